@@ -1,0 +1,128 @@
+"""The tables that flow between lifecycle stages, as Polars schemas.
+
+One schema per table, shared by every loader (download, local, synthetic), the data
+contracts and the later stages, so that "users", "movies" and "ratings" mean one thing
+wherever they appear.  `conform(df, SCHEMA, name)` checks and casts a frame to its schema
+and names the table and column when something is missing.
+
+Demographics use the MovieLens-1M code sets (README of ML-1M): ML-100K ages and
+occupation names are mapped onto them by the loader, keeping the raw value beside it.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# MovieLens-1M code sets (ml-1m/README, "USERS FILE DESCRIPTION").
+GENDERS = ("M", "F")
+AGE_CODES = (1, 18, 25, 35, 45, 50, 56)
+AGE_LABELS = {1: "Under 18", 18: "18-24", 25: "25-34", 35: "35-44", 45: "45-49", 50: "50-55", 56: "56+"}
+OCCUPATIONS = {
+    0: "other or not specified",
+    1: "academic/educator",
+    2: "artist",
+    3: "clerical/admin",
+    4: "college/grad student",
+    5: "customer service",
+    6: "doctor/health care",
+    7: "executive/managerial",
+    8: "farmer",
+    9: "homemaker",
+    10: "K-12 student",
+    11: "lawyer",
+    12: "programmer",
+    13: "retired",
+    14: "sales/marketing",
+    15: "scientist",
+    16: "self-employed",
+    17: "technician/engineer",
+    18: "tradesman/craftsman",
+    19: "unemployed",
+    20: "writer",
+}
+# The 18 ML-1M genres (ML-100K adds "unknown").
+GENRES = (
+    "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",
+    "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi",
+    "Thriller", "War", "Western",
+)
+
+USERS = {
+    "user_id": pl.Int64,
+    "gender": pl.Utf8,  # "M" / "F"
+    "age": pl.Int64,  # ML-1M age code, AGE_CODES
+    "occupation": pl.Int64,  # ML-1M occupation code, OCCUPATIONS
+    "zip": pl.Utf8,
+    "has_ratings": pl.Boolean,  # False: kept in the table but flagged (no ratings)
+}
+
+MOVIES = {
+    "movie_id": pl.Int64,
+    "title": pl.Utf8,  # as MovieLens writes it: "American President, The (1995)"
+    "year": pl.Int64,  # parsed from the title; null when the title has none
+    "genres": pl.List(pl.Utf8),
+}
+
+RATINGS = {
+    "user_id": pl.Int64,
+    "movie_id": pl.Int64,
+    "rating": pl.Int64,  # 1..5
+    "timestamp": pl.Int64,  # unix seconds, UTC
+}
+
+# MM-ML-1M side information per movie (A/B Agent §2.2, Table 1).  Every field but
+# movie_id may be null where the source has no value.
+METADATA = {
+    "movie_id": pl.Int64,
+    "tmdb_id": pl.Int64,
+    "overview": pl.Utf8,
+    "vote_average": pl.Float64,  # 0..10
+    "vote_count": pl.Int64,  # >= 0
+    "release_date": pl.Date,
+    "meta_genres": pl.List(pl.Utf8),  # the metadata source's own genre names
+    "directors": pl.List(pl.Utf8),
+    "actors": pl.List(pl.Utf8),  # billing order
+    "poster_small": pl.Utf8,  # absolute path of the home-page poster file
+    "poster_large": pl.Utf8,  # absolute path of the detail-page poster file
+    "metadata_source": pl.Utf8,  # "tmdb", "local:<file>", "synthetic"
+}
+
+# Hidden tastes planted by the synthetic generator, one row per user, so that tests can
+# check that later stages recover them.  Weights are over GENRES (same order).
+HIDDEN_TASTES = {
+    "user_id": pl.Int64,
+    "genre_weights": pl.List(pl.Float64),  # len(GENRES), sums to 1
+    "favourite_genres": pl.List(pl.Utf8),  # the top genres by weight
+    "preferred_era": pl.Int64,  # preferred release decade, e.g. 1980
+    "favourite_directors": pl.List(pl.Utf8),
+    "palette_preference": pl.Utf8,  # "warm" / "cool" / "dark" / "bright"
+    "taste_strength": pl.Float64,  # how strongly taste drives ratings
+    "rating_bias": pl.Float64,  # user's offset on the rating scale (pickiness)
+}
+
+# One row per item of an arm's top-20 list for a user (design.md "Top-20 list").
+TOP_K = {
+    "arm": pl.Utf8,
+    "user_id": pl.Int64,
+    "rank": pl.Int64,  # 1..20
+    "movie_id": pl.Int64,
+    "score": pl.Float64,
+}
+
+
+def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], table: str) -> pl.DataFrame:
+    """Return `df` with exactly the schema's columns, cast to the schema's types.
+
+    Raises ValueError naming the table and the missing columns, or the column that
+    cannot be cast.
+    """
+    missing = [c for c in schema if c not in df.columns]
+    if missing:
+        raise ValueError(f"table {table!r} lacks column(s) {missing}; it has {df.columns}")
+    out = []
+    for name, dtype in schema.items():
+        try:
+            out.append(df.get_column(name).cast(dtype, strict=True))
+        except Exception as exc:  # polars raises several exception types for casts
+            raise ValueError(f"table {table!r}: column {name!r} cannot be read as {dtype}: {exc}") from exc
+    return pl.DataFrame(out)

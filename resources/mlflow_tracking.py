@@ -1,0 +1,193 @@
+"""MLflow tracking for the asset graph: one parent MLflow run per Dagster run.
+
+Each Dagster run becomes one parent MLflow run, tagged with the Dagster run id, the job,
+the code version and (once ingestion has run) the data source.  Each asset materialisation
+is a child run nested under it, named after the asset and partition, holding that asset's
+parameters, metrics, dataset digests and artefacts — so the MLflow UI shows a run as a
+tree and params of different assets never collide.
+
+A thin `ConfigurableResource` over the plain mlflow client: dagster-mlflow is an op-era
+resource that caps pandas < 3 (../shared/docs/dependencies.md).  With the multiprocess
+executor several steps may ask for the parent at once; a file lock makes exactly one of
+them create it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import PrivateAttr
+
+from resources.storage import PROJECT_ROOT, data_root
+
+PARENT_ROLE = "dagster_run"
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """The git commit of the project (with '+dirty' when the tree has changes), else the
+    package version: what MLflow runs and Dagster code versions are stamped with."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        from importlib.metadata import version
+
+        return f"simab-{version('simab')}"
+
+
+class MlflowTracking(ConfigurableResource):
+    """Where runs go: `tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the data folder."""
+
+    tracking_uri: str = ""
+    experiment: str = "simab"
+
+    _uri: str = PrivateAttr(default="")
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._uri = self.resolved_uri()
+
+    def resolved_uri(self) -> str:
+        if self.tracking_uri:
+            return self.tracking_uri
+        if os.environ.get("MLFLOW_TRACKING_URI"):
+            return os.environ["MLFLOW_TRACKING_URI"]
+        root = data_root()
+        root.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{root / 'mlflow.db'}"
+
+    # -- runs ------------------------------------------------------------------------
+
+    def client(self):
+        import mlflow
+
+        mlflow.set_tracking_uri(self._uri or self.resolved_uri())
+        return mlflow.MlflowClient()
+
+    def experiment_id(self) -> str:
+        client = self.client()
+        found = client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return found.experiment_id
+        with _lock("experiment"):
+            found = client.get_experiment_by_name(self.experiment)
+            if found is not None:
+                return found.experiment_id
+            uri = self._uri or self.resolved_uri()
+            # A local store keeps artefacts beside the database, not in the working directory.
+            artifacts = (data_root() / "mlartifacts").as_uri() if uri.startswith("sqlite:") else None
+            return client.create_experiment(self.experiment, artifact_location=artifacts)
+
+    def parent_run_id(self, dagster_run_id: str, job_name: str = "", tags: dict[str, str] | None = None) -> str:
+        """The parent MLflow run of a Dagster run, created on first use."""
+        client = self.client()
+        exp = self.experiment_id()
+        query = f"tags.dagster_run_id = '{dagster_run_id}' and tags.simab_role = '{PARENT_ROLE}'"
+        with _lock("parent"):
+            runs = client.search_runs([exp], filter_string=query, max_results=1)
+            if runs:
+                run_id = runs[0].info.run_id
+            else:
+                run = client.create_run(
+                    exp,
+                    run_name=f"{job_name or 'materialize'} {dagster_run_id[:8]}",
+                    tags={
+                        "dagster_run_id": dagster_run_id,
+                        "dagster_job": job_name,
+                        "simab_role": PARENT_ROLE,
+                        "code_version": code_version(),
+                    },
+                )
+                run_id = run.info.run_id
+        for key, value in (tags or {}).items():
+            client.set_tag(run_id, key, value)
+        return run_id
+
+    @contextmanager
+    def asset_run(self, context: Any, params: dict[str, Any] | None = None, tags: dict[str, str] | None = None) -> Iterator[Any]:
+        """A child run for one asset (or asset check) materialisation, active inside the block,
+        so plain `mlflow.log_*` calls land in it.  Yields the mlflow ActiveRun."""
+        import mlflow
+
+        client = self.client()
+        dagster_run_id = context.run.run_id
+        parent = self.parent_run_id(dagster_run_id, context.run.job_name)
+        name = _step_name(context)
+        child = client.create_run(
+            self.experiment_id(),
+            run_name=name,
+            tags={
+                "mlflow.parentRunId": parent,
+                "dagster_run_id": dagster_run_id,
+                "dagster_asset": name,
+                "simab_role": "asset",
+                "code_version": code_version(),
+                **(tags or {}),
+            },
+        )
+        status = "FAILED"
+        try:
+            with mlflow.start_run(run_id=child.info.run_id) as active:
+                if params:
+                    mlflow.log_params({k: _param(v) for k, v in params.items()})
+                yield active
+            status = "FINISHED"
+        finally:
+            # start_run's exit already closed the child; the parent closes with the latest step.
+            client.set_terminated(parent, status=status)
+
+    def tag_parent(self, context: Any, tags: dict[str, str]) -> None:
+        self.parent_run_id(context.run.run_id, context.run.job_name, tags)
+
+    # -- logging helpers (call inside asset_run) -----------------------------------------
+
+    @staticmethod
+    def log_frame(df: Any, name: str, role: str = "input", log_table: bool = False) -> str:
+        """Log a Polars frame as an MLflow dataset (its digest, schema and row count) and,
+        for small frames, as a table artefact; returns the digest."""
+        import mlflow
+
+        from resources.storage import frame_digest
+
+        digest = frame_digest(df)
+        dataset = mlflow.data.from_polars(df, name=name, digest=digest)
+        mlflow.log_input(dataset, context=role)
+        if log_table:
+            mlflow.log_table(df.to_pandas(), artifact_file=f"tables/{name}.json")
+        return digest
+
+
+def _step_name(context: Any) -> str:
+    try:
+        key = context.asset_key.to_user_string()
+    except Exception:  # asset checks and multi-assets have several keys
+        key = context.op.name
+    partition = getattr(context, "partition_key", None) if getattr(context, "has_partition_key", False) else None
+    return f"{key}[{partition}]" if partition else key
+
+
+def _param(value: Any) -> Any:
+    text = str(value)
+    return text if len(text) <= 6000 else text[:5990] + "…"
+
+
+@contextmanager
+def _lock(name: str) -> Iterator[None]:
+    from filelock import FileLock
+
+    root = data_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(Path(root) / f".mlflow-{name}.lock"), timeout=120):
+        yield

@@ -1,0 +1,148 @@
+"""The data contracts: one great-expectations suite per table (design.md step 3).
+
+Each suite is built from the data it guards against (referential integrity needs the ids of
+the users and movies tables), so the builders take those as arguments.  Every expectation
+carries a `meta["why"]` sentence: that is what a person reads in the Dagster UI when a
+check fails.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ops.schema import AGE_CODES, GENDERS, OCCUPATIONS
+
+
+@dataclass(frozen=True)
+class ContractConfig:
+    """Limits the suites use; defaults cover every MovieLens release and the synthetic data."""
+
+    min_users: int = 1
+    min_movies: int = 1
+    min_ratings: int = 1
+    # MovieLens started in 1997 and ML-1M ends in 2003; later releases run to today.
+    earliest_timestamp: int = int(dt.datetime(1995, 1, 1, tzinfo=dt.UTC).timestamp())
+    latest_timestamp: int = field(default_factory=lambda: int(dt.datetime.now(dt.UTC).timestamp()) + 86_400)
+    earliest_release_year: int = 1870
+    latest_release_year: int = 2100
+    # Sparsity: ratings / (users × movies).  ML-1M is 4.19 % dense (A/B Agent Table 1).
+    max_density: float = 0.5
+    # Share of movies that must have each metadata field (issue 3: "coverage above a floor").
+    metadata_coverage_floor: float = 0.5
+
+
+def users_suite(config: ContractConfig = ContractConfig()):
+    gx = _gx()
+    e = gx.expectations
+    return _suite(
+        "users",
+        [
+            e.ExpectTableRowCountToBeBetween(min_value=config.min_users, meta={"why": "the users table is empty"}),
+            e.ExpectColumnValuesToNotBeNull(column="user_id", meta={"why": "a user has no id"}),
+            e.ExpectColumnValuesToBeUnique(column="user_id", meta={"why": "user ids must be unique"}),
+            e.ExpectColumnValuesToBeInSet(column="gender", value_set=list(GENDERS), meta={"why": "gender outside the MovieLens codes M/F"}),
+            e.ExpectColumnValuesToBeInSet(column="age", value_set=list(AGE_CODES), meta={"why": "age outside the ML-1M age codes"}),
+            e.ExpectColumnValuesToBeInSet(column="occupation", value_set=list(OCCUPATIONS), meta={"why": "occupation outside the ML-1M codes 0-20"}),
+            e.ExpectColumnValuesToNotBeNull(column="zip", meta={"why": "a user has no zip code"}),
+        ],
+    )
+
+
+def movies_suite(config: ContractConfig = ContractConfig()):
+    gx = _gx()
+    e = gx.expectations
+    return _suite(
+        "movies",
+        [
+            e.ExpectTableRowCountToBeBetween(min_value=config.min_movies, meta={"why": "the movies table is empty"}),
+            e.ExpectColumnValuesToNotBeNull(column="movie_id", meta={"why": "a movie has no id"}),
+            e.ExpectColumnValuesToBeUnique(column="movie_id", meta={"why": "movie ids must be unique"}),
+            e.ExpectColumnValuesToNotBeNull(column="title", meta={"why": "a movie has no title"}),
+            e.ExpectColumnValuesToBeBetween(
+                column="year", min_value=config.earliest_release_year, max_value=config.latest_release_year,
+                meta={"why": "release year out of range"},
+            ),
+        ],
+    )
+
+
+def ratings_suite(user_ids: list[int], movie_ids: list[int], config: ContractConfig = ContractConfig()):
+    gx = _gx()
+    e = gx.expectations
+    max_rows = max(config.min_ratings, int(config.max_density * len(user_ids) * len(movie_ids)))
+    return _suite(
+        "ratings",
+        [
+            e.ExpectTableRowCountToBeBetween(
+                min_value=config.min_ratings, max_value=max_rows,
+                meta={"why": f"ratings count outside [{config.min_ratings}, {max_rows}] (density at most {config.max_density})"},
+            ),
+            e.ExpectCompoundColumnsToBeUnique(column_list=["user_id", "movie_id"], meta={"why": "a (user, movie) pair is rated twice"}),
+            e.ExpectColumnValuesToBeBetween(column="rating", min_value=1, max_value=5, meta={"why": "rating outside 1..5"}),
+            e.ExpectColumnValuesToBeBetween(
+                column="timestamp", min_value=config.earliest_timestamp, max_value=config.latest_timestamp,
+                meta={"why": "timestamp outside the plausible range (1995 to tomorrow)"},
+            ),
+            e.ExpectColumnValuesToBeInSet(column="user_id", value_set=user_ids, meta={"why": "rating by a user missing from the users table"}),
+            e.ExpectColumnValuesToBeInSet(column="movie_id", value_set=movie_ids, meta={"why": "rating of a movie missing from the movies table"}),
+        ],
+    )
+
+
+def metadata_suite(movie_ids: list[int], config: ContractConfig = ContractConfig()):
+    """MM-ML-1M side information (A/B Agent Table 1): value ranges, dates and coverage."""
+    gx = _gx()
+    e = gx.expectations
+    floor = config.metadata_coverage_floor
+    return _suite(
+        "metadata",
+        [
+            e.ExpectColumnValuesToBeUnique(column="movie_id", meta={"why": "a movie has two metadata rows"}),
+            e.ExpectColumnValuesToBeInSet(column="movie_id", value_set=movie_ids, meta={"why": "metadata for a movie missing from the movies table"}),
+            e.ExpectColumnValuesToBeBetween(column="vote_average", min_value=0, max_value=10, meta={"why": "vote average outside 0..10"}),
+            e.ExpectColumnValuesToBeBetween(column="vote_count", min_value=0, meta={"why": "negative vote count"}),
+            e.ExpectColumnValuesToBeBetween(
+                column="release_year", min_value=config.earliest_release_year, max_value=config.latest_release_year,
+                meta={"why": "release date does not parse to a plausible year"},
+            ),
+            e.ExpectColumnValuesToNotBeNull(column="title_or_overview", mostly=floor, meta={"why": f"fewer than {floor:.0%} of movies have an overview"}),
+            e.ExpectColumnValuesToNotBeNull(column="poster_small", mostly=floor, meta={"why": f"fewer than {floor:.0%} of movies have a poster"}),
+        ],
+    )
+
+
+def metadata_frame_for_contract(metadata: pl.DataFrame) -> pl.DataFrame:
+    """The columns the metadata suite reads, derived from a METADATA frame."""
+    return metadata.select(
+        "movie_id",
+        "vote_average",
+        "vote_count",
+        pl.col("release_date").dt.year().alias("release_year"),
+        pl.col("overview").alias("title_or_overview"),
+        "poster_small",
+    )
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A named list of expectations; `validate_frame` turns it into a GX suite inside its own
+    context (GX binds a suite to a context when expectations are added)."""
+
+    name: str
+    expectations: list
+
+
+def _suite(name: str, expectations: list) -> Contract:
+    return Contract(name, expectations)
+
+
+def _gx():
+    import os
+
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+
+    return gx

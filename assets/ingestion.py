@@ -1,0 +1,106 @@
+"""Lifecycle step 1: MovieLens users, movies and ratings, from the configured source.
+
+`synthetic` (default) generates MovieLens-shaped data with planted tastes offline;
+`local` reads a folder of ML-1M `*.dat` or ML-100K `u.*` files; `download` fetches the
+official GroupLens archive (checksum-verified, cached, resumable).  The synthetic source also
+yields its hidden tastes (for tests that check later stages recover them) and its side
+information (metadata and posters); other sources yield empty frames there.
+"""
+
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, Output, multi_asset
+from pydantic import Field
+
+from ops.schema import HIDDEN_TASTES, METADATA
+from resources.mlflow_tracking import MlflowTracking
+from resources.storage import data_root, frame_digest
+
+GROUP = "ingestion"
+
+
+class IngestionConfig(Config):
+    """Which MovieLens source to use.  Defaults come from $SIMAB_SOURCE / $SIMAB_LOCAL_PATH /
+    $SIMAB_DATASET when set, so the CLI and the nightly schedule can switch without YAML."""
+
+    source: Literal["synthetic", "local", "download"] = Field(
+        default=os.environ.get("SIMAB_SOURCE", "synthetic"), description="synthetic | local | download"
+    )
+    local_path: str = Field(default=os.environ.get("SIMAB_LOCAL_PATH", ""), description="folder for source=local")
+    dataset: Literal["ml-1m", "ml-100k"] = Field(default=os.environ.get("SIMAB_DATASET", "ml-1m"), description="archive for source=download")
+    seed: int = Field(default=0, description="seed of the synthetic generator")
+    synthetic_users: int = Field(default=0, description="synthetic: number of users (0 = generator default)")
+    synthetic_movies: int = Field(default=0, description="synthetic: number of movies (0 = generator default)")
+
+
+@multi_asset(
+    outs={
+        "users": AssetOut(group_name=GROUP, code_version="1", description="MovieLens users (ML-1M codes); users without ratings flagged"),
+        "movies": AssetOut(group_name=GROUP, code_version="1", description="MovieLens movies: title, year, genres"),
+        "ratings": AssetOut(group_name=GROUP, code_version="1", description="MovieLens ratings 1..5 with timestamps"),
+        "planted_tastes": AssetOut(group_name=GROUP, code_version="1", description="synthetic source only: each user's hidden tastes"),
+        "synthetic_side_info": AssetOut(group_name=GROUP, code_version="1", description="synthetic source only: metadata and posters"),
+    },
+    compute_kind="polars",
+)
+def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tracking: MlflowTracking):
+    """Load or generate the three MovieLens tables."""
+    from ops.plots import activity_and_popularity, rating_distribution
+
+    tastes = pl.DataFrame(schema=HIDDEN_TASTES)
+    side_info = pl.DataFrame(schema=METADATA)
+    if config.source == "synthetic":
+        from ops.synthetic import SyntheticConfig, generate
+
+        overrides = {"seed": config.seed}
+        if config.synthetic_users:
+            overrides["n_users"] = config.synthetic_users
+        if config.synthetic_movies:
+            overrides["n_movies"] = config.synthetic_movies
+        data = generate(SyntheticConfig(**overrides), data_root() / "posters" / f"synthetic-{config.seed}")
+        users, movies, ratings, tastes, side_info = data.users, data.movies, data.ratings, data.hidden_tastes, data.metadata
+        origin = f"synthetic(seed={config.seed})"
+    else:
+        from ops.movielens import download, load_local
+
+        if config.source == "local":
+            if not config.local_path:
+                raise ValueError("source 'local' needs local_path: a folder with ML-1M *.dat or ML-100K u.* files")
+            folder = Path(config.local_path).expanduser()
+        else:
+            context.log.info("MovieLens data: research use only, no redistribution; cite Harper & Konstan (2015).")
+            folder = download(config.dataset, data_root() / "downloads")
+        tables = load_local(folder)
+        users, movies, ratings = tables.users, tables.movies, tables.ratings
+        origin = f"{config.source}:{folder}"
+
+    density = ratings.height / max(users.height * movies.height, 1)
+    with mlflow_tracking.asset_run(context, params={"source": config.source, "origin": origin, "seed": config.seed}) as _:
+        import mlflow
+
+        mlflow_tracking.tag_parent(context, {"data_source": config.source})
+        mlflow.log_metrics(
+            {
+                "users": users.height,
+                "users_with_ratings": int(users.get_column("has_ratings").sum()),
+                "movies": movies.height,
+                "ratings": ratings.height,
+                "density": density,
+                "mean_rating": float(ratings.get_column("rating").mean() or 0.0),
+            }
+        )
+        digests = {name: mlflow_tracking.log_frame(df, name) for name, df in (("users", users), ("movies", movies), ("ratings", ratings))}
+        mlflow.log_figure(rating_distribution(ratings), "plots/rating_distribution.png")
+        mlflow.log_figure(activity_and_popularity(ratings), "plots/activity_and_popularity.png")
+
+    context.log.info(f"{origin}: {users.height} users, {movies.height} movies, {ratings.height} ratings (density {density:.4f})")
+    meta = {"source": origin}
+    yield Output(users, "users", data_version=DataVersion(digests["users"]), metadata={**meta, "rows": users.height})
+    yield Output(movies, "movies", data_version=DataVersion(digests["movies"]), metadata={**meta, "rows": movies.height})
+    yield Output(ratings, "ratings", data_version=DataVersion(digests["ratings"]), metadata={**meta, "rows": ratings.height, "density": density})
+    yield Output(tastes, "planted_tastes", data_version=DataVersion(frame_digest(tastes)), metadata={"rows": tastes.height})
+    yield Output(side_info, "synthetic_side_info", data_version=DataVersion(frame_digest(side_info)), metadata={"rows": side_info.height})

@@ -1,0 +1,44 @@
+"""Lifecycle step 4: the chronological 7:2:1 split (A/B Agent §3.1)."""
+
+
+import polars as pl
+from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, MetadataValue, Output, multi_asset
+from pydantic import Field
+
+from resources.mlflow_tracking import MlflowTracking
+
+GROUP = "split"
+
+
+class SplitConfig(Config):
+    train: float = Field(default=0.7, description="share of the earliest interactions used for training (A/B Agent §3.1)")
+    valid: float = Field(default=0.2, description="share used for validation / early stopping")
+    test: float = Field(default=0.1, description="share of the latest interactions held out for offline metrics")
+
+
+@multi_asset(
+    outs={
+        "train_ratings": AssetOut(group_name=GROUP, code_version="1", description="earliest 70 % of ratings"),
+        "valid_ratings": AssetOut(group_name=GROUP, code_version="1", description="next 20 %"),
+        "test_ratings": AssetOut(group_name=GROUP, code_version="1", description="latest 10 %"),
+    },
+    compute_kind="polars",
+)
+def chronological_split(context: AssetExecutionContext, config: SplitConfig, ratings: pl.DataFrame, mlflow_tracking: MlflowTracking):
+    """Sort all interactions by time and cut at 70 % and 90 %."""
+    from ops.plots import split_timeline
+    from ops.split import chronological_split as split, split_statistics
+
+    parts = split(ratings, (config.train, config.valid, config.test))
+    stats = split_statistics(parts)
+    with mlflow_tracking.asset_run(context, params=config.model_dump()):
+        import mlflow
+
+        for row in stats.iter_rows(named=True):
+            mlflow.log_metrics({f"{row['split']}_{k}": float(row[k]) for k in ("rows", "users", "items", "cold_users", "cold_items") if row[k] is not None})
+        digests = {name: mlflow_tracking.log_frame(frame, f"{name}_ratings") for name, frame in parts.frames().items()}
+        mlflow.log_table(stats.to_pandas(), artifact_file="tables/split_statistics.json")
+        mlflow.log_figure(split_timeline(parts.frames()), "plots/split_timeline.png")
+    table = MetadataValue.md(stats.to_pandas().to_markdown(index=False))
+    for name, frame in parts.frames().items():
+        yield Output(frame, f"{name}_ratings", data_version=DataVersion(digests[name]), metadata={"rows": frame.height, "split statistics": table})

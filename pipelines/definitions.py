@@ -1,0 +1,24 @@
+"""The simab code location: wires assets, checks, resources, jobs and schedules.
+
+Nothing is defined here; each lifecycle stage lives in its own module under `assets/`,
+the contracts under `data_contracts/`, the outside systems under `resources/`.
+"""
+
+from __future__ import annotations
+
+from dagster import Definitions, load_assets_from_modules, multiprocess_executor
+
+from assets import ingestion, split
+from data_contracts.checks import CONTRACT_CHECKS
+from pipelines.jobs import JOBS, SCHEDULES
+from pipelines.resources import resources_for_deployment
+
+defs = Definitions(
+    assets=load_assets_from_modules([ingestion, split]),
+    asset_checks=CONTRACT_CHECKS,
+    jobs=JOBS,
+    schedules=SCHEDULES,
+    resources=resources_for_deployment(),
+    # Two cores here: two steps at a time (the CTR arms train in parallel partitions).
+    executor=multiprocess_executor.configured({"max_concurrent": 2}),
+)

@@ -1,0 +1,24 @@
+"""Resources per deployment, chosen by $SIMAB_DEPLOYMENT (local by default).
+
+`local`: SQLite MLflow store and Parquet files under the data folder.  `server`: the same
+assets against an MLflow server named by $MLFLOW_TRACKING_URI (required there).
+"""
+
+from __future__ import annotations
+
+import os
+
+from resources.mlflow_tracking import MlflowTracking
+from resources.storage import SimabIOManager
+
+
+def resources_for_deployment(name: str | None = None) -> dict:
+    name = name or os.environ.get("SIMAB_DEPLOYMENT", "local")
+    if name == "local":
+        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking()}
+    if name == "server":
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:
+            raise ValueError("SIMAB_DEPLOYMENT=server needs MLFLOW_TRACKING_URI (the MLflow server's address)")
+        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking(tracking_uri=uri)}
+    raise ValueError(f"unknown SIMAB_DEPLOYMENT {name!r}: use 'local' or 'server'")

@@ -33,8 +33,9 @@ def chronological_split(ratings: pl.DataFrame, fractions: tuple[float, float, fl
         raise ValueError(f"split fractions must be three non-negative numbers summing to 1, got {fractions}")
     ordered = conform(ratings, RATINGS, "ratings").sort(["timestamp", "user_id", "movie_id"])
     n = ordered.height
-    cut_train = int(n * fractions[0])
-    cut_valid = int(n * (fractions[0] + fractions[1]))
+    # The epsilon keeps 0.7 + 0.2 = 0.8999… from losing a row to float rounding.
+    cut_train = int(n * fractions[0] + 1e-9)
+    cut_valid = int(n * (fractions[0] + fractions[1]) + 1e-9)
     return Split(
         train=ordered.slice(0, cut_train),
         valid=ordered.slice(cut_train, cut_valid - cut_train),

@@ -1,0 +1,88 @@
+"""The contracts catch what they promise to catch, with messages that name the problem."""
+
+import polars as pl
+import pytest
+
+from data_contracts.suites import ContractConfig, metadata_frame_for_contract, metadata_suite, movies_suite, ratings_suite, users_suite
+from data_contracts.validate import validate_frame
+
+
+@pytest.fixture(scope="module")
+def tables():
+    users = pl.DataFrame(
+        {"user_id": [1, 2, 3], "gender": ["M", "F", "M"], "age": [1, 25, 56], "occupation": [0, 12, 20], "zip": ["1", "2", "3"], "has_ratings": [True, True, False]}
+    )
+    movies = pl.DataFrame({"movie_id": [10, 11], "title": ["A (1990)", "B (1995)"], "year": [1990, 1995], "genres": [["Drama"], ["Comedy"]]})
+    ratings = pl.DataFrame({"user_id": [1, 1, 2], "movie_id": [10, 11, 10], "rating": [4, 5, 1], "timestamp": [978300760, 978300761, 978300762]})
+    return users, movies, ratings
+
+
+def _ratings_report(ratings, users, movies):
+    return validate_frame(ratings, ratings_suite(users["user_id"].to_list(), movies["movie_id"].to_list(), ContractConfig(max_density=1.0)))
+
+
+def test_clean_tables_pass(tables):
+    users, movies, ratings = tables
+    assert validate_frame(users, users_suite()).passed
+    assert validate_frame(movies, movies_suite()).passed
+    assert _ratings_report(ratings, users, movies).passed
+
+
+def test_rating_of_seven_is_named(tables):
+    users, movies, ratings = tables
+    bad = ratings.with_columns(pl.when(pl.col("movie_id") == 11).then(7).otherwise(pl.col("rating")).alias("rating"))
+    report = _ratings_report(bad, users, movies)
+    assert not report.passed
+    assert any(f.column == "rating" and 7 in f.examples for f in report.findings)
+    assert "rating outside 1..5" in report.summary()
+
+
+def test_duplicate_key_is_named(tables):
+    users, movies, ratings = tables
+    report = _ratings_report(pl.concat([ratings, ratings.head(1)]), users, movies)
+    assert [f.column for f in report.findings] == ["user_id,movie_id"]
+    assert "rated twice" in report.summary()
+    dup_users = pl.concat([users, users.head(1)])
+    assert "user ids must be unique" in validate_frame(dup_users, users_suite()).summary()
+
+
+def test_rating_of_unknown_user_and_movie_is_named(tables):
+    users, movies, ratings = tables
+    bad = pl.concat([ratings, pl.DataFrame({"user_id": [99], "movie_id": [12], "rating": [3], "timestamp": [978300763]})])
+    summary = _ratings_report(bad, users, movies).summary()
+    assert "user missing from the users table" in summary and "99" in summary
+    assert "movie missing from the movies table" in summary and "12" in summary
+
+
+def test_demographics_outside_code_sets(tables):
+    users, _, _ = tables
+    bad = users.with_columns(pl.Series("age", [1, 30, 56]), pl.Series("occupation", [0, 21, 3]))
+    summary = validate_frame(bad, users_suite()).summary()
+    assert "age outside" in summary and "30" in summary
+    assert "occupation outside" in summary and "21" in summary
+
+
+def test_timestamps_out_of_range(tables):
+    users, movies, ratings = tables
+    bad = ratings.with_columns(pl.Series("timestamp", [0, 978300761, 978300762]))
+    assert "timestamp outside" in _ratings_report(bad, users, movies).summary()
+
+
+def test_metadata_ranges_and_coverage():
+    import datetime as dt
+
+    md = pl.DataFrame(
+        {
+            "movie_id": [1, 2, 3],
+            "vote_average": [7.5, 11.0, None],
+            "vote_count": [10, -1, 0],
+            "release_date": [dt.date(1995, 1, 1), None, dt.date(1990, 5, 5)],
+            "overview": [None, None, "x"],
+            "poster_small": [None, None, None],
+        }
+    )
+    report = validate_frame(metadata_frame_for_contract(md), metadata_suite([1, 2, 3], ContractConfig(metadata_coverage_floor=0.5)))
+    whys = " | ".join(f.why for f in report.findings)
+    assert "vote average outside 0..10" in whys
+    assert "negative vote count" in whys
+    assert "overview" in whys and "poster" in whys

@@ -396,3 +396,27 @@ def test_retry_after_accepts_seconds_and_http_dates():
     assert _parse_retry_after(None) is None and _parse_retry_after("soon") is None
     future = email.utils.formatdate(time.time() + 30, usegmt=True)
     assert 25 <= _parse_retry_after(future) <= 31
+
+
+# ---------------------------------------------------------------------------------------
+# The Dagster resource
+
+
+def test_resource_reads_the_key_at_use_time_and_never_holds_it(fake, monkeypatch, tmp_path):
+    from resources.tmdb import TmdbResource
+
+    monkeypatch.delenv("TMDB_API_KEY", raising=False)
+    monkeypatch.delenv("TMDB_READ_TOKEN", raising=False)
+    resource = TmdbResource(api_base_url=fake.server.url_for("/3"), image_base_url=fake.server.url_for("/t/p"),
+                            rate_limit_rps=500.0, progress=False, min_title_similarity=0.8)
+    assert not resource.has_credentials()
+    with pytest.raises(MissingCredentialsError):
+        resource.crawl(movies_frame(MOVIELENS[:1]), tmp_path)
+    monkeypatch.setenv("TMDB_API_KEY", TEST_API_KEY)  # set after the resource was built
+    result = resource.crawl(movies_frame(MOVIELENS[:2]), tmp_path)
+    assert result.metadata["tmdb_id"].to_list() == [862, 9087]
+    assert resource.crawl_config().match.min_title_similarity == 0.8
+    params = resource.tracking_params()
+    assert params["auth"] == "api_key" and params["rate_limit_rps"] == 500.0
+    shown = repr(resource) + json.dumps(params, default=str) + json.dumps(resource.model_dump(), default=str)
+    assert TEST_API_KEY not in shown and "TMDB_API_KEY" in shown

@@ -124,17 +124,19 @@ def crawl_tmdb(
     out.mkdir(parents=True, exist_ok=True)
     movie_rows = _movie_rows(movies)
     known_ids = links_to_tmdb_ids(links) if links is not None else {}
-    credentials = credentials or TmdbCredentials.from_env()
     checkpoint = JsonlCheckpoint(out / "checkpoint.jsonl", key="movie_id")
     todo = [m for m in movie_rows if _needs_crawl(checkpoint.get(m["movie_id"]), config)]
     log.info("TMDB crawl: %d movies, %d done in checkpoint, %d to crawl", len(movie_rows), len(movie_rows) - len(todo), len(todo))
 
     started = time.monotonic()
-    client = TmdbClient(config, credentials)
-    try:
-        _run_pool(todo, client, config, out / "posters", known_ids, checkpoint)
-    finally:
-        client.close()
+    requests_made = retries = 0
+    if todo:  # a finished checkpoint needs no key: the frames can be rebuilt offline
+        client = TmdbClient(config, credentials or TmdbCredentials.from_env())
+        try:
+            _run_pool(todo, client, config, out / "posters", known_ids, checkpoint)
+        finally:
+            client.close()
+        requests_made, retries = client.requests_made, client.retries
     elapsed = time.monotonic() - started
 
     metadata, failures = records_to_frames([checkpoint.get(m["movie_id"]) for m in movie_rows])
@@ -146,8 +148,8 @@ def crawl_tmdb(
         "from_checkpoint": len(movie_rows) - len(todo),
         "matched": metadata.height,
         "failures": failures.height,
-        "requests": client.requests_made,
-        "retries": client.retries,
+        "requests": requests_made,
+        "retries": retries,
         "elapsed_s": elapsed,
     }
     log.info("TMDB crawl done: %s", stats)

@@ -150,8 +150,15 @@ def choose_candidate(
     return best
 
 
-def title_similarity(a: str, b: str) -> float:
-    return SequenceMatcher(None, normalise_title(a), normalise_title(b)).ratio()
+def title_similarity(a: str, b: str, subtitle_discount: float = 0.9) -> float:
+    """SequenceMatcher ratio of the normalised titles; a title that matches only once the
+    subtitles are dropped ("Gendernauts" vs "Gendernauts: A Journey Through ...") scores
+    its main-title ratio times `subtitle_discount`, so that the exact title wins a tie."""
+    full = SequenceMatcher(None, normalise_title(a), normalise_title(b)).ratio()
+    main_a, main_b = normalise_title(_main_title(a)), normalise_title(_main_title(b))
+    if not main_a or not main_b:
+        return full
+    return max(full, subtitle_discount * SequenceMatcher(None, main_a, main_b).ratio())
 
 
 def normalise_title(title: str) -> str:
@@ -170,6 +177,10 @@ def restore_article(title: str, articles: tuple[str, ...]) -> str:
             head = title[: -len(suffix)].strip()
             return f"{art}{head}" if art.endswith("'") else f"{art} {head}"
     return title
+
+
+def _main_title(title: str) -> str:
+    return re.split(r":|\s[-–—]\s", title, maxsplit=1)[0]
 
 
 def _split_parentheses(text: str) -> tuple[str, list[str]]:

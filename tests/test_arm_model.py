@@ -1,0 +1,81 @@
+"""Saving, loading and registering trained arms in MLflow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ops.arm_model import arm_params, load_arm, log_and_register, save_arm
+from ops.recommenders import arm_config, train_arm
+from ops.split import chronological_split
+from tests.planted_data import planted_metadata, planted_movielens
+
+
+@pytest.fixture(scope="module")
+def trained():
+    import torch
+
+    torch.set_num_threads(1)
+    users, movies, ratings = planted_movielens(seed=3, n_users=80, n_movies=60, ratings_per_user=30)
+    split = chronological_split(ratings)
+    metadata = planted_metadata(movies)
+    arms = {
+        name: train_arm(arm_config(name, max_epochs=2, learning_rate=0.01, embedding_dim=8), split.train, split.valid, users, movies, metadata)
+        for name in ("deepfm", "pop", "random")
+    }
+    return arms, split
+
+
+@pytest.mark.parametrize("name", ["deepfm", "pop", "random"])
+def test_save_and_load_score_identically(trained, tmp_path, name):
+    arms, split = trained
+    arm = arms[name]
+    folder = save_arm(arm, tmp_path / "arm")
+    (tmp_path / "arm" / "stale").write_text("x")
+    save_arm(arm, tmp_path / "arm")  # overwriting replaces the folder as a whole
+    assert not (folder / "stale").exists()
+    again = load_arm(folder, device="cpu")
+    u, m = split.test["user_id"].to_numpy(), split.test["movie_id"].to_numpy()
+    assert np.array_equal(again.score(u, m), arm.score(u, m))
+    assert again.config == arm.config and again.history == arm.history and again.best_epoch == arm.best_epoch
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+def test_load_names_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="arm.json"):
+        load_arm(tmp_path)
+
+
+def test_register_versions_and_pyfunc_scores(trained, tmp_path, monkeypatch):
+    import mlflow
+
+    arms, split = trained
+    previous = mlflow.get_tracking_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    try:
+        _register_and_check(arms, split)
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def _register_and_check(arms, split):
+    import mlflow
+    import pandas as pd
+
+    arm = arms["deepfm"]
+    with pytest.raises(RuntimeError, match="active MLflow run"):
+        log_and_register(arm, "simab-deepfm")
+    with mlflow.start_run() as run:
+        first = log_and_register(arm, "simab-deepfm", metrics={"test_auc": 0.71, "test_log_loss": None})
+    with mlflow.start_run():
+        second = log_and_register(arm, "simab-deepfm")
+    assert (first, second) == ("1", "2")
+    logged = mlflow.get_run(run.info.run_id).data
+    assert logged.params["model"] == "deepfm" and logged.params["dnn_hidden_units"] == "[256, 128, 64]"
+    assert logged.params["best_epoch"] == str(arm.best_epoch)
+    assert logged.metrics["test_auc"] == pytest.approx(0.71)
+    model = mlflow.pyfunc.load_model("models:/simab-deepfm/2")
+    frame = pd.DataFrame({"user_id": split.test["user_id"].to_numpy(), "movie_id": split.test["movie_id"].to_numpy()})
+    assert np.allclose(np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["movie_id"].to_numpy()))
+    assert "features" in arm_params(arm) and arm_params(arms["pop"])["model"] == "pop"

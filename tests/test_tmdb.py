@@ -226,10 +226,10 @@ def test_stale_link_falls_back_to_title_search(fake, api_key_env, tmp_path):
 def test_transient_errors_are_retried_until_the_crawl_succeeds(fake, api_key_env, tmp_path):
     fake.add_fault("/3/movie/862", Fault("429", retry_after="1"))
     fake.add_fault("/3/search/movie", Fault("500"), Fault("500"))
-    fake.add_fault("/3/movie/603", Fault("slow", delay_s=1.5))  # read timeout is 0.3 s
+    fake.add_fault("/3/movie/603", Fault("slow", delay_s=2.0))  # read timeout is 0.5 s
     fake.add_fault("/3/movie/680", Fault("malformed"))
     fake.add_fault("/t/p/w185/poster9087.jpg", Fault("500"))
-    config = fast_config(fake.server, read_timeout_s=0.3, concurrency=2)
+    config = fast_config(fake.server, read_timeout_s=0.5, concurrency=2)
     result = crawl_tmdb(movies_frame(), tmp_path, config)
 
     assert dict(zip(result.metadata["movie_id"], result.metadata["tmdb_id"])) == EXPECTED_TMDB

@@ -1,0 +1,237 @@
+"""The embedded brain: fitted on train + validation, taste-aligned, legal, reproducible,
+with reasons; and, on the synthetic generator, clicks that follow the planted tastes."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ops.agents import AgentsConfig, build_agents
+from ops.brains.embedded import EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams
+from ops.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
+from ops.observation import (
+    BACK,
+    CLICK_MOVIE,
+    EXIT,
+    NEXT_PAGE,
+    WATCH_AND_RATE,
+    AgentSession,
+    DetailCard,
+    ItemCard,
+    Observation,
+    ShortTermEntry,
+)
+from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
+
+QUIET = AgentsConfig(embedding=EmbeddingConfig(show_progress=False))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("brain")
+    movies, meta = make_catalogue(root / "posters")
+    users, ratings, favourite = make_users_and_ratings(movies)
+    train, valid = split_by_time(ratings)
+    bundle = build_agents(train, valid, users, movies, meta, QUIET, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), root / "cache")
+    genre_of = {m: g[0] for m, g in movies.select("movie_id", "genres").iter_rows()}
+    rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
+    return dict(bundle=bundle, favourite=favourite, genre_of=genre_of, rated=rated, movies=movies, meta=meta)
+
+
+def _session(bundle, uid, spent=0.0, budget=30.0) -> AgentSession:
+    return AgentSession(uid, bundle.profiles[uid], bundle.memories[uid], spent, budget)
+
+
+def _unrated(world, uid, fav: bool, n: int):
+    return [m for m, g in sorted(world["genre_of"].items()) if (g == world["favourite"][uid]) == fav and (uid, m) not in world["rated"]][:n]
+
+
+def _home(movie_ids, page=1, legal=(CLICK_MOVIE, NEXT_PAGE, EXIT)) -> Observation:
+    cards = tuple(ItemCard(m, 5 * (page - 1) + i + 1, f"movie {m}", 7.0, ("Drama",), None) for i, m in enumerate(movie_ids))
+    return Observation("home", page, legal, items=cards)
+
+
+def _detail(movie_id, page=1, legal=(WATCH_AND_RATE, BACK)) -> Observation:
+    card = ItemCard(movie_id, 1, f"movie {movie_id}", 7.0, ("Drama",), None)
+    return Observation("detail", page, legal, detail=DetailCard(card, "plot", 10, "1980-01-01", ("D",), ("A",), None))
+
+
+def test_fit_learns_from_train_and_validation_and_round_trips_as_json(world, tmp_path):
+    params = world["bundle"].params
+    assert params.n_users == 30 and params.n_negatives == 4 * params.n_positives
+    assert params.click_auc_holdout is not None and params.click_auc_holdout > 0.75
+    assert params.like_auc_holdout is not None and params.like_auc_holdout > 0.75
+    assert params.rating_residual_sd > 0
+    coef = dict(zip(params.click.features, params.click.coef))
+    assert "director_match" not in coef  # the home page shows no credits
+    path = params.save(tmp_path / "brain.json")
+    assert EmbeddedBrainParams.load(path) == params
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="bad.json"):
+        EmbeddedBrainParams.load(tmp_path / "bad.json")
+
+
+def test_agents_prefer_their_planted_genre(world):
+    bundle = world["bundle"]
+    brain = bundle.brain()
+    fav_p, other_p, fav_like, other_like = [], [], [], []
+    for uid in sorted(bundle.profiles):
+        s = _session(bundle, uid)
+        fav, other = _unrated(world, uid, True, 4), _unrated(world, uid, False, 8)
+        fav_p += brain.click_probability(s, fav).tolist()
+        other_p += brain.click_probability(s, other).tolist()
+        fav_like += brain.like_probability(s, fav).tolist()
+        other_like += brain.like_probability(s, other).tolist()
+    assert np.mean(fav_p) > 2 * np.mean(other_p)
+    assert np.mean(fav_like) > np.mean(other_like) + 0.2
+
+
+def test_prepare_scores_all_pairs_and_decide_only_looks_them_up(world):
+    bundle = world["bundle"]
+    brain = bundle.brain()
+    sessions = [_session(bundle, u) for u in (1, 2, 3)]
+    shown = {u: _unrated(world, u, True, 3) + _unrated(world, u, False, 2) for u in (1, 2, 3)}
+    brain.prepare(sessions, shown)
+    lone = bundle.brain()  # the same pairs scored one agent at a time give the same numbers
+    for s in sessions:
+        assert brain.click_probability(s, shown[s.user_id]) == pytest.approx(lone.click_probability(s, shown[s.user_id]))
+    assert set(brain._scores) == {1, 2, 3}
+
+
+def test_decisions_are_legal_and_reproducible_from_the_generator(world):
+    bundle = world["bundle"]
+    uid = 1
+    items = _unrated(world, uid, True, 2) + _unrated(world, uid, False, 3)
+
+    def run(seed):
+        brain, s = bundle.brain(), _session(bundle, uid)
+        rng = np.random.default_rng(seed)
+        out = []
+        for step in range(1, 6):
+            obs = _home(items) if not s.short_term or s.short_term[-1].page_type == "detail" or s.short_term[-1].action != CLICK_MOVIE else _detail(s.short_term[-1].movie_id)
+            d = brain.decide(s, obs, rng)
+            assert d.action in obs.legal_actions and 1 <= d.interest <= 5 and d.reason
+            out.append((d.action, d.movie_id, d.rating, d.interest, d.reason, d.caught_eye))
+            s.short_term.append(ShortTermEntry(step, obs.page_type, 1, d.caught_eye, d.interest, d.action, d.movie_id, d.rating))
+            if d.action in (EXIT, NEXT_PAGE):
+                break
+        return out
+
+    assert run(7) == run(7)
+    assert any(run(seed) != run(7) for seed in range(8, 20))
+
+
+def test_only_legal_actions_when_the_page_allows_few(world):
+    bundle = world["bundle"]
+    brain, s = bundle.brain(), _session(bundle, 2)
+    movie = _unrated(world, 2, True, 1)[0]
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        assert brain.decide(s, _detail(movie, legal=(BACK,)), rng).action == BACK
+        assert brain.decide(s, _home(_unrated(world, 2, False, 3), page=4, legal=(EXIT,)), rng).action == EXIT
+
+
+def test_caught_eye_items_are_clicked_one_after_another_and_never_twice(world):
+    bundle = world["bundle"]
+    uid = 3
+    fav = _unrated(world, uid, True, 5)
+    brain, s = bundle.brain(EmbeddedBrainConfig(click_bias=20.0)), _session(bundle, uid)  # every card catches the eye
+    rng = np.random.default_rng(0)
+    clicked = []
+    for step in range(1, 30, 2):
+        d = brain.decide(s, _home(fav), rng)
+        s.short_term.append(ShortTermEntry(step, "home", 1, d.caught_eye, d.interest, d.action, d.movie_id))
+        if d.action != CLICK_MOVIE:
+            assert d.action in (NEXT_PAGE, EXIT)
+            break
+        assert set(d.caught_eye) == set(fav)  # the first look's set is carried, not redrawn
+        clicked.append(d.movie_id)
+        s.short_term.append(ShortTermEntry(step + 1, "detail", 1, (), 3, BACK, d.movie_id))
+    assert sorted(clicked) == sorted(fav) and len(set(clicked)) == len(clicked)
+
+
+def test_reasons_name_what_drove_the_choice(world):
+    bundle = world["bundle"]
+    brain = bundle.brain(EmbeddedBrainConfig(click_bias=20.0))
+    uid = 1
+    fav_genre = world["favourite"][uid]
+    d = brain.decide(_session(bundle, uid), _home(_unrated(world, uid, True, 1)), np.random.default_rng(0))
+    assert d.action == CLICK_MOVIE
+    known_titles = set(world["movies"].get_column("title").to_list())
+    assert fav_genre in d.reason or any(t in d.reason for t in known_titles) or "poster" in d.reason
+    brain = bundle.brain(EmbeddedBrainConfig(watch_bias=-30.0))
+    d = brain.decide(_session(bundle, uid), _detail(_unrated(world, uid, False, 1)[0]), np.random.default_rng(0))
+    assert d.action == BACK and d.reason.startswith("not for me: ") and len(d.reason) > len("not for me: ")
+
+
+def test_exit_interview_rewards_liked_watches(world):
+    bundle = world["bundle"]
+    brain = bundle.brain()
+    uid = 4
+    movies = _unrated(world, uid, True, 3)
+
+    def session(ratings):
+        s = _session(bundle, uid)
+        s.short_term = [ShortTermEntry(i, "detail", 1, (), 4, WATCH_AND_RATE, m, r) for i, (m, r) in enumerate(zip(movies, ratings))]
+        return s
+
+    happy = brain.exit_interview(session([5, 5, 4]), np.random.default_rng(1))
+    sad = brain.exit_interview(session([1, 2, 1]), np.random.default_rng(1))
+    empty = brain.exit_interview(_session(bundle, uid), np.random.default_rng(1))
+    assert 1 <= sad[0] < empty[0] < happy[0] <= 10
+    assert "liked 3 of 3" in happy[1] and "liked none" in sad[1] and "nothing" in empty[1]
+
+
+def test_parameters_from_another_catalogue_are_refused(world):
+    bundle = world["bundle"]
+    other = bundle.params.model_copy(update={"catalogue_digest": "0" * 64})
+    with pytest.raises(ValueError, match="refit"):
+        EmbeddedBrain(other, bundle.context)
+
+
+def test_vision_ablation_zeroes_poster_features(world):
+    bundle = world["bundle"]
+    blind = bundle.brain(EmbeddedBrainConfig(use_posters=False))
+    s = _session(bundle, 5)
+    movie = _unrated(world, 5, True, 1)
+    blind.click_probability(s, movie)
+    seeing = bundle.brain()
+    seeing.click_probability(s, movie)
+    cols = [i for i, f in enumerate(("user_mean", "text_familiarity", "text_affinity", "poster_familiarity", "poster_affinity")) if f.startswith("poster")]
+    assert not blind._scores[5].features[0, cols].any() and seeing._scores[5].features[0, cols].any()
+
+
+# -- acceptance on the synthetic generator (issue 5) ---------------------------------------
+
+
+def test_agents_click_their_planted_tastes_on_the_synthetic_data(tmp_path):
+    synthetic = pytest.importorskip("ops.synthetic")
+    simulation = pytest.importorskip("ops.simulation")
+    from ops.recommenders import arm_config, top_k, train_arm
+    from ops.sandbox import Catalogue
+    from ops.split import chronological_split
+
+    data = synthetic.generate(synthetic.SyntheticConfig(n_users=400, n_movies=500, seed=3), tmp_path / "posters")
+    split = chronological_split(data.ratings)
+    bundle = build_agents(split.train, split.valid, data.users, data.movies, data.metadata, QUIET, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), tmp_path / "cache")
+    users = np.array(sorted(bundle.profiles))
+    movie_ids = data.movies.get_column("movie_id").to_numpy()
+    exclude = split.train.select("user_id", "movie_id")
+    lists = pl.concat([top_k(train_arm(arm_config(a), split.train, split.valid, data.users, data.movies), users, movie_ids, exclude) for a in ("random", "pop")])
+    catalogue = Catalogue.from_frames(data.movies, data.metadata)
+    favourite = {u: set(f) for u, f in data.hidden_tastes.select("user_id", "favourite_genres").iter_rows()}
+    genres = {m: set(g) for m, g in data.movies.select("movie_id", "genres").iter_rows()}
+    ctr = {}
+    for arm in ("random", "pop"):
+        events = simulation.simulate_arm(arm, lists, bundle.sessions(), catalogue, bundle.brain(), simulation.SimulationConfig(progress=False), seed=0)
+        shown = events.filter(pl.col("page_type") == "home").select("user_id", pl.col("shown").alias("movie_id")).explode("movie_id").drop_nulls().unique()
+        clicks = set(events.filter(pl.col("action") == CLICK_MOVIE).select("user_id", "movie_id").iter_rows())
+        match = np.array([bool(favourite[u] & genres[m]) for u, m in shown.iter_rows()])
+        clicked = np.array([(u, m) in clicks for u, m in shown.iter_rows()])
+        assert clicked[match].mean() > 1.5 * clicked[~match].mean(), arm
+        ctr[arm] = clicked.mean()
+    assert ctr["random"] < ctr["pop"]

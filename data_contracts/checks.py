@@ -12,6 +12,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue
 
 from data_contracts.suites import (
     ContractConfig,
+    coverage_problems,
     metadata_frame_for_contract,
     metadata_suite,
     movies_suite,
@@ -19,7 +20,7 @@ from data_contracts.suites import (
     users_suite,
 )
 from data_contracts.validate import ContractReport, validate_frame
-from ops.posters_check import undecodable_posters
+from ops.poster_store import verify_poster_file
 
 
 def contract_result(report: ContractReport, extra_problems: list[str] | None = None) -> AssetCheckResult:
@@ -72,11 +73,19 @@ def movie_metadata_contract(movie_metadata: pl.DataFrame, movies: pl.DataFrame) 
     report = validate_frame(
         metadata_frame_for_contract(movie_metadata), metadata_suite(movies.get_column("movie_id").to_list(), ContractConfig())
     )
+    config = ContractConfig()
     bad = undecodable_posters(movie_metadata)
-    extra = [f"poster file does not decode: {path} ({why})" for path, why in bad[:10]]
+    extra = coverage_problems(movie_metadata, movies.height, config.metadata_coverage_floor)
+    extra += [f"poster does not decode: {reason}" for reason in bad[:10]]
     if len(bad) > 10:
         extra.append(f"... and {len(bad) - 10} more undecodable posters")
     return contract_result(report, extra)
+
+
+def undecodable_posters(metadata: pl.DataFrame) -> list[str]:
+    """The reason for every referenced poster file that is missing or does not decode."""
+    paths = pl.concat([metadata.get_column("poster_small"), metadata.get_column("poster_large")]).drop_nulls().unique().sort()
+    return [reason for reason in map(verify_poster_file, paths.to_list()) if reason]
 
 
 CONTRACT_CHECKS = [users_contract, movies_contract, ratings_contract, movie_metadata_contract]

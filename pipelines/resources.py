@@ -10,15 +10,16 @@ import os
 
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager
+from resources.tmdb import TmdbResource
 
 
 def resources_for_deployment(name: str | None = None) -> dict:
     name = name or os.environ.get("SIMAB_DEPLOYMENT", "local")
     if name == "local":
-        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking()}
+        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking(), "tmdb": TmdbResource()}
     if name == "server":
         uri = os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:
             raise ValueError("SIMAB_DEPLOYMENT=server needs MLFLOW_TRACKING_URI (the MLflow server's address)")
-        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking(tracking_uri=uri)}
+        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking(tracking_uri=uri), "tmdb": TmdbResource()}
     raise ValueError(f"unknown SIMAB_DEPLOYMENT {name!r}: use 'local' or 'server'")

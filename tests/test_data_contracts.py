@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from data_contracts.suites import ContractConfig, metadata_frame_for_contract, metadata_suite, movies_suite, ratings_suite, users_suite
+from data_contracts.suites import ContractConfig, coverage_problems, metadata_frame_for_contract, metadata_suite, movies_suite, ratings_suite, users_suite
 from data_contracts.validate import validate_frame
 
 
@@ -81,8 +81,21 @@ def test_metadata_ranges_and_coverage():
             "poster_small": [None, None, None],
         }
     )
-    report = validate_frame(metadata_frame_for_contract(md), metadata_suite([1, 2, 3], ContractConfig(metadata_coverage_floor=0.5)))
+    report = validate_frame(metadata_frame_for_contract(md), metadata_suite([1, 2, 3], ContractConfig()))
     whys = " | ".join(f.why for f in report.findings)
     assert "vote average outside 0..10" in whys
     assert "negative vote count" in whys
-    assert "overview" in whys and "poster" in whys
+
+
+def test_coverage_floor_is_over_all_movies_and_skips_votes_for_local_sources():
+    from ops.schema import METADATA
+
+    rows = [{**{k: None for k in METADATA}, "movie_id": i, "overview": "x", "metadata_source": "local:movies.dat"} for i in range(3)]
+    md = pl.DataFrame(rows, schema=METADATA)
+    problems = coverage_problems(md, n_movies=4, floor=0.5)
+    assert not any("overview" in p for p in problems)  # 3 of 4 movies
+    assert any(p.startswith("metadata.poster_small: only 0 of 4") for p in problems)
+    assert not any("vote" in p for p in problems)  # OMDb-style files carry no votes
+    assert any("overview" in p for p in coverage_problems(md, n_movies=10, floor=0.5))  # 3 of 10 movies
+    tmdb = md.with_columns(pl.lit("tmdb").alias("metadata_source"))
+    assert any(p.startswith("metadata.vote_average") for p in coverage_problems(tmdb, n_movies=4, floor=0.5))

@@ -94,12 +94,11 @@ class SimabIOManager(ConfigurableIOManager):
 
     def load_input(self, context: InputContext) -> Any:
         if context.has_asset_partitions and len(context.asset_partition_keys) > 1:
-            # A downstream unpartitioned asset reading every arm: a dict keyed by partition.
-            return {key: self._load(self._partition_path(context, key)) for key in context.asset_partition_keys}
+            # An unpartitioned asset reading every arm gets a dict of the arms materialised
+            # so far; arms never run are simply absent (the read-out says which it used).
+            stems = {key: self._base().joinpath(*context.asset_key.path) / key for key in context.asset_partition_keys}
+            return {key: self._load(stem) for key, stem in stems.items() if _exists(stem)}
         return self._load(self._stem(context))
-
-    def _partition_path(self, context: InputContext, key: str) -> Path:
-        return self._base().joinpath(*context.asset_key.path) / key
 
     @staticmethod
     def _load(stem: Path) -> Any:
@@ -110,3 +109,7 @@ class SimabIOManager(ConfigurableIOManager):
             with open(pkl, "rb") as fh:
                 return pickle.load(fh)
         raise FileNotFoundError(f"no stored value at {parquet} or {pkl}: materialise the upstream asset first")
+
+
+def _exists(stem: Path) -> bool:
+    return Path(f"{stem}.parquet").exists() or Path(f"{stem}.pkl").exists()

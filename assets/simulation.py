@@ -1,0 +1,81 @@
+"""Lifecycle step 8: the agents browse the sandbox, one partition per arm (A/B Agent §2.3–2.4).
+
+By default every arm is shown to the same sampled agents (a paired design); `design: random`
+assigns each agent to one arm at random instead.  Every step is an event row; the partition
+is written whole (temporary file, then rename), so a re-run replaces it and a killed run
+leaves the previous complete set in place.
+"""
+
+import os
+import tempfile
+from typing import Literal
+
+import polars as pl
+from dagster import AssetExecutionContext, Config, DataVersion, MetadataValue, Output, asset
+from pydantic import Field
+
+from assets.recommenders import arm_partitions, configured_arms
+from resources.mlflow_tracking import MlflowTracking
+
+GROUP = "simulation"
+
+
+class SimulationAssetConfig(Config):
+    n_agents: int = Field(default=int(os.environ.get("SIMAB_AGENTS", "0")), description="agents sampled from users with a top-20 list; 0 = all")
+    design: Literal["paired", "random"] = Field(default="paired", description="paired: same agents in every arm; random: one arm per agent")
+    seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
+
+
+def sampled_agents(user_ids: list[int], n_agents: int, seed: int) -> list[int]:
+    """The agents of a run: the same sample in every arm for a given seed."""
+    import numpy as np
+
+    ids = sorted(user_ids)
+    if n_agents <= 0 or n_agents >= len(ids):
+        return ids
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 4242]))
+    return sorted(int(u) for u in rng.choice(ids, size=n_agents, replace=False))
+
+
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="python")
+def simulation_events(
+    context: AssetExecutionContext,
+    config: SimulationAssetConfig,
+    top20_lists: pl.DataFrame,
+    agents,
+    movies: pl.DataFrame,
+    movie_metadata: pl.DataFrame,
+    mlflow_tracking: MlflowTracking,
+) -> Output[pl.DataFrame]:
+    """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
+    from ops.sandbox import Catalogue
+    from ops.simulation import SimulationConfig, assign_agents, simulate_arm
+
+    arm = context.partition_key
+    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
+    chosen = sampled_agents(candidates, config.n_agents, config.seed)
+    if config.design == "random":
+        arms = configured_arms()
+        if arm not in arms:
+            arms = arms + [arm]
+        chosen = assign_agents(chosen, arms, "random", config.seed)[arm]
+    catalogue = Catalogue.from_frames(movies, movie_metadata if movie_metadata.height else None)
+    brain = agents.brain()
+    events = simulate_arm(
+        arm, top20_lists, agents.sessions(chosen), catalogue, brain, SimulationConfig(), seed=config.seed, run_id=context.run.run_id, users=chosen
+    )
+    with mlflow_tracking.asset_run(context, params={**config.model_dump(), "brain": brain.name, "agents": len(chosen)}, tags={"arm": arm}):
+        import mlflow
+
+        mlflow.log_metrics({"events": float(events.height), "agents": float(len(chosen))})
+        digest = mlflow_tracking.log_frame(events, f"simulation_events_{arm}", role="output")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, f"events_{arm}.parquet")
+            events.write_parquet(path)
+            mlflow.log_artifact(path, artifact_path="events")
+    actions = events.group_by("action").len().sort("action")
+    return Output(
+        events,
+        data_version=DataVersion(digest),
+        metadata={"arm": arm, "agents": len(chosen), "events": events.height, "actions": MetadataValue.md(actions.to_pandas().to_markdown(index=False))},
+    )

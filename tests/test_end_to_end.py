@@ -1,0 +1,86 @@
+"""The whole asset graph on a small synthetic data set, as the lifecycle runner runs it:
+`simab_prepare`, `simab_arm` per arm, `simab_readout`; then MLflow holds the runs."""
+
+import polars as pl
+import pytest
+from dagster import DagsterInstance
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ARMS = ("random", "pop", "fm")
+
+
+@pytest.fixture(scope="module")
+def lifecycle(tmp_path_factory):
+    home = tmp_path_factory.mktemp("simab_home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SIMAB_HOME", str(home))
+    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+    mp.setenv("GX_ANALYTICS_ENABLED", "False")
+    mp.setenv("HF_HUB_OFFLINE", "1")
+    from pipelines.definitions import defs
+
+    instance = DagsterInstance.ephemeral()
+    results = {}
+    prepare_config = {"ops": {"movielens": {"config": {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}}}}
+    results["prepare"] = defs.get_job_def("simab_prepare").execute_in_process(instance=instance, run_config=prepare_config)
+    arm_config = {"ops": {"recommender_arm": {"config": {"max_epochs": 2}}, "simulation_events": {"config": {"n_agents": 60}}}}
+    for arm in ARMS:
+        results[arm] = defs.get_job_def("simab_arm").execute_in_process(instance=instance, partition_key=arm, run_config=arm_config)
+    results["readout"] = defs.get_job_def("simab_readout").execute_in_process(instance=instance)
+    yield home, results, instance
+    mp.undo()
+
+
+def _materialised(result) -> set[str]:
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+
+
+def test_every_stage_materialises_and_every_contract_passes(lifecycle):
+    home, results, _ = lifecycle
+    assert all(r.success for r in results.values())
+    assert {"users", "movies", "ratings", "movie_metadata", "mm_ml_1m", "train_ratings", "valid_ratings", "test_ratings", "agents"} <= _materialised(results["prepare"])
+    checks = {c.check_name: c.passed for c in results["prepare"].get_asset_check_evaluations()}
+    assert checks == {"users_contract": True, "movies_contract": True, "ratings_contract": True, "movie_metadata_contract": True}
+    for arm in ARMS:
+        assert {"recommender_arm", "top20_lists", "offline_metrics", "simulation_events"} <= _materialised(results[arm])
+        events = pl.read_parquet(home / "assets" / "simulation_events" / f"{arm}.parquet")
+        assert events.get_column("user_id").n_unique() == 60 and set(events.get_column("arm").unique()) == {arm}
+    assert {"ab_readout", "simab_report"} <= _materialised(results["readout"])
+
+
+def test_mlflow_has_one_parent_per_dagster_run_with_the_assets_metrics(lifecycle):
+    _, results, _ = lifecycle
+    from resources.mlflow_tracking import MlflowTracking
+
+    tracking = MlflowTracking()
+    client = tracking.client()
+    exp = tracking.experiment_id()
+    prepare_id = results["prepare"].run_id
+    parents = client.search_runs([exp], f"tags.dagster_run_id = '{prepare_id}' and tags.simab_role = 'dagster_run'")
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.data.tags["data_source"] == "synthetic" and parent.data.tags["code_version"]
+    children = {c.data.tags["dagster_asset"]: c for c in client.search_runs([exp], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+    # Multi-assets (movielens, chronological_split) are named after their op.
+    assert {"movielens", "chronological_split", "movie_metadata", "mm_ml_1m", "agents"} <= set(children)
+    ingest = children["movielens"]
+    assert ingest.data.metrics["users"] == 150 and ingest.data.metrics["ratings"] > 150 * 20 * 0.9
+    assert {d.dataset.name for d in ingest.inputs.dataset_inputs} == {"users", "movies", "ratings"}
+    split = children["chronological_split"]
+    assert split.data.metrics["train_rows"] + split.data.metrics["valid_rows"] + split.data.metrics["test_rows"] == ingest.data.metrics["ratings"]
+
+
+def test_arms_are_registered_and_the_report_is_written(lifecycle):
+    home, results, instance = lifecycle
+    from resources.mlflow_tracking import MlflowTracking
+
+    client = MlflowTracking().client()
+    for arm in ARMS:
+        versions = client.search_model_versions(f"name = 'simab-{arm}'")
+        assert versions, f"simab-{arm} not registered"
+    report = home / "reports" / results["readout"].run_id / "report.md"
+    text = report.read_text()
+    assert "Against the control pop" in text and "Kendall" in text
+    for arm in ARMS:
+        assert f"| {arm}" in text

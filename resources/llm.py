@@ -1,0 +1,86 @@
+"""The LLM endpoint as a Dagster resource: any OpenAI-compatible chat endpoint (OpenAI,
+vLLM, Ollama) chosen by configuration; the brain itself lives in `ops.brains.llm`.
+
+The key is never a config field: Dagster shows resource config in the UI and stores it
+with every run.  The resource holds only the NAME of the environment variable
+(`api_key_env`); the brain reads the variable when its first request is made.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from ops.brains.llm import LLMBrain, LLMBrainConfig
+
+_DEFAULTS = LLMBrainConfig()
+
+
+class LLMResource(ConfigurableResource):
+    """Settings of the LLM brain (defaults and their sources: `ops.brains.llm.LLMBrainConfig`)."""
+
+    base_url: str = Field("", description="empty: the client's default (api.openai.com or $OPENAI_BASE_URL)")
+    model: str = _DEFAULTS.model
+    vision: bool = Field(_DEFAULTS.vision, description="posters as images; False: palette captions (text-only models)")
+    api_key_env: str = Field(_DEFAULTS.api_key_env, description="NAME of the environment variable holding the key")
+    api_key_required: bool = _DEFAULTS.api_key_required
+    temperature: float | None = _DEFAULTS.temperature
+    max_tokens: int = _DEFAULTS.max_tokens
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = _DEFAULTS.max_tokens_param
+    json_mode: bool = _DEFAULTS.json_mode
+    price_prompt_per_1m: float = Field(_DEFAULTS.price_prompt_per_1m, description="USD per 1M prompt tokens")
+    price_completion_per_1m: float = Field(_DEFAULTS.price_completion_per_1m, description="USD per 1M completion tokens")
+    cache_path: str = Field("", description="SQLite response cache; empty: no cache")
+    concurrency: int = Field(_DEFAULTS.concurrency, description="agents in flight at once (simulate_arm_concurrently)")
+    timeout_s: float = _DEFAULTS.timeout_s
+    max_attempts: int = _DEFAULTS.max_attempts
+
+    def brain_config(self, **overrides) -> LLMBrainConfig:
+        """The brain's configuration; `overrides` set fields the resource does not expose
+        (e.g. `fatigue=` the simulation's FatigueConfig, so the agent is told the real costs)."""
+        fields = {
+            "base_url": self.base_url or None,
+            "model": self.model,
+            "vision": self.vision,
+            "api_key_env": self.api_key_env,
+            "api_key_required": self.api_key_required,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "max_tokens_param": self.max_tokens_param,
+            "json_mode": self.json_mode,
+            "price_prompt_per_1m": self.price_prompt_per_1m,
+            "price_completion_per_1m": self.price_completion_per_1m,
+            "cache_path": self.cache_path or None,
+            "concurrency": self.concurrency,
+            "timeout_s": self.timeout_s,
+            "max_attempts": self.max_attempts,
+        }
+        return LLMBrainConfig(**{**fields, **overrides})
+
+    def brain(self, catalogue=None, **overrides) -> LLMBrain:
+        """A fresh LLM brain; `catalogue` (ops.sandbox.Catalogue) names remembered movies."""
+        return LLMBrain(self.brain_config(**overrides), catalogue=catalogue)
+
+    def has_credentials(self) -> bool:
+        return bool(os.environ.get(self.api_key_env)) or not self.api_key_required
+
+    def describe(self) -> dict[str, str | float | int | bool]:
+        """Parameters safe to log (MLflow, Dagster metadata): no key, only whether one is set."""
+        return {
+            "brain": "llm",
+            "llm_base_url": self.base_url or "default",
+            "llm_model": self.model,
+            "llm_vision": self.vision,
+            "llm_temperature": self.temperature,
+            "llm_max_tokens": self.max_tokens,
+            "llm_json_mode": self.json_mode,
+            "llm_price_prompt_per_1m": self.price_prompt_per_1m,
+            "llm_price_completion_per_1m": self.price_completion_per_1m,
+            "llm_cache": "on" if self.cache_path else "off",
+            "llm_concurrency": self.concurrency,
+            "llm_api_key_env": self.api_key_env,
+            "llm_api_key_set": bool(os.environ.get(self.api_key_env)),
+        }

@@ -1,0 +1,451 @@
+"""The LLM brain against a fake OpenAI-compatible endpoint (pytest-httpserver serving the
+chat-completions JSON shape): decisions, re-asks, recorded fallbacks, retries, the response
+cache, posters as images or captions, token and cost accounting, the key kept secret, and
+whole sessions through the simulation loop."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import re
+import threading
+from collections import deque
+
+import numpy as np
+import polars as pl
+import pytest
+from werkzeug import Response
+
+from ops.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently
+from ops.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, AgentSession
+from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings
+
+PROMPT_TOKENS, COMPLETION_TOKENS = 1000, 50
+SECRET = "sk-test-DO-NOT-LEAK-5f3c9a1e"
+KEY_ENV = "SIMAB_TEST_LLM_KEY"
+
+
+# -- a fake endpoint --------------------------------------------------------------------------
+
+
+def completion(content: str, model: str = "test-model") -> dict:
+    """The shape of an OpenAI chat completion."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS},
+    }
+
+
+class FakeLLM:
+    """Answers scripted replies first, then the `policy` (a function of the request body);
+    records every request body and its Authorization header."""
+
+    def __init__(self, httpserver) -> None:
+        self.requests: list[dict] = []
+        self.auth: list[str | None] = []
+        self.script: deque = deque()
+        self.policy = None
+        self._lock = threading.Lock()
+        httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(self)
+
+    def reply(self, content: str) -> None:
+        self.script.append((200, completion(content), {}))
+
+    def fail(self, status: int, headers: dict | None = None) -> None:
+        self.script.append((status, {"error": {"message": "try later", "type": "server_error", "code": None}}, headers or {}))
+
+    def __call__(self, request) -> Response:
+        body = request.get_json()
+        with self._lock:
+            self.requests.append(body)
+            self.auth.append(request.headers.get("Authorization"))
+            item = self.script.popleft() if self.script else (200, completion(self.policy(body)), {})
+        status, payload, headers = item
+        return Response(json.dumps(payload), status=status, headers=headers, content_type="application/json")
+
+
+def user_text(body: dict) -> str:
+    """The text of the last user message (content as a string or as parts)."""
+    content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(p["text"] for p in content if p["type"] == "text")
+
+
+def images(body: dict) -> list[str]:
+    content = [m for m in body["messages"] if m["role"] == "user"][0]["content"]
+    if isinstance(content, str):
+        return []
+    return [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+
+
+def answer(**fields) -> str:
+    base = {"interest": 3, "caught_eye": [], "reason": "it fits my taste"}
+    return json.dumps({**base, **fields})
+
+
+# -- a tiny world ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from ops.agent_profile import build_profiles
+    from ops.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
+    from ops.memory import build_long_term_memories, build_movie_facts
+    from ops.sandbox import Catalogue
+
+    root = tmp_path_factory.mktemp("llm")
+    movies, meta = make_catalogue(root / "posters", n_per_genre=6)
+    users, ratings, favourite = make_users_and_ratings(movies, n_users=3, per_user=6)
+    vectors = embed_catalogue(movies, meta, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    facts = build_movie_facts(movies, meta, ratings)
+    looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
+    profiles = build_profiles(ratings, users, movies, meta, facts=facts, poster_looks=looks)
+    memories = build_long_term_memories(ratings, vectors)
+    rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
+    lists = {u: [m for m in sorted(movies.get_column("movie_id").to_list()) if (u, m) not in rated][:10] for u in profiles}
+    return dict(catalogue=Catalogue.from_frames(movies, meta), profiles=profiles, memories=memories, lists=lists, ratings=ratings)
+
+
+def session(world, uid: int = 1, spent: float = 12.0, budget: float = 30.0) -> AgentSession:
+    return AgentSession(uid, world["profiles"][uid], world["memories"][uid], spent, budget)
+
+
+def home(world, uid: int = 1):
+    from ops.sandbox import Sandbox
+
+    return Sandbox(world["lists"][uid], world["catalogue"]).observe()
+
+
+def detail(world, uid: int = 1):
+    from ops.sandbox import Sandbox
+
+    sandbox = Sandbox(world["lists"][uid], world["catalogue"])
+    sandbox.click_movie(world["lists"][uid][0])
+    return sandbox.observe()
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    return SECRET
+
+
+@pytest.fixture
+def fake(httpserver):
+    return FakeLLM(httpserver)
+
+
+def make_brain(httpserver, world, **overrides) -> LLMBrain:
+    fields = dict(base_url=httpserver.url_for("/v1"), model="test-model", api_key_env=KEY_ENV, backoff_s=0.0, backoff_max_s=0.0)
+    return LLMBrain(LLMBrainConfig(**{**fields, **overrides}), catalogue=world["catalogue"])
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+
+def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, httpserver, key):
+    obs = home(world)
+    ids = [c.movie_id for c in obs.items]
+    fake.reply(answer(action=CLICK_MOVIE, movie_id=ids[1], interest=4, caught_eye=[ids[1], ids[3]], reason="A space story, my thing."))
+    brain = make_brain(httpserver, world, price_prompt_per_1m=2.0, price_completion_per_1m=8.0)
+    d = brain.decide(session(world), obs, rng())
+
+    assert (d.action, d.movie_id, d.interest, d.caught_eye, d.rating) == (CLICK_MOVIE, ids[1], 4, (ids[1], ids[3]), None)
+    assert d.reason == "A space story, my thing."
+    assert (d.prompt_tokens, d.completion_tokens) == (PROMPT_TOKENS, COMPLETION_TOKENS)
+    assert d.cost_usd == pytest.approx((PROMPT_TOKENS * 2.0 + COMPLETION_TOKENS * 8.0) / 1e6)
+    assert d.latency_s > 0 and "fallback" not in d.extra and d.extra["requests"] == 1
+    assert brain.usage.requests == 1 and brain.usage.cost_usd == pytest.approx(d.cost_usd)
+
+    body = fake.requests[0]
+    assert body["model"] == "test-model" and body["response_format"] == {"type": "json_object"}
+    assert isinstance(body["seed"], int) and body["temperature"] == 0.7 and body["max_tokens"] == 300
+    system = body["messages"][0]["content"]
+    profile = world["profiles"][1]
+    assert profile.pickiness in system and profile.home_page_preferences in system and profile.occupation_label in system
+    assert "click_movie 2" in system and "watch_and_rate 10" in system  # Table 8 costs the agent is told
+    text = user_text(body)
+    assert "12.0 spent of a budget of 30.0" in text
+    assert all(f"[{c.movie_id}] {c.title}" in text for c in obs.items)
+    # Memories retrieved from the agent's own history, naming what they resemble.
+    remembered = set(world["ratings"].filter(pl.col("user_id") == 1).get_column("movie_id").to_list())
+    recalled = [int(m) for m in re.findall(r"^- .*? \(.*?\): you rated it \d/5 \(its (?:story|poster|story and poster) resembles? \[(\d+)\]", text, re.M)]
+    assert recalled and set(recalled) <= set(ids)
+    titles = {world["catalogue"][m].title for m in remembered}
+    assert any(t in text for t in titles)
+
+
+def test_detail_page_prompt_shows_the_details_and_the_answer_rates(world, fake, httpserver, key):
+    obs = detail(world)
+    movie = world["catalogue"][obs.detail.card.movie_id]
+    fake.reply(answer(action=WATCH_AND_RATE, rating=5, interest=5, caught_eye=[movie.movie_id]))
+    d = make_brain(httpserver, world).decide(session(world), obs, rng())
+    assert (d.action, d.rating, d.movie_id) == (WATCH_AND_RATE, 5, movie.movie_id)
+    text = user_text(fake.requests[0])
+    assert movie.overview in text and movie.directors[0] in text and movie.actors[0] in text
+    assert movie.release_date in text and str(movie.vote_count) in text
+
+
+def test_a_malformed_answer_is_reasked_once_then_accepted(world, fake, httpserver, key):
+    obs = home(world)
+    fake.reply("Sure! I would click the second movie.")
+    fake.reply(answer(action=NEXT_PAGE, interest=2))
+    d = make_brain(httpserver, world).decide(session(world), obs, rng())
+    assert d.action == NEXT_PAGE and "fallback" not in d.extra
+    assert len(fake.requests) == 2 and d.extra["requests"] == 2
+    assert (d.prompt_tokens, d.completion_tokens) == (2 * PROMPT_TOKENS, 2 * COMPLETION_TOKENS)
+    second = fake.requests[1]["messages"]
+    assert second[-2] == {"role": "assistant", "content": "Sure! I would click the second movie."}
+    assert "not valid JSON" in second[-1]["content"] and "next_page" in second[-1]["content"]
+    assert len(d.extra["invalid_answers"]) == 1
+
+
+def test_twice_malformed_falls_back_to_a_recorded_safe_action(world, fake, httpserver, key):
+    from ops.sandbox import Sandbox
+
+    brain = make_brain(httpserver, world)
+    fake.reply("{not json")
+    fake.reply('{"action": "click_movie"}')  # JSON, but no interest and no reason
+    d = brain.decide(session(world), home(world), rng())
+    assert d.action == EXIT and d.extra["fallback"] == EXIT and d.reason.startswith("fallback to exit")
+    assert "interest" in d.reason and len(d.extra["invalid_answers"]) == 2 and len(fake.requests) == 2
+
+    fake.reply("nope")
+    fake.reply("still nope")
+    d = brain.decide(session(world), detail(world), rng())
+    assert d.action == BACK and d.extra["fallback"] == BACK and d.movie_id == world["lists"][1][0]
+    # The fallback is a legal move the sandbox carries out.
+    sandbox = Sandbox(world["lists"][1], world["catalogue"])
+    sandbox.click_movie(world["lists"][1][0])
+    assert sandbox.apply(d).action == BACK
+    assert brain.usage.fallbacks == 2 and brain.usage.reasks == 2
+
+
+def test_illegal_answers_are_reasked_with_what_was_wrong(world, fake, httpserver, key):
+    obs = home(world)
+    on_page = [c.movie_id for c in obs.items]
+    stranger = world["lists"][1][-1]
+    assert stranger not in on_page
+    fake.reply(answer(action=CLICK_MOVIE, movie_id=stranger))
+    fake.reply(answer(action=CLICK_MOVIE, movie_id=on_page[0]))
+    brain = make_brain(httpserver, world)
+    d = brain.decide(session(world), obs, rng())
+    assert (d.action, d.movie_id) == (CLICK_MOVIE, on_page[0])
+    reask = fake.requests[1]["messages"][-1]["content"]
+    assert str(stranger) in reask and str(on_page) in reask
+
+    fake.reply(answer(action=WATCH_AND_RATE, rating=7))
+    fake.reply(answer(action=WATCH_AND_RATE, rating=4))
+    d = brain.decide(session(world), detail(world), rng())
+    assert (d.action, d.rating) == (WATCH_AND_RATE, 4)
+    assert "rating from 1 to 5, got 7" in fake.requests[3]["messages"][-1]["content"]
+
+    fake.reply(answer(action=BACK, interest=9))  # out of scale
+    fake.reply(answer(action="previous_page"))  # not legal on a detail page
+    d = brain.decide(session(world), detail(world), rng())
+    assert d.extra["fallback"] == BACK
+    assert "interest" in d.extra["invalid_answers"][0] and "not legal" in d.extra["invalid_answers"][1]
+
+
+def test_memories_are_retrieved_by_story_and_by_poster(world, httpserver):
+    brain = make_brain(httpserver, world)
+    genre = {m: world["catalogue"][m].genres[0] for m in world["catalogue"].movie_ids()}
+    remembered = {m: r for u, m, r in world["ratings"].select("user_id", "movie_id", "rating").iter_rows() if u == 1}
+    page = world["lists"][1][:5]
+    lines = brain.recall(session(world), page, "home")
+    assert 0 < len(lines) <= 5 * 3 and any("poster" in line for line in lines)
+    for line in lines:
+        title, rating, target = re.match(r"- (.*) \([^()]*\): you rated it (\d)/5 \(its .*? \[(\d+)\]", line).groups()
+        (memory,) = [m for m in remembered if world["catalogue"][m].title == title]
+        assert int(rating) == remembered[memory] and int(target) in page
+    # Detail page: the movie's nearest memories by story share its genre first.
+    first = brain.recall(session(world), [page[0]], "detail")[0]
+    assert genre[page[0]] in first
+    assert brain.recall(AgentSession(1, world["profiles"][1], None, 0.0, 30.0), page, "home") == []
+
+
+# -- transport -------------------------------------------------------------------------------
+
+
+def test_rate_limits_and_server_errors_are_retried_with_a_bound(world, fake, httpserver, key):
+    fake.fail(429, {"Retry-After": "0"})
+    fake.fail(503)
+    fake.reply(answer(action=EXIT, interest=1))
+    brain = make_brain(httpserver, world)
+    d = brain.decide(session(world), home(world), rng())
+    assert d.action == EXIT and len(fake.requests) == 3 and brain.usage.retries == 2
+    # Transient failures are not answers: they are not re-asks and cost nothing.
+    assert d.extra["requests"] == 1 and d.prompt_tokens == PROMPT_TOKENS
+
+    fake.requests.clear()
+    for _ in range(3):
+        fake.fail(500)
+    with pytest.raises(RuntimeError, match="still failing after 2 attempts"):
+        make_brain(httpserver, world, max_attempts=2).decide(session(world), home(world), rng())
+    assert len(fake.requests) == 2
+
+
+def test_an_identical_request_is_answered_from_the_cache(world, fake, httpserver, key, tmp_path):
+    cache = tmp_path / "llm-cache.sqlite"
+    fake.policy = lambda body: answer(action=NEXT_PAGE, interest=2)
+    first = make_brain(httpserver, world, cache_path=str(cache)).decide(session(world), home(world), rng(7))
+    again = make_brain(httpserver, world, cache_path=str(cache))  # a re-run: a new process, same file
+    second = again.decide(session(world), home(world), rng(7))
+    assert len(fake.requests) == 1
+    assert second.extra["cached"] and not first.extra["cached"]
+    assert (second.action, second.interest, second.reason) == (first.action, first.interest, first.reason)
+    assert (second.prompt_tokens, second.cost_usd) == (first.prompt_tokens, first.cost_usd)  # same events
+    assert again.usage.requests == 0 and again.usage.cost_usd == 0 and again.usage.cache_hits == 1
+    # Another seed from the agent's generator is another request.
+    again.decide(session(world), home(world), rng(8))
+    assert len(fake.requests) == 2
+
+
+# -- posters ---------------------------------------------------------------------------------
+
+
+def test_vision_models_get_posters_as_data_urls(world, fake, httpserver, key):
+    from PIL import Image
+
+    fake.policy = lambda body: answer(action=NEXT_PAGE)
+    brain = make_brain(httpserver, world, vision=True, image_max_side_small=32)
+    brain.decide(session(world), home(world), rng())
+    urls = images(fake.requests[0])
+    assert len(urls) == 5
+    for url in urls:
+        assert url.startswith("data:image/jpeg;base64,")
+        img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+        assert max(img.size) <= 32
+    parts = [m for m in fake.requests[0]["messages"] if m["role"] == "user"][0]["content"]
+    assert all(p["image_url"]["detail"] == "low" for p in parts if p["type"] == "image_url")
+    assert "palette" not in user_text(fake.requests[0])
+
+    fake.policy = lambda body: answer(action=BACK)
+    brain.decide(session(world), detail(world), rng())
+    (large,) = images(fake.requests[1])
+    assert max(Image.open(io.BytesIO(base64.b64decode(large.split(",", 1)[1]))).size) <= 512
+
+
+def test_text_models_get_palette_captions_instead(world, fake, httpserver, key):
+    from ops.embeddings import load_poster, poster_look
+
+    fake.policy = lambda body: answer(action=NEXT_PAGE)
+    brain = make_brain(httpserver, world, vision=False)
+    assert brain.name == "llm:test-model:no-vision"
+    obs = home(world)
+    brain.decide(session(world), obs, rng())
+    body = fake.requests[0]
+    content = [m for m in body["messages"] if m["role"] == "user"][0]["content"]
+    assert isinstance(content, str) and "data:image" not in json.dumps(body)
+    captions = re.findall(r"Poster \(palette measured from the image's colours; the picture itself is not described\): (.*)\.", content)
+    assert len(captions) == 5
+    expected = {"warm": "warm", "cool": "cool", "dark": "dark", "bright": "bright"}
+    for card, caption in zip(obs.items, captions):
+        assert expected[poster_look(load_poster(card.poster_small))] in caption
+
+
+# -- secrets ----------------------------------------------------------------------------------
+
+
+def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, httpserver, key, tmp_path, caplog):
+    from resources.llm import LLMResource
+
+    caplog.set_level(logging.DEBUG)
+    for name in ("openai", "httpx", "httpcore", "ops.brains.llm"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    cache = tmp_path / "cache" / "llm.sqlite"
+    resource = LLMResource(base_url=httpserver.url_for("/v1"), model="test-model", api_key_env=KEY_ENV, cache_path=str(cache))
+    brain = resource.brain(world["catalogue"], backoff_s=0.0)
+    fake.fail(429)
+    fake.reply("not json")
+    fake.reply(answer(action=NEXT_PAGE))
+    fake.reply(json.dumps({"satisfaction": 6, "reason": "some good picks"}))
+    d = brain.decide(session(world), home(world), rng())
+    satisfaction = brain.exit_interview(session(world), rng())
+
+    assert fake.auth and all(a == f"Bearer {SECRET}" for a in fake.auth)  # the key is used...
+    assert caplog.records and "HTTP Request" in caplog.text  # (the transport did log at DEBUG)
+    assert SECRET not in caplog.text  # ...but never logged
+    stored = b"".join(p.read_bytes() for p in cache.parent.iterdir())
+    assert stored and SECRET.encode() not in stored
+    assert SECRET not in repr(d) and SECRET not in json.dumps(d.extra) and SECRET not in repr(satisfaction)
+    assert SECRET not in json.dumps(resource.describe()) and resource.describe()["llm_api_key_set"] is True
+    assert SECRET not in brain.config.model_dump_json() and SECRET not in repr(brain.usage.as_dict())
+
+
+def test_a_missing_key_names_the_variable(world, fake, httpserver, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with pytest.raises(RuntimeError, match=KEY_ENV):
+        make_brain(httpserver, world).decide(session(world), home(world), rng())
+    assert not fake.requests
+    fake.reply(answer(action=EXIT))  # a local server without a key
+    d = make_brain(httpserver, world, api_key_required=False).decide(session(world), home(world), rng())
+    assert d.action == EXIT
+
+
+# -- whole sessions ---------------------------------------------------------------------------
+
+
+def scripted_agent(body: dict) -> str:
+    """A user who opens the first movie of page 1, watches it, then pages on and leaves."""
+    text = user_text(body)
+    if "Question: Do you feel satisfied" in text:
+        return json.dumps({"satisfaction": 7, "reason": "I found a film I liked"})
+    legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
+    if "You are on the detail page" in text:
+        return answer(action=WATCH_AND_RATE, rating=4, interest=5)
+    page = int(re.search(r"You are on home page (\d+)", text).group(1))
+    ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
+    if page == 1 and "you have just arrived" in text:
+        return answer(action=CLICK_MOVIE, movie_id=ids[0], interest=4, caught_eye=[ids[0]])
+    if NEXT_PAGE in legal and page == 1:
+        return answer(action=NEXT_PAGE, interest=3)
+    return answer(action=EXIT, interest=2)
+
+
+def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, httpserver, key, tmp_path):
+    from ops.schema import conform
+    from ops.simulation import EVENTS, EXIT_INTERVIEW, SimulationConfig, simulate_arm
+
+    fake.policy = scripted_agent
+    users = sorted(world["profiles"])
+    top_k = pl.DataFrame(
+        [{"arm": "pop", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)} for u in users for r, m in enumerate(world["lists"][u])]
+    )
+    agents = [AgentSession(u, world["profiles"][u], world["memories"][u], 0.0, 0.0) for u in users]
+    config = SimulationConfig(progress=False)
+    cache = str(tmp_path / "cache.sqlite")
+    events = simulate_arm("pop", top_k, agents, world["catalogue"], make_brain(httpserver, world, cache_path=cache), config, seed=3, run_id="r1")
+
+    conform(events, EVENTS, "events")
+    for u in users:
+        mine = events.filter(pl.col("user_id") == u).sort("step")
+        assert mine.get_column("action").to_list() == [CLICK_MOVIE, WATCH_AND_RATE, NEXT_PAGE, EXIT, EXIT_INTERVIEW]
+        assert mine.get_column("movie_id").to_list()[:2] == [world["lists"][u][0]] * 2
+        assert mine.get_column("rating").to_list()[1] == 4 and mine.get_column("satisfaction").to_list()[-1] == 7
+        assert mine.get_column("page_number").to_list()[:4] == [1, 1, 1, 2]
+        assert not mine.get_column("forced").any()
+    steps = events.filter(pl.col("action") != EXIT_INTERVIEW)
+    assert (steps.get_column("prompt_tokens") == PROMPT_TOKENS).all() and (steps.get_column("cost_usd") > 0).all()
+    assert set(events.get_column("brain")) == {"llm:test-model"}
+    # Fatigue charged at the stated interest: click at 4 (x0.75), watch at 5 (x0.5).
+    first = events.filter(pl.col("user_id") == users[0]).sort("step")
+    assert first.get_column("fatigue_after").to_list()[:2] == pytest.approx([1.5, 6.5])
+    assert len(fake.requests) == 5 * len(users)
+
+    # Agents in flight at once give the same events; the cache makes the re-run free.
+    brain = make_brain(httpserver, world, cache_path=cache)
+    again = simulate_arm_concurrently("pop", top_k, agents, world["catalogue"], brain, config, seed=3, run_id="r1", concurrency=3)
+    assert len(fake.requests) == 5 * len(users) and brain.usage.cache_hits == 5 * len(users)
+    assert again.drop("latency_s").equals(events.drop("latency_s"))

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from ops.agents import AgentsConfig, build_agents
-from ops.brains.embedded import EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams
+from ops.brains.embedded import FEATURES, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams
 from ops.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.observation import (
     BACK,
@@ -201,7 +201,7 @@ def test_vision_ablation_zeroes_poster_features(world):
     blind.click_probability(s, movie)
     seeing = bundle.brain()
     seeing.click_probability(s, movie)
-    cols = [i for i, f in enumerate(("user_mean", "text_familiarity", "text_affinity", "poster_familiarity", "poster_affinity")) if f.startswith("poster")]
+    cols = [FEATURES.index("poster_familiarity"), FEATURES.index("poster_affinity")]
     assert not blind._scores[5].features[0, cols].any() and seeing._scores[5].features[0, cols].any()
 
 
@@ -235,3 +235,27 @@ def test_agents_click_their_planted_tastes_on_the_synthetic_data(tmp_path):
         assert clicked[match].mean() > 1.5 * clicked[~match].mean(), arm
         ctr[arm] = clicked.mean()
     assert ctr["random"] < ctr["pop"]
+
+
+def test_batch_features_retrieve_what_long_term_memory_retrieves(world):
+    # The brain scores pairs in batch; its text features must be the memory's own top-k
+    # cosine retrieval (A/B Agent §2.4.2), not an approximation of it.
+    bundle = world["bundle"]
+    k = bundle.config.brain.retrieval_k
+    uid = 6
+    memory = bundle.memories[uid]
+    movie = _unrated(world, uid, True, 1)[0]
+    brain = bundle.brain()
+    brain.click_probability(_session(bundle, uid), [movie])
+    scores = brain._scores[uid]
+    row = bundle.vectors.rows_of([movie])[0]
+    recalled = memory.retrieve_by_text(bundle.vectors.text[row], k)
+    familiarity = scores.features[0, FEATURES.index("text_familiarity")]
+    assert familiarity == pytest.approx(np.mean([r.similarity for r in recalled]), abs=1e-5)
+    mean = memory.ratings.mean()
+    w = np.array([max(r.similarity, 0.0) for r in recalled])
+    affinity = (w * (np.array([r.rating for r in recalled]) - mean)).sum() / (w.sum() + 1e-6)
+    assert scores.features[0, FEATURES.index("text_affinity")] == pytest.approx(affinity, abs=1e-5)
+    liked = [r for r in recalled if r.rating >= 4]
+    nn = scores.text_neighbour[0]
+    assert int(memory.movie_ids[nn]) == max(liked, key=lambda r: r.similarity).movie_id

@@ -231,6 +231,12 @@ def test_twice_malformed_falls_back_to_a_recorded_safe_action(world, fake, https
     assert sandbox.apply(d).action == BACK
     assert brain.usage.fallbacks == 2 and brain.usage.reasks == 2
 
+    fake.reply('{"satisfaction": 11, "reason": "superb"}')  # off the 1-10 scale
+    fake.reply('{"satisfaction": "high"}')
+    satisfaction, reason = brain.exit_interview(session(world), rng())
+    assert satisfaction == 5 and reason.startswith("fallback") and "invalid 2 times" in reason
+    assert brain.interview_accounting[1]["fallback"] and brain.usage.fallbacks == 3
+
 
 def test_illegal_answers_are_reasked_with_what_was_wrong(world, fake, httpserver, key):
     obs = home(world)
@@ -273,6 +279,39 @@ def test_memories_are_retrieved_by_story_and_by_poster(world, httpserver):
     first = brain.recall(session(world), [page[0]], "detail")[0]
     assert genre[page[0]] in first
     assert brain.recall(AgentSession(1, world["profiles"][1], None, 0.0, 30.0), page, "home") == []
+
+
+@pytest.mark.parametrize(
+    ("page", "reply", "problem"),
+    [
+        ("home", "I'd click the first one", "not valid JSON"),
+        ("home", "[1, 2]", "expected a JSON object"),
+        ("home", '{"action": "exit", "interest": 2}', "reason: Field required"),
+        ("home", '{"action": "watch_and_rate", "interest": 2, "reason": "x"}', "not legal on this page"),
+        ("home", '{"action": "click_movie", "movie_id": null, "interest": 2, "reason": "x"}', "needs the movie_id of a movie on this page"),
+        ("home", '{"action": "exit", "interest": 2, "caught_eye": [999999], "reason": "x"}', "caught_eye may only name movies on this page"),
+        ("home", '{"action": "exit", "interest": true, "reason": "x"}', "must be an integer"),
+        ("detail", '{"action": "watch_and_rate", "rating": 4.5, "interest": 4, "reason": "x"}', "must be an integer"),
+        ("detail", '{"action": "watch_and_rate", "interest": 4, "reason": "x"}', "needs a rating from 1 to 5, got None"),
+        ("detail", '{"action": "back", "movie_id": 999999, "interest": 1, "reason": "x"}', "not movie 999999"),
+    ],
+)
+def test_answers_are_checked_against_the_schema_and_the_page(world, page, reply, problem):
+    from ops.brains.llm import AnswerError, check_answer
+
+    obs = home(world) if page == "home" else detail(world)
+    with pytest.raises(AnswerError, match=re.escape(problem)):
+        check_answer(reply, obs, LLMBrainConfig())
+
+
+def test_benign_variants_of_a_valid_answer_are_accepted(world):
+    from ops.brains.llm import check_answer
+
+    obs = home(world)
+    first = obs.items[0].movie_id
+    fenced = f'```json\n{{"action": "click_movie", "movie_id": "{first}", "interest": 4.0, "caught_eye": null, "reason": "x", "mood": "curious"}}\n```'
+    a = check_answer(fenced, obs, LLMBrainConfig())
+    assert (a.action, a.movie_id, a.interest, a.caught_eye) == (CLICK_MOVIE, first, 4, [])
 
 
 # -- transport -------------------------------------------------------------------------------
@@ -379,7 +418,9 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ht
     assert SECRET not in caplog.text  # ...but never logged
     stored = b"".join(p.read_bytes() for p in cache.parent.iterdir())
     assert stored and SECRET.encode() not in stored
-    assert SECRET not in repr(d) and SECRET not in json.dumps(d.extra) and SECRET not in repr(satisfaction)
+    assert satisfaction == (6, "some good picks")
+    assert brain.interview_accounting[1] == {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "cost_usd": pytest.approx(d.cost_usd / 2), "cached": False, "fallback": False}
+    assert SECRET not in repr(d) and SECRET not in json.dumps(d.extra) and SECRET not in repr(brain.interview_accounting)
     assert SECRET not in json.dumps(resource.describe()) and resource.describe()["llm_api_key_set"] is True
     assert SECRET not in brain.config.model_dump_json() and SECRET not in repr(brain.usage.as_dict())
 

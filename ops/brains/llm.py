@@ -147,6 +147,11 @@ class PageAnswer(BaseModel):
     caught_eye: list[int] = Field(default_factory=list)
     reason: str = Field(min_length=1)
 
+    @field_validator("caught_eye", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value):
+        return [] if value is None else value
+
     @field_validator("movie_id", "rating", "interest", mode="before")
     @classmethod
     def _no_floats_or_bools(cls, value):
@@ -210,6 +215,9 @@ class LLMBrain:
         self.catalogue = catalogue
         self.name = f"llm:{self.config.model}" + ("" if self.config.vision else ":no-vision")
         self.usage = Usage()
+        # user id -> tokens, cost, cached, fallback of that agent's exit interview (the
+        # interview returns only (satisfaction, reason), so its cost is kept here).
+        self.interview_accounting: dict[int, dict] = {}
         self._client = client
         self._client_lock = threading.Lock()
         self._cache = ResponseCache(self.config.cache_path) if self.config.cache_path else None
@@ -254,7 +262,10 @@ class LLMBrain:
         seed = int(rng.integers(0, 2**31 - 1))
         messages = self.interview_messages(session)
         answer, replies, errors = self._ask(messages, lambda text: check_interview(text, self.config), seed, None)
-        self._accounting(replies, errors)
+        accounting = self._accounting(replies, errors)
+        record = {k: accounting[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} | {"cached": accounting["extra"]["cached"], "fallback": answer is None}
+        with self.usage.lock:
+            self.interview_accounting[session.user_id] = record
         if answer is None:
             lo, hi = self.config.satisfaction_range
             with self.usage.lock:
@@ -642,7 +653,9 @@ class ResponseCache:
 
     Each write is one transaction (atomic: a killed run leaves whole rows only); the first
     answer stored for a key is kept, so parallel processes sharing the file agree.  Only
-    the reply text and token counts are stored — no request, header or key.
+    the reply text and token counts are stored — no request, header or key.  The
+    endpoint's address is not part of the key: the same model name behind another URL
+    (a moved vLLM server) answers from the same cache.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:

@@ -274,6 +274,13 @@ class LLMBrain:
             return (lo + hi) // 2, f"fallback: the model's interview answer was invalid {len(errors)} times ({errors[-1]}); midpoint recorded"
         return answer.satisfaction, answer.reason.strip()
 
+    def close(self) -> None:
+        """Close the cache file and the HTTP connections (a closed brain reopens neither)."""
+        if self._cache is not None:
+            self._cache.close()
+        if self._client is not None and hasattr(self._client, "close"):
+            self._client.close()
+
     # -- prompts ----------------------------------------------------------------------------
 
     def page_messages(self, session: AgentSession, observation: Observation) -> list[dict]:

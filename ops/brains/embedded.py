@@ -111,6 +111,10 @@ class EmbeddedBrainConfig(BaseModel):
     # Long-term memory retrieval: memories recalled per query (A/B Agent §2.4.2 retrieves
     # "relevant records"; 10 keeps a handful of strong neighbours without averaging away).
     retrieval_k: int = Field(10, ge=1)
+    # Catalogues up to this size get a precomputed movie x movie cosine matrix (float32,
+    # 60 MB for ML-1M's 3,883 movies), so retrieval is a gather instead of a product per
+    # agent; larger catalogues fall back to one small product per agent.
+    similarity_cache_max_movies: int = Field(8000, ge=0)
     # Vision ablation (A/B Agent §3.5, Table 5 "w/o vision"): False zeroes poster features.
     use_posters: bool = True
     # Ratings at or above this count as liked (A/B Agent label, design.md lifecycle 5).
@@ -227,6 +231,22 @@ class BrainContext:
     popularity_z: np.ndarray  # standardised log1p(train popularity)
     decade: np.ndarray  # DECADES index per row, -1 unknown
 
+    def similarity(self, kind: str, max_movies: int) -> np.ndarray | None:
+        """The catalogue's movie x movie cosine matrix for "text" or "poster" (computed once,
+        never pickled), or None when the catalogue is larger than `max_movies`."""
+        if len(self.facts.movie_ids) > max_movies:
+            return None
+        cache = self.__dict__.setdefault("_similarity", {})
+        if kind not in cache:
+            m = self.vectors.text if kind == "text" else self.vectors.poster
+            cache[kind] = m @ m.T
+        return cache[kind]
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_similarity", None)
+        return state
+
     @classmethod
     def build(
         cls, vectors: MovieVectors, facts: MovieFacts, train: pl.DataFrame, profile_config: ProfileConfig | None = None
@@ -338,6 +358,9 @@ def pair_features(
     text, poster = ctx.vectors.text, ctx.vectors.poster
     from threadpoolctl import threadpool_limits
 
+    if use_posters:
+        ctx.similarity("poster", config.similarity_cache_max_movies)
+    ctx.similarity("text", config.similarity_cache_max_movies)  # one big product, all BLAS threads
     # Thousands of small products: BLAS threads cost more to wake than they save
     # (measured 10x slower with 2 OpenBLAS threads on a 20 x 150 x 384 product).
     with threadpool_limits(limits=1, user_api="blas"):
@@ -346,22 +369,84 @@ def pair_features(
 
 
 def _retrieval_loop(agents, lengths, pm, X, text_nn, poster_nn, col, text, poster, use_posters, ctx, config) -> None:
-    start = 0
-    for agent, n in zip(agents, lengths.tolist()):
-        if n and len(agent.rows):
-            sl = slice(start, start + n)
-            rows = pm[sl]
-            fam, aff, nn = _retrieve_scores(text[rows] @ text[agent.rows].T, agent, config)
-            X[sl, col["text_familiarity"]], X[sl, col["text_affinity"]], text_nn[sl] = fam, aff, nn
-            if use_posters and agent.poster_ok.any():
-                sims = poster[rows] @ poster[agent.rows].T
-                sims[:, ~agent.poster_ok] = -np.inf
-                fam, aff, nn = _retrieve_scores(sims, agent, config)
-                has = ctx.vectors.has_poster[rows]
-                X[sl, col["poster_familiarity"]] = np.where(has, fam, 0.0)
-                X[sl, col["poster_affinity"]] = np.where(has, aff, 0.0)
-                poster_nn[sl] = np.where(has, nn, -1)
-        start += n
+    offsets = np.r_[0, np.cumsum(lengths)]
+    max_movies = config.similarity_cache_max_movies
+    fam, aff, nn = _batched_retrieval(text, ctx.similarity("text", max_movies), agents, pm, offsets, None, config)
+    X[:, col["text_familiarity"]], X[:, col["text_affinity"]], text_nn[:] = fam, aff, nn
+    if use_posters:
+        ok = [a.poster_ok for a in agents]
+        fam, aff, nn = _batched_retrieval(poster, ctx.similarity("poster", max_movies), agents, pm, offsets, ok, config)
+        has = ctx.vectors.has_poster[pm]
+        X[:, col["poster_familiarity"]] = np.where(has, fam, 0.0)
+        X[:, col["poster_affinity"]] = np.where(has, aff, 0.0)
+        poster_nn[:] = np.where(has, nn, -1)
+
+
+def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_bytes: int = 1 << 26):
+    """Top-k retrieval for every (agent, candidate) pair, agents batched by size.
+
+    Agents are grouped by (memory size, candidate count) rounded up a little; each
+    group's similarities are gathered from the catalogue's cosine matrix `sim` (or, without
+    it, one stacked product of the vectors), padded entries masked out.  Same numbers as
+    `_retrieve_scores` on one agent at a time, without a Python step per agent.
+    """
+    P = int(offsets[-1])
+    fam, aff = np.zeros(P), np.zeros(P)
+    nn = np.full(P, -1, dtype=np.int64)
+    buckets: dict[tuple[int, int], list[int]] = {}
+    for i, agent in enumerate(agents):
+        m, c = len(agent.rows), int(offsets[i + 1] - offsets[i])
+        if m and c and (memory_ok is None or memory_ok[i].any()):
+            buckets.setdefault((_round_up(m), _round_up(c)), []).append(i)
+    d = 0 if sim is not None else matrix.shape[1]
+    for (L, C), members in sorted(buckets.items()):
+        step = max(1, max_bytes // (4 * d * (L + C) + 40 * C * L))
+        for start in range(0, len(members), step):
+            chunk = members[start : start + step]
+            B = len(chunk)
+            mem_idx = np.zeros((B, L), dtype=np.int64)
+            mem_ok = np.zeros((B, L), dtype=bool)
+            centred = np.zeros((B, L))
+            liked = np.zeros((B, L), dtype=bool)
+            cand_idx = np.zeros((B, C), dtype=np.int64)
+            for b, i in enumerate(chunk):
+                a = agents[i]
+                m, lo, hi = len(a.rows), offsets[i], offsets[i + 1]
+                mem_idx[b, :m] = a.rows
+                mem_ok[b, :m] = True if memory_ok is None else memory_ok[i]
+                centred[b, :m] = a.centred
+                liked[b, :m] = a.liked
+                cand_idx[b, : hi - lo] = pm[lo:hi]
+            if sim is not None:
+                sims = sim[cand_idx[:, :, None], mem_idx[:, None, :]]  # (B, C, L)
+            else:
+                sims = np.matmul(matrix[cand_idx], matrix[mem_idx].transpose(0, 2, 1))
+            sims[np.broadcast_to(~mem_ok[:, None, :], sims.shape)] = -np.inf
+            k = min(config.retrieval_k, L)
+            top = np.argpartition(-sims, k - 1, axis=2)[..., :k] if k < L else np.broadcast_to(np.arange(L), sims.shape)
+            s_top = np.take_along_axis(sims, top, axis=2).astype(np.float64)
+            valid = np.isfinite(s_top)
+            s0 = np.where(valid, s_top, 0.0)
+            f = s0.sum(axis=2) / np.maximum(valid.sum(axis=2), 1)
+            w = np.clip(s0, 0.0, None)
+            c_top = np.take_along_axis(np.broadcast_to(centred[:, None, :], sims.shape), top, axis=2)
+            af = (w * c_top).sum(axis=2) / (w.sum(axis=2) + 1e-6)
+            l_top = np.take_along_axis(np.broadcast_to(liked[:, None, :], sims.shape), top, axis=2)
+            liked_score = np.where(l_top & valid, s_top, -np.inf)
+            best = np.argmax(liked_score, axis=2)
+            picked = np.take_along_axis(top, best[..., None], axis=2)[..., 0]
+            n_best = np.where(np.isfinite(liked_score.max(axis=2)), picked, -1)
+            for b, i in enumerate(chunk):
+                lo, hi = offsets[i], offsets[i + 1]
+                fam[lo:hi], aff[lo:hi], nn[lo:hi] = f[b, : hi - lo], af[b, : hi - lo], n_best[b, : hi - lo]
+    return fam, aff, nn
+
+
+def _round_up(n: int) -> int:
+    """n rounded up to one of 8 steps per power of two (at most 12.5 % padding)."""
+    n = max(int(n), 8)
+    step = 1 << max(n.bit_length() - 4, 0)
+    return -(-n // step) * step
 
 
 def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx):

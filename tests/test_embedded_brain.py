@@ -259,3 +259,17 @@ def test_batch_features_retrieve_what_long_term_memory_retrieves(world):
     liked = [r for r in recalled if r.rating >= 4]
     nn = scores.text_neighbour[0]
     assert int(memory.movie_ids[nn]) == max(liked, key=lambda r: r.similarity).movie_id
+
+
+def test_large_catalogue_fallback_scores_the_same_as_the_cached_similarities(world):
+    # Beyond `similarity_cache_max_movies` retrieval multiplies vectors per batch instead
+    # of gathering from the precomputed cosine matrix; the features must not change.
+    bundle = world["bundle"]
+    sessions = [_session(bundle, u) for u in (7, 8, 9)]
+    shown = {u: _unrated(world, u, True, 3) + _unrated(world, u, False, 4) for u in (7, 8, 9)}
+    cached, direct = bundle.brain(), bundle.brain(EmbeddedBrainConfig(similarity_cache_max_movies=0))
+    cached.prepare(sessions, shown)
+    direct.prepare(sessions, shown)
+    for u in shown:
+        assert np.allclose(cached._scores[u].features, direct._scores[u].features, atol=1e-5)
+        assert np.array_equal(cached._scores[u].text_neighbour, direct._scores[u].text_neighbour)

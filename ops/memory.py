@@ -165,10 +165,10 @@ class LongTermMemory:
         candidates = np.arange(len(rows)) if keep is None else np.flatnonzero(keep)
         if len(candidates) == 0:
             return []
-        k = min(k, len(candidates))
-        part = candidates[np.argpartition(-sims[candidates], k - 1)[:k]]
-        # Ties by recency, so the same query always returns the same memories.
-        order = part[np.lexsort((-self.timestamps[part], -sims[part]))]
+        # Most similar first; ties (to 1e-5, so float noise cannot flip them) go to the
+        # most recent memory, so the same query always returns the same memories.
+        key = np.round(sims[candidates].astype(np.float64), 5)
+        order = candidates[np.lexsort((-self.timestamps[candidates], -candidates, -key))[:k]]
         return [
             Recollection(int(self.vectors.movie_ids[rows[j]]), int(self.ratings[j]), int(self.timestamps[j]), float(sims[j]))
             for j in order

@@ -387,8 +387,9 @@ def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_
 
     Agents are grouped by (memory size, candidate count) rounded up a little; each
     group's similarities are gathered from the catalogue's cosine matrix `sim` (or, without
-    it, one stacked product of the vectors), padded entries masked out.  Same numbers as
-    `_retrieve_scores` on one agent at a time, without a Python step per agent.
+    it, one stacked product of the vectors), padded entries masked out.  The k retrieved
+    are the most similar, ties (to 1e-5, so float noise cannot flip them) going to the most
+    recent memory, as in `LongTermMemory.retrieve_by_text`.
     """
     P = int(offsets[-1])
     fam, aff = np.zeros(P), np.zeros(P)
@@ -423,8 +424,10 @@ def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_
                 sims = np.matmul(matrix[cand_idx], matrix[mem_idx].transpose(0, 2, 1))
             sims[np.broadcast_to(~mem_ok[:, None, :], sims.shape)] = -np.inf
             k = min(config.retrieval_k, L)
-            top = np.argpartition(-sims, k - 1, axis=2)[..., :k] if k < L else np.broadcast_to(np.arange(L), sims.shape)
+            key = np.round(sims.astype(np.float64), 5) + np.arange(L) * (1e-5 / (L + 1))  # later memory wins a tie
+            top = np.argpartition(-key, k - 1, axis=2)[..., :k] if k < L else np.broadcast_to(np.arange(L), sims.shape)
             s_top = np.take_along_axis(sims, top, axis=2).astype(np.float64)
+            k_top = np.take_along_axis(key, top, axis=2)
             valid = np.isfinite(s_top)
             s0 = np.where(valid, s_top, 0.0)
             f = s0.sum(axis=2) / np.maximum(valid.sum(axis=2), 1)
@@ -432,7 +435,7 @@ def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_
             c_top = np.take_along_axis(np.broadcast_to(centred[:, None, :], sims.shape), top, axis=2)
             af = (w * c_top).sum(axis=2) / (w.sum(axis=2) + 1e-6)
             l_top = np.take_along_axis(np.broadcast_to(liked[:, None, :], sims.shape), top, axis=2)
-            liked_score = np.where(l_top & valid, s_top, -np.inf)
+            liked_score = np.where(l_top & valid, k_top, -np.inf)
             best = np.argmax(liked_score, axis=2)
             picked = np.take_along_axis(top, best[..., None], axis=2)[..., 0]
             n_best = np.where(np.isfinite(liked_score.max(axis=2)), picked, -1)
@@ -470,25 +473,6 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
     X[:, col["director_match"]] = np.log1p(liked_dir) - np.log1p(disliked_dir)
     X[:, col["actor_match"]] = np.log1p(liked_act)
     return X, text_nn, poster_nn
-
-
-def _retrieve_scores(sims: np.ndarray, user: AgentState, config: EmbeddedBrainConfig):
-    """Top-k retrieval per candidate: mean similarity, rating-weighted similarity, and the
-    closest liked memory among the k (the one a reason can name)."""
-    m = sims.shape[1]
-    k = min(config.retrieval_k, m)
-    top = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < m else np.tile(np.arange(m), (sims.shape[0], 1))
-    s = np.take_along_axis(sims, top, axis=1)
-    valid = np.isfinite(s)
-    s = np.where(valid, s, 0.0)
-    count = np.maximum(valid.sum(axis=1), 1)
-    familiarity = s.sum(axis=1) / count
-    w = np.clip(s, 0.0, None)
-    affinity = (w * user.centred[top]).sum(axis=1) / (w.sum(axis=1) + 1e-6)
-    liked_score = np.where(user.liked[top] & valid, s, -np.inf)
-    best = np.argmax(liked_score, axis=1)
-    nn = np.where(np.isfinite(liked_score.max(axis=1)), top[np.arange(len(top)), best], -1)
-    return familiarity, affinity, nn
 
 
 # ---------------------------------------------------------------------------------------

@@ -68,6 +68,11 @@ class EmbeddingConfig(BaseModel):
     text_actors: int = Field(3, ge=0)
     # Characters of the overview kept in the embedded text; MiniLM reads 256 word pieces.
     text_overview_chars: int = Field(600, ge=0)
+    # Poster look labels (`poster_look`): mean brightness (0..1) below which a poster is
+    # "dark", above which (with mean saturation below the cap) it is "bright".
+    look_dark_below: float = 0.3
+    look_bright_above: float = 0.72
+    look_bright_max_saturation: float = 0.45
     show_progress: bool = True
 
 
@@ -135,10 +140,11 @@ def embed_catalogue(
         )
         # The look label (warm / cool / dark / bright) is cheap and model-independent:
         # it feeds the profile's "poster look" preference, so it is cached with the rows.
-        look_digests = [_sha256(f"look\n{d}") if d else None for d in poster_digests]
+        look_key = f"look:{config.look_dark_below}:{config.look_bright_above}:{config.look_bright_max_saturation}"
+        look_digests = [_sha256(f"{look_key}\n{d}") if d else None for d in poster_digests]
         look_codes = _cached_rows(
             look_digests,
-            lambda idx: np.array([[POSTER_LOOKS.index(poster_look(load_poster(paths[i])))] for i in idx], np.float32),
+            lambda idx: np.array([[POSTER_LOOKS.index(poster_look(load_poster(paths[i]), config))] for i in idx], np.float32),
             1,
             cache / "poster-look.npz" if cache else None,
             config,
@@ -435,19 +441,20 @@ class PaletteLayoutPosterEmbedder:
         return vec / norm if norm > 0 else vec
 
 
-def poster_look(image: "Image.Image") -> str:
+def poster_look(image: "Image.Image", config: EmbeddingConfig | None = None) -> str:
     """One word for a poster's overall look: "dark", "bright", "warm" or "cool".
 
     Dark / bright when the mean brightness is far from mid-grey, otherwise warm / cool by
     the balance of warm (red-orange-yellow) against cool (green-blue-purple) colour.
     """
-    thumb = image.convert("RGB").resize((24, 36))
+    c = config or EmbeddingConfig()
+    thumb = image.convert("RGB").resize((24, 36))  # the overall tone needs no detail
     hsv = np.asarray(thumb.convert("HSV"), dtype=np.float32) / 255.0
     h, s, v = hsv[..., 0], hsv[..., 1], hsv[..., 2]
     mean_v = float(v.mean())
-    if mean_v < 0.3:
+    if mean_v < c.look_dark_below:
         return "dark"
-    if mean_v > 0.72 and float(s.mean()) < 0.45:
+    if mean_v > c.look_bright_above and float(s.mean()) < c.look_bright_max_saturation:
         return "bright"
     return "warm" if _warmth(h, s * v) >= 0 else "cool"
 

@@ -3,8 +3,6 @@ with reasons; and, on the synthetic generator, clicks that follow the planted ta
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
 
 import numpy as np
 import polars as pl

@@ -31,6 +31,8 @@ Fitting (`fit`), on the train and validation windows only — the test window is
    logistic regression on all features.
 3. rating model: least squares (ridge) of the validation rating on all features; its
    residual standard deviation is the spread of sampled ratings.
+Click × like is P(rated in the validation window and rated >= 4): the label the issue
+names, split in two because the home page and the detail page show different things.
 A share of the users (`holdout_share`) is held out and the held-out AUCs and RMSE are
 stored with the parameters.  Not fitted (no log records them): the position effect on the
 home page, the watch/exit/interest mappings and the satisfaction formula; their constants
@@ -48,6 +50,11 @@ session is a pure function of (seed, agent, arm):
   or the like probability (detail).
 - exit interview: satisfaction 1..10 from likes, dislikes, interest and pickiness.
 Every action carries a short reason built from the features that drove it.
+
+Speed: `prepare` scores every (agent, shown movie) pair of an arm in one batch — the
+history statistics as sparse matrix products, the memory retrieval as gathers from the
+catalogue's cosine matrix (computed once per context), agents grouped by memory size — so
+`decide` is a few dictionary look-ups and float operations.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from dagster import AssetExecutionContext, Config, DataVersion, MetadataValue, O
 from pydantic import Field
 
 from assets.recommenders import arm_partitions, configured_arms
+from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 
 GROUP = "simulation"
@@ -24,6 +25,9 @@ class SimulationAssetConfig(Config):
     n_agents: int = Field(default=int(os.environ.get("SIMAB_AGENTS", "0")), description="agents sampled from users with a top-20 list; 0 = all")
     design: Literal["paired", "random"] = Field(default="paired", description="paired: same agents in every arm; random: one arm per agent")
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
+    brain: Literal["embedded", "llm"] = Field(
+        default=os.environ.get("SIMAB_BRAIN", "embedded"), description="embedded (offline default) | llm (the `llm` resource's endpoint)"
+    )
 
 
 def sampled_agents(user_ids: list[int], n_agents: int, seed: int) -> list[int]:
@@ -45,6 +49,7 @@ def simulation_events(
     agents,
     movies: pl.DataFrame,
     movie_metadata: pl.DataFrame,
+    llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
@@ -60,14 +65,29 @@ def simulation_events(
             arms = arms + [arm]
         chosen = assign_agents(chosen, arms, "random", config.seed)[arm]
     catalogue = Catalogue.from_frames(movies, movie_metadata if movie_metadata.height else None)
-    brain = agents.brain()
-    events = simulate_arm(
-        arm, top20_lists, agents.sessions(chosen), catalogue, brain, SimulationConfig(), seed=config.seed, run_id=context.run.run_id, users=chosen
-    )
-    with mlflow_tracking.asset_run(context, params={**config.model_dump(), "brain": brain.name, "agents": len(chosen)}, tags={"arm": arm}):
+    sim_config = SimulationConfig()
+    sessions = agents.sessions(chosen)
+    if config.brain == "llm":
+        from ops.brains.llm import simulate_arm_concurrently
+
+        # The agent is told the fatigue costs it is really charged.
+        brain = llm.brain(catalogue, fatigue=sim_config.fatigue)
+        events = simulate_arm_concurrently(
+            arm, top20_lists, sessions, catalogue, brain, sim_config, seed=config.seed, run_id=context.run.run_id, users=chosen
+        )
+        brain_params = llm.describe()
+    else:
+        brain = agents.brain()
+        events = simulate_arm(arm, top20_lists, sessions, catalogue, brain, sim_config, seed=config.seed, run_id=context.run.run_id, users=chosen)
+        brain_params = {}
+    params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)}
+    with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm}):
         import mlflow
 
         mlflow.log_metrics({"events": float(events.height), "agents": float(len(chosen))})
+        usage = getattr(brain, "usage", None)
+        if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
+            mlflow.log_metrics({f"llm_{k}": float(v) for k, v in usage.as_dict().items()})
         digest = mlflow_tracking.log_frame(events, f"simulation_events_{arm}", role="output")
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, f"events_{arm}.parquet")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from resources.embeddings import EmbeddingsResource
+from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager
 from resources.tmdb import TmdbResource
@@ -17,10 +18,10 @@ from resources.tmdb import TmdbResource
 def resources_for_deployment(name: str | None = None) -> dict:
     name = name or os.environ.get("SIMAB_DEPLOYMENT", "local")
     if name == "local":
-        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking(), "tmdb": TmdbResource(), "embeddings": EmbeddingsResource()}
+        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking(), "tmdb": TmdbResource(), "embeddings": EmbeddingsResource(), "llm": LLMResource()}
     if name == "server":
         uri = os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:
             raise ValueError("SIMAB_DEPLOYMENT=server needs MLFLOW_TRACKING_URI (the MLflow server's address)")
-        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking(tracking_uri=uri), "tmdb": TmdbResource(), "embeddings": EmbeddingsResource()}
+        return {"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking(tracking_uri=uri), "tmdb": TmdbResource(), "embeddings": EmbeddingsResource(), "llm": LLMResource()}
     raise ValueError(f"unknown SIMAB_DEPLOYMENT {name!r}: use 'local' or 'server'")

@@ -11,10 +11,17 @@ network, and it is what the tests of every later stage run on.  The point of it 
   to the favourite genre, a taste strength and a rating bias (SimUSER's pickiness);
 - each movie has genres, a year, a director, a latent quality (seen in vote_average) and a
   popularity (seen in vote_count), and a poster whose palette follows the main genre;
-- who rates what follows popularity (Zipf-like) times taste; the rating follows taste,
-  quality, the user's bias and noise, cut into 1..5 at the MovieLens-1M shares; each
-  user's ratings fall in an activity window (a first-day burst, then returns), so a
-  chronological 7:2:1 split keeps users on both sides.
+- who rates what follows popularity (long-tailed) times taste: the first session leans
+  on popularity (MovieLens has a newcomer rate well-known films), later visits lean on
+  taste; the rating follows taste, quality, the user's bias and noise, cut into 1..5 at
+  the MovieLens-1M shares; each user's ratings fall in an activity window (a first-day
+  burst, then returns), so a chronological 7:2:1 split keeps users on both sides and
+  what a user rates in the test window is predictable from that user's train history.
+
+Calibration (default config, `bench/synthetic.py`): on a chronological 7:2:1 split a
+logistic regression on likes with user x genre crosses reaches NDCG@20 ≈ 0.17 against
+Pop ≈ 0.08 and Random ≈ 0.01 (the A/B Agent paper reports Pop 0.088 on ML-1M); the tests
+pin the marginals and the planted effects.
 
 `generate(config, poster_dir)` returns the five tables, conformed to `ops.schema`.
 Everything is drawn from one seed: the same config gives identical frames and identical
@@ -139,10 +146,12 @@ class SyntheticConfig(BaseModel):
     actors_per_movie: tuple[int, int] = (3, 5)
     actor_fame_zipf: float = Field(0.9, ge=0)
     # Popularity: log-normal, log weight = scale x (a latent that mixes quality and hype,
-    # minus age).  Tying it to quality is what makes popular movies better liked, as in
-    # ML-1M (the top 10 % of movies by count have a 65 % share of ratings >= 4, the bottom
-    # half 39 %), and what lets a CTR model trained on likes rank what users will watch.
-    popularity_log_scale: float = Field(1.75, ge=0)
+    # minus age).  Tying it to quality makes popular movies better liked, as in ML-1M
+    # (users 1-1999: the top 10 % of movies by count have 65 % ratings >= 4, the bottom
+    # half 39 %; here about 68 % and 36 %), and lets a CTR model trained on likes rank
+    # what users will watch.  Scale 2.8 gives the top 10 % of movies ~44 % of ratings
+    # (ML-1M: 43 %).
+    popularity_log_scale: float = Field(2.8, ge=0)
     popularity_quality_corr: float = Field(0.8, ge=-1, le=1)
     popularity_recency_per_decade: float = Field(0.25, ge=0)  # older movies less watched
     # TMDB-like vote fields (TMDB vote averages of ML-1M movies: mean ≈ 6.4, sd ≈ 0.8).
@@ -181,8 +190,12 @@ class SyntheticConfig(BaseModel):
     era_weight: float = 0.5
     director_weight: float = 0.8
     palette_weight: float = 0.5
-    # Who rates what: log-weight = log popularity + selection_taste * affinity.
-    selection_taste: float = Field(1.6, ge=0)
+    # Who rates what: log-weight = a x log popularity + b x affinity, per phase; the first
+    # session follows popularity, returns follow taste (see _who_rates_what).
+    first_session_popularity: float = Field(1.0, ge=0)
+    first_session_taste: float = Field(1.6, ge=0)
+    return_popularity: float = Field(0.7, ge=0)
+    return_taste: float = Field(2.5, ge=0)
     # The rating: taste + quality + bias + noise, cut at the ML-1M shares.
     rating_taste: float = Field(1.0, ge=0)
     rating_quality: float = Field(1.0, ge=0)
@@ -243,8 +256,8 @@ def generate(config: SyntheticConfig, poster_dir: Path) -> SyntheticData:
     films_per_director = np.bincount(catalogue.director, minlength=len(directors))
     tastes = _hidden_tastes(config, rng_tastes, users, directors, director_genres, films_per_director)
     affinity = _affinity(config, tastes, catalogue)
-    picks = _who_rates_what(config, rng_pick, catalogue, affinity)
-    ratings = _ratings(config, rng_rate, rng_time, picks, catalogue, tastes, affinity)
+    picks, n_first_session = _who_rates_what(config, rng_pick, catalogue, affinity)
+    ratings = _ratings(config, rng_rate, rng_time, picks, n_first_session, catalogue, tastes, affinity)
 
     movie_ids = np.arange(1, config.n_movies + 1)
     ordered_genres = [[g for g in GENRES if g in gs] for gs in catalogue.genres]
@@ -580,17 +593,34 @@ def _affinity(config: SyntheticConfig, tastes: _Tastes, catalogue: _Catalogue) -
     return tastes.strength[:, None] * taste
 
 
-def _who_rates_what(config: SyntheticConfig, rng: np.random.Generator, catalogue: _Catalogue, affinity: np.ndarray) -> list[np.ndarray]:
-    """For each user, the movies rated: popularity x taste, sampled without replacement."""
+def _who_rates_what(
+    config: SyntheticConfig, rng: np.random.Generator, catalogue: _Catalogue, affinity: np.ndarray
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """For each user, the movies rated, first-session ones first, and how many of those.
+
+    Both phases sample without replacement (Gumbel top-k) with log-weight a x log
+    popularity + b x affinity.  The first session leans on popularity (MovieLens asks a
+    newcomer to rate well-known films), later visits lean on taste (the user explores
+    the catalogue, helped by recommendations).  So what a returning user rates next is
+    predictable from that user's history, not only from popularity.
+    """
     n_users, n_movies = affinity.shape
     cap = int(config.max_ratings_share * n_movies)
     extra_mean = config.mean_ratings_per_user - config.min_ratings_per_user
     mu = np.log(max(extra_mean, 1e-9)) - config.activity_sigma**2 / 2  # log-normal with mean extra_mean
     counts = config.min_ratings_per_user + np.round(rng.lognormal(mu, config.activity_sigma, n_users)).astype(int)
     counts = np.minimum(counts, cap)
-    keys = np.log(catalogue.popularity)[None, :] + config.selection_taste * affinity + rng.gumbel(size=affinity.shape)
-    order = np.argsort(-keys, axis=1, kind="stable")  # Gumbel top-k per user
-    return [order[i, : counts[i]] for i in range(n_users)]
+    n_first = np.clip(np.round(rng.beta(*config.burst_share_beta, n_users) * counts), 1, counts).astype(int)
+    log_pop = np.log(catalogue.popularity)[None, :]
+    first = config.first_session_popularity * log_pop + config.first_session_taste * affinity + rng.gumbel(size=affinity.shape)
+    later = config.return_popularity * log_pop + config.return_taste * affinity + rng.gumbel(size=affinity.shape)
+    picks = []
+    for i in range(n_users):
+        in_first = np.argsort(-first[i], kind="stable")[: n_first[i]]
+        later[i, in_first] = -np.inf
+        returns = np.argsort(-later[i], kind="stable")[: counts[i] - n_first[i]]
+        picks.append(np.concatenate([in_first, returns]))
+    return picks, n_first
 
 
 def _ratings(
@@ -598,6 +628,7 @@ def _ratings(
     rng_rate: np.random.Generator,
     rng_time: np.random.Generator,
     picks: list[np.ndarray],
+    n_first_session: np.ndarray,
     catalogue: _Catalogue,
     tastes: _Tastes,
     affinity: np.ndarray,
@@ -614,27 +645,31 @@ def _ratings(
     cuts = np.quantile(latent, np.cumsum(config.rating_shares)[:-1])
     rating = np.searchsorted(cuts, latent, side="right") + 1
 
-    timestamps = _timestamps(config, rng_time, [len(p) for p in picks])
+    timestamps = _timestamps(config, rng_time, [len(p) for p in picks], n_first_session)
     return pl.DataFrame(
         {"user_id": users + 1, "movie_id": movies + 1, "rating": rating, "timestamp": timestamps}
     ).sort(["user_id", "timestamp", "movie_id"])
 
 
-def _timestamps(config: SyntheticConfig, rng: np.random.Generator, counts: list[int]) -> np.ndarray:
-    """Each user arrives once, rates a burst in the first session, then returns now and then."""
+def _timestamps(config: SyntheticConfig, rng: np.random.Generator, counts: list[int], n_first_session: np.ndarray) -> np.ndarray:
+    """Each user arrives once, rates a burst in the first session, then returns now and then.
+
+    Times follow the order of `_who_rates_what`: a user's first `n_first_session` movies
+    get first-session times, the others times in the returning window.
+    """
     start = int(dt.datetime.combine(config.start_date, dt.time(), tzinfo=dt.timezone.utc).timestamp())
     end = int(dt.datetime.combine(config.end_date, dt.time(23, 59, 59), tzinfo=dt.timezone.utc).timestamp())
     span = end - start
     burst = config.burst_hours * 3600
     out = []
-    for n in counts:
+    for n, n_burst in zip(counts, n_first_session, strict=True):
         arrival = start + rng.beta(*config.arrival_beta) * (span - burst)
-        n_burst = max(1, int(round(rng.beta(*config.burst_share_beta) * n)))
         window = min(rng.lognormal(np.log(config.return_days_median * 86400), config.return_days_sigma), end - arrival)
+        # Returns start after the first session, so the two phases keep their order in time.
         times = np.concatenate(
-            [arrival + rng.uniform(0, burst, n_burst), arrival + rng.uniform(0, window, n - n_burst)]
+            [arrival + rng.uniform(0, burst, n_burst), arrival + burst + rng.uniform(0, max(window - burst, 0.0), n - n_burst)]
         )
-        out.append(rng.permutation(np.clip(times, start, end)))
+        out.append(np.clip(times, start, end))
     return np.concatenate(out).astype(np.int64)
 
 

@@ -108,31 +108,46 @@ def test_top_k_matches_a_per_user_loop_and_excludes_train(data):
     assert small["movie_id"].to_list() == sorted(catalogue[1:3].tolist(), key=lambda m: -arm.score(np.array([1]), np.array([m]))[0])
 
 
-def test_table_2_ranking_on_planted_data(data):
-    """Pop beats Random and DeepFM beats Pop on NDCG@20, by stated margins."""
-    users, movies, split = data
-    catalogue = movies["movie_id"].to_numpy()
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    import torch
+
+    from ops.synthetic import SyntheticConfig, generate
+
+    torch.set_num_threads(1)
+    data = generate(SyntheticConfig(), tmp_path_factory.mktemp("posters"))
+    return data, chronological_split(data.ratings)
+
+
+def test_table_2_ranking_on_the_synthetic_default(synthetic):
+    """Pop beats Random and DeepFM beats Pop on NDCG@20, by stated margins (A/B Agent
+    Table 2's order), on the default synthetic data with its metadata."""
+    data, split = synthetic
+    catalogue = data.movies["movie_id"].to_numpy()
     metrics = {}
     for name in ("random", "pop", "deepfm"):
-        arm = train_arm(arm_config(name, **FAST), split.train, split.valid, users, movies)
+        # Appendix B's settings except a larger Adam step and one epoch, for time.
+        arm = train_arm(arm_config(name, learning_rate=0.01, max_epochs=1), split.train, split.valid,
+                        data.users, data.movies, data.metadata)
         metrics[name] = evaluate_arm(arm, split.train, split.test, catalogue, k=20)
     ndcg = {k: v.ndcg_at_k for k, v in metrics.items()}
-    # Measured on this data: random 0.060, pop 0.196, deepfm 0.258.
-    assert ndcg["pop"] >= ndcg["random"] + 0.08, ndcg
-    assert ndcg["deepfm"] >= ndcg["pop"] + 0.03, ndcg
+    # Measured: random 0.013, pop 0.078, deepfm 0.259 (two generator versions apart,
+    # pop 0.188 and deepfm 0.283): the margins hold for both.
+    assert ndcg["pop"] >= max(3 * ndcg["random"], ndcg["random"] + 0.04), ndcg
+    assert ndcg["deepfm"] >= ndcg["pop"] + 0.06, ndcg
     assert metrics["deepfm"].recall_at_k > metrics["pop"].recall_at_k > metrics["random"].recall_at_k
-    assert metrics["deepfm"].test_auc > 0.75 and abs(metrics["random"].test_auc - 0.5) < 0.05
+    assert metrics["deepfm"].test_auc > 0.8 and abs(metrics["random"].test_auc - 0.5) < 0.03
     assert metrics["pop"].test_log_loss is None and metrics["deepfm"].test_log_loss < 0.69
     assert metrics["deepfm"].users_ranked == split.test.filter(pl.col("rating") >= 4)["user_id"].n_unique()
 
 
 def test_training_is_reproducible_and_restores_the_best_epoch(data):
     users, movies, split = data
-    config = arm_config("fm", **{**FAST, "max_epochs": 3})
+    config = arm_config("fm", **{**FAST, "batch_size": 512, "max_epochs": 2})
     calls = []
     first = train_arm(config, split.train, split.valid, users, movies, on_epoch=lambda e, m: calls.append((e, m)))
     second = train_arm(config, split.train, split.valid, users, movies)
-    assert [c[0] for c in calls] == [1, 2, 3]
+    assert [c[0] for c in calls] == [1, 2]
     assert set(calls[0][1]) == {"train_loss", "val_auc", "val_log_loss", "epoch_seconds"}
     strip = lambda h: [{k: v for k, v in row.items() if k != "epoch_seconds"} for row in h]  # noqa: E731
     assert strip(first.history) == strip(second.history)
@@ -179,3 +194,23 @@ def test_data_scale_variant_samples_the_train_split(data):
     users, movies, split = data
     arm = train_arm(arm_config("pop_data50"), split.train, split.valid, users, movies)
     assert arm.train_rows == round(split.train.height * 0.5)
+
+
+def test_sampled_negatives_are_unrated_pairs(data):
+    from ops.features import FeatureConfig, fit_encoder
+    from ops.recommenders import _sampled_negatives
+
+    users, movies, split = data
+    encoder = fit_encoder(FeatureConfig(), split.train, users, movies)
+    x = _sampled_negatives(split.train, movies, encoder, 0.5, np.random.default_rng(0))
+    # Collisions with rated pairs are dropped, so slightly fewer than half the rows.
+    assert 0.4 * split.train.height < x.shape[0] <= 0.5 * split.train.height
+    rated = set(zip(split.train["user_id"].to_list(), split.train["movie_id"].to_list()))
+    user_index = {v: i + 1 for i, v in enumerate(encoder.vocabularies["user_id"])}
+    movie_index = {v: i + 1 for i, v in enumerate(encoder.vocabularies["movie_id"])}
+    back_user = {i: int(v) for v, i in user_index.items()}
+    back_movie = {i: int(v) for v, i in movie_index.items()}
+    movie_col = len(encoder.user_columns)
+    pairs = {(back_user[int(a)], back_movie.get(int(b))) for a, b in x[:, [0, movie_col]]}
+    assert not pairs & rated
+    assert np.array_equal(x, _sampled_negatives(split.train, movies, encoder, 0.5, np.random.default_rng(0)))

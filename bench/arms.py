@@ -1,0 +1,191 @@
+"""Benchmark of the recommender arms on real MovieLens (reference data, never shipped).
+
+For each arm, on ../shared/data/ml-1m (users 1-1999; ml-100k where ratings are absent),
+chronological 7:2:1 split, label rating >= 4:
+- training: seconds per epoch on this machine's cores (torch threads = --threads);
+- scoring: pairs per second of the vectorised `top_k` against a naive per-user loop
+  (one deepctr `model.predict` call per user, then a sort) measured in the same run on
+  the same users, with the lists checked equal;
+- offline metrics: test AUC, log-loss, Recall@20, NDCG@20, printed beside the paper's
+  Table 2 "Real-World" column (ML) and Table 5's "Original" AUC.
+
+    .venv/bin/python bench/arms.py                       # Table 2 arms
+    .venv/bin/python bench/arms.py --arms deepfm --l2-on embedding   # Appendix B's L2 on embeddings
+    .venv/bin/python bench/arms.py --arms afn --max-epochs-afn 2     # AFN is ~14x DeepFM on CPU
+
+Results also go to bench/out/arms.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ops.metrics import relevant_items  # noqa: E402
+from ops.movielens import load_local  # noqa: E402
+from ops.recommenders import TABLE2_ARMS, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
+from ops.split import chronological_split  # noqa: E402
+
+SHARED_DATA = Path(os.environ.get("SIMAB_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+# A/B Agent Table 2, MovieLens, "Real-World" column (Recall@20, NDCG@20), and Table 5,
+# "Original" AUC, for comparison only: the paper trains on the full ML-1M.
+PAPER_TABLE2 = {
+    "random": (0.0066, 0.0222),
+    "pop": (0.0216, 0.0881),
+    "fm": (0.0353, 0.0987),
+    "afn": (0.0422, 0.1238),
+    "deepfm": (0.0429, 0.1130),
+}
+PAPER_TABLE5_AUC = {
+    "nfm": 0.7438, "xdeepfm": 0.7478, "wdl": 0.7469, "dcn": 0.7517,
+    "deepfm": 0.7520, "afn": 0.7512, "autoint": 0.7510, "pnn": 0.7474,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", nargs="+", default=list(TABLE2_ARMS))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-epochs", type=int, default=20, help="Appendix B: at most 20")
+    parser.add_argument("--max-epochs-afn", type=int, default=2, help="AFN is ~14x slower than DeepFM on CPU")
+    parser.add_argument("--afn-train-fraction", type=float, default=1.0)
+    parser.add_argument("--l2-on", choices=("dnn", "embedding"), default="dnn",
+                        help="where Appendix B's 'L2 regularization of 0.003' goes")
+    parser.add_argument("--sampled-negatives", type=float, default=None,
+                        help="unrated pairs per train row as negatives (default: the arm config's)")
+    parser.add_argument("--naive-users", type=int, default=40, help="users in the naive per-user loop")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "arms.json")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    tables, source = _load()
+    split = chronological_split(tables.ratings)
+    catalogue = tables.movies["movie_id"].to_numpy()
+    print(f"data: {source}; ratings {tables.ratings.height:,}; train/valid/test "
+          f"{split.train.height:,}/{split.valid.height:,}/{split.test.height:,}; catalogue {catalogue.size:,}; "
+          f"torch threads {torch.get_num_threads()}; cuda {torch.cuda.is_available()}")
+    ranked_users = relevant_items(split.test).get_column("user_id").unique().sort().to_numpy()
+    naive_users = ranked_users[: args.naive_users]
+
+    results = []
+    for name in args.arms:
+        overrides = {"max_epochs": args.max_epochs}
+        if args.sampled_negatives is not None:
+            overrides["sampled_negatives"] = args.sampled_negatives
+        if args.l2_on == "embedding":
+            overrides.update(l2_reg_embedding=0.003, l2_reg_dnn=0.0)
+        note = ""
+        if arm_config(name).model == "afn":
+            overrides.update(max_epochs=min(args.max_epochs, args.max_epochs_afn), train_fraction=args.afn_train_fraction)
+            note = f"AFN capped at {overrides['max_epochs']} epochs, {args.afn_train_fraction:.0%} of train"
+        config = arm_config(name, **overrides)
+        started = time.perf_counter()
+        arm = train_arm(config, split.train, split.valid, tables.users, tables.movies, None,
+                        on_epoch=lambda e, m, n=name: print(f"  {n} epoch {e}: val_auc {m['val_auc']:.4f} "
+                                                            f"loss {m['train_loss']:.4f} {m['epoch_seconds']:.1f}s", flush=True))
+        train_seconds = time.perf_counter() - started
+        metrics = evaluate_arm(arm, split.train, split.test, catalogue, k=20)
+        speed = _scoring_speed(arm, ranked_users, naive_users, catalogue, split.train)
+        epochs = [h["epoch_seconds"] for h in arm.history]
+        row = {
+            **metrics.model_dump(),
+            "epochs_run": len(epochs),
+            "best_epoch": arm.best_epoch,
+            "epoch_seconds_mean": float(np.mean(epochs)) if epochs else None,
+            "train_seconds": train_seconds,
+            **speed,
+            "note": note,
+            "l2_on": args.l2_on,
+            "sampled_negatives": config.sampled_negatives if config.model not in ("random", "pop") else None,
+        }
+        results.append(row)
+        print(f"{name}: {json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})}", flush=True)
+
+    _print_table(results, source)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"source": source, "threads": args.threads, "results": results}, indent=1))
+    os.replace(tmp, args.out)
+
+
+def _load():
+    ml1m = SHARED_DATA / "ml-1m"
+    if ml1m.is_dir() and any(p.name.startswith("ratings") for p in ml1m.iterdir()):
+        return load_local(ml1m), "ml-1m (ratings of users 1-1999)"
+    ml100k = SHARED_DATA / "ml-100k"
+    if ml100k.is_dir():
+        return load_local(ml100k), "ml-100k"
+    raise SystemExit(f"no MovieLens reference data under {SHARED_DATA} (set SIMAB_SHARED_DATA)")
+
+
+def _scoring_speed(arm, ranked_users, naive_users, catalogue, train) -> dict[str, float]:
+    """Pairs per second: vectorised top_k over all ranked users vs a per-user loop."""
+    exclude = train.select("user_id", "movie_id")
+    started = time.perf_counter()
+    fast = top_k(arm, ranked_users, catalogue, exclude=exclude, k=20)
+    fast_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    slow = _naive_top_k(arm, naive_users, catalogue, exclude, k=20)
+    slow_seconds = time.perf_counter() - started
+    same = fast.filter(pl.col("user_id").is_in(naive_users.tolist())).sort("user_id", "rank")
+    agree = float(np.mean(same["movie_id"].to_numpy() == slow["movie_id"].to_numpy())) if same.height == slow.height else 0.0
+    fast_rate = ranked_users.size * catalogue.size / fast_seconds
+    slow_rate = naive_users.size * catalogue.size / slow_seconds
+    return {"pairs_per_s": fast_rate, "naive_pairs_per_s": slow_rate, "speedup": fast_rate / slow_rate,
+            "naive_lists_agree": agree}
+
+
+def _naive_top_k(arm, users, catalogue, exclude, k):
+    """The baseline: one scoring call per user (deepctr's own `predict` for DeepCTR arms,
+    fed a per-feature dict as its docs show), then a full sort."""
+    rows = []
+    seen_by_user = {u: set(g["movie_id"].to_list()) for (u,), g in exclude.filter(pl.col("user_id").is_in(users.tolist())).group_by("user_id")}
+    for user in users:
+        user_ids = np.full(catalogue.size, user, dtype=np.int64)
+        if arm.model is not None:
+            x = arm.encoder.transform(user_ids, catalogue)
+            index = arm.model.feature_index
+            scores = arm.model.predict({name: x[:, a:b] for name, (a, b) in index.items()}, batch_size=256).ravel()
+        else:
+            scores = arm.score(user_ids, catalogue)
+        seen = seen_by_user.get(user, set())
+        mask = np.array([m in seen for m in catalogue])
+        scores = np.where(mask, -np.inf, scores)
+        order = np.lexsort((catalogue, -scores))[:k]
+        rows += [(int(user), r + 1, int(catalogue[i])) for r, i in enumerate(order)]
+    return pl.DataFrame(rows, schema=["user_id", "rank", "movie_id"], orient="row")
+
+
+def _print_table(results, source) -> None:
+    print(f"\nOffline metrics on {source} vs A/B Agent Table 2 (ML, Real-World) and Table 5 (Original AUC)")
+    head = (f"{'arm':<10}{'AUC':>8}{'paper':>8}{'logloss':>9}{'R@20':>8}{'paper':>8}{'N@20':>8}{'paper':>8}"
+            f"{'epochs':>8}{'s/epoch':>9}{'pairs/s':>12}{'naive/s':>10}{'x':>7}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        model = arm_config(r["arm"]).model
+        paper_recall, paper_ndcg = PAPER_TABLE2.get(r["arm"], (None, None))
+        fmt = lambda v, w=8, p=4: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
+        print(f"{r['arm']:<10}{fmt(r['test_auc'])}{fmt(PAPER_TABLE5_AUC.get(model))}{fmt(r['test_log_loss'], 9)}"
+              f"{fmt(r['recall_at_k'])}{fmt(paper_recall)}{fmt(r['ndcg_at_k'])}{fmt(paper_ndcg)}"
+              f"{r['epochs_run']:>8}{fmt(r['epoch_seconds_mean'], 9, 1)}{r['pairs_per_s']:>12,.0f}"
+              f"{r['naive_pairs_per_s']:>10,.0f}{r['speedup']:>7.1f}")
+        if r["note"]:
+            print(f"{'':<10}({r['note']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -49,10 +49,10 @@ class ArmConfig(BaseModel):
     name: str
     model: ModelName
     # Appendix B: "binary cross-entropy loss, Adam optimizer, batch size 1024".
-    batch_size: int = 1024
+    batch_size: int = Field(1024, ge=1)
     # Appendix B names Adam but its learning rate was lost from the text we have; 1e-3 is
     # Adam's and DeepCTR's default.
-    learning_rate: float = 1e-3
+    learning_rate: float = Field(1e-3, gt=0)
     # Appendix B: "embedding dimension of 64, DNN layers of (256, 128), dropout of 0.3, and
     # L2 regularization of 0.003".  The paper does not say which weights the 0.003 is on;
     # we put it on the DNN kernels (l2_reg_dnn), because the paper lists the linear L2 as a
@@ -69,26 +69,26 @@ class ArmConfig(BaseModel):
     # Model-specific constructor arguments of deepctr-torch (cross_num, ltl_hidden_size, …).
     model_kwargs: dict[str, Any] = Field(default_factory=dict)
     # Appendix B: "early stopping based on validation AUC ... converge within 20 epochs".
-    max_epochs: int = 20
-    patience: int = 2  # epochs without a better validation AUC; not stated in the paper
+    max_epochs: int = Field(20, ge=1)
+    patience: int = Field(2, ge=1)  # epochs without a better validation AUC; not stated in the paper
     # design.md stage 5: "Label: rating >= 4".
     positive_threshold: int = 4
     # Table 3: share of the train split used (seeded row sample).
-    train_fraction: float = 1.0
+    train_fraction: float = Field(1.0, gt=0, le=1)
     # Table 4: which features the model sees.
     feature_set: FeatureSet = "all"
     use_metadata: bool = True
     seed: int = 1024  # deepctr's default seed
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # Pairs per forward pass when scoring (memory, not maths).
-    score_batch_size: int = 262_144
+    score_batch_size: int = Field(262_144, ge=1)
     # Unrated (user, movie) pairs added as negatives (label 0), per train row, redrawn
     # each epoch.  The paper does not say; with 0 (rated >= 4 vs rated < 4 only) a model
     # learns "liked, given rated" and ranks obscure well-liked items first: measured on
     # ML-1M (users 1-1999), FM NDCG@20 0.024 against Pop's 0.154, the reverse of Table 2's
     # order; with 1.0, FM 0.179 (test AUC on rated pairs 0.769 -> 0.722).  Set 0 for
     # Table 5-style AUC comparisons on rated pairs.
-    sampled_negatives: float = 1.0
+    sampled_negatives: float = Field(1.0, ge=0)
     # Pop: rank by number of train interactions (Steck 2011) or by train positives.
     popularity_of: Literal["interactions", "positives"] = "interactions"
 

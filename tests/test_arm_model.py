@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ops.arm_model import arm_params, load_arm, log_and_register, save_arm
+from ops.arm_model import arm_params, load_arm, log_and_register, mlflow_epoch_logger, save_arm
 from ops.recommenders import arm_config, train_arm
 from ops.split import chronological_split
 from tests.planted_data import planted_metadata, planted_movielens
@@ -67,6 +67,9 @@ def _register_and_check(arms, split):
     with pytest.raises(RuntimeError, match="active MLflow run"):
         log_and_register(arm, "simab-deepfm")
     with mlflow.start_run() as run:
+        log_epoch = mlflow_epoch_logger()
+        for row in arm.history:
+            log_epoch(row["epoch"], {k: v for k, v in row.items() if k != "epoch"})
         first = log_and_register(arm, "simab-deepfm", metrics={"test_auc": 0.71, "test_log_loss": None})
     with mlflow.start_run():
         second = log_and_register(arm, "simab-deepfm")
@@ -75,6 +78,8 @@ def _register_and_check(arms, split):
     assert logged.params["model"] == "deepfm" and logged.params["dnn_hidden_units"] == "[256, 128, 64]"
     assert logged.params["best_epoch"] == str(arm.best_epoch)
     assert logged.metrics["test_auc"] == pytest.approx(0.71)
+    curve = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val_auc")
+    assert [(m.step, m.value) for m in curve] == [(h["epoch"], pytest.approx(h["val_auc"])) for h in arm.history]
     model = mlflow.pyfunc.load_model("models:/simab-deepfm/2")
     frame = pd.DataFrame({"user_id": split.test["user_id"].to_numpy(), "movie_id": split.test["movie_id"].to_numpy()})
     assert np.allclose(np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["movie_id"].to_numpy()))

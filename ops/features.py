@@ -247,9 +247,10 @@ def _row_of(known_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 def _dense_values(movies: pl.DataFrame, metadata: pl.DataFrame | None, names: list[str]) -> pl.DataFrame:
     """Raw dense values per movie: vote average, log(1 + vote count), release year."""
-    frame = movies.select("movie_id", pl.col("year").alias("title_year") if "year" in movies.columns else pl.lit(None, pl.Int64).alias("title_year"))
     if not names:
-        return frame.select("movie_id")
+        return movies.select("movie_id")
+    title_year = pl.col("year") if "year" in movies.columns else pl.lit(None, pl.Int64)
+    frame = movies.select("movie_id", title_year.alias("title_year"))
     if metadata is None:
         raise ValueError("dense features need the metadata table")
     missing = [c for c in ("movie_id", "vote_average", "vote_count", "release_date") if c not in metadata.columns]

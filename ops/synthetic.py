@@ -417,6 +417,9 @@ def _titles(config: SyntheticConfig, rng: np.random.Generator, genres: list[list
                 title = f"{title} {vocab.SEQUEL_MARKS[attempt % len(vocab.SEQUEL_MARKS)]}"
             if (title, int(year)) not in seen:
                 break
+        number = 2
+        while (title, int(year)) in seen:  # still taken: number it, as MovieLens does remakes
+            title, number = f"{title.rsplit(' #', 1)[0]} #{number}", number + 1
         seen.add((title, int(year)))
         titles.append(title)
     return titles

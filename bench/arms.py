@@ -113,12 +113,17 @@ def main() -> None:
         }
         results.append(row)
         print(f"{name}: {json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})}", flush=True)
+        # Written after every arm, so a long run that is stopped keeps what it measured.
+        _write(args.out, {"source": source, "threads": args.threads, "results": results})
 
     _print_table(results, source)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"source": source, "threads": args.threads, "results": results}, indent=1))
-    os.replace(tmp, args.out)
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
 
 
 def _load():

@@ -1,0 +1,232 @@
+"""Simulation loop: fatigue-forced exits, event rows, determinism, atomic partitions."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ops.brains.random_policy import UniformRandomBrain
+from ops.fatigue import FatigueConfig
+from ops.observation import AgentSession, Decision
+from ops.sandbox import Catalogue, IllegalActionError, MovieInfo
+from ops.simulation import (
+    EVENTS,
+    SimulationConfig,
+    assign_agents,
+    partition_path,
+    read_events,
+    simulate_arm,
+    write_partition_atomically,
+)
+
+N_USERS = 40
+
+
+def world(n_users=N_USERS, arm="A"):
+    cat = Catalogue(MovieInfo(m, f"M{m}", 6.0, ("Drama",)) for m in range(1, 101))
+    rng = np.random.default_rng(7)
+    rows = []
+    for u in range(1, n_users + 1):
+        for r, m in enumerate(rng.choice(100, 20, replace=False) + 1, start=1):
+            rows.append((arm, u, r, int(m), 1.0 / r))
+    top_k = pl.DataFrame(rows, schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64}, orient="row")
+    tiers = ("low", "medium", "high")
+    agents = [AgentSession(u, {"activity_tier": tiers[u % 3]}, None, 0.0, 0.0) for u in range(1, n_users + 1)]
+    return cat, top_k, agents
+
+
+CFG = SimulationConfig(progress=False)
+
+
+class Scripted:
+    """Browses forward page by page at a fixed interest, clicking and watching the first card."""
+
+    name = "scripted"
+
+    def __init__(self, interest=3):
+        self.interest = interest
+
+    def prepare(self, sessions, shown):
+        self.shown = shown
+
+    def decide(self, session, obs, rng):
+        if obs.page_type == "detail":
+            return Decision("watch_and_rate", self.interest, "liked it", rating=4)
+        watched = {e.movie_id for e in session.short_term if e.action == "watch_and_rate"}
+        first = obs.items[0].movie_id
+        if first not in watched:
+            return Decision("click_movie", self.interest, "first card", movie_id=first, caught_eye=(first,))
+        if "next_page" in obs.legal_actions:
+            return Decision("next_page", self.interest, "more")
+        return Decision("exit", self.interest, "done")
+
+    def exit_interview(self, session, rng):
+        return 7, "fine"
+
+
+def test_budget_forces_an_exit_with_a_reason_and_costs_follow_eq_1():
+    cat, top_k, agents = world(3)
+    ev = simulate_arm("A", top_k, agents, cat, Scripted(interest=3), CFG, seed=1, run_id="r1")
+    # user 1 is "medium" (budget 30): click 2 + watch 10 + next 2 + click 2 + watch 10 = 26,
+    # next 2 -> 28, click 2 -> 30 reaches the budget on the detail page: forced exit.
+    u1 = ev.filter(pl.col("user_id") == 1)
+    assert u1.get_column("action").to_list() == [
+        "click_movie", "watch_and_rate", "next_page", "click_movie", "watch_and_rate", "next_page", "click_movie", "exit", "exit_interview"]
+    assert u1.get_column("fatigue_after").to_list()[:7] == [2, 12, 14, 16, 26, 28, 30]
+    forced = u1.filter(pl.col("action") == "exit").row(0, named=True)
+    assert forced["forced"] and "fatigue budget spent: 30 of 30" in forced["reason"] and forced["interest"] is None
+    assert forced["page_type"] == "detail" and forced["page_number"] == 3
+    interview = u1.row(-1, named=True)
+    assert (interview["satisfaction"], interview["reason"], interview["step"]) == (7, "fine", 9)
+    assert u1.get_column("step").to_list() == list(range(1, 10))
+    # positions and shown pages are recorded
+    click = u1.row(0, named=True)
+    assert click["position"] == 1 and click["shown"][0] == click["movie_id"] and len(click["shown"]) == 5
+    assert ev.schema == pl.Schema(EVENTS)
+    # a "high" agent (user 3, budget 45) at interest 5 pays half: it gets further
+    ev5 = simulate_arm("A", top_k, agents, cat, Scripted(interest=5), CFG, seed=1, run_id="r1")
+    assert ev5.filter(pl.col("user_id") == 1).height > u1.height
+
+
+def test_same_seed_same_bytes_and_order_independence(tmp_path):
+    cat, top_k, agents = world()
+    a = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+    b = simulate_arm("A", top_k, list(reversed(agents)), cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+    pa = write_partition_atomically(a, tmp_path / "a.parquet")
+    pb = write_partition_atomically(b, tmp_path / "b.parquet")
+    assert pa.read_bytes() == pb.read_bytes()
+    # an agent's session does not depend on which other agents run
+    sub = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", users=[5, 9])
+    assert sub.equals(a.filter(pl.col("user_id").is_in([5, 9])))
+    c = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=4, run_id="r")
+    assert not c.equals(a)
+    assert read_events(pa).equals(a)
+
+
+def test_illegal_brain_action_raises_with_context():
+    class Bad(Scripted):
+        def decide(self, session, obs, rng):
+            return Decision("previous_page", 3, "oops")
+
+    cat, top_k, agents = world(2)
+    with pytest.raises(IllegalActionError, match="home page 1 is the first") as info:
+        simulate_arm("A", top_k, agents, cat, Bad(), CFG, seed=1)
+    assert any("user 1 on arm 'A'" in n for n in info.value.__notes__)
+
+
+def test_missing_lists_tiers_and_bad_interview_are_errors():
+    cat, top_k, agents = world(3)
+    with pytest.raises(ValueError, match="no list for user"):
+        simulate_arm("A", top_k.filter(pl.col("user_id") != 2), agents, cat, Scripted(), CFG)
+    with pytest.raises(ValueError, match="no rows for arm 'B'"):
+        simulate_arm("B", top_k, agents, cat, Scripted(), CFG)
+    no_tier = [AgentSession(a.user_id, {}, None, 0.0, 0.0) for a in agents]
+    with pytest.raises(ValueError, match="no activity tier"):
+        simulate_arm("A", top_k, no_tier, cat, Scripted(), CFG)
+    ev = simulate_arm("A", top_k, no_tier, cat, Scripted(), CFG, activity_tiers={1: "low", 2: "low", 3: "high"})
+    assert ev.get_column("fatigue_budget").unique().sort().to_list() == [20.0, 45.0]
+
+    class Unhappy(Scripted):
+        def exit_interview(self, session, rng):
+            return 11, "off the scale"
+
+    with pytest.raises(ValueError, match="satisfaction must be an integer in 1..10"):
+        simulate_arm("A", top_k, agents, cat, Unhappy(), CFG)
+
+
+def test_step_limit_is_a_forced_exit():
+    free = FatigueConfig(base_costs={"click_movie": 0, "watch_and_rate": 0, "previous_page": 0, "next_page": 0, "back": 0, "exit": 0})
+
+    class Pacer(Scripted):
+        def decide(self, session, obs, rng):
+            return Decision("next_page" if "next_page" in obs.legal_actions else "previous_page", 3, "pacing")
+
+    cat, top_k, agents = world(1)
+    ev = simulate_arm("A", top_k, agents, cat, Pacer(), SimulationConfig(fatigue=free, max_steps=9, progress=False))
+    assert ev.height == 11 and "step limit" in ev.row(9, named=True)["reason"]
+
+
+def test_paired_and_random_assignment():
+    paired = assign_agents(range(1, 11), ["A", "B", "C"])
+    assert all(v == list(range(1, 11)) for v in paired.values())
+    rand = assign_agents(range(1, 11), ["A", "B", "C"], design="random", seed=5)
+    assert sorted(sum(rand.values(), [])) == list(range(1, 11))
+    assert sorted(len(v) for v in rand.values()) == [3, 3, 4]
+    assert rand == assign_agents(reversed(range(1, 11)), ["A", "B", "C"], design="random", seed=5)
+    assert rand != assign_agents(range(1, 11), ["A", "B", "C"], design="random", seed=6)
+    with pytest.raises(ValueError, match="design"):
+        assign_agents([1], ["A"], design="cluster")
+
+
+def test_partition_path_and_schema_check(tmp_path):
+    assert partition_path(tmp_path, "Wide&Deep") == tmp_path / "arm=Wide&Deep" / "events.parquet"
+    with pytest.raises(ValueError, match="cannot name a file"):
+        partition_path(tmp_path, "../x")
+    with pytest.raises(ValueError, match="lacks column"):
+        write_partition_atomically(pl.DataFrame({"arm": ["A"]}), tmp_path / "x.parquet")
+    assert not list(tmp_path.iterdir())
+
+
+CRASH_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    from tests.test_simulation import world, CFG
+    from ops.brains.random_policy import UniformRandomBrain
+    import ops.simulation as sim
+    mode, path = sys.argv[1], sys.argv[2]
+
+    class Dying(UniformRandomBrain):
+        sessions = 0
+        def exit_interview(self, session, rng):
+            Dying.sessions += 1
+            if mode == "mid-simulation" and Dying.sessions == 17:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return super().exit_interview(session, rng)
+
+    if mode == "mid-write":
+        real_replace = os.replace
+        def die_before_rename(src, dst):
+            assert os.path.getsize(src) > 0  # the temp file is written, the target not yet replaced
+            os.kill(os.getpid(), signal.SIGKILL)
+        sim.os.replace = die_before_rename
+    cat, top_k, agents = world()
+    ev = sim.simulate_arm("A", top_k, agents, cat, Dying(), CFG, seed=11, run_id="run")
+    sim.write_partition_atomically(ev, path)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["mid-simulation", "mid-write"])
+def test_killed_run_then_rerun_leaves_one_complete_partition(tmp_path, mode):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH_SCRIPT.format(root=root))
+    path = partition_path(tmp_path / "events", "A")
+    # an older complete partition (another seed) is already there
+    cat, top_k, agents = world()
+    old = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=99, run_id="old")
+    write_partition_atomically(old, path)
+    old_bytes = path.read_bytes()
+
+    proc = subprocess.run([sys.executable, str(script), mode, str(path)], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    assert path.read_bytes() == old_bytes  # never a half-written or half-replaced partition
+    leftovers = [p.name for p in path.parent.iterdir() if p.name != path.name]
+    if mode == "mid-simulation":
+        assert leftovers == []  # nothing is written before the whole arm is simulated
+    else:
+        assert len(leftovers) == 1 and leftovers[0].startswith(".events.parquet.tmp-")
+
+    fresh = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=11, run_id="run")
+    write_partition_atomically(fresh, path)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["events.parquet"]  # stale temp file gone
+    events = read_events(path)
+    assert events.equals(fresh)
+    assert events.filter(pl.col("action") == "exit_interview").height == N_USERS  # each agent once
+    assert events.select("user_id", "step").is_duplicated().sum() == 0

@@ -44,8 +44,7 @@ import polars as pl
 from pydantic import BaseModel
 
 from ops.observation import CLICK_MOVIE, EXIT, WATCH_AND_RATE
-
-EXIT_INTERVIEW = "exit_interview"  # same as ops.simulation.EXIT_INTERVIEW (kept import-light)
+from ops.simulation import EXIT_INTERVIEW
 
 METRICS: tuple[str, ...] = (
     "ctr",

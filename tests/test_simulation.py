@@ -230,3 +230,12 @@ def test_killed_run_then_rerun_leaves_one_complete_partition(tmp_path, mode):
     assert events.equals(fresh)
     assert events.filter(pl.col("action") == "exit_interview").height == N_USERS  # each agent once
     assert events.select("user_id", "step").is_duplicated().sum() == 0
+
+
+def test_agent_generator_depends_on_seed_user_and_arm_unless_common_random_numbers():
+    from ops.simulation import agent_rng
+
+    draw = lambda *a: agent_rng(*a).random(3).tolist()  # noqa: E731
+    assert draw(1, 5, "A") == draw(1, 5, "A")
+    assert draw(1, 5, "A") != draw(1, 5, "B") and draw(1, 5, "A") != draw(1, 6, "A") and draw(1, 5, "A") != draw(2, 5, "A")
+    assert draw(1, 5, "A", True) == draw(1, 5, "B", True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, Field
+
+from ops.atomic import atomic_write_bytes
 
 
 class PosterError(ValueError):
@@ -111,17 +111,3 @@ def write_content_addressed(data: bytes, root: Path, suffix: str, config: Poster
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(target, data)
     return target
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename over it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -36,8 +36,9 @@ from typing import Any, Callable, Iterable, Mapping
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.atomic import atomic_write_parquet
 from ops.jsonl_checkpoint import JsonlCheckpoint
-from ops.poster_store import PosterError, PosterStoreConfig, atomic_write_bytes, store_poster
+from ops.poster_store import PosterError, PosterStoreConfig, store_poster
 from ops.schema import METADATA, conform
 from ops.tmdb_match import MatchConfig, ParsedTitle, choose_candidate, parse_movielens_title, search_plan
 
@@ -140,8 +141,8 @@ def crawl_tmdb(
     elapsed = time.monotonic() - started
 
     metadata, failures = records_to_frames([checkpoint.get(m["movie_id"]) for m in movie_rows])
-    _write_parquet_atomic(metadata, out / "metadata.parquet")
-    _write_parquet_atomic(failures, out / "failures.parquet")
+    atomic_write_parquet(metadata, out / "metadata.parquet")
+    atomic_write_parquet(failures, out / "failures.parquet")
     stats = {
         "movies": len(movie_rows),
         "crawled_now": len(todo),
@@ -649,14 +650,6 @@ def _movie_rows(movies: pl.DataFrame) -> list[dict]:
     if dup.height:
         raise ValueError(f"movies table has duplicate movie ids, e.g. {dup['movie_id'].head(5).to_list()}")
     return frame.to_dicts()
-
-
-def _write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
-    import io
-
-    buf = io.BytesIO()
-    frame.write_parquet(buf)
-    atomic_write_bytes(path, buf.getvalue())
 
 
 def _unique(values: Iterable[Any]) -> list[str]:

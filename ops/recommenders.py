@@ -311,31 +311,31 @@ def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
         task="binary",
         device=device,
     )
-    kwargs = dict(config.model_kwargs)
     name = config.model
-    if name in ("fm", "deepfm"):
-        return models.DeepFM(columns, columns, dnn_hidden_units=config.dnn_hidden_units,
-                             l2_reg_linear=config.l2_reg_linear, **common, **kwargs)
-    if name == "wdl":
-        return models.WDL(columns, columns, dnn_hidden_units=config.dnn_hidden_units,
-                          l2_reg_linear=config.l2_reg_linear, **common, **kwargs)
-    if name == "xdeepfm":
-        return models.xDeepFM(columns, columns, dnn_hidden_units=config.dnn_hidden_units,
-                              l2_reg_linear=config.l2_reg_linear, **common, **kwargs)
-    if name == "dcn":
-        return models.DCN(columns, columns, dnn_hidden_units=config.dnn_hidden_units,
-                          l2_reg_linear=config.l2_reg_linear, **common, **kwargs)
-    if name == "nfm":
-        return models.NFM(columns, columns, dnn_hidden_units=config.dnn_hidden_units,
-                          l2_reg_linear=config.l2_reg_linear, **common, **kwargs)
-    if name == "afn":
-        return models.AFN(columns, columns, afn_dnn_hidden_units=config.dnn_hidden_units,
-                          l2_reg_linear=config.l2_reg_linear, **common, **kwargs)
-    if name == "autoint":
-        return models.AutoInt(columns, columns, dnn_hidden_units=config.dnn_hidden_units, **common, **kwargs)
-    if name == "pnn":
-        return models.PNN(columns, dnn_hidden_units=config.dnn_hidden_units, **common, **kwargs)
-    raise ValueError(f"arm {config.name!r}: model {name!r} is not a DeepCTR model")
+    if name not in _DEEPCTR_CLASSES:
+        raise ValueError(f"arm {config.name!r}: model {name!r} is not a DeepCTR model")
+    class_name, dnn_argument, linear = _DEEPCTR_CLASSES[name]
+    model_class = getattr(models, class_name)
+    # PNN has no linear part, so it takes only the DNN feature columns.
+    column_args = (columns,) if class_name == "PNN" else (columns, columns)
+    kwargs = {dnn_argument: config.dnn_hidden_units, **common, **config.model_kwargs}
+    if linear:
+        kwargs["l2_reg_linear"] = config.l2_reg_linear
+    return model_class(*column_args, **kwargs)
+
+
+# model -> (deepctr-torch class, its DNN-layers argument, whether it has a linear part)
+_DEEPCTR_CLASSES: dict[str, tuple[str, str, bool]] = {
+    "fm": ("DeepFM", "dnn_hidden_units", True),
+    "deepfm": ("DeepFM", "dnn_hidden_units", True),
+    "wdl": ("WDL", "dnn_hidden_units", True),
+    "xdeepfm": ("xDeepFM", "dnn_hidden_units", True),
+    "dcn": ("DCN", "dnn_hidden_units", True),
+    "nfm": ("NFM", "dnn_hidden_units", True),
+    "afn": ("AFN", "afn_dnn_hidden_units", True),
+    "autoint": ("AutoInt", "dnn_hidden_units", False),
+    "pnn": ("PNN", "dnn_hidden_units", False),
+}
 
 
 def resolve_device(config: ArmConfig) -> str:

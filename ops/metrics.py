@@ -59,20 +59,29 @@ def recall_at_k(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int = 20) -> flo
 
     `top_k` has user_id, movie_id and rank (1 = best) for one arm; `relevant` has
     user_id and movie_id (see `relevant_items`)."""
-    per_user = _per_user_hits(top_k, relevant, k)
-    if per_user.height == 0:
-        return 0.0
-    return float((per_user["hits"] / per_user["relevant"]).mean())
+    per_user = per_user_metrics(top_k, relevant, k)
+    return float(per_user["recall_at_k"].mean()) if per_user.height else 0.0
 
 
 def ndcg_at_k(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int = 20) -> float:
     """Mean over users with relevant items of DCG@k / ideal DCG@k, binary relevance."""
+    per_user = per_user_metrics(top_k, relevant, k)
+    return float(per_user["ndcg_at_k"].mean()) if per_user.height else 0.0
+
+
+def per_user_metrics(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int = 20) -> pl.DataFrame:
+    """user_id, recall_at_k, ndcg_at_k of every user with relevant items (sorted by user).
+
+    The arm-level Recall@k and NDCG@k are their means; kept per user so that offline
+    differences between arms get intervals over users (ops.fidelity.pairwise_agreement)."""
     per_user = _per_user_hits(top_k, relevant, k)
-    if per_user.height == 0:
-        return 0.0
     ideal_by_count = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(2, k + 2)))])
     ideal = ideal_by_count[np.minimum(per_user["relevant"].to_numpy(), k)]
-    return float(np.mean(per_user["dcg"].to_numpy() / ideal))
+    return per_user.select(
+        "user_id",
+        (pl.col("hits") / pl.col("relevant")).alias("recall_at_k"),
+        pl.Series("ndcg_at_k", per_user["dcg"].to_numpy() / np.where(ideal > 0, ideal, 1.0) if per_user.height else [], dtype=pl.Float64),
+    )
 
 
 def _per_user_hits(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int) -> pl.DataFrame:

@@ -82,5 +82,10 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     report = home / "reports" / results["readout"].run_id / "report.md"
     text = report.read_text()
     assert "Against the control pop" in text and "Kendall" in text
+    # Arm against arm: every pair of the three arms with a verdict, and its figure.
+    pairs_section = text.split("## Fidelity arm against arm", 1)[1].split("## Figures", 1)[0]
+    assert sum(v in pairs_section for v in ("| agree", "| disagree", "| offline tie", "| simulation tie")) >= 1
+    assert pairs_section.count("\n| ") == 3 + 1  # header + 3 pairs
+    assert (home / "reports" / results["readout"].run_id / "plots" / "fidelity_pairs.png").stat().st_size > 1000
     for arm in ARMS:
         assert f"| {arm}" in text

@@ -33,3 +33,60 @@ def test_arms_missing_on_one_side_are_left_out():
     sim = _simulated({"random": (0.1, 0.05, 4.0), "deepfm": (0.3, 0.21, 4.6), "afn": (0.5, 0.3, 4.7)})
     row = fidelity(sim, OFFLINE).filter((pl.col("simulated") == "cvr") & (pl.col("offline") == "recall_at_k")).row(0, named=True)
     assert row["arms"] == 2 and row["kendall_tau"] == pytest.approx(1.0)
+
+
+# -- arm against arm, with intervals on both sides ------------------------------------------
+
+import numpy as np  # noqa: E402
+
+from ops.fidelity import agreement_summary, pairwise_agreement  # noqa: E402
+
+
+def _per_unit(means: dict[str, float], metric: str, n: int, sd: float, seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0.0, sd, n)  # a per-user component shared by the arms: pairing removes it
+    frames = [pl.DataFrame({"arm": arm, "user_id": np.arange(n), metric: mu + base + rng.normal(0.0, sd / 4, n)}) for arm, mu in means.items()]
+    return pl.concat(frames)
+
+
+def test_pairs_get_verdicts_from_both_intervals():
+    offline = _per_unit({"random": 0.02, "pop": 0.15, "fm": 0.19, "deepfm": 0.19}, "ndcg_at_k", 300, 0.1, 1)
+    # The simulation orders pop above random (agrees), fm below pop (disagrees), and cannot
+    # separate deepfm from random; fm and deepfm are tied offline.
+    simulated = _per_unit({"random": 0.30, "pop": 0.40, "fm": 0.35, "deepfm": 0.30}, "ctr", 500, 0.2, 2)
+    pairs = pairwise_agreement(simulated, offline, n_bootstrap=500)
+    verdict = {frozenset((r["arm_a"], r["arm_b"])): r["verdict"] for r in pairs.iter_rows(named=True)}
+    assert verdict[frozenset(("pop", "random"))] == "agree"
+    assert verdict[frozenset(("fm", "pop"))] == "disagree"
+    assert verdict[frozenset(("deepfm", "random"))] == "simulation tie"
+    assert verdict[frozenset(("fm", "deepfm"))] == "offline tie"
+    row = pairs.filter((pl.col("arm_a") == "pop") & (pl.col("arm_b") == "random")).row(0, named=True)
+    assert row["offline_ci_low"] < row["offline_difference"] < row["offline_ci_high"]
+    assert row["offline_difference"] == pytest.approx(0.13, abs=0.01) and row["offline_users"] == 300
+    summary = agreement_summary(pairs)
+    assert summary["pairs"] == 6 and summary["agree"] + summary["disagree"] + summary["offline tie"] + summary["simulation tie"] == 6
+    assert summary["agreement"] == pytest.approx(summary["agree"] / (summary["agree"] + summary["disagree"]))
+
+
+def test_pairing_narrows_the_interval_and_unpaired_designs_still_work():
+    offline = _per_unit({"pop": 0.15, "fm": 0.17}, "ndcg_at_k", 200, 0.1, 3)
+    simulated = _per_unit({"pop": 0.40, "fm": 0.43}, "ctr", 400, 0.2, 4)
+    paired = pairwise_agreement(simulated, offline, n_bootstrap=500).row(0, named=True)
+    unpaired = pairwise_agreement(simulated, offline, paired=False, n_bootstrap=500).row(0, named=True)
+    assert (paired["arm_a"], paired["arm_b"]) == ("fm", "pop")
+    width = lambda r: r["simulated_ci_high"] - r["simulated_ci_low"]  # noqa: E731
+    # The shared per-agent component cancels only when the same agents are compared.
+    assert width(paired) < 0.5 * width(unpaired)
+    assert paired["verdict"] == "agree" and unpaired["simulated_agents"] == 800
+
+
+def test_offline_intervals_cover_the_mean_and_shrink_with_more_users():
+    from ops.fidelity import offline_intervals
+
+    few = offline_intervals(_per_unit({"pop": 0.15}, "ndcg_at_k", 50, 0.1, 5).with_columns(recall_at_k=pl.col("ndcg_at_k")), n_bootstrap=500)
+    many = offline_intervals(_per_unit({"pop": 0.15}, "ndcg_at_k", 2000, 0.1, 5).with_columns(recall_at_k=pl.col("ndcg_at_k")), n_bootstrap=500)
+    for table in (few, many):
+        r = table.filter(pl.col("metric") == "ndcg_at_k").row(0, named=True)
+        assert r["ci_low"] < r["mean"] < r["ci_high"]
+    width = lambda t: t.filter(pl.col("metric") == "ndcg_at_k").select(pl.col("ci_high") - pl.col("ci_low")).item()  # noqa: E731
+    assert width(many) < 0.3 * width(few)

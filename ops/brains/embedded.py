@@ -18,6 +18,9 @@ Features of a (user, movie) pair, all from the TRAIN window (`pair_features`):
   catalogue, each also multiplied by the conformity trait (−1 most independent … +1 most
   conforming): conformists follow the crowd (Agent4Rec §2.1.1);
 - user_mean: the user's mean rating minus the global mean (SimUSER's pickiness);
+- demographic_lift: how much more than expected people of the agent's gender and age
+  group rated the movie in the train window, log((observed + 5) / (expected + 5)) — the
+  profile's demographics, which an LLM reads as "people like me tend to watch …";
 - director_match, actor_match (detail page only: the home page does not show credits):
   how often the user liked movies by the same director / with the same top actors.
 
@@ -109,6 +112,7 @@ HOME_FEATURES = (
     "vote_x_conformity",
     "popularity",
     "popularity_x_conformity",
+    "demographic_lift",
 )
 DETAIL_FEATURES = HOME_FEATURES + ("director_match", "actor_match")
 FEATURES = DETAIL_FEATURES
@@ -237,6 +241,10 @@ class BrainContext:
     vote_z: np.ndarray  # standardised vote average per catalogue row (0 where unknown)
     popularity_z: np.ndarray  # standardised log1p(train popularity)
     decade: np.ndarray  # DECADES index per row, -1 unknown
+    # (gender|age group) x catalogue row: log((observed + prior) / (expected + prior)) train
+    # ratings; groups named by `demographic_group`.  Empty without user demographics.
+    demographic_lift: np.ndarray
+    demographic_groups: dict[str, int]
 
     def similarity(self, kind: str, max_movies: int) -> np.ndarray | None:
         """The catalogue's movie x movie cosine matrix for "text" or "poster" (computed once,
@@ -256,7 +264,13 @@ class BrainContext:
 
     @classmethod
     def build(
-        cls, vectors: MovieVectors, facts: MovieFacts, train: pl.DataFrame, profile_config: ProfileConfig | None = None
+        cls,
+        vectors: MovieVectors,
+        facts: MovieFacts,
+        train: pl.DataFrame,
+        profile_config: ProfileConfig | None = None,
+        users: pl.DataFrame | None = None,
+        demographic_prior: float = 5.0,
     ) -> "BrainContext":
         if not np.array_equal(vectors.movie_ids, facts.movie_ids):
             raise ValueError("MovieVectors and MovieFacts must cover the same movies in the same order")
@@ -269,6 +283,7 @@ class BrainContext:
         if known.sum() > 1:
             vote_z[known] = (vote[known] - vote[known].mean()) / max(vote[known].std(), 1e-6)
         logpop = np.log1p(facts.popularity.astype(np.float64))
+        lift, groups = _demographic_lift(train, users, facts, demographic_prior)
         return cls(
             vectors=vectors,
             facts=facts,
@@ -279,7 +294,34 @@ class BrainContext:
             vote_z=vote_z,
             popularity_z=(logpop - logpop.mean()) / max(logpop.std(), 1e-6),
             decade=decade_index(facts.year),
+            demographic_lift=lift,
+            demographic_groups=groups,
         )
+
+
+def demographic_group(gender: object, age: object) -> str | None:
+    """The key of a (gender, age bracket) group, None when either is unknown."""
+    if gender is None or age is None:
+        return None
+    return f"{gender}|{age}"
+
+
+def _demographic_lift(train: pl.DataFrame, users: pl.DataFrame | None, facts: MovieFacts, prior: float):
+    if users is None or not {"user_id", "gender", "age"} <= set(users.columns) or train.height == 0:
+        return np.zeros((0, len(facts.movie_ids)), dtype=np.float32), {}
+    rows = {int(m): i for i, m in enumerate(facts.movie_ids.tolist())}
+    joined = train.select("user_id", "movie_id").join(users.select("user_id", "gender", "age"), on="user_id", how="inner")
+    keys = sorted({demographic_group(g, a) for g, a in joined.select("gender", "age").unique().iter_rows()} - {None})
+    groups = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros((len(keys), len(rows)))
+    per = joined.group_by("gender", "age", "movie_id").len()
+    g_idx = np.array([groups[demographic_group(g, a)] for g, a in per.select("gender", "age").iter_rows()], dtype=np.int64)
+    m_idx = np.array([rows.get(int(m), -1) for m in per.get_column("movie_id").to_list()], dtype=np.int64)
+    ok = m_idx >= 0
+    np.add.at(counts, (g_idx[ok], m_idx[ok]), per.get_column("len").to_numpy()[ok])
+    total = counts.sum()
+    expected = counts.sum(axis=1, keepdims=True) * counts.sum(axis=0, keepdims=True) / max(total, 1.0)
+    return np.log((counts + prior) / (expected + prior)).astype(np.float32), groups
 
 
 @dataclass(eq=False)
@@ -292,15 +334,22 @@ class AgentState:
     ratings: np.ndarray
     mean_rating: float
     conformity: float  # −1 (most independent) .. +1 (most conforming)
+    group: int  # row of ctx.demographic_lift, -1 unknown
     poster_ok: np.ndarray  # bool: the remembered movie has a poster
     stats: HistoryStats  # shared by the agents prepared together
     stat_row: int
 
 
 def agent_states(
-    memories: Mapping[int, LongTermMemory], conformity_scores: Mapping[int, float], ctx: BrainContext, config: EmbeddedBrainConfig
+    memories: Mapping[int, LongTermMemory],
+    conformity_scores: Mapping[int, float],
+    ctx: BrainContext,
+    config: EmbeddedBrainConfig,
+    groups: Mapping[int, str | None] | None = None,
 ) -> dict[int, AgentState]:
-    """States of many agents at once (their history statistics in one sparse pass)."""
+    """States of many agents at once (their history statistics in one sparse pass);
+    `groups`: each agent's `demographic_group` (missing = unknown)."""
+    groups = groups or {}
     stats = memories_history_stats(memories, ctx.facts, ctx.population, ctx.credits, ctx.profile_config)
     out = {}
     for i, uid in enumerate(stats.user_ids.tolist()):
@@ -314,6 +363,7 @@ def agent_states(
             ratings=memory.ratings,
             mean_rating=mean,
             conformity=2.0 * float(conformity_scores.get(uid, 0.5)) - 1.0,
+            group=ctx.demographic_groups.get(groups.get(uid), -1),
             poster_ok=ctx.vectors.has_poster[memory.rows],
             stats=stats,
             stat_row=i,
@@ -472,6 +522,9 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
     X[:, col["vote_x_conformity"]] = ctx.vote_z[pm] * conformity
     X[:, col["popularity"]] = ctx.popularity_z[pm]
     X[:, col["popularity_x_conformity"]] = ctx.popularity_z[pm] * conformity
+    group = np.array([a.group for a in agents], dtype=np.int64)[pa]
+    if ctx.demographic_lift.shape[0]:
+        X[:, col["demographic_lift"]] = np.where(group >= 0, ctx.demographic_lift[np.maximum(group, 0), pm], 0.0)
     # Credits: liked movies by the same director / with the same top actors (sparse rows).
     dm, am = ctx.credits.director_matrix[pm], ctx.credits.actor_matrix[pm]
     liked_dir = np.asarray(stats.liked_directors[srow].multiply(dm).sum(axis=1)).ravel()
@@ -494,6 +547,7 @@ def fit(
     conformity_scores: Mapping[int, float],
     ctx: BrainContext,
     config: EmbeddedBrainConfig | None = None,
+    groups: Mapping[int, str | None] | None = None,
 ) -> EmbeddedBrainParams:
     """Fit the click, like and rating models (module docstring, "Fitting")."""
     from sklearn.linear_model import LogisticRegression, Ridge
@@ -516,7 +570,7 @@ def fit(
     holdout = set(rng.choice(fit_users, n_hold, replace=False).tolist()) if n_hold else set()
 
     pop_p = (ctx.facts.popularity + 1.0) / (ctx.facts.popularity + 1.0).sum()
-    states = agent_states({u: memories[u] for u in fit_users}, conformity_scores, ctx, config)
+    states = agent_states({u: memories[u] for u in fit_users}, conformity_scores, ctx, config, groups)
     agents, candidates, labels, ratings_all, held = [], [], [], [], []
     for u in fit_users:
         movies_u, ratings_u = valid_by_user[u]
@@ -767,7 +821,8 @@ class EmbeddedBrain:
                 fresh[uid] = session
         if fresh:
             conformity = {u: getattr(s.profile, "conformity_score", 0.5) for u, s in fresh.items()}
-            self._agents.update(agent_states({u: s.memory for u, s in fresh.items()}, conformity, self.ctx, self.config))
+            groups = {u: demographic_group(getattr(s.profile, "gender", None), getattr(s.profile, "age", None)) for u, s in fresh.items()}
+            self._agents.update(agent_states({u: s.memory for u, s in fresh.items()}, conformity, self.ctx, self.config, groups))
         # Group by the HistoryStats chunk the agents were prepared with (one per batch).
         groups: dict[int, list[tuple[int, list[int]]]] = {}
         for session, movie_ids in requests:
@@ -865,6 +920,12 @@ class EmbeddedBrain:
             fav = {names[j] for j in liked.indices[liked.data > 0]}
             actors = [a for a in facts.actors[movie_row][: self.ctx.profile_config.actors_per_movie] if a in fav]
             return f"stars {actors[0]}, whom I like" if actors and positive else None
+        if feature == "demographic_lift":
+            profile = session.profile
+            gender = {"M": "men", "F": "women"}.get(getattr(profile, "gender", None), "people")
+            age = getattr(profile, "age_label", None)
+            who = f"{gender} aged {age}" if age else gender
+            return f"popular with {who}, like me" if positive else f"not what {who} like me watch"
         if feature == "user_mean":
             return "I rarely rate highly" if not positive else "I enjoy most films"
         return None

@@ -19,7 +19,7 @@ class AgentsAssetConfig(Config):
     seed: int = Field(default=0, description="seed of the brain's fitting (negative sampling)")
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="numpy")
+@asset(group_name=GROUP, code_version="2", compute_kind="numpy")
 def agents(
     context: AssetExecutionContext,
     config: AgentsAssetConfig,

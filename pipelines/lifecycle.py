@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import data_root
 
+    if os.environ.get("DAGSTER_HOME"):
+        # A fresh $DAGSTER_HOME is created rather than refused: the runner is the first thing
+        # people start, and Dagster insists the folder exists.
+        os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
     arms = configured_arms()
     started = time.time()

@@ -297,11 +297,15 @@ def _run_session(
     if isinstance(satisfaction, bool) or not isinstance(satisfaction, (int, np.integer)) or not lo <= satisfaction <= hi:
         raise ValueError(f"exit interview of user {user_id}: satisfaction must be an integer in {lo}..{hi}, got {satisfaction!r}")
     spent = session.fatigue_spent
+    # exit_interview returns only (satisfaction, reason); a brain that pays for it (the LLM
+    # brain) keeps the bill per user, so the interview row carries its tokens and cost too.
+    bill = getattr(brain, "interview_accounting", {}).get(user_id, {})
     rows.append(
         (
             run_id, arm, user_id, step + 1, sandbox.page_type, sandbox.page_number, EXIT_INTERVIEW,
             None, None, [], [], None, spent, spent, budget, None, int(satisfaction), False, str(reason),
-            brain_name, 0.0, 0, 0, 0.0,
+            brain_name, float(bill.get("latency_s", 0.0)), int(bill.get("prompt_tokens", 0)),
+            int(bill.get("completion_tokens", 0)), float(bill.get("cost_usd", 0.0)),
         )
     )
 

@@ -419,7 +419,9 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ht
     stored = b"".join(p.read_bytes() for p in cache.parent.iterdir())
     assert stored and SECRET.encode() not in stored
     assert satisfaction == (6, "some good picks")
-    assert brain.interview_accounting[1] == {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "cost_usd": pytest.approx(d.cost_usd / 2), "cached": False, "fallback": False}
+    bill = dict(brain.interview_accounting[1])
+    assert bill.pop("latency_s") >= 0.0
+    assert bill == {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "cost_usd": pytest.approx(d.cost_usd / 2), "cached": False, "fallback": False}
     assert SECRET not in repr(d) and SECRET not in json.dumps(d.extra) and SECRET not in repr(brain.interview_accounting)
     assert SECRET not in json.dumps(resource.describe()) and resource.describe()["llm_api_key_set"] is True
     assert SECRET not in brain.config.model_dump_json() and SECRET not in repr(brain.usage.as_dict())
@@ -479,6 +481,10 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, htt
         assert not mine.get_column("forced").any()
     steps = events.filter(pl.col("action") != EXIT_INTERVIEW)
     assert (steps.get_column("prompt_tokens") == PROMPT_TOKENS).all() and (steps.get_column("cost_usd") > 0).all()
+    # The interview is a paid call too: its row carries that call's tokens and cost.
+    interviews = events.filter(pl.col("action") == EXIT_INTERVIEW)
+    assert (interviews.get_column("prompt_tokens") == PROMPT_TOKENS).all() and (interviews.get_column("completion_tokens") == COMPLETION_TOKENS).all()
+    assert (interviews.get_column("cost_usd") > 0).all()
     assert set(events.get_column("brain")) == {"llm:test-model"}
     # Fatigue charged at the stated interest: click at 4 (x0.75), watch at 5 (x0.5).
     first = events.filter(pl.col("user_id") == users[0]).sort("step")

@@ -261,9 +261,14 @@ class LLMBrain:
         """Agent4Rec's post-exit interview: satisfaction 1..10 and why."""
         seed = int(rng.integers(0, 2**31 - 1))
         messages = self.interview_messages(session)
+        started = time.perf_counter()
         answer, replies, errors = self._ask(messages, lambda text: check_interview(text, self.config), seed, None)
         accounting = self._accounting(replies, errors)
-        record = {k: accounting[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} | {"cached": accounting["extra"]["cached"], "fallback": answer is None}
+        record = {k: accounting[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} | {
+            "cached": accounting["extra"]["cached"],
+            "fallback": answer is None,
+            "latency_s": time.perf_counter() - started,
+        }
         with self.usage.lock:
             self.interview_accounting[session.user_id] = record
         if answer is None:

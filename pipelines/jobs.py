@@ -68,7 +68,9 @@ def readout_after_simulation(context: SensorEvaluationContext):
         if event is None or event.timestamp <= since:
             return SkipReason(f"arm {arm!r} not simulated since the last read-out")
         newest.append(event.timestamp)
-    return RunRequest(run_key=f"readout-{max(newest):.0f}")
+    # Millisecond run keys: a key repeated within one second would be dropped by Dagster
+    # as a duplicate and the second round of simulations never read out.
+    return RunRequest(run_key=f"readout-{max(newest) * 1000:.0f}")
 
 
 def _latest_partition_materialization(instance, partition: str):

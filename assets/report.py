@@ -59,12 +59,23 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
 
 @asset(
     group_name=GROUP,
-    code_version="2",
+    code_version="3",
     compute_kind="markdown",
-    ins={"offline_metrics": AssetIn("offline_metrics"), "top20_lists": AssetIn("top20_lists"), "test_ratings": AssetIn("test_ratings")},
+    ins={
+        "offline_metrics": AssetIn("offline_metrics"),
+        "top20_lists": AssetIn("top20_lists"),
+        "test_ratings": AssetIn("test_ratings"),
+        "augmentation_metrics": AssetIn("augmentation_metrics"),
+    },
 )
 def simab_report(
-    context: AssetExecutionContext, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking
+    context: AssetExecutionContext,
+    ab_readout,
+    offline_metrics: dict,
+    top20_lists: dict,
+    test_ratings: pl.DataFrame,
+    augmentation_metrics: dict,
+    mlflow_tracking: MlflowTracking,
 ):
     """The A/B read-out beside the offline metrics, and how well they agree (fidelity):
     Kendall τ over the arms, and arm against arm with intervals on both sides."""
@@ -89,7 +100,7 @@ def simab_report(
     plots = ab_readout.write_figures(folder / "plots")
     if pairs.height:
         plots.append(_pairs_figure(pairs, folder / "plots" / "fidelity_pairs.png"))
-    text = _report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary)
+    text = _report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics)
     path = folder / "report.md"
     path.write_text(text)
     latest = data_root() / "reports" / "latest.md"
@@ -113,7 +124,9 @@ def simab_report(
     return Output(str(path), metadata={"path": str(path), "mlflow_run_id": run_id, "report": MetadataValue.md(text)})
 
 
-def _report_markdown(readout, offline, fid, plots, folder: Path, intervals: pl.DataFrame, pairs: pl.DataFrame, summary: dict) -> str:
+def _report_markdown(
+    readout, offline, fid, plots, folder: Path, intervals: pl.DataFrame, pairs: pl.DataFrame, summary: dict, augmentation: dict | None = None
+) -> str:
     lines = ["# simab report", "", readout.to_markdown(), "## Offline metrics (test split)", ""]
     if offline.height:
         cols = [c for c in ("arm", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "users_ranked") if c in offline.columns]
@@ -128,6 +141,7 @@ def _report_markdown(readout, offline, fid, plots, folder: Path, intervals: pl.D
             wide.to_pandas().to_markdown(index=False),
             "",
         ]
+    lines += _augmentation_section(augmentation or {})
     if fid.height:
         lines += ["## Fidelity: do simulated and offline metrics rank the arms alike? (Kendall τ-b)", ""]
         lines += [fid.to_pandas().to_markdown(index=False, floatfmt=".3f"), ""]
@@ -150,6 +164,29 @@ def _report_markdown(readout, offline, fid, plots, folder: Path, intervals: pl.D
         lines += [show.to_pandas().to_markdown(index=False), ""]
     lines += ["## Figures", ""] + [f"![{p.stem}]({p.relative_to(folder)})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _augmentation_section(augmentation: dict) -> list[str]:
+    """Table 5: test AUC of each downstream model on the original train split and with the
+    clicks / views simulated under an arm added; arms with no model to refit are named."""
+    lines = ["## Data augmentation (A/B Agent Table 5)", ""]
+    tables = [augmentation[a] for a in sorted(augmentation) if augmentation[a].height]
+    if tables:
+        table = pl.concat(tables)
+        cols = ["simulated_arm", "brain", "arm", "training_set", "added_rows", "test_auc", "auc_difference", "recall_at_k", "ndcg_at_k"]
+        lines += [
+            "Each model (arm) trained on the train split (original) and on it plus the clicks or views simulated under "
+            "simulated_arm, with the same configuration and seed; auc_difference is against the original.",
+            "",
+            table.select(cols).to_pandas().to_markdown(index=False, floatfmt=".4f"),
+            "",
+        ]
+    empty = [a for a in sorted(augmentation) if not augmentation[a].height]
+    if empty:
+        lines += [f"Not applicable (no CTR model to refit for this arm's partition): {', '.join(empty)}.", ""]
+    if not augmentation:
+        lines += ["Not run: materialise augmentation_metrics for an arm.", ""]
+    return lines
 
 
 def _pairs_figure(pairs: pl.DataFrame, path: Path) -> Path:

@@ -14,8 +14,9 @@ agent's train movies.  Agent building is timed separately and not part of the go
 
 Agents are the users with train ratings after the chronological split (5,741 of the 6,040
 synthetic users at the defaults).  Measured 2026-11-22 on the shared 2-core machine (load
-average ~4 from other jobs): uniform 14.0 s (2,046 sessions/s), embedded 42.7 s (672
-sessions/s) for 5,741 agents x 5 arms: 3.05x the time per session, goal met.
+average ~2 from another job), brain with the demographic feature: uniform 9.5 s (3,013
+sessions/s), embedded 28.8 s (998 sessions/s) for 5,741 agents x 5 arms: 3.02x the time per
+session, goal met.
 
 Prints per arm and in total: seconds, sessions/s and events/s for each brain and the
 ratio embedded ÷ uniform (time per session).  Results go to bench/out/simulation_speed.json.

@@ -246,7 +246,7 @@ def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
     ax.set_xticks(range(len(models)), models)
     ax.set_ylabel("test AUC")
     arms = ", ".join(sorted(set(table.get_column("simulated_arm").drop_nulls().to_list()))) if table.height else ""
-    ax.set_title(f"Simulated data from arm {arms}: AUC original vs augmented" if arms else "AUC original vs augmented")
+    ax.set_title(f"Simulated under {arms}: test AUC" if arms else "Test AUC, original vs augmented", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

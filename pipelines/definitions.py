@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dagster import Definitions, load_assets_from_modules, multiprocess_executor
 
-from assets import agents, ingestion, mm_ml_1m, recommenders, report, simulation, split
+from assets import agents, augmentation, ingestion, mm_ml_1m, recommenders, report, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.jobs import JOBS, SCHEDULES, SENSORS
 from pipelines.resources import resources_for_deployment
 
 defs = Definitions(
-    assets=load_assets_from_modules([ingestion, mm_ml_1m, split, recommenders, agents, simulation, report]),
+    assets=load_assets_from_modules([ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, report]),
     asset_checks=CONTRACT_CHECKS,
     jobs=JOBS,
     schedules=SCHEDULES,

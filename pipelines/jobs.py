@@ -2,7 +2,7 @@
 
 The lifecycle is three jobs because arms are partitions: `simab_prepare` (unpartitioned
 data, contracts, split, agents), `simab_arm` once per arm (train, top-20, offline metrics,
-simulation) and `simab_readout` (A/B read-out, fidelity, report).  In the Dagster UI,
+simulation, augmentation) and `simab_readout` (A/B read-out, fidelity, report).  In the Dagster UI,
 "Materialize all" launches the same thing as one backfill.
 """
 
@@ -31,9 +31,9 @@ prepare_job = define_asset_job(
 )
 arm_job = define_asset_job(
     "simab_arm",
-    selection=AssetSelection.groups("recommenders", "simulation"),
+    selection=AssetSelection.groups("recommenders", "simulation", "augmentation"),
     partitions_def=arm_partitions,
-    description="one arm: train, top-20 lists, offline metrics, simulation",
+    description="one arm: train, top-20 lists, offline metrics, simulation, models refit on the simulated data",
 )
 readout_job = define_asset_job(
     "simab_readout",

@@ -24,7 +24,13 @@ def lifecycle(tmp_path_factory):
     results = {}
     prepare_config = {"ops": {"movielens": {"config": {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}}}}
     results["prepare"] = defs.get_job_def("simab_prepare").execute_in_process(instance=instance, run_config=prepare_config)
-    arm_config = {"ops": {"recommender_arm": {"config": {"max_epochs": 2}}, "simulation_events": {"config": {"n_agents": 60}}}}
+    arm_config = {
+        "ops": {
+            "recommender_arm": {"config": {"max_epochs": 2}},
+            "simulation_events": {"config": {"n_agents": 60}},
+            "augmentation_metrics": {"config": {"max_epochs": 2}},
+        }
+    }
     for arm in ARMS:
         results[arm] = defs.get_job_def("simab_arm").execute_in_process(instance=instance, partition_key=arm, run_config=arm_config)
     results["readout"] = defs.get_job_def("simab_readout").execute_in_process(instance=instance)
@@ -43,7 +49,7 @@ def test_every_stage_materialises_and_every_contract_passes(lifecycle):
     checks = {c.check_name: c.passed for c in results["prepare"].get_asset_check_evaluations()}
     assert checks == {"users_contract": True, "movies_contract": True, "ratings_contract": True, "movie_metadata_contract": True}
     for arm in ARMS:
-        assert {"recommender_arm", "top20_lists", "offline_metrics", "simulation_events"} <= _materialised(results[arm])
+        assert {"recommender_arm", "top20_lists", "offline_metrics", "simulation_events", "augmentation_metrics"} <= _materialised(results[arm])
         events = pl.read_parquet(home / "assets" / "simulation_events" / f"{arm}.parquet")
         assert events.get_column("user_id").n_unique() == 60 and set(events.get_column("arm").unique()) == {arm}
     assert {"ab_readout", "simab_report"} <= _materialised(results["readout"])
@@ -89,3 +95,14 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     assert (home / "reports" / results["readout"].run_id / "plots" / "fidelity_pairs.png").stat().st_size > 1000
     for arm in ARMS:
         assert f"| {arm}" in text
+    # Table 5: FM refit on its own simulated clicks and views; Random and Pop have no model to refit.
+    augmentation = text.split("## Data augmentation (A/B Agent Table 5)", 1)[1].split("\n## ", 1)[0]
+    assert "Not applicable (no CTR model to refit for this arm's partition): pop, random." in augmentation
+    table = pl.read_parquet(home / "assets" / "augmentation_metrics" / "fm.parquet")
+    assert table["training_set"].to_list() == ["original", "+click", "+view"] and set(table["arm"]) == {"fm"}
+    assert table["added_rows"][0] == 0 and table["added_rows"][1] > 0 and table["added_rows"][2] > 0
+    assert table["auc_difference"][0] == 0 and table["test_auc"].is_between(0, 1).all()
+    assert sum(line.startswith("| fm ") for line in augmentation.splitlines()) == 3
+    runs = client.search_runs([MlflowTracking().experiment_id()], "tags.dagster_asset = 'augmentation_metrics[fm]'")
+    assert len(runs) == 1 and runs[0].data.metrics["fm_view_test_auc"] == pytest.approx(table["test_auc"][2])
+    assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")} == {"plots/augmentation_auc_fm.png"}

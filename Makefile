@@ -6,7 +6,7 @@ export GX_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
-.PHONY: setup demo test ui mlflow-ui bench clean
+.PHONY: setup demo demo-ml1m test ui mlflow-ui bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,16 @@ setup: $(VENV)/.installed
 demo: setup
 	mkdir -p $(DAGSTER_HOME) && touch $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m pipelines.lifecycle
+
+# The real-data run of the closing notes: ML-1M (users 1-1999) with the local metadata and
+# posters from ../shared/data, in its own $SIMAB_HOME so it never mixes with the demo.
+SHARED ?= $(CURDIR)/../shared/data
+ML1M_HOME ?= $(CURDIR)/data/ml1m
+demo-ml1m: setup
+	SIMAB_HOME=$(ML1M_HOME) DAGSTER_HOME=$(ML1M_HOME)/dagster_home SIMAB_SOURCE=local SIMAB_LOCAL_PATH=$(SHARED)/ml-1m \
+	SIMAB_METADATA_SOURCE=local SIMAB_METADATA_PATH=$(SHARED)/ml-1m-metadata/movies_extrainfos.dat \
+	SIMAB_POSTER_DIRS=$(SHARED)/ml-1m-posters-tmdb:$(SHARED)/ml-1m-posters SIMAB_LINKS_PATH=$(SHARED)/ml-1m-links/ml1m_links.csv \
+	$(BIN)/python -m pipelines.lifecycle --arms random,pop,fm,deepfm
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -40,6 +40,7 @@ def augmentation_metrics(
     context: AssetExecutionContext,
     config: AugmentationAssetConfig,
     simulation_events: pl.DataFrame,
+    recommender_arm,
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
@@ -72,8 +73,10 @@ def augmentation_metrics(
         mlflow_tracking.log_frame(test_ratings, "test_ratings", role="evaluation")
         parts = []
         for model in models:
+            # The partition's own model is already trained on the original split: reused when
+            # its configuration is the one asked for.
             part = refit_and_evaluate(model, train_ratings, valid_ratings, test_ratings, users, movies, metadata, simulation_events,
-                                      config=aug_config, **overrides)
+                                      config=aug_config, original_model=recommender_arm if model == arm else None, **overrides)
             for row in part.iter_rows(named=True):
                 context.log.info(f"{model} {row['training_set']}: +{row['added_rows']} rows, test AUC {row['test_auc']:.4f} ({row['auc_difference']:+.4f})")
             parts.append(part)

@@ -93,6 +93,7 @@ def refit_and_evaluate(
     events: pl.DataFrame,
     signals: Sequence[Signal] | None = None,
     config: AugmentationConfig | None = None,
+    original_model: Any = None,
     **arm_overrides: Any,
 ) -> pl.DataFrame:
     """Train arm `arm_name` (a DeepCTR model, `ops.recommenders.arm_config` name) on the
@@ -102,6 +103,9 @@ def refit_and_evaluate(
     `events` follow ops.simulation.EVENTS (one arm's simulation); `arm_overrides` go to
     `arm_config` (max_epochs, seed, device, ...) and are the same for every training set.
     A signal that adds no row is not retrained: its row repeats the original's metrics.
+    `original_model`: the arm already trained on `train` (a TrainedArm); when its config is
+    exactly the one asked for, it is evaluated instead of trained again (training is seeded,
+    so a second run would give the same model at the cost of a training).
     """
     from tqdm.auto import tqdm
 
@@ -143,7 +147,8 @@ def refit_and_evaluate(
         if original is not None and added.height == 0:
             metrics = {k: original[k] for k in ("best_epoch", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "k")}
         else:
-            trained = train_arm(arm_cfg, pl.concat([train, added]), valid, users, movies, metadata)
+            reuse = name == ORIGINAL and original_model is not None and getattr(original_model, "config", None) == arm_cfg
+            trained = original_model if reuse else train_arm(arm_cfg, pl.concat([train, added]), valid, users, movies, metadata)
             # The original train items are excluded for every training set, so every model
             # ranks the same candidates and Recall/NDCG compare like for like.
             offline = evaluate_arm(trained, train, test, catalogue, k=config.k)

@@ -204,3 +204,22 @@ def test_simulated_views_that_follow_the_tastes_raise_auc_and_shuffled_ones_do_n
     assert faithful["auc_difference"][1] > 0.08, faithful
     assert faithful["test_auc"][1] > shuffled["test_auc"][1] + 0.08
     assert shuffled["auc_difference"][1] < 0.03, shuffled
+
+
+def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config_matches(planted, monkeypatch):
+    import ops.recommenders as recommenders
+    from ops.recommenders import arm_config, evaluate_arm, train_arm
+
+    users, movies, split, train, pool = planted
+    events = views_of(pool.head(100), pool.head(100)["rating"].to_numpy())
+    fast = {**FAST, "max_epochs": 1}
+    trained = train_arm(arm_config("fm", **fast), train, split.valid, users, movies)
+    calls = []
+    monkeypatch.setattr(recommenders, "train_arm", lambda cfg, *a, **k: calls.append(cfg) or train_arm(cfg, *a, **k))
+
+    out = refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, events, signals=("view",), config=QUIET, original_model=trained, **fast)
+    assert len(calls) == 1  # only the augmented model was trained
+    assert out["test_auc"][0] == evaluate_arm(trained, train, split.test, movies["movie_id"].to_numpy()).test_auc
+    # A model trained with other settings is not the like-for-like original: trained again.
+    refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, events, signals=("view",), config=QUIET, original_model=trained, **{**fast, "seed": 7})
+    assert len(calls) == 3

@@ -22,7 +22,7 @@ from dagster import (
     sensor,
 )
 
-from assets.recommenders import arm_partitions, configured_arms
+from assets.recommenders import configured_arms
 
 prepare_job = define_asset_job(
     "simab_prepare",
@@ -32,7 +32,6 @@ prepare_job = define_asset_job(
 arm_job = define_asset_job(
     "simab_arm",
     selection=AssetSelection.groups("recommenders", "simulation", "augmentation"),
-    partitions_def=arm_partitions,
     description="one arm: train, top-20 lists, offline metrics, simulation, models refit on the simulated data",
 )
 readout_job = define_asset_job(
@@ -43,7 +42,6 @@ readout_job = define_asset_job(
 resimulate_job = define_asset_job(
     "simab_resimulate",
     selection=AssetSelection.assets("simulation_events"),
-    partitions_def=arm_partitions,
     description="re-simulate one arm against its current model and agents",
 )
 

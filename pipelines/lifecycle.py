@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     def execute(job_name: str, partition_key: str | None = None) -> None:
         label = job_name + (f"[{partition_key}]" if partition_key else "")
         print(f"==> {label}", flush=True)
-        result = defs.get_job_def(job_name).execute_in_process(instance=instance, partition_key=partition_key, raise_on_error=False)
+        result = defs.resolve_job_def(job_name).execute_in_process(instance=instance, partition_key=partition_key, raise_on_error=False)
         runs.append((label, result.run_id, result.success))
         if not result.success:
             failed = [e for e in result.all_events if e.is_failure]

@@ -23,7 +23,7 @@ def lifecycle(tmp_path_factory):
     instance = DagsterInstance.ephemeral()
     results = {}
     prepare_config = {"ops": {"movielens": {"config": {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}}}}
-    results["prepare"] = defs.get_job_def("simab_prepare").execute_in_process(instance=instance, run_config=prepare_config)
+    results["prepare"] = defs.resolve_job_def("simab_prepare").execute_in_process(instance=instance, run_config=prepare_config)
     arm_config = {
         "ops": {
             "recommender_arm": {"config": {"max_epochs": 2}},
@@ -32,8 +32,8 @@ def lifecycle(tmp_path_factory):
         }
     }
     for arm in ARMS:
-        results[arm] = defs.get_job_def("simab_arm").execute_in_process(instance=instance, partition_key=arm, run_config=arm_config)
-    results["readout"] = defs.get_job_def("simab_readout").execute_in_process(instance=instance)
+        results[arm] = defs.resolve_job_def("simab_arm").execute_in_process(instance=instance, partition_key=arm, run_config=arm_config)
+    results["readout"] = defs.resolve_job_def("simab_readout").execute_in_process(instance=instance)
     yield home, results, instance
     mp.undo()
 

@@ -28,6 +28,10 @@ class SimulationAssetConfig(Config):
     brain: Literal["embedded", "llm"] = Field(
         default=os.environ.get("SIMAB_BRAIN", "embedded"), description="embedded (offline default) | llm (the `llm` resource's endpoint)"
     )
+    vision: bool = Field(
+        default=True,
+        description="False: the A/B Agent Table 5 'w/o vision' ablation — the embedded brain ignores posters, the LLM brain gets palette captions instead of images; events name the brain ':no-vision'",
+    )
 
 
 def sampled_agents(user_ids: list[int], n_agents: int, seed: int) -> list[int]:
@@ -71,13 +75,13 @@ def simulation_events(
         from ops.brains.llm import simulate_arm_concurrently
 
         # The agent is told the fatigue costs it is really charged.
-        brain = llm.brain(catalogue, fatigue=sim_config.fatigue)
+        brain = llm.brain(catalogue, fatigue=sim_config.fatigue, **({} if config.vision else {"vision": False}))
         events = simulate_arm_concurrently(
             arm, top20_lists, sessions, catalogue, brain, sim_config, seed=config.seed, run_id=context.run.run_id, users=chosen
         )
         brain_params = llm.describe()
     else:
-        brain = agents.brain()
+        brain = agents.brain(None if config.vision else agents.config.brain.model_copy(update={"use_posters": False}))
         events = simulate_arm(arm, top20_lists, sessions, catalogue, brain, sim_config, seed=config.seed, run_id=context.run.run_id, users=chosen)
         brain_params = {}
     params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)}

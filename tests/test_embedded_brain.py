@@ -201,6 +201,8 @@ def test_vision_ablation_zeroes_poster_features(world):
     seeing.click_probability(s, movie)
     cols = [FEATURES.index("poster_familiarity"), FEATURES.index("poster_affinity")]
     assert not blind._scores[5].features[0, cols].any() and seeing._scores[5].features[0, cols].any()
+    # Events name the blind brain apart, so Table 5's "w/o vision" rows stay separate.
+    assert (blind.name, seeing.name) == ("embedded:no-vision", "embedded")
 
 
 # -- acceptance on the synthetic generator (issue 5) ---------------------------------------

@@ -106,3 +106,18 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     runs = client.search_runs([MlflowTracking().experiment_id()], "tags.dagster_asset = 'augmentation_metrics[fm]'")
     assert len(runs) == 1 and runs[0].data.metrics["fm_view_test_auc"] == pytest.approx(table["test_auc"][2])
     assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")} == {"plots/augmentation_auc_fm.png"}
+
+
+def test_a_resimulation_without_vision_replaces_the_partition_and_names_its_brain(lifecycle):
+    # Table 5's "w/o vision" ablation through the nightly job's asset selection: the same
+    # arm simulated again with posters hidden from the brain.
+    home, results, instance = lifecycle
+    from pipelines.definitions import defs
+
+    before = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
+    config = {"ops": {"simulation_events": {"config": {"n_agents": 60, "vision": False}}}}
+    result = defs.resolve_job_def("simab_resimulate").execute_in_process(instance=instance, partition_key="random", run_config=config)
+    assert result.success
+    after = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
+    assert set(before.get_column("brain")) == {"embedded"} and set(after.get_column("brain")) == {"embedded:no-vision"}
+    assert after.get_column("user_id").n_unique() == 60

@@ -664,12 +664,13 @@ def _fit_ridge(cls, X, y, names, config) -> tuple[LinearModel, float]:
 class EmbeddedBrain:
     """Brain protocol (ops.observation.Brain) with fitted parameters; no network."""
 
-    name = "embedded"
-
     def __init__(self, params: EmbeddedBrainParams, ctx: BrainContext, config: EmbeddedBrainConfig | None = None) -> None:
         self.params = params
         self.ctx = ctx
         self.config = config or EmbeddedBrainConfig()
+        # The name goes into every event row: a "w/o vision" simulation (Table 5) must stay
+        # distinguishable from the seeing one downstream (read-out, augmentation).
+        self.name = "embedded" + ("" if self.config.use_posters else ":no-vision")
         if ctx.vectors.digest != params.catalogue_digest:
             raise ValueError(
                 "embedded brain parameters were fitted on another catalogue "

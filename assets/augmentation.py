@@ -31,6 +31,7 @@ class AugmentationAssetConfig(Config):
     click_label: str = Field(default="positive", description="positive: a click is a positive example | watched: the rating of the watch that followed, else a negative")
     max_epochs: int = Field(default=int(os.environ.get("SIMAB_MAX_EPOCHS", "0")), description="≤ 20 in Appendix B; 0 = default")
     seed: int = Field(default=1024, description="torch / sampling seed, the same for original and augmented models")
+    seeds: int = Field(default=1, ge=1, description="training seeds per model (seed, seed+1, …): > 1 gives each AUC difference an interval over seeds")
     device: str = Field(default="auto", description="auto (GPU when torch sees one) | cpu | cuda")
     use_metadata: bool = Field(default=True, description="add MM-ML-1M vote average, log vote count, release year when present")
 
@@ -51,7 +52,7 @@ def augmentation_metrics(
 ) -> Output[pl.DataFrame]:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
     train split and on it plus this arm's simulated clicks / views (Table 5)."""
-    from ops.augmentation import AugmentationConfig, augmentation_figure, empty_metrics, refit_and_evaluate, table_5
+    from ops.augmentation import AugmentationConfig, augmentation_figure, empty_metrics, refit_and_evaluate, seed_summary, table_5
     from ops.recommenders import DEEPCTR_MODELS, arm_config
 
     arm = context.partition_key
@@ -72,18 +73,26 @@ def augmentation_metrics(
         mlflow_tracking.log_frame(train_ratings, "train_ratings", role="training")
         mlflow_tracking.log_frame(test_ratings, "test_ratings", role="evaluation")
         parts = []
-        for model in models:
+        for model, offset in [(m, i) for m in models for i in range(config.seeds)]:
             # The partition's own model is already trained on the original split: reused when
             # its configuration is the one asked for.
             part = refit_and_evaluate(model, train_ratings, valid_ratings, test_ratings, users, movies, metadata, simulation_events,
-                                      config=aug_config, original_model=recommender_arm if model == arm else None, **overrides)
+                                      config=aug_config, original_model=recommender_arm if model == arm else None,
+                                      **{**overrides, "seed": config.seed + offset})
             for row in part.iter_rows(named=True):
                 context.log.info(f"{model} {row['training_set']}: +{row['added_rows']} rows, test AUC {row['test_auc']:.4f} ({row['auc_difference']:+.4f})")
             parts.append(part)
         table = pl.concat(parts) if parts else empty_metrics()
         for row in table.iter_rows(named=True):
             key = f"{row['arm']}_{row['training_set'].lstrip('+')}"
-            mlflow.log_metrics({f"{key}_test_auc": row["test_auc"], f"{key}_auc_difference": row["auc_difference"], f"{key}_added_rows": float(row["added_rows"])})
+            # One step per training seed, so several seeds show as a metric history.
+            mlflow.log_metrics({f"{key}_test_auc": row["test_auc"], f"{key}_auc_difference": row["auc_difference"], f"{key}_added_rows": float(row["added_rows"])},
+                               step=int(row["seed"]))
+        if config.seeds > 1 and table.height:
+            spread = seed_summary(table)
+            mlflow.log_table(spread.to_pandas(), artifact_file="tables/augmentation_seed_summary.json")
+            for row in spread.iter_rows(named=True):
+                mlflow.log_metric(f"{row['arm']}_{row['training_set'].lstrip('+')}_auc_difference_mean", row["auc_difference"])
         if not_applicable:
             mlflow.set_tag("not_applicable", ",".join(not_applicable))
         if table.height:

@@ -173,7 +173,7 @@ def _augmentation_section(augmentation: dict) -> list[str]:
     tables = [augmentation[a] for a in sorted(augmentation) if augmentation[a].height]
     if tables:
         table = pl.concat(tables)
-        cols = ["simulated_arm", "brain", "arm", "training_set", "added_rows", "test_auc", "auc_difference", "recall_at_k", "ndcg_at_k"]
+        cols = ["simulated_arm", "brain", "arm", "training_set", "seed", "added_rows", "test_auc", "auc_difference", "recall_at_k", "ndcg_at_k"]
         lines += [
             "Each model (arm) trained on the train split (original) and on it plus the clicks or views simulated under "
             "simulated_arm, with the same configuration and seed; auc_difference is against the original.",
@@ -181,6 +181,11 @@ def _augmentation_section(augmentation: dict) -> list[str]:
             table.select(cols).to_pandas().to_markdown(index=False, floatfmt=".4f"),
             "",
         ]
+        if table.group_by("arm", "training_set").len().get_column("len").max() > 1:
+            from ops.augmentation import seed_summary
+
+            lines += ["Over training seeds (95 % t-interval of the AUC difference):", "",
+                      seed_summary(table).to_pandas().to_markdown(index=False, floatfmt=".4f"), ""]
     empty = [a for a in sorted(augmentation) if not augmentation[a].height]
     if empty:
         lines += [f"Not applicable (no CTR model to refit for this arm's partition): {', '.join(empty)}.", ""]

@@ -50,6 +50,7 @@ AUGMENTATION_METRICS: dict[str, pl.DataType] = {
     "brain": pl.Utf8,  # the simulation's brain(s), e.g. "llm:gpt-4o-mini:no-vision" (§3.5 ablation)
     "arm": pl.Utf8,  # the downstream model refit
     "training_set": pl.Utf8,  # "original", "+click", "+view"
+    "seed": pl.Int64,  # the training seed (the same for a model's original and augmented sets)
     "added_rows": pl.Int64,  # simulated rows added to train (after dropping pairs already there)
     "added_positive_share": pl.Float64,  # share of the added rows labelled positive
     "overlap_test_pairs": pl.Int64,  # added (user, movie) pairs that are also test pairs
@@ -143,6 +144,7 @@ def refit_and_evaluate(
             "added_positive_share": _positive_share(added, arm_cfg.positive_threshold),
             "overlap_test_pairs": added.join(test, on=["user_id", "movie_id"], how="semi").height,
             "train_rows": train.height + added.height,
+            "seed": arm_cfg.seed,
         }
         if original is not None and added.height == 0:
             metrics = {k: original[k] for k in ("best_epoch", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "k")}
@@ -230,6 +232,9 @@ def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Several training seeds: one bar per model and training set, at the mean over seeds.
+    simulated = table.get_column("simulated_arm").drop_nulls().to_list() if table.height else []
+    table = table.group_by("arm", "training_set", maintain_order=True).agg(pl.col("test_auc").mean(), pl.col("auc_difference").mean())
     models = list(dict.fromkeys(table.get_column("arm").to_list()))
     sets = list(dict.fromkeys(table.get_column("training_set").to_list()))
     width = 0.8 / max(len(sets), 1)
@@ -250,7 +255,7 @@ def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
     ax.set_ylim(max(0.0, low - margin), min(1.0, high + margin))
     ax.set_xticks(range(len(models)), models)
     ax.set_ylabel("test AUC")
-    arms = ", ".join(sorted(set(table.get_column("simulated_arm").drop_nulls().to_list()))) if table.height else ""
+    arms = ", ".join(sorted(set(simulated)))
     ax.set_title(f"Simulated under {arms}: test AUC" if arms else "Test AUC, original vs augmented", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -264,11 +269,34 @@ def empty_metrics() -> pl.DataFrame:
     return pl.DataFrame(schema=AUGMENTATION_METRICS)
 
 
+def seed_summary(metrics: pl.DataFrame, confidence: float = 0.95) -> pl.DataFrame:
+    """Per simulated arm, brain, model and augmented training set: the AUC difference
+    against the original over training seeds — mean, t-interval and whether it is a gain,
+    a loss or within seed noise.  One training per cell (as in the paper) cannot tell a
+    0.002–0.004 gain from the seed-to-seed spread of the original model's AUC."""
+    from scipy import stats
+
+    keys = ["simulated_arm", "brain", "arm", "training_set"]
+    rows = []
+    augmented = metrics.filter(pl.col("training_set") != ORIGINAL)
+    for key, part in augmented.group_by(keys, maintain_order=True):
+        diff = part.get_column("auc_difference").to_numpy()
+        n = len(diff)
+        mean = float(diff.mean()) if n else None
+        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * diff.std(ddof=1) / np.sqrt(n)) if n > 1 else None
+        low, high = (mean - half, mean + half) if half is not None else (None, None)
+        verdict = "one seed" if half is None else "gain" if low > 0 else "loss" if high < 0 else "within seed noise"
+        rows.append(dict(zip(keys, key)) | {"seeds": n, "auc_difference": mean, "ci_low": low, "ci_high": high, "verdict": verdict})
+    schema = {k: pl.Utf8 for k in keys} | {"seeds": pl.Int64, "auc_difference": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "verdict": pl.Utf8}
+    return pl.DataFrame(rows, schema=schema)
+
+
 def table_5(metrics: pl.DataFrame, training_sets: Iterable[str] | None = None) -> pl.DataFrame:
     """Table 5's layout: one row per training set, one test-AUC column per model."""
     if metrics.height == 0:
         return pl.DataFrame({"training_set": []})
-    wide = metrics.pivot(on="arm", index="training_set", values="test_auc", aggregate_function="first")
+    # Mean over training seeds when there are several (seed_summary gives their spread).
+    wide = metrics.pivot(on="arm", index="training_set", values="test_auc", aggregate_function="mean")
     order = list(training_sets) if training_sets is not None else list(dict.fromkeys(metrics.get_column("training_set").to_list()))
     return wide.join(pl.DataFrame({"training_set": order, "_order": range(len(order))}), on="training_set").sort("_order").drop("_order")
 

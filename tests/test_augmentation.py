@@ -223,3 +223,21 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
     # A model trained with other settings is not the like-for-like original: trained again.
     refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, events, signals=("view",), config=QUIET, original_model=trained, **{**fast, "seed": 7})
     assert len(calls) == 3
+
+
+def test_seed_summary_puts_an_interval_over_training_seeds():
+    from ops.augmentation import seed_summary
+
+    def rows(training_set, diffs):
+        return [dict(simulated_arm="deepfm", brain="embedded", arm="fm", training_set=training_set, seed=1024 + i, auc_difference=d) for i, d in enumerate(diffs)]
+
+    metrics = pl.DataFrame(rows("original", [0.0] * 4) + rows("+view", [0.004, 0.005, 0.003, 0.004]) + rows("+click", [0.004, -0.006, 0.002, -0.001]))
+    summary = {r["training_set"]: r for r in seed_summary(metrics).iter_rows(named=True)}
+    assert set(summary) == {"+view", "+click"}  # the original is the baseline, not a row
+    view = summary["+view"]
+    assert view["seeds"] == 4 and view["auc_difference"] == pytest.approx(0.004)
+    # t(0.975, 3) = 3.182; sd of (4, 5, 3, 4)e-3 = 0.8165e-3
+    assert view["ci_high"] - view["auc_difference"] == pytest.approx(3.1824 * 0.8165e-3 / 2, rel=1e-3)
+    assert view["verdict"] == "gain" and summary["+click"]["verdict"] == "within seed noise"
+    one = seed_summary(pl.DataFrame(rows("+view", [0.004])))
+    assert one["verdict"].to_list() == ["one seed"] and one["ci_low"].to_list() == [None]

@@ -28,7 +28,7 @@ def lifecycle(tmp_path_factory):
         "ops": {
             "recommender_arm": {"config": {"max_epochs": 2}},
             "simulation_events": {"config": {"n_agents": 60}},
-            "augmentation_metrics": {"config": {"max_epochs": 2}},
+            "augmentation_metrics": {"config": {"max_epochs": 2, "seeds": 2}},
         }
     }
     for arm in ARMS:
@@ -99,12 +99,19 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     augmentation = text.split("## Data augmentation (A/B Agent Table 5)", 1)[1].split("\n## ", 1)[0]
     assert "Not applicable (no CTR model to refit for this arm's partition): pop, random." in augmentation
     table = pl.read_parquet(home / "assets" / "augmentation_metrics" / "fm.parquet")
-    assert table["training_set"].to_list() == ["original", "+click", "+view"] and set(table["arm"]) == {"fm"}
+    # Two training seeds: each seed has its own original, so every difference is like for like.
+    assert table["training_set"].to_list() == ["original", "+click", "+view"] * 2 and set(table["arm"]) == {"fm"}
+    assert table["seed"].to_list() == [1024] * 3 + [1025] * 3
     assert table["added_rows"][0] == 0 and table["added_rows"][1] > 0 and table["added_rows"][2] > 0
-    assert table["auc_difference"][0] == 0 and table["test_auc"].is_between(0, 1).all()
-    assert sum(line.startswith("| fm ") for line in augmentation.splitlines()) == 3
+    assert table["auc_difference"][0] == 0 and table["auc_difference"][3] == 0 and table["test_auc"].is_between(0, 1).all()
+    per_seed, over_seeds = augmentation.split("Over training seeds", 1)
+    assert sum(line.startswith("| fm ") for line in per_seed.splitlines()) == 6
+    assert sum(line.startswith("| fm ") for line in over_seeds.splitlines()) == 2  # +click, +view
     runs = client.search_runs([MlflowTracking().experiment_id()], "tags.dagster_asset = 'augmentation_metrics[fm]'")
-    assert len(runs) == 1 and runs[0].data.metrics["fm_view_test_auc"] == pytest.approx(table["test_auc"][2])
+    assert len(runs) == 1 and runs[0].data.metrics["fm_view_test_auc"] == pytest.approx(table["test_auc"][5])  # the latest step
+    history = client.get_metric_history(runs[0].info.run_id, "fm_view_test_auc")
+    history = sorted((m.step, m.value) for m in history)
+    assert [h[0] for h in history] == [1024, 1025] and [h[1] for h in history] == pytest.approx([table["test_auc"][2], table["test_auc"][5]])
     assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")} == {"plots/augmentation_auc_fm.png"}
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.atomic import atomic_write_parquet
 from ops.fatigue import FatigueConfig, fatigue_budget, interest_modifier
 from ops.observation import EXIT, AgentSession, Brain, ShortTermEntry
 from ops.sandbox import Catalogue, Sandbox, SandboxConfig
@@ -188,26 +188,12 @@ def top_k_lists(top_k: pl.DataFrame, arm: str) -> dict[int, list[int]]:
 
 def write_partition_atomically(events: pl.DataFrame, path: str | os.PathLike) -> Path:
     """Write one partition's events to `path` so that it holds either the old complete file
-    or the new complete file, never a part: temp file beside it, fsync, os.replace, fsync
-    of the folder.  Temp files a killed earlier run left behind are removed first (one
-    writer per partition is assumed, as Dagster runs a partition once at a time)."""
+    or the new complete file, never a part (ops.atomic, as the IO manager writes assets).
+    Temp files a killed earlier run left behind are removed first (one writer per partition
+    is assumed, as Dagster runs a partition once at a time)."""
     path = Path(path)
     frame = conform(events, EVENTS, f"events ({path})")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{path.name}.tmp-"
-    for stale in path.parent.glob(prefix + "*"):
-        stale.unlink(missing_ok=True)
-    tmp = path.parent / f"{prefix}{os.getpid()}-{uuid.uuid4().hex}"
-    try:
-        with open(tmp, "wb") as fh:
-            frame.write_parquet(fh, compression="zstd", statistics=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    atomic_write_parquet(frame, path, clean_stale=True, compression="zstd", statistics=True)
     return path
 
 
@@ -367,14 +353,3 @@ def _activity_tier(agent: AgentSession, activity_tiers: Mapping[int, str] | None
             f"simulation: user {agent.user_id} has no activity tier (profile.activity_tier, or pass activity_tiers)"
         )
     return str(tier)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # some platforms cannot open a folder; the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

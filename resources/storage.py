@@ -59,11 +59,13 @@ class SimabIOManager(ConfigurableIOManager):
         stem = self._stem(context)
         if isinstance(obj, pl.DataFrame):
             path, stale = Path(f"{stem}.parquet"), Path(f"{stem}.pkl")
-            atomic_write_parquet(obj, path)
+            # Dagster materialises a partition once at a time: temp files of a killed
+            # earlier run can go.
+            atomic_write_parquet(obj, path, clean_stale=True)
             context.add_output_metadata({"path": str(path), "rows": obj.height})
         else:
             path, stale = Path(f"{stem}.pkl"), Path(f"{stem}.parquet")
-            atomic_write_bytes(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+            atomic_write_bytes(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), clean_stale=True)
             context.add_output_metadata({"path": str(path)})
         stale.unlink(missing_ok=True)
 

@@ -144,17 +144,9 @@ class ABReadout:
 
     def write_figures(self, folder: str | Path) -> list[Path]:
         """PNG files, one per metric, for MLflow (`mlflow.log_artifacts`)."""
-        import matplotlib.pyplot as plt
+        from ops.plots import save_figure
 
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for metric, fig in self.figures().items():
-            path = folder / f"ab_{metric}.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            paths.append(path)
-        return paths
+        return [save_figure(fig, Path(folder) / f"ab_{metric}.png") for metric, fig in self.figures().items()]
 
 
 def ab_readout(
@@ -482,10 +474,9 @@ def _markdown(frame: pl.DataFrame) -> list[str]:
 
 
 def _metric_figure(readout: ABReadout, metric: str):
-    import matplotlib
+    from ops.plots import _plt
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _plt()
 
     arms = readout.arms.filter(pl.col("metric") == metric).sort("arm")
     comps = readout.comparisons.filter(pl.col("metric") == metric).sort("arm")

@@ -225,13 +225,9 @@ def augment(train: pl.DataFrame, simulated: pl.DataFrame) -> pl.DataFrame:
 def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
     """Test AUC per downstream model, original beside each augmented training set (the
     bars of Table 5), with the difference written over each augmented bar."""
-    import matplotlib
+    from ops.plots import _plt, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    plt = _plt()
     # Several training seeds: one bar per model and training set, at the mean over seeds.
     simulated = table.get_column("simulated_arm").drop_nulls().to_list() if table.height else []
     table = table.group_by("arm", "training_set", maintain_order=True).agg(pl.col("test_auc").mean(), pl.col("auc_difference").mean())
@@ -259,9 +255,7 @@ def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
     ax.set_title(f"Simulated under {arms}: test AUC" if arms else "Test AUC, original vs augmented", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def empty_metrics() -> pl.DataFrame:

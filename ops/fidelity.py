@@ -11,6 +11,8 @@ difference, and `offline_intervals` puts error bars on each arm's offline metric
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import polars as pl
 
@@ -179,3 +181,18 @@ def offline_intervals(
             rows.append({"arm": arm, "metric": metric, "users": frame.height, "mean": float(np.nanmean(values[:, j])) if frame.height else None,
                          "ci_low": None if lo is None else float(lo), "ci_high": None if hi is None else float(hi)})
     return pl.DataFrame(rows, schema={"arm": pl.Utf8, "metric": pl.Utf8, "users": pl.Int64, "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64})
+
+
+def offline_per_user(top_lists: Mapping[str, pl.DataFrame], test: pl.DataFrame, k: int = 20) -> pl.DataFrame:
+    """arm, user_id, recall_at_k, ndcg_at_k of every arm's top-k lists against the test
+    items rated >= 4, over the test users who have a list (the train users, whom the agents
+    are built from); `offline_metrics` also ranks users first seen in the test window."""
+    from ops.metrics import per_user_metrics, relevant_items
+
+    relevant = relevant_items(test)
+    frames = [
+        per_user_metrics(top_lists[a], relevant.join(top_lists[a].select("user_id").unique(), on="user_id", how="semi"), k).with_columns(arm=pl.lit(a))
+        for a in sorted(top_lists)
+    ]
+    empty = pl.DataFrame(schema={"user_id": pl.Int64, "recall_at_k": pl.Float64, "ndcg_at_k": pl.Float64, "arm": pl.Utf8})
+    return pl.concat(frames) if frames else empty

@@ -3,6 +3,8 @@ the assets log to MLflow (`mlflow.log_figure`).  Agg backend: no display is need
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 
@@ -59,3 +61,30 @@ def split_timeline(split_frames: dict[str, pl.DataFrame]):
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def fidelity_pairs(pairs: pl.DataFrame):
+    """Offline difference against simulated difference per pair of arms, with both
+    intervals: points in the upper-right quadrant are pairs the simulation orders right."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for r in pairs.drop_nulls(["offline_difference", "simulated_difference"]).iter_rows(named=True):
+        x, y = r["offline_difference"], r["simulated_difference"]
+        ax.errorbar(x, y, xerr=[[x - r["offline_ci_low"]], [r["offline_ci_high"] - x]], yerr=[[y - r["simulated_ci_low"]], [r["simulated_ci_high"] - y]], fmt="o", capsize=3)
+        ax.annotate(f"{r['arm_a']} − {r['arm_b']}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_xlabel("offline NDCG@20 difference (a − b)")
+    ax.set_ylabel("simulated CTR difference (a − b)")
+    ax.set_title("Fidelity arm against arm (95 % intervals)")
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig, path: str | Path) -> Path:
+    """A figure as PNG at `path` (folders made), then closed so figures do not pile up."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    _plt().close(fig)
+    return path

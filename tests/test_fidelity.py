@@ -90,3 +90,15 @@ def test_offline_intervals_cover_the_mean_and_shrink_with_more_users():
         assert r["ci_low"] < r["mean"] < r["ci_high"]
     width = lambda t: t.filter(pl.col("metric") == "ndcg_at_k").select(pl.col("ci_high") - pl.col("ci_low")).item()  # noqa: E731
     assert width(many) < 0.3 * width(few)
+
+
+def test_offline_per_user_ranks_only_the_users_who_have_a_list():
+    from ops.fidelity import offline_per_user
+
+    lists = {"pop": pl.DataFrame({"user_id": [1, 1, 2], "movie_id": [10, 11, 10], "rank": [1, 2, 1]})}
+    # user 3 was first seen in the test window: no list, so no agent and no row here.
+    test = pl.DataFrame({"user_id": [1, 2, 3], "movie_id": [11, 12, 10], "rating": [5, 4, 5]})
+    table = offline_per_user(lists, test).sort("user_id")
+    assert table["user_id"].to_list() == [1, 2] and table["arm"].to_list() == ["pop", "pop"]
+    assert table["recall_at_k"].to_list() == [1.0, 0.0]
+    assert table["ndcg_at_k"][0] == pytest.approx(1 / np.log2(3))

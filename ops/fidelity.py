@@ -171,9 +171,9 @@ def offline_intervals(
 
     alpha = (1.0 - confidence) / 2.0
     rows = []
-    for arm in sorted(set(offline_per_user.get_column("arm").to_list())):
+    for i, arm in enumerate(sorted(set(offline_per_user.get_column("arm").to_list()))):
         frame = offline_per_user.filter(pl.col("arm") == arm)
-        rng = np.random.default_rng(np.random.SeedSequence([seed, 7002, len(rows)]))
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 7002, i]))  # one stream per arm
         values = frame.select(metrics).to_numpy().astype(float)
         boot = bootstrap_means(values, n_bootstrap, rng) if frame.height else np.full((1, len(metrics)), np.nan)
         for j, metric in enumerate(metrics):

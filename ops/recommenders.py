@@ -364,6 +364,7 @@ def _train_deepctr(config, train, valid, users, movies, metadata, on_epoch) -> T
     model = build_model(config, encoder, device)  # re-seeds torch with config.seed
     optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     shuffle = np.random.default_rng(config.seed)
+    rated = _rated_keys(train) if config.sampled_negatives > 0 else None
 
     history: list[dict[str, float]] = []
     best_auc, best_epoch, best_state, stale = -np.inf, None, None, 0
@@ -372,7 +373,7 @@ def _train_deepctr(config, train, valid, users, movies, metadata, on_epoch) -> T
         model.train()
         x_epoch, y_epoch = x_train, y_train
         if config.sampled_negatives > 0:
-            x_neg = torch.from_numpy(_sampled_negatives(train, movies, encoder, config.sampled_negatives, shuffle))
+            x_neg = torch.from_numpy(_sampled_negatives(train, movies, encoder, config.sampled_negatives, shuffle, rated))
             x_epoch = torch.cat([x_train, x_neg])
             y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
         order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))
@@ -415,17 +416,29 @@ def _train_deepctr(config, train, valid, users, movies, metadata, on_epoch) -> T
 
 
 def _sampled_negatives(train: pl.DataFrame, movies: pl.DataFrame, encoder: FeatureEncoder, ratio: float,
-                       rng: np.random.Generator) -> np.ndarray:
+                       rng: np.random.Generator, rated: np.ndarray | None = None) -> np.ndarray:
     """Encoded (user, movie) pairs drawn uniformly from train users x catalogue, none of
-    them rated in train, `ratio` per train row: unrated items as negatives."""
+    them rated in train, `ratio` per train row: unrated items as negatives.  `rated`: the
+    train pairs' `_rated_keys`, computed once per training instead of once per epoch."""
     users = train.get_column("user_id").to_numpy()
     catalogue = movies.get_column("movie_id").unique().to_numpy()
     n = int(round(ratio * users.size))
     u = users[rng.integers(0, users.size, n)]  # users in proportion to their activity
     m = catalogue[rng.integers(0, catalogue.size, n)]
-    rated = users.astype(np.int64) * (1 << 32) + train.get_column("movie_id").to_numpy().astype(np.int64)
-    keep = ~np.isin(u.astype(np.int64) * (1 << 32) + m.astype(np.int64), rated)
+    rated = _rated_keys(train) if rated is None else rated
+    keys = _pair_keys(u, m)
+    at = np.minimum(np.searchsorted(rated, keys), max(rated.size - 1, 0))
+    keep = rated[at] != keys if rated.size else np.ones(keys.size, dtype=bool)
     return encoder.transform(u[keep], m[keep])
+
+
+def _rated_keys(train: pl.DataFrame) -> np.ndarray:
+    """The train (user, movie) pairs as sorted unique int64 keys, for membership tests."""
+    return np.unique(_pair_keys(train.get_column("user_id").to_numpy(), train.get_column("movie_id").to_numpy()))
+
+
+def _pair_keys(user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    return user_ids.astype(np.int64) * (1 << 32) + movie_ids.astype(np.int64)
 
 
 def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int) -> np.ndarray:

@@ -16,7 +16,7 @@ import polars as pl
 from pydantic import BaseModel
 
 from ops.agent_profile import AgentProfile, ProfileConfig, build_profiles
-from ops.brains.embedded import BrainContext, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams, demographic_group, fit
+from ops.brains.embedded import BrainContext, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams, fit
 from ops.embeddings import EmbeddingConfig, PosterEmbedder, TextEmbedder, embed_catalogue
 from ops.memory import LongTermMemory, MovieFacts, MovieVectors, build_long_term_memories, build_movie_facts
 from ops.observation import AgentSession
@@ -86,8 +86,6 @@ def build_agents(
 
     t = time.perf_counter()
     context = BrainContext.build(vectors, facts, train, config.profile, users)
-    conformity = {u: p.conformity_score for u, p in profiles.items()}
-    groups = {u: demographic_group(p.gender, p.age) for u, p in profiles.items()}
-    params = fit(train, valid, memories, conformity, context, config.brain, groups)
+    params = fit(train, valid, memories, profiles, context, config.brain)
     timings["fit"] = time.perf_counter() - t
     return AgentBundle(profiles, memories, params, context, config, timings)

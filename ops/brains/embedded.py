@@ -341,15 +341,11 @@ class AgentState:
 
 
 def agent_states(
-    memories: Mapping[int, LongTermMemory],
-    conformity_scores: Mapping[int, float],
-    ctx: BrainContext,
-    config: EmbeddedBrainConfig,
-    groups: Mapping[int, str | None] | None = None,
+    memories: Mapping[int, LongTermMemory], profiles: Mapping[int, object], ctx: BrainContext, config: EmbeddedBrainConfig
 ) -> dict[int, AgentState]:
-    """States of many agents at once (their history statistics in one sparse pass);
-    `groups`: each agent's `demographic_group` (missing = unknown)."""
-    groups = groups or {}
+    """States of many agents at once (their history statistics in one sparse pass).
+    `profiles`: each agent's profile (AgentProfile); its conformity_score, gender and age
+    are read, an agent without them counts as middling and of unknown group."""
     stats = memories_history_stats(memories, ctx.facts, ctx.population, ctx.credits, ctx.profile_config)
     out = {}
     for i, uid in enumerate(stats.user_ids.tolist()):
@@ -362,8 +358,8 @@ def agent_states(
             liked=ratings >= config.like_threshold,
             ratings=memory.ratings,
             mean_rating=mean,
-            conformity=2.0 * float(conformity_scores.get(uid, 0.5)) - 1.0,
-            group=ctx.demographic_groups.get(groups.get(uid), -1),
+            conformity=2.0 * float(getattr(profiles.get(uid), "conformity_score", 0.5)) - 1.0,
+            group=ctx.demographic_groups.get(demographic_group(getattr(profiles.get(uid), "gender", None), getattr(profiles.get(uid), "age", None)), -1),
             poster_ok=ctx.vectors.has_poster[memory.rows],
             stats=stats,
             stat_row=i,
@@ -544,10 +540,9 @@ def fit(
     train: pl.DataFrame,
     valid: pl.DataFrame,
     memories: Mapping[int, LongTermMemory],
-    conformity_scores: Mapping[int, float],
+    profiles: Mapping[int, object],
     ctx: BrainContext,
     config: EmbeddedBrainConfig | None = None,
-    groups: Mapping[int, str | None] | None = None,
 ) -> EmbeddedBrainParams:
     """Fit the click, like and rating models (module docstring, "Fitting")."""
     from sklearn.linear_model import LogisticRegression, Ridge
@@ -570,7 +565,7 @@ def fit(
     holdout = set(rng.choice(fit_users, n_hold, replace=False).tolist()) if n_hold else set()
 
     pop_p = (ctx.facts.popularity + 1.0) / (ctx.facts.popularity + 1.0).sum()
-    states = agent_states({u: memories[u] for u in fit_users}, conformity_scores, ctx, config, groups)
+    states = agent_states({u: memories[u] for u in fit_users}, profiles, ctx, config)
     agents, candidates, labels, ratings_all, held = [], [], [], [], []
     for u in fit_users:
         movies_u, ratings_u = valid_by_user[u]
@@ -821,9 +816,8 @@ class EmbeddedBrain:
                     raise ValueError(f"embedded brain: agent {uid}'s memory points at another catalogue")
                 fresh[uid] = session
         if fresh:
-            conformity = {u: getattr(s.profile, "conformity_score", 0.5) for u, s in fresh.items()}
-            groups = {u: demographic_group(getattr(s.profile, "gender", None), getattr(s.profile, "age", None)) for u, s in fresh.items()}
-            self._agents.update(agent_states({u: s.memory for u, s in fresh.items()}, conformity, self.ctx, self.config, groups))
+            profiles = {u: s.profile for u, s in fresh.items()}
+            self._agents.update(agent_states({u: s.memory for u, s in fresh.items()}, profiles, self.ctx, self.config))
         # Group by the HistoryStats chunk the agents were prepared with (one per batch).
         groups: dict[int, list[tuple[int, list[int]]]] = {}
         for session, movie_ids in requests:

@@ -32,8 +32,8 @@ def agents(
     mlflow_tracking: MlflowTracking,
 ):
     """Profiles (demographics, social traits, pickiness, per-page preferences), memories and brain parameters."""
-    from ops.agent_profile import profiles_frame
-    from ops.agents import AgentsConfig, build_agents
+    from ops.agents.profile import profiles_frame
+    from ops.agents.build import AgentsConfig, build_agents
 
     cfg = AgentsConfig()
     cfg = cfg.model_copy(update={"brain": cfg.brain.model_copy(update={"fit_seed": config.seed})})

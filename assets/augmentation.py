@@ -52,8 +52,8 @@ def augmentation_metrics(
 ) -> Output[pl.DataFrame]:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
     train split and on it plus this arm's simulated clicks / views (Table 5)."""
-    from ops.augmentation import AugmentationConfig, augmentation_figure, empty_metrics, refit_and_evaluate, seed_summary, table_5
-    from ops.recommenders import DEEPCTR_MODELS, arm_config
+    from ops.readout.augmentation import AugmentationConfig, augmentation_figure, empty_metrics, refit_and_evaluate, seed_summary, table_5
+    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config
 
     arm = context.partition_key
     aug_config = AugmentationConfig(signals=tuple(config.signals), click_label=config.click_label)

@@ -49,12 +49,12 @@ class IngestionConfig(Config):
 )
 def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tracking: MlflowTracking):
     """Load or generate the three MovieLens tables."""
-    from ops.plots import activity_and_popularity, rating_distribution
+    from ops.figures import activity_and_popularity, rating_distribution
 
     tastes = pl.DataFrame(schema=HIDDEN_TASTES)
     side_info = pl.DataFrame(schema=METADATA)
     if config.source == "synthetic":
-        from ops.synthetic import SyntheticConfig, generate
+        from ops.data.synthetic import SyntheticConfig, generate
 
         overrides = {"seed": config.seed}
         if config.synthetic_users:
@@ -65,7 +65,7 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
         users, movies, ratings, tastes, side_info = data.users, data.movies, data.ratings, data.hidden_tastes, data.metadata
         origin = f"synthetic(seed={config.seed})"
     else:
-        from ops.movielens import download, load_local
+        from ops.data.movielens import download, load_local
 
         if config.source == "local":
             if not config.local_path:

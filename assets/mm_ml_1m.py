@@ -62,7 +62,7 @@ def movie_metadata(
             raise ValueError("metadata source 'synthetic' needs the synthetic MovieLens source (ingestion source=synthetic)")
         metadata = synthetic_side_info
     elif source == "local":
-        from ops.metadata_local import LocalMetadataConfig, load_local_metadata
+        from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
 
         local = LocalMetadataConfig(
             metadata_path=Path(config.metadata_path) if config.metadata_path else None,
@@ -101,7 +101,7 @@ def mm_ml_1m(
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
     """The movies table joined with metadata and poster paths, with its Table 1 coverage."""
-    from ops.mm_ml_1m import build_mm_ml_1m, coverage_table
+    from ops.data.mm_ml_1m import build_mm_ml_1m, coverage_table
 
     mm = build_mm_ml_1m(movies, movie_metadata)
     coverage = coverage_table(mm, ratings=ratings, users=users)

@@ -12,7 +12,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, DataVersion, Output, StaticPartitionsDefinition, asset
 from pydantic import Field
 
-from ops.recommenders import ALL_ARMS, TABLE2_ARMS, VARIANT_ARMS
+from ops.arms.recommenders import ALL_ARMS, TABLE2_ARMS, VARIANT_ARMS
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import frame_digest
 
@@ -55,8 +55,8 @@ def recommender_arm(
     """One arm trained on the train split (early stop on validation AUC) and registered in MLflow."""
     import mlflow
 
-    from ops.arm_model import log_and_register
-    from ops.recommenders import arm_config, train_arm
+    from ops.arms.registry import log_and_register
+    from ops.arms.recommenders import arm_config, train_arm
 
     arm = context.partition_key
     overrides = {"seed": config.seed, "device": config.device, "use_metadata": config.use_metadata}
@@ -98,7 +98,7 @@ def top20_lists(
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
     """Each train user's 20 best-scored movies, excluding their train items: the sandbox's input."""
-    from ops.recommenders import top_k
+    from ops.arms.recommenders import top_k
 
     user_ids = train_ratings.get_column("user_id").unique().to_numpy()
     lists = top_k(recommender_arm, user_ids, movies.get_column("movie_id").to_numpy(), exclude=train_ratings.select("user_id", "movie_id"), k=20)
@@ -121,7 +121,7 @@ def offline_metrics(
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
     """Test AUC and log-loss; Recall@20 and NDCG@20 by full ranking (design.md step 6)."""
-    from ops.recommenders import evaluate_arm
+    from ops.arms.recommenders import evaluate_arm
 
     metrics = evaluate_arm(recommender_arm, train_ratings, test_ratings, movies.get_column("movie_id").to_numpy(), k=20)
     row = pl.DataFrame([metrics.model_dump()])

@@ -1,4 +1,4 @@
-"""Lifecycle steps 9 and 11: the simulated A/B read-out and the report (built by ops.report).
+"""Lifecycle steps 9 and 11: the simulated A/B read-out and the report (built by ops.readout.report).
 
 `ab_readout` reads the events of every simulated arm: per-arm CTR, CVR, click-to-watch,
 AR and the Agent4Rec set with 95 % bootstrap intervals over agents, and each arm against
@@ -30,7 +30,7 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
     """Per-arm metrics with intervals and arm-vs-control differences (design.md step 9)."""
     import tempfile
 
-    from ops.ab_readout import ReadoutConfig, ab_readout as readout
+    from ops.readout.ab_readout import ReadoutConfig, ab_readout as readout
 
     if not simulation_events:
         raise ValueError("no simulated arm yet: materialise simulation_events for at least the control arm")
@@ -78,10 +78,10 @@ def simab_report(
 ):
     """The A/B read-out beside the offline metrics, and how well they agree (fidelity):
     Kendall τ over the arms, and arm against arm with intervals on both sides."""
-    from ops.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
+    from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
     from ops.atomic import atomic_write_bytes
-    from ops.plots import fidelity_pairs, save_figure
-    from ops.report import report_markdown
+    from ops.figures import fidelity_pairs, save_figure
+    from ops.readout.report import report_markdown
 
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)]) if offline_metrics else pl.DataFrame({"arm": []})
     fid = fidelity(ab_readout.arms, offline) if offline_metrics else pl.DataFrame()

@@ -57,8 +57,8 @@ def simulation_events(
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
-    from ops.sandbox import Catalogue
-    from ops.simulation import SimulationConfig, assign_agents, simulate_arm
+    from ops.simulation.sandbox import Catalogue
+    from ops.simulation.runner import SimulationConfig, assign_agents, simulate_arm
 
     arm = context.partition_key
     candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
@@ -72,7 +72,7 @@ def simulation_events(
     sim_config = SimulationConfig()
     sessions = agents.sessions(chosen)
     if config.brain == "llm":
-        from ops.brains.llm import simulate_arm_concurrently
+        from ops.simulation.brains.llm import simulate_arm_concurrently
 
         # The agent is told the fatigue costs it is really charged.
         brain = llm.brain(catalogue, fatigue=sim_config.fatigue, **({} if config.vision else {"vision": False}))

@@ -35,13 +35,13 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ops.agents import AgentsConfig, build_agents  # noqa: E402
-from ops.brains.random_policy import UniformRandomBrain  # noqa: E402
-from ops.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
-from ops.recommenders import arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
-from ops.sandbox import Catalogue  # noqa: E402
-from ops.simulation import SimulationConfig, simulate_arm  # noqa: E402
-from ops.split import chronological_split  # noqa: E402
+from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
+from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
+from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
+from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
+from ops.simulation.sandbox import Catalogue  # noqa: E402
+from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
+from ops.data.split import chronological_split  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("SIMAB_SHARED_DATA", ROOT.parent / "shared" / "data"))
 OUT = ROOT / "bench" / "out"
@@ -63,12 +63,12 @@ class HashTextEmbedder:
 
 def load(data: str):
     if data == "synthetic":
-        from ops.synthetic import SyntheticConfig, generate
+        from ops.data.synthetic import SyntheticConfig, generate
 
         d = generate(SyntheticConfig(), OUT / "agents-synthetic-posters")
         return d.users, d.movies, d.ratings, d.metadata, d.hidden_tastes
-    from ops.metadata_local import LocalMetadataConfig, load_local_metadata
-    from ops.movielens import load_local
+    from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
+    from ops.data.movielens import load_local
 
     tables = load_local(SHARED_DATA / "ml-1m")
     config = LocalMetadataConfig(

@@ -31,10 +31,10 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ops.metrics import relevant_items  # noqa: E402
-from ops.movielens import load_local  # noqa: E402
-from ops.recommenders import TABLE2_ARMS, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
-from ops.split import chronological_split  # noqa: E402
+from ops.arms.metrics import relevant_items  # noqa: E402
+from ops.data.movielens import load_local  # noqa: E402
+from ops.arms.recommenders import TABLE2_ARMS, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
+from ops.data.split import chronological_split  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("SIMAB_SHARED_DATA", ROOT.parent / "shared" / "data"))
 

@@ -39,14 +39,14 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ops.agents import AgentsConfig, build_agents  # noqa: E402
-from ops.augmentation import AugmentationConfig, refit_and_evaluate  # noqa: E402
-from ops.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
-from ops.recommenders import arm_config, top_k, train_arm  # noqa: E402
-from ops.sandbox import Catalogue  # noqa: E402
-from ops.simulation import SimulationConfig, simulate_arm  # noqa: E402
-from ops.split import chronological_split  # noqa: E402
-from ops.synthetic import SyntheticConfig, generate  # noqa: E402
+from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
+from ops.readout.augmentation import AugmentationConfig, refit_and_evaluate  # noqa: E402
+from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
+from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
+from ops.simulation.sandbox import Catalogue  # noqa: E402
+from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
+from ops.data.split import chronological_split  # noqa: E402
+from ops.data.synthetic import SyntheticConfig, generate  # noqa: E402
 
 
 def main() -> None:
@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--simulated-arm", default="deepfm")
     ap.add_argument("--model", default="deepfm", help="the downstream model refit")
     ap.add_argument("--max-epochs", type=int, default=20)
-    ap.add_argument("--click-label", choices=("positive", "watched"), default="positive", help="how a simulated click is labelled (ops.augmentation)")
+    ap.add_argument("--click-label", choices=("positive", "watched"), default="positive", help="how a simulated click is labelled (ops.readout.augmentation)")
     ap.add_argument("--signals", default="click,view")
     ap.add_argument("--vision", action=argparse.BooleanOptionalAction, default=True, help="--no-vision: Table 5's ablation")
     args = ap.parse_args()

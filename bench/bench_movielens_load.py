@@ -1,4 +1,4 @@
-"""How fast `ops.movielens.load_local` reads ML-1M, against the usual way of reading it.
+"""How fast `ops.data.movielens.load_local` reads ML-1M, against the usual way of reading it.
 
 Baseline, measured in the same run: pandas `read_csv(sep="::", engine="python")` of the
 ratings file alone (what most MovieLens loaders do; it parses but validates nothing).
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ops.movielens import load_local  # noqa: E402
+from ops.data.movielens import load_local  # noqa: E402
 from tests.conftest import SHARED_DATA  # noqa: E402
 
 REPEATS = 3  # best of: the machine is shared

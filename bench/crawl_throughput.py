@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl  # noqa: E402
 
-from ops.tmdb import TmdbConfig, TmdbCredentials, crawl_tmdb  # noqa: E402
+from ops.data.tmdb import TmdbConfig, TmdbCredentials, crawl_tmdb  # noqa: E402
 from tests.fake_tmdb import TEST_API_KEY, FakeMovie, FakeTmdb, StdlibHandler  # noqa: E402
 
 

@@ -4,7 +4,7 @@ re-run ÷ the first run, both measured in the same run.
 
 A local threaded HTTP server (http.server) answers chat completions in OpenAI's JSON shape
 after a fixed delay, playing a scripted user (open the first movie, watch it, next page,
-exit, interview).  The serial `ops.simulation.simulate_arm` run is the baseline; the
+exit, interview).  The serial `ops.simulation.runner.simulate_arm` run is the baseline; the
 concurrent runs must give the same events (latencies aside) and approach
 min(concurrency, agents) × faster while the server is the bottleneck.  Also printed: the
 prompt size per page (characters, and tokens at ~4 characters per token) and the time the
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from ops.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently  # noqa: E402
-from ops.observation import AgentSession  # noqa: E402
-from ops.simulation import SimulationConfig, simulate_arm  # noqa: E402
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently  # noqa: E402
+from ops.simulation.observation import AgentSession  # noqa: E402
+from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings  # noqa: E402
 from tests.test_llm_brain import completion, scripted_agent  # noqa: E402
 
@@ -99,7 +99,7 @@ def report(world, url, counter, tmp: Path, args) -> None:
           f"{again.drop('latency_s').equals(first.drop('latency_s'))}")
 
     # Prompt size and build time (no network).
-    from ops.sandbox import Sandbox
+    from ops.simulation.sandbox import Sandbox
 
     for vision in (False, True):
         b = brain(vision=vision)
@@ -123,10 +123,10 @@ def report(world, url, counter, tmp: Path, args) -> None:
 
 
 def build_world(root: Path, n_agents: int) -> dict:
-    from ops.agent_profile import build_profiles
-    from ops.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-    from ops.memory import build_long_term_memories, build_movie_facts
-    from ops.sandbox import Catalogue
+    from ops.agents.profile import build_profiles
+    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
+    from ops.agents.memory import build_long_term_memories, build_movie_facts
+    from ops.simulation.sandbox import Catalogue
 
     movies, meta = make_catalogue(root / "posters", n_per_genre=20)
     users, ratings, _ = make_users_and_ratings(movies, n_users=n_agents, per_user=24)

@@ -37,9 +37,9 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ops.brains.random_policy import UniformRandomBrain  # noqa: E402
-from ops.sandbox import Catalogue  # noqa: E402
-from ops.simulation import SimulationConfig, simulate_arm  # noqa: E402
+from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
+from ops.simulation.sandbox import Catalogue  # noqa: E402
+from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 GOAL_S = 60.0
@@ -76,8 +76,8 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from ops.split import chronological_split
-    from ops.synthetic import SyntheticConfig, generate
+    from ops.data.split import chronological_split
+    from ops.data.synthetic import SyntheticConfig, generate
 
     t = time.perf_counter()
     data = generate(SyntheticConfig(n_users=args.users, n_movies=args.movies, seed=args.seed), OUT / "simulation-speed-posters")
@@ -88,8 +88,8 @@ def main() -> None:
     bundle = None
     if not args.uniform_only:
         from bench.agents import HashTextEmbedder
-        from ops.agents import AgentsConfig, build_agents
-        from ops.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
+        from ops.agents.build import AgentsConfig, build_agents
+        from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 
         t = time.perf_counter()
         bundle = build_agents(
@@ -100,7 +100,7 @@ def main() -> None:
         print(f"build_agents {time.perf_counter() - t:.1f}s (not part of the goal)")
         sessions = bundle.sessions()
     else:
-        from ops.observation import AgentSession
+        from ops.simulation.observation import AgentSession
 
         tiers = ("low", "medium", "high")
         uids = sorted(split.train.get_column("user_id").unique().to_list())

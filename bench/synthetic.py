@@ -1,14 +1,14 @@
 """Benchmark of the synthetic source: generation time, MovieLens-like marginals, and how
 well the planted structure can be recovered, against Pop measured in the same run.
 
-Chronological 7:2:1 split (ops.split), NDCG@20 by full ranking (ops.metrics), relevant =
+Chronological 7:2:1 split (ops.data.split), NDCG@20 by full ranking (ops.arms.metrics), relevant =
 test items rated >= 4.  Rankers:
-- Random and Pop (ops.recommenders arms, no training);
+- Random and Pop (ops.arms.recommenders arms, no training);
 - `planted`: the hidden tastes themselves (genre weights x movie genres, preferred era,
   favourite directors) plus vote_average, a ceiling for what a model can learn;
 - `likes_lr`: a logistic regression on the train labels (rating >= 4) with item, user and
   user x genre one-hot features (scikit-learn), a stand-in for an FM that learns tastes;
-- with --deepfm, the DeepFM arm of ops.recommenders (Appendix B settings, CPU, minutes).
+- with --deepfm, the DeepFM arm of ops.arms.recommenders (Appendix B settings, CPU, minutes).
 
     .venv/bin/python bench/synthetic.py                 # default config, posters to bench/out
     .venv/bin/python bench/synthetic.py --deepfm
@@ -32,10 +32,10 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ops.metrics import ndcg_at_k, relevant_items  # noqa: E402
+from ops.arms.metrics import ndcg_at_k, relevant_items  # noqa: E402
 from ops.schema import GENRES  # noqa: E402
-from ops.split import chronological_split  # noqa: E402
-from ops.synthetic import SyntheticConfig, generate  # noqa: E402
+from ops.data.split import chronological_split  # noqa: E402
+from ops.data.synthetic import SyntheticConfig, generate  # noqa: E402
 
 
 def main() -> None:
@@ -156,7 +156,7 @@ def _scores_likes_lr(data, train: pl.DataFrame, users: np.ndarray) -> np.ndarray
 def _deepfm_ndcg(data, split) -> float:
     import torch
 
-    from ops.recommenders import arm_config, evaluate_arm, train_arm
+    from ops.arms.recommenders import arm_config, evaluate_arm, train_arm
 
     torch.set_num_threads(2)
     arm = train_arm(arm_config("deepfm"), split.train, split.valid, data.users, data.movies, None)

@@ -20,7 +20,7 @@ from data_contracts.suites import (
     users_suite,
 )
 from data_contracts.validate import ContractReport, validate_frame
-from ops.poster_store import verify_poster_file
+from ops.data.poster_store import verify_poster_file
 
 
 def contract_result(report: ContractReport, extra_problems: list[str] | None = None) -> AssetCheckResult:

@@ -24,7 +24,7 @@ class EmbeddingsResource(ConfigurableResource):
     open_clip_weights: str = ""  # a local checkpoint file; nothing is downloaded
 
     def text_embedder(self):
-        from ops.embeddings import MiniLMTextEmbedder, OpenAIEmbeddingConfig, OpenAITextEmbedder
+        from ops.agents.embeddings import MiniLMTextEmbedder, OpenAIEmbeddingConfig, OpenAITextEmbedder
 
         if self.text == "openai":
             return OpenAITextEmbedder(
@@ -33,7 +33,7 @@ class EmbeddingsResource(ConfigurableResource):
         return MiniLMTextEmbedder()
 
     def poster_embedder(self):
-        from ops.embeddings import OpenClipConfig, OpenClipPosterEmbedder, PaletteLayoutPosterEmbedder
+        from ops.agents.embeddings import OpenClipConfig, OpenClipPosterEmbedder, PaletteLayoutPosterEmbedder
 
         if self.poster == "none":
             return None

@@ -1,5 +1,5 @@
 """The LLM endpoint as a Dagster resource: any OpenAI-compatible chat endpoint (OpenAI,
-vLLM, Ollama) chosen by configuration; the brain itself lives in `ops.brains.llm`.
+vLLM, Ollama) chosen by configuration; the brain itself lives in `ops.simulation.brains.llm`.
 
 The key is never a config field: Dagster shows resource config in the UI and stores it
 with every run.  The resource holds only the NAME of the environment variable
@@ -14,13 +14,13 @@ from typing import Literal
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from ops.brains.llm import LLMBrain, LLMBrainConfig
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 
 _DEFAULTS = LLMBrainConfig()
 
 
 class LLMResource(ConfigurableResource):
-    """Settings of the LLM brain (defaults and their sources: `ops.brains.llm.LLMBrainConfig`)."""
+    """Settings of the LLM brain (defaults and their sources: `ops.simulation.brains.llm.LLMBrainConfig`)."""
 
     base_url: str = Field("", description="empty: the client's default (api.openai.com or $OPENAI_BASE_URL)")
     model: str = _DEFAULTS.model
@@ -61,7 +61,7 @@ class LLMResource(ConfigurableResource):
         return LLMBrainConfig(**{**fields, **overrides})
 
     def brain(self, catalogue=None, **overrides) -> LLMBrain:
-        """A fresh LLM brain; `catalogue` (ops.sandbox.Catalogue) names remembered movies."""
+        """A fresh LLM brain; `catalogue` (ops.simulation.sandbox.Catalogue) names remembered movies."""
         return LLMBrain(self.brain_config(**overrides), catalogue=catalogue)
 
     def has_credentials(self) -> bool:

@@ -3,7 +3,7 @@
 The key is never a config field: Dagster shows resource config in the UI and stores it
 with every run.  The resource holds only the *names* of the environment variables and
 reads them when a crawl starts (`TMDB_READ_TOKEN`, a bearer token, preferred over
-`TMDB_API_KEY`, the v3 key).  All crawl logic lives in `ops.tmdb`.
+`TMDB_API_KEY`, the v3 key).  All crawl logic lives in `ops.data.tmdb`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import polars as pl
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from ops.tmdb import API_KEY_ENV, READ_TOKEN_ENV, CrawlResult, TmdbClient, TmdbConfig, TmdbCredentials, crawl_tmdb
+from ops.data.tmdb import API_KEY_ENV, READ_TOKEN_ENV, CrawlResult, TmdbClient, TmdbConfig, TmdbCredentials, crawl_tmdb
 
 _DEFAULTS = TmdbConfig()
 
 
 class TmdbResource(ConfigurableResource):
-    """Settings of the TMDB crawl (defaults: `ops.tmdb.TmdbConfig`)."""
+    """Settings of the TMDB crawl (defaults: `ops.data.tmdb.TmdbConfig`)."""
 
     api_base_url: str = _DEFAULTS.api_base_url
     image_base_url: str = _DEFAULTS.image_base_url

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ops.arm_model import arm_params, load_arm, log_and_register, mlflow_epoch_logger, save_arm
-from ops.recommenders import arm_config, train_arm
-from ops.split import chronological_split
+from ops.arms.registry import arm_params, load_arm, log_and_register, mlflow_epoch_logger, save_arm
+from ops.arms.recommenders import arm_config, train_arm
+from ops.data.split import chronological_split
 from tests.planted_data import planted_metadata, planted_movielens
 
 

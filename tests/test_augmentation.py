@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.augmentation import (
+from ops.readout.augmentation import (
     AUGMENTATION_METRICS,
     AugmentationConfig,
     augment,
@@ -18,8 +18,8 @@ from ops.augmentation import (
     table_5,
 )
 from ops.schema import RATINGS
-from ops.simulation import EVENTS
-from ops.split import chronological_split
+from ops.simulation.runner import EVENTS
+from ops.data.split import chronological_split
 from tests.planted_data import planted_movielens
 
 # Small, fast settings for the 2-core machine (as tests/test_recommenders.py); no sampled
@@ -29,7 +29,7 @@ QUIET = AugmentationConfig(progress=False)
 
 
 def events_frame(rows: list[dict], arm: str = "deepfm", brain: str = "embedded") -> pl.DataFrame:
-    """Rows in the ops.simulation.EVENTS schema; unnamed columns are null."""
+    """Rows in the ops.simulation.runner.EVENTS schema; unnamed columns are null."""
     full = [{**{c: None for c in EVENTS}, "arm": arm, "brain": brain, **r} for r in rows]
     return pl.DataFrame(full, schema=EVENTS)
 
@@ -142,7 +142,7 @@ def views_of(pairs: pl.DataFrame, ratings: np.ndarray) -> pl.DataFrame:
 
 
 def test_refit_trains_original_and_each_signal_like_for_like(planted):
-    from ops.recommenders import arm_config, evaluate_arm, train_arm
+    from ops.arms.recommenders import arm_config, evaluate_arm, train_arm
 
     users, movies, split, train, pool = planted
     sample = pool.head(400)
@@ -207,8 +207,8 @@ def test_simulated_views_that_follow_the_tastes_raise_auc_and_shuffled_ones_do_n
 
 
 def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config_matches(planted, monkeypatch):
-    import ops.recommenders as recommenders
-    from ops.recommenders import arm_config, evaluate_arm, train_arm
+    import ops.arms.recommenders as recommenders
+    from ops.arms.recommenders import arm_config, evaluate_arm, train_arm
 
     users, movies, split, train, pool = planted
     events = views_of(pool.head(100), pool.head(100)["rating"].to_numpy())
@@ -226,7 +226,7 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
 
 
 def test_seed_summary_puts_an_interval_over_training_seeds():
-    from ops.augmentation import seed_summary
+    from ops.readout.augmentation import seed_summary
 
     def rows(training_set, diffs):
         return [dict(simulated_arm="deepfm", brain="embedded", arm="fm", training_set=training_set, seed=1024 + i, auc_difference=d) for i, d in enumerate(diffs)]

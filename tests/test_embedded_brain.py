@@ -8,10 +8,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.agents import AgentsConfig, build_agents
-from ops.brains.embedded import FEATURES, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams
-from ops.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-from ops.observation import (
+from ops.agents.build import AgentsConfig, build_agents
+from ops.simulation.brains.embedded import FEATURES, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams
+from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
+from ops.simulation.observation import (
     BACK,
     CLICK_MOVIE,
     EXIT,
@@ -209,12 +209,12 @@ def test_vision_ablation_zeroes_poster_features(world):
 
 
 def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_does(tmp_path):
-    synthetic = pytest.importorskip("ops.synthetic")
-    simulation = pytest.importorskip("ops.simulation")
-    from ops.ab_readout import per_agent_metrics
-    from ops.recommenders import arm_config, evaluate_arm, top_k, train_arm
-    from ops.sandbox import Catalogue
-    from ops.split import chronological_split
+    synthetic = pytest.importorskip("ops.data.synthetic")
+    simulation = pytest.importorskip("ops.simulation.runner")
+    from ops.readout.ab_readout import per_agent_metrics
+    from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm
+    from ops.simulation.sandbox import Catalogue
+    from ops.data.split import chronological_split
 
     data = synthetic.generate(synthetic.SyntheticConfig(n_users=400, n_movies=500, seed=3), tmp_path / "posters")
     split = chronological_split(data.ratings)

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from ops.embeddings import (
+from ops.agents.embeddings import (
     EmbeddingConfig,
     OpenAIEmbeddingConfig,
     OpenAITextEmbedder,
@@ -174,7 +174,7 @@ def test_minilm_embeds_offline_with_packaged_weights():
     # A subprocess with HF_HUB_OFFLINE set before Python starts (dependencies.md), so a
     # missing weight file fails fast instead of trying the network.
     code = (
-        "from ops.embeddings import MiniLMTextEmbedder; import numpy as np;"
+        "from ops.agents.embeddings import MiniLMTextEmbedder; import numpy as np;"
         "e = MiniLMTextEmbedder(); v = e.embed(['a robot explores a distant planet', 'an android travels to another world', 'a recipe for apple pie']);"
         "print(v.shape[1], round(float(np.linalg.norm(v[0])), 4), float(v[0] @ v[1] - v[0] @ v[2]) > 0.2)"
     )

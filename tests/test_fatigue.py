@@ -2,7 +2,7 @@
 
 import pytest
 
-from ops.fatigue import FatigueConfig, budget_spent, fatigue_budget, fatigue_cost, interest_modifier
+from ops.simulation.fatigue import FatigueConfig, budget_spent, fatigue_budget, fatigue_cost, interest_modifier
 
 
 def test_table_8_gpt_4o_mini_costs_at_neutral_interest():

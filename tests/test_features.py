@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.features import GENRE_PADDING, GENRE_UNSEEN, UNSEEN, FeatureConfig, FeatureEncoder, fit_encoder
+from ops.arms.features import GENRE_PADDING, GENRE_UNSEEN, UNSEEN, FeatureConfig, FeatureEncoder, fit_encoder
 from ops.schema import METADATA, MOVIES, RATINGS, USERS, conform
 
 

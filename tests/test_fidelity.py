@@ -1,7 +1,7 @@
 import polars as pl
 import pytest
 
-from ops.fidelity import fidelity
+from ops.readout.fidelity import fidelity
 
 
 def _simulated(values: dict[str, tuple[float, float, float]]) -> pl.DataFrame:
@@ -39,7 +39,7 @@ def test_arms_missing_on_one_side_are_left_out():
 
 import numpy as np  # noqa: E402
 
-from ops.fidelity import agreement_summary, pairwise_agreement  # noqa: E402
+from ops.readout.fidelity import agreement_summary, pairwise_agreement  # noqa: E402
 
 
 def _per_unit(means: dict[str, float], metric: str, n: int, sd: float, seed: int) -> pl.DataFrame:
@@ -81,7 +81,7 @@ def test_pairing_narrows_the_interval_and_unpaired_designs_still_work():
 
 
 def test_offline_intervals_cover_the_mean_and_shrink_with_more_users():
-    from ops.fidelity import offline_intervals
+    from ops.readout.fidelity import offline_intervals
 
     few = offline_intervals(_per_unit({"pop": 0.15}, "ndcg_at_k", 50, 0.1, 5).with_columns(recall_at_k=pl.col("ndcg_at_k")), n_bootstrap=500)
     many = offline_intervals(_per_unit({"pop": 0.15}, "ndcg_at_k", 2000, 0.1, 5).with_columns(recall_at_k=pl.col("ndcg_at_k")), n_bootstrap=500)
@@ -93,7 +93,7 @@ def test_offline_intervals_cover_the_mean_and_shrink_with_more_users():
 
 
 def test_offline_per_user_ranks_only_the_users_who_have_a_list():
-    from ops.fidelity import offline_per_user
+    from ops.readout.fidelity import offline_per_user
 
     lists = {"pop": pl.DataFrame({"user_id": [1, 1, 2], "movie_id": [10, 11, 10], "rank": [1, 2, 1]})}
     # user 3 was first seen in the test window: no list, so no agent and no row here.

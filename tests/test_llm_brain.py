@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 from werkzeug import Response
 
-from ops.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently
-from ops.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, AgentSession
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently
+from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, AgentSession
 from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings
 
 PROMPT_TOKENS, COMPLETION_TOKENS = 1000, 50
@@ -95,10 +95,10 @@ def answer(**fields) -> str:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from ops.agent_profile import build_profiles
-    from ops.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-    from ops.memory import build_long_term_memories, build_movie_facts
-    from ops.sandbox import Catalogue
+    from ops.agents.profile import build_profiles
+    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
+    from ops.agents.memory import build_long_term_memories, build_movie_facts
+    from ops.simulation.sandbox import Catalogue
 
     root = tmp_path_factory.mktemp("llm")
     movies, meta = make_catalogue(root / "posters", n_per_genre=6)
@@ -118,13 +118,13 @@ def session(world, uid: int = 1, spent: float = 12.0, budget: float = 30.0) -> A
 
 
 def home(world, uid: int = 1):
-    from ops.sandbox import Sandbox
+    from ops.simulation.sandbox import Sandbox
 
     return Sandbox(world["lists"][uid], world["catalogue"]).observe()
 
 
 def detail(world, uid: int = 1):
-    from ops.sandbox import Sandbox
+    from ops.simulation.sandbox import Sandbox
 
     sandbox = Sandbox(world["lists"][uid], world["catalogue"])
     sandbox.click_movie(world["lists"][uid][0])
@@ -212,7 +212,7 @@ def test_a_malformed_answer_is_reasked_once_then_accepted(world, fake, httpserve
 
 
 def test_twice_malformed_falls_back_to_a_recorded_safe_action(world, fake, httpserver, key):
-    from ops.sandbox import Sandbox
+    from ops.simulation.sandbox import Sandbox
 
     brain = make_brain(httpserver, world)
     fake.reply("{not json")
@@ -297,7 +297,7 @@ def test_memories_are_retrieved_by_story_and_by_poster(world, httpserver):
     ],
 )
 def test_answers_are_checked_against_the_schema_and_the_page(world, page, reply, problem):
-    from ops.brains.llm import AnswerError, check_answer
+    from ops.simulation.brains.llm import AnswerError, check_answer
 
     obs = home(world) if page == "home" else detail(world)
     with pytest.raises(AnswerError, match=re.escape(problem)):
@@ -305,7 +305,7 @@ def test_answers_are_checked_against_the_schema_and_the_page(world, page, reply,
 
 
 def test_benign_variants_of_a_valid_answer_are_accepted(world):
-    from ops.brains.llm import check_answer
+    from ops.simulation.brains.llm import check_answer
 
     obs = home(world)
     first = obs.items[0].movie_id
@@ -377,7 +377,7 @@ def test_vision_models_get_posters_as_data_urls(world, fake, httpserver, key):
 
 
 def test_text_models_get_palette_captions_instead(world, fake, httpserver, key):
-    from ops.embeddings import load_poster, poster_look
+    from ops.agents.embeddings import load_poster, poster_look
 
     fake.policy = lambda body: answer(action=NEXT_PAGE)
     brain = make_brain(httpserver, world, vision=False)
@@ -401,7 +401,7 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ht
     from resources.llm import LLMResource
 
     caplog.set_level(logging.DEBUG)
-    for name in ("openai", "httpx", "httpcore", "ops.brains.llm"):
+    for name in ("openai", "httpx", "httpcore", "ops.simulation.brains.llm"):
         caplog.set_level(logging.DEBUG, logger=name)
     cache = tmp_path / "cache" / "llm.sqlite"
     resource = LLMResource(base_url=httpserver.url_for("/v1"), model="test-model", api_key_env=KEY_ENV, cache_path=str(cache))
@@ -459,7 +459,7 @@ def scripted_agent(body: dict) -> str:
 
 def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, httpserver, key, tmp_path):
     from ops.schema import conform
-    from ops.simulation import EVENTS, EXIT_INTERVIEW, SimulationConfig, simulate_arm
+    from ops.simulation.runner import EVENTS, EXIT_INTERVIEW, SimulationConfig, simulate_arm
 
     fake.policy = scripted_agent
     users = sorted(world["profiles"])

@@ -7,9 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-from ops.memory import MovieVectors, build_long_term_memories, build_movie_facts, describe_short_term
-from ops.observation import ShortTermEntry
+from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
+from ops.agents.memory import MovieVectors, build_long_term_memories, build_movie_facts, describe_short_term
+from ops.simulation.observation import ShortTermEntry
 from tests.agent_fixtures import HashTextEmbedder, make_catalogue
 
 

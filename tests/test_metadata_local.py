@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from ops.metadata_local import LocalMetadataConfig, load_local_metadata, read_metadata_file
+from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata, read_metadata_file
 from ops.schema import METADATA
 from tests.conftest import shared_path
 

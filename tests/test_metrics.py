@@ -10,7 +10,7 @@ import pytest
 from sklearn.metrics import log_loss as sk_log_loss
 from sklearn.metrics import roc_auc_score
 
-from ops.metrics import auc, log_loss, ndcg_at_k, recall_at_k, relevant_items
+from ops.arms.metrics import auc, log_loss, ndcg_at_k, recall_at_k, relevant_items
 
 
 def test_auc_hand_worked():

@@ -7,8 +7,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from ops.metadata_local import LocalMetadataConfig, load_local_metadata
-from ops.mm_ml_1m import COVERAGE, MM_ML_1M, build_mm_ml_1m, coverage_table
+from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
+from ops.data.mm_ml_1m import COVERAGE, MM_ML_1M, build_mm_ml_1m, coverage_table
 from ops.schema import METADATA
 from tests.conftest import shared_path
 from tests.test_metadata_local import _ml1m_movies

@@ -8,7 +8,7 @@ import io
 import pytest
 from PIL import Image
 
-from ops.poster_store import PosterError, store_poster, verify_poster_file
+from ops.data.poster_store import PosterError, store_poster, verify_poster_file
 
 
 def _bytes(image: Image.Image, fmt: str) -> bytes:

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.recommenders import (
+from ops.arms.recommenders import (
     ALL_ARMS,
     ArmsConfig,
     arm_config,
@@ -16,7 +16,7 @@ from ops.recommenders import (
     train_arm,
 )
 from ops.schema import TOP_K
-from ops.split import chronological_split
+from ops.data.split import chronological_split
 from tests.planted_data import planted_metadata, planted_movielens
 
 # Small, fast settings for the 2-core test machine: a larger step than Appendix B's Adam
@@ -112,7 +112,7 @@ def test_top_k_matches_a_per_user_loop_and_excludes_train(data):
 def synthetic(tmp_path_factory):
     import torch
 
-    from ops.synthetic import SyntheticConfig, generate
+    from ops.data.synthetic import SyntheticConfig, generate
 
     torch.set_num_threads(1)
     data = generate(SyntheticConfig(), tmp_path_factory.mktemp("posters"))
@@ -156,7 +156,7 @@ def test_training_is_reproducible_and_restores_the_best_epoch(data):
     other = train_arm(config.model_copy(update={"seed": 5}), split.train, split.valid, users, movies)
     assert not np.array_equal(first.score(u, m), other.score(u, m))
     # The returned weights are the best epoch's: re-scoring validation gives its AUC.
-    from ops.metrics import auc
+    from ops.arms.metrics import auc
 
     best = max(first.history, key=lambda h: h["val_auc"])
     assert first.best_epoch == best["epoch"]
@@ -197,8 +197,8 @@ def test_data_scale_variant_samples_the_train_split(data):
 
 
 def test_sampled_negatives_are_unrated_pairs(data):
-    from ops.features import FeatureConfig, fit_encoder
-    from ops.recommenders import _sampled_negatives
+    from ops.arms.features import FeatureConfig, fit_encoder
+    from ops.arms.recommenders import _sampled_negatives
 
     users, movies, split = data
     encoder = fit_encoder(FeatureConfig(), split.train, users, movies)

@@ -5,8 +5,8 @@ import datetime
 import polars as pl
 import pytest
 
-from ops.observation import Decision
-from ops.sandbox import Catalogue, IllegalActionError, MovieInfo, Sandbox, SandboxConfig, describe
+from ops.simulation.observation import Decision
+from ops.simulation.sandbox import Catalogue, IllegalActionError, MovieInfo, Sandbox, SandboxConfig, describe
 
 
 @pytest.fixture

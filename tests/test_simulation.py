@@ -10,11 +10,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.brains.random_policy import UniformRandomBrain
-from ops.fatigue import FatigueConfig
-from ops.observation import AgentSession, Decision
-from ops.sandbox import Catalogue, IllegalActionError, MovieInfo
-from ops.simulation import (
+from ops.simulation.brains.random_policy import UniformRandomBrain
+from ops.simulation.fatigue import FatigueConfig
+from ops.simulation.observation import AgentSession, Decision
+from ops.simulation.sandbox import Catalogue, IllegalActionError, MovieInfo
+from ops.simulation.runner import (
     EVENTS,
     SimulationConfig,
     assign_agents,
@@ -177,8 +177,8 @@ CRASH_SCRIPT = textwrap.dedent(
     import os, signal, sys
     sys.path.insert(0, {root!r})
     from tests.test_simulation import world, CFG
-    from ops.brains.random_policy import UniformRandomBrain
-    import ops.simulation as sim
+    from ops.simulation.brains.random_policy import UniformRandomBrain
+    import ops.simulation.runner as sim
     mode, path = sys.argv[1], sys.argv[2]
 
     class Dying(UniformRandomBrain):
@@ -233,7 +233,7 @@ def test_killed_run_then_rerun_leaves_one_complete_partition(tmp_path, mode):
 
 
 def test_agent_generator_depends_on_seed_user_and_arm_unless_common_random_numbers():
-    from ops.simulation import agent_rng
+    from ops.simulation.runner import agent_rng
 
     draw = lambda *a: agent_rng(*a).random(3).tolist()  # noqa: E731
     assert draw(1, 5, "A") == draw(1, 5, "A")

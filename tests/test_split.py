@@ -2,7 +2,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.split import chronological_split, split_statistics
+from ops.data.split import chronological_split, split_statistics
 
 
 def _ratings(n: int, seed: int = 0, ties: bool = False) -> pl.DataFrame:

@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.posters import PosterConfig
+from ops.data.synthetic_posters import PosterConfig
 from ops.schema import GENRES, HIDDEN_TASTES, METADATA, MOVIES, RATINGS, USERS
-from ops.synthetic import SyntheticConfig, SyntheticData, generate
+from ops.data.synthetic import SyntheticConfig, SyntheticData, generate
 
 # Smaller than the default so the file stays fast on shared cores, large enough for the
 # statistics below to be stable (about 40,000 ratings).

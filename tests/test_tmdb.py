@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 from pytest_httpserver import HTTPServer
 
-from ops.jsonl_checkpoint import CheckpointError, JsonlCheckpoint
+from ops.checkpoint import CheckpointError, JsonlCheckpoint
 from ops.schema import METADATA
-from ops.tmdb import (
+from ops.data.tmdb import (
     FAILURES,
     MissingCredentialsError,
     RateLimiter,
@@ -31,7 +31,7 @@ from ops.tmdb import (
     crawl_tmdb,
     redact,
 )
-from ops.tmdb_match import MatchConfig, choose_candidate, parse_movielens_title, search_plan, title_similarity
+from ops.data.tmdb_match import MatchConfig, choose_candidate, parse_movielens_title, search_plan, title_similarity
 from tests.conftest import shared_path
 from tests.fake_tmdb import TEST_API_KEY, TEST_READ_TOKEN, Fault, FakeMovie, FakeTmdb
 
@@ -263,7 +263,7 @@ def test_persistent_failures_are_listed_with_reasons(fake, api_key_env, tmp_path
 
 def test_api_key_never_reaches_logs_or_outputs(fake, api_key_env, tmp_path, caplog):
     caplog.set_level(logging.DEBUG)
-    for name in ("urllib3", "urllib3.connectionpool", "requests", "ops.tmdb"):
+    for name in ("urllib3", "urllib3.connectionpool", "requests", "ops.data.tmdb"):
         caplog.set_level(logging.DEBUG, logger=name)
     fake.add_fault("/3/movie/862", Fault("500"))
     fake.add_fault("/3/movie/603", Fault("slow", delay_s=1.0))
@@ -327,7 +327,7 @@ def test_missing_credentials_name_the_variables(monkeypatch):
 
 _CHILD = """
 import json, sys, polars as pl
-from ops.tmdb import TmdbConfig, crawl_tmdb
+from ops.data.tmdb import TmdbConfig, crawl_tmdb
 args = json.loads(sys.argv[1])
 crawl_tmdb(pl.read_parquet(args["movies"]), args["out"], TmdbConfig(**args["config"]))
 """

@@ -1,0 +1,504 @@
+"""Recommender arms: Random, Pop and the DeepCTR family (A/B Agent §2.3.2, §3.2, Appendix B).
+
+An arm is a named configuration.  `arm_config("deepfm")` gives DeepFM with the Appendix B
+hyper-parameters; variants studied by the paper are spelled into the name:
+`deepfm_data50` / `deepfm_data75` (Table 3, share of the train split) and
+`deepfm_user_id_only` / `deepfm_movie_id_only` (Table 4, feature sets).  Any field can be
+overridden: `arm_config("afn", max_epochs=3)`.
+
+`train_arm` fits one arm on the train split, with early stopping on validation AUC and
+the best epoch's weights restored; `TrainedArm.score` scores aligned (user, movie) arrays
+in batches; `top_k` ranks the whole catalogue for many users at once, excluding each
+user's train items (design.md "Top-20 list"); `evaluate_arm` gives the offline metrics of
+design.md stage 6.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, Field
+
+from ops.arms.features import FeatureConfig, FeatureEncoder, FeatureSet, fit_encoder
+from ops.arms.metrics import auc, log_loss, ndcg_at_k, recall_at_k, relevant_items
+from ops.schema import TOP_K
+
+ModelName = Literal["random", "pop", "fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn"]
+DEEPCTR_MODELS = ("fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn")
+# Table 2 compares these; Table 5 retrains the eight DeepCTR models after augmentation.
+TABLE2_ARMS = ("random", "pop", "fm", "afn", "deepfm")
+TABLE5_ARMS = ("nfm", "xdeepfm", "wdl", "dcn", "deepfm", "afn", "autoint", "pnn")
+ALL_ARMS = ("random", "pop", *DEEPCTR_MODELS)
+# Table 3 (data scale) and Table 4 (feature sets) variants of DeepFM.
+VARIANT_ARMS = ("deepfm_data50", "deepfm_data75", "deepfm_user_id_only", "deepfm_movie_id_only")
+
+EpochCallback = Callable[[int, dict[str, float]], None]
+
+
+class ArmConfig(BaseModel):
+    """One arm.  Defaults are A/B Agent Appendix B's common settings; `arm_config` applies
+    the per-model adjustments."""
+
+    name: str
+    model: ModelName
+    # Appendix B: "binary cross-entropy loss, Adam optimizer, batch size 1024".
+    batch_size: int = Field(1024, ge=1)
+    # Appendix B names Adam but its learning rate was lost from the text we have; 1e-3 is
+    # Adam's and DeepCTR's default.
+    learning_rate: float = Field(1e-3, gt=0)
+    # Appendix B: "embedding dimension of 64, DNN layers of (256, 128), dropout of 0.3, and
+    # L2 regularization of 0.003".  The paper does not say which weights the 0.003 is on;
+    # we put it on the DNN kernels (l2_reg_dnn), as the paper lists the linear L2 as a
+    # separate, model-specific adjustment.  On the embeddings instead it made no
+    # difference we could see (DeepFM on ML-1M users 1-1999, epoch-1 validation AUC 0.7062
+    # vs 0.7060; bench/arms.py --l2-on embedding).
+    embedding_dim: int = 64
+    dnn_hidden_units: tuple[int, ...] = (256, 128)
+    dnn_dropout: float = 0.3
+    l2_reg_dnn: float = 0.003
+    l2_reg_embedding: float = 1e-5  # deepctr default
+    # Appendix B gives FM, xDeepFM and DCN a "linear L2" whose value was lost from the text
+    # we have; deepctr's default stands in for it.
+    l2_reg_linear: float = 1e-5
+    # Model-specific constructor arguments of deepctr-torch (cross_num, ltl_hidden_size, …).
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # Appendix B: "early stopping based on validation AUC ... converge within 20 epochs".
+    max_epochs: int = Field(20, ge=1)
+    patience: int = Field(2, ge=1)  # epochs without a better validation AUC; not stated in the paper
+    # design.md stage 5: "Label: rating >= 4".
+    positive_threshold: int = 4
+    # Table 3: share of the train split used (seeded row sample).
+    train_fraction: float = Field(1.0, gt=0, le=1)
+    # Table 4: which features the model sees.
+    feature_set: FeatureSet = "all"
+    use_metadata: bool = True
+    seed: int = 1024  # deepctr's default seed
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # Pairs per forward pass when scoring (memory, not maths).
+    score_batch_size: int = Field(262_144, ge=1)
+    # Unrated (user, movie) pairs added as negatives (label 0), per train row, redrawn
+    # each epoch.  The paper does not say; with 0 (rated >= 4 vs rated < 4 only) a model
+    # learns "liked, given rated" and ranks obscure well-liked items first: measured on
+    # ML-1M (users 1-1999), FM NDCG@20 0.024 against Pop's 0.154, the reverse of Table 2's
+    # order; with 1.0, FM 0.179 (test AUC on rated pairs 0.769 -> 0.722).  Set 0 for
+    # Table 5-style AUC comparisons on rated pairs.
+    sampled_negatives: float = Field(1.0, ge=0)
+    # Pop: rank by number of train interactions (Steck 2011) or by train positives.
+    popularity_of: Literal["interactions", "positives"] = "interactions"
+
+
+# Appendix B, "Specific adjustments", per model.  "PNN and NFM follow the default
+# configuration."  FM is DeepFM without its DNN (deepctr-torch has no FM class).
+APPENDIX_B: dict[str, dict[str, Any]] = {
+    "random": {},
+    "pop": {},
+    "fm": {"dnn_hidden_units": ()},
+    "deepfm": {"dnn_hidden_units": (256, 128, 64), "dnn_dropout": 0.5},
+    "wdl": {"dnn_hidden_units": (256, 64), "dnn_dropout": 0.5},
+    "xdeepfm": {"dnn_dropout": 0.5},
+    "dcn": {"dnn_dropout": 0.5, "model_kwargs": {"cross_num": 2}},
+    "afn": {"dnn_dropout": 0.0, "model_kwargs": {"ltl_hidden_size": 256}},
+    "autoint": {"model_kwargs": {"att_layer_num": 2, "att_head_num": 2}},
+    "pnn": {},
+    "nfm": {},
+}
+
+_ARM_NAME = re.compile(
+    r"^(?P<model>[a-z]+)(?:_data(?P<percent>\d{1,3}))?(?:_(?P<feature_set>user_id_only|movie_id_only|all))?$"
+)
+
+
+def arm_config(name: str, **overrides: Any) -> ArmConfig:
+    """The configuration of arm `name` (a model, optionally `_dataNN` and/or a feature set),
+    Appendix B defaults first, then `overrides`."""
+    match = _ARM_NAME.match(name)
+    if not match or match["model"] not in APPENDIX_B:
+        raise ValueError(
+            f"unknown arm {name!r}: expected one of {sorted(APPENDIX_B)} optionally followed by "
+            "'_data<percent>' and/or '_user_id_only' / '_movie_id_only'"
+        )
+    values: dict[str, Any] = {"name": name, "model": match["model"], **copy.deepcopy(APPENDIX_B[match["model"]])}
+    if match["percent"]:
+        percent = int(match["percent"])
+        if not 0 < percent <= 100:
+            raise ValueError(f"arm {name!r}: data share must be 1..100 percent")
+        values["train_fraction"] = percent / 100
+    if match["feature_set"]:
+        values["feature_set"] = match["feature_set"]
+    if "model_kwargs" in overrides:
+        values["model_kwargs"] = {**values.get("model_kwargs", {}), **overrides.pop("model_kwargs")}
+    values.update(overrides)
+    return ArmConfig(**values)
+
+
+class ArmsConfig(BaseModel):
+    """Which arms run (each becomes a partition) and per-arm overrides."""
+
+    arms: list[str] = Field(default_factory=lambda: list(TABLE2_ARMS))
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def configs(self) -> list[ArmConfig]:
+        return [arm_config(name, **self.overrides.get(name, {})) for name in self.arms]
+
+
+@dataclass
+class TrainedArm:
+    """A fitted arm.  `score` returns one float per (user, movie) pair; for the DeepCTR arms
+    and Random it is a probability of a positive rating, for Pop a popularity score."""
+
+    config: ArmConfig
+    encoder: FeatureEncoder | None = None
+    model: Any = None  # the deepctr-torch module
+    popularity: tuple[np.ndarray, np.ndarray] | None = None  # (sorted movie ids, scores)
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_epoch: int | None = None
+    train_rows: int = 0
+
+    @property
+    def scores_are_probabilities(self) -> bool:
+        return self.config.model != "pop"
+
+    def score(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        if user_ids.shape != movie_ids.shape:
+            raise ValueError(f"score: {user_ids.shape} user ids but {movie_ids.shape} movie ids")
+        if self.config.model == "random":
+            return _uniform_hash(self.config.seed, user_ids, movie_ids)
+        if self.config.model == "pop":
+            ids, scores = self.popularity
+            if ids.size == 0:
+                return np.zeros(movie_ids.shape)
+            position = np.clip(np.searchsorted(ids, movie_ids), 0, ids.size - 1)
+            return np.where(ids[position] == movie_ids, scores[position], 0.0)
+        return _predict(self.model, self.encoder, user_ids, movie_ids, self.config.score_batch_size)
+
+
+def train_arm(
+    config: ArmConfig,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame,
+    movies: pl.DataFrame,
+    metadata: pl.DataFrame | None = None,
+    on_epoch: EpochCallback | None = None,
+) -> TrainedArm:
+    """Fit arm `config` on `train` (RATINGS frames), early-stopping on `valid`'s AUC.
+
+    `on_epoch(epoch, metrics)` is called after every epoch (1-based) with train_loss,
+    val_auc, val_log_loss and epoch_seconds, e.g. to log them to MLflow.
+    """
+    train = _sample_train(train, config)
+    if config.model == "random":
+        return TrainedArm(config=config, train_rows=train.height)
+    if config.model == "pop":
+        return TrainedArm(config=config, popularity=_popularity(train, config), train_rows=train.height)
+    return _train_deepctr(config, train, valid, users, movies, metadata, on_epoch)
+
+
+def top_k(
+    trained: TrainedArm,
+    user_ids: np.ndarray,
+    movie_ids: np.ndarray,
+    exclude: pl.DataFrame | None = None,
+    k: int = 20,
+) -> pl.DataFrame:
+    """The `k` best-scored candidates per user, without the user's `exclude` pairs.
+
+    `movie_ids` is the candidate catalogue; `exclude` has user_id and movie_id columns
+    (the train interactions).  Returns a TOP_K frame sorted by user and rank; a user with
+    fewer than `k` candidates left gets fewer rows.  Users are scored in blocks of
+    users x catalogue pairs, so there is no Python loop per pair.
+    """
+    user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
+    movie_ids = np.unique(np.asarray(movie_ids, dtype=np.int64))
+    n_items = movie_ids.size
+    if user_ids.size == 0 or n_items == 0 or k <= 0:
+        return pl.DataFrame(schema=TOP_K)
+    blocked_rows, blocked_cols = _excluded_cells(exclude, user_ids, movie_ids)
+    block = max(1, trained.config.score_batch_size // n_items)
+    parts = []
+    for start in range(0, user_ids.size, block):
+        users_block = user_ids[start : start + block]
+        scores = trained.score(np.repeat(users_block, n_items), np.tile(movie_ids, users_block.size))
+        scores = scores.reshape(users_block.size, n_items).astype(np.float64)
+        in_block = (blocked_rows >= start) & (blocked_rows < start + users_block.size)
+        scores[blocked_rows[in_block] - start, blocked_cols[in_block]] = -np.inf
+        kk = min(k, n_items)
+        best = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
+        best_scores = np.take_along_axis(scores, best, axis=1)
+        # Ties broken by movie id, so lists are reproducible.
+        order = np.lexsort((movie_ids[best], -best_scores), axis=1)
+        best = np.take_along_axis(best, order, axis=1)
+        best_scores = np.take_along_axis(best_scores, order, axis=1)
+        parts.append(
+            pl.DataFrame(
+                {
+                    "arm": trained.config.name,
+                    "user_id": np.repeat(users_block, kk),
+                    "rank": np.tile(np.arange(1, kk + 1), users_block.size),
+                    "movie_id": movie_ids[best].ravel(),
+                    "score": best_scores.ravel(),
+                },
+                schema=TOP_K,
+            )
+        )
+    frame = pl.concat(parts)
+    return frame.filter(pl.col("score").is_finite())
+
+
+class OfflineMetrics(BaseModel):
+    """design.md stage 6 for one arm."""
+
+    arm: str
+    test_auc: float
+    test_log_loss: float | None  # None where scores are not probabilities (Pop)
+    recall_at_k: float
+    ndcg_at_k: float
+    k: int
+    users_ranked: int  # users with at least one relevant test item
+
+
+def evaluate_arm(
+    trained: TrainedArm,
+    train: pl.DataFrame,
+    test: pl.DataFrame,
+    movie_ids: np.ndarray,
+    k: int = 20,
+) -> OfflineMetrics:
+    """Test AUC and log-loss on the test pairs; Recall@k and NDCG@k by full ranking of the
+    catalogue `movie_ids` minus each user's train items, relevant = test items rated
+    >= the arm's positive threshold (design.md "Offline metrics")."""
+    threshold = trained.config.positive_threshold
+    labels = (test.get_column("rating").to_numpy() >= threshold).astype(np.float64)
+    scores = trained.score(test.get_column("user_id").to_numpy(), test.get_column("movie_id").to_numpy())
+    relevant = relevant_items(test, threshold)
+    ranked_users = relevant.get_column("user_id").unique().to_numpy()
+    lists = top_k(trained, ranked_users, movie_ids, exclude=train.select("user_id", "movie_id"), k=k)
+    return OfflineMetrics(
+        arm=trained.config.name,
+        test_auc=auc(labels, scores),
+        test_log_loss=log_loss(labels, scores) if trained.scores_are_probabilities else None,
+        recall_at_k=recall_at_k(lists, relevant, k),
+        ndcg_at_k=ndcg_at_k(lists, relevant, k),
+        k=k,
+        users_ranked=int(ranked_users.size),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# DeepCTR arms
+# ---------------------------------------------------------------------------------------
+
+
+def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
+    """The deepctr-torch module for `config` (FM = DeepFM without a DNN)."""
+    from deepctr_torch import models
+
+    columns = encoder.feature_columns(config.embedding_dim)
+    common = dict(
+        l2_reg_embedding=config.l2_reg_embedding,
+        l2_reg_dnn=config.l2_reg_dnn,
+        seed=config.seed,
+        dnn_dropout=config.dnn_dropout,
+        task="binary",
+        device=device,
+    )
+    name = config.model
+    if name not in _DEEPCTR_CLASSES:
+        raise ValueError(f"arm {config.name!r}: model {name!r} is not a DeepCTR model")
+    class_name, dnn_argument, linear = _DEEPCTR_CLASSES[name]
+    model_class = getattr(models, class_name)
+    # PNN has no linear part, so it takes only the DNN feature columns.
+    column_args = (columns,) if class_name == "PNN" else (columns, columns)
+    kwargs = {dnn_argument: config.dnn_hidden_units, **common, **config.model_kwargs}
+    if linear:
+        kwargs["l2_reg_linear"] = config.l2_reg_linear
+    return model_class(*column_args, **kwargs)
+
+
+# model -> (deepctr-torch class, its DNN-layers argument, whether it has a linear part)
+_DEEPCTR_CLASSES: dict[str, tuple[str, str, bool]] = {
+    "fm": ("DeepFM", "dnn_hidden_units", True),
+    "deepfm": ("DeepFM", "dnn_hidden_units", True),
+    "wdl": ("WDL", "dnn_hidden_units", True),
+    "xdeepfm": ("xDeepFM", "dnn_hidden_units", True),
+    "dcn": ("DCN", "dnn_hidden_units", True),
+    "nfm": ("NFM", "dnn_hidden_units", True),
+    "afn": ("AFN", "afn_dnn_hidden_units", True),
+    "autoint": ("AutoInt", "dnn_hidden_units", False),
+    "pnn": ("PNN", "dnn_hidden_units", False),
+}
+
+
+def resolve_device(config: ArmConfig) -> str:
+    import torch
+
+    if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available()):
+        return "cuda:0"
+    return "cpu"
+
+
+def _train_deepctr(config, train, valid, users, movies, metadata, on_epoch) -> TrainedArm:
+    import torch
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
+    device = resolve_device(config)
+    torch.manual_seed(config.seed)
+    encoder = fit_encoder(
+        FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, movies, metadata
+    )
+    x_train = torch.from_numpy(encoder.transform(train["user_id"].to_numpy(), train["movie_id"].to_numpy()))
+    y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
+    valid_labels = (valid["rating"].to_numpy() >= config.positive_threshold).astype(np.float64)
+    if valid.height == 0 or valid_labels.min() == valid_labels.max():
+        raise ValueError(f"arm {config.name!r}: the validation split needs both positive and negative labels")
+    model = build_model(config, encoder, device)  # re-seeds torch with config.seed
+    optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    shuffle = np.random.default_rng(config.seed)
+    rated = _rated_keys(train) if config.sampled_negatives > 0 else None
+
+    history: list[dict[str, float]] = []
+    best_auc, best_epoch, best_state, stale = -np.inf, None, None, 0
+    for epoch in range(1, config.max_epochs + 1):
+        started = time.perf_counter()
+        model.train()
+        x_epoch, y_epoch = x_train, y_train
+        if config.sampled_negatives > 0:
+            x_neg = torch.from_numpy(_sampled_negatives(train, movies, encoder, config.sampled_negatives, shuffle, rated))
+            x_epoch = torch.cat([x_train, x_neg])
+            y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
+        order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))
+        total = 0.0
+        batches = range(0, x_epoch.shape[0], config.batch_size)
+        for start in tqdm(batches, desc=f"{config.name} epoch {epoch}", leave=False, disable=None):
+            idx = order[start : start + config.batch_size]
+            x = x_epoch[idx].to(device)
+            y = y_epoch[idx].to(device)
+            prediction = model(x).squeeze(-1)
+            # deepctr's own fit: summed BCE plus the registered L2 terms plus aux loss.
+            loss = F.binary_cross_entropy(prediction, y, reduction="sum")
+            objective = loss + model.get_regularization_loss() + model.aux_loss
+            optimiser.zero_grad()
+            objective.backward()
+            optimiser.step()
+            total += float(loss.detach())
+        valid_scores = _predict(model, encoder, valid["user_id"].to_numpy(), valid["movie_id"].to_numpy(),
+                                config.score_batch_size)
+        metrics = {
+            "train_loss": total / x_epoch.shape[0],
+            "val_auc": auc(valid_labels, valid_scores),
+            "val_log_loss": log_loss(valid_labels, valid_scores),
+            "epoch_seconds": time.perf_counter() - started,
+        }
+        history.append({"epoch": epoch, **metrics})
+        if on_epoch is not None:
+            on_epoch(epoch, metrics)
+        if metrics["val_auc"] > best_auc:
+            best_auc, best_epoch, stale = metrics["val_auc"], epoch, 0
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            stale += 1
+            if stale >= config.patience:
+                break
+    model.load_state_dict(best_state)
+    model.eval()
+    return TrainedArm(config=config, encoder=encoder, model=model, history=history, best_epoch=best_epoch,
+                      train_rows=train.height)
+
+
+def _sampled_negatives(train: pl.DataFrame, movies: pl.DataFrame, encoder: FeatureEncoder, ratio: float,
+                       rng: np.random.Generator, rated: np.ndarray | None = None) -> np.ndarray:
+    """Encoded (user, movie) pairs drawn uniformly from train users x catalogue, none of
+    them rated in train, `ratio` per train row: unrated items as negatives.  `rated`: the
+    train pairs' `_rated_keys`, computed once per training instead of once per epoch."""
+    users = train.get_column("user_id").to_numpy()
+    catalogue = movies.get_column("movie_id").unique().to_numpy()
+    n = int(round(ratio * users.size))
+    u = users[rng.integers(0, users.size, n)]  # users in proportion to their activity
+    m = catalogue[rng.integers(0, catalogue.size, n)]
+    rated = _rated_keys(train) if rated is None else rated
+    keys = _pair_keys(u, m)
+    at = np.minimum(np.searchsorted(rated, keys), max(rated.size - 1, 0))
+    keep = rated[at] != keys if rated.size else np.ones(keys.size, dtype=bool)
+    return encoder.transform(u[keep], m[keep])
+
+
+def _rated_keys(train: pl.DataFrame) -> np.ndarray:
+    """The train (user, movie) pairs as sorted unique int64 keys, for membership tests."""
+    return np.unique(_pair_keys(train.get_column("user_id").to_numpy(), train.get_column("movie_id").to_numpy()))
+
+
+def _pair_keys(user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    return user_ids.astype(np.int64) * (1 << 32) + movie_ids.astype(np.int64)
+
+
+def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int) -> np.ndarray:
+    import torch
+
+    model.eval()
+    device = model.device
+    out = np.empty(len(user_ids), dtype=np.float64)
+    with torch.no_grad():
+        for start in range(0, len(user_ids), batch):
+            x = torch.from_numpy(encoder.transform(user_ids[start : start + batch], movie_ids[start : start + batch]))
+            out[start : start + batch] = model(x.to(device)).squeeze(-1).double().cpu().numpy()
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Random and Pop
+# ---------------------------------------------------------------------------------------
+
+
+def _uniform_hash(seed: int, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    """A uniform (0, 1) number per (seed, user, movie): the same pair always gets the same
+    score, so Random's lists and its test scores agree (splitmix64 finaliser)."""
+    with np.errstate(over="ignore"):
+        x = (user_ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (
+            movie_ids.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
+        ) ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+def _popularity(train: pl.DataFrame, config: ArmConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Pop (Steck 2011): an item's count in train, scaled to [0, 1] by the largest."""
+    rows = train if config.popularity_of == "interactions" else train.filter(pl.col("rating") >= config.positive_threshold)
+    counts = rows.group_by("movie_id").len().sort("movie_id")
+    ids = counts.get_column("movie_id").to_numpy().astype(np.int64)
+    values = counts.get_column("len").to_numpy().astype(np.float64)
+    return ids, values / values.max() if values.size else values
+
+
+def _sample_train(train: pl.DataFrame, config: ArmConfig) -> pl.DataFrame:
+    """Table 3: a seeded sample of `train_fraction` of the train rows."""
+    if not 0 < config.train_fraction <= 1:
+        raise ValueError(f"arm {config.name!r}: train_fraction must be in (0, 1], got {config.train_fraction}")
+    if config.train_fraction == 1:
+        return train
+    n = int(round(train.height * config.train_fraction))
+    keep = np.sort(np.random.default_rng(config.seed).choice(train.height, size=n, replace=False))
+    return train[keep]
+
+
+def _excluded_cells(exclude: pl.DataFrame | None, user_ids: np.ndarray, movie_ids: np.ndarray):
+    """(row, column) positions in the users x catalogue score matrix to leave out."""
+    if exclude is None or exclude.height == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    u = exclude.get_column("user_id").to_numpy().astype(np.int64)
+    m = exclude.get_column("movie_id").to_numpy().astype(np.int64)
+    row = np.clip(np.searchsorted(user_ids, u), 0, user_ids.size - 1)
+    col = np.clip(np.searchsorted(movie_ids, m), 0, movie_ids.size - 1)
+    keep = (user_ids[row] == u) & (movie_ids[col] == m)
+    return row[keep], col[keep]

@@ -1,0 +1,512 @@
+"""The A/B read-out of simulated sessions (design.md lifecycle step 9 and "Definitions";
+A/B Agent §2.3.2, §3.1; Agent4Rec §3.3).
+
+Per agent, from the event log of `ops.simulation.runner`:
+
+- home impressions: distinct movies shown on a home page during the session;
+- CTR = clicks ÷ home impressions; CVR = watch-and-rate actions ÷ home impressions;
+  click-to-watch = watch-and-rate ÷ clicks (undefined without a click);
+- AR = mean rating of the watched items (undefined without a watch);
+- Agent4Rec set: view ratio = watched items ÷ home impressions; likes = watched items rated
+  ≥ 4; like ratio = likes ÷ home impressions; exit page = the home page number at exit;
+  satisfaction = the exit interview's 1–10 score.
+
+Per arm: the mean over agents (agents where a metric is undefined are left out of that
+metric) with a 95 % percentile-bootstrap interval over agents, and beside it the pooled
+ratio (sum of numerators ÷ sum of denominators) with its own bootstrap interval.
+
+Each arm against a control: the difference of means, its bootstrap interval and a p-value,
+Holm-corrected.  In the paired design (the same agents in every arm) agents are matched by
+user id: the interval resamples agents (pairs) and the test is the paired t-test.  Why t
+and not Wilcoxon: the read-out's estimand is the *mean* difference, which the t-test tests
+and the interval covers, and with hundreds or thousands of agents the mean difference is
+close to normal whatever the metric's shape; Wilcoxon's signed-rank test tests a shift of
+the pseudo-median instead, and the discrete metrics here (exit page 1–4, satisfaction 1–10,
+likes) give many zero differences that it has to drop or split.  `paired_test="wilcoxon"`
+is there for small samples.  When agents were assigned to arms at random, arms are
+independent samples: Welch's t-test (or Mann–Whitney) and independent bootstraps.
+
+Holm's correction runs by default over the whole family of arm × metric comparisons, the
+hypotheses a reader scans in one table; `holm_family="per_metric"` corrects over arms
+within each metric instead.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel
+
+from ops.simulation.observation import CLICK_MOVIE, EXIT, WATCH_AND_RATE
+from ops.simulation.runner import EXIT_INTERVIEW
+
+METRICS: tuple[str, ...] = (
+    "ctr",
+    "cvr",
+    "click_to_watch",
+    "average_rating",
+    "view_ratio",
+    "likes",
+    "like_ratio",
+    "exit_page",
+    "satisfaction",
+)
+# Ratio metrics: the per-agent counts their pooled ratio is made of (numerator, denominator).
+RATIO_PARTS: dict[str, tuple[str, str]] = {
+    "ctr": ("clicks", "impressions"),
+    "cvr": ("watches", "impressions"),
+    "click_to_watch": ("watches", "clicks"),
+    "average_rating": ("rating_sum", "watches"),
+    "view_ratio": ("watched", "impressions"),
+    "like_ratio": ("likes", "impressions"),
+}
+LABELS: dict[str, str] = {
+    "ctr": "CTR",
+    "cvr": "CVR",
+    "click_to_watch": "click-to-watch",
+    "average_rating": "AR",
+    "view_ratio": "view ratio",
+    "likes": "likes",
+    "like_ratio": "like ratio",
+    "exit_page": "exit page",
+    "satisfaction": "satisfaction",
+}
+
+
+class ReadoutConfig(BaseModel):
+    confidence: float = 0.95  # design.md: 95 % intervals
+    n_bootstrap: int = 2000
+    seed: int = 0
+    like_threshold: int = 4  # Agent4Rec §3.3: a rating above 3 is a like
+    paired_test: Literal["t", "wilcoxon"] = "t"
+    unpaired_test: Literal["welch", "mann_whitney"] = "welch"
+    holm_family: Literal["all", "per_metric"] = "all"
+    alpha: float = 0.05  # for the "significant" flag after Holm
+    metrics: tuple[str, ...] = METRICS
+    bootstrap_chunk: int = 250  # replicates per matrix product: bounds memory at 6,040 agents
+
+
+@dataclass
+class ABReadout:
+    """The read-out: per-agent metrics, per-arm summaries, comparisons with the control."""
+
+    per_agent: pl.DataFrame  # arm, user_id, counts, metrics
+    arms: pl.DataFrame  # arm, metric, n_agents, mean, ci_low, ci_high, pooled, pooled_ci_low, pooled_ci_high
+    comparisons: pl.DataFrame  # arm, control, metric, n, difference, ci_low, ci_high, test, p_value, p_holm, significant
+    control: str
+    design: str  # "paired" / "random"
+    config: ReadoutConfig
+
+    def table(self, pooled: bool = False) -> pl.DataFrame:
+        """One row per arm, one "mean [low, high]" column per metric: the table people read
+        (`pooled=True`: the pooled ratios and their intervals instead)."""
+        cols = ("pooled", "pooled_ci_low", "pooled_ci_high") if pooled else ("mean", "ci_low", "ci_high")
+        frame = self.arms.filter(pl.col(cols[0]).is_not_null()) if pooled else self.arms
+        metrics = [m for m in self.config.metrics if m in set(frame.get_column("metric").to_list())]
+        out: dict[str, list[str]] = {"arm": []}
+        for m in metrics:
+            out[LABELS[m]] = []
+        for arm in frame.get_column("arm").unique(maintain_order=True).to_list():
+            out["arm"].append(arm)
+            rows = {r["metric"]: r for r in frame.filter(pl.col("arm") == arm).iter_rows(named=True)}
+            for m in metrics:
+                r = rows.get(m)
+                out[LABELS[m]].append("n/a" if r is None else _cell(r[cols[0]], r[cols[1]], r[cols[2]], m))
+        return pl.DataFrame(out, schema={k: pl.Utf8 for k in out})
+
+    def to_markdown(self) -> str:
+        lines = [f"### Arms ({self.design} design, {self.config.confidence:.0%} bootstrap intervals over agents)", ""]
+        lines += _markdown(self.table())
+        if self.arms.get_column("pooled").is_not_null().any():
+            lines += ["", "### Pooled ratios (sum over agents of numerators ÷ denominators)", ""]
+            lines += _markdown(self.table(pooled=True))
+        if not self.comparisons.is_empty():
+            family = "all comparisons" if self.config.holm_family == "all" else "arms within each metric"
+            lines += ["", f"### Against the control {self.control} (Holm-corrected over {family})", ""]
+            header = ["arm", "metric", "n", "difference [CI]", "test", "p", "p (Holm)", "significant"]
+            lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+            for r in self.comparisons.iter_rows(named=True):
+                cells = [r["arm"], LABELS[r["metric"]], str(r["n"]), _cell(r["difference"], r["ci_low"], r["ci_high"], r["metric"]),
+                         r["test"], _fmt_p(r["p_value"]), _fmt_p(r["p_holm"]), "yes" if r["significant"] else "no"]
+                lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def figures(self) -> dict[str, object]:
+        """One matplotlib figure per metric: arm means with intervals (the control in a
+        different colour) and, beside them, the differences against the control."""
+        return {m: _metric_figure(self, m) for m in self.config.metrics}
+
+    def write_figures(self, folder: str | Path) -> list[Path]:
+        """PNG files, one per metric, for MLflow (`mlflow.log_artifacts`)."""
+        from ops.figures import save_figure
+
+        return [save_figure(fig, Path(folder) / f"ab_{metric}.png") for metric, fig in self.figures().items()]
+
+
+def ab_readout(
+    events: pl.DataFrame,
+    control: str,
+    design: Literal["auto", "paired", "random"] = "auto",
+    config: ReadoutConfig | None = None,
+) -> ABReadout:
+    """The whole read-out from the events of every arm (ops.simulation.runner.EVENTS rows).
+
+    `design="auto"` is paired when every arm simulated exactly the same agents."""
+    config = config or ReadoutConfig()
+    unknown = [m for m in config.metrics if m not in METRICS]
+    if unknown:
+        raise ValueError(f"read-out: unknown metric(s) {unknown}; the metrics are {METRICS}")
+    per_agent = per_agent_metrics(events, config.like_threshold)
+    arms = per_agent.get_column("arm").unique(maintain_order=True).sort().to_list()
+    if control not in arms:
+        raise ValueError(f"read-out: control arm {control!r} has no events; the arms are {arms}")
+    users = {a: per_agent.filter(pl.col("arm") == a).get_column("user_id") for a in arms}
+    if design == "auto":
+        first = set(users[control].to_list())
+        design = "paired" if all(set(u.to_list()) == first for u in users.values()) else "random"
+    if design not in ("paired", "random"):
+        raise ValueError(f"read-out: design must be 'auto', 'paired' or 'random', got {design!r}")
+
+    summaries, boots = [], {}
+    for arm in arms:
+        frame = per_agent.filter(pl.col("arm") == arm).sort("user_id")
+        summary, boot = _summarise_arm(arm, frame, config)
+        summaries.append(summary)
+        boots[arm] = boot
+    arm_table = pl.concat(summaries)
+
+    comparisons = []
+    for arm in arms:
+        if arm == control:
+            continue
+        if design == "paired":
+            comparisons.append(_compare_paired(arm, control, per_agent, config))
+        else:
+            comparisons.append(_compare_unpaired(arm, control, per_agent, boots, config))
+    comparison_table = _with_holm(pl.concat(comparisons) if comparisons else _empty_comparisons(), config)
+    return ABReadout(per_agent, arm_table, comparison_table, control, design, config)
+
+
+def per_agent_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataFrame:
+    """One row per (arm, agent): the counts and the metrics of the module docstring."""
+    needed = ("arm", "user_id", "page_type", "page_number", "action", "movie_id", "shown", "rating", "satisfaction")
+    missing = [c for c in needed if c not in events.columns]
+    if missing:
+        raise ValueError(f"read-out: the events lack column(s) {missing}")
+    keys = ["arm", "user_id"]
+    agents = events.select(keys).unique().sort(keys)
+    impressions = (
+        events.filter(pl.col("page_type") == "home")
+        .select(*keys, pl.col("shown"))
+        .explode("shown")
+        .drop_nulls("shown")
+        .group_by(keys)
+        .agg(pl.col("shown").n_unique().alias("impressions"))
+    )
+    watch = pl.col("action") == WATCH_AND_RATE
+    counts = events.group_by(keys).agg(
+        (pl.col("action") == CLICK_MOVIE).sum().alias("clicks"),
+        watch.sum().alias("watches"),
+        pl.col("movie_id").filter(watch).n_unique().alias("watched"),
+        pl.col("rating").filter(watch).sum().alias("rating_sum"),
+        (watch & (pl.col("rating") >= like_threshold)).sum().alias("likes"),
+        pl.col("page_number").filter(pl.col("action") == EXIT).last().alias("exit_page"),
+        pl.col("satisfaction").filter(pl.col("action") == EXIT_INTERVIEW).last().alias("satisfaction"),
+    )
+    frame = (
+        agents.join(counts, on=keys, how="left")
+        .join(impressions, on=keys, how="left")
+        .with_columns(pl.col("impressions").fill_null(0))
+        .with_columns(pl.col(c).cast(pl.Int64) for c in ("clicks", "watches", "watched", "rating_sum", "likes", "impressions"))
+    )
+    if (frame.get_column("impressions") == 0).any():
+        bad = frame.filter(pl.col("impressions") == 0).head(5).select(keys).to_dicts()
+        raise ValueError(f"read-out: agents with no home impression (no home page rows), e.g. {bad}")
+
+    def ratio(num: str, den: str) -> pl.Expr:
+        return pl.when(pl.col(den) > 0).then(pl.col(num) / pl.col(den)).otherwise(None)
+
+    return frame.with_columns(
+        # `likes` is both a count (the like ratio's numerator) and a metric of its own.
+        *(ratio(*RATIO_PARTS[m]).alias(m) for m in ("ctr", "cvr", "click_to_watch", "average_rating", "view_ratio", "like_ratio")),
+        pl.col("exit_page").cast(pl.Int64),
+        pl.col("satisfaction").cast(pl.Int64),
+    )
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (NaN entries stay NaN and do not count in m)."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    finite = np.flatnonzero(~np.isnan(p))
+    m = finite.size
+    if m == 0:
+        return out
+    order = finite[np.argsort(p[finite], kind="stable")]
+    adjusted = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(adjusted)
+    return out
+
+
+def bootstrap_means(values: np.ndarray, n_bootstrap: int, rng: np.random.Generator, chunk: int = 250) -> np.ndarray:
+    """Bootstrap replicates of the column means of `values` (agents × metrics), ignoring NaN
+    per column: each replicate resamples agents with replacement, drawn as multiplicity
+    counts so that every metric (and every ratio's parts) sees the same resampled agents.
+    Returns (n_bootstrap, metrics)."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim == 1:
+        values = values[:, None]
+    n = values.shape[0]
+    finite = ~np.isnan(values)
+    filled = np.where(finite, values, 0.0)
+    weights_of = finite.astype(float)
+    out = np.empty((n_bootstrap, values.shape[1]))
+    for start in range(0, n_bootstrap, chunk):
+        b = min(chunk, n_bootstrap - start)
+        counts = _multiplicities(n, b, rng)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start : start + b] = (counts @ filled) / (counts @ weights_of)
+    return out
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _multiplicities(n: int, b: int, rng: np.random.Generator) -> np.ndarray:
+    """How often each of n agents is drawn, in b resamples of size n."""
+    idx = rng.integers(0, n, size=(b, n))
+    idx += np.arange(b)[:, None] * n
+    return np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(float)
+
+
+def _arm_rng(seed: int, *names: str) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, *(zlib.crc32(n.encode("utf-8")) for n in names)]))
+
+
+def _summarise_arm(arm: str, frame: pl.DataFrame, config: ReadoutConfig) -> tuple[pl.DataFrame, np.ndarray]:
+    metrics = list(config.metrics)
+    ratios = [m for m in metrics if m in RATIO_PARTS]
+    values = _matrix(frame, metrics)
+    num = _matrix(frame, [RATIO_PARTS[m][0] for m in ratios])
+    den = _matrix(frame, [RATIO_PARTS[m][1] for m in ratios])
+    rng = _arm_rng(config.seed, "arm", arm)
+    # Metric means and pooled parts share each resample of agents; the ratio of the mean
+    # numerator to the mean denominator is the pooled ratio (the n cancels).
+    both = np.concatenate([values, num, den], axis=1)
+    boot_parts = bootstrap_means(both, config.n_bootstrap, rng, config.bootstrap_chunk)
+    k, r = len(metrics), len(ratios)
+    boot = boot_parts[:, :k]
+    boot_pooled = boot_parts[:, k : k + r] / np.where(boot_parts[:, k + r :] > 0, boot_parts[:, k + r :], np.nan)
+    lo_q, hi_q = (1 - config.confidence) / 2, 1 - (1 - config.confidence) / 2
+    with np.errstate(invalid="ignore"):
+        mean = np.array([np.nanmean(values[:, j]) if np.isfinite(values[:, j]).any() else np.nan for j in range(k)])
+    ci = _quantiles(boot, lo_q, hi_q)
+    pooled = np.full(k, np.nan)
+    pooled_ci = np.full((2, k), np.nan)
+    for i, m in enumerate(ratios):
+        j = metrics.index(m)
+        total_den = den[:, i].sum()
+        pooled[j] = num[:, i].sum() / total_den if total_den > 0 else np.nan
+        pooled_ci[:, j] = _quantiles(boot_pooled[:, i : i + 1], lo_q, hi_q)[:, 0]
+    n_agents = np.isfinite(values).sum(axis=0)
+    summary = pl.DataFrame(
+        {
+            "arm": [arm] * k,
+            "metric": metrics,
+            "n_agents": n_agents.astype(np.int64),
+            "mean": mean,
+            "ci_low": ci[0],
+            "ci_high": ci[1],
+            "pooled": pooled,
+            "pooled_ci_low": pooled_ci[0],
+            "pooled_ci_high": pooled_ci[1],
+        }
+    ).with_columns(pl.col(c).fill_nan(None) for c in ("mean", "ci_low", "ci_high", "pooled", "pooled_ci_low", "pooled_ci_high"))
+    return summary, boot
+
+
+def _compare_paired(arm: str, control: str, per_agent: pl.DataFrame, config: ReadoutConfig) -> pl.DataFrame:
+    metrics = list(config.metrics)
+    treat = per_agent.filter(pl.col("arm") == arm).select("user_id", *metrics)
+    base = per_agent.filter(pl.col("arm") == control).select("user_id", *metrics)
+    joined = treat.join(base, on="user_id", how="inner", suffix="__control").sort("user_id")
+    t = _matrix(joined, metrics)
+    c = _matrix(joined, [f"{m}__control" for m in metrics])
+    d = t - c  # NaN where either side is undefined: that agent is out of that metric's pairs
+    boot = bootstrap_means(d, config.n_bootstrap, _arm_rng(config.seed, "paired", arm, control), config.bootstrap_chunk)
+    lo_q, hi_q = (1 - config.confidence) / 2, 1 - (1 - config.confidence) / 2
+    ci = _quantiles(boot, lo_q, hi_q)
+    rows = []
+    for j, metric in enumerate(metrics):
+        ok = ~np.isnan(d[:, j])
+        diff = float(d[ok, j].mean()) if ok.any() else np.nan
+        p = _paired_p(t[ok, j], c[ok, j], config.paired_test)
+        rows.append((arm, control, metric, int(ok.sum()), diff, ci[0, j], ci[1, j], f"paired {config.paired_test}", p))
+    return _comparison_frame(rows)
+
+
+def _compare_unpaired(arm: str, control: str, per_agent: pl.DataFrame, boots: dict, config: ReadoutConfig) -> pl.DataFrame:
+    metrics = list(config.metrics)
+    t = _matrix(per_agent.filter(pl.col("arm") == arm).sort("user_id"), metrics)
+    c = _matrix(per_agent.filter(pl.col("arm") == control).sort("user_id"), metrics)
+    # Independent samples: the arms' own independent bootstraps, differenced.
+    diff_boot = boots[arm] - boots[control]
+    lo_q, hi_q = (1 - config.confidence) / 2, 1 - (1 - config.confidence) / 2
+    ci = _quantiles(diff_boot, lo_q, hi_q)
+    rows = []
+    for j, metric in enumerate(metrics):
+        x, y = t[~np.isnan(t[:, j]), j], c[~np.isnan(c[:, j]), j]
+        diff = float(x.mean() - y.mean()) if x.size and y.size else np.nan
+        p = _unpaired_p(x, y, config.unpaired_test)
+        rows.append((arm, control, metric, int(x.size + y.size), diff, ci[0, j], ci[1, j], config.unpaired_test, p))
+    return _comparison_frame(rows)
+
+
+def _paired_p(x: np.ndarray, y: np.ndarray, test: str) -> float:
+    from scipy import stats
+
+    d = x - y
+    if d.size < 2:
+        return np.nan
+    if np.all(d == d[0]):
+        # No spread: the tests are undefined; a constant zero difference is no evidence,
+        # a constant non-zero one is as strong as it gets.
+        return 1.0 if d[0] == 0 else 0.0
+    if test == "t":
+        return float(stats.ttest_rel(x, y).pvalue)
+    if np.all(d == 0):
+        return 1.0
+    return float(stats.wilcoxon(x, y, zero_method="zsplit").pvalue)
+
+
+def _unpaired_p(x: np.ndarray, y: np.ndarray, test: str) -> float:
+    from scipy import stats
+
+    if x.size < 2 or y.size < 2:
+        return np.nan
+    if np.ptp(np.concatenate([x, y])) == 0:
+        return 1.0
+    if test == "welch":
+        if np.ptp(x) == 0 and np.ptp(y) == 0:
+            return 0.0  # both constant, different values
+        return float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    return float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+
+
+def _with_holm(comparisons: pl.DataFrame, config: ReadoutConfig) -> pl.DataFrame:
+    p = comparisons.get_column("p_value").to_numpy().astype(float)
+    adjusted = np.full(p.shape, np.nan)
+    if config.holm_family == "all":
+        adjusted = holm(p)
+    else:
+        metrics = comparisons.get_column("metric").to_numpy()
+        for m in np.unique(metrics):
+            rows = np.flatnonzero(metrics == m)
+            adjusted[rows] = holm(p[rows])
+    return comparisons.with_columns(
+        pl.Series("p_holm", adjusted).fill_nan(None),
+    ).with_columns((pl.col("p_holm") <= config.alpha).fill_null(False).alias("significant"))
+
+
+def _comparison_frame(rows: list[tuple]) -> pl.DataFrame:
+    names = ("arm", "control", "metric", "n", "difference", "ci_low", "ci_high", "test", "p_value")
+    cols = list(zip(*rows))
+    frame = pl.DataFrame(
+        {name: list(col) for name, col in zip(names, cols)},
+        schema={"arm": pl.Utf8, "control": pl.Utf8, "metric": pl.Utf8, "n": pl.Int64, "difference": pl.Float64,
+                "ci_low": pl.Float64, "ci_high": pl.Float64, "test": pl.Utf8, "p_value": pl.Float64},
+    )
+    return frame.with_columns(pl.col(c).fill_nan(None) for c in ("difference", "ci_low", "ci_high", "p_value"))
+
+
+def _empty_comparisons() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={"arm": pl.Utf8, "control": pl.Utf8, "metric": pl.Utf8, "n": pl.Int64, "difference": pl.Float64,
+                "ci_low": pl.Float64, "ci_high": pl.Float64, "test": pl.Utf8, "p_value": pl.Float64}
+    )
+
+
+def _matrix(frame: pl.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    out = np.empty((frame.height, len(columns)))
+    for j, c in enumerate(columns):
+        out[:, j] = frame.get_column(c).cast(pl.Float64).fill_null(np.nan).to_numpy()
+    return out
+
+
+def _quantiles(boot: np.ndarray, lo_q: float, hi_q: float) -> np.ndarray:
+    out = np.full((2, boot.shape[1]), np.nan)
+    for j in range(boot.shape[1]):
+        col = boot[:, j]
+        col = col[np.isfinite(col)]
+        if col.size:
+            out[:, j] = np.quantile(col, [lo_q, hi_q])
+    return out
+
+
+def _cell(value: float | None, low: float | None, high: float | None, metric: str) -> str:
+    # Ratios read best with 4 decimals; counts and scales (AR, likes, exit page,
+    # satisfaction) with 2.
+    digits = 4 if metric in RATIO_PARTS and metric != "average_rating" else 2
+
+    def f(v):
+        return "n/a" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
+
+    return f"{f(value)} [{f(low)}, {f(high)}]"
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None or not np.isfinite(p):
+        return "n/a"
+    return "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+def _markdown(frame: pl.DataFrame) -> list[str]:
+    header = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
+    return [header, rule, *body]
+
+
+def _metric_figure(readout: ABReadout, metric: str):
+    from ops.figures import _plt
+
+    plt = _plt()
+
+    arms = readout.arms.filter(pl.col("metric") == metric).sort("arm")
+    comps = readout.comparisons.filter(pl.col("metric") == metric).sort("arm")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    names = arms.get_column("arm").to_list()
+    x = np.arange(len(names))
+    mean = arms.get_column("mean").fill_null(np.nan).to_numpy()
+    lo = arms.get_column("ci_low").fill_null(np.nan).to_numpy()
+    hi = arms.get_column("ci_high").fill_null(np.nan).to_numpy()
+    colours = ["#c44e52" if n == readout.control else "#4c72b0" for n in names]
+    for i in range(len(names)):
+        left.errorbar(x[i], mean[i], yerr=[[mean[i] - lo[i]], [hi[i] - mean[i]]], fmt="o", color=colours[i], capsize=4)
+    pooled = arms.get_column("pooled").fill_null(np.nan).to_numpy()
+    if np.isfinite(pooled).any():
+        left.plot(x, pooled, "x", color="#555555", label="pooled ratio")
+        left.legend(fontsize=8)
+    left.set_xticks(x, names, rotation=30, ha="right")
+    left.set_title(f"{LABELS[metric]} by arm (mean over agents, {readout.config.confidence:.0%} CI)", fontsize=9)
+    if comps.height:
+        cn = comps.get_column("arm").to_list()
+        cx = np.arange(len(cn))
+        d = comps.get_column("difference").fill_null(np.nan).to_numpy()
+        dlo = comps.get_column("ci_low").fill_null(np.nan).to_numpy()
+        dhi = comps.get_column("ci_high").fill_null(np.nan).to_numpy()
+        sig = comps.get_column("significant").to_list()
+        for i in range(len(cn)):
+            right.errorbar(cx[i], d[i], yerr=[[d[i] - dlo[i]], [dhi[i] - d[i]]], fmt="o", capsize=4,
+                           color="#55a868" if sig[i] else "#8c8c8c")
+        right.axhline(0.0, color="#999999", linewidth=0.8)
+        right.set_xticks(cx, cn, rotation=30, ha="right")
+    right.set_title(f"difference vs {readout.control} (green: Holm p ≤ {readout.config.alpha})", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,339 @@
+"""Data augmentation with simulated interactions (A/B Agent §3.4, §3.5 and Table 5;
+design.md lifecycle step 10).
+
+The paper simulates agents under the DeepFM arm, collects two signals — home-page clicks
+and detail-page views — adds each to the original train set, retrains the downstream CTR
+models and compares their test AUC with the models trained on the original set.
+
+Signals, as rows of the RATINGS schema, one per (user, movie):
+
+- **view**: every `watch_and_rate` event, keeping the agent's 1–5 rating; the model's label
+  follows design.md's rule (rating >= 4 is a positive), so a view the agent disliked is a
+  negative example.  An agent that watches a movie twice keeps its last rating.
+- **click**: every `click_movie` event.  The paper counts clicks as a signal of their own
+  ("2,518 homepage clicks") beside the views, and a click is what a CTR model predicts, so
+  by default (`click_label="positive"`) a click is a positive example, written with rating
+  `click_rating` (4, the lowest positive rating).  `click_label="watched"` is offered for
+  comparison: a clicked movie takes the rating of the agent's later `watch_and_rate` of
+  it, and a click the agent backed out of gets `unwatched_click_rating` (a negative).
+
+Simulated pairs already in the train set are dropped (the real rating stands), and the
+new rows are stamped after the last train timestamp, in session order, so the augmented
+train set stays chronological and never reaches back before real interactions.
+
+`refit_and_evaluate` trains the "original" model and one model per signal in the same call,
+with the same arm configuration and seed, so the AUC difference is like for like; all of
+them are evaluated on the same test set, ranking the same candidates (the catalogue minus
+each user's *original* train items), so Recall@20 and NDCG@20 compare too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, Field
+
+from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
+from ops.schema import RATINGS, conform
+
+Signal = Literal["click", "view"]
+SIGNALS: tuple[Signal, ...] = ("click", "view")
+ORIGINAL = "original"
+
+# One row per (downstream model, training set): the Table 5 layout, long form.
+AUGMENTATION_METRICS: dict[str, pl.DataType] = {
+    "simulated_arm": pl.Utf8,  # the arm whose simulation produced the data (the paper: DeepFM)
+    "brain": pl.Utf8,  # the simulation's brain(s), e.g. "llm:gpt-4o-mini:no-vision" (§3.5 ablation)
+    "arm": pl.Utf8,  # the downstream model refit
+    "training_set": pl.Utf8,  # "original", "+click", "+view"
+    "seed": pl.Int64,  # the training seed (the same for a model's original and augmented sets)
+    "added_rows": pl.Int64,  # simulated rows added to train (after dropping pairs already there)
+    "added_positive_share": pl.Float64,  # share of the added rows labelled positive
+    "overlap_test_pairs": pl.Int64,  # added (user, movie) pairs that are also test pairs
+    "train_rows": pl.Int64,
+    "best_epoch": pl.Int64,
+    "test_auc": pl.Float64,
+    "test_log_loss": pl.Float64,
+    "recall_at_k": pl.Float64,
+    "ndcg_at_k": pl.Float64,
+    "k": pl.Int64,
+    "auc_difference": pl.Float64,  # test_auc minus the same model's "original" test_auc
+}
+
+
+class AugmentationConfig(BaseModel):
+    """How simulated events become training rows (A/B Agent §3.4)."""
+
+    # §3.4: "collect two types of signals: homepage clicks and viewing records".
+    signals: tuple[Signal, ...] = SIGNALS
+    # A click is the CTR model's positive event (§3.4 adds clicks as a signal of their own).
+    click_label: Literal["positive", "watched"] = "positive"
+    # design.md stage 5: label = rating >= 4, so 4 is the lowest rating that is a positive.
+    click_rating: int = Field(4, ge=1, le=5)
+    # click_label="watched": a click not followed by watch_and_rate is a negative (< 4).
+    unwatched_click_rating: int = Field(2, ge=1, le=5)
+    # Seconds between consecutive simulated rows, counted from the last train timestamp.
+    timestamp_step_s: int = Field(1, ge=1)
+    # design.md stage 6: Recall@20 and NDCG@20.
+    k: int = Field(20, ge=1)
+    progress: bool = True
+
+
+def refit_and_evaluate(
+    arm_name: str,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    test: pl.DataFrame,
+    users: pl.DataFrame,
+    movies: pl.DataFrame,
+    metadata: pl.DataFrame | None,
+    events: pl.DataFrame,
+    signals: Sequence[Signal] | None = None,
+    config: AugmentationConfig | None = None,
+    original_model: Any = None,
+    **arm_overrides: Any,
+) -> pl.DataFrame:
+    """Train arm `arm_name` (a DeepCTR model, `ops.arms.recommenders.arm_config` name) on the
+    original train set and on train + each simulated signal; return one row per training
+    set ("original", "+click", "+view") in the AUGMENTATION_METRICS layout.
+
+    `events` follow ops.simulation.runner.EVENTS (one arm's simulation); `arm_overrides` go to
+    `arm_config` (max_epochs, seed, device, ...) and are the same for every training set.
+    A signal that adds no row is not retrained: its row repeats the original's metrics.
+    `original_model`: the arm already trained on `train` (a TrainedArm); when its config is
+    exactly the one asked for, it is evaluated instead of trained again (training is seeded,
+    so a second run would give the same model at the cost of a training).
+    """
+    from tqdm.auto import tqdm
+
+    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config, evaluate_arm, train_arm
+
+    config = config or AugmentationConfig()
+    signals = tuple(config.signals if signals is None else signals)
+    unknown = [s for s in signals if s not in SIGNALS]
+    if unknown:
+        raise ValueError(f"augmentation: unknown signal(s) {unknown}; expected some of {list(SIGNALS)}")
+    arm_cfg = arm_config(arm_name, **arm_overrides)
+    if arm_cfg.model not in DEEPCTR_MODELS:
+        raise ValueError(
+            f"augmentation: arm {arm_name!r} ({arm_cfg.model}) is not a trainable CTR model; "
+            f"Table 5 refits the DeepCTR family {list(DEEPCTR_MODELS)}"
+        )
+    train = conform(train, RATINGS, "train")
+    test = conform(test, RATINGS, "test")
+    catalogue = movies.get_column("movie_id").to_numpy()
+    provenance = _provenance(events)
+
+    training_sets: list[tuple[str, pl.DataFrame]] = [(ORIGINAL, train.clear())]
+    for signal in signals:
+        training_sets.append((f"+{signal}", simulated_interactions(events, signal, train, config)))
+
+    rows: list[dict[str, Any]] = []
+    original: dict[str, Any] | None = None
+    for name, simulated in tqdm(training_sets, desc=f"augmentation {arm_name}", disable=not config.progress):
+        added = augment(train, simulated).slice(train.height) if simulated.height else simulated
+        row = {
+            **provenance,
+            "arm": arm_name,
+            "training_set": name,
+            "added_rows": added.height,
+            "added_positive_share": _positive_share(added, arm_cfg.positive_threshold),
+            "overlap_test_pairs": added.join(test, on=["user_id", "movie_id"], how="semi").height,
+            "train_rows": train.height + added.height,
+            "seed": arm_cfg.seed,
+        }
+        if original is not None and added.height == 0:
+            metrics = {k: original[k] for k in ("best_epoch", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "k")}
+        else:
+            reuse = name == ORIGINAL and original_model is not None and getattr(original_model, "config", None) == arm_cfg
+            trained = original_model if reuse else train_arm(arm_cfg, pl.concat([train, added]), valid, users, movies, metadata)
+            # The original train items are excluded for every training set, so every model
+            # ranks the same candidates and Recall/NDCG compare like for like.
+            offline = evaluate_arm(trained, train, test, catalogue, k=config.k)
+            metrics = {
+                "best_epoch": trained.best_epoch,
+                "test_auc": offline.test_auc,
+                "test_log_loss": offline.test_log_loss,
+                "recall_at_k": offline.recall_at_k,
+                "ndcg_at_k": offline.ndcg_at_k,
+                "k": offline.k,
+            }
+        row.update(metrics)
+        row["auc_difference"] = 0.0 if original is None else row["test_auc"] - original["test_auc"]
+        if original is None:
+            original = row
+        rows.append(row)
+    return pl.DataFrame(rows, schema=AUGMENTATION_METRICS)
+
+
+def simulated_interactions(
+    events: pl.DataFrame,
+    signal: Signal,
+    train: pl.DataFrame,
+    config: AugmentationConfig | None = None,
+) -> pl.DataFrame:
+    """The `signal` ("click" or "view") of the simulation `events` as a RATINGS frame: one
+    row per (user, movie) not already in `train`, stamped after train's last timestamp in
+    session order (user, then step)."""
+    config = config or AugmentationConfig()
+    if signal not in SIGNALS:
+        raise ValueError(f"augmentation: unknown signal {signal!r}; expected one of {list(SIGNALS)}")
+    needed = ["user_id", "movie_id", "action", "step"] + (["rating"] if signal == "view" or config.click_label == "watched" else [])
+    missing = [c for c in needed if c not in events.columns]
+    if missing:
+        raise ValueError(f"simulation events lack column(s) {missing} needed for the {signal!r} signal; they have {events.columns}")
+    train = conform(train, RATINGS, "train")
+
+    if signal == "view":
+        pairs = _views(events)
+    else:
+        clicks = (
+            events.filter(pl.col("action") == CLICK_MOVIE)
+            .select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64), pl.col("step").cast(pl.Int64))
+        )
+        _require_movie_ids(clicks, CLICK_MOVIE)
+        clicks = clicks.group_by("user_id", "movie_id").agg(pl.col("step").min())
+        if config.click_label == "positive":
+            pairs = clicks.with_columns(rating=pl.lit(config.click_rating, dtype=pl.Int64))
+        else:
+            pairs = clicks.join(_views(events).select("user_id", "movie_id", "rating"), on=["user_id", "movie_id"], how="left").with_columns(
+                pl.col("rating").fill_null(config.unwatched_click_rating)
+            )
+
+    pairs = pairs.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti").sort("user_id", "step", "movie_id")
+    last = int(train.get_column("timestamp").max()) if train.height else 0
+    stamps = last + config.timestamp_step_s * np.arange(1, pairs.height + 1, dtype=np.int64)
+    return conform(pairs.with_columns(timestamp=pl.Series(stamps, dtype=pl.Int64)), RATINGS, f"simulated {signal}s")
+
+
+def augment(train: pl.DataFrame, simulated: pl.DataFrame) -> pl.DataFrame:
+    """`train` followed by the `simulated` rows whose (user, movie) pair is new to it, one
+    row per pair (the first simulated one); both are RATINGS frames."""
+    train = conform(train, RATINGS, "train")
+    simulated = conform(simulated, RATINGS, "simulated interactions")
+    new = (
+        simulated.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti")
+        .unique(["user_id", "movie_id"], keep="first", maintain_order=True)
+    )
+    return pl.concat([train, new])
+
+
+def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
+    """Test AUC per downstream model, original beside each augmented training set (the
+    bars of Table 5), with the difference written over each augmented bar."""
+    from ops.figures import _plt, save_figure
+
+    plt = _plt()
+    # Several training seeds: one bar per model and training set, at the mean over seeds.
+    simulated = table.get_column("simulated_arm").drop_nulls().to_list() if table.height else []
+    table = table.group_by("arm", "training_set", maintain_order=True).agg(pl.col("test_auc").mean(), pl.col("auc_difference").mean())
+    models = list(dict.fromkeys(table.get_column("arm").to_list()))
+    sets = list(dict.fromkeys(table.get_column("training_set").to_list()))
+    width = 0.8 / max(len(sets), 1)
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(models) + 2), 3.6))
+    low = float(table.get_column("test_auc").min()) if table.height else 0.5
+    high = float(table.get_column("test_auc").max()) if table.height else 1.0
+    for i, name in enumerate(sets):
+        part = {r["arm"]: r for r in table.filter(pl.col("training_set") == name).iter_rows(named=True)}
+        xs = [j + (i - (len(sets) - 1) / 2) * width for j, _ in enumerate(models)]
+        heights = [part[m]["test_auc"] if m in part else np.nan for m in models]
+        bars = ax.bar(xs, heights, width, label=name)
+        if name != ORIGINAL:
+            for bar, m in zip(bars, models):
+                if m in part:
+                    ax.annotate(f"{part[m]['auc_difference']:+.4f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                                ha="center", va="bottom", fontsize=7)
+    margin = max(0.005, (high - low) * 0.5)
+    ax.set_ylim(max(0.0, low - margin), min(1.0, high + margin))
+    ax.set_xticks(range(len(models)), models)
+    ax.set_ylabel("test AUC")
+    arms = ", ".join(sorted(set(simulated)))
+    ax.set_title(f"Simulated under {arms}: test AUC" if arms else "Test AUC, original vs augmented", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def empty_metrics() -> pl.DataFrame:
+    """An AUGMENTATION_METRICS frame with no rows (an arm with no downstream model)."""
+    return pl.DataFrame(schema=AUGMENTATION_METRICS)
+
+
+def seed_summary(metrics: pl.DataFrame, confidence: float = 0.95) -> pl.DataFrame:
+    """Per simulated arm, brain, model and augmented training set: the AUC difference
+    against the original over training seeds — mean, t-interval and whether it is a gain,
+    a loss or within seed noise.  One training per cell (as in the paper) cannot tell a
+    0.002–0.004 gain from the seed-to-seed spread of the original model's AUC."""
+    from scipy import stats
+
+    keys = ["simulated_arm", "brain", "arm", "training_set"]
+    rows = []
+    augmented = metrics.filter(pl.col("training_set") != ORIGINAL)
+    for key, part in augmented.group_by(keys, maintain_order=True):
+        diff = part.get_column("auc_difference").to_numpy()
+        n = len(diff)
+        mean = float(diff.mean()) if n else None
+        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * diff.std(ddof=1) / np.sqrt(n)) if n > 1 else None
+        low, high = (mean - half, mean + half) if half is not None else (None, None)
+        verdict = "one seed" if half is None else "gain" if low > 0 else "loss" if high < 0 else "within seed noise"
+        rows.append(dict(zip(keys, key)) | {"seeds": n, "auc_difference": mean, "ci_low": low, "ci_high": high, "verdict": verdict})
+    schema = {k: pl.Utf8 for k in keys} | {"seeds": pl.Int64, "auc_difference": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "verdict": pl.Utf8}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def table_5(metrics: pl.DataFrame, training_sets: Iterable[str] | None = None) -> pl.DataFrame:
+    """Table 5's layout: one row per training set, one test-AUC column per model."""
+    if metrics.height == 0:
+        return pl.DataFrame({"training_set": []})
+    # Mean over training seeds when there are several (seed_summary gives their spread).
+    wide = metrics.pivot(on="arm", index="training_set", values="test_auc", aggregate_function="mean")
+    order = list(training_sets) if training_sets is not None else list(dict.fromkeys(metrics.get_column("training_set").to_list()))
+    return wide.join(pl.DataFrame({"training_set": order, "_order": range(len(order))}), on="training_set").sort("_order").drop("_order")
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+
+
+def _views(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per watched (user, movie): the last watch_and_rate's rating, its first step."""
+    watched = events.filter(pl.col("action") == WATCH_AND_RATE).select(
+        pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64), pl.col("step").cast(pl.Int64),
+        pl.col("rating").cast(pl.Int64),
+    )
+    _require_movie_ids(watched, WATCH_AND_RATE)
+    unrated = watched.filter(pl.col("rating").is_null() | ~pl.col("rating").is_between(1, 5))
+    if unrated.height:
+        raise ValueError(
+            f"simulation events: {unrated.height} {WATCH_AND_RATE} row(s) with column 'rating' missing or outside 1..5, "
+            f"e.g. user {unrated['user_id'][0]} step {unrated['step'][0]}"
+        )
+    return watched.sort("user_id", "step").group_by("user_id", "movie_id", maintain_order=True).agg(
+        pl.col("step").first(), pl.col("rating").last()
+    )
+
+
+def _require_movie_ids(rows: pl.DataFrame, action: str) -> None:
+    if rows.get_column("movie_id").null_count() or rows.get_column("user_id").null_count():
+        raise ValueError(f"simulation events: a {action} row has no 'movie_id' or 'user_id'")
+
+
+def _positive_share(rows: pl.DataFrame, threshold: int) -> float | None:
+    if rows.height == 0:
+        return None
+    return float((rows.get_column("rating") >= threshold).mean())
+
+
+def _provenance(events: pl.DataFrame) -> dict[str, str | None]:
+    def joined(column: str) -> str | None:
+        if column not in events.columns or events.height == 0:
+            return None
+        values = sorted(str(v) for v in events.get_column(column).drop_nulls().unique().to_list())
+        return ",".join(values) or None
+
+    return {"simulated_arm": joined("arm"), "brain": joined("brain")}

@@ -1,0 +1,198 @@
+"""How far to trust the simulation: do simulated and offline metrics rank the arms alike?
+
+A/B Agent §3.1 judges fidelity by comparing the simulated outcome (CTR, CVR, AR) with
+offline metrics on the held-out test set (Recall@20, NDCG@20): the closer the orderings of
+the arms, the higher the fidelity.  We report Kendall's τ-b for every (simulated, offline)
+pair, with its exact p-value when there are few arms, and whether the best arm agrees.
+Because τ over a handful of arms hides how noisy both sides are, `pairwise_agreement` also
+compares the arms two by two with bootstrap intervals on the offline and the simulated
+difference, and `offline_intervals` puts error bars on each arm's offline metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import polars as pl
+
+SIMULATED = ("ctr", "cvr", "average_rating")
+OFFLINE = ("ndcg_at_k", "recall_at_k", "test_auc")
+
+FIDELITY = {
+    "simulated": pl.Utf8,
+    "offline": pl.Utf8,
+    "arms": pl.Int64,
+    "kendall_tau": pl.Float64,
+    "p_value": pl.Float64,
+    "same_best_arm": pl.Boolean,
+}
+
+
+def fidelity(simulated: pl.DataFrame, offline: pl.DataFrame) -> pl.DataFrame:
+    """`simulated`: arm, metric, mean (the read-out's per-arm table); `offline`: one row per
+    arm with the OfflineMetrics columns.  Returns one FIDELITY row per metric pair."""
+    from scipy.stats import kendalltau
+
+    wide = simulated.filter(pl.col("metric").is_in(SIMULATED)).pivot(on="metric", index="arm", values="mean")
+    joined = wide.join(offline, on="arm", how="inner").sort("arm")
+    rows = []
+    for sim in SIMULATED:
+        for off in OFFLINE:
+            if sim not in joined.columns or off not in joined.columns:
+                continue
+            pair = joined.select("arm", sim, off).drop_nulls()
+            if pair.height < 2:
+                rows.append({"simulated": sim, "offline": off, "arms": pair.height, "kendall_tau": None, "p_value": None, "same_best_arm": None})
+                continue
+            result = kendalltau(pair.get_column(sim).to_numpy(), pair.get_column(off).to_numpy())
+            best_sim = pair.sort(sim, descending=True).get_column("arm")[0]
+            best_off = pair.sort(off, descending=True).get_column("arm")[0]
+            tau = float(result.statistic) if result.statistic == result.statistic else None
+            p = float(result.pvalue) if result.pvalue == result.pvalue else None
+            rows.append({"simulated": sim, "offline": off, "arms": pair.height, "kendall_tau": tau, "p_value": p, "same_best_arm": best_sim == best_off})
+    return pl.DataFrame(rows, schema=FIDELITY)
+
+
+PAIRWISE = {
+    "arm_a": pl.Utf8,
+    "arm_b": pl.Utf8,
+    "offline": pl.Utf8,
+    "offline_users": pl.Int64,
+    "offline_difference": pl.Float64,
+    "offline_ci_low": pl.Float64,
+    "offline_ci_high": pl.Float64,
+    "simulated": pl.Utf8,
+    "simulated_agents": pl.Int64,
+    "simulated_difference": pl.Float64,
+    "simulated_ci_low": pl.Float64,
+    "simulated_ci_high": pl.Float64,
+    "verdict": pl.Utf8,
+}
+
+
+def pairwise_agreement(
+    simulated_per_agent: pl.DataFrame,
+    offline_per_user: pl.DataFrame,
+    simulated: str = "ctr",
+    offline: str = "ndcg_at_k",
+    paired: bool = True,
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Arm against arm: does the simulation order each pair as the offline metric does, and
+    can either of them tell the two arms apart at all?
+
+    Kendall τ over four arms hides that the offline metric itself is noisy: on ML-1M's
+    chronological test window only a few hundred users have test items, so two good arms'
+    NDCG@20 often differ by less than its own interval.  For each pair (arm_a the better
+    offline), the offline difference gets a paired bootstrap interval over the test users
+    (every arm ranks the same users) and the simulated difference one over the agents
+    (paired when the same agents saw both arms, else each arm resampled on its own).
+    verdict: "agree" / "disagree" when both intervals exclude 0; "offline tie" when the
+    offline interval holds 0 (no ground truth to agree with); "simulation tie" when only
+    the simulated one does.
+    `simulated_per_agent`: arm, user_id, <simulated> (ABReadout.per_agent);
+    `offline_per_user`: arm, user_id, <offline> (ops.arms.metrics.per_user_metrics per arm).
+    """
+    from ops.readout.ab_readout import bootstrap_means
+
+    arms = sorted(set(simulated_per_agent.get_column("arm").to_list()) & set(offline_per_user.get_column("arm").to_list()))
+    off_mean = {a: offline_per_user.filter(pl.col("arm") == a).get_column(offline).mean() for a in arms}
+    arms.sort(key=lambda a: (-(off_mean[a] or 0.0), a))
+    alpha = (1.0 - confidence) / 2.0
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 7001]))
+
+    def interval(a_vals: np.ndarray, b_vals: np.ndarray | None) -> tuple[float, float, float]:
+        if b_vals is None:  # a_vals are paired differences
+            boot = bootstrap_means(a_vals, n_bootstrap, rng)[:, 0]
+            mean = float(np.nanmean(a_vals))
+        else:
+            boot = bootstrap_means(a_vals, n_bootstrap, rng)[:, 0] - bootstrap_means(b_vals, n_bootstrap, rng)[:, 0]
+            mean = float(np.nanmean(a_vals) - np.nanmean(b_vals))
+        lo, hi = np.nanquantile(boot, [alpha, 1.0 - alpha])
+        return mean, float(lo), float(hi)
+
+    def side(frame: pl.DataFrame, metric: str, a: str, b: str, pair: bool):
+        fa = frame.filter(pl.col("arm") == a).select("user_id", pl.col(metric).alias("a")).drop_nulls()
+        fb = frame.filter(pl.col("arm") == b).select("user_id", pl.col(metric).alias("b")).drop_nulls()
+        if pair:
+            both = fa.join(fb, on="user_id", how="inner")
+            if both.height < 2:
+                return both.height, None, None, None
+            return (both.height, *interval(both.get_column("a").to_numpy() - both.get_column("b").to_numpy(), None))
+        if fa.height < 2 or fb.height < 2:
+            return min(fa.height, fb.height), None, None, None
+        return (fa.height + fb.height, *interval(fa.get_column("a").to_numpy(), fb.get_column("b").to_numpy()))
+
+    rows = []
+    for i, a in enumerate(arms):
+        for b in arms[i + 1 :]:
+            n_off, d_off, lo_off, hi_off = side(offline_per_user, offline, a, b, True)
+            n_sim, d_sim, lo_sim, hi_sim = side(simulated_per_agent, simulated, a, b, paired)
+            rows.append(
+                {
+                    "arm_a": a, "arm_b": b,
+                    "offline": offline, "offline_users": n_off, "offline_difference": d_off, "offline_ci_low": lo_off, "offline_ci_high": hi_off,
+                    "simulated": simulated, "simulated_agents": n_sim, "simulated_difference": d_sim, "simulated_ci_low": lo_sim, "simulated_ci_high": hi_sim,
+                    "verdict": _verdict(lo_off, hi_off, lo_sim, hi_sim),
+                }
+            )
+    return pl.DataFrame(rows, schema=PAIRWISE)
+
+
+def agreement_summary(pairs: pl.DataFrame) -> dict[str, float | int | None]:
+    """Counts of each verdict and the share of decided pairs (both intervals clear of 0)
+    that the simulation orders as the offline metric does."""
+    counts = {v: int((pairs.get_column("verdict") == v).sum()) for v in ("agree", "disagree", "offline tie", "simulation tie")}
+    decided = counts["agree"] + counts["disagree"]
+    return {"pairs": pairs.height, **counts, "agreement": counts["agree"] / decided if decided else None}
+
+
+def _verdict(lo_off, hi_off, lo_sim, hi_sim) -> str:
+    if lo_off is None or lo_sim is None:
+        return "too few users"
+    off = 1 if lo_off > 0 else -1 if hi_off < 0 else 0
+    sim = 1 if lo_sim > 0 else -1 if hi_sim < 0 else 0
+    if off == 0:
+        return "offline tie"
+    if sim == 0:
+        return "simulation tie"
+    return "agree" if off == sim else "disagree"
+
+
+def offline_intervals(
+    offline_per_user: pl.DataFrame, metrics: tuple[str, ...] = ("recall_at_k", "ndcg_at_k"), n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> pl.DataFrame:
+    """arm, metric, users, mean, ci_low, ci_high: each arm's offline metric with a bootstrap
+    interval over the test users, so that the offline side of the fidelity has error bars too."""
+    from ops.readout.ab_readout import bootstrap_means
+
+    alpha = (1.0 - confidence) / 2.0
+    rows = []
+    for i, arm in enumerate(sorted(set(offline_per_user.get_column("arm").to_list()))):
+        frame = offline_per_user.filter(pl.col("arm") == arm)
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 7002, i]))  # one stream per arm
+        values = frame.select(metrics).to_numpy().astype(float)
+        boot = bootstrap_means(values, n_bootstrap, rng) if frame.height else np.full((1, len(metrics)), np.nan)
+        for j, metric in enumerate(metrics):
+            lo, hi = np.nanquantile(boot[:, j], [alpha, 1.0 - alpha]) if frame.height else (None, None)
+            rows.append({"arm": arm, "metric": metric, "users": frame.height, "mean": float(np.nanmean(values[:, j])) if frame.height else None,
+                         "ci_low": None if lo is None else float(lo), "ci_high": None if hi is None else float(hi)})
+    return pl.DataFrame(rows, schema={"arm": pl.Utf8, "metric": pl.Utf8, "users": pl.Int64, "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64})
+
+
+def offline_per_user(top_lists: Mapping[str, pl.DataFrame], test: pl.DataFrame, k: int = 20) -> pl.DataFrame:
+    """arm, user_id, recall_at_k, ndcg_at_k of every arm's top-k lists against the test
+    items rated >= 4, over the test users who have a list (the train users, whom the agents
+    are built from); `offline_metrics` also ranks users first seen in the test window."""
+    from ops.arms.metrics import per_user_metrics, relevant_items
+
+    relevant = relevant_items(test)
+    frames = [
+        per_user_metrics(top_lists[a], relevant.join(top_lists[a].select("user_id").unique(), on="user_id", how="semi"), k).with_columns(arm=pl.lit(a))
+        for a in sorted(top_lists)
+    ]
+    empty = pl.DataFrame(schema={"user_id": pl.Int64, "recall_at_k": pl.Float64, "ndcg_at_k": pl.Float64, "arm": pl.Utf8})
+    return pl.concat(frames) if frames else empty

@@ -1,0 +1,185 @@
+"""The LLM brain's prompts (A/B Agent §2.4, Appendix A; Agent4Rec §2.1.3, §3.5).
+
+One prompt per page the agent sees, built from the same parts in the same order as the
+A/B Agent workflow (§2.4.3: "retrieving relevant memories, analyzing the current page, and
+contextually determining its next action"):
+
+1. the system message: who the agent is (profile, §2.4.1), how the site and the fatigue
+   system work (§2.3, §2.4.4) and the JSON answer it must give;
+2. the user message: fatigue spent / budget, memories retrieved from long-term memory
+   (§2.4.2), the session so far (short-term memory), then the page itself with its posters
+   (images for vision models, a palette caption for text-only models).
+
+The exit interview asks Agent4Rec's question (§3.5, Figure 7): "Do you feel satisfied with
+the recommender system? Rate it from 1-10 and give an explanation."
+
+Every function returns plain strings or OpenAI chat "content parts"; nothing here talks
+to the network, so prompts can be read and tested on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ops.simulation.observation import (
+    BACK,
+    CLICK_MOVIE,
+    EXIT,
+    NEXT_PAGE,
+    PREVIOUS_PAGE,
+    WATCH_AND_RATE,
+    AgentSession,
+    Observation,
+)
+
+# What each action means, in the words the agent reads (A/B Agent §2.3.1).
+ACTION_MEANINGS = {
+    CLICK_MOVIE: "open a movie's detail page (give its movie_id)",
+    NEXT_PAGE: "see the next five recommendations",
+    PREVIOUS_PAGE: "go back to the previous five recommendations",
+    EXIT: "leave the site; the session ends",
+    WATCH_AND_RATE: "watch this movie and rate it (give a rating)",
+    BACK: "return to the home page without watching",
+}
+
+SYSTEM_TEMPLATE = """You are role-playing one real person browsing a movie recommendation website, like Netflix or IMDb. Act as this person would, following their tastes, habits and mood, not as an assistant.
+
+Who you are:
+{profile}
+
+How the website works:
+- The home page shows five recommended movies at a time (poster, title, vote average, genres); next_page is offered while more recommendations remain. On the home page you can: {home_actions}.
+- A movie's detail page adds the overview, vote count, release date, directors, cast and a larger poster. There you can: {detail_actions}.
+- Fatigue: every action tires you. Base costs: {costs}. An action costs less when the page interests you (interest 5 multiplies the cost by {phi_min:g}) and more when it bores you (interest 1 multiplies it by {phi_max:g}). When your fatigue budget is spent you leave. Like a real person, you do not explore forever: you leave when you are tired or bored.
+
+Answer with ONE JSON object and nothing else."""
+
+HOME_ANSWER = """Reply with a JSON object with exactly these keys:
+{{"action": one of {legal}, "movie_id": the id in [brackets] of the movie to open if the action is "click_movie", else null, "interest": your interest in this page from 1 (none) to 5 (very high), "caught_eye": a list of the ids of the movies on this page that caught your eye (may be empty), "reason": one short first-person sentence explaining the action}}"""
+
+DETAIL_ANSWER = """Reply with a JSON object with exactly these keys:
+{{"action": one of {legal}, "rating": your rating from {rating_min} to {rating_max} if the action is "watch_and_rate", else null, "interest": your interest in this movie from 1 (none) to 5 (very high), "caught_eye": [{movie_id}] if the movie caught your eye, else [], "reason": one short first-person sentence explaining the action (and the rating)}}"""
+
+REASK_TEMPLATE = """Your answer cannot be used: {error}
+Answer again with ONE JSON object that follows the format asked for, and only actions legal on this page: {legal}."""
+
+INTERVIEW_QUESTION = "Do you feel satisfied with the recommender system? Rate it from {lo}-{hi} and give an explanation."
+
+INTERVIEW_ANSWER = """Reply with a JSON object with exactly these keys:
+{{"satisfaction": an integer from {lo} to {hi}, "reason": a short first-person explanation}}"""
+
+
+def system_prompt(profile: object, base_costs: Mapping[str, float], phi_min: float, phi_max: float) -> str:
+    costs = ", ".join(f"{a} {c:g}" for a, c in base_costs.items())
+    return SYSTEM_TEMPLATE.format(
+        profile=profile_text(profile),
+        home_actions="; ".join(f"{a} ({ACTION_MEANINGS[a]})" for a in (CLICK_MOVIE, NEXT_PAGE, PREVIOUS_PAGE, EXIT)),
+        detail_actions="; ".join(f"{a} ({ACTION_MEANINGS[a]})" for a in (WATCH_AND_RATE, BACK)),
+        costs=costs,
+        phi_min=phi_min,
+        phi_max=phi_max,
+    )
+
+
+def profile_text(profile: object) -> str:
+    """The agent's profile (A/B Agent §2.4.1): demographics, Agent4Rec social traits,
+    SimUSER pickiness, the preference summary and the per-page preferences."""
+    get = lambda name, default=None: getattr(profile, name, default)  # noqa: E731 - loosely typed on purpose
+    if get("age_label") is None:
+        # Not an ops.agents.profile.AgentProfile: say what there is rather than invent fields.
+        return str(get("summary") or profile)
+    gender = {"M": "man", "F": "woman"}.get(get("gender"), "person")
+    lines = [
+        f"- A {get('age_label')} {gender}, {get('occupation_label')}, living in zip code {get('zip')}.",
+        f"- Activity: {get('activity_tier')} (you have rated {get('activity')} movies). "
+        f"Conformity with the crowd's ratings: {get('conformity_tier')}. Genre diversity: {get('diversity_tier')} "
+        f"({get('diversity')} genres).",
+        f"- Pickiness: {get('pickiness')} (your average rating is {get('mean_rating'):.2f} out of 5).",
+        f"- {get('home_page_preferences')}",
+        f"- {get('detail_page_preferences')}",
+    ]
+    return "\n".join(lines)
+
+
+def fatigue_text(session: AgentSession) -> str:
+    left = max(session.fatigue_budget - session.fatigue_spent, 0.0)
+    return (
+        f"Your fatigue: {session.fatigue_spent:.1f} spent of a budget of {session.fatigue_budget:.1f} "
+        f"({left:.1f} left)."
+    )
+
+
+def memories_text(lines: Sequence[str]) -> str:
+    if not lines:
+        return "Movies you remember watching that resemble this page: none found."
+    return "Movies you remember watching that resemble this page (from your viewing history):\n" + "\n".join(lines)
+
+
+def short_term_text(described: str) -> str:
+    return "This session so far:\n" + described if described else "This session so far: you have just arrived."
+
+
+def page_parts(
+    observation: Observation,
+    poster: Callable[[str | None, str], list[dict]],
+) -> list[dict]:
+    """The page as content parts.  `poster(path, size)` returns the parts for one poster:
+    an image part for vision models, a caption text part for text-only models."""
+    parts: list[dict] = []
+    if observation.page_type == "home":
+        parts.append(_text(f"You are on home page {observation.page_number}. It shows:"))
+        for card in observation.items:
+            vote = "n/a" if card.vote_average is None else f"{card.vote_average:.1f}/10"
+            genres = ", ".join(card.genres) or "n/a"
+            parts.append(_text(f"[{card.movie_id}] {card.title} (recommendation #{card.position}) | genres: {genres} | vote average: {vote}"))
+            parts.extend(poster(card.poster_small, "small"))
+    else:
+        d = observation.detail
+        card = d.card
+        vote = "n/a" if card.vote_average is None else f"{card.vote_average:.1f}/10"
+        votes = "n/a" if d.vote_count is None else str(d.vote_count)
+        parts.append(
+            _text(
+                f"You are on the detail page of [{card.movie_id}] {card.title} (opened from home page {observation.page_number}).\n"
+                f"Genres: {', '.join(card.genres) or 'n/a'}\n"
+                f"Vote average: {vote} from {votes} votes\n"
+                f"Release date: {d.release_date or 'n/a'}\n"
+                f"Directors: {', '.join(d.directors) or 'n/a'}\n"
+                f"Cast: {', '.join(d.actors) or 'n/a'}\n"
+                f"Overview: {d.overview or 'n/a'}"
+            )
+        )
+        parts.extend(poster(d.poster_large or card.poster_small, "large"))
+    parts.append(_text(f"Legal actions: {', '.join(observation.legal_actions)}."))
+    return parts
+
+
+def answer_instructions(observation: Observation, rating_range: tuple[int, int]) -> str:
+    legal = ", ".join(f'"{a}"' for a in observation.legal_actions)
+    if observation.page_type == "home":
+        return HOME_ANSWER.format(legal=legal)
+    return DETAIL_ANSWER.format(legal=legal, rating_min=rating_range[0], rating_max=rating_range[1], movie_id=observation.detail.card.movie_id)
+
+
+def reask_text(error: str, observation: Observation | None) -> str:
+    legal = ", ".join(observation.legal_actions) if observation is not None else "n/a"
+    return REASK_TEMPLATE.format(error=error, legal=legal)
+
+
+def interview_text(session_described: str, watched: Sequence[str], satisfaction_range: tuple[int, int]) -> str:
+    lo, hi = satisfaction_range
+    seen = "\n".join(watched) if watched else "You watched nothing."
+    return (
+        "You have left the website. This was your session:\n"
+        + (session_described or "You left at once.")
+        + "\nMovies you watched and your ratings:\n"
+        + seen
+        + "\n\nQuestion: "
+        + INTERVIEW_QUESTION.format(lo=lo, hi=hi)
+        + "\n"
+        + INTERVIEW_ANSWER.format(lo=lo, hi=hi)
+    )
+
+
+def _text(text: str) -> dict:
+    return {"type": "text", "text": text}

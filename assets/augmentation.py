@@ -18,7 +18,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, DataVersion, MetadataValue, Output, asset
 from pydantic import Field
 
-from assets.recommenders import arm_partitions
+from assets.partitions import arm_partitions
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import frame_digest
 
@@ -29,7 +29,7 @@ class AugmentationAssetConfig(Config):
     signals: list[str] = Field(default=["click", "view"], description="A/B Agent §3.4: home-page clicks and detail-page views")
     models: list[str] = Field(default=[], description="downstream DeepCTR models to refit (Table 5: nfm, xdeepfm, wdl, dcn, deepfm, afn, autoint, pnn); empty = the partition's own arm")
     click_label: str = Field(default="positive", description="positive: a click is a positive example | watched: the rating of the watch that followed, else a negative")
-    max_epochs: int = Field(default=int(os.environ.get("SIMAB_MAX_EPOCHS", "0")), description="≤ 20 in Appendix B; 0 = default")
+    max_epochs: int = Field(default=0, description="≤ 20 in Appendix B; 0 = default ($SIMAB_MAX_EPOCHS)")
     seed: int = Field(default=1024, description="torch / sampling seed, the same for original and augmented models")
     seeds: int = Field(default=1, ge=1, description="training seeds per model (seed, seed+1, …): > 1 gives each AUC difference an interval over seeds")
     device: str = Field(default="auto", description="auto (GPU when torch sees one) | cpu | cuda")
@@ -46,8 +46,7 @@ def augmentation_metrics(
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
     users: pl.DataFrame,
-    movies: pl.DataFrame,
-    movie_metadata: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
@@ -63,12 +62,9 @@ def augmentation_metrics(
     overrides = {"seed": config.seed, "device": config.device, "use_metadata": config.use_metadata}
     if config.max_epochs:
         overrides["max_epochs"] = config.max_epochs
-    metadata = movie_metadata if movie_metadata.height else None
     params = {**config.model_dump(), "models": ",".join(models), "not_applicable": ",".join(not_applicable)}
 
     with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm}):
-        import mlflow
-
         mlflow_tracking.log_frame(simulation_events, f"simulation_events_{arm}", role="training")
         mlflow_tracking.log_frame(train_ratings, "train_ratings", role="training")
         mlflow_tracking.log_frame(test_ratings, "test_ratings", role="evaluation")
@@ -76,7 +72,7 @@ def augmentation_metrics(
         for model, offset in [(m, i) for m in models for i in range(config.seeds)]:
             # The partition's own model is already trained on the original split: reused when
             # its configuration is the one asked for.
-            part = refit_and_evaluate(model, train_ratings, valid_ratings, test_ratings, users, movies, metadata, simulation_events,
+            part = refit_and_evaluate(model, train_ratings, valid_ratings, test_ratings, users, mm_ml_1m, simulation_events,
                                       config=aug_config, original_model=recommender_arm if model == arm else None,
                                       **{**overrides, "seed": config.seed + offset})
             for row in part.iter_rows(named=True):
@@ -86,19 +82,18 @@ def augmentation_metrics(
         for row in table.iter_rows(named=True):
             key = f"{row['arm']}_{row['training_set'].lstrip('+')}"
             # One step per training seed, so several seeds show as a metric history.
-            mlflow.log_metrics({f"{key}_test_auc": row["test_auc"], f"{key}_auc_difference": row["auc_difference"], f"{key}_added_rows": float(row["added_rows"])},
-                               step=int(row["seed"]))
+            mlflow_tracking.log_metrics({f"{key}_test_auc": row["test_auc"], f"{key}_auc_difference": row["auc_difference"], f"{key}_added_rows": row["added_rows"]},
+                                        step=int(row["seed"]))
         if config.seeds > 1 and table.height:
             spread = seed_summary(table)
-            mlflow.log_table(spread.to_pandas(), artifact_file="tables/augmentation_seed_summary.json")
-            for row in spread.iter_rows(named=True):
-                mlflow.log_metric(f"{row['arm']}_{row['training_set'].lstrip('+')}_auc_difference_mean", row["auc_difference"])
+            mlflow_tracking.log_table(spread, "augmentation_seed_summary")
+            mlflow_tracking.log_metrics({f"{row['arm']}_{row['training_set'].lstrip('+')}_auc_difference_mean": row["auc_difference"] for row in spread.iter_rows(named=True)})
         if not_applicable:
-            mlflow.set_tag("not_applicable", ",".join(not_applicable))
+            mlflow_tracking.set_tags({"not_applicable": ",".join(not_applicable)})
         if table.height:
-            mlflow.log_table(table.to_pandas(), artifact_file="tables/augmentation_metrics.json")
+            mlflow_tracking.log_table(table, "augmentation_metrics")
             with tempfile.TemporaryDirectory() as tmp:
-                mlflow.log_artifact(str(augmentation_figure(table, os.path.join(tmp, f"augmentation_auc_{arm}.png"))), artifact_path="plots")
+                mlflow_tracking.log_artifact(augmentation_figure(table, os.path.join(tmp, f"augmentation_auc_{arm}.png")), artifact_path="plots")
         digest = mlflow_tracking.log_frame(table, f"augmentation_metrics_{arm}", role="output")
 
     wide = table_5(table)

@@ -8,7 +8,6 @@ information (metadata and posters); other sources yield empty frames there.
 """
 
 
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -24,14 +23,12 @@ GROUP = "ingestion"
 
 
 class IngestionConfig(Config):
-    """Which MovieLens source to use.  Defaults come from $SIMAB_SOURCE / $SIMAB_LOCAL_PATH /
-    $SIMAB_DATASET when set, so the CLI and the nightly schedule can switch without YAML."""
+    """Which MovieLens source to use ($SIMAB_SOURCE, $SIMAB_LOCAL_PATH, $SIMAB_DATASET fill it
+    in through `pipelines.run_config`)."""
 
-    source: Literal["synthetic", "local", "download"] = Field(
-        default=os.environ.get("SIMAB_SOURCE", "synthetic"), description="synthetic | local | download"
-    )
-    local_path: str = Field(default=os.environ.get("SIMAB_LOCAL_PATH", ""), description="folder for source=local")
-    dataset: Literal["ml-1m", "ml-100k"] = Field(default=os.environ.get("SIMAB_DATASET", "ml-1m"), description="archive for source=download")
+    source: Literal["synthetic", "local", "download"] = Field(default="synthetic", description="synthetic | local | download")
+    local_path: str = Field(default="", description="folder for source=local")
+    dataset: Literal["ml-1m", "ml-100k"] = Field(default="ml-1m", description="archive for source=download")
     seed: int = Field(default=0, description="seed of the synthetic generator")
     synthetic_users: int = Field(default=0, description="synthetic: number of users (0 = generator default)")
     synthetic_movies: int = Field(default=0, description="synthetic: number of movies (0 = generator default)")
@@ -79,11 +76,9 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
         origin = f"{config.source}:{folder}"
 
     density = ratings.height / max(users.height * movies.height, 1)
-    with mlflow_tracking.asset_run(context, params={"source": config.source, "origin": origin, "seed": config.seed}) as _:
-        import mlflow
-
+    with mlflow_tracking.asset_run(context, params={"source": config.source, "origin": origin, "seed": config.seed}):
         mlflow_tracking.tag_parent(context, {"data_source": config.source})
-        mlflow.log_metrics(
+        mlflow_tracking.log_metrics(
             {
                 "users": users.height,
                 "users_with_ratings": int(users.get_column("has_ratings").sum()),
@@ -94,8 +89,8 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
             }
         )
         digests = {name: mlflow_tracking.log_frame(df, name) for name, df in (("users", users), ("movies", movies), ("ratings", ratings))}
-        mlflow.log_figure(rating_distribution(ratings), "plots/rating_distribution.png")
-        mlflow.log_figure(activity_and_popularity(ratings), "plots/activity_and_popularity.png")
+        mlflow_tracking.log_figure(rating_distribution(ratings), "plots/rating_distribution.png")
+        mlflow_tracking.log_figure(activity_and_popularity(ratings), "plots/activity_and_popularity.png")
 
     context.log.info(f"{origin}: {users.height} users, {movies.height} movies, {ratings.height} ratings (density {density:.4f})")
     meta = {"source": origin}

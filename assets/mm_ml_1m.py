@@ -23,23 +23,14 @@ from resources.tmdb import TmdbResource
 GROUP = "mm_ml_1m"
 
 
-def _env_list(name: str) -> list[str]:
-    return [p for p in os.environ.get(name, "").split(os.pathsep) if p]
-
-
 class MetadataConfig(Config):
-    source: Literal["auto", "synthetic", "local", "tmdb", "none"] = Field(
-        default=os.environ.get("SIMAB_METADATA_SOURCE", "auto"), description="auto | synthetic | local | tmdb | none"
-    )
-    metadata_path: str = Field(
-        default=os.environ.get("SIMAB_METADATA_PATH", ""), description="local: metadata file (e.g. movies_extrainfos.dat); empty = posters only"
-    )
-    poster_dirs: list[str] = Field(
-        default=_env_list("SIMAB_POSTER_DIRS"), description="local: folders of posters named <movie_id>.jpg, in order of preference"
-    )
-    links_path: str = Field(
-        default=os.environ.get("SIMAB_LINKS_PATH", ""), description="MovieLens links table (movieId, imdbId, tmdbId); empty = match titles"
-    )
+    """Where metadata and posters come from ($SIMAB_METADATA_SOURCE, $SIMAB_METADATA_PATH,
+    $SIMAB_POSTER_DIRS, $SIMAB_LINKS_PATH fill it in through `pipelines.run_config`)."""
+
+    source: Literal["auto", "synthetic", "local", "tmdb", "none"] = Field(default="auto", description="auto | synthetic | local | tmdb | none")
+    metadata_path: str = Field(default="", description="local: metadata file (e.g. movies_extrainfos.dat); empty = posters only")
+    poster_dirs: list[str] = Field(default=[], description="local: folders of posters named <movie_id>.jpg, in order of preference")
+    links_path: str = Field(default="", description="MovieLens links table (movieId, imdbId, tmdbId); empty = match titles")
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="polars")
@@ -78,12 +69,10 @@ def movie_metadata(
     metadata = conform(metadata, METADATA, "movie_metadata")
 
     with mlflow_tracking.asset_run(context, params={"source": source, "links": bool(links is not None)}):
-        import mlflow
-
-        mlflow.log_metrics({"movies": movies.height, "with_metadata": metadata.height, "failures": 0 if failures is None else failures.height})
+        mlflow_tracking.log_metrics({"movies": movies.height, "with_metadata": metadata.height, "failures": 0 if failures is None else failures.height})
         digest = mlflow_tracking.log_frame(metadata, "movie_metadata", role="output")
         if failures is not None and failures.height:
-            mlflow.log_table(failures.to_pandas(), artifact_file="tables/metadata_failures.json")
+            mlflow_tracking.log_table(failures, "metadata_failures")
     meta = {"source": source, "rows": metadata.height, "coverage": metadata.height / max(movies.height, 1)}
     if failures is not None:
         meta["failures"] = failures.height
@@ -100,19 +89,16 @@ def mm_ml_1m(
     users: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
-    """The movies table joined with metadata and poster paths, with its Table 1 coverage."""
+    """The one catalogue: the movies table joined with metadata and poster paths (null where a
+    movie has none), with its Table 1 coverage."""
     from ops.data.mm_ml_1m import build_mm_ml_1m, coverage_table
 
     mm = build_mm_ml_1m(movies, movie_metadata)
     coverage = coverage_table(mm, ratings=ratings, users=users)
     with mlflow_tracking.asset_run(context):
-        import mlflow
-
-        mlflow.log_table(coverage.to_pandas(), artifact_file="tables/coverage_table1.json")
-        mlflow.log_text(_markdown(coverage), "tables/coverage_table1.md")
-        for row in coverage.iter_rows(named=True):
-            if row["count"] is not None:
-                mlflow.log_metric(f"coverage_{row['feature'].lower().replace(' ', '_')}", row["count"])
+        mlflow_tracking.log_table(coverage, "coverage_table1")
+        mlflow_tracking.log_text(_markdown(coverage), "tables/coverage_table1.md")
+        mlflow_tracking.log_metrics({f"coverage_{row['feature'].lower().replace(' ', '_')}": row["count"] for row in coverage.iter_rows(named=True)})
         digest = mlflow_tracking.log_frame(mm, "mm_ml_1m", role="output")
     return Output(
         mm,

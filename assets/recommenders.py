@@ -1,40 +1,25 @@
 """Lifecycle steps 5–6: the recommender arms, one partition per arm, and their offline metrics.
 
-Arms are A/B Agent's (Table 2: random, pop, fm, afn, deepfm; Table 5: the DeepCTR family)
-plus the data-scale and feature-set variants of DeepFM (Tables 3 and 4).  Which arms run is
-the choice of partitions (the demo and the nightly schedule read $SIMAB_ARMS).
+Arms are partitions (`assets.partitions`); which of them a full run uses is run
+configuration.  Every arm reads the one catalogue, `mm_ml_1m`.
 """
-
-import os
 
 import numpy as np
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, Output, StaticPartitionsDefinition, asset
+from dagster import AssetExecutionContext, Config, DataVersion, Output, asset
 from pydantic import Field
 
-from ops.arms.recommenders import ALL_ARMS, TABLE2_ARMS, VARIANT_ARMS
+from assets.partitions import arm_partitions
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import frame_digest
 
 GROUP = "recommenders"
-arm_partitions = StaticPartitionsDefinition(list(ALL_ARMS + VARIANT_ARMS))
-
-
-def configured_arms() -> list[str]:
-    """The arms a full run uses: $SIMAB_ARMS (comma-separated) or A/B Agent Table 2's arms
-    without AFN, whose CPU training is 14× DeepFM's (../shared/docs/dependencies.md)."""
-    default = ",".join(a for a in TABLE2_ARMS if a != "afn")
-    arms = [a.strip() for a in os.environ.get("SIMAB_ARMS", default).split(",") if a.strip()]
-    unknown = [a for a in arms if a not in arm_partitions.get_partition_keys()]
-    if unknown:
-        raise ValueError(f"SIMAB_ARMS names unknown arms {unknown}; known: {arm_partitions.get_partition_keys()}")
-    return arms
 
 
 class ArmTrainingConfig(Config):
     """Overrides of A/B Agent Appendix B defaults (0 / empty keeps the default)."""
 
-    max_epochs: int = Field(default=int(os.environ.get("SIMAB_MAX_EPOCHS", "0")), description="≤ 20 in Appendix B; 0 = default")
+    max_epochs: int = Field(default=0, description="≤ 20 in Appendix B; 0 = default ($SIMAB_MAX_EPOCHS)")
     seed: int = Field(default=1024, description="torch / sampling seed (deepctr's default 1024)")
     device: str = Field(default="auto", description="auto (GPU when torch sees one) | cpu | cuda")
     use_metadata: bool = Field(default=True, description="add MM-ML-1M vote average, log vote count, release year when present")
@@ -48,13 +33,10 @@ def recommender_arm(
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
     users: pl.DataFrame,
-    movies: pl.DataFrame,
-    movie_metadata: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ):
     """One arm trained on the train split (early stop on validation AUC) and registered in MLflow."""
-    import mlflow
-
     from ops.arms.registry import log_and_register
     from ops.arms.recommenders import arm_config, train_arm
 
@@ -63,16 +45,15 @@ def recommender_arm(
     if config.max_epochs:
         overrides["max_epochs"] = config.max_epochs
     arm_cfg = arm_config(arm, **overrides)
-    metadata = movie_metadata if movie_metadata.height else None
     with mlflow_tracking.asset_run(context, tags={"arm": arm}):
         mlflow_tracking.log_frame(train_ratings, "train_ratings", role="training")
         mlflow_tracking.log_frame(valid_ratings, "valid_ratings", role="validation")
 
         def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
-            mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=epoch)
+            mlflow_tracking.log_metrics(metrics, step=epoch)
             context.log.info(f"{arm} epoch {epoch}: " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
 
-        trained = train_arm(arm_cfg, train_ratings, valid_ratings, users, movies, metadata, on_epoch=on_epoch)
+        trained = train_arm(arm_cfg, train_ratings, valid_ratings, users, mm_ml_1m, on_epoch=on_epoch)
         best = trained.history[trained.best_epoch - 1] if trained.best_epoch else {}
         version = log_and_register(trained, f"{config.registered_model_prefix}-{arm}", metrics={f"best_{k}": v for k, v in best.items()})
     context.log.info(f"{arm}: registered as {config.registered_model_prefix}-{arm} version {version}")
@@ -94,19 +75,17 @@ def top20_lists(
     context: AssetExecutionContext,
     recommender_arm,
     train_ratings: pl.DataFrame,
-    movies: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
     """Each train user's 20 best-scored movies, excluding their train items: the sandbox's input."""
     from ops.arms.recommenders import top_k
 
     user_ids = train_ratings.get_column("user_id").unique().to_numpy()
-    lists = top_k(recommender_arm, user_ids, movies.get_column("movie_id").to_numpy(), exclude=train_ratings.select("user_id", "movie_id"), k=20)
+    lists = top_k(recommender_arm, user_ids, mm_ml_1m.get_column("movie_id").to_numpy(), exclude=train_ratings.select("user_id", "movie_id"), k=20)
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
-        import mlflow
-
-        coverage = lists.get_column("movie_id").n_unique() / max(movies.height, 1)
-        mlflow.log_metrics({"users": float(user_ids.size), "catalogue_coverage": coverage})
+        coverage = lists.get_column("movie_id").n_unique() / max(mm_ml_1m.height, 1)
+        mlflow_tracking.log_metrics({"users": user_ids.size, "catalogue_coverage": coverage})
         digest = mlflow_tracking.log_frame(lists, "top20_lists", role="output")
     return Output(lists, data_version=DataVersion(digest), metadata={"users": int(user_ids.size), "catalogue coverage": coverage})
 
@@ -117,18 +96,16 @@ def offline_metrics(
     recommender_arm,
     train_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
-    movies: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
     """Test AUC and log-loss; Recall@20 and NDCG@20 by full ranking (design.md step 6)."""
     from ops.arms.recommenders import evaluate_arm
 
-    metrics = evaluate_arm(recommender_arm, train_ratings, test_ratings, movies.get_column("movie_id").to_numpy(), k=20)
+    metrics = evaluate_arm(recommender_arm, train_ratings, test_ratings, mm_ml_1m.get_column("movie_id").to_numpy(), k=20)
     row = pl.DataFrame([metrics.model_dump()])
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
-        import mlflow
-
-        mlflow.log_metrics({k: float(v) for k, v in metrics.model_dump().items() if isinstance(v, (int, float)) and v is not None})
+        mlflow_tracking.log_metrics({k: v for k, v in metrics.model_dump().items() if isinstance(v, (int, float))})
         mlflow_tracking.log_frame(test_ratings, "test_ratings", role="evaluation")
     return Output(
         row,

@@ -7,7 +7,7 @@ offline metrics and the fidelity of the simulation (Kendall τ between simulated
 rankings of the arms), writes a Markdown report with its figures and logs it all to MLflow.
 """
 
-import os
+import tempfile
 
 import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
@@ -20,7 +20,7 @@ GROUP = "report"
 
 
 class ReadoutAssetConfig(Config):
-    control: str = Field(default=os.environ.get("SIMAB_CONTROL", "pop"), description="the control arm (A/B Agent compares against Pop)")
+    control: str = Field(default="pop", description="the control arm (A/B Agent compares against Pop; $SIMAB_CONTROL)")
     n_bootstrap: int = Field(default=2000, description="bootstrap replicates for the 95 % intervals")
     seed: int = Field(default=0, description="bootstrap seed")
 
@@ -28,8 +28,6 @@ class ReadoutAssetConfig(Config):
 @asset(group_name=GROUP, code_version="1", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")})
 def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simulation_events: dict, mlflow_tracking: MlflowTracking):
     """Per-arm metrics with intervals and arm-vs-control differences (design.md step 9)."""
-    import tempfile
-
     from ops.readout.ab_readout import ReadoutConfig, ab_readout as readout
 
     if not simulation_events:
@@ -42,17 +40,13 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
     result = readout(events, control=control, config=ReadoutConfig(n_bootstrap=config.n_bootstrap, seed=config.seed))
     markdown = result.to_markdown()
     with mlflow_tracking.asset_run(context, params={"control": control, "arms": ",".join(arms), "design": result.design, "n_bootstrap": config.n_bootstrap}):
-        import mlflow
-
-        for row in result.arms.iter_rows(named=True):
-            if row["mean"] is not None:
-                mlflow.log_metric(f"{row['arm']}_{row['metric']}", float(row["mean"]))
-        mlflow.log_text(markdown, "ab_readout.md")
-        mlflow.log_table(result.arms.to_pandas(), artifact_file="tables/ab_arms.json")
-        mlflow.log_table(result.comparisons.to_pandas(), artifact_file="tables/ab_comparisons.json")
+        mlflow_tracking.log_metrics({f"{row['arm']}_{row['metric']}": row["mean"] for row in result.arms.iter_rows(named=True)})
+        mlflow_tracking.log_text(markdown, "ab_readout.md")
+        mlflow_tracking.log_table(result.arms, "ab_arms")
+        mlflow_tracking.log_table(result.comparisons, "ab_comparisons")
         with tempfile.TemporaryDirectory() as tmp:
             result.write_figures(tmp)
-            mlflow.log_artifacts(tmp, artifact_path="plots")
+            mlflow_tracking.log_artifacts(tmp, artifact_path="plots")
     return Output(result, metadata={"arms": ", ".join(arms), "control": control, "design": result.design, "read-out": MetadataValue.md(markdown)})
 
 
@@ -99,19 +93,16 @@ def simab_report(
     atomic_write_bytes(path, text.encode("utf-8"))
     atomic_write_bytes(data_root() / "reports" / "latest.md", text.encode("utf-8"))
     with mlflow_tracking.asset_run(context, params={"report": str(path)}):
-        import mlflow
-
-        for row in fid.iter_rows(named=True) if fid.height else []:
-            if row["kendall_tau"] is not None:
-                mlflow.log_metric(f"kendall_tau_{row['simulated']}_vs_{row['offline']}", row["kendall_tau"])
-        mlflow.log_artifact(str(path))
-        mlflow.log_artifacts(str(folder / "plots"), artifact_path="plots")
         if fid.height:
-            mlflow.log_table(fid.to_pandas(), artifact_file="tables/fidelity.json")
+            mlflow_tracking.log_metrics({f"kendall_tau_{row['simulated']}_vs_{row['offline']}": row["kendall_tau"] for row in fid.iter_rows(named=True)})
+        mlflow_tracking.log_artifact(path)
+        mlflow_tracking.log_artifacts(folder / "plots", artifact_path="plots")
+        if fid.height:
+            mlflow_tracking.log_table(fid, "fidelity")
         if pairs.height:
-            mlflow.log_table(pairs.to_pandas(), artifact_file="tables/fidelity_pairs.json")
-            mlflow.log_table(intervals.to_pandas(), artifact_file="tables/offline_intervals.json")
-            mlflow.log_metrics({f"pairs_{k.replace(' ', '_')}": float(v) for k, v in summary.items() if v is not None})
-        run_id = mlflow.active_run().info.run_id
+            mlflow_tracking.log_table(pairs, "fidelity_pairs")
+            mlflow_tracking.log_table(intervals, "offline_intervals")
+            mlflow_tracking.log_metrics({f"pairs_{k.replace(' ', '_')}": v for k, v in summary.items()})
+        run_id = mlflow_tracking.active_run_id()
     context.log.info(f"report written to {path} (MLflow run {run_id})")
     return Output(str(path), metadata={"path": str(path), "mlflow_run_id": run_id, "report": MetadataValue.md(text)})

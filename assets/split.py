@@ -32,13 +32,11 @@ def chronological_split(context: AssetExecutionContext, config: SplitConfig, rat
     parts = split(ratings, (config.train, config.valid, config.test))
     stats = split_statistics(parts)
     with mlflow_tracking.asset_run(context, params=config.model_dump()):
-        import mlflow
-
         for row in stats.iter_rows(named=True):
-            mlflow.log_metrics({f"{row['split']}_{k}": float(row[k]) for k in ("rows", "users", "items", "cold_users", "cold_items") if row[k] is not None})
+            mlflow_tracking.log_metrics({f"{row['split']}_{k}": row[k] for k in ("rows", "users", "items", "cold_users", "cold_items")})
         digests = {name: mlflow_tracking.log_frame(frame, f"{name}_ratings") for name, frame in parts.frames().items()}
-        mlflow.log_table(stats.to_pandas(), artifact_file="tables/split_statistics.json")
-        mlflow.log_figure(split_timeline(parts.frames()), "plots/split_timeline.png")
+        mlflow_tracking.log_table(stats, "split_statistics")
+        mlflow_tracking.log_figure(split_timeline(parts.frames()), "plots/split_timeline.png")
     table = MetadataValue.md(stats.to_pandas().to_markdown(index=False))
     for name, frame in parts.frames().items():
         yield Output(frame, f"{name}_ratings", data_version=DataVersion(digests[name]), metadata={"rows": frame.height, "split statistics": table})

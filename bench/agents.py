@@ -36,10 +36,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
+from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
+from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
 from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
-from ops.simulation.sandbox import Catalogue  # noqa: E402
+from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 
@@ -97,12 +99,15 @@ def main() -> None:
         shutil.rmtree(cache)
     text = MiniLMTextEmbedder() if args.text == "minilm" else HashTextEmbedder()
     t = time.perf_counter()
+    catalogue_frame = build_mm_ml_1m(movies, meta)
     bundle = build_agents(
-        split.train, split.valid, users, movies, meta, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        split.train, users, catalogue_frame, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
         text, PaletteLayoutPosterEmbedder(), cache,
     )
+    model = fit_embedded_brain(bundle, split.train, split.valid, users)
+    bundle.timings_s.update(model.timings_s)
     build_s = time.perf_counter() - t
-    p = bundle.params
+    p = model.params
     print(f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; {len(bundle.profiles)} agents")
     print(f"build_agents {build_s:.1f}s  " + "  ".join(f"{k} {v:.1f}s" for k, v in bundle.timings_s.items()))
     print(f"brain fit: {p.n_users} users, click AUC {p.click_auc_holdout:.3f}, like AUC {p.like_auc_holdout:.3f}, rating RMSE {p.rating_rmse_holdout:.3f} (held-out users)")
@@ -110,21 +115,21 @@ def main() -> None:
     agents = np.array(sorted(bundle.profiles))
     movie_ids = movies.get_column("movie_id").to_numpy()
     exclude = split.train.select("user_id", "movie_id")
-    catalogue = Catalogue.from_frames(movies, meta)
+    catalogue = Catalogue.from_frame(catalogue_frame)
     sessions = bundle.sessions()
     sim = SimulationConfig(progress=False)
     favourite = {u: set(f) for u, f in hidden.select("user_id", "favourite_genres").iter_rows()} if hidden is not None else None
     genres = {m: set(g) for m, g in movies.select("movie_id", "genres").iter_rows()}
     results = {"data": args.data, "text": text.name, "agents": len(sessions), "build_s": build_s, "stages_s": bundle.timings_s, "arms": {}}
     for arm in ("random", "pop"):
-        trained = train_arm(arm_config(arm), split.train, split.valid, users, movies, meta)
+        trained = train_arm(arm_config(arm), split.train, split.valid, users, catalogue_frame)
         ndcg = evaluate_arm(trained, split.train, split.test, movie_ids).ndcg_at_k
         lists = top_k(trained, agents, movie_ids, exclude)
         t = time.perf_counter()
         simulate_arm(arm, lists, sessions, catalogue, UniformRandomBrain(), sim, seed=args.seed)
         uniform_s = time.perf_counter() - t
         t = time.perf_counter()
-        events = simulate_arm(arm, lists, sessions, catalogue, bundle.brain(), sim, seed=args.seed)
+        events = simulate_arm(arm, lists, sessions, catalogue, model.brain(), sim, seed=args.seed)
         embedded_s = time.perf_counter() - t
         shown = events.filter(pl.col("page_type") == "home").select("user_id", pl.col("shown").alias("movie_id")).explode("movie_id").drop_nulls().unique()
         clicks = set(events.filter(pl.col("action") == "click_movie").select("user_id", "movie_id").iter_rows())

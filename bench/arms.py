@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ops.arms.metrics import relevant_items  # noqa: E402
+from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.movielens import load_local  # noqa: E402
 from ops.arms.recommenders import TABLE2_ARMS, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
@@ -93,7 +94,7 @@ def main() -> None:
             note = f"AFN capped at {overrides['max_epochs']} epochs, {args.afn_train_fraction:.0%} of train"
         config = arm_config(name, **overrides)
         started = time.perf_counter()
-        arm = train_arm(config, split.train, split.valid, tables.users, tables.movies, None,
+        arm = train_arm(config, split.train, split.valid, tables.users, build_mm_ml_1m(tables.movies),
                         on_epoch=lambda e, m, n=name: print(f"  {n} epoch {e}: val_auc {m['val_auc']:.4f} "
                                                             f"loss {m['train_loss']:.4f} {m['epoch_seconds']:.1f}s", flush=True))
         train_seconds = time.perf_counter() - started

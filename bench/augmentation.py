@@ -40,10 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
+from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
+from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.readout.augmentation import AugmentationConfig, refit_and_evaluate  # noqa: E402
 from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
-from ops.simulation.sandbox import Catalogue  # noqa: E402
+from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.data.synthetic import SyntheticConfig, generate  # noqa: E402
@@ -72,22 +74,24 @@ def main() -> None:
     data = generate(SyntheticConfig(seed=args.data_seed, n_users=args.users, n_movies=args.movies), out / "augmentation-posters")
     split = chronological_split(data.ratings)
     movie_ids = data.movies.get_column("movie_id").to_numpy()
-    arm = train_arm(arm_config(args.simulated_arm, max_epochs=args.max_epochs), split.train, split.valid, data.users, data.movies, data.metadata)
+    catalogue_frame = build_mm_ml_1m(data.movies, data.metadata)
+    arm = train_arm(arm_config(args.simulated_arm, max_epochs=args.max_epochs), split.train, split.valid, data.users, catalogue_frame)
     users = np.array(sorted(split.train.get_column("user_id").unique().to_list()))
     lists = top_k(arm, users, movie_ids, split.train.select("user_id", "movie_id"))
     bundle = build_agents(
-        split.train, split.valid, data.users, data.movies, data.metadata,
+        split.train, data.users, catalogue_frame,
         AgentsConfig(embedding=EmbeddingConfig(show_progress=False)), MiniLMTextEmbedder(), PaletteLayoutPosterEmbedder(), out / "augmentation-cache",
     )
-    brain = bundle.brain(None if args.vision else bundle.config.brain.model_copy(update={"use_posters": False}))
-    events = simulate_arm(args.simulated_arm, lists, bundle.sessions(), Catalogue.from_frames(data.movies, data.metadata), brain,
+    model = fit_embedded_brain(bundle, split.train, split.valid, data.users)
+    brain = model.brain(None if args.vision else model.config.model_copy(update={"use_posters": False}))
+    events = simulate_arm(args.simulated_arm, lists, bundle.sessions(), Catalogue.from_frame(catalogue_frame), brain,
                           SimulationConfig(progress=False), seed=0)
     print(f"data, {args.simulated_arm} arm, agents and simulation ({events.height} events, brain {brain.name}): {time.perf_counter() - start:.0f} s")
 
     tables = []
     for seed in range(args.seeds):
         t = time.perf_counter()
-        table = refit_and_evaluate(args.model, split.train, split.valid, split.test, data.users, data.movies, data.metadata, events,
+        table = refit_and_evaluate(args.model, split.train, split.valid, split.test, data.users, catalogue_frame, events,
                                    signals=tuple(args.signals.split(",")),
                                    config=AugmentationConfig(progress=False, click_label=args.click_label), seed=1024 + seed, max_epochs=args.max_epochs)
         tables.append(table.with_columns(seed=pl.lit(1024 + seed)))

@@ -1,5 +1,5 @@
 """LLM brain throughput against a fake OpenAI-compatible endpoint with fixed latency:
-agents in flight at once (`simulate_arm_concurrently`) ÷ the serial loop, and a cached
+agents in flight at once (`simulate_arm(..., concurrency=n)`) ÷ the serial loop, and a cached
 re-run ÷ the first run, both measured in the same run.
 
 A local threaded HTTP server (http.server) answers chat completions in OpenAI's JSON shape
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently  # noqa: E402
-from ops.simulation.observation import AgentSession  # noqa: E402
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig  # noqa: E402
+from ops.agents.session import AgentSession  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings  # noqa: E402
 from tests.test_llm_brain import completion, scripted_agent  # noqa: E402
@@ -67,7 +67,7 @@ def report(world, url, counter, tmp: Path, args) -> None:
 
     print(f"fake endpoint latency {args.latency_ms:.0f} ms, {n} agents, 5 requests per session (click, watch, next page, exit, interview)")
     # Warm-up (imports, client, poster captions) so that no measured run pays for it.
-    simulate_arm_concurrently("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=99, concurrency=8)
+    simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=99, concurrency=8)
     counter["n"] = 0
     t = time.perf_counter()
     serial = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=1)
@@ -78,7 +78,7 @@ def report(world, url, counter, tmp: Path, args) -> None:
     for c in args.concurrency:
         counter["n"] = 0
         t = time.perf_counter()
-        events = simulate_arm_concurrently("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=1, concurrency=c)
+        events = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=1, concurrency=c)
         s = time.perf_counter() - t
         same = events.drop("latency_s").equals(serial.drop("latency_s"))
         print(f"{'concurrency ' + str(c):<22} {s:>8.2f} {n / s:>9.1f} {counter['n']:>9} {serial_s / s:>19.2f} {str(same):>12}")
@@ -87,12 +87,12 @@ def report(world, url, counter, tmp: Path, args) -> None:
     c = max(args.concurrency)
     counter["n"] = 0
     t = time.perf_counter()
-    first = simulate_arm_concurrently("bench", world["top_k"], world["agents"], world["catalogue"], brain(cache), config, seed=1, concurrency=c)
+    first = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(cache), config, seed=1, concurrency=c)
     first_s = time.perf_counter() - t
     first_requests = counter["n"]
     counter["n"] = 0
     t = time.perf_counter()
-    again = simulate_arm_concurrently("bench", world["top_k"], world["agents"], world["catalogue"], brain(cache), config, seed=1, concurrency=c)
+    again = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(cache), config, seed=1, concurrency=c)
     again_s = time.perf_counter() - t
     print(f"\ncache, concurrency {c}: first run {first_s:.2f} s ({first_requests} requests), re-run {again_s:.2f} s "
           f"({counter['n']} requests), re-run / first = {again_s / first_s:.3f}, same events: "
@@ -125,15 +125,17 @@ def report(world, url, counter, tmp: Path, args) -> None:
 def build_world(root: Path, n_agents: int) -> dict:
     from ops.agents.profile import build_profiles
     from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-    from ops.agents.memory import build_long_term_memories, build_movie_facts
-    from ops.simulation.sandbox import Catalogue
+    from ops.agents.memory import build_long_term_memories
+    from ops.agents.movie_facts import build_movie_facts
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.simulation.catalogue import Catalogue
 
     movies, meta = make_catalogue(root / "posters", n_per_genre=20)
     users, ratings, _ = make_users_and_ratings(movies, n_users=n_agents, per_user=24)
-    vectors = embed_catalogue(movies, meta, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
-    facts = build_movie_facts(movies, meta, ratings)
+    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    facts = build_movie_facts(build_mm_ml_1m(movies, meta), ratings)
     looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
-    profiles = build_profiles(ratings, users, movies, meta, facts=facts, poster_looks=looks)
+    profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), facts=facts, poster_looks=looks)
     memories = build_long_term_memories(ratings, vectors)
     rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
     all_ids = sorted(movies.get_column("movie_id").to_list())
@@ -141,7 +143,7 @@ def build_world(root: Path, n_agents: int) -> dict:
     top_k = pl.DataFrame([{"arm": "bench", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
                           for u in sorted(lists) for r, m in enumerate(lists[u])])
     agents = [AgentSession(u, profiles[u], memories[u], 0.0, 0.0) for u in sorted(profiles)]
-    return dict(catalogue=Catalogue.from_frames(movies, meta), agents=agents, lists=lists, top_k=top_k)
+    return dict(catalogue=Catalogue.from_frame(build_mm_ml_1m(movies, meta)), agents=agents, lists=lists, top_k=top_k)
 
 
 def start_server(latency_s: float):

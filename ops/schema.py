@@ -100,6 +100,10 @@ HIDDEN_TASTES = {
     "rating_bias": pl.Float64,  # user's offset on the rating scale (pickiness)
 }
 
+# MM-ML-1M, the one catalogue every later stage reads (the `mm_ml_1m` asset): MOVIES
+# columns followed by METADATA's (movie_id once), null where a movie has no metadata.
+MM_ML_1M = {**MOVIES, **{k: v for k, v in METADATA.items() if k != "movie_id"}}
+
 # One row per item of an arm's top-20 list for a user (design.md "Top-20 list").
 TOP_K = {
     "arm": pl.Utf8,
@@ -107,6 +111,35 @@ TOP_K = {
     "rank": pl.Int64,  # 1..20
     "movie_id": pl.Int64,
     "score": pl.Float64,
+}
+
+
+# The one event schema (design.md "Simulation"): one row per step, plus the exit interview.
+EVENTS: dict[str, pl.DataType] = {
+    "run_id": pl.Utf8,
+    "arm": pl.Utf8,
+    "user_id": pl.Int64,
+    "step": pl.Int64,  # 1.. within the session; the exit interview row comes last
+    "page_type": pl.Utf8,  # "home" / "detail": the page the action was taken on
+    "page_number": pl.Int64,  # home page number 1..4 (a detail page keeps the page it came from)
+    "action": pl.Utf8,  # an action of ops.simulation.observation.ACTIONS, or "exit_interview"
+    "movie_id": pl.Int64,  # click_movie, watch_and_rate, back: the movie concerned
+    "position": pl.Int64,  # that movie's rank 1..20 in the arm's list
+    "shown": pl.List(pl.Int64),  # the movie ids on the page (home: its cards; detail: the movie)
+    "caught_eye": pl.List(pl.Int64),  # what the brain says caught its eye (short-term memory)
+    "interest": pl.Int64,  # 1..5 stated by the brain; null on forced exits and the interview
+    "fatigue_before": pl.Float64,
+    "fatigue_after": pl.Float64,
+    "fatigue_budget": pl.Float64,
+    "rating": pl.Int64,  # watch_and_rate: 1..5
+    "satisfaction": pl.Int64,  # exit_interview: 1..10
+    "forced": pl.Boolean,  # True: the session was ended by the fatigue budget or the step limit
+    "reason": pl.Utf8,
+    "brain": pl.Utf8,
+    "latency_s": pl.Float64,  # as the brain reports it
+    "prompt_tokens": pl.Int64,
+    "completion_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
 }
 
 

@@ -1,25 +1,45 @@
 """The simab code location: wires assets, checks, resources, jobs and schedules.
 
 Nothing is defined here; each lifecycle stage lives in its own module under `assets/`,
-the contracts under `data_contracts/`, the outside systems under `resources/`.
+the contracts under `data_contracts/`, the outside systems under `resources/`.  The
+definitions are built lazily (`@definitions`), so the environment (`pipelines.run_config`,
+`pipelines.resources`) is read when Dagster loads the code location, not at import.
 """
 
 from __future__ import annotations
 
-from dagster import Definitions, load_assets_from_modules, multiprocess_executor
+import os
+from collections.abc import Mapping
+
+from dagster import Definitions, definitions, load_assets_from_modules, multiprocess_executor
 
 from assets import agents, augmentation, ingestion, mm_ml_1m, recommenders, report, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
-from pipelines.jobs import JOBS, SCHEDULES, SENSORS
+from pipelines.jobs import build_jobs, build_schedules_and_sensors
 from pipelines.resources import resources_for_deployment
+from pipelines.run_config import RunSettings, settings_from_env
 
-defs = Definitions(
-    assets=load_assets_from_modules([ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, report]),
-    asset_checks=CONTRACT_CHECKS,
-    jobs=JOBS,
-    schedules=SCHEDULES,
-    sensors=SENSORS,
-    resources=resources_for_deployment(),
-    # Two cores here: two steps at a time (the CTR arms train in parallel partitions).
-    executor=multiprocess_executor.configured({"max_concurrent": 2}),
-)
+ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, report]
+
+
+def build_definitions(settings: RunSettings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:
+    """The whole code location for these settings (default: read from `environ`)."""
+    environ = os.environ if environ is None else environ
+    settings = settings or settings_from_env(environ)
+    jobs = build_jobs(settings)
+    schedules, sensors = build_schedules_and_sensors(settings, jobs)
+    return Definitions(
+        assets=load_assets_from_modules(ASSET_MODULES),
+        asset_checks=CONTRACT_CHECKS,
+        jobs=list(jobs.values()),
+        schedules=schedules,
+        sensors=sensors,
+        resources=resources_for_deployment(environ=environ),
+        # Two cores here: two steps at a time (the CTR arms train in parallel partitions).
+        executor=multiprocess_executor.configured({"max_concurrent": 2}),
+    )
+
+
+@definitions
+def defs() -> Definitions:
+    return build_definitions()

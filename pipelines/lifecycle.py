@@ -2,7 +2,8 @@
 
 It executes the same jobs the Dagster UI launches, against the persistent Dagster instance
 ($DAGSTER_HOME), so `make ui` shows the runs afterwards: `simab_prepare`, `simab_arm` once
-per arm ($SIMAB_ARMS), `simab_readout`.  At the end it prints where the results are.
+per arm ($SIMAB_ARMS), `simab_readout`, each with the run config the environment asks for
+(`pipelines.run_config`).  At the end it prints where the results are.
 """
 
 from __future__ import annotations
@@ -18,31 +19,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", help="comma-separated arms (default $SIMAB_ARMS or random,pop,fm,deepfm)")
     args = parser.parse_args(argv)
-    if args.arms:
-        os.environ["SIMAB_ARMS"] = args.arms
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from dagster import DagsterInstance
 
-    from assets.recommenders import configured_arms
-    from pipelines.definitions import defs
+    from pipelines.definitions import build_definitions
+    from pipelines.run_config import run_config_for, settings_from_env, with_arms
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import data_root
+
+    settings = settings_from_env(os.environ)
+    if args.arms:
+        settings = with_arms(settings, [a.strip() for a in args.arms.split(",") if a.strip()])
+    defs = build_definitions(settings)
 
     if os.environ.get("DAGSTER_HOME"):
         # A fresh $DAGSTER_HOME is created rather than refused: the runner is the first thing
         # people start, and Dagster insists the folder exists.
         os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
-    arms = configured_arms()
+    arms = settings.arms
     started = time.time()
     runs = []
 
     def execute(job_name: str, partition_key: str | None = None) -> None:
         label = job_name + (f"[{partition_key}]" if partition_key else "")
         print(f"==> {label}", flush=True)
-        result = defs.resolve_job_def(job_name).execute_in_process(instance=instance, partition_key=partition_key, raise_on_error=False)
+        result = defs.resolve_job_def(job_name).execute_in_process(
+            instance=instance, partition_key=partition_key, run_config=run_config_for(job_name, settings), raise_on_error=False
+        )
         runs.append((label, result.run_id, result.success))
         if not result.success:
             failed = [e for e in result.all_events if e.is_failure]

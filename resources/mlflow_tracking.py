@@ -151,7 +151,71 @@ class MlflowTracking(ConfigurableResource):
     def tag_parent(self, context: Any, tags: dict[str, str]) -> None:
         self.parent_run_id(context.run.run_id, context.run.job_name, tags)
 
-    # -- logging helpers (call inside asset_run) -----------------------------------------
+    # -- logging (call inside asset_run: everything lands in the asset's child run) ------
+
+    @staticmethod
+    def log_params(params: dict[str, Any]) -> None:
+        import mlflow
+
+        mlflow.log_params({k: _param(v) for k, v in params.items()})
+
+    @staticmethod
+    def log_metrics(metrics: dict[str, float | int | None], step: int | None = None) -> None:
+        """Numbers only; None (an undefined metric) is left out rather than logged as 0."""
+        import mlflow
+
+        clean = {k: float(v) for k, v in metrics.items() if v is not None}
+        if clean:
+            mlflow.log_metrics(clean, step=step)
+
+    @staticmethod
+    def set_tags(tags: dict[str, str]) -> None:
+        import mlflow
+
+        mlflow.set_tags(tags)
+
+    @staticmethod
+    def log_table(frame: Any, name: str) -> None:
+        """A Polars (or pandas) frame as an MLflow table artefact `tables/<name>.json`."""
+        import mlflow
+
+        mlflow.log_table(frame.to_pandas() if hasattr(frame, "to_pandas") else frame, artifact_file=f"tables/{name}.json")
+
+    @staticmethod
+    def log_figure(figure: Any, artifact_file: str) -> None:
+        import mlflow
+
+        mlflow.log_figure(figure, artifact_file)
+
+    @staticmethod
+    def log_text(text: str, artifact_file: str) -> None:
+        import mlflow
+
+        mlflow.log_text(text, artifact_file)
+
+    @staticmethod
+    def log_dict(data: dict, artifact_file: str) -> None:
+        import mlflow
+
+        mlflow.log_dict(data, artifact_file)
+
+    @staticmethod
+    def log_artifact(path: str | Path, artifact_path: str | None = None) -> None:
+        import mlflow
+
+        mlflow.log_artifact(str(path), artifact_path=artifact_path)
+
+    @staticmethod
+    def log_artifacts(folder: str | Path, artifact_path: str | None = None) -> None:
+        import mlflow
+
+        mlflow.log_artifacts(str(folder), artifact_path=artifact_path)
+
+    @staticmethod
+    def active_run_id() -> str:
+        import mlflow
+
+        return mlflow.active_run().info.run_id
 
     @staticmethod
     def log_frame(df: Any, name: str, role: str = "input", log_table: bool = False) -> str:

@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from ops.readout.ab_readout import ReadoutConfig, ab_readout, bootstrap_means, holm, per_agent_metrics
-from ops.simulation.runner import EVENTS
+from ops.schema import EVENTS
 
 P1, P2 = [1, 2, 3, 4, 5], [6, 7, 8, 9, 10]
 

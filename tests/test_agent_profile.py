@@ -9,8 +9,9 @@ import pytest
 
 from ops.agents.profile import ProfileConfig, build_profiles, profiles_frame, social_traits
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-from ops.agents.memory import build_movie_facts
+from ops.agents.movie_facts import build_movie_facts
 from ops.schema import MOVIES, RATINGS, USERS, conform
+from ops.data.mm_ml_1m import build_mm_ml_1m
 from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings
 
 
@@ -52,7 +53,7 @@ def _tiny():
 
 def test_social_traits_follow_the_definitions():
     movies, train, _ = _tiny()
-    facts = build_movie_facts(movies, None, train)
+    facts = build_movie_facts(build_mm_ml_1m(movies), train)
     t = {r["user_id"]: r for r in social_traits(train, facts).iter_rows(named=True)}
     assert [t[u]["activity"] for u in (1, 2, 3)] == [2, 2, 1]
     # conformity = mean squared gap to the movie's mean train rating
@@ -75,7 +76,7 @@ def test_tiers_cut_at_percentiles_and_high_conformity_means_closest_to_the_crowd
         }
     )
     movies = pl.DataFrame({"movie_id": np.arange(1, n + 1), "title": [f"M{i}" for i in range(n)], "year": [2000] * n, "genres": [["Drama"]] * n})
-    facts = build_movie_facts(conform(movies, MOVIES, "movies"), None, conform(train, RATINGS, "train"))
+    facts = build_movie_facts(build_mm_ml_1m(conform(movies, MOVIES, "movies")), conform(train, RATINGS, "train"))
     t = social_traits(conform(train, RATINGS, "train"), facts, ProfileConfig(tier_percentiles=(1 / 3, 2 / 3))).sort("user_id")
     assert t.get_column("activity_tier").to_list() == ["low"] * 3 + ["medium"] * 3 + ["high"] * 3
     # The smallest gap gets the high conformity tier and the highest conformity score.
@@ -89,18 +90,18 @@ def test_tiers_cut_at_percentiles_and_high_conformity_means_closest_to_the_crowd
 def test_pickiness_follows_the_configured_thresholds():
     movies, train, users = _tiny()
     # Means: user 1 (5+2)/2 = 3.5, user 2 (3+4)/2 = 3.5, user 3 1.0.
-    p = build_profiles(train, users, movies, None, ProfileConfig(pickiness_thresholds=(2.0, 3.4)))
+    p = build_profiles(train, users, build_mm_ml_1m(movies), ProfileConfig(pickiness_thresholds=(2.0, 3.4)))
     assert [p[u].pickiness for u in (1, 2, 3)] == ["not picky", "not picky", "extremely picky"]
-    p = build_profiles(train, users, movies, None, ProfileConfig(pickiness_thresholds=(0.5, 3.6)))
+    p = build_profiles(train, users, build_mm_ml_1m(movies), ProfileConfig(pickiness_thresholds=(0.5, 3.6)))
     assert [p[u].pickiness for u in (1, 2, 3)] == ["moderately picky", "moderately picky", "moderately picky"]
 
 
 def test_profiles_recover_planted_tastes(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters")
     users, ratings, favourite = make_users_and_ratings(movies)
-    vectors = embed_catalogue(movies, meta, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
     looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
-    profiles = build_profiles(ratings, users, movies, meta, ProfileConfig(), poster_looks=looks)
+    profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), ProfileConfig(), poster_looks=looks)
     assert sorted(profiles) == sorted(users.get_column("user_id").to_list())
     expected_look = {"Sci-Fi": "cool", "Romance": "warm", "Horror": "dark"}
     expected_director = {"Sci-Fi": "Ada Vector", "Romance": "Rosa Amour", "Horror": "Vlad Grim"}
@@ -122,4 +123,4 @@ def test_profiles_recover_planted_tastes(tmp_path):
 def test_unknown_user_in_train_is_named():
     movies, train, users = _tiny()
     with pytest.raises(ValueError, match=r"\[3\]"):
-        build_profiles(train, users.filter(pl.col("user_id") != 3), movies, None)
+        build_profiles(train, users.filter(pl.col("user_id") != 3), build_mm_ml_1m(movies))

@@ -8,6 +8,7 @@ import pytest
 from ops.arms.registry import arm_params, load_arm, log_and_register, mlflow_epoch_logger, save_arm
 from ops.arms.recommenders import arm_config, train_arm
 from ops.data.split import chronological_split
+from ops.data.mm_ml_1m import build_mm_ml_1m
 from tests.planted_data import planted_metadata, planted_movielens
 
 
@@ -20,7 +21,7 @@ def trained():
     split = chronological_split(ratings)
     metadata = planted_metadata(movies)
     arms = {
-        name: train_arm(arm_config(name, max_epochs=2, learning_rate=0.01, embedding_dim=8), split.train, split.valid, users, movies, metadata)
+        name: train_arm(arm_config(name, max_epochs=2, learning_rate=0.01, embedding_dim=8), split.train, split.valid, users, build_mm_ml_1m(movies, metadata))
         for name in ("deepfm", "pop", "random")
     }
     return arms, split

@@ -18,8 +18,9 @@ from ops.readout.augmentation import (
     table_5,
 )
 from ops.schema import RATINGS
-from ops.simulation.runner import EVENTS
+from ops.schema import EVENTS
 from ops.data.split import chronological_split
+from ops.data.mm_ml_1m import build_mm_ml_1m
 from tests.planted_data import planted_movielens
 
 # Small, fast settings for the 2-core machine (as tests/test_recommenders.py); no sampled
@@ -29,7 +30,7 @@ QUIET = AugmentationConfig(progress=False)
 
 
 def events_frame(rows: list[dict], arm: str = "deepfm", brain: str = "embedded") -> pl.DataFrame:
-    """Rows in the ops.simulation.runner.EVENTS schema; unnamed columns are null."""
+    """Rows in the ops.schema.EVENTS schema; unnamed columns are null."""
     full = [{**{c: None for c in EVENTS}, "arm": arm, "brain": brain, **r} for r in rows]
     return pl.DataFrame(full, schema=EVENTS)
 
@@ -157,7 +158,7 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
             events_frame([dict(user_id=train["user_id"][0], movie_id=train["movie_id"][0], action="watch_and_rate", step=1, rating=1)]),
         ]
     )
-    out = refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, events, config=QUIET, **FAST)
+    out = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), events, config=QUIET, **FAST)
     assert out.schema == pl.Schema(AUGMENTATION_METRICS)
     assert out["training_set"].to_list() == ["original", "+click", "+view"]
     assert out["added_rows"].to_list() == [0, 150, 400]
@@ -168,7 +169,7 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
     assert out["auc_difference"].to_list() == pytest.approx((out["test_auc"] - out["test_auc"][0]).to_list())
     assert out["auc_difference"][1] != 0 and out["auc_difference"][2] != 0
     # The original row is the same model the arm alone would train (same config and seed).
-    alone = train_arm(arm_config("fm", **FAST), train, split.valid, users, movies)
+    alone = train_arm(arm_config("fm", **FAST), train, split.valid, users, build_mm_ml_1m(movies))
     metrics = evaluate_arm(alone, train, split.test, movies["movie_id"].to_numpy())
     assert out["test_auc"][0] == metrics.test_auc and out["ndcg_at_k"][0] == metrics.ndcg_at_k
 
@@ -179,12 +180,12 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
 def test_a_signal_with_nothing_new_repeats_the_original_and_random_is_refused(planted, tmp_path):
     users, movies, split, train, _ = planted
     only_train_pairs = events_frame([dict(user_id=u, movie_id=m, action="click_movie", step=i) for i, (u, m) in enumerate(train.head(5).select("user_id", "movie_id").rows())])
-    out = refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, only_train_pairs, signals=("click",), config=QUIET, **{**FAST, "max_epochs": 1})
+    out = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), only_train_pairs, signals=("click",), config=QUIET, **{**FAST, "max_epochs": 1})
     assert out["added_rows"].to_list() == [0, 0] and out["test_auc"][0] == out["test_auc"][1]
     with pytest.raises(ValueError, match="'random' .* is not a trainable CTR model"):
-        refit_and_evaluate("random", train, split.valid, split.test, users, movies, None, only_train_pairs, config=QUIET)
+        refit_and_evaluate("random", train, split.valid, split.test, users, build_mm_ml_1m(movies), only_train_pairs, config=QUIET)
     with pytest.raises(ValueError, match=r"unknown signal\(s\) \['likes'\]"):
-        refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, only_train_pairs, signals=("likes",), config=QUIET)
+        refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), only_train_pairs, signals=("likes",), config=QUIET)
     figure = augmentation_figure(pl.concat([out, out.with_columns(arm=pl.lit("deepfm"))]), tmp_path / "auc.png")
     assert figure.stat().st_size > 5000
 
@@ -194,9 +195,9 @@ def test_simulated_views_that_follow_the_tastes_raise_auc_and_shuffled_ones_do_n
     simulator reports) and with those ratings shuffled.  Only the first helps."""
     users, movies, split, train, pool = planted
     ratings = pool["rating"].to_numpy()
-    faithful = refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, views_of(pool, ratings),
+    faithful = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), views_of(pool, ratings),
                                   signals=("view",), config=QUIET, **FAST)
-    shuffled = refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None,
+    shuffled = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies),
                                   views_of(pool, np.random.default_rng(1).permutation(ratings)), signals=("view",), config=QUIET, **FAST)
     assert faithful["added_rows"][1] == shuffled["added_rows"][1] == pool.height
     assert faithful["test_auc"][0] == shuffled["test_auc"][0]  # the same original model
@@ -213,15 +214,15 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
     users, movies, split, train, pool = planted
     events = views_of(pool.head(100), pool.head(100)["rating"].to_numpy())
     fast = {**FAST, "max_epochs": 1}
-    trained = train_arm(arm_config("fm", **fast), train, split.valid, users, movies)
+    trained = train_arm(arm_config("fm", **fast), train, split.valid, users, build_mm_ml_1m(movies))
     calls = []
     monkeypatch.setattr(recommenders, "train_arm", lambda cfg, *a, **k: calls.append(cfg) or train_arm(cfg, *a, **k))
 
-    out = refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, events, signals=("view",), config=QUIET, original_model=trained, **fast)
+    out = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), events, signals=("view",), config=QUIET, original_model=trained, **fast)
     assert len(calls) == 1  # only the augmented model was trained
     assert out["test_auc"][0] == evaluate_arm(trained, train, split.test, movies["movie_id"].to_numpy()).test_auc
     # A model trained with other settings is not the like-for-like original: trained again.
-    refit_and_evaluate("fm", train, split.valid, split.test, users, movies, None, events, signals=("view",), config=QUIET, original_model=trained, **{**fast, "seed": 7})
+    refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), events, signals=("view",), config=QUIET, original_model=trained, **{**fast, "seed": 7})
     assert len(calls) == 3
 
 

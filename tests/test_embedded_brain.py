@@ -8,8 +8,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from types import SimpleNamespace
+
 from ops.agents.build import AgentsConfig, build_agents
-from ops.simulation.brains.embedded import FEATURES, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams
+from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.simulation.brains.embedded import FEATURES, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams, fit_embedded_brain
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.simulation.observation import (
     BACK,
@@ -17,15 +20,24 @@ from ops.simulation.observation import (
     EXIT,
     NEXT_PAGE,
     WATCH_AND_RATE,
-    AgentSession,
     DetailCard,
     ItemCard,
     Observation,
-    ShortTermEntry,
 )
+from ops.agents.memory import ShortTermEntry
+from ops.agents.session import AgentSession
 from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 
 QUIET = AgentsConfig(embedding=EmbeddingConfig(show_progress=False))
+
+
+def agents_and_brain(train, valid, users, catalogue, cache):
+    """The agents (train only) and the embedded brain fitted on train + validation, under
+    the names the tests read."""
+    agents = build_agents(train, users, catalogue, QUIET, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), cache)
+    model = fit_embedded_brain(agents, train, valid, users)
+    return SimpleNamespace(profiles=agents.profiles, memories=agents.memories, vectors=agents.vectors, sessions=agents.sessions,
+                           brain=model.brain, params=model.params, context=model.context, config=model.config)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +46,7 @@ def world(tmp_path_factory):
     movies, meta = make_catalogue(root / "posters")
     users, ratings, favourite = make_users_and_ratings(movies)
     train, valid = split_by_time(ratings)
-    bundle = build_agents(train, valid, users, movies, meta, QUIET, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), root / "cache")
+    bundle = agents_and_brain(train, valid, users, build_mm_ml_1m(movies, meta), root / "cache")
     genre_of = {m: g[0] for m, g in movies.select("movie_id", "genres").iter_rows()}
     rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
     return dict(bundle=bundle, favourite=favourite, genre_of=genre_of, rated=rated, movies=movies, meta=meta)
@@ -213,20 +225,21 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
     simulation = pytest.importorskip("ops.simulation.runner")
     from ops.readout.ab_readout import per_agent_metrics
     from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm
-    from ops.simulation.sandbox import Catalogue
+    from ops.simulation.catalogue import Catalogue
     from ops.data.split import chronological_split
 
     data = synthetic.generate(synthetic.SyntheticConfig(n_users=400, n_movies=500, seed=3), tmp_path / "posters")
     split = chronological_split(data.ratings)
-    bundle = build_agents(split.train, split.valid, data.users, data.movies, data.metadata, QUIET, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), tmp_path / "cache")
+    catalogue_frame = build_mm_ml_1m(data.movies, data.metadata)
+    bundle = agents_and_brain(split.train, split.valid, data.users, catalogue_frame, tmp_path / "cache")
     users = np.array(sorted(bundle.profiles))
     movie_ids = data.movies.get_column("movie_id").to_numpy()
     exclude = split.train.select("user_id", "movie_id")
     arms = ("random", "pop", "deepfm")
-    trained = {a: train_arm(arm_config(a, max_epochs=8), split.train, split.valid, data.users, data.movies, data.metadata) for a in arms}
+    trained = {a: train_arm(arm_config(a, max_epochs=8), split.train, split.valid, data.users, catalogue_frame) for a in arms}
     lists = pl.concat([top_k(trained[a], users, movie_ids, exclude) for a in arms])
     ndcg = {a: evaluate_arm(trained[a], split.train, split.test, movie_ids).ndcg_at_k for a in arms}
-    catalogue = Catalogue.from_frames(data.movies, data.metadata)
+    catalogue = Catalogue.from_frame(catalogue_frame)
     favourite = {u: set(f) for u, f in data.hidden_tastes.select("user_id", "favourite_genres").iter_rows()}
     genres = {m: set(g) for m, g in data.movies.select("movie_id", "genres").iter_rows()}
     ctr = {}
@@ -248,7 +261,7 @@ def test_batch_features_retrieve_what_long_term_memory_retrieves(world):
     # The brain scores pairs in batch; its text features must be the memory's own top-k
     # cosine retrieval (A/B Agent §2.4.2), not an approximation of it.
     bundle = world["bundle"]
-    k = bundle.config.brain.retrieval_k
+    k = bundle.config.retrieval_k
     uid = 6
     memory = bundle.memories[uid]
     movie = _unrated(world, uid, True, 1)[0]

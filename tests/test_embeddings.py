@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
+from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.agents.embeddings import (
     EmbeddingConfig,
     OpenAIEmbeddingConfig,
@@ -80,14 +81,14 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
     movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=4)
     cache = tmp_path / "cache"
     text = HashTextEmbedder()
-    vectors = embed_catalogue(movies, meta, text, PaletteLayoutPosterEmbedder(), cache, QUIET)
+    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), text, PaletteLayoutPosterEmbedder(), cache, QUIET)
     assert text.texts_embedded == movies.height
     assert vectors.movie_ids.tolist() == sorted(movies.get_column("movie_id").to_list())
     assert vectors.text.shape == (movies.height, text.dim) and vectors.has_poster.all()
     assert set(vectors.poster_look.tolist()) == {"cool", "warm", "dark"}
 
     again = HashTextEmbedder()
-    vectors2 = embed_catalogue(movies, meta, again, PaletteLayoutPosterEmbedder(), cache, QUIET)
+    vectors2 = embed_catalogue(build_mm_ml_1m(movies, meta), again, PaletteLayoutPosterEmbedder(), cache, QUIET)
     assert again.texts_embedded == 0  # everything came from the cache
     assert np.array_equal(vectors.text, vectors2.text) and np.array_equal(vectors.poster, vectors2.poster)
     assert vectors2.digest == vectors.digest
@@ -96,7 +97,7 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
         pl.when(pl.col("movie_id") == 3).then(pl.lit("An entirely new plot.")).otherwise(pl.col("overview")).alias("overview")
     )
     third = HashTextEmbedder()
-    vectors3 = embed_catalogue(movies, changed, third, PaletteLayoutPosterEmbedder(), cache, QUIET)
+    vectors3 = embed_catalogue(build_mm_ml_1m(movies, changed), third, PaletteLayoutPosterEmbedder(), cache, QUIET)
     assert third.texts_embedded == 1
     assert vectors3.digest != vectors.digest
     row = vectors.rows_of([3])[0]
@@ -106,11 +107,11 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
 def test_catalogue_without_metadata_or_poster(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=2)
     meta = meta.filter(pl.col("movie_id") != 2)
-    vectors = embed_catalogue(movies, meta, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)
+    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)
     row = vectors.rows_of([2])[0]
     assert not vectors.has_poster[row] and not vectors.poster[row].any() and vectors.poster_look[row] == ""
     assert vectors.has_poster.sum() == movies.height - 1
-    none = embed_catalogue(movies, None, HashTextEmbedder(), None, None, QUIET)
+    none = embed_catalogue(build_mm_ml_1m(movies), HashTextEmbedder(), None, None, QUIET)
     assert none.poster.shape == (movies.height, 0) and not none.has_poster.any()
 
 
@@ -120,7 +121,7 @@ def test_undecodable_poster_is_named(tmp_path):
     bad.write_bytes(b"not an image at all")
     meta = meta.with_columns(pl.when(pl.col("movie_id") == 1).then(pl.lit(str(bad))).otherwise(pl.col("poster_small")).alias("poster_small"))
     with pytest.raises(ValueError, match="broken.jpg"):
-        embed_catalogue(movies, meta, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)
+        embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)
 
 
 def _embedding_payload(texts, dim, shuffle=False):

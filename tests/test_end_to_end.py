@@ -18,8 +18,9 @@ def lifecycle(tmp_path_factory):
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
     mp.setenv("GX_ANALYTICS_ENABLED", "False")
     mp.setenv("HF_HUB_OFFLINE", "1")
-    from pipelines.definitions import defs
+    from pipelines.definitions import build_definitions
 
+    defs = build_definitions(environ={"SIMAB_HOME": str(home)})
     instance = DagsterInstance.ephemeral()
     results = {}
     prepare_config = {"ops": {"movielens": {"config": {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}}}}
@@ -45,7 +46,7 @@ def _materialised(result) -> set[str]:
 def test_every_stage_materialises_and_every_contract_passes(lifecycle):
     home, results, _ = lifecycle
     assert all(r.success for r in results.values())
-    assert {"users", "movies", "ratings", "movie_metadata", "mm_ml_1m", "train_ratings", "valid_ratings", "test_ratings", "agents"} <= _materialised(results["prepare"])
+    assert {"users", "movies", "ratings", "movie_metadata", "mm_ml_1m", "train_ratings", "valid_ratings", "test_ratings", "agents", "embedded_brain"} <= _materialised(results["prepare"])
     checks = {c.check_name: c.passed for c in results["prepare"].get_asset_check_evaluations()}
     assert checks == {"users_contract": True, "movies_contract": True, "ratings_contract": True, "movie_metadata_contract": True}
     for arm in ARMS:
@@ -69,7 +70,7 @@ def test_mlflow_has_one_parent_per_dagster_run_with_the_assets_metrics(lifecycle
     assert parent.data.tags["data_source"] == "synthetic" and parent.data.tags["code_version"]
     children = {c.data.tags["dagster_asset"]: c for c in client.search_runs([exp], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
     # Multi-assets (movielens, chronological_split) are named after their op.
-    assert {"movielens", "chronological_split", "movie_metadata", "mm_ml_1m", "agents"} <= set(children)
+    assert {"movielens", "chronological_split", "movie_metadata", "mm_ml_1m", "agents", "embedded_brain"} <= set(children)
     ingest = children["movielens"]
     assert ingest.data.metrics["users"] == 150 and ingest.data.metrics["ratings"] > 150 * 20 * 0.9
     assert {d.dataset.name for d in ingest.inputs.dataset_inputs} == {"users", "movies", "ratings"}
@@ -119,8 +120,9 @@ def test_a_resimulation_without_vision_replaces_the_partition_and_names_its_brai
     # Table 5's "w/o vision" ablation through the nightly job's asset selection: the same
     # arm simulated again with posters hidden from the brain.
     home, results, instance = lifecycle
-    from pipelines.definitions import defs
+    from pipelines.definitions import build_definitions
 
+    defs = build_definitions(environ={"SIMAB_HOME": str(home)})
     before = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
     config = {"ops": {"simulation_events": {"config": {"n_agents": 60, "vision": False}}}}
     result = defs.resolve_job_def("simab_resimulate").execute_in_process(instance=instance, partition_key="random", run_config=config)

@@ -18,8 +18,9 @@ import polars as pl
 import pytest
 from werkzeug import Response
 
-from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently
-from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, AgentSession
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+from ops.agents.session import AgentSession
+from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE
 from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings
 
 PROMPT_TOKENS, COMPLETION_TOKENS = 1000, 50
@@ -97,20 +98,22 @@ def answer(**fields) -> str:
 def world(tmp_path_factory):
     from ops.agents.profile import build_profiles
     from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-    from ops.agents.memory import build_long_term_memories, build_movie_facts
-    from ops.simulation.sandbox import Catalogue
+    from ops.agents.memory import build_long_term_memories
+    from ops.agents.movie_facts import build_movie_facts
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.simulation.catalogue import Catalogue
 
     root = tmp_path_factory.mktemp("llm")
     movies, meta = make_catalogue(root / "posters", n_per_genre=6)
     users, ratings, favourite = make_users_and_ratings(movies, n_users=3, per_user=6)
-    vectors = embed_catalogue(movies, meta, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
-    facts = build_movie_facts(movies, meta, ratings)
+    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    facts = build_movie_facts(build_mm_ml_1m(movies, meta), ratings)
     looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
-    profiles = build_profiles(ratings, users, movies, meta, facts=facts, poster_looks=looks)
+    profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), facts=facts, poster_looks=looks)
     memories = build_long_term_memories(ratings, vectors)
     rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
     lists = {u: [m for m in sorted(movies.get_column("movie_id").to_list()) if (u, m) not in rated][:10] for u in profiles}
-    return dict(catalogue=Catalogue.from_frames(movies, meta), profiles=profiles, memories=memories, lists=lists, ratings=ratings)
+    return dict(catalogue=Catalogue.from_frame(build_mm_ml_1m(movies, meta)), profiles=profiles, memories=memories, lists=lists, ratings=ratings)
 
 
 def session(world, uid: int = 1, spent: float = 12.0, budget: float = 30.0) -> AgentSession:
@@ -401,7 +404,7 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ht
     from resources.llm import LLMResource
 
     caplog.set_level(logging.DEBUG)
-    for name in ("openai", "httpx", "httpcore", "ops.simulation.brains.llm"):
+    for name in ("openai", "httpx", "httpcore", "ops.simulation.brains.llm.client", "ops.simulation.brains.llm.brain"):
         caplog.set_level(logging.DEBUG, logger=name)
     cache = tmp_path / "cache" / "llm.sqlite"
     resource = LLMResource(base_url=httpserver.url_for("/v1"), model="test-model", api_key_env=KEY_ENV, cache_path=str(cache))
@@ -459,7 +462,9 @@ def scripted_agent(body: dict) -> str:
 
 def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, httpserver, key, tmp_path):
     from ops.schema import conform
-    from ops.simulation.runner import EVENTS, EXIT_INTERVIEW, SimulationConfig, simulate_arm
+    from ops.schema import EVENTS
+    from ops.simulation.observation import EXIT_INTERVIEW
+    from ops.simulation.runner import SimulationConfig, simulate_arm
 
     fake.policy = scripted_agent
     users = sorted(world["profiles"])
@@ -493,6 +498,6 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, htt
 
     # Agents in flight at once give the same events; the cache makes the re-run free.
     brain = make_brain(httpserver, world, cache_path=cache)
-    again = simulate_arm_concurrently("pop", top_k, agents, world["catalogue"], brain, config, seed=3, run_id="r1", concurrency=3)
+    again = simulate_arm("pop", top_k, agents, world["catalogue"], brain, config, seed=3, run_id="r1", concurrency=3)
     assert len(fake.requests) == 5 * len(users) and brain.usage.cache_hits == 5 * len(users)
     assert again.drop("latency_s").equals(events.drop("latency_s"))

@@ -8,8 +8,10 @@ import polars as pl
 import pytest
 
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-from ops.agents.memory import MovieVectors, build_long_term_memories, build_movie_facts, describe_short_term
-from ops.simulation.observation import ShortTermEntry
+from ops.agents.embeddings import MovieVectors
+from ops.agents.memory import ShortTermEntry, build_long_term_memories, describe_short_term
+from ops.agents.movie_facts import build_movie_facts
+from ops.data.mm_ml_1m import build_mm_ml_1m
 from tests.agent_fixtures import HashTextEmbedder, make_catalogue
 
 
@@ -85,7 +87,7 @@ def test_retrieve_by_image_never_returns_memories_without_poster():
 
 def test_memory_over_a_real_catalogue_recalls_the_same_genre(tmp_path):
     movies, meta = make_catalogue(tmp_path / "p", n_per_genre=5)
-    vectors = embed_catalogue(movies, meta, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
     # User 1 remembers two Sci-Fi (ids 1-5) and two Romance movies (ids 6-10).
     train = pl.DataFrame({"user_id": [1] * 4, "movie_id": [1, 2, 6, 7], "rating": [5, 4, 2, 1], "timestamp": [1, 2, 3, 4]})
     mem = build_long_term_memories(train, vectors)[1]
@@ -97,7 +99,7 @@ def test_memory_over_a_real_catalogue_recalls_the_same_genre(tmp_path):
 def test_movie_facts_take_popularity_and_means_from_train_only(tmp_path):
     movies, meta = make_catalogue(tmp_path / "p", n_per_genre=2)
     train = pl.DataFrame({"user_id": [1, 2, 3], "movie_id": [1, 1, 2], "rating": [5, 3, 4], "timestamp": [1, 2, 3]})
-    facts = build_movie_facts(movies, meta, train)
+    facts = build_movie_facts(build_mm_ml_1m(movies, meta), train)
     r1, r2, r3 = facts.row(1), facts.row(2), facts.row(3)
     assert facts.popularity[[r1, r2, r3]].tolist() == [2, 1, 0]
     assert facts.mean_rating[r1] == 4.0 and np.isnan(facts.mean_rating[r3])

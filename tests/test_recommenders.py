@@ -17,6 +17,7 @@ from ops.arms.recommenders import (
 )
 from ops.schema import TOP_K
 from ops.data.split import chronological_split
+from ops.data.mm_ml_1m import build_mm_ml_1m
 from tests.planted_data import planted_metadata, planted_movielens
 
 # Small, fast settings for the 2-core test machine: a larger step than Appendix B's Adam
@@ -63,20 +64,20 @@ def test_appendix_b_defaults_and_variants():
 
 def test_random_is_a_fixed_uniform_score_per_pair(data):
     users, movies, split = data
-    arm = train_arm(arm_config("random"), split.train, split.valid, users, movies)
+    arm = train_arm(arm_config("random"), split.train, split.valid, users, build_mm_ml_1m(movies))
     u = np.repeat(np.arange(1, 201), 50)
     m = np.tile(np.arange(1, 51), 200)
     s = arm.score(u, m)
     assert np.array_equal(s, arm.score(u, m))
     assert s.min() > 0 and s.max() < 1 and abs(s.mean() - 0.5) < 0.02
     assert np.histogram(s, bins=10, range=(0, 1))[0].min() > 800  # 10,000 draws, ~1,000 per bin
-    other = train_arm(arm_config("random", seed=1), split.train, split.valid, users, movies)
+    other = train_arm(arm_config("random", seed=1), split.train, split.valid, users, build_mm_ml_1m(movies))
     assert not np.array_equal(s, other.score(u, m))
 
 
 def test_pop_ranks_by_train_count(data):
     users, movies, split = data
-    arm = train_arm(arm_config("pop"), split.train, split.valid, users, movies)
+    arm = train_arm(arm_config("pop"), split.train, split.valid, users, build_mm_ml_1m(movies))
     counts = split.train.group_by("movie_id").len().sort(["len", "movie_id"], descending=[True, False])
     lists = top_k(arm, np.array([10**6]), movies["movie_id"].to_numpy(), k=5)  # a user with no history
     assert lists["movie_id"].to_list() == counts["movie_id"].head(5).to_list()
@@ -88,7 +89,7 @@ def test_pop_ranks_by_train_count(data):
 
 def test_top_k_matches_a_per_user_loop_and_excludes_train(data):
     users, movies, split = data
-    arm = train_arm(arm_config("random"), split.train, split.valid, users, movies)
+    arm = train_arm(arm_config("random"), split.train, split.valid, users, build_mm_ml_1m(movies))
     catalogue = movies["movie_id"].to_numpy()
     some_users = np.array([5, 1, 9, 77, 5])
     lists = top_k(arm, some_users, catalogue, exclude=split.train, k=20)
@@ -128,7 +129,7 @@ def test_table_2_ranking_on_the_synthetic_default(synthetic):
     for name in ("random", "pop", "deepfm"):
         # Appendix B's settings except a larger Adam step and one epoch, for time.
         arm = train_arm(arm_config(name, learning_rate=0.01, max_epochs=1), split.train, split.valid,
-                        data.users, data.movies, data.metadata)
+                        data.users, build_mm_ml_1m(data.movies, data.metadata))
         metrics[name] = evaluate_arm(arm, split.train, split.test, catalogue, k=20)
     ndcg = {k: v.ndcg_at_k for k, v in metrics.items()}
     # Measured: random 0.013, pop 0.078, deepfm 0.259 (two generator versions apart,
@@ -145,15 +146,15 @@ def test_training_is_reproducible_and_restores_the_best_epoch(data):
     users, movies, split = data
     config = arm_config("fm", **{**FAST, "batch_size": 512, "max_epochs": 2})
     calls = []
-    first = train_arm(config, split.train, split.valid, users, movies, on_epoch=lambda e, m: calls.append((e, m)))
-    second = train_arm(config, split.train, split.valid, users, movies)
+    first = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies), on_epoch=lambda e, m: calls.append((e, m)))
+    second = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
     assert [c[0] for c in calls] == [1, 2]
     assert set(calls[0][1]) == {"train_loss", "val_auc", "val_log_loss", "epoch_seconds"}
     strip = lambda h: [{k: v for k, v in row.items() if k != "epoch_seconds"} for row in h]  # noqa: E731
     assert strip(first.history) == strip(second.history)
     u, m = split.test["user_id"].to_numpy(), split.test["movie_id"].to_numpy()
     assert np.array_equal(first.score(u, m), second.score(u, m))
-    other = train_arm(config.model_copy(update={"seed": 5}), split.train, split.valid, users, movies)
+    other = train_arm(config.model_copy(update={"seed": 5}), split.train, split.valid, users, build_mm_ml_1m(movies))
     assert not np.array_equal(first.score(u, m), other.score(u, m))
     # The returned weights are the best epoch's: re-scoring validation gives its AUC.
     from ops.arms.metrics import auc
@@ -168,7 +169,7 @@ def test_early_stopping_stops_after_patience(data):
     users, movies, split = data
     # A huge step makes validation AUC stop improving quickly.
     config = arm_config("fm", batch_size=256, learning_rate=0.5, max_epochs=20, patience=1)
-    arm = train_arm(config, split.train, split.valid, users, movies)
+    arm = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
     aucs = [h["val_auc"] for h in arm.history]
     assert len(aucs) < 20
     assert aucs[-1] <= max(aucs[:-1])  # stopped on a non-improving epoch
@@ -182,7 +183,7 @@ def test_every_deepctr_arm_trains_and_personalises(data, name):
     # input layout (sparse, multi-hot genres) for each model, not accuracy.
     config = arm_config(name, batch_size=512, learning_rate=0.01, max_epochs=1, embedding_dim=16)
     metadata = planted_metadata(movies)
-    arm = train_arm(config, split.train.head(3000), split.valid.head(1000), users, movies, metadata)
+    arm = train_arm(config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies, metadata))
     assert arm.encoder.movie_columns[-3:] == ["vote_average", "log_vote_count", "release_year"]
     assert len(arm.history) == 1 and np.isfinite(arm.history[0]["train_loss"])
     # One movie, many users: scores are probabilities and differ by user.
@@ -192,7 +193,7 @@ def test_every_deepctr_arm_trains_and_personalises(data, name):
 
 def test_data_scale_variant_samples_the_train_split(data):
     users, movies, split = data
-    arm = train_arm(arm_config("pop_data50"), split.train, split.valid, users, movies)
+    arm = train_arm(arm_config("pop_data50"), split.train, split.valid, users, build_mm_ml_1m(movies))
     assert arm.train_rows == round(split.train.height * 0.5)
 
 
@@ -201,7 +202,7 @@ def test_sampled_negatives_are_unrated_pairs(data):
     from ops.arms.recommenders import _sampled_negatives
 
     users, movies, split = data
-    encoder = fit_encoder(FeatureConfig(), split.train, users, movies)
+    encoder = fit_encoder(FeatureConfig(), split.train, users, build_mm_ml_1m(movies))
     x = _sampled_negatives(split.train, movies, encoder, 0.5, np.random.default_rng(0))
     # Collisions with rated pairs are dropped, so slightly fewer than half the rows.
     assert 0.4 * split.train.height < x.shape[0] <= 0.5 * split.train.height

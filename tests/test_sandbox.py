@@ -6,7 +6,9 @@ import polars as pl
 import pytest
 
 from ops.simulation.observation import Decision
-from ops.simulation.sandbox import Catalogue, IllegalActionError, MovieInfo, Sandbox, SandboxConfig, describe
+from ops.simulation.catalogue import Catalogue, MovieInfo
+from ops.simulation.sandbox import IllegalActionError, Sandbox, SandboxConfig, describe
+from ops.data.mm_ml_1m import build_mm_ml_1m
 
 
 @pytest.fixture
@@ -143,7 +145,7 @@ def test_catalogue_from_movielens_and_metadata_frames():
                          "release_date": [datetime.date(1991, 3, 4)], "meta_genres": [["Horror"]], "directors": [["X"]],
                          "actors": [["Y", "Z"]], "poster_small": ["/s.jpg"], "poster_large": ["/l.jpg"], "metadata_source": ["tmdb"]}
                         ).with_columns(pl.col("release_date").cast(pl.Date))
-    cat = Catalogue.from_frames(movies, meta)
+    cat = Catalogue.from_frame(build_mm_ml_1m(movies, meta))
     assert cat[1].genres == ("Comedy",) and cat[1].vote_average is None and cat[1].overview is None
     assert cat[2].genres == ("Horror",) and cat[2].release_date == "1991-03-04" and cat[2].actors == ("Y", "Z")
     sb = Sandbox([1, 2], cat)
@@ -151,4 +153,4 @@ def test_catalogue_from_movielens_and_metadata_frames():
     text = describe(sb.observe())
     assert "plot" in text and "8.1/10" in text and "watch_and_rate, back" in text
     with pytest.raises(ValueError, match="lacks column"):
-        Catalogue.from_frames(movies.drop("title"))
+        Catalogue.from_frame(movies.drop("title"))

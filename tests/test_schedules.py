@@ -7,12 +7,16 @@ from datetime import datetime, timezone
 import pytest
 from dagster import AssetMaterialization, DagsterInstance, RunRequest, SkipReason, build_schedule_context, build_sensor_context
 
-from pipelines.jobs import nightly_resimulation, readout_after_simulation
+from pipelines.jobs import build_jobs, build_schedules_and_sensors
+from pipelines.run_config import settings_from_env
+
+SETTINGS = settings_from_env({"SIMAB_ARMS": "random,pop", "SIMAB_AGENTS": "30"})
+(nightly_resimulation,), (readout_after_simulation,) = build_schedules_and_sensors(SETTINGS, build_jobs(SETTINGS))
 
 
 @pytest.fixture
-def two_arms(monkeypatch):
-    monkeypatch.setenv("SIMAB_ARMS", "random,pop")
+def two_arms():
+    return SETTINGS
 
 
 def test_the_nightly_schedule_requests_one_resimulation_per_configured_arm(two_arms):
@@ -20,6 +24,8 @@ def test_the_nightly_schedule_requests_one_resimulation_per_configured_arm(two_a
     requests = list(nightly_resimulation(build_schedule_context(scheduled_execution_time=night)))
     assert [(r.partition_key, r.run_key) for r in requests] == [("random", "2026-11-22-random"), ("pop", "2026-11-22-pop")]
     assert all(r.tags["simab/night"] == "2026-11-22" for r in requests)
+    # The environment's settings travel with the request (read once, not at import).
+    assert all(r.run_config["ops"]["simulation_events"]["config"]["n_agents"] == 30 for r in requests)
     # The next night gets new run keys, so Dagster does not drop them as duplicates.
     later = list(nightly_resimulation(build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=timezone.utc))))
     assert {r.run_key for r in later}.isdisjoint({r.run_key for r in requests})

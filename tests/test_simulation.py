@@ -1,4 +1,4 @@
-"""Simulation loop: fatigue-forced exits, event rows, determinism, atomic partitions."""
+"""Simulation runner: fatigue-forced exits, event rows, determinism, concurrency, atomic partitions."""
 
 import os
 import signal
@@ -12,17 +12,13 @@ import pytest
 
 from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.fatigue import FatigueConfig
-from ops.simulation.observation import AgentSession, Decision
-from ops.simulation.sandbox import Catalogue, IllegalActionError, MovieInfo
-from ops.simulation.runner import (
-    EVENTS,
-    SimulationConfig,
-    assign_agents,
-    partition_path,
-    read_events,
-    simulate_arm,
-    write_partition_atomically,
-)
+from ops.agents.session import AgentSession
+from ops.atomic import atomic_write_parquet
+from ops.schema import EVENTS
+from ops.simulation.catalogue import Catalogue, MovieInfo
+from ops.simulation.observation import Decision
+from ops.simulation.runner import SimulationConfig, agents_of_arm, assign_agents, simulate_arm
+from ops.simulation.sandbox import IllegalActionError
 
 N_USERS = 40
 
@@ -97,15 +93,25 @@ def test_same_seed_same_bytes_and_order_independence(tmp_path):
     cat, top_k, agents = world()
     a = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
     b = simulate_arm("A", top_k, list(reversed(agents)), cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
-    pa = write_partition_atomically(a, tmp_path / "a.parquet")
-    pb = write_partition_atomically(b, tmp_path / "b.parquet")
+    pa, pb = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    atomic_write_parquet(a, pa)
+    atomic_write_parquet(b, pb)
     assert pa.read_bytes() == pb.read_bytes()
     # an agent's session does not depend on which other agents run
     sub = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", users=[5, 9])
     assert sub.equals(a.filter(pl.col("user_id").is_in([5, 9])))
     c = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=4, run_id="r")
     assert not c.equals(a)
-    assert read_events(pa).equals(a)
+    assert pl.read_parquet(pa).equals(a)
+
+
+def test_concurrent_agents_give_the_serial_events():
+    cat, top_k, agents = world()
+    serial = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+    for concurrency in (2, 7):
+        assert simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", concurrency=concurrency).equals(serial)
+    with pytest.raises(ValueError, match="concurrency"):
+        simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, concurrency=0)
 
 
 def test_illegal_brain_action_raises_with_context():
@@ -151,6 +157,13 @@ def test_step_limit_is_a_forced_exit():
     assert ev.height == 11 and "step limit" in ev.row(9, named=True)["reason"]
 
 
+def test_agents_of_an_arm_are_a_seeded_sample_then_its_share_of_a_random_design():
+    paired = agents_of_arm(range(1, 101), "A", n_agents=30, seed=2)
+    assert len(paired) == 30 and paired == agents_of_arm(range(100, 0, -1), "B", n_agents=30, seed=2)
+    shares = [agents_of_arm(range(1, 101), arm, 30, "random", ["A", "B"], seed=2) for arm in ("A", "B")]
+    assert sorted(shares[0] + shares[1]) == paired and not set(shares[0]) & set(shares[1])
+
+
 def test_paired_and_random_assignment():
     paired = assign_agents(range(1, 11), ["A", "B", "C"])
     assert all(v == list(range(1, 11)) for v in paired.values())
@@ -163,15 +176,6 @@ def test_paired_and_random_assignment():
         assign_agents([1], ["A"], design="cluster")
 
 
-def test_partition_path_and_schema_check(tmp_path):
-    assert partition_path(tmp_path, "Wide&Deep") == tmp_path / "arm=Wide&Deep" / "events.parquet"
-    with pytest.raises(ValueError, match="cannot name a file"):
-        partition_path(tmp_path, "../x")
-    with pytest.raises(ValueError, match="lacks column"):
-        write_partition_atomically(pl.DataFrame({"arm": ["A"]}), tmp_path / "x.parquet")
-    assert not list(tmp_path.iterdir())
-
-
 CRASH_SCRIPT = textwrap.dedent(
     """
     import os, signal, sys
@@ -179,6 +183,7 @@ CRASH_SCRIPT = textwrap.dedent(
     from tests.test_simulation import world, CFG
     from ops.simulation.brains.random_policy import UniformRandomBrain
     import ops.simulation.runner as sim
+    import ops.atomic as atomic
     mode, path = sys.argv[1], sys.argv[2]
 
     class Dying(UniformRandomBrain):
@@ -194,10 +199,10 @@ CRASH_SCRIPT = textwrap.dedent(
         def die_before_rename(src, dst):
             assert os.path.getsize(src) > 0  # the temp file is written, the target not yet replaced
             os.kill(os.getpid(), signal.SIGKILL)
-        sim.os.replace = die_before_rename
+        atomic.os.replace = die_before_rename
     cat, top_k, agents = world()
     ev = sim.simulate_arm("A", top_k, agents, cat, Dying(), CFG, seed=11, run_id="run")
-    sim.write_partition_atomically(ev, path)
+    atomic.atomic_write_parquet(ev, path, clean_stale=True)
     """
 )
 
@@ -207,11 +212,12 @@ def test_killed_run_then_rerun_leaves_one_complete_partition(tmp_path, mode):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = tmp_path / "crash.py"
     script.write_text(CRASH_SCRIPT.format(root=root))
-    path = partition_path(tmp_path / "events", "A")
+    path = tmp_path / "events" / "A.parquet"
+    path.parent.mkdir()
     # an older complete partition (another seed) is already there
     cat, top_k, agents = world()
     old = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=99, run_id="old")
-    write_partition_atomically(old, path)
+    atomic_write_parquet(old, path)
     old_bytes = path.read_bytes()
 
     proc = subprocess.run([sys.executable, str(script), mode, str(path)], capture_output=True, timeout=120)
@@ -221,12 +227,12 @@ def test_killed_run_then_rerun_leaves_one_complete_partition(tmp_path, mode):
     if mode == "mid-simulation":
         assert leftovers == []  # nothing is written before the whole arm is simulated
     else:
-        assert len(leftovers) == 1 and leftovers[0].startswith(".events.parquet.tmp-")
+        assert len(leftovers) == 1 and leftovers[0].startswith(".A.parquet.tmp-")
 
     fresh = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=11, run_id="run")
-    write_partition_atomically(fresh, path)
-    assert sorted(p.name for p in path.parent.iterdir()) == ["events.parquet"]  # stale temp file gone
-    events = read_events(path)
+    atomic_write_parquet(fresh, path, clean_stale=True)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["A.parquet"]  # stale temp file gone
+    events = pl.read_parquet(path)
     assert events.equals(fresh)
     assert events.filter(pl.col("action") == "exit_interview").height == N_USERS  # each agent once
     assert events.select("user_id", "step").is_duplicated().sum() == 0

@@ -29,6 +29,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,10 +37,10 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.schema import MM_ML_1M, conform
+
 if TYPE_CHECKING:
     from PIL import Image
-
-    from ops.agents.memory import MovieVectors
 
 
 class TextEmbedder(Protocol):
@@ -58,6 +59,39 @@ class PosterEmbedder(Protocol):
     dim: int
 
     def embed_images(self, images: Sequence["Image.Image"]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True, eq=False)
+class MovieVectors:
+    """Catalogue embeddings; row i is movie `movie_ids[i]` (ascending). Rows are L2-normalised."""
+
+    movie_ids: np.ndarray  # int64, ascending
+    text: np.ndarray  # float32 (n, d_text)
+    poster: np.ndarray  # float32 (n, d_poster); zero rows where has_poster is False
+    has_poster: np.ndarray  # bool (n,)
+    poster_look: np.ndarray  # object (n,): "warm" / "cool" / "dark" / "bright", "" without poster
+    text_model: str
+    poster_model: str
+    digest: str  # content digest of the whole catalogue (data version)
+
+    def __post_init__(self) -> None:
+        n = len(self.movie_ids)
+        if np.any(np.diff(self.movie_ids) <= 0):
+            raise ValueError("MovieVectors.movie_ids must be strictly ascending")
+        for name in ("text", "poster", "has_poster", "poster_look"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"MovieVectors.{name} has {len(getattr(self, name))} rows, movie_ids has {n}")
+
+    def rows_of(self, movie_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Row indices of `movie_ids`; ValueError naming the ids not in the catalogue."""
+        ids = np.asarray(movie_ids, dtype=np.int64)
+        rows = np.searchsorted(self.movie_ids, ids)
+        rows = np.minimum(rows, len(self.movie_ids) - 1)
+        bad = self.movie_ids[rows] != ids if len(self.movie_ids) else np.ones(len(ids), bool)
+        if np.any(bad):
+            raise ValueError(f"movie ids not in the embedded catalogue: {ids[bad][:10].tolist()}")
+        return rows
+
 
 
 class EmbeddingConfig(BaseModel):
@@ -82,24 +116,20 @@ class EmbeddingConfig(BaseModel):
 
 
 def embed_catalogue(
-    movies: pl.DataFrame,
-    metadata: pl.DataFrame | None,
+    catalogue: pl.DataFrame,
     text_embedder: TextEmbedder,
     poster_embedder: PosterEmbedder | None,
     cache_dir: str | Path | None = None,
     config: EmbeddingConfig | None = None,
-) -> "MovieVectors":
+) -> MovieVectors:
     """Embed every movie's text and poster once; the shared matrices memories point at.
 
-    `movies` follows `ops.schema.MOVIES`, `metadata` `ops.schema.METADATA` (may be None or
-    miss movies: their text is built from the MovieLens fields alone and they have no
-    poster).  Rows follow ascending movie id.  A movie without a readable poster gets a
+    `catalogue` is the MM-ML-1M table (`ops.schema.MM_ML_1M`, the `mm_ml_1m` asset): a movie
+    without metadata has its text built from the MovieLens fields alone and no poster.  Rows follow ascending movie id.  A movie without a readable poster gets a
     zero poster row and `has_poster` False.  `cache_dir` None disables the cache.
     """
-    from ops.agents.memory import MovieVectors
-
     config = config or EmbeddingConfig()
-    table = catalogue_table(movies, metadata)
+    table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("movie_id")
     movie_ids = table.get_column("movie_id").to_numpy().astype(np.int64)
     texts = [movie_text(row, config) for row in table.iter_rows(named=True)]
     cache = Path(cache_dir) if cache_dir is not None else None
@@ -164,21 +194,6 @@ def embed_catalogue(
         poster_model=poster_name,
         digest=digest,
     )
-
-
-def catalogue_table(movies: pl.DataFrame, metadata: pl.DataFrame | None) -> pl.DataFrame:
-    """MOVIES left-joined with METADATA, sorted by movie id (absent metadata -> nulls)."""
-    from ops.schema import METADATA, MOVIES, conform
-
-    base = conform(movies, MOVIES, "movies").sort("movie_id")
-    if base.get_column("movie_id").is_duplicated().any():
-        dup = base.filter(pl.col("movie_id").is_duplicated()).get_column("movie_id").head(5).to_list()
-        raise ValueError(f"table 'movies': duplicate movie_id {dup}")
-    if metadata is None:
-        meta = pl.DataFrame(schema=METADATA)
-    else:
-        meta = conform(metadata, METADATA, "metadata").unique("movie_id", keep="first", maintain_order=True)
-    return base.join(meta, on="movie_id", how="left")
 
 
 def movie_text(row: dict, config: EmbeddingConfig | None = None) -> str:

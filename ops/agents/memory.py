@@ -1,116 +1,23 @@
 """The agent's memory (A/B Agent §2.4.2): long-term memory with text and visual retrieval.
 
-- `MovieVectors` — the shared catalogue matrices: every movie's text and poster embedding,
-  computed once (`ops.agents.embeddings.embed_catalogue`).  No agent copies a vector.
-- `MovieFacts` — the shared per-movie facts an agent can perceive (genres, era, vote
-  average, popularity, credits), in the same row order.
 - `LongTermMemory` — one per agent: its train interactions as row indices into the shared
-  matrices plus ratings and timestamps.  `retrieve_by_text` / `retrieve_by_image` return the
+  catalogue matrices (`ops.agents.embeddings.MovieVectors`) plus ratings and timestamps.  `retrieve_by_text` / `retrieve_by_image` return the
   remembered interactions most similar (cosine) to a text or an image query, the two
   retrieval paths of the paper.
-- Short-term memory is the session's `list[ops.simulation.observation.ShortTermEntry]` (page, what
-  caught the eye, interest 1–5, action); `describe_short_term` renders it for people.
+- `ShortTermEntry` — one step of the current session as the agent remembers it (page, what
+  caught the eye, interest 1–5, action); `describe_short_term` renders a session for people.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import polars as pl
 
-from ops.simulation.observation import ShortTermEntry
-from ops.schema import GENRES
-
-
-@dataclass(frozen=True, eq=False)
-class MovieVectors:
-    """Catalogue embeddings; row i is movie `movie_ids[i]` (ascending). Rows are L2-normalised."""
-
-    movie_ids: np.ndarray  # int64, ascending
-    text: np.ndarray  # float32 (n, d_text)
-    poster: np.ndarray  # float32 (n, d_poster); zero rows where has_poster is False
-    has_poster: np.ndarray  # bool (n,)
-    poster_look: np.ndarray  # object (n,): "warm" / "cool" / "dark" / "bright", "" without poster
-    text_model: str
-    poster_model: str
-    digest: str  # content digest of the whole catalogue (data version)
-
-    def __post_init__(self) -> None:
-        n = len(self.movie_ids)
-        if np.any(np.diff(self.movie_ids) <= 0):
-            raise ValueError("MovieVectors.movie_ids must be strictly ascending")
-        for name in ("text", "poster", "has_poster", "poster_look"):
-            if len(getattr(self, name)) != n:
-                raise ValueError(f"MovieVectors.{name} has {len(getattr(self, name))} rows, movie_ids has {n}")
-
-    def rows_of(self, movie_ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Row indices of `movie_ids`; ValueError naming the ids not in the catalogue."""
-        ids = np.asarray(movie_ids, dtype=np.int64)
-        rows = np.searchsorted(self.movie_ids, ids)
-        rows = np.minimum(rows, len(self.movie_ids) - 1)
-        bad = self.movie_ids[rows] != ids if len(self.movie_ids) else np.ones(len(ids), bool)
-        if np.any(bad):
-            raise ValueError(f"movie ids not in the embedded catalogue: {ids[bad][:10].tolist()}")
-        return rows
-
-
-@dataclass(frozen=True, eq=False)
-class MovieFacts:
-    """What an agent can perceive about each catalogue movie, in `MovieVectors` row order."""
-
-    movie_ids: np.ndarray
-    titles: list[str]
-    genres: np.ndarray  # float32 (n, len(GENRES)) multi-hot
-    year: np.ndarray  # float64, NaN when unknown
-    vote_average: np.ndarray  # float64 0..10, NaN when unknown
-    popularity: np.ndarray  # int64: train ratings of the movie (the crowd's attention)
-    mean_rating: np.ndarray  # float64: mean train rating, NaN when unrated
-    directors: list[tuple[str, ...]]
-    actors: list[tuple[str, ...]]
-    overview: list[str]
-
-    def row(self, movie_id: int) -> int:
-        i = int(np.searchsorted(self.movie_ids, movie_id))
-        if i >= len(self.movie_ids) or self.movie_ids[i] != movie_id:
-            raise ValueError(f"movie id {movie_id} is not in the catalogue")
-        return i
-
-
-def build_movie_facts(movies: pl.DataFrame, metadata: pl.DataFrame | None, train: pl.DataFrame) -> MovieFacts:
-    """Facts per movie from MOVIES, METADATA and the train ratings (popularity, mean rating)."""
-    from ops.agents.embeddings import catalogue_table
-
-    table = catalogue_table(movies, metadata)
-    ids = table.get_column("movie_id").to_numpy().astype(np.int64)
-    stats = (
-        train.group_by("movie_id")
-        .agg(pl.len().alias("n"), pl.col("rating").mean().alias("mean"))
-        .join(table.select("movie_id"), on="movie_id", how="right")
-        .sort("movie_id")
-    )
-    genre_index = {g: j for j, g in enumerate(GENRES)}
-    multi_hot = np.zeros((len(ids), len(GENRES)), dtype=np.float32)
-    for i, gs in enumerate(table.get_column("genres").to_list()):
-        for g in gs or ():
-            if g in genre_index:
-                multi_hot[i, genre_index[g]] = 1.0
-    year = table.get_column("year").cast(pl.Float64).to_numpy()
-    release_year = table.get_column("release_date").dt.year().cast(pl.Float64).to_numpy()
-    year = np.where(np.isnan(year), release_year, year)
-    return MovieFacts(
-        movie_ids=ids,
-        titles=table.get_column("title").to_list(),
-        genres=multi_hot,
-        year=year,
-        vote_average=table.get_column("vote_average").cast(pl.Float64).fill_null(float("nan")).to_numpy(),
-        popularity=stats.get_column("n").fill_null(0).to_numpy().astype(np.int64),
-        mean_rating=stats.get_column("mean").cast(pl.Float64).fill_null(float("nan")).to_numpy(),
-        directors=[tuple(x or ()) for x in table.get_column("directors").to_list()],
-        actors=[tuple(x or ()) for x in table.get_column("actors").to_list()],
-        overview=[x or "" for x in table.get_column("overview").to_list()],
-    )
+from ops.agents.embeddings import MovieVectors
 
 
 @dataclass(frozen=True)
@@ -192,6 +99,21 @@ def build_long_term_memories(train: pl.DataFrame, vectors: MovieVectors) -> dict
         int(users[s]): LongTermMemory(int(users[s]), vectors, rows[s:e], ratings[s:e], stamps[s:e])
         for s, e in zip(starts, ends)
     }
+
+
+@dataclass
+class ShortTermEntry:
+    """One step of the session as the agent remembers it (A/B Agent §2.4.2, short-term memory)."""
+
+    step: int
+    page_type: Literal["home", "detail"]
+    page_number: int
+    caught_eye: tuple[int, ...]
+    interest: int
+    action: str
+    movie_id: int | None = None
+    rating: int | None = None
+
 
 
 def describe_short_term(entries: Sequence[ShortTermEntry], titles: dict[int, str] | None = None) -> str:

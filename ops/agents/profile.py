@@ -27,7 +27,8 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from ops.agents.embeddings import POSTER_LOOKS
-from ops.agents.memory import LongTermMemory, MovieFacts, build_movie_facts
+from ops.agents.memory import LongTermMemory
+from ops.agents.movie_facts import MovieFacts, build_movie_facts
 from ops.schema import AGE_LABELS, GENRES, OCCUPATIONS, RATINGS, USERS, conform
 
 TIERS = ("low", "medium", "high")
@@ -163,14 +164,14 @@ class HistoryStats:
 def build_profiles(
     train: pl.DataFrame,
     users: pl.DataFrame,
-    movies: pl.DataFrame,
-    metadata: pl.DataFrame | None,
+    catalogue: pl.DataFrame,
     config: ProfileConfig | None = None,
     *,
     facts: MovieFacts | None = None,
     poster_looks: Mapping[int, str] | None = None,
 ) -> dict[int, AgentProfile]:
-    """One profile per user with at least `min_train_ratings` train ratings.
+    """One profile per user with at least `min_train_ratings` train ratings; `catalogue` is
+    MM-ML-1M (the `mm_ml_1m` asset).
 
     `poster_looks` maps movie id -> "warm" / "cool" / "dark" / "bright" (from
     `MovieVectors.poster_look`); without it the profile names no poster look.
@@ -179,7 +180,7 @@ def build_profiles(
     config = config or ProfileConfig()
     train = conform(train, RATINGS, "train")
     users = conform(users, USERS, "users")
-    facts = facts or build_movie_facts(movies, metadata, train)
+    facts = facts or build_movie_facts(catalogue, train)
     missing = sorted(set(train.get_column("user_id").unique().to_list()) - set(users.get_column("user_id").to_list()))
     if missing:
         raise ValueError(f"train has ratings of user ids absent from the users table: {missing[:10]}")

@@ -24,6 +24,8 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
+from ops.data.mm_ml_1m import has_metadata
+
 FeatureSet = Literal["all", "user_id_only", "movie_id_only"]
 
 UNSEEN = 0  # reserved index of every sparse feature: a value absent from train
@@ -49,19 +51,19 @@ def fit_encoder(
     config: FeatureConfig,
     train: pl.DataFrame,
     users: pl.DataFrame,
-    movies: pl.DataFrame,
-    metadata: pl.DataFrame | None = None,
+    catalogue: pl.DataFrame,
 ) -> FeatureEncoder:
     """Fit vocabularies and dense statistics on `train` and encode every user and movie.
 
-    `train` is a RATINGS frame; `users` / `movies` / `metadata` follow ops.schema.  Users and
+    `train` is a RATINGS frame; `users` follows ops.schema.USERS and `catalogue` is MM-ML-1M
+    (ops.schema.MM_ML_1M, the `mm_ml_1m` asset): its metadata columns give the dense inputs.  Users and
     movies outside `train` still get a row (their ids map to UNSEEN, their side features
     are encoded with the train vocabularies), so cold users keep their demographics.
     """
     for name, frame, columns in (
         ("train", train, ("user_id", "movie_id")),
         ("users", users, ("user_id", *config.user_features)),
-        ("movies", movies, ("movie_id", "genres")),
+        ("mm_ml_1m", catalogue, ("movie_id", "genres")),
     ):
         missing = [c for c in columns if c not in frame.columns]
         if missing:
@@ -72,11 +74,11 @@ def fit_encoder(
     train_users = train.get_column("user_id").unique()
     train_movies = train.get_column("movie_id").unique()
     users = users.unique("user_id", keep="first").sort("user_id")
-    movies = movies.unique("movie_id", keep="first").sort("movie_id")
+    movies = catalogue.sort("movie_id")
 
     user_side = list(config.user_features) if config.feature_set != "user_id_only" else []
     item_side = config.feature_set != "movie_id_only"
-    dense = list(config.dense_features) if (item_side and config.use_metadata and metadata is not None) else []
+    dense = list(config.dense_features) if (item_side and config.use_metadata and has_metadata(catalogue)) else []
 
     vocabularies: dict[str, list[str]] = {"user_id": _vocabulary(train_users)}
     for name in user_side:
@@ -87,7 +89,7 @@ def fit_encoder(
     genre_vocabulary = _vocabulary(train_movie_rows.get_column("genres").explode()) if item_side else []
     genres_maxlen = max(1, int(movies.get_column("genres").list.len().max() or 1)) if item_side else 0
 
-    dense_values = _dense_values(movies, metadata, dense)
+    dense_values = _dense_values(movies, dense)
     dense_stats = {}
     for name in dense:
         values = dense_values.filter(pl.col("movie_id").is_in(train_movies.implode())).get_column(name).drop_nulls()
@@ -245,24 +247,21 @@ def _row_of(known_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.where(known_ids[position] == ids, position + 1, 0)
 
 
-def _dense_values(movies: pl.DataFrame, metadata: pl.DataFrame | None, names: list[str]) -> pl.DataFrame:
+def _dense_values(catalogue: pl.DataFrame, names: list[str]) -> pl.DataFrame:
     """Raw dense values per movie: vote average, log(1 + vote count), release year."""
     if not names:
-        return movies.select("movie_id")
-    title_year = pl.col("year") if "year" in movies.columns else pl.lit(None, pl.Int64)
-    frame = movies.select("movie_id", title_year.alias("title_year"))
-    if metadata is None:
-        raise ValueError("dense features need the metadata table")
-    missing = [c for c in ("movie_id", "vote_average", "vote_count", "release_date") if c not in metadata.columns]
+        return catalogue.select("movie_id")
+    title_year = pl.col("year") if "year" in catalogue.columns else pl.lit(None, pl.Int64)
+    missing = [c for c in ("movie_id", "vote_average", "vote_count", "release_date") if c not in catalogue.columns]
     if missing:
-        raise ValueError(f"table 'metadata' lacks column(s) {missing}")
-    meta = metadata.unique("movie_id", keep="first").select(
+        raise ValueError(f"table 'mm_ml_1m' lacks column(s) {missing}")
+    frame = catalogue.select(
         "movie_id",
+        title_year.alias("title_year"),
         pl.col("vote_average").cast(pl.Float64),
         (pl.col("vote_count").cast(pl.Float64) + 1.0).log().alias("log_vote_count"),
         pl.col("release_date").dt.year().cast(pl.Float64).alias("release_year"),
-    )
-    frame = frame.join(meta, on="movie_id", how="left").with_columns(
+    ).with_columns(
         # The title's year stands in when the metadata source has no release date.
         pl.coalesce("release_year", pl.col("title_year").cast(pl.Float64)).alias("release_year")
     )

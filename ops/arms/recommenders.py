@@ -186,11 +186,11 @@ def train_arm(
     train: pl.DataFrame,
     valid: pl.DataFrame,
     users: pl.DataFrame,
-    movies: pl.DataFrame,
-    metadata: pl.DataFrame | None = None,
+    catalogue: pl.DataFrame,
     on_epoch: EpochCallback | None = None,
 ) -> TrainedArm:
     """Fit arm `config` on `train` (RATINGS frames), early-stopping on `valid`'s AUC.
+    `catalogue` is MM-ML-1M (the `mm_ml_1m` asset): the movies and their side features.
 
     `on_epoch(epoch, metrics)` is called after every epoch (1-based) with train_loss,
     val_auc, val_log_loss and epoch_seconds, e.g. to log them to MLflow.
@@ -200,7 +200,7 @@ def train_arm(
         return TrainedArm(config=config, train_rows=train.height)
     if config.model == "pop":
         return TrainedArm(config=config, popularity=_popularity(train, config), train_rows=train.height)
-    return _train_deepctr(config, train, valid, users, movies, metadata, on_epoch)
+    return _train_deepctr(config, train, valid, users, catalogue, on_epoch)
 
 
 def top_k(
@@ -346,7 +346,7 @@ def resolve_device(config: ArmConfig) -> str:
     return "cpu"
 
 
-def _train_deepctr(config, train, valid, users, movies, metadata, on_epoch) -> TrainedArm:
+def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedArm:
     import torch
     import torch.nn.functional as F
     from tqdm import tqdm
@@ -354,7 +354,7 @@ def _train_deepctr(config, train, valid, users, movies, metadata, on_epoch) -> T
     device = resolve_device(config)
     torch.manual_seed(config.seed)
     encoder = fit_encoder(
-        FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, movies, metadata
+        FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
     )
     x_train = torch.from_numpy(encoder.transform(train["user_id"].to_numpy(), train["movie_id"].to_numpy()))
     y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
@@ -373,7 +373,7 @@ def _train_deepctr(config, train, valid, users, movies, metadata, on_epoch) -> T
         model.train()
         x_epoch, y_epoch = x_train, y_train
         if config.sampled_negatives > 0:
-            x_neg = torch.from_numpy(_sampled_negatives(train, movies, encoder, config.sampled_negatives, shuffle, rated))
+            x_neg = torch.from_numpy(_sampled_negatives(train, catalogue, encoder, config.sampled_negatives, shuffle, rated))
             x_epoch = torch.cat([x_train, x_neg])
             y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
         order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))

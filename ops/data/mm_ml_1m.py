@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ops.schema import METADATA, MOVIES, conform
-
-# MOVIES columns followed by METADATA's (movie_id once).
-MM_ML_1M = {**MOVIES, **{k: v for k, v in METADATA.items() if k != "movie_id"}}
+from ops.schema import METADATA, MM_ML_1M, MOVIES, conform
 
 COVERAGE = {
     "feature": pl.Utf8,
@@ -36,13 +33,18 @@ COVERAGE = {
 LIST_JOIN = ", "
 
 
-def build_mm_ml_1m(movies: pl.DataFrame, metadata: pl.DataFrame) -> pl.DataFrame:
-    """Every movie of `movies` with its metadata columns (null where there is none).
+def build_mm_ml_1m(movies: pl.DataFrame, metadata: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Every movie of `movies` with its metadata columns (null where there is none): the
+    one catalogue (`ops.schema.MM_ML_1M`) that arms, agents, the sandbox and augmentation read.
 
-    Raises ValueError when metadata repeats a movie id or names movies the table lacks.
+    `metadata` None (or empty) gives the MovieLens fields alone.  Raises ValueError when
+    metadata repeats a movie id or names movies the table lacks.
     """
     movies = conform(movies, MOVIES, "movies")
-    metadata = conform(metadata, METADATA, "metadata")
+    if movies.get_column("movie_id").is_duplicated().any():
+        dup = movies.filter(pl.col("movie_id").is_duplicated())["movie_id"].unique().sort()
+        raise ValueError(f"table 'movies': movie_id not unique, e.g. {dup.head(10).to_list()}")
+    metadata = conform(pl.DataFrame(schema=METADATA) if metadata is None else metadata, METADATA, "metadata")
     dup = metadata.filter(pl.col("movie_id").is_duplicated())["movie_id"].unique().sort()
     if dup.len():
         raise ValueError(f"metadata has several rows for movie ids {dup.head(10).to_list()}")
@@ -51,6 +53,13 @@ def build_mm_ml_1m(movies: pl.DataFrame, metadata: pl.DataFrame) -> pl.DataFrame
         raise ValueError(f"metadata has {orphans.len()} movie ids not in the movies table, e.g. {orphans.head(10).to_list()}")
     joined = movies.join(metadata, on="movie_id", how="left")
     return conform(joined, MM_ML_1M, "mm_ml_1m").sort("movie_id")
+
+
+
+def has_metadata(catalogue: pl.DataFrame) -> bool:
+    """Whether any movie of the catalogue carries metadata (a source other than 'none')."""
+    fields = [name for name in METADATA if name != "movie_id" and name in catalogue.columns]
+    return bool(catalogue.select(pl.any_horizontal(pl.col(fields).is_not_null()).any()).item()) if fields and catalogue.height else False
 
 
 def coverage_table(

@@ -44,7 +44,7 @@ import polars as pl
 from pydantic import BaseModel
 
 from ops.simulation.observation import CLICK_MOVIE, EXIT, WATCH_AND_RATE
-from ops.simulation.runner import EXIT_INTERVIEW
+from ops.simulation.observation import EXIT_INTERVIEW
 
 METRICS: tuple[str, ...] = (
     "ctr",

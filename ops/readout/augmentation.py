@@ -89,8 +89,7 @@ def refit_and_evaluate(
     valid: pl.DataFrame,
     test: pl.DataFrame,
     users: pl.DataFrame,
-    movies: pl.DataFrame,
-    metadata: pl.DataFrame | None,
+    catalogue: pl.DataFrame,
     events: pl.DataFrame,
     signals: Sequence[Signal] | None = None,
     config: AugmentationConfig | None = None,
@@ -101,7 +100,8 @@ def refit_and_evaluate(
     original train set and on train + each simulated signal; return one row per training
     set ("original", "+click", "+view") in the AUGMENTATION_METRICS layout.
 
-    `events` follow ops.simulation.runner.EVENTS (one arm's simulation); `arm_overrides` go to
+    `catalogue` is MM-ML-1M (the `mm_ml_1m` asset); `events` follow ops.schema.EVENTS (one
+    arm's simulation); `arm_overrides` go to
     `arm_config` (max_epochs, seed, device, ...) and are the same for every training set.
     A signal that adds no row is not retrained: its row repeats the original's metrics.
     `original_model`: the arm already trained on `train` (a TrainedArm); when its config is
@@ -125,7 +125,7 @@ def refit_and_evaluate(
         )
     train = conform(train, RATINGS, "train")
     test = conform(test, RATINGS, "test")
-    catalogue = movies.get_column("movie_id").to_numpy()
+    movie_ids = catalogue.get_column("movie_id").to_numpy()
     provenance = _provenance(events)
 
     training_sets: list[tuple[str, pl.DataFrame]] = [(ORIGINAL, train.clear())]
@@ -150,10 +150,10 @@ def refit_and_evaluate(
             metrics = {k: original[k] for k in ("best_epoch", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "k")}
         else:
             reuse = name == ORIGINAL and original_model is not None and getattr(original_model, "config", None) == arm_cfg
-            trained = original_model if reuse else train_arm(arm_cfg, pl.concat([train, added]), valid, users, movies, metadata)
+            trained = original_model if reuse else train_arm(arm_cfg, pl.concat([train, added]), valid, users, catalogue)
             # The original train items are excluded for every training set, so every model
             # ranks the same candidates and Recall/NDCG compare like for like.
-            offline = evaluate_arm(trained, train, test, catalogue, k=config.k)
+            offline = evaluate_arm(trained, train, test, movie_ids, k=config.k)
             metrics = {
                 "best_epoch": trained.best_epoch,
                 "test_auc": offline.test_auc,

@@ -8,12 +8,9 @@ agent's own profile and memories.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal
 
-if TYPE_CHECKING:
-    import numpy as np
 
 PageType = Literal["home", "detail"]
 
@@ -27,6 +24,8 @@ BACK = "back"
 HOME_ACTIONS = (CLICK_MOVIE, NEXT_PAGE, PREVIOUS_PAGE, EXIT)
 DETAIL_ACTIONS = (WATCH_AND_RATE, BACK)
 ACTIONS = HOME_ACTIONS + DETAIL_ACTIONS
+# Not an action: the event row of the post-session interview (Agent4Rec §3.3).
+EXIT_INTERVIEW = "exit_interview"
 
 
 @dataclass(frozen=True)
@@ -78,49 +77,3 @@ class Decision:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     extra: dict = field(default_factory=dict)
-
-
-@dataclass
-class ShortTermEntry:
-    """One step of the session as the agent remembers it (A/B Agent §2.4.2, short-term memory)."""
-
-    step: int
-    page_type: PageType
-    page_number: int
-    caught_eye: tuple[int, ...]
-    interest: int
-    action: str
-    movie_id: int | None = None
-    rating: int | None = None
-
-
-@dataclass
-class AgentSession:
-    """What a brain may read about its agent during one session.
-
-    `profile` is an `ops.agents.profile.AgentProfile`, `memory` the agent's long-term memory
-    (`ops.agents.memory`); both are typed loosely here so the sandbox does not depend on them.
-    """
-
-    user_id: int
-    profile: object
-    memory: object
-    fatigue_spent: float
-    fatigue_budget: float
-    short_term: list[ShortTermEntry] = field(default_factory=list)
-
-
-class Brain(Protocol):
-    """How an agent decides; pluggable (design.md "Brains")."""
-
-    name: str
-
-    def prepare(self, sessions: Sequence[AgentSession], shown: Mapping[int, Sequence[int]]) -> None:
-        """Optional batch work before the sessions run: `shown` maps user id -> the movie ids of
-        that user's top-20 list, so a brain can score every (user, item) pair at once."""
-
-    def decide(self, session: AgentSession, observation: Observation, rng: "np.random.Generator") -> Decision:
-        """The next action for the page observed; must be one of `observation.legal_actions`."""
-
-    def exit_interview(self, session: AgentSession, rng: "np.random.Generator") -> tuple[int, str]:
-        """Satisfaction 1..10 with a one-line reason, asked when the session ends."""

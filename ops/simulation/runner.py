@@ -1,5 +1,5 @@
 """Simulation of one arm: every sampled agent browses the arm's top-20 list until it exits
-(A/B Agent §2.4, §3.1; design.md lifecycle step 8).
+(A/B Agent §2.4, §3.1; design.md lifecycle step 8): the one runner, for every brain.
 
 The loop per agent: observe the page → `brain.decide` → the sandbox validates and carries
 out the action → fatigue is charged at the stated interest → one event row → the step is
@@ -22,52 +22,22 @@ arms at random instead.
 
 from __future__ import annotations
 
-import os
-import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.atomic import atomic_write_parquet
+from ops.agents.memory import ShortTermEntry
+from ops.agents.session import AgentSession
+from ops.schema import EVENTS, TOP_K, conform
+from ops.simulation.brains.protocol import Brain
+from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig, fatigue_budget, interest_modifier
-from ops.simulation.observation import EXIT, AgentSession, Brain, ShortTermEntry
-from ops.simulation.sandbox import Catalogue, Sandbox, SandboxConfig
-from ops.schema import TOP_K, conform
-
-EXIT_INTERVIEW = "exit_interview"
-
-# The one event schema (design.md "Simulation"): one row per step, plus the exit interview.
-EVENTS: dict[str, pl.DataType] = {
-    "run_id": pl.Utf8,
-    "arm": pl.Utf8,
-    "user_id": pl.Int64,
-    "step": pl.Int64,  # 1.. within the session; the exit interview row comes last
-    "page_type": pl.Utf8,  # "home" / "detail": the page the action was taken on
-    "page_number": pl.Int64,  # home page number 1..4 (a detail page keeps the page it came from)
-    "action": pl.Utf8,  # an action of ops.simulation.observation.ACTIONS, or "exit_interview"
-    "movie_id": pl.Int64,  # click_movie, watch_and_rate, back: the movie concerned
-    "position": pl.Int64,  # that movie's rank 1..20 in the arm's list
-    "shown": pl.List(pl.Int64),  # the movie ids on the page (home: its cards; detail: the movie)
-    "caught_eye": pl.List(pl.Int64),  # what the brain says caught its eye (short-term memory)
-    "interest": pl.Int64,  # 1..5 stated by the brain; null on forced exits and the interview
-    "fatigue_before": pl.Float64,
-    "fatigue_after": pl.Float64,
-    "fatigue_budget": pl.Float64,
-    "rating": pl.Int64,  # watch_and_rate: 1..5
-    "satisfaction": pl.Int64,  # exit_interview: 1..10
-    "forced": pl.Boolean,  # True: the session was ended by the fatigue budget or the step limit
-    "reason": pl.Utf8,
-    "brain": pl.Utf8,
-    "latency_s": pl.Float64,  # as the brain reports it
-    "prompt_tokens": pl.Int64,
-    "completion_tokens": pl.Int64,
-    "cost_usd": pl.Float64,
-}
+from ops.simulation.observation import EXIT, EXIT_INTERVIEW
+from ops.simulation.sandbox import Sandbox, SandboxConfig
 
 Design = Literal["paired", "random"]
 
@@ -99,18 +69,26 @@ def simulate_arm(
     run_id: str = "",
     users: Iterable[int] | None = None,
     activity_tiers: Mapping[int, str] | None = None,
+    concurrency: int = 1,
 ) -> pl.DataFrame:
     """Run every agent (or those in `users`) on `arm`'s top-20 lists; return the events
-    (schema `EVENTS`), ordered by user id then step.
+    (schema `ops.schema.EVENTS`), ordered by user id then step.
 
     `top_k` follows ops.schema.TOP_K (rows of other arms are ignored).  `agents` are session
     templates: each run starts from a fresh copy (no fatigue spent, empty short-term memory),
     with the budget of the agent's activity tier — taken from `activity_tiers`, else from
     `profile.activity_tier` (attribute or mapping key).
+
+    `concurrency` > 1 runs that many agents at once on a pool of threads sharing `brain`
+    (worth it for a brain that waits on the network; the brain must be thread-safe, as
+    LLMBrain is).  Agents are independent and their generators depend only on (seed, user,
+    arm), so the events are the same for any concurrency, measured latencies aside.
     """
     config = config or SimulationConfig()
     if seed < 0:
         raise ValueError(f"simulation seed must be >= 0, got {seed}")
+    if concurrency < 1:
+        raise ValueError(f"simulation concurrency must be >= 1, got {concurrency}")
     by_user = {a.user_id: a for a in agents}
     if len(by_user) != len(agents):
         raise ValueError("simulation: agents repeat a user_id")
@@ -139,23 +117,55 @@ def simulate_arm(
         )
     brain.prepare(sessions, {s.user_id: lists[s.user_id] for s in sessions})
 
-    rows: list[tuple] = []
-    from tqdm.auto import tqdm
-
-    for session in tqdm(sessions, desc=f"simulate {arm}", disable=not config.progress, mininterval=2.0):
+    def one(session: AgentSession) -> list[tuple]:
+        rows: list[tuple] = []
         rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers)
         try:
             _run_session(arm, run_id, session, lists[session.user_id], catalogue, brain, config, rng, rows)
         except Exception as exc:
             exc.add_note(f"while simulating user {session.user_id} on arm {arm!r}")
             raise
-    return _events_frame(rows)
+        return rows
+
+    from tqdm.auto import tqdm
+
+    progress = dict(total=len(sessions), desc=f"simulate {arm}", disable=not config.progress, mininterval=2.0)
+    if concurrency == 1:
+        per_agent = [one(s) for s in tqdm(sessions, **progress)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"simab-{arm}") as pool:
+            per_agent = list(tqdm(pool.map(one, sessions), **progress))
+    return _events_frame([row for rows in per_agent for row in rows])
 
 
 def agent_rng(seed: int, user_id: int, arm: str, common_random_numbers: bool = False) -> np.random.Generator:
     """The agent's own generator, a pure function of (seed, user, arm)."""
     entropy = [seed, user_id] if common_random_numbers else [seed, user_id, zlib.crc32(arm.encode("utf-8"))]
     return np.random.default_rng(np.random.SeedSequence(entropy))
+
+
+def agents_of_arm(
+    candidates: Iterable[int], arm: str, n_agents: int = 0, design: Design = "paired", arms: Sequence[str] = (), seed: int = 0
+) -> list[int]:
+    """The agents one arm simulates: `n_agents` sampled from `candidates` (the same sample in
+    every arm for a seed; 0 = all), then, with design "random", this arm's share of them
+    when dealt among `arms` (the arm itself added if missing)."""
+    chosen = sample_agents(candidates, n_agents, seed)
+    if design == "random":
+        arms = list(arms) if arm in arms else [*arms, arm]
+        chosen = assign_agents(chosen, arms, "random", seed)[arm]
+    return chosen
+
+
+def sample_agents(user_ids: Iterable[int], n_agents: int, seed: int) -> list[int]:
+    """The agents of a run: the same sample in every arm for a given seed."""
+    ids = sorted(int(u) for u in user_ids)
+    if n_agents <= 0 or n_agents >= len(ids):
+        return ids
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 4242]))
+    return sorted(int(u) for u in rng.choice(ids, size=n_agents, replace=False))
 
 
 def assign_agents(user_ids: Iterable[int], arms: Sequence[str], design: Design = "paired", seed: int = 0) -> dict[str, list[int]]:
@@ -184,29 +194,6 @@ def top_k_lists(top_k: pl.DataFrame, arm: str) -> dict[int, list[int]]:
         raise ValueError(f"table 'top_k', arm {arm!r}: (user_id, rank) repeats, e.g. {dup.head(3).to_dicts()}")
     grouped = frame.sort("user_id", "rank").group_by("user_id", maintain_order=True).agg(pl.col("movie_id"))
     return dict(zip(grouped.get_column("user_id").to_list(), grouped.get_column("movie_id").to_list()))
-
-
-def write_partition_atomically(events: pl.DataFrame, path: str | os.PathLike) -> Path:
-    """Write one partition's events to `path` so that it holds either the old complete file
-    or the new complete file, never a part (ops.atomic, as the IO manager writes assets).
-    Temp files a killed earlier run left behind are removed first (one writer per partition
-    is assumed, as Dagster runs a partition once at a time)."""
-    path = Path(path)
-    frame = conform(events, EVENTS, f"events ({path})")
-    atomic_write_parquet(frame, path, clean_stale=True, compression="zstd", statistics=True)
-    return path
-
-
-def read_events(path: str | os.PathLike) -> pl.DataFrame:
-    """A partition written by `write_partition_atomically`, checked against `EVENTS`."""
-    return conform(pl.read_parquet(path), EVENTS, f"events ({path})")
-
-
-def partition_path(root: str | os.PathLike, arm: str) -> Path:
-    """Where an arm's events live under `root`: one file per arm partition."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.&+=-]*", arm):
-        raise ValueError(f"arm name {arm!r} cannot name a file: use letters, digits and _ . & + = -")
-    return Path(root) / f"arm={arm}" / "events.parquet"
 
 
 # -- the session loop --------------------------------------------------------------------

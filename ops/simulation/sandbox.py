@@ -20,11 +20,10 @@ the session opens), so seeing page 2 again does not count twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
 
-import polars as pl
 from pydantic import BaseModel, model_validator
 
 from ops.simulation.observation import (
@@ -39,7 +38,7 @@ from ops.simulation.observation import (
     ItemCard,
     Observation,
 )
-from ops.schema import METADATA, MOVIES, conform
+from ops.simulation.catalogue import Catalogue
 
 
 class SandboxConfig(BaseModel):
@@ -75,111 +74,6 @@ class IllegalActionError(ValueError):
             f"illegal action {action!r} on the {page_type} page (home page {page_number}): {problem}; "
             f"legal actions here: {list(self.legal_actions)}"
         )
-
-
-@dataclass(frozen=True)
-class MovieInfo:
-    """One movie of MM-ML-1M as the sandbox shows it (MovieLens fields + metadata)."""
-
-    movie_id: int
-    title: str
-    vote_average: float | None = None
-    genres: tuple[str, ...] = ()
-    poster_small: str | None = None
-    overview: str | None = None
-    vote_count: int | None = None
-    release_date: str | None = None  # ISO date
-    directors: tuple[str, ...] = ()
-    actors: tuple[str, ...] = ()
-    poster_large: str | None = None
-
-
-class Catalogue:
-    """The movies the sandbox can show, by movie id."""
-
-    def __init__(self, movies: Mapping[int, MovieInfo] | Iterable[MovieInfo]) -> None:
-        self._cards: dict[tuple[int, int], ItemCard] = {}
-        if isinstance(movies, Mapping):
-            self._movies = dict(movies)
-        else:
-            self._movies = {}
-            for info in movies:
-                if info.movie_id in self._movies:
-                    raise ValueError(f"catalogue: movie_id {info.movie_id} appears twice")
-                self._movies[info.movie_id] = info
-
-    @classmethod
-    def from_frames(cls, movies: pl.DataFrame, metadata: pl.DataFrame | None = None) -> "Catalogue":
-        """Build from the `movies` table (ops.schema.MOVIES) and, when present, the MM-ML-1M
-        `metadata` table (ops.schema.METADATA).  Home-page genres are the MovieLens genres,
-        falling back to the metadata's own when MovieLens has none."""
-        frame = conform(movies, MOVIES, "movies")
-        duplicated = frame.filter(pl.col("movie_id").is_duplicated()).get_column("movie_id").unique().sort().to_list()
-        if duplicated:
-            raise ValueError(f"table 'movies': movie_id not unique, e.g. {duplicated[:5]}")
-        if metadata is not None:
-            meta = conform(metadata, METADATA, "metadata")
-            dup_meta = meta.filter(pl.col("movie_id").is_duplicated()).get_column("movie_id").unique().sort().to_list()
-            if dup_meta:
-                raise ValueError(f"table 'metadata': movie_id not unique, e.g. {dup_meta[:5]}")
-            frame = frame.join(meta, on="movie_id", how="left")
-        else:
-            frame = frame.with_columns(
-                pl.lit(None, dtype=dtype).alias(name) for name, dtype in METADATA.items() if name != "movie_id"
-            )
-        frame = frame.with_columns(pl.col("release_date").dt.to_string("%Y-%m-%d"))
-        columns = {name: frame.get_column(name).to_list() for name in frame.columns}
-        infos = []
-        for i, movie_id in enumerate(columns["movie_id"]):
-            genres = columns["genres"][i] or columns["meta_genres"][i] or ()
-            infos.append(
-                MovieInfo(
-                    movie_id=movie_id,
-                    title=columns["title"][i],
-                    vote_average=columns["vote_average"][i],
-                    genres=tuple(genres),
-                    poster_small=columns["poster_small"][i],
-                    overview=columns["overview"][i],
-                    vote_count=columns["vote_count"][i],
-                    release_date=columns["release_date"][i],
-                    directors=tuple(columns["directors"][i] or ()),
-                    actors=tuple(columns["actors"][i] or ()),
-                    poster_large=columns["poster_large"][i],
-                )
-            )
-        return cls(infos)
-
-    def card(self, movie_id: int, position: int) -> ItemCard:
-        """The home-page card of a movie at a list position (cards are immutable, so one
-        object serves every session that shows this movie at this position)."""
-        key = (movie_id, position)
-        card = self._cards.get(key)
-        if card is None:
-            info = self[movie_id]
-            card = self._cards[key] = ItemCard(
-                movie_id=movie_id,
-                position=position,
-                title=info.title,
-                vote_average=info.vote_average,
-                genres=info.genres,
-                poster_small=info.poster_small,
-            )
-        return card
-
-    def __getitem__(self, movie_id: int) -> MovieInfo:
-        try:
-            return self._movies[movie_id]
-        except KeyError:
-            raise KeyError(f"catalogue has no movie_id {movie_id}") from None
-
-    def __contains__(self, movie_id: object) -> bool:
-        return movie_id in self._movies
-
-    def __len__(self) -> int:
-        return len(self._movies)
-
-    def movie_ids(self) -> list[int]:
-        return list(self._movies)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE, AgentSession, Decision, Observation
+from ops.agents.session import AgentSession
+from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE, Decision, Observation
 
 
 class UniformRandomConfig(BaseModel):

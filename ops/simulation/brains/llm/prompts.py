@@ -19,8 +19,11 @@ to the network, so prompts can be read and tested on their own.
 
 from __future__ import annotations
 
+import base64
+import io
 from collections.abc import Callable, Mapping, Sequence
 
+from ops.agents.session import AgentSession
 from ops.simulation.observation import (
     BACK,
     CLICK_MOVIE,
@@ -28,7 +31,6 @@ from ops.simulation.observation import (
     NEXT_PAGE,
     PREVIOUS_PAGE,
     WATCH_AND_RATE,
-    AgentSession,
     Observation,
 )
 
@@ -183,3 +185,42 @@ def interview_text(session_described: str, watched: Sequence[str], satisfaction_
 
 def _text(text: str) -> dict:
     return {"type": "text", "text": text}
+
+def poster_data_url(path: str, max_side: int, quality: int = 85) -> str:
+    """The poster file as a base64 JPEG data URL, longest side at most `max_side` pixels."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            img = img.convert("RGB")
+            img.thumbnail((max_side, max_side))
+            buf = io.BytesIO()
+            img.save(buf, format="JPEG", quality=quality)
+    except Exception as exc:  # pillow raises many types for unreadable files
+        raise ValueError(f"poster {path} cannot be read: {exc}") from exc
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+_LOOK_WORDS = {"warm": "warm colours (reds, oranges, yellows)", "cool": "cool colours (greens, blues, purples)", "dark": "mostly dark", "bright": "bright and pale"}
+
+
+def poster_caption(path: str) -> str:
+    """What a text-only model is told about a poster: its palette, measured from pixels."""
+    from ops.agents.embeddings import load_poster, poster_look
+
+    look = poster_look(load_poster(path))
+    return f"Poster (palette measured from the image's colours; the picture itself is not described): {_LOOK_WORDS.get(look, look)}."
+
+
+def merge_text_parts(parts: list[dict]) -> str | list[dict]:
+    """Adjacent text parts joined; a plain string when there is no image (text-only
+    endpoints may not accept content lists)."""
+    merged: list[dict] = []
+    for part in parts:
+        if part["type"] == "text" and merged and merged[-1]["type"] == "text":
+            merged[-1] = {"type": "text", "text": merged[-1]["text"] + "\n" + part["text"]}
+        else:
+            merged.append(dict(part))
+    if all(p["type"] == "text" for p in merged):
+        return "\n".join(p["text"] for p in merged)
+    return merged

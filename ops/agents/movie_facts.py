@@ -1,0 +1,74 @@
+"""What an agent can perceive about each catalogue movie (A/B Agent §2.3.1, §2.4.1).
+
+`MovieFacts` holds, in the row order of the catalogue's embeddings
+(`ops.agents.embeddings.MovieVectors`): genres, era, vote average, the crowd's attention
+(train popularity and mean rating), credits and overview.  Profiles, the embedded brain's
+features and the LLM prompts all read these shared arrays; no agent copies them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ops.schema import GENRES, MM_ML_1M, conform
+
+
+@dataclass(frozen=True, eq=False)
+class MovieFacts:
+    """What an agent can perceive about each catalogue movie, in `MovieVectors` row order."""
+
+    movie_ids: np.ndarray
+    titles: list[str]
+    genres: np.ndarray  # float32 (n, len(GENRES)) multi-hot
+    year: np.ndarray  # float64, NaN when unknown
+    vote_average: np.ndarray  # float64 0..10, NaN when unknown
+    popularity: np.ndarray  # int64: train ratings of the movie (the crowd's attention)
+    mean_rating: np.ndarray  # float64: mean train rating, NaN when unrated
+    directors: list[tuple[str, ...]]
+    actors: list[tuple[str, ...]]
+    overview: list[str]
+
+    def row(self, movie_id: int) -> int:
+        i = int(np.searchsorted(self.movie_ids, movie_id))
+        if i >= len(self.movie_ids) or self.movie_ids[i] != movie_id:
+            raise ValueError(f"movie id {movie_id} is not in the catalogue")
+        return i
+
+
+def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFacts:
+    """Facts per movie from the MM-ML-1M catalogue (`ops.schema.MM_ML_1M`, the `mm_ml_1m`
+    asset) and the train ratings (popularity, mean rating)."""
+    table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("movie_id")
+    ids = table.get_column("movie_id").to_numpy().astype(np.int64)
+    stats = (
+        train.group_by("movie_id")
+        .agg(pl.len().alias("n"), pl.col("rating").mean().alias("mean"))
+        .join(table.select("movie_id"), on="movie_id", how="right")
+        .sort("movie_id")
+    )
+    genre_index = {g: j for j, g in enumerate(GENRES)}
+    multi_hot = np.zeros((len(ids), len(GENRES)), dtype=np.float32)
+    for i, gs in enumerate(table.get_column("genres").to_list()):
+        for g in gs or ():
+            if g in genre_index:
+                multi_hot[i, genre_index[g]] = 1.0
+    year = table.get_column("year").cast(pl.Float64).to_numpy()
+    release_year = table.get_column("release_date").dt.year().cast(pl.Float64).to_numpy()
+    year = np.where(np.isnan(year), release_year, year)
+    return MovieFacts(
+        movie_ids=ids,
+        titles=table.get_column("title").to_list(),
+        genres=multi_hot,
+        year=year,
+        vote_average=table.get_column("vote_average").cast(pl.Float64).fill_null(float("nan")).to_numpy(),
+        popularity=stats.get_column("n").fill_null(0).to_numpy().astype(np.int64),
+        mean_rating=stats.get_column("mean").cast(pl.Float64).fill_null(float("nan")).to_numpy(),
+        directors=[tuple(x or ()) for x in table.get_column("directors").to_list()],
+        actors=[tuple(x or ()) for x in table.get_column("actors").to_list()],
+        overview=[x or "" for x in table.get_column("overview").to_list()],
+    )
+
+

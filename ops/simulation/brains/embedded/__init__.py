@@ -1,0 +1,79 @@
+"""The embedded brain: the offline default way an agent decides (design.md "Brains").
+
+It reads what an LLM brain would read — the page (A/B Agent §2.3), the agent's profile
+(§2.4.1), memories retrieved from long-term memory by text and by poster similarity
+(§2.4.2), the session so far (short-term memory) and its fatigue (§2.4.4) — and turns them
+into actions with a few parameters fitted on data instead of a prompt.
+
+Features of a (user, movie) pair, all from the TRAIN window (`pair_features`):
+- text_familiarity / poster_familiarity: mean cosine similarity of the movie to the k
+  remembered movies retrieved by text / by poster (how much it resembles what the user
+  watches at all);
+- text_affinity / poster_affinity: the rating-weighted similarity of those k memories,
+  Σ sim·(rating − user mean) / Σ sim (does it resemble what the user rated highly);
+- genre_lift, genre_deviation: over the movie's genres, the user's over-representation of
+  the genre (log share ratio against all users) and mean rating gap in it;
+- era_lift: the same log share ratio for the movie's release decade;
+- vote, popularity: vote average and log train popularity, standardised over the
+  catalogue, each also multiplied by the conformity trait (−1 most independent … +1 most
+  conforming): conformists follow the crowd (Agent4Rec §2.1.1);
+- user_mean: the user's mean rating minus the global mean (SimUSER's pickiness);
+- demographic_lift: how much more than expected people of the agent's gender and age
+  group rated the movie in the train window, log((observed + 5) / (expected + 5)) — the
+  profile's demographics, which an LLM reads as "people like me tend to watch …";
+- director_match, actor_match (detail page only: the home page does not show credits):
+  how often the user liked movies by the same director / with the same top actors.
+
+Fitting (`fit`), on the train and validation windows only — the test window is never read:
+1. click model (home page): users with validation ratings; positives = the movies each
+   rated in the validation window; negatives = movies the user rated in neither window,
+   `negatives_per_positive` per positive, half drawn uniformly from the catalogue and half
+   in proportion to train popularity (so the model must separate taste from popularity).
+   A logistic regression (scikit-learn, L2) on the home-page features.
+2. like model (detail page): on the validation positives, label = rating >= 4; a
+   logistic regression on all features.
+3. rating model: least squares (ridge) of the validation rating on all features; its
+   residual standard deviation is the spread of sampled ratings.
+Click × like is P(rated in the validation window and rated >= 4): the label the issue
+names, split in two because the home page and the detail page show different things.
+A share of the users (`holdout_share`) is held out and the held-out AUCs and RMSE are
+stored with the parameters.  Not fitted (no log records them): the position effect on the
+home page, the watch/exit/interest mappings and the satisfaction formula; their constants
+sit in `EmbeddedBrainConfig` with the reason for each.
+
+Decisions (`EmbeddedBrain.decide`), each drawn from the generator the loop passes in, so a
+session is a pure function of (seed, agent, arm):
+- home page, first look at a page: each card catches the eye with probability
+  sigmoid(click logit − position_decay·(slot − 1) + click_bias); the agent then clicks the
+  caught cards best first, coming back to the page after each detail page.  With nothing
+  left it moves on or exits, more likely to exit when tired and when the page bores it.
+- detail page: watch with probability sigmoid(like logit + watch_bias), rating = the
+  rating model's mean plus Gaussian noise, rounded into 1..5; otherwise back.
+- interest (1–5, drives fatigue): cut points on the page's best click probability (home)
+  or the like probability (detail).
+- exit interview: satisfaction 1..10 from likes, dislikes, interest and pickiness.
+Every action carries a short reason built from the features that drove it.
+
+Speed: `prepare` scores every (agent, shown movie) pair of an arm in one batch — the
+history statistics as sparse matrix products, the memory retrieval as gathers from the
+catalogue's cosine matrix (computed once per context), agents grouped by memory size — so
+`decide` is a few dictionary look-ups and float operations.
+"""
+
+from ops.simulation.brains.embedded.brain import EmbeddedBrain
+from ops.simulation.brains.embedded.config import (
+    DETAIL_FEATURES,
+    FEATURES,
+    HOME_FEATURES,
+    EmbeddedBrainConfig,
+    EmbeddedBrainParams,
+    LinearModel,
+)
+from ops.simulation.brains.embedded.features import AgentState, BrainContext, PairScores, agent_states, demographic_group, pair_features
+from ops.simulation.brains.embedded.fitting import EmbeddedBrainModel, fit, fit_embedded_brain
+
+__all__ = [
+    "AgentState", "BrainContext", "DETAIL_FEATURES", "EmbeddedBrain", "EmbeddedBrainConfig", "EmbeddedBrainModel",
+    "EmbeddedBrainParams", "FEATURES", "HOME_FEATURES", "LinearModel", "PairScores", "agent_states",
+    "demographic_group", "fit", "fit_embedded_brain", "pair_features",
+]

@@ -1,0 +1,145 @@
+"""The embedded brain's configuration (constants with the reason for each) and what
+fitting learns (`EmbeddedBrainParams`, saved as JSON).  See the package docstring."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+
+
+HOME_FEATURES = (
+    "user_mean",
+    "text_familiarity",
+    "text_affinity",
+    "poster_familiarity",
+    "poster_affinity",
+    "genre_lift",
+    "genre_deviation",
+    "era_lift",
+    "vote",
+    "vote_x_conformity",
+    "popularity",
+    "popularity_x_conformity",
+    "demographic_lift",
+)
+DETAIL_FEATURES = HOME_FEATURES + ("director_match", "actor_match")
+FEATURES = DETAIL_FEATURES
+
+
+class EmbeddedBrainConfig(BaseModel):
+    # Long-term memory retrieval: memories recalled per query (A/B Agent §2.4.2 retrieves
+    # "relevant records"; 10 keeps a handful of strong neighbours without averaging away).
+    retrieval_k: int = Field(10, ge=1)
+    # Catalogues up to this size get a precomputed movie x movie cosine matrix (float32,
+    # 60 MB for ML-1M's 3,883 movies), so retrieval is a gather instead of a product per
+    # agent; larger catalogues fall back to one small product per agent.
+    similarity_cache_max_movies: int = Field(8000, ge=0)
+    # Vision ablation (A/B Agent §3.5, Table 5 "w/o vision"): False zeroes poster features.
+    use_posters: bool = True
+    # Ratings at or above this count as liked (A/B Agent label, design.md lifecycle 5).
+    like_threshold: int = 4
+
+    # -- fitting (train and validation windows) --
+    negatives_per_positive: int = Field(4, ge=1)
+    popular_negative_share: float = Field(0.5, ge=0, le=1)
+    fit_max_users: int = Field(3000, ge=1)
+    fit_max_positives_per_user: int = Field(30, ge=1)
+    holdout_share: float = Field(0.2, ge=0, lt=1)
+    l2_c: float = Field(1.0, gt=0)  # inverse L2 strength of both logistic models
+    ridge_alpha: float = Field(1.0, ge=0)
+    fit_seed: int = 0
+
+    # -- home page --
+    # Shift of the fitted click log-odds.  The click model is fitted with 1 positive per
+    # `negatives_per_positive` negatives; 0 keeps that base rate.
+    click_bias: float = 0.0
+    # Eyes scan a page top to bottom: each slot lower costs this much log-odds (not in any
+    # log, so not fitted; A/B Agent §3.1 shows 5 items per page).
+    position_decay: float = 0.1
+    # Interest 1..5 on a home page: 1 + number of these cut points the page's best click
+    # probability reaches.
+    home_interest_cuts: tuple[float, float, float, float] = (0.15, 0.3, 0.5, 0.7)
+    # Leaving instead of turning the page: sigmoid(bias + fatigue_weight·spent/budget
+    # + interest_weight·(3 − interest)).  A/B Agent §2.4.4: fatigue and low interest
+    # drive exits; Table 6 case 4 exits at 25/30 fatigue on an uninteresting page.
+    exit_bias: float = -2.0
+    exit_fatigue_weight: float = 2.5
+    exit_interest_weight: float = 0.7
+
+    # -- detail page --
+    # Watch probability = sigmoid(like log-odds + watch_bias): most clicks end in a watch
+    # (A/B Agent Table 2: CVR / CTR between 0.5 and 0.8).
+    watch_bias: float = 0.8
+    # Spread of sampled ratings, as a multiple of the rating model's residual sd.
+    rating_noise: float = 1.0
+    detail_interest_cuts: tuple[float, float, float, float] = (0.3, 0.5, 0.7, 0.85)
+
+    # -- exit interview (Agent4Rec §3.3: satisfaction 1..10) --
+    satisfaction_base: float = 4.0
+    satisfaction_per_like: float = 1.5
+    satisfaction_per_watch: float = 0.3  # watched but not liked
+    satisfaction_per_dislike: float = -1.0  # watched and rated <= 2
+    satisfaction_interest_weight: float = 0.8  # per point of mean home interest above 3
+    satisfaction_pickiness: dict[str, float] = {"not picky": 0.5, "moderately picky": 0.0, "extremely picky": -0.7}
+    satisfaction_noise_sd: float = 0.5
+    satisfaction_range: tuple[int, int] = (1, 10)
+    rating_range: tuple[int, int] = (1, 5)
+
+
+class LinearModel(BaseModel):
+    """A linear score on named features, in raw (unstandardised) feature units."""
+
+    features: list[str]
+    coef: list[float]
+    intercept: float
+
+    def score(self, X: np.ndarray, columns: Sequence[str] = FEATURES) -> np.ndarray:
+        idx = [list(columns).index(f) for f in self.features]
+        return X[:, idx] @ np.asarray(self.coef) + self.intercept
+
+
+class EmbeddedBrainParams(BaseModel):
+    """What `fit` learned; saved as JSON beside the run."""
+
+    version: int = 1
+    click: LinearModel
+    like: LinearModel
+    rating: LinearModel
+    rating_residual_sd: float
+    n_users: int
+    n_positives: int
+    n_negatives: int
+    holdout_users: int
+    click_auc_holdout: float | None
+    like_auc_holdout: float | None
+    rating_rmse_holdout: float | None
+    global_mean_rating: float
+    text_model: str
+    poster_model: str
+    catalogue_digest: str
+    seed: int
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(self.model_dump_json(indent=2))
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "EmbeddedBrainParams":
+        try:
+            return cls.model_validate(json.loads(Path(path).read_text()))
+        except Exception as exc:
+            raise ValueError(f"embedded brain parameters {path} cannot be read: {exc}") from exc
+
+

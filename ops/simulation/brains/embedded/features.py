@@ -1,0 +1,326 @@
+"""Features of (agent, movie) pairs from the train window: memory retrieval by text and
+poster, history statistics, crowd and demographic signals (package docstring, "Features").
+
+`BrainContext` holds what all agents share; `agent_states` and `pair_features` score many
+agents at once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ops.agents.embeddings import MovieVectors
+from ops.agents.memory import LongTermMemory
+from ops.agents.movie_facts import MovieFacts
+from ops.agents.profile import Credits, HistoryStats, PopulationStats, ProfileConfig, decade_index, memories_history_stats, movie_credits, population_stats
+from ops.simulation.brains.embedded.config import FEATURES, EmbeddedBrainConfig
+
+
+@dataclass(eq=False)
+class BrainContext:
+    """Everything shared by all agents: the catalogue's vectors and facts, population stats."""
+
+    vectors: MovieVectors
+    facts: MovieFacts
+    credits: Credits
+    population: PopulationStats
+    profile_config: ProfileConfig
+    global_mean_rating: float
+    vote_z: np.ndarray  # standardised vote average per catalogue row (0 where unknown)
+    popularity_z: np.ndarray  # standardised log1p(train popularity)
+    decade: np.ndarray  # DECADES index per row, -1 unknown
+    # (gender|age group) x catalogue row: log((observed + prior) / (expected + prior)) train
+    # ratings; groups named by `demographic_group`.  Empty without user demographics.
+    demographic_lift: np.ndarray
+    demographic_groups: dict[str, int]
+
+    def similarity(self, kind: str, max_movies: int) -> np.ndarray | None:
+        """The catalogue's movie x movie cosine matrix for "text" or "poster" (computed once,
+        never pickled), or None when the catalogue is larger than `max_movies`."""
+        if len(self.facts.movie_ids) > max_movies:
+            return None
+        cache = self.__dict__.setdefault("_similarity", {})
+        if kind not in cache:
+            m = self.vectors.text if kind == "text" else self.vectors.poster
+            cache[kind] = m @ m.T
+        return cache[kind]
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_similarity", None)
+        return state
+
+    @classmethod
+    def build(
+        cls,
+        vectors: MovieVectors,
+        facts: MovieFacts,
+        train: pl.DataFrame,
+        profile_config: ProfileConfig | None = None,
+        users: pl.DataFrame | None = None,
+        demographic_prior: float = 5.0,
+    ) -> "BrainContext":
+        if not np.array_equal(vectors.movie_ids, facts.movie_ids):
+            raise ValueError("MovieVectors and MovieFacts must cover the same movies in the same order")
+        profile_config = profile_config or ProfileConfig()
+        looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
+        credits = movie_credits(facts, profile_config, looks, keywords=False)
+        vote = facts.vote_average
+        known = np.isfinite(vote)
+        vote_z = np.zeros(len(vote))
+        if known.sum() > 1:
+            vote_z[known] = (vote[known] - vote[known].mean()) / max(vote[known].std(), 1e-6)
+        logpop = np.log1p(facts.popularity.astype(np.float64))
+        lift, groups = _demographic_lift(train, users, facts, demographic_prior)
+        return cls(
+            vectors=vectors,
+            facts=facts,
+            credits=credits,
+            population=population_stats(train, facts, credits.looks),
+            profile_config=profile_config,
+            global_mean_rating=float(train.get_column("rating").mean()) if train.height else 3.5,
+            vote_z=vote_z,
+            popularity_z=(logpop - logpop.mean()) / max(logpop.std(), 1e-6),
+            decade=decade_index(facts.year),
+            demographic_lift=lift,
+            demographic_groups=groups,
+        )
+
+
+def demographic_group(gender: object, age: object) -> str | None:
+    """The key of a (gender, age bracket) group, None when either is unknown."""
+    if gender is None or age is None:
+        return None
+    return f"{gender}|{age}"
+
+
+def _demographic_lift(train: pl.DataFrame, users: pl.DataFrame | None, facts: MovieFacts, prior: float):
+    if users is None or not {"user_id", "gender", "age"} <= set(users.columns) or train.height == 0:
+        return np.zeros((0, len(facts.movie_ids)), dtype=np.float32), {}
+    rows = {int(m): i for i, m in enumerate(facts.movie_ids.tolist())}
+    joined = train.select("user_id", "movie_id").join(users.select("user_id", "gender", "age"), on="user_id", how="inner")
+    keys = sorted({demographic_group(g, a) for g, a in joined.select("gender", "age").unique().iter_rows()} - {None})
+    groups = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros((len(keys), len(rows)))
+    per = joined.group_by("gender", "age", "movie_id").len()
+    g_idx = np.array([groups[demographic_group(g, a)] for g, a in per.select("gender", "age").iter_rows()], dtype=np.int64)
+    m_idx = np.array([rows.get(int(m), -1) for m in per.get_column("movie_id").to_list()], dtype=np.int64)
+    ok = m_idx >= 0
+    np.add.at(counts, (g_idx[ok], m_idx[ok]), per.get_column("len").to_numpy()[ok])
+    total = counts.sum()
+    expected = counts.sum(axis=1, keepdims=True) * counts.sum(axis=0, keepdims=True) / max(total, 1.0)
+    return np.log((counts + prior) / (expected + prior)).astype(np.float32), groups
+
+
+@dataclass(eq=False)
+class AgentState:
+    """One agent's memory in the form the features need; built once, reused across arms."""
+
+    rows: np.ndarray  # memory rows into the catalogue
+    centred: np.ndarray  # rating − user mean
+    liked: np.ndarray  # bool
+    ratings: np.ndarray
+    mean_rating: float
+    conformity: float  # −1 (most independent) .. +1 (most conforming)
+    group: int  # row of ctx.demographic_lift, -1 unknown
+    poster_ok: np.ndarray  # bool: the remembered movie has a poster
+    stats: HistoryStats  # shared by the agents prepared together
+    stat_row: int
+
+
+def agent_states(
+    memories: Mapping[int, LongTermMemory], profiles: Mapping[int, object], ctx: BrainContext, config: EmbeddedBrainConfig
+) -> dict[int, AgentState]:
+    """States of many agents at once (their history statistics in one sparse pass).
+    `profiles`: each agent's profile (AgentProfile); its conformity_score, gender and age
+    are read, an agent without them counts as middling and of unknown group."""
+    stats = memories_history_stats(memories, ctx.facts, ctx.population, ctx.credits, ctx.profile_config)
+    out = {}
+    for i, uid in enumerate(stats.user_ids.tolist()):
+        memory = memories[uid]
+        ratings = memory.ratings.astype(np.float64)
+        mean = float(stats.mean_rating[i]) if len(ratings) else ctx.global_mean_rating
+        out[uid] = AgentState(
+            rows=memory.rows,
+            centred=ratings - mean,
+            liked=ratings >= config.like_threshold,
+            ratings=memory.ratings,
+            mean_rating=mean,
+            conformity=2.0 * float(getattr(profiles.get(uid), "conformity_score", 0.5)) - 1.0,
+            group=ctx.demographic_groups.get(demographic_group(getattr(profiles.get(uid), "gender", None), getattr(profiles.get(uid), "age", None)), -1),
+            poster_ok=ctx.vectors.has_poster[memory.rows],
+            stats=stats,
+            stat_row=i,
+        )
+    return out
+
+
+@dataclass(eq=False)
+class PairScores:
+    """Features and model outputs for one agent's candidate movies (row = candidate)."""
+
+    index: dict[int, int]  # movie id -> row
+    rows: np.ndarray  # catalogue row per candidate
+    features: np.ndarray  # (n, len(FEATURES))
+    click_logit: np.ndarray
+    like_logit: np.ndarray
+    rating_mean: np.ndarray
+    text_neighbour: np.ndarray  # memory position of the closest liked memory by text, -1 none
+    poster_neighbour: np.ndarray
+
+
+def pair_features(
+    agents: Sequence[AgentState], candidates: Sequence[np.ndarray], ctx: BrainContext, config: EmbeddedBrainConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features of every (agent, candidate row) pair, stacked agent by agent.
+
+    Returns (features (P, len(FEATURES)), text neighbour, poster neighbour): a neighbour is
+    the position in the agent's memory of the closest liked movie among the k retrieved,
+    -1 when none.  All agents must share one `HistoryStats` (`agent_states`).
+    """
+    lengths = np.array([len(c) for c in candidates], dtype=np.int64)
+    P = int(lengths.sum())
+    X = np.zeros((P, len(FEATURES)))
+    text_nn = np.full(P, -1, dtype=np.int64)
+    poster_nn = np.full(P, -1, dtype=np.int64)
+    if P == 0:
+        return X, text_nn, poster_nn
+    stats = agents[0].stats
+    if any(a.stats is not stats for a in agents):
+        raise ValueError("pair_features: agents must share one HistoryStats; group them first")
+    col = {f: j for j, f in enumerate(FEATURES)}
+    pm = np.concatenate([np.asarray(c, dtype=np.int64) for c in candidates])
+    pa = np.repeat(np.arange(len(agents)), lengths)
+    srow = np.array([a.stat_row for a in agents], dtype=np.int64)[pa]
+
+    # Long-term memory retrieval, by text and by poster (A/B Agent §2.4.2): one small
+    # matrix product per agent.
+    use_posters = config.use_posters and ctx.vectors.poster.shape[1] > 0
+    text, poster = ctx.vectors.text, ctx.vectors.poster
+    from threadpoolctl import threadpool_limits
+
+    if use_posters:
+        ctx.similarity("poster", config.similarity_cache_max_movies)
+    ctx.similarity("text", config.similarity_cache_max_movies)  # one big product, all BLAS threads
+    # Thousands of small products: BLAS threads cost more to wake than they save
+    # (measured 10x slower with 2 OpenBLAS threads on a 20 x 150 x 384 product).
+    with threadpool_limits(limits=1, user_api="blas"):
+        _retrieval_loop(agents, lengths, pm, X, text_nn, poster_nn, col, text, poster, use_posters, ctx, config)
+    return _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx)
+
+
+def _retrieval_loop(agents, lengths, pm, X, text_nn, poster_nn, col, text, poster, use_posters, ctx, config) -> None:
+    offsets = np.r_[0, np.cumsum(lengths)]
+    max_movies = config.similarity_cache_max_movies
+    fam, aff, nn = _batched_retrieval(text, ctx.similarity("text", max_movies), agents, pm, offsets, None, config)
+    X[:, col["text_familiarity"]], X[:, col["text_affinity"]], text_nn[:] = fam, aff, nn
+    if use_posters:
+        ok = [a.poster_ok for a in agents]
+        fam, aff, nn = _batched_retrieval(poster, ctx.similarity("poster", max_movies), agents, pm, offsets, ok, config)
+        has = ctx.vectors.has_poster[pm]
+        X[:, col["poster_familiarity"]] = np.where(has, fam, 0.0)
+        X[:, col["poster_affinity"]] = np.where(has, aff, 0.0)
+        poster_nn[:] = np.where(has, nn, -1)
+
+
+def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_bytes: int = 1 << 26):
+    """Top-k retrieval for every (agent, candidate) pair, agents batched by size.
+
+    Agents are grouped by (memory size, candidate count) rounded up a little; each
+    group's similarities are gathered from the catalogue's cosine matrix `sim` (or, without
+    it, one stacked product of the vectors), padded entries masked out.  The k retrieved
+    are the most similar, ties (to 1e-5, so float noise cannot flip them) going to the most
+    recent memory, as in `LongTermMemory.retrieve_by_text`.
+    """
+    P = int(offsets[-1])
+    fam, aff = np.zeros(P), np.zeros(P)
+    nn = np.full(P, -1, dtype=np.int64)
+    buckets: dict[tuple[int, int], list[int]] = {}
+    for i, agent in enumerate(agents):
+        m, c = len(agent.rows), int(offsets[i + 1] - offsets[i])
+        if m and c and (memory_ok is None or memory_ok[i].any()):
+            buckets.setdefault((_round_up(m), _round_up(c)), []).append(i)
+    d = 0 if sim is not None else matrix.shape[1]
+    for (L, C), members in sorted(buckets.items()):
+        step = max(1, max_bytes // (4 * d * (L + C) + 40 * C * L))
+        for start in range(0, len(members), step):
+            chunk = members[start : start + step]
+            B = len(chunk)
+            mem_idx = np.zeros((B, L), dtype=np.int64)
+            mem_ok = np.zeros((B, L), dtype=bool)
+            centred = np.zeros((B, L))
+            liked = np.zeros((B, L), dtype=bool)
+            cand_idx = np.zeros((B, C), dtype=np.int64)
+            for b, i in enumerate(chunk):
+                a = agents[i]
+                m, lo, hi = len(a.rows), offsets[i], offsets[i + 1]
+                mem_idx[b, :m] = a.rows
+                mem_ok[b, :m] = True if memory_ok is None else memory_ok[i]
+                centred[b, :m] = a.centred
+                liked[b, :m] = a.liked
+                cand_idx[b, : hi - lo] = pm[lo:hi]
+            if sim is not None:
+                sims = sim[cand_idx[:, :, None], mem_idx[:, None, :]]  # (B, C, L)
+            else:
+                sims = np.matmul(matrix[cand_idx], matrix[mem_idx].transpose(0, 2, 1))
+            sims[np.broadcast_to(~mem_ok[:, None, :], sims.shape)] = -np.inf
+            k = min(config.retrieval_k, L)
+            key = np.round(sims.astype(np.float64), 5) + np.arange(L) * (1e-5 / (L + 1))  # later memory wins a tie
+            top = np.argpartition(-key, k - 1, axis=2)[..., :k] if k < L else np.broadcast_to(np.arange(L), sims.shape)
+            s_top = np.take_along_axis(sims, top, axis=2).astype(np.float64)
+            k_top = np.take_along_axis(key, top, axis=2)
+            valid = np.isfinite(s_top)
+            s0 = np.where(valid, s_top, 0.0)
+            f = s0.sum(axis=2) / np.maximum(valid.sum(axis=2), 1)
+            w = np.clip(s0, 0.0, None)
+            c_top = np.take_along_axis(np.broadcast_to(centred[:, None, :], sims.shape), top, axis=2)
+            af = (w * c_top).sum(axis=2) / (w.sum(axis=2) + 1e-6)
+            l_top = np.take_along_axis(np.broadcast_to(liked[:, None, :], sims.shape), top, axis=2)
+            liked_score = np.where(l_top & valid, k_top, -np.inf)
+            best = np.argmax(liked_score, axis=2)
+            picked = np.take_along_axis(top, best[..., None], axis=2)[..., 0]
+            n_best = np.where(np.isfinite(liked_score.max(axis=2)), picked, -1)
+            for b, i in enumerate(chunk):
+                lo, hi = offsets[i], offsets[i + 1]
+                fam[lo:hi], aff[lo:hi], nn[lo:hi] = f[b, : hi - lo], af[b, : hi - lo], n_best[b, : hi - lo]
+    return fam, aff, nn
+
+
+def _round_up(n: int) -> int:
+    """n rounded up to one of 8 steps per power of two (at most 12.5 % padding)."""
+    n = max(int(n), 8)
+    step = 1 << max(n.bit_length() - 4, 0)
+    return -(-n // step) * step
+
+
+def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx):
+    X[:, col["user_mean"]] = np.array([a.mean_rating for a in agents])[pa] - ctx.global_mean_rating
+    g = ctx.facts.genres[pm].astype(np.float64)
+    ng = np.maximum(g.sum(axis=1), 1.0)
+    X[:, col["genre_lift"]] = (g * stats.genre_lift[srow]).sum(axis=1) / ng
+    X[:, col["genre_deviation"]] = (g * stats.genre_deviation[srow]).sum(axis=1) / ng
+    dec = ctx.decade[pm]
+    X[:, col["era_lift"]] = np.where(dec >= 0, stats.decade_lift[srow, np.maximum(dec, 0)], 0.0)
+    conformity = np.array([a.conformity for a in agents])[pa]
+    X[:, col["vote"]] = ctx.vote_z[pm]
+    X[:, col["vote_x_conformity"]] = ctx.vote_z[pm] * conformity
+    X[:, col["popularity"]] = ctx.popularity_z[pm]
+    X[:, col["popularity_x_conformity"]] = ctx.popularity_z[pm] * conformity
+    group = np.array([a.group for a in agents], dtype=np.int64)[pa]
+    if ctx.demographic_lift.shape[0]:
+        X[:, col["demographic_lift"]] = np.where(group >= 0, ctx.demographic_lift[np.maximum(group, 0), pm], 0.0)
+    # Credits: liked movies by the same director / with the same top actors (sparse rows).
+    dm, am = ctx.credits.director_matrix[pm], ctx.credits.actor_matrix[pm]
+    liked_dir = np.asarray(stats.liked_directors[srow].multiply(dm).sum(axis=1)).ravel()
+    disliked_dir = np.asarray(stats.disliked_directors[srow].multiply(dm).sum(axis=1)).ravel()
+    liked_act = np.asarray(stats.liked_actors[srow].multiply(am).sum(axis=1)).ravel()
+    X[:, col["director_match"]] = np.log1p(liked_dir) - np.log1p(disliked_dir)
+    X[:, col["actor_match"]] = np.log1p(liked_act)
+    return X, text_nn, poster_nn
+
+
+# ---------------------------------------------------------------------------------------
+# Fitting on the train and validation windows

@@ -1,0 +1,165 @@
+"""Fitting the embedded brain on the train and validation windows only (package docstring,
+"Fitting"): the click, like and rating models, and `fit_embedded_brain`, which builds the
+shared context from the agents and fits it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from ops.agents.build import Agents
+from ops.agents.memory import LongTermMemory
+from ops.simulation.brains.embedded.brain import EmbeddedBrain
+from ops.simulation.brains.embedded.config import HOME_FEATURES, DETAIL_FEATURES, FEATURES, EmbeddedBrainConfig, LinearModel, EmbeddedBrainParams
+from ops.simulation.brains.embedded.features import BrainContext, agent_states, pair_features
+
+
+@dataclass(eq=False)
+class EmbeddedBrainModel:
+    """A fitted embedded brain: its parameters and the context they were fitted in."""
+
+    params: EmbeddedBrainParams
+    context: BrainContext
+    config: EmbeddedBrainConfig
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def brain(self, config: EmbeddedBrainConfig | None = None) -> EmbeddedBrain:
+        """A fresh embedded brain (one per simulation: it caches per-user scores)."""
+        return EmbeddedBrain(self.params, self.context, config or self.config)
+
+
+def fit_embedded_brain(
+    agents: Agents,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame | None,
+    config: EmbeddedBrainConfig | None = None,
+) -> EmbeddedBrainModel:
+    """The shared context (catalogue vectors and facts, population and demographic
+    statistics of the train window) and the parameters fitted on train + validation."""
+    config = config or EmbeddedBrainConfig()
+    started = time.perf_counter()
+    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users)
+    params = fit(train, valid, agents.memories, agents.profiles, context, config)
+    return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started})
+
+
+def fit(
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    memories: Mapping[int, LongTermMemory],
+    profiles: Mapping[int, object],
+    ctx: BrainContext,
+    config: EmbeddedBrainConfig | None = None,
+) -> EmbeddedBrainParams:
+    """Fit the click, like and rating models (module docstring, "Fitting")."""
+    from sklearn.linear_model import LogisticRegression, Ridge
+    from sklearn.metrics import roc_auc_score
+
+    config = config or EmbeddedBrainConfig()
+    rng = np.random.default_rng(np.random.SeedSequence([config.fit_seed, 5150]))
+    rated = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")])
+    rated_by_user = {u: set(ms) for u, ms in rated.group_by("user_id").agg(pl.col("movie_id")).iter_rows()}
+    valid_by_user = {
+        u: (np.asarray(ms), np.asarray(rs))
+        for u, ms, rs in valid.group_by("user_id").agg(pl.col("movie_id"), pl.col("rating")).sort("user_id").iter_rows()
+    }
+    fit_users = [u for u in sorted(valid_by_user) if u in memories and len(memories[u])]
+    if len(fit_users) < 2:
+        raise ValueError(f"embedded brain fit: {len(fit_users)} users have both train and validation ratings; need >= 2")
+    if len(fit_users) > config.fit_max_users:
+        fit_users = sorted(rng.choice(fit_users, config.fit_max_users, replace=False).tolist())
+    n_hold = int(round(len(fit_users) * config.holdout_share)) if len(fit_users) >= 10 else 0
+    holdout = set(rng.choice(fit_users, n_hold, replace=False).tolist()) if n_hold else set()
+
+    pop_p = (ctx.facts.popularity + 1.0) / (ctx.facts.popularity + 1.0).sum()
+    states = agent_states({u: memories[u] for u in fit_users}, profiles, ctx, config)
+    agents, candidates, labels, ratings_all, held = [], [], [], [], []
+    for u in fit_users:
+        movies_u, ratings_u = valid_by_user[u]
+        if len(movies_u) > config.fit_max_positives_per_user:
+            pick = rng.choice(len(movies_u), config.fit_max_positives_per_user, replace=False)
+            movies_u, ratings_u = movies_u[pick], ratings_u[pick]
+        pos_rows = ctx.vectors.rows_of(movies_u)
+        neg_rows = _sample_negatives(rng, len(pos_rows) * config.negatives_per_positive, pop_p, rated_by_user[u], ctx, config)
+        agents.append(states[u])
+        candidates.append(np.concatenate([pos_rows, neg_rows]))
+        labels.append(np.r_[np.ones(len(pos_rows)), np.zeros(len(neg_rows))])
+        ratings_all.append(np.r_[ratings_u.astype(np.float64), np.full(len(neg_rows), np.nan)])
+        held.append(np.full(len(pos_rows) + len(neg_rows), u in holdout))
+    Xc, _, _ = pair_features(agents, candidates, ctx, config)
+    yc, hc, r_all = np.concatenate(labels), np.concatenate(held), np.concatenate(ratings_all)
+    is_pos = yc == 1
+    Xp, rp, hp = Xc[is_pos], r_all[is_pos], hc[is_pos]
+    yl = (rp >= config.like_threshold).astype(float)
+
+    home_idx = [FEATURES.index(f) for f in HOME_FEATURES]
+    click = _fit_logistic(LogisticRegression, Xc[~hc][:, home_idx], yc[~hc], HOME_FEATURES, config)
+    like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], DETAIL_FEATURES, config)
+    rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], DETAIL_FEATURES, config)
+
+    def auc(model: LinearModel, X, y):
+        return float(roc_auc_score(y, model.score(X))) if len(np.unique(y)) == 2 else None
+
+    return EmbeddedBrainParams(
+        click=click,
+        like=like,
+        rating=rating,
+        rating_residual_sd=resid_sd,
+        n_users=len(fit_users),
+        n_positives=int(yc.sum()),
+        n_negatives=int((1 - yc).sum()),
+        holdout_users=len(holdout),
+        click_auc_holdout=auc(click, Xc[hc], yc[hc]) if hc.any() else None,
+        like_auc_holdout=auc(like, Xp[hp], yl[hp]) if hp.any() else None,
+        rating_rmse_holdout=float(np.sqrt(np.mean((rating.score(Xp[hp]) - rp[hp]) ** 2))) if hp.any() else None,
+        global_mean_rating=ctx.global_mean_rating,
+        text_model=ctx.vectors.text_model,
+        poster_model=ctx.vectors.poster_model if config.use_posters else "none",
+        catalogue_digest=ctx.vectors.digest,
+        seed=config.fit_seed,
+    )
+
+
+def _sample_negatives(rng, n, pop_p, rated: set, ctx: BrainContext, config: EmbeddedBrainConfig) -> np.ndarray:
+    """n catalogue rows the user rated in neither window: a share by popularity, the rest uniform."""
+    n_pop = int(round(n * config.popular_negative_share))
+    want = {"uniform": n - n_pop, "popular": n_pop}
+    got: dict[str, list[int]] = {"uniform": [], "popular": []}
+    ids = ctx.facts.movie_ids
+    for _ in range(50):  # rejection sampling: a user rated a small share of the catalogue
+        for kind in got:
+            short = want[kind] - len(got[kind])
+            if short <= 0:
+                continue
+            draw = rng.integers(0, len(ids), 2 * short) if kind == "uniform" else rng.choice(len(ids), 2 * short, p=pop_p)
+            got[kind] += [r for r in draw.tolist() if int(ids[r]) not in rated][:short]
+        if all(len(got[k]) == want[k] for k in got):
+            return np.asarray(got["uniform"] + got["popular"], dtype=np.int64)
+    raise ValueError("embedded brain fit: cannot sample negatives (a user rated nearly the whole catalogue)")
+
+
+def _fit_logistic(cls, X, y, names, config) -> LinearModel:
+    if len(np.unique(y)) < 2:
+        raise ValueError(f"embedded brain fit: the labels for {names[-1]!r}-model are all {y[:1]}; need both classes")
+    mu, sd = X.mean(axis=0), X.std(axis=0)
+    sd = np.where(sd > 1e-9, sd, 1.0)
+    model = cls(C=config.l2_c, max_iter=2000).fit((X - mu) / sd, y)
+    coef = model.coef_[0] / sd
+    return LinearModel(features=list(names), coef=coef.tolist(), intercept=float(model.intercept_[0] - coef @ mu))
+
+
+def _fit_ridge(cls, X, y, names, config) -> tuple[LinearModel, float]:
+    mu, sd = X.mean(axis=0), X.std(axis=0)
+    sd = np.where(sd > 1e-9, sd, 1.0)
+    model = cls(alpha=config.ridge_alpha).fit((X - mu) / sd, y)
+    coef = model.coef_ / sd
+    lin = LinearModel(features=list(names), coef=coef.tolist(), intercept=float(model.intercept_ - coef @ mu))
+    resid = y - lin.score(X)
+    return lin, float(resid.std()) if len(resid) > 1 else 1.0
+
+

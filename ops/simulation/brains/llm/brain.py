@@ -1,0 +1,268 @@
+"""The LLM brain itself: per page, the prompt (`prompts`), the answer checked (`answers`),
+re-asked once, or a recorded fallback; the exit interview; memories recalled for the page.
+The endpoint, retries and cache are `client.LLMClient`'s.  See the package docstring."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ops.agents.memory import LongTermMemory, describe_short_term
+from ops.agents.session import AgentSession
+from ops.simulation.brains.llm import prompts
+from ops.simulation.brains.llm.answers import AnswerError, check_answer, check_interview
+from ops.simulation.brains.llm.client import LLMClient, Reply
+from ops.simulation.brains.llm.config import LLMBrainConfig
+from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, WATCH_AND_RATE, Decision, Observation
+
+log = logging.getLogger(__name__)
+
+
+class LLMBrain:
+    """An agent's decisions through an OpenAI-compatible chat endpoint.
+
+    `catalogue` (an `ops.simulation.sandbox.Catalogue`, or anything mapping a movie id to an object
+    with `title` and `genres`) names the remembered movies in prompts; without it they are
+    named by id.  `client` replaces the `openai.OpenAI` client (tests, custom transports).
+    """
+
+    def __init__(self, config: LLMBrainConfig | None = None, catalogue=None, client=None) -> None:
+        self.config = config or LLMBrainConfig()
+        self.catalogue = catalogue
+        self.name = f"llm:{self.config.model}" + ("" if self.config.vision else ":no-vision")
+        self.transport = LLMClient(self.config, client)
+        self.usage = self.transport.usage
+        # user id -> tokens, cost, cached, fallback of that agent's exit interview (the
+        # interview returns only (satisfaction, reason), so its cost is kept here).
+        self.interview_accounting: dict[int, dict] = {}
+        self._posters: OrderedDict[tuple[str, str], list[dict]] = OrderedDict()
+        self._posters_lock = threading.Lock()
+
+    # -- the Brain protocol ---------------------------------------------------------------
+
+    def prepare(self, sessions: Sequence[AgentSession], shown: Mapping[int, Sequence[int]]) -> None:
+        """Nothing to score ahead: every decision is one request made when the page is seen."""
+        return None
+
+    def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
+        if not observation.legal_actions:
+            raise ValueError("LLM brain: the page offers no legal action (the session has ended)")
+        started = time.perf_counter()
+        seed = int(rng.integers(0, 2**31 - 1))
+        messages = self.page_messages(session, observation)
+        answer, replies, errors = self._ask(messages, lambda text: check_answer(text, observation, self.config), seed, observation)
+        latency = time.perf_counter() - started
+        accounting = self._accounting(replies, errors)
+        if answer is None:
+            return self._fallback(observation, errors, latency, accounting)
+        movie_id = answer.movie_id
+        if observation.page_type == "detail":
+            movie_id = observation.detail.card.movie_id
+        elif answer.action != CLICK_MOVIE:
+            movie_id = None
+        return Decision(
+            action=answer.action,
+            interest=answer.interest,
+            reason=answer.reason.strip(),
+            movie_id=movie_id,
+            rating=answer.rating if answer.action == WATCH_AND_RATE else None,
+            caught_eye=tuple(dict.fromkeys(answer.caught_eye)),
+            latency_s=latency,
+            **accounting,
+        )
+
+    def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
+        """Agent4Rec's post-exit interview: satisfaction 1..10 and why."""
+        seed = int(rng.integers(0, 2**31 - 1))
+        messages = self.interview_messages(session)
+        started = time.perf_counter()
+        answer, replies, errors = self._ask(messages, lambda text: check_interview(text, self.config), seed, None)
+        accounting = self._accounting(replies, errors)
+        record = {k: accounting[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} | {
+            "cached": accounting["extra"]["cached"],
+            "fallback": answer is None,
+            "latency_s": time.perf_counter() - started,
+        }
+        with self.usage.lock:
+            self.interview_accounting[session.user_id] = record
+        if answer is None:
+            lo, hi = self.config.satisfaction_range
+            with self.usage.lock:
+                self.usage.fallbacks += 1
+            log.warning("LLM brain: exit interview of user %s fell back after %d invalid answers", session.user_id, len(errors))
+            return (lo + hi) // 2, f"fallback: the model's interview answer was invalid {len(errors)} times ({errors[-1]}); midpoint recorded"
+        return answer.satisfaction, answer.reason.strip()
+
+    def close(self) -> None:
+        """Close the cache file and the HTTP connections (a closed brain reopens neither)."""
+        self.transport.close()
+
+    # -- prompts ----------------------------------------------------------------------------
+
+    def page_messages(self, session: AgentSession, observation: Observation) -> list[dict]:
+        """The chat messages for one page (system: who the agent is; user: the rest)."""
+        c = self.config
+        system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
+        movie_ids = [card.movie_id for card in observation.items] if observation.page_type == "home" else [observation.detail.card.movie_id]
+        context = "\n\n".join(
+            [
+                prompts.fatigue_text(session),
+                prompts.memories_text(self.recall(session, movie_ids, observation.page_type)),
+                prompts.short_term_text(self._short_term(session)),
+            ]
+        ) + "\n"
+        parts = [{"type": "text", "text": context}]
+        parts += prompts.page_parts(observation, self._poster_parts)
+        parts.append({"type": "text", "text": "\n" + prompts.answer_instructions(observation, c.rating_range)})
+        return [{"role": "system", "content": system}, {"role": "user", "content": prompts.merge_text_parts(parts)}]
+
+    def interview_messages(self, session: AgentSession) -> list[dict]:
+        c = self.config
+        system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
+        watched = [
+            f"- {self._movie_name(e.movie_id)}: rated {e.rating}/{c.rating_range[1]}"
+            for e in session.short_term
+            if e.action == WATCH_AND_RATE and e.rating is not None
+        ]
+        text = prompts.interview_text(self._short_term(session), watched, c.satisfaction_range)
+        return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+
+    def recall(self, session: AgentSession, movie_ids: Sequence[int], page_type: str) -> list[str]:
+        """Memories retrieved by text (and poster) similarity to the movies on the page,
+        one line each, strongest first per page movie; a memory recalled twice is shown once."""
+        memory = session.memory
+        if not isinstance(memory, LongTermMemory) or len(memory) == 0:
+            return []
+        c = self.config
+        k_text = c.home_text_memories_per_item if page_type == "home" else c.detail_text_memories
+        k_poster = c.home_poster_memories_per_item if page_type == "home" else c.detail_poster_memories
+        vectors = memory.vectors
+        known = set(vectors.movie_ids[np.isin(vectors.movie_ids, np.asarray(movie_ids, dtype=np.int64))].tolist())
+        recalled: dict[int, tuple] = {}  # memory movie id -> (recollection, page movie id, how)
+        for movie_id in movie_ids:
+            if movie_id not in known:
+                continue
+            row = int(vectors.rows_of([movie_id])[0])
+            found = [("story", r) for r in memory.retrieve_by_text(vectors.text[row], k_text)] if k_text else []
+            if k_poster and vectors.poster.shape[1] > 0 and vectors.has_poster[row]:
+                found += [("poster", r) for r in memory.retrieve_by_image(vectors.poster[row], k_poster)]
+            for how, r in found:
+                if r.movie_id not in recalled:
+                    recalled[r.movie_id] = (r, movie_id, [how])
+                elif recalled[r.movie_id][1] == movie_id and how not in recalled[r.movie_id][2]:
+                    recalled[r.movie_id][2].append(how)  # recalled by story AND by poster
+        lines = []
+        for r, movie_id, hows in recalled.values():
+            what = f"its {hows[0]} resembles" if len(hows) == 1 else f"its {' and '.join(hows)} resemble"
+            lines.append(
+                f"- {self._movie_name(r.movie_id)}: you rated it {r.rating}/{c.rating_range[1]} "
+                f"({what} [{movie_id}], similarity {r.similarity:.2f})"
+            )
+        return lines
+
+    # -- asking -----------------------------------------------------------------------------
+
+    def _ask(self, messages: list[dict], check: Callable[[str], object], seed: int, observation: Observation | None):
+        """Ask, validate, re-ask with the error up to `reasks` times.  Returns (answer or
+        None, replies, errors)."""
+        replies: list[Reply] = []
+        errors: list[str] = []
+        conversation = list(messages)
+        for attempt in range(1 + self.config.reasks):
+            reply = self.transport.complete(conversation, seed)
+            replies.append(reply)
+            try:
+                return check(reply.content), replies, errors
+            except AnswerError as exc:
+                errors.append(str(exc))
+                log.info("LLM brain: invalid answer (attempt %d of %d): %s", attempt + 1, 1 + self.config.reasks, exc)
+                conversation = conversation + [
+                    {"role": "assistant", "content": reply.content},
+                    {"role": "user", "content": prompts.reask_text(str(exc), observation)},
+                ]
+        return None, replies, errors
+
+    def _accounting(self, replies: Sequence[Reply], errors: Sequence[str]) -> dict:
+        pt = sum(r.prompt_tokens for r in replies)
+        ct = sum(r.completion_tokens for r in replies)
+        with self.usage.lock:
+            self.usage.reasks += max(len(replies) - 1, 0)
+        extra = {
+            "model": self.config.model,
+            "requests": len(replies),
+            "cached": bool(replies) and all(r.cached for r in replies),
+            "request_keys": [r.key for r in replies],
+        }
+        if errors:
+            extra["invalid_answers"] = list(errors)
+        if any(not r.usage_known for r in replies):
+            extra["usage_missing"] = True
+        # A cached reply reports the tokens and cost of the request that produced it, so
+        # a re-run writes the same events; `LLMBrain.usage` counts what was really spent.
+        return {"prompt_tokens": pt, "completion_tokens": ct, "cost_usd": self.transport.cost(pt, ct), "extra": extra}
+
+    def _fallback(self, observation: Observation, errors: Sequence[str], latency: float, accounting: dict) -> Decision:
+        action = EXIT if EXIT in observation.legal_actions else BACK if BACK in observation.legal_actions else observation.legal_actions[-1]
+        with self.usage.lock:
+            self.usage.fallbacks += 1
+        log.warning("LLM brain: %d invalid answers on a %s page; falling back to %s", len(errors), observation.page_type, action)
+        accounting["extra"]["fallback"] = action
+        return Decision(
+            action=action,
+            interest=self.config.fallback_interest,
+            reason=f"fallback to {action}: the model's answer was invalid {len(errors)} times (last: {errors[-1]})",
+            movie_id=observation.detail.card.movie_id if observation.page_type == "detail" else None,
+            latency_s=latency,
+            **accounting,
+        )
+
+
+    def _short_term(self, session: AgentSession) -> str:
+        entries = session.short_term[-self.config.short_term_max_steps :] if self.config.short_term_max_steps else []
+        ids = {m for e in entries for m in (e.movie_id, *e.caught_eye) if m is not None}
+        return describe_short_term(entries, {m: self._movie_name(m) for m in ids})
+
+    def _movie_name(self, movie_id: int) -> str:
+        cat = self.catalogue
+        if cat is not None and movie_id in cat:
+            info = cat[movie_id]
+            genres = ", ".join(getattr(info, "genres", ()) or ())
+            return f"{info.title}" + (f" ({genres})" if genres else "")
+        return f"movie {movie_id}"
+
+    def _poster_parts(self, path: str | None, size: str) -> list[dict]:
+        """Image part (vision) or palette caption (text-only) for one poster; memoised."""
+        key = (str(path), size)
+        with self._posters_lock:
+            if key in self._posters:
+                self._posters.move_to_end(key)
+                return self._posters[key]
+        parts = self._render_poster(path, size)
+        with self._posters_lock:
+            self._posters[key] = parts
+            while len(self._posters) > 4096:
+                self._posters.popitem(last=False)
+        return parts
+
+    def _render_poster(self, path: str | None, size: str) -> list[dict]:
+        c = self.config
+        if not path:
+            return [{"type": "text", "text": "Poster: none."}]
+        if c.vision:
+            side = c.image_max_side_small if size == "small" else c.image_max_side_large
+            try:
+                url = prompts.poster_data_url(path, side, c.image_jpeg_quality)
+            except ValueError as exc:
+                log.warning("LLM brain: %s", exc)
+                return [{"type": "text", "text": "Poster: unavailable."}]
+            return [{"type": "image_url", "image_url": {"url": url, "detail": c.image_detail}}]
+        try:
+            return [{"type": "text", "text": prompts.poster_caption(path)}]
+        except ValueError as exc:
+            log.warning("LLM brain: %s", exc)
+            return [{"type": "text", "text": "Poster: unavailable."}]

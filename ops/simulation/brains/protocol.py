@@ -1,0 +1,35 @@
+"""The Brain protocol: how an agent decides, pluggable (design.md "Brains").
+
+The simulation runner (`ops.simulation.runner`) drives every brain the same way:
+`prepare` once with every agent's list, then `decide` per page and `exit_interview` when
+the session ends.  Implementations: `ops.simulation.brains.embedded` (offline default),
+`ops.simulation.brains.llm` (any OpenAI-compatible endpoint) and
+`ops.simulation.brains.random_policy` (a uniform baseline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from ops.agents.session import AgentSession
+from ops.simulation.observation import Decision, Observation
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Brain(Protocol):
+    """How an agent decides; pluggable (design.md "Brains")."""
+
+    name: str
+
+    def prepare(self, sessions: Sequence[AgentSession], shown: Mapping[int, Sequence[int]]) -> None:
+        """Optional batch work before the sessions run: `shown` maps user id -> the movie ids of
+        that user's top-20 list, so a brain can score every (user, item) pair at once."""
+
+    def decide(self, session: AgentSession, observation: Observation, rng: "np.random.Generator") -> Decision:
+        """The next action for the page observed; must be one of `observation.legal_actions`."""
+
+    def exit_interview(self, session: AgentSession, rng: "np.random.Generator") -> tuple[int, str]:
+        """Satisfaction 1..10 with a one-line reason, asked when the session ends."""

@@ -1,0 +1,91 @@
+"""The one place where the `SIMAB_*` environment variables become Dagster run config.
+
+Asset configs carry the papers' defaults; a team switches data source, arms or brain
+without YAML by setting environment variables, which are read here once, when the
+definitions are built (`pipelines.definitions`) or the lifecycle runner starts, and turned
+into each job's run config (prefilled in the Dagster launchpad, used by the nightly
+schedule, the read-out sensor and `python -m pipelines.lifecycle`).
+
+| variable | run config |
+| --- | --- |
+| `SIMAB_SOURCE`, `SIMAB_LOCAL_PATH`, `SIMAB_DATASET` | `movielens`: source, local_path, dataset |
+| `SIMAB_METADATA_SOURCE`, `SIMAB_METADATA_PATH`, `SIMAB_POSTER_DIRS` (`:`-separated), `SIMAB_LINKS_PATH` | `movie_metadata` |
+| `SIMAB_ARMS` (comma-separated) | which arm partitions a full run, the schedule and the sensor use; `simulation_events.arms` |
+| `SIMAB_MAX_EPOCHS` | `recommender_arm` and `augmentation_metrics`: max_epochs |
+| `SIMAB_AGENTS`, `SIMAB_BRAIN` | `simulation_events`: n_agents, brain |
+| `SIMAB_CONTROL` | `ab_readout`: control |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from assets.partitions import ARMS, DEFAULT_ARMS
+
+# The ops (asset or multi-asset names) of each job, so a job's run config names only its own.
+JOB_OPS: dict[str, tuple[str, ...]] = {
+    "simab_prepare": ("movielens", "movie_metadata", "mm_ml_1m", "chronological_split", "agents", "embedded_brain"),
+    "simab_arm": ("recommender_arm", "top20_lists", "offline_metrics", "simulation_events", "augmentation_metrics"),
+    "simab_readout": ("ab_readout", "simab_report"),
+    "simab_resimulate": ("simulation_events",),
+}
+
+
+class RunSettings(BaseModel):
+    """What the environment asked for; None leaves the asset's own default."""
+
+    arms: list[str] = Field(default_factory=lambda: list(DEFAULT_ARMS))
+    ops: dict[str, dict[str, Any]] = Field(default_factory=dict)  # op name -> config fields
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
+    """Read the `SIMAB_*` variables once; raises ValueError naming an unknown arm."""
+    env = os.environ if environ is None else environ
+    ops: dict[str, dict[str, Any]] = {}
+
+    def put(op: str, field: str, variable: str, convert=str) -> None:
+        value = env.get(variable)
+        if value not in (None, ""):
+            try:
+                ops.setdefault(op, {})[field] = convert(value)
+            except ValueError as exc:
+                raise ValueError(f"${variable}={value!r}: {exc}") from None
+
+    put("movielens", "source", "SIMAB_SOURCE")
+    put("movielens", "local_path", "SIMAB_LOCAL_PATH")
+    put("movielens", "dataset", "SIMAB_DATASET")
+    put("movie_metadata", "source", "SIMAB_METADATA_SOURCE")
+    put("movie_metadata", "metadata_path", "SIMAB_METADATA_PATH")
+    put("movie_metadata", "poster_dirs", "SIMAB_POSTER_DIRS", lambda v: [p for p in v.split(os.pathsep) if p])
+    put("movie_metadata", "links_path", "SIMAB_LINKS_PATH")
+    put("recommender_arm", "max_epochs", "SIMAB_MAX_EPOCHS", int)
+    put("augmentation_metrics", "max_epochs", "SIMAB_MAX_EPOCHS", int)
+    put("simulation_events", "n_agents", "SIMAB_AGENTS", int)
+    put("simulation_events", "brain", "SIMAB_BRAIN")
+    put("ab_readout", "control", "SIMAB_CONTROL")
+
+    arms = list(DEFAULT_ARMS)
+    if env.get("SIMAB_ARMS"):
+        arms = [a.strip() for a in env["SIMAB_ARMS"].split(",") if a.strip()]
+    settings = RunSettings(ops=ops)
+    return with_arms(settings, arms)
+
+
+def with_arms(settings: RunSettings, arms: list[str]) -> RunSettings:
+    """The settings for another arm list (the lifecycle runner's --arms)."""
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise ValueError(f"unknown arm(s) {unknown}; known: {list(ARMS)}")
+    ops = {op: dict(fields) for op, fields in settings.ops.items()}
+    ops.setdefault("simulation_events", {})["arms"] = list(arms)
+    return RunSettings(arms=list(arms), ops=ops)
+
+
+def run_config_for(job_name: str, settings: RunSettings) -> dict:
+    """The run config of one job: the settings of the ops it runs, nothing else."""
+    ops = {op: {"config": dict(settings.ops[op])} for op in JOB_OPS.get(job_name, ()) if settings.ops.get(op)}
+    return {"ops": ops} if ops else {}

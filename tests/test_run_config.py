@@ -1,0 +1,50 @@
+"""The environment becomes run config in one place, read when asked, never at import."""
+
+import pytest
+
+from pipelines.run_config import run_config_for, settings_from_env, with_arms
+
+
+def test_each_job_gets_only_its_own_ops_settings():
+    settings = settings_from_env(
+        {"SIMAB_SOURCE": "local", "SIMAB_LOCAL_PATH": "/data/ml-1m", "SIMAB_POSTER_DIRS": "/a:/b", "SIMAB_MAX_EPOCHS": "3",
+         "SIMAB_AGENTS": "50", "SIMAB_BRAIN": "llm", "SIMAB_CONTROL": "random", "SIMAB_ARMS": "pop, fm"}
+    )
+    prepare = run_config_for("simab_prepare", settings)["ops"]
+    assert prepare["movielens"]["config"] == {"source": "local", "local_path": "/data/ml-1m"}
+    assert prepare["movie_metadata"]["config"] == {"poster_dirs": ["/a", "/b"]}
+    assert set(prepare) == {"movielens", "movie_metadata"}
+    arm = run_config_for("simab_arm", settings)["ops"]
+    assert arm["recommender_arm"]["config"] == {"max_epochs": 3} and arm["augmentation_metrics"]["config"] == {"max_epochs": 3}
+    assert arm["simulation_events"]["config"] == {"n_agents": 50, "brain": "llm", "arms": ["pop", "fm"]}
+    assert run_config_for("simab_readout", settings) == {"ops": {"ab_readout": {"config": {"control": "random"}}}}
+    assert settings.arms == ["pop", "fm"]
+
+
+def test_no_environment_leaves_the_papers_defaults():
+    settings = settings_from_env({})
+    assert settings.arms == ["random", "pop", "fm", "deepfm"]
+    assert run_config_for("simab_prepare", settings) == {}
+
+
+def test_bad_values_name_the_variable():
+    with pytest.raises(ValueError, match="SIMAB_MAX_EPOCHS"):
+        settings_from_env({"SIMAB_MAX_EPOCHS": "many"})
+    with pytest.raises(ValueError, match="unknown arm"):
+        settings_from_env({"SIMAB_ARMS": "pop,wizard"})
+    assert with_arms(settings_from_env({}), ["afn"]).arms == ["afn"]
+
+
+def test_importing_the_code_location_reads_no_environment(monkeypatch):
+    import importlib
+    import os
+
+    import pipelines.definitions as definitions
+
+    reads = []
+    real_get = os.environ.get
+    monkeypatch.setattr(os.environ, "get", lambda key, *default: reads.append(key) or real_get(key, *default))
+    for module in ("assets.ingestion", "assets.mm_ml_1m", "assets.recommenders", "assets.simulation", "assets.augmentation", "assets.report"):
+        importlib.reload(importlib.import_module(module))
+    importlib.reload(definitions)
+    assert not [k for k in reads if k.startswith("SIMAB_")]

@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.readout.statistics import interval_sign, t_interval
 from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
 from ops.schema import RATINGS, conform
 
@@ -268,19 +269,14 @@ def seed_summary(metrics: pl.DataFrame, confidence: float = 0.95) -> pl.DataFram
     against the original over training seeds — mean, t-interval and whether it is a gain,
     a loss or within seed noise.  One training per cell (as in the paper) cannot tell a
     0.002–0.004 gain from the seed-to-seed spread of the original model's AUC."""
-    from scipy import stats
-
     keys = ["simulated_arm", "brain", "arm", "training_set"]
     rows = []
     augmented = metrics.filter(pl.col("training_set") != ORIGINAL)
     for key, part in augmented.group_by(keys, maintain_order=True):
         diff = part.get_column("auc_difference").to_numpy()
-        n = len(diff)
-        mean = float(diff.mean()) if n else None
-        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * diff.std(ddof=1) / np.sqrt(n)) if n > 1 else None
-        low, high = (mean - half, mean + half) if half is not None else (None, None)
-        verdict = "one seed" if half is None else "gain" if low > 0 else "loss" if high < 0 else "within seed noise"
-        rows.append(dict(zip(keys, key)) | {"seeds": n, "auc_difference": mean, "ci_low": low, "ci_high": high, "verdict": verdict})
+        mean, low, high = t_interval(diff, confidence)
+        verdict = "one seed" if low is None else {1: "gain", -1: "loss", 0: "within seed noise"}[interval_sign(low, high)]
+        rows.append(dict(zip(keys, key)) | {"seeds": len(diff), "auc_difference": mean, "ci_low": low, "ci_high": high, "verdict": verdict})
     schema = {k: pl.Utf8 for k in keys} | {"seeds": pl.Int64, "auc_difference": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "verdict": pl.Utf8}
     return pl.DataFrame(rows, schema=schema)
 

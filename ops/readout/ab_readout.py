@@ -140,7 +140,9 @@ class ABReadout:
     def figures(self) -> dict[str, object]:
         """One matplotlib figure per metric: arm means with intervals (the control in a
         different colour) and, beside them, the differences against the control."""
-        return {m: _metric_figure(self, m) for m in self.config.metrics}
+        from ops.readout.plots import ab_metric_figure
+
+        return {m: ab_metric_figure(self, m) for m in self.config.metrics}
 
     def write_figures(self, folder: str | Path) -> list[Path]:
         """PNG files, one per metric, for MLflow (`mlflow.log_artifacts`)."""
@@ -381,42 +383,3 @@ def _markdown(frame: pl.DataFrame) -> list[str]:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
     return [header, rule, *body]
-
-
-def _metric_figure(readout: ABReadout, metric: str):
-    from ops.figures import _plt
-
-    plt = _plt()
-
-    arms = readout.arms.filter(pl.col("metric") == metric).sort("arm")
-    comps = readout.comparisons.filter(pl.col("metric") == metric).sort("arm")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
-    names = arms.get_column("arm").to_list()
-    x = np.arange(len(names))
-    mean = arms.get_column("mean").fill_null(np.nan).to_numpy()
-    lo = arms.get_column("ci_low").fill_null(np.nan).to_numpy()
-    hi = arms.get_column("ci_high").fill_null(np.nan).to_numpy()
-    colours = ["#c44e52" if n == readout.control else "#4c72b0" for n in names]
-    for i in range(len(names)):
-        left.errorbar(x[i], mean[i], yerr=[[mean[i] - lo[i]], [hi[i] - mean[i]]], fmt="o", color=colours[i], capsize=4)
-    pooled = arms.get_column("pooled").fill_null(np.nan).to_numpy()
-    if np.isfinite(pooled).any():
-        left.plot(x, pooled, "x", color="#555555", label="pooled ratio")
-        left.legend(fontsize=8)
-    left.set_xticks(x, names, rotation=30, ha="right")
-    left.set_title(f"{LABELS[metric]} by arm (mean over agents, {readout.config.confidence:.0%} CI)", fontsize=9)
-    if comps.height:
-        cn = comps.get_column("arm").to_list()
-        cx = np.arange(len(cn))
-        d = comps.get_column("difference").fill_null(np.nan).to_numpy()
-        dlo = comps.get_column("ci_low").fill_null(np.nan).to_numpy()
-        dhi = comps.get_column("ci_high").fill_null(np.nan).to_numpy()
-        sig = comps.get_column("significant").to_list()
-        for i in range(len(cn)):
-            right.errorbar(cx[i], d[i], yerr=[[d[i] - dlo[i]], [dhi[i] - d[i]]], fmt="o", capsize=4,
-                           color="#55a868" if sig[i] else "#8c8c8c")
-        right.axhline(0.0, color="#999999", linewidth=0.8)
-        right.set_xticks(cx, cn, rotation=30, ha="right")
-    right.set_title(f"difference vs {readout.control} (green: Holm p ≤ {readout.config.alpha})", fontsize=9)
-    fig.tight_layout()
-    return fig

@@ -30,7 +30,6 @@ each user's *original* train items), so Recall@20 and NDCG@20 compare too.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -221,42 +220,6 @@ def augment(train: pl.DataFrame, simulated: pl.DataFrame) -> pl.DataFrame:
         .unique(["user_id", "movie_id"], keep="first", maintain_order=True)
     )
     return pl.concat([train, new])
-
-
-def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
-    """Test AUC per downstream model, original beside each augmented training set (the
-    bars of Table 5), with the difference written over each augmented bar."""
-    from ops.figures import _plt, save_figure
-
-    plt = _plt()
-    # Several training seeds: one bar per model and training set, at the mean over seeds.
-    simulated = table.get_column("simulated_arm").drop_nulls().to_list() if table.height else []
-    table = table.group_by("arm", "training_set", maintain_order=True).agg(pl.col("test_auc").mean(), pl.col("auc_difference").mean())
-    models = list(dict.fromkeys(table.get_column("arm").to_list()))
-    sets = list(dict.fromkeys(table.get_column("training_set").to_list()))
-    width = 0.8 / max(len(sets), 1)
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(models) + 2), 3.6))
-    low = float(table.get_column("test_auc").min()) if table.height else 0.5
-    high = float(table.get_column("test_auc").max()) if table.height else 1.0
-    for i, name in enumerate(sets):
-        part = {r["arm"]: r for r in table.filter(pl.col("training_set") == name).iter_rows(named=True)}
-        xs = [j + (i - (len(sets) - 1) / 2) * width for j, _ in enumerate(models)]
-        heights = [part[m]["test_auc"] if m in part else np.nan for m in models]
-        bars = ax.bar(xs, heights, width, label=name)
-        if name != ORIGINAL:
-            for bar, m in zip(bars, models):
-                if m in part:
-                    ax.annotate(f"{part[m]['auc_difference']:+.4f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                                ha="center", va="bottom", fontsize=7)
-    margin = max(0.005, (high - low) * 0.5)
-    ax.set_ylim(max(0.0, low - margin), min(1.0, high + margin))
-    ax.set_xticks(range(len(models)), models)
-    ax.set_ylabel("test AUC")
-    arms = ", ".join(sorted(set(simulated)))
-    ax.set_title(f"Simulated under {arms}: test AUC" if arms else "Test AUC, original vs augmented", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
 
 
 def empty_metrics() -> pl.DataFrame:

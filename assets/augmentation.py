@@ -51,7 +51,8 @@ def augmentation_metrics(
 ) -> Output[pl.DataFrame]:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
     train split and on it plus this arm's simulated clicks / views (Table 5)."""
-    from ops.readout.augmentation import AugmentationConfig, augmentation_figure, empty_metrics, refit_and_evaluate, seed_summary, table_5
+    from ops.readout.augmentation import AugmentationConfig, empty_metrics, refit_and_evaluate, seed_summary, table_5
+    from ops.readout.plots import augmentation_figure
     from ops.arms.recommenders import DEEPCTR_MODELS, arm_config
 
     arm = context.partition_key

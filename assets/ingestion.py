@@ -46,7 +46,7 @@ class IngestionConfig(Config):
 )
 def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tracking: MlflowTracking):
     """Load or generate the three MovieLens tables."""
-    from ops.figures import activity_and_popularity, rating_distribution
+    from ops.data.plots import activity_and_popularity, rating_distribution
 
     tastes = pl.DataFrame(schema=HIDDEN_TASTES)
     side_info = pl.DataFrame(schema=METADATA)

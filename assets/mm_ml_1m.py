@@ -7,7 +7,6 @@ ratings are synthetic and `none` otherwise.  `mm_ml_1m` joins it to the movies t
 logs the coverage table in the shape of the paper's Table 1.
 """
 
-import os
 from pathlib import Path
 from typing import Literal
 

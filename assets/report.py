@@ -74,7 +74,8 @@ def simab_report(
     Kendall τ over the arms, and arm against arm with intervals on both sides."""
     from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
     from ops.atomic import atomic_write_bytes
-    from ops.figures import fidelity_pairs, save_figure
+    from ops.figures import save_figure
+    from ops.readout.plots import fidelity_pairs
     from ops.readout.report import report_markdown
 
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)]) if offline_metrics else pl.DataFrame({"arm": []})

@@ -26,7 +26,7 @@ class SplitConfig(Config):
 )
 def chronological_split(context: AssetExecutionContext, config: SplitConfig, ratings: pl.DataFrame, mlflow_tracking: MlflowTracking):
     """Sort all interactions by time and cut at 70 % and 90 %."""
-    from ops.figures import split_timeline
+    from ops.data.plots import split_timeline
     from ops.data.split import chronological_split as split, split_statistics
 
     parts = split(ratings, (config.train, config.valid, config.test))

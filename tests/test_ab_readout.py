@@ -5,7 +5,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from ops.readout.ab_readout import ReadoutConfig, ab_readout, bootstrap_means, holm, per_agent_metrics
+from ops.readout.ab_readout import ReadoutConfig, ab_readout, per_agent_metrics
+from ops.readout.statistics import bootstrap_means, holm
 from ops.schema import EVENTS
 
 P1, P2 = [1, 2, 3, 4, 5], [6, 7, 8, 9, 10]

@@ -12,11 +12,11 @@ from ops.readout.augmentation import (
     AUGMENTATION_METRICS,
     AugmentationConfig,
     augment,
-    augmentation_figure,
     refit_and_evaluate,
     simulated_interactions,
     table_5,
 )
+from ops.readout.plots import augmentation_figure
 from ops.schema import RATINGS
 from ops.schema import EVENTS
 from ops.data.split import chronological_split

@@ -33,7 +33,6 @@ within each metric instead.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
+from ops.readout.statistics import bootstrap_means, holm, named_rng, paired_p_value, percentile_interval, unpaired_p_value
 from ops.simulation.observation import CLICK_MOVIE, EXIT, WATCH_AND_RATE
 from ops.simulation.observation import EXIT_INTERVIEW
 
@@ -140,7 +140,9 @@ class ABReadout:
     def figures(self) -> dict[str, object]:
         """One matplotlib figure per metric: arm means with intervals (the control in a
         different colour) and, beside them, the differences against the control."""
-        return {m: _metric_figure(self, m) for m in self.config.metrics}
+        from ops.readout.plots import ab_metric_figure
+
+        return {m: ab_metric_figure(self, m) for m in self.config.metrics}
 
     def write_figures(self, folder: str | Path) -> list[Path]:
         """PNG files, one per metric, for MLflow (`mlflow.log_artifacts`)."""
@@ -240,53 +242,7 @@ def per_agent_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataF
     )
 
 
-def holm(p_values: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p-values (NaN entries stay NaN and do not count in m)."""
-    p = np.asarray(p_values, dtype=float)
-    out = np.full(p.shape, np.nan)
-    finite = np.flatnonzero(~np.isnan(p))
-    m = finite.size
-    if m == 0:
-        return out
-    order = finite[np.argsort(p[finite], kind="stable")]
-    adjusted = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    out[order] = np.maximum.accumulate(adjusted)
-    return out
-
-
-def bootstrap_means(values: np.ndarray, n_bootstrap: int, rng: np.random.Generator, chunk: int = 250) -> np.ndarray:
-    """Bootstrap replicates of the column means of `values` (agents × metrics), ignoring NaN
-    per column: each replicate resamples agents with replacement, drawn as multiplicity
-    counts so that every metric (and every ratio's parts) sees the same resampled agents.
-    Returns (n_bootstrap, metrics)."""
-    values = np.asarray(values, dtype=float)
-    if values.ndim == 1:
-        values = values[:, None]
-    n = values.shape[0]
-    finite = ~np.isnan(values)
-    filled = np.where(finite, values, 0.0)
-    weights_of = finite.astype(float)
-    out = np.empty((n_bootstrap, values.shape[1]))
-    for start in range(0, n_bootstrap, chunk):
-        b = min(chunk, n_bootstrap - start)
-        counts = _multiplicities(n, b, rng)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[start : start + b] = (counts @ filled) / (counts @ weights_of)
-    return out
-
-
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _multiplicities(n: int, b: int, rng: np.random.Generator) -> np.ndarray:
-    """How often each of n agents is drawn, in b resamples of size n."""
-    idx = rng.integers(0, n, size=(b, n))
-    idx += np.arange(b)[:, None] * n
-    return np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(float)
-
-
-def _arm_rng(seed: int, *names: str) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([seed, *(zlib.crc32(n.encode("utf-8")) for n in names)]))
 
 
 def _summarise_arm(arm: str, frame: pl.DataFrame, config: ReadoutConfig) -> tuple[pl.DataFrame, np.ndarray]:
@@ -295,7 +251,7 @@ def _summarise_arm(arm: str, frame: pl.DataFrame, config: ReadoutConfig) -> tupl
     values = _matrix(frame, metrics)
     num = _matrix(frame, [RATIO_PARTS[m][0] for m in ratios])
     den = _matrix(frame, [RATIO_PARTS[m][1] for m in ratios])
-    rng = _arm_rng(config.seed, "arm", arm)
+    rng = named_rng(config.seed, "arm", arm)
     # Metric means and pooled parts share each resample of agents; the ratio of the mean
     # numerator to the mean denominator is the pooled ratio (the n cancels).
     both = np.concatenate([values, num, den], axis=1)
@@ -303,17 +259,16 @@ def _summarise_arm(arm: str, frame: pl.DataFrame, config: ReadoutConfig) -> tupl
     k, r = len(metrics), len(ratios)
     boot = boot_parts[:, :k]
     boot_pooled = boot_parts[:, k : k + r] / np.where(boot_parts[:, k + r :] > 0, boot_parts[:, k + r :], np.nan)
-    lo_q, hi_q = (1 - config.confidence) / 2, 1 - (1 - config.confidence) / 2
     with np.errstate(invalid="ignore"):
         mean = np.array([np.nanmean(values[:, j]) if np.isfinite(values[:, j]).any() else np.nan for j in range(k)])
-    ci = _quantiles(boot, lo_q, hi_q)
+    ci = percentile_interval(boot, config.confidence)
     pooled = np.full(k, np.nan)
     pooled_ci = np.full((2, k), np.nan)
     for i, m in enumerate(ratios):
         j = metrics.index(m)
         total_den = den[:, i].sum()
         pooled[j] = num[:, i].sum() / total_den if total_den > 0 else np.nan
-        pooled_ci[:, j] = _quantiles(boot_pooled[:, i : i + 1], lo_q, hi_q)[:, 0]
+        pooled_ci[:, j] = percentile_interval(boot_pooled[:, i], config.confidence)
     n_agents = np.isfinite(values).sum(axis=0)
     summary = pl.DataFrame(
         {
@@ -339,14 +294,13 @@ def _compare_paired(arm: str, control: str, per_agent: pl.DataFrame, config: Rea
     t = _matrix(joined, metrics)
     c = _matrix(joined, [f"{m}__control" for m in metrics])
     d = t - c  # NaN where either side is undefined: that agent is out of that metric's pairs
-    boot = bootstrap_means(d, config.n_bootstrap, _arm_rng(config.seed, "paired", arm, control), config.bootstrap_chunk)
-    lo_q, hi_q = (1 - config.confidence) / 2, 1 - (1 - config.confidence) / 2
-    ci = _quantiles(boot, lo_q, hi_q)
+    boot = bootstrap_means(d, config.n_bootstrap, named_rng(config.seed, "paired", arm, control), config.bootstrap_chunk)
+    ci = percentile_interval(boot, config.confidence)
     rows = []
     for j, metric in enumerate(metrics):
         ok = ~np.isnan(d[:, j])
         diff = float(d[ok, j].mean()) if ok.any() else np.nan
-        p = _paired_p(t[ok, j], c[ok, j], config.paired_test)
+        p = paired_p_value(t[ok, j], c[ok, j], config.paired_test)
         rows.append((arm, control, metric, int(ok.sum()), diff, ci[0, j], ci[1, j], f"paired {config.paired_test}", p))
     return _comparison_frame(rows)
 
@@ -357,46 +311,14 @@ def _compare_unpaired(arm: str, control: str, per_agent: pl.DataFrame, boots: di
     c = _matrix(per_agent.filter(pl.col("arm") == control).sort("user_id"), metrics)
     # Independent samples: the arms' own independent bootstraps, differenced.
     diff_boot = boots[arm] - boots[control]
-    lo_q, hi_q = (1 - config.confidence) / 2, 1 - (1 - config.confidence) / 2
-    ci = _quantiles(diff_boot, lo_q, hi_q)
+    ci = percentile_interval(diff_boot, config.confidence)
     rows = []
     for j, metric in enumerate(metrics):
         x, y = t[~np.isnan(t[:, j]), j], c[~np.isnan(c[:, j]), j]
         diff = float(x.mean() - y.mean()) if x.size and y.size else np.nan
-        p = _unpaired_p(x, y, config.unpaired_test)
+        p = unpaired_p_value(x, y, config.unpaired_test)
         rows.append((arm, control, metric, int(x.size + y.size), diff, ci[0, j], ci[1, j], config.unpaired_test, p))
     return _comparison_frame(rows)
-
-
-def _paired_p(x: np.ndarray, y: np.ndarray, test: str) -> float:
-    from scipy import stats
-
-    d = x - y
-    if d.size < 2:
-        return np.nan
-    if np.all(d == d[0]):
-        # No spread: the tests are undefined; a constant zero difference is no evidence,
-        # a constant non-zero one is as strong as it gets.
-        return 1.0 if d[0] == 0 else 0.0
-    if test == "t":
-        return float(stats.ttest_rel(x, y).pvalue)
-    if np.all(d == 0):
-        return 1.0
-    return float(stats.wilcoxon(x, y, zero_method="zsplit").pvalue)
-
-
-def _unpaired_p(x: np.ndarray, y: np.ndarray, test: str) -> float:
-    from scipy import stats
-
-    if x.size < 2 or y.size < 2:
-        return np.nan
-    if np.ptp(np.concatenate([x, y])) == 0:
-        return 1.0
-    if test == "welch":
-        if np.ptp(x) == 0 and np.ptp(y) == 0:
-            return 0.0  # both constant, different values
-        return float(stats.ttest_ind(x, y, equal_var=False).pvalue)
-    return float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
 
 
 def _with_holm(comparisons: pl.DataFrame, config: ReadoutConfig) -> pl.DataFrame:
@@ -439,16 +361,6 @@ def _matrix(frame: pl.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return out
 
 
-def _quantiles(boot: np.ndarray, lo_q: float, hi_q: float) -> np.ndarray:
-    out = np.full((2, boot.shape[1]), np.nan)
-    for j in range(boot.shape[1]):
-        col = boot[:, j]
-        col = col[np.isfinite(col)]
-        if col.size:
-            out[:, j] = np.quantile(col, [lo_q, hi_q])
-    return out
-
-
 def _cell(value: float | None, low: float | None, high: float | None, metric: str) -> str:
     # Ratios read best with 4 decimals; counts and scales (AR, likes, exit page,
     # satisfaction) with 2.
@@ -471,42 +383,3 @@ def _markdown(frame: pl.DataFrame) -> list[str]:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
     return [header, rule, *body]
-
-
-def _metric_figure(readout: ABReadout, metric: str):
-    from ops.figures import _plt
-
-    plt = _plt()
-
-    arms = readout.arms.filter(pl.col("metric") == metric).sort("arm")
-    comps = readout.comparisons.filter(pl.col("metric") == metric).sort("arm")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
-    names = arms.get_column("arm").to_list()
-    x = np.arange(len(names))
-    mean = arms.get_column("mean").fill_null(np.nan).to_numpy()
-    lo = arms.get_column("ci_low").fill_null(np.nan).to_numpy()
-    hi = arms.get_column("ci_high").fill_null(np.nan).to_numpy()
-    colours = ["#c44e52" if n == readout.control else "#4c72b0" for n in names]
-    for i in range(len(names)):
-        left.errorbar(x[i], mean[i], yerr=[[mean[i] - lo[i]], [hi[i] - mean[i]]], fmt="o", color=colours[i], capsize=4)
-    pooled = arms.get_column("pooled").fill_null(np.nan).to_numpy()
-    if np.isfinite(pooled).any():
-        left.plot(x, pooled, "x", color="#555555", label="pooled ratio")
-        left.legend(fontsize=8)
-    left.set_xticks(x, names, rotation=30, ha="right")
-    left.set_title(f"{LABELS[metric]} by arm (mean over agents, {readout.config.confidence:.0%} CI)", fontsize=9)
-    if comps.height:
-        cn = comps.get_column("arm").to_list()
-        cx = np.arange(len(cn))
-        d = comps.get_column("difference").fill_null(np.nan).to_numpy()
-        dlo = comps.get_column("ci_low").fill_null(np.nan).to_numpy()
-        dhi = comps.get_column("ci_high").fill_null(np.nan).to_numpy()
-        sig = comps.get_column("significant").to_list()
-        for i in range(len(cn)):
-            right.errorbar(cx[i], d[i], yerr=[[d[i] - dlo[i]], [dhi[i] - d[i]]], fmt="o", capsize=4,
-                           color="#55a868" if sig[i] else "#8c8c8c")
-        right.axhline(0.0, color="#999999", linewidth=0.8)
-        right.set_xticks(cx, cn, rotation=30, ha="right")
-    right.set_title(f"difference vs {readout.control} (green: Holm p ≤ {readout.config.alpha})", fontsize=9)
-    fig.tight_layout()
-    return fig

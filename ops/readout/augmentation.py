@@ -30,13 +30,13 @@ each user's *original* train items), so Recall@20 and NDCG@20 compare too.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.readout.statistics import interval_sign, t_interval
 from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
 from ops.schema import RATINGS, conform
 
@@ -222,42 +222,6 @@ def augment(train: pl.DataFrame, simulated: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([train, new])
 
 
-def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
-    """Test AUC per downstream model, original beside each augmented training set (the
-    bars of Table 5), with the difference written over each augmented bar."""
-    from ops.figures import _plt, save_figure
-
-    plt = _plt()
-    # Several training seeds: one bar per model and training set, at the mean over seeds.
-    simulated = table.get_column("simulated_arm").drop_nulls().to_list() if table.height else []
-    table = table.group_by("arm", "training_set", maintain_order=True).agg(pl.col("test_auc").mean(), pl.col("auc_difference").mean())
-    models = list(dict.fromkeys(table.get_column("arm").to_list()))
-    sets = list(dict.fromkeys(table.get_column("training_set").to_list()))
-    width = 0.8 / max(len(sets), 1)
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(models) + 2), 3.6))
-    low = float(table.get_column("test_auc").min()) if table.height else 0.5
-    high = float(table.get_column("test_auc").max()) if table.height else 1.0
-    for i, name in enumerate(sets):
-        part = {r["arm"]: r for r in table.filter(pl.col("training_set") == name).iter_rows(named=True)}
-        xs = [j + (i - (len(sets) - 1) / 2) * width for j, _ in enumerate(models)]
-        heights = [part[m]["test_auc"] if m in part else np.nan for m in models]
-        bars = ax.bar(xs, heights, width, label=name)
-        if name != ORIGINAL:
-            for bar, m in zip(bars, models):
-                if m in part:
-                    ax.annotate(f"{part[m]['auc_difference']:+.4f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                                ha="center", va="bottom", fontsize=7)
-    margin = max(0.005, (high - low) * 0.5)
-    ax.set_ylim(max(0.0, low - margin), min(1.0, high + margin))
-    ax.set_xticks(range(len(models)), models)
-    ax.set_ylabel("test AUC")
-    arms = ", ".join(sorted(set(simulated)))
-    ax.set_title(f"Simulated under {arms}: test AUC" if arms else "Test AUC, original vs augmented", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
 def empty_metrics() -> pl.DataFrame:
     """An AUGMENTATION_METRICS frame with no rows (an arm with no downstream model)."""
     return pl.DataFrame(schema=AUGMENTATION_METRICS)
@@ -268,19 +232,14 @@ def seed_summary(metrics: pl.DataFrame, confidence: float = 0.95) -> pl.DataFram
     against the original over training seeds — mean, t-interval and whether it is a gain,
     a loss or within seed noise.  One training per cell (as in the paper) cannot tell a
     0.002–0.004 gain from the seed-to-seed spread of the original model's AUC."""
-    from scipy import stats
-
     keys = ["simulated_arm", "brain", "arm", "training_set"]
     rows = []
     augmented = metrics.filter(pl.col("training_set") != ORIGINAL)
     for key, part in augmented.group_by(keys, maintain_order=True):
         diff = part.get_column("auc_difference").to_numpy()
-        n = len(diff)
-        mean = float(diff.mean()) if n else None
-        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * diff.std(ddof=1) / np.sqrt(n)) if n > 1 else None
-        low, high = (mean - half, mean + half) if half is not None else (None, None)
-        verdict = "one seed" if half is None else "gain" if low > 0 else "loss" if high < 0 else "within seed noise"
-        rows.append(dict(zip(keys, key)) | {"seeds": n, "auc_difference": mean, "ci_low": low, "ci_high": high, "verdict": verdict})
+        mean, low, high = t_interval(diff, confidence)
+        verdict = "one seed" if low is None else {1: "gain", -1: "loss", 0: "within seed noise"}[interval_sign(low, high)]
+        rows.append(dict(zip(keys, key)) | {"seeds": len(diff), "auc_difference": mean, "ci_low": low, "ci_high": high, "verdict": verdict})
     schema = {k: pl.Utf8 for k in keys} | {"seeds": pl.Int64, "auc_difference": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "verdict": pl.Utf8}
     return pl.DataFrame(rows, schema=schema)
 

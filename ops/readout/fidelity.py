@@ -16,6 +16,8 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
+from ops.readout.statistics import bootstrap_means, difference_interval, interval_sign, named_rng, percentile_interval
+
 SIMULATED = ("ctr", "cvr", "average_rating")
 OFFLINE = ("ndcg_at_k", "recall_at_k", "test_auc")
 
@@ -96,23 +98,10 @@ def pairwise_agreement(
     `simulated_per_agent`: arm, user_id, <simulated> (ABReadout.per_agent);
     `offline_per_user`: arm, user_id, <offline> (ops.arms.metrics.per_user_metrics per arm).
     """
-    from ops.readout.ab_readout import bootstrap_means
-
     arms = sorted(set(simulated_per_agent.get_column("arm").to_list()) & set(offline_per_user.get_column("arm").to_list()))
     off_mean = {a: offline_per_user.filter(pl.col("arm") == a).get_column(offline).mean() for a in arms}
     arms.sort(key=lambda a: (-(off_mean[a] or 0.0), a))
-    alpha = (1.0 - confidence) / 2.0
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 7001]))
-
-    def interval(a_vals: np.ndarray, b_vals: np.ndarray | None) -> tuple[float, float, float]:
-        if b_vals is None:  # a_vals are paired differences
-            boot = bootstrap_means(a_vals, n_bootstrap, rng)[:, 0]
-            mean = float(np.nanmean(a_vals))
-        else:
-            boot = bootstrap_means(a_vals, n_bootstrap, rng)[:, 0] - bootstrap_means(b_vals, n_bootstrap, rng)[:, 0]
-            mean = float(np.nanmean(a_vals) - np.nanmean(b_vals))
-        lo, hi = np.nanquantile(boot, [alpha, 1.0 - alpha])
-        return mean, float(lo), float(hi)
+    rng = named_rng(seed, 7001)
 
     def side(frame: pl.DataFrame, metric: str, a: str, b: str, pair: bool):
         fa = frame.filter(pl.col("arm") == a).select("user_id", pl.col(metric).alias("a")).drop_nulls()
@@ -121,10 +110,12 @@ def pairwise_agreement(
             both = fa.join(fb, on="user_id", how="inner")
             if both.height < 2:
                 return both.height, None, None, None
-            return (both.height, *interval(both.get_column("a").to_numpy() - both.get_column("b").to_numpy(), None))
+            differences = both.get_column("a").to_numpy() - both.get_column("b").to_numpy()
+            return (both.height, *difference_interval(differences, None, n_bootstrap, rng, confidence))
         if fa.height < 2 or fb.height < 2:
             return min(fa.height, fb.height), None, None, None
-        return (fa.height + fb.height, *interval(fa.get_column("a").to_numpy(), fb.get_column("b").to_numpy()))
+        a_vals, b_vals = fa.get_column("a").to_numpy(), fb.get_column("b").to_numpy()
+        return (fa.height + fb.height, *difference_interval(a_vals, b_vals, n_bootstrap, rng, confidence))
 
     rows = []
     for i, a in enumerate(arms):
@@ -153,8 +144,7 @@ def agreement_summary(pairs: pl.DataFrame) -> dict[str, float | int | None]:
 def _verdict(lo_off, hi_off, lo_sim, hi_sim) -> str:
     if lo_off is None or lo_sim is None:
         return "too few users"
-    off = 1 if lo_off > 0 else -1 if hi_off < 0 else 0
-    sim = 1 if lo_sim > 0 else -1 if hi_sim < 0 else 0
+    off, sim = interval_sign(lo_off, hi_off), interval_sign(lo_sim, hi_sim)
     if off == 0:
         return "offline tie"
     if sim == 0:
@@ -167,17 +157,15 @@ def offline_intervals(
 ) -> pl.DataFrame:
     """arm, metric, users, mean, ci_low, ci_high: each arm's offline metric with a bootstrap
     interval over the test users, so that the offline side of the fidelity has error bars too."""
-    from ops.readout.ab_readout import bootstrap_means
-
-    alpha = (1.0 - confidence) / 2.0
     rows = []
     for i, arm in enumerate(sorted(set(offline_per_user.get_column("arm").to_list()))):
         frame = offline_per_user.filter(pl.col("arm") == arm)
-        rng = np.random.default_rng(np.random.SeedSequence([seed, 7002, i]))  # one stream per arm
+        rng = named_rng(seed, 7002, i)  # one stream per arm
         values = frame.select(metrics).to_numpy().astype(float)
         boot = bootstrap_means(values, n_bootstrap, rng) if frame.height else np.full((1, len(metrics)), np.nan)
+        ci = percentile_interval(boot, confidence)
         for j, metric in enumerate(metrics):
-            lo, hi = np.nanquantile(boot[:, j], [alpha, 1.0 - alpha]) if frame.height else (None, None)
+            lo, hi = ci[:, j] if frame.height else (None, None)
             rows.append({"arm": arm, "metric": metric, "users": frame.height, "mean": float(np.nanmean(values[:, j])) if frame.height else None,
                          "ci_low": None if lo is None else float(lo), "ci_high": None if hi is None else float(hi)})
     return pl.DataFrame(rows, schema={"arm": pl.Utf8, "metric": pl.Utf8, "users": pl.Int64, "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64})

@@ -1,0 +1,104 @@
+"""Figures of the read-outs, each a matplotlib Figure (or a PNG) for MLflow: the A/B
+read-out per metric, fidelity arm against arm, and the data augmentation's test AUC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from ops.figures import pyplot, save_figure
+from ops.readout.ab_readout import LABELS, ABReadout
+from ops.readout.augmentation import ORIGINAL
+
+
+def ab_metric_figure(readout: ABReadout, metric: str):
+    """One metric of the A/B read-out: the arm means with their intervals (the control in a
+    different colour) and, beside them, the differences against the control (green where
+    Holm-significant)."""
+    plt = pyplot()
+    arms = readout.arms.filter(pl.col("metric") == metric).sort("arm")
+    comps = readout.comparisons.filter(pl.col("metric") == metric).sort("arm")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    names = arms.get_column("arm").to_list()
+    x = np.arange(len(names))
+    mean = arms.get_column("mean").fill_null(np.nan).to_numpy()
+    lo = arms.get_column("ci_low").fill_null(np.nan).to_numpy()
+    hi = arms.get_column("ci_high").fill_null(np.nan).to_numpy()
+    colours = ["#c44e52" if n == readout.control else "#4c72b0" for n in names]
+    for i in range(len(names)):
+        left.errorbar(x[i], mean[i], yerr=[[mean[i] - lo[i]], [hi[i] - mean[i]]], fmt="o", color=colours[i], capsize=4)
+    pooled = arms.get_column("pooled").fill_null(np.nan).to_numpy()
+    if np.isfinite(pooled).any():
+        left.plot(x, pooled, "x", color="#555555", label="pooled ratio")
+        left.legend(fontsize=8)
+    left.set_xticks(x, names, rotation=30, ha="right")
+    left.set_title(f"{LABELS[metric]} by arm (mean over agents, {readout.config.confidence:.0%} CI)", fontsize=9)
+    if comps.height:
+        cn = comps.get_column("arm").to_list()
+        cx = np.arange(len(cn))
+        d = comps.get_column("difference").fill_null(np.nan).to_numpy()
+        dlo = comps.get_column("ci_low").fill_null(np.nan).to_numpy()
+        dhi = comps.get_column("ci_high").fill_null(np.nan).to_numpy()
+        sig = comps.get_column("significant").to_list()
+        for i in range(len(cn)):
+            right.errorbar(cx[i], d[i], yerr=[[d[i] - dlo[i]], [dhi[i] - d[i]]], fmt="o", capsize=4,
+                           color="#55a868" if sig[i] else "#8c8c8c")
+        right.axhline(0.0, color="#999999", linewidth=0.8)
+        right.set_xticks(cx, cn, rotation=30, ha="right")
+    right.set_title(f"difference vs {readout.control} (green: Holm p ≤ {readout.config.alpha})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def fidelity_pairs(pairs: pl.DataFrame):
+    """Offline difference against simulated difference per pair of arms, with both
+    intervals: points in the upper-right quadrant are pairs the simulation orders right."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for r in pairs.drop_nulls(["offline_difference", "simulated_difference"]).iter_rows(named=True):
+        x, y = r["offline_difference"], r["simulated_difference"]
+        ax.errorbar(x, y, xerr=[[x - r["offline_ci_low"]], [r["offline_ci_high"] - x]], yerr=[[y - r["simulated_ci_low"]], [r["simulated_ci_high"] - y]], fmt="o", capsize=3)
+        ax.annotate(f"{r['arm_a']} − {r['arm_b']}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_xlabel("offline NDCG@20 difference (a − b)")
+    ax.set_ylabel("simulated CTR difference (a − b)")
+    ax.set_title("Fidelity arm against arm (95 % intervals)")
+    fig.tight_layout()
+    return fig
+
+
+def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
+    """Test AUC per downstream model, original beside each augmented training set (the
+    bars of Table 5), with the difference written over each augmented bar."""
+    plt = pyplot()
+    # Several training seeds: one bar per model and training set, at the mean over seeds.
+    simulated = table.get_column("simulated_arm").drop_nulls().to_list() if table.height else []
+    table = table.group_by("arm", "training_set", maintain_order=True).agg(pl.col("test_auc").mean(), pl.col("auc_difference").mean())
+    models = list(dict.fromkeys(table.get_column("arm").to_list()))
+    sets = list(dict.fromkeys(table.get_column("training_set").to_list()))
+    width = 0.8 / max(len(sets), 1)
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(models) + 2), 3.6))
+    low = float(table.get_column("test_auc").min()) if table.height else 0.5
+    high = float(table.get_column("test_auc").max()) if table.height else 1.0
+    for i, name in enumerate(sets):
+        part = {r["arm"]: r for r in table.filter(pl.col("training_set") == name).iter_rows(named=True)}
+        xs = [j + (i - (len(sets) - 1) / 2) * width for j, _ in enumerate(models)]
+        heights = [part[m]["test_auc"] if m in part else np.nan for m in models]
+        bars = ax.bar(xs, heights, width, label=name)
+        if name != ORIGINAL:
+            for bar, m in zip(bars, models):
+                if m in part:
+                    ax.annotate(f"{part[m]['auc_difference']:+.4f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                                ha="center", va="bottom", fontsize=7)
+    margin = max(0.005, (high - low) * 0.5)
+    ax.set_ylim(max(0.0, low - margin), min(1.0, high + margin))
+    ax.set_xticks(range(len(models)), models)
+    ax.set_ylabel("test AUC")
+    arms = ", ".join(sorted(set(simulated)))
+    ax.set_title(f"Simulated under {arms}: test AUC" if arms else "Test AUC, original vs augmented", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)

@@ -35,6 +35,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
 from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
 from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
@@ -43,7 +44,6 @@ from ops.simulation.sandbox import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("SIMAB_SHARED_DATA", ROOT.parent / "shared" / "data"))
 OUT = ROOT / "bench" / "out"
 
 

@@ -33,7 +33,7 @@ import polars as pl  # noqa: E402
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently  # noqa: E402
 from ops.simulation.observation import AgentSession  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings  # noqa: E402
+from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings  # noqa: E402
 from tests.test_llm_brain import completion, scripted_agent  # noqa: E402
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fakes.planted_data import planted_movielens
 from ops.readout.augmentation import (
     AUGMENTATION_METRICS,
     AugmentationConfig,
@@ -20,7 +21,6 @@ from ops.readout.augmentation import (
 from ops.schema import RATINGS
 from ops.simulation.runner import EVENTS
 from ops.data.split import chronological_split
-from tests.planted_data import planted_movielens
 
 # Small, fast settings for the 2-core machine (as tests/test_recommenders.py); no sampled
 # negatives, so test AUC is over rated pairs as in Table 5.

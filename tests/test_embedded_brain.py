@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 from ops.agents.build import AgentsConfig, build_agents
 from ops.simulation.brains.embedded import FEATURES, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
@@ -23,7 +24,6 @@ from ops.simulation.observation import (
     Observation,
     ShortTermEntry,
 )
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 
 QUIET = AgentsConfig(embedding=EmbeddingConfig(show_progress=False))
 

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
+from fakes.agents import HashTextEmbedder, make_catalogue
 from ops.agents.embeddings import (
     EmbeddingConfig,
     OpenAIEmbeddingConfig,
@@ -25,7 +26,6 @@ from ops.agents.embeddings import (
     movie_text,
     poster_look,
 )
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue
 
 QUIET = EmbeddingConfig(show_progress=False)
 

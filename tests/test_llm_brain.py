@@ -20,7 +20,7 @@ from werkzeug import Response
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig, simulate_arm_concurrently
 from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, AgentSession
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings
+from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings
 
 PROMPT_TOKENS, COMPLETION_TOKENS = 1000, 50
 SECRET = "sk-test-DO-NOT-LEAK-5f3c9a1e"

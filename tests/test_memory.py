@@ -7,10 +7,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fakes.agents import HashTextEmbedder, make_catalogue
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
 from ops.agents.memory import MovieVectors, build_long_term_memories, build_movie_facts, describe_short_term
 from ops.simulation.observation import ShortTermEntry
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue
 
 
 def _vectors(text: np.ndarray, poster: np.ndarray | None = None, ids=None) -> MovieVectors:

@@ -16,14 +16,8 @@ import polars as pl
 import pytest
 from werkzeug.wrappers import Request, Response
 
-from ops.data.movielens import (
-    ARCHIVE_MD5,
-    DownloadConfig,
-    MovieLensDownloadError,
-    MovieLensFormatError,
-    download,
-    load_local,
-)
+from ops.data.movielens import MovieLensFormatError, load_local
+from ops.data.movielens_download import ARCHIVE_MD5, DownloadConfig, MovieLensDownloadError, download
 from ops.schema import MOVIES, RATINGS, USERS
 from tests.conftest import shared_path
 
@@ -429,7 +423,7 @@ def test_archive_escaping_the_extraction_folder_is_refused(httpserver, tmp_path)
 def test_licence_reminder_is_logged_when_downloading(httpserver, tmp_path, caplog):
     body = ml1m_zip_bytes()
     serve(httpserver, body, ranges=True)
-    with caplog.at_level("INFO", logger="ops.data.movielens"):
+    with caplog.at_level("INFO", logger="ops.data.movielens_download"):
         download("ml-1m", tmp_path, base_url=base(httpserver), checksum=md5(body), progress=False, config=FAST)
     assert "research use only" in caplog.text and "Harper" in caplog.text and "no redistribution" in caplog.text
 

@@ -459,3 +459,15 @@ def test_real_ml1m_bad_line_in_a_copy_is_located(tmp_path):
     (tmp_path / "ratings.dat").write_bytes(b"\n".join(lines) + b"\n")
     with pytest.raises(MovieLensFormatError, match=r"ratings\.dat, line 65433: expected 4"):
         load_local(tmp_path)
+
+
+def test_reading_a_folder_does_not_depend_on_the_download_source():
+    # One-way layering: the download module imports the reading one, never the reverse.
+    import ast
+
+    import ops.data.movielens as reading
+
+    tree = ast.parse(Path(reading.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "ops.data.movielens_download" not in imported and "requests" not in imported

@@ -62,7 +62,8 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
         users, movies, ratings, tastes, side_info = data.users, data.movies, data.ratings, data.hidden_tastes, data.metadata
         origin = f"synthetic(seed={config.seed})"
     else:
-        from ops.data.movielens import download, load_local
+        from ops.data.movielens import load_local
+        from ops.data.movielens_download import download
 
         if config.source == "local":
             if not config.local_path:

@@ -35,6 +35,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
@@ -45,7 +46,6 @@ from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("SIMAB_SHARED_DATA", ROOT.parent / "shared" / "data"))
 OUT = ROOT / "bench" / "out"
 
 

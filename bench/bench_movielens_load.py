@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.data.movielens import load_local  # noqa: E402
-from tests.conftest import SHARED_DATA  # noqa: E402
 
 REPEATS = 3  # best of: the machine is shared
 

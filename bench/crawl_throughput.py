@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl  # noqa: E402
 
+from fakes.tmdb_server import TEST_API_KEY, FakeMovie, FakeTmdb, StdlibHandler  # noqa: E402
 from ops.data.tmdb import TmdbConfig, TmdbCredentials, crawl_tmdb  # noqa: E402
-from tests.fake_tmdb import TEST_API_KEY, FakeMovie, FakeTmdb, StdlibHandler  # noqa: E402
 
 
 def main() -> None:

@@ -2,11 +2,12 @@
 agents in flight at once (`simulate_arm(..., concurrency=n)`) ÷ the serial loop, and a cached
 re-run ÷ the first run, both measured in the same run.
 
-A local threaded HTTP server (http.server) answers chat completions in OpenAI's JSON shape
-after a fixed delay, playing a scripted user (open the first movie, watch it, next page,
-exit, interview).  The serial `ops.simulation.runner.simulate_arm` run is the baseline; the
-concurrent runs must give the same events (latencies aside) and approach
-min(concurrency, agents) × faster while the server is the bottleneck.  Also printed: the
+The fake endpoint of `fakes.openai_server`, on its own threaded server, answers chat
+completions in OpenAI's JSON shape after a fixed delay, playing a scripted user (open the
+first movie, watch it, next page, exit, interview).  The serial
+`ops.simulation.runner.simulate_arm` run is the baseline; the concurrent runs must give the
+same events (latencies aside) and approach min(concurrency, agents) × faster while the
+server is the bottleneck.  Also printed: the
 prompt size per page (characters, and tokens at ~4 characters per token) and the time the
 brain spends building a prompt (retrieval + rendering, no network).
 
@@ -20,9 +21,7 @@ import json
 import logging
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig  # noqa: E402
+from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings  # noqa: E402
+from fakes.openai_server import FakeOpenAI, scripted_agent  # noqa: E402
 from ops.agents.session import AgentSession  # noqa: E402
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings  # noqa: E402
-from tests.test_llm_brain import completion, scripted_agent  # noqa: E402
 
 
 def main() -> None:
@@ -47,14 +46,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         world = build_world(Path(tmp), args.agents)
-        server, url, counter = start_server(args.latency_ms / 1000)
-        try:
-            report(world, url, counter, Path(tmp), args)
-        finally:
-            server.shutdown()
+        fake = FakeOpenAI(scripted_agent, latency_s=args.latency_ms / 1000, record=False)
+        with fake.serve() as url:
+            report(world, url, fake, Path(tmp), args)
 
 
-def report(world, url, counter, tmp: Path, args) -> None:
+def report(world, url, fake: FakeOpenAI, tmp: Path, args) -> None:
     config = SimulationConfig(progress=False)
     n = len(world["agents"])
 
@@ -68,34 +65,34 @@ def report(world, url, counter, tmp: Path, args) -> None:
     print(f"fake endpoint latency {args.latency_ms:.0f} ms, {n} agents, 5 requests per session (click, watch, next page, exit, interview)")
     # Warm-up (imports, client, poster captions) so that no measured run pays for it.
     simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=99, concurrency=8)
-    counter["n"] = 0
+    calls = fake.calls
     t = time.perf_counter()
     serial = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=1)
     serial_s = time.perf_counter() - t
-    requests = counter["n"]
+    requests = fake.calls - calls
     print(f"\n{'run':<22} {'seconds':>8} {'agents/s':>9} {'requests':>9} {'speed-up vs serial':>19} {'same events':>12}")
     print(f"{'serial simulate_arm':<22} {serial_s:>8.2f} {n / serial_s:>9.1f} {requests:>9} {1.0:>19.2f} {'-':>12}")
     for c in args.concurrency:
-        counter["n"] = 0
+        calls = fake.calls
         t = time.perf_counter()
         events = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=1, concurrency=c)
         s = time.perf_counter() - t
         same = events.drop("latency_s").equals(serial.drop("latency_s"))
-        print(f"{'concurrency ' + str(c):<22} {s:>8.2f} {n / s:>9.1f} {counter['n']:>9} {serial_s / s:>19.2f} {str(same):>12}")
+        print(f"{'concurrency ' + str(c):<22} {s:>8.2f} {n / s:>9.1f} {fake.calls - calls:>9} {serial_s / s:>19.2f} {str(same):>12}")
 
     cache = tmp / "cache.sqlite"
     c = max(args.concurrency)
-    counter["n"] = 0
+    calls = fake.calls
     t = time.perf_counter()
     first = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(cache), config, seed=1, concurrency=c)
     first_s = time.perf_counter() - t
-    first_requests = counter["n"]
-    counter["n"] = 0
+    first_requests = fake.calls - calls
+    calls = fake.calls
     t = time.perf_counter()
     again = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(cache), config, seed=1, concurrency=c)
     again_s = time.perf_counter() - t
     print(f"\ncache, concurrency {c}: first run {first_s:.2f} s ({first_requests} requests), re-run {again_s:.2f} s "
-          f"({counter['n']} requests), re-run / first = {again_s / first_s:.3f}, same events: "
+          f"({fake.calls - calls} requests), re-run / first = {again_s / first_s:.3f}, same events: "
           f"{again.drop('latency_s').equals(first.drop('latency_s'))}")
 
     # Prompt size and build time (no network).
@@ -144,32 +141,6 @@ def build_world(root: Path, n_agents: int) -> dict:
                           for u in sorted(lists) for r, m in enumerate(lists[u])])
     agents = [AgentSession(u, profiles[u], memories[u], 0.0, 0.0) for u in sorted(profiles)]
     return dict(catalogue=Catalogue.from_frame(build_mm_ml_1m(movies, meta)), agents=agents, lists=lists, top_k=top_k)
-
-
-def start_server(latency_s: float):
-    counter = {"n": 0}
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                counter["n"] += 1
-            time.sleep(latency_s)
-            payload = json.dumps(completion(scripted_agent(body), body["model"])).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1", counter
 
 
 if __name__ == "__main__":

@@ -1,15 +1,13 @@
-"""Shared fixtures: where the reference data lives, and a skip when it is absent."""
+"""Shared fixtures: the reference data (located by `fakes.shared_data`), and a skip when it
+is absent."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-# ../shared beside the checkout holds real MovieLens copies for tests and benchmarks only
-# (never committed: the MovieLens licence forbids redistribution).
-SHARED_DATA = Path(os.environ.get("SIMAB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from fakes.shared_data import SHARED_DATA
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings
 from ops.agents.profile import ProfileConfig, build_profiles, profiles_frame, social_traits
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
 from ops.agents.movie_facts import build_movie_facts
 from ops.schema import MOVIES, RATINGS, USERS, conform
 from ops.data.mm_ml_1m import build_mm_ml_1m
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings
 
 
 def _tiny():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fakes.planted_data import planted_metadata, planted_movielens
 from ops.arms.registry import arm_params, load_arm, log_and_register, mlflow_epoch_logger, save_arm
 from ops.arms.recommenders import arm_config, train_arm
 from ops.data.split import chronological_split
 from ops.data.mm_ml_1m import build_mm_ml_1m
-from tests.planted_data import planted_metadata, planted_movielens
 
 
 @pytest.fixture(scope="module")

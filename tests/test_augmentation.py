@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fakes.planted_data import planted_movielens
 from ops.readout.augmentation import (
     AUGMENTATION_METRICS,
     AugmentationConfig,
@@ -21,7 +22,6 @@ from ops.schema import RATINGS
 from ops.schema import EVENTS
 from ops.data.split import chronological_split
 from ops.data.mm_ml_1m import build_mm_ml_1m
-from tests.planted_data import planted_movielens
 
 # Small, fast settings for the 2-core machine (as tests/test_recommenders.py); no sampled
 # negatives, so test AUC is over rated pairs as in Table 5.

@@ -10,6 +10,7 @@ import pytest
 
 from types import SimpleNamespace
 
+from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 from ops.agents.build import AgentsConfig, build_agents
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.simulation.brains.embedded import FEATURES, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams, fit_embedded_brain
@@ -26,7 +27,6 @@ from ops.simulation.observation import (
 )
 from ops.agents.memory import ShortTermEntry
 from ops.agents.session import AgentSession
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 
 QUIET = AgentsConfig(embedding=EmbeddingConfig(show_progress=False))
 

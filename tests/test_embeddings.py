@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from ops.data.mm_ml_1m import build_mm_ml_1m
+from fakes.agents import HashTextEmbedder, make_catalogue
 from ops.agents.embeddings import (
     EmbeddingConfig,
     OpenAIEmbeddingConfig,
@@ -26,7 +27,6 @@ from ops.agents.embeddings import (
     movie_text,
     poster_look,
 )
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue
 
 QUIET = EmbeddingConfig(show_progress=False)
 

@@ -1,5 +1,5 @@
-"""The LLM brain against a fake OpenAI-compatible endpoint (pytest-httpserver serving the
-chat-completions JSON shape): decisions, re-asks, recorded fallbacks, retries, the response
+"""The LLM brain against a fake OpenAI-compatible endpoint (`fakes.openai_server` on
+pytest-httpserver): decisions, re-asks, recorded fallbacks, retries, the response
 cache, posters as images or captions, token and cost accounting, the key kept secret, and
 whole sessions through the simulation loop."""
 
@@ -10,85 +10,19 @@ import io
 import json
 import logging
 import re
-import threading
-from collections import deque
 
 import numpy as np
 import polars as pl
 import pytest
-from werkzeug import Response
 
-from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings
+from fakes.openai_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeOpenAI, answer, images, scripted_agent, user_text
 from ops.agents.session import AgentSession
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE
-from tests.agent_fixtures import HashTextEmbedder, make_catalogue, make_users_and_ratings
 
-PROMPT_TOKENS, COMPLETION_TOKENS = 1000, 50
 SECRET = "sk-test-DO-NOT-LEAK-5f3c9a1e"
 KEY_ENV = "SIMAB_TEST_LLM_KEY"
-
-
-# -- a fake endpoint --------------------------------------------------------------------------
-
-
-def completion(content: str, model: str = "test-model") -> dict:
-    """The shape of an OpenAI chat completion."""
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS},
-    }
-
-
-class FakeLLM:
-    """Answers scripted replies first, then the `policy` (a function of the request body);
-    records every request body and its Authorization header."""
-
-    def __init__(self, httpserver) -> None:
-        self.requests: list[dict] = []
-        self.auth: list[str | None] = []
-        self.script: deque = deque()
-        self.policy = None
-        self._lock = threading.Lock()
-        httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(self)
-
-    def reply(self, content: str) -> None:
-        self.script.append((200, completion(content), {}))
-
-    def fail(self, status: int, headers: dict | None = None) -> None:
-        self.script.append((status, {"error": {"message": "try later", "type": "server_error", "code": None}}, headers or {}))
-
-    def __call__(self, request) -> Response:
-        body = request.get_json()
-        with self._lock:
-            self.requests.append(body)
-            self.auth.append(request.headers.get("Authorization"))
-            item = self.script.popleft() if self.script else (200, completion(self.policy(body)), {})
-        status, payload, headers = item
-        return Response(json.dumps(payload), status=status, headers=headers, content_type="application/json")
-
-
-def user_text(body: dict) -> str:
-    """The text of the last user message (content as a string or as parts)."""
-    content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-    if isinstance(content, str):
-        return content
-    return "\n".join(p["text"] for p in content if p["type"] == "text")
-
-
-def images(body: dict) -> list[str]:
-    content = [m for m in body["messages"] if m["role"] == "user"][0]["content"]
-    if isinstance(content, str):
-        return []
-    return [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
-
-
-def answer(**fields) -> str:
-    base = {"interest": 3, "caught_eye": [], "reason": "it fits my taste"}
-    return json.dumps({**base, **fields})
 
 
 # -- a tiny world ------------------------------------------------------------------------------
@@ -142,7 +76,7 @@ def key(monkeypatch):
 
 @pytest.fixture
 def fake(httpserver):
-    return FakeLLM(httpserver)
+    return FakeOpenAI().attach(httpserver)
 
 
 def make_brain(httpserver, world, **overrides) -> LLMBrain:
@@ -441,23 +375,6 @@ def test_a_missing_key_names_the_variable(world, fake, httpserver, monkeypatch):
 
 
 # -- whole sessions ---------------------------------------------------------------------------
-
-
-def scripted_agent(body: dict) -> str:
-    """A user who opens the first movie of page 1, watches it, then pages on and leaves."""
-    text = user_text(body)
-    if "Question: Do you feel satisfied" in text:
-        return json.dumps({"satisfaction": 7, "reason": "I found a film I liked"})
-    legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
-    if "You are on the detail page" in text:
-        return answer(action=WATCH_AND_RATE, rating=4, interest=5)
-    page = int(re.search(r"You are on home page (\d+)", text).group(1))
-    ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
-    if page == 1 and "you have just arrived" in text:
-        return answer(action=CLICK_MOVIE, movie_id=ids[0], interest=4, caught_eye=[ids[0]])
-    if NEXT_PAGE in legal and page == 1:
-        return answer(action=NEXT_PAGE, interest=3)
-    return answer(action=EXIT, interest=2)
 
 
 def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, httpserver, key, tmp_path):

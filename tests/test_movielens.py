@@ -16,14 +16,8 @@ import polars as pl
 import pytest
 from werkzeug.wrappers import Request, Response
 
-from ops.data.movielens import (
-    ARCHIVE_MD5,
-    DownloadConfig,
-    MovieLensDownloadError,
-    MovieLensFormatError,
-    download,
-    load_local,
-)
+from ops.data.movielens import MovieLensFormatError, load_local
+from ops.data.movielens_download import ARCHIVE_MD5, DownloadConfig, MovieLensDownloadError, download
 from ops.schema import MOVIES, RATINGS, USERS
 from tests.conftest import shared_path
 
@@ -429,7 +423,7 @@ def test_archive_escaping_the_extraction_folder_is_refused(httpserver, tmp_path)
 def test_licence_reminder_is_logged_when_downloading(httpserver, tmp_path, caplog):
     body = ml1m_zip_bytes()
     serve(httpserver, body, ranges=True)
-    with caplog.at_level("INFO", logger="ops.data.movielens"):
+    with caplog.at_level("INFO", logger="ops.data.movielens_download"):
         download("ml-1m", tmp_path, base_url=base(httpserver), checksum=md5(body), progress=False, config=FAST)
     assert "research use only" in caplog.text and "Harper" in caplog.text and "no redistribution" in caplog.text
 
@@ -465,3 +459,15 @@ def test_real_ml1m_bad_line_in_a_copy_is_located(tmp_path):
     (tmp_path / "ratings.dat").write_bytes(b"\n".join(lines) + b"\n")
     with pytest.raises(MovieLensFormatError, match=r"ratings\.dat, line 65433: expected 4"):
         load_local(tmp_path)
+
+
+def test_reading_a_folder_does_not_depend_on_the_download_source():
+    # One-way layering: the download module imports the reading one, never the reverse.
+    import ast
+
+    import ops.data.movielens as reading
+
+    tree = ast.parse(Path(reading.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "ops.data.movielens_download" not in imported and "requests" not in imported

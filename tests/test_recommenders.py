@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fakes.planted_data import planted_metadata, planted_movielens
 from ops.arms.recommenders import (
     ALL_ARMS,
     ArmsConfig,
@@ -18,7 +19,6 @@ from ops.arms.recommenders import (
 from ops.schema import TOP_K
 from ops.data.split import chronological_split
 from ops.data.mm_ml_1m import build_mm_ml_1m
-from tests.planted_data import planted_metadata, planted_movielens
 
 # Small, fast settings for the 2-core test machine: a larger step than Appendix B's Adam
 # default so that a few epochs on ~12k rows get somewhere.

@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 from pytest_httpserver import HTTPServer
 
+from fakes.tmdb_server import TEST_API_KEY, TEST_READ_TOKEN, Fault, FakeMovie, FakeTmdb
 from ops.checkpoint import CheckpointError, JsonlCheckpoint
 from ops.schema import METADATA
 from ops.data.tmdb import (
@@ -33,7 +34,6 @@ from ops.data.tmdb import (
 )
 from ops.data.tmdb_match import MatchConfig, choose_candidate, parse_movielens_title, search_plan, title_similarity
 from tests.conftest import shared_path
-from tests.fake_tmdb import TEST_API_KEY, TEST_READ_TOKEN, Fault, FakeMovie, FakeTmdb
 
 REPO = Path(__file__).resolve().parents[1]
 

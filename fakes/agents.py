@@ -1,4 +1,4 @@
-"""A tiny seeded catalogue with planted tastes for the agent tests (profile, memory, brain).
+"""A tiny seeded catalogue with planted tastes for the agent tests and benchmarks (profile, memory, brain).
 
 Three taste groups (Sci-Fi, Romance, Horror fans).  Each genre has its own overview words,
 director, actors, decade and poster colour, so every signal the agent reads (text, poster,

@@ -1,0 +1,47 @@
+"""The shared fakes themselves: the OpenAI-compatible endpoint answers many requests at once
+(threaded, its delay spent in parallel) and keeps exact counts while doing so."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from fakes.openai_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeOpenAI, user_text
+
+
+def test_the_fake_endpoint_answers_requests_in_parallel_and_counts_them_all():
+    n, latency_s = 32, 0.2
+    fake = FakeOpenAI(lambda body: f"echo {user_text(body)}", latency_s=latency_s)
+    fake.fail(429, {"Retry-After": "0"})
+    fake.reply("scripted first")
+    with fake.serve() as base_url, requests.Session() as client:
+        client.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=n))
+
+        def ask(i: int) -> requests.Response:
+            body = {"model": "m", "messages": [{"role": "user", "content": f"request {i}"}]}
+            return client.post(f"{base_url}/chat/completions", json=body, headers={"Authorization": f"Bearer k{i}"}, timeout=30)
+
+        first, second = ask(-2), ask(-1)  # the script, in order
+        started = time.perf_counter()
+        with ThreadPoolExecutor(n) as pool:
+            answers = list(pool.map(ask, range(n)))
+        elapsed = time.perf_counter() - started
+
+    assert first.status_code == 429 and first.headers["Retry-After"] == "0" and "error" in first.json()
+    assert second.json()["choices"][0]["message"]["content"] == "scripted first"
+    assert [a.json()["choices"][0]["message"]["content"] for a in answers] == [f"echo request {i}" for i in range(n)]
+    assert answers[0].json()["model"] == "m" and answers[0].json()["usage"]["prompt_tokens"] == PROMPT_TOKENS
+    assert elapsed < n * latency_s / 4  # served side by side, not one after another
+    assert fake.calls == n + 2 and len(fake.requests) == n + 2
+    assert (fake.prompt_tokens, fake.completion_tokens) == ((n + 1) * PROMPT_TOKENS, (n + 1) * COMPLETION_TOKENS)
+    assert sorted(fake.auth[2:]) == sorted(f"Bearer k{i}" for i in range(n))
+
+
+def test_without_a_script_or_a_policy_the_fake_says_so():
+    fake = FakeOpenAI()
+    with fake.serve() as base_url:
+        r = requests.post(f"{base_url}/chat/completions", json={"model": "m", "messages": []}, timeout=10)
+    assert r.status_code == 500 and "no scripted reply and no policy" in r.json()["error"]["message"]
+    assert fake.calls == 1 and fake.prompt_tokens == 0

@@ -34,6 +34,7 @@ demo-ml1m: setup
 	$(BIN)/python -m pipelines.lifecycle --arms random,pop,fm,deepfm
 
 test: setup
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 ui: setup

@@ -37,7 +37,6 @@ def recommender_arm(
     mlflow_tracking: MlflowTracking,
 ):
     """One arm trained on the train split (early stop on validation AUC) and registered in MLflow."""
-    from ops.arms.registry import log_and_register
     from ops.arms.recommenders import arm_config, train_arm
 
     arm = context.partition_key
@@ -55,7 +54,7 @@ def recommender_arm(
 
         trained = train_arm(arm_cfg, train_ratings, valid_ratings, users, mm_ml_1m, on_epoch=on_epoch)
         best = trained.history[trained.best_epoch - 1] if trained.best_epoch else {}
-        version = log_and_register(trained, f"{config.registered_model_prefix}-{arm}", metrics={f"best_{k}": v for k, v in best.items()})
+        version = mlflow_tracking.log_and_register_arm(trained, f"{config.registered_model_prefix}-{arm}", metrics={f"best_{k}": v for k, v in best.items()})
     context.log.info(f"{arm}: registered as {config.registered_model_prefix}-{arm} version {version}")
     return Output(
         trained,

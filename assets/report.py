@@ -29,6 +29,7 @@ class ReadoutAssetConfig(Config):
 def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simulation_events: dict, mlflow_tracking: MlflowTracking):
     """Per-arm metrics with intervals and arm-vs-control differences (design.md step 9)."""
     from ops.readout.ab_readout import ReadoutConfig, ab_readout as readout
+    from ops.readout.plots import write_ab_figures
 
     if not simulation_events:
         raise ValueError("no simulated arm yet: materialise simulation_events for at least the control arm")
@@ -45,7 +46,7 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
         mlflow_tracking.log_table(result.arms, "ab_arms")
         mlflow_tracking.log_table(result.comparisons, "ab_comparisons")
         with tempfile.TemporaryDirectory() as tmp:
-            result.write_figures(tmp)
+            write_ab_figures(result, tmp)
             mlflow_tracking.log_artifacts(tmp, artifact_path="plots")
     return Output(result, metadata={"arms": ", ".join(arms), "control": control, "design": result.design, "read-out": MetadataValue.md(markdown)})
 
@@ -75,7 +76,7 @@ def simab_report(
     from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
     from ops.atomic import atomic_write_bytes
     from ops.figures import save_figure
-    from ops.readout.plots import fidelity_pairs
+    from ops.readout.plots import fidelity_pairs, write_ab_figures
     from ops.readout.report import report_markdown
 
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)]) if offline_metrics else pl.DataFrame({"arm": []})
@@ -86,7 +87,7 @@ def simab_report(
     summary = agreement_summary(pairs)
     folder = data_root() / "reports" / context.run.run_id
     folder.mkdir(parents=True, exist_ok=True)
-    plots = ab_readout.write_figures(folder / "plots")
+    plots = write_ab_figures(ab_readout, folder / "plots")
     if pairs.height:
         plots.append(save_figure(fidelity_pairs(pairs), folder / "plots" / "fidelity_pairs.png"))
     text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics)

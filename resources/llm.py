@@ -34,7 +34,7 @@ class LLMResource(ConfigurableResource):
     price_prompt_per_1m: float = Field(_DEFAULTS.price_prompt_per_1m, description="USD per 1M prompt tokens")
     price_completion_per_1m: float = Field(_DEFAULTS.price_completion_per_1m, description="USD per 1M completion tokens")
     cache_path: str = Field("", description="SQLite response cache; empty: no cache")
-    concurrency: int = Field(_DEFAULTS.concurrency, description="agents in flight at once (simulate_arm_concurrently)")
+    concurrency: int = Field(_DEFAULTS.concurrency, description="agents in flight at once (the runner's concurrency)")
     timeout_s: float = _DEFAULTS.timeout_s
     max_attempts: int = _DEFAULTS.max_attempts
 

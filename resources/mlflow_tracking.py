@@ -212,6 +212,14 @@ class MlflowTracking(ConfigurableResource):
         mlflow.log_artifacts(str(folder), artifact_path=artifact_path)
 
     @staticmethod
+    def log_and_register_arm(trained: Any, registered_name: str, metrics: dict[str, float] | None = None) -> str:
+        """The trained arm as a pyfunc model in the active run, registered as a new version of
+        `registered_name` in the Model Registry (`ops.arms.registry`); returns the version."""
+        from ops.arms.registry import log_and_register
+
+        return log_and_register(trained, registered_name, metrics=metrics)
+
+    @staticmethod
     def active_run_id() -> str:
         import mlflow
 

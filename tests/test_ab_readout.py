@@ -168,7 +168,9 @@ def test_bootstrap_ignores_undefined_values_per_column():
 
 def test_figures_and_bad_input(tmp_path):
     r = ab_readout(shifted_world(n=20), control="A", config=ReadoutConfig(n_bootstrap=100, metrics=("ctr", "satisfaction")))
-    paths = r.write_figures(tmp_path)
+    from ops.readout.plots import write_ab_figures
+
+    paths = write_ab_figures(r, tmp_path)
     assert [p.name for p in paths] == ["ab_ctr.png", "ab_satisfaction.png"] and all(p.stat().st_size > 1000 for p in paths)
     assert r.table().columns == ["arm", "CTR", "satisfaction"]
     with pytest.raises(ValueError, match="control arm 'Z'"):

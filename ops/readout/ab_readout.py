@@ -137,19 +137,6 @@ class ABReadout:
                 lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
 
-    def figures(self) -> dict[str, object]:
-        """One matplotlib figure per metric: arm means with intervals (the control in a
-        different colour) and, beside them, the differences against the control."""
-        from ops.readout.plots import ab_metric_figure
-
-        return {m: ab_metric_figure(self, m) for m in self.config.metrics}
-
-    def write_figures(self, folder: str | Path) -> list[Path]:
-        """PNG files, one per metric, for MLflow (`mlflow.log_artifacts`)."""
-        from ops.figures import save_figure
-
-        return [save_figure(fig, Path(folder) / f"ab_{metric}.png") for metric, fig in self.figures().items()]
-
 
 def ab_readout(
     events: pl.DataFrame,
@@ -157,7 +144,7 @@ def ab_readout(
     design: Literal["auto", "paired", "random"] = "auto",
     config: ReadoutConfig | None = None,
 ) -> ABReadout:
-    """The whole read-out from the events of every arm (ops.simulation.runner.EVENTS rows).
+    """The whole read-out from the events of every arm (ops.schema.EVENTS rows).
 
     `design="auto"` is paired when every arm simulated exactly the same agents."""
     config = config or ReadoutConfig()

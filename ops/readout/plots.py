@@ -13,6 +13,16 @@ from ops.readout.ab_readout import LABELS, ABReadout
 from ops.readout.augmentation import ORIGINAL
 
 
+def ab_figures(readout: ABReadout) -> dict[str, object]:
+    """One figure per metric of the read-out (`ab_metric_figure`)."""
+    return {m: ab_metric_figure(readout, m) for m in readout.config.metrics}
+
+
+def write_ab_figures(readout: ABReadout, folder: str | Path) -> list[Path]:
+    """The read-out's figures as PNG files `ab_<metric>.png`, for the report and MLflow."""
+    return [save_figure(fig, Path(folder) / f"ab_{metric}.png") for metric, fig in ab_figures(readout).items()]
+
+
 def ab_metric_figure(readout: ABReadout, metric: str):
     """One metric of the A/B read-out: the arm means with their intervals (the control in a
     different colour) and, beside them, the differences against the control (green where

@@ -18,7 +18,7 @@ from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH
 
 
 class EmbeddedBrain:
-    """Brain protocol (ops.simulation.observation.Brain) with fitted parameters; no network."""
+    """Brain protocol (ops.simulation.brains.protocol.Brain) with fitted parameters; no network."""
 
     def __init__(self, params: EmbeddedBrainParams, ctx: BrainContext, config: EmbeddedBrainConfig | None = None) -> None:
         self.params = params

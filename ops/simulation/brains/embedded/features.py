@@ -97,24 +97,6 @@ def demographic_group(gender: object, age: object) -> str | None:
     return f"{gender}|{age}"
 
 
-def _demographic_lift(train: pl.DataFrame, users: pl.DataFrame | None, facts: MovieFacts, prior: float):
-    if users is None or not {"user_id", "gender", "age"} <= set(users.columns) or train.height == 0:
-        return np.zeros((0, len(facts.movie_ids)), dtype=np.float32), {}
-    rows = {int(m): i for i, m in enumerate(facts.movie_ids.tolist())}
-    joined = train.select("user_id", "movie_id").join(users.select("user_id", "gender", "age"), on="user_id", how="inner")
-    keys = sorted({demographic_group(g, a) for g, a in joined.select("gender", "age").unique().iter_rows()} - {None})
-    groups = {k: i for i, k in enumerate(keys)}
-    counts = np.zeros((len(keys), len(rows)))
-    per = joined.group_by("gender", "age", "movie_id").len()
-    g_idx = np.array([groups[demographic_group(g, a)] for g, a in per.select("gender", "age").iter_rows()], dtype=np.int64)
-    m_idx = np.array([rows.get(int(m), -1) for m in per.get_column("movie_id").to_list()], dtype=np.int64)
-    ok = m_idx >= 0
-    np.add.at(counts, (g_idx[ok], m_idx[ok]), per.get_column("len").to_numpy()[ok])
-    total = counts.sum()
-    expected = counts.sum(axis=1, keepdims=True) * counts.sum(axis=0, keepdims=True) / max(total, 1.0)
-    return np.log((counts + prior) / (expected + prior)).astype(np.float32), groups
-
-
 @dataclass(eq=False)
 class AgentState:
     """One agent's memory in the form the features need; built once, reused across arms."""
@@ -210,6 +192,24 @@ def pair_features(
     with threadpool_limits(limits=1, user_api="blas"):
         _retrieval_loop(agents, lengths, pm, X, text_nn, poster_nn, col, text, poster, use_posters, ctx, config)
     return _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx)
+
+
+def _demographic_lift(train: pl.DataFrame, users: pl.DataFrame | None, facts: MovieFacts, prior: float):
+    if users is None or not {"user_id", "gender", "age"} <= set(users.columns) or train.height == 0:
+        return np.zeros((0, len(facts.movie_ids)), dtype=np.float32), {}
+    rows = {int(m): i for i, m in enumerate(facts.movie_ids.tolist())}
+    joined = train.select("user_id", "movie_id").join(users.select("user_id", "gender", "age"), on="user_id", how="inner")
+    keys = sorted({demographic_group(g, a) for g, a in joined.select("gender", "age").unique().iter_rows()} - {None})
+    groups = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros((len(keys), len(rows)))
+    per = joined.group_by("gender", "age", "movie_id").len()
+    g_idx = np.array([groups[demographic_group(g, a)] for g, a in per.select("gender", "age").iter_rows()], dtype=np.int64)
+    m_idx = np.array([rows.get(int(m), -1) for m in per.get_column("movie_id").to_list()], dtype=np.int64)
+    ok = m_idx >= 0
+    np.add.at(counts, (g_idx[ok], m_idx[ok]), per.get_column("len").to_numpy()[ok])
+    total = counts.sum()
+    expected = counts.sum(axis=1, keepdims=True) * counts.sum(axis=0, keepdims=True) / max(total, 1.0)
+    return np.log((counts + prior) / (expected + prior)).astype(np.float32), groups
 
 
 def _retrieval_loop(agents, lengths, pm, X, text_nn, poster_nn, col, text, poster, use_posters, ctx, config) -> None:

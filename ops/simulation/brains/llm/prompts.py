@@ -183,9 +183,6 @@ def interview_text(session_described: str, watched: Sequence[str], satisfaction_
     )
 
 
-def _text(text: str) -> dict:
-    return {"type": "text", "text": text}
-
 def poster_data_url(path: str, max_side: int, quality: int = 85) -> str:
     """The poster file as a base64 JPEG data URL, longest side at most `max_side` pixels."""
     from PIL import Image
@@ -224,3 +221,7 @@ def merge_text_parts(parts: list[dict]) -> str | list[dict]:
     if all(p["type"] == "text" for p in merged):
         return "\n".join(p["text"] for p in merged)
     return merged
+
+
+def _text(text: str) -> dict:
+    return {"type": "text", "text": text}

@@ -9,5 +9,5 @@
     readout     the A/B read-out, statistics, fidelity, augmentation, report, plots
 
 Each package imports only from those above it and from the shared root modules
-(`atomic`, `checkpoint`, `figures`, `schema`); `.importlinter` checks it.
+(`atomic`, `checkpoint`, `figures`, `schema`, `web`); `.importlinter` checks it.
 """

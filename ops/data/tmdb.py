@@ -20,11 +20,9 @@ failure reason is redacted, urllib3's own debug lines included).
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import os
 import random
-import re
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -38,6 +36,9 @@ from pydantic import BaseModel, Field
 
 from ops.atomic import atomic_write_parquet
 from ops.checkpoint import JsonlCheckpoint
+from ops.web import redact
+from ops.web import parse_retry_after as _parse_retry_after
+from ops.web import register_secrets as register_web_secrets
 from ops.data.poster_store import PosterError, PosterStoreConfig, store_poster
 from ops.schema import METADATA, conform
 from ops.data.tmdb_match import MatchConfig, ParsedTitle, choose_candidate, parse_movielens_title, search_plan
@@ -222,53 +223,12 @@ class TmdbCredentials:
         return {}, {"api_key": self.api_key or ""}
 
 
-_SECRETS: set[str] = set()
-_SECRETS_LOCK = threading.Lock()
-_QUERY_SECRET = re.compile(r"((?:api_key|access_token|token)=)[^&\s'\"]+", re.IGNORECASE)
-_BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._\-]+")
-
-
-def redact(text: object) -> str:
-    """`text` with every registered secret and every api_key=… value replaced by ***."""
-    s = str(text)
-    s = _QUERY_SECRET.sub(r"\1***", s)
-    s = _BEARER.sub(r"\1***", s)
-    with _SECRETS_LOCK:
-        secrets = sorted(_SECRETS, key=len, reverse=True)
-    for secret in secrets:
-        s = s.replace(secret, "***")
-    return s
-
-
-class RedactingFilter(logging.Filter):
-    """Rewrites a log record's message with `redact` before any handler sees it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a broken format string: leave it to logging's own reporting
-            return True
-        clean = redact(message)
-        if clean != message:
-            record.msg, record.args = clean, None
-        if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-            record.exc_info = None
-        return True
-
-
 # Loggers that print request URLs: urllib3 logs "GET /3/movie/1?api_key=… HTTP/1.1" at DEBUG.
 _URL_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry", "urllib3", "requests", __name__)
-_FILTER = RedactingFilter()
 
 
 def register_secrets(secrets: Iterable[str]) -> None:
-    with _SECRETS_LOCK:
-        _SECRETS.update(s for s in secrets if s)
-    for name in _URL_LOGGERS:
-        logger = logging.getLogger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
+    register_web_secrets(secrets, _URL_LOGGERS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -437,22 +397,6 @@ class TmdbClient:
             with self._lock:
                 self._sessions.append(session)
         return session
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    """Retry-After is either delay-seconds or an HTTP date (RFC 9110 §10.2.3)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _status_message(resp) -> str:

@@ -140,6 +140,13 @@ EVENTS: dict[str, pl.DataType] = {
     "prompt_tokens": pl.Int64,
     "completion_tokens": pl.Int64,
     "cost_usd": pl.Float64,
+    # True: the brain could not decide and a safe action was recorded instead (the LLM
+    # brain after invalid answers or an endpoint that kept failing); the embedded brain
+    # never falls back.
+    "fallback": pl.Boolean,
+    # Why, when `fallback`: "<kind>: <detail>", kind one of
+    # ops.simulation.observation.FALLBACK_KINDS ("invalid_answer", "transport", "deadline").
+    "fallback_reason": pl.Utf8,
 }
 
 

@@ -27,6 +27,22 @@ ACTIONS = HOME_ACTIONS + DETAIL_ACTIONS
 # Not an action: the event row of the post-session interview (Agent4Rec §3.3).
 EXIT_INTERVIEW = "exit_interview"
 
+# Why a brain fell back to a safe action (`Decision.fallback_reason` = "<kind>: <detail>"):
+# the model's answers stayed invalid after the re-ask, the endpoint kept failing after
+# every retry, or the decision's overall deadline passed.  The last two are failures of the
+# agent, not behaviour: the runner ends that agent's session and counts it against the
+# arm's allowed share of failed agents.
+FALLBACK_INVALID_ANSWER = "invalid_answer"
+FALLBACK_TRANSPORT = "transport"
+FALLBACK_DEADLINE = "deadline"
+FALLBACK_KINDS = (FALLBACK_INVALID_ANSWER, FALLBACK_TRANSPORT, FALLBACK_DEADLINE)
+AGENT_FAILURES = (FALLBACK_TRANSPORT, FALLBACK_DEADLINE)
+
+
+def fallback_kind(reason: str | None) -> str | None:
+    """The kind of a `fallback_reason` ("transport: HTTP 503 …" -> "transport")."""
+    return None if reason is None else reason.split(":", 1)[0].strip()
+
 
 @dataclass(frozen=True)
 class ItemCard:
@@ -76,4 +92,7 @@ class Decision:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    # Set when the brain could not decide and recorded a safe action instead:
+    # "<kind>: <detail>" with a kind of FALLBACK_KINDS.
+    fallback_reason: str | None = None
     extra: dict = field(default_factory=dict)

@@ -1,19 +1,25 @@
 """Simulation of one arm: every sampled agent browses the arm's top-20 list until it exits
 (A/B Agent §2.4, §3.1; design.md lifecycle step 8): the one runner, for every brain.
 
-The loop per agent: observe the page → `brain.decide` → the sandbox validates and carries
-out the action → fatigue is charged at the stated interest → one event row → the step is
-appended to short-term memory; until the agent exits or the fatigue spent reaches the
-budget, in which case the loop writes a *forced* exit row with the reason.  The session
+The loop per agent: observe the page → the brain decides → the sandbox validates and
+carries out the action → fatigue is charged at the stated interest → one event row → the
+step is appended to short-term memory; until the agent exits or the fatigue spent reaches
+the budget, in which case the loop writes a *forced* exit row with the reason.  The session
 closes with the exit interview (satisfaction 1–10 and a reason), written as a last event row
 with action `exit_interview`, so one partition is one file holding everything about the arm
 and a re-run replaces it whole.
 
+The loop is written once (`_session_loop`, a generator that yields what it needs from the
+brain) and driven three ways: serially, on threads, or — for a brain with coroutines
+(`adecide`, `aexit_interview`: the LLM brain) — as coroutines on one event loop, many
+agents in flight, which is what an endpoint with 300 ms per call needs.
+
 Randomness: each agent's generator comes from `SeedSequence([seed, user_id, crc32(arm)])`,
 so an agent's session does not depend on which other agents run, nor in what order.
-Agents are processed in user-id order and the frame is built once at the end, so the same
-seed gives the same events, byte for byte, for any brain whose decisions depend only on its
-inputs and the generator (the LLM brain's measured latencies are the exception).
+The frame is built once at the end in user-id order, so the same seed gives the same
+events, byte for byte, for any brain whose decisions depend only on its inputs and the
+generator (the LLM brain's measured latencies are the exception), however the agents ran,
+and whether or not some came back from a checkpoint (`simulate_arm(checkpoint_dir=…)`).
 
 Design of the experiment: by default every arm sees the same sampled agents (a paired
 design, `assign_agents(..., design="paired")`); `design="random"` splits the agents across
@@ -22,8 +28,15 @@ arms at random instead.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
+import logging
+import math
+import threading
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -32,14 +45,22 @@ from pydantic import BaseModel, Field
 
 from ops.agents.memory import ShortTermEntry
 from ops.agents.session import AgentSession
+from ops.atomic import atomic_write_bytes
+from ops.checkpoint import JsonlCheckpoint
 from ops.schema import EVENTS, TOP_K, conform
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig, fatigue_budget, interest_modifier
-from ops.simulation.observation import EXIT, EXIT_INTERVIEW
+from ops.simulation.observation import AGENT_FAILURES, EXIT, EXIT_INTERVIEW, Observation, fallback_kind
 from ops.simulation.sandbox import Sandbox, SandboxConfig
+from ops.web import redact
+
+log = logging.getLogger(__name__)
 
 Design = Literal["paired", "random"]
+# Bump when the checkpoint's record layout or what the key covers changes.
+CHECKPOINT_FORMAT = 1
+_FALLBACK_REASON = list(EVENTS).index("fallback_reason")
 
 
 class SimulationConfig(BaseModel):
@@ -55,6 +76,10 @@ class SimulationConfig(BaseModel):
     # user) only, so an agent draws the same random numbers in every arm (common random
     # numbers, a variance reduction for the paired design).
     common_random_numbers: bool = False
+    # The arm fails once more than this share of its agents failed (the endpoint kept
+    # failing or a decision's deadline passed for them); below it, their fallbacks are
+    # recorded and counted in the read-out.
+    max_failed_agents_share: float = Field(0.05, ge=0, le=1)
     progress: bool = True
 
 
@@ -70,6 +95,7 @@ def simulate_arm(
     users: Iterable[int] | None = None,
     activity_tiers: Mapping[int, str] | None = None,
     concurrency: int = 1,
+    checkpoint_dir: str | Path | None = None,
 ) -> pl.DataFrame:
     """Run every agent (or those in `users`) on `arm`'s top-20 lists; return the events
     (schema `ops.schema.EVENTS`), ordered by user id then step.
@@ -79,10 +105,28 @@ def simulate_arm(
     with the budget of the agent's activity tier — taken from `activity_tiers`, else from
     `profile.activity_tier` (attribute or mapping key).
 
-    `concurrency` > 1 runs that many agents at once on a pool of threads sharing `brain`
-    (worth it for a brain that waits on the network; the brain must be thread-safe, as
-    LLMBrain is).  Agents are independent and their generators depend only on (seed, user,
-    arm), so the events are the same for any concurrency, measured latencies aside.
+    `concurrency`: agents in flight at once.  A brain that offers `adecide` and
+    `aexit_interview` (the LLM brain) runs its sessions as coroutines on one event loop,
+    `concurrency` of them at once; any other brain runs on that many threads sharing it
+    (it must be thread-safe), or serially for 1.  Agents are independent and their
+    generators depend only on (seed, user, arm), so the events are the same for any
+    concurrency and either way, measured latencies aside.
+
+    `checkpoint_dir`: a folder of this partition's own (one per arm or shard).  Each agent's
+    rows are appended to `<checkpoint_dir>/<key>.jsonl` (fsynced, `ops.checkpoint`) as soon
+    as its session ends; a killed run called again with the same inputs keeps those agents'
+    rows and simulates only the others.  The key digests everything that determines the
+    events (`checkpoint_key`), so a changed input never reuses stale rows; checkpoints of
+    other keys in the folder are superseded (deleted) when a run starts, and a complete one
+    is kept, so an unchanged re-run simulates nothing.  Agents whose brain failed (see
+    below) are not checkpointed: a re-run tries them again.  Rows read back take this
+    run's `run_id`.
+
+    Failed agents: an agent whose decision fell back because the endpoint kept failing or
+    the decision's deadline passed (`observation.AGENT_FAILURES`) has its session ended with
+    a recorded fallback (a forced exit, an interview row without satisfaction).  The arm
+    fails — `SimulationFailed`, naming the share and examples — as soon as more than
+    `config.max_failed_agents_share` of its agents have failed.
     """
     config = config or SimulationConfig()
     if seed < 0:
@@ -115,29 +159,97 @@ def simulate_arm(
                 short_term=[],
             )
         )
+    # Every agent is prepared, resumed or not, so a brain that scores them together
+    # (the embedded brain) sees the same population either way.
     brain.prepare(sessions, {s.user_id: lists[s.user_id] for s in sessions})
 
-    def one(session: AgentSession) -> list[tuple]:
-        rows: list[tuple] = []
-        rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers)
-        try:
-            _run_session(arm, run_id, session, lists[session.user_id], catalogue, brain, config, rng, rows)
-        except Exception as exc:
-            exc.add_note(f"while simulating user {session.user_id} on arm {arm!r}")
-            raise
-        return rows
+    done: dict[int, list[tuple]] = {}
+    checkpoint = None
+    if checkpoint_dir is not None:
+        key = checkpoint_key(arm, seed, sessions, lists, catalogue, brain, config)
+        checkpoint = _open_checkpoint(Path(checkpoint_dir), key, arm, seed, brain, len(sessions))
+        done = {u: [(run_id, *row) for row in rec["rows"]] for u, rec in checkpoint.records.items() if u in set(chosen)}
+    todo = [s for s in sessions if s.user_id not in done]
+    if done:
+        log.info("simulation of arm %r: %d of %d agents resumed from checkpoint %s", arm, len(done), len(sessions), checkpoint.path)
+    failures = _Failures(arm, len(sessions), config.max_failed_agents_share)
+
+    def finish(user_id: int, rows: list[tuple]) -> dict | None:
+        """Account for one finished agent; its checkpoint record, or None when it failed."""
+        failed = next((r[_FALLBACK_REASON] for r in rows if fallback_kind(r[_FALLBACK_REASON]) in AGENT_FAILURES), None)
+        if failed is not None:
+            failures.add(user_id, failed)  # raises past the allowed share
+            return None
+        return {"user_id": user_id, "rows": [list(row[1:]) for row in rows]}  # run_id re-stamped on resume
 
     from tqdm.auto import tqdm
 
-    progress = dict(total=len(sessions), desc=f"simulate {arm}", disable=not config.progress, mininterval=2.0)
-    if concurrency == 1:
-        per_agent = [one(s) for s in tqdm(sessions, **progress)]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
+    progress = tqdm(total=len(sessions), initial=len(done), desc=f"simulate {arm}", disable=not config.progress, mininterval=2.0)
+    try:
+        if _is_async(brain):
+            fresh = _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, concurrency, finish, checkpoint, progress)
+        else:
+            fresh = _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, concurrency, finish, checkpoint, progress)
+    finally:
+        progress.close()
+    if failures.users:
+        log.warning("simulation of arm %r: %s", arm, failures.describe())
+    per_agent = {**done, **fresh}
+    return _events_frame([row for user_id in chosen for row in per_agent[user_id]])
 
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"simab-{arm}") as pool:
-            per_agent = list(tqdm(pool.map(one, sessions), **progress))
-    return _events_frame([row for rows in per_agent for row in rows])
+
+class SimulationFailed(RuntimeError):
+    """More of an arm's agents failed than `SimulationConfig.max_failed_agents_share` allows."""
+
+
+def checkpoint_key(
+    arm: str,
+    seed: int,
+    sessions: Sequence[AgentSession],
+    lists: Mapping[int, Sequence[int]],
+    catalogue: Catalogue,
+    brain: Brain,
+    config: SimulationConfig,
+) -> str:
+    """SHA-256 of everything that determines an arm's events: the event schema, arm, seed,
+    the simulation config, the brain (name and `brain.fingerprint()`, or its pydantic
+    `config` / `params`), the catalogue, and per agent its user id, fatigue budget, top-k
+    list, profile and long-term memory."""
+    h = hashlib.sha256()
+
+    def put(*parts) -> None:
+        for part in parts:
+            h.update(part if isinstance(part, bytes) else str(part).encode("utf-8"))
+            h.update(b"\x1f")
+
+    put(CHECKPOINT_FORMAT, json.dumps({k: str(v) for k, v in EVENTS.items()}), arm, seed)
+    put(config.model_dump_json(exclude={"progress", "max_failed_agents_share"}))
+    put(brain.name, brain_fingerprint(brain))
+    for movie_id in sorted(catalogue.movie_ids()):
+        put(repr(catalogue[movie_id]))
+    for session in sorted(sessions, key=lambda s: s.user_id):
+        put(session.user_id, session.fatigue_budget, list(lists[session.user_id]), repr(session.profile))
+        memory = session.memory
+        arrays = [getattr(memory, name, None) for name in ("rows", "ratings", "timestamps")]
+        if all(isinstance(a, np.ndarray) for a in arrays):
+            put(getattr(getattr(memory, "vectors", None), "digest", ""), *(np.ascontiguousarray(a).tobytes() for a in arrays))
+        else:
+            put(repr(memory))
+    return h.hexdigest()
+
+
+def brain_fingerprint(brain: Brain) -> str:
+    """What distinguishes two brains of one name: `brain.fingerprint()` when the brain has
+    one, else its class and its pydantic `config` and `params`."""
+    own = getattr(brain, "fingerprint", None)
+    if callable(own):
+        return str(own())
+    parts = [f"{type(brain).__module__}.{type(brain).__qualname__}"]
+    for name in ("config", "params"):
+        value = getattr(brain, name, None)
+        if isinstance(value, BaseModel):
+            parts.append(value.model_dump_json())
+    return "|".join(parts)
 
 
 def agent_rng(seed: int, user_id: int, arm: str, common_random_numbers: bool = False) -> np.random.Generator:
@@ -199,26 +311,28 @@ def top_k_lists(top_k: pl.DataFrame, arm: str) -> dict[int, list[int]]:
 # -- the session loop --------------------------------------------------------------------
 
 
-def _run_session(
+def _session_loop(
     arm: str,
     run_id: str,
     session: AgentSession,
     ranked: Sequence[int],
     catalogue: Catalogue,
-    brain: Brain,
+    brain_name: str,
     config: SimulationConfig,
-    rng: np.random.Generator,
     rows: list[tuple],
-) -> None:
+) -> Generator[Observation | None, object, None]:
+    """One agent's session, written once for every way of calling the brain: yields an
+    Observation when it needs a decision, None when it needs the exit interview, and is
+    sent the brain's answer (`_drive` calls the brain, `_drive_async` awaits it)."""
     sandbox = Sandbox(ranked, catalogue, config.sandbox)
     fatigue = config.fatigue
     budget = session.fatigue_budget
     user_id = session.user_id
-    brain_name = brain.name
     step = 0
+    failed: str | None = None  # the fallback reason that ended the agent's session
     while True:
         observation = sandbox.observe()
-        decision = brain.decide(session, observation, rng)
+        decision = yield observation
         step += 1
         # Interest first, so that a bad decision changes nothing; then the sandbox validates
         # the action itself (IllegalActionError) before anything is charged.
@@ -231,13 +345,14 @@ def _run_session(
         page_type = observation.page_type
         shown = [c.movie_id for c in observation.items] if page_type == "home" else [observation.detail.card.movie_id]
         caught = list(decision.caught_eye)
+        fallback_reason = decision.fallback_reason
         rows.append(
             (
                 run_id, arm, user_id, step, page_type, observation.page_number, decision.action,
                 result.movie_id, result.position, shown, caught, int(decision.interest),
                 before, after, budget, result.rating, None, False, decision.reason, brain_name,
                 float(decision.latency_s), int(decision.prompt_tokens), int(decision.completion_tokens),
-                float(decision.cost_usd),
+                float(decision.cost_usd), fallback_reason is not None, fallback_reason,
             )
         )
         session.short_term.append(
@@ -252,38 +367,47 @@ def _run_session(
                 rating=result.rating,
             )
         )
+        if fallback_kind(fallback_reason) in AGENT_FAILURES:
+            failed = fallback_reason
         if sandbox.done:
             break
-        if after >= budget:
-            _forced_exit(sandbox, rows, run_id, arm, user_id, step + 1, after, budget, brain_name,
-                         f"fatigue budget spent: {after:g} of {budget:g}")
-            step += 1
-            break
-        if step >= config.max_steps:
-            _forced_exit(sandbox, rows, run_id, arm, user_id, step + 1, after, budget, brain_name,
-                         f"step limit reached: {config.max_steps} steps")
+        stop = (
+            f"the brain could not decide: {failed}" if failed is not None
+            else f"fatigue budget spent: {after:g} of {budget:g}" if after >= budget
+            else f"step limit reached: {config.max_steps} steps" if step >= config.max_steps
+            else None
+        )
+        if stop is not None:
+            _forced_exit(sandbox, rows, run_id, arm, user_id, step + 1, after, budget, brain_name, stop, failed)
             step += 1
             break
 
-    satisfaction, reason = brain.exit_interview(session, rng)
-    lo, hi = config.satisfaction_min, config.satisfaction_max
-    if isinstance(satisfaction, bool) or not isinstance(satisfaction, (int, np.integer)) or not lo <= satisfaction <= hi:
-        raise ValueError(f"exit interview of user {user_id}: satisfaction must be an integer in {lo}..{hi}, got {satisfaction!r}")
     spent = session.fatigue_spent
-    # exit_interview returns only (satisfaction, reason); a brain that pays for it (the LLM
-    # brain) keeps the bill per user, so the interview row carries its tokens and cost too.
-    bill = getattr(brain, "interview_accounting", {}).get(user_id, {})
+    if failed is not None:
+        # The endpoint has failed this agent already: no interview is asked, none is made up.
+        satisfaction, reason, bill = None, f"not asked: the brain could not decide ({failed})", {"fallback_reason": failed}
+    else:
+        # The driver sends (satisfaction, reason, bill): exit_interview returns only the first
+        # two, and a brain that pays for the interview (the LLM brain) keeps its bill per user
+        # in `interview_accounting`, so the interview row carries its tokens and cost too.
+        satisfaction, reason, bill = yield None
+        lo, hi = config.satisfaction_min, config.satisfaction_max
+        if fallback_kind(bill.get("fallback_reason")) in AGENT_FAILURES:
+            satisfaction = None
+        elif isinstance(satisfaction, bool) or not isinstance(satisfaction, (int, np.integer)) or not lo <= satisfaction <= hi:
+            raise ValueError(f"exit interview of user {user_id}: satisfaction must be an integer in {lo}..{hi}, got {satisfaction!r}")
+    fallback_reason = bill.get("fallback_reason")
     rows.append(
         (
             run_id, arm, user_id, step + 1, sandbox.page_type, sandbox.page_number, EXIT_INTERVIEW,
-            None, None, [], [], None, spent, spent, budget, None, int(satisfaction), False, str(reason),
-            brain_name, float(bill.get("latency_s", 0.0)), int(bill.get("prompt_tokens", 0)),
-            int(bill.get("completion_tokens", 0)), float(bill.get("cost_usd", 0.0)),
+            None, None, [], [], None, spent, spent, budget, None, None if satisfaction is None else int(satisfaction), False,
+            str(reason), brain_name, float(bill.get("latency_s", 0.0)), int(bill.get("prompt_tokens", 0)),
+            int(bill.get("completion_tokens", 0)), float(bill.get("cost_usd", 0.0)), fallback_reason is not None, fallback_reason,
         )
     )
 
 
-def _forced_exit(sandbox, rows, run_id, arm, user_id, step, spent, budget, brain_name, reason) -> None:
+def _forced_exit(sandbox, rows, run_id, arm, user_id, step, spent, budget, brain_name, reason, fallback_reason=None) -> None:
     # The agent lands on the page its last action led to, then leaves: that page is shown
     # (home impressions count it) but the agent takes no further decision on it.
     observation = sandbox.observe()
@@ -296,9 +420,213 @@ def _forced_exit(sandbox, rows, run_id, arm, user_id, step, spent, budget, brain
         (
             run_id, arm, user_id, step, observation.page_type, observation.page_number, EXIT,
             None, None, shown, [], None, spent, spent, budget, None, None, True, reason, brain_name,
-            0.0, 0, 0, 0.0,
+            0.0, 0, 0, 0.0, fallback_reason is not None, fallback_reason,
         )
     )
+
+
+def _drive(loop: Generator, brain: Brain, session: AgentSession, rng: np.random.Generator) -> None:
+    """Run a session loop, calling the brain's synchronous methods."""
+    answer = None
+    try:
+        while True:
+            ask = loop.send(answer)
+            if ask is None:
+                satisfaction, reason = brain.exit_interview(session, rng)
+                answer = (satisfaction, reason, _bill(brain, session.user_id))
+            else:
+                answer = brain.decide(session, ask, rng)
+    except StopIteration:
+        return
+
+
+async def _drive_async(loop: Generator, brain, session: AgentSession, rng: np.random.Generator) -> None:
+    """Run a session loop, awaiting the brain's coroutines."""
+    answer = None
+    try:
+        while True:
+            ask = loop.send(answer)
+            if ask is None:
+                satisfaction, reason = await brain.aexit_interview(session, rng)
+                answer = (satisfaction, reason, _bill(brain, session.user_id))
+            else:
+                answer = await brain.adecide(session, ask, rng)
+    except StopIteration:
+        return
+
+
+def _bill(brain: Brain, user_id: int) -> dict:
+    return getattr(brain, "interview_accounting", {}).get(user_id, {})
+
+
+def _is_async(brain: Brain) -> bool:
+    return all(inspect.iscoroutinefunction(getattr(brain, name, None)) for name in ("adecide", "aexit_interview"))
+
+
+def _agent(arm, run_id, session, lists, catalogue, brain, config, seed) -> tuple[Generator, list[tuple], np.random.Generator]:
+    rows: list[tuple] = []
+    rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers)
+    return _session_loop(arm, run_id, session, lists[session.user_id], catalogue, brain.name, config, rows), rows, rng
+
+
+def _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, concurrency, finish, checkpoint, progress) -> dict[int, list[tuple]]:
+    """Serial, or `concurrency` threads sharing the brain."""
+
+    def one(session: AgentSession) -> list[tuple]:
+        loop, rows, rng = _agent(arm, run_id, session, lists, catalogue, brain, config, seed)
+        try:
+            _drive(loop, brain, session, rng)
+        except Exception as exc:
+            exc.add_note(f"while simulating user {session.user_id} on arm {arm!r}")
+            raise
+        record = finish(session.user_id, rows)
+        if record is not None and checkpoint is not None:
+            checkpoint.append(record)
+        progress.update()
+        return rows
+
+    if concurrency == 1 or len(todo) <= 1:
+        return {s.user_id: one(s) for s in todo}
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"simab-{arm}") as pool:
+        futures = {pool.submit(one, s): s.user_id for s in todo}
+        try:
+            return {futures[f]: f.result() for f in as_completed(futures)}
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # agents not started yet are dropped
+            raise
+
+
+def _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, concurrency, finish, checkpoint, progress) -> dict[int, list[tuple]]:
+    """`concurrency` agents in flight as coroutines on one event loop (a fresh one, on a
+    thread of its own when the caller's thread already runs a loop)."""
+    import asyncio
+
+    async def main() -> dict[int, list[tuple]]:
+        results: dict[int, list[tuple]] = {}
+        commit = _GroupCommit(checkpoint) if checkpoint is not None else None
+        pending = iter(todo)  # shared by the workers: each takes the next agent
+
+        async def worker() -> None:
+            for session in pending:
+                loop, rows, rng = _agent(arm, run_id, session, lists, catalogue, brain, config, seed)
+                try:
+                    await _drive_async(loop, brain, session, rng)
+                except Exception as exc:
+                    exc.add_note(f"while simulating user {session.user_id} on arm {arm!r}")
+                    raise
+                record = finish(session.user_id, rows)
+                if record is not None and commit is not None:
+                    await commit.add(record)  # durable before the agent counts as done
+                results[session.user_id] = rows
+                progress.update()
+
+        tasks = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(todo)))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            release = getattr(brain, "aclose_connections", None)
+            if release is not None:
+                await release()
+        return results
+
+    if not todo:
+        return {}
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"simab-{arm}-loop") as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+class _GroupCommit:
+    """Checkpoint appends from coroutines: agents that finish while a write is in flight
+    share the next one (one fsync for many), and the disk wait runs off the event loop."""
+
+    def __init__(self, checkpoint: JsonlCheckpoint) -> None:
+        self.checkpoint = checkpoint
+        self.pending: list[tuple[dict, object]] = []
+        self.flushing = None
+
+    async def add(self, record: dict) -> None:
+        import asyncio
+
+        done = asyncio.get_running_loop().create_future()
+        self.pending.append((record, done))
+        if self.flushing is None:
+            self.flushing = asyncio.ensure_future(self._flush())
+        await done
+
+    async def _flush(self) -> None:
+        import asyncio
+
+        try:
+            while self.pending:
+                batch, self.pending = self.pending, []
+                try:
+                    await asyncio.to_thread(self.checkpoint.append_many, [record for record, _ in batch])
+                except BaseException as exc:
+                    for _, done in batch + self.pending:
+                        if not done.done():
+                            done.set_exception(exc)
+                    self.pending = []
+                    raise
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)
+        finally:
+            self.flushing = None
+
+
+class _Failures:
+    """The arm's failed agents; raises SimulationFailed as soon as there are more than the
+    allowed share (the count only grows, so waiting for the rest would not save the arm)."""
+
+    def __init__(self, arm: str, n_agents: int, max_share: float) -> None:
+        self.arm, self.n_agents, self.max_share = arm, n_agents, max_share
+        self.allowed = math.floor(max_share * n_agents + 1e-9)
+        self.users: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def add(self, user_id: int, reason: str) -> None:
+        with self._lock:
+            self.users[user_id] = reason
+            over = len(self.users) > self.allowed
+            message = self.describe() if over else ""
+        if over:
+            raise SimulationFailed(message)
+
+    def describe(self) -> str:
+        n = len(self.users)
+        examples = "; ".join(f"user {u}: {redact(r)}" for u, r in sorted(self.users.items())[:3])
+        return (
+            f"{n} of {self.n_agents} agents failed ({n / max(self.n_agents, 1):.1%}) on arm {self.arm!r}; "
+            f"max_failed_agents_share={self.max_share:.1%} allows {self.allowed}. E.g. {examples}"
+        )
+
+
+def _open_checkpoint(folder: Path, key: str, arm: str, seed: int, brain: Brain, n_agents: int) -> JsonlCheckpoint:
+    """This key's checkpoint in `folder`; checkpoints of other keys there are superseded."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{key[:32]}.jsonl"
+    for stale in folder.glob("*.jsonl"):
+        if stale != path:
+            log.info("simulation checkpoint %s superseded (its inputs differ): removed", stale)
+            stale.unlink(missing_ok=True)
+            stale.with_suffix(".json").unlink(missing_ok=True)
+    # What the key stands for, for a person wondering why a checkpoint was (not) reused.
+    about = {"key": key, "arm": arm, "seed": seed, "brain": brain.name, "agents": n_agents, "format": CHECKPOINT_FORMAT}
+    atomic_write_bytes(path.with_suffix(".json"), json.dumps(about, indent=1).encode("utf-8"))
+    return JsonlCheckpoint(path, key="user_id")
 
 
 def _events_frame(rows: list[tuple]) -> pl.DataFrame:

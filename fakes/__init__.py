@@ -1,8 +1,9 @@
 """Fakes of the outside systems simab talks to, and small planted data sets, shared by the
 tests and the benchmarks.
 
-- `fakes.openai_server`: an OpenAI-compatible chat-completions endpoint (scripted agent or
-  scripted replies, fixed latency, threaded, counts calls and tokens, records requests).
+- `fakes.openai_server`: an OpenAI-compatible chat-completions endpoint (scripted agent,
+  scripted replies and faults, fixed latency; aiohttp on a thread or in its own process;
+  counts calls and tokens, records requests).
 - `fakes.tmdb_server`: TMDB's API v3 and image CDN.
 - `fakes.agents`: a tiny catalogue with planted tastes and a hashed bag-of-words embedder.
 - `fakes.planted_data`: a MovieLens-shaped data set with planted tastes.

@@ -1,34 +1,46 @@
-"""A fake OpenAI-compatible chat endpoint, for the LLM brain's tests and benchmark.
+"""A fake OpenAI-compatible chat endpoint, for the LLM brain's tests, fault suite and benchmark.
 
 POST /v1/chat/completions answers in OpenAI's chat-completion JSON shape ("choices" with one
-assistant message, "usage" with prompt and completion tokens).  The content comes from a
-queue of scripted replies first (`reply`; `fail` queues an HTTP error in OpenAI's error
-shape), then from `policy`, a function of the request body: `scripted_agent` plays a user
-who opens the first movie, watches it, pages on and leaves.  Every answer reports
-`prompt_tokens` and `completion_tokens` (1,000 and 50 unless told otherwise), and waits
-`latency_s` first when a benchmark asks for a slow endpoint.
+assistant message, "usage" with prompt and completion tokens).  What it answers comes, in
+this order, from:
 
-The fake counts its calls and the tokens it reported, and records every request body and its
-Authorization header (tests assert on both).  Many requests are in flight at once in the
-benchmark, so the bookkeeping is under a lock and the delay is spent outside it.
+1. standing rules (`fail_when(predicate, status)`): every request whose body matches fails
+   the same way — an endpoint that keeps failing for one agent;
+2. a queue of scripted outcomes: `reply(content)`, `fail(status, headers)` (429 with
+   Retry-After in either form, 503, 401 …), `garbage()` (a 200 whose body is not JSON),
+   `truncated()` (a 200 that promises a whole body and closes the connection half-way),
+   `slow(seconds)` (a valid answer, late);
+3. `policy(body)`, a function of the request: `scripted_agent` plays a user who opens the
+   first movie, watches it, pages on and leaves.
 
-Served through pytest-httpserver (werkzeug), in one of two ways:
-- `fake.attach(httpserver)` registers it on a server someone else runs, e.g. pytest's
-  `httpserver` fixture;
-- `with fake.serve() as base_url:` starts its own threaded server, inside pytest or outside
-  it (the benchmark), and stops it at the end.
+Every answer reports `prompt_tokens` and `completion_tokens` (1,000 and 50 unless told
+otherwise) and waits `latency_s` first (a benchmark's slow endpoint).  The fake counts its
+calls and the tokens it reported, and records every request body and its Authorization
+header (tests assert on both).
+
+Served by aiohttp — an asyncio server whose waits cost no thread, so hundreds of slow
+requests can be in flight on two cores:
+- `with fake.serve() as base_url:` runs it on a thread of this process (tests);
+- `python -m fakes.openai_server --latency-ms 300` runs it in a process of its own and
+  prints its base URL (the benchmark and the kill -9 tests, so that the client's CPU is
+  measured apart from the server's); `GET /fake/stats` returns its counts and CPU time.
+  `spawn()` starts one and stops it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from ops.simulation.observation import CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE
 
@@ -36,8 +48,21 @@ PROMPT_TOKENS, COMPLETION_TOKENS = 1000, 50
 CHAT_COMPLETIONS = "/v1/chat/completions"
 
 
+@dataclass
+class Outcome:
+    """How the fake answers one request."""
+
+    status: int = 200
+    content: str | None = None  # the assistant message; None: the policy's
+    headers: dict = field(default_factory=dict)
+    raw: bytes | None = None  # a body sent as it is (a 200 that is not a chat completion)
+    truncate: bool = False  # Content-Length of the whole body, half of it sent, connection closed
+    delay_s: float = 0.0  # waited before answering, on top of the fake's latency
+
+
 class FakeOpenAI:
-    """The endpoint: scripted replies first, then `policy(body)`; counts and records calls."""
+    """The endpoint: standing rules, then scripted outcomes, then `policy(body)`; counts and
+    records calls."""
 
     def __init__(
         self,
@@ -54,78 +79,180 @@ class FakeOpenAI:
         self.record = record  # off for long benchmark runs, where the bodies would pile up
         self.requests: list[dict] = []
         self.auth: list[str | None] = []
-        self.script: deque[tuple[int, str | None, dict]] = deque()
+        self.script: deque[Outcome] = deque()
+        self.rules: list[tuple[Callable[[dict], bool], Outcome]] = []
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self._lock = threading.Lock()
 
+    # -- scripting --------------------------------------------------------------------------
+
     def reply(self, content: str) -> None:
         """Queue one answer whose message content is `content`."""
-        with self._lock:
-            self.script.append((200, content, {}))
+        self._queue(Outcome(content=content))
 
     def fail(self, status: int, headers: dict | None = None) -> None:
-        """Queue one HTTP error (e.g. 429 with Retry-After, 503)."""
+        """Queue one HTTP error (e.g. 429 with Retry-After, 503, 401)."""
+        self._queue(Outcome(status=status, headers=dict(headers or {})))
+
+    def garbage(self, body: bytes = b"<html><body>502 Bad Gateway</body></html>", content_type: str = "application/json") -> None:
+        """Queue one HTTP 200 whose body is not a chat completion (a proxy's error page)."""
+        self._queue(Outcome(raw=body, headers={"Content-Type": content_type}))
+
+    def truncated(self) -> None:
+        """Queue one HTTP 200 that declares its whole body and closes the connection half-way."""
+        self._queue(Outcome(truncate=True))
+
+    def slow(self, seconds: float, content: str | None = None) -> None:
+        """Queue one valid answer (`content`, else the policy's) sent `seconds` late."""
+        self._queue(Outcome(content=content, delay_s=seconds))
+
+    def fail_when(self, predicate: Callable[[dict], bool], status: int = 500, headers: dict | None = None) -> None:
+        """Every request whose body satisfies `predicate` fails with `status`, for good."""
         with self._lock:
-            self.script.append((status, None, headers or {}))
+            self.rules.append((predicate, Outcome(status=status, headers=dict(headers or {}))))
 
-    def attach(self, httpserver) -> FakeOpenAI:
-        """Answer chat completions on a pytest-httpserver `HTTPServer` (e.g. the fixture)."""
-        httpserver.expect_request(CHAT_COMPLETIONS, method="POST").respond_with_handler(self.werkzeug_handler)
-        return self
-
-    @contextmanager
-    def serve(self, host: str = "127.0.0.1") -> Iterator[str]:
-        """Run on a threaded server of its own; yields the base URL a client wants (".../v1")."""
-        # werkzeug's access log is one INFO line per request: silence it, keep its errors.
-        access_log = logging.getLogger("werkzeug")
-        level = access_log.level
-        if level < logging.WARNING:
-            access_log.setLevel(logging.WARNING)
-        server = _unlogged_server(host)
-        server.start()
-        try:
-            self.attach(server)
-            yield server.url_for("/v1")
-        finally:
-            server.clear()
-            server.stop()
-            access_log.setLevel(level)
+    def _queue(self, outcome: Outcome) -> None:
+        with self._lock:
+            self.script.append(outcome)
 
     # -- the server-agnostic core ----------------------------------------------------------
 
-    def respond(self, body: dict, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        """(status, headers, body) for one request."""
+    def respond(self, body: dict, headers: dict[str, str]) -> tuple[Outcome, bytes]:
+        """The outcome for one request and the body to send (the wait is the server's)."""
         with self._lock:
             self.calls += 1
             if self.record:
                 self.requests.append(body)
                 self.auth.append(headers.get("Authorization"))
-            status, content, extra = self.script.popleft() if self.script else (200, None, {})
+            outcome = next((o for p, o in self.rules if p(body)), None)
+            if outcome is None:
+                outcome = self.script.popleft() if self.script else Outcome()
             policy = self.policy
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        if status != 200:
-            return status, {**extra, "Content-Type": "application/json"}, _json(_error("try later", "server_error"))
+        if outcome.status != 200:
+            return outcome, _json(_error("try later" if outcome.status in (429,) or outcome.status >= 500 else "refused", "server_error"))
+        if outcome.raw is not None:
+            return outcome, outcome.raw
+        content = outcome.content
         if content is None:
             if policy is None:
-                return 500, {"Content-Type": "application/json"}, _json(_error("the fake has no scripted reply and no policy", "fake_error"))
+                return Outcome(status=500), _json(_error("the fake has no scripted reply and no policy", "fake_error"))
             content = policy(body)
         prompt_tokens, completion_tokens = self.tokens_per_answer
         with self._lock:
             self.prompt_tokens += prompt_tokens
             self.completion_tokens += completion_tokens
-        payload = completion(content, body.get("model", "test-model"), prompt_tokens, completion_tokens)
-        return 200, {"Content-Type": "application/json"}, _json(payload)
+        return outcome, _json(completion(content, body.get("model", "test-model"), prompt_tokens, completion_tokens))
 
-    # -- adapters -----------------------------------------------------------------------
+    def stats(self) -> dict:
+        with self._lock:
+            return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
 
-    def werkzeug_handler(self, request):
-        from werkzeug import Response
+    # -- serving ------------------------------------------------------------------------------
 
-        status, headers, body = self.respond(request.get_json(), dict(request.headers))
-        return Response(body, status=status, headers=headers)
+    @contextmanager
+    def serve(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+        """Run on an aiohttp server on a thread of this process; yields the base URL a client
+        wants (".../v1") and stops the server at the end."""
+        started = threading.Event()
+        state: dict = {}
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            state["loop"] = loop
+            try:
+                runner, url = loop.run_until_complete(self._start(host, port))
+            except BaseException as exc:  # e.g. the port is taken: say so in the caller's thread
+                state["error"] = exc
+                started.set()
+                return
+            state["url"] = url
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        thread = threading.Thread(target=run, name="fake-openai", daemon=True)
+        thread.start()
+        started.wait(30)
+        if "error" in state:
+            raise state["error"]
+        try:
+            yield state["url"]
+        finally:
+            state["loop"].call_soon_threadsafe(state["loop"].stop)
+            thread.join(30)
+
+    async def _start(self, host: str, port: int):
+        from aiohttp import web
+
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # vision prompts carry images
+        app.router.add_post(CHAT_COMPLETIONS, self._handle)
+        app.router.add_get("/fake/stats", self._stats)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        bound = runner.addresses[0]
+        return runner, f"http://{bound[0]}:{bound[1]}/v1"
+
+    async def _handle(self, request):
+        from aiohttp import web
+
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return web.Response(status=400, body=_json(_error("the request body is not JSON", "invalid_request_error")), content_type="application/json")
+        outcome, payload = self.respond(body, dict(request.headers))
+        wait = self.latency_s + outcome.delay_s
+        if wait:
+            await asyncio.sleep(wait)
+        headers = {"Content-Type": "application/json", **outcome.headers}
+        if outcome.truncate:
+            response = web.StreamResponse(status=200, headers=headers)
+            response.content_length = len(payload)
+            await response.prepare(request)
+            await response.write(payload[: len(payload) // 2])
+            request.transport.close()  # the client sees the connection end before the body does
+            return response
+        return web.Response(status=outcome.status, body=payload, headers=headers)
+
+    async def _stats(self, request):
+        from aiohttp import web
+
+        return web.json_response({**self.stats(), "cpu_s": time.process_time()})
+
+
+@contextmanager
+def spawn(latency_ms: float = 0.0, policy: str = "scripted", host: str = "127.0.0.1") -> Iterator[str]:
+    """Run the fake in a process of its own (`python -m fakes.openai_server`); yields its base
+    URL and stops it at the end.  `stats(url)` reads its counts and CPU time."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fakes.openai_server", "--latency-ms", str(latency_ms), "--policy", policy, "--host", host],
+        stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
+    )
+    try:
+        line = proc.stdout.readline().strip()
+        if not line.startswith("http://"):
+            raise RuntimeError(f"fake OpenAI server did not start (said {line!r}, exit code {proc.poll()})")
+        yield line
+    finally:
+        proc.stdin.close()  # the server stops when its stdin closes
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def stats(base_url: str) -> dict:
+    """Counts and CPU seconds of a spawned fake: {"calls", "prompt_tokens", "completion_tokens", "cpu_s"}."""
+    import urllib.request
+
+    root = base_url.rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(f"{root}/fake/stats", timeout=10) as response:  # noqa: S310 - 127.0.0.1 only
+        return json.loads(response.read())
 
 
 def completion(content: str, model: str = "test-model", prompt_tokens: int = PROMPT_TOKENS,
@@ -158,6 +285,9 @@ def scripted_agent(body: dict) -> str:
     return answer(action=EXIT, interest=2)
 
 
+POLICIES: dict[str, Callable[[dict], str] | None] = {"scripted": scripted_agent, "none": None}
+
+
 def answer(**fields) -> str:
     """A valid page answer as JSON text: `fields` over a neutral default."""
     base = {"interest": 3, "caught_eye": [], "reason": "it fits my taste"}
@@ -172,12 +302,42 @@ def user_text(body: dict) -> str:
     return "\n".join(p["text"] for p in content if p["type"] == "text")
 
 
+def system_text(body: dict) -> str:
+    """The system message: who the agent is (its profile names its zip code)."""
+    return next(m["content"] for m in body["messages"] if m["role"] == "system")
+
+
 def images(body: dict) -> list[str]:
     """The image URLs of the first user message."""
     content = [m for m in body["messages"] if m["role"] == "user"][0]["content"]
     if isinstance(content, str):
         return []
     return [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until stdin closes (or the process is stopped); print the base URL first."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--policy", choices=sorted(POLICIES), default="scripted")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    fake = FakeOpenAI(POLICIES[args.policy], latency_s=args.latency_ms / 1000.0, record=False)
+
+    async def run() -> None:
+        runner, url = await fake._start(args.host, args.port)
+        print(url, flush=True)
+        loop = asyncio.get_running_loop()
+        closed = asyncio.Event()
+        loop.add_reader(sys.stdin.fileno(), lambda: closed.set() if not sys.stdin.readline() else None)
+        await closed.wait()
+        await runner.cleanup()
+
+    asyncio.run(run())
 
 
 def _error(message: str, kind: str) -> dict:
@@ -188,14 +348,5 @@ def _json(obj) -> bytes:
     return json.dumps(obj).encode()
 
 
-def _unlogged_server(host: str):
-    """A threaded pytest-httpserver that keeps no request log: the fake records what tests
-    need, and a benchmark's thousands of requests would otherwise pile up in memory."""
-    from pytest_httpserver import HTTPServer
-
-    class UnloggedHTTPServer(HTTPServer):
-        def application(self, request):
-            request.get_data()
-            return self.dispatch(request)
-
-    return UnloggedHTTPServer(host=host, port=0, threaded=True)
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,5 @@
 """The LLM brain against a fake OpenAI-compatible endpoint (`fakes.openai_server` on
-pytest-httpserver): decisions, re-asks, recorded fallbacks, retries, the response
+a local aiohttp server): decisions, re-asks, recorded fallbacks, retries, the response
 cache, posters as images or captions, token and cost accounting, the key kept secret, and
 whole sessions through the simulation loop."""
 
@@ -75,12 +75,15 @@ def key(monkeypatch):
 
 
 @pytest.fixture
-def fake(httpserver):
-    return FakeOpenAI().attach(httpserver)
+def fake():
+    fake = FakeOpenAI()
+    with fake.serve() as url:
+        fake.url = url
+        yield fake
 
 
-def make_brain(httpserver, world, **overrides) -> LLMBrain:
-    fields = dict(base_url=httpserver.url_for("/v1"), model="test-model", api_key_env=KEY_ENV, backoff_s=0.0, backoff_max_s=0.0)
+def make_brain(fake, world, **overrides) -> LLMBrain:
+    fields = dict(base_url=fake.url, model="test-model", api_key_env=KEY_ENV, backoff_s=0.0, backoff_max_s=0.0)
     return LLMBrain(LLMBrainConfig(**{**fields, **overrides}), catalogue=world["catalogue"])
 
 
@@ -91,11 +94,11 @@ def rng(seed: int = 0) -> np.random.Generator:
 # -- answers -------------------------------------------------------------------------------------
 
 
-def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, httpserver, key):
+def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, key):
     obs = home(world)
     ids = [c.movie_id for c in obs.items]
     fake.reply(answer(action=CLICK_MOVIE, movie_id=ids[1], interest=4, caught_eye=[ids[1], ids[3]], reason="A space story, my thing."))
-    brain = make_brain(httpserver, world, price_prompt_per_1m=2.0, price_completion_per_1m=8.0)
+    brain = make_brain(fake, world, price_prompt_per_1m=2.0, price_completion_per_1m=8.0)
     d = brain.decide(session(world), obs, rng())
 
     assert (d.action, d.movie_id, d.interest, d.caught_eye, d.rating) == (CLICK_MOVIE, ids[1], 4, (ids[1], ids[3]), None)
@@ -123,22 +126,22 @@ def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, h
     assert any(t in text for t in titles)
 
 
-def test_detail_page_prompt_shows_the_details_and_the_answer_rates(world, fake, httpserver, key):
+def test_detail_page_prompt_shows_the_details_and_the_answer_rates(world, fake, key):
     obs = detail(world)
     movie = world["catalogue"][obs.detail.card.movie_id]
     fake.reply(answer(action=WATCH_AND_RATE, rating=5, interest=5, caught_eye=[movie.movie_id]))
-    d = make_brain(httpserver, world).decide(session(world), obs, rng())
+    d = make_brain(fake, world).decide(session(world), obs, rng())
     assert (d.action, d.rating, d.movie_id) == (WATCH_AND_RATE, 5, movie.movie_id)
     text = user_text(fake.requests[0])
     assert movie.overview in text and movie.directors[0] in text and movie.actors[0] in text
     assert movie.release_date in text and str(movie.vote_count) in text
 
 
-def test_a_malformed_answer_is_reasked_once_then_accepted(world, fake, httpserver, key):
+def test_a_malformed_answer_is_reasked_once_then_accepted(world, fake, key):
     obs = home(world)
     fake.reply("Sure! I would click the second movie.")
     fake.reply(answer(action=NEXT_PAGE, interest=2))
-    d = make_brain(httpserver, world).decide(session(world), obs, rng())
+    d = make_brain(fake, world).decide(session(world), obs, rng())
     assert d.action == NEXT_PAGE and "fallback" not in d.extra
     assert len(fake.requests) == 2 and d.extra["requests"] == 2
     assert (d.prompt_tokens, d.completion_tokens) == (2 * PROMPT_TOKENS, 2 * COMPLETION_TOKENS)
@@ -148,10 +151,10 @@ def test_a_malformed_answer_is_reasked_once_then_accepted(world, fake, httpserve
     assert len(d.extra["invalid_answers"]) == 1
 
 
-def test_twice_malformed_falls_back_to_a_recorded_safe_action(world, fake, httpserver, key):
+def test_twice_malformed_falls_back_to_a_recorded_safe_action(world, fake, key):
     from ops.simulation.sandbox import Sandbox
 
-    brain = make_brain(httpserver, world)
+    brain = make_brain(fake, world)
     fake.reply("{not json")
     fake.reply('{"action": "click_movie"}')  # JSON, but no interest and no reason
     d = brain.decide(session(world), home(world), rng())
@@ -175,14 +178,14 @@ def test_twice_malformed_falls_back_to_a_recorded_safe_action(world, fake, https
     assert brain.interview_accounting[1]["fallback"] and brain.usage.fallbacks == 3
 
 
-def test_illegal_answers_are_reasked_with_what_was_wrong(world, fake, httpserver, key):
+def test_illegal_answers_are_reasked_with_what_was_wrong(world, fake, key):
     obs = home(world)
     on_page = [c.movie_id for c in obs.items]
     stranger = world["lists"][1][-1]
     assert stranger not in on_page
     fake.reply(answer(action=CLICK_MOVIE, movie_id=stranger))
     fake.reply(answer(action=CLICK_MOVIE, movie_id=on_page[0]))
-    brain = make_brain(httpserver, world)
+    brain = make_brain(fake, world)
     d = brain.decide(session(world), obs, rng())
     assert (d.action, d.movie_id) == (CLICK_MOVIE, on_page[0])
     reask = fake.requests[1]["messages"][-1]["content"]
@@ -201,8 +204,8 @@ def test_illegal_answers_are_reasked_with_what_was_wrong(world, fake, httpserver
     assert "interest" in d.extra["invalid_answers"][0] and "not legal" in d.extra["invalid_answers"][1]
 
 
-def test_memories_are_retrieved_by_story_and_by_poster(world, httpserver):
-    brain = make_brain(httpserver, world)
+def test_memories_are_retrieved_by_story_and_by_poster(world, fake):
+    brain = make_brain(fake, world)
     genre = {m: world["catalogue"][m].genres[0] for m in world["catalogue"].movie_ids()}
     remembered = {m: r for u, m, r in world["ratings"].select("user_id", "movie_id", "rating").iter_rows() if u == 1}
     page = world["lists"][1][:5]
@@ -254,11 +257,11 @@ def test_benign_variants_of_a_valid_answer_are_accepted(world):
 # -- transport -------------------------------------------------------------------------------
 
 
-def test_rate_limits_and_server_errors_are_retried_with_a_bound(world, fake, httpserver, key):
+def test_rate_limits_and_server_errors_are_retried_with_a_bound(world, fake, key):
     fake.fail(429, {"Retry-After": "0"})
     fake.fail(503)
     fake.reply(answer(action=EXIT, interest=1))
-    brain = make_brain(httpserver, world)
+    brain = make_brain(fake, world)
     d = brain.decide(session(world), home(world), rng())
     assert d.action == EXIT and len(fake.requests) == 3 and brain.usage.retries == 2
     # Transient failures are not answers: they are not re-asks and cost nothing.
@@ -267,16 +270,18 @@ def test_rate_limits_and_server_errors_are_retried_with_a_bound(world, fake, htt
     fake.requests.clear()
     for _ in range(3):
         fake.fail(500)
-    with pytest.raises(RuntimeError, match="still failing after 2 attempts"):
-        make_brain(httpserver, world, max_attempts=2).decide(session(world), home(world), rng())
+    # Still failing after the last attempt: a recorded fallback naming the endpoint, not a crash.
+    d = make_brain(fake, world, max_attempts=2).decide(session(world), home(world), rng())
+    assert d.action == EXIT and d.fallback_reason.startswith("transport: LLM endpoint " + fake.url)
+    assert "still failing after 2 attempts: HTTP 500" in d.fallback_reason
     assert len(fake.requests) == 2
 
 
-def test_an_identical_request_is_answered_from_the_cache(world, fake, httpserver, key, tmp_path):
+def test_an_identical_request_is_answered_from_the_cache(world, fake, key, tmp_path):
     cache = tmp_path / "llm-cache.sqlite"
     fake.policy = lambda body: answer(action=NEXT_PAGE, interest=2)
-    first = make_brain(httpserver, world, cache_path=str(cache)).decide(session(world), home(world), rng(7))
-    again = make_brain(httpserver, world, cache_path=str(cache))  # a re-run: a new process, same file
+    first = make_brain(fake, world, cache_path=str(cache)).decide(session(world), home(world), rng(7))
+    again = make_brain(fake, world, cache_path=str(cache))  # a re-run: a new process, same file
     second = again.decide(session(world), home(world), rng(7))
     assert len(fake.requests) == 1
     assert second.extra["cached"] and not first.extra["cached"]
@@ -291,11 +296,11 @@ def test_an_identical_request_is_answered_from_the_cache(world, fake, httpserver
 # -- posters ---------------------------------------------------------------------------------
 
 
-def test_vision_models_get_posters_as_data_urls(world, fake, httpserver, key):
+def test_vision_models_get_posters_as_data_urls(world, fake, key):
     from PIL import Image
 
     fake.policy = lambda body: answer(action=NEXT_PAGE)
-    brain = make_brain(httpserver, world, vision=True, image_max_side_small=32)
+    brain = make_brain(fake, world, vision=True, image_max_side_small=32)
     brain.decide(session(world), home(world), rng())
     urls = images(fake.requests[0])
     assert len(urls) == 5
@@ -313,11 +318,11 @@ def test_vision_models_get_posters_as_data_urls(world, fake, httpserver, key):
     assert max(Image.open(io.BytesIO(base64.b64decode(large.split(",", 1)[1]))).size) <= 512
 
 
-def test_text_models_get_palette_captions_instead(world, fake, httpserver, key):
+def test_text_models_get_palette_captions_instead(world, fake, key):
     from ops.agents.embeddings import load_poster, poster_look
 
     fake.policy = lambda body: answer(action=NEXT_PAGE)
-    brain = make_brain(httpserver, world, vision=False)
+    brain = make_brain(fake, world, vision=False)
     assert brain.name == "llm:test-model:no-vision"
     obs = home(world)
     brain.decide(session(world), obs, rng())
@@ -334,14 +339,14 @@ def test_text_models_get_palette_captions_instead(world, fake, httpserver, key):
 # -- secrets ----------------------------------------------------------------------------------
 
 
-def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, httpserver, key, tmp_path, caplog):
+def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, key, tmp_path, caplog):
     from resources.llm import LLMResource
 
     caplog.set_level(logging.DEBUG)
     for name in ("openai", "httpx", "httpcore", "ops.simulation.brains.llm.client", "ops.simulation.brains.llm.brain"):
         caplog.set_level(logging.DEBUG, logger=name)
     cache = tmp_path / "cache" / "llm.sqlite"
-    resource = LLMResource(base_url=httpserver.url_for("/v1"), model="test-model", api_key_env=KEY_ENV, cache_path=str(cache))
+    resource = LLMResource(base_url=fake.url, model="test-model", api_key_env=KEY_ENV, cache_path=str(cache))
     brain = resource.brain(world["catalogue"], backoff_s=0.0)
     fake.fail(429)
     fake.reply("not json")
@@ -358,26 +363,26 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ht
     assert satisfaction == (6, "some good picks")
     bill = dict(brain.interview_accounting[1])
     assert bill.pop("latency_s") >= 0.0
-    assert bill == {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "cost_usd": pytest.approx(d.cost_usd / 2), "cached": False, "fallback": False}
+    assert bill == {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "cost_usd": pytest.approx(d.cost_usd / 2), "cached": False, "fallback": False, "fallback_reason": None}
     assert SECRET not in repr(d) and SECRET not in json.dumps(d.extra) and SECRET not in repr(brain.interview_accounting)
     assert SECRET not in json.dumps(resource.describe()) and resource.describe()["llm_api_key_set"] is True
     assert SECRET not in brain.config.model_dump_json() and SECRET not in repr(brain.usage.as_dict())
 
 
-def test_a_missing_key_names_the_variable(world, fake, httpserver, monkeypatch):
+def test_a_missing_key_names_the_variable(world, fake, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     with pytest.raises(RuntimeError, match=KEY_ENV):
-        make_brain(httpserver, world).decide(session(world), home(world), rng())
+        make_brain(fake, world).decide(session(world), home(world), rng())
     assert not fake.requests
     fake.reply(answer(action=EXIT))  # a local server without a key
-    d = make_brain(httpserver, world, api_key_required=False).decide(session(world), home(world), rng())
+    d = make_brain(fake, world, api_key_required=False).decide(session(world), home(world), rng())
     assert d.action == EXIT
 
 
 # -- whole sessions ---------------------------------------------------------------------------
 
 
-def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, httpserver, key, tmp_path):
+def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key, tmp_path):
     from ops.schema import conform
     from ops.schema import EVENTS
     from ops.simulation.observation import EXIT_INTERVIEW
@@ -391,7 +396,7 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, htt
     agents = [AgentSession(u, world["profiles"][u], world["memories"][u], 0.0, 0.0) for u in users]
     config = SimulationConfig(progress=False)
     cache = str(tmp_path / "cache.sqlite")
-    events = simulate_arm("pop", top_k, agents, world["catalogue"], make_brain(httpserver, world, cache_path=cache), config, seed=3, run_id="r1")
+    events = simulate_arm("pop", top_k, agents, world["catalogue"], make_brain(fake, world, cache_path=cache), config, seed=3, run_id="r1")
 
     conform(events, EVENTS, "events")
     for u in users:
@@ -414,7 +419,7 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, htt
     assert len(fake.requests) == 5 * len(users)
 
     # Agents in flight at once give the same events; the cache makes the re-run free.
-    brain = make_brain(httpserver, world, cache_path=cache)
+    brain = make_brain(fake, world, cache_path=cache)
     again = simulate_arm("pop", top_k, agents, world["catalogue"], brain, config, seed=3, run_id="r1", concurrency=3)
     assert len(fake.requests) == 5 * len(users) and brain.usage.cache_hits == 5 * len(users)
     assert again.drop("latency_s").equals(events.drop("latency_s"))

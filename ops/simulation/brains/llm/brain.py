@@ -4,6 +4,9 @@ The endpoint, retries and cache are `client.LLMClient`'s.  See the package docst
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import inspect
 import logging
 import threading
 import time
@@ -14,11 +17,21 @@ import numpy as np
 
 from ops.agents.memory import LongTermMemory, describe_short_term
 from ops.agents.session import AgentSession
-from ops.simulation.brains.llm import prompts
+from ops.simulation.brains.llm import answers, prompts
 from ops.simulation.brains.llm.answers import AnswerError, check_answer, check_interview
-from ops.simulation.brains.llm.client import LLMClient, Reply
+from ops.simulation.brains.llm.client import LLMClient, LLMTransportError, Reply
 from ops.simulation.brains.llm.config import LLMBrainConfig
-from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, WATCH_AND_RATE, Decision, Observation
+from ops.simulation.observation import (
+    BACK,
+    CLICK_MOVIE,
+    EXIT,
+    FALLBACK_DEADLINE,
+    FALLBACK_INVALID_ANSWER,
+    FALLBACK_TRANSPORT,
+    WATCH_AND_RATE,
+    Decision,
+    Observation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +41,11 @@ class LLMBrain:
 
     `catalogue` (an `ops.simulation.sandbox.Catalogue`, or anything mapping a movie id to an object
     with `title` and `genres`) names the remembered movies in prompts; without it they are
-    named by id.  `client` replaces the `openai.OpenAI` client (tests, custom transports).
+    named by id.  `client` replaces the per-loop `openai.AsyncOpenAI` client (tests, custom
+    transports).
+
+    `adecide` / `aexit_interview` are the brain (the runner awaits them, many agents in
+    flight); `decide` / `exit_interview` run them from synchronous code (the Brain protocol).
     """
 
     def __init__(self, config: LLMBrainConfig | None = None, catalogue=None, client=None) -> None:
@@ -50,16 +67,24 @@ class LLMBrain:
         return None
 
     def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
+        return self.transport.run_sync(self.adecide, session, observation, rng)
+
+    def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
+        return self.transport.run_sync(self.aexit_interview, session, rng)
+
+    async def adecide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
+        """The next action for the page: the model's answer once it passes the checks, else
+        a recorded fallback (`Decision.fallback_reason`)."""
         if not observation.legal_actions:
             raise ValueError("LLM brain: the page offers no legal action (the session has ended)")
         started = time.perf_counter()
         seed = int(rng.integers(0, 2**31 - 1))
         messages = self.page_messages(session, observation)
-        answer, replies, errors = self._ask(messages, lambda text: check_answer(text, observation, self.config), seed, observation)
+        answer, replies, errors, failure = await self._ask(messages, lambda text: check_answer(text, observation, self.config), seed, observation)
         latency = time.perf_counter() - started
         accounting = self._accounting(replies, errors)
         if answer is None:
-            return self._fallback(observation, errors, latency, accounting)
+            return self._fallback(observation, errors, failure, latency, accounting)
         movie_id = answer.movie_id
         if observation.page_type == "detail":
             movie_id = observation.detail.card.movie_id
@@ -76,16 +101,20 @@ class LLMBrain:
             **accounting,
         )
 
-    def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
+    async def aexit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         """Agent4Rec's post-exit interview: satisfaction 1..10 and why."""
         seed = int(rng.integers(0, 2**31 - 1))
         messages = self.interview_messages(session)
         started = time.perf_counter()
-        answer, replies, errors = self._ask(messages, lambda text: check_interview(text, self.config), seed, None)
+        answer, replies, errors, failure = await self._ask(messages, lambda text: check_interview(text, self.config), seed, None)
         accounting = self._accounting(replies, errors)
+        fallback_reason = None
+        if answer is None:
+            fallback_reason = failure or f"{FALLBACK_INVALID_ANSWER}: the interview answer was invalid {len(errors)} times (last: {errors[-1]})"
         record = {k: accounting[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} | {
             "cached": accounting["extra"]["cached"],
             "fallback": answer is None,
+            "fallback_reason": fallback_reason,
             "latency_s": time.perf_counter() - started,
         }
         with self.usage.lock:
@@ -94,13 +123,32 @@ class LLMBrain:
             lo, hi = self.config.satisfaction_range
             with self.usage.lock:
                 self.usage.fallbacks += 1
-            log.warning("LLM brain: exit interview of user %s fell back after %d invalid answers", session.user_id, len(errors))
-            return (lo + hi) // 2, f"fallback: the model's interview answer was invalid {len(errors)} times ({errors[-1]}); midpoint recorded"
+            log.warning("LLM brain: exit interview of user %s fell back: %s", session.user_id, fallback_reason)
+            return (lo + hi) // 2, f"fallback: {fallback_reason}; midpoint recorded"
         return answer.satisfaction, answer.reason.strip()
+
+    async def aclose_connections(self) -> None:
+        """Close the HTTP connections held on the running event loop (the runner calls it
+        when its loop ends); the brain stays usable."""
+        await self.transport.aclose_connections()
 
     def close(self) -> None:
         """Close the cache file and the HTTP connections (a closed brain reopens neither)."""
         self.transport.close()
+
+    def fingerprint(self) -> str:
+        """What, besides the name, makes this brain's events what they are: the endpoint
+        (without credentials), the configuration that shapes requests, answers and costs, and
+        the prompts and checks themselves (their source).  Transport settings (timeouts,
+        retries, concurrency, cache) change how fast, not what: they are left out."""
+        transport_only = {"api_key_env", "api_key_required", "timeout_s", "max_attempts", "backoff_s", "backoff_max_s",
+                          "backoff_jitter", "retry_after_max_s", "decision_deadline_s", "concurrency", "http_client",
+                          "cache_path", "cache", "base_url"}
+        h = hashlib.sha256(self.transport.endpoint.encode("utf-8"))
+        h.update(self.config.model_dump_json(exclude=transport_only).encode("utf-8"))
+        for module in (prompts, answers):
+            h.update(inspect.getsource(module).encode("utf-8"))
+        return h.hexdigest()
 
     # -- prompts ----------------------------------------------------------------------------
 
@@ -167,25 +215,55 @@ class LLMBrain:
 
     # -- asking -----------------------------------------------------------------------------
 
-    def _ask(self, messages: list[dict], check: Callable[[str], object], seed: int, observation: Observation | None):
-        """Ask, validate, re-ask with the error up to `reasks` times.  Returns (answer or
-        None, replies, errors)."""
+    async def _ask(self, messages: list[dict], check: Callable[[str], object], seed: int, observation: Observation | None):
+        """Ask, validate, re-ask with the error up to `reasks` times, all within the
+        decision's deadline.  Returns (answer or None, replies, errors, failure): failure is
+        the fallback reason when the endpoint failed or the deadline passed, else None."""
+        c = self.config
         replies: list[Reply] = []
         errors: list[str] = []
         conversation = list(messages)
-        for attempt in range(1 + self.config.reasks):
-            reply = self.transport.complete(conversation, seed)
-            replies.append(reply)
-            try:
-                return check(reply.content), replies, errors
-            except AnswerError as exc:
-                errors.append(str(exc))
-                log.info("LLM brain: invalid answer (attempt %d of %d): %s", attempt + 1, 1 + self.config.reasks, exc)
-                conversation = conversation + [
-                    {"role": "assistant", "content": reply.content},
-                    {"role": "user", "content": prompts.reask_text(str(exc), observation)},
-                ]
-        return None, replies, errors
+        try:
+            async with asyncio.timeout(c.decision_deadline_s):
+                for attempt in range(1 + c.reasks):
+                    reply, answer, error = await self._answer(conversation, seed, check)
+                    replies.append(reply)
+                    if error is None:
+                        self.transport.remember(reply)  # only answers that passed the checks
+                        return answer, replies, errors, None
+                    errors.append(error)
+                    log.info("LLM brain: invalid answer (attempt %d of %d): %s", attempt + 1, 1 + c.reasks, error)
+                    conversation = conversation + [
+                        {"role": "assistant", "content": reply.content},
+                        {"role": "user", "content": prompts.reask_text(error, observation)},
+                    ]
+        except LLMTransportError as exc:
+            return None, replies, errors, f"{FALLBACK_TRANSPORT}: {exc}"
+        except TimeoutError:
+            with self.usage.lock:
+                self.usage.transport_failures += 1
+            return None, replies, errors, (
+                f"{FALLBACK_DEADLINE}: no valid answer from {self.transport.endpoint} within "
+                f"decision_deadline_s={c.decision_deadline_s:g} s ({len(replies)} replies, {len(errors)} invalid)"
+            )
+        return None, replies, errors, None
+
+    async def _answer(self, conversation: list[dict], seed: int, check: Callable[[str], object]):
+        """One reply and its check: (reply, answer, None) or (reply, None, error).  A cached
+        reply that fails today's checks is dropped from the cache and asked afresh."""
+        reply = await self.transport.acomplete(conversation, seed)
+        try:
+            return reply, check(reply.content), None
+        except AnswerError as exc:
+            if not reply.cached:
+                return reply, None, str(exc)
+            log.info("LLM brain: cached answer %s fails the checks (%s); asking the endpoint", reply.key[:16], exc)
+            self.transport.forget(reply)
+        reply = await self.transport.acomplete(conversation, seed, use_cache=False)
+        try:
+            return reply, check(reply.content), None
+        except AnswerError as exc:
+            return reply, None, str(exc)
 
     def _accounting(self, replies: Sequence[Reply], errors: Sequence[str]) -> dict:
         pt = sum(r.prompt_tokens for r in replies)
@@ -206,21 +284,23 @@ class LLMBrain:
         # a re-run writes the same events; `LLMBrain.usage` counts what was really spent.
         return {"prompt_tokens": pt, "completion_tokens": ct, "cost_usd": self.transport.cost(pt, ct), "extra": extra}
 
-    def _fallback(self, observation: Observation, errors: Sequence[str], latency: float, accounting: dict) -> Decision:
+    def _fallback(self, observation: Observation, errors: Sequence[str], failure: str | None, latency: float, accounting: dict) -> Decision:
         action = EXIT if EXIT in observation.legal_actions else BACK if BACK in observation.legal_actions else observation.legal_actions[-1]
         with self.usage.lock:
             self.usage.fallbacks += 1
-        log.warning("LLM brain: %d invalid answers on a %s page; falling back to %s", len(errors), observation.page_type, action)
+        if failure is None:
+            failure = f"{FALLBACK_INVALID_ANSWER}: the model's answer was invalid {len(errors)} times (last: {errors[-1]})"
+        log.warning("LLM brain: fallback to %s on a %s page: %s", action, observation.page_type, failure)
         accounting["extra"]["fallback"] = action
         return Decision(
             action=action,
             interest=self.config.fallback_interest,
-            reason=f"fallback to {action}: the model's answer was invalid {len(errors)} times (last: {errors[-1]})",
+            reason=f"fallback to {action}: {failure}",
             movie_id=observation.detail.card.movie_id if observation.page_type == "detail" else None,
             latency_s=latency,
+            fallback_reason=failure,
             **accounting,
         )
-
 
     def _short_term(self, session: AgentSession) -> str:
         entries = session.short_term[-self.config.short_term_max_steps :] if self.config.short_term_max_steps else []

@@ -1,29 +1,59 @@
-"""The LLM endpoint: the `openai` client, bounded retries and the response cache.
+"""The LLM endpoint: `openai.AsyncOpenAI`, bounded concurrency, bounded retries, the
+response cache.
 
-Transport: the official `openai` client (its own retries off), tenacity retries with
-exponential back-off (honouring Retry-After) on rate limits, 5xx, timeouts and connection
-errors, at most `max_attempts` tries; other errors (a bad key, a bad request) stop the run.
-A response cache (SQLite, one row per request hash) keyed by the full request makes a
-re-run free and identical.  The API key is read from the environment variable NAMED in the
-configuration when the client is first needed; it is never stored, logged or cached.
+Transport: one `openai.AsyncOpenAI` client per event loop (its own retries off) with an
+asyncio semaphore bounding the requests in flight (`config.concurrency`).  tenacity retries
+with exponential back-off and jitter on rate limits (429), 408/409, 5xx, timeouts,
+connection errors and 200 replies whose body is not a chat completion (not JSON, truncated,
+no choices) — at most `max_attempts` tries; the server's Retry-After (delay-seconds or an
+HTTP date, or OpenAI's retry-after-ms) is honoured up to `retry_after_max_s`, a cap of its
+own.  A request still failing after every attempt raises `LLMTransportError` (the brain
+records a fallback); a refusal (401, 403, 400, 404, 422: a bad key or a bad request) raises
+`LLMEndpointError` and stops the run, since every other request would fail alike.  Every
+message names the endpoint as `ops.web.safe_endpoint` writes it — scheme, host, port and
+path, never user info or query — and passes through `ops.web.redact`.
+
+The endpoint is `config.base_url`, else `$OPENAI_BASE_URL`, else OpenAI's; whichever it is,
+`LLMClient.endpoint` names it without credentials (recorded in MLflow by the resource).
+
+Cache (`ResponseCache`): one SQLite row per request, keyed by `request_key` — the endpoint
+without credentials plus the whole request (model, messages, sampling, seed, format).
+`acomplete` never stores: the brain stores an answer (`remember`) only once it has passed
+the schema and page checks, so an invalid answer is never cached, and drops a cached one
+that no longer passes (`forget`).  Mode `config.cache`: "readwrite", "read", "off".
+
+Synchronous callers (`LLMBrain.decide`) run the coroutines on a private event loop in a
+daemon thread (`run_sync`); the runner awaits them on its own loop.
+
+The API key is read from the environment variable NAMED in the configuration when the
+first client is made; it is registered with `ops.web` so that no log line shows it, and it
+is never stored, cached or put in a decision.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import os
+import random
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ops.simulation.brains.llm.config import LLMBrainConfig
+from ops.web import parse_retry_after, redact, register_secrets, safe_endpoint
 
 log = logging.getLogger(__name__)
+
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Loggers that may print request lines or keys: their records are redacted.
+_HTTP_LOGGERS = ("openai", "openai._base_client", "httpx", "httpx2", "httpcore", "aiohttp.client", "ops.simulation.brains.llm")
 
 
 @dataclass
@@ -45,8 +75,10 @@ class Usage:
     requests: int = 0
     cache_hits: int = 0
     retries: int = 0
+    retry_wait_s: float = 0.0
     reasks: int = 0
     fallbacks: int = 0
+    transport_failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -56,20 +88,42 @@ class Usage:
         return {k: v for k, v in self.__dict__.items() if k != "lock"}
 
 
+class LLMTransportError(RuntimeError):
+    """The endpoint kept failing for one request (every attempt spent)."""
+
+
+class LLMEndpointError(RuntimeError):
+    """The endpoint refused the request (bad key, bad request): retrying cannot help."""
+
+
+class MalformedReply(Exception):
+    """An HTTP 200 whose body is not a chat completion: retried like a 5xx."""
+
+
 class LLMClient:
-    """Chat completions through the `openai` client: the response cache first, then the
-    endpoint with bounded retries; counts what was really spent in `usage`.  `client`
-    replaces the `openai.OpenAI` client (tests, custom transports).  Thread-safe."""
+    """Chat completions through `openai.AsyncOpenAI`: the response cache first, then the
+    endpoint with bounded concurrency and retries; counts what was really spent in `usage`.
+    `client` replaces the per-loop `openai.AsyncOpenAI` client (tests, custom transports)."""
 
     def __init__(self, config: LLMBrainConfig, client=None) -> None:
         self.config = config
         self.usage = Usage()
+        self._base_url = resolve_base_url(config.base_url)  # may carry credentials: never shown
+        self.endpoint = safe_endpoint(self._base_url)
         self._client = client
-        self._client_lock = threading.Lock()
-        self._cache = ResponseCache(config.cache_path) if config.cache_path else None
+        self._loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> (client, semaphore)
+        self._loops_lock = threading.Lock()
+        self._random = random.Random(0)  # back-off jitter: timing only, never events
+        self._sync_loop: _LoopThread | None = None
+        self._cache = ResponseCache(config.cache_path) if config.cache_path and config.cache != "off" else None
+        # A client dropped without close() still closes its private loop's connections.
+        self._sync_holder: dict = {}
+        weakref.finalize(self, _release_sync_loop, self._sync_holder, self._loops, client is None)
 
-    def complete(self, messages: list[dict], seed: int | None = None) -> Reply:
-        """One chat completion through the cache; retried on transient errors."""
+    # -- requests ------------------------------------------------------------------------
+
+    def request(self, messages: list[dict], seed: int | None = None) -> dict:
+        """The chat-completion request for `messages` (what is sent and what is keyed)."""
         c = self.config
         request: dict = {"model": c.model, "messages": messages, c.max_tokens_param: c.max_tokens}
         if c.temperature is not None:
@@ -78,116 +132,207 @@ class LLMClient:
             request["seed"] = seed
         if c.json_mode:
             request["response_format"] = {"type": "json_object"}
-        key = request_key(request)
-        if self._cache is not None:
+        return request
+
+    async def acomplete(self, messages: list[dict], seed: int | None = None, use_cache: bool = True) -> Reply:
+        """One chat completion: from the cache when it holds this request, else from the
+        endpoint (retried).  Nothing is stored here: see `remember`."""
+        request = self.request(messages, seed)
+        key = request_key(request, self.endpoint)
+        if self._cache is not None and use_cache:
             hit = self._cache.get(key)
             if hit is not None:
                 with self.usage.lock:
                     self.usage.cache_hits += 1
-                log.debug("LLM brain: cache hit %s", key[:16])
                 return Reply(hit["content"], hit["prompt_tokens"], hit["completion_tokens"], True, key, hit.get("usage_known", True))
-        response = self._create(request)
-        choices = getattr(response, "choices", None) or []
-        content = (choices[0].message.content or "") if choices else ""
-        usage = getattr(response, "usage", None)
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        ct = int(getattr(usage, "completion_tokens", 0) or 0)
-        reply = Reply(content, pt, ct, False, key, usage is not None)
+        content, pt, ct, usage_known = await self._create(request)
         with self.usage.lock:
             self.usage.requests += 1
             self.usage.prompt_tokens += pt
             self.usage.completion_tokens += ct
             self.usage.cost_usd += self.cost(pt, ct)
-        if self._cache is not None:
-            self._cache.put(key, c.model, {"content": content, "prompt_tokens": pt, "completion_tokens": ct, "usage_known": usage is not None})
-        return reply
+        return Reply(content, pt, ct, False, key, usage_known)
 
-    def _create(self, request: dict):
-        import openai
-        from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
-
-        c = self.config
-        transient = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
-
-        def wait(state: RetryCallState) -> float:
-            exponential = c.backoff_s * 2 ** (state.attempt_number - 1)
-            return min(c.backoff_max_s, max(exponential, _retry_after(state.outcome.exception())))
-
-        def before_sleep(state: RetryCallState) -> None:
-            with self.usage.lock:
-                self.usage.retries += 1
-            exc = state.outcome.exception()
-            status = getattr(exc, "status_code", None)
-            log.warning(
-                "LLM endpoint: %s%s on attempt %d of %d; retrying in %.1fs",
-                type(exc).__name__, f" (HTTP {status})" if status else "", state.attempt_number, c.max_attempts,
-                state.next_action.sleep if state.next_action else 0.0,
+    def remember(self, reply: Reply) -> None:
+        """Store a reply whose answer passed the checks (mode "readwrite" only)."""
+        if self._cache is not None and self.config.cache == "readwrite" and not reply.cached:
+            self._cache.put(
+                reply.key, self.endpoint, self.config.model,
+                {"content": reply.content, "prompt_tokens": reply.prompt_tokens,
+                 "completion_tokens": reply.completion_tokens, "usage_known": reply.usage_known},
             )
 
-        retrying = Retrying(
-            retry=retry_if_exception_type(transient),
+    def forget(self, reply: Reply) -> None:
+        """Drop a cached reply that no longer passes the checks (mode "readwrite" only)."""
+        if self._cache is not None and self.config.cache == "readwrite":
+            self._cache.delete(reply.key)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        c = self.config
+        return (prompt_tokens * c.price_prompt_per_1m + completion_tokens * c.price_completion_per_1m) / 1e6
+
+    # -- event loops -----------------------------------------------------------------------
+
+    def run_sync(self, fn: Callable, *args):
+        """Run the coroutine function `fn(*args)` to completion from synchronous code, on this
+        client's private event loop (thread-safe: calls from many threads share it)."""
+        with self._loops_lock:
+            if self._sync_loop is None:
+                self._sync_loop = self._sync_holder["runner"] = _LoopThread()
+            runner = self._sync_loop
+        return runner.call(fn(*args))
+
+    async def aclose_connections(self) -> None:
+        """Close the HTTP connections held on the running event loop (the client stays
+        usable: the next request on a loop opens new ones)."""
+        with self._loops_lock:
+            held = self._loops.pop(asyncio.get_running_loop(), None)
+        if held is not None and self._client is None:
+            await held[0].close()
+
+    def close(self) -> None:
+        """Close the cache file, the private loop and its connections."""
+        with self._loops_lock:
+            runner, self._sync_loop = self._sync_loop, None
+            self._sync_holder.pop("runner", None)
+        if runner is not None:
+            runner.call(self.aclose_connections())
+            runner.close()
+        if self._cache is not None:
+            self._cache.close()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _create(self, request: dict) -> tuple[str, int, int, bool]:
+        import openai
+        from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+        c = self.config
+        client, semaphore = self._for_this_loop()
+
+        def wait(state: RetryCallState) -> float:
+            backoff = min(c.backoff_max_s, c.backoff_s * 2 ** (state.attempt_number - 1))
+            backoff *= 1.0 + c.backoff_jitter * self._random.random()
+            told = _retry_after(state.outcome.exception())
+            return backoff if told is None else max(backoff, min(told, c.retry_after_max_s))
+
+        def before_sleep(state: RetryCallState) -> None:
+            pause = state.next_action.sleep if state.next_action else 0.0
+            with self.usage.lock:
+                self.usage.retries += 1
+                self.usage.retry_wait_s += pause
+            log.warning(
+                "LLM endpoint %s: %s on attempt %d of %d; retrying in %.2fs",
+                self.endpoint, _describe(state.outcome.exception()), state.attempt_number, c.max_attempts, pause,
+            )
+
+        async def attempt() -> tuple[str, int, int, bool]:
+            async with semaphore:
+                raw = await client.chat.completions.with_raw_response.create(**request)
+            return self._parse(raw.http_response)
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(_transient),
             stop=stop_after_attempt(c.max_attempts),
             wait=wait,
             before_sleep=before_sleep,
             reraise=True,
         )
         try:
-            return retrying(lambda: self.client.chat.completions.create(**request))
-        except transient as exc:
-            raise RuntimeError(
-                f"LLM endpoint {c.base_url or 'default'} (model {c.model}) still failing after {c.max_attempts} attempts: "
-                f"{type(exc).__name__}"
-            ) from exc
+            return await retrying(attempt)
+        except openai.APIStatusError as exc:
+            if _transient(exc):
+                raise self._exhausted(exc) from None
+            raise LLMEndpointError(
+                f"LLM endpoint {self.endpoint} (model {c.model}) refused the request: {_describe(exc)}"
+            ) from None
+        except (openai.APIConnectionError, MalformedReply) as exc:
+            raise self._exhausted(exc) from None
 
-    @property
-    def client(self):
-        if self._client is None:
-            with self._client_lock:
-                if self._client is None:
-                    import openai
-
-                    c = self.config
-                    key = os.environ.get(c.api_key_env) if c.api_key_env else None
-                    if not key:
-                        if c.api_key_required:
-                            raise RuntimeError(
-                                f"LLM brain needs an API key in the environment variable {c.api_key_env!r} "
-                                "(or api_key_required=False for a local server)"
-                            )
-                        key = "no-key-needed"  # the client insists on a non-empty key
-                    # Retries are tenacity's (bounded, counted), not the client's.
-                    self._client = openai.OpenAI(api_key=key, base_url=c.base_url, timeout=c.timeout_s, max_retries=0)
-        return self._client
-
-    # -- decisions ----------------------------------------------------------------------------
-
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+    def _exhausted(self, exc: BaseException) -> LLMTransportError:
         c = self.config
-        return (prompt_tokens * c.price_prompt_per_1m + completion_tokens * c.price_completion_per_1m) / 1e6
+        with self.usage.lock:
+            self.usage.transport_failures += 1
+        return LLMTransportError(f"LLM endpoint {self.endpoint} (model {c.model}) still failing after {c.max_attempts} attempts: {_describe(exc)}")
 
-    def close(self) -> None:
-        """Close the cache file and the HTTP connections (a closed client reopens neither)."""
-        if self._cache is not None:
-            self._cache.close()
-        if self._client is not None and hasattr(self._client, "close"):
-            self._client.close()
+    def _parse(self, response) -> tuple[str, int, int, bool]:
+        """(content, prompt tokens, completion tokens, usage known) of a 200, or MalformedReply."""
+        body = response.content
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MalformedReply(
+                f"HTTP {response.status_code} from {self.endpoint}/chat/completions with a body that is not JSON "
+                f"({len(body)} bytes, {type(exc).__name__}: {str(exc)[:80]}; starts {redact(body[:60])!r})"
+            ) from None
+        try:
+            message = data["choices"][0]["message"]
+            content = message.get("content") or ""
+            if not isinstance(content, str):
+                raise TypeError(f"content is {type(content).__name__}")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise MalformedReply(
+                f"HTTP {response.status_code} from {self.endpoint}/chat/completions without a chat completion "
+                f"({type(exc).__name__}: {redact(exc)}; body starts {redact(body[:60])!r})"
+            ) from None
+        usage = data.get("usage")
+        if not isinstance(usage, dict):
+            return content, 0, 0, False
+        return content, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), True
+
+    def _for_this_loop(self):
+        loop = asyncio.get_running_loop()
+        with self._loops_lock:
+            held = self._loops.get(loop)
+            if held is None:
+                held = (self._client or self._new_client(), asyncio.Semaphore(self.config.concurrency))
+                self._loops[loop] = held
+        return held
+
+    def _new_client(self):
+        import openai
+
+        c = self.config
+        key = os.environ.get(c.api_key_env) if c.api_key_env else None
+        if not key:
+            if c.api_key_required:
+                raise RuntimeError(
+                    f"LLM brain needs an API key in the environment variable {c.api_key_env!r} "
+                    "(or api_key_required=False for a local server)"
+                )
+            key = "no-key-needed"  # the client insists on a non-empty key
+        register_secrets([key], _HTTP_LOGGERS)
+        # Keep-alive for every request in flight: a connection closed after each reply is a
+        # new TCP handshake (and CPU) for the next.
+        # (The SDK's own Limits class: its HTTP library is the SDK's business, not a pin of ours.)
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=c.concurrency, max_keepalive_connections=c.concurrency)
+        http = (openai.DefaultAioHttpClient if c.http_client == "aiohttp" else openai.DefaultAsyncHttpxClient)(
+            timeout=c.timeout_s, limits=limits
+        )
+        # Retries are tenacity's (bounded, counted), not the SDK's.
+        return openai.AsyncOpenAI(api_key=key, base_url=self._base_url, timeout=c.timeout_s, max_retries=0, http_client=http)
 
 
-def request_key(request: Mapping) -> str:
-    """SHA-256 of the request as canonical JSON: the same request always has the same key."""
-    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def resolve_base_url(base_url: str | None) -> str:
+    """The endpoint the client will call: `base_url`, else $OPENAI_BASE_URL, else OpenAI's."""
+    return base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
+
+
+def request_key(request: Mapping, endpoint: str = "") -> str:
+    """SHA-256 of the endpoint (without credentials: `ops.web.safe_endpoint`) and the whole
+    request as canonical JSON: the same request to the same endpoint has the same key."""
+    canonical = json.dumps({"endpoint": endpoint, "request": request}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 class ResponseCache:
-    """Chat completions by request hash in one SQLite file.
+    """Chat completions by request key in one SQLite file.
 
-    Each write is one transaction (atomic: a killed run leaves whole rows only); the first
-    answer stored for a key is kept, so parallel processes sharing the file agree.  Only
-    the reply text and token counts are stored — no request, header or key.  The
-    endpoint's address is not part of the key: the same model name behind another URL
-    (a moved vLLM server) answers from the same cache.
+    Each write is one transaction in WAL mode with synchronous=NORMAL: a killed process
+    (kill -9) keeps every committed row and never a half row (only a power cut may lose the
+    last ones).  The first answer stored for a key is kept, so parallel processes sharing
+    the file agree.  Only the reply text, token counts, endpoint (without credentials) and
+    model are stored — no request, header or key.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -197,15 +342,17 @@ class ResponseCache:
         try:
             self._db = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL, created_at REAL NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL, model TEXT NOT NULL, "
+                "response TEXT NOT NULL, created_at REAL NOT NULL)"
             )
         except sqlite3.DatabaseError as exc:
             raise ValueError(f"LLM response cache {self.path} is not a usable SQLite file: {exc}") from exc
 
     def get(self, key: str) -> dict | None:
         with self._lock:
-            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute("SELECT response FROM completions WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         try:
@@ -213,30 +360,137 @@ class ResponseCache:
         except json.JSONDecodeError as exc:
             raise ValueError(f"LLM response cache {self.path}: entry {key[:16]} is corrupt ({exc})") from exc
 
-    def put(self, key: str, model: str, response: Mapping) -> None:
+    def put(self, key: str, endpoint: str, model: str, response: Mapping) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR IGNORE INTO responses (key, model, response, created_at) VALUES (?, ?, ?, ?)",
-                (key, model, json.dumps(response, sort_keys=True), time.time()),
+                "INSERT OR IGNORE INTO completions (key, endpoint, model, response, created_at) VALUES (?, ?, ?, ?, ?)",
+                (key, endpoint, model, json.dumps(response, sort_keys=True), time.time()),
             )
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM completions WHERE key = ?", (key,))
+
+    def clear(self, model: str | None = None, endpoint: str | None = None) -> int:
+        """Delete the entries of one model and/or endpoint (all without either); returns how many."""
+        where, args = [], []
+        if model is not None:
+            where.append("model = ?")
+            args.append(model)
+        if endpoint is not None:
+            where.append("endpoint = ?")
+            args.append(safe_endpoint(endpoint))
+        sql = "DELETE FROM completions" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._lock:
+            deleted = self._db.execute(sql, args).rowcount
+            self._db.execute("VACUUM")
+        return int(deleted)
+
+    def stats(self) -> list[tuple[str, str, int]]:
+        """(endpoint, model, entries) for every endpoint and model in the cache."""
+        with self._lock:
+            return self._db.execute("SELECT endpoint, model, COUNT(*) FROM completions GROUP BY endpoint, model ORDER BY 1, 2").fetchall()
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+            return int(self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
 
+def main(argv: list[str] | None = None) -> None:
+    """`python -m ops.simulation.brains.llm.client stats|clear [--cache PATH] [--model M]
+    [--endpoint URL]`: what the response cache holds, or delete (some of) it."""
+    import argparse
 
-def _retry_after(exc: BaseException | None) -> float:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return 0.0
-    value = headers.get("retry-after")
+    default = Path(os.environ.get("SIMAB_HOME", "data")) / "cache" / "llm" / "responses.sqlite"
+    parser = argparse.ArgumentParser(prog="python -m ops.simulation.brains.llm.client", description=main.__doc__.split(":", 1)[1].strip())
+    parser.add_argument("command", choices=("stats", "clear"))
+    parser.add_argument("--cache", default=str(default), help=f"the cache file (default: {default})")
+    parser.add_argument("--model")
+    parser.add_argument("--endpoint")
+    args = parser.parse_args(argv)
+    if not Path(args.cache).exists():
+        raise SystemExit(f"no LLM response cache at {args.cache}")
+    cache = ResponseCache(args.cache)
     try:
-        return max(float(value), 0.0) if value is not None else 0.0
-    except ValueError:
-        return 0.0
+        if args.command == "clear":
+            print(f"deleted {cache.clear(args.model, args.endpoint)} entries from {args.cache}")
+        for endpoint, model, n in cache.stats():
+            print(f"{endpoint}\t{model}\t{n}")
+    finally:
+        cache.close()
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+class _LoopThread:
+    """An event loop running forever in a daemon thread, for synchronous callers."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="simab-llm-sync", daemon=True)
+        self.thread.start()
+
+    def call(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+def _release_sync_loop(holder: dict, loops: weakref.WeakKeyDictionary, own_clients: bool) -> None:
+    runner = holder.pop("runner", None)
+    if runner is None:
+        return
+    held = loops.pop(runner.loop, None)
+    try:
+        if held is not None and own_clients:
+            runner.call(held[0].close())
+    finally:
+        runner.close()
+
+
+def _transient(exc: BaseException) -> bool:
+    import openai
+
+    if isinstance(exc, (MalformedReply, openai.APIConnectionError)):  # timeouts included
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return False
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    """Seconds the server asked to wait: OpenAI's retry-after-ms, else Retry-After in either form."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
+def _describe(exc: BaseException | None) -> str:
+    """What went wrong, in one redacted line."""
+    status = getattr(exc, "status_code", None)
+    text = f"HTTP {status}" if status else type(exc).__name__
+    detail = str(exc) if exc is not None else ""
+    cause = getattr(exc, "__cause__", None)
+    if cause is not None and detail in ("Connection error.", "Request timed out."):
+        detail = f"{detail} {type(cause).__name__}: {cause}"
+    return redact(f"{text}: {detail}"[:300])
+
+
+if __name__ == "__main__":
+    main()

@@ -43,15 +43,31 @@ class LLMBrainConfig(BaseModel):
     fallback_interest: int = Field(3, ge=1, le=5)  # neutral: the fallback neither saves nor wastes fatigue
 
     # -- transport (style.md: bounded retries, never forever) ----------------------------
-    timeout_s: float = Field(60.0, gt=0)
-    max_attempts: int = Field(5, ge=1)
-    backoff_s: float = Field(1.0, ge=0)
-    backoff_max_s: float = Field(30.0, ge=0)
-    # Agents simulated at once by the runner (`simulate_arm(..., concurrency=)`): requests in flight.
+    timeout_s: float = Field(60.0, gt=0)  # one HTTP request
+    max_attempts: int = Field(5, ge=1)  # tries of one request (429, 5xx, timeouts, unreadable 200s)
+    backoff_s: float = Field(1.0, ge=0)  # exponential: backoff_s * 2**(attempt-1) ...
+    backoff_max_s: float = Field(30.0, ge=0)  # ... capped here
+    backoff_jitter: float = Field(0.25, ge=0)  # up to this fraction added, so agents do not retry in step
+    # The server's Retry-After (seconds or HTTP date) is honoured up to this cap, its own:
+    # a rate limit that asks for 45 s gets 45 s even though the back-off stops at 30.
+    retry_after_max_s: float = Field(120.0, ge=0)
+    # One decision — every attempt and the re-ask included — ends within this; past it the
+    # agent falls back ("deadline") and its session ends.
+    decision_deadline_s: float = Field(300.0, gt=0)
+    # Requests in flight at once (an asyncio semaphore per event loop); the runner's
+    # `simulate_arm(..., concurrency=)` sets the agents in flight.
     concurrency: int = Field(8, ge=1)
+    # The HTTP stack under `openai.AsyncOpenAI`: "aiohttp" (the SDK's DefaultAioHttpClient)
+    # costs less CPU per request than "httpx" at hundreds in flight (bench/llm_brain.py).
+    http_client: Literal["aiohttp", "httpx"] = "aiohttp"
 
     # -- cache and cost ------------------------------------------------------------------
-    cache_path: str | None = None  # SQLite file; None: no cache
+    # The response cache: a SQLite file keyed by the whole request and the endpoint
+    # (`client.request_key`).  "readwrite": answers are read from it and valid ones stored;
+    # "read": read only (replay what is there, store nothing); "off": bypassed.  None as the
+    # path: no cache (the `llm` resource defaults to $SIMAB_HOME/cache/llm/responses.sqlite).
+    cache_path: str | None = None
+    cache: Literal["off", "read", "readwrite"] = "readwrite"
     # USD per 1M tokens; defaults: OpenAI's list price of gpt-4o-mini (input 0.15, output
     # 0.60).  Set both to 0 for a self-hosted model.
     price_prompt_per_1m: float = Field(0.15, ge=0)

@@ -45,6 +45,8 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
         mlflow_tracking.log_text(markdown, "ab_readout.md")
         mlflow_tracking.log_table(result.arms, "ab_arms")
         mlflow_tracking.log_table(result.comparisons, "ab_comparisons")
+        mlflow_tracking.log_table(result.fallbacks, "ab_fallbacks")
+        mlflow_tracking.log_metrics({f"{r['arm']}_{k}": r[k] for r in result.fallbacks.iter_rows(named=True) for k in ("fallback_agents", "failed_agents")})
         with tempfile.TemporaryDirectory() as tmp:
             write_ab_figures(result, tmp)
             mlflow_tracking.log_artifacts(tmp, artifact_path="plots")

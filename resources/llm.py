@@ -3,7 +3,12 @@ vLLM, Ollama) chosen by configuration; the brain itself lives in `ops.simulation
 
 The key is never a config field: Dagster shows resource config in the UI and stores it
 with every run.  The resource holds only the NAME of the environment variable
-(`api_key_env`); the brain reads the variable when its first request is made.
+(`api_key_env`); the brain reads the variable when its first request is made.  `describe()`
+names the endpoint without credentials (user info and query stripped, `ops.web`), whether
+it came from `base_url` or from `$OPENAI_BASE_URL`.
+
+The response cache is on by default: `$SIMAB_HOME/cache/llm/responses.sqlite`
+(`cache_path` moves it, `cache` = off | read | readwrite switches it).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+from ops.simulation.brains.llm.client import resolve_base_url
+from ops.web import endpoint_host, safe_endpoint
+from resources.storage import data_root
 
 _DEFAULTS = LLMBrainConfig()
 
@@ -33,10 +41,16 @@ class LLMResource(ConfigurableResource):
     json_mode: bool = _DEFAULTS.json_mode
     price_prompt_per_1m: float = Field(_DEFAULTS.price_prompt_per_1m, description="USD per 1M prompt tokens")
     price_completion_per_1m: float = Field(_DEFAULTS.price_completion_per_1m, description="USD per 1M completion tokens")
-    cache_path: str = Field("", description="SQLite response cache; empty: no cache")
-    concurrency: int = Field(_DEFAULTS.concurrency, description="agents in flight at once (the runner's concurrency)")
-    timeout_s: float = _DEFAULTS.timeout_s
-    max_attempts: int = _DEFAULTS.max_attempts
+    cache: Literal["off", "read", "readwrite"] = Field(
+        _DEFAULTS.cache, description="response cache: readwrite (default) | read (replay only, store nothing) | off (bypass)"
+    )
+    cache_path: str = Field("", description="SQLite response cache; empty: $SIMAB_HOME/cache/llm/responses.sqlite")
+    concurrency: int = Field(_DEFAULTS.concurrency, description="agents and requests in flight at once (the runner's concurrency)")
+    timeout_s: float = Field(_DEFAULTS.timeout_s, description="one HTTP request")
+    max_attempts: int = Field(_DEFAULTS.max_attempts, description="tries of one request (429, 5xx, timeouts, unreadable 200s)")
+    retry_after_max_s: float = Field(_DEFAULTS.retry_after_max_s, description="cap on the server's Retry-After")
+    decision_deadline_s: float = Field(_DEFAULTS.decision_deadline_s, description="one decision, every attempt and re-ask included")
+    http_client: Literal["aiohttp", "httpx"] = _DEFAULTS.http_client
 
     def brain_config(self, **overrides) -> LLMBrainConfig:
         """The brain's configuration; `overrides` set fields the resource does not expose
@@ -53,10 +67,14 @@ class LLMResource(ConfigurableResource):
             "json_mode": self.json_mode,
             "price_prompt_per_1m": self.price_prompt_per_1m,
             "price_completion_per_1m": self.price_completion_per_1m,
-            "cache_path": self.cache_path or None,
+            "cache": self.cache,
+            "cache_path": self.cache_file(),
             "concurrency": self.concurrency,
             "timeout_s": self.timeout_s,
             "max_attempts": self.max_attempts,
+            "retry_after_max_s": self.retry_after_max_s,
+            "decision_deadline_s": self.decision_deadline_s,
+            "http_client": self.http_client,
         }
         return LLMBrainConfig(**{**fields, **overrides})
 
@@ -64,14 +82,26 @@ class LLMResource(ConfigurableResource):
         """A fresh LLM brain; `catalogue` (ops.simulation.sandbox.Catalogue) names remembered movies."""
         return LLMBrain(self.brain_config(**overrides), catalogue=catalogue)
 
+    def cache_file(self) -> str:
+        """Where the response cache lives (the default is under $SIMAB_HOME)."""
+        return self.cache_path or str(data_root() / "cache" / "llm" / "responses.sqlite")
+
     def has_credentials(self) -> bool:
         return bool(os.environ.get(self.api_key_env)) or not self.api_key_required
 
+    def endpoint(self) -> str:
+        """The endpoint the brain calls — `base_url`, else $OPENAI_BASE_URL, else OpenAI's —
+        without user info or query (where gateways put tokens)."""
+        return safe_endpoint(resolve_base_url(self.base_url or None))
+
     def describe(self) -> dict[str, str | float | int | bool]:
-        """Parameters safe to log (MLflow, Dagster metadata): no key, only whether one is set."""
+        """Parameters safe to log (MLflow, Dagster metadata): no key, only whether one is
+        set; the endpoint without credentials, and where it came from."""
         return {
             "brain": "llm",
-            "llm_base_url": self.base_url or "default",
+            "llm_endpoint": self.endpoint(),
+            "llm_endpoint_host": endpoint_host(self.endpoint()),
+            "llm_endpoint_from": "base_url" if self.base_url else "OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else "default",
             "llm_model": self.model,
             "llm_vision": self.vision,
             "llm_temperature": self.temperature,
@@ -79,8 +109,9 @@ class LLMResource(ConfigurableResource):
             "llm_json_mode": self.json_mode,
             "llm_price_prompt_per_1m": self.price_prompt_per_1m,
             "llm_price_completion_per_1m": self.price_completion_per_1m,
-            "llm_cache": "on" if self.cache_path else "off",
+            "llm_cache": self.cache,
             "llm_concurrency": self.concurrency,
+            "llm_decision_deadline_s": self.decision_deadline_s,
             "llm_api_key_env": self.api_key_env,
             "llm_api_key_set": bool(os.environ.get(self.api_key_env)),
         }

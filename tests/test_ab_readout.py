@@ -177,3 +177,27 @@ def test_figures_and_bad_input(tmp_path):
         ab_readout(shifted_world(n=5), control="Z")
     with pytest.raises(ValueError, match="unknown metric"):
         ab_readout(shifted_world(n=5), control="A", config=ReadoutConfig(metrics=("dwell",)))
+
+
+def test_fallbacks_are_counted_per_arm_in_the_readout_and_its_table():
+    rows = hand_log("A") + hand_log("B")
+    # Arm B: user 2 fell back once on an invalid answer; user 3's endpoint kept failing
+    # (its exit and its interview are fallbacks).  Arm A has none (False / null as the
+    # embedded brain writes them).
+    for r in rows:
+        r["fallback"], r["fallback_reason"] = False, None
+        if r["arm"] == "B" and r["user_id"] == 2 and r["step"] == 2:
+            r["fallback"], r["fallback_reason"] = True, "invalid_answer: the model's answer was invalid 2 times"
+        if r["arm"] == "B" and r["user_id"] == 3:
+            r["fallback"], r["fallback_reason"] = True, "transport: LLM endpoint http://127.0.0.1:1/v1 still failing after 5 attempts"
+    r = ab_readout(frame(rows), control="A", config=ReadoutConfig(n_bootstrap=200))
+    counts = {row["arm"]: row for row in r.fallbacks.iter_rows(named=True)}
+    assert counts["A"] == {"arm": "A", "agents": 3, "fallback_events": 0, "fallback_agents": 0, "failed_agents": 0}
+    assert counts["B"] == {"arm": "B", "agents": 3, "fallback_events": 3, "fallback_agents": 2, "failed_agents": 1}
+    markdown = r.to_markdown()
+    header = next(line for line in markdown.splitlines() if line.startswith("| arm |"))
+    assert header.endswith("| fallbacks |")
+    assert "| 2 agents (3 events), 1 failed |" in markdown and "| 0 agents (0 events), 0 failed |" in markdown
+    # Events without the columns (written before they existed) count as no fallback.
+    old = ab_readout(frame(hand_log("A")).drop("fallback", "fallback_reason"), control="A", config=ReadoutConfig(n_bootstrap=50))
+    assert old.fallbacks.row(0, named=True)["fallback_events"] == 0

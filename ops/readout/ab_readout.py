@@ -26,6 +26,13 @@ likes) give many zero differences that it has to drop or split.  `paired_test="w
 is there for small samples.  When agents were assigned to arms at random, arms are
 independent samples: Welch's t-test (or Mann–Whitney) and independent bootstraps.
 
+Fallbacks (the LLM brain recorded a safe action instead of a decision: `fallback` and
+`fallback_reason` in the events) are counted per arm — events, agents with at least one,
+and failed agents (the endpoint kept failing or a deadline passed for them) — in
+`ABReadout.fallbacks` and beside each arm in the Markdown table.  They stay in the metrics:
+an arm with more than `max_failed_agents_share` failed agents never reaches the read-out
+(the simulation fails), and below it the reader sees how many there were.
+
 Holm's correction runs by default over the whole family of arm × metric comparisons, the
 hypotheses a reader scans in one table; `holm_family="per_metric"` corrects over arms
 within each metric instead.
@@ -34,7 +41,7 @@ within each metric instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -44,7 +51,7 @@ from pydantic import BaseModel
 
 from ops.readout.statistics import bootstrap_means, holm, named_rng, paired_p_value, percentile_interval, unpaired_p_value
 from ops.simulation.observation import CLICK_MOVIE, EXIT, WATCH_AND_RATE
-from ops.simulation.observation import EXIT_INTERVIEW
+from ops.simulation.observation import AGENT_FAILURES, EXIT_INTERVIEW
 
 METRICS: tuple[str, ...] = (
     "ctr",
@@ -102,6 +109,8 @@ class ABReadout:
     control: str
     design: str  # "paired" / "random"
     config: ReadoutConfig
+    # arm, agents, fallback_events, fallback_agents, failed_agents (see `fallback_counts`)
+    fallbacks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FALLBACKS))
 
     def table(self, pooled: bool = False) -> pl.DataFrame:
         """One row per arm, one "mean [low, high]" column per metric: the table people read
@@ -122,7 +131,15 @@ class ABReadout:
 
     def to_markdown(self) -> str:
         lines = [f"### Arms ({self.design} design, {self.config.confidence:.0%} bootstrap intervals over agents)", ""]
-        lines += _markdown(self.table())
+        table = self.table()
+        if self.fallbacks.height:
+            # Recorded fallbacks beside each arm: agents with one (events), of which failed.
+            cells = {
+                r["arm"]: f"{r['fallback_agents']} agents ({r['fallback_events']} events), {r['failed_agents']} failed"
+                for r in self.fallbacks.iter_rows(named=True)
+            }
+            table = table.with_columns(pl.col("arm").replace_strict(cells, default="0").alias("fallbacks"))
+        lines += _markdown(table)
         if self.arms.get_column("pooled").is_not_null().any():
             lines += ["", "### Pooled ratios (sum over agents of numerators ÷ denominators)", ""]
             lines += _markdown(self.table(pooled=True))
@@ -179,7 +196,30 @@ def ab_readout(
         else:
             comparisons.append(_compare_unpaired(arm, control, per_agent, boots, config))
     comparison_table = _with_holm(pl.concat(comparisons) if comparisons else _empty_comparisons(), config)
-    return ABReadout(per_agent, arm_table, comparison_table, control, design, config)
+    fallbacks = pl.DataFrame([{"arm": arm, **fallback_counts(events.filter(pl.col("arm") == arm))} for arm in arms], schema=FALLBACKS)
+    return ABReadout(per_agent, arm_table, comparison_table, control, design, config, fallbacks)
+
+
+FALLBACKS = {"arm": pl.Utf8, "agents": pl.Int64, "fallback_events": pl.Int64, "fallback_agents": pl.Int64, "failed_agents": pl.Int64}
+
+
+def fallback_counts(events: pl.DataFrame) -> dict[str, int]:
+    """How often the brain fell back in these events: {"agents", "fallback_events",
+    "fallback_agents" (agents with at least one), "failed_agents" (agents the endpoint kept
+    failing or whose deadline passed: `observation.AGENT_FAILURES`)}.  Events written before
+    the `fallback` column existed count as none."""
+    agents = events.get_column("user_id").n_unique() if "user_id" in events.columns else 0
+    if "fallback" not in events.columns or events.is_empty():
+        return {"agents": agents, "fallback_events": 0, "fallback_agents": 0, "failed_agents": 0}
+    fell = events.filter(pl.col("fallback").fill_null(False))
+    kind = pl.col("fallback_reason").str.split(":").list.first().str.strip_chars()
+    failed = fell.filter(kind.is_in(list(AGENT_FAILURES)))
+    return {
+        "agents": agents,
+        "fallback_events": fell.height,
+        "fallback_agents": fell.get_column("user_id").n_unique(),
+        "failed_agents": failed.get_column("user_id").n_unique(),
+    }
 
 
 def per_agent_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataFrame:

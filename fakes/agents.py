@@ -119,3 +119,38 @@ def split_by_time(ratings: pl.DataFrame, share: float = 0.75) -> tuple[pl.DataFr
     train = ordered.filter(rank <= (size * share).floor())
     valid = ordered.filter(rank > (size * share).floor())
     return train, valid
+
+
+def llm_world(root: Path, n_agents: int, n_per_genre: int = 6, per_user: int = 6, list_length: int = 10, arm: str = "pop") -> dict:
+    """Everything a simulation needs, built from the planted catalogue under `root` (posters
+    included; the same `root` gives the same world, byte for byte): catalogue (the sandbox's),
+    profiles, memories, ratings, each agent's list (its first `list_length` unrated movies),
+    the TOP_K table for `arm`, and session templates."""
+    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
+    from ops.agents.memory import build_long_term_memories
+    from ops.agents.movie_facts import build_movie_facts
+    from ops.agents.profile import build_profiles
+    from ops.agents.session import AgentSession
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.simulation.catalogue import Catalogue
+
+    movies, meta = make_catalogue(Path(root) / "posters", n_per_genre=n_per_genre)
+    users, ratings, _ = make_users_and_ratings(movies, n_users=n_agents, per_user=per_user)
+    catalogue = build_mm_ml_1m(movies, meta)
+    vectors = embed_catalogue(catalogue, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    facts = build_movie_facts(catalogue, ratings)
+    looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
+    profiles = build_profiles(ratings, users, catalogue, facts=facts, poster_looks=looks)
+    memories = build_long_term_memories(ratings, vectors)
+    rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
+    all_ids = sorted(movies.get_column("movie_id").to_list())
+    lists = {u: [m for m in all_ids if (u, m) not in rated][:list_length] for u in profiles}
+    top_k = pl.DataFrame(
+        [{"arm": arm, "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)} for u in sorted(lists) for r, m in enumerate(lists[u])],
+        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
+    )
+    return dict(
+        catalogue=Catalogue.from_frame(catalogue), catalogue_frame=catalogue, profiles=profiles, memories=memories,
+        ratings=ratings, lists=lists, top_k=top_k,
+        agents=[AgentSession(u, profiles[u], memories[u], 0.0, 0.0) for u in sorted(profiles)],
+    )

@@ -59,6 +59,11 @@ def endpoint_host(url: str) -> str:
     return urlsplit(safe_endpoint(url)).netloc
 
 
+def secret_parameter(name: str) -> bool:
+    """Whether a query parameter of this name carries a credential (api_key, key, token, …)."""
+    return _QUERY_SECRET.fullmatch(f"{name}=x") is not None
+
+
 def register_secrets(secrets: Iterable[str], loggers: Iterable[str] = ()) -> None:
     """Remember secret values for `redact`, and filter the named loggers' records through it."""
     with _SECRETS_LOCK:
@@ -111,7 +116,7 @@ _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
 # Query parameters that carry credentials in gateways' URLs (api_key=, key=, token=, …).
 _QUERY_SECRET = re.compile(
-    r"\b((?:api[_-]?key|access[_-]?token|token|key|secret|password|sig|signature|auth)=)[^&\s'\"]+",
+    r"\b((?:api[_-]?key|access[_-]?token|token|key|secret|password|sig|signature|auth|code)=)[^&\s'\"]+",
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=\-]+")

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings
+from fakes.agents import llm_world
 from fakes.openai_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeOpenAI, answer, images, scripted_agent, user_text
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
@@ -30,24 +30,7 @@ KEY_ENV = "SIMAB_TEST_LLM_KEY"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from ops.agents.profile import build_profiles
-    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-    from ops.agents.memory import build_long_term_memories
-    from ops.agents.movie_facts import build_movie_facts
-    from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.simulation.catalogue import Catalogue
-
-    root = tmp_path_factory.mktemp("llm")
-    movies, meta = make_catalogue(root / "posters", n_per_genre=6)
-    users, ratings, favourite = make_users_and_ratings(movies, n_users=3, per_user=6)
-    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
-    facts = build_movie_facts(build_mm_ml_1m(movies, meta), ratings)
-    looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
-    profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), facts=facts, poster_looks=looks)
-    memories = build_long_term_memories(ratings, vectors)
-    rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
-    lists = {u: [m for m in sorted(movies.get_column("movie_id").to_list()) if (u, m) not in rated][:10] for u in profiles}
-    return dict(catalogue=Catalogue.from_frame(build_mm_ml_1m(movies, meta)), profiles=profiles, memories=memories, lists=lists, ratings=ratings)
+    return llm_world(tmp_path_factory.mktemp("llm"), n_agents=3)
 
 
 def session(world, uid: int = 1, spent: float = 12.0, budget: float = 30.0) -> AgentSession:

@@ -45,9 +45,10 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ops.simulation.brains.llm.config import LLMBrainConfig
-from ops.web import parse_retry_after, redact, register_secrets, safe_endpoint
+from ops.web import parse_retry_after, redact, register_secrets, safe_endpoint, secret_parameter
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,15 @@ class LLMClient:
     def __init__(self, config: LLMBrainConfig, client=None) -> None:
         self.config = config
         self.usage = Usage()
-        self._base_url = resolve_base_url(config.base_url)  # may carry credentials: never shown
+        self._base_url = resolve_base_url(config.base_url)  # may carry a query token: never shown
         self.endpoint = safe_endpoint(self._base_url)
+        if urlsplit(self._base_url).username is not None:
+            # aiohttp refuses a bearer key beside URL credentials, httpx silently swaps the
+            # key for Basic auth: neither is what anyone means.  Say so, without the secret.
+            raise ValueError(
+                f"LLM endpoint {self.endpoint}: the base URL carries user info (user:password@); put the key in "
+                f"the environment variable named by api_key_env ({config.api_key_env!r}) instead"
+            )
         self._client = client
         self._loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> (client, semaphore)
         self._loops_lock = threading.Lock()
@@ -309,8 +317,16 @@ class LLMClient:
         http = (openai.DefaultAioHttpClient if c.http_client == "aiohttp" else openai.DefaultAsyncHttpxClient)(
             timeout=c.timeout_s, limits=limits
         )
+        # A gateway's query token (…/v1?api-key=…) goes with every request as a default query
+        # parameter; left in the base URL the SDK would glue the path after it.
+        parts = urlsplit(self._base_url)
+        base_url = urlunsplit(parts._replace(query="", fragment=""))
+        query = dict(parse_qsl(parts.query, keep_blank_values=True)) or None
+        register_secrets([v for k, v in (query or {}).items() if v and secret_parameter(k)], _HTTP_LOGGERS)
         # Retries are tenacity's (bounded, counted), not the SDK's.
-        return openai.AsyncOpenAI(api_key=key, base_url=self._base_url, timeout=c.timeout_s, max_retries=0, http_client=http)
+        return openai.AsyncOpenAI(
+            api_key=key, base_url=base_url, default_query=query, timeout=c.timeout_s, max_retries=0, http_client=http
+        )
 
 
 def resolve_base_url(base_url: str | None) -> str:

@@ -1,24 +1,33 @@
-"""LLM brain throughput against a fake OpenAI-compatible endpoint with fixed latency:
-agents in flight at once (`simulate_arm(..., concurrency=n)`) ÷ the serial loop, and a cached
-re-run ÷ the first run, both measured in the same run.
+"""LLM brain throughput against a fake OpenAI-compatible endpoint with a fixed latency per call
+(issue 15): ≥ 1,000 agents, many in flight (`simulate_arm(..., concurrency=n)` runs the LLM
+brain's sessions as coroutines on one event loop, `openai.AsyncOpenAI` behind a semaphore).
 
-The fake endpoint of `fakes.openai_server`, on its own threaded server, answers chat
-completions in OpenAI's JSON shape after a fixed delay, playing a scripted user (open the
-first movie, watch it, next page, exit, interview).  The serial
-`ops.simulation.runner.simulate_arm` run is the baseline; the concurrent runs must give the
-same events (latencies aside) and approach min(concurrency, agents) × faster while the
-server is the bottleneck.  Also printed: the
-prompt size per page (characters, and tokens at ~4 characters per token) and the time the
-brain spends building a prompt (retrieval + rendering, no network).
+The fake (`fakes.openai_server`, aiohttp) runs in a process of its own, so that the client's
+CPU time is measured apart from the server's.  For each concurrency it prints:
 
-    .venv/bin/python bench/llm_brain.py [--agents 40] [--latency-ms 50] [--concurrency 1 4 8 16]
+- the ideal wall time: calls × latency ÷ concurrency, respecting each agent's sequential
+  calls — latency × max(⌈calls ÷ concurrency⌉, calls of the longest session) — and the
+  measured wall time's ratio to it (goal ≥ 0.85, i.e. ideal ÷ wall);
+- the baseline measured in the same run: the same number of sequential call chains sent by
+  a bare aiohttp client (no brain, no SDK, tiny bodies) — what this machine and the fake
+  server allow; the brain's wall time against it separates client limits from server ones;
+- CPU seconds per call of the client process (prompts, SDK, HTTP, event loop) and of the
+  server process;
+- whether the events equal those of the first concurrency (latencies aside), and a re-run
+  from the response cache (0 calls, same events).
+
+    .venv/bin/python bench/llm_brain.py [--agents 1000] [--latency-ms 300] [--concurrency 64 256]
+                                        [--http-client aiohttp httpx]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
+import math
+import resource
 import sys
 import tempfile
 import time
@@ -27,80 +36,119 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
 
-from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings  # noqa: E402
-from fakes.openai_server import FakeOpenAI, scripted_agent  # noqa: E402
+from fakes.agents import llm_world  # noqa: E402
+from fakes.openai_server import spawn, stats  # noqa: E402
 from ops.agents.session import AgentSession  # noqa: E402
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 
+CALLS_PER_SESSION = 5  # the scripted agent: click, watch, next page, exit, interview
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", type=int, default=40)
-    parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--latency-ms", type=float, default=300.0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--http-client", nargs="+", choices=("aiohttp", "httpx"), default=["aiohttp"])
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    latency = args.latency_ms / 1000.0
 
     with tempfile.TemporaryDirectory() as tmp:
-        world = build_world(Path(tmp), args.agents)
-        fake = FakeOpenAI(scripted_agent, latency_s=args.latency_ms / 1000, record=False)
-        with fake.serve() as url:
-            report(world, url, fake, Path(tmp), args)
-
-
-def report(world, url, fake: FakeOpenAI, tmp: Path, args) -> None:
-    config = SimulationConfig(progress=False)
-    n = len(world["agents"])
-
-    def brain(cache: Path | None = None, vision: bool = False) -> LLMBrain:
-        return LLMBrain(
-            LLMBrainConfig(base_url=url, model="bench-model", api_key_env="SIMAB_BENCH_KEY", api_key_required=False,
-                           vision=vision, cache_path=str(cache) if cache else None),
-            catalogue=world["catalogue"],
-        )
-
-    print(f"fake endpoint latency {args.latency_ms:.0f} ms, {n} agents, 5 requests per session (click, watch, next page, exit, interview)")
-    # Warm-up (imports, client, poster captions) so that no measured run pays for it.
-    simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=99, concurrency=8)
-    calls = fake.calls
-    t = time.perf_counter()
-    serial = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=1)
-    serial_s = time.perf_counter() - t
-    requests = fake.calls - calls
-    print(f"\n{'run':<22} {'seconds':>8} {'agents/s':>9} {'requests':>9} {'speed-up vs serial':>19} {'same events':>12}")
-    print(f"{'serial simulate_arm':<22} {serial_s:>8.2f} {n / serial_s:>9.1f} {requests:>9} {1.0:>19.2f} {'-':>12}")
-    for c in args.concurrency:
-        calls = fake.calls
         t = time.perf_counter()
-        events = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(), config, seed=1, concurrency=c)
-        s = time.perf_counter() - t
-        same = events.drop("latency_s").equals(serial.drop("latency_s"))
-        print(f"{'concurrency ' + str(c):<22} {s:>8.2f} {n / s:>9.1f} {fake.calls - calls:>9} {serial_s / s:>19.2f} {str(same):>12}")
+        world = llm_world(Path(tmp) / "world", n_agents=args.agents, n_per_genre=20, per_user=24, list_length=20, arm="bench")
+        print(f"world: {args.agents} agents built in {time.perf_counter() - t:.1f} s; fake endpoint latency {args.latency_ms:.0f} ms, "
+              f"its own process; text-only prompts (palette captions)")
+        with spawn(latency_ms=args.latency_ms) as url:
+            header = (f"\n{'run':<34} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'ideal/wall':>10} {'vs bare':>8} "
+                      f"{'client CPU ms/call':>18} {'server CPU ms/call':>18} {'same events':>11}")
+            print(header)
+            reference = None
+            for c in args.concurrency:
+                ideal = latency * max(math.ceil(args.agents * CALLS_PER_SESSION / c), CALLS_PER_SESSION)
+                bare = measure(url, lambda: asyncio.run(bare_chains(url, args.agents, CALLS_PER_SESSION, c)))
+                line("bare aiohttp chains, c=" + str(c), bare, ideal, bare["wall"], "-")
+                for http in args.http_client:
+                    brain = make_brain(url, world, c, http)
+                    run = measure(url, lambda: simulate(world, brain, c))
+                    events = run.pop("result")
+                    same = "-" if reference is None else str(events.drop("latency_s").equals(reference.drop("latency_s")))
+                    reference = events if reference is None else reference
+                    line(f"simulate_arm {http}, c={c}", run, ideal, bare["wall"], same)
+                    brain.close()
 
-    cache = tmp / "cache.sqlite"
-    c = max(args.concurrency)
-    calls = fake.calls
-    t = time.perf_counter()
-    first = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(cache), config, seed=1, concurrency=c)
-    first_s = time.perf_counter() - t
-    first_requests = fake.calls - calls
-    calls = fake.calls
-    t = time.perf_counter()
-    again = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain(cache), config, seed=1, concurrency=c)
-    again_s = time.perf_counter() - t
-    print(f"\ncache, concurrency {c}: first run {first_s:.2f} s ({first_requests} requests), re-run {again_s:.2f} s "
-          f"({fake.calls - calls} requests), re-run / first = {again_s / first_s:.3f}, same events: "
-          f"{again.drop('latency_s').equals(first.drop('latency_s'))}")
+            c = max(args.concurrency)
+            cache = Path(tmp) / "cache.sqlite"
+            first = measure(url, lambda: simulate(world, make_brain(url, world, c, args.http_client[0], cache), c))
+            again = measure(url, lambda: simulate(world, make_brain(url, world, c, args.http_client[0], cache), c))
+            same = again.pop("result").drop("latency_s").equals(first.pop("result").drop("latency_s"))
+            print(f"\ncache, c={c}: first run {first['wall']:.2f} s ({first['calls']} calls), re-run {again['wall']:.2f} s "
+                  f"({again['calls']} calls), re-run / first = {again['wall'] / first['wall']:.3f}, same events: {same}")
+        prompt_sizes(world)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nclient peak RSS {peak:.0f} MiB")
 
-    # Prompt size and build time (no network).
+
+def make_brain(url: str, world: dict, concurrency: int, http: str, cache: Path | None = None) -> LLMBrain:
+    return LLMBrain(
+        LLMBrainConfig(base_url=url, model="bench-model", api_key_env="SIMAB_BENCH_KEY", api_key_required=False, vision=False,
+                       concurrency=concurrency, http_client=http, cache_path=str(cache) if cache else None),
+        catalogue=world["catalogue"],
+    )
+
+
+def simulate(world: dict, brain: LLMBrain, concurrency: int):
+    return simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain, SimulationConfig(progress=False),
+                        seed=1, concurrency=concurrency)
+
+
+def measure(url: str, work) -> dict:
+    """Wall time, calls served, client and server CPU seconds of one piece of work."""
+    server = stats(url)
+    cpu = time.process_time()
+    started = time.perf_counter()
+    result = work()
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    after = stats(url)
+    calls = after["calls"] - server["calls"]
+    return {"wall": wall, "calls": calls, "client_cpu": cpu, "server_cpu": after["cpu_s"] - server["cpu_s"], "result": result}
+
+
+def line(name: str, run: dict, ideal: float, bare_wall: float, same: str) -> None:
+    calls = max(run["calls"], 1)
+    print(f"{name:<34} {run['calls']:>6} {run['wall']:>7.2f} {ideal:>7.2f} {ideal / run['wall']:>10.2f} {bare_wall / run['wall']:>8.2f} "
+          f"{1000 * run['client_cpu'] / calls:>18.2f} {1000 * run['server_cpu'] / calls:>18.2f} {same:>11}")
+
+
+async def bare_chains(url: str, chains: int, per_chain: int, concurrency: int) -> None:
+    """The floor: `chains` sequences of `per_chain` POSTs, `concurrency` at once, with a bare
+    aiohttp client and a tiny body the fake's policy still answers."""
+    import aiohttp
+
+    body = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": "Question: Do you feel satisfied"}]})
+    pending = iter(range(chains))
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            for _ in pending:
+                for _ in range(per_chain):
+                    async with session.post(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"}) as r:
+                        await r.read()
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def prompt_sizes(world: dict) -> None:
+    """Prompt size per page and the time the brain spends building one (no network)."""
     from ops.simulation.sandbox import Sandbox
 
     for vision in (False, True):
-        b = brain(vision=vision)
-        sizes = {"home": [], "detail": []}
+        b = LLMBrain(LLMBrainConfig(model="bench-model", api_key_required=False, vision=vision), catalogue=world["catalogue"])
+        sizes: dict[str, list[int]] = {"home": [], "detail": []}
         build = []
         for agent in world["agents"][:20]:
             sandbox = Sandbox(world["lists"][agent.user_id], world["catalogue"])
@@ -114,33 +162,11 @@ def report(world, url, fake: FakeOpenAI, tmp: Path, args) -> None:
                 build.append(time.perf_counter() - t)
                 sizes[page_type].append(sum(len(json.dumps(m["content"])) for m in messages))
         kind = "vision (images as data URLs)" if vision else "text-only (palette captions)"
-        print(f"\nprompt, {kind}: home {np.mean(sizes['home']):.0f} chars, detail {np.mean(sizes['detail']):.0f} chars"
+        print(f"prompt, {kind}: home {np.mean(sizes['home']):.0f} chars, detail {np.mean(sizes['detail']):.0f} chars"
               + ("" if vision else f" (~{np.mean(sizes['home']) / 4:.0f} / ~{np.mean(sizes['detail']) / 4:.0f} tokens)")
               + f"; build time median {1000 * np.median(build):.2f} ms (first look at a poster included)")
+        b.close()
 
-
-def build_world(root: Path, n_agents: int) -> dict:
-    from ops.agents.profile import build_profiles
-    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-    from ops.agents.memory import build_long_term_memories
-    from ops.agents.movie_facts import build_movie_facts
-    from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.simulation.catalogue import Catalogue
-
-    movies, meta = make_catalogue(root / "posters", n_per_genre=20)
-    users, ratings, _ = make_users_and_ratings(movies, n_users=n_agents, per_user=24)
-    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
-    facts = build_movie_facts(build_mm_ml_1m(movies, meta), ratings)
-    looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
-    profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), facts=facts, poster_looks=looks)
-    memories = build_long_term_memories(ratings, vectors)
-    rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
-    all_ids = sorted(movies.get_column("movie_id").to_list())
-    lists = {u: [m for m in all_ids if (u, m) not in rated][:20] for u in profiles}
-    top_k = pl.DataFrame([{"arm": "bench", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
-                          for u in sorted(lists) for r, m in enumerate(lists[u])])
-    agents = [AgentSession(u, profiles[u], memories[u], 0.0, 0.0) for u in sorted(profiles)]
-    return dict(catalogue=Catalogue.from_frame(build_mm_ml_1m(movies, meta)), agents=agents, lists=lists, top_k=top_k)
 
 
 if __name__ == "__main__":

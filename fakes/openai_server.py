@@ -190,7 +190,8 @@ class FakeOpenAI:
         app = web.Application(client_max_size=64 * 1024 * 1024)  # vision prompts carry images
         app.router.add_post(CHAT_COMPLETIONS, self._handle)
         app.router.add_get("/fake/stats", self._stats)
-        runner = web.AppRunner(app, access_log=None)
+        # Stopping does not wait long for requests still being answered (a slow-reply fault).
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, host, port, backlog=1024)
         await site.start()

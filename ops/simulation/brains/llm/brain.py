@@ -58,7 +58,8 @@ class LLMBrain:
         # interview returns only (satisfaction, reason), so its cost is kept here).
         self.interview_accounting: dict[int, dict] = {}
         self._posters: OrderedDict[tuple[str, str], list[dict]] = OrderedDict()
-        self._posters_lock = threading.Lock()
+        self._recalled: OrderedDict[tuple, tuple] = OrderedDict()  # (user, page type, movies) -> (memory, lines)
+        self._posters_lock = threading.Lock()  # guards both memos
 
     # -- the Brain protocol ---------------------------------------------------------------
 
@@ -186,6 +187,22 @@ class LLMBrain:
         memory = session.memory
         if not isinstance(memory, LongTermMemory) or len(memory) == 0:
             return []
+        # An agent that comes back to a page recalls the same memories (its long-term memory
+        # does not change during a session): recalled once, kept in a bounded memo.
+        key = (session.user_id, page_type, tuple(movie_ids))
+        with self._posters_lock:
+            held = self._recalled.get(key)
+            if held is not None and held[0] is memory:
+                self._recalled.move_to_end(key)
+                return list(held[1])
+        lines = self._recall(memory, movie_ids, page_type)
+        with self._posters_lock:
+            self._recalled[key] = (memory, lines)
+            while len(self._recalled) > 4096:
+                self._recalled.popitem(last=False)
+        return list(lines)
+
+    def _recall(self, memory: LongTermMemory, movie_ids: Sequence[int], page_type: str) -> list[str]:
         c = self.config
         k_text = c.home_text_memories_per_item if page_type == "home" else c.detail_text_memories
         k_poster = c.home_poster_memories_per_item if page_type == "home" else c.detail_poster_memories

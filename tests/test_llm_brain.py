@@ -406,3 +406,22 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     again = simulate_arm("pop", top_k, agents, world["catalogue"], brain, config, seed=3, run_id="r1", concurrency=3)
     assert len(fake.requests) == 5 * len(users) and brain.usage.cache_hits == 5 * len(users)
     assert again.drop("latency_s").equals(events.drop("latency_s"))
+
+    # The serial loop of the synchronous protocol (decide / exit_interview, no coroutines)
+    # against the endpoint, no cache: the same events as the coroutines.
+    class SyncOnly:
+        def __init__(self, brain):
+            self.brain, self.name, self.interview_accounting = brain, brain.name, brain.interview_accounting
+
+        def prepare(self, sessions, shown):
+            return None
+
+        def decide(self, session, observation, rng):
+            return self.brain.decide(session, observation, rng)
+
+        def exit_interview(self, session, rng):
+            return self.brain.exit_interview(session, rng)
+
+    serial = simulate_arm("pop", top_k, agents, world["catalogue"], SyncOnly(make_brain(fake, world)), config, seed=3, run_id="r1")
+    assert len(fake.requests) == 10 * len(users)  # really asked
+    assert serial.drop("latency_s").equals(events.drop("latency_s"))

@@ -12,35 +12,49 @@ not a description of what the poster shows.
 Every answer is JSON validated against a schema (`PageAnswer`) and against the page (the
 action must be legal, a clicked movie must be on the page, a rating in range).  An answer
 that fails is re-asked ONCE with the error; if it fails again the brain records a safe
-action — `exit` on a home page, `back` on a detail page — with `Decision.extra["fallback"]`
-set and a reason that says so.  Nothing is dropped silently.
+action — `exit` on a home page, `back` on a detail page — with `Decision.fallback_reason`
+("invalid_answer: …", an event column).  Nothing is dropped silently.
 
-Transport: the official `openai` client (its own retries off), tenacity retries with
-exponential back-off (honouring Retry-After) on rate limits, 5xx, timeouts and connection
-errors, at most `max_attempts` tries; other errors (a bad key, a bad request) stop the run.
-A response cache (SQLite, one row per request hash) keyed by the full request — model,
-messages, sampling parameters, response format — makes a re-run free and identical.  The
-sampling seed of each request is drawn from the agent's generator, so a session is a pure
-function of (seed, agent, arm) as the simulation loop requires, and repeated pages get
-fresh samples.  Token counts come from the response's `usage`; cost from configurable
-prices per million tokens.
+Transport (`client`): `openai.AsyncOpenAI` per event loop behind a semaphore; tenacity
+retries with back-off and jitter on 429, 408/409, 5xx, timeouts, connection errors and 200s
+whose body is not a chat completion, the server's Retry-After honoured (both forms, its own
+cap), a deadline per decision.  A request still failing after every attempt, or a decision
+past its deadline, becomes a fallback too ("transport: …" / "deadline: …"): the runner ends
+that agent's session and fails the arm only past `max_failed_agents_share`.  A refusal
+(bad key, bad request) stops the run.  Errors name the endpoint without credentials.
+
+A response cache (SQLite, one row per request) keyed by the endpoint and the full request —
+model, messages, sampling parameters, seed, response format — makes a re-run free and
+identical; only answers that passed the checks are stored.  The sampling seed of each
+request is drawn from the agent's generator, so a session is a pure function of (seed,
+agent, arm) as the simulation loop requires, and repeated pages get fresh samples.  Token
+counts come from the response's `usage`; cost from configurable prices per million tokens.
 
 The API key is read from the environment variable NAMED in the configuration when the
 client is first needed; it is never stored on the configuration, logged, cached or put in
 a decision.
 
-Scale: `decide` is synchronous (the runner calls it once per step).  Agents are
-independent, so `ops.simulation.runner.simulate_arm(..., concurrency=n)` runs n agents at
-once on threads sharing this brain (the client and the cache are thread-safe).
+Scale: `adecide` / `aexit_interview` are coroutines, so `ops.simulation.runner.simulate_arm(...,
+concurrency=n)` keeps n agents in flight on one event loop (`decide` / `exit_interview` run
+them from synchronous code on a private loop).  `bench/llm_brain.py` measures it.
 """
 
 from ops.simulation.brains.llm.answers import AnswerError, InterviewAnswer, PageAnswer, check_answer, check_interview
 from ops.simulation.brains.llm.brain import LLMBrain
-from ops.simulation.brains.llm.client import LLMClient, Reply, ResponseCache, Usage, request_key
+from ops.simulation.brains.llm.client import (
+    LLMClient,
+    LLMEndpointError,
+    LLMTransportError,
+    Reply,
+    ResponseCache,
+    Usage,
+    request_key,
+)
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.brains.llm.prompts import poster_caption, poster_data_url
 
 __all__ = [
-    "AnswerError", "InterviewAnswer", "LLMBrain", "LLMBrainConfig", "LLMClient", "PageAnswer", "Reply", "ResponseCache",
+    "AnswerError", "InterviewAnswer", "LLMBrain", "LLMBrainConfig", "LLMClient", "LLMEndpointError", "LLMTransportError",
+    "PageAnswer", "Reply", "ResponseCache",
     "Usage", "check_answer", "check_interview", "poster_caption", "poster_data_url", "request_key",
 ]

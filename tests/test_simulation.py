@@ -245,3 +245,41 @@ def test_agent_generator_depends_on_seed_user_and_arm_unless_common_random_numbe
     assert draw(1, 5, "A") == draw(1, 5, "A")
     assert draw(1, 5, "A") != draw(1, 5, "B") and draw(1, 5, "A") != draw(1, 6, "A") and draw(1, 5, "A") != draw(2, 5, "A")
     assert draw(1, 5, "A", True) == draw(1, 5, "B", True)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_crashed_run_resumes_from_the_checkpoint_asking_only_the_unfinished_agents(tmp_path, concurrency):
+    cat, top_k, agents = world()
+    reference = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+
+    class Counting(UniformRandomBrain):
+        """Counts the interviews (one per agent simulated); crashes after `crash_after`."""
+
+        def __init__(self, crash_after=None):
+            super().__init__()
+            self.asked, self.crash_after = [], crash_after
+
+        def exit_interview(self, session, rng):
+            if self.crash_after is not None and len(self.asked) >= self.crash_after:
+                raise RuntimeError("the process dies here")
+            self.asked.append(session.user_id)
+            return super().exit_interview(session, rng)
+
+    folder = tmp_path / "checkpoints" / "A"
+    crashing = Counting(crash_after=15)
+    with pytest.raises(RuntimeError, match="the process dies here"):
+        simulate_arm("A", top_k, agents, cat, crashing, CFG, seed=3, run_id="first", concurrency=concurrency, checkpoint_dir=folder)
+    finished = set(crashing.asked)
+    assert len(finished) >= 15
+    resumed_brain = Counting()
+    resumed = simulate_arm("A", top_k, agents, cat, resumed_brain, CFG, seed=3, run_id="r", concurrency=concurrency, checkpoint_dir=folder)
+    assert not set(resumed_brain.asked) & finished and len(resumed_brain.asked) + len(finished) == N_USERS
+    assert resumed.equals(reference)  # byte for byte: nothing lost, nothing twice, run_id re-stamped
+    again = Counting()
+    assert simulate_arm("A", top_k, agents, cat, again, CFG, seed=3, run_id="r", checkpoint_dir=folder).equals(reference)
+    assert again.asked == []  # complete: an unchanged re-run simulates nothing
+    # Another arm configuration (a step limit) is another key: nothing reused, the old file superseded.
+    (old,) = folder.glob("*.jsonl")
+    other = Counting()
+    simulate_arm("A", top_k, agents, cat, other, SimulationConfig(progress=False, max_steps=3), seed=3, checkpoint_dir=folder)
+    assert len(other.asked) == N_USERS and not old.exists()

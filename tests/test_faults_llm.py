@@ -410,3 +410,25 @@ def test_an_llm_simulation_through_dagster_leaves_no_secret_under_simab_home(wor
     assert len(files) >= 5
     leaks = [str(p) for p in files if SECRET.encode() in p.read_bytes() or URL_SECRET.encode() in p.read_bytes()]
     assert leaks == []
+
+
+def test_the_cache_can_be_listed_and_cleared_by_model_and_endpoint(tmp_path, capsys):
+    from ops.simulation.brains.llm.client import ResponseCache, main
+
+    path = tmp_path / "responses.sqlite"
+    cache = ResponseCache(path)
+    cache.put("k1", "http://127.0.0.1:8000/v1", "model-a", {"content": "{}"})
+    cache.put("k2", "http://127.0.0.1:8000/v1", "model-b", {"content": "{}"})
+    cache.put("k3", "http://127.0.0.1:9000/v1", "model-a", {"content": "{}"})
+    cache.close()
+    main(["stats", "--cache", str(path)])
+    assert capsys.readouterr().out.splitlines() == [
+        "http://127.0.0.1:8000/v1\tmodel-a\t1", "http://127.0.0.1:8000/v1\tmodel-b\t1", "http://127.0.0.1:9000/v1\tmodel-a\t1"]
+    # The endpoint is matched without its credentials, as it was stored.
+    main(["clear", "--cache", str(path), "--model", "model-a", "--endpoint", f"http://u:{URL_SECRET}@127.0.0.1:8000/v1/?key=x"])
+    out = capsys.readouterr().out
+    assert out.startswith("deleted 1 entries") and "model-b\t1" in out and "9000/v1\tmodel-a\t1" in out
+    main(["clear", "--cache", str(path)])
+    assert ResponseCache(path).stats() == []
+    with pytest.raises(SystemExit, match="no LLM response cache at"):
+        main(["stats", "--cache", str(tmp_path / "absent.sqlite")])

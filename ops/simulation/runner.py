@@ -168,7 +168,8 @@ def simulate_arm(
     if checkpoint_dir is not None:
         key = checkpoint_key(arm, seed, sessions, lists, catalogue, brain, config)
         checkpoint = _open_checkpoint(Path(checkpoint_dir), key, arm, seed, brain, len(sessions))
-        done = {u: [(run_id, *row) for row in rec["rows"]] for u, rec in checkpoint.records.items() if u in set(chosen)}
+        wanted = set(chosen)
+        done = {u: [(run_id, *row) for row in rec["rows"]] for u, rec in checkpoint.records.items() if u in wanted}
     todo = [s for s in sessions if s.user_id not in done]
     if done:
         log.info("simulation of arm %r: %d of %d agents resumed from checkpoint %s", arm, len(done), len(sessions), checkpoint.path)

@@ -2,7 +2,12 @@
 
 The simulation runner (`ops.simulation.runner`) drives every brain the same way:
 `prepare` once with every agent's list, then `decide` per page and `exit_interview` when
-the session ends.  Implementations: `ops.simulation.brains.embedded` (offline default),
+the session ends.  A brain that waits on the network may also offer coroutines with the
+same meaning — `adecide`, `aexit_interview` — and `aclose_connections` (called when the
+runner's event loop ends); the runner then keeps many agents in flight on one event loop.
+A brain may offer `fingerprint()`: what, besides its name, determines its decisions (the
+checkpoint key of `simulate_arm(checkpoint_dir=…)`); without it the runner uses the brain's
+class and its pydantic `config` / `params`.  Implementations: `ops.simulation.brains.embedded` (offline default),
 `ops.simulation.brains.llm` (any OpenAI-compatible endpoint) and
 `ops.simulation.brains.random_policy` (a uniform baseline).
 """

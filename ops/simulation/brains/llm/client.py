@@ -146,7 +146,8 @@ class LLMClient:
         """One chat completion: from the cache when it holds this request, else from the
         endpoint (retried).  Nothing is stored here: see `remember`."""
         request = self.request(messages, seed)
-        key = request_key(request, self.endpoint)
+        # The key is a canonical JSON dump and a hash of a ~4 kB request: only with a cache.
+        key = request_key(request, self.endpoint) if self._cache is not None else ""
         if self._cache is not None and use_cache:
             hit = self._cache.get(key)
             if hit is not None:

@@ -205,7 +205,7 @@ class LLMClient:
             runner, self._sync_loop = self._sync_loop, None
             self._sync_holder.pop("runner", None)
         if runner is not None:
-            runner.call(self.aclose_connections())
+            runner.call(self.aclose_connections(), timeout=30)
             runner.close()
         if self._cache is not None:
             self._cache.close()
@@ -456,8 +456,8 @@ class _LoopThread:
         self.thread = threading.Thread(target=self.loop.run_forever, name="simab-llm-sync", daemon=True)
         self.thread.start()
 
-    def call(self, coroutine):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+    def call(self, coroutine, timeout: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -473,7 +473,9 @@ def _release_sync_loop(holder: dict, loops: weakref.WeakKeyDictionary, own_clien
     held = loops.pop(runner.loop, None)
     try:
         if held is not None and own_clients:
-            runner.call(held[0].close())
+            runner.call(held[0].close(), timeout=10)
+    except Exception:  # at interpreter exit the loop may be gone: nothing left to close
+        pass
     finally:
         runner.close()
 

@@ -11,6 +11,8 @@ CPU time is measured apart from the server's.  For each concurrency it prints:
 - the baseline measured in the same run: the same number of sequential call chains sent by
   a bare aiohttp client (no brain, no SDK, tiny bodies) — what this machine and the fake
   server allow; the brain's wall time against it separates client limits from server ones;
+  and the same chains through the brain's transport alone (`LLMClient`: the SDK, retries,
+  parsing; a fixed 4 kB prompt), which splits the client's cost into HTTP, SDK and brain;
 - CPU seconds per call of the client process (prompts, SDK, HTTP, event loop) and of the
   server process;
 - whether the events equal those of the first concurrency (latencies aside), and a re-run
@@ -70,6 +72,9 @@ def main() -> None:
                 ideal = latency * max(math.ceil(args.agents * CALLS_PER_SESSION / c), CALLS_PER_SESSION)
                 bare = measure(url, lambda: asyncio.run(bare_chains(url, args.agents, CALLS_PER_SESSION, c)))
                 line("bare aiohttp chains, c=" + str(c), bare, ideal, bare["wall"], "-")
+                transport = make_brain(url, world, c, args.http_client[0]).transport
+                sdk = measure(url, lambda: asyncio.run(transport_chains(transport, args.agents, CALLS_PER_SESSION, c)))
+                line(f"LLMClient alone {args.http_client[0]}, c={c}", sdk, ideal, bare["wall"], "-")
                 for http in args.http_client:
                     brain = make_brain(url, world, c, http)
                     run = measure(url, lambda: simulate(world, brain, c))
@@ -140,6 +145,23 @@ async def bare_chains(url: str, chains: int, per_chain: int, concurrency: int) -
                         await r.read()
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def transport_chains(transport, chains: int, per_chain: int, concurrency: int) -> None:
+    """The same chains through the brain's transport alone (`LLMClient.acomplete`: the SDK,
+    retries, parsing) with a fixed ~4 kB prompt: the client's cost without the brain."""
+    messages = [{"role": "system", "content": "x" * 3000}, {"role": "user", "content": "Question: Do you feel satisfied " + "y" * 1000}]
+    pending = iter(range(chains))
+
+    async def worker() -> None:
+        for _ in pending:
+            for _ in range(per_chain):
+                await transport.acomplete(messages, seed=1)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    finally:
+        await transport.aclose_connections()
 
 
 def prompt_sizes(world: dict) -> None:

@@ -37,8 +37,10 @@ The server is not the limit (0.93 / 0.74 of ideal with a bare client); the clien
 Python process runs on one core, and the brain costs ~3 ms CPU per call on an idle core
 (~1.3 of them the openai SDK, ~0.5 HTTP, ~1.1 prompts and memory recall), ~4 ms under that
 load.  256 calls in flight at 300 ms is ~850 calls/s, ~2.5 cores of client: out of reach of
-one process anywhere; 64 in flight (~210 calls/s, ~0.65 core) fits an idle core.  More agents
-in flight need more processes (the arm × user-shard partitions of issue 15).
+one process anywhere; 64 in flight (~210 calls/s) needs ~0.65 of a core.  More agents
+in flight need more processes (the arm × user-shard partitions of issue 15).  The c=64 run
+above was CPU-starved (the client got ~0.47 of a core: 5,000 × 4.07 ms in 43 s); an idle core
+was not available to measure it.
 """
 
 from __future__ import annotations

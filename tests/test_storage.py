@@ -191,6 +191,16 @@ def test_a_pointer_naming_an_unknown_type_is_refused(tmp_path):
         fetch(manager, "agents")
 
 
+def test_a_nan_that_json_cannot_hold_is_refused_naming_the_file(world, tmp_path):
+    import dataclasses
+
+    from ops.readout.ab_readout import ReadoutConfig
+
+    odd = dataclasses.replace(world.readout, config=ReadoutConfig(confidence=float("nan")))
+    with pytest.raises(CodecError, match=r"readout\.json: cannot be written as JSON: Out of range float"):
+        odd.save(tmp_path / "readout")
+
+
 def test_codec_refuses_object_arrays(tmp_path):
     with pytest.raises(CodecError, match=r"array 'looks' holds Python objects"):
         save_arrays(tmp_path / "a.npz", {"looks": np.array(["warm", None], dtype=object)})

@@ -222,8 +222,11 @@ def profiles_table(profiles: Mapping[int, AgentProfile]) -> pl.DataFrame:
 def profiles_from_table(table: pl.DataFrame) -> dict[int, AgentProfile]:
     """The inverse of `profiles_table`."""
     tuples = [name for name, dtype in _PROFILE_SCHEMA.items() if isinstance(dtype, pl.List)]
-    rows = table.select("agent_key", *_PROFILE_SCHEMA).iter_rows(named=True)
-    return {row.pop("agent_key"): AgentProfile(**{**row, **{name: tuple(row[name]) for name in tuples}}) for row in rows}
+    profiles = {}
+    for key, *values in table.select("agent_key", *_PROFILE_SCHEMA).iter_rows():
+        fields_ = dict(zip(_PROFILE_SCHEMA, values))
+        profiles[key] = AgentProfile(**{**fields_, **{name: tuple(fields_[name]) for name in tuples}})
+    return profiles
 
 
 def social_traits(train: pl.DataFrame, facts: MovieFacts, config: ProfileConfig | None = None) -> pl.DataFrame:

@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         runs.append((label, result.run_id, result.success))
         if not result.success:
-            failed = [e for e in result.all_events if e.is_failure]
+            failed = [e for e in result.all_events if e.is_step_failure]
             for event in failed[:5]:
-                print(f"    {event.step_key}: {event.message}", file=sys.stderr)
+                print(f"    {event.step_key}: {_reason(event)}", file=sys.stderr)
             resume = " Fix the cause, then `python -m pipelines.lifecycle --resume` re-runs only what is left." if home else ""
             raise SystemExit(f"{label} failed (Dagster run {result.run_id}); see the Dagster UI (make ui) for the whole log.{resume}")
 
@@ -174,6 +174,14 @@ def _still_to_store(defs, job: str, stored: set) -> set:
     for key in keys - stored:
         missing |= set(graph.get(key).assets_def.keys) & keys
     return missing
+
+
+def _reason(event) -> str:
+    """Why a step failed, as its error says it (a broken contract lists every problem)."""
+    data = event.step_failure_data
+    if data.user_failure_data is not None and data.user_failure_data.description:
+        return data.user_failure_data.description
+    return data.error.message.strip() if data.error is not None else event.message
 
 
 def _plan_digest(plan: list[Step], configs: dict) -> str:

@@ -128,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     args = sys.argv[1:] if argv is None else argv
-    home = Path(args[0] if args else os.environ.get("DAGSTER_HOME", "")).expanduser()
-    if not str(home):
+    given = args[0] if args else os.environ.get("DAGSTER_HOME", "")
+    if not given:
         raise SystemExit("usage: python -m pipelines.instance DAGSTER_HOME (or set $DAGSTER_HOME)")
+    home = Path(given).expanduser()
     if not write_instance_config(home):
         print(f"{home / 'dagster.yaml'}: your own file, left as it is (simab's settings: pipelines/instance.py)")
     os.environ["DAGSTER_HOME"] = str(home.resolve())

@@ -49,6 +49,23 @@ def test_only_runs_of_dead_runners_are_marked_failed(tmp_path):
         assert mark_dead_runs_failed(instance, home) == []  # marked once
 
 
+def test_the_command_make_ui_runs_writes_the_config_and_fails_dead_runs(tmp_path, monkeypatch, capsys):
+    from pipelines.instance import main
+
+    home = tmp_path / "home"
+    write_instance_config(home)
+    with DagsterInstance.from_config(str(home)) as instance:
+        orphan = create_run_for_test(instance, status=DagsterRunStatus.STARTED, tags={RUNNER_TAG: _dead_runner(home)})
+    (home / "dagster.yaml").write_text("")  # e.g. touched by an older Makefile
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    assert main([]) == 0
+    assert (home / "dagster.yaml").read_text() == INSTANCE_CONFIG
+    assert f"run {orphan.run_id}: its process is gone; marked failed" in capsys.readouterr().out
+    monkeypatch.delenv("DAGSTER_HOME")
+    with pytest.raises(SystemExit, match="usage"):
+        main([])
+
+
 PLAN = [Step("simab_prepare"), Step("simab_arm", "pop"), Step("simab_readout")]
 
 

@@ -135,7 +135,10 @@ def _load(stem: Path, asset: str) -> Any:
     if parquet.exists() and (not pointer.exists() or parquet.stat().st_mtime_ns >= pointer.stat().st_mtime_ns):
         return pl.read_parquet(parquet)
     if pointer.exists():
-        record, folder = read_folder_pointer(pointer)
+        try:
+            record, folder = read_folder_pointer(pointer)
+        except ValueError as exc:
+            raise StoredValueError(f"asset {asset}: {pointer} is not valid JSON ({exc}); materialise {asset} again") from exc
         if record.get("format") != FORMAT:
             raise StoredValueError(f"asset {asset}: {pointer} is not a simab asset pointer (format {record.get('format')!r})")
         type_name = record.get("type")

@@ -189,6 +189,9 @@ def test_a_pointer_naming_an_unknown_type_is_refused(tmp_path):
     pointer.write_text(json.dumps({**json.loads(pointer.read_text()), "type": "os.system", "folder": "agents.x.d"}))
     with pytest.raises(StoredValueError, match="names type 'os.system', which simab does not load"):
         fetch(manager, "agents")
+    pointer.write_text("{half")
+    with pytest.raises(StoredValueError, match=r"agents\.json is not valid JSON"):
+        fetch(manager, "agents")
 
 
 def test_a_nan_that_json_cannot_hold_is_refused_naming_the_file(world, tmp_path):

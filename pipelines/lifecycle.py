@@ -181,7 +181,10 @@ def _reason(event) -> str:
     data = event.step_failure_data
     if data.user_failure_data is not None and data.user_failure_data.description:
         return data.user_failure_data.description
-    return data.error.message.strip() if data.error is not None else event.message
+    error = data.error
+    while error is not None and error.cause is not None:  # Dagster wraps the user's exception
+        error = error.cause
+    return error.message.strip() if error is not None else event.message
 
 
 def _plan_digest(plan: list[Step], configs: dict) -> str:

@@ -138,6 +138,20 @@ def test_bad_input_stores_nothing_and_resimulation_still_works(good_run, moviele
     assert fresh.drop("run_id", "latency_s").equals(events.drop("run_id", "latency_s"))
 
 
+def test_the_runner_says_why_a_bad_input_failed(movielens_folder, tmp_path, monkeypatch, capsys):
+    from pipelines.lifecycle import main
+
+    folder = copy_folder(movielens_folder, tmp_path / "ml-1m")
+    BAD_INPUTS["pair_rated_twice"][0](folder)
+    for name, value in {"SIMAB_HOME": str(tmp_path / "home"), "SIMAB_SOURCE": "local", "SIMAB_LOCAL_PATH": str(folder)}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(SystemExit, match="simab_prepare failed"):
+        main(["--arms", "random"])
+    assert re.search(r"movielens: .*ratings\.dat, line 601: user 1 rated movie \d+ twice", capsys.readouterr().err)
+
+
 def test_a_pickle_dropped_into_the_asset_folder_is_refused_and_never_loaded(good_run):
     home, defs, instance, _ = good_run
     marker = home / "unpickled"

@@ -6,7 +6,7 @@ export GX_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
-.PHONY: setup demo demo-ml1m test ui mlflow-ui bench clean
+.PHONY: setup demo demo-ml1m resume test ui mlflow-ui bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,9 +19,13 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# The lifecycle runner writes $(DAGSTER_HOME)/dagster.yaml itself (pipelines/instance.py).
 demo: setup
-	mkdir -p $(DAGSTER_HOME) && touch $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m pipelines.lifecycle
+
+# After a kill or a failure: skip the steps that succeeded, re-run only what was not stored.
+resume: setup
+	$(BIN)/python -m pipelines.lifecycle --resume
 
 # The real-data run of the closing notes: ML-1M (users 1-1999) with the local metadata and
 # posters from ../shared/data, in its own $SIMAB_HOME so it never mixes with the demo.
@@ -37,8 +41,9 @@ test: setup
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
+# The instance config (telemetry off, run monitoring on) and runs of killed runners marked failed.
 ui: setup
-	mkdir -p $(DAGSTER_HOME) && touch $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/python -m pipelines.instance $(DAGSTER_HOME)
 	$(BIN)/dagster dev -w workspace.yaml
 
 mlflow-ui: setup

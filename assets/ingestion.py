@@ -5,6 +5,10 @@
 official GroupLens archive (checksum-verified, cached, resumable).  The synthetic source also
 yields its hidden tastes (for tests that check later stages recover them) and its side
 information (metadata and posters); other sources yield empty frames there.
+
+The three tables pass their data contracts before anything is stored
+(`data_contracts.checks.stop_before_storing`): a bad source fails the step and leaves the
+stored tables as they were.
 """
 
 
@@ -15,6 +19,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, Output, multi_asset
 from pydantic import Field
 
+from data_contracts.checks import movies_verdict, ratings_verdict, stop_before_storing, users_verdict
 from ops.schema import HIDDEN_TASTES, METADATA
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root, frame_digest
@@ -76,6 +81,10 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
         users, movies, ratings = tables.users, tables.movies, tables.ratings
         origin = f"{config.source}:{folder}"
 
+    stop_before_storing(
+        {"users": users_verdict(users), "movies": movies_verdict(movies), "ratings": ratings_verdict(ratings, users, movies)},
+        stored="users, movies, ratings, planted_tastes, synthetic_side_info",
+    )
     density = ratings.height / max(users.height * movies.height, 1)
     with mlflow_tracking.asset_run(context, params={"source": config.source, "origin": origin, "seed": config.seed}):
         mlflow_tracking.tag_parent(context, {"data_source": config.source})

@@ -14,6 +14,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, DataVersion, MetadataValue, Output, asset
 from pydantic import Field
 
+from data_contracts.checks import metadata_verdict, stop_before_storing
 from ops.schema import METADATA, conform
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
@@ -66,6 +67,8 @@ def movie_metadata(
     else:
         metadata = pl.DataFrame(schema=METADATA)
     metadata = conform(metadata, METADATA, "movie_metadata")
+    # The contract before anything is stored (data_contracts.checks says why).
+    stop_before_storing({"movie_metadata": metadata_verdict(metadata, movies)}, stored="movie_metadata")
 
     with mlflow_tracking.asset_run(context, params={"source": source, "links": bool(links is not None)}):
         mlflow_tracking.log_metrics({"movies": movies.height, "with_metadata": metadata.height, "failures": 0 if failures is None else failures.height})

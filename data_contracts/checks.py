@@ -1,14 +1,29 @@
-"""The contracts as blocking Dagster asset checks.
+"""The contracts, run twice: inside the step that produces a table, before it is stored
+(`stop_before_storing`), and as blocking Dagster asset checks on what was stored.
 
-A failing check has severity ERROR and is blocking, so nothing downstream of the table
-materialises in that run; its description and metadata list every failed expectation
-with offending examples, readable in the Dagster UI.
+Why in the producing step: a blocking asset check runs only after its asset's output has
+been written, so on its own it stops what is downstream but cannot save what it guards —
+a bad ratings file used to overwrite `users`, `movies`, `ratings` and `movie_metadata`
+before the check failed, and later re-simulations broke.  The alternative, storing each
+version aside and moving a "current" pointer once the checks pass, would make every reader
+resolve pointers, record Dagster materialisations of data nobody reads, and need garbage
+collection.  Validating first keeps one rule: what is stored has passed its contract.  The
+step fails with every finding in its message and metadata; nothing is written, so every
+stored asset stays byte-identical and downstream runs keep working on the previous data.
+
+The asset checks stay: the Dagster UI shows each contract on the stored table (its
+description and metadata list every failed expectation with offending examples), and they
+still guard a table produced by anything else.  Both paths call the same `*_verdict`
+functions, so they cannot disagree.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 import polars as pl
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue, asset_check
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, Failure, MetadataValue, asset_check
 
 from data_contracts.suites import (
     ContractConfig,
@@ -23,30 +38,87 @@ from data_contracts.validate import ContractReport, validate_frame
 from ops.data.poster_store import verify_poster_file
 
 
-def contract_result(report: ContractReport, extra_problems: list[str] | None = None) -> AssetCheckResult:
-    problems = [f.message() for f in report.findings] + list(extra_problems or [])
-    summary = report.summary() + "".join(f"\n- {p}" for p in extra_problems or [])
+@dataclass(frozen=True)
+class Verdict:
+    """One table's contract: its summary and every problem, in words a person reads."""
+
+    table: str
+    rows: int
+    expectations: int
+    summary: str
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def users_verdict(users: pl.DataFrame) -> Verdict:
+    return _verdict(validate_frame(users, users_suite(ContractConfig())))
+
+
+def movies_verdict(movies: pl.DataFrame) -> Verdict:
+    return _verdict(validate_frame(movies, movies_suite(ContractConfig())))
+
+
+def ratings_verdict(ratings: pl.DataFrame, users: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
+    suite = ratings_suite(users.get_column("user_id").to_list(), movies.get_column("movie_id").to_list(), ContractConfig())
+    return _verdict(validate_frame(ratings, suite))
+
+
+def metadata_verdict(movie_metadata: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
+    """Value ranges and dates (great-expectations), coverage floor, posters that decode."""
+    if movie_metadata.height == 0:
+        # No metadata source configured: nothing to check, and later stages use MovieLens fields only.
+        return Verdict("metadata", 0, 0, "no metadata (source 'none')")
+    config = ContractConfig()
+    report = validate_frame(metadata_frame_for_contract(movie_metadata), metadata_suite(movies.get_column("movie_id").to_list(), config))
+    bad = undecodable_posters(movie_metadata)
+    extra = coverage_problems(movie_metadata, movies.height, config.metadata_coverage_floor)
+    extra += [f"poster does not decode: {reason}" for reason in bad[:10]]
+    if len(bad) > 10:
+        extra.append(f"... and {len(bad) - 10} more undecodable posters")
+    return _verdict(report, extra)
+
+
+def stop_before_storing(verdicts: Mapping[str, Verdict], stored: str) -> None:
+    """Raise a Dagster `Failure` listing every broken contract, before the step outputs
+    anything; `stored` names what therefore keeps its previous value."""
+    broken = {name: v for name, v in verdicts.items() if not v.passed}
+    if not broken:
+        return
+    lines = [f"blocking data contract(s) failed: {', '.join(broken)}; nothing was stored ({stored} keep their previous values)"]
+    for verdict in broken.values():
+        lines += [f"{verdict.table}: {len(verdict.problems)} problem(s) on {verdict.rows} rows"] + [f"- {p}" for p in verdict.problems]
+    raise Failure(
+        description="\n".join(lines)[:4000],
+        metadata={f"{name} problems": MetadataValue.md("\n".join(f"- {p}" for p in v.problems)) for name, v in broken.items()},
+        allow_retries=False,
+    )
+
+
+def contract_result(verdict: Verdict) -> AssetCheckResult:
     return AssetCheckResult(
-        passed=not problems,
+        passed=verdict.passed,
         severity=AssetCheckSeverity.ERROR,
-        description=summary[:2000],
+        description=verdict.summary[:2000],
         metadata={
-            "rows": report.rows,
-            "expectations": report.evaluated,
-            "failed": len(problems),
-            "problems": MetadataValue.md("\n".join(f"- {p}" for p in problems) or "none"),
+            "rows": verdict.rows,
+            "expectations": verdict.expectations,
+            "failed": len(verdict.problems),
+            "problems": MetadataValue.md("\n".join(f"- {p}" for p in verdict.problems) or "none"),
         },
     )
 
 
 @asset_check(asset="users", blocking=True, description="great-expectations: unique ids, MovieLens demographic codes")
 def users_contract(users: pl.DataFrame) -> AssetCheckResult:
-    return contract_result(validate_frame(users, users_suite(ContractConfig())))
+    return contract_result(users_verdict(users))
 
 
 @asset_check(asset="movies", blocking=True, description="great-expectations: unique ids, titles, plausible years")
 def movies_contract(movies: pl.DataFrame) -> AssetCheckResult:
-    return contract_result(validate_frame(movies, movies_suite(ContractConfig())))
+    return contract_result(movies_verdict(movies))
 
 
 @asset_check(
@@ -56,8 +128,7 @@ def movies_contract(movies: pl.DataFrame) -> AssetCheckResult:
     description="great-expectations: rating 1..5, unique (user, movie), timestamps in range, ratings→users/movies integrity, density",
 )
 def ratings_contract(ratings: pl.DataFrame, users: pl.DataFrame, movies: pl.DataFrame) -> AssetCheckResult:
-    suite = ratings_suite(users.get_column("user_id").to_list(), movies.get_column("movie_id").to_list(), ContractConfig())
-    return contract_result(validate_frame(ratings, suite))
+    return contract_result(ratings_verdict(ratings, users, movies))
 
 
 @asset_check(
@@ -67,19 +138,7 @@ def ratings_contract(ratings: pl.DataFrame, users: pl.DataFrame, movies: pl.Data
     description="great-expectations: vote average 0..10, vote count ≥ 0, dates parse, coverage floor; posters decode (pillow)",
 )
 def movie_metadata_contract(movie_metadata: pl.DataFrame, movies: pl.DataFrame) -> AssetCheckResult:
-    if movie_metadata.height == 0:
-        # No metadata source configured: nothing to check, and later stages use MovieLens fields only.
-        return AssetCheckResult(passed=True, description="no metadata (source 'none')", metadata={"rows": 0})
-    report = validate_frame(
-        metadata_frame_for_contract(movie_metadata), metadata_suite(movies.get_column("movie_id").to_list(), ContractConfig())
-    )
-    config = ContractConfig()
-    bad = undecodable_posters(movie_metadata)
-    extra = coverage_problems(movie_metadata, movies.height, config.metadata_coverage_floor)
-    extra += [f"poster does not decode: {reason}" for reason in bad[:10]]
-    if len(bad) > 10:
-        extra.append(f"... and {len(bad) - 10} more undecodable posters")
-    return contract_result(report, extra)
+    return contract_result(metadata_verdict(movie_metadata, movies))
 
 
 def undecodable_posters(metadata: pl.DataFrame) -> list[str]:
@@ -89,3 +148,14 @@ def undecodable_posters(metadata: pl.DataFrame) -> list[str]:
 
 
 CONTRACT_CHECKS = [users_contract, movies_contract, ratings_contract, movie_metadata_contract]
+
+
+def _verdict(report: ContractReport, extra_problems: list[str] | None = None) -> Verdict:
+    extra = list(extra_problems or [])
+    return Verdict(
+        table=report.table,
+        rows=report.rows,
+        expectations=report.evaluated,
+        summary=report.summary() + "".join(f"\n- {p}" for p in extra),
+        problems=[f.message() for f in report.findings] + extra,
+    )

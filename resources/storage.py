@@ -1,25 +1,54 @@
 """Where simab keeps what it makes, and the IO manager that writes asset values there.
 
 Everything lives under one data folder: `$SIMAB_HOME` when set, else `data/` in the
-project.  Polars frames become Parquet (one file per asset, one per partition); any other
-value (a trained arm, a dict of profiles) is pickled beside them.  Files are written to a
-temporary name and renamed, so a killed run never leaves a half-written asset behind.
+project.  Under `<root>/assets/`, one name per asset (`<asset>` or `<asset>/<partition>`):
+
+- a Polars frame is `<name>.parquet`;
+- a value of one of the types in `VALUE_TYPES` (the agents, the fitted embedded brain, a
+  trained arm, the A/B read-out) is a folder of Parquet / JSON / `.npz` / safetensors files
+  written by the type's own codec, and `<name>.json` names that folder;
+- a plain JSON value (the report's path) sits in `<name>.json` itself, when it reads back
+  exactly (str, int, float, bool, None, lists and str-keyed dicts of them).
+
+Nothing is pickled and nothing is unpickled: any other type is refused when stored, with
+the asset and the type named, and a `<name>.pkl` (left by an older simab or dropped there)
+is refused when read, never loaded — unpickling runs whatever code the file names.
+
+Writes are atomic (`ops.atomic`): a file goes to a temporary name and is renamed; a folder
+value is written whole into a fresh folder before its pointer file is replaced.  A killed
+run leaves the previous complete value.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import json
 import os
-import pickle
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from ops.atomic import atomic_write_bytes, atomic_write_parquet
+from ops.atomic import atomic_write_bytes, atomic_write_folder, atomic_write_parquet, read_folder_pointer, remove_folder_value
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+# The non-frame values simab stores, by their qualified class name: how to save one into a
+# folder and load it back ("module:function", or "" for the class's own `save` / `load`).
+# The name read from a pointer file is only ever looked up here, never imported as given.
+VALUE_TYPES: dict[str, tuple[str, str]] = {
+    "ops.agents.build.Agents": ("", ""),
+    "ops.simulation.brains.embedded.fitting.EmbeddedBrainModel": ("", ""),
+    "ops.readout.ab_readout.ABReadout": ("", ""),
+    "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
+}
+FORMAT = "simab.asset/1"
+
+
+class StoredValueError(ValueError):
+    """A stored asset value that simab will not read (a pickle, an unknown type, a broken pointer)."""
 
 
 def data_root() -> Path:
@@ -37,7 +66,8 @@ def frame_digest(df: pl.DataFrame) -> str:
 
 
 class SimabIOManager(ConfigurableIOManager):
-    """Parquet for Polars frames, pickle for everything else, under `<root>/assets/`."""
+    """Parquet for Polars frames, a codec folder for the types of `VALUE_TYPES`, JSON for plain
+    values, under `<root>/assets/`; never pickle (module docstring)."""
 
     root: str = ""  # empty: data_root()
 
@@ -57,36 +87,113 @@ class SimabIOManager(ConfigurableIOManager):
         if obj is None:
             return
         stem = self._stem(context)
+        asset = context.asset_key.to_user_string()
+        parquet, pointer = _files(stem)
         if isinstance(obj, pl.DataFrame):
-            path, stale = Path(f"{stem}.parquet"), Path(f"{stem}.pkl")
             # Dagster materialises a partition once at a time: temp files of a killed
             # earlier run can go.
-            atomic_write_parquet(obj, path, clean_stale=True)
-            context.add_output_metadata({"path": str(path), "rows": obj.height})
+            atomic_write_parquet(obj, parquet, clean_stale=True)
+            remove_folder_value(pointer)
+            context.add_output_metadata({"path": str(parquet), "rows": obj.height})
         else:
-            path, stale = Path(f"{stem}.pkl"), Path(f"{stem}.parquet")
-            atomic_write_bytes(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), clean_stale=True)
-            context.add_output_metadata({"path": str(path)})
-        stale.unlink(missing_ok=True)
+            type_name = _type_name(obj)
+            if type_name in VALUE_TYPES:
+                save = _codec(type_name, 0)
+                folder = atomic_write_folder(pointer, lambda staging: save(obj, staging), {"format": FORMAT, "asset": asset, "type": type_name})
+                context.add_output_metadata({"path": str(folder), "type": type_name})
+            elif _exact_json(obj):
+                atomic_write_bytes(pointer, json.dumps({"format": FORMAT, "asset": asset, "type": "json", "value": obj}, ensure_ascii=False).encode("utf-8"), clean_stale=True)
+                remove_folder_value(pointer, folders_only=True)  # of an earlier folder value
+                context.add_output_metadata({"path": str(pointer)})
+            else:
+                raise StoredValueError(
+                    f"asset {asset}: cannot store a value of type {type_name}. simab stores Polars DataFrames as Parquet, "
+                    f"{', '.join(t.rsplit('.', 1)[1] for t in VALUE_TYPES)} through their codecs, and JSON values "
+                    "(str, int, float, bool, None, lists and str-keyed dicts of them); never pickle. Return one of those, "
+                    "or give the type save(folder)/load(folder) and add it to VALUE_TYPES in resources/storage.py."
+                )
+            parquet.unlink(missing_ok=True)
+        Path(f"{stem}.pkl").unlink(missing_ok=True)  # the previous value in the old pickle format
 
     def load_input(self, context: InputContext) -> Any:
         if context.has_asset_partitions and len(context.asset_partition_keys) > 1:
             # An unpartitioned asset reading every arm gets a dict of the arms materialised
             # so far; arms never run are simply absent (the read-out says which it used).
             stems = {key: self._base().joinpath(*context.asset_key.path) / key for key in context.asset_partition_keys}
-            return {key: self._load(stem) for key, stem in stems.items() if _exists(stem)}
-        return self._load(self._stem(context))
+            return {key: _load(stem, context.asset_key.to_user_string()) for key, stem in stems.items() if _exists(stem)}
+        return _load(self._stem(context), context.asset_key.to_user_string())
 
-    @staticmethod
-    def _load(stem: Path) -> Any:
-        parquet, pkl = Path(f"{stem}.parquet"), Path(f"{stem}.pkl")
-        if parquet.exists():
-            return pl.read_parquet(parquet)
-        if pkl.exists():
-            with open(pkl, "rb") as fh:
-                return pickle.load(fh)
-        raise FileNotFoundError(f"no stored value at {parquet} or {pkl}: materialise the upstream asset first")
+
+def _load(stem: Path, asset: str) -> Any:
+    parquet, pointer = _files(stem)
+    pickled = Path(f"{stem}.pkl")
+    if pickled.exists():
+        raise StoredValueError(
+            f"asset {asset}: {pickled} is a pickle file. simab never loads pickle (unpickling runs whatever code the file "
+            f"names); delete it and materialise {asset} again."
+        )
+    if parquet.exists() and (not pointer.exists() or parquet.stat().st_mtime_ns >= pointer.stat().st_mtime_ns):
+        return pl.read_parquet(parquet)
+    if pointer.exists():
+        try:
+            record, folder = read_folder_pointer(pointer)
+        except ValueError as exc:
+            raise StoredValueError(f"asset {asset}: {pointer} is not valid JSON ({exc}); materialise {asset} again") from exc
+        if record.get("format") != FORMAT:
+            raise StoredValueError(f"asset {asset}: {pointer} is not a simab asset pointer (format {record.get('format')!r})")
+        type_name = record.get("type")
+        if type_name == "json":
+            return record["value"]
+        if type_name not in VALUE_TYPES:
+            raise StoredValueError(f"asset {asset}: {pointer} names type {type_name!r}, which simab does not load; known: {sorted(VALUE_TYPES)}")
+        if folder is None or not folder.is_dir():
+            raise StoredValueError(f"asset {asset}: {pointer} names folder {folder}, which is missing; materialise {asset} again")
+        return _codec(type_name, 1)(folder)
+    raise FileNotFoundError(f"no stored value at {parquet} or {pointer}: materialise the upstream asset first")
+
+
+def _files(stem: Path) -> tuple[Path, Path]:
+    return Path(f"{stem}.parquet"), Path(f"{stem}.json")
 
 
 def _exists(stem: Path) -> bool:
-    return Path(f"{stem}.parquet").exists() or Path(f"{stem}.pkl").exists()
+    # A pickle counts, so that loading it is refused loudly rather than the arm silently skipped.
+    return any(Path(f"{stem}{suffix}").exists() for suffix in (".parquet", ".json", ".pkl"))
+
+
+def _type_name(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _codec(type_name: str, which: int):
+    """`which` 0: save(obj, folder); 1: load(folder) -> obj, for a name of VALUE_TYPES."""
+    target = VALUE_TYPES[type_name][which]
+    if target:
+        module, function = target.split(":")
+        fn = getattr(importlib.import_module(module), function)
+        # save_arm / load_arm own their folder: give them one inside ours.
+        return (lambda obj, folder: fn(obj, folder / "value")) if which == 0 else (lambda folder: fn(folder / "value"))
+    module, cls_name = type_name.rsplit(".", 1)
+    cls = getattr(importlib.import_module(module), cls_name)
+    return (lambda obj, folder: obj.save(folder)) if which == 0 else cls.load
+
+
+def _exact_json(value: Any) -> bool:
+    """Whether `value` survives a JSON round trip unchanged, types included (no tuples,
+    no int keys, no NaN, no subclasses of str or float)."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return _same(json.loads(text), value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    return a == b

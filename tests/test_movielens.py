@@ -178,6 +178,18 @@ def test_non_integer_and_unknown_ids_in_ratings(tmp_path):
         load_local(tmp_path)
 
 
+def test_a_pair_rated_twice_names_file_and_both_lines(tmp_path):
+    # A blank line before the repeat: the line numbers are the file's, not the rows'.
+    folder = write_ml1m(tmp_path, ratings=ML1M_RATINGS.replace("2::3::4", "\n2::3::4") + "1::2::4::978309999\n")
+    with pytest.raises(MovieLensFormatError, match=r"ratings\.dat, line 6: user 1 rated movie 2 twice \(first on line 2\)") as err:
+        load_local(folder)
+    assert err.value.line == 6
+    ml100k = write_ml100k(tmp_path / "ml-100k")
+    (ml100k / "u.data").write_text(ML100K_DATA + "3\t1\t5\t876893200\n")
+    with pytest.raises(MovieLensFormatError, match=r"u\.data, line 5: user 3 rated movie 1 twice \(first on line 4\)"):
+        load_local(ml100k)
+
+
 def test_bad_users_and_movies_lines_name_file_and_line(tmp_path):
     folder = write_ml1m(tmp_path)
     (folder / "users.dat").write_text(ML1M_USERS + "5::F::33::7::02460\n")

@@ -17,10 +17,11 @@ import polars as pl
 from pydantic import BaseModel
 
 from ops.agents.embeddings import EmbeddingConfig, MovieVectors, PosterEmbedder, TextEmbedder, embed_catalogue
-from ops.agents.memory import LongTermMemory, build_long_term_memories
+from ops.agents.memory import LongTermMemory, build_long_term_memories, memories_from_arrays, memories_to_arrays
 from ops.agents.movie_facts import MovieFacts, build_movie_facts
-from ops.agents.profile import AgentProfile, ProfileConfig, build_profiles
+from ops.agents.profile import AgentProfile, ProfileConfig, build_profiles, profiles_from_table, profiles_table
 from ops.agents.session import AgentSession
+from ops.codec import check_format, load_arrays, load_json, load_table, save_arrays, save_json, save_table
 
 
 class AgentsConfig(BaseModel):
@@ -43,6 +44,30 @@ class Agents:
         """Session templates (no fatigue spent, budget 0: the runner sets it from the tier)."""
         ids = sorted(self.profiles) if user_ids is None else sorted(int(u) for u in user_ids)
         return [AgentSession(u, self.profiles[u], self.memories[u], 0.0, 0.0) for u in ids]
+
+    def save(self, folder: Path) -> None:
+        """Into `folder`, without pickle: profiles as Parquet, memories and the catalogue's
+        vectors and facts as `.npz` + JSON, configuration and timings as JSON (`ops.codec`)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        save_json(folder / "agents.json", {"kind": "Agents", "format_version": 1, "config": self.config.model_dump(mode="json"), "timings_s": self.timings_s})
+        save_table(folder / "profiles.parquet", profiles_table(self.profiles))
+        save_arrays(folder / "memories.npz", memories_to_arrays(self.memories))
+        self.vectors.save(folder / "vectors")
+        self.facts.save(folder / "facts")
+
+    @classmethod
+    def load(cls, folder: Path) -> "Agents":
+        meta = load_json(folder / "agents.json")
+        check_format(meta, "Agents", 1, folder / "agents.json")
+        vectors = MovieVectors.load(folder / "vectors")
+        return cls(
+            profiles=profiles_from_table(load_table(folder / "profiles.parquet")),
+            memories=memories_from_arrays(load_arrays(folder / "memories.npz"), vectors),
+            vectors=vectors,
+            facts=MovieFacts.load(folder / "facts"),
+            config=AgentsConfig.model_validate(meta["config"]),
+            timings_s=meta["timings_s"],
+        )
 
 
 def build_agents(

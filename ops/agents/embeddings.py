@@ -92,6 +92,28 @@ class MovieVectors:
             raise ValueError(f"movie ids not in the embedded catalogue: {ids[bad][:10].tolist()}")
         return rows
 
+    def save(self, folder: Path) -> None:
+        """Into `folder`: the matrices as `.npz`, names and poster looks as JSON (no pickle)."""
+        from ops.codec import save_arrays, save_json
+
+        folder.mkdir(parents=True, exist_ok=True)
+        save_arrays(folder / "vectors.npz", {"movie_ids": self.movie_ids, "text": self.text, "poster": self.poster, "has_poster": self.has_poster})
+        looks = self.poster_look.tolist()
+        if not all(isinstance(look, str) for look in looks):
+            raise TypeError("MovieVectors.poster_look must hold strings")
+        save_json(folder / "vectors.json", {"kind": "MovieVectors", "format_version": 1, "poster_look": looks,
+                                            "text_model": self.text_model, "poster_model": self.poster_model, "digest": self.digest})
+
+    @classmethod
+    def load(cls, folder: Path) -> "MovieVectors":
+        from ops.codec import check_format, load_arrays, load_json
+
+        meta = load_json(folder / "vectors.json")
+        check_format(meta, "MovieVectors", 1, folder / "vectors.json")
+        arrays = load_arrays(folder / "vectors.npz")
+        return cls(**arrays, poster_look=np.array(meta["poster_look"], dtype=object),
+                   text_model=meta["text_model"], poster_model=meta["poster_model"], digest=meta["digest"])
+
 
 
 class EmbeddingConfig(BaseModel):

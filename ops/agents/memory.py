@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -98,6 +98,34 @@ def build_long_term_memories(train: pl.DataFrame, vectors: MovieVectors) -> dict
     return {
         int(users[s]): LongTermMemory(int(users[s]), vectors, rows[s:e], ratings[s:e], stamps[s:e])
         for s, e in zip(starts, ends)
+    }
+
+
+def memories_to_arrays(memories: Mapping[int, LongTermMemory]) -> dict[str, np.ndarray]:
+    """Every memory as flat arrays for storage: keys and lengths in the mapping's order, then
+    the rows, ratings and timestamps of all memories end to end (`memories_from_arrays`)."""
+    values = list(memories.values())
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(m, name) for m in values]) if values else np.zeros(0, np.int64)
+
+    return {
+        "keys": np.asarray(list(memories), dtype=np.int64),
+        "user_ids": np.asarray([m.user_id for m in values], dtype=np.int64),
+        "lengths": np.asarray([len(m) for m in values], dtype=np.int64),
+        "rows": joined("rows"),
+        "ratings": joined("ratings"),
+        "timestamps": joined("timestamps"),
+    }
+
+
+def memories_from_arrays(arrays: Mapping[str, np.ndarray], vectors: MovieVectors) -> dict[int, LongTermMemory]:
+    """The inverse of `memories_to_arrays`; every memory points into `vectors`."""
+    ends = np.cumsum(arrays["lengths"])
+    starts = ends - arrays["lengths"]
+    return {
+        int(key): LongTermMemory(int(user), vectors, arrays["rows"][s:e], arrays["ratings"][s:e], arrays["timestamps"][s:e])
+        for key, user, s, e in zip(arrays["keys"], arrays["user_ids"], starts, ends)
     }
 
 

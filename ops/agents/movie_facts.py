@@ -9,6 +9,7 @@ features and the LLM prompts all read these shared arrays; no agent copies them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -36,6 +37,24 @@ class MovieFacts:
         if i >= len(self.movie_ids) or self.movie_ids[i] != movie_id:
             raise ValueError(f"movie id {movie_id} is not in the catalogue")
         return i
+
+    def save(self, folder: Path) -> None:
+        """Into `folder`: the numeric columns as `.npz`, the texts and credits as JSON (no pickle)."""
+        from ops.codec import save_arrays, save_json
+
+        folder.mkdir(parents=True, exist_ok=True)
+        save_arrays(folder / "facts.npz", {name: getattr(self, name) for name in _ARRAYS})
+        save_json(folder / "facts.json", {"kind": "MovieFacts", "format_version": 1, "titles": self.titles, "overview": self.overview,
+                                          "directors": [list(d) for d in self.directors], "actors": [list(a) for a in self.actors]})
+
+    @classmethod
+    def load(cls, folder: Path) -> "MovieFacts":
+        from ops.codec import check_format, load_arrays, load_json
+
+        meta = load_json(folder / "facts.json")
+        check_format(meta, "MovieFacts", 1, folder / "facts.json")
+        return cls(**load_arrays(folder / "facts.npz"), titles=meta["titles"], overview=meta["overview"],
+                   directors=[tuple(d) for d in meta["directors"]], actors=[tuple(a) for a in meta["actors"]])
 
 
 def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFacts:
@@ -72,3 +91,5 @@ def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFact
     )
 
 
+# The numeric fields, saved as one `.npz`.
+_ARRAYS = ("movie_ids", "genres", "year", "vote_average", "popularity", "mean_rating")

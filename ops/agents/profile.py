@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import polars as pl
@@ -208,6 +208,25 @@ def profiles_frame(profiles: Mapping[int, AgentProfile]) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame()
     return pl.DataFrame(rows).sort("user_id")
+
+
+def profiles_table(profiles: Mapping[int, AgentProfile]) -> pl.DataFrame:
+    """The profiles exactly, for storage: one row per agent in the mapping's order, keyed by
+    `agent_key`; tuples become lists.  `profiles_from_table` reads it back."""
+    columns: dict[str, list] = {"agent_key": list(profiles)}
+    for name in _PROFILE_SCHEMA:
+        columns[name] = [getattr(p, name) for p in profiles.values()]
+    return pl.DataFrame(columns, schema={"agent_key": pl.Int64, **_PROFILE_SCHEMA})
+
+
+def profiles_from_table(table: pl.DataFrame) -> dict[int, AgentProfile]:
+    """The inverse of `profiles_table`."""
+    tuples = [name for name, dtype in _PROFILE_SCHEMA.items() if isinstance(dtype, pl.List)]
+    profiles = {}
+    for key, *values in table.select("agent_key", *_PROFILE_SCHEMA).iter_rows():
+        fields_ = dict(zip(_PROFILE_SCHEMA, values))
+        profiles[key] = AgentProfile(**{**fields_, **{name: tuple(fields_[name]) for name in tuples}})
+    return profiles
 
 
 def social_traits(train: pl.DataFrame, facts: MovieFacts, config: ProfileConfig | None = None) -> pl.DataFrame:
@@ -549,3 +568,13 @@ def _rows_of(facts: MovieFacts, movie_ids: np.ndarray) -> np.ndarray:
         raise ValueError(f"ratings name movie ids absent from the movies table: {np.unique(ids[bad])[:10].tolist()}")
     return rows
 
+
+def _column_type(name: str, annotation: str) -> pl.DataType:
+    known = {"int": pl.Int64, "float": pl.Float64, "str": pl.Utf8, "tuple[str, ...]": pl.List(pl.Utf8), "tuple[int, ...]": pl.List(pl.Int64)}
+    if annotation not in known:
+        raise TypeError(f"AgentProfile.{name}: {annotation} has no Parquet column type in profiles_table; add one")
+    return known[annotation]
+
+
+# AgentProfile's fields as Parquet columns, in declaration order (`profiles_table`).
+_PROFILE_SCHEMA = {f.name: _column_type(f.name, f.type) for f in fields(AgentProfile)}

@@ -3,7 +3,10 @@
 `save_arm(trained, folder)` writes everything needed to score again: the arm's
 configuration, the train-fitted encoders, the model weights (DeepCTR arms) or the item
 popularity (Pop), and the training history.  `load_arm(folder)` rebuilds a `TrainedArm`
-that scores exactly as the saved one.
+that scores exactly as the saved one.  Nothing is pickled: JSON, `.npz` read with
+`allow_pickle=False`, and the weights as a safetensors file (a JSON header and raw tensor
+bytes).  Folders saved before safetensors hold `weights.pt`, read with
+`torch.load(weights_only=True)`.
 
 `log_and_register(trained, registered_name)` logs the arm to the ACTIVE MLflow run as a
 pyfunc model (input: a frame with user_id and movie_id; output: one score per row) and
@@ -48,15 +51,16 @@ def save_arm(trained: TrainedArm, folder: Path | str) -> Path:
         (staging / "arm.json").write_text(json.dumps(manifest, indent=1))
         if trained.encoder is not None:
             (staging / "encoder.json").write_text(trained.encoder.to_json())
-            np.savez(staging / "encoder.npz", **trained.encoder.arrays())
+            np.savez(staging / "encoder.npz", allow_pickle=False, **trained.encoder.arrays())
         if trained.popularity is not None:
             ids, scores = trained.popularity
-            np.savez(staging / "popularity.npz", movie_ids=ids, scores=scores)
+            np.savez(staging / "popularity.npz", allow_pickle=False, movie_ids=ids, scores=scores)
         if trained.model is not None:
-            import torch
+            from safetensors.torch import save_file
 
-            state = {k: v.detach().cpu() for k, v in trained.model.state_dict().items()}
-            torch.save(state, staging / "weights.pt")
+            # Copies: safetensors refuses tensors that share memory (tied weights, views).
+            state = {k: v.detach().cpu().clone().contiguous() for k, v in trained.model.state_dict().items()}
+            save_file(state, staging / "weights.safetensors")
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(staging, folder)
@@ -81,19 +85,26 @@ def load_arm(folder: Path | str, device: str | None = None) -> TrainedArm:
         config=config, history=manifest["history"], best_epoch=manifest["best_epoch"], train_rows=manifest["train_rows"]
     )
     if (folder / "encoder.json").is_file():
-        with np.load(folder / "encoder.npz") as arrays:
+        with np.load(folder / "encoder.npz", allow_pickle=False) as arrays:
             trained.encoder = FeatureEncoder.from_saved((folder / "encoder.json").read_text(), dict(arrays))
     if (folder / "popularity.npz").is_file():
-        with np.load(folder / "popularity.npz") as arrays:
+        with np.load(folder / "popularity.npz", allow_pickle=False) as arrays:
             trained.popularity = (arrays["movie_ids"], arrays["scores"])
-    if (folder / "weights.pt").is_file():
+    weights = [path for path in (folder / "weights.safetensors", folder / "weights.pt") if path.is_file()]
+    if weights:
         import torch
 
         from ops.arms.recommenders import resolve_device
 
         device = device or resolve_device(config)
         model = build_model(config, trained.encoder, device)
-        model.load_state_dict(torch.load(folder / "weights.pt", map_location=device, weights_only=True))
+        if weights[0].suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            state = load_file(weights[0], device=str(device))
+        else:
+            state = torch.load(weights[0], map_location=device, weights_only=True)
+        model.load_state_dict(state)
         model.eval()
         trained.model = model
     return trained

@@ -441,7 +441,26 @@ def _read_ratings(path: Path, separator: str, user_ids: pl.Series, movie_ids: pl
     )
     if bad.height:
         _raise_first_bad_rating(path, data, separator, user_ids, movie_ids, None)
+    if df.select(pl.struct("user_id", "movie_id").is_duplicated().any()).item():
+        _raise_first_duplicate_rating(path, data, separator)
     return df
+
+
+def _raise_first_duplicate_rating(path: Path, data: bytes, separator: str) -> None:
+    """A (user, movie) pair rated twice: MovieLens has one rating per pair, and the split, the
+    arms and the agents count each pair once.  Names both lines."""
+    first_line: dict[tuple[int, int], int] = {}
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
+            continue
+        line = raw.decode("latin-1")
+        user, movie = (int(x) for x in line.split(separator)[:2])
+        if (user, movie) in first_line:
+            raise MovieLensFormatError(
+                path, f"user {user} rated movie {movie} twice (first on line {first_line[user, movie]}); keep one rating per (user, movie)", n, line
+            )
+        first_line[user, movie] = n
 
 
 def _raise_first_bad_rating(

@@ -129,6 +129,25 @@ class ABReadout:
                 out[LABELS[m]].append("n/a" if r is None else _cell(r[cols[0]], r[cols[1]], r[cols[2]], m))
         return pl.DataFrame(out, schema={k: pl.Utf8 for k in out})
 
+    def save(self, folder: Path) -> None:
+        """Into `folder`, without pickle: the three tables as Parquet, the rest as JSON."""
+        from ops.codec import save_json, save_table
+
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in _TABLES:
+            save_table(folder / f"{name}.parquet", getattr(self, name))
+        save_json(folder / "readout.json", {"kind": "ABReadout", "format_version": 1, "control": self.control, "design": self.design,
+                                            "config": self.config.model_dump(mode="json")})
+
+    @classmethod
+    def load(cls, folder: Path) -> "ABReadout":
+        from ops.codec import check_format, load_json, load_table
+
+        meta = load_json(folder / "readout.json")
+        check_format(meta, "ABReadout", 1, folder / "readout.json")
+        tables = {name: load_table(folder / f"{name}.parquet") for name in _TABLES}
+        return cls(**tables, control=meta["control"], design=meta["design"], config=ReadoutConfig.model_validate(meta["config"]))
+
     def to_markdown(self) -> str:
         lines = [f"### Arms ({self.design} design, {self.config.confidence:.0%} bootstrap intervals over agents)", ""]
         table = self.table()
@@ -410,3 +429,7 @@ def _markdown(frame: pl.DataFrame) -> list[str]:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
     return [header, rule, *body]
+
+
+# ABReadout's tables, one Parquet file each (`ABReadout.save`).
+_TABLES = ("per_agent", "arms", "comparisons")

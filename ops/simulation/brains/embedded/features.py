@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -52,6 +53,58 @@ class BrainContext:
         state = dict(self.__dict__)
         state.pop("_similarity", None)
         return state
+
+    def save(self, folder: Path) -> None:
+        """Into `folder`, without pickle: the catalogue's vectors and facts (their own folders),
+        the arrays and sparse credit matrices as `.npz`, the rest as JSON (`ops.codec`)."""
+        from ops.codec import save_arrays, save_json
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self.vectors.save(folder / "vectors")
+        self.facts.save(folder / "facts")
+        arrays = {name: getattr(self, name) for name in _CONTEXT_ARRAYS}
+        arrays |= {f"population.{name}": getattr(self.population, name) for name in _POPULATION_ARRAYS}
+        arrays["credits.looks"] = self.credits.looks
+        for matrix_name in _CREDIT_MATRICES.values():
+            matrix = getattr(self.credits, matrix_name)
+            arrays |= {f"credits.{matrix_name}.{part}": getattr(matrix, part) for part in ("data", "indices", "indptr")}
+            arrays[f"credits.{matrix_name}.shape"] = np.asarray(matrix.shape, dtype=np.int64)
+        save_arrays(folder / "context.npz", arrays)
+        save_json(folder / "context.json", {
+            "kind": "BrainContext", "format_version": 1,
+            "profile_config": self.profile_config.model_dump(mode="json"),
+            "global_mean_rating": self.global_mean_rating,
+            "demographic_groups": self.demographic_groups,
+            "credits": {name: list(getattr(self.credits, name)) for name in _CREDIT_MATRICES},
+        })
+
+    @classmethod
+    def load(cls, folder: Path) -> "BrainContext":
+        from scipy import sparse
+
+        from ops.codec import check_format, load_arrays, load_json
+
+        meta = load_json(folder / "context.json")
+        check_format(meta, "BrainContext", 1, folder / "context.json")
+        arrays = load_arrays(folder / "context.npz")
+        matrices = {
+            name: sparse.csr_matrix(
+                tuple(arrays[f"credits.{name}.{part}"] for part in ("data", "indices", "indptr")),
+                shape=tuple(int(n) for n in arrays[f"credits.{name}.shape"]),
+            )
+            for name in _CREDIT_MATRICES.values()
+        }
+        credits = Credits(**{name: tuple(meta["credits"][name]) for name in _CREDIT_MATRICES}, **matrices, looks=arrays["credits.looks"])
+        return cls(
+            vectors=MovieVectors.load(folder / "vectors"),
+            facts=MovieFacts.load(folder / "facts"),
+            credits=credits,
+            population=PopulationStats(**{name: arrays[f"population.{name}"] for name in _POPULATION_ARRAYS}),
+            profile_config=ProfileConfig.model_validate(meta["profile_config"]),
+            global_mean_rating=meta["global_mean_rating"],
+            demographic_groups=meta["demographic_groups"],
+            **{name: arrays[name] for name in _CONTEXT_ARRAYS},
+        )
 
     @classmethod
     def build(
@@ -324,3 +377,10 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
 
 # ---------------------------------------------------------------------------------------
 # Fitting on the train and validation windows
+
+
+# What `BrainContext.save` writes to its `.npz`: its own arrays, the population shares and
+# the credits' sparse matrices (named by the tuple of names each indexes).
+_CONTEXT_ARRAYS = ("vote_z", "popularity_z", "decade", "demographic_lift")
+_POPULATION_ARRAYS = ("genre_share", "decade_share", "look_share")
+_CREDIT_MATRICES = {"directors": "director_matrix", "actors": "actor_matrix", "keywords": "keyword_matrix"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -30,6 +31,29 @@ class EmbeddedBrainModel:
     def brain(self, config: EmbeddedBrainConfig | None = None) -> EmbeddedBrain:
         """A fresh embedded brain (one per simulation: it caches per-user scores)."""
         return EmbeddedBrain(self.params, self.context, config or self.config)
+
+    def save(self, folder: Path) -> None:
+        """Into `folder`, without pickle: parameters, configuration and timings as JSON, the
+        context in its own folder (`BrainContext.save`)."""
+        from ops.codec import save_json
+
+        folder.mkdir(parents=True, exist_ok=True)
+        save_json(folder / "brain.json", {"kind": "EmbeddedBrainModel", "format_version": 1, "params": self.params.model_dump(mode="json"),
+                                          "config": self.config.model_dump(mode="json"), "timings_s": self.timings_s})
+        self.context.save(folder / "context")
+
+    @classmethod
+    def load(cls, folder: Path) -> "EmbeddedBrainModel":
+        from ops.codec import check_format, load_json
+
+        meta = load_json(folder / "brain.json")
+        check_format(meta, "EmbeddedBrainModel", 1, folder / "brain.json")
+        return cls(
+            params=EmbeddedBrainParams.model_validate(meta["params"]),
+            context=BrainContext.load(folder / "context"),
+            config=EmbeddedBrainConfig.model_validate(meta["config"]),
+            timings_s=meta["timings_s"],
+        )
 
 
 def fit_embedded_brain(

@@ -1,0 +1,89 @@
+"""Values on disk without pickle: the three formats every stored asset value is made of.
+
+- JSON (`save_json`) for configuration and small scalars: pydantic models as
+  `model_dump(mode="json")`, floats written with `repr` precision so they read back exactly;
+  NaN and infinities are refused (`allow_nan=False`) rather than written as non-standard JSON.
+- Parquet (`save_table`) for tables: one row per agent, per movie, per arm.
+- NumPy `.npz` (`save_arrays`) for matrices and vectors, written and read with
+  `allow_pickle=False`.  An `.npy` member is a documented header (dtype, shape, order)
+  followed by the raw bytes, so dtype, shape and every bit (NaN payloads included) come
+  back as written, which Parquet only offers through nested fixed-size lists; and with
+  pickling off, numpy refuses object arrays on both sides, so reading never runs code.
+
+A value type saves itself into a folder (`save(folder)`) and loads from one
+(`load(folder)`); making that folder appear atomically is the caller's business
+(`ops.atomic.atomic_write_folder`).  `CodecError` names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+
+class CodecError(ValueError):
+    """A stored value that cannot be read back; names the file and the reason."""
+
+
+def save_json(path: Path, obj: Any) -> None:
+    """`obj` as UTF-8 JSON; NaN or infinity anywhere is an error (it would not read back as JSON)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, indent=1)
+    except (TypeError, ValueError) as exc:
+        raise CodecError(f"{path}: cannot be written as JSON: {exc}") from exc
+    Path(path).write_text(text, encoding="utf-8")
+
+
+def load_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CodecError(f"{path}: missing") from None
+    except ValueError as exc:
+        raise CodecError(f"{path}: not valid JSON: {exc}") from exc
+
+
+def save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Plain (non-object) arrays into one `.npz`; an object array is refused by name."""
+    for name, array in arrays.items():
+        if not isinstance(array, np.ndarray):
+            raise CodecError(f"{path}: {name!r} is a {type(array).__name__}, not a numpy array")
+        if array.dtype.hasobject:
+            raise CodecError(f"{path}: array {name!r} holds Python objects (dtype object); store it as JSON or a table")
+    with open(path, "wb") as fh:
+        np.savez(fh, allow_pickle=False, **arrays)
+
+
+def load_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an `.npz` written by `save_arrays`, read with pickling off."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except FileNotFoundError:
+        raise CodecError(f"{path}: missing") from None
+    except ValueError as exc:  # an object array inside: numpy refuses to unpickle it
+        raise CodecError(f"{path}: {exc}") from exc
+
+
+def save_table(path: Path, frame: pl.DataFrame) -> None:
+    frame.write_parquet(path)
+
+
+def load_table(path: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path)
+    except FileNotFoundError:
+        raise CodecError(f"{path}: missing") from None
+
+
+def check_format(meta: dict, kind: str, version: int, path: Path) -> None:
+    """Refuse a folder written for another type or by another format version."""
+    if meta.get("kind") != kind or meta.get("format_version") != version:
+        raise CodecError(
+            f"{path}: holds {meta.get('kind')!r} format {meta.get('format_version')!r}, expected {kind!r} format {version}; "
+            "materialise the asset again"
+        )

@@ -1,0 +1,280 @@
+"""Faults against stored data, through the real asset graph (issue 10, items 1, 6, 7).
+
+- Bad inputs after a good run (a pair rated twice, a rating from 1970, a movie from 1700, a
+  metadata file covering too few movies): the run fails, every file under
+  `$SIMAB_HOME/assets` is byte-identical afterwards, and a re-simulation still works and
+  gives the same events.
+- No stored asset is a pickle, over a whole small lifecycle; a `.pkl` dropped into the asset
+  folder is refused with a message naming it, and never unpickled.
+- `kill -9` of the lifecycle runner mid-job leaves its run STARTED; the next runner marks it
+  failed, and `--resume` completes the lifecycle re-running only what was not stored.
+
+Every case is bounded in time (SIGALRM), the subprocesses by their own timeouts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from fakes.planted_data import planted_movielens
+from tests.storage_checks import Touch, contains_pickle
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+PROJECT = Path(__file__).resolve().parents[1]
+# Two runner processes, each importing the whole stack: more time than the in-process cases.
+DEADLINES = {"test_kill_9_mid_run_is_marked_failed_and_resume_completes_it": 540}
+ARM_CONFIG = {
+    "ops": {
+        "recommender_arm": {"config": {"max_epochs": 1}},
+        "simulation_events": {"config": {"n_agents": 12}},
+        "augmentation_metrics": {"config": {"max_epochs": 1}},
+    }
+}
+
+
+@pytest.fixture(autouse=True)
+def bounded(request):
+    """Each case gets a deadline: a hang fails the test instead of the suite."""
+    deadline = DEADLINES.get(request.function.__name__, 240)
+
+    def expired(*_):
+        raise TimeoutError(f"fault case ran past its {deadline} s deadline")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(deadline)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture(scope="module")
+def movielens_folder(tmp_path_factory) -> Path:
+    users, movies, ratings = planted_movielens(seed=5, n_users=40, n_movies=50, ratings_per_user=15)
+    return write_ml1m(tmp_path_factory.mktemp("ml") / "ml-1m", users, movies, ratings)
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory, movielens_folder):
+    """The whole lifecycle (arms random and fm) on a small ML-1M-format folder."""
+    home = tmp_path_factory.mktemp("simab_home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SIMAB_HOME", str(home))
+    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+    mp.setenv("GX_ANALYTICS_ENABLED", "False")
+    mp.setenv("HF_HUB_OFFLINE", "1")
+    from dagster import DagsterInstance
+
+    from pipelines.definitions import build_definitions
+
+    defs = build_definitions(environ={"SIMAB_HOME": str(home)})
+    instance = DagsterInstance.ephemeral()
+    results = {"prepare": run(defs, instance, "simab_prepare", prepare_config(movielens_folder))}
+    for arm in ("random", "fm"):
+        results[arm] = run(defs, instance, "simab_arm", ARM_CONFIG, arm)
+    results["readout"] = run(defs, instance, "simab_readout", {"ops": {"ab_readout": {"config": {"n_bootstrap": 200}}}})
+    assert all(r.success for r in results.values()), {k: r.success for k, r in results.items()}
+    events = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
+    yield home, defs, instance, events
+    mp.undo()
+
+
+def test_no_asset_of_a_whole_run_is_stored_as_pickle(good_run):
+    home = good_run[0]
+    stored = [p for p in (home / "assets").rglob("*") if p.is_file()]
+    kinds = {p.suffix for p in stored}
+    assert kinds == {".parquet", ".json", ".npz", ".safetensors"}, kinds
+    assert not [p for p in stored if contains_pickle(p)]
+    # Each non-frame asset is a pointer naming a folder of its own.
+    assert {p.relative_to(home / "assets").as_posix() for p in stored if p.suffix == ".json" and p.parent.name in ("assets", "recommender_arm")} >= {
+        "agents.json", "embedded_brain.json", "ab_readout.json", "simab_report.json", "recommender_arm/random.json", "recommender_arm/fm.json"}
+
+
+BAD_INPUTS = {
+    # (how the folder is spoiled, what the failure says)
+    "pair_rated_twice": (lambda f: append(f / "ratings.dat", first_line(f / "ratings.dat").replace("::978", "::979")),
+                         r"ratings\.dat, line 601: user 1 rated movie \d+ twice \(first on line 1\)"),
+    "rating_from_1970": (lambda f: append(f / "ratings.dat", f"1::{unrated_movie(f, 1)}::4::100\n"),
+                         "ratings.timestamp: timestamp outside the plausible range"),
+    "movie_from_1700": (lambda f: (f / "movies.dat").write_text((f / "movies.dat").read_text().replace("Movie 3 (1953)", "Movie 3 (1700)")),
+                        "movies.year: release year out of range"),
+}
+
+
+@pytest.mark.parametrize("case", [*BAD_INPUTS, "metadata_for_two_movies"])
+def test_bad_input_stores_nothing_and_resimulation_still_works(good_run, movielens_folder, tmp_path, case):
+    home, defs, instance, events = good_run
+    before = digests(home / "assets")
+    folder = copy_folder(movielens_folder, tmp_path / "ml-1m")
+    config = prepare_config(folder)
+    if case == "metadata_for_two_movies":
+        (tmp_path / "meta.dat").write_text("1::Movie 1::1951::PG::01 Jan 1951::Drama::A B::W::C D::plot one::N/A\n"
+                                           "2::Movie 2::1952::PG::01 Jan 1952::Drama::A B::W::C D::plot two::N/A\n")
+        config["ops"]["movie_metadata"] = {"config": {"source": "local", "metadata_path": str(tmp_path / "meta.dat")}}
+        expected = r"metadata\.overview: only 2 of 50 movies \(4\.0%\) have it"
+    else:
+        spoil, expected = BAD_INPUTS[case]
+        spoil(folder)
+    result = run(defs, instance, "simab_prepare", config)
+    assert not result.success
+    failures = [failure_text(e) for e in result.all_events if e.is_failure]
+    assert any(re.search(expected, text) for text in failures), failures
+    assert digests(home / "assets") == before
+    # Downstream work goes on on the previous data: the nightly re-simulation of an arm.
+    again = run(defs, instance, "simab_resimulate", {"ops": {"simulation_events": {"config": {"n_agents": 12}}}}, "random")
+    assert again.success
+    fresh = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
+    assert fresh.drop("run_id", "latency_s").equals(events.drop("run_id", "latency_s"))
+
+
+def test_the_runner_says_why_a_bad_input_failed(movielens_folder, tmp_path, monkeypatch, capsys):
+    from pipelines.lifecycle import main
+
+    folder = copy_folder(movielens_folder, tmp_path / "ml-1m")
+    BAD_INPUTS["pair_rated_twice"][0](folder)
+    for name, value in {"SIMAB_HOME": str(tmp_path / "home"), "SIMAB_SOURCE": "local", "SIMAB_LOCAL_PATH": str(folder)}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(SystemExit, match="simab_prepare failed"):
+        main(["--arms", "random"])
+    assert re.search(r"movielens: .*ratings\.dat, line 601: user 1 rated movie \d+ twice", capsys.readouterr().err)
+
+
+def test_a_pickle_dropped_into_the_asset_folder_is_refused_and_never_loaded(good_run):
+    home, defs, instance, _ = good_run
+    marker = home / "unpickled"
+    dropped = home / "assets" / "agents.pkl"
+    dropped.write_bytes(pickle.dumps(Touch(str(marker))))
+    try:
+        result = run(defs, instance, "simab_resimulate", {}, "random")
+        assert not result.success
+        messages = " ".join(failure_text(e) for e in result.all_events if e.is_failure)
+        assert "agents.pkl is a pickle file. simab never loads pickle" in messages and "delete it" in messages
+        assert not marker.exists()
+    finally:
+        dropped.unlink()
+
+
+def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movielens_folder):
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    env = {**os.environ, "SIMAB_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+           "SIMAB_SOURCE": "local", "SIMAB_LOCAL_PATH": str(movielens_folder), "SIMAB_ARMS": "random,pop", "SIMAB_AGENTS": "12",
+           "GX_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    command = [sys.executable, "-m", "pipelines.lifecycle"]
+    runner = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # Killed in the agents step, after the catalogue is stored (its event logged a moment later).
+        wait_for_file(tmp_path / "home" / "assets" / "mm_ml_1m.parquet", runner, deadline_s=240)
+        time.sleep(1.0)
+        runner.kill()  # SIGKILL: no handler, no clean-up
+        runner.wait(30)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        (killed,) = [r.run_id for r in instance.get_runs()]
+        assert instance.get_run_by_id(killed).status == DagsterRunStatus.STARTED  # what a killed runner leaves
+        stored_before = materialised(instance, killed)
+    assert {"users", "movies", "ratings", "movie_metadata", "mm_ml_1m"} <= stored_before and "agents" not in stored_before
+
+    resumed = subprocess.run([*command, "--resume"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=280)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert f"run {killed}: its process is gone (killed or crashed); marked failed" in resumed.stdout
+    with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert instance.get_run_by_id(killed).status == DagsterRunStatus.FAILURE
+        runs = {r.run_id: r for r in instance.get_runs()}
+        steps = sorted((r.tags["simab/step"], r.status.value) for r in runs.values())
+        assert steps == [("simab_arm[pop]", "SUCCESS"), ("simab_arm[random]", "SUCCESS"), ("simab_prepare", "FAILURE"),
+                         ("simab_prepare", "SUCCESS"), ("simab_readout", "SUCCESS")]
+        assert len({r.tags["simab/lifecycle"] for r in runs.values()}) == 1
+        again = next(r for r in runs.values() if r.tags["simab/step"] == "simab_prepare" and r.status == DagsterRunStatus.SUCCESS)
+        redone = materialised(instance, again.run_id)
+        # Only what the killed run had not stored (the split, the agents and the brain), all of it.
+        assert not redone & stored_before
+        assert redone | stored_before == {"users", "movies", "ratings", "planted_tastes", "synthetic_side_info", "movie_metadata",
+                                          "mm_ml_1m", "train_ratings", "valid_ratings", "test_ratings", "agents", "embedded_brain"}
+    assert (tmp_path / "home" / "reports" / "latest.md").is_file()
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+
+
+def run(defs, instance, job, config, partition=None):
+    return defs.resolve_job_def(job).execute_in_process(instance=instance, run_config=config, partition_key=partition, raise_on_error=False)
+
+
+def prepare_config(folder: Path) -> dict:
+    return {"ops": {"movielens": {"config": {"source": "local", "local_path": str(folder)}}}}
+
+
+def write_ml1m(folder: Path, users: pl.DataFrame, movies: pl.DataFrame, ratings: pl.DataFrame) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "users.dat").write_text("".join(f"{u}::{g}::{a}::{o}::{z}\n" for u, g, a, o, z, _ in users.iter_rows()))
+    (folder / "movies.dat").write_text("".join(f"{m}::{t}::{'|'.join(gs)}\n" for m, t, _, gs in movies.iter_rows()))
+    (folder / "ratings.dat").write_text("".join(f"{u}::{m}::{r}::{t}\n" for u, m, r, t in ratings.iter_rows()))
+    return folder
+
+
+def copy_folder(source: Path, target: Path) -> Path:
+    target.mkdir(parents=True)
+    for path in source.iterdir():
+        (target / path.name).write_bytes(path.read_bytes())
+    return target
+
+
+def append(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + line)
+
+
+def unrated_movie(folder: Path, user: int) -> int:
+    rated = {int(line.split("::")[1]) for line in (folder / "ratings.dat").read_text().splitlines() if line.startswith(f"{user}::")}
+    return min(set(range(1, 51)) - rated)
+
+
+def first_line(path: Path) -> str:
+    return path.read_text().split("\n", 1)[0] + "\n"
+
+
+def digests(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def failure_text(event) -> str:
+    data = getattr(event, "event_specific_data", None)
+    error = getattr(data, "error", None)
+    return (event.message or "") + (error.to_string() if error is not None else "")
+
+
+def materialised(instance, run_id: str) -> set[str]:
+    from dagster import DagsterEventType
+
+    return {e.asset_materialization.asset_key.to_user_string() for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)}
+
+
+def wait_for_file(path: Path, process, deadline_s: float) -> None:
+    """Wait for `path` to appear while `process` runs (the instance's SQLite files are left
+    alone: opening them while the runner creates them races its schema migration)."""
+    stop = time.monotonic() + deadline_s
+    while time.monotonic() < stop:
+        if process.poll() is not None:
+            raise AssertionError(f"the runner ended before it could be killed:\n{process.stdout.read().decode()[-3000:]}")
+        if path.exists():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{path} did not appear within {deadline_s} s")

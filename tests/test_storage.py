@@ -1,0 +1,283 @@
+"""The IO manager stores every asset value without pickle, reads it back exactly, refuses
+what it cannot store and never unpickles; a write that dies leaves the previous value."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+from dagster import PartitionKeyRange, build_input_context, build_output_context
+
+from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
+from ops.codec import CodecError, load_arrays, save_arrays
+from resources.storage import SimabIOManager, StoredValueError
+from tests.storage_checks import Touch, assert_same, contains_pickle
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A small catalogue, its agents, the fitted embedded brain, three arms and a read-out
+    of two simulated arms: every kind of value the asset graph stores."""
+    import torch
+
+    from ops.agents.build import AgentsConfig, build_agents
+    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
+    from ops.arms.recommenders import arm_config, top_k, train_arm
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.readout.ab_readout import ReadoutConfig, ab_readout
+    from ops.simulation.brains.embedded import fit_embedded_brain
+    from ops.simulation.catalogue import Catalogue
+    from ops.simulation.runner import simulate_arm
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("values")
+    movies, meta = make_catalogue(root / "posters", n_per_genre=10)
+    users, ratings, _ = make_users_and_ratings(movies, n_users=16, per_user=12)
+    train, valid = split_by_time(ratings)
+    catalogue = build_mm_ml_1m(movies, meta)
+    agents = build_agents(train, users, catalogue, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+                          HashTextEmbedder(), PaletteLayoutPosterEmbedder(), root / "cache")
+    brain = fit_embedded_brain(agents, train, valid, users)
+    arms = {name: train_arm(arm_config(name, max_epochs=1, embedding_dim=4), train, valid, users, catalogue) for name in ("random", "pop", "fm")}
+    user_ids = train.get_column("user_id").unique().sort().to_numpy()
+    events = []
+    for name in ("random", "pop"):
+        lists = top_k(arms[name], user_ids, catalogue.get_column("movie_id").to_numpy(), exclude=train.select("user_id", "movie_id"), k=20)
+        events.append(simulate_arm(name, lists, agents.sessions(), Catalogue.from_frame(catalogue), brain.brain(), seed=1))
+    readout = ab_readout(pl.concat(events), control="pop", config=ReadoutConfig(n_bootstrap=50))
+    return SimpleNamespace(agents=agents, brain=brain, arms=arms, readout=readout, train=train, catalogue=catalogue)
+
+
+def store(manager, asset, value, partition=None):
+    manager.handle_output(build_output_context(asset_key=[asset], partition_key=partition), value)
+
+
+def fetch(manager, asset, partition=None):
+    return manager.load_input(build_input_context(asset_key=[asset], partition_key=partition))
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------------------------------
+# every value round-trips exactly, and nothing on disk is a pickle
+# ---------------------------------------------------------------------------------------
+
+
+def test_agents_round_trip_exactly(world, tmp_path):
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "agents", world.agents)
+    again = fetch(manager, "agents")
+    assert_same(again, world.agents)
+    # Memories still share the one catalogue matrix rather than each holding a copy.
+    assert all(m.vectors is again.vectors for m in again.memories.values())
+    assert [s.user_id for s in again.sessions()] == [s.user_id for s in world.agents.sessions()]
+
+
+def test_embedded_brain_round_trips_and_decides_the_same(world, tmp_path):
+    from ops.simulation.catalogue import Catalogue
+    from ops.simulation.runner import simulate_arm
+
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "embedded_brain", world.brain)
+    again = fetch(manager, "embedded_brain")
+    assert_same(again, world.brain)
+    lists = pl.DataFrame({"arm": "x", "user_id": np.repeat([1, 2], 20), "rank": np.tile(np.arange(1, 21), 2),
+                          "movie_id": np.tile(world.catalogue.get_column("movie_id").to_numpy()[:20], 2), "score": 0.0})
+    catalogue = Catalogue.from_frame(world.catalogue)
+    sessions = world.agents.sessions([1, 2])
+    before = simulate_arm("x", lists, sessions, catalogue, world.brain.brain(), seed=3)
+    after = simulate_arm("x", lists, sessions, catalogue, again.brain(), seed=3)
+    assert before.drop("latency_s").equals(after.drop("latency_s"))
+
+
+@pytest.mark.parametrize("name", ["random", "pop", "fm"])
+def test_trained_arms_round_trip_exactly(world, tmp_path, name):
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "recommender_arm", world.arms[name], partition=name)
+    again = fetch(manager, "recommender_arm", partition=name)
+    assert_same(again, world.arms[name])
+    u = world.train.get_column("user_id").to_numpy()
+    m = world.train.get_column("movie_id").to_numpy()
+    assert np.array_equal(again.score(u, m), world.arms[name].score(u, m))
+
+
+def test_readout_and_plain_values_round_trip_exactly(world, tmp_path):
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "ab_readout", world.readout)
+    assert_same(fetch(manager, "ab_readout"), world.readout)
+    value = {"path": "/tmp/report.md", "n": 3, "share": 0.1 + 0.2, "flags": [True, None]}
+    store(manager, "simab_report", value)
+    assert_same(fetch(manager, "simab_report"), value)
+
+
+def test_nothing_stored_is_a_pickle(world, tmp_path):
+    manager = SimabIOManager(root=str(tmp_path))
+    for asset, value in [("agents", world.agents), ("embedded_brain", world.brain), ("ab_readout", world.readout), ("report", "x")]:
+        store(manager, asset, value)
+    for name, arm in world.arms.items():
+        store(manager, "recommender_arm", arm, partition=name)
+    store(manager, "users", pl.DataFrame({"user_id": [1]}))
+    stored = files_under(tmp_path)
+    assert {p.suffix for p in stored} == {".json", ".parquet", ".npz", ".safetensors"}
+    assert not [p for p in stored if contains_pickle(p)]
+
+
+def test_the_pickle_detector_sees_pickles(tmp_path):
+    import torch
+
+    (tmp_path / "a.pkl").write_bytes(pickle.dumps({"a": 1}))
+    torch.save({"w": torch.zeros(2)}, tmp_path / "w.pt")
+    np.savez(tmp_path / "o.npz", looks=np.array(["warm", None], dtype=object))
+    np.savez(tmp_path / "plain.npz", x=np.arange(3))
+    assert [p.name for p in files_under(tmp_path) if contains_pickle(p)] == ["a.pkl", "o.npz", "w.pt"]
+
+
+# ---------------------------------------------------------------------------------------
+# what cannot be stored or read is refused, by name
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, type_name",
+    [
+        ({1: "a"}, "builtins.dict"),  # int keys would come back as str
+        ((1, 2), "builtins.tuple"),
+        (float("nan"), "builtins.float"),
+        (np.arange(3), "numpy.ndarray"),
+        (SimpleNamespace(a=1), "types.SimpleNamespace"),
+    ],
+    ids=["int_keys", "tuple", "nan", "ndarray", "object"],
+)
+def test_a_value_without_an_exact_format_is_refused_naming_asset_and_type(tmp_path, value, type_name):
+    manager = SimabIOManager(root=str(tmp_path))
+    with pytest.raises(StoredValueError, match=rf"asset mystery: cannot store a value of type {type_name}\b.*never pickle"):
+        store(manager, "mystery", value)
+    assert not files_under(tmp_path)
+
+
+def test_a_pickle_in_the_asset_folder_is_refused_and_never_loaded(tmp_path):
+    marker = tmp_path / "unpickled"
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    (assets / "agents.pkl").write_bytes(pickle.dumps(Touch(str(marker))))
+    (assets / "simulation_events").mkdir()
+    (assets / "simulation_events" / "pop.pkl").write_bytes(pickle.dumps(Touch(str(marker))))
+    manager = SimabIOManager(root=str(tmp_path))
+    with pytest.raises(StoredValueError, match=r"asset agents: .*agents\.pkl is a pickle file\. simab never loads pickle.*delete it"):
+        fetch(manager, "agents")
+    # Reading every arm refuses it too, rather than skipping the arm as never simulated.
+    with pytest.raises(StoredValueError, match=r"pop\.pkl is a pickle file"):
+        manager.load_input(build_input_context(asset_key=["simulation_events"], asset_partitions_def=_arms("fm", "pop"),
+                                               asset_partition_key_range=PartitionKeyRange("fm", "pop")))
+    assert not marker.exists()
+    # Materialising the asset again replaces the old pickle.
+    store(manager, "agents", "a value")
+    assert fetch(manager, "agents") == "a value" and not (assets / "agents.pkl").exists()
+
+
+def test_a_pointer_naming_an_unknown_type_is_refused(tmp_path):
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "agents", "x")
+    pointer = tmp_path / "assets" / "agents.json"
+    pointer.write_text(json.dumps({**json.loads(pointer.read_text()), "type": "os.system", "folder": "agents.x.d"}))
+    with pytest.raises(StoredValueError, match="names type 'os.system', which simab does not load"):
+        fetch(manager, "agents")
+    pointer.write_text("{half")
+    with pytest.raises(StoredValueError, match=r"agents\.json is not valid JSON"):
+        fetch(manager, "agents")
+
+
+def test_a_nan_that_json_cannot_hold_is_refused_naming_the_file(world, tmp_path):
+    import dataclasses
+
+    from ops.readout.ab_readout import ReadoutConfig
+
+    odd = dataclasses.replace(world.readout, config=ReadoutConfig(confidence=float("nan")))
+    with pytest.raises(CodecError, match=r"readout\.json: cannot be written as JSON: Out of range float"):
+        odd.save(tmp_path / "readout")
+
+
+def test_codec_refuses_object_arrays(tmp_path):
+    with pytest.raises(CodecError, match=r"array 'looks' holds Python objects"):
+        save_arrays(tmp_path / "a.npz", {"looks": np.array(["warm", None], dtype=object)})
+    # Written behind its back, numpy refuses to unpickle it and the error names the file.
+    np.savez(tmp_path / "b.npz", looks=np.array(["warm", None], dtype=object))
+    with pytest.raises(CodecError, match=r"b\.npz"):
+        load_arrays(tmp_path / "b.npz")
+
+
+# ---------------------------------------------------------------------------------------
+# a write that dies leaves the previous complete value
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_failed_folder_write_leaves_the_previous_value(world, tmp_path, monkeypatch):
+    from ops.agents.build import Agents
+
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "agents", world.agents)
+    before = {p: p.read_bytes() for p in files_under(tmp_path)}
+
+    def dies_half_way(self, folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "agents.json").write_text("{half")
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(Agents, "save", dies_half_way)
+    with pytest.raises(KeyboardInterrupt):
+        store(manager, "agents", world.agents)
+    assert {p: p.read_bytes() for p in files_under(tmp_path)} == before
+    assert_same(fetch(manager, "agents"), world.agents)
+
+
+def test_a_kill_between_folder_and_pointer_leaves_the_previous_value(world, tmp_path, monkeypatch):
+    import ops.atomic
+
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "ab_readout", world.readout)
+    pointer = tmp_path / "assets" / "ab_readout.json"
+    before = pointer.read_bytes()
+    real = ops.atomic.atomic_write_bytes
+
+    def killed_at_the_pointer(path, data, clean_stale=False):
+        if Path(path) == pointer:
+            raise KeyboardInterrupt("killed")
+        real(path, data, clean_stale)
+
+    monkeypatch.setattr(ops.atomic, "atomic_write_bytes", killed_at_the_pointer)
+    with pytest.raises(KeyboardInterrupt):
+        store(manager, "ab_readout", world.readout)
+    monkeypatch.undo()
+    assert pointer.read_bytes() == before
+    assert_same(fetch(manager, "ab_readout"), world.readout)
+    # What a kill -9 would have left (an orphan folder, a staging folder) goes with the next write.
+    (tmp_path / "assets" / "ab_readout.0123abcd.d").mkdir()
+    (tmp_path / "assets" / ".ab_readout.x.tmp").mkdir()
+    store(manager, "ab_readout", world.readout)
+    assert len(list((tmp_path / "assets").glob("*ab_readout*"))) == 2  # the pointer and its folder
+
+
+def test_a_value_replaced_by_a_frame_leaves_no_folder(world, tmp_path):
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "thing", world.readout)
+    store(manager, "thing", pl.DataFrame({"a": [1]}))
+    assert [p.name for p in (tmp_path / "assets").iterdir()] == ["thing.parquet"]
+    assert fetch(manager, "thing").equals(pl.DataFrame({"a": [1]}))
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+
+
+def _arms(*keys):
+    from dagster import StaticPartitionsDefinition
+
+    return StaticPartitionsDefinition(list(keys))

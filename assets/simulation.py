@@ -26,6 +26,10 @@ class SimulationAssetConfig(Config):
     design: Literal["paired", "random"] = Field(default="paired", description="paired: same agents in every arm; random: one arm per agent")
     arms: list[str] = Field(default=list(DEFAULT_ARMS), description="the arms of the experiment: design=random deals the agents among them ($SIMAB_ARMS)")
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
+    sessions_per_agent: int = Field(
+        default=1, ge=1,
+        description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
+    )
     brain: Literal["embedded", "llm"] = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
     vision: bool = Field(
         default=True,
@@ -60,13 +64,16 @@ def simulation_events(
     else:
         brain = embedded_brain.brain(None if config.vision else embedded_brain.config.model_copy(update={"use_posters": False}))
         concurrency, brain_params = 1, {}
-    events = simulate_arm(
-        arm, top20_lists, agents.sessions(chosen), catalogue, brain, sim_config,
-        seed=config.seed, run_id=context.run.run_id, users=chosen, concurrency=concurrency,
-    )
+    events = pl.concat([
+        simulate_arm(
+            arm, top20_lists, agents.sessions(chosen), catalogue, brain, sim_config,
+            seed=config.seed, run_id=context.run.run_id, users=chosen, concurrency=concurrency, session=session,
+        )
+        for session in range(config.sessions_per_agent)
+    ])
     params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)}
     with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm}):
-        mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen)})
+        mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen), "sessions_per_agent": config.sessions_per_agent})
         usage = getattr(brain, "usage", None)
         if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})

@@ -245,3 +245,33 @@ def test_agent_generator_depends_on_seed_user_and_arm_unless_common_random_numbe
     assert draw(1, 5, "A") == draw(1, 5, "A")
     assert draw(1, 5, "A") != draw(1, 5, "B") and draw(1, 5, "A") != draw(1, 6, "A") and draw(1, 5, "A") != draw(2, 5, "A")
     assert draw(1, 5, "A", True) == draw(1, 5, "B", True)
+
+
+def test_session_zero_keeps_the_single_session_generator_and_later_sessions_are_independent():
+    import zlib
+
+    from ops.simulation.runner import agent_rng
+
+    # Session 0 is the generator every single-session run has used: SeedSequence([seed, user, crc32(arm)]).
+    before = np.random.default_rng(np.random.SeedSequence([1, 5, zlib.crc32(b"A")])).random(4).tolist()
+    assert agent_rng(1, 5, "A").random(4).tolist() == before == agent_rng(1, 5, "A", session=0).random(4).tolist()
+    assert agent_rng(1, 5, "A", session=1).random(4).tolist() != before
+    assert agent_rng(1, 5, "A", session=1).random(4).tolist() != agent_rng(1, 5, "A", session=2).random(4).tolist()
+    # Common random numbers: the same draws in every arm for a session, new ones for the next.
+    assert agent_rng(1, 5, "A", True, session=2).random(2).tolist() == agent_rng(1, 5, "B", True, session=2).random(2).tolist()
+    assert agent_rng(1, 5, "A", True, session=2).random(2).tolist() != agent_rng(1, 5, "A", True, session=1).random(2).tolist()
+
+
+def test_sessions_are_numbered_in_the_events_and_session_zero_is_the_old_run():
+    cat, top_k, agents = world(12)
+    default = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+    zero = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=0)
+    one = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=1)
+    assert default.schema == pl.Schema(EVENTS) and zero.equals(default)
+    assert default.get_column("session").unique().to_list() == [0] and one.get_column("session").unique().to_list() == [1]
+    assert one.equals(simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=1))
+    # An independent repetition: the same agents, other decisions.
+    assert sorted(one.get_column("user_id").unique().to_list()) == sorted(default.get_column("user_id").unique().to_list())
+    assert one.drop("session").get_column("action").to_list() != default.get_column("action").to_list()
+    with pytest.raises(ValueError, match="session must be >= 0"):
+        simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, session=-1)

@@ -9,8 +9,9 @@ closes with the exit interview (satisfaction 1–10 and a reason), written as a 
 with action `exit_interview`, so one partition is one file holding everything about the arm
 and a re-run replaces it whole.
 
-Randomness: each agent's generator comes from `SeedSequence([seed, user_id, crc32(arm)])`,
-so an agent's session does not depend on which other agents run, nor in what order.
+Randomness: each agent's generator comes from `SeedSequence([seed, user_id, crc32(arm)])`
+(with the session number appended for sessions 1, 2, … of `simulate_arm(session=…)`), so an
+agent's session does not depend on which other agents run, nor in what order.
 Agents are processed in user-id order and the frame is built once at the end, so the same
 seed gives the same events, byte for byte, for any brain whose decisions depend only on its
 inputs and the generator (the LLM brain's measured latencies are the exception).
@@ -70,9 +71,14 @@ def simulate_arm(
     users: Iterable[int] | None = None,
     activity_tiers: Mapping[int, str] | None = None,
     concurrency: int = 1,
+    session: int = 0,
 ) -> pl.DataFrame:
     """Run every agent (or those in `users`) on `arm`'s top-20 lists; return the events
     (schema `ops.schema.EVENTS`), ordered by user id then step.
+
+    `session` numbers an independent repetition: each agent draws from its own generator
+    for (seed, user, arm, session), and the events carry it; session 0 is the generator a
+    single-session run has always used.
 
     `top_k` follows ops.schema.TOP_K (rows of other arms are ignored).  `agents` are session
     templates: each run starts from a fresh copy (no fatigue spent, empty short-term memory),
@@ -89,6 +95,8 @@ def simulate_arm(
         raise ValueError(f"simulation seed must be >= 0, got {seed}")
     if concurrency < 1:
         raise ValueError(f"simulation concurrency must be >= 1, got {concurrency}")
+    if session < 0:
+        raise ValueError(f"simulation session must be >= 0, got {session}")
     by_user = {a.user_id: a for a in agents}
     if len(by_user) != len(agents):
         raise ValueError("simulation: agents repeat a user_id")
@@ -116,10 +124,11 @@ def simulate_arm(
             )
         )
     brain.prepare(sessions, {s.user_id: lists[s.user_id] for s in sessions})
+    session_number = session  # inside `one`, `session` is the agent's AgentSession
 
     def one(session: AgentSession) -> list[tuple]:
         rows: list[tuple] = []
-        rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers)
+        rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers, session=session_number)
         try:
             _run_session(arm, run_id, session, lists[session.user_id], catalogue, brain, config, rng, rows)
         except Exception as exc:
@@ -137,12 +146,17 @@ def simulate_arm(
 
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"simab-{arm}") as pool:
             per_agent = list(tqdm(pool.map(one, sessions), **progress))
-    return _events_frame([row for rows in per_agent for row in rows])
+    return _events_frame([row for rows in per_agent for row in rows], session)
 
 
-def agent_rng(seed: int, user_id: int, arm: str, common_random_numbers: bool = False) -> np.random.Generator:
-    """The agent's own generator, a pure function of (seed, user, arm)."""
+def agent_rng(
+    seed: int, user_id: int, arm: str, common_random_numbers: bool = False, session: int = 0
+) -> np.random.Generator:
+    """The agent's own generator, a pure function of (seed, user, arm, session); session 0
+    keeps the entropy of the single-session runs, so their events do not change."""
     entropy = [seed, user_id] if common_random_numbers else [seed, user_id, zlib.crc32(arm.encode("utf-8"))]
+    if session:
+        entropy.append(session)
     return np.random.default_rng(np.random.SeedSequence(entropy))
 
 
@@ -301,12 +315,16 @@ def _forced_exit(sandbox, rows, run_id, arm, user_id, step, spent, budget, brain
     )
 
 
-def _events_frame(rows: list[tuple]) -> pl.DataFrame:
+def _events_frame(rows: list[tuple], session: int = 0) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=EVENTS)
-    columns = dict(zip(EVENTS, zip(*rows)))
+    # The session number is the same for every row of a call: the rows leave it out.
+    columns = dict(zip([name for name in EVENTS if name != "session"], zip(*rows)))
     series = []
     for name, dtype in EVENTS.items():
+        if name == "session":
+            series.append(pl.Series(name, [session] * len(rows), dtype=dtype))
+            continue
         values = columns[name]
         if isinstance(dtype, pl.List):
             series.append(_list_column(name, values))

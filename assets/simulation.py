@@ -37,7 +37,7 @@ class SimulationAssetConfig(Config):
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="python")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="python")
 def simulation_events(
     context: AssetExecutionContext,
     config: SimulationAssetConfig,

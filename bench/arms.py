@@ -75,6 +75,8 @@ def main() -> None:
                         help="unrated pairs per train row as negatives (default: the arm config's)")
     parser.add_argument("--naive-users", type=int, default=40, help="users in the naive per-user loop")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "arms.json")
+    parser.add_argument("--save-arms", type=Path, default=None,
+                        help="pickle each trained arm to FOLDER/<arm>.pkl, as the IO manager stores recommender_arm")
     args = parser.parse_args()
 
     import torch
@@ -115,6 +117,11 @@ def main() -> None:
             _write(args.out, {"source": source, "threads": args.threads, "results": results})
             continue
         train_seconds = time.perf_counter() - started
+        if args.save_arms:
+            import pickle
+
+            args.save_arms.mkdir(parents=True, exist_ok=True)
+            (args.save_arms / f"{name}.pkl").write_bytes(pickle.dumps(arm, protocol=pickle.HIGHEST_PROTOCOL))
         metrics = evaluate_arm(arm, split.train, split.test, catalogue, k=20)
         speed = _scoring_speed(arm, ranked_users, naive_users, catalogue, split.train)
         epochs = [h["epoch_seconds"] for h in arm.history]

@@ -14,6 +14,7 @@ on validation AUC (<= 20 epochs):
   Table 2 "Real-World" column (ML) and Table 5's "Original" AUC.
 
     .venv/bin/python bench/arms.py                       # all 11 arms (AFN alone is ~1 h on 2 CPU cores)
+    .venv/bin/python bench/arms.py --threads 1 --cap afn=4 xdeepfm=3   # a shared machine: one thread, slow arms capped
     .venv/bin/python bench/arms.py --arms random pop fm deepfm afn   # Table 2 arms
     .venv/bin/python bench/arms.py --arms deepfm --l2-on embedding   # Appendix B's L2 on embeddings
     .venv/bin/python bench/arms.py --arms afn --max-epochs-afn 2     # AFN is ~14x DeepFM on CPU
@@ -68,6 +69,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=20, help="Appendix B: at most 20")
     parser.add_argument("--max-epochs-afn", type=int, default=None, help="cap AFN's epochs (~14x DeepFM's time on CPU)")
+    parser.add_argument("--cap", nargs="*", default=[], metavar="ARM=EPOCHS",
+                        help="cap an arm's epochs below --max-epochs (early stopping still applies), e.g. xdeepfm=3")
     parser.add_argument("--afn-train-fraction", type=float, default=1.0)
     parser.add_argument("--l2-on", choices=("dnn", "embedding"), default="dnn",
                         help="where Appendix B's 'L2 regularization of 0.003' goes")
@@ -100,6 +103,10 @@ def main() -> None:
         if args.l2_on == "embedding":
             overrides.update(l2_reg_embedding=0.003, l2_reg_dnn=0.0)
         note = ""
+        caps = dict(c.split("=", 1) for c in args.cap)
+        if name in caps:
+            overrides["max_epochs"] = min(args.max_epochs, int(caps[name]))
+            note = f"capped at {overrides['max_epochs']} epochs"
         if arm_config(name).model == "afn" and (args.max_epochs_afn or args.afn_train_fraction < 1):
             overrides.update(max_epochs=min(args.max_epochs, args.max_epochs_afn or args.max_epochs), train_fraction=args.afn_train_fraction)
             note = f"AFN capped at {overrides['max_epochs']} epochs, {args.afn_train_fraction:.0%} of train"

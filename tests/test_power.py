@@ -110,6 +110,7 @@ def test_power_analysis_per_pair_on_a_hand_worked_case():
     assert set(result.plan.get_column("arm_b").to_list()) == {"b"}
     text = result.to_markdown()
     assert "3 agents × 2 session(s)" in text and "agents at 10 sess." in text
+    assert "all of them at once: 4 agents × 1; 2 agents × 2; 2 agents × 5; 2 agents × 10 sessions" in text
     assert "| powered" in text and "| opposite direction" in text and "| offline tie" in text
 
 

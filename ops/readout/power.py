@@ -191,7 +191,10 @@ class PowerAnalysis:
                 on="sessions", index=["arm_a", "arm_b"], values="agents_needed"
             )
             wide = wide.rename({col: f"agents at {col} sess." for col in wide.columns if col not in ("arm_a", "arm_b")})
-            lines += ["Agents needed to separate each pair the offline metric separates, by sessions per agent:", "", _markdown_table(wide), ""]
+            worst = self.plan.group_by("sessions").agg(pl.col("agents_needed").max()).sort("sessions")
+            every = "; ".join(f"{n:,} agents × {s}" for s, n in worst.iter_rows())
+            lines += ["Agents needed to separate each pair the offline metric separates (and the simulation orders the same way), "
+                      f"by sessions per agent; all of them at once: {every} sessions.", "", _markdown_table(wide), ""]
             if run["between_variance"] is None:
                 lines += ["With one session per agent the session noise and the agents' differences cannot be told apart: "
                           "run with sessions_per_agent ≥ 2 to see how far sessions can stand in for agents.", ""]

@@ -24,9 +24,13 @@ class ArmTrainingConfig(Config):
     device: str = Field(default="auto", description="auto (GPU when torch sees one) | cpu | cuda")
     use_metadata: bool = Field(default=True, description="add MM-ML-1M vote average, log vote count, release year when present")
     registered_model_prefix: str = Field(default="simab", description="MLflow Model Registry name: <prefix>-<arm>")
+    divergence_guard: bool = Field(
+        default=True,
+        description="stop an arm whose loss is NaN, whose log loss explodes or whose validation AUC stays near 0.5 (ops.arms.recommenders.DivergenceGuard) instead of registering it",
+    )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="pytorch")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="pytorch")
 def recommender_arm(
     context: AssetExecutionContext,
     config: ArmTrainingConfig,
@@ -41,6 +45,8 @@ def recommender_arm(
 
     arm = context.partition_key
     overrides = {"seed": config.seed, "device": config.device, "use_metadata": config.use_metadata}
+    if not config.divergence_guard:
+        overrides["divergence"] = {"enabled": False}
     if config.max_epochs:
         overrides["max_epochs"] = config.max_epochs
     arm_cfg = arm_config(arm, **overrides)

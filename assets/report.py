@@ -25,7 +25,7 @@ class ReadoutAssetConfig(Config):
     seed: int = Field(default=0, description="bootstrap seed")
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")})
+@asset(group_name=GROUP, code_version="2", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")})
 def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simulation_events: dict, mlflow_tracking: MlflowTracking):
     """Per-arm metrics with intervals and arm-vs-control differences (design.md step 9)."""
     from ops.readout.ab_readout import ReadoutConfig, ab_readout as readout
@@ -55,7 +55,7 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
 
 @asset(
     group_name=GROUP,
-    code_version="3",
+    code_version="4",
     compute_kind="markdown",
     ins={
         "offline_metrics": AssetIn("offline_metrics"),
@@ -74,11 +74,14 @@ def simab_report(
     mlflow_tracking: MlflowTracking,
 ):
     """The A/B read-out beside the offline metrics, and how well they agree (fidelity):
-    Kendall τ over the arms, and arm against arm with intervals on both sides."""
+    Kendall τ over the arms, arm against arm with intervals on both sides, and the power of
+    the simulated test (minimum detectable CTR difference, agents × sessions needed,
+    sensitivity ratio per pair)."""
     from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
     from ops.atomic import atomic_write_bytes
     from ops.figures import save_figure
-    from ops.readout.plots import fidelity_pairs, write_ab_figures
+    from ops.readout.plots import fidelity_pairs, power_figure, write_ab_figures
+    from ops.readout.power import power_analysis
     from ops.readout.report import report_markdown
 
     # Relaxed: Pop has no log-loss (its scores are not probabilities), a null column the others fill.
@@ -88,12 +91,19 @@ def simab_report(
     intervals = offline_intervals(per_user, seed=ab_readout.config.seed)
     pairs = pairwise_agreement(ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed)
     summary = agreement_summary(pairs)
+    # The power figures assume the paired design (each agent its own control).
+    power = None
+    if ab_readout.design == "paired" and getattr(ab_readout, "per_session", None) is not None and pairs.height:
+        ndcg = intervals.filter(pl.col("metric") == "ndcg_at_k")
+        power = power_analysis(ab_readout.per_session, pairs, dict(zip(ndcg.get_column("arm").to_list(), ndcg.get_column("mean").to_list())))
     folder = data_root() / "reports" / context.run.run_id
     folder.mkdir(parents=True, exist_ok=True)
     plots = write_ab_figures(ab_readout, folder / "plots")
     if pairs.height:
         plots.append(save_figure(fidelity_pairs(pairs), folder / "plots" / "fidelity_pairs.png"))
-    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics)
+    if power is not None and power.pairs.height:
+        plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
+    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power)
     path = folder / "report.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     atomic_write_bytes(data_root() / "reports" / "latest.md", text.encode("utf-8"))
@@ -108,6 +118,13 @@ def simab_report(
             mlflow_tracking.log_table(pairs, "fidelity_pairs")
             mlflow_tracking.log_table(intervals, "offline_intervals")
             mlflow_tracking.log_metrics({f"pairs_{k.replace(' ', '_')}": v for k, v in summary.items()})
+        if power is not None and power.pairs.height:
+            mlflow_tracking.log_table(power.pairs, "power")
+            mlflow_tracking.log_table(power.plan, "power_plan")
+            for row in power.pairs.iter_rows(named=True):
+                pair = f"{row['arm_a']}_vs_{row['arm_b']}"
+                mlflow_tracking.log_metrics({f"mde_ctr_{pair}": row["minimum_detectable_difference"],
+                                             **({f"sensitivity_{pair}": row["sensitivity_ratio"]} if row["sensitivity_ratio"] is not None else {})})
         run_id = mlflow_tracking.active_run_id()
     context.log.info(f"report written to {path} (MLflow run {run_id})")
     return Output(str(path), metadata={"path": str(path), "mlflow_run_id": run_id, "report": MetadataValue.md(text)})

@@ -35,6 +35,10 @@ class SimulationAssetConfig(Config):
     design: Literal["paired", "random"] = Field(default="paired", description="paired: same agents in every arm; random: one arm per agent")
     arms: list[str] = Field(default=list(DEFAULT_ARMS), description="the arms of the experiment: design=random deals the agents among them ($SIMAB_ARMS)")
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
+    sessions_per_agent: int = Field(
+        default=1, ge=1,
+        description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
+    )
     brain: Literal["embedded", "llm"] = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
     max_failed_agents_share: float = Field(
         default=0.05, ge=0, le=1,
@@ -47,7 +51,7 @@ class SimulationAssetConfig(Config):
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="python")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="python")
 def simulation_events(
     context: AssetExecutionContext,
     config: SimulationAssetConfig,
@@ -78,10 +82,14 @@ def simulation_events(
         concurrency, brain_params = 1, {}
     checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
     try:
-        events = simulate_arm(
-            arm, top20_lists, agents.sessions(chosen), catalogue, brain, sim_config,
-            seed=config.seed, run_id=context.run.run_id, users=chosen, concurrency=concurrency, checkpoint_dir=checkpoint_dir,
-        )
+        events = pl.concat([
+            simulate_arm(
+                arm, top20_lists, agents.sessions(chosen), catalogue, brain, sim_config,
+                seed=config.seed, run_id=context.run.run_id, users=chosen, concurrency=concurrency,
+                checkpoint_dir=checkpoint_dir, session=session,
+            )
+            for session in range(config.sessions_per_agent)
+        ])
     finally:
         close = getattr(brain, "close", None)
         if close is not None:
@@ -89,7 +97,7 @@ def simulation_events(
     fallbacks = fallback_counts(events)
     params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)}
     with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm}):
-        mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen), **fallbacks})
+        mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen), "sessions_per_agent": config.sessions_per_agent, **fallbacks})
         usage = getattr(brain, "usage", None)
         if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})

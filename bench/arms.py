@@ -1,17 +1,24 @@
 """Benchmark of the recommender arms on real MovieLens (reference data, never shipped).
 
-For each arm, on ../shared/data/ml-1m (users 1-1999; ml-100k where ratings are absent),
-chronological 7:2:1 split, label rating >= 4:
-- training: seconds per epoch on this machine's cores (torch threads = --threads);
+For each arm (all 11 of the paper by default), on ../shared/data/ml-1m (users 1-1999, with
+the local MM-ML-1M metadata as `make demo-ml1m` uses it; ml-100k with --data ml-100k),
+chronological 7:2:1 split, label rating >= 4, Appendix B's hyper-parameters, early stopping
+on validation AUC (<= 20 epochs):
+- training: epochs run, best epoch, seconds per epoch on this machine's cores (torch
+  threads = --threads), the best epoch's validation AUC and log loss; an arm stopped by the
+  divergence guard is reported with its error and the run goes on;
 - scoring: pairs per second of the vectorised `top_k` against a naive per-user loop
   (one deepctr `model.predict` call per user, then a sort) measured in the same run on
   the same users, with the lists checked equal;
 - offline metrics: test AUC, log-loss, Recall@20, NDCG@20, printed beside the paper's
   Table 2 "Real-World" column (ML) and Table 5's "Original" AUC.
 
-    .venv/bin/python bench/arms.py                       # Table 2 arms
+    .venv/bin/python bench/arms.py                       # all 11 arms (AFN alone is ~1 h on 2 CPU cores)
+    .venv/bin/python bench/arms.py --threads 1 --cap afn=4 xdeepfm=3   # a shared machine: one thread, slow arms capped
+    .venv/bin/python bench/arms.py --arms random pop fm deepfm afn   # Table 2 arms
     .venv/bin/python bench/arms.py --arms deepfm --l2-on embedding   # Appendix B's L2 on embeddings
     .venv/bin/python bench/arms.py --arms afn --max-epochs-afn 2     # AFN is ~14x DeepFM on CPU
+    .venv/bin/python bench/arms.py --data ml-100k
 
 Results also go to bench/out/arms.json.
 """
@@ -35,7 +42,7 @@ from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.arms.metrics import relevant_items  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.movielens import load_local  # noqa: E402
-from ops.arms.recommenders import TABLE2_ARMS, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
+from ops.arms.recommenders import ALL_ARMS, ArmDivergedError, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 
 
@@ -56,10 +63,14 @@ PAPER_TABLE5_AUC = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", nargs="+", default=list(TABLE2_ARMS))
+    parser.add_argument("--arms", nargs="+", default=list(ALL_ARMS))
+    parser.add_argument("--data", choices=("ml-1m", "ml-100k"), default="ml-1m")
+    parser.add_argument("--no-metadata", action="store_true", help="ML-1M without the local MM-ML-1M metadata")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=20, help="Appendix B: at most 20")
-    parser.add_argument("--max-epochs-afn", type=int, default=2, help="AFN is ~14x slower than DeepFM on CPU")
+    parser.add_argument("--max-epochs-afn", type=int, default=None, help="cap AFN's epochs (~14x DeepFM's time on CPU)")
+    parser.add_argument("--cap", nargs="*", default=[], metavar="ARM=EPOCHS",
+                        help="cap an arm's epochs below --max-epochs (early stopping still applies), e.g. xdeepfm=3")
     parser.add_argument("--afn-train-fraction", type=float, default=1.0)
     parser.add_argument("--l2-on", choices=("dnn", "embedding"), default="dnn",
                         help="where Appendix B's 'L2 regularization of 0.003' goes")
@@ -67,12 +78,15 @@ def main() -> None:
                         help="unrated pairs per train row as negatives (default: the arm config's)")
     parser.add_argument("--naive-users", type=int, default=40, help="users in the naive per-user loop")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "arms.json")
+    parser.add_argument("--save-arms", type=Path, default=None,
+                        help="pickle each trained arm to FOLDER/<arm>.pkl, as the IO manager stores recommender_arm")
     args = parser.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
-    tables, source = _load()
+    bench_started = time.perf_counter()
+    tables, source, mm_ml_1m = _load(args.data, not args.no_metadata)
     split = chronological_split(tables.ratings)
     catalogue = tables.movies["movie_id"].to_numpy()
     print(f"data: {source}; ratings {tables.ratings.height:,}; train/valid/test "
@@ -89,22 +103,42 @@ def main() -> None:
         if args.l2_on == "embedding":
             overrides.update(l2_reg_embedding=0.003, l2_reg_dnn=0.0)
         note = ""
-        if arm_config(name).model == "afn":
-            overrides.update(max_epochs=min(args.max_epochs, args.max_epochs_afn), train_fraction=args.afn_train_fraction)
+        caps = dict(c.split("=", 1) for c in args.cap)
+        if name in caps:
+            overrides["max_epochs"] = min(args.max_epochs, int(caps[name]))
+            note = f"capped at {overrides['max_epochs']} epochs"
+        if arm_config(name).model == "afn" and (args.max_epochs_afn or args.afn_train_fraction < 1):
+            overrides.update(max_epochs=min(args.max_epochs, args.max_epochs_afn or args.max_epochs), train_fraction=args.afn_train_fraction)
             note = f"AFN capped at {overrides['max_epochs']} epochs, {args.afn_train_fraction:.0%} of train"
         config = arm_config(name, **overrides)
         started = time.perf_counter()
-        arm = train_arm(config, split.train, split.valid, tables.users, build_mm_ml_1m(tables.movies),
-                        on_epoch=lambda e, m, n=name: print(f"  {n} epoch {e}: val_auc {m['val_auc']:.4f} "
-                                                            f"loss {m['train_loss']:.4f} {m['epoch_seconds']:.1f}s", flush=True))
+        try:
+            arm = train_arm(config, split.train, split.valid, tables.users, mm_ml_1m,
+                            on_epoch=lambda e, m, n=name: print(f"  {n} epoch {e}: val_auc {m['val_auc']:.4f} val_log_loss "
+                                                                f"{m['val_log_loss']:.4f} loss {m['train_loss']:.4f} "
+                                                                f"{m['epoch_seconds']:.1f}s", flush=True))
+        except ArmDivergedError as error:
+            print(f"{name}: {error}", flush=True)
+            results.append({"arm": name, "diverged": str(error), "epochs_run": error.epoch,
+                            "train_seconds": time.perf_counter() - started})
+            _write(args.out, {"source": source, "threads": args.threads, "results": results})
+            continue
         train_seconds = time.perf_counter() - started
+        if args.save_arms:
+            import pickle
+
+            args.save_arms.mkdir(parents=True, exist_ok=True)
+            (args.save_arms / f"{name}.pkl").write_bytes(pickle.dumps(arm, protocol=pickle.HIGHEST_PROTOCOL))
         metrics = evaluate_arm(arm, split.train, split.test, catalogue, k=20)
         speed = _scoring_speed(arm, ranked_users, naive_users, catalogue, split.train)
         epochs = [h["epoch_seconds"] for h in arm.history]
+        best = arm.history[arm.best_epoch - 1] if arm.best_epoch else {}
         row = {
             **metrics.model_dump(),
             "epochs_run": len(epochs),
             "best_epoch": arm.best_epoch,
+            "val_auc": best.get("val_auc"),
+            "val_log_loss": best.get("val_log_loss"),
             "epoch_seconds_mean": float(np.mean(epochs)) if epochs else None,
             "train_seconds": train_seconds,
             **speed,
@@ -118,6 +152,7 @@ def main() -> None:
         _write(args.out, {"source": source, "threads": args.threads, "results": results})
 
     _print_table(results, source)
+    print(f"\nwall time {time.perf_counter() - bench_started:.0f} s (torch threads {args.threads})")
 
 
 def _write(path: Path, data: dict) -> None:
@@ -127,14 +162,23 @@ def _write(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _load():
-    ml1m = SHARED_DATA / "ml-1m"
-    if ml1m.is_dir() and any(p.name.startswith("ratings") for p in ml1m.iterdir()):
-        return load_local(ml1m), "ml-1m (ratings of users 1-1999)"
-    ml100k = SHARED_DATA / "ml-100k"
-    if ml100k.is_dir():
-        return load_local(ml100k), "ml-100k"
-    raise SystemExit(f"no MovieLens reference data under {SHARED_DATA} (set SIMAB_SHARED_DATA)")
+def _load(data: str, with_metadata: bool):
+    """The MovieLens tables, a description, and the MM-ML-1M catalogue (with the local
+    OMDb-style metadata for ML-1M, as `make demo-ml1m` builds it, posters aside)."""
+    folder = SHARED_DATA / data
+    if not folder.is_dir():
+        raise SystemExit(f"no MovieLens reference data at {folder} (set SIMAB_SHARED_DATA)")
+    tables = load_local(folder)
+    source = "ml-1m (ratings of users 1-1999)" if data == "ml-1m" else data
+    metadata_file = SHARED_DATA / "ml-1m-metadata" / "movies_extrainfos.dat"
+    if data == "ml-1m" and with_metadata and metadata_file.is_file():
+        from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
+
+        out = ROOT / "bench" / "out" / "arms_metadata"
+        config = LocalMetadataConfig(metadata_path=metadata_file, progress=False)
+        metadata = load_local_metadata(tables.movies, out, config).metadata
+        return tables, f"{source}, metadata {metadata_file.name}", build_mm_ml_1m(tables.movies, metadata)
+    return tables, source, build_mm_ml_1m(tables.movies)
 
 
 def _scoring_speed(arm, ranked_users, naive_users, catalogue, train) -> dict[str, float]:
@@ -176,19 +220,23 @@ def _naive_top_k(arm, users, catalogue, exclude, k):
 
 
 def _print_table(results, source) -> None:
-    print(f"\nOffline metrics on {source} vs A/B Agent Table 2 (ML, Real-World) and Table 5 (Original AUC)")
-    head = (f"{'arm':<10}{'AUC':>8}{'paper':>8}{'logloss':>9}{'R@20':>8}{'paper':>8}{'N@20':>8}{'paper':>8}"
-            f"{'epochs':>8}{'s/epoch':>9}{'pairs/s':>12}{'naive/s':>10}{'x':>7}")
+    print(f"\nOffline metrics on {source} vs A/B Agent Table 2 (ML, Real-World: T2) and Table 5 (Original AUC: T5);"
+          " valAUC / valLL at the best epoch; the paper trains on all 6,040 ML-1M users")
+    head = (f"{'arm':<10}{'epochs':>7}{'best':>5}{'s/epoch':>9}{'valAUC':>8}{'valLL':>7}{'AUC':>8}{'T5':>8}{'logloss':>9}"
+            f"{'R@20':>8}{'T2':>8}{'N@20':>8}{'T2':>8}{'pairs/s':>12}{'naive/s':>10}{'x':>7}")
     print(head)
     print("-" * len(head))
     for r in results:
+        if "diverged" in r:
+            print(f"{r['arm']:<10}{r['epochs_run']:>7}  DIVERGED: {r['diverged']}")
+            continue
         model = arm_config(r["arm"]).model
         paper_recall, paper_ndcg = PAPER_TABLE2.get(r["arm"], (None, None))
         fmt = lambda v, w=8, p=4: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
-        print(f"{r['arm']:<10}{fmt(r['test_auc'])}{fmt(PAPER_TABLE5_AUC.get(model))}{fmt(r['test_log_loss'], 9)}"
-              f"{fmt(r['recall_at_k'])}{fmt(paper_recall)}{fmt(r['ndcg_at_k'])}{fmt(paper_ndcg)}"
-              f"{r['epochs_run']:>8}{fmt(r['epoch_seconds_mean'], 9, 1)}{r['pairs_per_s']:>12,.0f}"
-              f"{r['naive_pairs_per_s']:>10,.0f}{r['speedup']:>7.1f}")
+        print(f"{r['arm']:<10}{r['epochs_run']:>7}{r['best_epoch'] or '-':>5}{fmt(r['epoch_seconds_mean'], 9, 1)}"
+              f"{fmt(r.get('val_auc'))}{fmt(r.get('val_log_loss'), 7, 3)}{fmt(r['test_auc'])}{fmt(PAPER_TABLE5_AUC.get(model))}"
+              f"{fmt(r['test_log_loss'], 9)}{fmt(r['recall_at_k'])}{fmt(paper_recall)}{fmt(r['ndcg_at_k'])}{fmt(paper_ndcg)}"
+              f"{r['pairs_per_s']:>12,.0f}{r['naive_pairs_per_s']:>10,.0f}{r['speedup']:>7.1f}")
         if r["note"]:
             print(f"{'':<10}({r['note']})")
 

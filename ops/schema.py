@@ -119,6 +119,9 @@ EVENTS: dict[str, pl.DataType] = {
     "run_id": pl.Utf8,
     "arm": pl.Utf8,
     "user_id": pl.Int64,
+    # 0.. : the agent's independent repetition of the session on this arm (sessions per
+    # agent, paired across arms); a single-session run has session 0 only.
+    "session": pl.Int64,
     "step": pl.Int64,  # 1.. within the session; the exit interview row comes last
     "page_type": pl.Utf8,  # "home" / "detail": the page the action was taken on
     "page_number": pl.Int64,  # home page number 1..4 (a detail page keeps the page it came from)

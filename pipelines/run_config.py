@@ -12,7 +12,7 @@ schedule, the read-out sensor and `python -m pipelines.lifecycle`).
 | `SIMAB_METADATA_SOURCE`, `SIMAB_METADATA_PATH`, `SIMAB_POSTER_DIRS` (`:`-separated), `SIMAB_LINKS_PATH` | `movie_metadata` |
 | `SIMAB_ARMS` (comma-separated) | which arm partitions a full run, the schedule and the sensor use; `simulation_events.arms` |
 | `SIMAB_MAX_EPOCHS` | `recommender_arm` and `augmentation_metrics`: max_epochs |
-| `SIMAB_AGENTS`, `SIMAB_BRAIN` | `simulation_events`: n_agents, brain |
+| `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent |
 | `SIMAB_CONTROL` | `ab_readout`: control |
 """
 
@@ -66,6 +66,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
     put("augmentation_metrics", "max_epochs", "SIMAB_MAX_EPOCHS", int)
     put("simulation_events", "n_agents", "SIMAB_AGENTS", int)
     put("simulation_events", "brain", "SIMAB_BRAIN")
+    put("simulation_events", "sessions_per_agent", "SIMAB_SESSIONS", int)
     put("ab_readout", "control", "SIMAB_CONTROL")
 
     arms = list(DEFAULT_ARMS)

@@ -77,6 +77,36 @@ def test_arm_means_pooled_ratios_and_undefined_metrics():
     assert "| A |" in r.to_markdown()
 
 
+def test_several_sessions_per_agent_are_averaged_per_agent():
+    """Session 0 is the hand-worked log; in session 1 user 1 exits at once, user 2 clicks
+    movie 1 only and user 3 clicks and watches movie 1 (rating 4) on page 1."""
+    second = [
+        row("A", 1, 1, "home", 1, "exit", P1), row("A", 1, 2, "home", 1, "exit_interview", satisfaction=2),
+        row("A", 2, 1, "home", 1, "click_movie", P1, movie=1), row("A", 2, 2, "detail", 1, "back", [1], movie=1),
+        row("A", 2, 3, "home", 1, "exit", P1), row("A", 2, 4, "home", 1, "exit_interview", satisfaction=5),
+        row("A", 3, 1, "home", 1, "click_movie", P1, movie=1), row("A", 3, 2, "detail", 1, "watch_and_rate", [1], movie=1, rating=4),
+        row("A", 3, 3, "home", 1, "exit", P1), row("A", 3, 4, "home", 1, "exit_interview", satisfaction=9),
+    ]
+    events = frame([{**r, "session": 0} for r in hand_log()] + [{**r, "session": 1} for r in second])
+    m = per_agent_metrics(events).sort("user_id")
+    assert m.get_column("sessions").to_list() == [2, 2, 2]
+    # CTR per session: user 1 0.1 and 0.0, user 2 0.4 and 0.2, user 3 0.0 and 0.2.
+    assert m.get_column("ctr").to_list() == pytest.approx([0.05, 0.3, 0.1])
+    assert m.get_column("average_rating").to_list() == pytest.approx([5.0, 2.0, 4.0])  # undefined sessions left out
+    assert m.get_column("satisfaction").to_list() == pytest.approx([5.0, 4.0, 5.0])
+    assert m.get_column("impressions").to_list() == pytest.approx([7.5, 5.0, 5.0])  # per session
+    r = ab_readout(events, control="A", config=ReadoutConfig(n_bootstrap=200))
+    ctr = r.arms.filter(pl.col("metric") == "ctr").row(0, named=True)
+    assert ctr["n_agents"] == 3 and ctr["mean"] == pytest.approx(0.15)  # the agent is the unit
+    assert ctr["pooled"] == pytest.approx((0.5 + 1.5 + 0.5) / 17.5)  # mean clicks ÷ mean impressions per session, summed over agents
+    assert r.sessions_per_agent == 2 and "2 sessions per agent, averaged per agent" in r.to_markdown()
+    assert r.per_session.height == 6 and set(r.per_session.get_column("session").to_list()) == {0, 1}
+    # Events written before sessions existed (no column) read as one session: today's figures.
+    old = per_agent_metrics(frame(hand_log()).drop("session")).sort("user_id")
+    assert old.equals(per_agent_metrics(frame(hand_log())).sort("user_id")) and "sessions" not in old.columns
+    assert old.get_column("ctr").to_list() == [0.1, 0.4, 0.0]
+
+
 def shifted_world(n=60, seed=0, users_b=None):
     """Arm B clicks more: per agent, A clicks 0..2 items, B one more (paired by user)."""
     rng = np.random.default_rng(seed)

@@ -28,7 +28,7 @@ def lifecycle(tmp_path_factory):
     arm_config = {
         "ops": {
             "recommender_arm": {"config": {"max_epochs": 2}},
-            "simulation_events": {"config": {"n_agents": 60}},
+            "simulation_events": {"config": {"n_agents": 60, "sessions_per_agent": 2}},
             "augmentation_metrics": {"config": {"max_epochs": 2, "seeds": 2}},
         }
     }
@@ -53,6 +53,7 @@ def test_every_stage_materialises_and_every_contract_passes(lifecycle):
         assert {"recommender_arm", "top20_lists", "offline_metrics", "simulation_events", "augmentation_metrics"} <= _materialised(results[arm])
         events = pl.read_parquet(home / "assets" / "simulation_events" / f"{arm}.parquet")
         assert events.get_column("user_id").n_unique() == 60 and set(events.get_column("arm").unique()) == {arm}
+        assert events.group_by("session").agg(pl.col("user_id").n_unique()).sort("session").rows() == [(0, 60), (1, 60)]
     assert {"ab_readout", "simab_report"} <= _materialised(results["readout"])
 
 
@@ -90,12 +91,17 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     text = report.read_text()
     assert "Against the control pop" in text and "Kendall" in text
     # Arm against arm: every pair of the three arms with a verdict, and its figure.
-    pairs_section = text.split("## Fidelity arm against arm", 1)[1].split("## Figures", 1)[0]
+    pairs_section = text.split("## Fidelity arm against arm", 1)[1].split("\n## ", 1)[0]
     assert sum(v in pairs_section for v in ("| agree", "| disagree", "| offline tie", "| simulation tie")) >= 1
     assert pairs_section.count("\n| ") == 3 + 1  # header + 3 pairs
     assert (home / "reports" / results["readout"].run_id / "plots" / "fidelity_pairs.png").stat().st_size > 1000
     for arm in ARMS:
         assert f"| {arm}" in text
+    # Power: 60 agents × 2 sessions, one row per pair with its MDE and a verdict, and its figure.
+    power = text.split("## Power of the simulated A/B test", 1)[1].split("\n## ", 1)[0]
+    assert "60 agents × 2 session(s)" in power
+    assert sum(any(v in line for v in ("| powered", "| underpowered", "| opposite direction", "| offline tie")) for line in power.splitlines()) == 3
+    assert (home / "reports" / results["readout"].run_id / "plots" / "power.png").stat().st_size > 1000
     # Table 5: FM refit on its own simulated clicks and views; Random and Pop have no model to refit.
     augmentation = text.split("## Data augmentation (A/B Agent Table 5)", 1)[1].split("\n## ", 1)[0]
     assert "Not applicable (no CTR model to refit for this arm's partition): pop, random." in augmentation

@@ -167,8 +167,9 @@ def test_training_is_reproducible_and_restores_the_best_epoch(data):
 
 def test_early_stopping_stops_after_patience(data):
     users, movies, split = data
-    # A huge step makes validation AUC stop improving quickly.
-    config = arm_config("fm", batch_size=256, learning_rate=0.5, max_epochs=20, patience=1)
+    # A huge step makes validation AUC stop improving quickly (and the log loss explode, so
+    # the divergence guard, tested on its own below, is off here).
+    config = arm_config("fm", batch_size=256, learning_rate=0.5, max_epochs=20, patience=1, divergence={"enabled": False})
     arm = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
     aucs = [h["val_auc"] for h in arm.history]
     assert len(aucs) < 20
@@ -215,3 +216,47 @@ def test_sampled_negatives_are_unrated_pairs(data):
     pairs = {(back_user[int(a)], back_movie.get(int(b))) for a, b in x[:, [0, movie_col]]}
     assert not pairs & rated
     assert np.array_equal(x, _sampled_negatives(split.train, movies, encoder, 0.5, np.random.default_rng(0)))
+
+
+def test_divergence_guard_stops_nan_predictions_at_their_batch(data):
+    from ops.arms.recommenders import ArmDivergedError
+
+    users, movies, split = data
+    # An infinite Adam step turns the weights into inf/NaN after the first batch.
+    config = arm_config("fm", batch_size=256, learning_rate=float("inf"), max_epochs=3)
+    with pytest.raises(ArmDivergedError, match=r"arm 'fm' diverged at epoch 1: batch \d+ gives \d+ predictions that are not numbers") as caught:
+        train_arm(config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies))
+    assert caught.value.arm == "fm" and caught.value.epoch == 1
+
+
+def test_divergence_guard_stops_an_exploding_log_loss_after_logging_it(data):
+    from ops.arms.recommenders import ArmDivergedError
+
+    users, movies, split = data
+    logged = []
+    # A step 500 times Adam's default: confident, wrong predictions (train loss ~57 per row).
+    config = arm_config("fm", batch_size=256, learning_rate=0.5, max_epochs=5)
+    with pytest.raises(ArmDivergedError, match=r"arm 'fm' diverged at epoch 1: train loss [\d.]+ > 2 \(train_loss [\d.]+, val_auc [\d.]+, val_log_loss") as caught:
+        train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies), on_epoch=lambda e, m: logged.append(e))
+    assert caught.value.figures["train_loss"] > 2 and "epoch_seconds" not in caught.value.figures
+    assert logged == [1]  # the epoch that broke the guard was reported (to MLflow) before the stop
+    # The limit is configuration: raised above the figures, the same training goes on.
+    relaxed = config.model_copy(update={"max_epochs": 1, "divergence": config.divergence.model_copy(update={"max_log_loss": 1e6})})
+    assert len(train_arm(relaxed, split.train, split.valid, users, build_mm_ml_1m(movies)).history) == 1
+
+
+def test_divergence_guard_stops_an_arm_stuck_near_half_after_the_configured_epochs(data):
+    from ops.arms.recommenders import ArmDivergedError
+
+    users, movies, split = data
+    # Ratings shuffled across rows: the labels carry no signal, so validation AUC stays near 0.5.
+    rng = np.random.default_rng(0)
+    noise = split.train.head(3000).with_columns(pl.Series("rating", rng.permutation(split.train.head(3000)["rating"].to_numpy())))
+    valid = split.valid.head(1000).with_columns(pl.Series("rating", rng.permutation(split.valid.head(1000)["rating"].to_numpy())))
+    config = arm_config("fm", **{**FAST, "max_epochs": 3}, sampled_negatives=0)
+    with pytest.raises(ArmDivergedError, match=r"arm 'fm' diverged at epoch 2: best validation AUC 0\.[45]\d+ < 0.55 after 2 epochs"):
+        train_arm(config, noise, valid, users, build_mm_ml_1m(movies))
+    # Before `auc_epochs` epochs the AUC is not judged; with the guard off nothing is.
+    assert len(train_arm(config.model_copy(update={"max_epochs": 1}), noise, valid, users, build_mm_ml_1m(movies)).history) == 1
+    off = config.model_copy(update={"divergence": config.divergence.model_copy(update={"enabled": False})})
+    assert len(train_arm(off, noise, valid, users, build_mm_ml_1m(movies)).history) >= 2

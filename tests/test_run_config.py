@@ -8,7 +8,7 @@ from pipelines.run_config import run_config_for, settings_from_env, with_arms
 def test_each_job_gets_only_its_own_ops_settings():
     settings = settings_from_env(
         {"SIMAB_SOURCE": "local", "SIMAB_LOCAL_PATH": "/data/ml-1m", "SIMAB_POSTER_DIRS": "/a:/b", "SIMAB_MAX_EPOCHS": "3",
-         "SIMAB_AGENTS": "50", "SIMAB_BRAIN": "llm", "SIMAB_CONTROL": "random", "SIMAB_ARMS": "pop, fm"}
+         "SIMAB_AGENTS": "50", "SIMAB_BRAIN": "llm", "SIMAB_SESSIONS": "4", "SIMAB_CONTROL": "random", "SIMAB_ARMS": "pop, fm"}
     )
     prepare = run_config_for("simab_prepare", settings)["ops"]
     assert prepare["movielens"]["config"] == {"source": "local", "local_path": "/data/ml-1m"}
@@ -16,7 +16,7 @@ def test_each_job_gets_only_its_own_ops_settings():
     assert set(prepare) == {"movielens", "movie_metadata"}
     arm = run_config_for("simab_arm", settings)["ops"]
     assert arm["recommender_arm"]["config"] == {"max_epochs": 3} and arm["augmentation_metrics"]["config"] == {"max_epochs": 3}
-    assert arm["simulation_events"]["config"] == {"n_agents": 50, "brain": "llm", "arms": ["pop", "fm"]}
+    assert arm["simulation_events"]["config"] == {"n_agents": 50, "brain": "llm", "sessions_per_agent": 4, "arms": ["pop", "fm"]}
     assert run_config_for("simab_readout", settings) == {"ops": {"ab_readout": {"config": {"control": "random"}}}}
     assert settings.arms == ["pop", "fm"]
 

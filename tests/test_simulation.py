@@ -283,3 +283,33 @@ def test_a_crashed_run_resumes_from_the_checkpoint_asking_only_the_unfinished_ag
     other = Counting()
     simulate_arm("A", top_k, agents, cat, other, SimulationConfig(progress=False, max_steps=3), seed=3, checkpoint_dir=folder)
     assert len(other.asked) == N_USERS and not old.exists()
+
+
+def test_session_zero_keeps_the_single_session_generator_and_later_sessions_are_independent():
+    import zlib
+
+    from ops.simulation.runner import agent_rng
+
+    # Session 0 is the generator every single-session run has used: SeedSequence([seed, user, crc32(arm)]).
+    before = np.random.default_rng(np.random.SeedSequence([1, 5, zlib.crc32(b"A")])).random(4).tolist()
+    assert agent_rng(1, 5, "A").random(4).tolist() == before == agent_rng(1, 5, "A", session=0).random(4).tolist()
+    assert agent_rng(1, 5, "A", session=1).random(4).tolist() != before
+    assert agent_rng(1, 5, "A", session=1).random(4).tolist() != agent_rng(1, 5, "A", session=2).random(4).tolist()
+    # Common random numbers: the same draws in every arm for a session, new ones for the next.
+    assert agent_rng(1, 5, "A", True, session=2).random(2).tolist() == agent_rng(1, 5, "B", True, session=2).random(2).tolist()
+    assert agent_rng(1, 5, "A", True, session=2).random(2).tolist() != agent_rng(1, 5, "A", True, session=1).random(2).tolist()
+
+
+def test_sessions_are_numbered_in_the_events_and_session_zero_is_the_old_run():
+    cat, top_k, agents = world(12)
+    default = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+    zero = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=0)
+    one = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=1)
+    assert default.schema == pl.Schema(EVENTS) and zero.equals(default)
+    assert default.get_column("session").unique().to_list() == [0] and one.get_column("session").unique().to_list() == [1]
+    assert one.equals(simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=1))
+    # An independent repetition: the same agents, other decisions.
+    assert sorted(one.get_column("user_id").unique().to_list()) == sorted(default.get_column("user_id").unique().to_list())
+    assert one.drop("session").get_column("action").to_list() != default.get_column("action").to_list()
+    with pytest.raises(ValueError, match="session must be >= 0"):
+        simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, session=-1)

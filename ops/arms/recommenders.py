@@ -16,6 +16,8 @@ design.md stage 6.
 from __future__ import annotations
 
 import copy
+import functools
+import math
 import re
 import time
 from collections.abc import Callable
@@ -40,6 +42,41 @@ ALL_ARMS = ("random", "pop", *DEEPCTR_MODELS)
 VARIANT_ARMS = ("deepfm_data50", "deepfm_data75", "deepfm_user_id_only", "deepfm_movie_id_only")
 
 EpochCallback = Callable[[int, dict[str, float]], None]
+
+
+class DivergenceGuard(BaseModel):
+    """When training gives up on an arm instead of registering a useless model.  Every
+    check names the arm, the epoch and the figures (`ArmDivergedError`)."""
+
+    enabled: bool = True
+    # A loss that is not a number (NaN / inf) stops the arm at once, at the batch it
+    # appears in: nothing after it can be trusted.  Not configurable.
+    # Mean log loss, train or validation, above this stops the arm after the epoch.  A
+    # constant 0.5 scores ln 2 = 0.69 and the base rate less; the sane arms score
+    # 0.45-0.75 on ML-1M validation (bench/arms.py); 2.0 is reached only by confident wrong
+    # predictions, like AFN's 14.2 at epoch 1 (issue 16).
+    max_log_loss: float = Field(2.0, gt=0)
+    # Best validation AUC so far below this after `auc_epochs` epochs stops the arm: "near
+    # 0.5", i.e. the model ranks a positive above a negative hardly more often than a coin.
+    # Pop, which knows nothing of the user, scores 0.62 on ML-1M (users 1-1999) validation
+    # and 0.59 on ML-100K, DeepFM 0.70 after one epoch; a DeepCTR arm below 0.55 is not
+    # learning.
+    min_val_auc: float = Field(0.55, ge=0, le=1)
+    # Epochs before the AUC check: the first epoch of a slow learner (a small step, few
+    # rows) may still be near 0.5; two are enough on every arm of bench/arms.py.
+    auc_epochs: int = Field(2, ge=1)
+
+
+class ArmDivergedError(RuntimeError):
+    """Training of an arm was stopped by its DivergenceGuard."""
+
+    def __init__(self, arm: str, epoch: int, reason: str, figures: dict[str, float]):
+        self.arm, self.epoch, self.reason, self.figures = arm, epoch, reason, dict(figures)
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in figures.items())
+        super().__init__(
+            f"arm {arm!r} diverged at epoch {epoch}: {reason} ({shown}); training stopped, the arm is not "
+            "registered. The limits are the arm's `divergence` settings (ops.arms.recommenders.DivergenceGuard)."
+        )
 
 
 class ArmConfig(BaseModel):
@@ -69,6 +106,13 @@ class ArmConfig(BaseModel):
     l2_reg_linear: float = 1e-5
     # Model-specific constructor arguments of deepctr-torch (cross_num, ltl_hidden_size, …).
     model_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # Standard deviation the embeddings start from; None keeps deepctr's 1e-4, which is
+    # fine for the additive and product models (their scale is learnt) but not for AFN's
+    # logarithmic neurons (APPENDIX_B below says why).
+    embedding_init_std: float | None = Field(None, gt=0)
+    # AFN only: the logarithmic neurons take log(max(|e|, floor)) of each embedding
+    # component; None keeps deepctr's floor of 1e-7 (APPENDIX_B below says why AFN gets 1e-4).
+    log_input_floor: float | None = Field(None, gt=0)
     # Appendix B: "early stopping based on validation AUC ... converge within 20 epochs".
     max_epochs: int = Field(20, ge=1)
     patience: int = Field(2, ge=1)  # epochs without a better validation AUC; not stated in the paper
@@ -92,6 +136,7 @@ class ArmConfig(BaseModel):
     sampled_negatives: float = Field(1.0, ge=0)
     # Pop: rank by number of train interactions (Steck 2011) or by train positives.
     popularity_of: Literal["interactions", "positives"] = "interactions"
+    divergence: DivergenceGuard = Field(default_factory=DivergenceGuard)
 
 
 # Appendix B, "Specific adjustments", per model.  "PNN and NFM follow the default
@@ -104,7 +149,20 @@ APPENDIX_B: dict[str, dict[str, Any]] = {
     "wdl": {"dnn_hidden_units": (256, 64), "dnn_dropout": 0.5},
     "xdeepfm": {"dnn_dropout": 0.5},
     "dcn": {"dnn_dropout": 0.5, "model_kwargs": {"cross_num": 2}},
-    "afn": {"dnn_dropout": 0.0, "model_kwargs": {"ltl_hidden_size": 256}},
+    # Not in Appendix B, the fix of issue 16 (validation AUC 0.56-0.60 and log loss 3-14 on
+    # ML-1M, against DeepFM's 0.67-0.70): AFN's logarithmic neurons compute
+    # exp(sum_f w_f log|e_f|), so every embedding must stay well away from 0.  deepctr-torch
+    # starts embeddings at 1e-4, below one Adam step (1e-3), so their components cross 0 in
+    # the first batches and log|e| is noise down to its floor log(1e-7) = -16; and the
+    # embedding of an id unseen in train (2 of 3 validation rows come from users first seen
+    # there) is pulled to ~0 by the L2 term and, at prediction time, sends exp() to 1e4 and
+    # beyond, which batch norm's running statistics cannot tame (batch statistics hide it
+    # in training).  The AFN authors' code (WeiyuCheng/AFN-AAAI-20, src/AFN.py) starts the
+    # embeddings at Glorot scale (~1e-2) and clips |e| at 1e-4; we do the same.  Measured on
+    # ML-1M users 1-1999, 10 % of train, one epoch: validation AUC 0.563 (deepctr as is),
+    # 0.603 (floor 1e-4 only), 0.670 (init 0.01 only), 0.676 (both); DeepFM 0.672.
+    "afn": {"dnn_dropout": 0.0, "model_kwargs": {"ltl_hidden_size": 256}, "embedding_init_std": 0.01,
+            "log_input_floor": 1e-4},
     "autoint": {"model_kwargs": {"att_layer_num": 2, "att_head_num": 2}},
     "pnn": {},
     "nfm": {},
@@ -321,7 +379,39 @@ def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
     kwargs = {dnn_argument: config.dnn_hidden_units, **common, **config.model_kwargs}
     if linear:
         kwargs["l2_reg_linear"] = config.l2_reg_linear
-    return model_class(*column_args, **kwargs)
+    model = model_class(*column_args, **kwargs)
+    if config.embedding_init_std is not None:
+        _reinitialise_embeddings(model, config.embedding_init_std, config.seed)
+    if class_name == "AFN":
+        # deepctr's AFN accepts l2_reg_dnn but never registers it (every other model
+        # does): Appendix B's L2 on the DNN kernels, as DeepFM registers it.
+        model.add_regularization_weight(
+            [w for n, w in model.afn_dnn.named_parameters() if "weight" in n and "bn" not in n], l2=config.l2_reg_dnn
+        )
+        model.add_regularization_weight(model.afn_dnn_linear.weight, l2=config.l2_reg_dnn)
+        if config.log_input_floor is not None:
+            model.ltl.register_forward_pre_hook(functools.partial(_floor_log_input, config.log_input_floor))
+    return model
+
+
+def _reinitialise_embeddings(model, std: float, seed: int) -> None:
+    """Embeddings drawn afresh from N(0, std²), from their own seeded generator so that
+    torch's global random stream (dropout) is left as deepctr's seeding set it."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for table in model.embedding_dict.values():
+            table.weight.copy_(torch.randn(table.weight.shape, generator=generator) * std)
+
+
+def _floor_log_input(floor: float, module, args):
+    """Forward pre-hook of AFN's log layer: |e| clipped below at `floor` before the layer
+    takes its log (the layer's own abs and 1e-7 clip then change nothing).  A module-level
+    function, so that a trained arm still pickles."""
+    import torch
+
+    return (torch.clamp(torch.abs(args[0]), min=floor),)
 
 
 # model -> (deepctr-torch class, its DNN-layers argument, whether it has a linear part)
@@ -367,6 +457,7 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
     rated = _rated_keys(train) if config.sampled_negatives > 0 else None
 
     history: list[dict[str, float]] = []
+    guard = config.divergence
     best_auc, best_epoch, best_state, stale = -np.inf, None, None, 0
     for epoch in range(1, config.max_epochs + 1):
         started = time.perf_counter()
@@ -384,15 +475,27 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
             x = x_epoch[idx].to(device)
             y = y_epoch[idx].to(device)
             prediction = model(x).squeeze(-1)
+            if guard.enabled and not bool(torch.isfinite(prediction).all()):
+                # torch's BCE refuses NaN inputs with an error that names neither arm nor epoch.
+                bad = int((~torch.isfinite(prediction)).sum())
+                raise ArmDivergedError(config.name, epoch, f"batch {start // config.batch_size + 1} gives {bad} predictions that are not numbers",
+                                       {"train_loss_so_far": total / max(start, 1)})
             # deepctr's own fit: summed BCE plus the registered L2 terms plus aux loss.
             loss = F.binary_cross_entropy(prediction, y, reduction="sum")
             objective = loss + model.get_regularization_loss() + model.aux_loss
             optimiser.zero_grad()
             objective.backward()
             optimiser.step()
-            total += float(loss.detach())
+            batch_loss = float(loss.detach())
+            if guard.enabled and not math.isfinite(batch_loss):
+                raise ArmDivergedError(config.name, epoch, f"the loss of batch {start // config.batch_size + 1} is {batch_loss}",
+                                       {"train_loss_so_far": total / max(start, 1)})
+            total += batch_loss
         valid_scores = _predict(model, encoder, valid["user_id"].to_numpy(), valid["movie_id"].to_numpy(),
                                 config.score_batch_size)
+        if guard.enabled and not np.all(np.isfinite(valid_scores)):
+            raise ArmDivergedError(config.name, epoch, f"{int((~np.isfinite(valid_scores)).sum())} validation predictions are not numbers",
+                                   {"train_loss": total / x_epoch.shape[0]})
         metrics = {
             "train_loss": total / x_epoch.shape[0],
             "val_auc": auc(valid_labels, valid_scores),
@@ -401,7 +504,9 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
         }
         history.append({"epoch": epoch, **metrics})
         if on_epoch is not None:
-            on_epoch(epoch, metrics)
+            on_epoch(epoch, metrics)  # before the guard, so that the figures that stop an arm are logged
+        if guard.enabled:
+            _check_divergence(config, epoch, metrics, max(h["val_auc"] for h in history))
         if metrics["val_auc"] > best_auc:
             best_auc, best_epoch, stale = metrics["val_auc"], epoch, 0
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -413,6 +518,19 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
     model.eval()
     return TrainedArm(config=config, encoder=encoder, model=model, history=history, best_epoch=best_epoch,
                       train_rows=train.height)
+
+
+def _check_divergence(config: ArmConfig, epoch: int, metrics: dict[str, float], best_val_auc: float) -> None:
+    """Raise ArmDivergedError when an epoch's figures break the arm's DivergenceGuard."""
+    guard = config.divergence
+    figures = {k: v for k, v in metrics.items() if k != "epoch_seconds"}
+    for name in ("train_loss", "val_log_loss"):
+        if not metrics[name] <= guard.max_log_loss:  # NaN fails too
+            raise ArmDivergedError(config.name, epoch, f"{name.replace('_', ' ')} {metrics[name]:.4g} > {guard.max_log_loss:g}", figures)
+    if epoch >= guard.auc_epochs and not best_val_auc >= guard.min_val_auc:
+        raise ArmDivergedError(
+            config.name, epoch, f"best validation AUC {best_val_auc:.4f} < {guard.min_val_auc:g} after {epoch} epochs", figures
+        )
 
 
 def _sampled_negatives(train: pl.DataFrame, movies: pl.DataFrame, encoder: FeatureEncoder, ratio: float,

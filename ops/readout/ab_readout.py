@@ -73,6 +73,8 @@ RATIO_PARTS: dict[str, tuple[str, str]] = {
     "view_ratio": ("watched", "impressions"),
     "like_ratio": ("likes", "impressions"),
 }
+# Per-agent counts: summed over an agent's sessions.
+COUNTS: tuple[str, ...] = ("clicks", "watches", "watched", "rating_sum", "likes", "impressions")
 LABELS: dict[str, str] = {
     "ctr": "CTR",
     "cvr": "CVR",
@@ -111,6 +113,14 @@ class ABReadout:
     config: ReadoutConfig
     # arm, agents, fallback_events, fallback_agents, failed_agents (see `fallback_counts`)
     fallbacks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FALLBACKS))
+    per_session: pl.DataFrame | None = None  # arm, user_id, session, counts, metrics (the power analysis reads it)
+
+    @property
+    def sessions_per_agent(self) -> int:
+        """The most sessions any agent had (1 for a single-session run)."""
+        if self.per_session is None or self.per_session.is_empty():
+            return 1
+        return int(self.per_session.group_by("arm", "user_id").len().get_column("len").max())
 
     def table(self, pooled: bool = False) -> pl.DataFrame:
         """One row per arm, one "mean [low, high]" column per metric: the table people read
@@ -130,12 +140,14 @@ class ABReadout:
         return pl.DataFrame(out, schema={k: pl.Utf8 for k in out})
 
     def save(self, folder: Path) -> None:
-        """Into `folder`, without pickle: the three tables as Parquet, the rest as JSON."""
+        """Into `folder`, without pickle: the tables as Parquet, the rest as JSON."""
         from ops.codec import save_json, save_table
 
         folder.mkdir(parents=True, exist_ok=True)
         for name in _TABLES:
             save_table(folder / f"{name}.parquet", getattr(self, name))
+        if self.per_session is not None:
+            save_table(folder / "per_session.parquet", self.per_session)
         save_json(folder / "readout.json", {"kind": "ABReadout", "format_version": 1, "control": self.control, "design": self.design,
                                             "config": self.config.model_dump(mode="json")})
 
@@ -146,10 +158,14 @@ class ABReadout:
         meta = load_json(folder / "readout.json")
         check_format(meta, "ABReadout", 1, folder / "readout.json")
         tables = {name: load_table(folder / f"{name}.parquet") for name in _TABLES}
+        if (folder / "per_session.parquet").exists():
+            tables["per_session"] = load_table(folder / "per_session.parquet")
         return cls(**tables, control=meta["control"], design=meta["design"], config=ReadoutConfig.model_validate(meta["config"]))
 
     def to_markdown(self) -> str:
-        lines = [f"### Arms ({self.design} design, {self.config.confidence:.0%} bootstrap intervals over agents)", ""]
+        sessions = self.sessions_per_agent
+        unit = f"; {sessions} sessions per agent, averaged per agent" if sessions > 1 else ""
+        lines = [f"### Arms ({self.design} design, {self.config.confidence:.0%} bootstrap intervals over agents{unit})", ""]
         table = self.table()
         if self.fallbacks.height:
             # Recorded fallbacks beside each arm: agents with one (events), of which failed.
@@ -187,7 +203,8 @@ def ab_readout(
     unknown = [m for m in config.metrics if m not in METRICS]
     if unknown:
         raise ValueError(f"read-out: unknown metric(s) {unknown}; the metrics are {METRICS}")
-    per_agent = per_agent_metrics(events, config.like_threshold)
+    per_session = per_session_metrics(events, config.like_threshold)
+    per_agent = agent_means(per_session)
     arms = per_agent.get_column("arm").unique(maintain_order=True).sort().to_list()
     if control not in arms:
         raise ValueError(f"read-out: control arm {control!r} has no events; the arms are {arms}")
@@ -216,7 +233,7 @@ def ab_readout(
             comparisons.append(_compare_unpaired(arm, control, per_agent, boots, config))
     comparison_table = _with_holm(pl.concat(comparisons) if comparisons else _empty_comparisons(), config)
     fallbacks = pl.DataFrame([{"arm": arm, **fallback_counts(events.filter(pl.col("arm") == arm))} for arm in arms], schema=FALLBACKS)
-    return ABReadout(per_agent, arm_table, comparison_table, control, design, config, fallbacks)
+    return ABReadout(per_agent, arm_table, comparison_table, control, design, config, fallbacks, per_session)
 
 
 FALLBACKS = {"arm": pl.Utf8, "agents": pl.Int64, "fallback_events": pl.Int64, "fallback_agents": pl.Int64, "failed_agents": pl.Int64}
@@ -242,12 +259,25 @@ def fallback_counts(events: pl.DataFrame) -> dict[str, int]:
 
 
 def per_agent_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataFrame:
-    """One row per (arm, agent): the counts and the metrics of the module docstring."""
+    """One row per (arm, agent): the counts and the metrics of the module docstring.
+
+    The agent is the unit.  With several sessions per agent (events with `session` 1, 2,
+    …) each metric and each count is the mean of the agent's per-session values (sessions
+    where a metric is undefined left out of it), and `sessions` says how many there were;
+    with one session the agent's row is that session's."""
+    return agent_means(per_session_metrics(events, like_threshold))
+
+
+def per_session_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataFrame:
+    """One row per (arm, agent, session): the counts and metrics of that session alone.
+    Events without a `session` column (written before sessions existed) are session 0."""
     needed = ("arm", "user_id", "page_type", "page_number", "action", "movie_id", "shown", "rating", "satisfaction")
     missing = [c for c in needed if c not in events.columns]
     if missing:
         raise ValueError(f"read-out: the events lack column(s) {missing}")
-    keys = ["arm", "user_id"]
+    session = pl.col("session").fill_null(0) if "session" in events.columns else pl.lit(0)
+    events = events.with_columns(session.cast(pl.Int64).alias("session"))
+    keys = ["arm", "user_id", "session"]
     agents = events.select(keys).unique().sort(keys)
     impressions = (
         events.filter(pl.col("page_type") == "home")
@@ -271,7 +301,7 @@ def per_agent_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataF
         agents.join(counts, on=keys, how="left")
         .join(impressions, on=keys, how="left")
         .with_columns(pl.col("impressions").fill_null(0))
-        .with_columns(pl.col(c).cast(pl.Int64) for c in ("clicks", "watches", "watched", "rating_sum", "likes", "impressions"))
+        .with_columns(pl.col(c).cast(pl.Int64) for c in COUNTS)
     )
     if (frame.get_column("impressions") == 0).any():
         bad = frame.filter(pl.col("impressions") == 0).head(5).select(keys).to_dicts()
@@ -285,6 +315,24 @@ def per_agent_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataF
         *(ratio(*RATIO_PARTS[m]).alias(m) for m in ("ctr", "cvr", "click_to_watch", "average_rating", "view_ratio", "like_ratio")),
         pl.col("exit_page").cast(pl.Int64),
         pl.col("satisfaction").cast(pl.Int64),
+    )
+
+
+def agent_means(per_session: pl.DataFrame) -> pl.DataFrame:
+    """Per-session metrics (`per_session_metrics`) to one row per (arm, agent): with one
+    session per agent the rows are returned as they are (less the session column); with
+    more, metrics and counts are averaged over each agent's sessions.  Counts are averaged
+    rather than summed because `likes` is both a count and a metric, and the pooled ratios
+    (sum of numerators ÷ sum of denominators) come out the same either way when every agent
+    has the same number of sessions."""
+    keys = ["arm", "user_id"]
+    if per_session.is_empty() or per_session.group_by(keys).len().get_column("len").max() == 1:
+        return per_session.drop("session")
+    values = [c for c in per_session.columns if c not in (*keys, "session")]
+    return (
+        per_session.group_by(keys)
+        .agg(pl.len().alias("sessions"), *(pl.col(c).cast(pl.Float64).mean() for c in values))
+        .sort(keys)
     )
 
 
@@ -432,4 +480,4 @@ def _markdown(frame: pl.DataFrame) -> list[str]:
 
 
 # ABReadout's tables, one Parquet file each (`ABReadout.save`).
-_TABLES = ("per_agent", "arms", "comparisons")
+_TABLES = ("per_agent", "arms", "comparisons", "fallbacks")

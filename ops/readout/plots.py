@@ -1,5 +1,6 @@
 """Figures of the read-outs, each a matplotlib Figure (or a PNG) for MLflow: the A/B
-read-out per metric, fidelity arm against arm, and the data augmentation's test AUC."""
+read-out per metric, fidelity arm against arm, the power of the simulated test, and the
+data augmentation's test AUC."""
 
 from __future__ import annotations
 
@@ -76,6 +77,42 @@ def fidelity_pairs(pairs: pl.DataFrame):
     ax.set_xlabel("offline NDCG@20 difference (a − b)")
     ax.set_ylabel("simulated CTR difference (a − b)")
     ax.set_title("Fidelity arm against arm (95 % intervals)")
+    fig.tight_layout()
+    return fig
+
+
+def power_figure(power):
+    """The power of the simulated test per pair of arms (`ops.readout.power.PowerAnalysis`):
+    left, the observed simulated difference beside the smallest one this run detects (a
+    pair whose dot sits below its bar is underpowered); right, the agents needed to detect
+    the observed difference against sessions per agent, with this run's agents dashed."""
+    plt = pyplot()
+    pairs = power.pairs.sort("arm_a", "arm_b")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    names = [f"{a} − {b}" for a, b in zip(pairs.get_column("arm_a"), pairs.get_column("arm_b"))]
+    x = np.arange(len(names))
+    mde = pairs.get_column("minimum_detectable_difference").to_numpy()
+    observed = pairs.get_column("simulated_difference").to_numpy()
+    left.bar(x, mde, color="#dddddd", label=f"MDE (power {power.config.power:.0%}, α {power.config.alpha:g})")
+    colours = {"powered": "#55a868", "underpowered": "#dd8452", "opposite direction": "#c44e52", "offline tie": "#8c8c8c"}
+    for i, verdict in enumerate(pairs.get_column("verdict").to_list()):
+        left.plot(x[i], abs(observed[i]), "o", color=colours.get(verdict, "#4c72b0"))
+    for verdict, colour in colours.items():
+        left.plot([], [], "o", color=colour, label=f"|observed|: {verdict}")
+    left.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+    metric = pairs.get_column("metric")[0] if pairs.height else ""
+    left.set_title(f"{metric}: observed difference vs minimum detectable", fontsize=9)
+    left.legend(fontsize=7)
+    for (a, b), part in power.plan.sort("sessions").group_by("arm_a", "arm_b", maintain_order=True):
+        right.plot(part.get_column("sessions").to_numpy(), part.get_column("agents_needed").to_numpy(), "o-", label=f"{a} − {b}")
+    if pairs.height:
+        right.axhline(int(pairs.get_column("agents")[0]), color="#555555", linestyle="--", linewidth=0.8, label="this run's agents")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("sessions per agent")
+    right.set_ylabel("agents needed")
+    right.set_title("Agents needed to separate the pairs the offline metric separates", fontsize=9)
+    right.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -14,7 +14,8 @@ brain) and driven three ways: serially, on threads, or — for a brain with coro
 (`adecide`, `aexit_interview`: the LLM brain) — as coroutines on one event loop, many
 agents in flight, which is what an endpoint with 300 ms per call needs.
 
-Randomness: each agent's generator comes from `SeedSequence([seed, user_id, crc32(arm)])`,
+Randomness: each agent's generator comes from `SeedSequence([seed, user_id, crc32(arm)])`
+(with the session number appended for sessions 1, 2, … of `simulate_arm(session=…)`),
 so an agent's session does not depend on which other agents run, nor in what order.
 The frame is built once at the end in user-id order, so the same seed gives the same
 events, byte for byte, for any brain whose decisions depend only on its inputs and the
@@ -60,7 +61,9 @@ log = logging.getLogger(__name__)
 Design = Literal["paired", "random"]
 # Bump when the checkpoint's record layout or what the key covers changes.
 CHECKPOINT_FORMAT = 1
-_FALLBACK_REASON = list(EVENTS).index("fallback_reason")
+# A row holds every EVENTS column but `session`, which is the same for a whole call.
+_ROW_COLUMNS = [name for name in EVENTS if name != "session"]
+_FALLBACK_REASON = _ROW_COLUMNS.index("fallback_reason")
 
 
 class SimulationConfig(BaseModel):
@@ -96,9 +99,14 @@ def simulate_arm(
     activity_tiers: Mapping[int, str] | None = None,
     concurrency: int = 1,
     checkpoint_dir: str | Path | None = None,
+    session: int = 0,
 ) -> pl.DataFrame:
     """Run every agent (or those in `users`) on `arm`'s top-20 lists; return the events
     (schema `ops.schema.EVENTS`), ordered by user id then step.
+
+    `session` numbers an independent repetition: each agent draws from its own generator
+    for (seed, user, arm, session), and the events carry it; session 0 is the generator a
+    single-session run has always used.
 
     `top_k` follows ops.schema.TOP_K (rows of other arms are ignored).  `agents` are session
     templates: each run starts from a fresh copy (no fatigue spent, empty short-term memory),
@@ -133,6 +141,8 @@ def simulate_arm(
         raise ValueError(f"simulation seed must be >= 0, got {seed}")
     if concurrency < 1:
         raise ValueError(f"simulation concurrency must be >= 1, got {concurrency}")
+    if session < 0:
+        raise ValueError(f"simulation session must be >= 0, got {session}")
     by_user = {a.user_id: a for a in agents}
     if len(by_user) != len(agents):
         raise ValueError("simulation: agents repeat a user_id")
@@ -166,8 +176,10 @@ def simulate_arm(
     done: dict[int, list[tuple]] = {}
     checkpoint = None
     if checkpoint_dir is not None:
-        key = checkpoint_key(arm, seed, sessions, lists, catalogue, brain, config)
-        checkpoint = _open_checkpoint(Path(checkpoint_dir), key, arm, seed, brain, len(sessions))
+        key = checkpoint_key(arm, seed, sessions, lists, catalogue, brain, config, session)
+        # Each session its own folder: a checkpoint supersedes the others in its folder.
+        folder = Path(checkpoint_dir) / f"session-{session}" if session else Path(checkpoint_dir)
+        checkpoint = _open_checkpoint(folder, key, arm, seed, brain, len(sessions))
         wanted = set(chosen)
         done = {u: [(run_id, *row) for row in rec["rows"]] for u, rec in checkpoint.records.items() if u in wanted}
     todo = [s for s in sessions if s.user_id not in done]
@@ -188,15 +200,15 @@ def simulate_arm(
     progress = tqdm(total=len(sessions), initial=len(done), desc=f"simulate {arm}", disable=not config.progress, mininterval=2.0)
     try:
         if _is_async(brain):
-            fresh = _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, concurrency, finish, checkpoint, progress)
+            fresh = _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, session, concurrency, finish, checkpoint, progress)
         else:
-            fresh = _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, concurrency, finish, checkpoint, progress)
+            fresh = _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, session, concurrency, finish, checkpoint, progress)
     finally:
         progress.close()
     if failures.users:
         log.warning("simulation of arm %r: %s", arm, failures.describe())
     per_agent = {**done, **fresh}
-    return _events_frame([row for user_id in chosen for row in per_agent[user_id]])
+    return _events_frame([row for user_id in chosen for row in per_agent[user_id]], session)
 
 
 class SimulationFailed(RuntimeError):
@@ -211,6 +223,7 @@ def checkpoint_key(
     catalogue: Catalogue,
     brain: Brain,
     config: SimulationConfig,
+    session: int = 0,
 ) -> str:
     """SHA-256 of everything that determines an arm's events: the event schema, arm, seed,
     the simulation config, the brain (name and `brain.fingerprint()`, or its pydantic
@@ -224,6 +237,8 @@ def checkpoint_key(
             h.update(b"\x1f")
 
     put(CHECKPOINT_FORMAT, json.dumps({k: str(v) for k, v in EVENTS.items()}), arm, seed)
+    if session:  # session 0 keeps the keys of single-session runs
+        put("session", session)
     put(config.model_dump_json(exclude={"progress", "max_failed_agents_share"}))
     put(brain.name, brain_fingerprint(brain))
     for movie_id in sorted(catalogue.movie_ids()):
@@ -253,9 +268,14 @@ def brain_fingerprint(brain: Brain) -> str:
     return "|".join(parts)
 
 
-def agent_rng(seed: int, user_id: int, arm: str, common_random_numbers: bool = False) -> np.random.Generator:
-    """The agent's own generator, a pure function of (seed, user, arm)."""
+def agent_rng(
+    seed: int, user_id: int, arm: str, common_random_numbers: bool = False, session: int = 0
+) -> np.random.Generator:
+    """The agent's own generator, a pure function of (seed, user, arm, session); session 0
+    keeps the entropy of the single-session runs, so their events do not change."""
     entropy = [seed, user_id] if common_random_numbers else [seed, user_id, zlib.crc32(arm.encode("utf-8"))]
+    if session:
+        entropy.append(session)
     return np.random.default_rng(np.random.SeedSequence(entropy))
 
 
@@ -464,17 +484,17 @@ def _is_async(brain: Brain) -> bool:
     return all(inspect.iscoroutinefunction(getattr(brain, name, None)) for name in ("adecide", "aexit_interview"))
 
 
-def _agent(arm, run_id, session, lists, catalogue, brain, config, seed) -> tuple[Generator, list[tuple], np.random.Generator]:
+def _agent(arm, run_id, session, lists, catalogue, brain, config, seed, number) -> tuple[Generator, list[tuple], np.random.Generator]:
     rows: list[tuple] = []
-    rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers)
+    rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers, session=number)
     return _session_loop(arm, run_id, session, lists[session.user_id], catalogue, brain.name, config, rows), rows, rng
 
 
-def _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, concurrency, finish, checkpoint, progress) -> dict[int, list[tuple]]:
+def _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, number, concurrency, finish, checkpoint, progress) -> dict[int, list[tuple]]:
     """Serial, or `concurrency` threads sharing the brain."""
 
     def one(session: AgentSession) -> list[tuple]:
-        loop, rows, rng = _agent(arm, run_id, session, lists, catalogue, brain, config, seed)
+        loop, rows, rng = _agent(arm, run_id, session, lists, catalogue, brain, config, seed, number)
         try:
             _drive(loop, brain, session, rng)
         except Exception as exc:
@@ -499,7 +519,7 @@ def _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, concurre
             raise
 
 
-def _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, concurrency, finish, checkpoint, progress) -> dict[int, list[tuple]]:
+def _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, number, concurrency, finish, checkpoint, progress) -> dict[int, list[tuple]]:
     """`concurrency` agents in flight as coroutines on one event loop (a fresh one, on a
     thread of its own when the caller's thread already runs a loop)."""
     import asyncio
@@ -511,7 +531,7 @@ def _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, concurr
 
         async def worker() -> None:
             for session in pending:
-                loop, rows, rng = _agent(arm, run_id, session, lists, catalogue, brain, config, seed)
+                loop, rows, rng = _agent(arm, run_id, session, lists, catalogue, brain, config, seed, number)
                 try:
                     await _drive_async(loop, brain, session, rng)
                 except Exception as exc:
@@ -630,12 +650,16 @@ def _open_checkpoint(folder: Path, key: str, arm: str, seed: int, brain: Brain, 
     return JsonlCheckpoint(path, key="user_id")
 
 
-def _events_frame(rows: list[tuple]) -> pl.DataFrame:
+def _events_frame(rows: list[tuple], session: int = 0) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=EVENTS)
-    columns = dict(zip(EVENTS, zip(*rows)))
+    # The session number is the same for every row of a call: the rows leave it out.
+    columns = dict(zip(_ROW_COLUMNS, zip(*rows)))
     series = []
     for name, dtype in EVENTS.items():
+        if name == "session":
+            series.append(pl.Series(name, [session] * len(rows), dtype=dtype))
+            continue
         values = columns[name]
         if isinstance(dtype, pl.List):
             series.append(_list_column(name, values))

@@ -1,0 +1,50 @@
+"""Every DeepCTR arm of the paper trains to a sane model on real MovieLens (issue 16), on a
+slice small enough for `make test`; bench/arms.py runs the full protocol.
+
+Skipped when the reference copy of ML-1M (users 1-1999) is absent."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import shared_path
+
+pytestmark = pytest.mark.slow
+
+# 2 % of the chronological train split (4,750 rows, as many sampled negatives), one epoch
+# at Appendix B's settings, validation AUC on 5,000 validation rows (two in three from
+# users first seen there, what broke AFN).  xDeepFM and AFN cost most of it: ~50 s of one
+# core between them.  Measured on 10,000 rows: DeepFM 0.616, the others 0.609-0.626, AFN
+# as deepctr-torch builds it 0.523 (0.528 at 5 % of train, where DeepFM has 0.634).
+TRAIN_FRACTION = 0.02
+VALID_ROWS = 5_000
+WITHIN = 0.03  # issue 16: every DeepCTR arm within 0.03 of DeepFM
+LEARNS = 0.60  # DeepFM on the slice, well above a coin (0.5) though not yet above Pop (0.622)
+
+
+def test_every_deepctr_arm_is_within_003_of_deepfm_on_ml1m_validation():
+    import torch
+
+    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config, train_arm
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.movielens import load_local
+    from ops.data.split import chronological_split
+
+    tables = load_local(shared_path("ml-1m"))
+    split = chronological_split(tables.ratings)
+    catalogue = build_mm_ml_1m(tables.movies)
+    valid = split.valid.sample(VALID_ROWS, seed=0)
+    # One thread, as the other training tests: on a loaded 2-core machine two OpenMP
+    # threads spin-wait for each other and run several times slower.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        val_auc = {}
+        for name in DEEPCTR_MODELS:
+            config = arm_config(name, train_fraction=TRAIN_FRACTION, max_epochs=1)
+            val_auc[name] = train_arm(config, split.train, valid, tables.users, catalogue).history[0]["val_auc"]
+    finally:
+        torch.set_num_threads(threads)
+    assert val_auc["deepfm"] >= LEARNS, val_auc
+    behind = {name: round(value, 4) for name, value in val_auc.items() if value < val_auc["deepfm"] - WITHIN}
+    assert not behind, f"validation AUC more than {WITHIN} below DeepFM's {val_auc['deepfm']:.4f}: {behind}"

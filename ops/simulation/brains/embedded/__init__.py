@@ -68,12 +68,13 @@ from ops.simulation.brains.embedded.config import (
     EmbeddedBrainConfig,
     EmbeddedBrainParams,
     LinearModel,
+    ListResponse,
 )
 from ops.simulation.brains.embedded.features import AgentState, BrainContext, PairScores, agent_states, demographic_group, pair_features
 from ops.simulation.brains.embedded.fitting import EmbeddedBrainModel, fit, fit_embedded_brain
 
 __all__ = [
     "AgentState", "BrainContext", "DETAIL_FEATURES", "EmbeddedBrain", "EmbeddedBrainConfig", "EmbeddedBrainModel",
-    "EmbeddedBrainParams", "FEATURES", "HOME_FEATURES", "LinearModel", "PairScores", "agent_states",
+    "EmbeddedBrainParams", "FEATURES", "HOME_FEATURES", "LinearModel", "ListResponse", "PairScores", "agent_states",
     "demographic_group", "fit", "fit_embedded_brain", "pair_features",
 ]

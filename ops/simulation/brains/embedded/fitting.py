@@ -43,7 +43,7 @@ def fit_embedded_brain(
     statistics of the train window) and the parameters fitted on train + validation."""
     config = config or EmbeddedBrainConfig()
     started = time.perf_counter()
-    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users)
+    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users, crowd_rating_prior=config.crowd_rating_prior)
     params = fit(train, valid, agents.memories, agents.profiles, context, config)
     return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started})
 
@@ -122,7 +122,14 @@ def fit(
         poster_model=ctx.vectors.poster_model if config.use_posters else "none",
         catalogue_digest=ctx.vectors.digest,
         seed=config.fit_seed,
+        fit_rows=train.height + valid.height,
+        fit_last_timestamp=_last_timestamp(train, valid),
     )
+
+
+def _last_timestamp(*frames: pl.DataFrame) -> int | None:
+    stamps = [f.get_column("timestamp").max() for f in frames if f.height and "timestamp" in f.columns]
+    return int(max(stamps)) if stamps else None
 
 
 def _sample_negatives(rng, n, pop_p, rated: set, ctx: BrainContext, config: EmbeddedBrainConfig) -> np.ndarray:

@@ -90,6 +90,7 @@ def list_quality_alignment(
     from ops.readout.alignment.lists import mixed_lists, ratio_name
     from ops.readout.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
     from ops.readout.alignment.plots import list_quality_figure
+    from ops.simulation.runner import SimulationConfig
 
     liked = test_ratings.filter(pl.col("rating") >= embedded_brain.config.like_threshold)
     # Full lists of 20 at every ratio: 10 liked held-out items at 1:1 (ops.readout.alignment.lists).
@@ -99,7 +100,7 @@ def list_quality_alignment(
     known = pl.concat([f.select("user_id", "movie_id") for f in (train_ratings, valid_ratings, test_ratings)])
     lists = mixed_lists(liked, known, mm_ml_1m.get_column("movie_id").to_numpy(), QUALITY_RATIOS, 20, config.seed, users, stream="quality", full_lists_only=True)
     concurrency = llm.concurrency if config.brain == "llm" else 1
-    events = simulate_lists(brain, agents.sessions(users), lists, catalogue, seed=config.seed, concurrency=concurrency)
+    events = simulate_lists(brain, agents.sessions(users), lists, catalogue, SimulationConfig(), seed=config.seed, concurrency=concurrency)
     result = list_quality(events, lists, window=test_ratings, n_bootstrap=config.n_bootstrap, seed=config.seed)
     result.brain = brain.name
     if config.brain == "embedded":

@@ -22,7 +22,7 @@ within `tolerance` of the best, because beyond the click model's own discriminat
 sharper s buys nothing and only makes decisions more deterministic.
 
 It reads the train and validation windows and the fitted brain, nothing else: the test
-window never reaches it (`tests/test_alignment.py` checks that).
+window never reaches it (`tests/test_alignment_brains.py` checks that).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class CalibrationConfig(BaseModel):
     tolerance: float = Field(0.03, ge=0)
     seed: int = 0
     n_bootstrap: int = 200  # the yardstick's intervals are not what is chosen on; the points are
+    progress: bool = True
 
 
 def calibrate_list_response(
@@ -80,8 +81,10 @@ def calibrate_list_response(
     chosen = [by_user[u] for u in users]
     z = _anchor_logits(model, base, chosen, lists, ratio_name(config.anchor_ratio))
     target = float(_sigmoid(z).mean())
+    from tqdm.auto import tqdm
+
     grid = []
-    for scale in config.scales:
+    for scale in tqdm(config.scales, desc=f"list-response calibration ({len(users)} agents)", disable=not config.progress):
         shift = 0.0 if scale == 1.0 else _solve_shift(z, scale, target)
         brain = EmbeddedBrainModel(base.model_copy(update={"click_scale": scale, "click_shift": shift}), model.context, model.config).brain()
         events = simulate_lists(brain, chosen, lists, catalogue, simulation, seed=config.seed)

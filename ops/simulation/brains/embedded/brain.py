@@ -119,9 +119,7 @@ class EmbeddedBrain:
         # watches and rates; the same draws are made either way.
         must_rate = BACK not in obs.legal_actions
         if WATCH_AND_RATE in obs.legal_actions and (must_rate or u < _sigmoid1(like_logit + c.watch_bias)):
-            lo, hi = c.rating_range
-            mean = float(scores.rating_mean[i])
-            rating = min(hi, max(lo, int(round(mean + c.rating_noise * self.params.rating_residual_sd * z))))
+            rating = self._rating(float(scores.rating_mean[i]), z)
             liked = rating >= c.like_threshold
             return Decision(
                 action=WATCH_AND_RATE,
@@ -132,6 +130,16 @@ class EmbeddedBrain:
             )
         reason = "not for me: " + self._reason(session, scores, i, self._like_terms, positive=False)
         return Decision(BACK, interest, reason, movie_id=movie_id)
+
+    def _rating(self, mean: float, z: float) -> int:
+        """The star rating for a predicted mean `mean` under the configured rule (z: the
+        step's standard normal draw, used by "sampled" only)."""
+        c = self.config
+        lo, hi = c.rating_range
+        if c.rating_rule == "matched" and self.params.rating_cuts:
+            return lo + int(np.searchsorted(self.params.rating_cuts, mean, side="right"))
+        noise = c.rating_noise * self.params.rating_residual_sd * z if c.rating_rule == "sampled" else 0.0
+        return min(hi, max(lo, int(round(mean + noise))))
 
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         c = self.config

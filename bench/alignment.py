@@ -7,7 +7,9 @@ Chronological 7:2:1 split; agents remember the train window; the embedded brain 
 on train + validation and calibrated to list quality on the validation window; every
 protocol holds out the test window.  Prints:
 - the list-response calibration (issue 16 item 4): real users' elasticity on the
-  validation yardstick, the brain's before and after, and what it does to the arms' CTR;
+  validation yardstick, the brain's before and after, and what it does to the arms in the
+  sandbox: CTR / CVR / AR, Kendall τ against offline NDCG@20, the arm-pair verdicts and
+  each pair's sensitivity (relative CTR difference ÷ relative NDCG@20 difference);
 - taste discrimination at 1:1, 1:3, 1:9, 1:4 beside SimUSER / Agent4Rec Table 1;
 - rating prediction beside the user mean and the offline arms on the same pairs, and the
   rating distribution, for each rating rule (SimUSER Table 2, Agent4Rec Fig. 3);
@@ -36,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from scipy.stats import kendalltau
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -46,6 +49,7 @@ from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
+from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
 from ops.readout.alignment import papers  # noqa: E402
 from ops.readout.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
 from ops.readout.alignment.lists import mixed_lists, ratio_name  # noqa: E402
@@ -120,9 +124,24 @@ def main() -> None:
             metrics = per_agent_metrics(events[name].filter(pl.col("arm") == arm))
             row |= {f"CTR {name}": metrics["ctr"].mean(), f"CVR {name}": metrics["cvr"].mean(), f"AR {name}": metrics["average_rating"].mean()}
         rows.append(row)
-    arm_table = pl.DataFrame(rows)
+    offline = offline_per_user({a: lists.filter(pl.col("arm") == a) for a in arms}, split.test)
+    ndcg = dict(offline.group_by("arm").agg(pl.col("ndcg_at_k").mean()).iter_rows())
+    arm_table = pl.DataFrame(rows).with_columns(pl.col("arm").replace_strict(ndcg, return_dtype=pl.Float64).alias("offline NDCG@20"))
     print(_md(arm_table, ".4f"))
     results["arms_in_sandbox"] = arm_table.to_dicts()
+    for name in ("before", "after"):
+        per_agent = per_agent_metrics(events[name])
+        pairs = pairwise_agreement(per_agent, offline, paired=True, seed=args.seed)
+        ctr = dict(per_agent.group_by("arm").agg(pl.col("ctr").mean()).iter_rows())
+        tau = kendalltau([ctr[a] for a in arms], [ndcg[a] for a in arms]).statistic
+        relative = pairs.with_columns(
+            (pl.col("simulated_difference") / pl.col("arm_b").replace_strict(ctr, return_dtype=pl.Float64)
+             / (pl.col("offline_difference") / pl.col("arm_b").replace_strict(ndcg, return_dtype=pl.Float64))).alias("sensitivity")
+        )
+        print(f"{name} calibration: Kendall τ(CTR, NDCG@20) = {tau:.3f}; {agreement_summary(pairs)}")
+        print(_md(relative.select("arm_a", "arm_b", "offline_difference", "offline_ci_low", "offline_ci_high", "simulated_difference",
+                                  "simulated_ci_low", "simulated_ci_high", "sensitivity", "verdict"), ".4f"))
+        results[f"fidelity_{name}"] = {"tau": tau, "pairs": relative.to_dicts()}
     clock.lap("arm simulations")
 
     test_users = sorted(set(split.test.get_column("user_id").to_list()) & set(agents.profiles))

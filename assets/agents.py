@@ -58,10 +58,15 @@ def agents(
 
 
 class EmbeddedBrainAssetConfig(Config):
-    seed: int = Field(default=0, description="seed of the brain's fitting (negative sampling)")
+    seed: int = Field(default=0, description="seed of the brain's fitting (negative sampling) and of its list-response calibration")
+    calibrate_list_response: bool = Field(
+        default=True,
+        description="calibrate the click decision to real users' response to list quality on the validation window (issue 16 item 4)",
+    )
+    calibration_agents: int = Field(default=300, description="validation-window agents the calibration's yardstick runs on")
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="scikit-learn")
+@asset(group_name=GROUP, code_version="2", compute_kind="scikit-learn")
 def embedded_brain(
     context: AssetExecutionContext,
     config: EmbeddedBrainAssetConfig,
@@ -69,15 +74,38 @@ def embedded_brain(
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
     users: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ):
-    """The embedded brain's click, like and rating models, fitted on train + validation."""
+    """The embedded brain's click, like and rating models, fitted on train + validation, its
+    click decision calibrated to real users' response to list quality (validation window)."""
+    import time
+
     from ops.simulation.brains.embedded import EmbeddedBrainConfig, fit_embedded_brain
 
     model = fit_embedded_brain(agents, train_ratings, valid_ratings, users, EmbeddedBrainConfig(fit_seed=config.seed))
+    if config.calibrate_list_response:
+        from ops.readout.alignment.calibration import CalibrationConfig, calibrate_list_response
+        from ops.simulation.catalogue import Catalogue
+
+        started = time.perf_counter()
+        calibration = CalibrationConfig(n_agents=config.calibration_agents, seed=config.seed)
+        model = calibrate_list_response(model, agents.sessions(), train_ratings, valid_ratings, Catalogue.from_frame(mm_ml_1m), calibration)
+        model.timings_s["calibration"] = time.perf_counter() - started
     params = model.params
     holdout = {"click_auc_holdout": params.click_auc_holdout, "like_auc_holdout": params.like_auc_holdout, "rating_rmse_holdout": params.rating_rmse_holdout}
-    with mlflow_tracking.asset_run(context, params={"fit_seed": config.seed}):
-        mlflow_tracking.log_metrics({**{f"seconds_{k}": v for k, v in model.timings_s.items()}, **holdout})
+    response = params.list_response
+    calibrated = {} if response is None else {
+        "list_response_real": response.real_elasticity, "list_response_before": response.elasticity_before,
+        "list_response_after": response.elasticity_after, "click_scale": params.click_scale, "click_shift": params.click_shift,
+    }
+    with mlflow_tracking.asset_run(context, params={"fit_seed": config.seed, "calibrate_list_response": config.calibrate_list_response}):
+        mlflow_tracking.log_metrics({**{f"seconds_{k}": v for k, v in model.timings_s.items()}, **holdout, **calibrated})
         mlflow_tracking.log_dict(params.model_dump(mode="json"), "embedded_brain_params.json")
-    return Output(model, metadata={**{k: round(v, 4) for k, v in holdout.items() if v is not None}, "fitted users": params.n_users})
+        if response is not None:
+            from ops.readout.alignment.plots import calibration_figure
+
+            mlflow_tracking.log_table(pl.DataFrame(response.grid), "list_response_calibration")
+            mlflow_tracking.log_figure(calibration_figure(response.grid, response.real_elasticity, response.click_scale), "plots/list_response_calibration.png")
+    metadata = {**{k: round(v, 4) for k, v in {**holdout, **calibrated}.items() if v is not None}, "fitted users": params.n_users}
+    return Output(model, metadata=metadata)

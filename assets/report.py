@@ -71,12 +71,17 @@ def simab_report(
     top20_lists: dict,
     test_ratings: pl.DataFrame,
     augmentation_metrics: dict,
+    taste_alignment,
+    rating_alignment,
+    social_traits_alignment: pl.DataFrame,
+    list_quality_alignment,
     mlflow_tracking: MlflowTracking,
 ):
     """The A/B read-out beside the offline metrics, and how well they agree (fidelity):
-    Kendall τ over the arms, arm against arm with intervals on both sides, and the power of
+    Kendall τ over the arms, arm against arm with intervals on both sides, the power of
     the simulated test (minimum detectable CTR difference, agents × sessions needed,
-    sensitivity ratio per pair)."""
+    sensitivity ratio per pair), and how far to trust the agents (the alignment protocols,
+    each beside the paper's figure)."""
     from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
     from ops.atomic import atomic_write_bytes
     from ops.figures import save_figure
@@ -103,7 +108,8 @@ def simab_report(
         plots.append(save_figure(fidelity_pairs(pairs), folder / "plots" / "fidelity_pairs.png"))
     if power is not None and power.pairs.height:
         plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
-    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power)
+    trust = _trust_section(folder, taste_alignment, rating_alignment, social_traits_alignment, list_quality_alignment)
+    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust)
     path = folder / "report.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     atomic_write_bytes(data_root() / "reports" / "latest.md", text.encode("utf-8"))
@@ -128,3 +134,25 @@ def simab_report(
         run_id = mlflow_tracking.active_run_id()
     context.log.info(f"report written to {path} (MLflow run {run_id})")
     return Output(str(path), metadata={"path": str(path), "mlflow_run_id": run_id, "report": MetadataValue.md(text)})
+
+
+def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) -> list[str]:
+    """"How far to trust the agents": the alignment results and their figures under `folder`/plots."""
+    from ops.figures import save_figure
+    from ops.readout.alignment.lists import ratio_name
+    from ops.readout.alignment.list_quality import QUALITY_RATIOS
+    from ops.readout.alignment.plots import calibration_figure, list_quality_figure, rating_figure, social_figure, taste_figure
+    from ops.readout.alignment.trust import trust_section
+
+    plots = folder / "plots"
+    figures = {
+        "taste": save_figure(taste_figure(taste.summary), plots / "alignment_taste.png"),
+        "rating": save_figure(rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png"),
+        "list_quality": save_figure(list_quality_figure(list_quality.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]), plots / "alignment_list_quality.png"),
+    }
+    if social.height:
+        figures["social"] = save_figure(social_figure(social), plots / "alignment_social.png")
+    calibration = getattr(list_quality, "calibration", None)
+    if calibration is not None:
+        figures["calibration"] = save_figure(calibration_figure(calibration.grid, calibration.real_elasticity, calibration.click_scale), plots / "list_response_calibration.png")
+    return trust_section(taste, rating, social, list_quality, brain=taste.brain, plots=figures, folder=folder, calibration=calibration)

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 
 from dagster import Definitions, definitions, load_assets_from_modules, multiprocess_executor
 
-from assets import agents, augmentation, ingestion, mm_ml_1m, recommenders, report, simulation, split
+from assets import agents, alignment, augmentation, ingestion, mm_ml_1m, recommenders, report, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.jobs import build_jobs, build_schedules_and_sensors
 from pipelines.resources import resources_for_deployment
 from pipelines.run_config import RunSettings, settings_from_env
 
-ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, report]
+ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report]
 
 
 def build_definitions(settings: RunSettings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:
@@ -30,7 +30,7 @@ def build_definitions(settings: RunSettings | None = None, environ: Mapping[str,
     schedules, sensors = build_schedules_and_sensors(settings, jobs)
     return Definitions(
         assets=load_assets_from_modules(ASSET_MODULES),
-        asset_checks=CONTRACT_CHECKS,
+        asset_checks=[*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS],
         jobs=list(jobs.values()),
         schedules=schedules,
         sensors=sensors,

@@ -2,7 +2,8 @@
 
 The lifecycle is three jobs because arms are partitions: `simab_prepare` (unpartitioned
 data, contracts, split, agents), `simab_arm` once per arm (train, top-20, offline metrics,
-simulation, augmentation) and `simab_readout` (A/B read-out, fidelity, report).  In the Dagster UI,
+simulation, augmentation) and `simab_readout` (A/B read-out, fidelity, the alignment
+protocols, report); `simab_alignment` re-runs the alignment protocols alone.  In the Dagster UI,
 "Materialize all" launches the same thing as one backfill.  Each job's default run config
 comes from the environment (`pipelines.run_config`), read once when the definitions are built.
 """
@@ -35,7 +36,11 @@ JOB_SELECTIONS = {
         AssetSelection.groups("recommenders", "simulation", "augmentation"),
         "one arm: train, top-20 lists, offline metrics, simulation, models refit on the simulated data",
     ),
-    "simab_readout": (AssetSelection.groups("report"), "A/B read-out over the simulated arms, fidelity, report"),
+    "simab_readout": (
+        AssetSelection.groups("report", "alignment"),
+        "A/B read-out over the simulated arms, fidelity (with its warning check), the agents' alignment protocols, report",
+    ),
+    "simab_alignment": (AssetSelection.groups("alignment"), "the alignment protocols alone: how far to trust the agents (e.g. for the LLM brain)"),
     "simab_resimulate": (AssetSelection.assets("simulation_events"), "re-simulate one arm against its current model and agents"),
 }
 

@@ -12,8 +12,10 @@ schedule, the read-out sensor and `python -m pipelines.lifecycle`).
 | `SIMAB_METADATA_SOURCE`, `SIMAB_METADATA_PATH`, `SIMAB_POSTER_DIRS` (`:`-separated), `SIMAB_LINKS_PATH` | `movie_metadata` |
 | `SIMAB_ARMS` (comma-separated) | which arm partitions a full run, the schedule and the sensor use; `simulation_events.arms` |
 | `SIMAB_MAX_EPOCHS` | `recommender_arm` and `augmentation_metrics`: max_epochs |
-| `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent |
+| `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent (`SIMAB_BRAIN` also the alignment assets' brain) |
 | `SIMAB_CONTROL` | `ab_readout`: control |
+| `SIMAB_ALIGNMENT_AGENTS` | the alignment assets: n_agents |
+| `SIMAB_FIDELITY_TAU_FLOOR` | `fidelity_trust` check: tau_floor |
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from pydantic import BaseModel, Field
 
 from assets.partitions import ARMS, DEFAULT_ARMS
 
+ALIGNMENT_OPS = ("taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment")
 # The ops (asset or multi-asset names) of each job, so a job's run config names only its own.
 JOB_OPS: dict[str, tuple[str, ...]] = {
     "simab_prepare": ("movielens", "movie_metadata", "mm_ml_1m", "chronological_split", "agents", "embedded_brain"),
     "simab_arm": ("recommender_arm", "top20_lists", "offline_metrics", "simulation_events", "augmentation_metrics"),
-    "simab_readout": ("ab_readout", "simab_report"),
+    "simab_readout": ("ab_readout", "simab_report", *ALIGNMENT_OPS, "ab_readout_fidelity_trust"),
+    "simab_alignment": ALIGNMENT_OPS,
     "simab_resimulate": ("simulation_events",),
 }
 
@@ -68,6 +72,11 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
     put("simulation_events", "brain", "SIMAB_BRAIN")
     put("simulation_events", "sessions_per_agent", "SIMAB_SESSIONS", int)
     put("ab_readout", "control", "SIMAB_CONTROL")
+    for op in ALIGNMENT_OPS:
+        if op != "social_traits_alignment":  # it reads the simulation's sessions, whatever their brain
+            put(op, "brain", "SIMAB_BRAIN")
+        put(op, "n_agents", "SIMAB_ALIGNMENT_AGENTS", int)
+    put("ab_readout_fidelity_trust", "tau_floor", "SIMAB_FIDELITY_TAU_FLOOR", float)
 
     arms = list(DEFAULT_ARMS)
     if env.get("SIMAB_ARMS"):

@@ -323,3 +323,56 @@ def test_demographic_lift_is_observed_over_expected_train_ratings_of_the_agents_
     value = brain._scores[uid].features[0, FEATURES.index("demographic_lift")]
     assert value == pytest.approx(ctx.demographic_lift[ctx.demographic_groups[f"{gender[uid]}|25"], bundle.vectors.rows_of([movie])[0]], rel=1e-5)
     assert value > 0
+
+
+# -- the alignment issue's additions: crowd rating, calibrated click, rating rules ----------------
+
+
+def test_crowd_rating_is_the_movies_train_mean_shrunk_towards_the_global_mean(world):
+    bundle = world["bundle"]
+    ctx = bundle.context
+    train = pl.concat([pl.DataFrame({"movie_id": m.movie_ids, "rating": m.ratings.astype(np.int64)}) for m in bundle.memories.values()])
+    g = train.get_column("rating").mean()
+    movie, (n, mean) = 5, train.filter(pl.col("movie_id") == 5).select(pl.len(), pl.col("rating").mean()).row(0)
+    expected = (n * mean + 10.0 * g) / (n + 10.0) - g
+    assert ctx.crowd_rating[bundle.vectors.rows_of([movie])[0]] == pytest.approx(expected)
+    brain = bundle.brain()
+    brain.click_probability(_session(bundle, 1), [movie])
+    assert brain._scores[1].features[0, FEATURES.index("crowd_rating")] == pytest.approx(expected)
+
+
+def test_the_click_scale_and_shift_sharpen_the_click_log_odds(world):
+    bundle = world["bundle"]
+    movies = _unrated(world, 2, True, 2) + _unrated(world, 2, False, 2)
+    plain = bundle.brain().click_logits(_session(bundle, 2), movies)
+    sharp = EmbeddedBrain(bundle.params.model_copy(update={"click_scale": 3.0, "click_shift": -1.5}), bundle.context).click_logits(_session(bundle, 2), movies)
+    assert sharp == pytest.approx(3.0 * plain - 1.5)
+
+
+def test_rating_rules_round_the_mean_match_the_validation_shares_or_sample(world):
+    from ops.simulation.brains.embedded.fitting import rating_cut_points
+
+    # Cut points: the predicted values' quantiles at the real cumulative shares.
+    cuts = rating_cut_points(np.arange(10.0), np.array([1, 1, 2, 3, 3, 3, 4, 4, 5, 5]))
+    assert cuts == pytest.approx(np.quantile(np.arange(10.0), [0.2, 0.3, 0.6, 0.8]).tolist())
+    bundle = world["bundle"]
+    assert bundle.params.rating_cuts is not None and sorted(bundle.params.rating_cuts) == bundle.params.rating_cuts
+    uid, movie = 3, _unrated(world, 3, True, 1)[0]
+    ratings = {}
+    for rule in ("expected", "matched", "sampled"):
+        brain = bundle.brain(EmbeddedBrainConfig(rating_rule=rule, watch_bias=30.0))
+        s = _session(bundle, uid)
+        ratings[rule] = [brain.decide(s, _detail(movie), np.random.default_rng(seed)).rating for seed in range(40)]
+        mu = float(brain._scores[uid].rating_mean[brain._scores[uid].index[movie]])
+    assert set(ratings["expected"]) == {min(5, max(1, int(round(mu))))}
+    assert set(ratings["matched"]) == {1 + int(np.searchsorted(bundle.params.rating_cuts, mu, side="right"))}
+    assert len(set(ratings["sampled"])) > 1  # the noise spreads the stars
+
+
+def test_asked_to_rate_without_a_back_button_the_agent_always_rates(world):
+    bundle = world["bundle"]
+    brain = bundle.brain(EmbeddedBrainConfig(watch_bias=-30.0))  # would never watch by choice
+    movie = _unrated(world, 4, False, 1)[0]
+    for seed in range(5):
+        d = brain.decide(_session(bundle, 4), _detail(movie, legal=(WATCH_AND_RATE,)), np.random.default_rng(seed))
+        assert d.action == WATCH_AND_RATE and 1 <= d.rating <= 5

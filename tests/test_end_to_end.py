@@ -136,3 +136,27 @@ def test_a_resimulation_without_vision_replaces_the_partition_and_names_its_brai
     after = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
     assert set(before.get_column("brain")) == {"embedded"} and set(after.get_column("brain")) == {"embedded:no-vision"}
     assert after.get_column("user_id").n_unique() == 60
+
+
+def test_the_readout_runs_the_alignment_protocols_warns_on_fidelity_and_reports_how_far_to_trust_the_agents(lifecycle):
+    home, results, _ = lifecycle
+    readout = results["readout"]
+    assert {"taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment"} <= _materialised(readout)
+    checks = {c.check_name: c for c in readout.get_asset_check_evaluations()}
+    trust = checks["fidelity_trust"]
+    from dagster import AssetCheckSeverity
+
+    assert trust.severity == AssetCheckSeverity.WARN and {"kendall_tau", "tau_floor", "disagreements"} <= set(trust.metadata)
+    text = (home / "reports" / readout.run_id / "report.md").read_text()
+    section = text.split("## How far to trust the agents", 1)[1].split("## Figures", 1)[0]
+    for heading in ("Taste discrimination", "Rating prediction", "Social traits", "List quality", "response to list quality"):
+        assert f"### {heading}" in section or heading in section, heading
+    assert "SimUSER" in section and "Protocol difference" in section and "best offline arm" in section
+    for name in ("alignment_taste", "alignment_rating", "alignment_list_quality", "alignment_social", "list_response_calibration"):
+        assert (home / "reports" / readout.run_id / "plots" / f"{name}.png").stat().st_size > 1000, name
+    from resources.mlflow_tracking import MlflowTracking
+
+    client = MlflowTracking().client()
+    runs = client.search_runs([MlflowTracking().experiment_id()], "tags.dagster_asset = 'taste_alignment'")
+    assert len(runs) == 1 and "f1_1_1" in runs[0].data.metrics
+    assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")} == {"plots/alignment_taste.png"}

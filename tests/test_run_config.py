@@ -17,8 +17,24 @@ def test_each_job_gets_only_its_own_ops_settings():
     arm = run_config_for("simab_arm", settings)["ops"]
     assert arm["recommender_arm"]["config"] == {"max_epochs": 3} and arm["augmentation_metrics"]["config"] == {"max_epochs": 3}
     assert arm["simulation_events"]["config"] == {"n_agents": 50, "brain": "llm", "sessions_per_agent": 4, "arms": ["pop", "fm"]}
-    assert run_config_for("simab_readout", settings) == {"ops": {"ab_readout": {"config": {"control": "random"}}}}
+    # The brain of the simulation is also the brain the alignment protocols ask (the social
+    # traits read the simulation's own sessions, so they take no brain).
+    llm = {"config": {"brain": "llm"}}
+    readout = {"ab_readout": {"config": {"control": "random"}}, "taste_alignment": llm, "rating_alignment": llm, "list_quality_alignment": llm}
+    assert run_config_for("simab_readout", settings) == {"ops": readout}
+    assert run_config_for("simab_alignment", settings) == {"ops": {k: v for k, v in readout.items() if k != "ab_readout"}}
     assert settings.arms == ["pop", "fm"]
+
+
+def test_alignment_sample_and_fidelity_floor_come_from_the_environment():
+    settings = settings_from_env({"SIMAB_ALIGNMENT_AGENTS": "40", "SIMAB_FIDELITY_TAU_FLOOR": "0.8"})
+    ops = run_config_for("simab_readout", settings)["ops"]
+    assert ops["ab_readout_fidelity_trust"] == {"config": {"tau_floor": 0.8}}
+    assert {op: c["config"] for op, c in ops.items() if op.endswith("_alignment")} == {
+        op: {"n_agents": 40} for op in ("taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment")
+    }
+    with pytest.raises(ValueError, match="SIMAB_FIDELITY_TAU_FLOOR"):
+        settings_from_env({"SIMAB_FIDELITY_TAU_FLOOR": "high"})
 
 
 def test_no_environment_leaves_the_papers_defaults():

@@ -13,11 +13,13 @@ from ops.readout.augmentation import seed_summary
 
 def report_markdown(
     readout, offline: pl.DataFrame, fid: pl.DataFrame, plots: list[Path], folder: Path, intervals: pl.DataFrame, pairs: pl.DataFrame,
-    summary: dict, augmentation: dict | None = None, power=None,
+    summary: dict, augmentation: dict | None = None, power=None, trust: list[str] | None = None,
 ) -> str:
     """The report people read: the A/B read-out (`ABReadout`), the offline metrics with
     their intervals, Table 5, both fidelity views, the power of the simulated test
-    (`ops.readout.power.PowerAnalysis`), and the figures (paths under `folder`)."""
+    (`ops.readout.power.PowerAnalysis`), "How far to trust the agents" (`trust`, Markdown
+    lines from `ops.readout.alignment.trust.trust_section`), and the figures (paths under
+    `folder`)."""
     lines = ["# simab report", "", readout.to_markdown(), "## Offline metrics (test split)", ""]
     if offline.height:
         cols = [c for c in ("arm", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "users_ranked") if c in offline.columns]
@@ -55,6 +57,7 @@ def report_markdown(
         lines += [show.to_pandas().to_markdown(index=False), ""]
     if power is not None and power.pairs.height:
         lines += [power.to_markdown()]
+    lines += list(trust or [])
     lines += ["## Figures", ""] + [f"![{p.stem}]({p.relative_to(folder)})" for p in plots]
     return "\n".join(lines) + "\n"
 

@@ -49,6 +49,12 @@ class EmbeddedBrain:
         logit = scores.click_logit[[scores.index[int(m)] for m in movie_ids]]
         return _sigmoid(logit - self.config.position_decay * (slot - 1) + self.config.click_bias)
 
+    def click_logits(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
+        """The click decision's log-odds (calibrated scale and shift applied) before the
+        position decay and `click_bias`."""
+        scores = self._ensure(session, movie_ids)
+        return scores.click_logit[[scores.index[int(m)] for m in movie_ids]]
+
     def like_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
         scores = self._ensure(session, movie_ids)
         return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in movie_ids]])
@@ -109,10 +115,11 @@ class EmbeddedBrain:
         p_like = _sigmoid1(like_logit)
         interest = 1 + sum(p_like >= cut for cut in c.detail_interest_cuts)
         u, z = rng.random(), rng.standard_normal()
-        if WATCH_AND_RATE in obs.legal_actions and u < _sigmoid1(like_logit + c.watch_bias):
-            lo, hi = c.rating_range
-            mean = float(scores.rating_mean[i])
-            rating = min(hi, max(lo, int(round(mean + c.rating_noise * self.params.rating_residual_sd * z))))
+        # Without `back` (asked to rate, as the rating-prediction protocol asks) the agent
+        # watches and rates; the same draws are made either way.
+        must_rate = BACK not in obs.legal_actions
+        if WATCH_AND_RATE in obs.legal_actions and (must_rate or u < _sigmoid1(like_logit + c.watch_bias)):
+            rating = self._rating(float(scores.rating_mean[i]), z)
             liked = rating >= c.like_threshold
             return Decision(
                 action=WATCH_AND_RATE,
@@ -123,6 +130,16 @@ class EmbeddedBrain:
             )
         reason = "not for me: " + self._reason(session, scores, i, self._like_terms, positive=False)
         return Decision(BACK, interest, reason, movie_id=movie_id)
+
+    def _rating(self, mean: float, z: float) -> int:
+        """The star rating for a predicted mean `mean` under the configured rule (z: the
+        step's standard normal draw, used by "sampled" only)."""
+        c = self.config
+        lo, hi = c.rating_range
+        if c.rating_rule == "matched" and self.params.rating_cuts:
+            return lo + int(np.searchsorted(self.params.rating_cuts, mean, side="right"))
+        noise = c.rating_noise * self.params.rating_residual_sd * z if c.rating_rule == "sampled" else 0.0
+        return min(hi, max(lo, int(round(mean + noise))))
 
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         c = self.config
@@ -191,7 +208,10 @@ class EmbeddedBrain:
             agents = [self._agents[u] for u, _ in items]
             rows = [self.ctx.vectors.rows_of(new) for _, new in items]
             X, tnn, pnn = pair_features(agents, rows, self.ctx, self.config)
-            click, like, mean = self.params.click.score(X), self.params.like.score(X), self.params.rating.score(X)
+            # The click decision's log-odds: the click model's, sharpened and shifted by the
+            # list-response calibration (EmbeddedBrainParams.click_scale / click_shift).
+            click = self.params.click_scale * self.params.click.score(X) + self.params.click_shift
+            like, mean = self.params.like.score(X), self.params.rating.score(X)
             start = 0
             for (uid, new), r in zip(items, rows):
                 sl = slice(start, start + len(new))
@@ -265,6 +285,11 @@ class EmbeddedBrain:
             if not np.isfinite(vote):
                 return None
             return f"well reviewed ({vote:.1f}/10)" if positive else f"weak reviews ({vote:.1f}/10)"
+        if feature in ("crowd_rating", "crowd_rating_x_conformity"):
+            mean = facts.mean_rating[movie_row]
+            if not np.isfinite(mean):
+                return None
+            return f"people rate it {mean:.1f}/5 on average" if positive else f"people rate it only {mean:.1f}/5"
         if feature in ("popularity", "popularity_x_conformity"):
             return "a popular pick" if positive else "too obscure for me"
         if feature == "director_match":

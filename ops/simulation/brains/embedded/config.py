@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -27,6 +29,8 @@ HOME_FEATURES = (
     "vote_x_conformity",
     "popularity",
     "popularity_x_conformity",
+    "crowd_rating",
+    "crowd_rating_x_conformity",
     "demographic_lift",
 )
 DETAIL_FEATURES = HOME_FEATURES + ("director_match", "actor_match")
@@ -45,6 +49,9 @@ class EmbeddedBrainConfig(BaseModel):
     use_posters: bool = True
     # Ratings at or above this count as liked (A/B Agent label, design.md lifecycle 5).
     like_threshold: int = 4
+    # The crowd's rating of a movie (its train mean) is shrunk towards the global mean by
+    # this many pseudo-ratings, so a movie rated twice does not read as a masterpiece.
+    crowd_rating_prior: float = Field(10.0, ge=0)
 
     # -- fitting (train and validation windows) --
     negatives_per_positive: int = Field(4, ge=1)
@@ -77,8 +84,13 @@ class EmbeddedBrainConfig(BaseModel):
     # Watch probability = sigmoid(like log-odds + watch_bias): most clicks end in a watch
     # (A/B Agent Table 2: CVR / CTR between 0.5 and 0.8).
     watch_bias: float = 0.8
-    # Spread of sampled ratings, as a multiple of the rating model's residual sd.
-    rating_noise: float = 1.0
+    # How the detail page's rating is chosen from the rating model's mean μ (package
+    # docstring, "Ratings"): "expected" rounds μ (the best guess: lowest RMSE, stars bunched
+    # at 3–4); "matched" cuts μ at points fitted so the stars' shares are the validation
+    # window's (the real spread, RMSE ~0.1 higher on ML-1M); "sampled" rounds μ plus Gaussian
+    # noise of rating_noise × the residual sd (spread matched, RMSE ~0.3 higher).
+    rating_rule: Literal["expected", "matched", "sampled"] = "expected"
+    rating_noise: float = 1.0  # "sampled" only
     detail_interest_cuts: tuple[float, float, float, float] = (0.3, 0.5, 0.7, 0.85)
 
     # -- exit interview (Agent4Rec §3.3: satisfaction 1..10) --
@@ -105,10 +117,26 @@ class LinearModel(BaseModel):
         return X[:, idx] @ np.asarray(self.coef) + self.intercept
 
 
+class ListResponse(BaseModel):
+    """How the click decision was calibrated to real users' response to list quality
+    (`ops.readout.alignment.calibration`): the elasticities measured on the validation
+    window's list-quality yardstick before and after, and the chosen scale and shift."""
+
+    metric: str  # the simulated metric matched (cvr: watch-and-rate, MovieLens's "rated")
+    real_elasticity: float  # d log(rate) / d log(share of relevant items), real users
+    elasticity_before: float
+    elasticity_after: float
+    click_scale: float
+    click_shift: float
+    agents: int  # validation-window agents the yardstick was measured on
+    seed: int
+    grid: list[dict] = Field(default_factory=list)  # every scale tried, with its elasticities
+
+
 class EmbeddedBrainParams(BaseModel):
     """What `fit` learned; saved as JSON beside the run."""
 
-    version: int = 1
+    version: int = 2
     click: LinearModel
     like: LinearModel
     rating: LinearModel
@@ -125,6 +153,18 @@ class EmbeddedBrainParams(BaseModel):
     poster_model: str
     catalogue_digest: str
     seed: int
+    # The windows fitting read (leakage guard of ops.readout.alignment): rows, and the last
+    # timestamp; every alignment protocol's held-out window must start at or after it.
+    fit_rows: int | None = None
+    fit_last_timestamp: int | None = None
+    # The click decision's log-odds are click_scale × (click model) + click_shift: 1 and 0
+    # until calibrated to the real response to list quality (`ListResponse`).
+    click_scale: float = 1.0
+    click_shift: float = 0.0
+    list_response: ListResponse | None = None
+    # The rating rule "matched": the four cut points on the rating model's mean between 1|2,
+    # 2|3, 3|4 and 4|5 stars, fitted on the validation window's ratings.
+    rating_cuts: list[float] | None = None
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)

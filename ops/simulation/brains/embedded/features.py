@@ -32,6 +32,8 @@ class BrainContext:
     global_mean_rating: float
     vote_z: np.ndarray  # standardised vote average per catalogue row (0 where unknown)
     popularity_z: np.ndarray  # standardised log1p(train popularity)
+    # the crowd's train mean rating, shrunk towards the global mean, minus the global mean
+    crowd_rating: np.ndarray
     decade: np.ndarray  # DECADES index per row, -1 unknown
     # (gender|age group) x catalogue row: log((observed + prior) / (expected + prior)) train
     # ratings; groups named by `demographic_group`.  Empty without user demographics.
@@ -115,6 +117,7 @@ class BrainContext:
         profile_config: ProfileConfig | None = None,
         users: pl.DataFrame | None = None,
         demographic_prior: float = 5.0,
+        crowd_rating_prior: float = 10.0,
     ) -> "BrainContext":
         if not np.array_equal(vectors.movie_ids, facts.movie_ids):
             raise ValueError("MovieVectors and MovieFacts must cover the same movies in the same order")
@@ -128,15 +131,20 @@ class BrainContext:
             vote_z[known] = (vote[known] - vote[known].mean()) / max(vote[known].std(), 1e-6)
         logpop = np.log1p(facts.popularity.astype(np.float64))
         lift, groups = _demographic_lift(train, users, facts, demographic_prior)
+        global_mean = float(train.get_column("rating").mean()) if train.height else 3.5
+        n = facts.popularity.astype(np.float64)
+        rated_mean = np.where(np.isfinite(facts.mean_rating), facts.mean_rating, global_mean)
+        crowd = (n * rated_mean + crowd_rating_prior * global_mean) / np.maximum(n + crowd_rating_prior, 1e-9) - global_mean
         return cls(
             vectors=vectors,
             facts=facts,
             credits=credits,
             population=population_stats(train, facts, credits.looks),
             profile_config=profile_config,
-            global_mean_rating=float(train.get_column("rating").mean()) if train.height else 3.5,
+            global_mean_rating=global_mean,
             vote_z=vote_z,
             popularity_z=(logpop - logpop.mean()) / max(logpop.std(), 1e-6),
+            crowd_rating=crowd,
             decade=decade_index(facts.year),
             demographic_lift=lift,
             demographic_groups=groups,
@@ -362,6 +370,8 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
     X[:, col["vote_x_conformity"]] = ctx.vote_z[pm] * conformity
     X[:, col["popularity"]] = ctx.popularity_z[pm]
     X[:, col["popularity_x_conformity"]] = ctx.popularity_z[pm] * conformity
+    X[:, col["crowd_rating"]] = ctx.crowd_rating[pm]
+    X[:, col["crowd_rating_x_conformity"]] = ctx.crowd_rating[pm] * conformity
     group = np.array([a.group for a in agents], dtype=np.int64)[pa]
     if ctx.demographic_lift.shape[0]:
         X[:, col["demographic_lift"]] = np.where(group >= 0, ctx.demographic_lift[np.maximum(group, 0), pm], 0.0)

@@ -67,7 +67,7 @@ def fit_embedded_brain(
     statistics of the train window) and the parameters fitted on train + validation."""
     config = config or EmbeddedBrainConfig()
     started = time.perf_counter()
-    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users)
+    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users, crowd_rating_prior=config.crowd_rating_prior)
     params = fit(train, valid, agents.memories, agents.profiles, context, config)
     return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started})
 
@@ -125,6 +125,7 @@ def fit(
     click = _fit_logistic(LogisticRegression, Xc[~hc][:, home_idx], yc[~hc], HOME_FEATURES, config)
     like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], DETAIL_FEATURES, config)
     rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], DETAIL_FEATURES, config)
+    cuts = rating_cut_points(rating.score(Xp[~hp]), rp[~hp], config.rating_range)
 
     def auc(model: LinearModel, X, y):
         return float(roc_auc_score(y, model.score(X))) if len(np.unique(y)) == 2 else None
@@ -146,7 +147,26 @@ def fit(
         poster_model=ctx.vectors.poster_model if config.use_posters else "none",
         catalogue_digest=ctx.vectors.digest,
         seed=config.fit_seed,
+        rating_cuts=cuts,
+        fit_rows=train.height + valid.height,
+        fit_last_timestamp=_last_timestamp(train, valid),
     )
+
+
+def rating_cut_points(predicted: np.ndarray, real: np.ndarray, rating_range: tuple[int, int] = (1, 5)) -> list[float] | None:
+    """Cut points on predicted mean ratings so that the stars they give have the real
+    ratings' shares: the predicted values' quantiles at the real cumulative shares."""
+    lo, hi = rating_range
+    if len(real) == 0:
+        return None
+    stars = np.arange(lo, hi + 1)
+    cumulative = np.cumsum([(real == s).mean() for s in stars])[:-1]
+    return np.quantile(predicted, np.clip(cumulative, 0.0, 1.0)).tolist()
+
+
+def _last_timestamp(*frames: pl.DataFrame) -> int | None:
+    stamps = [f.get_column("timestamp").max() for f in frames if f.height and "timestamp" in f.columns]
+    return int(max(stamps)) if stamps else None
 
 
 def _sample_negatives(rng, n, pop_p, rated: set, ctx: BrainContext, config: EmbeddedBrainConfig) -> np.ndarray:

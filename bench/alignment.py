@@ -1,0 +1,267 @@
+"""Benchmark of the alignment protocols (ops.readout.alignment) for the embedded brain on
+real MovieLens, printed beside SimUSER, Agent4Rec and A/B Agent (reference data, never shipped).
+
+Data: ../shared/data/ml-1m (users 1-1999) with the local metadata and both poster folders,
+as `make demo-ml1m` reads them (or `--data synthetic`, the generator's default).
+Chronological 7:2:1 split; agents remember the train window; the embedded brain is fitted
+on train + validation and calibrated to list quality on the validation window; every
+protocol holds out the test window.  Prints:
+- the list-response calibration (issue 16 item 4): real users' elasticity on the
+  validation yardstick, the brain's before and after, and what it does to the arms in the
+  sandbox: CTR / CVR / AR, Kendall τ against offline NDCG@20, the arm-pair verdicts and
+  each pair's sensitivity (relative CTR difference ÷ relative NDCG@20 difference);
+- taste discrimination at 1:1, 1:3, 1:9, 1:4 beside SimUSER / Agent4Rec Table 1;
+- rating prediction beside the user mean and the offline arms on the same pairs, and the
+  rating distribution, for each rating rule (SimUSER Table 2, Agent4Rec Fig. 3);
+- social traits, real beside simulated (Agent4Rec Fig. 4, A/B Agent Fig. 6);
+- list quality at 1:9, 1:4, 1:1 (A/B Agent Fig. 5), before and after calibration.
+
+    SIMAB_SHARED_DATA=/path/to/shared/data .venv/bin/python bench/alignment.py
+    .venv/bin/python bench/alignment.py --arms pop,fm --max-epochs 5     # quicker arms
+    .venv/bin/python bench/alignment.py --data synthetic
+
+Trained arms are cached under bench/out/alignment-arms-*.pkl (--fresh-arms retrains); the
+catalogue embedding under bench/out/agents-cache-<data> (shared with bench/agents.py).
+Results also go to bench/out/alignment-<data>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from scipy.stats import kendalltau
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
+from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
+from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
+from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
+from ops.data.split import chronological_split  # noqa: E402
+from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
+from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
+from ops.readout.alignment import papers  # noqa: E402
+from ops.readout.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
+from ops.readout.alignment.lists import mixed_lists, ratio_name  # noqa: E402
+from ops.readout.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
+from ops.readout.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment, rating_pairs  # noqa: E402
+from ops.readout.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts  # noqa: E402
+from ops.readout.alignment.taste import TASTE_RATIOS, taste_discrimination  # noqa: E402
+from ops.readout.alignment.windows import check_held_out  # noqa: E402
+from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
+from ops.simulation.catalogue import Catalogue  # noqa: E402
+from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
+
+OUT = ROOT / "bench" / "out"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", choices=("ml1m", "synthetic"), default="ml1m")
+    ap.add_argument("--arms", default="random,pop,fm,deepfm", help="offline arms: the rating baselines, and the lists simulated for the social traits")
+    ap.add_argument("--max-epochs", type=int, default=20, help="Appendix B: at most 20")
+    ap.add_argument("--calibration-agents", type=int, default=600)
+    ap.add_argument("--rating-pairs", type=int, default=0, help="held-out ratings asked per agent; 0 = all")
+    ap.add_argument("--n-bootstrap", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--fresh-arms", action="store_true")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    clock = _Clock()
+
+    users, movies, ratings, meta, _ = _bench_agents().load(args.data)
+    split = chronological_split(ratings)
+    frame = build_mm_ml_1m(movies, meta)
+    agents = build_agents(split.train, users, frame, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)), MiniLMTextEmbedder(),
+                          PaletteLayoutPosterEmbedder(), OUT / f"agents-cache-{args.data}")
+    catalogue = Catalogue.from_frame(frame)
+    sessions = agents.sessions()
+    clock.lap("data and agents")
+    print(f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; train/valid/test "
+          f"{split.train.height}/{split.valid.height}/{split.test.height}; {len(sessions)} agents")
+
+    before = fit_embedded_brain(agents, split.train, split.valid, users)
+    clock.lap("brain fit")
+    after = calibrate_list_response(before, sessions, split.train, split.valid, catalogue, CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed))
+    clock.lap("calibration")
+    p, response = before.params, after.params.list_response
+    print(f"brain fit: {p.n_users} users, click AUC {p.click_auc_holdout:.3f}, like AUC {p.like_auc_holdout:.3f}, rating RMSE {p.rating_rmse_holdout:.3f} "
+          f"(held-out users of the validation window)")
+    results: dict = {"data": args.data, "args": vars(args), "calibration": response.model_dump()}
+    _print_calibration(response)
+
+    arms = _arms(args, split, users, frame)
+    clock.lap("arms")
+    known = pl.concat([f.select("user_id", "movie_id") for f in (split.train, split.valid, split.test)])
+    check_held_out(split.test, {"train": split.train, "validation": split.valid}, "bench", after.params.fit_last_timestamp)
+
+    # The arms' sandbox sessions, before and after calibration (issue 16 item 4's effect on per-arm figures).
+    agent_ids = np.array(sorted(agents.profiles))
+    lists = pl.concat([top_k(a, agent_ids, frame.get_column("movie_id").to_numpy(), split.train.select("user_id", "movie_id")) for a in arms.values()])
+    events = {}
+    print("\n== The arms in the sandbox, before / after calibration (all agents, seed %d) ==" % args.seed)
+    for name, model in (("before", before), ("after", after)):
+        events[name] = pl.concat([simulate_arm(arm, lists, sessions, catalogue, model.brain(), SimulationConfig(progress=False), seed=args.seed) for arm in arms])
+    rows = []
+    for arm in arms:
+        row = {"arm": arm}
+        for name in ("before", "after"):
+            metrics = per_agent_metrics(events[name].filter(pl.col("arm") == arm))
+            row |= {f"CTR {name}": metrics["ctr"].mean(), f"CVR {name}": metrics["cvr"].mean(), f"AR {name}": metrics["average_rating"].mean()}
+        rows.append(row)
+    offline = offline_per_user({a: lists.filter(pl.col("arm") == a) for a in arms}, split.test)
+    ndcg = dict(offline.group_by("arm").agg(pl.col("ndcg_at_k").mean()).iter_rows())
+    arm_table = pl.DataFrame(rows).with_columns(pl.col("arm").replace_strict(ndcg, return_dtype=pl.Float64).alias("offline NDCG@20"))
+    print(_md(arm_table, ".4f"))
+    results["arms_in_sandbox"] = arm_table.to_dicts()
+    for name in ("before", "after"):
+        per_agent = per_agent_metrics(events[name])
+        pairs = pairwise_agreement(per_agent, offline, paired=True, seed=args.seed)
+        ctr = dict(per_agent.group_by("arm").agg(pl.col("ctr").mean()).iter_rows())
+        tau = kendalltau([ctr[a] for a in arms], [ndcg[a] for a in arms]).statistic
+        relative = pairs.with_columns(
+            (pl.col("simulated_difference") / pl.col("arm_b").replace_strict(ctr, return_dtype=pl.Float64)
+             / (pl.col("offline_difference") / pl.col("arm_b").replace_strict(ndcg, return_dtype=pl.Float64))).alias("sensitivity")
+        )
+        print(f"{name} calibration: Kendall τ(CTR, NDCG@20) = {tau:.3f}; {agreement_summary(pairs)}")
+        print(_md(relative.select("arm_a", "arm_b", "offline_difference", "offline_ci_low", "offline_ci_high", "simulated_difference",
+                                  "simulated_ci_low", "simulated_ci_high", "sensitivity", "verdict"), ".4f"))
+        results[f"fidelity_{name}"] = {"tau": tau, "pairs": relative.to_dicts()}
+    clock.lap("arm simulations")
+
+    test_users = sorted(set(split.test.get_column("user_id").to_list()) & set(agents.profiles))
+    taste_lists = mixed_lists(split.test, known, frame.get_column("movie_id"), TASTE_RATIOS, 20, args.seed, test_users, "taste")
+    liked = split.test.filter(pl.col("rating") >= 4)
+    quality_lists = mixed_lists(liked, known, frame.get_column("movie_id"), QUALITY_RATIOS, 20, args.seed, test_users, "quality", full_lists_only=True)
+    taste, quality = {}, {}
+    for name, model in (("before", before), ("after", after)):
+        taste[name] = taste_discrimination(model.brain(), sessions, taste_lists, catalogue, args.seed, n_bootstrap=args.n_bootstrap)
+        quality[name] = list_quality(simulate_lists(model.brain(), sessions, quality_lists, catalogue, seed=args.seed), quality_lists, split.test,
+                                     n_bootstrap=args.n_bootstrap, seed=args.seed)
+    clock.lap("taste and list quality")
+    _print_taste(taste)
+    results["taste"] = {k: v.summary.to_dicts() for k, v in taste.items()}
+    _print_quality(quality)
+    results["list_quality"] = {k: {"arms": v.readout.arms.to_dicts(), "elasticity": v.elasticity.to_dicts(), "rises": v.rises} for k, v in quality.items()}
+
+    pairs = rating_pairs(split.test, test_users, args.rating_pairs, args.seed)
+    predictors = offline_rating_predictors(arms, split.valid, seed=args.seed)
+    print(f"\n== Rating prediction on the same {pairs.height} held-out pairs of {pairs.get_column('user_id').n_unique()} agents "
+          "(SimUSER Table 2) and distribution (Agent4Rec Fig. 3) ==")
+    results["rating"] = {}
+    for rule in ("expected", "matched", "sampled"):
+        brain = after.brain(after.config.model_copy(update={"rating_rule": rule}))
+        scored = rating_alignment(brain_ratings(brain, sessions, pairs, catalogue, args.seed), split.train, predictors, args.n_bootstrap, seed=args.seed)
+        results["rating"][rule] = {"prediction": scored.prediction.to_dicts(), "distribution": scored.distribution.to_dicts(), "wasserstein": scored.wasserstein}
+        if rule == after.config.rating_rule:
+            print(_md(scored.prediction.select("predictor", "kind", "pairs", "agents", "rmse", "rmse_ci_low", "rmse_ci_high", "mae", "mae_ci_low", "mae_ci_high"), ".3f"))
+        brain_row = scored.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
+        shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("simulated_share").to_list())
+        default = " (default)" if rule == after.config.rating_rule else ""
+        print(f"rating rule {rule}{default}: RMSE {brain_row['rmse']:.3f} MAE {brain_row['mae']:.3f}, Wasserstein {scored.wasserstein:.3f}, star shares {shares}")
+    real_shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("real_share").to_list())
+    print(f"real star shares 1..5: {real_shares}")
+    print(_md(pl.DataFrame([(k, *v) for k, v in papers.SIMUSER_TABLE2.items()], schema=["SimUSER Table 2, MovieLens", "RMSE", "MAE"], orient="row"), ".4f"))
+    clock.lap("rating prediction")
+
+    movie_mean = split.train.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
+    genres = frame.select("movie_id", "genres")
+    social = social_traits_alignment(tiers_frame(agents.profiles), real_behaviour(split.test, movie_mean, genres),
+                                     simulated_behaviour(events["after"], movie_mean, genres), args.n_bootstrap, seed=args.seed)
+    print("\n== Social traits: Spearman ρ of tier against behaviour, real (test window) beside simulated (the arms' sessions) ==")
+    print(_md(social.select("trait", "behaviour", "side", "agents", "rho", "ci_low", "ci_high", "mean_low", "mean_medium", "mean_high"), ".3f"))
+    print(_md(verdicts(social), ".3f"))
+    print(f"A/B Agent Fig. 6, clicks per session low / medium / high activity: {papers.AB_AGENT_FIG6_CLICKS}")
+    results["social"] = social.to_dicts()
+    clock.lap("social traits")
+
+    total = time.perf_counter() - started
+    print(f"\nwall time {total:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in clock.laps.items()))
+    results["seconds"] = {**clock.laps, "total": total}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"alignment-{args.data}.json").write_text(json.dumps(results, indent=2, default=float))
+
+
+def _print_calibration(response) -> None:
+    print("\n== List-response calibration on the validation window (issue 16 item 4) ==")
+    print(f"real users' elasticity (share of list items rated in the window vs share relevant): {response.real_elasticity:.3f}")
+    grid = pl.DataFrame(response.grid).select("scale", "shift", "elasticity_ctr", "elasticity_cvr", *[f"{ratio_name(m)} {k}" for m in QUALITY_RATIOS for k in ("ctr", "cvr")])
+    print(_md(grid, ".3f"))
+    print(f"chosen: click log-odds x {response.click_scale:g} {response.click_shift:+.3f}; {response.metric} elasticity "
+          f"{response.elasticity_before:.3f} -> {response.elasticity_after:.3f} ({response.agents} agents, seed {response.seed})")
+
+
+def _print_taste(taste: dict) -> None:
+    print("\n== Taste discrimination on the test window (mean over agents [95 % CI]) beside the papers (MovieLens) ==")
+    for name, result in taste.items():
+        print(f"-- embedded brain, {name} calibration")
+        print(_md(result.table(), None))
+    rows = []
+    for paper, table in (("SimUSER", papers.SIMUSER_TABLE1), ("Agent4Rec", papers.AGENT4REC_TABLE1)):
+        rows += [(paper, r, *v) for r, v in table.items()]
+    print(_md(pl.DataFrame(rows, schema=["paper", "ratio", "accuracy", "precision", "recall", "f1"], orient="row"), ".4f"))
+
+
+def _print_quality(quality: dict) -> None:
+    print("\n== List quality on the test window (A/B Agent Fig. 5) ==")
+    for name, result in quality.items():
+        print(f"-- embedded brain, {name} calibration; rises: {result.rises}")
+        print(_md(result.table(), None))
+        print(_md(result.elasticity, ".3f"))
+
+
+def _arms(args, split, users, frame) -> dict:
+    arms = {}
+    for name in [a.strip() for a in args.arms.split(",") if a.strip()]:
+        path = OUT / f"alignment-arms-{args.data}-{name}-e{args.max_epochs}.pkl"
+        if path.exists() and not args.fresh_arms:
+            arms[name] = pickle.loads(path.read_bytes())
+            continue
+        t = time.perf_counter()
+        arms[name] = train_arm(arm_config(name, max_epochs=args.max_epochs), split.train, split.valid, users, frame)
+        print(f"arm {name}: trained in {time.perf_counter() - t:.0f} s (best epoch {arms[name].best_epoch})")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(arms[name]))
+    return arms
+
+
+def _bench_agents():
+    """bench/agents.py's data loading (the demo-ml1m settings), not copied."""
+    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _md(frame: pl.DataFrame, floatfmt: str | None) -> str:
+    return frame.to_pandas().to_markdown(index=False, **({"floatfmt": floatfmt} if floatfmt else {}))
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = now - self._t
+        self._t = now
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""List quality (A/B Agent §3.3.1 / Fig. 5; issue 11, item 5; issue 16, item 4).
+
+Sandbox sessions — the one runner, `ops.simulation.runner.simulate_arm`, every agent on
+its own list — on lists of 20 that mix held-out liked items (rated >= 4) with items the
+user never rated, at 1:9, 1:4 and 1:1.  If the agents share their users' tastes, CTR, CVR
+and AR rise with the ratio.  The read-out is the A/B read-out's (`ops.readout.ab_readout`,
+each ratio an "arm", 1:9 the control): per ratio the mean over agents with its bootstrap
+interval, each ratio against 1:9 paired over agents and Holm-corrected.
+
+The strength of the response is summarised as an elasticity: the least-squares slope of
+log(metric) on log(share of relevant items in the list) over the three ratios, with a
+percentile-bootstrap interval over agents.  Real users' elasticity on the same lists
+(`real_response`) is the share of list items they actually rated in the window, which is
+the share of relevant items by construction: 1.0.  A brain that clicks and watches exactly
+the relevant items reaches it; one blind to taste scores 0.  That is the yardstick the
+embedded brain is calibrated to (`ops.readout.alignment.calibration`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ops.agents.session import AgentSession
+from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
+from ops.readout.alignment.lists import ratio_name
+from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
+from ops.schema import TOP_K
+from ops.simulation.brains.protocol import Brain
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.runner import SimulationConfig, simulate_arm
+
+# A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
+QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)
+QUALITY_METRICS: tuple[str, ...] = ("ctr", "cvr", "average_rating")
+ELASTICITY = {"metric": pl.Utf8, "side": pl.Utf8, "agents": pl.Int64, "elasticity": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
+
+
+@dataclass
+class ListQuality:
+    """readout: the A/B read-out with one "arm" per ratio (control 1:9); elasticity:
+    ELASTICITY rows, simulated and real; rises: metric -> whether its mean rises from ratio
+    to ratio and 1:1 beats 1:9 with an interval clear of 0."""
+
+    readout: ABReadout
+    elasticity: pl.DataFrame
+    rises: dict[str, bool]
+    shares: dict[str, float]  # ratio -> mean share of relevant items in the lists
+    calibration: object | None = None  # the embedded brain's ListResponse, when it was calibrated
+    brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
+
+    def table(self) -> pl.DataFrame:
+        order = {ratio_name(m): i for i, m in enumerate(QUALITY_RATIOS)}
+        table = self.readout.table()
+        keep = ["arm"] + [c for c in ("CTR", "CVR", "AR") if c in table.columns]
+        return table.select(keep).rename({"arm": "ratio"}).sort(pl.col("ratio").replace_strict(order, default=len(order)))
+
+
+def as_top_k(lists: pl.DataFrame) -> pl.DataFrame:
+    """The mixed lists (LIST_SCHEMA) as a TOP_K table, one "arm" per ratio, rank = position."""
+    return lists.select(pl.col("ratio").alias("arm"), "user_id", pl.col("position").alias("rank"), "movie_id", pl.lit(0.0).alias("score")).cast(TOP_K)
+
+
+def simulate_lists(
+    brain: Brain, sessions: Sequence[AgentSession], lists: pl.DataFrame, catalogue: Catalogue, config: SimulationConfig | None = None, seed: int = 0,
+    concurrency: int = 1,
+) -> pl.DataFrame:
+    """Every agent's sandbox session on its list at every ratio: the events of all ratios
+    (`concurrency` agents at once, for a brain that waits on the network)."""
+    config = config or SimulationConfig(progress=False)
+    top = as_top_k(lists)
+    frames = []
+    for ratio in top.get_column("arm").unique(maintain_order=True).to_list():
+        users = top.filter(pl.col("arm") == ratio).get_column("user_id").unique().to_list()
+        frames.append(simulate_arm(ratio, top, sessions, catalogue, brain, config, seed=seed, users=users, concurrency=concurrency))
+    return pl.concat(frames)
+
+
+def list_quality(events: pl.DataFrame, lists: pl.DataFrame, window: pl.DataFrame | None = None, n_bootstrap: int = 2000,
+                 confidence: float = 0.95, seed: int = 0) -> ListQuality:
+    """The read-out of `simulate_lists`' events; `window` (the held-out ratings the positives
+    came from) adds real users' response on the same lists."""
+    readout = ab_readout(events, control=ratio_name(max(QUALITY_RATIOS)), config=ReadoutConfig(n_bootstrap=n_bootstrap, seed=seed, confidence=confidence))
+    shares = dict(lists.group_by("ratio", "user_id").agg(pl.col("relevant").mean()).group_by("ratio").agg(pl.col("relevant").mean()).iter_rows())
+    per_agent = readout.per_agent.select("arm", "user_id", *QUALITY_METRICS).rename({"arm": "ratio"})
+    frames = [elasticity(per_agent, shares, m, "simulated", n_bootstrap, confidence, seed) for m in QUALITY_METRICS]
+    if window is not None:
+        frames.append(elasticity(real_response(lists, window), shares, "rated_share", "real", n_bootstrap, confidence, seed))
+    rises = {m: _rises(readout, m) for m in QUALITY_METRICS}
+    return ListQuality(readout, pl.concat(frames), rises, shares)
+
+
+def real_response(lists: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
+    """ratio, user_id, rated_share: the share of each list's items its user rated in `window`."""
+    rated = window.select("user_id", "movie_id").with_columns(pl.lit(True).alias("rated"))
+    return (
+        lists.join(rated, on=["user_id", "movie_id"], how="left")
+        .group_by("ratio", "user_id")
+        .agg(pl.col("rated").fill_null(False).mean().alias("rated_share"))
+    )
+
+
+def elasticity(per_agent: pl.DataFrame, shares: dict[str, float], metric: str, side: str, n_bootstrap: int = 2000,
+               confidence: float = 0.95, seed: int = 0) -> pl.DataFrame:
+    """One ELASTICITY row: the slope of log(mean `metric`) on log(share of relevant items)
+    across ratios, and its bootstrap interval over the agents seen at every ratio (paired)."""
+    ratios = [r for r in sorted(shares, key=lambda r: shares[r]) if r in set(per_agent.get_column("ratio").to_list())]
+    wide = per_agent.select("ratio", "user_id", metric).pivot(on="ratio", index="user_id", values=metric).select("user_id", *ratios)
+    values = wide.select(ratios).to_numpy().astype(float)
+    x = np.log([shares[r] for r in ratios])
+    if len(ratios) < 2 or values.shape[0] < 2:
+        return pl.DataFrame([{"metric": metric, "side": side, "agents": values.shape[0], "elasticity": None, "ci_low": None, "ci_high": None}], schema=ELASTICITY)
+    point = _slope(x, np.nanmean(values, axis=0))
+    boot = bootstrap_means(values, n_bootstrap, named_rng(seed, "elasticity", metric, side))
+    slopes = np.array([_slope(x, row) for row in boot])
+    lo, hi = percentile_interval(slopes, confidence)
+    return pl.DataFrame([{"metric": metric, "side": side, "agents": values.shape[0], "elasticity": point, "ci_low": float(lo), "ci_high": float(hi)}], schema=ELASTICITY)
+
+
+def _slope(x: np.ndarray, means: np.ndarray) -> float:
+    if not np.all(np.isfinite(means)) or np.any(means <= 0):
+        return float("nan")
+    return float(np.polyfit(x, np.log(means), 1)[0])
+
+
+def _rises(readout: ABReadout, metric: str) -> bool:
+    order = [ratio_name(m) for m in QUALITY_RATIOS]
+    means = {r["arm"]: r["mean"] for r in readout.arms.filter(pl.col("metric") == metric).iter_rows(named=True)}
+    if any(means.get(r) is None for r in order):
+        return False
+    monotone = all(means[a] < means[b] for a, b in zip(order, order[1:]))
+    best = readout.comparisons.filter((pl.col("metric") == metric) & (pl.col("arm") == order[-1]))
+    return monotone and best.height == 1 and (best.get_column("ci_low")[0] or 0.0) > 0

@@ -1,0 +1,125 @@
+"""What the taste and list-quality protocols share: lists that mix an agent's held-out items
+with items it never rated at a stated ratio, fresh sessions to judge them in, and means
+over agents with bootstrap intervals.
+
+Choices the papers leave open (SimUSER §4.1, Agent4Rec §3.1, A/B Agent §3.3.1):
+- list length 20 with `list_length // (m + 1)` positives and m negatives per positive.  For
+  taste discrimination a user with fewer held-out positives gets fewer of both, so the
+  ratio holds and the list is shorter (per-item scores do not depend on the length, and
+  dropping such users would keep only the most active: the test window holds few items
+  for most users).  For list quality (`full_lists_only`) every list has the full length —
+  a shorter list would show fewer impressions and so inflate CTR — and a user without
+  enough positives for the richest ratio is left out, so the same agents see every ratio;
+- negatives drawn uniformly from the catalogue among movies the user never rated in any
+  window ("items the user has not interacted with"); uniform, not by popularity, as the
+  papers sample them;
+- the list is shuffled, so position says nothing about the label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import polars as pl
+
+from ops.agents.session import AgentSession
+from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
+from ops.simulation.fatigue import FatigueConfig, fatigue_budget
+
+LIST_SCHEMA = {"ratio": pl.Utf8, "user_id": pl.Int64, "position": pl.Int64, "movie_id": pl.Int64, "relevant": pl.Boolean}
+
+
+def ratio_name(m: int) -> str:
+    """The papers' name of a positive-to-negative ratio: 1:m."""
+    return f"1:{m}"
+
+
+def mixed_lists(
+    positives: pl.DataFrame,
+    excluded: pl.DataFrame,
+    movie_ids: Sequence[int] | np.ndarray,
+    ratios: Sequence[int],
+    list_length: int = 20,
+    seed: int = 0,
+    users: Iterable[int] | None = None,
+    stream: str = "lists",
+    full_lists_only: bool = False,
+) -> pl.DataFrame:
+    """One list per (user, ratio 1:m): held-out `positives` (user_id, movie_id) mixed with
+    movies of `movie_ids` the user has no row of in `excluded`; LIST_SCHEMA rows.
+    `full_lists_only`: leave out the users with too few positives for a full list at every ratio.
+
+    A user's lists at every ratio draw from its own named random stream, so adding a user
+    or a ratio changes no other list."""
+    if list_length < 2:
+        raise ValueError(f"alignment lists need list_length >= 2, got {list_length}")
+    bad = [m for m in ratios if int(m) < 1]
+    if bad:
+        raise ValueError(f"alignment ratios are 1:m with m >= 1, got m = {bad}")
+    catalogue = np.unique(np.asarray(movie_ids, dtype=np.int64))
+    in_catalogue = set(catalogue.tolist())
+    by_user = {u: np.asarray(sorted(set(ms)), dtype=np.int64) for u, ms in positives.group_by("user_id").agg("movie_id").iter_rows()}
+    seen = {u: set(ms) for u, ms in excluded.group_by("user_id").agg("movie_id").iter_rows()}
+    chosen = sorted(by_user) if users is None else sorted(set(int(u) for u in users) & set(by_user))
+    if full_lists_only:
+        need = max(max(list_length // (m + 1), 1) for m in ratios)
+        chosen = [u for u in chosen if by_user[u].size >= need]
+    rows: list[tuple] = []
+    for user in chosen:
+        pool = by_user[user]
+        never = seen.get(user, set())
+        unrated = catalogue.size - len(never & in_catalogue)
+        for m in ratios:
+            rng = named_rng(seed, stream, int(user), int(m))
+            n_pos = min(max(list_length // (m + 1), 1), pool.size)
+            pos = rng.choice(pool, n_pos, replace=False)
+            if unrated - n_pos < m * n_pos:
+                raise ValueError(f"alignment lists: user {user} has rated nearly the whole catalogue; cannot draw {m * n_pos} never-rated movies")
+            neg = _never_rated(rng, catalogue, never | set(pos.tolist()), m * n_pos)
+            items = np.concatenate([pos, neg])
+            relevant = np.r_[np.ones(n_pos, dtype=bool), np.zeros(neg.size, dtype=bool)]
+            order = rng.permutation(items.size)
+            rows += [(ratio_name(m), int(user), i + 1, int(items[j]), bool(relevant[j])) for i, j in enumerate(order)]
+    return pl.DataFrame(rows, schema=LIST_SCHEMA, orient="row")
+
+
+def fresh_session(template: AgentSession, fatigue: FatigueConfig | None = None) -> AgentSession:
+    """The agent arriving on the site: no fatigue spent, its tier's budget, empty short-term memory."""
+    fatigue = fatigue or FatigueConfig()
+    tier = getattr(template.profile, "activity_tier", None) or "medium"
+    return AgentSession(template.user_id, template.profile, template.memory, 0.0, fatigue_budget(str(tier), fatigue), [])
+
+
+def mean_intervals(
+    per_agent: pl.DataFrame, group: str, metrics: Sequence[str], n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0, stream: str = "means"
+) -> pl.DataFrame:
+    """group, metric, agents, mean, ci_low, ci_high: each metric's mean over agents (those
+    where it is defined) with a percentile-bootstrap interval over agents, per group."""
+    rows = []
+    for g in per_agent.get_column(group).unique(maintain_order=True).to_list():
+        frame = per_agent.filter(pl.col(group) == g)
+        values = frame.select([pl.col(m).cast(pl.Float64) for m in metrics]).to_numpy()
+        boot = bootstrap_means(values, n_bootstrap, named_rng(seed, stream, str(g)))
+        ci = percentile_interval(boot, confidence)
+        for j, metric in enumerate(metrics):
+            col = values[:, j]
+            n = int(np.isfinite(col).sum())
+            rows.append({group: g, "metric": metric, "agents": n, "mean": float(np.nanmean(col)) if n else None,
+                         "ci_low": float(ci[0, j]) if n else None, "ci_high": float(ci[1, j]) if n else None})
+    return pl.DataFrame(rows, schema={group: per_agent.schema[group], "metric": pl.Utf8, "agents": pl.Int64, "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64})
+
+
+def _never_rated(rng: np.random.Generator, catalogue: np.ndarray, rated: set, n: int) -> np.ndarray:
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    got: list[int] = []
+    taken = set(rated)
+    while len(got) < n:  # rejection sampling: a user has rated a small share of the catalogue
+        for movie in rng.choice(catalogue, 2 * (n - len(got)) + 4).tolist():
+            if movie not in taken:
+                taken.add(movie)
+                got.append(movie)
+                if len(got) == n:
+                    break
+    return np.asarray(got, dtype=np.int64)

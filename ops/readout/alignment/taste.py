@@ -1,0 +1,144 @@
+"""Taste discrimination (SimUSER §4.1 / Table 1, Agent4Rec §3.1 / Table 1; issue 11, item 1).
+
+Each agent is shown a list mixing movies its user rated in the held-out (test) window with
+movies the user never rated, at 1:1, 1:3, 1:9 (the papers') and 1:4 (A/B Agent's list
+quality ratio), and says which it would watch: a binary classification scored by accuracy,
+precision, recall and F1 per agent, averaged over agents with bootstrap intervals (the
+pooled, micro-averaged figures beside them).
+
+Through the sandbox's own decision path: the list is laid out on home pages of five
+(`ops.simulation.sandbox.Sandbox`), and for each page the brain's `decide` is asked as on a
+first visit (fresh session: no fatigue spent, nothing in short-term memory, so one page's
+judgement does not leak into the next).  What the agent "would watch" is what caught its
+eye on the page plus the movie it clicks — the home-page answer of both brains
+(`Decision.caught_eye`; for the LLM brain the same prompt and JSON schema as in the
+sandbox).  Why the home page and not the detail page: the papers show a title and a
+description and ask for a choice, which is the home page's question; the detail page's
+watch decision is asked only of movies already chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ops.agents.session import AgentSession
+from ops.readout.alignment.lists import fresh_session, mean_intervals, ratio_name
+from ops.simulation.brains.protocol import Brain
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.fatigue import FatigueConfig
+from ops.simulation.observation import CLICK_MOVIE, NEXT_PAGE, Decision
+from ops.simulation.runner import agent_rng
+from ops.simulation.sandbox import Sandbox, SandboxConfig
+
+# SimUSER and Agent4Rec's ratios, then A/B Agent's 1:4 (§3.3.1).
+TASTE_RATIOS: tuple[int, ...] = (1, 3, 9, 4)
+TASTE_METRICS: tuple[str, ...] = ("accuracy", "precision", "recall", "f1")
+
+
+@dataclass
+class TasteDiscrimination:
+    """per_agent: ratio, user_id, items, positives, tp, fp, fn, tn and the four metrics
+    (precision undefined when the agent picks nothing); summary: ratio, metric, agents,
+    mean, ci_low, ci_high, pooled."""
+
+    per_agent: pl.DataFrame
+    summary: pl.DataFrame
+    brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
+
+    def table(self) -> pl.DataFrame:
+        """One row per ratio, one "mean [low, high]" column per metric (the papers' Table 1 layout)."""
+        return _wide(self.summary)
+
+
+def taste_discrimination(
+    brain: Brain,
+    sessions: Sequence[AgentSession],
+    lists: pl.DataFrame,
+    catalogue: Catalogue,
+    seed: int = 0,
+    fatigue: FatigueConfig | None = None,
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    progress: bool = False,
+) -> TasteDiscrimination:
+    """Ask `brain` about every list of `lists` (ops.readout.alignment.lists.mixed_lists)
+    and score its choices; `sessions` are the agents' templates (Agents.sessions())."""
+    from tqdm.auto import tqdm
+
+    by_user = {s.user_id: s for s in sessions}
+    missing = sorted(set(lists.get_column("user_id").to_list()) - set(by_user))
+    if missing:
+        raise ValueError(f"taste discrimination: no agent for user(s) {missing[:10]}")
+    grouped = lists.sort("ratio", "user_id", "position").group_by("ratio", "user_id", maintain_order=True).agg("movie_id", "relevant")
+    users = sorted(set(grouped.get_column("user_id").to_list()))
+    items = lists.group_by("user_id").agg(pl.col("movie_id").unique())
+    brain.prepare([by_user[u] for u in users], {u: ms for u, ms in items.iter_rows()})
+    rows = []
+    for ratio, user, movies, relevant in tqdm(grouped.iter_rows(), total=grouped.height, desc="taste discrimination", disable=not progress, mininterval=2.0):
+        picked = would_watch(brain, by_user[user], movies, catalogue, agent_rng(seed, user, f"taste {ratio}"), fatigue)
+        y = np.asarray(relevant, dtype=bool)
+        p = np.array([m in picked for m in movies], dtype=bool)
+        rows.append((ratio, user, len(movies), int(y.sum()), *_confusion(y, p)))
+    per_agent = _with_metrics(pl.DataFrame(rows, schema={"ratio": pl.Utf8, "user_id": pl.Int64, "items": pl.Int64, "positives": pl.Int64,
+                                                        "tp": pl.Int64, "fp": pl.Int64, "fn": pl.Int64, "tn": pl.Int64}, orient="row"))
+    return TasteDiscrimination(per_agent, taste_summary(per_agent, n_bootstrap, confidence, seed))
+
+
+def would_watch(brain: Brain, template: AgentSession, movies: Sequence[int], catalogue: Catalogue, rng: np.random.Generator,
+                fatigue: FatigueConfig | None = None) -> set[int]:
+    """The movies of `movies` the agent would watch: page by page, what catches its eye on a
+    first visit and what it clicks."""
+    sandbox = Sandbox(movies, catalogue, SandboxConfig(list_length=max(len(movies), 1)))
+    picked: set[int] = set()
+    for page in range(1, sandbox.n_pages + 1):
+        if page > 1:
+            sandbox.apply(Decision(NEXT_PAGE, 3, "next page of the list being judged"))
+        decision = brain.decide(fresh_session(template, fatigue), sandbox.observe(), rng)
+        on_page = set(sandbox.page_items())
+        picked |= on_page & set(decision.caught_eye)
+        if decision.action == CLICK_MOVIE and decision.movie_id in on_page:
+            picked.add(int(decision.movie_id))
+    return picked
+
+
+def taste_summary(per_agent: pl.DataFrame, n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0) -> pl.DataFrame:
+    """ratio, metric, agents, mean, ci_low, ci_high, pooled: the mean over agents with its
+    bootstrap interval, and the metric of the counts summed over agents."""
+    means = mean_intervals(per_agent, "ratio", TASTE_METRICS, n_bootstrap, confidence, seed, stream="taste")
+    pooled = per_agent.group_by("ratio").agg(pl.col("tp", "fp", "fn", "tn").sum())
+    pooled = _with_metrics(pooled).unpivot(index="ratio", on=list(TASTE_METRICS), variable_name="metric", value_name="pooled")
+    order = {ratio_name(m): i for i, m in enumerate(TASTE_RATIOS)}
+    return (
+        means.join(pooled, on=["ratio", "metric"], how="left")
+        .with_columns(pl.col("ratio").replace_strict(order, default=len(order)).alias("_o"), pl.col("metric").replace_strict({m: i for i, m in enumerate(TASTE_METRICS)}).alias("_m"))
+        .sort("_o", "ratio", "_m")
+        .drop("_o", "_m")
+    )
+
+
+def _confusion(y: np.ndarray, p: np.ndarray) -> tuple[int, int, int, int]:
+    return int((y & p).sum()), int((~y & p).sum()), int((y & ~p).sum()), int((~y & ~p).sum())
+
+
+def _with_metrics(frame: pl.DataFrame) -> pl.DataFrame:
+    tp, fp, fn, tn = (pl.col(c).cast(pl.Float64) for c in ("tp", "fp", "fn", "tn"))
+    return frame.with_columns(
+        ((tp + tn) / (tp + fp + fn + tn)).alias("accuracy"),
+        pl.when(tp + fp > 0).then(tp / (tp + fp)).otherwise(None).alias("precision"),
+        pl.when(tp + fn > 0).then(tp / (tp + fn)).otherwise(None).alias("recall"),
+        # 2TP / (2TP + FP + FN): defined whenever the list holds a positive, and 0 for an
+        # agent that picks none of them (where precision is undefined).
+        pl.when(tp + fn > 0).then(2 * tp / (2 * tp + fp + fn)).otherwise(None).alias("f1"),
+    )
+
+
+def _wide(summary: pl.DataFrame) -> pl.DataFrame:
+    cells = summary.with_columns(
+        cell=pl.format("{} [{}, {}]", pl.col("mean").round(3), pl.col("ci_low").round(3), pl.col("ci_high").round(3))
+    )
+    agents = summary.group_by("ratio", maintain_order=True).agg(pl.col("agents").max())
+    return agents.join(cells.pivot(on="metric", index="ratio", values="cell"), on="ratio", how="left", maintain_order="left")

@@ -1,0 +1,126 @@
+"""How far to trust the agents: the fidelity warning (issue 11, item 6) and the report's
+section of that name (item 8), every protocol beside the paper's figure for it.
+
+The fidelity warning reads the read-out's fidelity (`ops.readout.fidelity`): it fails — as
+a warning, the run is not stopped — when Kendall's τ between the simulated metric and the
+offline one is below a floor, or undefined, or when the simulation orders any pair of arms
+against the offline metric with both intervals clear of 0 ("disagree").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from ops.readout.alignment import papers
+from ops.readout.alignment.social import verdicts
+
+
+@dataclass
+class FidelityWarning:
+    passed: bool
+    description: str
+    tau: float | None
+    disagreements: list[str] = field(default_factory=list)
+
+
+def fidelity_warning(fid: pl.DataFrame, pairs: pl.DataFrame, tau_floor: float, simulated: str = "ctr", offline: str = "ndcg_at_k") -> FidelityWarning:
+    """Whether the simulation can be trusted to rank the arms: τ(simulated, offline) at or
+    above `tau_floor` and no pair of arms in disagreement."""
+    row = fid.filter((pl.col("simulated") == simulated) & (pl.col("offline") == offline)) if fid.height else fid
+    tau = row.get_column("kendall_tau")[0] if row.height else None
+    disagree = [f"{r['arm_a']} vs {r['arm_b']}" for r in pairs.filter(pl.col("verdict") == "disagree").iter_rows(named=True)] if pairs.height else []
+    problems = []
+    if tau is None:
+        problems.append(f"Kendall τ({simulated}, {offline}) is undefined (fewer than two arms with both metrics, or no spread)")
+    elif tau < tau_floor:
+        problems.append(f"Kendall τ({simulated}, {offline}) = {tau:.3f} is below the floor {tau_floor:.2f}")
+    if disagree:
+        problems.append(f"the simulation orders {len(disagree)} pair(s) of arms against {offline}, both intervals clear of 0: {', '.join(disagree)}")
+    if problems:
+        text = "Do not trust this simulated A/B result as it stands: " + "; ".join(problems) + "."
+    else:
+        text = f"Kendall τ({simulated}, {offline}) = {tau:.3f} ≥ {tau_floor:.2f} and no pair of arms disagrees."
+    return FidelityWarning(not problems, text, tau, disagree)
+
+
+def trust_section(taste=None, rating=None, social: pl.DataFrame | None = None, list_quality=None, brain: str = "", plots: dict[str, Path] | None = None,
+                  folder: Path | None = None, calibration=None) -> list[str]:
+    """The report's "How far to trust the agents" lines (Markdown).  Each argument is a
+    protocol's result (None: not run): `taste` TasteDiscrimination, `rating`
+    RatingAlignment, `social` the social-traits table, `list_quality` ListQuality,
+    `calibration` the embedded brain's ListResponse; `plots` maps a protocol to its figure."""
+    plots = plots or {}
+    lines = ["## How far to trust the agents", ""]
+    lines += [f"The papers' alignment protocols on the held-out test window{f' for the {brain} brain' if brain else ''} "
+              "(the embedded brain is fitted on train + validation; the agents remember the train window).", ""]
+
+    def figure(name: str) -> list[str]:
+        path = plots.get(name)
+        if path is None:
+            return []
+        shown = Path(path).relative_to(folder) if folder is not None and Path(path).is_relative_to(folder) else Path(path)
+        return [f"![{name}]({shown})", ""]
+
+    lines += ["### Taste discrimination (SimUSER Table 1, Agent4Rec Table 1)", ""]
+    if taste is not None:
+        lines += [_md(taste.table()), "", "The papers, MovieLens (accuracy / precision / recall / F1):", ""]
+        lines += [_md(_paper_taste()), "", f"Protocol difference: {papers.TASTE_DIFFERENCE}", ""] + figure("taste")
+    else:
+        lines += ["Not run.", ""]
+
+    lines += ["### Rating prediction (SimUSER Table 2) and rating distribution (Agent4Rec Fig. 3)", ""]
+    if rating is not None:
+        shown = rating.prediction.select(
+            "predictor", "kind", "pairs", "agents",
+            pl.format("{} [{}, {}]", pl.col("rmse").round(3), pl.col("rmse_ci_low").round(3), pl.col("rmse_ci_high").round(3)).alias("RMSE"),
+            pl.format("{} [{}, {}]", pl.col("mae").round(3), pl.col("mae_ci_low").round(3), pl.col("mae_ci_high").round(3)).alias("MAE"),
+        )
+        lines += [_md(shown), ""]
+        if rating.unanswered:
+            lines += [f"{rating.unanswered} pairs got no rating from the brain (invalid answers) and are left out.", ""]
+        paper = pl.DataFrame([(k, v[0], v[1]) for k, v in papers.SIMUSER_TABLE2.items()], schema=["SimUSER Table 2 (MovieLens)", "RMSE", "MAE"], orient="row")
+        lines += [_md(paper), ""]
+        w = "n/a" if rating.wasserstein is None else f"{rating.wasserstein:.3f}"
+        lines += [f"Rating distribution: Wasserstein distance {w} stars between the agents' and the real ratings of the same pairs.", ""]
+        lines += [_md(rating.distribution), "", f"Protocol difference: {papers.RATING_DIFFERENCE} {papers.DISTRIBUTION_DIFFERENCE}", ""] + figure("rating")
+    else:
+        lines += ["Not run.", ""]
+
+    lines += ["### Social traits (Agent4Rec Fig. 4, A/B Agent Fig. 6)", ""]
+    if social is not None and social.height:
+        lines += [_md(social.select("trait", "behaviour", "side", "agents", "rho", "ci_low", "ci_high", "p_value", "mean_low", "mean_medium", "mean_high")), ""]
+        lines += [_md(verdicts(social)), "", f"Protocol difference: {papers.SOCIAL_DIFFERENCE}", ""] + figure("social")
+    else:
+        lines += ["Not run (needs simulated sessions and held-out ratings).", ""]
+
+    lines += ["### List quality (A/B Agent Fig. 5)", ""]
+    if list_quality is not None:
+        lines += [_md(list_quality.table()), "", _md(list_quality.elasticity), ""]
+        rising = ", ".join(f"{m}: {'rises' if ok else 'does NOT rise'}" for m, ok in list_quality.rises.items())
+        lines += [f"With the ratio (means increasing and 1:1 above 1:9 with an interval clear of 0): {rising}.", ""]
+        lines += [f"Protocol difference: {papers.LIST_QUALITY_DIFFERENCE}", ""] + figure("list_quality")
+    else:
+        lines += ["Not run.", ""]
+
+    if calibration is not None:
+        lines += [
+            "### The embedded brain's response to list quality (calibrated on the validation window)", "",
+            f"Elasticity of the sandbox {calibration.metric.upper()} to the share of relevant items: real users {calibration.real_elasticity:.2f}; "
+            f"the brain {calibration.elasticity_before:.2f} before calibration, {calibration.elasticity_after:.2f} after "
+            f"(click log-odds × {calibration.click_scale:g} {calibration.click_shift:+.2f}; {calibration.agents} agents, seed {calibration.seed}).", "",
+        ] + figure("calibration")
+    return lines
+
+
+def _paper_taste() -> pl.DataFrame:
+    rows = []
+    for paper, table in (("SimUSER", papers.SIMUSER_TABLE1), ("Agent4Rec", papers.AGENT4REC_TABLE1)):
+        rows += [(paper, ratio, *values) for ratio, values in table.items()]
+    return pl.DataFrame(rows, schema=["paper", "ratio", "accuracy", "precision", "recall", "f1"], orient="row")
+
+
+def _md(frame: pl.DataFrame) -> str:
+    return frame.to_pandas().to_markdown(index=False, floatfmt=".3f")

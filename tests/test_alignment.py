@@ -1,0 +1,290 @@
+"""The alignment protocols (ops.readout.alignment) on hand-made cases with known answers:
+an oracle brain that knows the truth, a coin-flip brain that scores chance, the leakage
+guard, social traits with a planted relation, the fidelity warning."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ops.agents.session import AgentSession
+from ops.readout.alignment.lists import mixed_lists
+from ops.readout.alignment.list_quality import list_quality, simulate_lists
+from ops.readout.alignment.rating import brain_ratings, rating_alignment, rating_distribution
+from ops.readout.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts
+from ops.readout.alignment.taste import taste_discrimination
+from ops.readout.alignment.trust import fidelity_warning
+from ops.readout.alignment.windows import LeakageError, check_held_out
+from ops.simulation.catalogue import Catalogue, MovieInfo
+from ops.simulation.observation import CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, BACK, Decision
+
+N_MOVIES = 400
+
+
+class OracleBrain:
+    """Knows every user's truth: picks and clicks exactly the relevant movies, rates each
+    movie as its user did."""
+
+    name = "oracle"
+
+    def __init__(self, relevant: set[tuple[int, int]], ratings: dict[tuple[int, int], int] | None = None) -> None:
+        self.relevant, self.ratings = relevant, ratings or {}
+
+    def prepare(self, sessions, shown) -> None:
+        pass
+
+    def decide(self, session, observation, rng):
+        user = session.user_id
+        if observation.page_type == "detail":
+            movie = observation.detail.card.movie_id
+            if (user, movie) in self.relevant or BACK not in observation.legal_actions:
+                return Decision(WATCH_AND_RATE, 5, "mine", movie_id=movie, rating=self.ratings.get((user, movie), 5))
+            return Decision(BACK, 1, "not mine", movie_id=movie)
+        clicked = {e.movie_id for e in session.short_term if e.action == CLICK_MOVIE}
+        mine = tuple(c.movie_id for c in observation.items if (user, c.movie_id) in self.relevant)
+        todo = [m for m in mine if m not in clicked]
+        if todo and CLICK_MOVIE in observation.legal_actions:
+            return Decision(CLICK_MOVIE, 5, "mine", movie_id=todo[0], caught_eye=mine)
+        action = NEXT_PAGE if NEXT_PAGE in observation.legal_actions else EXIT
+        return Decision(action, 2, "nothing for me", caught_eye=mine)
+
+    def exit_interview(self, session, rng):
+        return 7, "fine"
+
+
+class CoinFlipBrain:
+    """Picks each card with probability 1/2 and rates uniformly 1..5: chance."""
+
+    name = "coin"
+
+    def prepare(self, sessions, shown) -> None:
+        pass
+
+    def decide(self, session, observation, rng):
+        if observation.page_type == "detail":
+            movie = observation.detail.card.movie_id
+            if BACK not in observation.legal_actions or rng.random() < 0.5:
+                return Decision(WATCH_AND_RATE, 3, "why not", movie_id=movie, rating=int(rng.integers(1, 6)))
+            return Decision(BACK, 3, "no", movie_id=movie)
+        clicked = {e.movie_id for e in session.short_term if e.action == CLICK_MOVIE}
+        caught = tuple(c.movie_id for c in observation.items if rng.random() < 0.5)
+        todo = [m for m in caught if m not in clicked]
+        if todo and not session.short_term:
+            return Decision(CLICK_MOVIE, 3, "a coin said so", movie_id=todo[0], caught_eye=caught)
+        action = NEXT_PAGE if NEXT_PAGE in observation.legal_actions else EXIT
+        return Decision(action, 3, "a coin said so", caught_eye=caught)
+
+    def exit_interview(self, session, rng):
+        return 5, "meh"
+
+
+@pytest.fixture(scope="module")
+def world():
+    """200 users; each rated 30 held-out movies (ratings 1..5 by a fixed rule, about 12
+    of them liked) and 30 earlier ones; a catalogue of 400 movies."""
+    rng = np.random.default_rng(0)
+    users = list(range(1, 201))
+    rows_train, rows_test = [], []
+    for u in users:
+        movies = rng.choice(np.arange(1, N_MOVIES + 1), 60, replace=False)
+        for i, m in enumerate(movies[:30]):
+            rows_train.append((u, int(m), int(rng.integers(1, 6)), 1000 + i))
+        for i, m in enumerate(movies[30:]):
+            rows_test.append((u, int(m), 1 + (u + int(m)) % 5, 5000 + i))
+    schema = {"user_id": pl.Int64, "movie_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
+    train, test = pl.DataFrame(rows_train, schema=schema, orient="row"), pl.DataFrame(rows_test, schema=schema, orient="row")
+    catalogue = Catalogue([MovieInfo(m, f"Movie {m}", 6.5, ("Drama",)) for m in range(1, N_MOVIES + 1)])
+    tiers = ("low", "medium", "high")
+    sessions = [AgentSession(u, SimpleNamespace(activity_tier=tiers[u % 3]), None, 0.0, 0.0) for u in users]
+    return SimpleNamespace(train=train, test=test, catalogue=catalogue, sessions=sessions, users=users,
+                           known=pl.concat([train, test]).select("user_id", "movie_id"))
+
+
+def _lists(world, ratios, liked_only=False, stream="t"):
+    held = world.test.filter(pl.col("rating") >= 4) if liked_only else world.test
+    return mixed_lists(held, world.known, np.arange(1, N_MOVIES + 1), ratios, 20, 0, world.users, stream, full_lists_only=liked_only)
+
+
+# -- lists ---------------------------------------------------------------------------------------
+
+
+def test_lists_keep_the_ratio_draw_never_rated_negatives_and_shuffle(world):
+    lists = _lists(world, (1, 3, 9))
+    per = lists.group_by("ratio", "user_id").agg(pl.col("relevant").sum().alias("pos"), pl.len().alias("n"))
+    # 30 held-out items: 10 + 10 at 1:1, 5 + 15 at 1:3, 2 + 18 at 1:9.
+    assert per.filter(pl.col("ratio") == "1:1").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [(10, 20)]
+    assert per.filter(pl.col("ratio") == "1:3").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [(5, 20)]
+    assert per.filter(pl.col("ratio") == "1:9").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [(2, 20)]
+    negatives = lists.filter(~pl.col("relevant")).select("user_id", "movie_id")
+    assert negatives.join(world.known, on=["user_id", "movie_id"], how="semi").is_empty()
+    positives = lists.filter(pl.col("relevant")).select("user_id", "movie_id")
+    assert positives.join(world.test, on=["user_id", "movie_id"], how="anti").is_empty()
+    # Shuffled: the positives are not all at the top.
+    first = lists.filter((pl.col("ratio") == "1:9") & (pl.col("position") <= 2)).get_column("relevant").mean()
+    assert first < 0.5
+    again = _lists(world, (1, 3, 9))
+    assert again.equals(lists)
+
+
+def test_a_user_with_few_held_out_items_gets_a_shorter_list_at_the_same_ratio(world):
+    few = world.test.filter(pl.col("user_id") == 1).head(1)
+    lists = mixed_lists(few, world.known, np.arange(1, N_MOVIES + 1), (1, 9), 20, 0, None, "few")
+    assert lists.filter(pl.col("ratio") == "1:1").height == 2 and lists.filter(pl.col("ratio") == "1:9").height == 10
+    assert lists.get_column("relevant").sum() == 2
+
+
+# -- taste discrimination ------------------------------------------------------------------------
+
+
+def test_an_oracle_scores_f1_1_and_a_coin_scores_chance(world):
+    lists = _lists(world, (1, 3, 9))
+    relevant = {(u, m) for u, m in world.test.select("user_id", "movie_id").iter_rows()}
+    oracle = taste_discrimination(OracleBrain(relevant), world.sessions, lists, world.catalogue, n_bootstrap=200)
+    assert oracle.summary.filter(pl.col("metric") == "f1").get_column("mean").to_list() == [1.0, 1.0, 1.0]
+    assert oracle.summary.filter(pl.col("metric") == "accuracy").get_column("pooled").to_list() == [1.0, 1.0, 1.0]
+
+    coin = taste_discrimination(CoinFlipBrain(), world.sessions, lists, world.catalogue, n_bootstrap=200)
+    pooled = {(r["ratio"], r["metric"]): r["pooled"] for r in coin.summary.iter_rows(named=True)}
+    for ratio, prevalence in (("1:1", 0.5), ("1:3", 0.25), ("1:9", 0.1)):
+        assert pooled[(ratio, "recall")] == pytest.approx(0.5, abs=0.03)
+        assert pooled[(ratio, "precision")] == pytest.approx(prevalence, abs=0.03)
+        assert pooled[(ratio, "accuracy")] == pytest.approx(0.5, abs=0.03)
+        chance_f1 = 2 * prevalence * 0.5 / (prevalence + 0.5)
+        assert pooled[(ratio, "f1")] == pytest.approx(chance_f1, abs=0.03)
+    # The interval over agents holds the chance value.
+    f1 = coin.summary.filter((pl.col("ratio") == "1:1") & (pl.col("metric") == "f1")).row(0, named=True)
+    assert f1["ci_low"] < 0.5 < f1["ci_high"]
+
+
+# -- rating prediction and distribution ---------------------------------------------------------
+
+
+def test_an_oracle_rates_with_rmse_0_and_a_coin_with_the_uniform_error(world):
+    from ops.readout.alignment.rating import rating_pairs
+
+    truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
+    pairs = rating_pairs(world.test, world.users, max_per_agent=6)
+    assert pairs.height == 6 * len(world.users) and pairs.join(world.test, on=["user_id", "movie_id", "rating"], how="anti").is_empty()
+    oracle = rating_alignment(brain_ratings(OracleBrain(set(), truth), world.sessions, pairs, world.catalogue), world.train, n_bootstrap=200)
+    brain = oracle.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
+    assert brain["rmse"] == 0.0 and brain["mae"] == 0.0 and brain["pairs"] == pairs.height
+    assert oracle.wasserstein == 0.0
+    # The user-mean baseline on the same pairs: computed by hand.
+    means = dict(world.train.group_by("user_id").agg(pl.col("rating").mean()).iter_rows())
+    expected = np.sqrt(np.mean([(means[u] - r) ** 2 for u, _, r in pairs.iter_rows()]))
+    assert oracle.prediction.filter(pl.col("predictor") == "user_mean").get_column("rmse")[0] == pytest.approx(expected)
+
+    coin = rating_alignment(brain_ratings(CoinFlipBrain(), world.sessions, pairs, world.catalogue, seed=1), world.train, n_bootstrap=200)
+    real = pairs.get_column("rating").to_numpy()
+    uniform_mse = np.mean([np.mean((np.arange(1, 6) - r) ** 2) for r in real])
+    row = coin.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
+    assert row["rmse"] == pytest.approx(np.sqrt(uniform_mse), abs=0.08)
+    assert row["rmse_ci_low"] < np.sqrt(uniform_mse) < row["rmse_ci_high"]
+    assert coin.distribution.get_column("simulated_share").to_list() == pytest.approx([0.2] * 5, abs=0.03)
+
+
+def test_an_offline_arm_is_mapped_to_ratings_on_validation_and_the_best_is_named(world):
+    from ops.readout.alignment.rating import offline_rating_predictors
+
+    truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
+    knows = SimpleNamespace(score=lambda u, m: np.array([truth.get((a, b), 3) for a, b in zip(u, m)], dtype=float))
+    blind = SimpleNamespace(score=lambda u, m: np.zeros(len(u)))
+    predictors = offline_rating_predictors({"knows": knows, "blind": blind}, world.test)
+    pairs = world.test.select("user_id", "movie_id", "rating").with_columns(pl.col("rating").alias("simulated"))
+    result = rating_alignment(pairs, world.train, predictors, n_bootstrap=100)
+    rows = {r["predictor"]: r for r in result.prediction.iter_rows(named=True)}
+    assert rows["knows"]["kind"] == "best offline arm" and rows["knows"]["rmse"] == pytest.approx(0.0, abs=1e-9)
+    assert rows["blind"]["kind"] == "offline arm" and rows["blind"]["rmse"] == pytest.approx(float(np.std(world.test["rating"].to_numpy())), rel=1e-6)
+
+
+def test_rating_distribution_shares_and_wasserstein_by_hand():
+    table, distance = rating_distribution(np.array([4, 4, 4, 4]), np.array([3, 4, 5, 4]))
+    assert table.get_column("real_share").to_list() == [0.0, 0.0, 0.25, 0.5, 0.25]
+    assert table.get_column("simulated_share").to_list() == [0.0, 0.0, 0.0, 1.0, 0.0]
+    assert distance == pytest.approx(0.5)  # a quarter of the mass moves one star each way
+
+
+# -- list quality --------------------------------------------------------------------------------
+
+
+def test_list_quality_rises_for_an_oracle_and_stays_flat_for_a_coin(world):
+    lists = _lists(world, (9, 4, 1), liked_only=True, stream="q")
+    liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "movie_id").iter_rows()}
+    events = simulate_lists(OracleBrain(liked), world.sessions, lists, world.catalogue)
+    oracle = list_quality(events, lists, window=world.test, n_bootstrap=200)
+    assert oracle.rises["ctr"] and oracle.rises["cvr"]
+    elasticity = {(r["metric"], r["side"]): r["elasticity"] for r in oracle.elasticity.iter_rows(named=True)}
+    assert elasticity[("rated_share", "real")] == pytest.approx(1.0)
+    assert elasticity[("cvr", "simulated")] > 0.7
+
+    coin = list_quality(simulate_lists(CoinFlipBrain(), world.sessions, lists, world.catalogue), lists, n_bootstrap=200)
+    flat = coin.elasticity.filter(pl.col("metric") == "ctr").row(0, named=True)
+    assert flat["ci_low"] < 0 < flat["ci_high"] and abs(flat["elasticity"]) < 0.1
+    assert not coin.rises["ctr"]
+
+
+# -- social traits -------------------------------------------------------------------------------
+
+
+def test_social_traits_find_a_planted_rise_and_call_a_flat_simulation_a_tie():
+    tiers = pl.DataFrame({"user_id": range(1, 91), "activity": ["low", "medium", "high"] * 30, "conformity": ["low", "medium", "high"] * 30,
+                          "diversity": ["low", "medium", "high"] * 30})
+    level = {"low": 1.0, "medium": 2.0, "high": 3.0}
+    real = tiers.select("user_id", pl.col("activity").replace_strict(level, return_dtype=pl.Float64).alias("interactions"),
+                        (4 - pl.col("conformity").replace_strict(level, return_dtype=pl.Float64)).alias("rating_gap"),
+                        pl.col("diversity").replace_strict(level, return_dtype=pl.Float64).alias("genres"), pl.lit(None, dtype=pl.Float64).alias("clicks"))
+    rng = np.random.default_rng(0)
+    simulated = real.with_columns(pl.Series("genres", rng.normal(size=90)), pl.Series("clicks", rng.normal(size=90)))
+    table = social_traits_alignment(tiers, real, simulated, n_bootstrap=200)
+    rho = {(r["trait"], r["side"]): r["rho"] for r in table.filter(pl.col("behaviour") != "clicks").iter_rows(named=True)}
+    assert rho[("activity", "real")] == pytest.approx(1.0) and rho[("conformity", "real")] == pytest.approx(-1.0)
+    verdict = dict(verdicts(table).select("trait", "verdict").filter(pl.col("trait") != "activity").iter_rows())
+    assert verdict == {"conformity": "agree", "diversity": "simulated tie"}
+    low_high = table.filter((pl.col("trait") == "activity") & (pl.col("behaviour") == "interactions") & (pl.col("side") == "real")).row(0, named=True)
+    assert (low_high["mean_low"], low_high["mean_medium"], low_high["mean_high"]) == (1.0, 2.0, 3.0)
+
+
+def test_behaviours_are_counted_from_events_and_held_out_ratings():
+    movies = pl.DataFrame({"movie_id": [1, 2, 3], "genres": [["Drama"], ["Comedy", "Drama"], ["Horror"]]})
+    movie_mean = pl.DataFrame({"movie_id": [1, 2, 3], "mean": [3.0, 4.0, 2.0]})
+    held = pl.DataFrame({"user_id": [7, 7, 8], "movie_id": [1, 3, 2], "rating": [5, 2, 4]})
+    real = real_behaviour(held, movie_mean, movies)
+    assert real.row(0, named=True) | {} == {"user_id": 7, "interactions": 2.0, "clicks": None, "rating_gap": 2.0, "genres": 2.0}
+    events = pl.DataFrame({
+        "arm": ["a", "a", "a", "b", "b"], "user_id": [7] * 5,
+        "action": [CLICK_MOVIE, WATCH_AND_RATE, EXIT, CLICK_MOVIE, EXIT], "movie_id": [2, 2, None, 1, None], "rating": [None, 5, None, None, None],
+    })
+    sim = simulated_behaviour(events, movie_mean, movies).row(0, named=True)
+    # arm a: 2 interactions, 1 click, gap (5 - 4)^2, 2 genres; arm b: 1, 1, no rating, 0 genres.
+    assert sim == {"user_id": 7, "interactions": 1.5, "clicks": 1.0, "rating_gap": 1.0, "genres": 1.0}
+
+
+def test_tiers_come_from_the_profiles():
+    profiles = {2: SimpleNamespace(activity_tier="high", conformity_tier="low", diversity_tier="medium")}
+    assert tiers_frame(profiles).row(0) == (2, "high", "low", "medium")
+
+
+# -- leakage and the fidelity warning ------------------------------------------------------------
+
+
+def test_the_leakage_guard_refuses_a_window_the_brain_was_fitted_on(world):
+    check_held_out(world.test, {"train": world.train}, "taste", fit_last_timestamp=int(world.train["timestamp"].max()))
+    with pytest.raises(LeakageError, match="train window"):
+        check_held_out(world.train.head(5), {"train": world.train}, "taste")
+    with pytest.raises(LeakageError, match="fitting reached the held-out window"):
+        check_held_out(world.test, {"train": world.train}, "rating prediction", fit_last_timestamp=int(world.test["timestamp"].max()))
+
+
+def test_the_fidelity_warning_names_a_low_tau_and_every_disagreeing_pair():
+    fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [0.33]})
+    pairs = pl.DataFrame({"arm_a": ["fm", "fm"], "arm_b": ["pop", "random"], "verdict": ["disagree", "agree"]})
+    warning = fidelity_warning(fid, pairs, tau_floor=0.6)
+    assert not warning.passed and warning.tau == 0.33 and warning.disagreements == ["fm vs pop"]
+    assert "0.330 is below the floor 0.60" in warning.description and "fm vs pop" in warning.description
+    ok = fidelity_warning(fid.with_columns(pl.lit(1.0).alias("kendall_tau")), pairs.with_columns(pl.lit("agree").alias("verdict")), tau_floor=0.6)
+    assert ok.passed and "no pair of arms disagrees" in ok.description
+    undefined = fidelity_warning(pl.DataFrame(), pl.DataFrame(), tau_floor=0.6)
+    assert not undefined.passed and "undefined" in undefined.description

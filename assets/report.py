@@ -81,7 +81,8 @@ def simab_report(
     from ops.readout.plots import fidelity_pairs, write_ab_figures
     from ops.readout.report import report_markdown
 
-    offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)]) if offline_metrics else pl.DataFrame({"arm": []})
+    # Relaxed: arms without a CTR model (random, pop) have all-null AUC columns.
+    offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
     fid = fidelity(ab_readout.arms, offline) if offline_metrics else pl.DataFrame()
     per_user = offline_per_user(top20_lists, test_ratings)
     intervals = offline_intervals(per_user, seed=ab_readout.config.seed)

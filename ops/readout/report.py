@@ -1,9 +1,16 @@
 """The Markdown report of a run (design.md lifecycle step 11): the simulated A/B read-out
 beside the offline metrics, the data-augmentation table and how far to trust the
-simulation (ops.readout.fidelity).  The `simab_report` asset writes it and logs it to MLflow."""
+simulation (ops.readout.fidelity).  The `simab_report` asset writes it and logs it to MLflow.
+
+`report_html` turns whatever the Markdown report holds (every section, whoever added it)
+into one self-contained HTML page: the figures embedded as data URIs, so the file can be
+mailed, opened from an MLflow artefact or served by the viewer as it is."""
 
 from __future__ import annotations
 
+import base64
+import html
+import mimetypes
 from pathlib import Path
 
 import polars as pl
@@ -80,3 +87,44 @@ def augmentation_section(augmentation: dict) -> list[str]:
     if not augmentation:
         lines += ["Not run: materialise augmentation_metrics for an arm.", ""]
     return lines
+
+
+def report_html(markdown: str, folder: Path, title: str = "simab report") -> str:
+    """The Markdown report as one HTML page; images whose path lies under `folder` are
+    embedded as data URIs (others keep their address)."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(markdown)
+    root = Path(folder).resolve()
+    for token in tokens:
+        for child in token.children or []:
+            if child.type == "image":
+                src = str(child.attrGet("src") or "")
+                embedded = _data_uri(root, src)
+                if embedded is not None:
+                    child.attrSet("src", embedded)
+    body = md.renderer.render(tokens, md.options, {})
+    return (
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{html.escape(title)}</title>\n<style>{_REPORT_CSS}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
+    )
+
+
+_REPORT_CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:70rem;margin:1rem auto;padding:0 1rem;color:#222}"
+    "table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0 1rem}th,td{border:1px solid #ddd;padding:.2rem .45rem}"
+    "th{background:#f4f4f4}img{max-width:100%}"
+)
+
+
+def _data_uri(root: Path, src: str) -> str | None:
+    """A relative image path under `root` as a data URI; None for anything else (an
+    absolute path, a URL, a path leaving the folder, a missing file)."""
+    if not src or "://" in src or src.startswith(("/", "data:")):
+        return None
+    path = (root / src).resolve()
+    if root not in path.parents or not path.is_file():
+        return None
+    kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")

@@ -19,7 +19,7 @@ import tempfile
 from typing import Literal
 
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, Failure, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, Config, DataVersion, Failure, MaterializeResult, MetadataValue, Output, asset
 from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, arm_partitions
@@ -101,7 +101,7 @@ def simulation_events(
     mm_ml_1m: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
-) -> Output[pl.DataFrame]:
+) -> MaterializeResult:
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
     from ops.links import viewer_url
     from ops.readout.ab_readout import fallback_counts
@@ -154,8 +154,8 @@ def simulation_events(
             events.write_parquet(path)
             mlflow_tracking.log_artifact(path, artifact_path="events")
     actions = events.group_by("action").len().sort("action")
-    return Output(
-        events,
+    return MaterializeResult(
+        value=events,
         data_version=DataVersion(digest),
         metadata={
             "arm": arm, "agents": len(chosen), "events": events.height, **fallbacks,

@@ -63,6 +63,48 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
+def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary: dict) -> dict:
+    """The few figures a person reads first, as plain data (the console's closing table,
+    Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20, each [mean, low, high];
+    and the fidelity verdict — Kendall τ of CTR against NDCG@20, whether both pick the same
+    best arm, and the arm-against-arm counts."""
+    def cells(frame: pl.DataFrame, key: str) -> dict:
+        return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
+
+    simulated = cells(readout.arms, "metric")
+    offline = cells(intervals, "metric") if intervals.height else {}
+    arms = {
+        arm: {
+            "ctr": simulated.get((arm, "ctr")), "cvr": simulated.get((arm, "cvr")),
+            "average_rating": simulated.get((arm, "average_rating")), "ndcg_at_k": offline.get((arm, "ndcg_at_k")),
+        }
+        for arm in sorted(set(readout.arms.get_column("arm").to_list()))
+    }
+    tau = fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).to_dicts() if fid.height else []
+    return {
+        "control": readout.control,
+        "arms": arms,
+        "fidelity": {
+            "kendall_tau_ctr_ndcg": tau[0]["kendall_tau"] if tau else None,
+            "same_best_arm": tau[0]["same_best_arm"] if tau else None,
+            **{k: v for k, v in summary.items()},
+        },
+    }
+
+
+def fidelity_verdict(fidelity: dict) -> str:
+    """One sentence on how far to trust the ordering of the arms (`report_summary`'s fidelity)."""
+    tau, best = fidelity.get("kendall_tau_ctr_ndcg"), fidelity.get("same_best_arm")
+    if tau is None:
+        return "fidelity: not measured (fewer than two arms with offline metrics)"
+    parts = [f"Kendall τ(CTR, NDCG@20) = {tau:.2f}", "same best arm" if best else "a different best arm"]
+    if fidelity.get("pairs"):
+        decided = fidelity.get("agree", 0) + fidelity.get("disagree", 0)
+        parts.append(f"{fidelity.get('agree', 0)} of {decided} pairs both sides separate ordered alike"
+                     f" ({fidelity.get('offline tie', 0)} offline ties)")
+    return "fidelity: " + "; ".join(parts)
+
+
 def augmentation_section(augmentation: dict) -> list[str]:
     """Table 5: test AUC of each downstream model on the original train split and with the
     clicks / views simulated under an arm added; arms with no model to refit are named."""

@@ -56,7 +56,7 @@ class LifecycleConsole:
         self.notes: list[str] = []
 
     def line(self, text: str = "", style: str | None = None) -> None:
-        self.console.print(text, style=style, markup=False)
+        self.console.print(text, style=style, markup=False, soft_wrap=True)  # paths are never cut
 
     @contextmanager
     def stage(self, label: str, total: int) -> Iterator["Stage"]:
@@ -91,13 +91,13 @@ class LifecycleConsole:
 
         from ops.readout.report import fidelity_verdict
 
-        table = Table(title=f"A/B read-out (control {headline.get('control')}; mean [95 % CI] over agents, NDCG@20 over test users)",
-                      title_justify="left", box=None, pad_edge=False)
-        for column in ("arm", "CTR", "CVR", "AR", "NDCG@20 (offline)"):
+        table = Table(box=None, pad_edge=False)
+        for column in ("arm", "CTR", "CVR", "AR", "NDCG@20"):
             table.add_column(column, no_wrap=True, min_width=14)
         for arm, cells in headline.get("arms", {}).items():
             table.add_row(arm, *(_cell(cells.get(k), 2 if k == "average_rating" else 3) for k in ("ctr", "cvr", "average_rating", "ndcg_at_k")))
         self.line()
+        self.line(f"A/B read-out against {headline.get('control')}: mean [95 % interval] over agents; NDCG@20 offline, over test users")
         self.console.print(table)
         self.line(fidelity_verdict(headline.get("fidelity", {})))
         self.line()

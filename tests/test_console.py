@@ -101,11 +101,13 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
     LifecycleConsole(stream).summary(headline, [("report", "/x/report.html"), ("viewer", "make viewer → http://127.0.0.1:8050/")])
     text = stream.getvalue()
     lines = text.splitlines()
-    assert max(len(line) for line in lines) <= 80
+    table = lines[lines.index(next(line for line in lines if line.startswith("A/B read-out"))) + 1:]
+    table = table[: table.index(next(line for line in table if line.startswith("fidelity")))]
+    assert len(table) == 1 + 2 * 2 and max(len(line) for line in table) <= 80  # header, two lines per arm
     fm = lines.index(next(line for line in lines if line.startswith("fm")))
     assert lines[fm].split() == ["fm", "0.210", "0.050", "3.90", "0.061"]  # means, intervals below them
     assert lines[fm + 1].split() == ["[0.190,", "0.230]", "[0.040,", "0.060]", "[3.80,", "4.00]", "[0.055,", "0.067]"]
     random = next(line for line in lines if line.startswith("random"))
     assert random.count("n/a") == 2
-    assert "Kendall τ(CTR, NDCG@20) = 0.67; same best arm; 2 of 2 pairs" in text
+    assert "Kendall τ(CTR, NDCG@20) = 0.67; same best arm; arm against arm: 2 of the 2 pairs" in text
     assert "/x/report.html" in text and "http://127.0.0.1:8050/" in text

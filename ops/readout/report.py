@@ -100,8 +100,8 @@ def fidelity_verdict(fidelity: dict) -> str:
     parts = [f"Kendall τ(CTR, NDCG@20) = {tau:.2f}", "same best arm" if best else "a different best arm"]
     if fidelity.get("pairs"):
         decided = fidelity.get("agree", 0) + fidelity.get("disagree", 0)
-        parts.append(f"{fidelity.get('agree', 0)} of {decided} pairs both sides separate ordered alike"
-                     f" ({fidelity.get('offline tie', 0)} offline ties)")
+        parts.append(f"arm against arm: {fidelity.get('agree', 0)} of the {decided} pairs both sides separate ordered alike, "
+                     f"{fidelity.get('offline tie', 0)} offline ties")
     return "fidelity: " + "; ".join(parts)
 
 

@@ -148,6 +148,19 @@ class Stage:
         self.progress.update(self.task, completed=self.progress.tasks[0].total, step=step)
 
 
+def failure_text(event) -> str:
+    """What a failed step says to a person: the description an asset gave its `Failure`
+    (e.g. the cost limit, naming the estimate), else the error's own message."""
+    data = event.event_specific_data
+    described = getattr(getattr(data, "user_failure_data", None), "description", None)
+    if described:
+        return described
+    error = getattr(data, "error", None)
+    if error is not None and error.message:
+        return error.message.strip().splitlines()[-1]
+    return event.message or "failed"
+
+
 def _cell(values, digits: int) -> str:
     if not values or values[0] is None:
         return "n/a"

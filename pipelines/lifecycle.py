@@ -46,7 +46,7 @@ def run_lifecycle(arms_arg: str | None, terminal, log=None) -> int:
 
     from pipelines.definitions import build_definitions
     from pipelines.run_config import run_config_for, settings_from_env, with_arms
-    from pipelines.console import LifecycleConsole
+    from pipelines.console import LifecycleConsole, failure_text
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import data_root
 
@@ -89,7 +89,7 @@ def run_lifecycle(arms_arg: str | None, terminal, log=None) -> int:
             failed = [e for e in result.all_events if e.is_failure]
             out = terminal or sys.stderr
             for event in failed[:5]:
-                print(f"    {event.step_key}: {event.message}", file=out)
+                print(f"    {event.step_key}: {failure_text(event)}", file=out)
             where = f"the full log {log}" if log else "the Dagster UI (make ui) for the whole log"
             print(f"{label} failed (Dagster run {result.run_id}); see {where}", file=out, flush=True)
             raise SystemExit(1)

@@ -89,7 +89,9 @@ def test_the_bill_is_shown_before_the_simulation_and_stops_it_above_the_limit(ho
     assert not limited.success
     failure = next(e for e in limited.all_events if e.is_step_failure)
     assert failure.step_key == "llm_cost_estimate"
-    message = failure.event_specific_data.error.message + str(failure.event_specific_data.user_failure_data)
-    assert "above max_cost_usd=$0.00" in message and "estimated at $" in message
+    from pipelines.console import failure_text
+
+    message = failure_text(failure)  # what the lifecycle runner prints under the arm's line
+    assert message.startswith("the LLM simulation is estimated at $") and "above max_cost_usd=$0.00" in message
     # The simulation never started: no step of it, and the stored events are untouched.
     assert not [e for e in limited.all_events if e.step_key == "simulation_events" and e.is_step_start]

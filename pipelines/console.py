@@ -175,5 +175,7 @@ def _bill(metadata) -> str:
         found = metadata.get(key)
         return getattr(found, "value", found)
 
+    limit = value("max_cost_usd")
+    limit = f"limit ${limit:,.2f}" if isinstance(limit, (int, float)) and limit else "no cost limit"
     return (f"LLM bill before the simulation: {value('calls'):,} calls, {value('tokens'):,} tokens, ${value('cost (USD)'):,.2f} "
-            f"(ceiling ${value('ceiling (USD)'):,.2f}, limit {value('max_cost_usd')}) on {value('model')}")
+            f"(ceiling ${value('ceiling (USD)'):,.2f}, {limit}) on {value('model')}")

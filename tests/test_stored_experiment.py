@@ -63,30 +63,42 @@ def test_the_viewer_reads_the_stored_run_through_the_code_location(home):
 
 
 def _run(home, environ: dict, selection: list[str], simulation: dict):
+    """Materialise `selection` for arm pop as the lifecycle runner does, its console on a string."""
+    import io
+    import uuid
+
+    from pipelines.console import LifecycleConsole
     from pipelines.definitions import build_definitions
 
     defs = build_definitions(environ={"SIMAB_HOME": str(home["root"]), **environ})
     job = defs.get_implicit_global_asset_job_def()
     config = {"ops": {"llm_cost_estimate": {"config": {"sample_agents": 8}}, "simulation_events": {"config": simulation}}}
     config["ops"] = {k: v for k, v in config["ops"].items() if k in selection}
-    return job.execute_in_process(instance=DagsterInstance.ephemeral(), partition_key="pop", run_config=config, raise_on_error=False,
-                                  asset_selection=[AssetKey(a) for a in selection])
+    instance, run_id, screen = DagsterInstance.ephemeral(), str(uuid.uuid4()), io.StringIO()
+    with LifecycleConsole(screen).stage("arm pop", len(selection)) as stage:
+        stage.watch(instance, run_id)
+        result = job.execute_in_process(instance=instance, partition_key="pop", run_config=config, raise_on_error=False,
+                                        asset_selection=[AssetKey(a) for a in selection], run_id=run_id)
+        stage.succeeded = result.success
+    return result, screen.getvalue()
 
 
 def test_the_bill_is_shown_before_the_simulation_and_stops_it_above_the_limit(home, monkeypatch):
     # An endpoint where nothing listens: a call would be a transport failure, not silence.
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
-    result = _run(home, {}, ["llm_cost_estimate"], {})
+    result, screen = _run(home, {}, ["llm_cost_estimate"], {})
     assert result.success
     metadata = result.asset_materializations_for_node("llm_cost_estimate")[0].metadata
     agents = len(home["agents"].profiles)
     assert metadata["agents"].value == agents and metadata["calls"].value >= agents * 2  # a page and the interview at least
     assert metadata["cost (USD)"].value > 0 and metadata["ceiling (USD)"].value >= metadata["cost (USD)"].value
     assert "expected" in metadata["estimate"].value and metadata["max_cost_usd"].value == "no limit"
+    # The lifecycle runner prints the bill under the arm's line.
+    assert f"LLM bill before the simulation: {metadata['calls'].value:,} calls" in screen and "no cost limit" in screen
 
-    limited = _run(home, {"SIMAB_MAX_COST_USD": "0.000001"}, ["llm_cost_estimate", "simulation_events"], {"brain": "llm"})
-    assert not limited.success
+    limited, screen = _run(home, {"SIMAB_MAX_COST_USD": "0.000001"}, ["llm_cost_estimate", "simulation_events"], {"brain": "llm"})
+    assert not limited.success and screen.startswith("✗ arm pop") and "failed: llm_cost_estimate" in screen
     failure = next(e for e in limited.all_events if e.is_step_failure)
     assert failure.step_key == "llm_cost_estimate"
     from pipelines.console import failure_text

@@ -6,7 +6,7 @@ export GX_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
-.PHONY: setup demo demo-ml1m resume test ui mlflow-ui bench clean
+.PHONY: setup demo demo-ml1m resume test ui mlflow-ui viewer bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,11 @@ ui: setup
 
 mlflow-ui: setup
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui --workers 1 --backend-store-uri sqlite:///$(CURDIR)/data/mlflow.db
+
+# The trajectory viewer over the stored assets (data/ or $SIMAB_HOME), on 127.0.0.1 only.
+VIEWER_PORT ?= 8050
+viewer: setup
+	$(BIN)/python -m viewer --port $(VIEWER_PORT)
 
 clean:
 	rm -rf data/assets data/mlflow.db data/mlartifacts data/dagster_home

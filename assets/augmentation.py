@@ -15,7 +15,7 @@ import os
 import tempfile
 
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
 from assets.partitions import arm_partitions
@@ -48,7 +48,7 @@ def augmentation_metrics(
     users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
-) -> Output[pl.DataFrame]:
+) -> MaterializeResult:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
     train split and on it plus this arm's simulated clicks / views (Table 5)."""
     from ops.readout.augmentation import AugmentationConfig, empty_metrics, refit_and_evaluate, seed_summary, table_5
@@ -99,8 +99,8 @@ def augmentation_metrics(
 
     wide = table_5(table)
     summary = wide.to_pandas().to_markdown(index=False, floatfmt=".4f") if table.height else f"not applicable: {', '.join(not_applicable)} has no model to refit"
-    return Output(
-        table,
+    return MaterializeResult(
+        value=table,
         data_version=DataVersion(digest or frame_digest(table)),
         metadata={"arm": arm, "models": ", ".join(models) or "none", "not applicable": ", ".join(not_applicable) or "none", "Table 5 (test AUC)": MetadataValue.md(summary)},
     )

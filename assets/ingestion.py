@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, Output, multi_asset
+from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, MaterializeResult, multi_asset
 from pydantic import Field
 
 from data_contracts.checks import movies_verdict, ratings_verdict, stop_before_storing, users_verdict
@@ -104,8 +104,8 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
 
     context.log.info(f"{origin}: {users.height} users, {movies.height} movies, {ratings.height} ratings (density {density:.4f})")
     meta = {"source": origin}
-    yield Output(users, "users", data_version=DataVersion(digests["users"]), metadata={**meta, "rows": users.height})
-    yield Output(movies, "movies", data_version=DataVersion(digests["movies"]), metadata={**meta, "rows": movies.height})
-    yield Output(ratings, "ratings", data_version=DataVersion(digests["ratings"]), metadata={**meta, "rows": ratings.height, "density": density})
-    yield Output(tastes, "planted_tastes", data_version=DataVersion(frame_digest(tastes)), metadata={"rows": tastes.height})
-    yield Output(side_info, "synthetic_side_info", data_version=DataVersion(frame_digest(side_info)), metadata={"rows": side_info.height})
+    yield MaterializeResult(asset_key="users", value=users, data_version=DataVersion(digests["users"]), metadata={**meta, "rows": users.height})
+    yield MaterializeResult(asset_key="movies", value=movies, data_version=DataVersion(digests["movies"]), metadata={**meta, "rows": movies.height})
+    yield MaterializeResult(asset_key="ratings", value=ratings, data_version=DataVersion(digests["ratings"]), metadata={**meta, "rows": ratings.height, "density": density})
+    yield MaterializeResult(asset_key="planted_tastes", value=tastes, data_version=DataVersion(frame_digest(tastes)), metadata={"rows": tastes.height})
+    yield MaterializeResult(asset_key="synthetic_side_info", value=side_info, data_version=DataVersion(frame_digest(side_info)), metadata={"rows": side_info.height})

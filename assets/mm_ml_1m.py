@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
 from data_contracts.checks import metadata_verdict, stop_before_storing
@@ -41,7 +41,7 @@ def movie_metadata(
     synthetic_side_info: pl.DataFrame,
     tmdb: TmdbResource,
     mlflow_tracking: MlflowTracking,
-) -> Output[pl.DataFrame]:
+) -> MaterializeResult:
     """Per-movie overview, vote average and count, release date, genres, directors, actors, posters."""
     source = config.source
     if source == "auto":
@@ -79,7 +79,7 @@ def movie_metadata(
     if failures is not None:
         meta["failures"] = failures.height
         meta["failure examples"] = MetadataValue.md(failures.head(20).to_pandas().to_markdown(index=False))
-    return Output(metadata, data_version=DataVersion(digest), metadata=meta)
+    return MaterializeResult(value=metadata, data_version=DataVersion(digest), metadata=meta)
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="polars")
@@ -90,7 +90,7 @@ def mm_ml_1m(
     ratings: pl.DataFrame,
     users: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
-) -> Output[pl.DataFrame]:
+) -> MaterializeResult:
     """The one catalogue: the movies table joined with metadata and poster paths (null where a
     movie has none), with its Table 1 coverage."""
     from ops.data.mm_ml_1m import build_mm_ml_1m, coverage_table
@@ -102,8 +102,8 @@ def mm_ml_1m(
         mlflow_tracking.log_text(_markdown(coverage), "tables/coverage_table1.md")
         mlflow_tracking.log_metrics({f"coverage_{row['feature'].lower().replace(' ', '_')}": row["count"] for row in coverage.iter_rows(named=True)})
         digest = mlflow_tracking.log_frame(mm, "mm_ml_1m", role="output")
-    return Output(
-        mm,
+    return MaterializeResult(
+        value=mm,
         data_version=DataVersion(digest),
         metadata={"rows": mm.height, "coverage (A/B Agent Table 1)": MetadataValue.md(_markdown(coverage))},
     )

@@ -6,7 +6,7 @@ configuration.  Every arm reads the one catalogue, `mm_ml_1m`.
 
 import numpy as np
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, Output, asset
+from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, Output, asset
 from pydantic import Field
 
 from assets.partitions import arm_partitions
@@ -82,7 +82,7 @@ def top20_lists(
     train_ratings: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
-) -> Output[pl.DataFrame]:
+) -> MaterializeResult:
     """Each train user's 20 best-scored movies, excluding their train items: the sandbox's input."""
     from ops.arms.recommenders import top_k
 
@@ -92,7 +92,7 @@ def top20_lists(
         coverage = lists.get_column("movie_id").n_unique() / max(mm_ml_1m.height, 1)
         mlflow_tracking.log_metrics({"users": user_ids.size, "catalogue_coverage": coverage})
         digest = mlflow_tracking.log_frame(lists, "top20_lists", role="output")
-    return Output(lists, data_version=DataVersion(digest), metadata={"users": int(user_ids.size), "catalogue coverage": coverage})
+    return MaterializeResult(value=lists, data_version=DataVersion(digest), metadata={"users": int(user_ids.size), "catalogue coverage": coverage})
 
 
 @asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="numpy")
@@ -103,7 +103,7 @@ def offline_metrics(
     test_ratings: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
-) -> Output[pl.DataFrame]:
+) -> MaterializeResult:
     """Test AUC and log-loss; Recall@20 and NDCG@20 by full ranking (design.md step 6)."""
     from ops.arms.recommenders import evaluate_arm
 
@@ -112,8 +112,8 @@ def offline_metrics(
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
         mlflow_tracking.log_metrics({k: v for k, v in metrics.model_dump().items() if isinstance(v, (int, float))})
         mlflow_tracking.log_frame(test_ratings, "test_ratings", role="evaluation")
-    return Output(
-        row,
+    return MaterializeResult(
+        value=row,
         data_version=DataVersion(frame_digest(row)),
         metadata={k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.model_dump().items() if v is not None},
     )

@@ -4,7 +4,9 @@
 AR and the Agent4Rec set with 95 % bootstrap intervals over agents, and each arm against
 the control with a paired (or unpaired) test, Holm-corrected.  `simab_report` adds the
 offline metrics and the fidelity of the simulation (Kendall τ between simulated and offline
-rankings of the arms), writes a Markdown report with its figures and logs it all to MLflow.
+rankings of the arms), writes a Markdown report with its figures, the same report as one HTML
+page with the figures embedded (`report.html`), and logs it all to MLflow; its metadata links
+the HTML report and the trajectory viewer, and holds the figures the console prints.
 """
 
 import tempfile
@@ -85,11 +87,12 @@ def simab_report(
     from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
     from ops.atomic import atomic_write_bytes
     from ops.figures import save_figure
+    from ops.links import viewer_url
     from ops.readout.plots import fidelity_pairs, power_figure, write_ab_figures
     from ops.readout.power import power_analysis
-    from ops.readout.report import report_markdown
+    from ops.readout.report import report_html, report_markdown, report_summary
 
-    # Relaxed: Pop has no log-loss (its scores are not probabilities), a null column the others fill.
+    # Relaxed: arms without a CTR model (random, pop) have all-null AUC columns.
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
     fid = fidelity(ab_readout.arms, offline) if offline_metrics else pl.DataFrame()
     per_user = offline_per_user(top20_lists, test_ratings)
@@ -113,10 +116,18 @@ def simab_report(
     path = folder / "report.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     atomic_write_bytes(data_root() / "reports" / "latest.md", text.encode("utf-8"))
-    with mlflow_tracking.asset_run(context, params={"report": str(path)}):
+    # The HTML page is made from the Markdown as written, so every section anyone adds to it is there.
+    page = report_html(text, folder).encode("utf-8")
+    html_path = folder / "report.html"
+    atomic_write_bytes(html_path, page)
+    atomic_write_bytes(data_root() / "reports" / "latest.html", page)
+    headline = report_summary(ab_readout, intervals, fid, summary)
+    viewer = viewer_url("/")
+    with mlflow_tracking.asset_run(context, params={"report": str(path)}, tags={"viewer_url": viewer, "report_html": str(html_path)}):
         if fid.height:
             mlflow_tracking.log_metrics({f"kendall_tau_{row['simulated']}_vs_{row['offline']}": row["kendall_tau"] for row in fid.iter_rows(named=True)})
         mlflow_tracking.log_artifact(path)
+        mlflow_tracking.log_artifact(html_path)
         mlflow_tracking.log_artifacts(folder / "plots", artifact_path="plots")
         if fid.height:
             mlflow_tracking.log_table(fid, "fidelity")
@@ -132,8 +143,14 @@ def simab_report(
                 mlflow_tracking.log_metrics({f"mde_ctr_{pair}": row["minimum_detectable_difference"],
                                              **({f"sensitivity_{pair}": row["sensitivity_ratio"]} if row["sensitivity_ratio"] is not None else {})})
         run_id = mlflow_tracking.active_run_id()
-    context.log.info(f"report written to {path} (MLflow run {run_id})")
-    return Output(str(path), metadata={"path": str(path), "mlflow_run_id": run_id, "report": MetadataValue.md(text)})
+    context.log.info(f"report written to {html_path} and {path} (MLflow run {run_id})")
+    return Output(
+        str(path),
+        metadata={
+            "path": str(path), "html report": MetadataValue.path(str(html_path)), "mlflow_run_id": run_id,
+            "trajectory viewer": MetadataValue.url(viewer), "summary": MetadataValue.json(headline), "report": MetadataValue.md(text),
+        },
+    )
 
 
 def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) -> list[str]:

@@ -19,7 +19,7 @@ import tempfile
 from typing import Literal
 
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, Config, DataVersion, Failure, MaterializeResult, MetadataValue, Output, asset
 from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, arm_partitions
@@ -30,11 +30,20 @@ from resources.storage import data_root
 GROUP = "simulation"
 
 
-class SimulationAssetConfig(Config):
+class AgentSampleConfig(Config):
+    """Which agents browse the arm, and what they perceive: shared by the simulation and its cost estimate."""
+
     n_agents: int = Field(default=0, description="agents sampled from users with a top-20 list; 0 = all ($SIMAB_AGENTS)")
     design: Literal["paired", "random"] = Field(default="paired", description="paired: same agents in every arm; random: one arm per agent")
     arms: list[str] = Field(default=list(DEFAULT_ARMS), description="the arms of the experiment: design=random deals the agents among them ($SIMAB_ARMS)")
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
+    vision: bool = Field(
+        default=True,
+        description="False: the A/B Agent Table 5 'w/o vision' ablation — the embedded brain ignores posters, the LLM brain gets palette captions instead of images; events name the brain ':no-vision'",
+    )
+
+
+class SimulationAssetConfig(AgentSampleConfig):
     sessions_per_agent: int = Field(
         default=1, ge=1,
         description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
@@ -45,13 +54,48 @@ class SimulationAssetConfig(Config):
         description="the arm fails once more than this share of agents failed (the LLM endpoint kept failing or a decision's deadline passed for them)",
     )
     checkpoint: bool = Field(default=True, description="keep finished agents in a checkpoint under $SIMAB_HOME/checkpoints so a killed run resumes")
-    vision: bool = Field(
-        default=True,
-        description="False: the A/B Agent Table 5 'w/o vision' ablation — the embedded brain ignores posters, the LLM brain gets palette captions instead of images; events name the brain ':no-vision'",
+
+
+class CostEstimateAssetConfig(AgentSampleConfig):
+    sample_agents: int = Field(default=50, ge=1, description="agents whose sessions are dry-run; the others are extrapolated from them")
+
+
+@asset(group_name="cost", partitions_def=arm_partitions, code_version="1", compute_kind="python")
+def llm_cost_estimate(
+    context: AssetExecutionContext,
+    config: CostEstimateAssetConfig,
+    top20_lists: pl.DataFrame,
+    agents,
+    embedded_brain,
+    mm_ml_1m: pl.DataFrame,
+    llm: LLMResource,
+    mlflow_tracking: MlflowTracking,
+) -> Output[pl.DataFrame]:
+    """What simulating this arm with the LLM brain will cost: calls, tokens and dollars
+    (expected, 95 % interval, ceiling), from a dry run that sends nothing.  Fails when the
+    estimate is above the `llm` resource's max_cost_usd."""
+    from ops.simulation.cost import CostLimitExceeded, check_cost_limit
+
+    estimate = _cost_estimate(context.partition_key, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, config.sample_agents)
+    context.log.info(f"LLM bill before the run: {estimate.describe()}")
+    with mlflow_tracking.asset_run(context, params={**config.model_dump(), **llm.describe(), "max_cost_usd": llm.max_cost_usd}, tags={"arm": context.partition_key}):
+        mlflow_tracking.log_metrics({k: v for k, v in estimate.as_dict().items() if isinstance(v, (int, float))})
+    try:
+        check_cost_limit(estimate, llm.max_cost_usd)
+    except CostLimitExceeded as exc:
+        raise Failure(description=str(exc), metadata={"estimate": MetadataValue.md(estimate.to_markdown())}, allow_retries=False) from None
+    return Output(
+        pl.DataFrame([estimate.as_dict()]),
+        metadata={
+            "arm": estimate.arm, "model": estimate.model, "agents": estimate.agents, "calls": estimate.calls,
+            "tokens": estimate.prompt_tokens + estimate.completion_tokens, "cost (USD)": round(estimate.cost_usd, 4),
+            "ceiling (USD)": round(estimate.ceiling_cost_usd, 4), "max_cost_usd": llm.max_cost_usd or "no limit",
+            "estimate": MetadataValue.md(estimate.to_markdown()),
+        },
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="python")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="python", deps=["llm_cost_estimate"])
 def simulation_events(
     context: AssetExecutionContext,
     config: SimulationAssetConfig,
@@ -61,13 +105,23 @@ def simulation_events(
     mm_ml_1m: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
-) -> Output[pl.DataFrame]:
+) -> MaterializeResult:
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
-    from ops.simulation.catalogue import Catalogue
+    from ops.links import viewer_url
     from ops.readout.ab_readout import fallback_counts
+    from ops.simulation.catalogue import Catalogue
+    from ops.simulation.cost import CostLimitExceeded, check_cost_limit
     from ops.simulation.runner import SimulationConfig, agents_of_arm, simulate_arm
 
     arm = context.partition_key
+    if config.brain == "llm" and llm.max_cost_usd:
+        # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
+        estimate = _cost_estimate(arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm)
+        context.log.info(f"LLM bill before the run: {estimate.describe()}")
+        try:
+            check_cost_limit(estimate, llm.max_cost_usd)
+        except CostLimitExceeded as exc:
+            raise Failure(description=str(exc), allow_retries=False) from None
     candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
     chosen = agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
     catalogue = Catalogue.from_frame(mm_ml_1m)
@@ -78,7 +132,7 @@ def simulation_events(
         concurrency, brain_params = llm.concurrency, llm.describe()
         context.log.info(f"LLM brain: {brain_params['llm_endpoint']} (from {brain_params['llm_endpoint_from']}), model {llm.model}, cache {llm.cache}")
     else:
-        brain = embedded_brain.brain(None if config.vision else embedded_brain.config.model_copy(update={"use_posters": False}))
+        brain = _embedded(embedded_brain, config.vision)
         concurrency, brain_params = 1, {}
     checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
     try:
@@ -96,7 +150,8 @@ def simulation_events(
             close()
     fallbacks = fallback_counts(events)
     params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)}
-    with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm}):
+    viewer = viewer_url("/agents", arm=arm)
+    with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm, "viewer_url": viewer}):
         mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen), "sessions_per_agent": config.sessions_per_agent, **fallbacks})
         usage = getattr(brain, "usage", None)
         if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
@@ -107,12 +162,39 @@ def simulation_events(
             events.write_parquet(path)
             mlflow_tracking.log_artifact(path, artifact_path="events")
     actions = events.group_by("action").len().sort("action")
-    return Output(
-        events,
+    return MaterializeResult(
+        value=events,
         data_version=DataVersion(digest),
         metadata={
             "arm": arm, "agents": len(chosen), "events": events.height, **fallbacks,
             **({"llm endpoint": brain_params["llm_endpoint"]} if brain_params else {}),
             "actions": MetadataValue.md(actions.to_pandas().to_markdown(index=False)),
+            "trajectory viewer": MetadataValue.url(viewer),
         },
     )
+
+
+def _cost_estimate(arm: str, config: AgentSampleConfig, top20_lists, agents, embedded_brain, mm_ml_1m, llm: LLMResource, sample_agents: int | None = None):
+    """The LLM bill of simulating `arm` with these settings (ops.simulation.cost): the
+    agents the simulation would choose, the LLM brain's prompts, the embedded brain's decisions."""
+    from ops.simulation.catalogue import Catalogue
+    from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
+    from ops.simulation.runner import SimulationConfig, agents_of_arm
+
+    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
+    chosen = agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
+    catalogue = Catalogue.from_frame(mm_ml_1m)
+    sim_config = SimulationConfig()
+    overrides = {} if config.vision else {"vision": False}
+    llm_brain = llm.brain(catalogue, fatigue=sim_config.fatigue, cache="off", **overrides)
+    behaviour = _embedded(embedded_brain, config.vision)
+    estimate_config = CostEstimateConfig(seed=config.seed, **({"sample_agents": sample_agents} if sample_agents else {}))
+    try:
+        return estimate_llm_cost(arm, top20_lists, agents.sessions(chosen), catalogue, llm_brain, behaviour, sim_config, chosen, estimate_config)
+    finally:
+        llm_brain.close()
+
+
+def _embedded(embedded_brain, vision: bool):
+    """A fresh embedded brain; without vision it ignores posters (Table 5's ablation)."""
+    return embedded_brain.brain(None if vision else embedded_brain.config.model_copy(update={"use_posters": False}))

@@ -2,7 +2,7 @@
 
 
 import polars as pl
-from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, MetadataValue, Output, multi_asset
+from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, MaterializeResult, MetadataValue, multi_asset
 from pydantic import Field
 
 from resources.mlflow_tracking import MlflowTracking
@@ -39,4 +39,4 @@ def chronological_split(context: AssetExecutionContext, config: SplitConfig, rat
         mlflow_tracking.log_figure(split_timeline(parts.frames()), "plots/split_timeline.png")
     table = MetadataValue.md(stats.to_pandas().to_markdown(index=False))
     for name, frame in parts.frames().items():
-        yield Output(frame, f"{name}_ratings", data_version=DataVersion(digests[name]), metadata={"rows": frame.height, "split statistics": table})
+        yield MaterializeResult(asset_key=f"{name}_ratings", value=frame, data_version=DataVersion(digests[name]), metadata={"rows": frame.height, "split statistics": table})

@@ -13,8 +13,10 @@ this order, from:
 3. `policy(body)`, a function of the request: `scripted_agent` plays a user who opens the
    first movie, watches it, pages on and leaves.
 
-Every answer reports `prompt_tokens` and `completion_tokens` (1,000 and 50 unless told
-otherwise) and waits `latency_s` first (a benchmark's slow endpoint).  The fake counts its
+Every answer reports `prompt_tokens` and `completion_tokens` — 1,000 and 50 unless told
+otherwise, or, with `count_tokens=True`, counted from the request really received and the
+answer sent (`ops.simulation.brains.llm.tokens`, the count the cost estimate uses) — and
+waits `latency_s` first (a benchmark's slow endpoint).  The fake counts its
 calls and the tokens it reported, and records every request body and its Authorization
 header (tests assert on both).
 
@@ -72,8 +74,10 @@ class FakeOpenAI:
         prompt_tokens: int = PROMPT_TOKENS,
         completion_tokens: int = COMPLETION_TOKENS,
         record: bool = True,
+        count_tokens: bool = False,
     ) -> None:
         self.policy = policy
+        self.count_tokens = count_tokens
         self.latency_s = latency_s
         self.tokens_per_answer = (prompt_tokens, completion_tokens)
         self.record = record  # off for long benchmark runs, where the bodies would pile up
@@ -140,6 +144,10 @@ class FakeOpenAI:
                 return Outcome(status=500), _json(_error("the fake has no scripted reply and no policy", "fake_error"))
             content = policy(body)
         prompt_tokens, completion_tokens = self.tokens_per_answer
+        if self.count_tokens:
+            from ops.simulation.brains.llm.tokens import prompt_tokens as count_prompt, text_tokens
+
+            prompt_tokens, completion_tokens = count_prompt(body.get("messages") or []), text_tokens(content)
         with self._lock:
             self.prompt_tokens += prompt_tokens
             self.completion_tokens += completion_tokens
@@ -286,7 +294,30 @@ def scripted_agent(body: dict) -> str:
     return answer(action=EXIT, interest=2)
 
 
-POLICIES: dict[str, Callable[[dict], str] | None] = {"scripted": scripted_agent, "none": None}
+def uniform_agent(body: dict) -> str:
+    """A user who picks uniformly among the page's legal actions (a movie, a rating and an
+    interest uniformly too), from a generator seeded by the request's own seed: the same
+    request gets the same answer.  The behaviour of `UniformRandomBrain`, answered over HTTP."""
+    import numpy as np
+
+    text = user_text(body)
+    rng = np.random.default_rng([int(body.get("seed") or 0), len(text)])
+    reason = "a uniform random choice"
+    if "Question: Do you feel satisfied" in text:
+        return json.dumps({"satisfaction": int(rng.integers(1, 11)), "reason": reason})
+    legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
+    action = legal[int(rng.integers(len(legal)))]
+    fields = {"action": action, "interest": int(rng.integers(1, 6)), "reason": reason}
+    # Every key the format asks for, null where it does not apply, as a model answers.
+    if "You are on the detail page" in text:
+        fields["rating"] = int(rng.integers(1, 6)) if action == WATCH_AND_RATE else None
+    else:
+        ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
+        fields["movie_id"] = int(rng.choice(ids)) if action == CLICK_MOVIE else None
+    return answer(**fields)
+
+
+POLICIES: dict[str, Callable[[dict], str] | None] = {"scripted": scripted_agent, "uniform": uniform_agent, "none": None}
 
 
 def answer(**fields) -> str:

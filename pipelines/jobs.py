@@ -25,7 +25,7 @@ from dagster import (
     sensor,
 )
 
-from pipelines.run_config import RunSettings, run_config_for
+from pipelines.run_config import RunSettings, run_config_for, uses_llm
 
 JOB_SELECTIONS = {
     "simab_prepare": (
@@ -46,11 +46,14 @@ JOB_SELECTIONS = {
 
 
 def build_jobs(settings: RunSettings) -> dict:
-    """The lifecycle's jobs, each with the environment's run config as its default."""
-    return {
-        name: define_asset_job(name, selection=selection, description=description, config=run_config_for(name, settings) or None)
-        for name, (selection, description) in JOB_SELECTIONS.items()
-    }
+    """The lifecycle's jobs, each with the environment's run config as its default.  With
+    the LLM brain, the jobs that simulate estimate the bill first (`llm_cost_estimate`)."""
+    jobs = {}
+    for name, (selection, description) in JOB_SELECTIONS.items():
+        if uses_llm(settings) and name in ("simab_arm", "simab_resimulate"):
+            selection = selection | AssetSelection.assets("llm_cost_estimate")
+        jobs[name] = define_asset_job(name, selection=selection, description=description, config=run_config_for(name, settings) or None)
+    return jobs
 
 
 def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list, list]:

@@ -4,7 +4,12 @@ It executes the same jobs the Dagster UI launches, against the persistent Dagste
 ($DAGSTER_HOME, whose `dagster.yaml` it writes: `pipelines.instance`), so `make ui` shows
 the runs afterwards: `simab_prepare`, `simab_arm` once per arm ($SIMAB_ARMS),
 `simab_readout`, each with the run config the environment asks for
-(`pipelines.run_config`).  At the end it prints where the results are.
+(`pipelines.run_config`).
+
+The console shows one line per stage with a progress bar and its time, the LLM bill before
+a simulation, and at the end the per-arm table, the fidelity verdict and where to look
+(`pipelines.console`); the full log — Dagster's event log, library messages — goes to
+$SIMAB_HOME/logs/lifecycle-<time>.log.  `--verbose` prints everything as it comes instead.
 
 Killed and resumed.  The jobs run inside this process, where no Dagster daemon watches
 them, so a killed runner would leave its run STARTED forever; at start the runner marks
@@ -48,25 +53,50 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", help="comma-separated arms (default $SIMAB_ARMS or random,pop,fm,deepfm)")
     parser.add_argument("--resume", action="store_true", help="continue the last lifecycle of $DAGSTER_HOME after a kill or a failure")
+    parser.add_argument("--verbose", action="store_true", help="print the whole log on the console instead of the stage lines")
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.verbose:
+        return run_lifecycle(args.arms, args.resume, None)
+    from resources.storage import data_root
 
+    log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    from pipelines.console import to_log_file
+
+    with to_log_file(log) as terminal:
+        return run_lifecycle(args.arms, args.resume, terminal, log)
+
+
+def run_lifecycle(arms_arg: str | None, resume: bool, terminal, log=None) -> int:
+    """The three jobs in order; `terminal` None: the plain, verbose output."""
     from dagster import DagsterInstance
 
+    from pipelines.console import LifecycleConsole, failure_text
     from pipelines.definitions import build_definitions
     from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
     from pipelines.run_config import run_config_for, settings_from_env, with_arms
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import data_root
 
+    console = LifecycleConsole(terminal) if terminal is not None else None
+
+    def say(text: str) -> None:
+        if console is not None:
+            console.line(text)
+        else:
+            print(text, flush=True)
+
     settings = settings_from_env(os.environ)
-    if args.arms:
-        settings = with_arms(settings, [a.strip() for a in args.arms.split(",") if a.strip()])
+    if arms_arg:
+        settings = with_arms(settings, [a.strip() for a in arms_arg.split(",") if a.strip()])
     defs = build_definitions(settings)
+    brain = settings.ops.get("simulation_events", {}).get("brain", "embedded")
+    if console is not None:
+        console.line(f"simab lifecycle: arms {', '.join(settings.arms)} · {brain} brain · full log {log}")
 
     home = os.environ.get("DAGSTER_HOME")
-    if args.resume and not home:
+    if resume and not home:
         raise SystemExit("--resume needs $DAGSTER_HOME: without it runs go to a temporary instance and there is nothing to resume")
     if home:
         # A fresh $DAGSTER_HOME is created rather than refused: the runner is the first thing
@@ -75,64 +105,95 @@ def main(argv: list[str] | None = None) -> int:
     instance = DagsterInstance.get() if home else DagsterInstance.ephemeral()
     if home:
         for run_id in mark_dead_runs_failed(instance, home):
-            print(f"run {run_id}: its process is gone (killed or crashed); marked failed", flush=True)
+            say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
 
     plan = [Step("simab_prepare"), *(Step("simab_arm", arm) for arm in settings.arms), Step("simab_readout")]
     digest = _plan_digest(plan, {s.job: run_config_for(s.job, settings) for s in plan})
-    lifecycle, done, left = resume_point(instance, defs, plan, digest) if args.resume else (uuid.uuid4().hex[:12], {}, {})
+    lifecycle, done, left = resume_point(instance, defs, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})
     started = time.time()
     runs = []
+    stage_names = {"simab_prepare": "prepare", "simab_arm": "arm", "simab_readout": "read-out"}
 
-    def execute(step: Step, runner: str) -> None:
+    def execute(step: Step, runner: str):
         label = step.label
         if label in done:
-            print(f"==> {label}: done in run {done[label]}, skipped", flush=True)
+            say(f"{label}: done in run {done[label]}, skipped")
             runs.append((label, done[label], True))
-            return
+            return None
         selection = left.get(label)
         note = f" (resuming: {', '.join(k.to_user_string() for k in sorted(selection))})" if selection else ""
-        print(f"==> {label}{note}", flush=True)
+        job = defs.resolve_job_def(step.job)
+        # The run id is chosen here so that the console can follow the run's events as they come.
+        run_id = str(uuid.uuid4())
         tags = {LIFECYCLE_TAG: lifecycle, STEP_TAG: label, PLAN_TAG: digest, **({RUNNER_TAG: runner} if runner else {})}
-        result = defs.resolve_job_def(step.job).execute_in_process(
+        options = dict(
             instance=instance, partition_key=step.partition, run_config=run_config_for(step.job, settings), raise_on_error=False,
-            tags=tags, asset_selection=sorted(selection) if selection else None,
+            run_id=run_id, tags=tags, asset_selection=sorted(selection) if selection else None,
         )
+        if console is None:
+            print(f"==> {label}{note}", flush=True)
+            result = job.execute_in_process(**options)
+        else:
+            n_steps = len(selection) if selection else len(job.nodes)
+            with console.stage(f"{stage_names[step.job]} {step.partition or ''}{note}".strip(), n_steps) as stage:
+                stage.watch(instance, run_id)
+                result = job.execute_in_process(**options)
+                stage.succeeded = result.success
         runs.append((label, result.run_id, result.success))
         if not result.success:
-            failed = [e for e in result.all_events if e.is_step_failure]
-            for event in failed[:5]:
-                print(f"    {event.step_key}: {_reason(event)}", file=sys.stderr)
-            resume = " Fix the cause, then `python -m pipelines.lifecycle --resume` re-runs only what is left." if home else ""
-            raise SystemExit(f"{label} failed (Dagster run {result.run_id}); see the Dagster UI (make ui) for the whole log.{resume}")
+            reasons = [f"    {e.step_key}: {failure_text(e)}" for e in result.all_events if e.is_failure][:5]
+            where = f"the full log {log}" if log else "the Dagster UI (make ui) for the whole log"
+            again = " Fix the cause, then `python -m pipelines.lifecycle --resume` re-runs only what is left." if home else ""
+            # The reasons go in the exit message: it reaches the terminal in either console mode.
+            raise SystemExit("\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, f"See {where}.{again}"]))
+        return result
 
+    readout = None
     with runner_lock(home) if home else nullcontext("") as runner:
         for step in plan:
-            execute(step, runner)
+            readout = execute(step, runner)
 
     tracking = MlflowTracking()
     client = tracking.client()
     report_run = client.search_runs([tracking.experiment_id()], f"tags.dagster_run_id = '{runs[-1][1]}' and tags.dagster_asset = 'simab_report'", max_results=1)
-    print()
-    print(f"simab lifecycle done in {time.time() - started:.0f} s on arms {', '.join(settings.arms)}")
-    print(f"  report:        {data_root() / 'reports' / runs[-1][1] / 'report.md'}")
-    print(f"  MLflow store:  {tracking.resolved_uri()} (experiment '{tracking.experiment}')")
+    if console is not None and readout is not None:
+        from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
+
+        report = readout.asset_materializations_for_node("simab_report")[-1].metadata
+        folder = data_root() / "reports" / runs[-1][1]
+        places = [
+            ("report", f"{folder / 'report.html'} (Markdown beside it)"),
+            ("viewer", f"make viewer → {viewer_url('/')}"),
+            ("MLflow run", f"{report_run[0].info.run_id} → make mlflow-ui → {mlflow_run_url(tracking.experiment_id(), report_run[0].info.run_id)}"
+             if report_run else f"{tracking.resolved_uri()}"),
+            ("Dagster UI", f"make ui → {dagster_ui_url()} (DAGSTER_HOME={home or 'ephemeral'})"),
+            ("full log", str(log)),
+        ]
+        console.summary(report["summary"].value, places)
+        console.line(f"done in {time.time() - started:.0f} s")
+        return 0
+    out = terminal or sys.stdout
+    print(file=out)
+    print(f"simab lifecycle done in {time.time() - started:.0f} s on arms {', '.join(settings.arms)}", file=out)
+    print(f"  report:        {data_root() / 'reports' / runs[-1][1] / 'report.md'}", file=out)
+    print(f"  MLflow store:  {tracking.resolved_uri()} (experiment '{tracking.experiment}')", file=out)
     if report_run:
-        print(f"  MLflow run:    {report_run[0].info.run_id} (report); parent runs per Dagster run:")
+        print(f"  MLflow run:    {report_run[0].info.run_id} (report); parent runs per Dagster run:", file=out)
     for label, run_id, _ in runs:
-        print(f"    {label:22s} Dagster run {run_id}")
-    print("  MLflow UI:     make mlflow-ui   → http://127.0.0.1:5000")
-    print(f"  Dagster UI:    make ui          → http://127.0.0.1:3000 (DAGSTER_HOME={home or 'ephemeral'})")
+        print(f"    {label:22s} Dagster run {run_id}", file=out)
+    print("  MLflow UI:     make mlflow-ui   → http://127.0.0.1:5000", file=out)
+    print(f"  Dagster UI:    make ui          → http://127.0.0.1:3000 (DAGSTER_HOME={home or 'ephemeral'})", file=out)
     return 0
 
 
-def resume_point(instance, defs, plan: list[Step], digest: str) -> tuple[str, dict, dict]:
+def resume_point(instance, defs, plan: list[Step], digest: str, say=print) -> tuple[str, dict, dict]:
     """Where the last lifecycle stopped: (its id, {step label: run id of the steps that
     succeeded}, {step label: the asset keys the interrupted step has still to store})."""
     from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
 
     newest = instance.get_run_records(limit=1)
     if not newest:
-        print("--resume: no run in this $DAGSTER_HOME yet; running the whole lifecycle", flush=True)
+        say("--resume: no run in this $DAGSTER_HOME yet; running the whole lifecycle")
         return uuid.uuid4().hex[:12], {}, {}
     last = newest[0].dagster_run
     lifecycle = last.tags.get(LIFECYCLE_TAG)
@@ -162,7 +223,7 @@ def resume_point(instance, defs, plan: list[Step], digest: str) -> tuple[str, di
         if stored:
             left[step.label] = _still_to_store(defs, step.job, stored)
         break  # the steps after the first unfinished one never ran in this lifecycle
-    print(f"--resume: lifecycle {lifecycle}: {len(done)} of {len(plan)} steps done", flush=True)
+    say(f"--resume: lifecycle {lifecycle}: {len(done)} of {len(plan)} steps done")
     return lifecycle, done, left
 
 
@@ -174,17 +235,6 @@ def _still_to_store(defs, job: str, stored: set) -> set:
     for key in keys - stored:
         missing |= set(graph.get(key).assets_def.keys) & keys
     return missing
-
-
-def _reason(event) -> str:
-    """Why a step failed, as its error says it (a broken contract lists every problem)."""
-    data = event.step_failure_data
-    if data.user_failure_data is not None and data.user_failure_data.description:
-        return data.user_failure_data.description
-    error = data.error
-    while error is not None and error.cause is not None:  # Dagster wraps the user's exception
-        error = error.cause
-    return error.message.strip() if error is not None else event.message
 
 
 def _plan_digest(plan: list[Step], configs: dict) -> str:

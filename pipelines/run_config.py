@@ -12,7 +12,7 @@ schedule, the read-out sensor and `python -m pipelines.lifecycle`).
 | `SIMAB_METADATA_SOURCE`, `SIMAB_METADATA_PATH`, `SIMAB_POSTER_DIRS` (`:`-separated), `SIMAB_LINKS_PATH` | `movie_metadata` |
 | `SIMAB_ARMS` (comma-separated) | which arm partitions a full run, the schedule and the sensor use; `simulation_events.arms` |
 | `SIMAB_MAX_EPOCHS` | `recommender_arm` and `augmentation_metrics`: max_epochs |
-| `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent (`SIMAB_BRAIN` also the alignment assets' brain) |
+| `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent (`SIMAB_BRAIN` also the alignment assets' brain); `llm_cost_estimate`: n_agents (in the jobs only with `SIMAB_BRAIN=llm`) |
 | `SIMAB_CONTROL` | `ab_readout`: control |
 | `SIMAB_ALIGNMENT_AGENTS` | the alignment assets: n_agents |
 | `SIMAB_FIDELITY_TAU_FLOOR` | `fidelity_trust` check: tau_floor |
@@ -32,11 +32,13 @@ ALIGNMENT_OPS = ("taste_alignment", "rating_alignment", "list_quality_alignment"
 # The ops (asset or multi-asset names) of each job, so a job's run config names only its own.
 JOB_OPS: dict[str, tuple[str, ...]] = {
     "simab_prepare": ("movielens", "movie_metadata", "mm_ml_1m", "chronological_split", "agents", "embedded_brain"),
-    "simab_arm": ("recommender_arm", "top20_lists", "offline_metrics", "simulation_events", "augmentation_metrics"),
+    "simab_arm": ("recommender_arm", "top20_lists", "offline_metrics", "llm_cost_estimate", "simulation_events", "augmentation_metrics"),
     "simab_readout": ("ab_readout", "simab_report", *ALIGNMENT_OPS, "ab_readout_fidelity_trust"),
     "simab_alignment": ALIGNMENT_OPS,
-    "simab_resimulate": ("simulation_events",),
+    "simab_resimulate": ("llm_cost_estimate", "simulation_events"),
 }
+# In a job only when the simulation uses the LLM brain: the bill before the run.
+LLM_ONLY_OPS = ("llm_cost_estimate",)
 
 
 class RunSettings(BaseModel):
@@ -69,6 +71,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
     put("recommender_arm", "max_epochs", "SIMAB_MAX_EPOCHS", int)
     put("augmentation_metrics", "max_epochs", "SIMAB_MAX_EPOCHS", int)
     put("simulation_events", "n_agents", "SIMAB_AGENTS", int)
+    put("llm_cost_estimate", "n_agents", "SIMAB_AGENTS", int)
     put("simulation_events", "brain", "SIMAB_BRAIN")
     put("simulation_events", "sessions_per_agent", "SIMAB_SESSIONS", int)
     put("ab_readout", "control", "SIMAB_CONTROL")
@@ -91,11 +94,23 @@ def with_arms(settings: RunSettings, arms: list[str]) -> RunSettings:
     if unknown:
         raise ValueError(f"unknown arm(s) {unknown}; known: {list(ARMS)}")
     ops = {op: dict(fields) for op, fields in settings.ops.items()}
-    ops.setdefault("simulation_events", {})["arms"] = list(arms)
+    for op in ("simulation_events", "llm_cost_estimate"):
+        ops.setdefault(op, {})["arms"] = list(arms)
     return RunSettings(arms=list(arms), ops=ops)
+
+
+def uses_llm(settings: RunSettings) -> bool:
+    """Whether the simulation runs the LLM brain (then the jobs estimate its bill first)."""
+    return settings.ops.get("simulation_events", {}).get("brain") == "llm"
+
+
+def job_ops(job_name: str, settings: RunSettings) -> tuple[str, ...]:
+    """The ops a job runs under these settings."""
+    ops = JOB_OPS.get(job_name, ())
+    return ops if uses_llm(settings) else tuple(op for op in ops if op not in LLM_ONLY_OPS)
 
 
 def run_config_for(job_name: str, settings: RunSettings) -> dict:
     """The run config of one job: the settings of the ops it runs, nothing else."""
-    ops = {op: {"config": dict(settings.ops[op])} for op in JOB_OPS.get(job_name, ()) if settings.ops.get(op)}
+    ops = {op: {"config": dict(settings.ops[op])} for op in job_ops(job_name, settings) if settings.ops.get(op)}
     return {"ops": ops} if ops else {}

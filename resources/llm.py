@@ -51,6 +51,10 @@ class LLMResource(ConfigurableResource):
     retry_after_max_s: float = Field(_DEFAULTS.retry_after_max_s, description="cap on the server's Retry-After")
     decision_deadline_s: float = Field(_DEFAULTS.decision_deadline_s, description="one decision, every attempt and re-ask included")
     http_client: Literal["aiohttp", "httpx"] = _DEFAULTS.http_client
+    max_cost_usd: float = Field(
+        0.0, ge=0,
+        description="refuse an LLM simulation whose estimated cost (llm_cost_estimate) is above this many USD; 0: no limit ($SIMAB_MAX_COST_USD)",
+    )
 
     def brain_config(self, **overrides) -> LLMBrainConfig:
         """The brain's configuration; `overrides` set fields the resource does not expose
@@ -111,6 +115,7 @@ class LLMResource(ConfigurableResource):
             "llm_price_completion_per_1m": self.price_completion_per_1m,
             "llm_cache": self.cache,
             "llm_concurrency": self.concurrency,
+            "llm_max_cost_usd": self.max_cost_usd,
             "llm_decision_deadline_s": self.decision_deadline_s,
             "llm_api_key_env": self.api_key_env,
             "llm_api_key_set": bool(os.environ.get(self.api_key_env)),

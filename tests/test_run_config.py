@@ -19,6 +19,8 @@ def test_each_job_gets_only_its_own_ops_settings():
     assert arm["simulation_events"]["config"] == {"n_agents": 50, "brain": "llm", "sessions_per_agent": 4, "arms": ["pop", "fm"]}
     # The brain of the simulation is also the brain the alignment protocols ask (the social
     # traits read the simulation's own sessions, so they take no brain).
+    # With the LLM brain the bill is estimated first, for the same agents.
+    assert arm["llm_cost_estimate"]["config"] == {"n_agents": 50, "arms": ["pop", "fm"]}
     llm = {"config": {"brain": "llm"}}
     readout = {"ab_readout": {"config": {"control": "random"}}, "taste_alignment": llm, "rating_alignment": llm, "list_quality_alignment": llm}
     assert run_config_for("simab_readout", settings) == {"ops": readout}
@@ -41,6 +43,25 @@ def test_no_environment_leaves_the_papers_defaults():
     settings = settings_from_env({})
     assert settings.arms == ["random", "pop", "fm", "deepfm"]
     assert run_config_for("simab_prepare", settings) == {}
+    assert "llm_cost_estimate" not in run_config_for("simab_arm", settings)["ops"]  # the embedded brain costs nothing
+
+
+def test_the_jobs_estimate_the_bill_before_an_llm_simulation_only():
+    from dagster import AssetKey
+
+    from pipelines.definitions import build_definitions
+
+    def selected(environ: dict) -> dict[str, bool]:
+        defs = build_definitions(environ=environ)
+        return {job: AssetKey("llm_cost_estimate") in defs.resolve_job_def(job).asset_layer.executable_asset_keys
+                for job in ("simab_arm", "simab_resimulate", "simab_readout")}
+
+    assert selected({"SIMAB_BRAIN": "llm"}) == {"simab_arm": True, "simab_resimulate": True, "simab_readout": False}
+    assert selected({}) == {"simab_arm": False, "simab_resimulate": False, "simab_readout": False}
+    with pytest.raises(ValueError, match="SIMAB_MAX_COST_USD"):
+        build_definitions(environ={"SIMAB_MAX_COST_USD": "ten dollars"})
+    defs = build_definitions(environ={"SIMAB_MAX_COST_USD": "2.5"})
+    assert defs.resources["llm"].max_cost_usd == 2.5
 
 
 def test_bad_values_name_the_variable():

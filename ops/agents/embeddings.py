@@ -129,6 +129,7 @@ class EmbeddingConfig(BaseModel):
     look_dark_below: float = 0.3
     look_bright_above: float = 0.72
     look_bright_max_saturation: float = 0.45
+    # A tqdm bar when the output is a terminal; none in a log file or a pipe.
     show_progress: bool = True
 
 
@@ -580,7 +581,7 @@ def _cached_rows(
     if todo:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc=what, disable=not config.show_progress, leave=False)
+        bar = tqdm(total=len(todo), desc=what, disable=None if config.show_progress else True, leave=False)
         for start in range(0, len(todo), config.cache_chunk):
             idx = todo[start : start + config.cache_chunk]
             vecs = np.asarray(embed(idx), dtype=np.float32)

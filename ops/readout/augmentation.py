@@ -80,6 +80,7 @@ class AugmentationConfig(BaseModel):
     timestamp_step_s: int = Field(1, ge=1)
     # design.md stage 6: Recall@20 and NDCG@20.
     k: int = Field(20, ge=1)
+    # A tqdm bar when the output is a terminal; none in a log file or a pipe.
     progress: bool = True
 
 
@@ -134,7 +135,7 @@ def refit_and_evaluate(
 
     rows: list[dict[str, Any]] = []
     original: dict[str, Any] | None = None
-    for name, simulated in tqdm(training_sets, desc=f"augmentation {arm_name}", disable=not config.progress):
+    for name, simulated in tqdm(training_sets, desc=f"augmentation {arm_name}", disable=None if config.progress else True):
         added = augment(train, simulated).slice(train.height) if simulated.height else simulated
         row = {
             **provenance,

@@ -1,9 +1,16 @@
 """The Markdown report of a run (design.md lifecycle step 11): the simulated A/B read-out
 beside the offline metrics, the data-augmentation table and how far to trust the
-simulation (ops.readout.fidelity).  The `simab_report` asset writes it and logs it to MLflow."""
+simulation (ops.readout.fidelity).  The `simab_report` asset writes it and logs it to MLflow.
+
+`report_html` turns whatever the Markdown report holds (every section, whoever added it)
+into one self-contained HTML page: the figures embedded as data URIs, so the file can be
+mailed, opened from an MLflow artefact or served by the viewer as it is."""
 
 from __future__ import annotations
 
+import base64
+import html
+import mimetypes
 from pathlib import Path
 
 import polars as pl
@@ -62,6 +69,48 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
+def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary: dict) -> dict:
+    """The few figures a person reads first, as plain data (the console's closing table,
+    Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20, each [mean, low, high];
+    and the fidelity verdict — Kendall τ of CTR against NDCG@20, whether both pick the same
+    best arm, and the arm-against-arm counts."""
+    def cells(frame: pl.DataFrame, key: str) -> dict:
+        return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
+
+    simulated = cells(readout.arms, "metric")
+    offline = cells(intervals, "metric") if intervals.height else {}
+    arms = {
+        arm: {
+            "ctr": simulated.get((arm, "ctr")), "cvr": simulated.get((arm, "cvr")),
+            "average_rating": simulated.get((arm, "average_rating")), "ndcg_at_k": offline.get((arm, "ndcg_at_k")),
+        }
+        for arm in sorted(set(readout.arms.get_column("arm").to_list()))
+    }
+    tau = fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).to_dicts() if fid.height else []
+    return {
+        "control": readout.control,
+        "arms": arms,
+        "fidelity": {
+            "kendall_tau_ctr_ndcg": tau[0]["kendall_tau"] if tau else None,
+            "same_best_arm": tau[0]["same_best_arm"] if tau else None,
+            **{k: v for k, v in summary.items()},
+        },
+    }
+
+
+def fidelity_verdict(fidelity: dict) -> str:
+    """One sentence on how far to trust the ordering of the arms (`report_summary`'s fidelity)."""
+    tau, best = fidelity.get("kendall_tau_ctr_ndcg"), fidelity.get("same_best_arm")
+    if tau is None:
+        return "fidelity: not measured (fewer than two arms with offline metrics)"
+    parts = [f"Kendall τ(CTR, NDCG@20) = {tau:.2f}", "same best arm" if best else "a different best arm"]
+    if fidelity.get("pairs"):
+        decided = fidelity.get("agree", 0) + fidelity.get("disagree", 0)
+        parts.append(f"arm against arm: {fidelity.get('agree', 0)} of the {decided} pairs both sides separate ordered alike, "
+                     f"{fidelity.get('offline tie', 0)} offline ties")
+    return "fidelity: " + "; ".join(parts)
+
+
 def augmentation_section(augmentation: dict) -> list[str]:
     """Table 5: test AUC of each downstream model on the original train split and with the
     clicks / views simulated under an arm added; arms with no model to refit are named."""
@@ -86,3 +135,44 @@ def augmentation_section(augmentation: dict) -> list[str]:
     if not augmentation:
         lines += ["Not run: materialise augmentation_metrics for an arm.", ""]
     return lines
+
+
+def report_html(markdown: str, folder: Path, title: str = "simab report") -> str:
+    """The Markdown report as one HTML page; images whose path lies under `folder` are
+    embedded as data URIs (others keep their address)."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(markdown)
+    root = Path(folder).resolve()
+    for token in tokens:
+        for child in token.children or []:
+            if child.type == "image":
+                src = str(child.attrGet("src") or "")
+                embedded = _data_uri(root, src)
+                if embedded is not None:
+                    child.attrSet("src", embedded)
+    body = md.renderer.render(tokens, md.options, {})
+    return (
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{html.escape(title)}</title>\n<style>{_REPORT_CSS}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
+    )
+
+
+_REPORT_CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:70rem;margin:1rem auto;padding:0 1rem;color:#222}"
+    "table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0 1rem}th,td{border:1px solid #ddd;padding:.2rem .45rem}"
+    "th{background:#f4f4f4}img{max-width:100%}"
+)
+
+
+def _data_uri(root: Path, src: str) -> str | None:
+    """A relative image path under `root` as a data URI; None for anything else (an
+    absolute path, a URL, a path leaving the folder, a missing file)."""
+    if not src or "://" in src or src.startswith(("/", "data:")):
+        return None
+    path = (root / src).resolve()
+    if root not in path.parents or not path.is_file():
+        return None
+    kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")

@@ -83,6 +83,7 @@ class SimulationConfig(BaseModel):
     # failing or a decision's deadline passed for them); below it, their fallbacks are
     # recorded and counted in the read-out.
     max_failed_agents_share: float = Field(0.05, ge=0, le=1)
+    # A tqdm bar when the output is a terminal; none in a log file or a pipe.
     progress: bool = True
 
 
@@ -197,7 +198,7 @@ def simulate_arm(
 
     from tqdm.auto import tqdm
 
-    progress = tqdm(total=len(sessions), initial=len(done), desc=f"simulate {arm}", disable=not config.progress, mininterval=2.0)
+    progress = tqdm(total=len(sessions), initial=len(done), desc=f"simulate {arm}", disable=None if config.progress else True, mininterval=2.0)
     try:
         if _is_async(brain):
             fresh = _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, session, concurrency, finish, checkpoint, progress)

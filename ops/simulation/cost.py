@@ -1,0 +1,224 @@
+"""The bill before the run: how many calls, tokens and dollars simulating an arm with the
+LLM brain will take, estimated without calling the endpoint.
+
+A dry run of the real loop (`ops.simulation.runner.simulate_arm`) on a seeded sample of the
+arm's agents: the sandbox shows each page, the fatigue system charges each action against
+the agent's budget, and at every step the LLM brain's own prompt builder writes the request
+it would send (`LLMBrain.page_messages`, `interview_messages`: the profile, the fatigue, the
+memories retrieved for that page, the session so far, the page with its posters), whose
+tokens are counted (`brains.llm.tokens`).  What the agent does next comes from a stand-in
+brain — `behaviour`, by default the fitted embedded brain, the project's model of these
+users — and the answer the model would write for that decision is counted as the
+completion.  Calls, tokens and cost of the sample are scaled to all the arm's agents and
+priced with the brain's price table (`LLMBrainConfig.price_*_per_1m`).
+
+The estimate is as good as the stand-in's behaviour: an LLM that explores more than it
+costs more.  The *ceiling* says how far that can go: every agent spends its whole fatigue
+budget on the cheapest action at the highest interest (with Table 8's costs, one call per
+unit of budget), each call as long as the longest prompt seen and answered with
+`max_tokens`.  Cached answers cost nothing and re-asks cost more; neither is in the estimate.
+
+`check_cost_limit` refuses a run whose estimate is above a limit (the `llm` resource's
+`max_cost_usd`), naming both.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, Field
+
+from ops.agents.session import AgentSession
+from ops.simulation.brains.llm.tokens import prompt_tokens, text_tokens
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.fatigue import fatigue_budget, fatigue_cost
+from ops.simulation.observation import EXIT, Decision, Observation
+from ops.simulation.runner import SimulationConfig, _activity_tier, simulate_arm
+
+
+class CostEstimateConfig(BaseModel):
+    # Agents whose sessions are dry-run; the rest are extrapolated from them.  50 keeps the
+    # dry run to seconds; session lengths vary a lot between agents, and the interval of the
+    # estimate (`cost_low_usd`, `cost_high_usd`) says how much that leaves uncertain.
+    sample_agents: int = Field(50, ge=1)
+    seed: int = Field(0, ge=0)
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """Calls, tokens and cost of one arm's simulation: expected and the ceiling."""
+
+    arm: str
+    model: str
+    behaviour: str  # the stand-in brain whose decisions the dry run followed
+    agents: int
+    sampled_agents: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    # 95 % prediction interval of the run's cost under the same behaviour: the sample's
+    # spread of per-agent costs, for a run whose every agent draws its session anew.
+    cost_low_usd: float
+    cost_high_usd: float
+    ceiling_calls: int
+    ceiling_prompt_tokens: int
+    ceiling_completion_tokens: int
+    ceiling_cost_usd: float
+    price_prompt_per_1m: float
+    price_completion_per_1m: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line for a console or a log."""
+        return (
+            f"arm {self.arm}: {self.agents} agents × ~{self.calls / max(self.agents, 1):.1f} calls = {self.calls:,} calls, "
+            f"{self.prompt_tokens + self.completion_tokens:,} tokens, ${self.cost_usd:,.2f} "
+            f"(95 % ${self.cost_low_usd:,.2f}–{self.cost_high_usd:,.2f}) on {self.model} "
+            f"(ceiling ${self.ceiling_cost_usd:,.2f}; behaviour: {self.behaviour}, {self.sampled_agents} agents dry-run)"
+        )
+
+    def to_markdown(self) -> str:
+        rows = [
+            ("calls", f"{self.calls:,}", f"{self.ceiling_calls:,}"),
+            ("prompt tokens", f"{self.prompt_tokens:,}", f"{self.ceiling_prompt_tokens:,}"),
+            ("completion tokens", f"{self.completion_tokens:,}", f"{self.ceiling_completion_tokens:,}"),
+            ("cost (USD)", f"{self.cost_usd:,.4f} (95 %: {self.cost_low_usd:,.4f}–{self.cost_high_usd:,.4f})", f"{self.ceiling_cost_usd:,.4f}"),
+        ]
+        lines = ["| | expected | ceiling |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
+        lines += [
+            "",
+            f"{self.agents} agents on arm {self.arm}, model {self.model} at ${self.price_prompt_per_1m:g} / "
+            f"${self.price_completion_per_1m:g} per 1M prompt / completion tokens; sessions of {self.sampled_agents} agents "
+            f"dry-run with the {self.behaviour} brain's decisions and the LLM brain's own prompts.  Ceiling: every agent spends "
+            "its whole fatigue budget on the cheapest action, every answer max_tokens long.",
+        ]
+        return "\n".join(lines)
+
+
+class CostLimitExceeded(RuntimeError):
+    """The estimated bill is above the limit the run was given."""
+
+
+def estimate_llm_cost(
+    arm: str,
+    top_k: pl.DataFrame,
+    agents: Sequence[AgentSession],
+    catalogue: Catalogue,
+    llm_brain,
+    behaviour,
+    sim_config: SimulationConfig | None = None,
+    users: Iterable[int] | None = None,
+    config: CostEstimateConfig | None = None,
+) -> CostEstimate:
+    """The bill of simulating `users` (default: every agent) on `arm` with `llm_brain`
+    (an `LLMBrain`, used only to write prompts and price tokens: it sends nothing), the
+    dry run following `behaviour`'s decisions."""
+    config = config or CostEstimateConfig()
+    sim_config = (sim_config or SimulationConfig()).model_copy(update={"progress": False})
+    chosen = sorted({a.user_id for a in agents} if users is None else {int(u) for u in users})
+    if not chosen:
+        raise ValueError(f"cost estimate of arm {arm!r}: no agent to simulate")
+    rng = np.random.default_rng([config.seed, len(chosen)])
+    sample = sorted(rng.choice(chosen, size=min(config.sample_agents, len(chosen)), replace=False).tolist())
+    meter = _PromptMeter(llm_brain, behaviour)
+    simulate_arm(arm, top_k, agents, catalogue, meter, sim_config, seed=config.seed, users=sample)
+
+    n, total = len(sample), len(chosen)
+    scale = total / n
+    calls = sum(len(v) for v in meter.prompt.values())
+    prompt = sum(sum(v) for v in meter.prompt.values())
+    completion = sum(sum(v) for v in meter.completion.values())
+    c = llm_brain.config
+    cost = llm_brain.transport.cost
+    per_agent = np.array([cost(sum(meter.prompt[u]), sum(meter.completion[u])) for u in sample])
+    spread = 1.96 * total * (per_agent.std(ddof=1) if n > 1 else per_agent.mean()) * math.sqrt(1 / n + 1 / total)
+    by_user = {a.user_id: a for a in agents}
+    ceiling_calls = sum(_ceiling_calls(by_user[u], sim_config) for u in chosen)
+    longest = max((t for v in meter.prompt.values() for t in v), default=0)
+    ceiling_prompt, ceiling_completion = ceiling_calls * longest, ceiling_calls * c.max_tokens
+    expected_prompt, expected_completion = round(prompt * scale), round(completion * scale)
+    expected_cost = cost(expected_prompt, expected_completion)
+    return CostEstimate(
+        arm=arm,
+        model=c.model,
+        behaviour=getattr(behaviour, "name", type(behaviour).__name__),
+        agents=len(chosen),
+        sampled_agents=len(sample),
+        calls=round(calls * scale),
+        prompt_tokens=expected_prompt,
+        completion_tokens=expected_completion,
+        cost_usd=expected_cost,
+        cost_low_usd=max(0.0, expected_cost - spread),
+        cost_high_usd=expected_cost + spread,
+        ceiling_calls=ceiling_calls,
+        ceiling_prompt_tokens=ceiling_prompt,
+        ceiling_completion_tokens=ceiling_completion,
+        ceiling_cost_usd=cost(ceiling_prompt, ceiling_completion),
+        price_prompt_per_1m=c.price_prompt_per_1m,
+        price_completion_per_1m=c.price_completion_per_1m,
+    )
+
+
+def check_cost_limit(estimates: CostEstimate | Sequence[CostEstimate], max_cost_usd: float | None) -> None:
+    """Refuse (CostLimitExceeded) when the estimated cost is above `max_cost_usd`
+    (None or 0: no limit), naming the estimate and the limit."""
+    if not max_cost_usd:
+        return
+    estimates = [estimates] if isinstance(estimates, CostEstimate) else list(estimates)
+    total = sum(e.cost_usd for e in estimates)
+    if total > max_cost_usd:
+        arms = ", ".join(f"{e.arm} ${e.cost_usd:,.2f}" for e in estimates)
+        raise CostLimitExceeded(
+            f"the LLM simulation is estimated at ${total:,.2f} ({arms}; {sum(e.calls for e in estimates):,} calls), above "
+            f"max_cost_usd=${max_cost_usd:,.2f}: raise the limit (the llm resource's max_cost_usd, $SIMAB_MAX_COST_USD), "
+            "simulate fewer agents (n_agents, $SIMAB_AGENTS) or choose a cheaper model"
+        )
+
+
+class _PromptMeter:
+    """A brain for the dry run: writes and counts the LLM brain's request for each page and
+    the answer the model would give, while `behaviour` decides."""
+
+    def __init__(self, llm_brain, behaviour) -> None:
+        self.llm = llm_brain
+        self.behaviour = behaviour
+        self.name = getattr(behaviour, "name", "behaviour")
+        self.prompt: dict[int, list[int]] = defaultdict(list)  # user id -> tokens per call
+        self.completion: dict[int, list[int]] = defaultdict(list)
+
+    def prepare(self, sessions, shown) -> None:
+        self.behaviour.prepare(sessions, shown)
+
+    def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
+        self.prompt[session.user_id].append(prompt_tokens(self.llm.page_messages(session, observation)))
+        decision = self.behaviour.decide(session, observation, rng)
+        answer = {"action": decision.action, "interest": decision.interest, "caught_eye": list(decision.caught_eye), "reason": decision.reason}
+        answer |= {"movie_id": decision.movie_id} if observation.page_type == "home" else {"rating": decision.rating}
+        self.completion[session.user_id].append(text_tokens(json.dumps(answer)))
+        return decision
+
+    def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
+        self.prompt[session.user_id].append(prompt_tokens(self.llm.interview_messages(session)))
+        satisfaction, reason = self.behaviour.exit_interview(session, rng)
+        self.completion[session.user_id].append(text_tokens(json.dumps({"satisfaction": satisfaction, "reason": reason})))
+        return satisfaction, reason
+
+
+def _ceiling_calls(agent: AgentSession, config: SimulationConfig) -> int:
+    """The most brain calls one session can take: steps until the budget is spent on the
+    cheapest costing action at the highest interest, capped by max_steps, and the interview."""
+    fatigue = config.fatigue
+    cheapest = min(fatigue_cost(a, fatigue.interest_max, fatigue) for a in fatigue.base_costs if a != EXIT)
+    budget = fatigue_budget(_activity_tier(agent, None), fatigue)
+    steps = config.max_steps if cheapest <= 0 else min(config.max_steps, math.ceil(budget / cheapest))
+    return steps + 1
+

@@ -1,0 +1,184 @@
+"""What the lifecycle runner shows a person: one line per stage with a progress bar and its
+time, the LLM bill before a simulation, the per-arm result and where to look.  Everything
+else — Dagster's event log, library messages, inner progress bars — goes to the full log
+under $SIMAB_HOME/logs/.
+
+`to_log_file(path)` sends the process's standard output and error (file descriptors 1 and 2,
+so C libraries and subprocesses too) to the log and yields a stream on the real terminal;
+`LifecycleConsole` draws on that stream with rich.  `LifecycleConsole.watch(instance, run_id)`
+follows a Dagster run as it executes, from the instance's event stream.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+
+@contextmanager
+def to_log_file(path: Path) -> Iterator[TextIO]:
+    """Standard output and error go to `path` (appended) inside the block; the stream
+    yielded writes to the terminal they went to before."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(saved[0]), "w", buffering=1, encoding="utf-8")
+    streams = sys.stdout, sys.stderr
+    with open(path, "a", buffering=1, encoding="utf-8") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        # Python's own streams too, wherever they pointed (a test runner's capture, say).
+        sys.stdout = sys.stderr = log
+        try:
+            yield terminal
+        finally:
+            log.flush()
+            sys.stdout, sys.stderr = streams
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            terminal.close()
+
+
+class LifecycleConsole:
+    """Stage lines, notes and the closing summary, drawn with rich on `stream`."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        from rich.console import Console
+
+        self.console = Console(file=stream or sys.stdout, highlight=False)
+        self.notes: list[str] = []
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        self.console.print(text, style=style, markup=False, soft_wrap=True)  # paths are never cut
+
+    @contextmanager
+    def stage(self, label: str, total: int) -> Iterator["Stage"]:
+        """A stage of `total` steps: a live bar on a terminal, one finished line in any case."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        progress = Progress(
+            SpinnerColumn(finished_text="[green]✓[/]"),
+            TextColumn("{task.description:<22}", markup=False),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[step]}", markup=False),
+            console=self.console,
+        )
+        with progress:
+            stage = Stage(progress, progress.add_task(label, total=total, step=""))
+            try:
+                yield stage
+            except BaseException:
+                stage.succeeded = False
+                raise
+            finally:
+                stage.finish() if stage.succeeded else stage.fail()
+        for note in stage.notes:
+            self.line(f"    {note}")
+
+    def summary(self, headline: dict, places: list[tuple[str, str]]) -> None:
+        """The per-arm table (simulated CTR, CVR, AR and offline NDCG@20, each with its 95 %
+        interval), the fidelity verdict, and where everything is."""
+        from rich.table import Table
+
+        from ops.readout.report import fidelity_verdict
+
+        table = Table(box=None, pad_edge=False)
+        for column in ("arm", "CTR", "CVR", "AR", "NDCG@20"):
+            table.add_column(column, no_wrap=True, min_width=14)
+        for arm, cells in headline.get("arms", {}).items():
+            table.add_row(arm, *(_cell(cells.get(k), 2 if k == "average_rating" else 3) for k in ("ctr", "cvr", "average_rating", "ndcg_at_k")))
+        self.line()
+        self.line(f"A/B read-out against {headline.get('control')}: mean [95 % interval] over agents; NDCG@20 offline, over test users")
+        self.console.print(table)
+        self.line(fidelity_verdict(headline.get("fidelity", {})))
+        self.line()
+        for name, where in places:
+            self.line(f"  {name:<13}{where}")
+
+
+class Stage:
+    """One stage's bar: advanced by the run's step events; notes are printed under it."""
+
+    def __init__(self, progress, task) -> None:
+        self.progress, self.task = progress, task
+        self.notes: list[str] = []
+        self.failed_steps: list[str] = []
+        self.succeeded = True
+
+    def watch(self, instance, run_id: str) -> None:
+        # The instance calls listeners synchronously as each event is stored.  Not every
+        # instance offers it (an old Dagster): then the bar just completes at the end.
+        add = getattr(instance, "add_event_listener", None)
+        if add is not None:
+            add(run_id, self._on_event)
+
+    def _on_event(self, entry) -> None:
+        event = entry.dagster_event
+        if event is None:
+            if entry.level >= 30 and entry.user_message:  # a warning an asset logged for people
+                self.notes.append(f"{entry.step_key or ''}: {entry.user_message}".strip(": "))
+            return
+        kind = event.event_type_value
+        if kind == "STEP_START":
+            self.progress.update(self.task, step=event.step_key or "")
+        elif kind in ("STEP_SUCCESS", "STEP_SKIPPED"):
+            self.progress.advance(self.task)
+        elif kind == "STEP_FAILURE":
+            self.failed_steps.append(event.step_key or "?")
+            self.progress.advance(self.task)
+        elif kind == "ASSET_MATERIALIZATION" and event.asset_key is not None and event.asset_key.to_user_string() == "llm_cost_estimate":
+            metadata = event.event_specific_data.materialization.metadata
+            self.notes.append(_bill(metadata))
+
+    def finish(self) -> None:
+        self.progress.update(self.task, completed=self.progress.tasks[0].total, step="")
+
+    def fail(self) -> None:
+        self.progress.columns[0].finished_text = "[red]✗[/]"
+        step = "failed: " + ", ".join(self.failed_steps) if self.failed_steps else "failed"
+        self.progress.update(self.task, completed=self.progress.tasks[0].total, step=step)
+
+
+def failure_text(event) -> str:
+    """What a failed step says to a person: the description an asset gave its `Failure`
+    (e.g. the cost limit, naming the estimate), else the user's own exception — the
+    innermost cause, since Dagster wraps it — in full (a broken contract lists every problem)."""
+    data = event.event_specific_data
+    described = getattr(getattr(data, "user_failure_data", None), "description", None)
+    if described:
+        return described
+    error = getattr(data, "error", None)
+    while error is not None and error.cause is not None:
+        error = error.cause
+    if error is not None and error.message:
+        return error.message.strip()
+    return event.message or "failed"
+
+
+def _cell(values, digits: int) -> str:
+    if not values or values[0] is None:
+        return "n/a"
+    mean, low, high = values
+    if low is None or high is None:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f}\n[{low:.{digits}f}, {high:.{digits}f}]"  # two lines: fits 80 columns
+
+
+def _bill(metadata) -> str:
+    def value(key):
+        found = metadata.get(key)
+        return getattr(found, "value", found)
+
+    limit = value("max_cost_usd")
+    limit = f"limit ${limit:,.2f}" if isinstance(limit, (int, float)) and limit else "no cost limit"
+    return (f"LLM bill before the simulation: {value('calls'):,} calls, {value('tokens'):,} tokens, ${value('cost (USD)'):,.2f} "
+            f"(ceiling ${value('ceiling (USD)'):,.2f}, {limit}) on {value('model')}")

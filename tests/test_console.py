@@ -1,0 +1,113 @@
+"""The lifecycle runner's console: stage lines driven by a real Dagster run's events, the
+closing summary, and everything else sent to the full log."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import logging
+import uuid
+
+from dagster import DagsterInstance, Definitions, asset, define_asset_job
+
+
+def test_everything_but_the_console_goes_to_the_log(tmp_path, capfd):
+    from pipelines.console import to_log_file
+
+    log = tmp_path / "logs" / "run.log"
+    library = logging.getLogger("some.library")  # a library that set up its handler at import
+    library.addHandler(logging.StreamHandler(sys.__stderr__))
+    library.propagate = False
+    with to_log_file(log) as terminal:
+        print("python print")
+        os.write(2, b"written on fd 2\n")
+        library.warning("a library warning")
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('from a subprocess\\n')"], check=True)
+        terminal.write("for the person\n")
+    print("after the block")
+    text = log.read_text()
+    assert all(s in text for s in ("python print", "written on fd 2", "a library warning", "from a subprocess"))
+    assert "for the person" not in text and "after the block" not in text
+    out, err = capfd.readouterr()
+    assert "for the person" in out and "after the block" in out
+    assert "python print" not in out + err and "from a subprocess" not in out + err
+
+
+def test_a_stage_line_follows_the_run_and_shows_its_warnings():
+    from pipelines.console import LifecycleConsole
+
+    @asset
+    def first(context):
+        context.log.warning("control arm 'pop' was not simulated; using 'fm'")
+        return 1
+
+    @asset
+    def second(first):
+        return first + 1
+
+    @asset
+    def third(second):
+        return second + 1
+
+    job = Definitions(assets=[first, second, third], jobs=[define_asset_job("three", selection="*")]).resolve_job_def("three")
+    instance = DagsterInstance.ephemeral()
+    stream = io.StringIO()
+    console = LifecycleConsole(stream)
+    run_id = str(uuid.uuid4())
+    seen = []
+    with console.stage("arm pop", len(job.nodes)) as stage:
+        stage.watch(instance, run_id)
+        instance.add_event_listener(run_id, lambda e: seen.append(stage.progress.tasks[0].completed) if e.dagster_event and e.dagster_event.event_type_value == "STEP_START" else None)
+        result = job.execute_in_process(instance=instance, run_id=run_id)
+        stage.succeeded = result.success
+    lines = [line for line in stream.getvalue().splitlines() if line.strip()]
+    assert lines[0].startswith("✓ arm pop") and "3/3" in lines[0]
+    assert seen == [0, 1, 2]  # the bar moved as each step ended, not only at the end
+    assert "control arm 'pop' was not simulated" in lines[1] and len(lines) == 2
+
+
+def test_a_failed_stage_says_so():
+    from pipelines.console import LifecycleConsole
+
+    @asset
+    def broken():
+        raise ValueError("no")
+
+    job = Definitions(assets=[broken], jobs=[define_asset_job("one", selection="*")]).resolve_job_def("one")
+    instance = DagsterInstance.ephemeral()
+    stream = io.StringIO()
+    run_id = str(uuid.uuid4())
+    with LifecycleConsole(stream).stage("read-out", 1) as stage:
+        stage.watch(instance, run_id)
+        stage.succeeded = job.execute_in_process(instance=instance, run_id=run_id, raise_on_error=False).success
+    line = stream.getvalue().strip()
+    assert line.startswith("✗ read-out") and "failed: broken" in line
+
+
+def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look():
+    from pipelines.console import LifecycleConsole
+
+    headline = {
+        "control": "pop",
+        "arms": {
+            "fm": {"ctr": [0.21, 0.19, 0.23], "cvr": [0.05, 0.04, 0.06], "average_rating": [3.9, 3.8, 4.0], "ndcg_at_k": [0.061, 0.055, 0.067]},
+            "random": {"ctr": [0.11, 0.1, 0.12], "cvr": [0.01, 0.0, 0.02], "average_rating": [None, None, None], "ndcg_at_k": None},
+        },
+        "fidelity": {"kendall_tau_ctr_ndcg": 0.67, "same_best_arm": True, "pairs": 3, "agree": 2, "disagree": 0, "offline tie": 1, "simulation tie": 0},
+    }
+    stream = io.StringIO()
+    LifecycleConsole(stream).summary(headline, [("report", "/x/report.html"), ("viewer", "make viewer → http://127.0.0.1:8050/")])
+    text = stream.getvalue()
+    lines = text.splitlines()
+    table = lines[lines.index(next(line for line in lines if line.startswith("A/B read-out"))) + 1:]
+    table = table[: table.index(next(line for line in table if line.startswith("fidelity")))]
+    assert len(table) == 1 + 2 * 2 and max(len(line) for line in table) <= 80  # header, two lines per arm
+    fm = lines.index(next(line for line in lines if line.startswith("fm")))
+    assert lines[fm].split() == ["fm", "0.210", "0.050", "3.90", "0.061"]  # means, intervals below them
+    assert lines[fm + 1].split() == ["[0.190,", "0.230]", "[0.040,", "0.060]", "[3.80,", "4.00]", "[0.055,", "0.067]"]
+    random = next(line for line in lines if line.startswith("random"))
+    assert random.count("n/a") == 2
+    assert "Kendall τ(CTR, NDCG@20) = 0.67; same best arm; arm against arm: 2 of the 2 pairs" in text
+    assert "/x/report.html" in text and "http://127.0.0.1:8050/" in text

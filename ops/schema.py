@@ -153,6 +153,18 @@ EVENTS: dict[str, pl.DataType] = {
 }
 
 
+# What an agent wrote to its long-term memory during simulated rounds (Agent4Rec §2.1.2
+# memory writing): one row per watch_and_rate, the reason it gave kept as its feeling.
+WRITTEN_MEMORIES = {
+    "user_id": pl.Int64,
+    "movie_id": pl.Int64,
+    "rating": pl.Int64,  # 1..5
+    "timestamp": pl.Int64,  # on the simulation's clock: after the train window, in round and step order
+    "feeling": pl.Utf8,
+    "round": pl.Int64,  # 0.. the round the watch happened in
+}
+
+
 def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], table: str) -> pl.DataFrame:
     """Return `df` with exactly the schema's columns, cast to the schema's types.
 

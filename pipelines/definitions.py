@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from dagster import Definitions, definitions, load_assets_from_modules, multiprocess_executor
 
-from assets import agents, alignment, augmentation, ingestion, mm_ml_1m, recommenders, report, simulation, split
+from assets import agents, alignment, augmentation, ingestion, mm_ml_1m, recommenders, report, rounds, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.jobs import build_jobs, build_schedules_and_sensors
 from pipelines.resources import resources_for_deployment
@@ -29,7 +29,7 @@ def build_definitions(settings: RunSettings | None = None, environ: Mapping[str,
     jobs = build_jobs(settings)
     schedules, sensors = build_schedules_and_sensors(settings, jobs)
     return Definitions(
-        assets=load_assets_from_modules(ASSET_MODULES),
+        assets=[*load_assets_from_modules(ASSET_MODULES), *rounds.build_round_assets(settings.rounds)],
         asset_checks=[*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS],
         jobs=list(jobs.values()),
         schedules=schedules,

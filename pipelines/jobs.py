@@ -16,6 +16,7 @@ from dagster import (
     AssetSelection,
     DefaultScheduleStatus,
     DefaultSensorStatus,
+    MultiPartitionKey,
     RunRequest,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
@@ -42,6 +43,11 @@ JOB_SELECTIONS = {
     ),
     "simab_alignment": (AssetSelection.groups("alignment"), "the alignment protocols alone: how far to trust the agents (e.g. for the LLM brain)"),
     "simab_resimulate": (AssetSelection.assets("simulation_events"), "re-simulate one arm against its current model and agents"),
+    "simab_rounds": (
+        AssetSelection.assets("round_events", "memory_after_round", "round_training_rows"),
+        "one round of one arm (partition arm|round): retrain on the earlier rounds' clicks and views, simulate with the grown memories",
+    ),
+    "simab_filter_bubble": (AssetSelection.assets("filter_bubble"), "Agent4Rec §4.1: the filter bubble over four rounds of an MF-style arm"),
 }
 
 
@@ -61,12 +67,27 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
     resimulate_config = run_config_for("simab_resimulate", settings)
     readout_config = run_config_for("simab_readout", settings)
 
-    @schedule(job=jobs["simab_resimulate"], cron_schedule="0 2 * * *", default_status=DefaultScheduleStatus.RUNNING)
+    rounds_config = run_config_for("simab_rounds", settings)
+    continuing = settings.nightly == "continue"
+
+    @schedule(job=jobs["simab_rounds" if continuing else "simab_resimulate"], cron_schedule="0 2 * * *", default_status=DefaultScheduleStatus.RUNNING)
     def nightly_resimulation(context: ScheduleEvaluationContext):
-        """Every night, every configured arm ($SIMAB_ARMS) is simulated again."""
+        """Every night, every configured arm ($SIMAB_ARMS) is simulated again: afresh from
+        the train-window memories, or ($SIMAB_NIGHTLY=continue) as its next round, from the
+        memories the last round left (a longitudinal A/B test)."""
         night = context.scheduled_execution_time.strftime("%Y-%m-%d")
+        if not continuing:
+            for arm in arms:
+                yield RunRequest(run_key=f"{night}-{arm}", partition_key=arm, tags={"simab/night": night}, run_config=resimulate_config)
+            return
+        done = context.instance.get_materialized_partitions(AssetKey("memory_after_round"))
         for arm in arms:
-            yield RunRequest(run_key=f"{night}-{arm}", partition_key=arm, tags={"simab/night": night}, run_config=resimulate_config)
+            next_round = next_round_of(arm, done)
+            if next_round >= settings.rounds:
+                context.log.info(f"arm {arm!r}: all {settings.rounds} rounds simulated ($SIMAB_ROUNDS)")
+                continue
+            key = MultiPartitionKey({"arm": arm, "round": str(next_round)})
+            yield RunRequest(run_key=f"{night}-{key}", partition_key=key, tags={"simab/night": night}, run_config=rounds_config)
 
     @sensor(job=jobs["simab_readout"], minimum_interval_seconds=300, default_status=DefaultSensorStatus.RUNNING)
     def readout_after_simulation(context: SensorEvaluationContext):
@@ -85,6 +106,12 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
         return RunRequest(run_key=f"readout-{max(newest) * 1000:.0f}", run_config=readout_config)
 
     return [nightly_resimulation], [readout_after_simulation]
+
+
+def next_round_of(arm: str, materialised: set[str]) -> int:
+    """The round after the highest one of `arm` among materialised "arm|round" keys (0: none)."""
+    rounds = [int(key.split("|")[1]) for key in materialised if key.split("|")[0] == arm]
+    return max(rounds) + 1 if rounds else 0
 
 
 def _latest_partition_materialization(instance, partition: str):

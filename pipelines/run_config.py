@@ -16,13 +16,15 @@ schedule, the read-out sensor and `python -m pipelines.lifecycle`).
 | `SIMAB_CONTROL` | `ab_readout`: control |
 | `SIMAB_ALIGNMENT_AGENTS` | the alignment assets: n_agents |
 | `SIMAB_FIDELITY_TAU_FLOOR` | `fidelity_trust` check: tau_floor |
+| `SIMAB_ROUNDS` | how many round partitions `agent_round` has (arm × round "0" … "R−1"; 4 by default) |
+| `SIMAB_NIGHTLY` | `fresh` (default): the nightly schedule re-simulates `simulation_events`; `continue`: it runs each arm's next round of `agent_round`, from the last round's memories |
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -36,6 +38,8 @@ JOB_OPS: dict[str, tuple[str, ...]] = {
     "simab_readout": ("ab_readout", "simab_report", *ALIGNMENT_OPS, "ab_readout_fidelity_trust"),
     "simab_alignment": ALIGNMENT_OPS,
     "simab_resimulate": ("llm_cost_estimate", "simulation_events"),
+    "simab_rounds": ("agent_round",),
+    "simab_filter_bubble": ("filter_bubble",),
 }
 # In a job only when the simulation uses the LLM brain: the bill before the run.
 LLM_ONLY_OPS = ("llm_cost_estimate",)
@@ -45,6 +49,11 @@ class RunSettings(BaseModel):
     """What the environment asked for; None leaves the asset's own default."""
 
     arms: list[str] = Field(default_factory=lambda: list(DEFAULT_ARMS))
+    # Round partitions of `agent_round` (Agent4Rec §4.1: four rounds).
+    rounds: int = Field(4, ge=1)
+    # The nightly re-simulation: "fresh" re-simulates every arm from the train-window
+    # memories; "continue" runs every arm's next round from the last round's memories.
+    nightly: Literal["fresh", "continue"] = "fresh"
     ops: dict[str, dict[str, Any]] = Field(default_factory=dict)  # op name -> config fields
 
 
@@ -80,11 +89,19 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
             put(op, "brain", "SIMAB_BRAIN")
         put(op, "n_agents", "SIMAB_ALIGNMENT_AGENTS", int)
     put("ab_readout_fidelity_trust", "tau_floor", "SIMAB_FIDELITY_TAU_FLOOR", float)
+    for op in ("agent_round", "filter_bubble"):
+        put(op, "n_agents", "SIMAB_AGENTS", int)
+        put(op, "max_epochs", "SIMAB_MAX_EPOCHS", int)
+    put("agent_round", "brain", "SIMAB_BRAIN")
 
     arms = list(DEFAULT_ARMS)
     if env.get("SIMAB_ARMS"):
         arms = [a.strip() for a in env["SIMAB_ARMS"].split(",") if a.strip()]
-    settings = RunSettings(ops=ops)
+    try:
+        rounds = int(env.get("SIMAB_ROUNDS") or 4)
+        settings = RunSettings(ops=ops, rounds=rounds, nightly=env.get("SIMAB_NIGHTLY") or "fresh")
+    except ValueError as exc:
+        raise ValueError(f"$SIMAB_ROUNDS / $SIMAB_NIGHTLY: {exc}") from None
     return with_arms(settings, arms)
 
 
@@ -96,7 +113,7 @@ def with_arms(settings: RunSettings, arms: list[str]) -> RunSettings:
     ops = {op: dict(fields) for op, fields in settings.ops.items()}
     for op in ("simulation_events", "llm_cost_estimate"):
         ops.setdefault(op, {})["arms"] = list(arms)
-    return RunSettings(arms=list(arms), ops=ops)
+    return RunSettings(arms=list(arms), ops=ops, rounds=settings.rounds, nightly=settings.nightly)
 
 
 def uses_llm(settings: RunSettings) -> bool:

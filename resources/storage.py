@@ -115,6 +115,17 @@ class SimabIOManager(ConfigurableIOManager):
             parquet.unlink(missing_ok=True)
         Path(f"{stem}.pkl").unlink(missing_ok=True)  # the previous value in the old pickle format
 
+    def stored(self, asset: str, partition: str | None = None) -> Any:
+        """The stored value of `asset` (one partition of it), read as `load_input` reads it;
+        for an asset that reads an earlier partition of its own (a round reads the round
+        before), which Dagster's partition mappings allow only along time."""
+        stem = self._base() / asset
+        return _load(stem / partition if partition is not None else stem, asset)
+
+    def has_stored(self, asset: str, partition: str | None = None) -> bool:
+        stem = self._base() / asset
+        return _exists(stem / partition if partition is not None else stem)
+
     def load_input(self, context: InputContext) -> Any:
         if context.has_asset_partitions and len(context.asset_partition_keys) > 1:
             # An unpartitioned asset reading every arm gets a dict of the arms materialised

@@ -4,6 +4,11 @@
   catalogue matrices (`ops.agents.embeddings.MovieVectors`) plus ratings and timestamps.  `retrieve_by_text` / `retrieve_by_image` return the
   remembered interactions most similar (cosine) to a text or an image query, the two
   retrieval paths of the paper.
+- Memory writing (Agent4Rec §2.1.2, SimUSER §3.2 episodic memory): `LongTermMemory.grow`
+  returns a copy with new watches appended — the movie, its rating and the agent's feeling
+  (the reason it gave) — which the same two retrievals then find; the memory it was called
+  on is left as it was, so a memory stored after an earlier round is never changed.
+  `written_memories` / `grow_memories` carry the watches of simulated rounds as a table.
 - `ShortTermEntry` — one step of the current session as the agent remembers it (page, what
   caught the eye, interest 1–5, action); `describe_short_term` renders a session for people.
 """
@@ -28,6 +33,9 @@ class Recollection:
     rating: int
     timestamp: int
     similarity: float
+    # How the agent felt about it, in its own words ("" for the train history, which
+    # records no feeling; a simulated watch keeps the reason the agent gave).
+    feeling: str = ""
 
 
 @dataclass(eq=False)
@@ -39,6 +47,12 @@ class LongTermMemory:
     rows: np.ndarray  # int64 row indices into `vectors`, oldest first
     ratings: np.ndarray  # int64 1..5
     timestamps: np.ndarray  # int64 unix seconds
+    # One feeling per memory, or () when none was recorded (the train history).
+    feelings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.feelings and len(self.feelings) != len(self.rows):
+            raise ValueError(f"memory of user {self.user_id}: {len(self.feelings)} feelings for {len(self.rows)} memories")
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -59,6 +73,34 @@ class LongTermMemory:
         keep = self.vectors.has_poster[self.rows]
         return self._retrieve(self.vectors.poster, query_vec, k, self.rows, keep)
 
+    def feeling(self, j: int) -> str:
+        return self.feelings[j] if self.feelings else ""
+
+    def grow(self, movie_ids, ratings, timestamps, feelings) -> "LongTermMemory":
+        """A copy with these watches appended (memory writing); this memory is untouched.
+
+        Timestamps must not precede the newest memory: memories stay oldest first, and a
+        retrieval's tie goes to the most recent one.
+        """
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        stamps = np.asarray(timestamps, dtype=np.int64)
+        feelings = tuple(str(f) for f in feelings)
+        if not (len(movie_ids) == len(stamps) == len(feelings) == len(np.asarray(ratings))):
+            raise ValueError(f"memory of user {self.user_id}: watches, ratings, timestamps and feelings differ in length")
+        if len(stamps) and len(self.timestamps) and stamps.min() < self.timestamps.max():
+            raise ValueError(f"memory of user {self.user_id}: a new memory is older than the newest one ({stamps.min()} < {self.timestamps.max()})")
+        if len(stamps) and np.any(np.diff(stamps) < 0):
+            raise ValueError(f"memory of user {self.user_id}: new memories must come oldest first")
+        old = self.feelings or ("",) * len(self.rows)
+        return LongTermMemory(
+            self.user_id,
+            self.vectors,
+            np.concatenate([self.rows, self.vectors.rows_of(movie_ids)]),
+            np.concatenate([self.ratings, np.asarray(ratings, dtype=np.int64)]),
+            np.concatenate([self.timestamps, stamps]),
+            old + feelings if feelings else self.feelings,
+        )
+
     def _retrieve(
         self, matrix: np.ndarray, query_vec: np.ndarray, k: int, rows: np.ndarray, keep: np.ndarray | None = None
     ) -> list[Recollection]:
@@ -77,7 +119,7 @@ class LongTermMemory:
         key = np.round(sims[candidates].astype(np.float64), 5)
         order = candidates[np.lexsort((-self.timestamps[candidates], -candidates, -key))[:k]]
         return [
-            Recollection(int(self.vectors.movie_ids[rows[j]]), int(self.ratings[j]), int(self.timestamps[j]), float(sims[j]))
+            Recollection(int(self.vectors.movie_ids[rows[j]]), int(self.ratings[j]), int(self.timestamps[j]), float(sims[j]), self.feeling(j))
             for j in order
         ]
 
@@ -127,6 +169,25 @@ def memories_from_arrays(arrays: Mapping[str, np.ndarray], vectors: MovieVectors
         int(key): LongTermMemory(int(user), vectors, arrays["rows"][s:e], arrays["ratings"][s:e], arrays["timestamps"][s:e])
         for key, user, s, e in zip(arrays["keys"], arrays["user_ids"], starts, ends)
     }
+
+
+def grow_memories(memories: Mapping[int, LongTermMemory], written: pl.DataFrame) -> dict[int, LongTermMemory]:
+    """Every agent's memory grown by its rows of `written` (WRITTEN_MEMORIES, in time order
+    per agent): new objects for the agents with new memories, the others as they were;
+    `memories` itself is not changed."""
+    from ops.schema import WRITTEN_MEMORIES, conform
+
+    written = conform(written, WRITTEN_MEMORIES, "written memories").sort("user_id", "timestamp")
+    unknown = sorted(set(written.get_column("user_id").unique().to_list()) - set(memories))
+    if unknown:
+        raise ValueError(f"written memories name agents without a long-term memory: {unknown[:10]}")
+    grown = dict(memories)
+    for (user_id,), part in written.group_by("user_id", maintain_order=True):
+        grown[user_id] = memories[user_id].grow(
+            part.get_column("movie_id").to_numpy(), part.get_column("rating").to_numpy(),
+            part.get_column("timestamp").to_numpy(), part.get_column("feeling").to_list(),
+        )
+    return grown
 
 
 @dataclass

@@ -224,8 +224,9 @@ class LLMBrain:
         lines = []
         for r, movie_id, hows in recalled.values():
             what = f"its {hows[0]} resembles" if len(hows) == 1 else f"its {' and '.join(hows)} resemble"
+            felt = f'; you felt: "{r.feeling}"' if r.feeling else ""
             lines.append(
-                f"- {self._movie_name(r.movie_id)}: you rated it {r.rating}/{c.rating_range[1]} "
+                f"- {self._movie_name(r.movie_id)}: you rated it {r.rating}/{c.rating_range[1]}{felt} "
                 f"({what} [{movie_id}], similarity {r.similarity:.2f})"
             )
         return lines

@@ -1,0 +1,100 @@
+"""The filter bubble experiment of Agent4Rec §4.1 (Figure 8) outside Dagster, on the
+synthetic default or the real ML-1M copy (users 1-1999, local metadata and posters, as
+`make demo-ml1m` reads them): an MF-style arm (FM), four rounds, up to 5 pages a session,
+the movie pool split in four equal parts, the embedded brain; per round the paper's two
+figures for what was recommended and for what was watched, catalogue coverage and
+satisfaction, with 95 % bootstrap intervals over agents (`ops.readout.rounds`).
+
+    .venv/bin/python bench/filter_bubble.py --data synthetic
+    .venv/bin/python bench/filter_bubble.py --data ml1m
+
+The same experiment is the `filter_bubble` asset (job `simab_filter_bubble`).  Prints the
+table and the wall time; writes bench/out/filter_bubble-<data>.{json,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
+from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
+from ops.arms.recommenders import arm_config  # noqa: E402
+from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
+from ops.data.split import chronological_split  # noqa: E402
+from ops.figures import save_figure  # noqa: E402
+from ops.readout.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
+from ops.readout.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds  # noqa: E402
+from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
+from ops.simulation.catalogue import Catalogue  # noqa: E402
+from ops.simulation.runner import sample_agents  # noqa: E402
+
+OUT = ROOT / "bench" / "out"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", choices=("ml1m", "synthetic"), default="synthetic")
+    ap.add_argument("--arm", default="fm")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--pages", type=int, default=5)
+    ap.add_argument("--agents", type=int, default=0, help="0 = all")
+    ap.add_argument("--max-epochs", type=int, default=20)
+    ap.add_argument("--no-split", action="store_true", help="every round ranks the whole catalogue")
+    ap.add_argument("--n-bootstrap", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    users, movies, ratings, meta, _ = _bench_agents().load(args.data)
+    split = chronological_split(ratings)
+    frame = build_mm_ml_1m(movies, meta)
+    agents = build_agents(split.train, users, frame, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)), MiniLMTextEmbedder(),
+                          PaletteLayoutPosterEmbedder(), OUT / f"agents-cache-{args.data}")
+    model = fit_embedded_brain(agents, split.train, split.valid, users)
+    # As the `embedded_brain` asset does: the click decision calibrated to list quality.
+    model = calibrate_list_response(model, agents.sessions(), split.train, split.valid, Catalogue.from_frame(frame), CalibrationConfig(seed=args.seed))
+    prepared = time.perf_counter() - started
+    print(f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; {len(agents.profiles)} agents; "
+          f"prepared in {prepared:.0f} s", flush=True)
+
+    config = RoundsConfig(rounds=args.rounds, pages=args.pages, split_pool=not args.no_split, seed=args.seed, n_bootstrap=args.n_bootstrap)
+    chosen = sample_agents(agents.profiles, args.agents, args.seed)
+    t = time.perf_counter()
+    results = simulate_rounds(arm_config(args.arm, max_epochs=args.max_epochs), split.train, split.valid, users, frame, agents, model, config, chosen)
+    simulated = time.perf_counter() - t
+    metrics = filter_bubble_metrics(results, frame, args.n_bootstrap, config.confidence, args.seed)
+    wall = time.perf_counter() - started
+    for r in results:
+        print(f"round {r.round}: pool {r.pool_size} movies, trained on {r.train_rows} rows, {r.events.height} events, "
+              f"{r.written.filter(r.written['round'] == r.round).height} watches written", flush=True)
+    wide = metrics.with_columns(value=metrics["mean"].round(3).cast(str) + " [" + metrics["ci_low"].round(3).cast(str) + ", " + metrics["ci_high"].round(3).cast(str) + "]")
+    print(wide.pivot(on="round", index="metric", values="value").to_pandas().to_markdown(index=False))
+    print(f"wall time {wall:.0f} s (prepare {prepared:.0f} s, {args.rounds} rounds {simulated:.0f} s)")
+    OUT.mkdir(parents=True, exist_ok=True)
+    save_figure(filter_bubble_figure(metrics, f"Filter bubble, {args.arm} on {args.data}, {len(chosen)} agents"), OUT / f"filter_bubble-{args.data}.png")
+    (OUT / f"filter_bubble-{args.data}.json").write_text(json.dumps({"args": vars(args), "wall_s": wall, "metrics": metrics.to_dicts()}, indent=1))
+
+
+def _bench_agents():
+    """bench/agents.py's data loading (the demo-ml1m settings), not copied."""
+    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    main()

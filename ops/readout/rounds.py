@@ -1,0 +1,330 @@
+"""Simulation over rounds (issue 12; Agent4Rec §2.1.2 memory writing, §4.1 the filter bubble).
+
+One round of an arm, `simulate_round`:
+1. the arm is trained on the train split plus every click and view simulated in earlier
+   rounds (`ops.readout.augmentation.simulated_interactions`, the A/B Agent §3.4 signals);
+2. it ranks, for each agent, the round's movie pool (the whole catalogue, or one of
+   `rounds` equal parts, as Agent4Rec §4.1 splits it) minus what the agent already rated or
+   was shown a detail page of, into a list of `pages` × 5 movies;
+3. the agents browse it with their long-term memory grown by the watches of earlier
+   rounds (`ops.agents.memory.grow_memories`): what they watched, the rating and the reason
+   they gave, their feeling, retrieved by text and by poster like the train history;
+4. this round's watches are written to memory (`written_memories`) and its clicks and views
+   join the training rows of the next round.
+
+A round is a pure function of its inputs and the seed: the arm's training is seeded, the
+agents' generators come from `round_seed(seed, round)` (so two rounds do not replay the
+same draws), and the state carried from one round to the next is two tables — the written
+memories and the simulated training rows — which the assets store per (arm, round) and
+never change afterwards.  `simulate_rounds` runs rounds 0 … R−1 in one process.
+
+The filter-bubble figures (`filter_bubble_metrics`), per round, with percentile-bootstrap
+intervals over agents (`ops.readout.statistics`):
+- `recommended_top1_genre_share` — Agent4Rec's P̄_top1-genre: per agent, the share of its
+  list's movies that carry the list's most frequent genre; `recommended_genres` — N̄_genres:
+  the number of distinct genres in the list;
+- `watched_top1_genre_share`, `watched_genres` — the same for what the agent watched
+  (agents who watched nothing are left out of these two);
+- `catalogue_coverage` — distinct movies recommended to the agents ÷ the round's pool;
+- `satisfaction` — the exit interview's 1–10.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, Field
+
+from ops.agents.memory import grow_memories
+from ops.agents.session import AgentSession
+from ops.readout.augmentation import AugmentationConfig, Signal, augment, simulated_interactions
+from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
+from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
+from ops.simulation.observation import WATCH_AND_RATE
+
+FILTER_BUBBLE_METRICS = (
+    "recommended_top1_genre_share",
+    "recommended_genres",
+    "watched_top1_genre_share",
+    "watched_genres",
+    "catalogue_coverage",
+    "satisfaction",
+)
+
+
+class RoundsConfig(BaseModel):
+    # Agent4Rec §4.1: "four complete simulation rounds".
+    rounds: int = Field(4, ge=1)
+    # Agent4Rec §4.1: "recommended movies span up to 5 pages" (5 movies a page, A/B Agent §3.1).
+    pages: int = Field(5, ge=1)
+    items_per_page: int = Field(5, ge=1)
+    # Agent4Rec §4.1: "we divide the MovieLens' movie pool into four equal parts", one per
+    # round, so no round recommends from movies an earlier round used up.  False: every
+    # round ranks the whole catalogue (the plain longitudinal A/B test).
+    split_pool: bool = False
+    # The A/B Agent §3.4 signals that become training rows of the next round.
+    signals: tuple[Signal, ...] = ("click", "view")
+    seed: int = 0
+    n_bootstrap: int = Field(1000, ge=10)
+    confidence: float = Field(0.95, gt=0, lt=1)
+
+    @property
+    def list_length(self) -> int:
+        return self.pages * self.items_per_page
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What round `round` of an arm produced; `written` and `added` are cumulative."""
+
+    round: int
+    lists: pl.DataFrame  # TOP_K: what the arm recommended this round
+    events: pl.DataFrame  # EVENTS of this round
+    written: pl.DataFrame  # WRITTEN_MEMORIES of rounds 0..round
+    added: pl.DataFrame  # RATINGS: simulated training rows of rounds 0..round
+    train_rows: int  # rows the arm of this round was trained on
+    pool_size: int  # movies the arm could recommend this round
+
+
+def simulate_round(
+    arm_config,
+    round_index: int,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue_frame: pl.DataFrame,
+    agents,
+    brain_model,
+    written_before: pl.DataFrame,
+    added_before: pl.DataFrame,
+    config: RoundsConfig | None = None,
+    user_ids: Sequence[int] | None = None,
+    pool: np.ndarray | None = None,
+    on_epoch=None,
+) -> RoundResult:
+    """Round `round_index` of the arm `arm_config` (an `ops.arms.recommenders.ArmConfig`):
+    train, rank the pool, simulate, write memories (module docstring).
+
+    `agents` is `ops.agents.build.Agents` (train-window memories), `brain_model` anything
+    with `.brain()` (the fitted embedded brain, or a factory of LLM brains);
+    `written_before` / `added_before` the state after the previous round (empty tables for
+    round 0); `pool` the movie ids this round may recommend (None: the whole catalogue).
+    """
+    from ops.arms.recommenders import top_k, train_arm
+    from ops.simulation.catalogue import Catalogue
+    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.sandbox import SandboxConfig
+
+    config = config or RoundsConfig()
+    written_before = conform(written_before, WRITTEN_MEMORIES, "written memories")
+    added_before = conform(added_before, RATINGS, "simulated training rows")
+    if written_before.height and written_before.get_column("round").max() >= round_index:
+        raise ValueError(f"round {round_index}: the memories carried in already hold round {written_before.get_column('round').max()}")
+    round_train = augment(train, added_before)
+    trained = train_arm(arm_config, round_train, valid, users, catalogue_frame, on_epoch=on_epoch)
+    chosen = sorted(agents.profiles) if user_ids is None else sorted(int(u) for u in user_ids)
+    candidates = catalogue_frame.get_column("movie_id").to_numpy() if pool is None else np.asarray(pool, dtype=np.int64)
+    # Nothing the agent rated (train or an earlier round) or opened is recommended again.
+    lists = top_k(trained, np.asarray(chosen, dtype=np.int64), candidates, exclude=round_train.select("user_id", "movie_id"), k=config.list_length)
+    listed = set(lists.get_column("user_id").unique().to_list())
+    chosen = [u for u in chosen if u in listed]
+
+    memories = grow_memories(agents.memories, written_before)
+    sessions = [AgentSession(u, agents.profiles[u], memories[u], 0.0, 0.0) for u in chosen]
+    sim_config = SimulationConfig(sandbox=SandboxConfig(list_length=config.list_length, items_per_page=config.items_per_page), progress=False)
+    brain = brain_model.brain()
+    try:
+        events = simulate_arm(arm_config.name, lists, sessions, Catalogue.from_frame(catalogue_frame), brain, sim_config,
+                              seed=round_seed(config.seed, round_index), run_id=f"round-{round_index}", users=chosen)
+    finally:
+        close = getattr(brain, "close", None)
+        if close is not None:
+            close()
+
+    clock = _clock_after(train, written_before, added_before)
+    written = pl.concat([written_before, written_memories(events, round_index, clock)])
+    aug = AugmentationConfig(signals=config.signals, progress=False)
+    # Views first: a movie clicked and then watched keeps the agent's own rating.
+    signals = sorted(config.signals, key=("view", "click").index)
+    new_rows = pl.concat([simulated_interactions(events, s, round_train, aug) for s in signals])
+    # The clock of the written memories, so training rows and memories of a round agree in time.
+    new_rows = new_rows.with_columns(pl.col("timestamp") - new_rows.get_column("timestamp").min() + clock if new_rows.height else pl.col("timestamp"))
+    added = pl.concat([added_before, new_rows.unique(["user_id", "movie_id"], keep="first", maintain_order=True)])
+    return RoundResult(round_index, lists, events, written, added, round_train.height, len(np.unique(candidates)))
+
+
+def simulate_rounds(
+    arm_config,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue_frame: pl.DataFrame,
+    agents,
+    brain_model,
+    config: RoundsConfig | None = None,
+    user_ids: Sequence[int] | None = None,
+) -> list[RoundResult]:
+    """Rounds 0 … R−1 of one arm, each from the state the one before left."""
+    config = config or RoundsConfig()
+    pools = movie_pools(catalogue_frame.get_column("movie_id").to_numpy(), config.rounds, config.seed) if config.split_pool else [None] * config.rounds
+    written, added = empty_written_memories(), pl.DataFrame(schema=RATINGS)
+    results = []
+    for r in range(config.rounds):
+        result = simulate_round(arm_config, r, train, valid, users, catalogue_frame, agents, brain_model, written, added, config, user_ids, pools[r])
+        written, added = result.written, result.added
+        results.append(result)
+    return results
+
+
+def movie_pools(movie_ids: np.ndarray, parts: int, seed: int = 0) -> list[np.ndarray]:
+    """The catalogue shuffled (seeded) and cut into `parts` equal parts (Agent4Rec §4.1);
+    the remainder of the division is left out so the parts are equal."""
+    ids = np.unique(np.asarray(movie_ids, dtype=np.int64))
+    size = len(ids) // parts
+    if size == 0:
+        raise ValueError(f"movie_pools: {len(ids)} movies cannot be split in {parts} parts")
+    order = named_rng(seed, "movie_pools").permutation(ids)
+    return [np.sort(order[i * size : (i + 1) * size]) for i in range(parts)]
+
+
+def round_seed(seed: int, round_index: int) -> int:
+    """The agents' seed in a round: a different stream per round for the same run seed."""
+    return int(np.random.SeedSequence([seed, 12, round_index]).generate_state(1)[0])
+
+
+def written_memories(events: pl.DataFrame, round_index: int, start: int) -> pl.DataFrame:
+    """This round's watch_and_rate events as WRITTEN_MEMORIES: the movie, its rating and the
+    reason the agent gave as its feeling, stamped from `start` on in (user, session, step)
+    order, so each agent's memories stay oldest first."""
+    watched = events.filter(pl.col("action") == WATCH_AND_RATE).sort("user_id", "session", "step")
+    return conform(
+        watched.select(
+            "user_id", "movie_id", "rating",
+            timestamp=pl.lit(start, dtype=pl.Int64) + pl.int_range(pl.len(), dtype=pl.Int64),
+            feeling=pl.col("reason").fill_null(""),
+            round=pl.lit(round_index, dtype=pl.Int64),
+        ),
+        WRITTEN_MEMORIES, "written memories",
+    )
+
+
+def empty_written_memories() -> pl.DataFrame:
+    return pl.DataFrame(schema=WRITTEN_MEMORIES)
+
+
+def filter_bubble_metrics(
+    results: Sequence[RoundResult],
+    catalogue_frame: pl.DataFrame,
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """One row per (round, metric): mean over agents and its bootstrap interval (module
+    docstring); coverage is over each round's own pool."""
+    from ops.readout.ab_readout import per_agent_metrics
+
+    genres = _genre_matrix(catalogue_frame)
+    rows = []
+    for result in results:
+        per_agent = _per_agent_diversity(result, genres)
+        satisfaction = per_agent_metrics(result.events).select("user_id", "satisfaction")
+        per_agent = per_agent.join(satisfaction, on="user_id", how="left")
+        names = [m for m in FILTER_BUBBLE_METRICS if m != "catalogue_coverage"]
+        values = per_agent.select(names).to_numpy().astype(float)
+        rng = named_rng(seed, "filter_bubble", result.round)
+        boots = bootstrap_means(values, n_bootstrap, rng)
+        interval = percentile_interval(boots, confidence)
+        with np.errstate(invalid="ignore"):
+            means = np.nanmean(values, axis=0) if len(values) else np.full(len(names), np.nan)
+        for j, name in enumerate(names):
+            rows.append((result.round, name, float(means[j]), float(interval[0, j]), float(interval[1, j]), int(np.isfinite(values[:, j]).sum())))
+        coverage, low, high = _coverage(result.lists, per_agent.get_column("user_id").to_numpy(), result.pool_size, n_bootstrap, confidence, named_rng(seed, "coverage", result.round))
+        rows.append((result.round, "catalogue_coverage", coverage, low, high, per_agent.height))
+    schema = {"round": pl.Int64, "metric": pl.Utf8, "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "agents": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row").sort("metric", "round")
+
+
+def filter_bubble_figure(metrics: pl.DataFrame, title: str = ""):
+    """Agent4Rec Figure 8 and beside it the same for what agents watched, coverage and
+    satisfaction: each metric over rounds with its interval."""
+    from ops.figures import pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    for ax, name in zip(axes.ravel(), FILTER_BUBBLE_METRICS):
+        part = metrics.filter(pl.col("metric") == name).sort("round")
+        x = part.get_column("round").to_numpy()
+        y = part.get_column("mean").to_numpy()
+        err = np.vstack([y - part.get_column("ci_low").to_numpy(), part.get_column("ci_high").to_numpy() - y])
+        ax.errorbar(x, y, yerr=np.nan_to_num(err), marker="o", capsize=4)
+        ax.set_title(name.replace("_", " "))
+        ax.set_xlabel("round")
+        ax.set_xticks(x)
+    fig.suptitle(title or "Filter bubble over rounds (Agent4Rec §4.1, Fig. 8), 95 % intervals over agents")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+
+
+def _clock_after(train: pl.DataFrame, written: pl.DataFrame, added: pl.DataFrame) -> int:
+    stamps = [f.get_column("timestamp").max() for f in (train, written, added) if f.height]
+    return int(max(stamps)) + 1 if stamps else 0
+
+
+def _genre_matrix(catalogue_frame: pl.DataFrame) -> dict[int, np.ndarray]:
+    from ops.schema import GENRES
+
+    index = {g: j for j, g in enumerate(GENRES)}
+    out = {}
+    for movie_id, names in catalogue_frame.select("movie_id", "genres").iter_rows():
+        row = np.zeros(len(GENRES), dtype=bool)
+        for g in names or ():
+            if g in index:
+                row[index[g]] = True
+        out[int(movie_id)] = row
+    return out
+
+
+def _diversity(movie_ids: Sequence[int], genres: Mapping[int, np.ndarray]) -> tuple[float, float]:
+    """(share of the movies carrying their most frequent genre, distinct genres)."""
+    if not movie_ids:
+        return float("nan"), float("nan")
+    counts = np.sum([genres[m] for m in movie_ids], axis=0)
+    return float(counts.max() / len(movie_ids)), float((counts > 0).sum())
+
+
+def _per_agent_diversity(result: RoundResult, genres: Mapping[int, np.ndarray]) -> pl.DataFrame:
+    users = sorted(set(result.events.get_column("user_id").to_list()))
+    listed = dict(result.lists.sort("user_id", "rank").group_by("user_id", maintain_order=True).agg(pl.col("movie_id")).iter_rows())
+    watched = dict(
+        result.events.filter(pl.col("action") == WATCH_AND_RATE).group_by("user_id").agg(pl.col("movie_id").unique()).iter_rows()
+    )
+    rows = []
+    for u in users:
+        rec = _diversity(listed.get(u, []), genres)
+        seen = _diversity(watched.get(u, []), genres)
+        rows.append((u, *rec, *seen))
+    names = ["user_id", "recommended_top1_genre_share", "recommended_genres", "watched_top1_genre_share", "watched_genres"]
+    return pl.DataFrame(rows, schema={n: (pl.Int64 if n == "user_id" else pl.Float64) for n in names}, orient="row")
+
+
+def _coverage(lists: pl.DataFrame, users: np.ndarray, pool: int, n_bootstrap: int, confidence: float, rng) -> tuple[float, float, float]:
+    """Distinct movies recommended to `users` ÷ pool, and a bootstrap interval over agents."""
+    listed = dict(lists.group_by("user_id").agg(pl.col("movie_id")).iter_rows())
+    per_user = [np.asarray(listed.get(int(u), []), dtype=np.int64) for u in users]
+    if not per_user or pool <= 0:
+        return float("nan"), float("nan"), float("nan")
+    point = len(np.unique(np.concatenate(per_user))) / pool
+    reps = np.empty(n_bootstrap)
+    for b in range(n_bootstrap):
+        pick = rng.integers(0, len(per_user), len(per_user))
+        reps[b] = len(np.unique(np.concatenate([per_user[i] for i in pick]))) / pool
+    low, high = percentile_interval(reps, confidence)
+    return float(point), float(low), float(high)

@@ -376,3 +376,36 @@ def test_asked_to_rate_without_a_back_button_the_agent_always_rates(world):
     for seed in range(5):
         d = brain.decide(_session(bundle, 4), _detail(movie, legal=(WATCH_AND_RATE,)), np.random.default_rng(seed))
         assert d.action == WATCH_AND_RATE and 1 <= d.rating <= 5
+
+
+def test_a_reflection_on_the_sessions_watches_makes_the_next_similar_click_likelier(world):
+    """Hand-made: a Sci-Fi fan watches three Romance films in a session and rates them 5.
+    With reflection every 3 actions its next home page of unseen romances tempts it more
+    than without; a new session starts from its long-term memory again."""
+    bundle = world["bundle"]
+    uid = next(u for u, g in sorted(world["favourite"].items()) if g == "Sci-Fi")
+    romance = [m for m, g in sorted(world["genre_of"].items()) if g == "Romance" and (uid, m) not in world["rated"]]
+    watched, shown = romance[:3], romance[3:8]
+    entries = [ShortTermEntry(i + 1, "detail", 1, (m,), 5, WATCH_AND_RATE, m, 5) for i, m in enumerate(watched)]
+
+    def session(short_term):
+        s = _session(bundle, uid)
+        s.short_term = list(short_term)
+        return s
+
+    plain = bundle.brain()
+    reflective = bundle.brain(bundle.config.model_copy(update={"reflect_every": 3}))
+    page = _home(shown)
+    clicks = {}
+    for name, brain in (("plain", plain), ("reflective", reflective)):
+        brain.prepare([session([])], {uid: shown})
+        n = 0
+        for seed in range(200):
+            decision = brain.decide(session(entries), page, np.random.default_rng(seed))
+            n += decision.action == CLICK_MOVIE
+        clicks[name] = (n, brain.click_probability(session(entries), shown))
+    (n_plain, p_plain), (n_reflective, p_reflective) = clicks["plain"], clicks["reflective"]
+    assert (p_reflective > p_plain).all() and n_reflective > n_plain
+    # The reflection changed the session's state, not the agent: a new session forgets it.
+    reflective.decide(session([]), page, np.random.default_rng(0))
+    assert np.allclose(reflective.click_probability(session([]), shown), plain.click_probability(session([]), shown))

@@ -63,6 +63,17 @@ session is a pure function of (seed, agent, arm):
 - exit interview: satisfaction 1..10 from likes, dislikes, interest and pickiness.
 Every action carries a short reason built from the features that drove it.
 
+Reflection (`reflect_every`, Agent4Rec §2.1.2 memory reflection; off by default): after
+every `reflect_every` actions of a session, if the agent has watched and rated something
+since it last reflected, its state is rebuilt from its long-term memory plus those watches
+(`LongTermMemory.grow` on a copy): the memory-derived features — text / poster familiarity
+and affinity, genre and era lifts, genre deviations, liked credits — then count them like
+any remembered interaction, and the agent's scores are recomputed for the rest of the
+session.  An agent that watched three romances it rated 5 becomes likelier to click the
+next romance.  The fitted coefficients do not change (they weigh features, not tastes); a
+new session starts from the long-term memory again.  Across rounds, the watches are
+written to long-term memory for good (`ops.readout.rounds`).
+
 Ratings (`rating_rule`): a sampled rating (μ + noise) reproduces the real spread of stars
 but cannot predict a real rating better than √2 × the model's residual error; the rounded
 mean does, with stars bunched at 3 and 4; cut points fitted to the validation window's

@@ -36,6 +36,7 @@ class EmbeddedBrain:
         self._click_terms = _terms(params.click)
         self._like_terms = _terms(params.like)
         self._scores: dict[int, PairScores] = {}
+        self._reflected: dict[int, int] = {}  # user -> session watches its state reflects
 
     # -- batch work --------------------------------------------------------------------
 
@@ -62,6 +63,7 @@ class EmbeddedBrain:
     # -- one step ----------------------------------------------------------------------
 
     def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
+        self._reflect(session)
         if observation.page_type == "detail":
             return self._detail_page(session, observation, rng)
         return self._home_page(session, observation, rng)
@@ -171,6 +173,30 @@ class EmbeddedBrain:
             reason = "found nothing worth watching"
         reason += "; the pages " + ("suited my taste" if mean_interest >= 3.5 else "were hit and miss" if mean_interest >= 2.5 else "rarely matched my taste")
         return satisfaction, reason
+
+    # -- reflection (package docstring, "Reflection") ----------------------------------
+
+    def _reflect(self, session: AgentSession) -> None:
+        """Every `reflect_every` actions, the agent's state from its long-term memory plus
+        the session's watches; a new session starts again from the long-term memory."""
+        uid = session.user_id
+        if not session.short_term:
+            if self._reflected.pop(uid, None) is not None:
+                self._agents.pop(uid, None)
+                self._scores.pop(uid, None)
+            return
+        every = self.config.reflect_every
+        if not every or len(session.short_term) % every:
+            return
+        watches = [e for e in session.short_term if e.action == WATCH_AND_RATE and e.rating is not None and e.movie_id is not None]
+        if len(watches) == self._reflected.get(uid, 0):
+            return  # nothing new to reflect on
+        memory = session.memory
+        start = int(memory.timestamps.max()) + 1 if len(memory) else 0
+        grown = memory.grow([e.movie_id for e in watches], [e.rating for e in watches], start + np.arange(len(watches)), [""] * len(watches))
+        self._agents[uid] = agent_states({uid: grown}, {uid: session.profile}, self.ctx, self.config)[uid]
+        self._scores.pop(uid, None)
+        self._reflected[uid] = len(watches)
 
     # -- scoring -----------------------------------------------------------------------
 

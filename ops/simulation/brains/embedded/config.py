@@ -53,6 +53,15 @@ class EmbeddedBrainConfig(BaseModel):
     # this many pseudo-ratings, so a movie rated twice does not read as a masterpiece.
     crowd_rating_prior: float = Field(10.0, ge=0)
 
+    # Reflection (Agent4Rec §2.1.2: "once the agent's actions surpass a pre-defined count,
+    # it triggers a reflection"): every `reflect_every` actions of a session, the agent's
+    # memory-derived features (retrieval affinity and familiarity, genre / era lifts and
+    # deviations, credits) are recomputed from its long-term memory plus the movies it has
+    # watched and rated so far in the session, so the rest of the session reads a
+    # preference state that includes them.  0 (the default): never, so a session reads its
+    # long-term memory only, as before reflection existed.
+    reflect_every: int = Field(0, ge=0)
+
     # -- fitting (train and validation windows) --
     negatives_per_positive: int = Field(4, ge=1)
     popular_negative_share: float = Field(0.5, ge=0, le=1)

@@ -425,3 +425,68 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     serial = simulate_arm("pop", top_k, agents, world["catalogue"], SyncOnly(make_brain(fake, world)), config, seed=3, run_id="r1")
     assert len(fake.requests) == 10 * len(users)  # really asked
     assert serial.drop("latency_s").equals(events.drop("latency_s"))
+
+
+# -- reflection (Agent4Rec §2.1.2) ----------------------------------------------------------------
+
+
+def reflecting_agent(body: dict) -> str:
+    """Scripted: the reflection prompt is answered "I now crave romance"; a home page whose
+    prompt carries that reflection gets a click on its first movie, any other an exit."""
+    text = user_text(body)
+    if "Pause and reflect" in text:
+        return json.dumps({"preferences": "I now crave romance and want no more horror", "satisfaction": 6, "fatigue": 2})
+    ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
+    if "Your reflection on this session so far: I now crave romance" in text:
+        return answer(action=CLICK_MOVIE, movie_id=ids[0], interest=4, caught_eye=[ids[0]])
+    return answer(action=EXIT, interest=2)
+
+
+def test_a_reflection_every_n_actions_becomes_the_preference_state_that_changes_the_next_decision(world, fake, key, tmp_path):
+    from ops.agents.memory import ShortTermEntry
+
+    fake.policy = reflecting_agent
+    watched = world["lists"][1][:3]
+    steps = [ShortTermEntry(i + 1, "detail", 1, (m,), 4, WATCH_AND_RATE, m, 5) for i, m in enumerate(watched)]
+
+    def with_steps(entries):
+        s = session(world)
+        s.short_term = list(entries)
+        return s
+
+    plain = make_brain(fake, world, cache="off")
+    assert plain.decide(with_steps(steps), home(world), rng(3)).action == EXIT and fake.calls == 1
+    cache = tmp_path / "responses.sqlite"
+    reflective = make_brain(fake, world, reflect_every=3, cache_path=str(cache))
+    decision = reflective.decide(with_steps(steps), home(world), rng(3))
+    assert decision.action == CLICK_MOVIE and fake.calls == 3  # the reflection, then the page
+    reflection_prompt, page_prompt = (user_text(b) for b in fake.requests[-2:])
+    assert "Pause and reflect" in reflection_prompt and all(world["catalogue"][m].title in reflection_prompt for m in watched)
+    assert "Your reflection on this session so far: I now crave romance" in page_prompt and "satisfaction 6, tiredness 2" in page_prompt
+    assert decision.prompt_tokens == 2 * PROMPT_TOKENS and decision.extra["reflection"]["requests"] == 1  # both requests billed
+    # Not due at 4 actions: no new reflection, the last one is still the state.
+    assert reflective.decide(with_steps([*steps, steps[0]]), home(world), rng(4)).action == CLICK_MOVIE and fake.calls == 4
+    # A new session forgets it.
+    assert reflective.decide(with_steps([]), home(world), rng(3)).action == EXIT and reflective.reflection(1) is None
+    reflective.close()
+    # A re-run with the cache: the same decision, no request.
+    calls = fake.calls
+    again = make_brain(fake, world, reflect_every=3, cache_path=str(cache))
+    assert again.decide(with_steps(steps), home(world), rng(3)).action == CLICK_MOVIE and fake.calls == calls
+    again.close()
+    plain.close()
+
+
+def test_an_invalid_reflection_is_reasked_then_recorded_and_the_session_goes_on(world, fake, key):
+    from ops.agents.memory import ShortTermEntry
+
+    fake.policy = scripted_agent
+    fake.reply("not json")
+    fake.reply(json.dumps({"preferences": "x", "satisfaction": 99, "fatigue": 2}))
+    brain = make_brain(fake, world, reflect_every=1, cache="off")
+    s = session(world)
+    s.short_term = [ShortTermEntry(1, "home", 1, (), 3, NEXT_PAGE)]
+    decision = brain.decide(s, home(world), rng(0))
+    assert decision.fallback_reason is None and "invalid_answer" in decision.extra["reflection"]["fallback_reason"]
+    assert brain.reflection(1) is None and brain.usage.fallbacks == 1 and fake.calls == 3
+    brain.close()

@@ -46,6 +46,16 @@ class InterviewAnswer(BaseModel):
     reason: str = Field(min_length=1)
 
 
+class ReflectionAnswer(BaseModel):
+    """The JSON the reflection prompt asks for (Agent4Rec §2.1.2 memory reflection)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    preferences: str = Field(min_length=1)
+    satisfaction: int
+    fatigue: int
+
+
 class AnswerError(ValueError):
     """An answer that is not valid JSON, breaks the schema or is illegal on the page."""
 
@@ -84,6 +94,17 @@ def check_interview(text: str, config: LLMBrainConfig) -> InterviewAnswer:
     lo, hi = config.satisfaction_range
     if not lo <= answer.satisfaction <= hi:
         raise AnswerError(f"satisfaction must be an integer from {lo} to {hi}, got {answer.satisfaction}")
+    return answer
+
+
+def check_reflection(text: str, config: LLMBrainConfig) -> ReflectionAnswer:
+    answer = _parse(text, ReflectionAnswer)
+    lo, hi = config.satisfaction_range
+    if not lo <= answer.satisfaction <= hi:
+        raise AnswerError(f"satisfaction must be an integer from {lo} to {hi}, got {answer.satisfaction}")
+    flo, fhi = config.interest_range
+    if not flo <= answer.fatigue <= fhi:
+        raise AnswerError(f"fatigue must be an integer from {flo} to {fhi}, got {answer.fatigue}")
     return answer
 
 

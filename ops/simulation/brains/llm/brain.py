@@ -18,7 +18,7 @@ import numpy as np
 from ops.agents.memory import LongTermMemory, describe_short_term
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm import answers, prompts
-from ops.simulation.brains.llm.answers import AnswerError, check_answer, check_interview
+from ops.simulation.brains.llm.answers import AnswerError, check_answer, check_interview, check_reflection
 from ops.simulation.brains.llm.client import LLMClient, LLMTransportError, Reply
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.observation import (
@@ -59,7 +59,9 @@ class LLMBrain:
         self.interview_accounting: dict[int, dict] = {}
         self._posters: OrderedDict[tuple[str, str], list[dict]] = OrderedDict()
         self._recalled: OrderedDict[tuple, tuple] = OrderedDict()  # (user, page type, movies) -> (memory, lines)
-        self._posters_lock = threading.Lock()  # guards both memos
+        # user id -> (short-term length when it reflected, the reflection as prompts show it)
+        self._reflections: dict[int, tuple[int, str | None]] = {}
+        self._posters_lock = threading.Lock()  # guards both memos and the reflections
 
     # -- the Brain protocol ---------------------------------------------------------------
 
@@ -80,10 +82,15 @@ class LLMBrain:
             raise ValueError("LLM brain: the page offers no legal action (the session has ended)")
         started = time.perf_counter()
         seed = int(rng.integers(0, 2**31 - 1))
+        reflection = await self._reflect(session, rng)
         messages = self.page_messages(session, observation)
         answer, replies, errors, failure = await self._ask(messages, lambda text: check_answer(text, observation, self.config), seed, observation)
         latency = time.perf_counter() - started
         accounting = self._accounting(replies, errors)
+        if reflection is not None:  # the reflection's bill goes on the step it preceded
+            for k in ("prompt_tokens", "completion_tokens", "cost_usd"):
+                accounting[k] += reflection[k]
+            accounting["extra"]["reflection"] = reflection["extra"]
         if answer is None:
             return self._fallback(observation, errors, failure, latency, accounting)
         movie_id = answer.movie_id
@@ -151,6 +158,52 @@ class LLMBrain:
             h.update(inspect.getsource(module).encode("utf-8"))
         return h.hexdigest()
 
+    # -- reflection (Agent4Rec §2.1.2) ----------------------------------------------------
+
+    def reflection(self, user_id: int) -> str | None:
+        """The agent's latest reflection in this session, as the page prompts show it."""
+        with self._posters_lock:
+            held = self._reflections.get(user_id)
+        return held[1] if held else None
+
+    async def _reflect(self, session: AgentSession, rng: np.random.Generator) -> dict | None:
+        """Every `reflect_every` actions, ask the agent to sum up its recent experiences
+        (`prompts.reflection_text`); the answer becomes its preference state in the page
+        prompts that follow.  Returns the reflection's accounting, None when none was asked.
+        A new session (empty short-term memory) forgets the last session's reflection; a
+        reflection that fails is recorded (usage, the step's `extra`) and the agent goes on
+        with its previous state."""
+        c, uid = self.config, session.user_id
+        n = len(session.short_term)
+        with self._posters_lock:
+            if n == 0:
+                self._reflections.pop(uid, None)
+            due = bool(c.reflect_every) and n > 0 and n % c.reflect_every == 0 and self._reflections.get(uid, (None,))[0] != n
+        if not due:
+            return None
+        seed = int(rng.integers(0, 2**31 - 1))
+        answer, replies, errors, failure = await self._ask(self.reflection_messages(session), lambda text: check_reflection(text, c), seed, None)
+        accounting = self._accounting(replies, errors)
+        with self._posters_lock:
+            previous = self._reflections.get(uid, (None, None))[1]
+            if answer is None:
+                reason = failure or f"{FALLBACK_INVALID_ANSWER}: the reflection answer was invalid {len(errors)} times (last: {errors[-1]})"
+                accounting["extra"]["fallback_reason"] = reason
+                self._reflections[uid] = (n, previous)
+            else:
+                self._reflections[uid] = (n, prompts.reflection_state_text(answer.preferences.strip(), answer.satisfaction, answer.fatigue))
+        if answer is None:
+            with self.usage.lock:
+                self.usage.fallbacks += 1
+            log.warning("LLM brain: reflection of user %s fell back: %s", uid, accounting["extra"]["fallback_reason"])
+        return accounting
+
+    def reflection_messages(self, session: AgentSession) -> list[dict]:
+        c = self.config
+        system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
+        text = prompts.reflection_text(self._short_term(session), self._watched(session), c.satisfaction_range, c.interest_range)
+        return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+
     # -- prompts ----------------------------------------------------------------------------
 
     def page_messages(self, session: AgentSession, observation: Observation) -> list[dict]:
@@ -158,11 +211,13 @@ class LLMBrain:
         c = self.config
         system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
         movie_ids = [card.movie_id for card in observation.items] if observation.page_type == "home" else [observation.detail.card.movie_id]
+        reflected = self.reflection(session.user_id) if session.short_term else None
         context = "\n\n".join(
             [
                 prompts.fatigue_text(session),
                 prompts.memories_text(self.recall(session, movie_ids, observation.page_type)),
                 prompts.short_term_text(self._short_term(session)),
+                *([reflected] if reflected else []),
             ]
         ) + "\n"
         parts = [{"type": "text", "text": context}]
@@ -173,12 +228,7 @@ class LLMBrain:
     def interview_messages(self, session: AgentSession) -> list[dict]:
         c = self.config
         system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
-        watched = [
-            f"- {self._movie_name(e.movie_id)}: rated {e.rating}/{c.rating_range[1]}"
-            for e in session.short_term
-            if e.action == WATCH_AND_RATE and e.rating is not None
-        ]
-        text = prompts.interview_text(self._short_term(session), watched, c.satisfaction_range)
+        text = prompts.interview_text(self._short_term(session), self._watched(session), c.satisfaction_range)
         return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
     def recall(self, session: AgentSession, movie_ids: Sequence[int], page_type: str) -> list[str]:
@@ -319,6 +369,10 @@ class LLMBrain:
             fallback_reason=failure,
             **accounting,
         )
+
+    def _watched(self, session: AgentSession) -> list[str]:
+        top = self.config.rating_range[1]
+        return [f"- {self._movie_name(e.movie_id)}: rated {e.rating}/{top}" for e in session.short_term if e.action == WATCH_AND_RATE and e.rating is not None]
 
     def _short_term(self, session: AgentSession) -> str:
         entries = session.short_term[-self.config.short_term_max_steps :] if self.config.short_term_max_steps else []

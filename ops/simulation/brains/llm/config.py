@@ -81,6 +81,11 @@ class LLMBrainConfig(BaseModel):
     detail_text_memories: int = Field(5, ge=0)
     detail_poster_memories: int = Field(3, ge=0)
     short_term_max_steps: int = Field(30, ge=0)  # most recent session steps in the prompt
+    # Reflection (Agent4Rec §2.1.2): every `reflect_every` actions of a session the agent is
+    # asked to sum up its recent experiences — its taste now, its satisfaction with the
+    # recommendations, its fatigue — and the page prompts that follow carry that summary
+    # as its preference state.  0: never (no extra request).
+    reflect_every: int = Field(0, ge=0)
     # Posters sent to vision models: longest side in pixels and JPEG quality.  OpenAI
     # "low" detail reads a 512 px image for a flat 85 tokens.
     image_max_side_small: int = Field(256, ge=16)

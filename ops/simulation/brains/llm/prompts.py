@@ -71,6 +71,27 @@ INTERVIEW_ANSWER = """Reply with a JSON object with exactly these keys:
 {{"satisfaction": an integer from {lo} to {hi}, "reason": a short first-person explanation}}"""
 
 
+REFLECTION_QUESTION = """Pause and reflect, as this person, on your recent experiences on the website: what do the movies you watched, how you rated them and how you felt tell you about your taste right now; how satisfied are you with the recommendations so far; how tired are you?"""
+
+REFLECTION_ANSWER = """Reply with a JSON object with exactly these keys:
+{{"preferences": one or two first-person sentences on what you want to watch now and what you want to avoid, "satisfaction": your satisfaction with the recommendations so far, an integer from {lo} to {hi}, "fatigue": how tired you are, an integer from {flo} (fresh) to {fhi} (exhausted)}}"""
+
+
+def reflection_text(session_described: str, watched: Sequence[str], satisfaction_range: tuple[int, int], fatigue_range: tuple[int, int]) -> str:
+    """The reflection prompt (Agent4Rec §2.1.2): the session so far, then the question."""
+    seen = "\n".join(watched) if watched else "You have watched nothing yet."
+    return (
+        "This session so far:\n" + (session_described or "nothing yet.") + "\nMovies you watched and your ratings:\n" + seen
+        + "\n\n" + REFLECTION_QUESTION + "\n"
+        + REFLECTION_ANSWER.format(lo=satisfaction_range[0], hi=satisfaction_range[1], flo=fatigue_range[0], fhi=fatigue_range[1])
+    )
+
+
+def reflection_state_text(preferences: str, satisfaction: int, fatigue: int) -> str:
+    """What the page prompts after a reflection carry: the agent's own summary."""
+    return f"Your reflection on this session so far: {preferences} (satisfaction {satisfaction}, tiredness {fatigue})."
+
+
 def system_prompt(profile: object, base_costs: Mapping[str, float], phi_min: float, phi_max: float) -> str:
     costs = ", ".join(f"{a} {c:g}" for a, c in base_costs.items())
     return SYSTEM_TEMPLATE.format(

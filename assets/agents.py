@@ -17,7 +17,7 @@ from resources.storage import data_root
 GROUP = "agents"
 
 
-@asset(group_name=GROUP, code_version="3", compute_kind="numpy")
+@asset(group_name=GROUP, code_version="4", compute_kind="numpy")
 def agents(
     context: AssetExecutionContext,
     train_ratings: pl.DataFrame,

@@ -115,6 +115,11 @@ def test_profiles_recover_planted_tastes(tmp_path):
         assert set(p.plot_themes) <= set({"Sci-Fi": "space robot alien planet galaxy starship", "Romance": "love wedding kiss heart letter summer", "Horror": "night blood ghost scream cellar curse"}[fav].split())
         assert fav in p.home_page_preferences and expected_director[fav] in p.detail_page_preferences
         assert p.summary.startswith("A 25-34 ") and p.home_page_preferences in p.summary
+        # The persona follows the traits and tastes (ops.agents.persona).
+        hobby = {"Sci-Fi": "astronomy", "Romance": "poetry", "Horror": "ghost stories"}[fav]
+        assert p.hobbies[0] == hobby and hobby in p.persona and p.occupation_label in p.background
+        assert p.agreeableness == {"not picky": 3, "moderately picky": 2, "extremely picky": 1}[p.pickiness]
+        assert p.conscientiousness == {"low": 1, "medium": 2, "high": 3}[p.activity_tier]
     frame = profiles_frame(profiles)
     assert frame.height == len(profiles) and frame.get_column("user_id").is_sorted()
     assert {"activity_tier", "conformity_tier", "diversity_tier", "pickiness", "summary"} <= set(frame.columns)
@@ -124,3 +129,29 @@ def test_unknown_user_in_train_is_named():
     movies, train, users = _tiny()
     with pytest.raises(ValueError, match=r"\[3\]"):
         build_profiles(train, users.filter(pl.col("user_id") != 3), build_mm_ml_1m(movies))
+
+
+def test_the_persona_is_a_deterministic_function_of_the_traits():
+    from ops.agents.persona import trait_persona
+
+    base = dict(age_label="25-34", gender="F", occupation_label="scientist", zip_code="94110", activity_tier="high",
+                conformity_tier="low", diversity_tier="medium", pickiness="extremely picky", vote_preference="indifferent",
+                rating_spread=0.5, liked_genres=("Sci-Fi", "Mystery", "Drama"))
+    p = trait_persona(**base)
+    assert (p.openness, p.conscientiousness, p.extraversion, p.agreeableness, p.neuroticism) == (2, 3, 1, 1, 1)
+    assert p.hobbies == ("astronomy", "puzzles") and p == trait_persona(**base)
+    assert p.text().startswith("A 25-34 woman working as scientist, living in the Pacific coast of the US.")
+    assert "moderate openness, high conscientiousness, low extraversion, low agreeableness, low neuroticism" in p.text()
+    volatile = trait_persona(**{**base, "rating_spread": 1.3, "vote_preference": "offbeat", "diversity_tier": "high"})
+    assert volatile.neuroticism == 3 and volatile.openness == 3
+
+
+def test_profiles_with_their_persona_round_trip_through_the_stored_table(tmp_path):
+    from ops.agents.profile import profiles_from_table, profiles_table
+    from ops.simulation.brains.llm.prompts import profile_text
+
+    movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=6)
+    users, ratings, _ = make_users_and_ratings(movies, n_users=6, per_user=9)
+    profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta))
+    assert profiles_from_table(profiles_table(profiles)) == profiles
+    assert all(f"Persona: {p.persona}" in profile_text(p) for p in profiles.values())

@@ -49,7 +49,7 @@ class Agents:
         """Into `folder`, without pickle: profiles as Parquet, memories and the catalogue's
         vectors and facts as `.npz` + JSON, configuration and timings as JSON (`ops.codec`)."""
         folder.mkdir(parents=True, exist_ok=True)
-        save_json(folder / "agents.json", {"kind": "Agents", "format_version": 1, "config": self.config.model_dump(mode="json"), "timings_s": self.timings_s})
+        save_json(folder / "agents.json", {"kind": "Agents", "format_version": 2, "config": self.config.model_dump(mode="json"), "timings_s": self.timings_s})
         save_table(folder / "profiles.parquet", profiles_table(self.profiles))
         save_arrays(folder / "memories.npz", memories_to_arrays(self.memories))
         self.vectors.save(folder / "vectors")
@@ -58,7 +58,8 @@ class Agents:
     @classmethod
     def load(cls, folder: Path) -> "Agents":
         meta = load_json(folder / "agents.json")
-        check_format(meta, "Agents", 1, folder / "agents.json")
+        # Format 2: profiles carry the persona (ops.agents.persona).
+        check_format(meta, "Agents", 2, folder / "agents.json")
         vectors = MovieVectors.load(folder / "vectors")
         return cls(
             profiles=profiles_from_table(load_table(folder / "profiles.parquet")),

@@ -9,6 +9,8 @@ One `AgentProfile` per user, from the TRAIN split only:
   (`ProfileConfig.tier_percentiles`).  The conformity tier is named for the behaviour:
   "high" conformity = the smallest gaps;
 - pickiness (SimUSER §3.2.1): from the mean train rating, thresholds in configuration;
+- persona (SimUSER §3.1): Big Five, background, hobbies, derived deterministically from the
+  traits and preferences (`ops.agents.persona` says how);
 - preferences (A/B Agent §2.4.1, fine-grained per page): home page — genres, poster look,
   vote average; detail page — directors, actors, era, plot themes; and a one-paragraph
   summary.  The paper has an LLM summarise the history; here they are statistics of the
@@ -29,6 +31,7 @@ from pydantic import BaseModel, Field
 from ops.agents.embeddings import POSTER_LOOKS
 from ops.agents.memory import LongTermMemory
 from ops.agents.movie_facts import MovieFacts, build_movie_facts
+from ops.agents.persona import trait_persona
 from ops.schema import AGE_LABELS, GENRES, OCCUPATIONS, RATINGS, USERS, conform
 
 TIERS = ("low", "medium", "high")
@@ -71,6 +74,10 @@ class ProfileConfig(BaseModel):
     # Keywords per overview kept as candidate plot themes (TF-IDF over the catalogue).
     keywords_per_movie: int = 5
     min_train_ratings: int = Field(1, ge=1)
+    # Persona (SimUSER §3.1, `ops.agents.persona`): neuroticism moderate / high from these
+    # standard deviations of the user's own ratings (ML-1M users' spread centres near 1.0).
+    persona_spread_cuts: tuple[float, float] = (0.9, 1.2)
+    persona_hobbies: int = Field(2, ge=0)
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,16 @@ class AgentProfile:
     home_page_preferences: str
     detail_page_preferences: str
     summary: str
+    # Persona (SimUSER §3.1): Big Five 1..3 (low, moderate, high), background, hobbies and
+    # the whole in words, derived from the traits above (`ops.agents.persona`).
+    openness: int
+    conscientiousness: int
+    extraversion: int
+    agreeableness: int
+    neuroticism: int
+    background: str
+    hobbies: tuple[str, ...]
+    persona: str
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -246,6 +263,7 @@ def social_traits(train: pl.DataFrame, facts: MovieFacts, config: ProfileConfig 
             pl.len().alias("activity"),
             ((pl.col("rating") - pl.col("movie_mean")) ** 2).mean().alias("conformity"),
             pl.col("rating").mean().alias("mean_rating"),
+            pl.col("rating").std(ddof=0).fill_null(0.0).alias("rating_spread"),
         )
     )
     return (
@@ -458,6 +476,12 @@ def _profile(demo, traits, stats: HistoryStats, i: int, credits: Credits, popula
         f"{traits['conformity_tier']} conformity with the crowd's ratings and {traits['diversity_tier']} genre "
         f"diversity ({traits['diversity']} genres). {home} {detail}"
     )
+    persona = trait_persona(
+        age_label=age_label, gender=demo["gender"], occupation_label=occupation_label, zip_code=demo["zip"],
+        activity_tier=traits["activity_tier"], conformity_tier=traits["conformity_tier"], diversity_tier=traits["diversity_tier"],
+        pickiness=traits["pickiness"], vote_preference=vote_pref, rating_spread=float(traits["rating_spread"]),
+        liked_genres=liked_genres, spread_cuts=config.persona_spread_cuts, max_hobbies=config.persona_hobbies,
+    )
     return AgentProfile(
         user_id=int(demo["user_id"]),
         gender=demo["gender"],
@@ -486,6 +510,14 @@ def _profile(demo, traits, stats: HistoryStats, i: int, credits: Credits, popula
         home_page_preferences=home,
         detail_page_preferences=detail,
         summary=summary,
+        openness=persona.openness,
+        conscientiousness=persona.conscientiousness,
+        extraversion=persona.extraversion,
+        agreeableness=persona.agreeableness,
+        neuroticism=persona.neuroticism,
+        background=persona.background,
+        hobbies=persona.hobbies,
+        persona=persona.text(),
     )
 
 

@@ -121,6 +121,8 @@ def profile_text(profile: object) -> str:
         f"- {get('home_page_preferences')}",
         f"- {get('detail_page_preferences')}",
     ]
+    if get("persona"):
+        lines.append(f"- Persona: {get('persona')}")
     return "\n".join(lines)
 
 

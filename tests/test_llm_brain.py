@@ -490,3 +490,45 @@ def test_an_invalid_reflection_is_reasked_then_recorded_and_the_session_goes_on(
     assert decision.fallback_reason is None and "invalid_answer" in decision.extra["reflection"]["fallback_reason"]
     assert brain.reflection(1) is None and brain.usage.fallbacks == 1 and fake.calls == 3
     brain.close()
+
+
+# -- persona matching (SimUSER §3.1) ----------------------------------------------------------------
+
+
+def test_persona_matching_keeps_the_candidate_that_best_predicts_the_held_out_ratings_and_the_cache_replays_it(world, fake, key, tmp_path):
+    from ops.simulation.brains.llm.persona import match_persona, with_persona
+    from ops.simulation.brains.llm.prompts import profile_text
+
+    written = []
+
+    def persona_agent(body: dict) -> str:
+        text = user_text(body)
+        if "Imagine who this person is" in text:  # candidates alternate between two tastes
+            genre = ("Romance", "Sci-Fi")[len(written) % 2]
+            written.append(genre)
+            return json.dumps({"age": "25-34", "openness": 2, "conscientiousness": 2, "extraversion": 1, "agreeableness": 3, "neuroticism": 1,
+                               "occupation": "engineer", "background": "Lives alone.", "hobbies": ["chess"], "taste": f"loves {genre}, avoids the rest"})
+        genre = re.search(r"loves (\w[\w-]*)", text).group(1)
+        rows = re.findall(r"^\[(\d+)\] (.*)$", text, re.M)
+        return json.dumps({"ratings": [{"movie_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]})
+
+    fake.policy = persona_agent
+    ratings = world["ratings"].filter(pl.col("user_id") == 1)  # user 1 rates Sci-Fi 4-5, the rest 1-3
+    history = list(ratings.head(4).select("movie_id", "rating").iter_rows())
+    held_out = list(ratings.tail(4).select("movie_id", "rating").iter_rows())
+    cache = tmp_path / "responses.sqlite"
+    brain = make_brain(fake, world, cache_path=str(cache))
+    match = match_persona(brain, 1, history, held_out, n_candidates=4)
+    brain.close()
+    assert written == ["Romance", "Sci-Fi"] * 2 and fake.calls == 8  # 4 candidates, each written then rating
+    assert "loves Sci-Fi" in match.persona and match.rmse == min(s for s in match.scores if s is not None)
+    romance, scifi = match.scores[0], match.scores[1]
+    assert scifi < romance
+    prompt = user_text(fake.requests[0])
+    assert all(world["catalogue"][m].title in prompt for m, r in history if r >= 4)  # the liked history is shown
+    profile = with_persona(world["profiles"][1], match.persona)
+    assert f"Persona: {match.persona}" in profile_text(profile)
+    again = make_brain(fake, world, cache_path=str(cache))
+    replay = match_persona(again, 1, history, held_out, n_candidates=4)
+    again.close()
+    assert replay == match and fake.calls == 8  # the cache answered everything

@@ -1,0 +1,159 @@
+"""Persona matching for the LLM brain (SimUSER §3.1, "Persona Matching via Consistency Check").
+
+For one user, the model writes `n_candidates` candidate personas — age, Big Five (1–3),
+occupation, background, hobbies, taste — from a sample of the user's TRAIN history (rated
+≥ 4 liked, < 3 disliked, SimUSER's cut) and SimUSER's lists of possible ages, personalities
+and occupations; each candidate is a request with its own seed.  Each candidate then
+role-plays the user and rates the user's held-out VALIDATION movies; the candidate whose
+ratings are closest to the real ones (lowest RMSE) is kept — SimUSER's self-consistency,
+scored on held-out ratings as the issue asks rather than SimUSER's "this user vs others"
+comparison.  The kept persona replaces the profile's deterministic one
+(`ops.agents.persona`), so every prompt of the LLM brain shows it (`with_persona`).
+
+Every answer is schema-checked and re-asked like a page answer (`LLMBrain._ask`), and comes
+from the brain's response cache when it holds the request, so matching again is free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ops.simulation.brains.llm.answers import AnswerError, _parse
+
+AGES = ("Under 18", "18-24", "25-34", "35-44", "45-49", "50-55", "56+")
+OCCUPATIONS_HINT = ("student", "engineer", "teacher", "artist", "doctor", "lawyer", "manager", "writer", "retired", "homemaker", "sales", "scientist")
+LEVEL_WORDS = {1: "low", 2: "moderate", 3: "high"}
+
+PERSONA_TEMPLATE = """Here is a sample of one person's movie history.
+Movies they liked (rated 4 or 5):
+{liked}
+Movies they disliked (rated 1 or 2):
+{disliked}
+
+Imagine who this person is. Possible ages: {ages}. Personality: the Big Five facets openness, conscientiousness, extraversion, agreeableness and neuroticism, each 1 (low), 2 (moderate) or 3 (high). Possible occupations include: {occupations}.
+Reply with a JSON object with exactly these keys:
+{{"age": one of the ages, "openness": 1-3, "conscientiousness": 1-3, "extraversion": 1-3, "agreeableness": 1-3, "neuroticism": 1-3, "occupation": a short occupation, "background": one sentence about their life, "hobbies": a list of up to three hobbies, "taste": one sentence on the movies they love and avoid}}"""
+
+RATING_TEMPLATE = """You are this person: {persona}
+Rate each of these movies from 1 to 5 stars as this person would, whether or not you have seen it:
+{movies}
+Reply with a JSON object: {{"ratings": [{{"movie_id": the id in brackets, "rating": 1-5}}, ... one per movie]}}"""
+
+
+class PersonaCandidate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    age: str = Field(min_length=1)
+    openness: int = Field(ge=1, le=3)
+    conscientiousness: int = Field(ge=1, le=3)
+    extraversion: int = Field(ge=1, le=3)
+    agreeableness: int = Field(ge=1, le=3)
+    neuroticism: int = Field(ge=1, le=3)
+    occupation: str = Field(min_length=1)
+    background: str = Field(min_length=1)
+    hobbies: list[str] = Field(default_factory=list, max_length=5)
+    taste: str = Field(min_length=1)
+
+    def text(self) -> str:
+        traits = ", ".join(f"{LEVEL_WORDS[getattr(self, n)]} {n}" for n in ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism"))
+        hobbies = f" Hobbies: {', '.join(self.hobbies)}." if self.hobbies else ""
+        return f"Aged {self.age}, {self.occupation}. {self.background} Personality (Big Five): {traits}.{hobbies} Taste: {self.taste}"
+
+
+class _Rating(BaseModel):
+    movie_id: int
+    rating: int = Field(ge=1, le=5)
+
+
+class _Ratings(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    ratings: list[_Rating]
+
+
+@dataclass(frozen=True)
+class PersonaMatch:
+    """The kept persona and how every candidate did (RMSE on the held-out ratings; None
+    for a candidate the model could not write or rate)."""
+
+    user_id: int
+    persona: str
+    rmse: float
+    candidates: tuple[str, ...]
+    scores: tuple[float | None, ...]
+
+
+async def amatch_persona(
+    brain,
+    user_id: int,
+    history: Sequence[tuple[int, int]],
+    validation: Sequence[tuple[int, int]],
+    n_candidates: int = 5,
+    seed: int = 0,
+    history_sample: int = 50,
+) -> PersonaMatch | None:
+    """SimUSER persona matching for one user (module docstring).  `brain` is an
+    `LLMBrain` (its transport, cache, checks and movie names); `history` and `validation`
+    are (movie id, rating) pairs of the train and validation windows.  None when no
+    candidate could be scored."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, user_id, 3141]))
+    history = list(history)
+    if len(history) > history_sample:
+        history = [history[i] for i in sorted(rng.choice(len(history), history_sample, replace=False))]
+    liked = [m for m, r in history if r >= 4]
+    disliked = [m for m, r in history if r < 3]
+    prompt = PERSONA_TEMPLATE.format(
+        liked=_names(brain, liked), disliked=_names(brain, disliked), ages=", ".join(AGES), occupations=", ".join(OCCUPATIONS_HINT)
+    )
+    movies = "\n".join(f"[{m}] {brain._movie_name(m)}" for m, _ in validation)
+    truth = {int(m): int(r) for m, r in validation}
+    candidates: list[str] = []
+    scores: list[float | None] = []
+    best: tuple[float, str] | None = None
+    for k in range(n_candidates):
+        written, *_ = await brain._ask([{"role": "user", "content": prompt}], lambda t: _parse(t, PersonaCandidate), int(rng.integers(0, 2**31 - 1)), None)
+        if written is None:
+            candidates.append("")
+            scores.append(None)
+            continue
+        text = written.text()
+        rated, *_ = await brain._ask(
+            [{"role": "user", "content": RATING_TEMPLATE.format(persona=text, movies=movies)}],
+            lambda t: _check_ratings(t, truth), int(rng.integers(0, 2**31 - 1)), None,
+        )
+        score = None if rated is None else float(np.sqrt(np.mean([(rated[m] - r) ** 2 for m, r in truth.items()])))
+        candidates.append(text)
+        scores.append(score)
+        if score is not None and (best is None or score < best[0]):
+            best = (score, text)
+    if best is None:
+        return None
+    return PersonaMatch(user_id, best[1], best[0], tuple(candidates), tuple(scores))
+
+
+def match_persona(brain, user_id: int, history, validation, n_candidates: int = 5, seed: int = 0) -> PersonaMatch | None:
+    """`amatch_persona` from synchronous code."""
+    return brain.transport.run_sync(amatch_persona, brain, user_id, history, validation, n_candidates, seed)
+
+
+def with_persona(profile, persona: str):
+    """The profile with the matched persona in place of the deterministic one."""
+    return dataclasses.replace(profile, persona=persona)
+
+
+def _names(brain, movie_ids: Sequence[int]) -> str:
+    return "\n".join(f"- {brain._movie_name(m)}" for m in movie_ids) if movie_ids else "- none"
+
+
+def _check_ratings(text: str, truth: dict[int, int]) -> dict[int, int]:
+    answer = _parse(text, _Ratings)
+    got = {r.movie_id: r.rating for r in answer.ratings}
+    missing = sorted(set(truth) - set(got))
+    if missing:
+        raise AnswerError(f"ratings are missing for movie ids {missing}; rate every movie listed")
+    return {m: got[m] for m in truth}

@@ -192,7 +192,7 @@ def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_
     values = {"train_ratings": world["train"], "valid_ratings": world["valid"], "users": world["users"], "mm_ml_1m": world["catalogue"],
               "agents": world["agents"], "embedded_brain": world["brain"]}
     stubs = [asset(name=name, io_manager_key="mem")(_constant(value)) for name, value in values.items()]
-    agent_round, _ = build_round_assets(3)
+    agent_round, filter_bubble = build_round_assets(3)
     instance = DagsterInstance.ephemeral()
     resources = {"io_manager": SimabIOManager(), "mem": mem_io_manager, "mlflow_tracking": MlflowTracking(), "llm": LLMResource()}
     run_config = {"ops": {"agent_round": {"config": {"pages": 2}}}}
@@ -214,3 +214,14 @@ def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_
     assert one.filter(pl.col("round") == 0).equals(zero) and one.filter(pl.col("round") == 1).height > 0
     events = pl.read_parquet(home / "assets" / "round_events" / f"{round_key('pop', 1)}.parquet")
     assert (events.get_column("round") == 1).all() and events.get_column("arm").unique().to_list() == ["pop"]
+
+    # The filter-bubble experiment as one asset: figures per round with intervals, in MLflow.
+    config = {"ops": {"filter_bubble": {"config": {"arm": "pop", "rounds": 2, "pages": 2, "n_bootstrap": 50}}}}
+    assert materialize([*stubs, filter_bubble], instance=instance, resources=resources, run_config=config).success
+    metrics = pl.read_parquet(home / "assets" / "filter_bubble.parquet")
+    assert metrics.height == 2 * 6 and (metrics.get_column("ci_low") <= metrics.get_column("mean") + 1e-12).all()
+    tracking = MlflowTracking()
+    (run,) = tracking.client().search_runs([tracking.experiment_id()], "tags.dagster_asset = 'filter_bubble'")
+    history = tracking.client().get_metric_history(run.info.run_id, "recommended_top1_genre_share")
+    assert sorted(m.step for m in history) == [0, 1]
+    assert "plots" in [a.path for a in tracking.client().list_artifacts(run.info.run_id)]

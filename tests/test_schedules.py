@@ -62,3 +62,21 @@ def test_the_sensor_reads_out_only_once_every_arm_is_simulated_again(two_arms):
         _simulated(instance, "random")
         second = _evaluate(instance)
         assert isinstance(second, RunRequest) and second.run_key != first.run_key
+
+
+def test_a_continuing_nightly_schedule_runs_each_arms_next_round_from_the_last_rounds_memories():
+    settings = settings_from_env({"SIMAB_ARMS": "random,pop", "SIMAB_NIGHTLY": "continue", "SIMAB_ROUNDS": "3", "SIMAB_AGENTS": "30"})
+    (nightly,), _ = build_schedules_and_sensors(settings, build_jobs(settings))
+    assert nightly.job_name == "simab_rounds"
+    night = datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc)
+    from dagster import instance_for_test
+
+    with instance_for_test() as instance:  # the schedule context needs an instance it can refer to
+        for key in ("pop|0", "pop|1", "random|0", "random|1", "random|2"):
+            instance.report_runless_asset_event(AssetMaterialization(asset_key="memory_after_round", partition=key))
+        requests = list(nightly(build_schedule_context(instance=instance, scheduled_execution_time=night)))
+    # pop goes on with round 2; random has lived all 3 rounds ($SIMAB_ROUNDS) and is left alone.
+    assert [str(r.partition_key) for r in requests] == ["pop|2"]
+    assert requests[0].run_config["ops"]["agent_round"]["config"]["n_agents"] == 30
+    with pytest.raises(ValueError, match="SIMAB_NIGHTLY"):
+        settings_from_env({"SIMAB_NIGHTLY": "sometimes"})

@@ -134,7 +134,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         overrides = {"max_epochs": config.max_epochs} if config.max_epochs else {}
         brains = _brains(config.brain, embedded_brain, mm_ml_1m, llm)
         result = simulate_round(arm_config(arm, **overrides), r, train_ratings, valid_ratings, users, mm_ml_1m, agents, brains,
-                                written, added, rounds_config, chosen, pool)
+                                written, added, rounds_config, chosen, pool, concurrency=llm.concurrency if config.brain == "llm" else 1)
         events = result.events.with_columns(round=pl.lit(r, dtype=pl.Int64))
         per_agent = per_agent_metrics(result.events)
         summary = {

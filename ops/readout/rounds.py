@@ -105,6 +105,7 @@ def simulate_round(
     user_ids: Sequence[int] | None = None,
     pool: np.ndarray | None = None,
     on_epoch=None,
+    concurrency: int = 1,
 ) -> RoundResult:
     """Round `round_index` of the arm `arm_config` (an `ops.arms.recommenders.ArmConfig`):
     train, rank the pool, simulate, write memories (module docstring).
@@ -112,7 +113,8 @@ def simulate_round(
     `agents` is `ops.agents.build.Agents` (train-window memories), `brain_model` anything
     with `.brain()` (the fitted embedded brain, or a factory of LLM brains);
     `written_before` / `added_before` the state after the previous round (empty tables for
-    round 0); `pool` the movie ids this round may recommend (None: the whole catalogue).
+    round 0); `pool` the movie ids this round may recommend (None: the whole catalogue);
+    `concurrency` agents in flight (`simulate_arm`; the LLM brain's coroutines).
     """
     from ops.arms.recommenders import top_k, train_arm
     from ops.simulation.catalogue import Catalogue
@@ -139,7 +141,7 @@ def simulate_round(
     brain = brain_model.brain()
     try:
         events = simulate_arm(arm_config.name, lists, sessions, Catalogue.from_frame(catalogue_frame), brain, sim_config,
-                              seed=round_seed(config.seed, round_index), run_id=f"round-{round_index}", users=chosen)
+                              seed=round_seed(config.seed, round_index), run_id=f"round-{round_index}", users=chosen, concurrency=concurrency)
     finally:
         close = getattr(brain, "close", None)
         if close is not None:

@@ -226,3 +226,38 @@ def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_
     history = tracking.client().get_metric_history(run.info.run_id, "recommended_top1_genre_share")
     assert sorted(m.step for m in history) == [0, 1]
     assert "plots" in [a.path for a in tracking.client().list_artifacts(run.info.run_id)]
+
+
+def test_rounds_with_the_llm_brain_recall_the_last_rounds_feelings_and_replay_from_the_cache(world, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from fakes.openai_server import FakeOpenAI, scripted_agent, user_text
+    from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+    from ops.simulation.catalogue import Catalogue
+
+    catalogue = Catalogue.from_frame(world["catalogue"])
+    fake = FakeOpenAI(scripted_agent)
+    pop, users = arm_config("pop"), [1, 2, 3]
+    with fake.serve() as url:
+        config = LLMBrainConfig(base_url=url, model="m", api_key_required=False, vision=False, cache_path=str(tmp_path / "cache.sqlite"))
+        brains = SimpleNamespace(brain=lambda: LLMBrain(config, catalogue))
+
+        def round_(r, written, added):
+            return simulate_round(pop, r, world["train"], world["valid"], world["users"], world["catalogue"], world["agents"], brains,
+                                  written, added, SMALL, users)
+
+        first = round_(0, empty_written_memories(), pl.DataFrame(schema=RATINGS))
+        watched = first.written.row(0, named=True)
+        assert watched["feeling"] == "it fits my taste"  # the scripted model's own reason for the watch
+        second = round_(1, first.written, first.added)
+        calls = fake.calls
+        # The round-1 agent sees its round-0 watch, with its feeling, when a page shows it again.
+        memory = grow_memories(world["agents"].memories, first.written)[watched["user_id"]]
+        session = AgentSession(watched["user_id"], world["agents"].profiles[watched["user_id"]], memory, 0.0, 30.0)
+        brain = brains.brain()
+        lines = brain.recall(session, [watched["movie_id"]], "detail")
+        brain.close()
+        assert lines[0].startswith(f"- {catalogue[watched['movie_id']].title}") and f'you felt: "{watched["feeling"]}"' in lines[0]
+        again = round_(1, first.written, first.added)  # a re-run: every answer from the cache
+    assert fake.calls == calls
+    assert again.events.drop("latency_s").equals(second.events.drop("latency_s"))

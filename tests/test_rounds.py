@@ -234,7 +234,7 @@ def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_
 def test_rounds_with_the_llm_brain_recall_the_last_rounds_feelings_and_replay_from_the_cache(world, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from fakes.openai_server import FakeOpenAI, scripted_agent, user_text
+    from fakes.openai_server import FakeOpenAI, scripted_agent
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
     from ops.simulation.catalogue import Catalogue
 

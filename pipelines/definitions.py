@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from dagster import Definitions, definitions, load_assets_from_modules, multiprocess_executor
+from dagster import AssetKey, Definitions, definitions, load_assets_from_modules, multiprocess_executor
 
 from assets import agents, alignment, augmentation, ingestion, mm_ml_1m, recommenders, report, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
@@ -28,8 +28,12 @@ def build_definitions(settings: RunSettings | None = None, environ: Mapping[str,
     settings = settings or settings_from_env(environ)
     jobs = build_jobs(settings)
     schedules, sensors = build_schedules_and_sensors(settings, jobs)
+    assets = load_assets_from_modules(ASSET_MODULES)
+    if settings.shards > 1:
+        # The simulation in user shards: `simulation_events` becomes their combination.
+        assets = [a for a in assets if AssetKey("simulation_events") not in a.keys] + simulation.sharded_simulation_assets(settings.shards)
     return Definitions(
-        assets=load_assets_from_modules(ASSET_MODULES),
+        assets=assets,
         asset_checks=[*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS],
         jobs=list(jobs.values()),
         schedules=schedules,

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from dagster import AssetKey, Definitions, definitions, load_assets_from_modules, multiprocess_executor
+from dagster import AssetKey, Definitions, definitions, load_assets_from_modules
 
 from assets import agents, alignment, augmentation, ingestion, mm_ml_1m, recommenders, report, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.jobs import build_jobs, build_schedules_and_sensors
-from pipelines.resources import resources_for_deployment
+from pipelines.resources import executor_for_deployment, resources_for_deployment
 from pipelines.run_config import RunSettings, settings_from_env
 
 ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report]
@@ -39,8 +39,7 @@ def build_definitions(settings: RunSettings | None = None, environ: Mapping[str,
         schedules=schedules,
         sensors=sensors,
         resources=resources_for_deployment(environ=environ),
-        # Two cores here: two steps at a time (the CTR arms train in parallel partitions).
-        executor=multiprocess_executor.configured({"max_concurrent": 2}),
+        executor=executor_for_deployment(environ),
     )
 
 

@@ -12,6 +12,13 @@ again keeps the finished agents and simulates only the others (with the LLM brai
 calls already answered come from the response cache).  A checkpoint is superseded — deleted —
 when the partition runs with other inputs, and kept once complete, so a re-run with the same
 inputs simulates nothing.  `checkpoint: false` turns it off.
+
+User shards ($SIMAB_SHARDS = N > 1, `sharded_simulation_assets`): `simulation_shard`, one
+partition per arm × shard, simulates the arm's sampled agents whose user id hashes to the
+shard, checkpointed under `<arm>/shard-<k>-of-<N>/`; `simulation_events` then combines the
+arm's shards, in the unsharded row order, so the read-out and everything after it see one
+frame per arm, equal to one unsharded run's for the same seed.  With the LLM brain and a
+cost limit, every shard checks the whole arm's bill against it (the limit is per arm).
 """
 
 import os
@@ -107,11 +114,8 @@ def simulation_events(
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
-    from ops.simulation.runner import agents_of_arm
-
     arm = context.partition_key
-    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
-    chosen = agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
+    chosen = _agents_of(arm, config, top20_lists, agents)
     checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
     return _simulate(context, arm, chosen, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, mlflow_tracking, checkpoint_dir)
 
@@ -123,7 +127,7 @@ def sharded_simulation_assets(shards: int) -> list:
     events one unsharded run gives for the same seed, rows in the same order."""
     from dagster import AssetDep, AssetIn, MultiToSingleDimensionPartitionMapping
 
-    from assets.partitions import ARM_DIMENSION, arm_shard_partitions
+    from assets.partitions import ARM_DIMENSION, SHARD_DIMENSION, arm_shard_partitions
 
     per_arm = MultiToSingleDimensionPartitionMapping(partition_dimension_name=ARM_DIMENSION)
 
@@ -144,12 +148,11 @@ def sharded_simulation_assets(shards: int) -> list:
         """One user shard of an arm: the arm's sampled agents whose user id hashes to this
         shard (`ops.simulation.runner.user_shard`), each with the generator it has unsharded;
         a re-runnable partition with a checkpoint folder of its own."""
-        from ops.simulation.runner import agents_of_arm, agents_of_shard
+        from ops.simulation.runner import agents_of_shard
 
         keys = context.partition_key.keys_by_dimension
-        arm, shard = keys[ARM_DIMENSION], int(keys["shard"])
-        candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
-        chosen = agents_of_shard(agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed), shard, shards)
+        arm, shard = keys[ARM_DIMENSION], int(keys[SHARD_DIMENSION])
+        chosen = agents_of_shard(_agents_of(arm, config, top20_lists, agents), shard, shards)
         checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm / f"shard-{shard}-of-{shards}" if config.checkpoint else None
         return _simulate(context, arm, chosen, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, mlflow_tracking, checkpoint_dir,
                          shard=(shard, shards))
@@ -163,7 +166,7 @@ def sharded_simulation_assets(shards: int) -> list:
         from ops.simulation.runner import combine_shards
 
         arm = context.partition_key
-        by_shard = {int(str(key).split("|")[1]): frame for key, frame in simulation_shard.items()}
+        by_shard = {int(key.split("|")[1]): frame for key, frame in simulation_shard.items()}  # keys `arm|shard`
         missing = [k for k in range(shards) if k not in by_shard]
         if missing:
             raise Failure(
@@ -260,10 +263,9 @@ def _cost_estimate(arm: str, config: AgentSampleConfig, top20_lists, agents, emb
     agents the simulation would choose, the LLM brain's prompts, the embedded brain's decisions."""
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
-    from ops.simulation.runner import SimulationConfig, agents_of_arm
+    from ops.simulation.runner import SimulationConfig
 
-    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
-    chosen = agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
+    chosen = _agents_of(arm, config, top20_lists, agents)
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig()
     overrides = {} if config.vision else {"vision": False}
@@ -274,6 +276,14 @@ def _cost_estimate(arm: str, config: AgentSampleConfig, top20_lists, agents, emb
         return estimate_llm_cost(arm, top20_lists, agents.sessions(chosen), catalogue, llm_brain, behaviour, sim_config, chosen, estimate_config)
     finally:
         llm_brain.close()
+
+
+def _agents_of(arm: str, config: AgentSampleConfig, top20_lists: pl.DataFrame, agents) -> list[int]:
+    """The agents the arm simulates: sampled from the users with a list and a profile."""
+    from ops.simulation.runner import agents_of_arm
+
+    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
+    return agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
 
 
 def _embedded(embedded_brain, vision: bool):

@@ -1,5 +1,5 @@
 """A tiny lifecycle, unsharded, for the sharding tests to set their sharded runs beside:
-the synthetic MovieLens (100 users), arms random and pop (no training), the embedded brain."""
+the synthetic MovieLens (60 users), arms random and pop (no training), the embedded brain."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 
 ARMS = ("random", "pop")
-PREPARE = {"ops": {"movielens": {"config": {"synthetic_users": 100, "synthetic_movies": 120, "seed": 3}}}}
-SIMULATION = {"n_agents": 24, "sessions_per_agent": 2, "seed": 11}
+PREPARE = {"ops": {"movielens": {"config": {"synthetic_users": 60, "synthetic_movies": 80, "seed": 3}}}}
+SIMULATION = {"n_agents": 20, "sessions_per_agent": 2, "seed": 11}
 # What differs between two runs of the same seed: the Dagster run, the measured latency.
 RUN_COLUMNS = ["run_id", "latency_s"]
 

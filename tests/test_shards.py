@@ -227,6 +227,14 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
         from pipelines.instance import write_instance_config
 
         write_instance_config(settings["DAGSTER_HOME"])
+        from dagster import AssetKey, DagsterInstance
+
+        # The SQLite storages are created here, once: two processes creating them at the same
+        # moment race on their schema stamps (a deployment uses Postgres, migrated once).
+        with DagsterInstance.from_config(settings["DAGSTER_HOME"]) as instance:
+            instance.get_runs(limit=1)
+            instance.get_latest_materialization_event(AssetKey("simulation_shard"))
+            instance.all_instigator_state()
         cli_env = {key: value for key, value in worker_env.items() if key != "PYTHONPATH"}
 
         def materialise(asset: str, partition: str, config: dict) -> subprocess.Popen:
@@ -244,7 +252,6 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
         combine = materialise("simulation_events", "pop", {})
         output = combine.communicate(timeout=240)[0].decode(errors="replace")
         assert combine.returncode == 0, output[-3000:]
-        from dagster import DagsterInstance
 
         with DagsterInstance.from_config(settings["DAGSTER_HOME"]) as instance:
             runs = instance.get_runs()

@@ -123,7 +123,8 @@ def test_sharded_readout_equals_the_unsharded_one(unsharded, monkeypatch):
 
     home, instance, events = unsharded
     monkeypatch.setenv("SIMAB_HOME", str(home))
-    before = _readout(home)
+    readout = {"ops": {"ab_readout": {"config": {"n_bootstrap": 200}}}}
+    before = run(build_definitions(environ=environ(home)), instance, "simab_readout", readout, assets=["ab_readout"]).output_for_node("ab_readout")
     sharded = build_definitions(environ=environ(home, SIMAB_SHARDS="3"))
     shard_config = {"ops": {"simulation_shard": {"config": SIMULATION}}}
     run(sharded, instance, "simab_simulate", shard_config, "pop|0")
@@ -139,19 +140,9 @@ def test_sharded_readout_equals_the_unsharded_one(unsharded, monkeypatch):
         assert all(s.height for s in shards) and sum(s.get_column("user_id").n_unique() for s in shards) == SIMULATION["n_agents"]
         assert stored_events(home, arm).equals(events[arm]), arm
         assert (home / "checkpoints" / "simulation_events" / arm / "shard-2-of-3").is_dir()
-    after = _readout(home)
+    after = run(sharded, instance, "simab_readout", readout, assets=["ab_readout"]).output_for_node("ab_readout")
     assert after.arms.equals(before.arms) and after.comparisons.equals(before.comparisons)
     assert after.per_agent.equals(before.per_agent) and after.arms.height > 0
-
-
-def _readout(home):
-    """What the `ab_readout` asset computes from the stored `simulation_events` of every arm
-    (computed here directly: its fidelity check needs a CTR arm, and random and pop train none)."""
-    from ops.readout.ab_readout import ReadoutConfig, ab_readout
-    from tests.shard_runs import ARMS
-
-    events = pl.concat([pl.read_parquet(home / "assets" / "simulation_events" / f"{arm}.parquet") for arm in sorted(ARMS)])
-    return ab_readout(events, control="pop", config=ReadoutConfig(n_bootstrap=200, seed=0))
 
 
 # -- the Celery executor (issue 15 item 2) ------------------------------------------------

@@ -1,13 +1,23 @@
-"""The partitions of the asset graph: one per recommender arm.
+"""The partitions of the asset graph: one per recommender arm, and arm × user shard for the
+simulation when it is sharded.
 
 Arms are A/B Agent's (Table 2: random, pop, fm, afn, deepfm; Table 5: the DeepCTR family)
 plus the data-scale and feature-set variants of DeepFM (Tables 3 and 4).  Which of them a
 full run uses is run configuration (`pipelines.run_config`, `$SIMAB_ARMS`).
+
+User shards ($SIMAB_SHARDS, 1 by default): with N > 1 the agents of an arm are dealt to N
+shards (`ops.simulation.runner.user_shard`) and `simulation_shard` is partitioned by
+`arm_shard_partitions(N)`, a `MultiPartitionsDefinition` arm × shard whose keys read
+`fm|0` … `fm|N-1`.  A two-dimensional definition rather than hand-made `fm|0` keys: the
+Dagster UI shows the arm × shard grid, a backfill selects "every shard of fm" or "shard 3
+of every arm" by dimension, and `MultiToSingleDimensionPartitionMapping` gives the per-arm
+assets downstream all the shards of their arm without a line of key parsing.  The per-arm
+assets keep their arm keys, so with one shard nothing changes.
 """
 
 from __future__ import annotations
 
-from dagster import StaticPartitionsDefinition
+from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
 
 from ops.arms.recommenders import ALL_ARMS, TABLE2_ARMS, VARIANT_ARMS
 
@@ -17,3 +27,17 @@ ARMS: tuple[str, ...] = (*ALL_ARMS, *VARIANT_ARMS)
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in TABLE2_ARMS if a != "afn")
 
 arm_partitions = StaticPartitionsDefinition(list(ARMS))
+
+ARM_DIMENSION, SHARD_DIMENSION = "arm", "shard"
+
+
+def arm_shard_partitions(shards: int) -> MultiPartitionsDefinition:
+    """Arm × user shard, keys `<arm>|<shard>` (Dagster orders dimensions by name: arm first)."""
+    if shards < 1:
+        raise ValueError(f"user shards must be >= 1, got {shards}")
+    return MultiPartitionsDefinition({ARM_DIMENSION: arm_partitions, SHARD_DIMENSION: StaticPartitionsDefinition([str(k) for k in range(shards)])})
+
+
+def arm_shard_key(arm: str, shard: int) -> str:
+    """The partition key of one shard of an arm, as `arm_shard_partitions` spells it."""
+    return f"{arm}|{shard}"

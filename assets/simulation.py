@@ -12,6 +12,13 @@ again keeps the finished agents and simulates only the others (with the LLM brai
 calls already answered come from the response cache).  A checkpoint is superseded — deleted —
 when the partition runs with other inputs, and kept once complete, so a re-run with the same
 inputs simulates nothing.  `checkpoint: false` turns it off.
+
+User shards ($SIMAB_SHARDS = N > 1, `sharded_simulation_assets`): `simulation_shard`, one
+partition per arm × shard, simulates the arm's sampled agents whose user id hashes to the
+shard, checkpointed under `<arm>/shard-<k>-of-<N>/`; `simulation_events` then combines the
+arm's shards, in the unsharded row order, so the read-out and everything after it see one
+frame per arm, equal to one unsharded run's for the same seed.  With the LLM brain and a
+cost limit, every shard checks the whole arm's bill against it (the limit is per arm).
 """
 
 import os
@@ -107,13 +114,79 @@ def simulation_events(
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
-    from ops.links import viewer_url
-    from ops.readout.ab_readout import fallback_counts
+    arm = context.partition_key
+    chosen = _agents_of(arm, config, top20_lists, agents)
+    checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
+    return _simulate(context, arm, chosen, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, mlflow_tracking, checkpoint_dir)
+
+
+def sharded_simulation_assets(shards: int) -> list:
+    """The simulation as arm × user shard partitions (`$SIMAB_SHARDS` > 1): `simulation_shard`
+    simulates one shard's agents, and `simulation_events` (still one partition per arm, so
+    everything downstream reads what it always read) combines the arm's shards into the
+    events one unsharded run gives for the same seed, rows in the same order."""
+    from dagster import AssetDep, AssetIn, MultiToSingleDimensionPartitionMapping
+
+    from assets.partitions import ARM_DIMENSION, SHARD_DIMENSION, arm_shard_partitions
+
+    per_arm = MultiToSingleDimensionPartitionMapping(partition_dimension_name=ARM_DIMENSION)
+
+    @asset(
+        name="simulation_shard", group_name=GROUP, partitions_def=arm_shard_partitions(shards), code_version="1", compute_kind="python",
+        ins={"top20_lists": AssetIn(partition_mapping=per_arm)}, deps=[AssetDep("llm_cost_estimate", partition_mapping=per_arm)],
+    )
+    def simulation_shard(
+        context: AssetExecutionContext,
+        config: SimulationAssetConfig,
+        top20_lists: pl.DataFrame,
+        agents,
+        embedded_brain,
+        mm_ml_1m: pl.DataFrame,
+        llm: LLMResource,
+        mlflow_tracking: MlflowTracking,
+    ) -> MaterializeResult:
+        """One user shard of an arm: the arm's sampled agents whose user id hashes to this
+        shard (`ops.simulation.runner.user_shard`), each with the generator it has unsharded;
+        a re-runnable partition with a checkpoint folder of its own."""
+        from ops.simulation.runner import agents_of_shard
+
+        keys = context.partition_key.keys_by_dimension
+        arm, shard = keys[ARM_DIMENSION], int(keys[SHARD_DIMENSION])
+        chosen = agents_of_shard(_agents_of(arm, config, top20_lists, agents), shard, shards)
+        checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm / f"shard-{shard}-of-{shards}" if config.checkpoint else None
+        return _simulate(context, arm, chosen, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, mlflow_tracking, checkpoint_dir,
+                         shard=(shard, shards))
+
+    @asset(
+        name="simulation_events", group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="polars",
+        ins={"simulation_shard": AssetIn(partition_mapping=per_arm)},
+    )
+    def combined_simulation_events(context: AssetExecutionContext, simulation_shard: dict, mlflow_tracking: MlflowTracking) -> MaterializeResult:
+        """The arm's events from all its user shards, as one unsharded run writes them."""
+        from ops.simulation.runner import combine_shards
+
+        arm = context.partition_key
+        by_shard = {int(key.split("|")[1]): frame for key, frame in simulation_shard.items()}  # keys `arm|shard`
+        missing = [k for k in range(shards) if k not in by_shard]
+        if missing:
+            raise Failure(
+                description=f"simulation_events[{arm}]: shard(s) {missing} of {shards} not simulated yet; materialise "
+                f"simulation_shard {', '.join(f'{arm}|{k}' for k in missing)} (job simab_simulate) first",
+                allow_retries=False,
+            )
+        events = combine_shards(by_shard, shards)
+        return _events_result(context, arm, events, {"shards": shards}, mlflow_tracking)
+
+    return [simulation_shard, combined_simulation_events]
+
+
+def _simulate(context, arm: str, chosen: list[int], config: SimulationAssetConfig, top20_lists, agents, embedded_brain, mm_ml_1m,
+              llm: LLMResource, mlflow_tracking: MlflowTracking, checkpoint_dir, shard: tuple[int, int] | None = None) -> MaterializeResult:
+    """Simulate `chosen` on `arm` (every session), log the run to MLflow, and the asset's result."""
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.cost import CostLimitExceeded, check_cost_limit
-    from ops.simulation.runner import SimulationConfig, agents_of_arm, simulate_arm
+    from ops.simulation.runner import SimulationConfig, simulate_arm
 
-    arm = context.partition_key
     if config.brain == "llm" and llm.max_cost_usd:
         # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
         estimate = _cost_estimate(arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm)
@@ -122,8 +195,6 @@ def simulation_events(
             check_cost_limit(estimate, llm.max_cost_usd)
         except CostLimitExceeded as exc:
             raise Failure(description=str(exc), allow_retries=False) from None
-    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
-    chosen = agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share)
     if config.brain == "llm":
@@ -134,7 +205,6 @@ def simulation_events(
     else:
         brain = _embedded(embedded_brain, config.vision)
         concurrency, brain_params = 1, {}
-    checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
     try:
         events = pl.concat([
             simulate_arm(
@@ -148,17 +218,31 @@ def simulation_events(
         close = getattr(brain, "close", None)
         if close is not None:
             close()
+    extra = {} if shard is None else {"shard": shard[0], "shards": shard[1]}
+    params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen), **extra}
+    return _events_result(context, arm, events, extra, mlflow_tracking, params=params, brain_params=brain_params,
+                          usage=getattr(brain, "usage", None), sessions_per_agent=config.sessions_per_agent, agents=len(chosen))
+
+
+def _events_result(context, arm: str, events: pl.DataFrame, extra: dict, mlflow_tracking: MlflowTracking, params: dict | None = None,
+                   brain_params: dict | None = None, usage=None, sessions_per_agent: int | None = None, agents: int | None = None) -> MaterializeResult:
+    """MLflow (params, metrics, the events as dataset and artefact) and the asset's metadata."""
+    from ops.links import viewer_url
+    from ops.readout.ab_readout import fallback_counts
+
+    brain_params = brain_params or {}
+    agents = events.get_column("user_id").n_unique() if agents is None else agents
+    sessions_per_agent = events.get_column("session").n_unique() if sessions_per_agent is None else sessions_per_agent
     fallbacks = fallback_counts(events)
-    params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)}
+    name = f"{arm}_shard{extra['shard']}" if "shard" in extra else arm
     viewer = viewer_url("/agents", arm=arm)
-    with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm, "viewer_url": viewer}):
-        mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen), "sessions_per_agent": config.sessions_per_agent, **fallbacks})
-        usage = getattr(brain, "usage", None)
+    with mlflow_tracking.asset_run(context, params=params if params is not None else {"agents": agents, **extra}, tags={"arm": arm, "viewer_url": viewer}):
+        mlflow_tracking.log_metrics({"events": events.height, "agents": agents, "sessions_per_agent": sessions_per_agent, **fallbacks})
         if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
-        digest = mlflow_tracking.log_frame(events, f"simulation_events_{arm}", role="output")
+        digest = mlflow_tracking.log_frame(events, f"simulation_events_{name}", role="output")
         with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, f"events_{arm}.parquet")
+            path = os.path.join(tmp, f"events_{name}.parquet")
             events.write_parquet(path)
             mlflow_tracking.log_artifact(path, artifact_path="events")
     actions = events.group_by("action").len().sort("action")
@@ -166,7 +250,7 @@ def simulation_events(
         value=events,
         data_version=DataVersion(digest),
         metadata={
-            "arm": arm, "agents": len(chosen), "events": events.height, **fallbacks,
+            "arm": arm, **extra, "agents": agents, "events": events.height, **fallbacks,
             **({"llm endpoint": brain_params["llm_endpoint"]} if brain_params else {}),
             "actions": MetadataValue.md(actions.to_pandas().to_markdown(index=False)),
             "trajectory viewer": MetadataValue.url(viewer),
@@ -179,10 +263,9 @@ def _cost_estimate(arm: str, config: AgentSampleConfig, top20_lists, agents, emb
     agents the simulation would choose, the LLM brain's prompts, the embedded brain's decisions."""
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
-    from ops.simulation.runner import SimulationConfig, agents_of_arm
+    from ops.simulation.runner import SimulationConfig
 
-    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
-    chosen = agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
+    chosen = _agents_of(arm, config, top20_lists, agents)
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig()
     overrides = {} if config.vision else {"vision": False}
@@ -194,6 +277,14 @@ def _cost_estimate(arm: str, config: AgentSampleConfig, top20_lists, agents, emb
         return estimate.over_sessions(config.sessions_per_agent)
     finally:
         llm_brain.close()
+
+
+def _agents_of(arm: str, config: AgentSampleConfig, top20_lists: pl.DataFrame, agents) -> list[int]:
+    """The agents the arm simulates: sampled from the users with a list and a profile."""
+    from ops.simulation.runner import agents_of_arm
+
+    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
+    return agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
 
 
 def _embedded(embedded_brain, vision: bool):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from dagster import Definitions, definitions, load_assets_from_modules, multiprocess_executor
+from dagster import AssetKey, Definitions, definitions, load_assets_from_modules
 
 from assets import agents, alignment, augmentation, ingestion, mm_ml_1m, recommenders, report, rounds, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.jobs import build_jobs, build_schedules_and_sensors
-from pipelines.resources import resources_for_deployment
+from pipelines.resources import executor_for_deployment, resources_for_deployment
 from pipelines.run_config import RunSettings, settings_from_env
 
 ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report]
@@ -28,15 +28,18 @@ def build_definitions(settings: RunSettings | None = None, environ: Mapping[str,
     settings = settings or settings_from_env(environ)
     jobs = build_jobs(settings)
     schedules, sensors = build_schedules_and_sensors(settings, jobs)
+    assets = load_assets_from_modules(ASSET_MODULES)
+    if settings.shards > 1:
+        # The simulation in user shards: `simulation_events` becomes their combination.
+        assets = [a for a in assets if AssetKey("simulation_events") not in a.keys] + simulation.sharded_simulation_assets(settings.shards)
     return Definitions(
-        assets=[*load_assets_from_modules(ASSET_MODULES), *rounds.build_round_assets(settings.rounds)],
+        assets=[*assets, *rounds.build_round_assets(settings.rounds)],
         asset_checks=[*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS],
         jobs=list(jobs.values()),
         schedules=schedules,
         sensors=sensors,
         resources=resources_for_deployment(environ=environ),
-        # Two cores here: two steps at a time (the CTR arms train in parallel partitions).
-        executor=multiprocess_executor.configured({"max_concurrent": 2}),
+        executor=executor_for_deployment(environ),
     )
 
 

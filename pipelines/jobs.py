@@ -6,6 +6,14 @@ simulation, augmentation) and `simab_readout` (A/B read-out, fidelity, the align
 protocols, report); `simab_alignment` re-runs the alignment protocols alone.  In the Dagster UI,
 "Materialize all" launches the same thing as one backfill.  Each job's default run config
 comes from the environment (`pipelines.run_config`), read once when the definitions are built.
+
+With user shards ($SIMAB_SHARDS = N > 1) a job still has one partitions definition, so an
+arm is three jobs: `simab_arm` (train, top-20 lists, offline metrics), `simab_simulate` once
+per shard (`simulation_shard`, partition `<arm>|<shard>`: the shards of all arms can run at
+once, on as many workers as the executor has) and `simab_combine` (the shards combined into
+`simulation_events`, then the refit).  The nightly schedule re-simulates every arm × shard;
+the `combine_after_shards` sensor combines an arm once all its shards are newer than its
+events, and the read-out sensor follows as before.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from dagster import (
     sensor,
 )
 
+from assets.partitions import arm_shard_key
 from pipelines.run_config import RunSettings, run_config_for, uses_llm
 
 JOB_SELECTIONS = {
@@ -51,12 +60,27 @@ JOB_SELECTIONS = {
 }
 
 
+SHARDED_JOB_SELECTIONS = {
+    **JOB_SELECTIONS,
+    "simab_arm": (AssetSelection.groups("recommenders"), "one arm: train, top-20 lists, offline metrics (then simab_simulate per shard, simab_combine)"),
+    "simab_simulate": (AssetSelection.assets("simulation_shard"), "one user shard of one arm: its agents' sessions (partition <arm>|<shard>)"),
+    "simab_combine": (
+        AssetSelection.assets("simulation_events") | AssetSelection.groups("augmentation"),
+        "one arm: its shards' events combined, models refit on the simulated data",
+    ),
+    "simab_resimulate": (AssetSelection.assets("simulation_shard"), "re-simulate one shard of one arm against its current model and agents"),
+}
+# The jobs that estimate the LLM bill first: those that hold the arm-partitioned estimate.
+LLM_BILL_JOBS = {False: ("simab_arm", "simab_resimulate"), True: ("simab_arm",)}
+
+
 def build_jobs(settings: RunSettings) -> dict:
     """The lifecycle's jobs, each with the environment's run config as its default.  With
     the LLM brain, the jobs that simulate estimate the bill first (`llm_cost_estimate`)."""
+    sharded = settings.shards > 1
     jobs = {}
-    for name, (selection, description) in JOB_SELECTIONS.items():
-        if uses_llm(settings) and name in ("simab_arm", "simab_resimulate"):
+    for name, (selection, description) in (SHARDED_JOB_SELECTIONS if sharded else JOB_SELECTIONS).items():
+        if uses_llm(settings) and name in LLM_BILL_JOBS[sharded]:
             selection = selection | AssetSelection.assets("llm_cost_estimate")
         jobs[name] = define_asset_job(name, selection=selection, description=description, config=run_config_for(name, settings) or None)
     return jobs
@@ -64,21 +88,24 @@ def build_jobs(settings: RunSettings) -> dict:
 
 def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list, list]:
     arms = list(settings.arms)
+    shards = settings.shards
     resimulate_config = run_config_for("simab_resimulate", settings)
     readout_config = run_config_for("simab_readout", settings)
+    # One partition per arm, or per arm × shard when sharded.
+    partitions = [arm_shard_key(arm, k) for arm in arms for k in range(shards)] if shards > 1 else arms
 
     rounds_config = run_config_for("simab_rounds", settings)
     continuing = settings.nightly == "continue"
 
     @schedule(job=jobs["simab_rounds" if continuing else "simab_resimulate"], cron_schedule="0 2 * * *", default_status=DefaultScheduleStatus.RUNNING)
     def nightly_resimulation(context: ScheduleEvaluationContext):
-        """Every night, every configured arm ($SIMAB_ARMS) is simulated again: afresh from
+        """Every night, every configured arm ($SIMAB_ARMS), each of its user shards, is simulated again: afresh from
         the train-window memories, or ($SIMAB_NIGHTLY=continue) as its next round, from the
         memories the last round left (a longitudinal A/B test)."""
         night = context.scheduled_execution_time.strftime("%Y-%m-%d")
         if not continuing:
-            for arm in arms:
-                yield RunRequest(run_key=f"{night}-{arm}", partition_key=arm, tags={"simab/night": night}, run_config=resimulate_config)
+            for key in partitions:
+                yield RunRequest(run_key=f"{night}-{key}", partition_key=key, tags={"simab/night": night}, run_config=resimulate_config)
             return
         done = context.instance.get_materialized_partitions(AssetKey("memory_after_round"))
         for arm in arms:
@@ -105,7 +132,31 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
         # as a duplicate and the second round of simulations never read out.
         return RunRequest(run_key=f"readout-{max(newest) * 1000:.0f}", run_config=readout_config)
 
-    return [nightly_resimulation], [readout_after_simulation]
+    if shards == 1:
+        return [nightly_resimulation], [readout_after_simulation]
+    # The combining asset has no config; the job's default config (the refit's) is not its.
+    combine_config: dict = {"ops": {}}
+
+    @sensor(job=jobs["simab_combine"], minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING)
+    def combine_after_shards(context: SensorEvaluationContext):
+        """Combine an arm's shards into its events once every shard is newer than them."""
+        instance = context.instance
+        requests, waiting = [], []
+        for arm in arms:
+            combined = _latest_partition_materialization(instance, arm)
+            since = combined.timestamp if combined else 0.0
+            newest = []
+            for k in range(shards):
+                event = _latest_partition_materialization(instance, arm_shard_key(arm, k), "simulation_shard")
+                newest.append(event.timestamp if event is not None and event.timestamp > since else None)
+            if all(t is not None for t in newest):
+                requests.append(RunRequest(run_key=f"combine-{arm}-{max(newest) * 1000:.0f}", partition_key=arm, run_config=combine_config,
+                                           asset_selection=[AssetKey("simulation_events")]))
+            else:
+                waiting.append(f"{arm}: shard(s) {[k for k, t in enumerate(newest) if t is None]}")
+        return requests or SkipReason(f"no arm has all {shards} shards simulated since its events were combined ({'; '.join(waiting)})")
+
+    return [nightly_resimulation], [readout_after_simulation, combine_after_shards]
 
 
 def next_round_of(arm: str, materialised: set[str]) -> int:
@@ -114,8 +165,8 @@ def next_round_of(arm: str, materialised: set[str]) -> int:
     return max(rounds) + 1 if rounds else 0
 
 
-def _latest_partition_materialization(instance, partition: str):
+def _latest_partition_materialization(instance, partition: str, asset: str = "simulation_events"):
     result = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey("simulation_events"), asset_partitions=[partition]), limit=1
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition]), limit=1
     )
     return result.records[0] if result.records else None

@@ -2,7 +2,8 @@
 
 It executes the same jobs the Dagster UI launches, against the persistent Dagster instance
 ($DAGSTER_HOME, whose `dagster.yaml` it writes: `pipelines.instance`), so `make ui` shows
-the runs afterwards: `simab_prepare`, `simab_arm` once per arm ($SIMAB_ARMS),
+the runs afterwards: `simab_prepare`, `simab_arm` once per arm ($SIMAB_ARMS) — with user
+shards ($SIMAB_SHARDS > 1) followed by `simab_simulate` per shard and `simab_combine` —,
 `simab_readout`, each with the run config the environment asks for
 (`pipelines.run_config`).
 
@@ -107,12 +108,12 @@ def run_lifecycle(arms_arg: str | None, resume: bool, terminal, log=None) -> int
         for run_id in mark_dead_runs_failed(instance, home):
             say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
 
-    plan = [Step("simab_prepare"), *(Step("simab_arm", arm) for arm in settings.arms), Step("simab_readout")]
+    plan = lifecycle_plan(settings)
     digest = _plan_digest(plan, {s.job: run_config_for(s.job, settings) for s in plan})
     lifecycle, done, left = resume_point(instance, defs, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})
     started = time.time()
     runs = []
-    stage_names = {"simab_prepare": "prepare", "simab_arm": "arm", "simab_readout": "read-out"}
+    stage_names = {"simab_prepare": "prepare", "simab_arm": "arm", "simab_simulate": "shard", "simab_combine": "combine", "simab_readout": "read-out"}
 
     def execute(step: Step, runner: str):
         label = step.label
@@ -184,6 +185,23 @@ def run_lifecycle(arms_arg: str | None, resume: bool, terminal, log=None) -> int
     print("  MLflow UI:     make mlflow-ui   → http://127.0.0.1:5000", file=out)
     print(f"  Dagster UI:    make ui          → http://127.0.0.1:3000 (DAGSTER_HOME={home or 'ephemeral'})", file=out)
     return 0
+
+
+def lifecycle_plan(settings) -> list[Step]:
+    """The steps in order: prepare, each arm, the read-out.  With user shards an arm is
+    trained, simulated shard by shard (`simab_simulate[<arm>|<shard>]`), then combined; the
+    runner executes in its own process, so here the shards run one after another (an
+    executor with workers runs them at once when launched as separate runs: README,
+    "Beyond one machine")."""
+    from assets.partitions import arm_shard_key
+
+    arms = []
+    for arm in settings.arms:
+        if settings.shards > 1:
+            arms += [Step("simab_arm", arm), *(Step("simab_simulate", arm_shard_key(arm, k)) for k in range(settings.shards)), Step("simab_combine", arm)]
+        else:
+            arms.append(Step("simab_arm", arm))
+    return [Step("simab_prepare"), *arms, Step("simab_readout")]
 
 
 def resume_point(instance, defs, plan: list[Step], digest: str, say=print) -> tuple[str, dict, dict]:

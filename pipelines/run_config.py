@@ -18,6 +18,7 @@ schedule, the read-out sensor and `python -m pipelines.lifecycle`).
 | `SIMAB_FIDELITY_TAU_FLOOR` | `fidelity_trust` check: tau_floor |
 | `SIMAB_ROUNDS` | how many round partitions `agent_round` has (arm × round "0" … "R−1"; 4 by default) |
 | `SIMAB_NIGHTLY` | `fresh` (default): the nightly schedule re-simulates `simulation_events`; `continue`: it runs each arm's next round of `agent_round`, from the last round's memories |
+| `SIMAB_SHARDS` | user shards of the simulation (1: one partition per arm; N > 1: `simulation_shard` arm × shard, `simulation_events` combines them; the `simulation_events` settings go to `simulation_shard`) |
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ JOB_OPS: dict[str, tuple[str, ...]] = {
     "simab_rounds": ("agent_round",),
     "simab_filter_bubble": ("filter_bubble",),
 }
+# With user shards (SIMAB_SHARDS > 1) an arm is three jobs, because a job has one partitions
+# definition: train (arm), simulate (arm × shard), combine and refit (arm).  `simulation_shard`
+# takes the settings of `simulation_events`; the combining `simulation_events` has none.
+SHARDED_JOB_OPS: dict[str, tuple[str, ...]] = {
+    **JOB_OPS,
+    "simab_arm": ("recommender_arm", "top20_lists", "offline_metrics", "llm_cost_estimate"),
+    "simab_simulate": ("simulation_shard",),
+    "simab_combine": ("augmentation_metrics",),
+    "simab_resimulate": ("simulation_shard",),
+}
+OP_SETTINGS = {"simulation_shard": "simulation_events"}  # op -> whose settings it takes
 # In a job only when the simulation uses the LLM brain: the bill before the run.
 LLM_ONLY_OPS = ("llm_cost_estimate",)
 
@@ -54,6 +66,7 @@ class RunSettings(BaseModel):
     # The nightly re-simulation: "fresh" re-simulates every arm from the train-window
     # memories; "continue" runs every arm's next round from the last round's memories.
     nightly: Literal["fresh", "continue"] = "fresh"
+    shards: int = Field(default=1, ge=1)  # user shards of the simulation ($SIMAB_SHARDS)
     ops: dict[str, dict[str, Any]] = Field(default_factory=dict)  # op name -> config fields
 
 
@@ -98,9 +111,16 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
     arms = list(DEFAULT_ARMS)
     if env.get("SIMAB_ARMS"):
         arms = [a.strip() for a in env["SIMAB_ARMS"].split(",") if a.strip()]
+    shards = env.get("SIMAB_SHARDS", "").strip() or "1"
+    try:
+        n_shards = int(shards)
+    except ValueError:
+        raise ValueError(f"$SIMAB_SHARDS={shards!r}: not a whole number of user shards (1: unsharded)") from None
+    if n_shards < 1:
+        raise ValueError(f"$SIMAB_SHARDS={shards!r}: at least 1 user shard (1: unsharded)")
     try:
         rounds = int(env.get("SIMAB_ROUNDS") or 4)
-        settings = RunSettings(ops=ops, rounds=rounds, nightly=env.get("SIMAB_NIGHTLY") or "fresh")
+        settings = RunSettings(ops=ops, rounds=rounds, nightly=env.get("SIMAB_NIGHTLY") or "fresh", shards=n_shards)
     except ValueError as exc:
         raise ValueError(f"$SIMAB_ROUNDS / $SIMAB_NIGHTLY: {exc}") from None
     return with_arms(settings, arms)
@@ -114,7 +134,7 @@ def with_arms(settings: RunSettings, arms: list[str]) -> RunSettings:
     ops = {op: dict(fields) for op, fields in settings.ops.items()}
     for op in ("simulation_events", "llm_cost_estimate"):
         ops.setdefault(op, {})["arms"] = list(arms)
-    return RunSettings(arms=list(arms), ops=ops, rounds=settings.rounds, nightly=settings.nightly)
+    return RunSettings(arms=list(arms), ops=ops, rounds=settings.rounds, nightly=settings.nightly, shards=settings.shards)
 
 
 def uses_llm(settings: RunSettings) -> bool:
@@ -124,11 +144,11 @@ def uses_llm(settings: RunSettings) -> bool:
 
 def job_ops(job_name: str, settings: RunSettings) -> tuple[str, ...]:
     """The ops a job runs under these settings."""
-    ops = JOB_OPS.get(job_name, ())
+    ops = (SHARDED_JOB_OPS if settings.shards > 1 else JOB_OPS).get(job_name, ())
     return ops if uses_llm(settings) else tuple(op for op in ops if op not in LLM_ONLY_OPS)
 
 
 def run_config_for(job_name: str, settings: RunSettings) -> dict:
     """The run config of one job: the settings of the ops it runs, nothing else."""
-    ops = {op: {"config": dict(settings.ops[op])} for op in job_ops(job_name, settings) if settings.ops.get(op)}
+    ops = {op: {"config": dict(settings.ops[OP_SETTINGS.get(op, op)])} for op in job_ops(job_name, settings) if settings.ops.get(OP_SETTINGS.get(op, op))}
     return {"ops": ops} if ops else {}

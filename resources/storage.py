@@ -1,7 +1,8 @@
 """Where simab keeps what it makes, and the IO manager that writes asset values there.
 
 Everything lives under one data folder: `$SIMAB_HOME` when set, else `data/` in the
-project.  Under `<root>/assets/`, one name per asset (`<asset>` or `<asset>/<partition>`):
+project.  Under `<root>/assets/`, one name per asset (`<asset>`, `<asset>/<partition>`, or
+`<asset>/<arm>/<shard>` for an arm × shard partition `arm|shard`):
 
 - a Polars frame is `<name>.parquet`;
 - a value of one of the types in `VALUE_TYPES` (the agents, the fitted embedded brain, a
@@ -83,7 +84,7 @@ class SimabIOManager(ConfigurableIOManager):
             keys = context.asset_partition_keys
             if len(keys) != 1:
                 raise ValueError(f"{context.asset_key.to_user_string()}: one partition at a time, got {keys}")
-            stem = stem / keys[0]
+            stem = stem.joinpath(*_partition_parts(keys[0]))
         return stem
 
     def handle_output(self, context: OutputContext, obj: Any) -> None:
@@ -133,7 +134,7 @@ class SimabIOManager(ConfigurableIOManager):
         if context.has_asset_partitions and len(context.asset_partition_keys) > 1:
             # An unpartitioned asset reading every arm gets a dict of the arms materialised
             # so far; arms never run are simply absent (the read-out says which it used).
-            stems = {key: self._base().joinpath(*context.asset_key.path) / key for key in context.asset_partition_keys}
+            stems = {key: self._base().joinpath(*context.asset_key.path, *_partition_parts(key)) for key in context.asset_partition_keys}
             return {key: _load(stem, context.asset_key.to_user_string()) for key, stem in stems.items() if _exists(stem)}
         return _load(self._stem(context), context.asset_key.to_user_string())
 
@@ -164,6 +165,12 @@ def _load(stem: Path, asset: str) -> Any:
             raise StoredValueError(f"asset {asset}: {pointer} names folder {folder}, which is missing; materialise {asset} again")
         return _codec(type_name, 1)(folder)
     raise FileNotFoundError(f"no stored value at {parquet} or {pointer}: materialise the upstream asset first")
+
+
+def _partition_parts(key: str) -> list[str]:
+    # A multi-dimensional key (`fm|0`: arm × user shard) is a folder per dimension, so one
+    # arm's shards sit together (`simulation_shard/fm/0.parquet`).
+    return str(key).split("|")
 
 
 def _files(stem: Path) -> tuple[Path, Path]:

@@ -293,6 +293,43 @@ def agents_of_arm(
     return chosen
 
 
+def user_shard(user_id: int, shards: int) -> int:
+    """The user shard of an agent: a stable hash of its user id (CRC-32 of the decimal id),
+    not of the seed or the arm, so an agent stays in one shard — one checkpoint folder, one
+    worker's response cache — across arms, seeds and re-runs.  Agents are independent
+    (their generators depend only on seed, user, arm, session), so which shard simulates an
+    agent changes nothing in its events."""
+    if shards < 1:
+        raise ValueError(f"user shards must be >= 1, got {shards}")
+    return zlib.crc32(str(int(user_id)).encode("ascii")) % shards
+
+
+def agents_of_shard(agents: Iterable[int], shard: int, shards: int) -> list[int]:
+    """The agents of `agents` (an arm's, from `agents_of_arm`) that shard `shard` of `shards` simulates."""
+    if not 0 <= shard < shards:
+        raise ValueError(f"user shard must be in 0..{shards - 1}, got {shard}")
+    return [int(u) for u in agents if user_shard(u, shards) == shard]
+
+
+def combine_shards(by_shard: Mapping[int, pl.DataFrame], shards: int) -> pl.DataFrame:
+    """One arm's events from its user shards, in the order one unsharded run writes them
+    (session, then user id, then step).  Refuses shards that do not fit together: an agent
+    simulated by the wrong shard or by two (shards made with another shard count)."""
+    seen: dict[int, int] = {}
+    for shard, frame in sorted(by_shard.items()):
+        conform(frame, EVENTS, f"simulation shard {shard}")
+        for user_id in frame.get_column("user_id").unique().to_list():
+            if user_shard(user_id, shards) != shard:
+                raise ValueError(f"simulation shard {shard} of {shards} holds user {user_id}, who belongs to shard {user_shard(user_id, shards)}: re-simulate it")
+            if user_id in seen:
+                raise ValueError(f"user {user_id} is in simulation shards {seen[user_id]} and {shard}")
+            seen[user_id] = shard
+    frames = [by_shard[k] for k in sorted(by_shard)]
+    if not frames:
+        return pl.DataFrame(schema=EVENTS)
+    return pl.concat(frames).sort(["session", "user_id", "step"], maintain_order=True)
+
+
 def sample_agents(user_ids: Iterable[int], n_agents: int, seed: int) -> list[int]:
     """The agents of a run: the same sample in every arm for a given seed."""
     ids = sorted(int(u) for u in user_ids)

@@ -7,7 +7,7 @@ agents at once."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +73,7 @@ class BrainContext:
             arrays[f"credits.{matrix_name}.shape"] = np.asarray(matrix.shape, dtype=np.int64)
         save_arrays(folder / "context.npz", arrays)
         save_json(folder / "context.json", {
-            "kind": "BrainContext", "format_version": 1,
+            "kind": "BrainContext", "format_version": _CONTEXT_FORMAT,
             "profile_config": self.profile_config.model_dump(mode="json"),
             "global_mean_rating": self.global_mean_rating,
             "demographic_groups": self.demographic_groups,
@@ -87,7 +87,7 @@ class BrainContext:
         from ops.codec import check_format, load_arrays, load_json
 
         meta = load_json(folder / "context.json")
-        check_format(meta, "BrainContext", 1, folder / "context.json")
+        check_format(meta, "BrainContext", _CONTEXT_FORMAT, folder / "context.json")
         arrays = load_arrays(folder / "context.npz")
         matrices = {
             name: sparse.csr_matrix(
@@ -391,6 +391,8 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
 
 # What `BrainContext.save` writes to its `.npz`: its own arrays, the population shares and
 # the credits' sparse matrices (named by the tuple of names each indexes).
-_CONTEXT_ARRAYS = ("vote_z", "popularity_z", "decade", "demographic_lift")
+# Every array field of BrainContext, read from the class so that a field added later is saved too.
+_CONTEXT_ARRAYS = tuple(f.name for f in fields(BrainContext) if f.type == "np.ndarray")
+_CONTEXT_FORMAT = 2  # 2: crowd_rating
 _POPULATION_ARRAYS = ("genre_share", "decade_share", "look_share")
 _CREDIT_MATRICES = {"directors": "director_matrix", "actors": "actor_matrix", "keywords": "keyword_matrix"}

@@ -7,7 +7,7 @@ full run uses is run configuration (`pipelines.run_config`, `$SIMAB_ARMS`).
 
 from __future__ import annotations
 
-from dagster import StaticPartitionsDefinition
+from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
 
 from ops.arms.recommenders import ALL_ARMS, TABLE2_ARMS, VARIANT_ARMS
 
@@ -17,3 +17,15 @@ ARMS: tuple[str, ...] = (*ALL_ARMS, *VARIANT_ARMS)
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in TABLE2_ARMS if a != "afn")
 
 arm_partitions = StaticPartitionsDefinition(list(ARMS))
+
+# The experiments' own simulations (issue 13): arm x condition, so the vision and no-vision
+# runs of A/B Agent Table 5 and the embedded and LLM runs of the brain comparison coexist
+# beside the lifecycle's `simulation_events` (one partition per arm, never overwritten here).
+CONDITIONS: tuple[str, ...] = ("embedded", "embedded-no-vision", "llm", "llm-no-vision")
+condition_partitions = StaticPartitionsDefinition(list(CONDITIONS))
+experiment_partitions = MultiPartitionsDefinition({"arm": arm_partitions, "condition": condition_partitions})
+
+
+def condition_name(brain: str, vision: bool) -> str:
+    """The condition partition of a brain with or without vision."""
+    return brain + ("" if vision else "-no-vision")

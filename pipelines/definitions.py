@@ -13,13 +13,13 @@ from collections.abc import Mapping
 
 from dagster import Definitions, definitions, load_assets_from_modules, multiprocess_executor
 
-from assets import agents, alignment, augmentation, ingestion, mm_ml_1m, recommenders, report, simulation, split
+from assets import agents, alignment, augmentation, experiments, ingestion, mm_ml_1m, recommenders, report, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.jobs import build_jobs, build_schedules_and_sensors
 from pipelines.resources import resources_for_deployment
 from pipelines.run_config import RunSettings, settings_from_env
 
-ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report]
+ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report, experiments]
 
 
 def build_definitions(settings: RunSettings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:

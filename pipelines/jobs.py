@@ -25,7 +25,7 @@ from dagster import (
     sensor,
 )
 
-from pipelines.run_config import RunSettings, run_config_for, uses_llm
+from pipelines.run_config import EXPERIMENT_ASSETS, RunSettings, run_config_for, uses_llm
 
 JOB_SELECTIONS = {
     "simab_prepare": (
@@ -42,7 +42,20 @@ JOB_SELECTIONS = {
     ),
     "simab_alignment": (AssetSelection.groups("alignment"), "the alignment protocols alone: how far to trust the agents (e.g. for the LLM brain)"),
     "simab_resimulate": (AssetSelection.assets("simulation_events"), "re-simulate one arm against its current model and agents"),
+    # The papers' experiments (`python -m pipelines.experiments <name>` runs each with what it needs).
+    "experiment_arm": (
+        AssetSelection.groups("recommenders") | AssetSelection.assets("simulation_events"),
+        "one arm for the experiments' tables: train, top-20 lists, offline metrics, simulation (no augmentation refits)",
+    ),
+    "experiment_simulation": (
+        AssetSelection.assets("experiment_simulation_events"),
+        "an arm simulated under one condition (brain, with or without vision), beside the lifecycle's simulation",
+    ),
+    **{f"experiment_{name}": (AssetSelection.assets(asset), f"prints {asset} beside the paper (assets/experiments.py)")
+       for name, asset in EXPERIMENT_ASSETS.items()},
 }
+# The jobs that simulate with `simulation_events`: with the LLM brain they estimate the bill first.
+SIMULATING_JOBS = ("simab_arm", "simab_resimulate", "experiment_arm")
 
 
 def build_jobs(settings: RunSettings) -> dict:
@@ -50,7 +63,7 @@ def build_jobs(settings: RunSettings) -> dict:
     the LLM brain, the jobs that simulate estimate the bill first (`llm_cost_estimate`)."""
     jobs = {}
     for name, (selection, description) in JOB_SELECTIONS.items():
-        if uses_llm(settings) and name in ("simab_arm", "simab_resimulate"):
+        if uses_llm(settings) and name in SIMULATING_JOBS:
             selection = selection | AssetSelection.assets("llm_cost_estimate")
         jobs[name] = define_asset_job(name, selection=selection, description=description, config=run_config_for(name, settings) or None)
     return jobs

@@ -51,8 +51,11 @@ JOB_SELECTIONS = {
         AssetSelection.assets("experiment_simulation_events"),
         "an arm simulated under one condition (brain, with or without vision), beside the lifecycle's simulation",
     ),
-    **{f"experiment_{name}": (AssetSelection.assets(asset), f"prints {asset} beside the paper (assets/experiments.py)")
-       for name, asset in EXPERIMENT_ASSETS.items()},
+    **{f"experiment_{name}": (
+        AssetSelection.assets(asset),
+        f"writes {asset} beside the paper from the stored arms and simulations it reads (materialise them first with experiment_arm / "
+        f"experiment_simulation, or run `python -m pipelines.experiments {name}`, which does)",
+    ) for name, asset in EXPERIMENT_ASSETS.items()},
 }
 # The jobs that simulate with `simulation_events`: with the LLM brain they estimate the bill first.
 SIMULATING_JOBS = ("simab_arm", "simab_resimulate", "experiment_arm")

@@ -72,6 +72,7 @@ DIFFERENCES = {
         "Trailer screenshot stand-in (no trailers here): a 16:9 band across the middle of the poster, scaled to the poster's size — "
         "a frame of the film's imagery without the poster's title block.",
         "Blue filter (the paper: hue 30, lightness 30, saturation 30): the poster blended 45 % with a saturated blue and lightened.",
+        "A version is what the whole site shows: a sampled movie an agent rated (never on its own list) carries that version's poster in its memory too.",
     ),
     "brains": (
         "Both brains see the same agents, the same top-20 lists and the same fatigue budgets; their random draws differ only in what each brain decides.",

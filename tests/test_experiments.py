@@ -118,3 +118,13 @@ def test_each_experiment_command_runs_what_its_table_needs():
     assert run_config_for("experiment_simulation", settings) == {"ops": {"experiment_simulation_events": {"config": {"n_agents": 30}}}}
     with pytest.raises(SystemExit, match="OP.FIELD=VALUE"):
         with_overrides(settings, ["seeds=2"])
+
+
+def test_a_table_whose_arms_or_simulations_are_missing_says_which_and_what_to_run():
+    from ops.readout.experiments.arm_tables import arm_experiment, brain_comparison
+
+    frame = pl.DataFrame({"arm": ["pop"]})
+    with pytest.raises(ValueError, match=r"simulation_events lacks \['fm'\].*offline_metrics lacks \['fm'\].*experiment_arm"):
+        arm_experiment(["pop", "fm"], {"pop": frame}, {"pop": frame}, {"pop": frame, "fm": frame}, frame)
+    with pytest.raises(ValueError, match=r"\('fm', 'llm'\).*experiment_simulation"):
+        brain_comparison({("fm", "embedded"): frame}, ["fm"], ["embedded", "llm"])

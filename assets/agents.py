@@ -84,14 +84,20 @@ def embedded_brain(
     from ops.simulation.brains.embedded import EmbeddedBrainConfig, fit_embedded_brain
 
     model = fit_embedded_brain(agents, train_ratings, valid_ratings, users, EmbeddedBrainConfig(fit_seed=config.seed))
+    skipped = ""
     if config.calibrate_list_response:
-        from ops.readout.alignment.calibration import CalibrationConfig, calibrate_list_response
+        from ops.readout.alignment.calibration import CalibrationConfig, TooFewAgents, calibrate_list_response
         from ops.simulation.catalogue import Catalogue
 
         started = time.perf_counter()
         calibration = CalibrationConfig(n_agents=config.calibration_agents, seed=config.seed)
-        model = calibrate_list_response(model, agents.sessions(), train_ratings, valid_ratings, Catalogue.from_frame(mm_ml_1m), calibration)
-        model.timings_s["calibration"] = time.perf_counter() - started
+        try:
+            model = calibrate_list_response(model, agents.sessions(), train_ratings, valid_ratings, Catalogue.from_frame(mm_ml_1m), calibration)
+            model.timings_s["calibration"] = time.perf_counter() - started
+        except TooFewAgents as exc:
+            # A tiny data set: the brain stays as fitted, and says so, rather than stopping the lifecycle.
+            skipped = f"{exc}; the click decision is left uncalibrated"
+            context.log.warning(skipped)
     params = model.params
     holdout = {"click_auc_holdout": params.click_auc_holdout, "like_auc_holdout": params.like_auc_holdout, "rating_rmse_holdout": params.rating_rmse_holdout}
     response = params.list_response
@@ -108,4 +114,6 @@ def embedded_brain(
             mlflow_tracking.log_table(pl.DataFrame(response.grid), "list_response_calibration")
             mlflow_tracking.log_figure(calibration_figure(response.grid, response.real_elasticity, response.click_scale), "plots/list_response_calibration.png")
     metadata = {**{k: round(v, 4) for k, v in {**holdout, **calibrated}.items() if v is not None}, "fitted users": params.n_users}
+    if skipped:
+        metadata["list-response calibration"] = skipped
     return Output(model, metadata=metadata)

@@ -41,7 +41,10 @@ def taste_alignment(
     from ops.readout.alignment.plots import taste_figure
     from ops.readout.alignment.taste import TASTE_RATIOS, taste_discrimination
 
-    brain, catalogue, users = _setup(config, "taste discrimination", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
+    try:
+        brain, catalogue, users = _setup(config, "taste discrimination", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
+    except NotMeasurable as exc:
+        return _not_measured(context, exc)
     known = pl.concat([f.select("user_id", "movie_id") for f in (train_ratings, valid_ratings, test_ratings)])
     lists = mixed_lists(test_ratings, known, mm_ml_1m.get_column("movie_id").to_numpy(), TASTE_RATIOS, 20, config.seed, users, stream="taste")
     result = taste_discrimination(brain, agents.sessions(users), lists, catalogue, config.seed, n_bootstrap=config.n_bootstrap, progress=True)
@@ -64,7 +67,10 @@ def rating_alignment(
     from ops.readout.alignment.plots import rating_figure
     from ops.readout.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment as score, rating_pairs
 
-    brain, catalogue, users = _setup(config, "rating prediction", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
+    try:
+        brain, catalogue, users = _setup(config, "rating prediction", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
+    except NotMeasurable as exc:
+        return _not_measured(context, exc)
     pairs = rating_pairs(test_ratings, users, config.max_pairs_per_agent, config.seed)
     rated = brain_ratings(brain, agents.sessions(users), pairs, catalogue, config.seed, progress=True)
     result = score(rated, train_ratings, offline_rating_predictors(recommender_arm, valid_ratings, seed=config.seed), config.n_bootstrap, seed=config.seed)
@@ -95,8 +101,11 @@ def list_quality_alignment(
     liked = test_ratings.filter(pl.col("rating") >= embedded_brain.config.like_threshold)
     # Full lists of 20 at every ratio: 10 liked held-out items at 1:1 (ops.readout.alignment.lists).
     need = max(20 // (m + 1) for m in QUALITY_RATIOS)
-    brain, catalogue, users = _setup(config, "list quality", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm,
-                                     held=liked, min_items=need)
+    try:
+        brain, catalogue, users = _setup(config, "list quality", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm,
+                                         held=liked, min_items=need)
+    except NotMeasurable as exc:
+        return _not_measured(context, exc)
     known = pl.concat([f.select("user_id", "movie_id") for f in (train_ratings, valid_ratings, test_ratings)])
     lists = mixed_lists(liked, known, mm_ml_1m.get_column("movie_id").to_numpy(), QUALITY_RATIOS, 20, config.seed, users, stream="quality", full_lists_only=True)
     concurrency = llm.concurrency if config.brain == "llm" else 1
@@ -160,7 +169,7 @@ def fidelity_trust(config: FidelityCheckConfig, ab_readout, offline_metrics: dic
     from ops.readout.alignment.trust import fidelity_warning
     from ops.readout.fidelity import fidelity, offline_per_user, pairwise_agreement
 
-    offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)]) if offline_metrics else pl.DataFrame({"arm": []})
+    offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
     fid = fidelity(ab_readout.arms, offline) if offline_metrics else pl.DataFrame()
     pairs = pairwise_agreement(ab_readout.per_agent, offline_per_user(top20_lists, test_ratings), paired=ab_readout.design == "paired", seed=ab_readout.config.seed)
     warning = fidelity_warning(fid, pairs, config.tau_floor)
@@ -184,6 +193,17 @@ ALIGNMENT_CHECKS = [fidelity_trust]
 # -- helpers ---------------------------------------------------------------------------------
 
 
+class NotMeasurable(ValueError):
+    """The data hold no agent a protocol can be measured on (a small data set)."""
+
+
+def _not_measured(context: AssetExecutionContext, exc: NotMeasurable) -> Output:
+    """{"not_measured": why} stored for the protocol, so the read-out and the report go on;
+    the report says "Not run" for it and the asset's metadata and the log say why."""
+    context.log.warning(f"{exc}: not measured")
+    return Output({"not_measured": str(exc)}, metadata={"not measured": str(exc)})
+
+
 def _setup(config: AlignmentConfig, protocol: str, agents, embedded_brain, train, valid, test, mm_ml_1m, llm: LLMResource,
            held: pl.DataFrame | None = None, min_items: int = 1):
     """(brain, catalogue, the sampled agents) after the leakage guard: agents with at least
@@ -198,7 +218,7 @@ def _setup(config: AlignmentConfig, protocol: str, agents, embedded_brain, train
     candidates = sorted(set(counts.get_column("user_id").to_list()) & set(agents.profiles))
     users = sample_agents(candidates, config.n_agents, config.seed)
     if not users:
-        raise ValueError(f"{protocol}: no agent has ratings in the held-out (test) window")
+        raise NotMeasurable(f"{protocol}: no agent has {min_items} or more ratings in the held-out (test) window")
     catalogue = Catalogue.from_frame(mm_ml_1m)
     if config.brain == "llm":
         brain = llm.brain(catalogue, **({} if config.vision else {"vision": False}))

@@ -161,15 +161,20 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
     from ops.readout.alignment.plots import calibration_figure, list_quality_figure, rating_figure, social_figure, taste_figure
     from ops.readout.alignment.trust import trust_section
 
+    # A protocol the data could not measure ({"not_measured": why}) has no figure and reads "Not run".
+    taste, rating, list_quality = (None if isinstance(r, dict) else r for r in (taste, rating, list_quality))
     plots = folder / "plots"
-    figures = {
-        "taste": save_figure(taste_figure(taste.summary), plots / "alignment_taste.png"),
-        "rating": save_figure(rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png"),
-        "list_quality": save_figure(list_quality_figure(list_quality.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]), plots / "alignment_list_quality.png"),
-    }
-    if social.height:
+    figures = {}
+    if taste is not None:
+        figures["taste"] = save_figure(taste_figure(taste.summary), plots / "alignment_taste.png")
+    if rating is not None:
+        figures["rating"] = save_figure(rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png")
+    if list_quality is not None:
+        figures["list_quality"] = save_figure(list_quality_figure(list_quality.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]), plots / "alignment_list_quality.png")
+    if social is not None and social.height:
         figures["social"] = save_figure(social_figure(social), plots / "alignment_social.png")
     calibration = getattr(list_quality, "calibration", None)
     if calibration is not None:
         figures["calibration"] = save_figure(calibration_figure(calibration.grid, calibration.real_elasticity, calibration.click_scale), plots / "list_response_calibration.png")
-    return trust_section(taste, rating, social, list_quality, brain=taste.brain, plots=figures, folder=folder, calibration=calibration)
+    brain = next((r.brain for r in (taste, rating, list_quality) if r is not None), "")
+    return trust_section(taste, rating, social, list_quality, brain=brain, plots=figures, folder=folder, calibration=calibration)

@@ -87,3 +87,44 @@ def check_format(meta: dict, kind: str, version: int, path: Path) -> None:
             f"{path}: holds {meta.get('kind')!r} format {meta.get('format_version')!r}, expected {kind!r} format {version}; "
             "materialise the asset again"
         )
+
+
+def save_fields(folder: Path, kind: str, version: int, obj: Any) -> None:
+    """A dataclass of results into `folder`: its DataFrame fields as Parquet, fields with a
+    codec of their own (`save(folder)`) into sub-folders, pydantic models and plain JSON
+    values into `fields.json` beside `kind` and `version`."""
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    folder.mkdir(parents=True, exist_ok=True)
+    meta: dict[str, Any] = {"kind": kind, "format_version": version, "tables": [], "folders": [], "models": {}, "values": {}}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, pl.DataFrame):
+            save_table(folder / f"{f.name}.parquet", value)
+            meta["tables"].append(f.name)
+        elif isinstance(value, BaseModel):
+            meta["models"][f.name] = value.model_dump(mode="json")
+        elif value is not None and callable(getattr(value, "save", None)):
+            value.save(folder / f.name)
+            meta["folders"].append(f.name)
+        else:
+            meta["values"][f.name] = value
+    save_json(folder / "fields.json", meta)
+
+
+def load_fields(cls: type, folder: Path, kind: str, version: int, types: dict[str, type] | None = None) -> Any:
+    """The `cls` instance `save_fields` wrote; `types` names the class of each field stored
+    as a pydantic model or a sub-folder (nothing is resolved from names in the files)."""
+    meta = load_json(folder / "fields.json")
+    check_format(meta, kind, version, folder / "fields.json")
+    types = types or {}
+    missing = [name for name in (*meta["models"], *meta["folders"]) if name not in types]
+    if missing:
+        raise CodecError(f"{folder / 'fields.json'}: no type given for field(s) {missing} of {kind}")
+    values = dict(meta["values"])
+    values |= {name: load_table(folder / f"{name}.parquet") for name in meta["tables"]}
+    values |= {name: types[name].model_validate(value) for name, value in meta["models"].items()}
+    values |= {name: types[name].load(folder / name) for name in meta["folders"]}
+    return cls(**values)

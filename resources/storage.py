@@ -42,6 +42,9 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.agents.build.Agents": ("", ""),
     "ops.simulation.brains.embedded.fitting.EmbeddedBrainModel": ("", ""),
     "ops.readout.ab_readout.ABReadout": ("", ""),
+    "ops.readout.alignment.taste.TasteDiscrimination": ("", ""),
+    "ops.readout.alignment.rating.RatingAlignment": ("", ""),
+    "ops.readout.alignment.list_quality.ListQuality": ("", ""),
     "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
 }
 FORMAT = "simab.asset/1"

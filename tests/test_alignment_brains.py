@@ -187,10 +187,11 @@ def small(tmp_path_factory):
     return dict(catalogue=Catalogue.from_frame(frame), sessions=sessions, genre=genre, ratings=ratings)
 
 
-def _llm_brain(httpserver, small):
+def _llm_brain(url: str, small):
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 
-    config = LLMBrainConfig(base_url=httpserver.url_for("/v1"), model="test-model", api_key_env=KEY_ENV, backoff_s=0.0, backoff_max_s=0.0)
+    # No response cache: each test scripts other answers to the same prompts.
+    config = LLMBrainConfig(base_url=url, model="test-model", api_key_env=KEY_ENV, backoff_s=0.0, backoff_max_s=0.0, cache="off")
     return LLMBrain(config, catalogue=small["catalogue"])
 
 
@@ -206,7 +207,7 @@ def _sci_fi_lists(small) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=["ratio", "user_id", "position", "movie_id", "relevant"], orient="row")
 
 
-def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_scores_the_prevalence(httpserver, small, monkeypatch):
+def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_scores_the_prevalence(small, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     title_genre = {small["catalogue"][m].title: g for m, g in small["genre"].items()}
 
@@ -222,22 +223,22 @@ def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_sc
         return policy
 
     lists = _sci_fi_lists(small)
-    fake = FakeOpenAI(picker(False)).attach(httpserver)
-    exact = taste_discrimination(_llm_brain(httpserver, small), small["sessions"], lists, small["catalogue"], n_bootstrap=50)
+    fake = FakeOpenAI(picker(False))
+    with fake.serve() as url:
+        exact = taste_discrimination(_llm_brain(url, small), small["sessions"], lists, small["catalogue"], n_bootstrap=50)
     assert exact.summary.filter(pl.col("metric") == "f1").get_column("mean").to_list() == [1.0, 1.0]
     pages = lists.group_by("ratio", "user_id").len().select(((pl.col("len") + 4) // 5).sum()).item()
     assert fake.calls == pages  # one request per home page, nothing else
     body = fake.requests[0]
     assert body["response_format"] == {"type": "json_object"} and "role-playing" in body["messages"][0]["content"]
 
-    httpserver.clear()
-    FakeOpenAI(picker(True)).attach(httpserver)
-    everything = taste_discrimination(_llm_brain(httpserver, small), small["sessions"], lists, small["catalogue"], n_bootstrap=50)
+    with FakeOpenAI(picker(True)).serve() as url:
+        everything = taste_discrimination(_llm_brain(url, small), small["sessions"], lists, small["catalogue"], n_bootstrap=50)
     pooled = {(r["ratio"], r["metric"]): r["pooled"] for r in everything.summary.iter_rows(named=True)}
     assert pooled[("1:1", "recall")] == 1.0 and pooled[("1:1", "precision")] == 0.5 and pooled[("1:3", "precision")] == 0.25
 
 
-def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_worked_by_hand(httpserver, small, monkeypatch):
+def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_worked_by_hand(small, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
 
     def rater(body: dict) -> str:
@@ -245,17 +246,17 @@ def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_work
         assert "You are on the detail page" in text and "Legal actions: watch_and_rate." in text
         return answer(action=WATCH_AND_RATE, rating=4, interest=4, reason="solid")
 
-    fake = FakeOpenAI(rater).attach(httpserver)
+    fake = FakeOpenAI(rater)
     pairs = small["ratings"].select("user_id", "movie_id", "rating").head(12)
     train = small["ratings"].join(pairs, on=["user_id", "movie_id"], how="anti")
-    rated = brain_ratings(_llm_brain(httpserver, small), small["sessions"], pairs, small["catalogue"])
+    with fake.serve() as url:
+        rated = brain_ratings(_llm_brain(url, small), small["sessions"], pairs, small["catalogue"])
     result = rating_alignment(rated, train, n_bootstrap=50)
     real = pairs.get_column("rating").to_numpy()
     brain = result.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
     assert brain["rmse"] == pytest.approx(np.sqrt(np.mean((4 - real) ** 2))) and brain["mae"] == pytest.approx(np.mean(np.abs(4 - real)))
     assert fake.calls == 12 and result.distribution.filter(pl.col("star") == 4).get_column("simulated_share").item() == 1.0
     # An answer that stays invalid after the re-ask is recorded as unanswered, not guessed.
-    httpserver.clear()
-    FakeOpenAI(lambda body: json.dumps({"action": "back", "interest": 3, "caught_eye": [], "reason": "no"})).attach(httpserver)
-    refused = rating_alignment(brain_ratings(_llm_brain(httpserver, small), small["sessions"], pairs.head(2), small["catalogue"]), train, n_bootstrap=20)
+    with FakeOpenAI(lambda body: json.dumps({"action": "back", "interest": 3, "caught_eye": [], "reason": "no"})).serve() as url:
+        refused = rating_alignment(brain_ratings(_llm_brain(url, small), small["sessions"], pairs.head(2), small["catalogue"]), train, n_bootstrap=20)
     assert refused.unanswered == 2 and refused.pairs.is_empty()

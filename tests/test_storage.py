@@ -281,3 +281,24 @@ def _arms(*keys):
     from dagster import StaticPartitionsDefinition
 
     return StaticPartitionsDefinition(list(keys))
+
+
+
+def test_alignment_results_round_trip_without_pickle(tmp_path):
+    from ops.codec import CodecError
+    from ops.readout.alignment.rating import RatingAlignment
+    from ops.readout.alignment.taste import TasteDiscrimination
+
+    frame = pl.DataFrame({"ratio": ["1:1", "1:9"], "metric": ["f1", "f1"], "mean": [0.61, None]})
+    taste = TasteDiscrimination(per_agent=frame, summary=frame.head(1), brain="embedded")
+    taste.save(tmp_path / "taste")
+    back = TasteDiscrimination.load(tmp_path / "taste")
+    assert back.brain == "embedded" and back.per_agent.equals(frame) and back.summary.equals(frame.head(1))
+    rating = RatingAlignment(pairs=frame, prediction=frame.tail(1), distribution=frame, wasserstein=None, unanswered=3, brain="llm:x")
+    rating.save(tmp_path / "rating")
+    back = RatingAlignment.load(tmp_path / "rating")
+    assert (back.wasserstein, back.unanswered, back.brain) == (None, 3, "llm:x") and back.prediction.equals(frame.tail(1))
+    assert not list(tmp_path.rglob("*.pkl"))
+    # One type's folder is not read as another's.
+    with pytest.raises(CodecError, match="TasteDiscrimination.*expected 'RatingAlignment'"):
+        RatingAlignment.load(tmp_path / "taste")

@@ -41,6 +41,10 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.runner import SimulationConfig
 
 
+class TooFewAgents(ValueError):
+    """The validation window holds too few agents to measure their response to list quality."""
+
+
 class CalibrationConfig(BaseModel):
     # Validation-window agents the yardstick is measured on (sampled, seeded).
     n_agents: int = Field(600, ge=2)
@@ -76,7 +80,7 @@ def calibrate_list_response(
     lists = validation_lists(model, sessions, train, valid, config)
     users = sorted(set(lists.get_column("user_id").to_list()))
     if len(users) < 2:
-        raise ValueError(f"list-response calibration: {len(users)} agents have liked validation items and a memory; need >= 2")
+        raise TooFewAgents(f"list-response calibration: {len(users)} agents have liked validation items and a memory; need >= 2")
     by_user = {s.user_id: s for s in sessions}
     chosen = [by_user[u] for u in users]
     z = _anchor_logits(model, base, chosen, lists, ratio_name(config.anchor_ratio))

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 
@@ -51,6 +53,19 @@ class ListQuality:
     shares: dict[str, float]  # ratio -> mean share of relevant items in the lists
     calibration: object | None = None  # the embedded brain's ListResponse, when it was calibrated
     brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
+
+    def save(self, folder: Path) -> None:
+        """Into `folder` without pickle: the read-out through its codec, the rest by `ops.codec.save_fields`."""
+        from ops.codec import save_fields
+
+        save_fields(folder, "ListQuality", 1, self)
+
+    @classmethod
+    def load(cls, folder: Path) -> "ListQuality":
+        from ops.codec import load_fields
+        from ops.simulation.brains.embedded.config import ListResponse
+
+        return load_fields(cls, folder, "ListQuality", 1, {"readout": ABReadout, "calibration": ListResponse})
 
     def table(self) -> pl.DataFrame:
         order = {ratio_name(m): i for i, m in enumerate(QUALITY_RATIOS)}

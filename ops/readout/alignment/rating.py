@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 
@@ -55,6 +57,18 @@ class RatingAlignment:
     wasserstein: float | None
     unanswered: int
     brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
+
+    def save(self, folder: Path) -> None:
+        """Into `folder` without pickle (`ops.codec.save_fields`)."""
+        from ops.codec import save_fields
+
+        save_fields(folder, "RatingAlignment", 1, self)
+
+    @classmethod
+    def load(cls, folder: Path) -> "RatingAlignment":
+        from ops.codec import load_fields
+
+        return load_fields(cls, folder, "RatingAlignment", 1)
 
 
 def rating_pairs(held_out: pl.DataFrame, users: Sequence[int], max_per_agent: int = 0, seed: int = 0) -> pl.DataFrame:

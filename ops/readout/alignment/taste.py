@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 
@@ -48,6 +50,18 @@ class TasteDiscrimination:
     per_agent: pl.DataFrame
     summary: pl.DataFrame
     brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
+
+    def save(self, folder: Path) -> None:
+        """Into `folder` without pickle (`ops.codec.save_fields`)."""
+        from ops.codec import save_fields
+
+        save_fields(folder, "TasteDiscrimination", 1, self)
+
+    @classmethod
+    def load(cls, folder: Path) -> "TasteDiscrimination":
+        from ops.codec import load_fields
+
+        return load_fields(cls, folder, "TasteDiscrimination", 1)
 
     def table(self) -> pl.DataFrame:
         """One row per ratio, one "mean [low, high]" column per metric (the papers' Table 1 layout)."""

@@ -37,6 +37,10 @@ class AgentSampleConfig(Config):
     design: Literal["paired", "random"] = Field(default="paired", description="paired: same agents in every arm; random: one arm per agent")
     arms: list[str] = Field(default=list(DEFAULT_ARMS), description="the arms of the experiment: design=random deals the agents among them ($SIMAB_ARMS)")
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
+    sessions_per_agent: int = Field(
+        default=1, ge=1,
+        description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
+    )
     vision: bool = Field(
         default=True,
         description="False: the A/B Agent Table 5 'w/o vision' ablation — the embedded brain ignores posters, the LLM brain gets palette captions instead of images; events name the brain ':no-vision'",
@@ -44,10 +48,6 @@ class AgentSampleConfig(Config):
 
 
 class SimulationAssetConfig(AgentSampleConfig):
-    sessions_per_agent: int = Field(
-        default=1, ge=1,
-        description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
-    )
     brain: Literal["embedded", "llm"] = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
     max_failed_agents_share: float = Field(
         default=0.05, ge=0, le=1,
@@ -190,7 +190,8 @@ def _cost_estimate(arm: str, config: AgentSampleConfig, top20_lists, agents, emb
     behaviour = _embedded(embedded_brain, config.vision)
     estimate_config = CostEstimateConfig(seed=config.seed, **({"sample_agents": sample_agents} if sample_agents else {}))
     try:
-        return estimate_llm_cost(arm, top20_lists, agents.sessions(chosen), catalogue, llm_brain, behaviour, sim_config, chosen, estimate_config)
+        estimate = estimate_llm_cost(arm, top20_lists, agents.sessions(chosen), catalogue, llm_brain, behaviour, sim_config, chosen, estimate_config)
+        return estimate.over_sessions(config.sessions_per_agent)
     finally:
         llm_brain.close()
 

@@ -14,7 +14,7 @@ schedule, the read-out sensor and `python -m pipelines.lifecycle`).
 | `SIMAB_MAX_EPOCHS` | `recommender_arm` and `augmentation_metrics`: max_epochs |
 | `SIMAB_ARMS` also | the experiments' Table 2 and brain comparison: arms |
 | `SIMAB_AGENTS` also | `experiment_simulation_events`: n_agents; `SIMAB_MAX_EPOCHS` also `ab_agent_table5`: max_epochs |
-| `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent (`SIMAB_BRAIN` also the alignment assets' brain); `llm_cost_estimate`: n_agents (in the jobs only with `SIMAB_BRAIN=llm`) |
+| `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent (`SIMAB_BRAIN` also the alignment assets' brain); `llm_cost_estimate`: n_agents, sessions_per_agent (in the jobs only with `SIMAB_BRAIN=llm`) |
 | `SIMAB_CONTROL` | `ab_readout`: control |
 | `SIMAB_ALIGNMENT_AGENTS` | the alignment assets: n_agents |
 | `SIMAB_FIDELITY_TAU_FLOOR` | `fidelity_trust` check: tau_floor |
@@ -92,6 +92,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
     put("llm_cost_estimate", "n_agents", "SIMAB_AGENTS", int)
     put("simulation_events", "brain", "SIMAB_BRAIN")
     put("simulation_events", "sessions_per_agent", "SIMAB_SESSIONS", int)
+    put("llm_cost_estimate", "sessions_per_agent", "SIMAB_SESSIONS", int)
     put("ab_readout", "control", "SIMAB_CONTROL")
     for op in ALIGNMENT_OPS:
         if op != "social_traits_alignment":  # it reads the simulation's sessions, whatever their brain

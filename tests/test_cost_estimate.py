@@ -85,3 +85,20 @@ def test_a_run_above_the_limit_is_refused_naming_the_estimate_and_the_limit():
         check_cost_limit([estimate, estimate], 0.5)
     message = str(refused.value)
     assert "$0.66" in message and "max_cost_usd=$0.50" in message and "pop $0.33" in message
+
+
+def test_sessions_per_agent_multiply_the_bill_and_widen_its_interval_by_their_root():
+    from ops.simulation.cost import CostEstimate, CostLimitExceeded, check_cost_limit
+
+    one = CostEstimate("pop", "gpt-4o-mini", "embedded", 100, 20, 900, 2_000_000, 50_000, 0.33, 0.30, 0.36, 4600, 9_000_000, 1_380_000, 2.18, 0.15, 0.6)
+    assert one.over_sessions(1) is one
+    four = one.over_sessions(4)
+    assert (four.calls, four.prompt_tokens, four.ceiling_calls) == (3600, 8_000_000, 18_400)
+    assert four.cost_usd == pytest.approx(1.32) and four.ceiling_cost_usd == pytest.approx(8.72)
+    # Four independent sessions: half-widths 0.03 each side grow by √4 = 2, not by 4.
+    assert (four.cost_low_usd, four.cost_high_usd) == (pytest.approx(1.26), pytest.approx(1.38))
+    check_cost_limit(one, 0.5)
+    with pytest.raises(CostLimitExceeded):
+        check_cost_limit(four, 0.5)  # the limit sees every session's calls
+    with pytest.raises(ValueError, match="sessions must be >= 1"):
+        one.over_sessions(0)

@@ -20,7 +20,7 @@ def test_each_job_gets_only_its_own_ops_settings():
     # The brain of the simulation is also the brain the alignment protocols ask (the social
     # traits read the simulation's own sessions, so they take no brain).
     # With the LLM brain the bill is estimated first, for the same agents.
-    assert arm["llm_cost_estimate"]["config"] == {"n_agents": 50, "arms": ["pop", "fm"]}
+    assert arm["llm_cost_estimate"]["config"] == {"n_agents": 50, "sessions_per_agent": 4, "arms": ["pop", "fm"]}
     llm = {"config": {"brain": "llm"}}
     readout = {"ab_readout": {"config": {"control": "random"}}, "taste_alignment": llm, "rating_alignment": llm, "list_quality_alignment": llm}
     assert run_config_for("simab_readout", settings) == {"ops": readout}

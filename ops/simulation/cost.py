@@ -28,7 +28,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -76,6 +76,22 @@ class CostEstimate:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def over_sessions(self, sessions: int) -> "CostEstimate":
+        """The bill of `sessions` independent sessions per agent: expected calls, tokens,
+        cost and ceiling times `sessions`; the interval's half-widths times √sessions (the
+        sessions draw independently, so their spreads add in variance)."""
+        if sessions == 1:
+            return self
+        if sessions < 1:
+            raise ValueError(f"cost estimate: sessions must be >= 1, got {sessions}")
+        root = sessions ** 0.5
+        scaled = {name: getattr(self, name) * sessions for name in (
+            "calls", "prompt_tokens", "completion_tokens", "cost_usd",
+            "ceiling_calls", "ceiling_prompt_tokens", "ceiling_completion_tokens", "ceiling_cost_usd")}
+        low = scaled["cost_usd"] - (self.cost_usd - self.cost_low_usd) * root
+        high = scaled["cost_usd"] + (self.cost_high_usd - self.cost_usd) * root
+        return replace(self, **scaled, cost_low_usd=max(low, 0.0), cost_high_usd=high)
 
     def describe(self) -> str:
         """One line for a console or a log."""

@@ -6,7 +6,7 @@ export GX_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
-.PHONY: setup demo demo-ml1m resume test ui mlflow-ui viewer bench clean
+.PHONY: setup demo demo-ml1m experiments experiments-ml1m resume test ui mlflow-ui viewer bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,11 +31,20 @@ resume: setup
 # posters from ../shared/data, in its own $SIMAB_HOME so it never mixes with the demo.
 SHARED ?= $(CURDIR)/../shared/data
 ML1M_HOME ?= $(CURDIR)/data/ml1m
-demo-ml1m: setup
-	SIMAB_HOME=$(ML1M_HOME) DAGSTER_HOME=$(ML1M_HOME)/dagster_home SIMAB_SOURCE=local SIMAB_LOCAL_PATH=$(SHARED)/ml-1m \
+ML1M_ENV = SIMAB_HOME=$(ML1M_HOME) DAGSTER_HOME=$(ML1M_HOME)/dagster_home SIMAB_SOURCE=local SIMAB_LOCAL_PATH=$(SHARED)/ml-1m \
 	SIMAB_METADATA_SOURCE=local SIMAB_METADATA_PATH=$(SHARED)/ml-1m-metadata/movies_extrainfos.dat \
-	SIMAB_POSTER_DIRS=$(SHARED)/ml-1m-posters-tmdb:$(SHARED)/ml-1m-posters SIMAB_LINKS_PATH=$(SHARED)/ml-1m-links/ml1m_links.csv \
-	$(BIN)/python -m pipelines.lifecycle --arms random,pop,fm,deepfm
+	SIMAB_POSTER_DIRS=$(SHARED)/ml-1m-posters-tmdb:$(SHARED)/ml-1m-posters SIMAB_LINKS_PATH=$(SHARED)/ml-1m-links/ml1m_links.csv
+demo-ml1m: setup
+	$(ML1M_ENV) $(BIN)/python -m pipelines.lifecycle --arms random,pop,fm,deepfm
+
+# The papers' experiments, each printing its table beside the paper's (pipelines/experiments.py);
+# tables under $(SIMAB_HOME)/experiments/<name>/.  Steps already materialised are reused.
+EXPERIMENTS ?= table2 table3 table4 table5 thumbnails
+experiments: setup
+	$(BIN)/python -m pipelines.experiments $(EXPERIMENTS) --reuse
+
+experiments-ml1m: setup
+	$(ML1M_ENV) $(BIN)/python -m pipelines.experiments $(EXPERIMENTS) --reuse
 
 test: setup
 	$(BIN)/lint-imports

@@ -41,3 +41,16 @@ def arm_shard_partitions(shards: int) -> MultiPartitionsDefinition:
 def arm_shard_key(arm: str, shard: int) -> str:
     """The partition key of one shard of an arm, as `arm_shard_partitions` spells it."""
     return f"{arm}|{shard}"
+
+
+# The experiments' own simulations (issue 13): arm x condition, so the vision and no-vision
+# runs of A/B Agent Table 5 and the embedded and LLM runs of the brain comparison coexist
+# beside the lifecycle's `simulation_events` (one partition per arm, never overwritten here).
+CONDITIONS: tuple[str, ...] = ("embedded", "embedded-no-vision", "llm", "llm-no-vision")
+condition_partitions = StaticPartitionsDefinition(list(CONDITIONS))
+experiment_partitions = MultiPartitionsDefinition({"arm": arm_partitions, "condition": condition_partitions})
+
+
+def condition_name(brain: str, vision: bool) -> str:
+    """The condition partition of a brain with or without vision."""
+    return brain + ("" if vision else "-no-vision")

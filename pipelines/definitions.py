@@ -13,13 +13,13 @@ from collections.abc import Mapping
 
 from dagster import AssetKey, Definitions, definitions, load_assets_from_modules
 
-from assets import agents, alignment, augmentation, ingestion, mm_ml_1m, recommenders, report, rounds, simulation, split
+from assets import agents, alignment, augmentation, experiments, ingestion, mm_ml_1m, recommenders, report, rounds, simulation, split
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.jobs import build_jobs, build_schedules_and_sensors
 from pipelines.resources import executor_for_deployment, resources_for_deployment
 from pipelines.run_config import RunSettings, settings_from_env
 
-ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report]
+ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report, experiments]
 
 
 def build_definitions(settings: RunSettings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:

@@ -35,7 +35,7 @@ from dagster import (
 )
 
 from assets.partitions import arm_shard_key
-from pipelines.run_config import RunSettings, run_config_for, uses_llm
+from pipelines.run_config import EXPERIMENT_ASSETS, RunSettings, run_config_for, uses_llm
 
 JOB_SELECTIONS = {
     "simab_prepare": (
@@ -57,7 +57,22 @@ JOB_SELECTIONS = {
         "one round of one arm (partition arm|round): retrain on the earlier rounds' clicks and views, simulate with the grown memories",
     ),
     "simab_filter_bubble": (AssetSelection.assets("filter_bubble"), "Agent4Rec §4.1: the filter bubble over four rounds of an MF-style arm"),
+    # The papers' experiments (`python -m pipelines.experiments <name>` runs each with what it needs).
+    "experiment_arm": (
+        AssetSelection.groups("recommenders") | AssetSelection.assets("simulation_events"),
+        "one arm for the experiments' tables: train, top-20 lists, offline metrics, simulation (no augmentation refits)",
+    ),
+    "experiment_simulation": (
+        AssetSelection.assets("experiment_simulation_events"),
+        "an arm simulated under one condition (brain, with or without vision), beside the lifecycle's simulation",
+    ),
+    **{f"experiment_{name}": (
+        AssetSelection.assets(asset),
+        f"writes {asset} beside the paper from the stored arms and simulations it reads (materialise them first with experiment_arm / "
+        f"experiment_simulation, or run `python -m pipelines.experiments {name}`, which does)",
+    ) for name, asset in EXPERIMENT_ASSETS.items()},
 }
+# The jobs that simulate with `simulation_events`: with the LLM brain they estimate the bill first.
 
 
 SHARDED_JOB_SELECTIONS = {
@@ -71,7 +86,7 @@ SHARDED_JOB_SELECTIONS = {
     "simab_resimulate": (AssetSelection.assets("simulation_shard"), "re-simulate one shard of one arm against its current model and agents"),
 }
 # The jobs that estimate the LLM bill first: those that hold the arm-partitioned estimate.
-LLM_BILL_JOBS = {False: ("simab_arm", "simab_resimulate"), True: ("simab_arm",)}
+LLM_BILL_JOBS = {False: ("simab_arm", "simab_resimulate", "experiment_arm"), True: ("simab_arm",)}
 
 
 def build_jobs(settings: RunSettings) -> dict:

@@ -12,6 +12,8 @@ schedule, the read-out sensor and `python -m pipelines.lifecycle`).
 | `SIMAB_METADATA_SOURCE`, `SIMAB_METADATA_PATH`, `SIMAB_POSTER_DIRS` (`:`-separated), `SIMAB_LINKS_PATH` | `movie_metadata` |
 | `SIMAB_ARMS` (comma-separated) | which arm partitions a full run, the schedule and the sensor use; `simulation_events.arms` |
 | `SIMAB_MAX_EPOCHS` | `recommender_arm` and `augmentation_metrics`: max_epochs |
+| `SIMAB_ARMS` also | the experiments' Table 2 and brain comparison: arms |
+| `SIMAB_AGENTS` also | `experiment_simulation_events`: n_agents; `SIMAB_MAX_EPOCHS` also `ab_agent_table5`: max_epochs |
 | `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent (`SIMAB_BRAIN` also the alignment assets' brain); `llm_cost_estimate`: n_agents, sessions_per_agent (in the jobs only with `SIMAB_BRAIN=llm`) |
 | `SIMAB_CONTROL` | `ab_readout`: control |
 | `SIMAB_ALIGNMENT_AGENTS` | the alignment assets: n_agents |
@@ -31,6 +33,15 @@ from pydantic import BaseModel, Field
 
 from assets.partitions import ARMS, DEFAULT_ARMS
 
+# Each experiment of `python -m pipelines.experiments` and the asset that prints its table.
+EXPERIMENT_ASSETS = {
+    "table2": "ab_agent_table2",
+    "table3": "ab_agent_table3",
+    "table4": "ab_agent_table4",
+    "table5": "ab_agent_table5",
+    "thumbnails": "simuser_thumbnail_quality",
+    "brains": "brain_comparison",
+}
 ALIGNMENT_OPS = ("taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment")
 # The ops (asset or multi-asset names) of each job, so a job's run config names only its own.
 JOB_OPS: dict[str, tuple[str, ...]] = {
@@ -41,6 +52,11 @@ JOB_OPS: dict[str, tuple[str, ...]] = {
     "simab_resimulate": ("llm_cost_estimate", "simulation_events"),
     "simab_rounds": ("agent_round",),
     "simab_filter_bubble": ("filter_bubble",),
+    # The papers' experiments (pipelines.experiments): an arm without its augmentation refits,
+    # the experiments' own simulations (arm x condition), and one job per table.
+    "experiment_arm": ("recommender_arm", "top20_lists", "offline_metrics", "llm_cost_estimate", "simulation_events"),
+    "experiment_simulation": ("experiment_simulation_events",),
+    **{f"experiment_{name}": (asset,) for name, asset in EXPERIMENT_ASSETS.items()},
 }
 # With user shards (SIMAB_SHARDS > 1) an arm is three jobs, because a job has one partitions
 # definition: train (arm), simulate (arm × shard), combine and refit (arm).  `simulation_shard`
@@ -93,6 +109,8 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
     put("recommender_arm", "max_epochs", "SIMAB_MAX_EPOCHS", int)
     put("augmentation_metrics", "max_epochs", "SIMAB_MAX_EPOCHS", int)
     put("simulation_events", "n_agents", "SIMAB_AGENTS", int)
+    put("experiment_simulation_events", "n_agents", "SIMAB_AGENTS", int)
+    put("ab_agent_table5", "max_epochs", "SIMAB_MAX_EPOCHS", int)
     put("llm_cost_estimate", "n_agents", "SIMAB_AGENTS", int)
     put("simulation_events", "brain", "SIMAB_BRAIN")
     put("simulation_events", "sessions_per_agent", "SIMAB_SESSIONS", int)
@@ -132,7 +150,7 @@ def with_arms(settings: RunSettings, arms: list[str]) -> RunSettings:
     if unknown:
         raise ValueError(f"unknown arm(s) {unknown}; known: {list(ARMS)}")
     ops = {op: dict(fields) for op, fields in settings.ops.items()}
-    for op in ("simulation_events", "llm_cost_estimate"):
+    for op in ("simulation_events", "llm_cost_estimate", "ab_agent_table2", "brain_comparison"):
         ops.setdefault(op, {})["arms"] = list(arms)
     return RunSettings(arms=list(arms), ops=ops, rounds=settings.rounds, nightly=settings.nightly, shards=settings.shards)
 

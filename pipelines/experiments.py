@@ -1,0 +1,188 @@
+"""Run the papers' experiments from the command line and print their tables:
+
+    python -m pipelines.experiments table2 [table3 table4 table5 thumbnails brains] [--reuse]
+
+Each experiment runs the same jobs the Dagster UI shows, in order, against the instance in
+$DAGSTER_HOME (ephemeral without it): `simab_prepare`, `experiment_arm` for each arm it needs
+(train, top-20, offline metrics, simulation — no augmentation refits), `experiment_simulation`
+for each (arm, condition) it needs (Table 5: the simulated arm with and without vision; the
+brain comparison: every arm under each brain), then its own job (`experiment_<name>`), which
+writes `$SIMAB_HOME/experiments/<name>/table.md` and `table.csv` and logs them to MLflow.
+The table is printed at the end with the wall time of every step.
+
+`--reuse` skips a step whose assets (for its partition) are already materialised in this
+instance — several experiments share the data preparation and DeepFM.  Run config comes from
+the `SIMAB_*` environment (`pipelines.run_config`); `--set OP.FIELD=VALUE` (JSON value)
+overrides one field, e.g. `--set ab_agent_table5.seeds=2 --set ab_agent_table5.models='["deepfm"]'`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from pipelines.run_config import EXPERIMENT_ASSETS
+
+
+@dataclass(frozen=True)
+class Step:
+    job: str
+    partition: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.job + (f"[{self.partition}]" if self.partition else "")
+
+
+def plan(name: str, settings) -> list[Step]:
+    """The steps of one experiment under these settings (arms, run config)."""
+    from assets.experiments import TABLE3_ARMS, TABLE4_ARMS
+    from assets.partitions import condition_name
+
+    ops = settings.ops
+
+    def arms(op: str, default) -> list[str]:
+        return list(ops.get(op, {}).get("arms") or default)
+
+    def arm_steps(names) -> list[Step]:
+        return [Step("experiment_arm", a) for a in names]
+
+    prepare = Step("simab_prepare")
+    own = Step(f"experiment_{name}")
+    if name == "table2":
+        return [prepare, *arm_steps(arms("ab_agent_table2", settings.arms)), own]
+    if name == "table3":
+        return [prepare, *arm_steps(arms("ab_agent_table3", TABLE3_ARMS)), own]
+    if name == "table4":
+        return [prepare, *arm_steps(arms("ab_agent_table4", TABLE4_ARMS)), own]
+    if name == "table5":
+        cfg = ops.get("ab_agent_table5", {})
+        arm, brain = cfg.get("simulated_arm", "deepfm"), cfg.get("brain", "embedded")
+        return [prepare, Step("experiment_arm", arm),
+                *(Step("experiment_simulation", f"{arm}|{condition_name(brain, v)}") for v in (True, False)), own]
+    if name == "thumbnails":
+        return [prepare, own]
+    if name == "brains":
+        cfg = ops.get("brain_comparison", {})
+        names = arms("brain_comparison", settings.arms)
+        brains = cfg.get("brains", ["embedded", "llm"])
+        vision = cfg.get("vision", True)
+        return [prepare, *arm_steps(names), *(Step("experiment_simulation", f"{a}|{condition_name(b, vision)}") for a in names for b in brains), own]
+    raise ValueError(f"unknown experiment {name!r}; known: {list(EXPERIMENT_ASSETS)}")
+
+
+def with_overrides(settings, assignments: list[str]):
+    """The settings with `OP.FIELD=VALUE` assignments (VALUE is JSON, or a plain string)."""
+    from pipelines.run_config import RunSettings
+
+    ops = {op: dict(fields) for op, fields in settings.ops.items()}
+    for assignment in assignments:
+        target, _, text = assignment.partition("=")
+        op, _, field = target.partition(".")
+        if not op or not field or not _:
+            raise SystemExit(f"--set {assignment!r}: expected OP.FIELD=VALUE, e.g. ab_agent_table5.seeds=2")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        ops.setdefault(op, {})[field] = value
+    return RunSettings(arms=settings.arms, ops=ops)
+
+
+def run_experiments(names: list[str], settings, reuse: bool = False, instance=None, say=print) -> dict[str, dict]:
+    """Run each experiment's plan; returns {name: {"steps": [(label, seconds, skipped)],
+    "wall_s": seconds, "table": path}}.  Raises SystemExit naming a failed step."""
+    from dagster import DagsterInstance
+
+    from pipelines.definitions import build_definitions
+    from pipelines.run_config import run_config_for
+    from resources.storage import data_root
+
+    defs = build_definitions(settings)
+    if instance is None:
+        home = os.environ.get("DAGSTER_HOME")
+        if home:
+            from pipelines.instance import write_instance_config
+
+            write_instance_config(home)
+        instance = DagsterInstance.get() if home else DagsterInstance.ephemeral()
+    done: set[str] = set()
+    results = {}
+    for name in names:
+        started = time.perf_counter()
+        steps = []
+        for step in plan(name, settings):
+            if step.label in done or (reuse and step.job != f"experiment_{name}" and _materialised(instance, defs, step)):
+                say(f"{name}: {step.label} already materialised, skipped")
+                steps.append((step.label, 0.0, True))
+                continue
+            t0 = time.perf_counter()
+            say(f"{name}: {step.label} …")
+            job = defs.resolve_job_def(step.job)
+            result = job.execute_in_process(instance=instance, partition_key=step.partition, run_config=run_config_for(step.job, settings),
+                                            raise_on_error=False, tags={"simab/experiment": name})
+            seconds = time.perf_counter() - t0
+            if not result.success:
+                from pipelines.console import failure_text
+
+                reasons = [f"    {e.step_key}: {failure_text(e)}" for e in result.all_events if e.is_failure][:5]
+                raise SystemExit("\n".join([f"experiment {name}: {step.label} failed (Dagster run {result.run_id}):", *reasons]))
+            say(f"{name}: {step.label} done in {seconds:.0f} s")
+            steps.append((step.label, seconds, False))
+            done.add(step.label)
+        wall = time.perf_counter() - started
+        table = data_root() / "experiments" / name / "table.md"
+        results[name] = {"steps": steps, "wall_s": wall, "table": table}
+    return results
+
+
+def _materialised(instance, defs, step: Step) -> bool:
+    """Whether every asset of the step's job has a materialisation (of its partition)."""
+    from dagster import AssetRecordsFilter
+
+    keys = defs.resolve_job_def(step.job).asset_layer.selected_asset_keys
+    graph = defs.resolve_asset_graph()
+    for key in keys:
+        partitioned = graph.get(key).partitions_def is not None
+        if partitioned and step.partition is None:
+            return False
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key, asset_partitions=[step.partition] if partitioned else None), limit=1
+        ).records
+        if not records:
+            return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiments", nargs="+", choices=list(EXPERIMENT_ASSETS), metavar="EXPERIMENT",
+                        help=f"one or more of {', '.join(EXPERIMENT_ASSETS)}")
+    parser.add_argument("--arms", help="comma-separated arms of Table 2 and the brain comparison (default $SIMAB_ARMS)")
+    parser.add_argument("--reuse", action="store_true", help="skip steps already materialised in this $DAGSTER_HOME")
+    parser.add_argument("--set", action="append", default=[], metavar="OP.FIELD=VALUE", help="override one run-config field (JSON value)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from pipelines.run_config import settings_from_env, with_arms
+
+    settings = settings_from_env(os.environ)
+    if args.arms:
+        settings = with_arms(settings, [a.strip() for a in args.arms.split(",") if a.strip()])
+    settings = with_overrides(settings, args.set)
+    results = run_experiments(args.experiments, settings, reuse=args.reuse)
+    for name, result in results.items():
+        print(f"\n{result['table'].read_text(encoding='utf-8')}")
+        times = ", ".join(f"{label} {seconds:.0f} s" + (" (reused)" if skipped else "") for label, seconds, skipped in result["steps"])
+        print(f"{name}: wall time {result['wall_s']:.0f} s ({times}); table in {result['table'].parent}")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

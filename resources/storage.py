@@ -124,11 +124,11 @@ class SimabIOManager(ConfigurableIOManager):
         for an asset that reads an earlier partition of its own (a round reads the round
         before), which Dagster's partition mappings allow only along time."""
         stem = self._base() / asset
-        return _load(stem / partition if partition is not None else stem, asset)
+        return _load(stem.joinpath(*_partition_parts(partition)) if partition is not None else stem, asset)
 
     def has_stored(self, asset: str, partition: str | None = None) -> bool:
         stem = self._base() / asset
-        return _exists(stem / partition if partition is not None else stem)
+        return _exists(stem.joinpath(*_partition_parts(partition)) if partition is not None else stem)
 
     def load_input(self, context: InputContext) -> Any:
         if context.has_asset_partitions and len(context.asset_partition_keys) > 1:

@@ -247,7 +247,7 @@ def test_tables_3_and_4_train_and_simulate_the_deepfm_variants_offline_and_simul
 def test_table5_vision_and_no_vision_simulations_coexist_and_the_table_shows_both_side_by_side(experiments):
     home, _, lifecycle_fm, _ = experiments
     folder = home / "assets" / "experiment_simulation_events"
-    seeing, blind = pl.read_parquet(folder / "fm|embedded.parquet"), pl.read_parquet(folder / "fm|embedded-no-vision.parquet")
+    seeing, blind = pl.read_parquet(folder / "fm" / "embedded.parquet"), pl.read_parquet(folder / "fm" / "embedded-no-vision.parquet")
     assert set(seeing["brain"]) == {"embedded"} and set(blind["brain"]) == {"embedded:no-vision"}
     assert set(seeing["user_id"]) == set(blind["user_id"]) and seeing["user_id"].n_unique() == 20
     # The lifecycle's own partition of the arm is untouched by the experiment's simulations.
@@ -287,8 +287,8 @@ def test_brain_comparison_sets_the_embedded_and_the_llm_brain_side_by_side_on_th
     table, text = _experiment(home, "brains")
     assert table.select("arm", "brain").rows() == [("pop", "embedded"), ("pop", "llm"), ("fm", "embedded"), ("fm", "llm")]
     assert (table["agents"] == 20).all() and fake.calls > 0
-    llm = pl.read_parquet(home / "assets" / "experiment_simulation_events" / "fm|llm.parquet")
-    assert llm["brain"][0].startswith("llm") and set(llm["user_id"]) == set(pl.read_parquet(home / "assets" / "experiment_simulation_events" / "fm|embedded.parquet")["user_id"])
+    llm = pl.read_parquet(home / "assets" / "experiment_simulation_events" / "fm" / "llm.parquet")
+    assert llm["brain"][0].startswith("llm") and set(llm["user_id"]) == set(pl.read_parquet(home / "assets" / "experiment_simulation_events" / "fm" / "embedded.parquet")["user_id"])
     differences = pl.read_csv(home / "experiments" / "brains" / "differences.csv")
     assert differences.height == 2 * 3 and set(differences["brain"]) == {"llm"} and set(differences["against"]) == {"embedded"}
     # The scripted fake clicks the first movie of page 1 and watches it: one click per agent.

@@ -185,7 +185,7 @@ def _events(rows):
 def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_it_was(world, tmp_path, monkeypatch):
     from dagster import DagsterInstance, MultiPartitionKey, asset, materialize, mem_io_manager
 
-    from assets.rounds import build_round_assets, round_key
+    from assets.rounds import build_round_assets
     from resources.llm import LLMResource
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import SimabIOManager
@@ -211,12 +211,12 @@ def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_
     assert "materialise partition pop|0 first" in str(failure.event_specific_data.error)
     assert run(0).success
     folder = home / "assets" / "memory_after_round"
-    stored = (folder / f"{round_key('pop', 0)}.parquet").read_bytes()
+    stored = (folder / "pop" / "0.parquet").read_bytes()
     assert run(1).success
-    assert (folder / f"{round_key('pop', 0)}.parquet").read_bytes() == stored  # round 0's memory untouched
-    zero, one = (pl.read_parquet(folder / f"{round_key('pop', r)}.parquet") for r in (0, 1))
+    assert (folder / "pop" / "0.parquet").read_bytes() == stored  # round 0's memory untouched
+    zero, one = (pl.read_parquet(folder / "pop" / f"{r}.parquet") for r in (0, 1))
     assert one.filter(pl.col("round") == 0).equals(zero) and one.filter(pl.col("round") == 1).height > 0
-    events = pl.read_parquet(home / "assets" / "round_events" / f"{round_key('pop', 1)}.parquet")
+    events = pl.read_parquet(home / "assets" / "round_events" / "pop" / "1.parquet")
     assert (events.get_column("round") == 1).all() and events.get_column("arm").unique().to_list() == ["pop"]
 
     # The filter-bubble experiment as one asset: figures per round with intervals, in MLflow.

@@ -48,7 +48,7 @@ experiments-ml1m: setup
 
 test: setup
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The instance config (telemetry off, run monitoring on) and runs of killed runners marked failed.
 ui: setup

@@ -105,8 +105,12 @@ class ExperimentStore:
             from pipelines.definitions import build_definitions
 
             defs = build_definitions()
+        from dagster import DagsterInstance
+
         arms = defs.get_assets_def("simulation_events").partitions_def.get_partition_keys()
-        with defs.get_asset_value_loader() as loader:
+        # Reading values needs the IO managers only: an ephemeral instance, so the viewer does
+        # not depend on $DAGSTER_HOME existing (a fresh clone has none until the first run).
+        with defs.get_asset_value_loader(instance=DagsterInstance.ephemeral()) as loader:
             events = {}
             for arm in arms:
                 try:

@@ -179,14 +179,22 @@ def test_an_agent_under_two_arms_in_headless_chromium(served, tmp_path):
 
 def test_the_agents_filter_form_in_headless_chromium(served, tmp_path):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     store = served["store"]
     driver = _browser(tmp_path)
     try:
         driver.get(f"{served['url']}/agents?arm=pop")
         Select(driver.find_element(By.NAME, "filter")).select_by_value("exited_page_1")
+        before = driver.find_element(By.ID, "agents")
         driver.find_element(By.CSS_SELECTOR, "form button").click()
+        # The click only starts the navigation: read the table once the old page is gone and
+        # the new one has finished loading, not while Chromium is still parsing its rows (CI
+        # caught a half-parsed row without its link).
+        wait = WebDriverWait(driver, 20)
+        wait.until(staleness_of(before))
+        wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
         rows = driver.find_elements(By.CSS_SELECTOR, "#agents tr")[1:]
         listed = sorted(int(r.find_element(By.TAG_NAME, "a").text) for r in rows)
         assert listed == sorted(store.agents("pop", "exited_page_1").get_column("user_id").to_list())

@@ -7,10 +7,11 @@ windows (`ops.simulation.brains.embedded` says how).  The LLM brain needs no fit
 """
 
 import polars as pl
-from dagster import AssetExecutionContext, Config, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, Config, Failure, MetadataValue, Output, asset
 from pydantic import Field
 
 from resources.embeddings import EmbeddingsResource
+from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 
@@ -117,3 +118,76 @@ def embedded_brain(
     if skipped:
         metadata["list-response calibration"] = skipped
     return Output(model, metadata=metadata)
+
+
+class LLMPersonasAssetConfig(Config):
+    n_agents: int = Field(default=0, ge=0, description="agents matched, a seeded sample; 0 = every agent with a validation rating")
+    n_candidates: int = Field(default=5, ge=1, description="candidate personas written per agent (SimUSER §3.1); each costs two calls")
+    validation_movies: int = Field(default=10, ge=1, description="validation-window ratings each candidate predicts (a seeded sample per agent)")
+    seed: int = Field(default=0, description="seed of the samples and of every request")
+
+
+@asset(group_name="personas", code_version="1", compute_kind="openai")
+def llm_personas(
+    context: AssetExecutionContext,
+    config: LLMPersonasAssetConfig,
+    agents,
+    train_ratings: pl.DataFrame,
+    valid_ratings: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    llm: LLMResource,
+    mlflow_tracking: MlflowTracking,
+) -> Output[pl.DataFrame]:
+    """SimUSER's persona matching for the LLM brain: per agent, candidate personas written by
+    the model from its train history, the one whose ratings of the agent's held-out
+    validation movies are closest to the real ones kept.  A simulation with `persona:
+    matched` shows it in every prompt.  Estimates its bill first and refuses to start above
+    the `llm` resource's max_cost_usd."""
+    import numpy as np
+
+    from ops.simulation.brains.llm.persona import match_personas, persona_inputs, personas_frame
+    from ops.simulation.catalogue import Catalogue
+    from ops.simulation.cost import CostLimitExceeded, check_cost_limit, estimate_persona_cost
+
+    users = sorted(agents.profiles)
+    if config.n_agents and config.n_agents < len(users):
+        users = sorted(np.random.default_rng(config.seed).choice(users, config.n_agents, replace=False).tolist())
+    inputs = persona_inputs(train_ratings, valid_ratings, users, config.validation_movies, config.seed)
+    if not inputs:
+        raise Failure(description="llm_personas: no agent has a validation-window rating to score candidate personas on", allow_retries=False)
+    brain = llm.brain(Catalogue.from_frame(mm_ml_1m))
+    try:
+        estimate = estimate_persona_cost(brain, inputs, config.n_candidates, config.seed)
+        context.log.info(f"LLM bill before persona matching: {estimate.describe()}")
+        try:
+            check_cost_limit(estimate, llm.max_cost_usd)
+        except CostLimitExceeded as exc:
+            raise Failure(description=str(exc), metadata={"estimate": MetadataValue.md(estimate.to_markdown())}, allow_retries=False) from None
+        step = max(1, len(inputs) // 10)
+
+        def progress(done: int, total: int) -> None:
+            if done % step == 0 or done == total:
+                context.log.info(f"personas matched: {done}/{total} agents")
+
+        matches = match_personas(brain, inputs, config.n_candidates, config.seed, progress=progress)
+    finally:
+        brain.close()
+    table = personas_frame(matches)
+    matched = table.filter(pl.col("persona").is_not_null())
+    rmse = matched.get_column("rmse").mean() if matched.height else None
+    with mlflow_tracking.asset_run(context, params={**config.model_dump(), **llm.describe()}):
+        mlflow_tracking.log_metrics({
+            "agents": table.height, "matched": matched.height, **({"rmse_kept_mean": rmse} if rmse is not None else {}),
+            "estimated_cost_usd": estimate.cost_usd, **{f"llm_{k}": v for k, v in brain.usage.as_dict().items()},
+        })
+        mlflow_tracking.log_table(table.head(200), "llm_personas_sample")
+    return Output(
+        table,
+        metadata={
+            "agents": table.height, "matched": matched.height, "unmatched (keep the trait persona)": table.height - matched.height,
+            **({"mean RMSE of the kept persona": round(rmse, 4)} if rmse is not None else {}),
+            "estimated calls": estimate.calls, "estimated cost (USD)": round(estimate.cost_usd, 4),
+            "estimate": MetadataValue.md(estimate.to_markdown()),
+            "personas (first 5)": MetadataValue.md(matched.select("user_id", "rmse", "persona").head(5).to_pandas().to_markdown(index=False)),
+        },
+    )

@@ -26,13 +26,13 @@ import tempfile
 from typing import Literal
 
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, Failure, MaterializeResult, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, Config, DataVersion, Failure, MaterializeResult, MetadataValue, Output, ResourceParam, asset
 from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, arm_partitions
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
-from resources.storage import data_root
+from resources.storage import SimabIOManager, data_root
 
 GROUP = "simulation"
 
@@ -47,6 +47,10 @@ class AgentSampleConfig(Config):
     sessions_per_agent: int = Field(
         default=1, ge=1,
         description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
+    )
+    persona: Literal["traits", "matched"] = Field(
+        default="traits",
+        description="LLM brain: traits shows the persona derived from the agent's traits; matched the one SimUSER's consistency check kept (asset llm_personas, job simab_personas; agents it could not score keep theirs) ($SIMAB_PERSONA)",
     )
     vision: bool = Field(
         default=True,
@@ -77,12 +81,14 @@ def llm_cost_estimate(
     mm_ml_1m: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
+    io_manager: ResourceParam[SimabIOManager],
 ) -> Output[pl.DataFrame]:
     """What simulating this arm with the LLM brain will cost: calls, tokens and dollars
     (expected, 95 % interval, ceiling), from a dry run that sends nothing.  Fails when the
     estimate is above the `llm` resource's max_cost_usd."""
     from ops.simulation.cost import CostLimitExceeded, check_cost_limit
 
+    agents = _with_personas(agents, config, io_manager)
     estimate = _cost_estimate(context.partition_key, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, config.sample_agents)
     context.log.info(f"LLM bill before the run: {estimate.describe()}")
     with mlflow_tracking.asset_run(context, params={**config.model_dump(), **llm.describe(), "max_cost_usd": llm.max_cost_usd}, tags={"arm": context.partition_key}):
@@ -112,9 +118,11 @@ def simulation_events(
     mm_ml_1m: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
+    io_manager: ResourceParam[SimabIOManager],
 ) -> MaterializeResult:
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
     arm = context.partition_key
+    agents = _with_personas(agents, config, io_manager)
     chosen = _agents_of(arm, config, top20_lists, agents)
     checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
     return _simulate(context, arm, chosen, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, mlflow_tracking, checkpoint_dir)
@@ -144,6 +152,7 @@ def sharded_simulation_assets(shards: int) -> list:
         mm_ml_1m: pl.DataFrame,
         llm: LLMResource,
         mlflow_tracking: MlflowTracking,
+        io_manager: ResourceParam[SimabIOManager],
     ) -> MaterializeResult:
         """One user shard of an arm: the arm's sampled agents whose user id hashes to this
         shard (`ops.simulation.runner.user_shard`), each with the generator it has unsharded;
@@ -152,6 +161,7 @@ def sharded_simulation_assets(shards: int) -> list:
 
         keys = context.partition_key.keys_by_dimension
         arm, shard = keys[ARM_DIMENSION], int(keys[SHARD_DIMENSION])
+        agents = _with_personas(agents, config, io_manager)
         chosen = agents_of_shard(_agents_of(arm, config, top20_lists, agents), shard, shards)
         checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm / f"shard-{shard}-of-{shards}" if config.checkpoint else None
         return _simulate(context, arm, chosen, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, mlflow_tracking, checkpoint_dir,
@@ -285,6 +295,31 @@ def _agents_of(arm: str, config: AgentSampleConfig, top20_lists: pl.DataFrame, a
 
     candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
     return agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
+
+
+class _MatchedPersonas:
+    """The `agents` population as a simulation reads it, with SimUSER's matched personas in
+    the session templates (`ops.simulation.brains.llm.persona.apply_personas`)."""
+
+    def __init__(self, agents, personas: pl.DataFrame) -> None:
+        self._agents, self._personas = agents, personas
+        self.profiles = agents.profiles
+
+    def sessions(self, user_ids=None):
+        from ops.simulation.brains.llm.persona import apply_personas
+
+        return apply_personas(self._agents.sessions(user_ids), self._personas)
+
+
+def _with_personas(agents, config: AgentSampleConfig, io_manager: SimabIOManager):
+    """`agents`, or with `persona: matched` the agents with the personas `llm_personas` kept."""
+    if config.persona == "traits":
+        return agents
+    if getattr(config, "brain", "llm") != "llm":
+        raise Failure(description="persona: matched is the LLM brain's (SimUSER's persona matching); the embedded brain decides from the traits", allow_retries=False)
+    if not io_manager.has_stored("llm_personas"):
+        raise Failure(description="persona: matched, but llm_personas has not been materialised: run the job simab_personas first", allow_retries=False)
+    return _MatchedPersonas(agents, io_manager.stored("llm_personas"))
 
 
 def _embedded(embedded_brain, vision: bool):

@@ -52,6 +52,10 @@ JOB_SELECTIONS = {
     ),
     "simab_alignment": (AssetSelection.groups("alignment"), "the alignment protocols alone: how far to trust the agents (e.g. for the LLM brain)"),
     "simab_resimulate": (AssetSelection.assets("simulation_events"), "re-simulate one arm against its current model and agents"),
+    "simab_personas": (
+        AssetSelection.assets("llm_personas"),
+        "SimUSER persona matching for the LLM brain (candidates written and scored on held-out ratings; then SIMAB_PERSONA=matched)",
+    ),
     "simab_rounds": (
         AssetSelection.assets("round_events", "memory_after_round", "round_training_rows"),
         "one round of one arm (partition arm|round): retrain on the earlier rounds' clicks and views, simulate with the grown memories",

@@ -15,6 +15,7 @@ schedule, the read-out sensor and `python -m pipelines.lifecycle`).
 | `SIMAB_ARMS` also | the experiments' Table 2 and brain comparison: arms |
 | `SIMAB_AGENTS` also | `experiment_simulation_events`: n_agents; `SIMAB_MAX_EPOCHS` also `ab_agent_table5`: max_epochs |
 | `SIMAB_AGENTS`, `SIMAB_BRAIN`, `SIMAB_SESSIONS` | `simulation_events`: n_agents, brain, sessions_per_agent (`SIMAB_BRAIN` also the alignment assets' brain); `llm_cost_estimate`: n_agents, sessions_per_agent (in the jobs only with `SIMAB_BRAIN=llm`) |
+| `SIMAB_PERSONA` | `simulation_events` and `llm_cost_estimate`: persona (`matched`: the LLM brain shows the persona `llm_personas` kept; job `simab_personas` matches them) |
 | `SIMAB_CONTROL` | `ab_readout`: control |
 | `SIMAB_ALIGNMENT_AGENTS` | the alignment assets: n_agents |
 | `SIMAB_FIDELITY_TAU_FLOOR` | `fidelity_trust` check: tau_floor |
@@ -50,6 +51,7 @@ JOB_OPS: dict[str, tuple[str, ...]] = {
     "simab_readout": ("ab_readout", "simab_report", *ALIGNMENT_OPS, "ab_readout_fidelity_trust"),
     "simab_alignment": ALIGNMENT_OPS,
     "simab_resimulate": ("llm_cost_estimate", "simulation_events"),
+    "simab_personas": ("llm_personas",),
     "simab_rounds": ("agent_round",),
     "simab_filter_bubble": ("filter_bubble",),
     # The papers' experiments (pipelines.experiments): an arm without its augmentation refits,
@@ -115,6 +117,8 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> RunSettings:
     put("simulation_events", "brain", "SIMAB_BRAIN")
     put("simulation_events", "sessions_per_agent", "SIMAB_SESSIONS", int)
     put("llm_cost_estimate", "sessions_per_agent", "SIMAB_SESSIONS", int)
+    put("simulation_events", "persona", "SIMAB_PERSONA")
+    put("llm_cost_estimate", "persona", "SIMAB_PERSONA")
     put("ab_readout", "control", "SIMAB_CONTROL")
     for op in ALIGNMENT_OPS:
         if op != "social_traits_alignment":  # it reads the simulation's sessions, whatever their brain

@@ -184,6 +184,42 @@ def estimate_llm_cost(
     )
 
 
+def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: int = 0, history_sample: int = 50):
+    """The bill of `ops.simulation.brains.llm.persona.match_personas(brain, inputs, n_candidates)` before it runs, sending
+    nothing: each user's persona prompt is written exactly as it will be sent; the rating
+    prompt carries a persona of typical length (`SAMPLE_PERSONA`), the answers are as long
+    as a typical candidate and one rating entry per movie.  The ceiling: every request
+    re-asked as often as the brain allows, every answer `max_tokens` long.  Cached answers
+    cost nothing and are not subtracted.  A `CostEstimate` named
+    `llm_personas` (its interval is the expected figure: prompts are known, only answer
+    lengths vary, and the ceiling bounds them)."""
+    from ops.simulation.brains.llm.persona import RATING_TEMPLATE, SAMPLE_PERSONA, SAMPLE_RATING, persona_prompt, rating_movies
+
+    c = brain.config
+    persona_answer = text_tokens(SAMPLE_PERSONA.model_dump_json())
+    prompt = completion = longest = 0
+    for user_id in sorted(inputs):
+        history, validation = inputs[user_id]
+        _, written = persona_prompt(brain, user_id, history, seed, history_sample)
+        rating = RATING_TEMPLATE.format(persona=SAMPLE_PERSONA.text(), movies=rating_movies(brain, validation))
+        asks = (prompt_tokens([{"role": "user", "content": written}]), prompt_tokens([{"role": "user", "content": rating}]))
+        prompt += n_candidates * sum(asks)
+        completion += n_candidates * (persona_answer + len(validation) * text_tokens(SAMPLE_RATING) + 3)
+        longest = max(longest, *asks)
+    calls = 2 * n_candidates * len(inputs)
+    tries = 1 + c.reasks
+    price = lambda p, q: (p * c.price_prompt_per_1m + q * c.price_completion_per_1m) / 1e6  # noqa: E731
+    cost = price(prompt, completion)
+    ceiling_prompt, ceiling_completion = calls * tries * (longest + c.max_tokens), calls * tries * c.max_tokens
+    return CostEstimate(
+        arm="llm_personas", model=c.model, behaviour="persona matching (every candidate written and scored)", agents=len(inputs),
+        sampled_agents=len(inputs), calls=calls, prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
+        cost_low_usd=cost, cost_high_usd=cost, ceiling_calls=calls * tries, ceiling_prompt_tokens=ceiling_prompt,
+        ceiling_completion_tokens=ceiling_completion, ceiling_cost_usd=price(ceiling_prompt, ceiling_completion),
+        price_prompt_per_1m=c.price_prompt_per_1m, price_completion_per_1m=c.price_completion_per_1m,
+    )
+
+
 def check_cost_limit(estimates: CostEstimate | Sequence[CostEstimate], max_cost_usd: float | None) -> None:
     """Refuse (CostLimitExceeded) when the estimated cost is above `max_cost_usd`
     (None or 0: no limit), naming the estimate and the limit."""

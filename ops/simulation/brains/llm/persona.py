@@ -12,15 +12,19 @@ comparison.  The kept persona replaces the profile's deterministic one
 
 Every answer is schema-checked and re-asked like a page answer (`LLMBrain._ask`), and comes
 from the brain's response cache when it holds the request, so matching again is free.
+`match_personas` matches many users at once (the transport bounds the requests in flight);
+the asset `llm_personas` stores `personas_frame`, and a simulation with `persona: matched`
+applies it (`apply_personas`); `ops.simulation.cost.estimate_persona_cost` is its bill.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from ops.simulation.brains.llm.answers import AnswerError, _parse
@@ -101,16 +105,8 @@ async def amatch_persona(
     `LLMBrain` (its transport, cache, checks and movie names); `history` and `validation`
     are (movie id, rating) pairs of the train and validation windows.  None when no
     candidate could be scored."""
-    rng = np.random.default_rng(np.random.SeedSequence([seed, user_id, 3141]))
-    history = list(history)
-    if len(history) > history_sample:
-        history = [history[i] for i in sorted(rng.choice(len(history), history_sample, replace=False))]
-    liked = [m for m, r in history if r >= 4]
-    disliked = [m for m, r in history if r < 3]
-    prompt = PERSONA_TEMPLATE.format(
-        liked=_names(brain, liked), disliked=_names(brain, disliked), ages=", ".join(AGES), occupations=", ".join(OCCUPATIONS_HINT)
-    )
-    movies = "\n".join(f"[{m}] {brain._movie_name(m)}" for m, _ in validation)
+    rng, prompt = persona_prompt(brain, user_id, history, seed, history_sample)
+    movies = rating_movies(brain, validation)
     truth = {int(m): int(r) for m, r in validation}
     candidates: list[str] = []
     scores: list[float | None] = []
@@ -141,9 +137,104 @@ def match_persona(brain, user_id: int, history, validation, n_candidates: int = 
     return brain.transport.run_sync(amatch_persona, brain, user_id, history, validation, n_candidates, seed)
 
 
+async def amatch_personas(
+    brain, inputs: Mapping[int, tuple[Sequence[tuple[int, int]], Sequence[tuple[int, int]]]], n_candidates: int = 5, seed: int = 0,
+    progress=None,
+) -> dict[int, PersonaMatch | None]:
+    """`amatch_persona` for every user of `inputs` (user id -> (train history, validation
+    pairs)), all in flight at once: the brain's transport bounds the requests (its
+    `concurrency`).  `progress(done, total)` is called as users finish."""
+    import asyncio
+
+    done = 0
+
+    async def one(user_id: int):
+        nonlocal done
+        history, validation = inputs[user_id]
+        match = await amatch_persona(brain, user_id, history, validation, n_candidates, seed)
+        done += 1
+        if progress is not None:
+            progress(done, len(inputs))
+        return user_id, match
+
+    return dict(await asyncio.gather(*(one(u) for u in sorted(inputs))))
+
+
+def match_personas(brain, inputs, n_candidates: int = 5, seed: int = 0, progress=None) -> dict[int, PersonaMatch | None]:
+    """`amatch_personas` from synchronous code."""
+    return brain.transport.run_sync(amatch_personas, brain, inputs, n_candidates, seed, progress)
+
+
+def persona_inputs(train: pl.DataFrame, valid: pl.DataFrame, users: Sequence[int], validation_movies: int = 10, seed: int = 0) -> dict:
+    """For each of `users` with at least one validation rating: its train history and up to
+    `validation_movies` of its validation-window ratings (a seeded sample), the movies each
+    candidate persona rates.  Users without a validation rating cannot be scored and are left
+    out (they keep their trait persona)."""
+    wanted = pl.DataFrame({"user_id": [int(u) for u in users]}, schema={"user_id": train.schema["user_id"]})
+    history = {u: list(zip(g.get_column("movie_id").to_list(), g.get_column("rating").to_list()))
+               for (u,), g in train.join(wanted, on="user_id").sort("user_id", "timestamp").group_by("user_id", maintain_order=True)}
+    out = {}
+    for (u,), g in valid.join(wanted, on="user_id").sort("user_id", "timestamp").group_by("user_id", maintain_order=True):
+        pairs = list(zip(g.get_column("movie_id").to_list(), g.get_column("rating").to_list()))
+        if len(pairs) > validation_movies:
+            rng = np.random.default_rng(np.random.SeedSequence([seed, int(u), 2718]))
+            pairs = [pairs[i] for i in sorted(rng.choice(len(pairs), validation_movies, replace=False))]
+        out[int(u)] = (history.get(u, []), pairs)
+    return out
+
+
+# What one answer of each kind costs in completion tokens, for the estimate
+# (`ops.simulation.cost.estimate_persona_cost`): a candidate persona as the schema asks for
+# it, and one rating entry.
+SAMPLE_PERSONA = PersonaCandidate(
+    age="25-34", openness=3, conscientiousness=2, extraversion=2, agreeableness=2, neuroticism=1, occupation="software engineer",
+    background="Grew up in a small town and moved to the city for work; spends evenings at home.",
+    hobbies=["hiking", "board games", "cooking"], taste="Loves clever science fiction and dry comedies; avoids horror and musicals.",
+)
+SAMPLE_RATING = '{"movie_id": 1234, "rating": 4}, '
+
+
+def personas_frame(matches: Mapping[int, PersonaMatch | None]) -> pl.DataFrame:
+    """One row per user: the kept persona and its RMSE (null when no candidate could be
+    scored: the user keeps its trait persona), every candidate and its score."""
+    rows = [
+        {"user_id": u, "persona": m.persona if m else None, "rmse": m.rmse if m else None,
+         "candidates": list(m.candidates) if m else [], "scores": list(m.scores) if m else []}
+        for u, m in sorted(matches.items())
+    ]
+    schema = {"user_id": pl.Int64, "persona": pl.Utf8, "rmse": pl.Float64, "candidates": pl.List(pl.Utf8), "scores": pl.List(pl.Float64)}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def apply_personas(sessions: Sequence, personas: pl.DataFrame) -> list:
+    """The session templates with each matched persona in place of the trait one (users
+    without a matched persona keep theirs)."""
+    kept = {int(u): p for u, p in personas.select("user_id", "persona").iter_rows() if p}
+    return [dataclasses.replace(s, profile=with_persona(s.profile, kept[s.user_id])) if s.user_id in kept else s for s in sessions]
+
+
 def with_persona(profile, persona: str):
     """The profile with the matched persona in place of the deterministic one."""
     return dataclasses.replace(profile, persona=persona)
+
+
+def persona_prompt(brain, user_id: int, history, seed: int, history_sample: int):
+    """The generator of this user's request seeds, and the persona prompt from a seeded
+    sample of its train history."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, user_id, 3141]))
+    history = list(history)
+    if len(history) > history_sample:
+        history = [history[i] for i in sorted(rng.choice(len(history), history_sample, replace=False))]
+    liked = [m for m, r in history if r >= 4]
+    disliked = [m for m, r in history if r < 3]
+    prompt = PERSONA_TEMPLATE.format(
+        liked=_names(brain, liked), disliked=_names(brain, disliked), ages=", ".join(AGES), occupations=", ".join(OCCUPATIONS_HINT)
+    )
+    return rng, prompt
+
+
+def rating_movies(brain, validation) -> str:
+    return "\n".join(f"[{m}] {brain._movie_name(m)}" for m, _ in validation)
 
 
 def _names(brain, movie_ids: Sequence[int]) -> str:

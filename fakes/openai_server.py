@@ -305,6 +305,9 @@ def uniform_agent(body: dict) -> str:
     reason = "a uniform random choice"
     if "Question: Do you feel satisfied" in text:
         return json.dumps({"satisfaction": int(rng.integers(1, 11)), "reason": reason})
+    if "Pause and reflect" in text:  # the reflection prompt (Agent4Rec §2.1.2)
+        return json.dumps({"preferences": "I want more of what I rated well and less of the rest.",
+                           "satisfaction": int(rng.integers(1, 11)), "fatigue": int(rng.integers(1, 6))})
     legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
     action = legal[int(rng.integers(len(legal)))]
     fields = {"action": action, "interest": int(rng.integers(1, 6)), "reason": reason}

@@ -35,18 +35,19 @@ def world(tmp_path_factory):
     return llm_world(tmp_path_factory.mktemp("cost"), n_agents=120)
 
 
-def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world):
-    from fakes.openai_server import FakeOpenAI, uniform_agent
+@pytest.mark.parametrize("reflect_every", [0, 3])
+def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, reflect_every):
+    from fakes.openai_server import FakeOpenAI, uniform_agent, user_text
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
     from ops.simulation.brains.random_policy import UniformRandomBrain
     from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
     from ops.simulation.runner import SimulationConfig, simulate_arm
 
     sim_config = SimulationConfig(progress=False)
-    fake = FakeOpenAI(uniform_agent, count_tokens=True, record=False)
+    fake = FakeOpenAI(uniform_agent, count_tokens=True, record=bool(reflect_every))
     with fake.serve() as url:
         config = LLMBrainConfig(base_url=url, api_key_required=False, model="test-model", fatigue=sim_config.fatigue,
-                                max_attempts=2, backoff_s=0.0)
+                                max_attempts=2, backoff_s=0.0, reflect_every=reflect_every)
         # The dry run: 50 of the 120 agents, a uniform random user deciding, nothing sent.
         estimate = estimate_llm_cost("pop", world["top_k"], world["agents"], world["catalogue"], LLMBrain(config, catalogue=world["catalogue"]),
                                      UniformRandomBrain(), sim_config, config=CostEstimateConfig(sample_agents=50, seed=0))
@@ -73,6 +74,15 @@ def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world):
     spent = (counted["prompt_tokens"] * 0.15 + counted["completion_tokens"] * 0.60) / 1e6
     assert estimate.cost_low_usd <= spent <= estimate.cost_high_usd
     assert "expected" in estimate.to_markdown() and "arm pop" in estimate.describe()
+    if reflect_every:
+        # The run asked for reflections, and the estimate counted about as many: its calls
+        # above the same dry run without reflection are the reflections it expects.
+        asked = sum(1 for r in fake.requests if "Pause and reflect" in user_text(r))
+        without = estimate_llm_cost("pop", world["top_k"], world["agents"], world["catalogue"],
+                                    LLMBrain(config.model_copy(update={"reflect_every": 0}), catalogue=world["catalogue"]),
+                                    UniformRandomBrain(), sim_config, config=CostEstimateConfig(sample_agents=50, seed=0))
+        assert asked > 0 and estimate.calls - without.calls == pytest.approx(asked, rel=0.3)
+        assert estimate.ceiling_calls > without.ceiling_calls
 
 
 def test_a_run_above_the_limit_is_refused_naming_the_estimate_and_the_limit():

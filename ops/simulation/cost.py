@@ -9,7 +9,9 @@ memories retrieved for that page, the session so far, the page with its posters)
 tokens are counted (`brains.llm.tokens`).  What the agent does next comes from a stand-in
 brain — `behaviour`, by default the fitted embedded brain, the project's model of these
 users — and the answer the model would write for that decision is counted as the
-completion.  Calls, tokens and cost of the sample are scaled to all the arm's agents and
+completion.  With the brain's `reflect_every`, the reflections it would ask for at the
+same steps are counted too (their prompts exactly, their answers and the summary they add
+to later page prompts at a typical length).  Calls, tokens and cost of the sample are scaled to all the arm's agents and
 priced with the brain's price table (`LLMBrainConfig.price_*_per_1m`).
 
 The estimate is as good as the stand-in's behaviour: an LLM that explores more than it
@@ -158,7 +160,7 @@ def estimate_llm_cost(
     per_agent = np.array([cost(sum(meter.prompt[u]), sum(meter.completion[u])) for u in sample])
     spread = 1.96 * total * (per_agent.std(ddof=1) if n > 1 else per_agent.mean()) * math.sqrt(1 / n + 1 / total)
     by_user = {a.user_id: a for a in agents}
-    ceiling_calls = sum(_ceiling_calls(by_user[u], sim_config) for u in chosen)
+    ceiling_calls = sum(_ceiling_calls(by_user[u], sim_config, meter.reflect_every) for u in chosen)
     longest = max((t for v in meter.prompt.values() for t in v), default=0)
     ceiling_prompt, ceiling_completion = ceiling_calls * longest, ceiling_calls * c.max_tokens
     expected_prompt, expected_completion = round(prompt * scale), round(completion * scale)
@@ -236,22 +238,50 @@ def check_cost_limit(estimates: CostEstimate | Sequence[CostEstimate], max_cost_
         )
 
 
+# A reflection's answer as the model writes it (one or two sentences, two integers), and
+# the state the page prompts after it carry: counted for every reflection of the dry run.
+_SAMPLE_REFLECTION = {"preferences": "I want more clever science fiction like the last one I watched, and no more slow dramas tonight.",
+                      "satisfaction": 6, "fatigue": 3}
+
+
 class _PromptMeter:
     """A brain for the dry run: writes and counts the LLM brain's request for each page and
-    the answer the model would give, while `behaviour` decides."""
+    the answer the model would give, while `behaviour` decides; with `reflect_every`, the
+    reflections the LLM brain would ask for (at the same steps) and the longer page prompts
+    that carry their summary."""
 
     def __init__(self, llm_brain, behaviour) -> None:
+        from ops.simulation.brains.llm.prompts import reflection_state_text
+
         self.llm = llm_brain
         self.behaviour = behaviour
         self.name = getattr(behaviour, "name", "behaviour")
         self.prompt: dict[int, list[int]] = defaultdict(list)  # user id -> tokens per call
         self.completion: dict[int, list[int]] = defaultdict(list)
+        self.reflect_every = int(getattr(llm_brain.config, "reflect_every", 0) or 0)
+        self._reflected: dict[int, int] = {}  # user id -> short-term length at its last reflection
+        self._reflection_answer = text_tokens(json.dumps(_SAMPLE_REFLECTION))
+        self._reflection_state = text_tokens(reflection_state_text(_SAMPLE_REFLECTION["preferences"], 6, 3)) + 2
 
     def prepare(self, sessions, shown) -> None:
         self.behaviour.prepare(sessions, shown)
 
+    def _reflect(self, session: AgentSession) -> int:
+        """Count the reflection due before this page, as `LLMBrain._reflect` asks it; the
+        tokens its summary adds to this page's prompt."""
+        uid, n = session.user_id, len(session.short_term)
+        if n == 0:
+            self._reflected.pop(uid, None)
+        every = self.reflect_every
+        if every and n > 0 and n % every == 0 and self._reflected.get(uid) != n:
+            self._reflected[uid] = n
+            self.prompt[uid].append(prompt_tokens(self.llm.reflection_messages(session)))
+            self.completion[uid].append(self._reflection_answer)
+        return self._reflection_state if uid in self._reflected else 0
+
     def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
-        self.prompt[session.user_id].append(prompt_tokens(self.llm.page_messages(session, observation)))
+        state = self._reflect(session)
+        self.prompt[session.user_id].append(prompt_tokens(self.llm.page_messages(session, observation)) + state)
         decision = self.behaviour.decide(session, observation, rng)
         answer = {"action": decision.action, "interest": decision.interest, "caught_eye": list(decision.caught_eye), "reason": decision.reason}
         answer |= {"movie_id": decision.movie_id} if observation.page_type == "home" else {"rating": decision.rating}
@@ -265,12 +295,14 @@ class _PromptMeter:
         return satisfaction, reason
 
 
-def _ceiling_calls(agent: AgentSession, config: SimulationConfig) -> int:
+def _ceiling_calls(agent: AgentSession, config: SimulationConfig, reflect_every: int = 0) -> int:
     """The most brain calls one session can take: steps until the budget is spent on the
-    cheapest costing action at the highest interest, capped by max_steps, and the interview."""
+    cheapest costing action at the highest interest, capped by max_steps, a reflection every
+    `reflect_every` of those steps, and the interview."""
     fatigue = config.fatigue
     cheapest = min(fatigue_cost(a, fatigue.interest_max, fatigue) for a in fatigue.base_costs if a != EXIT)
     budget = fatigue_budget(_activity_tier(agent, None), fatigue)
     steps = config.max_steps if cheapest <= 0 else min(config.max_steps, math.ceil(budget / cheapest))
-    return steps + 1
+    reflections = (steps - 1) // reflect_every if reflect_every else 0
+    return steps + reflections + 1
 

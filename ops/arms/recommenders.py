@@ -125,8 +125,11 @@ class ArmConfig(BaseModel):
     use_metadata: bool = True
     seed: int = 1024  # deepctr's default seed
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # Pairs per forward pass when scoring (memory, not maths).
+    # Pairs per forward pass when scoring (memory, not maths): at most score_batch_size,
+    # fewer where the model's widest intermediate tensor would take a pass above
+    # score_memory_mb (`rows_per_forward`).
     score_batch_size: int = Field(262_144, ge=1)
+    score_memory_mb: float = Field(512.0, gt=0)
     # Unrated (user, movie) pairs added as negatives (label 0), per train row, redrawn
     # each epoch.  The paper does not say; with 0 (rated >= 4 vs rated < 4 only) a model
     # learns "liked, given rated" and ranks obscure well-liked items first: measured on
@@ -236,7 +239,7 @@ class TrainedArm:
                 return np.zeros(movie_ids.shape)
             position = np.clip(np.searchsorted(ids, movie_ids), 0, ids.size - 1)
             return np.where(ids[position] == movie_ids, scores[position], 0.0)
-        return _predict(self.model, self.encoder, user_ids, movie_ids, self.config.score_batch_size)
+        return _predict(self.model, self.encoder, user_ids, movie_ids, rows_per_forward(self.model, self.config))
 
 
 def train_arm(
@@ -492,7 +495,7 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
                                        {"train_loss_so_far": total / max(start, 1)})
             total += batch_loss
         valid_scores = _predict(model, encoder, valid["user_id"].to_numpy(), valid["movie_id"].to_numpy(),
-                                config.score_batch_size)
+                                rows_per_forward(model, config))
         if guard.enabled and not np.all(np.isfinite(valid_scores)):
             raise ArmDivergedError(config.name, epoch, f"{int((~np.isfinite(valid_scores)).sum())} validation predictions are not numbers",
                                    {"train_loss": total / x_epoch.shape[0]})
@@ -557,6 +560,35 @@ def _rated_keys(train: pl.DataFrame) -> np.ndarray:
 
 def _pair_keys(user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
     return user_ids.astype(np.int64) * (1 << 32) + movie_ids.astype(np.int64)
+
+
+def activation_floats_per_row(model, config: ArmConfig) -> int:
+    """About how many floats the widest intermediate tensors of one forward pass hold per
+    scored pair.  Most models stay near fields x embedding; two do not (issue 16: AFN's
+    offline metrics on ML-1M were killed for memory at 21.6 GB with 262,144 pairs a pass):
+    AFN's logarithmic layer holds embedding x ltl_hidden_size per row through log, batch
+    norm, the product and exp (64 x 256 = 16,384 floats, 64 kB), and xDeepFM's CIN the
+    outer product of a layer's feature maps with the fields, feature maps x fields x
+    embedding (128 x m x 64)."""
+    fields = max(1, len(getattr(model, "embedding_dict", {}) or {}))
+    e = config.embedding_dim
+    kwargs = config.model_kwargs
+    if config.model == "afn":
+        return e * int(kwargs.get("ltl_hidden_size", 256)) * 4
+    if config.model == "xdeepfm":
+        maps = (fields, *kwargs.get("cin_layer_size", (256, 128)))
+        return max(maps) * fields * e * 2
+    if config.model == "autoint":
+        heads = int(kwargs.get("att_head_num", 2))
+        return fields * fields * heads * 2 + fields * e * 6
+    return fields * e * 4 + 2 * sum(config.dnn_hidden_units)
+
+
+def rows_per_forward(model, config: ArmConfig) -> int:
+    """Pairs per forward pass when scoring: score_batch_size, or fewer so that one pass's
+    widest tensors stay within score_memory_mb (never fewer than 256)."""
+    fit = int(config.score_memory_mb * 2**20 // (4 * activation_floats_per_row(model, config)))
+    return max(256, min(config.score_batch_size, fit))
 
 
 def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int) -> np.ndarray:

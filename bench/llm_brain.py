@@ -19,7 +19,7 @@ CPU time is measured apart from the server's.  For each concurrency it prints:
   from the response cache (0 calls, same events).
 
     .venv/bin/python bench/llm_brain.py [--agents 1000] [--latency-ms 300] [--concurrency 64 256]
-                                        [--http-client aiohttp httpx]
+                                        [--http-client aiohttp httpx] [--processes 2]
 
 Measured 2026-11-23 on the shared 2-core machine under a load average of 10.5–11 (other
 engineers' jobs), 1,000 agents, 5,000 calls, 300 ms per call (ideal 23.7 s at c=64, 6.0 s at 256):
@@ -75,6 +75,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=300.0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--http-client", nargs="+", choices=("aiohttp", "httpx"), default=["aiohttp"])
+    parser.add_argument("--processes", type=int, nargs="*", default=[],
+                        help="also run the arm as N user-shard processes (the shards of issue 15), c/N in flight each, e.g. --processes 2")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     latency = args.latency_ms / 1000.0
@@ -104,6 +106,11 @@ def main() -> None:
                     reference = events if reference is None else reference
                     line(f"simulate_arm {http}, c={c}", run, ideal, bare["wall"], same)
                     brain.close()
+                for n in args.processes:
+                    run = sharded(url, args.agents, c, n, args.http_client[0])
+                    events = run.pop("result")
+                    same = str(events.drop("latency_s").equals(reference.drop("latency_s")))
+                    line(f"{n} shard processes, c={c // n} each", run, ideal, bare["wall"], same)
 
             c = max(args.concurrency)
             cache = Path(tmp) / "cache.sqlite"
@@ -147,6 +154,55 @@ def line(name: str, run: dict, ideal: float, bare_wall: float, same: str) -> Non
     calls = max(run["calls"], 1)
     print(f"{name:<34} {run['calls']:>6} {run['wall']:>7.2f} {ideal:>7.2f} {ideal / run['wall']:>10.2f} {bare_wall / run['wall']:>8.2f} "
           f"{1000 * run['client_cpu'] / calls:>18.2f} {1000 * run['server_cpu'] / calls:>18.2f} {same:>11}")
+
+
+def _shard_worker(shard: int, shards: int, agents: int, url: str, concurrency: int, http: str, barrier, results) -> None:
+    """One user shard in a process of its own: builds the same world, waits for the others,
+    simulates its agents; sends back its events, its wall-clock span and its CPU time."""
+    from ops.simulation.runner import agents_of_shard
+
+    with tempfile.TemporaryDirectory() as tmp:
+        world = llm_world(Path(tmp) / "world", n_agents=agents, n_per_genre=20, per_user=24, list_length=20, arm="bench")
+        users = agents_of_shard([a.user_id for a in world["agents"]], shard, shards)
+        brain = make_brain(url, world, concurrency, http)
+        barrier.wait()
+        cpu, started = time.process_time(), time.perf_counter()
+        events = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain, SimulationConfig(progress=False),
+                              seed=1, users=users, concurrency=concurrency)
+        ended, cpu = time.perf_counter(), time.process_time() - cpu
+        brain.close()
+    results.put((shard, events.write_ipc(None).getvalue(), started, ended, cpu))
+
+
+def sharded(url: str, agents: int, concurrency: int, shards: int, http: str) -> dict:
+    """The arm as `shards` user-shard processes (`ops.simulation.runner.agents_of_shard`),
+    `concurrency // shards` in flight each, their events combined as `simulation_events`
+    combines shards.  Wall time from the first process's start to the last one's end (all
+    start together, after building their worlds); client CPU summed over the processes."""
+    import io
+    import multiprocessing
+
+    import polars as pl
+
+    from ops.simulation.runner import combine_shards
+
+    context = multiprocessing.get_context("spawn")  # forked event loops and SDK clients hang
+    barrier, results = context.Barrier(shards), context.Queue()
+    before = stats(url)
+    workers = [context.Process(target=_shard_worker, args=(k, shards, agents, url, max(1, concurrency // shards), http, barrier, results))
+               for k in range(shards)]
+    for w in workers:
+        w.start()
+    parts = [results.get() for _ in workers]
+    for w in workers:
+        w.join()
+    after = stats(url)
+    by_shard = {k: pl.read_ipc(io.BytesIO(data)) for k, data, *_ in parts}
+    return {
+        "wall": max(p[3] for p in parts) - min(p[2] for p in parts), "calls": after["calls"] - before["calls"],
+        "client_cpu": sum(p[4] for p in parts), "server_cpu": after["cpu_s"] - before["cpu_s"],
+        "result": combine_shards(by_shard, shards),
+    }
 
 
 async def bare_chains(url: str, chains: int, per_chain: int, concurrency: int) -> None:

@@ -102,3 +102,27 @@ def test_offline_per_user_ranks_only_the_users_who_have_a_list():
     assert table["user_id"].to_list() == [1, 2] and table["arm"].to_list() == ["pop", "pop"]
     assert table["recall_at_k"].to_list() == [1.0, 0.0]
     assert table["ndcg_at_k"][0] == pytest.approx(1 / np.log2(3))
+
+
+def test_tau_compares_the_same_users_as_the_pairs():
+    """offline_metrics ranks cold-start test users too, whom no agent represents; τ is taken
+    over the users with a list, as the arm pairs are (the ML-100K case of issue 16, where the
+    two populations ordered FM and DeepFM differently)."""
+    from ops.readout.fidelity import offline_for_fidelity
+
+    # Over every ranked user DeepFM edges FM; over the users with a list (the agents') FM leads.
+    offline = OFFLINE.with_columns(pl.when(pl.col("arm") == "fm").then(0.2028).when(pl.col("arm") == "deepfm").then(0.2030)
+                                   .otherwise(pl.col("ndcg_at_k")).alias("ndcg_at_k"))
+    per_user = pl.DataFrame({
+        "arm": [a for a in ("random", "pop", "fm", "deepfm") for _ in range(2)],
+        "user_id": [1, 2] * 4,
+        "recall_at_k": [0.0, 0.02, 0.02, 0.04, 0.06, 0.08, 0.05, 0.07],
+        "ndcg_at_k": [0.0, 0.02, 0.08, 0.10, 0.12, 0.14, 0.10, 0.12],
+    })
+    sim = _simulated({"random": (0.1, 0.05, 4.0), "pop": (0.2, 0.1, 4.1), "fm": (0.31, 0.2, 4.5), "deepfm": (0.3, 0.21, 4.6)})
+    ctr_ndcg = (pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")
+    assert fidelity(sim, offline).filter(ctr_ndcg)["kendall_tau"][0] == pytest.approx(4 / 6)  # all users: FM and DeepFM swapped
+    fixed = offline_for_fidelity(offline, per_user)
+    assert fixed.filter(pl.col("arm") == "fm")["ndcg_at_k"][0] == pytest.approx(0.13) and fixed["test_auc"].to_list() == offline["test_auc"].to_list()
+    row = fidelity(sim, fixed).filter(ctr_ndcg).row(0, named=True)
+    assert row["kendall_tau"] == pytest.approx(1.0) and row["same_best_arm"]

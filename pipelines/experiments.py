@@ -22,19 +22,8 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
-
+from pipelines.lifecycle import Step
 from pipelines.run_config import EXPERIMENT_ASSETS
-
-
-@dataclass(frozen=True)
-class Step:
-    job: str
-    partition: str | None = None
-
-    @property
-    def label(self) -> str:
-        return self.job + (f"[{self.partition}]" if self.partition else "")
 
 
 def plan(name: str, settings) -> list[Step]:

@@ -167,11 +167,11 @@ class FidelityCheckConfig(Config):
 )
 def fidelity_trust(config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame) -> AssetCheckResult:
     from ops.readout.alignment.trust import fidelity_warning
-    from ops.readout.fidelity import fidelity, offline_for_fidelity, offline_per_user, pairwise_agreement
+    from ops.readout.fidelity import fidelity, offline_per_user, pairwise_agreement
 
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
     per_user = offline_per_user(top20_lists, test_ratings)
-    fid = fidelity(ab_readout.arms, offline_for_fidelity(offline, per_user)) if offline_metrics else pl.DataFrame()
+    fid = fidelity(ab_readout.arms, offline, per_user) if offline_metrics else pl.DataFrame()
     pairs = pairwise_agreement(ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed)
     warning = fidelity_warning(fid, pairs, config.tau_floor)
     table = pairs.select("arm_a", "arm_b", "offline_difference", "simulated_difference", "verdict") if pairs.height else pl.DataFrame({"pairs": []})

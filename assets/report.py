@@ -84,7 +84,7 @@ def simab_report(
     the simulated test (minimum detectable CTR difference, agents × sessions needed,
     sensitivity ratio per pair), and how far to trust the agents (the alignment protocols,
     each beside the paper's figure)."""
-    from ops.readout.fidelity import agreement_summary, fidelity, offline_for_fidelity, offline_intervals, offline_per_user, pairwise_agreement
+    from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
     from ops.atomic import atomic_write_bytes
     from ops.figures import save_figure
     from ops.links import viewer_url
@@ -96,7 +96,7 @@ def simab_report(
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
     per_user = offline_per_user(top20_lists, test_ratings)
     # τ over the same users as the arm pairs and the intervals (offline_for_fidelity says why).
-    fid = fidelity(ab_readout.arms, offline_for_fidelity(offline, per_user)) if offline_metrics else pl.DataFrame()
+    fid = fidelity(ab_readout.arms, offline, per_user) if offline_metrics else pl.DataFrame()
     intervals = offline_intervals(per_user, seed=ab_readout.config.seed)
     pairs = pairwise_agreement(ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed)
     summary = agreement_summary(pairs)

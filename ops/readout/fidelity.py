@@ -31,11 +31,15 @@ FIDELITY = {
 }
 
 
-def fidelity(simulated: pl.DataFrame, offline: pl.DataFrame) -> pl.DataFrame:
+def fidelity(simulated: pl.DataFrame, offline: pl.DataFrame, per_user: pl.DataFrame | None = None) -> pl.DataFrame:
     """`simulated`: arm, metric, mean (the read-out's per-arm table); `offline`: one row per
-    arm with the OfflineMetrics columns.  Returns one FIDELITY row per metric pair."""
+    arm with the OfflineMetrics columns; `per_user` (`offline_per_user`): when given, the
+    ranking metrics are taken over those users, the ones the arm pairs use
+    (`offline_for_fidelity` says why).  Returns one FIDELITY row per metric pair."""
     from scipy.stats import kendalltau
 
+    if per_user is not None:
+        offline = offline_for_fidelity(offline, per_user)
     wide = simulated.filter(pl.col("metric").is_in(SIMULATED)).pivot(on="metric", index="arm", values="mean")
     joined = wide.join(offline, on="arm", how="inner").sort("arm")
     rows = []

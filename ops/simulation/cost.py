@@ -198,7 +198,9 @@ def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: i
     from ops.simulation.brains.llm.persona import RATING_TEMPLATE, SAMPLE_PERSONA, SAMPLE_RATING, persona_prompt, rating_movies
 
     c = brain.config
+    price = brain.transport.cost
     persona_answer = text_tokens(SAMPLE_PERSONA.model_dump_json())
+    rating_answer = text_tokens(SAMPLE_RATING)
     prompt = completion = longest = 0
     for user_id in sorted(inputs):
         history, validation = inputs[user_id]
@@ -206,11 +208,10 @@ def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: i
         rating = RATING_TEMPLATE.format(persona=SAMPLE_PERSONA.text(), movies=rating_movies(brain, validation))
         asks = (prompt_tokens([{"role": "user", "content": written}]), prompt_tokens([{"role": "user", "content": rating}]))
         prompt += n_candidates * sum(asks)
-        completion += n_candidates * (persona_answer + len(validation) * text_tokens(SAMPLE_RATING) + 3)
+        completion += n_candidates * (persona_answer + len(validation) * rating_answer + 3)
         longest = max(longest, *asks)
     calls = 2 * n_candidates * len(inputs)
     tries = 1 + c.reasks
-    price = lambda p, q: (p * c.price_prompt_per_1m + q * c.price_completion_per_1m) / 1e6  # noqa: E731
     cost = price(prompt, completion)
     ceiling_prompt, ceiling_completion = calls * tries * (longest + c.max_tokens), calls * tries * c.max_tokens
     return CostEstimate(

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
-from ops.readout.fidelity import agreement_summary, fidelity, offline_for_fidelity, offline_intervals, offline_per_user, pairwise_agreement
+from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
 
 SIMULATED = ("ctr", "cvr", "average_rating")
 OFFLINE = ("recall_at_k", "ndcg_at_k")
@@ -57,7 +57,7 @@ def arm_experiment(
     intervals = offline_intervals(per_user, OFFLINE, n_bootstrap=config.n_bootstrap, seed=config.seed)
     pairs = pairwise_agreement(readout.per_agent, per_user, paired=readout.design == "paired", n_bootstrap=config.n_bootstrap, seed=config.seed)
     brains = {a: ",".join(sorted(str(b) for b in events[a].get_column("brain").drop_nulls().unique().to_list())) for a in arms}
-    return ArmExperiment(_arm_rows(arms, readout, offline_rows, intervals, brains), fidelity(readout.arms, offline_for_fidelity(offline_rows, per_user)), pairs,
+    return ArmExperiment(_arm_rows(arms, readout, offline_rows, intervals, brains), fidelity(readout.arms, offline_rows, per_user), pairs,
                          agreement_summary(pairs), readout)
 
 

@@ -1,3 +1,4 @@
+from ops.settings import BrainName
 """How far to trust the agents (issue 11): the papers' alignment protocols as assets, and
 the fidelity warning as a (non-blocking) asset check.
 
@@ -7,7 +8,6 @@ decision path, on a seeded sample of agents (`n_agents`, 200 by default so the d
 short; 0 = every agent with held-out ratings).  `ops.readout.alignment` says how.
 """
 
-from typing import Literal
 
 import polars as pl
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset, asset_check
@@ -20,9 +20,9 @@ GROUP = "alignment"
 
 
 class AlignmentConfig(Config):
-    brain: Literal["embedded", "llm"] = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
+    brain: BrainName = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
     vision: bool = Field(default=True, description="False: the brain without posters, as the simulation's vision ablation")
-    n_agents: int = Field(default=200, description="agents sampled among those with held-out (test-window) ratings; 0 = all ($SIMAB_ALIGNMENT_AGENTS)")
+    n_agents: int = Field(default=200, ge=0, description="agents sampled among those with held-out (test-window) ratings; 0 = all ($SIMAB_ALIGNMENT_AGENTS)")
     seed: int = Field(default=0, description="seed of the sample, the lists and every decision")
     n_bootstrap: int = Field(default=1000, description="bootstrap replicates of the 95 % intervals")
 

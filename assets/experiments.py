@@ -36,7 +36,7 @@ TABLE5_MODELS = ("nfm", "xdeepfm", "wdl", "dcn", "deepfm", "afn", "autoint", "pn
 
 
 class ExperimentSimulationConfig(Config):
-    n_agents: int = Field(default=0, description="agents sampled from users with a top-20 list (the same sample in every arm and condition); 0 = all ($SIMAB_AGENTS)")
+    n_agents: int = Field(default=0, ge=0, description="agents sampled from users with a top-20 list (the same sample in every arm and condition); 0 = all ($SIMAB_AGENTS)")
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
     max_failed_agents_share: float = Field(default=0.05, ge=0, le=1, description="the run fails once more than this share of agents failed (LLM brain)")
     checkpoint: bool = Field(default=True, description="keep finished agents in a checkpoint so a killed run resumes")

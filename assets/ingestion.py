@@ -13,7 +13,6 @@ stored tables as they were.
 
 
 from pathlib import Path
-from typing import Literal
 
 import polars as pl
 from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, MaterializeResult, multi_asset
@@ -21,6 +20,7 @@ from pydantic import Field
 
 from data_contracts.checks import movies_verdict, ratings_verdict, stop_before_storing, users_verdict
 from ops.schema import HIDDEN_TASTES, METADATA
+from ops.settings import Dataset, Source
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root, frame_digest
 
@@ -31,9 +31,9 @@ class IngestionConfig(Config):
     """Which MovieLens source to use ($SIMAB_SOURCE, $SIMAB_LOCAL_PATH, $SIMAB_DATASET fill it
     in through `pipelines.run_config`)."""
 
-    source: Literal["synthetic", "local", "download"] = Field(default="synthetic", description="synthetic | local | download")
+    source: Source = Field(default="synthetic", description="synthetic | local | download")
     local_path: str = Field(default="", description="folder for source=local")
-    dataset: Literal["ml-1m", "ml-100k"] = Field(default="ml-1m", description="archive for source=download")
+    dataset: Dataset = Field(default="ml-1m", description="archive for source=download")
     seed: int = Field(default=0, description="seed of the synthetic generator")
     synthetic_users: int = Field(default=0, description="synthetic: number of users (0 = generator default)")
     synthetic_movies: int = Field(default=0, description="synthetic: number of movies (0 = generator default)")

@@ -8,7 +8,6 @@ logs the coverage table in the shape of the paper's Table 1.
 """
 
 from pathlib import Path
-from typing import Literal
 
 import polars as pl
 from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
@@ -16,6 +15,7 @@ from pydantic import Field
 
 from data_contracts.checks import metadata_verdict, stop_before_storing
 from ops.schema import METADATA, conform
+from ops.settings import MetadataSource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 from resources.tmdb import TmdbResource
@@ -27,7 +27,7 @@ class MetadataConfig(Config):
     """Where metadata and posters come from ($SIMAB_METADATA_SOURCE, $SIMAB_METADATA_PATH,
     $SIMAB_POSTER_DIRS, $SIMAB_LINKS_PATH fill it in through `pipelines.run_config`)."""
 
-    source: Literal["auto", "synthetic", "local", "tmdb", "none"] = Field(default="auto", description="auto | synthetic | local | tmdb | none")
+    source: MetadataSource = Field(default="auto", description="auto | synthetic | local | tmdb | none")
     metadata_path: str = Field(default="", description="local: metadata file (e.g. movies_extrainfos.dat); empty = posters only")
     poster_dirs: list[str] = Field(default=[], description="local: folders of posters named <movie_id>.jpg, in order of preference")
     links_path: str = Field(default="", description="MovieLens links table (movieId, imdbId, tmdbId); empty = match titles")

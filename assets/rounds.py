@@ -22,7 +22,6 @@ Agent4Rec's four rounds), so the partitions are built by `build_round_assets`.
 
 
 from types import SimpleNamespace
-from typing import Literal
 
 import polars as pl
 from dagster import (
@@ -43,6 +42,7 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import ARMS
+from ops.settings import BrainName
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager
@@ -54,12 +54,12 @@ ROUND_OUTPUTS = ("round_events", "memory_after_round", "round_training_rows")
 
 
 class RoundAssetConfig(Config):
-    n_agents: int = Field(default=0, description="agents sampled (the same in every round and arm); 0 = all ($SIMAB_AGENTS)")
+    n_agents: int = Field(default=0, ge=0, description="agents sampled (the same in every round and arm); 0 = all ($SIMAB_AGENTS)")
     seed: int = Field(default=0, description="seed of agent sampling, of the pool split and of every agent's decisions")
     pages: int = Field(default=5, ge=1, description="home pages per session, 5 movies each (Agent4Rec §4.1: up to 5)")
     split_pool: bool = Field(default=False, description="each round recommends from its own equal part of the catalogue (Agent4Rec §4.1)")
     max_epochs: int = Field(default=0, description="the arm's epochs per round; 0 = Appendix B default ($SIMAB_MAX_EPOCHS)")
-    brain: Literal["embedded", "llm"] = Field(default="embedded", description="embedded (offline default) | llm ($SIMAB_BRAIN)")
+    brain: BrainName = Field(default="embedded", description="embedded (offline default) | llm ($SIMAB_BRAIN)")
 
 
 class FilterBubbleConfig(Config):
@@ -67,7 +67,7 @@ class FilterBubbleConfig(Config):
     rounds: int = Field(default=DEFAULT_ROUNDS, ge=1, description="Agent4Rec §4.1: four rounds")
     pages: int = Field(default=5, ge=1, description="Agent4Rec §4.1: recommendations span up to 5 pages")
     split_pool: bool = Field(default=True, description="the movie pool split in `rounds` equal parts, one per round (Agent4Rec §4.1)")
-    n_agents: int = Field(default=0, description="agents sampled; 0 = all ($SIMAB_AGENTS)")
+    n_agents: int = Field(default=0, ge=0, description="agents sampled; 0 = all ($SIMAB_AGENTS)")
     seed: int = 0
     max_epochs: int = Field(default=0, description="0 = Appendix B default ($SIMAB_MAX_EPOCHS)")
     n_bootstrap: int = Field(default=1000, ge=10)

@@ -30,6 +30,7 @@ from dagster import AssetExecutionContext, Config, DataVersion, Failure, Materia
 from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, arm_partitions
+from ops.settings import BrainName, Persona
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager, data_root
@@ -40,7 +41,7 @@ GROUP = "simulation"
 class AgentSampleConfig(Config):
     """Which agents browse the arm, and what they perceive: shared by the simulation and its cost estimate."""
 
-    n_agents: int = Field(default=0, description="agents sampled from users with a top-20 list; 0 = all ($SIMAB_AGENTS)")
+    n_agents: int = Field(default=0, ge=0, description="agents sampled from users with a top-20 list; 0 = all ($SIMAB_AGENTS)")
     design: Literal["paired", "random"] = Field(default="paired", description="paired: same agents in every arm; random: one arm per agent")
     arms: list[str] = Field(default=list(DEFAULT_ARMS), description="the arms of the experiment: design=random deals the agents among them ($SIMAB_ARMS)")
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
@@ -48,7 +49,7 @@ class AgentSampleConfig(Config):
         default=1, ge=1,
         description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
     )
-    persona: Literal["traits", "matched"] = Field(
+    persona: Persona = Field(
         default="traits",
         description="LLM brain: traits shows the persona derived from the agent's traits; matched the one SimUSER's consistency check kept (asset llm_personas, job simab_personas; agents it could not score keep theirs) ($SIMAB_PERSONA)",
     )
@@ -59,7 +60,7 @@ class AgentSampleConfig(Config):
 
 
 class SimulationAssetConfig(AgentSampleConfig):
-    brain: Literal["embedded", "llm"] = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
+    brain: BrainName = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
     max_failed_agents_share: float = Field(
         default=0.05, ge=0, le=1,
         description="the arm fails once more than this share of agents failed (the LLM endpoint kept failing or a decision's deadline passed for them)",

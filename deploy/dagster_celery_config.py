@@ -1,7 +1,8 @@
 """Read by `dagster_celery.app` in every worker (on PYTHONPATH in the image): the broker and
-result backend, the same as the executor's (pipelines/resources.py reads $SIMAB_CELERY_BROKER)."""
+result backend, the same as the executor's (`SIMAB_CELERY_BROKER`, `SIMAB_CELERY_BACKEND`: ops.settings)."""
 
-import os
+from ops.settings import load
 
-broker_url = os.environ["SIMAB_CELERY_BROKER"]
-result_backend = os.environ.get("SIMAB_CELERY_BACKEND") or broker_url
+_settings = load()
+broker_url = _settings.celery_broker
+result_backend = _settings.celery_backend or broker_url

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from ops.settings import load
 
 # ../shared beside the checkout holds real MovieLens copies for tests and benchmarks only
-# (never committed: the MovieLens licence forbids redistribution).
-SHARED_DATA = Path(os.environ.get("SIMAB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+# (never committed: the MovieLens licence forbids redistribution); $SIMAB_SHARED_DATA moves it.
+SHARED_DATA = load().shared_data

@@ -11,35 +11,27 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from dagster import AssetKey, Definitions, definitions, load_assets_from_modules
+from dagster import Definitions, definitions
 
-from assets import agents, alignment, augmentation, experiments, ingestion, mm_ml_1m, recommenders, report, rounds, simulation, split
-from data_contracts.checks import CONTRACT_CHECKS
-from pipelines.jobs import build_jobs, build_schedules_and_sensors
+from pipelines.jobs import build_assets, build_jobs, build_schedules_and_sensors
 from pipelines.resources import executor_for_deployment, resources_for_deployment
 from pipelines.run_config import RunSettings, settings_from_env
-
-ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report, experiments]
 
 
 def build_definitions(settings: RunSettings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:
     """The whole code location for these settings (default: read from `environ`)."""
-    environ = os.environ if environ is None else environ
     settings = settings or settings_from_env(environ)
     jobs = build_jobs(settings)
     schedules, sensors = build_schedules_and_sensors(settings, jobs)
-    assets = load_assets_from_modules(ASSET_MODULES)
-    if settings.shards > 1:
-        # The simulation in user shards: `simulation_events` becomes their combination.
-        assets = [a for a in assets if AssetKey("simulation_events") not in a.keys] + simulation.sharded_simulation_assets(settings.shards)
+    assets, checks = build_assets(settings)
     return Definitions(
-        assets=[*assets, *rounds.build_round_assets(settings.rounds)],
-        asset_checks=[*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS],
+        assets=assets,
+        asset_checks=checks,
         jobs=list(jobs.values()),
         schedules=schedules,
         sensors=sensors,
-        resources=resources_for_deployment(environ=environ),
-        executor=executor_for_deployment(environ),
+        resources=resources_for_deployment(settings),
+        executor=executor_for_deployment(settings),
     )
 
 

@@ -31,7 +31,7 @@ def plan(name: str, settings) -> list[Step]:
     from assets.experiments import TABLE3_ARMS, TABLE4_ARMS
     from assets.partitions import condition_name
 
-    ops = settings.ops
+    ops = settings.op_config()
 
     def arms(op: str, default) -> list[str]:
         return list(ops.get(op, {}).get("arms") or default)
@@ -65,9 +65,7 @@ def plan(name: str, settings) -> list[Step]:
 
 def with_overrides(settings, assignments: list[str]):
     """The settings with `OP.FIELD=VALUE` assignments (VALUE is JSON, or a plain string)."""
-    from pipelines.run_config import RunSettings
-
-    ops = {op: dict(fields) for op, fields in settings.ops.items()}
+    ops = {op: dict(fields) for op, fields in settings.overrides.items()}
     for assignment in assignments:
         target, _, text = assignment.partition("=")
         op, _, field = target.partition(".")
@@ -78,7 +76,7 @@ def with_overrides(settings, assignments: list[str]):
         except json.JSONDecodeError:
             value = text
         ops.setdefault(op, {})[field] = value
-    return RunSettings(arms=settings.arms, ops=ops)
+    return settings.model_copy(update={"overrides": ops})
 
 
 def run_experiments(names: list[str], settings, reuse: bool = False, instance=None, say=print) -> dict[str, dict]:
@@ -87,7 +85,7 @@ def run_experiments(names: list[str], settings, reuse: bool = False, instance=No
     from dagster import DagsterInstance
 
     from pipelines.definitions import build_definitions
-    from pipelines.run_config import run_config_for
+    from pipelines.jobs import run_config_for
     from resources.storage import data_root
 
     defs = build_definitions(settings)
@@ -158,11 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from ops.settings import SettingError
     from pipelines.run_config import settings_from_env, with_arms
 
-    settings = settings_from_env(os.environ)
-    if args.arms:
-        settings = with_arms(settings, [a.strip() for a in args.arms.split(",") if a.strip()])
+    try:
+        settings = settings_from_env(os.environ)
+        if args.arms:
+            settings = with_arms(settings, [a.strip() for a in args.arms.split(",") if a.strip()])
+    except SettingError as exc:
+        raise SystemExit(f"simab: {exc}") from None
     settings = with_overrides(settings, args.set)
     results = run_experiments(args.experiments, settings, reuse=args.reuse)
     for name, result in results.items():

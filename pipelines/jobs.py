@@ -18,6 +18,8 @@ events, and the read-out sensor follows as before.
 
 from __future__ import annotations
 
+import functools
+
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
@@ -30,12 +32,17 @@ from dagster import (
     SensorEvaluationContext,
     SkipReason,
     define_asset_job,
+    load_assets_from_modules,
     schedule,
     sensor,
 )
 
+from assets import agents, alignment, augmentation, experiments, ingestion, mm_ml_1m, recommenders, report, rounds, simulation, split
 from assets.partitions import arm_shard_key
-from pipelines.run_config import EXPERIMENT_ASSETS, RunSettings, run_config_for, uses_llm
+from data_contracts.checks import CONTRACT_CHECKS
+from pipelines.run_config import EXPERIMENT_ASSETS, OP_SETTINGS, RunSettings, uses_llm
+
+ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report, experiments]
 
 JOB_SELECTIONS = {
     "simab_prepare": (
@@ -76,8 +83,6 @@ JOB_SELECTIONS = {
         f"experiment_simulation, or run `python -m pipelines.experiments {name}`, which does)",
     ) for name, asset in EXPERIMENT_ASSETS.items()},
 }
-# The jobs that simulate with `simulation_events`: with the LLM brain they estimate the bill first.
-
 
 SHARDED_JOB_SELECTIONS = {
     **JOB_SELECTIONS,
@@ -93,14 +98,62 @@ SHARDED_JOB_SELECTIONS = {
 LLM_BILL_JOBS = {False: ("simab_arm", "simab_resimulate", "experiment_arm"), True: ("simab_arm",)}
 
 
-def build_jobs(settings: RunSettings) -> dict:
-    """The lifecycle's jobs, each with the environment's run config as its default.  With
-    the LLM brain, the jobs that simulate estimate the bill first (`llm_cost_estimate`)."""
+def build_assets(settings: RunSettings) -> tuple[list, list]:
+    """The asset graph's shape for these settings: (assets, asset checks)."""
+    return _build_assets(settings.shards, settings.rounds)
+
+
+@functools.cache
+def _build_assets(shards: int, rounds_: int) -> tuple[list, list]:
+    assets = load_assets_from_modules(ASSET_MODULES)
+    if shards > 1:
+        # The simulation in user shards: `simulation_events` becomes their combination.
+        assets = [a for a in assets if AssetKey("simulation_events") not in a.keys] + simulation.sharded_simulation_assets(shards)
+    return [*assets, *rounds.build_round_assets(rounds_)], [*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS]
+
+
+def job_selection(name: str, settings: RunSettings) -> tuple[AssetSelection, str]:
+    """A job's assets and description.  With the LLM brain, the jobs that simulate estimate
+    the bill first (`llm_cost_estimate`)."""
     sharded = settings.shards > 1
+    selection, description = (SHARDED_JOB_SELECTIONS if sharded else JOB_SELECTIONS)[name]
+    if uses_llm(settings) and name in LLM_BILL_JOBS[sharded]:
+        selection = selection | AssetSelection.assets("llm_cost_estimate")
+    return selection, description
+
+
+def job_ops(name: str, settings: RunSettings) -> dict[str, set[str]]:
+    """The ops (asset, multi-asset and check nodes) a job runs, each with the fields its
+    config accepts: the job's selection resolved against the graph, so that which op belongs
+    to which job is written once."""
+    if name not in (SHARDED_JOB_SELECTIONS if settings.shards > 1 else JOB_SELECTIONS):
+        return {}
+    assets, checks = build_assets(settings)
+    keys = job_selection(name, settings)[0].resolve(assets)
+    nodes = [a.node_def for a in assets if set(a.keys) & keys]
+    nodes += [c.node_def for c in checks if any(spec.asset_key in keys for spec in c.check_specs)]
+    return {n.name: set(getattr(n.config_schema.config_type, "fields", None) or ()) if n.config_schema else set() for n in nodes}
+
+
+def run_config_for(job_name: str, settings: RunSettings) -> dict:
+    """The run config of one job: of the environment's settings, those of the ops it runs
+    that their config accepts (the combining `simulation_events` of a sharded run takes
+    none); then the `--set` overrides, unfiltered, so that a misspelt field is refused."""
+    fields = settings.model_copy(update={"overrides": {}}).op_config()
+    ops = {}
+    for op, accepts in job_ops(job_name, settings).items():
+        config = {k: v for k, v in fields.get(OP_SETTINGS.get(op, op), {}).items() if k in accepts}
+        config.update(settings.overrides.get(op, {}))
+        if config:
+            ops[op] = {"config": config}
+    return {"ops": ops} if ops else {}
+
+
+def build_jobs(settings: RunSettings) -> dict:
+    """The lifecycle's jobs, each with the environment's run config as its default."""
     jobs = {}
-    for name, (selection, description) in (SHARDED_JOB_SELECTIONS if sharded else JOB_SELECTIONS).items():
-        if uses_llm(settings) and name in LLM_BILL_JOBS[sharded]:
-            selection = selection | AssetSelection.assets("llm_cost_estimate")
+    for name in SHARDED_JOB_SELECTIONS if settings.shards > 1 else JOB_SELECTIONS:
+        selection, description = job_selection(name, settings)
         jobs[name] = define_asset_job(name, selection=selection, description=description, config=run_config_for(name, settings) or None)
     return jobs
 

@@ -33,6 +33,8 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
 
+from ops.settings import SettingError
+
 LIFECYCLE_TAG = "simab/lifecycle"  # one id per invocation of the runner (kept by --resume)
 STEP_TAG = "simab/step"  # e.g. "simab_arm[fm]"
 PLAN_TAG = "simab/plan"  # digest of the steps and their run config
@@ -58,25 +60,101 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        prepared = checked_plan(args.arms)
+    except SettingError as exc:
+        if args.verbose:
+            raise
+        # One line, before any work: the variable, its value and what is allowed.
+        raise SystemExit(f"simab: {exc}") from None
     if args.verbose:
-        return run_lifecycle(args.arms, args.resume, None)
+        return run_lifecycle(prepared, args.resume, None)
     from resources.storage import data_root
 
     log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
     from pipelines.console import to_log_file
 
     with to_log_file(log) as terminal:
-        return run_lifecycle(args.arms, args.resume, terminal, log)
+        return run_lifecycle(prepared, args.resume, terminal, log)
 
 
-def run_lifecycle(arms_arg: str | None, resume: bool, terminal, log=None) -> int:
+def checked_plan(arms_arg: str | None = None, environ=None):
+    """The settings, the definitions and the steps of a lifecycle, every step's run config
+    checked against its job's config schema: a bad setting stops the runner before the first
+    step (SettingError naming the variable), not after the steps before the one it breaks."""
+    from pipelines.definitions import build_definitions
+    from pipelines.run_config import settings_from_env, with_arms
+
+    settings = settings_from_env(environ)
+    if arms_arg:
+        settings = with_arms(settings, [a.strip() for a in arms_arg.split(",") if a.strip()])
+    defs = build_definitions(settings, environ)
+    plan = lifecycle_plan(settings)
+    check_run_configs(settings, defs, [step.job for step in plan])
+    return settings, defs, plan
+
+
+def check_run_configs(settings, defs, jobs: list[str]) -> None:
+    """Each job's run config against its config schema; SettingError on the first refusal."""
+    from dagster import DagsterInvalidConfigError
+    from dagster._core.execution.validate_run_config import validate_run_config
+    from pydantic import ValidationError
+
+    from pipelines.jobs import run_config_for
+    from pipelines.run_config import setting_of
+
+    for job in dict.fromkeys(jobs):
+        config = run_config_for(job, settings)
+        job_def = defs.resolve_job_def(job)
+        try:
+            validate_run_config(job_def, config)
+        except DagsterInvalidConfigError as exc:
+            raise SettingError(_config_problem(exc, job, config, setting_of)) from None
+        # Dagster's schema has the fields and types; the bounds (ge=, le=) are the pydantic
+        # Config class's, which Dagster only applies inside the step, after the steps before it.
+        for op, fields in config.get("ops", {}).items():
+            config_class = _config_class(job_def.graph.node_named(op).definition)
+            if config_class is None:
+                continue
+            try:
+                config_class(**fields["config"])
+            except ValidationError as exc:
+                error = exc.errors()[0]
+                field = str(error["loc"][0]) if error["loc"] else "?"
+                variable = setting_of(op, field) or f"run config ops.{op}.config.{field}"
+                raise SettingError(f"{variable}={fields['config'].get(field)!r}: {op}.{field} refuses it ({error['msg']})") from None
+
+
+def _config_class(op_def):
+    """The pythonic Config class an asset's function takes as `config`, or None."""
+    import typing
+
+    fn = getattr(getattr(op_def, "compute_fn", None), "decorated_fn", None)
+    try:
+        return typing.get_type_hints(fn).get("config") if fn is not None else None
+    except (NameError, TypeError):
+        return None
+
+
+def _config_problem(exc, job: str, config: dict, setting_of) -> str:
+    """A Dagster config error as one line naming the variable that set the field."""
+    for error in exc.errors:
+        path = [e.field_name for e in error.stack.entries if hasattr(e, "field_name")]
+        if len(path) >= 4 and path[0] == "ops" and path[2] == "config":
+            op, field = path[1], path[3]
+            value = config.get("ops", {}).get(op, {}).get("config", {}).get(field)
+            variable = setting_of(op, field) or f"run config ops.{op}.config.{field}"
+            return f"{variable}={value!r}: {op}.{field} refuses it ({error.message})"
+    return f"the run config of job {job} is not valid: {exc.errors[0].message if exc.errors else exc}"
+
+
+def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
     """The three jobs in order; `terminal` None: the plain, verbose output."""
     from dagster import DagsterInstance
 
     from pipelines.console import LifecycleConsole, failure_text
-    from pipelines.definitions import build_definitions
     from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
-    from pipelines.run_config import run_config_for, settings_from_env, with_arms
+    from pipelines.jobs import run_config_for
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import data_root
 
@@ -88,11 +166,8 @@ def run_lifecycle(arms_arg: str | None, resume: bool, terminal, log=None) -> int
         else:
             print(text, flush=True)
 
-    settings = settings_from_env(os.environ)
-    if arms_arg:
-        settings = with_arms(settings, [a.strip() for a in arms_arg.split(",") if a.strip()])
-    defs = build_definitions(settings)
-    brain = settings.ops.get("simulation_events", {}).get("brain", "embedded")
+    settings, defs, plan = prepared
+    brain = settings.brain or "embedded"
     if console is not None:
         console.line(f"simab lifecycle: arms {', '.join(settings.arms)} · {brain} brain · full log {log}")
 
@@ -108,7 +183,6 @@ def run_lifecycle(arms_arg: str | None, resume: bool, terminal, log=None) -> int
         for run_id in mark_dead_runs_failed(instance, home):
             say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
 
-    plan = lifecycle_plan(settings)
     digest = _plan_digest(plan, {s.job: run_config_for(s.job, settings) for s in plan})
     lifecycle, done, left = resume_point(instance, defs, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})
     started = time.time()

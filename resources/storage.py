@@ -25,13 +25,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
+from ops.settings import load as load_settings
 from ops.atomic import atomic_write_bytes, atomic_write_folder, atomic_write_parquet, read_folder_pointer, remove_folder_value
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ class StoredValueError(ValueError):
 
 def data_root() -> Path:
     """The data folder: $SIMAB_HOME, or `data/` in the project."""
-    return Path(os.environ.get("SIMAB_HOME", PROJECT_ROOT / "data")).resolve()
+    return load_settings().home.resolve()
 
 
 def frame_digest(df: pl.DataFrame) -> str:

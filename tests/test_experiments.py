@@ -97,7 +97,8 @@ def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_o
 
 def test_each_experiment_command_runs_what_its_table_needs():
     from pipelines.experiments import plan, with_overrides
-    from pipelines.run_config import run_config_for, settings_from_env
+    from pipelines.jobs import run_config_for
+    from pipelines.run_config import settings_from_env
 
     settings = settings_from_env({"SIMAB_ARMS": "pop,fm", "SIMAB_AGENTS": "30"})
     labels = {name: [s.label for s in plan(name, settings)] for name in ("table2", "table3", "table4", "table5", "thumbnails", "brains")}

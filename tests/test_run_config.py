@@ -1,8 +1,11 @@
 """The environment becomes run config in one place, read when asked, never at import."""
 
+import os
+
 import pytest
 
-from pipelines.run_config import run_config_for, settings_from_env, with_arms
+from pipelines.jobs import run_config_for
+from pipelines.run_config import settings_from_env, with_arms
 
 
 def test_each_job_gets_only_its_own_ops_settings():
@@ -85,3 +88,90 @@ def test_importing_the_code_location_reads_no_environment(monkeypatch):
         importlib.reload(importlib.import_module(module))
     importlib.reload(definitions)
     assert not [k for k in reads if k.startswith("SIMAB_")]
+
+
+@pytest.mark.parametrize(
+    "variable, value, allowed",
+    [
+        ("SIMAB_AGENTS", "-5", "≥ 0"),  # not "every agent": with the LLM brain a typo would pay for all of them
+        ("SIMAB_SHARDS", "0", "≥ 1"),
+        ("SIMAB_SESSIONS", "abc", "whole number"),
+        ("SIMAB_MAX_COST_USD", "-5", "≥ 0"),
+        ("SIMAB_ROUNDS", "-1", "≥ 1"),
+        ("SIMAB_BRAIN", "foo", "one of embedded, llm"),
+        ("SIMAB_PERSONA", "zzz", "one of traits, matched"),
+        ("SIMAB_ARMS", "nonexistent", "unknown arm"),
+        ("SIMAB_LLM_VISION", "maybe", "true or false"),
+    ],
+)
+def test_a_bad_setting_stops_the_lifecycle_before_any_work_in_one_line(tmp_path, variable, value, allowed):
+    import subprocess
+    import sys
+    import time
+
+    home = tmp_path / "home"
+    env = {**os.environ, "SIMAB_HOME": str(home), variable: value}
+    env.pop("DAGSTER_HOME", None)
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "pipelines.lifecycle"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and time.monotonic() - started < 5
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, lines  # no traceback
+    assert lines[0].startswith(f"simab: {variable}={value!r}: ") and allowed in lines[0], lines[0]
+    assert not home.exists()  # nothing stored, not even a log
+
+
+def test_a_field_dagster_refuses_is_named_by_its_variable_before_the_first_step():
+    # The settings' own bounds catch what the environment sets; the job's config schema is
+    # checked as well, for every job of the plan, before the first one runs.
+    from pipelines.definitions import build_definitions
+    from pipelines.lifecycle import check_run_configs
+    from ops.settings import SettingError
+
+    settings = settings_from_env({})
+    defs = build_definitions(settings)
+    bad = settings.model_copy(update={"agents": -3})  # as if the settings had no bound
+    with pytest.raises(SettingError, match=r"^SIMAB_AGENTS=-3: simulation_events.n_agents refuses it"):
+        check_run_configs(bad, defs, ["simab_prepare", "simab_arm", "simab_readout"])
+    check_run_configs(settings, defs, ["simab_prepare", "simab_arm", "simab_readout"])
+
+
+def test_the_llm_settings_reach_the_resource_and_a_local_server_needs_no_key():
+    from pipelines.definitions import build_definitions
+
+    llm = build_definitions(environ={
+        "SIMAB_LLM_BASE_URL": "http://127.0.0.1:8080/v1", "SIMAB_LLM_MODEL": "gemma-3-270m", "SIMAB_LLM_API_KEY_REQUIRED": "false",
+        "SIMAB_LLM_VISION": "0", "SIMAB_LLM_CONCURRENCY": "2", "SIMAB_LLM_TIMEOUT_S": "90", "SIMAB_MAX_COST_USD": "1.5",
+    }).resources["llm"]
+    assert (llm.base_url, llm.model, llm.api_key_required, llm.vision, llm.concurrency, llm.timeout_s, llm.max_cost_usd) == (
+        "http://127.0.0.1:8080/v1", "gemma-3-270m", False, False, 2, 90.0, 1.5)
+    assert llm.has_credentials()
+    config = llm.brain_config()
+    assert (config.base_url, config.model, config.vision, config.concurrency) == ("http://127.0.0.1:8080/v1", "gemma-3-270m", False, 2)
+
+
+def test_settings_are_read_from_the_environment_in_one_module_only():
+    # Elsewhere a SIMAB_* name may be passed through or printed, never read.
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    read = re.compile(r"(environ(\.get)?\s*[\[(]|getenv\s*\()\s*[\"']SIMAB_")
+    offenders = [
+        f"{p.relative_to(root)}:{n}"
+        for p in root.rglob("*.py")
+        if not {".venv", "tests", "data"} & set(p.relative_to(root).parts) and p.relative_to(root).as_posix() != "ops/settings.py"
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if read.search(line)
+    ]
+    assert offenders == []
+
+
+def test_the_readme_carries_the_settings_table_generated_from_the_declarations():
+    from pathlib import Path
+
+    from ops.settings import markdown_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- settings:begin -->")[1].split("<!-- settings:end -->")[0].strip()
+    assert table == markdown_table(), "README settings table is stale: python -m ops.settings --markdown"

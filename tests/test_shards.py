@@ -9,7 +9,8 @@ import pytest
 from dagster import DagsterInstance, build_schedule_context
 
 from ops.simulation.runner import agents_of_shard, combine_shards, user_shard
-from pipelines.run_config import run_config_for, settings_from_env
+from pipelines.jobs import run_config_for
+from pipelines.run_config import settings_from_env
 
 
 def test_every_agent_is_in_exactly_one_shard_and_stays_there():

@@ -331,9 +331,12 @@ def combine_shards(by_shard: Mapping[int, pl.DataFrame], shards: int) -> pl.Data
 
 
 def sample_agents(user_ids: Iterable[int], n_agents: int, seed: int) -> list[int]:
-    """The agents of a run: the same sample in every arm for a given seed."""
+    """The agents of a run: the same sample in every arm for a given seed; 0 = all of them."""
+    if n_agents < 0:
+        # Not "all": with the LLM brain a typo would simulate (and pay for) every user.
+        raise ValueError(f"n_agents={n_agents}: a number of agents ≥ 0 (0: every user)")
     ids = sorted(int(u) for u in user_ids)
-    if n_agents <= 0 or n_agents >= len(ids):
+    if n_agents == 0 or n_agents >= len(ids):
         return ids
     rng = np.random.default_rng(np.random.SeedSequence([seed, 4242]))
     return sorted(int(u) for u in rng.choice(ids, size=n_agents, replace=False))

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from ops.settings import load as load_settings
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.web import parse_retry_after, redact, register_secrets, safe_endpoint, secret_parameter
 
@@ -426,7 +427,7 @@ def main(argv: list[str] | None = None) -> None:
     [--endpoint URL]`: what the response cache holds, or delete (some of) it."""
     import argparse
 
-    default = Path(os.environ.get("SIMAB_HOME", "data")) / "cache" / "llm" / "responses.sqlite"
+    default = load_settings().home / "cache" / "llm" / "responses.sqlite"
     parser = argparse.ArgumentParser(prog="python -m ops.simulation.brains.llm.client", description=main.__doc__.split(":", 1)[1].strip())
     parser.add_argument("command", choices=("stats", "clear"))
     parser.add_argument("--cache", default=str(default), help=f"the cache file (default: {default})")

@@ -1,0 +1,247 @@
+"""Every `SIMAB_*` setting, declared once: its variable, type, allowed values, default and
+what it feeds.  This module is the only place that reads them from the environment.
+
+Precedence, highest first:
+1. the run config a person edits in the Dagster launchpad (or passes to a job);
+2. the environment (`SIMAB_*`), read here when the code location is loaded or the lifecycle
+   runner starts, and turned into each job's default run config and the resources' fields
+   (`pipelines.run_config`);
+3. the defaults of the asset configs and resources (the papers' settings).
+
+A setting that is not set (or set to the empty string) leaves level 3 alone: only what the
+environment names is written into run config.  A bad value raises `SettingError`, one line
+naming the variable, the value and what is allowed; the lifecycle runner prints it and stops
+before any work.
+
+Adding a setting: one `setting(...)` field below (variable, help, the op config fields or the
+resource field it feeds); the README's settings table is generated from these declarations
+(`python -m ops.settings --markdown`) and a test checks the README carries it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+# The values the asset configs accept, defined here once and imported by them.
+Source = Literal["synthetic", "local", "download"]
+Dataset = Literal["ml-1m", "ml-100k"]
+MetadataSource = Literal["auto", "synthetic", "local", "tmdb", "none"]
+BrainName = Literal["embedded", "llm"]
+Persona = Literal["traits", "matched"]
+Nightly = Literal["fresh", "continue"]
+Deployment = Literal["local", "server"]
+Executor = Literal["multiprocess", "celery"]
+
+
+class SettingError(ValueError):
+    """A setting the environment got wrong: one line, variable, value, what is allowed."""
+
+
+def setting(default: Any, env: str, help: str, *, ops: tuple[str, ...] = (), resource: str = "", sep: str = "", **bounds):
+    """A settings field: `env` its variable, `ops` the op config fields it fills
+    ("op.field"), `resource` the resource field it sets ("llm.model"), `sep` the separator of
+    a list value; `bounds` are pydantic's (ge, le, ...)."""
+    extra = {"env": env, "ops": list(ops), "resource": resource, "sep": sep}
+    return Field(default, description=help, json_schema_extra=extra, **bounds)
+
+
+_ALIGNMENT = ("taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment")
+
+
+class Settings(BaseModel):
+    """What the environment asked for.  None: not set, the asset's or resource's own default
+    stays (the default shown in the README is that one)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # -- data
+    source: Source | None = setting(None, "SIMAB_SOURCE", "MovieLens source: synthetic (default, offline) | local | download", ops=("movielens.source",))
+    local_path: str | None = setting(None, "SIMAB_LOCAL_PATH", "folder of ML-1M `*.dat` or ML-100K `u.*` files (source local)", ops=("movielens.local_path",))
+    dataset: Dataset | None = setting(None, "SIMAB_DATASET", "archive for source download", ops=("movielens.dataset",))
+    metadata_source: MetadataSource | None = setting(None, "SIMAB_METADATA_SOURCE", "metadata and posters (default auto)",
+                                                     ops=("movie_metadata.source",))
+    metadata_path: str | None = setting(None, "SIMAB_METADATA_PATH", "local metadata file (e.g. movies_extrainfos.dat)",
+                                        ops=("movie_metadata.metadata_path",))
+    poster_dirs: list[str] | None = setting(None, "SIMAB_POSTER_DIRS", "folders of `<movie_id>.jpg` posters, in order of preference", ops=("movie_metadata.poster_dirs",), sep=os.pathsep)
+    links_path: str | None = setting(None, "SIMAB_LINKS_PATH", "MovieLens links table (movieId, imdbId, tmdbId)",
+                                     ops=("movie_metadata.links_path",))
+    # -- arms
+    arms: list[str] | None = setting(None, "SIMAB_ARMS", "the arms of a full run, the schedule and the sensor (default "
+                                     "random,pop,fm,deepfm)", sep=",",
+                                     ops=("simulation_events.arms", "llm_cost_estimate.arms", "ab_agent_table2.arms", "brain_comparison.arms"))
+    max_epochs: int | None = setting(None, "SIMAB_MAX_EPOCHS", "epochs of the CTR arms and their refits (default 20, early stop)",
+                                     ops=("recommender_arm.max_epochs", "augmentation_metrics.max_epochs", "ab_agent_table5.max_epochs",
+                                          "agent_round.max_epochs", "filter_bubble.max_epochs"), ge=1)
+    control: str | None = setting(None, "SIMAB_CONTROL", "the control arm of the read-out (default pop)",
+                                  ops=("ab_readout.control",))
+    # -- simulation
+    agents: int | None = setting(None, "SIMAB_AGENTS", "agents simulated per arm, a seeded sample (default 0 = every user with a list)", ops=("simulation_events.n_agents", "llm_cost_estimate.n_agents",
+                                                    "experiment_simulation_events.n_agents", "agent_round.n_agents",
+                                                    "filter_bubble.n_agents"), ge=0)
+    brain: BrainName | None = setting(None, "SIMAB_BRAIN", "who decides: embedded (default, offline) | llm (the `llm` resource)", ops=("simulation_events.brain", "agent_round.brain",
+                                                         *(f"{op}.brain" for op in _ALIGNMENT if op != "social_traits_alignment")))
+    sessions: int | None = setting(None, "SIMAB_SESSIONS", "independent sessions of every agent on an arm (default 1)",
+                                   ops=("simulation_events.sessions_per_agent", "llm_cost_estimate.sessions_per_agent"), ge=1)
+    persona: Persona | None = setting(None, "SIMAB_PERSONA", "LLM brain: traits (default) | matched (job simab_personas first)", ops=("simulation_events.persona", "llm_cost_estimate.persona"))
+    rounds: int = setting(4, "SIMAB_ROUNDS", "round partitions of `agent_round` (Agent4Rec: 4)", ge=1)
+    nightly: Nightly = setting("fresh", "SIMAB_NIGHTLY", "the nightly schedule: fresh re-simulates every arm; continue runs each "
+                               "arm's next round")
+    # -- read-out
+    alignment_agents: int | None = setting(None, "SIMAB_ALIGNMENT_AGENTS", "agents of each alignment protocol (default 200; 0 = all)", ops=tuple(f"{op}.n_agents" for op in _ALIGNMENT), ge=0)
+    fidelity_tau_floor: float | None = setting(None, "SIMAB_FIDELITY_TAU_FLOOR", "Kendall τ(CTR, NDCG@20) below this warns (default "
+                                               "0.6)", ops=("ab_readout_fidelity_trust.tau_floor",), ge=-1, le=1)
+    # -- the LLM endpoint (resource `llm`)
+    llm_base_url: str | None = setting(None, "SIMAB_LLM_BASE_URL", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
+                                       "(default $OPENAI_BASE_URL, else OpenAI)", resource="llm.base_url")
+    llm_model: str | None = setting(None, "SIMAB_LLM_MODEL", "model name the endpoint serves", resource="llm.model")
+    llm_api_key_env: str | None = setting(None, "SIMAB_LLM_API_KEY_ENV", "NAME of the variable holding the key (default "
+                                          "OPENAI_API_KEY); the key itself is never a setting", resource="llm.api_key_env")
+    llm_api_key_required: bool | None = setting(None, "SIMAB_LLM_API_KEY_REQUIRED", "false: a local server that needs no key", resource="llm.api_key_required")
+    llm_vision: bool | None = setting(None, "SIMAB_LLM_VISION", "posters as images (true) or palette captions (false)",
+                                      resource="llm.vision")
+    llm_concurrency: int | None = setting(None, "SIMAB_LLM_CONCURRENCY", "requests in flight at once",
+                                          resource="llm.concurrency", ge=1)
+    llm_timeout_s: float | None = setting(None, "SIMAB_LLM_TIMEOUT_S", "seconds one HTTP request may take",
+                                          resource="llm.timeout_s", gt=0)
+    llm_price_prompt_per_1m: float | None = setting(None, "SIMAB_LLM_PRICE_PROMPT_PER_1M", "USD per 1M prompt tokens (the bill)", resource="llm.price_prompt_per_1m", ge=0)
+    llm_price_completion_per_1m: float | None = setting(None, "SIMAB_LLM_PRICE_COMPLETION_PER_1M", "USD per 1M completion tokens", resource="llm.price_completion_per_1m", ge=0)
+    max_cost_usd: float | None = setting(None, "SIMAB_MAX_COST_USD", "refuse LLM work estimated above this many USD (0: no limit)", resource="llm.max_cost_usd", ge=0)
+    # -- scale
+    shards: int = setting(1, "SIMAB_SHARDS", "user shards of the simulation (1: one partition per arm)", ge=1)
+    deployment: Deployment = setting("local", "SIMAB_DEPLOYMENT", "local (SQLite MLflow store) | server (MLflow at "
+                                     "$MLFLOW_TRACKING_URI)")
+    executor: Executor = setting("multiprocess", "SIMAB_EXECUTOR", "multiprocess | celery (workers on $SIMAB_CELERY_BROKER)")
+    celery_broker: str = setting("", "SIMAB_CELERY_BROKER", "broker of the celery executor, e.g. redis://127.0.0.1:6379/0")
+    celery_backend: str = setting("", "SIMAB_CELERY_BACKEND", "result backend of the celery executor (default: the broker)")
+    mlflow_tracking_uri: str = setting("", "MLFLOW_TRACKING_URI", "MLflow's own variable: the tracking server (deployment server)")
+    # -- places
+    home: Path = setting(PROJECT_ROOT / "data", "SIMAB_HOME", "the data folder: assets, MLflow store, caches, reports, logs")
+    viewer_url: str = setting("http://127.0.0.1:8050", "SIMAB_VIEWER_URL", "the trajectory viewer's address in links")
+    dagster_ui_url: str = setting("http://127.0.0.1:3000", "SIMAB_DAGSTER_UI_URL", "the Dagster UI's address in links")
+    mlflow_ui_url: str = setting("http://127.0.0.1:5000", "SIMAB_MLFLOW_UI_URL", "the MLflow UI's address in links")
+    shared_data: Path = setting(PROJECT_ROOT.parent / "shared" / "data", "SIMAB_SHARED_DATA",
+                                "reference data for benchmarks and real-data tests (never shipped)")
+
+    # Not from the environment: `--set OP.FIELD=VALUE` of `python -m pipelines.experiments`,
+    # above the environment as a launchpad edit would be.
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def op_config(self) -> dict[str, dict[str, Any]]:
+        """op name -> {config field: value} for every setting the environment set."""
+        ops: dict[str, dict[str, Any]] = {}
+        for name, info in declared().items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            for target in _extra(info)["ops"]:
+                op, field = target.split(".")
+                ops.setdefault(op, {})[field] = list(value) if isinstance(value, list) else value
+        for op, fields in self.overrides.items():
+            ops.setdefault(op, {}).update(fields)
+        return ops
+
+    def resource_fields(self, resource: str) -> dict[str, Any]:
+        """The fields of one resource (e.g. "llm") that the environment set."""
+        out = {}
+        for name, info in declared().items():
+            target = _extra(info)["resource"]
+            if target and target.split(".")[0] == resource and getattr(self, name) is not None:
+                out[target.split(".")[1]] = getattr(self, name)
+        return out
+
+
+def declared() -> dict:
+    """The settings that come from a variable, by field name."""
+    return {name: info for name, info in Settings.model_fields.items() if info.json_schema_extra}
+
+
+def _extra(info) -> dict:
+    return info.json_schema_extra  # type: ignore[return-value]
+
+
+def load(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings the environment asks for; raises SettingError on the first bad value."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for name, info in declared().items():
+        extra = _extra(info)
+        raw = env.get(extra["env"])
+        if raw is None or not raw.strip():
+            continue
+        raw = raw.strip()
+        value: Any = [p.strip() for p in raw.split(extra["sep"]) if p.strip()] if extra["sep"] else raw
+        try:
+            values[name] = _adapter(name).validate_python(value)
+        except ValidationError:
+            raise SettingError(f"{extra['env']}={raw!r}: {allowed(name)}") from None
+    return Settings(**values)
+
+
+def _adapter(name: str) -> TypeAdapter:
+    info = Settings.model_fields[name]
+    return TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
+
+
+def allowed(name: str) -> str:
+    """What a setting accepts, in words (for errors and the README)."""
+    info = Settings.model_fields[name]
+    kind = _base_type(info.annotation)
+    bounds = {type(m).__name__: m for m in info.metadata}
+    words = {"Ge": "≥", "Gt": ">", "Le": "≤", "Lt": "<"}
+    limits = " and ".join(f"{words[k]} {getattr(m, k.lower())}" for k, m in bounds.items() if k in words)
+    if typing.get_origin(kind) is Literal:
+        return "one of " + ", ".join(typing.get_args(kind))
+    if kind is bool:
+        return "true or false (1/0, yes/no)"
+    if kind is int:
+        return "a whole number" + (f" {limits}" if limits else "")
+    if kind is float:
+        return "a number" + (f" {limits}" if limits else "")
+    if typing.get_origin(kind) is list:
+        sep = _extra(info)["sep"]
+        return f"a {sep!r}-separated list"
+    return "a path" if kind is Path else "text"
+
+
+def _base_type(annotation):
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0]
+    return annotation
+
+
+def markdown_table() -> str:
+    """The README's settings table, generated from the declarations above."""
+    rows = ["| variable | allowed | default | what it sets |", "| --- | --- | --- | --- |"]
+    for name, info in declared().items():
+        extra = _extra(info)
+        default = info.default
+        shown = "–" if default is None else (
+            "`data/` in the project" if name == "home" else "`../shared/data`" if name == "shared_data" else f"`{default}`" if default != "" else "empty")
+        feeds = ", ".join(f"`{t}`" for t in extra["ops"]) or (f"resource `{extra['resource']}`" if extra["resource"] else "")
+        what = (info.description + (f" → {feeds}" if feeds else "")).replace("|", "\\|")  # a pipe would end the cell
+        rows.append(f"| `{extra['env']}` | {allowed(name)} | {shown} | {what} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--markdown"]:
+        print(markdown_table())
+    else:
+        try:
+            current = load()
+        except SettingError as exc:
+            raise SystemExit(f"simab: {exc}") from None
+        for key, info in declared().items():
+            value = getattr(current, key)
+            print(f"{_extra(info)['env']}={'' if value is None else value}")

@@ -1,4 +1,3 @@
-from ops.settings import BrainName
 """How far to trust the agents (issue 11): the papers' alignment protocols as assets, and
 the fidelity warning as a (non-blocking) asset check.
 
@@ -8,11 +7,11 @@ decision path, on a seeded sample of agents (`n_agents`, 200 by default so the d
 short; 0 = every agent with held-out ratings).  `ops.readout.alignment` says how.
 """
 
-
 import polars as pl
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset, asset_check
 from pydantic import Field
 
+from ops.settings import BrainName
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 

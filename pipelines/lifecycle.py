@@ -58,15 +58,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.verbose:
-        return run_lifecycle(args.arms, args.resume, None)
-    from resources.storage import data_root
+    from pipelines.instance import DagsterStorageError, named_storage_errors
+    from resources.mlflow_tracking import TrackingStoreError
 
-    log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    from pipelines.console import to_log_file
+    try:
+        with named_storage_errors(os.environ.get("DAGSTER_HOME")):
+            if args.verbose:
+                return run_lifecycle(args.arms, args.resume, None)
+            from resources.storage import data_root
 
-    with to_log_file(log) as terminal:
-        return run_lifecycle(args.arms, args.resume, terminal, log)
+            log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
+            from pipelines.console import to_log_file
+
+            with to_log_file(log) as terminal:
+                return run_lifecycle(args.arms, args.resume, terminal, log)
+    except (DagsterStorageError, TrackingStoreError) as exc:  # a store that cannot be read: one line, no traceback
+        raise SystemExit(str(exc)) from None
 
 
 def run_lifecycle(arms_arg: str | None, resume: bool, terminal, log=None) -> int:
@@ -105,7 +112,7 @@ def run_lifecycle(arms_arg: str | None, resume: bool, terminal, log=None) -> int
         write_instance_config(home)
     instance = DagsterInstance.get() if home else DagsterInstance.ephemeral()
     if home:
-        for run_id in mark_dead_runs_failed(instance, home):
+        for run_id in mark_dead_runs_failed(instance, home, MlflowTracking()):
             say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
 
     plan = lifecycle_plan(settings)

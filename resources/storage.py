@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import io
 import json
 import os
 from collections.abc import Iterator
@@ -186,7 +185,7 @@ def _load(stem: Path, asset: str, partition: str | None = None) -> Any:
         )
     if parquet.exists() and (not pointer.exists() or parquet.stat().st_mtime_ns >= pointer.stat().st_mtime_ns):
         with _named(asset, partition, parquet):
-            return pl.read_parquet(io.BytesIO(read_verified(parquet)))
+            return pl.read_parquet(read_verified(parquet))
     if pointer.exists():
         with _named(asset, partition, pointer):
             record, folder = read_folder_pointer(pointer)

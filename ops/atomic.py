@@ -8,6 +8,14 @@ writing.  Only pass it where one writer per target is guaranteed (Dagster runs a
 partition once at a time); with concurrent writers of one target it would delete a live
 temporary file.
 
+Stored data proves itself: `checksum=True` also writes `<name>.sha256` beside the file (the
+`sha256sum` format, so `sha256sum -c` checks it by hand), after the file itself; a folder
+value's pointer lists the SHA-256 of every file in its folder (`folder_digests`).
+`read_verified` and `verify_folder` read them back and raise `ChecksumError` on a mismatch.
+A file with no `.sha256` beside it (written before checksums existed) is read unverified;
+its next write adds one.  A writer killed between the file and its checksum leaves a pair
+that disagrees: read as a mismatch, never as silently wrong data.
+
 A value of several files (`atomic_write_folder`) cannot be swapped by one rename: POSIX
 renames a folder only onto an empty one.  It is written into a temporary folder, fsynced,
 renamed to a name of its own (`<name>.<token>.d`), and a small JSON pointer file
@@ -17,6 +25,7 @@ writer killed at any moment leaves the previous pointer and the folder it names 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -27,9 +36,64 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def atomic_write_bytes(path: Path, data: bytes, clean_stale: bool = False) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename over it."""
+class ChecksumError(ValueError):
+    """A stored file whose bytes are not the ones written (its SHA-256 differs from the one recorded)."""
+
+
+def atomic_write_bytes(path: Path, data: bytes, clean_stale: bool = False, checksum: bool = False) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename over it; with `checksum`,
+    then `<path>.sha256` the same way (module docstring)."""
     path = Path(path)
+    _write_one(path, data, clean_stale)
+    if checksum:
+        line = f"{hashlib.sha256(data).hexdigest()}  {path.name}\n"
+        _write_one(checksum_path(path), line.encode("ascii"), clean_stale)
+    else:  # a checksum of an earlier write would no longer match
+        checksum_path(path).unlink(missing_ok=True)
+
+
+def checksum_path(path: Path) -> Path:
+    """Where the SHA-256 of `path` is kept."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def read_verified(path: Path) -> bytes:
+    """The bytes of `path`, checked against `<path>.sha256` when there is one (`ChecksumError`)."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        recorded = checksum_path(path).read_text(encoding="ascii").split()
+    except FileNotFoundError:
+        return data  # written before checksums: read as it is, its next write adds one
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ChecksumError(f"{checksum_path(path)}: the checksum file cannot be read ({exc})") from exc
+    actual = hashlib.sha256(data).hexdigest()
+    if not recorded or recorded[0] != actual:
+        recorded_text = " ".join(recorded)[:16]
+        raise ChecksumError(f"{path}: SHA-256 {actual[:16]}… differs from the one recorded ({recorded_text}…)")
+    return data
+
+
+def folder_digests(folder: Path) -> dict[str, str]:
+    """The SHA-256 of every file under `folder`, by path relative to it."""
+    folder = Path(folder)
+    files = (p for p in sorted(folder.rglob("*")) if p.is_file())
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def verify_folder(folder: Path, digests: dict[str, str]) -> None:
+    """Every file `digests` lists is in `folder` with that SHA-256 (`ChecksumError` naming the first that is not)."""
+    folder = Path(folder)
+    for name, expected in digests.items():
+        path = folder / name
+        if not path.is_file():
+            raise ChecksumError(f"{path}: missing from its folder")
+        if hashlib.sha256(path.read_bytes()).hexdigest() != expected:
+            raise ChecksumError(f"{path}: SHA-256 differs from the one its pointer recorded")
+
+
+def _write_one(path: Path, data: bytes, clean_stale: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{path.name}.tmp-"
     if clean_stale:
@@ -48,18 +112,19 @@ def atomic_write_bytes(path: Path, data: bytes, clean_stale: bool = False) -> No
     _fsync_dir(path.parent)
 
 
-def atomic_write_parquet(frame, path: Path, clean_stale: bool = False, **write_options) -> None:
+def atomic_write_parquet(frame, path: Path, clean_stale: bool = False, checksum: bool = False, **write_options) -> None:
     """A Polars frame as Parquet, atomically; `write_options` go to `write_parquet`."""
     buf = io.BytesIO()
     frame.write_parquet(buf, **write_options)
-    atomic_write_bytes(Path(path), buf.getvalue(), clean_stale=clean_stale)
+    atomic_write_bytes(Path(path), buf.getvalue(), clean_stale=clean_stale, checksum=checksum)
 
 
-def atomic_write_folder(pointer: Path, write: Callable[[Path], None], record: dict) -> Path:
+def atomic_write_folder(pointer: Path, write: Callable[[Path], None], record: dict, checksum: bool = False) -> Path:
     """Make a multi-file value visible at once (module docstring): `write(folder)` fills a
     fresh folder; `pointer` (a `.json` path) then holds `record` plus `"folder"`, the
-    folder's name beside it.  Returns the folder.  One writer per pointer (clean-up of the
-    folders of earlier or killed writes assumes it)."""
+    folder's name beside it (and with `checksum`, `"sha256"`: every file's digest, and the
+    pointer's own digest beside it).  Returns the folder.  One writer per pointer (clean-up
+    of the folders of earlier or killed writes assumes it)."""
     pointer = Path(pointer)
     if pointer.suffix != ".json":
         raise ValueError(f"{pointer}: the pointer of a folder value is a .json file")
@@ -70,12 +135,15 @@ def atomic_write_folder(pointer: Path, write: Callable[[Path], None], record: di
     try:
         write(staging)
         _fsync_tree(staging)
+        if checksum:
+            record = {**record, "sha256": folder_digests(staging)}
         os.rename(staging, final)
         _fsync_dir(parent)
-        atomic_write_bytes(pointer, json.dumps({**record, "folder": final.name}, indent=1).encode("utf-8"))
+        text = json.dumps({**record, "folder": final.name}, indent=1)
+        atomic_write_bytes(pointer, text.encode("utf-8"), checksum=checksum)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        if final.exists() and read_folder_pointer(pointer)[1] != final:
+        if final.exists() and _named_folder(pointer) != final:
             shutil.rmtree(final, ignore_errors=True)
         raise
     for old in [*parent.glob(f"{name}.*.d"), *parent.glob(f".{name}.*.tmp")]:
@@ -89,19 +157,27 @@ def read_folder_pointer(pointer: Path) -> tuple[dict, Path | None]:
     (None when the record names none, or the pointer does not exist)."""
     pointer = Path(pointer)
     try:
-        record = json.loads(pointer.read_text(encoding="utf-8"))
+        record = json.loads(read_verified(pointer).decode("utf-8"))
     except FileNotFoundError:
         return {}, None
     folder = record.get("folder")
     return record, (pointer.parent / folder if folder else None)
 
 
+def _named_folder(pointer: Path) -> Path | None:
+    try:
+        return read_folder_pointer(pointer)[1]
+    except ValueError:  # a damaged pointer names no folder of ours
+        return None
+
+
 def remove_folder_value(pointer: Path, folders_only: bool = False) -> None:
     """Remove a pointer and every folder of its name (a value replaced by one of another
-    kind); `folders_only` keeps the pointer file."""
+    kind); `folders_only` keeps the pointer file (and its checksum)."""
     pointer = Path(pointer)
     if not folders_only:
         pointer.unlink(missing_ok=True)
+        checksum_path(pointer).unlink(missing_ok=True)
     for old in [*pointer.parent.glob(f"{pointer.stem}.*.d"), *pointer.parent.glob(f".{pointer.stem}.*.tmp")]:
         shutil.rmtree(old, ignore_errors=True)
 

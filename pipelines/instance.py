@@ -17,10 +17,25 @@ runs, and tags its runs with that file's name; the kernel drops the lock when th
 dies, however it dies.  `mark_dead_runs_failed` finds unfinished runs whose runner's lock
 can be taken — their process is gone — and marks them failed.  The lifecycle runner does
 that whenever it starts, and so does `python -m pipelines.instance` (what `make ui` runs).
+
+A run started some other way (`dagster asset materialize`, a script's `materialize`) carries
+no runner tag, but Dagster's executors record the id of the process executing the run in an
+engine event ("Executing steps in process (pid: …)"): a STARTED run without a runner tag is
+marked failed when every process it records is gone (no such process, or one started after
+the run: its id was reused).  A run with no such event yet is left to Dagster's own run
+monitoring.  Process ids are of this machine: the instance is a local one (SQLite).
+
+An instance whose SQLite storage SQLite cannot read (runs.db, an event log, schedules.db)
+fails with `file is not a database` or `database disk image is malformed`, naming no file;
+`named_storage_errors` names the damaged files under $DAGSTER_HOME and what to do.
+
+With an MLflow tracking resource given, the parent MLflow run of every run marked failed
+ends KILLED (`resources.mlflow_tracking.MlflowTracking.end_parent`), not RUNNING or FINISHED.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 from collections.abc import Iterator
@@ -79,9 +94,10 @@ def runner_lock(home: str | Path) -> Iterator[str]:
         path.unlink(missing_ok=True)
 
 
-def mark_dead_runs_failed(instance, home: str | Path) -> list[str]:
-    """Mark failed every unfinished run tagged by a runner whose process is gone; returns
-    their run ids."""
+def mark_dead_runs_failed(instance, home: str | Path, tracking=None) -> list[str]:
+    """Mark failed every unfinished run whose process is gone (tagged by a runner whose lock is
+    free, or untagged with every recorded process gone); returns their run ids.  `tracking`
+    (an `MlflowTracking`): their MLflow parents end KILLED."""
     from dagster import DagsterRunStatus, RunsFilter
 
     unfinished = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
@@ -89,16 +105,113 @@ def mark_dead_runs_failed(instance, home: str | Path) -> list[str]:
     for record in instance.get_run_records(filters=RunsFilter(statuses=unfinished)):
         run = record.dagster_run
         token = run.tags.get(RUNNER_TAG)
-        if not token or _runner_alive(home, token):
-            continue
-        message = (
-            f"Marked failed by simab: the process that executed this run (runner {token}) is gone (killed or crashed) "
-            "and the run was left unfinished. `python -m pipelines.lifecycle --resume` re-runs what it did not finish."
-        )
+        if token:
+            if _runner_alive(home, token):
+                continue
+            who = f"the process that executed this run (runner {token}) is gone (killed or crashed)"
+            again = "`python -m pipelines.lifecycle --resume` re-runs what it did not finish."
+        else:
+            if run.status != DagsterRunStatus.STARTED:
+                continue  # not started yet, or being cancelled: Dagster's run monitoring's business
+            pids = _run_pids(instance, run.run_id)
+            if not pids or any(_process_alive(pid, record.start_time) for pid in pids):
+                continue
+            listed = ", ".join(map(str, sorted(pids)))
+            who = f"the process that executed this run (pid {listed}) is gone (killed or crashed)"
+            again = "Materialise what it did not finish again."
+        message = f"Marked failed by simab: {who} and the run was left unfinished. {again}"
         instance.report_engine_event(message, run)
         instance.report_run_failed(run, message)
         dead.append(run.run_id)
+    if tracking is not None:
+        for run_id in dead:
+            try:
+                tracking.end_parent(run_id, "KILLED")
+            except Exception as exc:  # the Dagster runs are marked; MLflow's record is secondary
+                print(f"run {run_id}: its MLflow parent run could not be ended KILLED: {exc}", file=sys.stderr)
     return dead
+
+
+class DagsterStorageError(RuntimeError):
+    """The Dagster instance's SQLite storage cannot be read: names the files and what to do."""
+
+
+@contextmanager
+def named_storage_errors(home: str | Path | None) -> Iterator[None]:
+    """An error SQLite raised while Dagster read its storage under `home` becomes one
+    `DagsterStorageError` naming the damaged files; any other error passes unchanged."""
+    try:
+        yield
+    except DagsterStorageError:
+        raise
+    except Exception as exc:
+        from resources.mlflow_tracking import sqlite_cause
+
+        cause = sqlite_cause(exc)
+        damaged = damaged_sqlite_files(home) if cause is not None and home else []
+        if not damaged:
+            raise  # not Dagster's storage (another store names itself)
+        listed = ", ".join(str(p) for p in damaged)
+        raise DagsterStorageError(
+            f"Dagster's run storage cannot be read: {listed} ({cause}). Move the damaged file aside "
+            f"(`mv {damaged[0]} {damaged[0]}.damaged`), or all of {Path(home) / 'history'}, and run again: "
+            "Dagster starts new ones; the runs recorded there are lost to the UI and to --resume, the stored assets "
+            "are not affected"
+        ) from exc
+
+
+def damaged_sqlite_files(home: str | Path) -> list[Path]:
+    """The SQLite files under `home` that SQLite cannot open or whose quick check fails."""
+    import sqlite3
+
+    damaged = []
+    for path in sorted(Path(home).rglob("*.db")):
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                ok = db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+            db.close()
+        except sqlite3.DatabaseError:
+            ok = False
+        if not ok:
+            damaged.append(path)
+    return damaged
+
+
+def _run_pids(instance, run_id: str) -> set[int]:
+    """The process ids Dagster's executors recorded for a run (engine events with a `pid`)."""
+    from dagster import DagsterEventType
+
+    pids = set()
+    for record in instance.get_records_for_run(run_id, of_type=DagsterEventType.ENGINE_EVENT).records:
+        data = record.event_log_entry.dagster_event.event_specific_data
+        value = getattr(getattr(data, "metadata", {}).get("pid"), "value", None)
+        if value is not None and str(value).isdigit():
+            pids.add(int(value))
+    return pids
+
+
+def _process_alive(pid: int, run_started: float | None) -> bool:
+    """Whether process `pid` exists and is not a newer process that reused the id."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, someone else's
+        pass
+    started = _process_start_time(pid)
+    # A second of slack for clock granularity: a process older than the run may be executing it.
+    return started is None or run_started is None or started <= run_started + 1.0
+
+
+def _process_start_time(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds), from /proc; None where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        lines = Path("/proc/stat").read_text().splitlines()
+        boot = next(float(line.split()[1]) for line in lines if line.startswith("btime"))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def _runner_alive(home: str | Path, token: str) -> bool:
@@ -137,9 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["DAGSTER_HOME"] = str(home.resolve())
     from dagster import DagsterInstance
 
-    with DagsterInstance.get() as instance:
-        for run_id in mark_dead_runs_failed(instance, home):
-            print(f"run {run_id}: its process is gone; marked failed")
+    from resources.mlflow_tracking import MlflowTracking
+
+    try:
+        with named_storage_errors(home), DagsterInstance.get() as instance:
+            for run_id in mark_dead_runs_failed(instance, home, MlflowTracking()):
+                print(f"run {run_id}: its process is gone; marked failed")
+    except DagsterStorageError as exc:
+        raise SystemExit(str(exc)) from None
     return 0
 
 

@@ -67,15 +67,22 @@ def main(argv: list[str] | None = None) -> int:
             raise
         # One line, before any work: the variable, its value and what is allowed.
         raise SystemExit(f"simab: {exc}") from None
-    if args.verbose:
-        return run_lifecycle(prepared, args.resume, None)
-    from resources.storage import data_root
+    from pipelines.instance import DagsterStorageError, named_storage_errors
+    from resources.mlflow_tracking import TrackingStoreError
 
-    log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    from pipelines.console import to_log_file
+    try:
+        with named_storage_errors(os.environ.get("DAGSTER_HOME")):
+            if args.verbose:
+                return run_lifecycle(prepared, args.resume, None)
+            from resources.storage import data_root
 
-    with to_log_file(log) as terminal:
-        return run_lifecycle(prepared, args.resume, terminal, log)
+            log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
+            from pipelines.console import to_log_file
+
+            with to_log_file(log) as terminal:
+                return run_lifecycle(prepared, args.resume, terminal, log)
+    except (DagsterStorageError, TrackingStoreError) as exc:  # a store that cannot be read: one line, no traceback
+        raise SystemExit(str(exc)) from None
 
 
 def checked_plan(arms_arg: str | None = None, environ=None):
@@ -180,7 +187,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
         write_instance_config(home)
     instance = DagsterInstance.get() if home else DagsterInstance.ephemeral()
     if home:
-        for run_id in mark_dead_runs_failed(instance, home):
+        for run_id in mark_dead_runs_failed(instance, home, MlflowTracking()):
             say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
 
     digest = _plan_digest(plan, {s.job: run_config_for(s.job, settings) for s in plan})

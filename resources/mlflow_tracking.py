@@ -7,15 +7,27 @@ parameters, metrics, dataset digests and artefacts — so the MLflow UI shows a 
 tree and params of different assets never collide.
 
 A thin `ConfigurableResource` over the plain mlflow client: dagster-mlflow is an op-era
-resource that caps pandas < 3 (../shared/docs/dependencies.md).  With the multiprocess
-executor several steps may ask for the parent at once; a file lock makes exactly one of
-them create it.
+resource that caps pandas < 3.  With the multiprocess executor several steps may ask for
+the parent at once; a file lock makes exactly one of them create it.
+
+The parent's status follows the Dagster run, not its last step: RUNNING while a step runs,
+FAILED as soon as one step fails (and kept, whatever later steps do), FINISHED when a step
+ends well with no failure and no other step running.  A failure outside a child run (an
+input that cannot be loaded) marks it FAILED when the resource is torn down at the end of
+the step or run.  A run killed outright leaves its parent RUNNING: the monitoring that marks
+the Dagster run failed (`pipelines.instance.mark_dead_runs_failed`) ends it KILLED
+(`end_parent`).
+
+A SQLite tracking store that cannot be read (not a database, a damaged page) raises
+`TrackingStoreError` naming the file and what to do, instead of SQLAlchemy's bare
+"file is not a database".
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +40,11 @@ from pydantic import PrivateAttr
 from resources.storage import PROJECT_ROOT, data_root
 
 PARENT_ROLE = "dagster_run"
+ENDED_BADLY = ("FAILED", "KILLED")  # a parent in either keeps it
+
+
+class TrackingStoreError(RuntimeError):
+    """The MLflow tracking store cannot be used: names the store and what to do."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,6 +76,40 @@ class MlflowTracking(ConfigurableResource):
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._uri = self.resolved_uri()
 
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        """A failed step of this run fails its parent, even one that failed before its child
+        run began (an input that could not be loaded)."""
+        from dagster import DagsterEventType
+
+        run_id, instance = context.run_id, context.instance
+        if not run_id or instance is None:
+            return
+        if instance.get_records_for_run(run_id, of_type=DagsterEventType.STEP_FAILURE, limit=1).records:
+            try:
+                self.end_parent(run_id, "FAILED", create=False)
+            except TrackingStoreError as exc:  # the step has failed already; say why MLflow was not told
+                context.log.warning(str(exc))
+
+    def end_parent(self, dagster_run_id: str, status: str, create: bool = False) -> bool:
+        """End the parent of a Dagster run with `status` (FAILED or KILLED; with KILLED its child
+        runs still RUNNING too); False when it has no parent (and not `create`)."""
+        with self._store_errors():
+            client = self.client()
+            exp = self.experiment_id()
+            query = f"tags.dagster_run_id = '{dagster_run_id}' and tags.simab_role = '{PARENT_ROLE}'"
+            found = client.search_runs([exp], filter_string=query, max_results=1)
+            if not found and not create:
+                return False
+            parent = found[0].info.run_id if found else self.parent_run_id(dagster_run_id)
+            with _lock("parent"):
+                # A killed run's steps died with it; a failed run's may still be going elsewhere.
+                running = f"tags.mlflow.parentRunId = '{parent}' and attributes.status = 'RUNNING'"
+                for child in client.search_runs([exp], running) if status == "KILLED" else []:
+                    client.set_terminated(child.info.run_id, status="KILLED")
+                if client.get_run(parent).info.status not in ENDED_BADLY:
+                    client.set_terminated(parent, status=status)
+        return True
+
     def resolved_uri(self) -> str:
         if self.tracking_uri:
             return self.tracking_uri
@@ -77,6 +128,10 @@ class MlflowTracking(ConfigurableResource):
         return mlflow.MlflowClient()
 
     def experiment_id(self) -> str:
+        with self._store_errors():
+            return self._experiment_id()
+
+    def _experiment_id(self) -> str:
         client = self.client()
         found = client.get_experiment_by_name(self.experiment)
         if found is not None:
@@ -92,6 +147,10 @@ class MlflowTracking(ConfigurableResource):
 
     def parent_run_id(self, dagster_run_id: str, job_name: str = "", tags: dict[str, str] | None = None) -> str:
         """The parent MLflow run of a Dagster run, created on first use."""
+        with self._store_errors():
+            return self._parent_run_id(dagster_run_id, job_name, tags)
+
+    def _parent_run_id(self, dagster_run_id: str, job_name: str, tags: dict[str, str] | None) -> str:
         client = self.client()
         exp = self.experiment_id()
         query = f"tags.dagster_run_id = '{dagster_run_id}' and tags.simab_role = '{PARENT_ROLE}'"
@@ -121,22 +180,24 @@ class MlflowTracking(ConfigurableResource):
         so plain `mlflow.log_*` calls land in it.  Yields the mlflow ActiveRun."""
         import mlflow
 
-        client = self.client()
-        dagster_run_id = context.run.run_id
-        parent = self.parent_run_id(dagster_run_id, context.run.job_name)
-        name = _step_name(context)
-        child = client.create_run(
-            self.experiment_id(),
-            run_name=name,
-            tags={
-                "mlflow.parentRunId": parent,
-                "dagster_run_id": dagster_run_id,
-                "dagster_asset": name,
-                "simab_role": "asset",
-                "code_version": code_version(),
-                **(tags or {}),
-            },
-        )
+        with self._store_errors():
+            client = self.client()
+            dagster_run_id = context.run.run_id
+            parent = self.parent_run_id(dagster_run_id, context.run.job_name)
+            name = _step_name(context)
+            child = client.create_run(
+                self.experiment_id(),
+                run_name=name,
+                tags={
+                    "mlflow.parentRunId": parent,
+                    "dagster_run_id": dagster_run_id,
+                    "dagster_asset": name,
+                    "simab_role": "asset",
+                    "code_version": code_version(),
+                    **(tags or {}),
+                },
+            )
+            self._parent_status(client, parent, "RUNNING")
         status = "FAILED"
         try:
             with mlflow.start_run(run_id=child.info.run_id) as active:
@@ -145,8 +206,43 @@ class MlflowTracking(ConfigurableResource):
                 yield active
             status = "FINISHED"
         finally:
-            # start_run's exit already closed the child; the parent closes with the latest step.
+            # start_run's exit already closed the child (FAILED on an exception).
+            with self._store_errors():
+                self._parent_status(client, parent, status)
+
+    def _parent_status(self, client, parent: str, status: str) -> None:
+        """Move the parent to `status` as the module docstring says: FAILED and KILLED stay;
+        FINISHED waits for the other steps still running."""
+        with _lock("parent"):
+            if client.get_run(parent).info.status in ENDED_BADLY:
+                return
+            if status == "RUNNING":
+                client.update_run(parent, status="RUNNING")
+                return
+            if status == "FINISHED":
+                running = f"tags.mlflow.parentRunId = '{parent}' and attributes.status = 'RUNNING'"
+                if client.search_runs([self.experiment_id()], running, max_results=1):
+                    return  # another step of the run is still going: it closes the parent
             client.set_terminated(parent, status=status)
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """A SQLite store SQLite cannot read becomes one `TrackingStoreError` naming the file."""
+        try:
+            yield
+        except TrackingStoreError:
+            raise
+        except Exception as exc:
+            cause = sqlite_cause(exc)
+            uri = self._uri or self.resolved_uri()
+            if cause is None or not uri.startswith("sqlite:///"):
+                raise
+            path = uri[len("sqlite:///"):]
+            raise TrackingStoreError(
+                f"MLflow tracking store {path} cannot be used: {cause}. Move it aside (`mv {path} {path}.damaged`) "
+                "and run again to start a new store (the runs recorded in the old one are no longer listed), or set "
+                "MLFLOW_TRACKING_URI to another store; the stored assets are not affected"
+            ) from exc
 
     def tag_parent(self, context: Any, tags: dict[str, str]) -> None:
         self.parent_run_id(context.run.run_id, context.run.job_name, tags)
@@ -248,6 +344,16 @@ def _step_name(context: Any) -> str:
         key = context.op.name
     partition = getattr(context, "partition_key", None) if getattr(context, "has_partition_key", False) else None
     return f"{key}[{partition}]" if partition else key
+
+
+def sqlite_cause(exc: BaseException) -> BaseException | None:
+    """The sqlite3 error behind `exc` (SQLAlchemy and MLflow wrap it), or None."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, sqlite3.DatabaseError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def _param(value: Any) -> Any:

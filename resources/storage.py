@@ -18,6 +18,16 @@ is refused when read, never loaded — unpickling runs whatever code the file na
 Writes are atomic (`ops.atomic`): a file goes to a temporary name and is renamed; a folder
 value is written whole into a fresh folder before its pointer file is replaced.  A killed
 run leaves the previous complete value.
+
+Stored data proves itself: beside `<name>.parquet` and `<name>.json` lie `<name>.parquet.sha256`
+and `<name>.json.sha256`, and a folder value's pointer lists the SHA-256 of every file in its
+folder.  Every read checks them before decoding anything, so a flipped byte or a truncated file is
+never read back as other data (nor handed to the Parquet reader, which a damaged file can
+crash).  A mismatch, or any error reading or decoding a value, raises one `StoredDataError`
+naming the asset, the partition, the path and "materialise it again".  Files written before
+checksums existed (no `.sha256` beside them, no digests in the pointer) are still read,
+unverified, with their read errors named the same way; the next materialisation writes the
+checksums.
 """
 
 from __future__ import annotations
@@ -25,14 +35,25 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
+from ops.atomic import (
+    atomic_write_bytes,
+    atomic_write_folder,
+    atomic_write_parquet,
+    checksum_path,
+    read_folder_pointer,
+    read_verified,
+    remove_folder_value,
+    verify_folder,
+)
 from ops.settings import load as load_settings
-from ops.atomic import atomic_write_bytes, atomic_write_folder, atomic_write_parquet, read_folder_pointer, remove_folder_value
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,6 +74,16 @@ FORMAT = "simab.asset/1"
 
 class StoredValueError(ValueError):
     """A stored asset value that simab will not read (a pickle, an unknown type, a broken pointer)."""
+
+
+class StoredDataError(StoredValueError):
+    """A stored value whose files fail their checksum or cannot be read back: names the asset,
+    the partition, the path and what to do."""
+
+    def __init__(self, asset: str, partition: str | None, path: Path, problem: str) -> None:
+        self.asset, self.partition, self.path = asset, partition, Path(path)
+        where = f"asset {asset}" + (f", partition {partition}" if partition is not None else "")
+        super().__init__(f"{where}: stored value at {path} is damaged ({problem}); materialise it again")
 
 
 def data_root() -> Path:
@@ -96,17 +127,19 @@ class SimabIOManager(ConfigurableIOManager):
         if isinstance(obj, pl.DataFrame):
             # Dagster materialises a partition once at a time: temp files of a killed
             # earlier run can go.
-            atomic_write_parquet(obj, parquet, clean_stale=True)
+            atomic_write_parquet(obj, parquet, clean_stale=True, checksum=True)
             remove_folder_value(pointer)
             context.add_output_metadata({"path": str(parquet), "rows": obj.height})
         else:
             type_name = _type_name(obj)
             if type_name in VALUE_TYPES:
                 save = _codec(type_name, 0)
-                folder = atomic_write_folder(pointer, lambda staging: save(obj, staging), {"format": FORMAT, "asset": asset, "type": type_name})
+                record = {"format": FORMAT, "asset": asset, "type": type_name}
+                folder = atomic_write_folder(pointer, lambda staging: save(obj, staging), record, checksum=True)
                 context.add_output_metadata({"path": str(folder), "type": type_name})
             elif _exact_json(obj):
-                atomic_write_bytes(pointer, json.dumps({"format": FORMAT, "asset": asset, "type": "json", "value": obj}, ensure_ascii=False).encode("utf-8"), clean_stale=True)
+                text = json.dumps({"format": FORMAT, "asset": asset, "type": "json", "value": obj}, ensure_ascii=False)
+                atomic_write_bytes(pointer, text.encode("utf-8"), clean_stale=True, checksum=True)
                 remove_folder_value(pointer, folders_only=True)  # of an earlier folder value
                 context.add_output_metadata({"path": str(pointer)})
             else:
@@ -117,6 +150,7 @@ class SimabIOManager(ConfigurableIOManager):
                     "or give the type save(folder)/load(folder) and add it to VALUE_TYPES in resources/storage.py."
                 )
             parquet.unlink(missing_ok=True)
+            checksum_path(parquet).unlink(missing_ok=True)
         Path(f"{stem}.pkl").unlink(missing_ok=True)  # the previous value in the old pickle format
 
     def stored(self, asset: str, partition: str | None = None) -> Any:
@@ -124,7 +158,7 @@ class SimabIOManager(ConfigurableIOManager):
         for an asset that reads an earlier partition of its own (a round reads the round
         before), which Dagster's partition mappings allow only along time."""
         stem = self._base() / asset
-        return _load(stem.joinpath(*_partition_parts(partition)) if partition is not None else stem, asset)
+        return _load(stem.joinpath(*_partition_parts(partition)) if partition is not None else stem, asset, partition)
 
     def has_stored(self, asset: str, partition: str | None = None) -> bool:
         stem = self._base() / asset
@@ -135,11 +169,13 @@ class SimabIOManager(ConfigurableIOManager):
             # An unpartitioned asset reading every arm gets a dict of the arms materialised
             # so far; arms never run are simply absent (the read-out says which it used).
             stems = {key: self._base().joinpath(*context.asset_key.path, *_partition_parts(key)) for key in context.asset_partition_keys}
-            return {key: _load(stem, context.asset_key.to_user_string()) for key, stem in stems.items() if _exists(stem)}
-        return _load(self._stem(context), context.asset_key.to_user_string())
+            asset = context.asset_key.to_user_string()
+            return {key: _load(stem, asset, key) for key, stem in stems.items() if _exists(stem)}
+        partition = context.asset_partition_key if context.has_asset_partitions else None
+        return _load(self._stem(context), context.asset_key.to_user_string(), partition)
 
 
-def _load(stem: Path, asset: str) -> Any:
+def _load(stem: Path, asset: str, partition: str | None = None) -> Any:
     parquet, pointer = _files(stem)
     pickled = Path(f"{stem}.pkl")
     if pickled.exists():
@@ -148,12 +184,13 @@ def _load(stem: Path, asset: str) -> Any:
             f"names); delete it and materialise {asset} again."
         )
     if parquet.exists() and (not pointer.exists() or parquet.stat().st_mtime_ns >= pointer.stat().st_mtime_ns):
-        return pl.read_parquet(parquet)
+        with _named(asset, partition, parquet):
+            return pl.read_parquet(read_verified(parquet))
     if pointer.exists():
-        try:
+        with _named(asset, partition, pointer):
             record, folder = read_folder_pointer(pointer)
-        except ValueError as exc:
-            raise StoredValueError(f"asset {asset}: {pointer} is not valid JSON ({exc}); materialise {asset} again") from exc
+            if not isinstance(record, dict):
+                raise ValueError(f"holds a JSON {type(record).__name__}, not a pointer record")
         if record.get("format") != FORMAT:
             raise StoredValueError(f"asset {asset}: {pointer} is not a simab asset pointer (format {record.get('format')!r})")
         type_name = record.get("type")
@@ -162,9 +199,27 @@ def _load(stem: Path, asset: str) -> Any:
         if type_name not in VALUE_TYPES:
             raise StoredValueError(f"asset {asset}: {pointer} names type {type_name!r}, which simab does not load; known: {sorted(VALUE_TYPES)}")
         if folder is None or not folder.is_dir():
-            raise StoredValueError(f"asset {asset}: {pointer} names folder {folder}, which is missing; materialise {asset} again")
-        return _codec(type_name, 1)(folder)
+            raise StoredDataError(asset, partition, pointer, f"it names folder {folder}, which is missing")
+        with _named(asset, partition, folder):
+            if isinstance(record.get("sha256"), dict):
+                verify_folder(folder, record["sha256"])
+            return _codec(type_name, 1)(folder)
     raise FileNotFoundError(f"no stored value at {parquet} or {pointer}: materialise the upstream asset first")
+
+
+@contextmanager
+def _named(asset: str, partition: str | None, path: Path) -> Iterator[None]:
+    """Any error reading or decoding the value at `path` becomes one `StoredDataError`: a
+    damaged file can fail in the decoder in many ways (Polars, numpy, safetensors, JSON, a
+    Rust panic), none of them naming the asset or what to do."""
+    try:
+        yield
+    except StoredValueError:
+        raise
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # pyo3's PanicException (a Polars panic) is not an Exception
+        raise StoredDataError(asset, partition, path, f"{type(exc).__name__}: {str(exc)[:300]}") from exc
 
 
 def _partition_parts(key: str) -> list[str]:

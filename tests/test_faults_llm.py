@@ -432,3 +432,75 @@ def test_the_cache_can_be_listed_and_cleared_by_model_and_endpoint(tmp_path, cap
     assert ResponseCache(path).stats() == []
     with pytest.raises(SystemExit, match="no LLM response cache at"):
         main(["stats", "--cache", str(tmp_path / "absent.sqlite")])
+
+
+def _filled_cache(path: Path, n: int = 300):
+    """A cache of `n` replies over several pages, closed (its WAL checkpointed into the file)."""
+    from ops.simulation.brains.llm.client import ResponseCache
+
+    cache = ResponseCache(path)
+    for i in range(n):
+        cache.put(f"k{i:04d}", "http://127.0.0.1:8000/v1", "m", {"content": f"answer {i} " * 8, "prompt_tokens": 9,
+                                                               "completion_tokens": 3, "usage_known": True})
+    cache.close()
+    assert not Path(f"{path}-wal").exists()
+
+
+def test_a_damaged_cache_names_its_file_and_the_way_out(tmp_path, capsys):
+    from ops.simulation.brains.llm.client import CacheError, ResponseCache, main
+
+    path = tmp_path / "responses.sqlite"
+    _filled_cache(path)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    data[page:3 * page] = bytes([0xAB]) * (2 * page)  # the table's and its key index's root pages
+    path.write_bytes(bytes(data))
+    way_out = rf"LLM response cache {path} cannot be read: database disk image is malformed\. .*" \
+              rf"`python -m ops\.simulation\.brains\.llm\.client clear --cache {path}`.*or move the file aside"
+    cache = ResponseCache(path)
+    with pytest.raises(CacheError, match=way_out):
+        cache.get("k0001")
+    cache.close()
+    # `clear` cannot delete rows of a damaged file: it moves the file aside, and the next run starts afresh.
+    main(["clear", "--cache", str(path)])
+    assert "is damaged" in capsys.readouterr().out
+    (moved,) = tmp_path.glob("responses.sqlite.damaged-*")
+    assert moved.read_bytes() == bytes(data)
+    fresh = ResponseCache(path)
+    assert len(fresh) == 0 and fresh.get("k0001") is None
+    fresh.close()
+    # Not a database at all (its header overwritten): named when opened.
+    path.write_bytes(b"this is not SQLite" * 400)
+    not_sqlite = rf"LLM response cache {path} cannot be opened: file is not a database\. .*clear"
+    with pytest.raises(CacheError, match=not_sqlite):
+        ResponseCache(path)
+
+
+def test_a_cached_row_of_the_wrong_shape_is_a_logged_miss_and_is_replaced(tmp_path, caplog):
+    import sqlite3
+
+    from ops.simulation.brains.llm.client import ResponseCache
+
+    path = tmp_path / "responses.sqlite"
+    _filled_cache(path, n=3)
+    with sqlite3.connect(path) as db:
+        wrong = json.dumps({"content": 5, "prompt_tokens": 1})
+        db.execute("UPDATE completions SET response = ? WHERE key = 'k0000'", (wrong,))
+        db.execute("UPDATE completions SET response = ? WHERE key = 'k0001'", (json.dumps(["answer"]),))
+        db.execute("UPDATE completions SET response = ? WHERE key = 'k0002'", ("{cut",))
+    db.close()
+    cache = ResponseCache(path)
+    good = {"content": "{}", "prompt_tokens": 4, "completion_tokens": 2, "usage_known": True}
+    with caplog.at_level(logging.WARNING, logger="ops.simulation.brains.llm.client"):
+        for key in ("k0000", "k0001", "k0002"):
+            assert cache.get(key) is None
+            cache.put(key, "http://127.0.0.1:8000/v1", "m", good)  # the endpoint's next answer replaces it
+            assert cache.get(key) == good
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 3
+    assert all(f"LLM response cache {path}: entry k000" in w and "treated as a miss" in w for w in warnings)
+    assert "no text content" in warnings[0] and "a JSON list" in warnings[1] and "not JSON" in warnings[2]
+    # A good row stays first-come: a second answer for its key does not replace it.
+    cache.put("k0000", "http://127.0.0.1:8000/v1", "m", {**good, "content": "other"})
+    assert cache.get("k0000") == good
+    cache.close()

@@ -94,7 +94,7 @@ def test_no_asset_of_a_whole_run_is_stored_as_pickle(good_run):
     home = good_run[0]
     stored = [p for p in (home / "assets").rglob("*") if p.is_file()]
     kinds = {p.suffix for p in stored}
-    assert kinds == {".parquet", ".json", ".npz", ".safetensors"}, kinds
+    assert kinds == {".parquet", ".json", ".npz", ".safetensors", ".sha256"}, kinds
     assert not [p for p in stored if contains_pickle(p)]
     # Each non-frame asset is a pointer naming a folder of its own.
     assert {p.relative_to(home / "assets").as_posix() for p in stored if p.suffix == ".json" and p.parent.name in ("assets", "recommender_arm")} >= {

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,92 @@ def _dead_runner(home) -> str:
     out = subprocess.run([sys.executable, "-c", code, str(home)], cwd=Path(__file__).resolve().parents[1],
                          capture_output=True, text=True, timeout=60, check=True)
     return out.stdout.strip()
+
+
+# -- killed runs told apart, Dagster's storage named (issue 26) ------------------------------------
+
+KILLED_MID_STEP = """
+import os, signal, sys
+from types import SimpleNamespace
+from resources.mlflow_tracking import MlflowTracking
+
+def context(asset):
+    key = SimpleNamespace(to_user_string=lambda: asset)
+    run = SimpleNamespace(run_id=sys.argv[1], job_name="simab_readout")
+    return SimpleNamespace(run=run, asset_key=key, has_partition_key=False)
+
+tracking = MlflowTracking()
+with tracking.asset_run(context("ab_readout")):
+    pass
+with tracking.asset_run(context("simab_report")):
+    os.kill(os.getpid(), signal.SIGKILL)  # killed in the read-out, no clean-up
+"""
+
+
+def test_the_mlflow_parent_of_a_killed_run_ends_killed_not_finished(tmp_path, monkeypatch):
+    from resources.mlflow_tracking import MlflowTracking
+
+    home = tmp_path / "home"
+    write_instance_config(home)
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path / "simab"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with DagsterInstance.from_config(str(home)) as instance:
+        run = create_run_for_test(instance, status=DagsterRunStatus.STARTED, tags={RUNNER_TAG: _dead_runner(home)})
+        killed = subprocess.run([sys.executable, "-c", KILLED_MID_STEP, run.run_id],
+                                cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
+        assert killed.returncode == -9, killed.stderr[-2000:]
+        tracking = MlflowTracking()
+        client = tracking.client()
+
+        def status(asset: str) -> str:
+            query = f"tags.dagster_run_id = '{run.run_id}' and " + (
+                "tags.simab_role = 'dagster_run'" if asset == "parent" else f"tags.dagster_asset = '{asset}'")
+            (found,) = client.search_runs([tracking.experiment_id()], query)
+            return found.info.status
+
+        assert status("parent") == "RUNNING"  # not FINISHED after the step before the kill
+        assert mark_dead_runs_failed(instance, home, tracking) == [run.run_id]
+        assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.FAILURE
+        assert (status("parent"), status("ab_readout"), status("simab_report")) == ("KILLED", "FINISHED", "KILLED")
+
+
+def test_a_run_started_outside_the_runner_whose_process_died_is_marked_failed(tmp_path):
+    """`dagster asset materialize` killed: no runner tag, but the executor recorded its pid."""
+    from dagster._core.events import EngineEventData
+
+    code = "import os; print(os.getpid())"
+    gone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    dead_pid = int(gone.stdout)
+    home = tmp_path / "home"
+    write_instance_config(home)
+    with DagsterInstance.from_config(str(home)) as instance:
+        runs = {}
+        for name, pid in (("dead", dead_pid), ("alive", os.getpid()), ("no_pid", None)):
+            runs[name] = create_run_for_test(instance, status=DagsterRunStatus.STARTED)
+            if pid is not None:
+                data = EngineEventData.in_process(pid)
+                message = f"Executing steps in process (pid: {pid})"
+                instance.report_engine_event(message, runs[name], engine_event_data=data)
+        assert mark_dead_runs_failed(instance, home) == [runs["dead"].run_id]
+        status = {name: instance.get_run_by_id(run.run_id).status for name, run in runs.items()}
+        started, failed = DagsterRunStatus.STARTED, DagsterRunStatus.FAILURE
+        assert status == {"dead": failed, "alive": started, "no_pid": started}
+        logs = instance.all_logs(runs["dead"].run_id)
+        (failure,) = [e for e in logs if e.dagster_event and e.dagster_event.is_failure]
+        assert f"(pid {dead_pid}) is gone" in failure.message
+
+
+def test_damaged_dagster_storage_is_named_with_what_to_do(tmp_path, monkeypatch):
+    from pipelines.instance import main
+
+    home = tmp_path / "home"
+    write_instance_config(home)
+    with DagsterInstance.from_config(str(home)) as instance:
+        create_run_for_test(instance, status=DagsterRunStatus.SUCCESS)
+    runs_db = home / "history" / "runs.db"
+    runs_db.write_bytes(b"garbled " * 2000)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    named = (rf"Dagster's run storage cannot be read: {runs_db} \(file is not a database\)\. "
+             rf"Move the damaged file aside \(`mv {runs_db} {runs_db}\.damaged`\)")
+    with pytest.raises(SystemExit, match=named):
+        main([])

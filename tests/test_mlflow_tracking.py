@@ -45,3 +45,87 @@ def test_environment_overrides_store(monkeypatch, tmp_path):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'other.db'}")
     assert MlflowTracking().resolved_uri().endswith("other.db")
     assert MlflowTracking(tracking_uri="http://mlflow:5000").resolved_uri() == "http://mlflow:5000"
+
+
+# -- the parent's status follows the Dagster run (issue 26) ----------------------------------------
+
+
+def _parent(tracking, run_id: str):
+    client = tracking.client()
+    query = f"tags.dagster_run_id = '{run_id}' and tags.simab_role = 'dagster_run'"
+    (parent,) = client.search_runs([tracking.experiment_id()], query)
+    return parent
+
+
+def test_a_failed_step_fails_the_parent_and_a_later_step_does_not_hide_it(tmp_path, monkeypatch):
+    import pytest
+
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking = MlflowTracking()
+    with tracking.asset_run(_context("run-a", "users")):
+        assert _parent(tracking, "run-a").info.status == "RUNNING"  # while a step runs
+    assert _parent(tracking, "run-a").info.status == "FINISHED"
+    with pytest.raises(RuntimeError), tracking.asset_run(_context("run-a", "taste_alignment")):
+        raise RuntimeError("the step failed")
+    with tracking.asset_run(_context("run-a", "simab_report")):  # another branch of the run goes on
+        pass
+    assert _parent(tracking, "run-a").info.status == "FAILED"
+
+
+def test_the_parent_finishes_only_when_no_other_step_is_running(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking = MlflowTracking()
+    parent = tracking.parent_run_id("run-b", "simab_arm")
+    client = tracking.client()
+    # A step running in another process (the multiprocess executor): its child is RUNNING.
+    tags = {"mlflow.parentRunId": parent, "dagster_run_id": "run-b"}
+    sibling = client.create_run(tracking.experiment_id(), tags=tags)
+    with tracking.asset_run(_context("run-b", "top20_lists")):
+        pass
+    assert _parent(tracking, "run-b").info.status == "RUNNING"
+    client.set_terminated(sibling.info.run_id, "FINISHED")
+    with tracking.asset_run(_context("run-b", "offline_metrics")):
+        pass
+    assert _parent(tracking, "run-b").info.status == "FINISHED"
+
+
+def test_a_step_that_fails_before_its_child_run_fails_the_parent(tmp_path, monkeypatch):
+    """An input that cannot be loaded fails the step before any child run: the parent of a run
+    whose earlier step finished still ends FAILED (torn down with the run)."""
+    from dagster import AssetExecutionContext, AssetIn, asset, materialize
+
+    from resources.storage import SimabIOManager
+
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+    @asset
+    def users(context: AssetExecutionContext, mlflow: MlflowTracking) -> pl.DataFrame:
+        with mlflow.asset_run(context):
+            return pl.DataFrame({"user_id": [1, 2]})
+
+    @asset(ins={"users": AssetIn()})
+    def ratings(mlflow: MlflowTracking, users: pl.DataFrame) -> pl.DataFrame:
+        raise ValueError("stored users are damaged")  # as a failed load_input would, before any child run
+
+    tracking = MlflowTracking()
+    resources = {"mlflow": tracking, "io_manager": SimabIOManager(root=str(tmp_path))}
+    result = materialize([users, ratings], resources=resources, raise_on_error=False)
+    assert not result.success
+    assert _parent(tracking, result.run_id).info.status == "FAILED"
+
+
+def test_a_damaged_tracking_store_is_named_with_what_to_do(tmp_path, monkeypatch):
+    import pytest
+
+    from resources.mlflow_tracking import TrackingStoreError
+
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "mlflow.db").write_bytes(b"not a database at all " * 300)
+    expected = rf"MLflow tracking store {tmp_path / 'mlflow.db'} cannot be used: file is not a database\. Move it aside"
+    with pytest.raises(TrackingStoreError, match=expected):
+        with MlflowTracking().asset_run(_context("run-c", "users")):
+            pass

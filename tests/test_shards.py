@@ -258,7 +258,8 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
         assert sorted(workers) == ["pop", "pop|0", "pop|1"], workers
         assert {w.split("@")[0] for w in workers.values()} <= {"w1", "w2"}, workers
         assert stored_events(home, "pop").equals(events["pop"])
-        assert sorted(p.name for p in (home / "assets" / "simulation_shard" / "pop").iterdir()) == ["0.parquet", "1.parquet"]
+        shards = sorted(p.name for p in (home / "assets" / "simulation_shard" / "pop").iterdir())
+        assert shards == ["0.parquet", "0.parquet.sha256", "1.parquet", "1.parquet.sha256"]
     finally:
         for process in reversed(processes):
             process.terminate()

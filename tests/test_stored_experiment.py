@@ -62,6 +62,31 @@ def test_the_viewer_reads_the_stored_run_through_the_code_location(home):
     assert all(store.poster_path(c.movie_id, "small").is_file() for s in steps for c in s.cards)
 
 
+def test_a_damaged_arm_is_named_on_the_page_instead_of_stopping_the_viewer(home):
+    from starlette.testclient import TestClient
+
+    from pipelines.definitions import build_definitions
+    from resources.storage import SimabIOManager
+    from viewer.app import create_app
+    from viewer.store import ExperimentStore
+
+    context = build_output_context(asset_key=AssetKey("simulation_events"), partition_key="random")
+    SimabIOManager().handle_output(context, home["events"])
+    damaged = home["root"] / "assets" / "simulation_events" / "random.parquet"
+    try:
+        damaged.write_bytes(damaged.read_bytes()[:-300])  # cut short, as a full disk or a killed copy leaves it
+        store = ExperimentStore.from_definitions(build_definitions(environ={"SIMAB_HOME": str(home["root"])}))
+        assert store.arms == ["pop"]
+        (problem,) = store.problems
+        assert problem.startswith(f"asset simulation_events, partition random: stored value at {damaged} is damaged")
+        assert problem.endswith("materialise it again")
+        page = TestClient(create_app(store), base_url="http://127.0.0.1").get("/")
+        assert page.status_code == 200 and f"partition random: stored value at {damaged} is damaged" in page.text
+    finally:
+        damaged.unlink()
+        damaged.with_name("random.parquet.sha256").unlink()
+
+
 def _run(home, environ: dict, selection: list[str], simulation: dict):
     """Materialise `selection` for arm pop as the lifecycle runner does, its console on a string."""
     import io

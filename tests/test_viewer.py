@@ -107,11 +107,48 @@ def test_the_viewer_is_read_only_and_serves_catalogue_files_only(served):
     assert status == 200 and "data:image/png;base64," in report and "<table>" in report
 
 
+def test_only_loopback_and_the_started_host_are_answered_as_host(served):
+    """DNS rebinding: a page from evil.example whose name now resolves to 127.0.0.1 sends Host: evil.example."""
+    import http.client
+
+    from viewer.app import allowed_hosts
+
+    port = int(served["url"].rsplit(":", 1)[1])
+
+    def status(host: str) -> int:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            connection.putrequest("GET", "/agents?arm=pop", skip_host=True)
+            connection.putheader("Host", host)
+            connection.endheaders()
+            return connection.getresponse().status
+        finally:
+            connection.close()
+
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}"):
+        assert status(host) == 200, host
+    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}", "10.0.0.5", "", "[::2]"):
+        assert status(host) == 400, host
+    expected = ["127.0.0.1", "localhost", "[::1]", "viewer.lan", "[fe80::1]"]
+    assert allowed_hosts(["0.0.0.0", "viewer.lan", "::1", "fe80::1"]) == expected
+
+
+def test_a_host_the_viewer_was_started_with_is_answered(served):
+    from starlette.testclient import TestClient
+
+    from viewer.app import create_app
+
+    client = TestClient(create_app(served["store"], ["viewer.lan"]), base_url="http://viewer.lan:8050")
+    assert client.get("/agents?arm=pop").status_code == 200
+    assert client.get("/agents?arm=pop", headers={"host": "evil.example"}).status_code == 400
+
+
 def test_the_cli_binds_loopback_by_default():
     from viewer.__main__ import parser
 
     assert parser().parse_args([]).host == "127.0.0.1"
     assert parser().parse_args(["--host", "0.0.0.0"]).host == "0.0.0.0"
+    assert parser().parse_args(["--allow-host", "a.lan", "--allow-host", "b.lan"]).allow_host == ["a.lan", "b.lan"]
 
 
 def _browser(tmp_path: Path):

@@ -8,29 +8,40 @@ route is a GET, files are served only from paths the catalogue or the report nam
 | `/agent/U?arm=A&compare=B` | the agent's profile, then its session on A step by step (and on B beside it) |
 | `/poster/M?size=small` | a catalogue poster |
 | `/report`, `/report/plots/NAME` | the newest HTML report and its figures |
+
+Only requests whose Host header names this machine's loopback (127.0.0.1, localhost, [::1])
+or a host given to `create_app` (the address it was started on, `--allow-host`) are answered;
+any other gets 400.  A page bound to 127.0.0.1 is otherwise readable from any browser tab
+through DNS rebinding: a site whose name re-resolves to 127.0.0.1 would read the agents'
+profiles and reasons under its own origin, and its requests carry its own name as Host.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations, and
 # Request is imported inside create_app.
+from collections.abc import Sequence
 from pathlib import Path
 
 from viewer.store import FILTERS, ExperimentStore
 
 TEMPLATES = Path(__file__).with_name("templates")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
-def create_app(store: ExperimentStore):
-    """The web application over one store."""
+def create_app(store: ExperimentStore, hosts: Sequence[str] = ()):
+    """The web application over one store; it answers Host headers naming the loopback or one
+    of `hosts` (names or addresses, an IPv6 address with or without brackets)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import FileResponse, HTMLResponse
     from fastapi.templating import Jinja2Templates
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
 
     app = FastAPI(title="simab trajectory viewer", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(hosts), www_redirect=False)
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["num"] = _num
 
     def page(request: Request, name: str, **context):
-        return templates.TemplateResponse(request, name, {"arms": store.arms, **context})
+        return templates.TemplateResponse(request, name, {"arms": store.arms, "problems": store.problems, **context})
 
     def arm_or_404(arm: str | None) -> str:
         arm = arm or store.arms[0]
@@ -95,6 +106,19 @@ def create_app(store: ExperimentStore):
         return FileResponse(store.report_dir / "plots" / name)
 
     return app
+
+
+def allowed_hosts(hosts: Sequence[str] = ()) -> list[str]:
+    """The Host header values (without port) the viewer answers: the loopback and `hosts`.
+    A wildcard address (0.0.0.0, ::) is no name a browser sends, so it adds nothing."""
+    allowed = list(LOOPBACK_HOSTS)
+    for host in hosts:
+        host = host.strip().lower()
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # how an IPv6 address appears in a Host header
+        if host and host not in ("0.0.0.0", "[::]") and "*" not in host and host not in allowed:
+            allowed.append(host)
+    return allowed
 
 
 def _num(value, digits: int = 1) -> str:

@@ -8,6 +8,12 @@ with `.profiles`, user id → `ops.agents.profile.AgentProfile`) and the read-ou
 (`ab_readout`, optional).  The report's figures come from the newest report folder under
 `$SIMAB_HOME/reports/` (the `simab_report` asset writes it).
 
+A stored value that fails its checksum or cannot be read (`resources.storage.StoredDataError`)
+does not stop the viewer when the pages can do without it: an arm's events, the profiles or
+the read-out are left out and the error's message (asset, partition, path, "materialise it
+again") is shown at the top of every page (`problems`).  Only a damaged catalogue, or every
+arm damaged, leaves nothing to show: then the error is raised.
+
 `ExperimentStore(...)` takes the same values directly (tests, notebooks).
 """
 
@@ -86,6 +92,7 @@ class ExperimentStore:
     profiles: Mapping[int, object] = field(default_factory=dict)
     readout: object | None = None  # ops.readout.ab_readout.ABReadout
     report_dir: Path | None = None
+    problems: list[str] = field(default_factory=list)  # stored values that could not be read, and why
     _summaries: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
     _movies: dict[int, dict] = field(default_factory=dict, repr=False)
 
@@ -107,23 +114,33 @@ class ExperimentStore:
             defs = build_definitions()
         from dagster import DagsterInstance
 
+        from resources.storage import StoredDataError
+
         arms = defs.get_assets_def("simulation_events").partitions_def.get_partition_keys()
+        problems: list[str] = []
+        damaged: list[StoredDataError] = []
+
+        def optional(asset: str, partition: str | None = None):
+            """The value, or None when never stored or damaged (the damage noted in `problems`)."""
+            try:
+                return loader.load_asset_value(asset, partition_key=partition)
+            except FileNotFoundError:
+                return None
+            except StoredDataError as exc:
+                problems.append(str(exc))
+                damaged.append(exc)
+                return None
+
         # Reading values needs the IO managers only: an ephemeral instance, so the viewer does
         # not depend on $DAGSTER_HOME existing (a fresh clone has none until the first run).
         with defs.get_asset_value_loader(instance=DagsterInstance.ephemeral()) as loader:
-            events = {}
-            for arm in arms:
-                try:
-                    events[arm] = loader.load_asset_value("simulation_events", partition_key=arm)
-                except FileNotFoundError:
-                    continue  # an arm never simulated
+            events = {arm: frame for arm in arms if (frame := optional("simulation_events", arm)) is not None}
+            if not events and damaged:
+                raise damaged[0]  # nothing left to show: say why, not "nothing simulated"
             catalogue = loader.load_asset_value("mm_ml_1m")
-            agents = loader.load_asset_value("agents")
-            try:
-                readout = loader.load_asset_value("ab_readout")
-            except FileNotFoundError:
-                readout = None
-        return cls(events, catalogue, getattr(agents, "profiles", {}), readout, newest_report(reports))
+            agents = optional("agents")
+            readout = optional("ab_readout")
+        return cls(events, catalogue, getattr(agents, "profiles", {}), readout, newest_report(reports), problems)
 
     # -- what the pages ask ---------------------------------------------------------------
 

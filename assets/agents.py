@@ -87,7 +87,7 @@ def embedded_brain(
     model = fit_embedded_brain(agents, train_ratings, valid_ratings, users, EmbeddedBrainConfig(fit_seed=config.seed))
     skipped = ""
     if config.calibrate_list_response:
-        from ops.readout.alignment.calibration import CalibrationConfig, TooFewAgents, calibrate_list_response
+        from ops.studies.alignment.calibration import CalibrationConfig, TooFewAgents, calibrate_list_response
         from ops.simulation.catalogue import Catalogue
 
         started = time.perf_counter()
@@ -110,7 +110,7 @@ def embedded_brain(
         mlflow_tracking.log_metrics({**{f"seconds_{k}": v for k, v in model.timings_s.items()}, **holdout, **calibrated})
         mlflow_tracking.log_dict(params.model_dump(mode="json"), "embedded_brain_params.json")
         if response is not None:
-            from ops.readout.alignment.plots import calibration_figure
+            from ops.studies.alignment.plots import calibration_figure
 
             mlflow_tracking.log_table(pl.DataFrame(response.grid), "list_response_calibration")
             mlflow_tracking.log_figure(calibration_figure(response.grid, response.real_elasticity, response.click_scale), "plots/list_response_calibration.png")

@@ -4,7 +4,7 @@ the fidelity warning as a (non-blocking) asset check.
 Every protocol holds out the test window and asks the brain the run config names
 (`brain: embedded | llm`, as the simulation asset; `$SIMAB_BRAIN`) through its sandbox
 decision path, on a seeded sample of agents (`n_agents`, 200 by default so the demo stays
-short; 0 = every agent with held-out ratings).  `ops.readout.alignment` says how.
+short; 0 = every agent with held-out ratings).  `ops.studies.alignment` says how.
 """
 
 import polars as pl
@@ -36,9 +36,9 @@ def taste_alignment(
     test_ratings: pl.DataFrame, mm_ml_1m: pl.DataFrame, llm: LLMResource, mlflow_tracking: MlflowTracking,
 ):
     """Taste discrimination at 1:1, 1:3, 1:9 and 1:4 (SimUSER Table 1, Agent4Rec Table 1)."""
-    from ops.readout.alignment.lists import mixed_lists
-    from ops.readout.alignment.plots import taste_figure
-    from ops.readout.alignment.taste import TASTE_RATIOS, taste_discrimination
+    from ops.studies.alignment.lists import mixed_lists
+    from ops.studies.alignment.plots import taste_figure
+    from ops.studies.alignment.taste import TASTE_RATIOS, taste_discrimination
 
     try:
         brain, catalogue, users = _setup(config, "taste discrimination", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
@@ -63,8 +63,8 @@ def rating_alignment(
 ):
     """Rating prediction beside the user mean and the offline arms (SimUSER Table 2) and the
     rating distribution (Agent4Rec Fig. 3), on the same held-out pairs."""
-    from ops.readout.alignment.plots import rating_figure
-    from ops.readout.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment as score, rating_pairs
+    from ops.studies.alignment.plots import rating_figure
+    from ops.studies.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment as score, rating_pairs
 
     try:
         brain, catalogue, users = _setup(config, "rating prediction", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
@@ -92,13 +92,13 @@ def list_quality_alignment(
     test_ratings: pl.DataFrame, mm_ml_1m: pl.DataFrame, llm: LLMResource, mlflow_tracking: MlflowTracking,
 ):
     """Sandbox sessions on lists of rising quality, 1:9, 1:4, 1:1 (A/B Agent Fig. 5)."""
-    from ops.readout.alignment.lists import mixed_lists, ratio_name
-    from ops.readout.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
-    from ops.readout.alignment.plots import list_quality_figure
+    from ops.studies.alignment.lists import mixed_lists, ratio_name
+    from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
+    from ops.studies.alignment.plots import list_quality_figure
     from ops.simulation.runner import SimulationConfig
 
     liked = test_ratings.filter(pl.col("rating") >= embedded_brain.config.like_threshold)
-    # Full lists of 20 at every ratio: 10 liked held-out items at 1:1 (ops.readout.alignment.lists).
+    # Full lists of 20 at every ratio: 10 liked held-out items at 1:1 (ops.studies.alignment.lists).
     need = max(20 // (m + 1) for m in QUALITY_RATIOS)
     try:
         brain, catalogue, users = _setup(config, "list quality", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm,
@@ -131,9 +131,9 @@ def social_traits_alignment(
 ):
     """Spearman's ρ between each social trait's tier and the behaviour it should drive, real
     (test window) beside simulated (the arms' sandbox sessions) (Agent4Rec Fig. 4, A/B Agent Fig. 6)."""
-    from ops.readout.alignment.plots import social_figure
-    from ops.readout.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment as score, tiers_frame, verdicts
-    from ops.readout.alignment.windows import check_held_out
+    from ops.studies.alignment.plots import social_figure
+    from ops.studies.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment as score, tiers_frame, verdicts
+    from ops.studies.alignment.windows import check_held_out
 
     if not simulation_events:
         raise ValueError("social traits alignment: no simulated arm yet; materialise simulation_events for at least one arm")
@@ -165,7 +165,7 @@ class FidelityCheckConfig(Config):
     description="warns (does not block) when Kendall τ between simulated CTR and offline NDCG@20 is below the floor, or any pair of arms disagrees",
 )
 def fidelity_trust(config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame) -> AssetCheckResult:
-    from ops.readout.alignment.trust import fidelity_warning
+    from ops.studies.alignment.trust import fidelity_warning
     from ops.readout.fidelity import fidelity, offline_per_user, pairwise_agreement
 
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
@@ -208,7 +208,7 @@ def _setup(config: AlignmentConfig, protocol: str, agents, embedded_brain, train
            held: pl.DataFrame | None = None, min_items: int = 1):
     """(brain, catalogue, the sampled agents) after the leakage guard: agents with at least
     `min_items` rows in `held` (default: the test window)."""
-    from ops.readout.alignment.windows import check_held_out
+    from ops.studies.alignment.windows import check_held_out
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.runner import sample_agents
 

@@ -51,7 +51,8 @@ def augmentation_metrics(
 ) -> MaterializeResult:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
     train split and on it plus this arm's simulated clicks / views (Table 5)."""
-    from ops.readout.augmentation import AugmentationConfig, empty_metrics, refit_and_evaluate, seed_summary, table_5
+    from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
+    from ops.readout.augmentation_summary import empty_metrics, seed_summary, table_5
     from ops.readout.plots import augmentation_figure
     from ops.arms.recommenders import DEEPCTR_MODELS, arm_config
 

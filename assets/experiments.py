@@ -1,6 +1,6 @@
 """The papers' experiments (issue 13): each one asset that writes its table — Markdown and
 CSV under `$SIMAB_HOME/experiments/<name>/`, logged to MLflow — beside the paper's numbers
-with the protocol differences named (built by `ops.readout.experiments`).
+with the protocol differences named (built by `ops.studies.experiments`).
 
 - `ab_agent_table2`, `ab_agent_table3`, `ab_agent_table4`: assembled from the lifecycle's
   arm partitions (`offline_metrics`, `top20_lists`, `simulation_events`) of the table's arms;
@@ -113,7 +113,7 @@ def ab_agent_table2(context: AssetExecutionContext, config: ArmTableConfig, offl
                     test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking) -> MaterializeResult:
     """A/B Agent Table 2: every configured arm — offline AUC, Recall@20, NDCG@20, simulated
     CTR, CVR, AR with intervals — and the fidelity verdicts, beside the paper."""
-    from ops.readout.experiments.papers import TABLE2
+    from ops.studies.experiments.papers import TABLE2
 
     return _arm_table(context, config, "table2", "A/B Agent Table 2: model comparison (MovieLens)", TABLE2,
                       "the paper's Table 2 (ML, A/B Agent with GPT-4o-mini; Real-World Recall / NDCG)", list(DEFAULT_ARMS), "pop",
@@ -124,7 +124,7 @@ def ab_agent_table2(context: AssetExecutionContext, config: ArmTableConfig, offl
 def ab_agent_table3(context: AssetExecutionContext, config: ArmTableConfig, offline_metrics: dict, top20_lists: dict, simulation_events: dict,
                     test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking) -> MaterializeResult:
     """A/B Agent Table 3: DeepFM on 50 %, 75 % and 100 % of the training data, offline and simulated."""
-    from ops.readout.experiments.papers import TABLE3
+    from ops.studies.experiments.papers import TABLE3
 
     return _arm_table(context, config, "table3", "A/B Agent Table 3: training data scale (DeepFM)", TABLE3,
                       "the paper's Table 3 (GPT-4o-mini)", list(TABLE3_ARMS), "deepfm",
@@ -135,7 +135,7 @@ def ab_agent_table3(context: AssetExecutionContext, config: ArmTableConfig, offl
 def ab_agent_table4(context: AssetExecutionContext, config: ArmTableConfig, offline_metrics: dict, top20_lists: dict, simulation_events: dict,
                     test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking) -> MaterializeResult:
     """A/B Agent Table 4: DeepFM with user id only, movie id only, all features, offline and simulated."""
-    from ops.readout.experiments.papers import TABLE4
+    from ops.studies.experiments.papers import TABLE4
 
     return _arm_table(context, config, "table4", "A/B Agent Table 4: feature ablation (DeepFM)", TABLE4,
                       "the paper's Table 4 (GPT-4o-mini)", list(TABLE4_ARMS), "deepfm",
@@ -146,8 +146,8 @@ def _arm_table(context, config: ArmTableConfig, name: str, title: str, paper: di
                offline_metrics: dict, top20_lists: dict, simulation_events: dict, test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking):
     from ops.figures import save_figure
     from ops.readout.ab_readout import ReadoutConfig
-    from ops.readout.experiments.arm_tables import arm_experiment, arm_figure, arm_markdown
-    from ops.readout.experiments.papers import DIFFERENCES
+    from ops.studies.experiments.arm_tables import arm_experiment, arm_figure, arm_markdown
+    from ops.studies.experiments.papers import DIFFERENCES
 
     arms = list(config.arms) or default_arms
     try:
@@ -179,9 +179,9 @@ def ab_agent_table5(context: AssetExecutionContext, config: Table5Config, experi
     """A/B Agent Table 5 with the §3.5 ablation: every DeepCTR model on the original train
     split and with the clicks / views of the vision and the no-vision simulation added,
     several training seeds, all rows side by side."""
-    from ops.readout.augmentation import AugmentationConfig
-    from ops.readout.experiments.augmentation_table import WITH_VISION, WITHOUT_VISION, augmentation_experiment, augmentation_markdown
-    from ops.readout.experiments.papers import DIFFERENCES, TABLE5, TABLE5_MODELS as PAPER_MODELS
+    from ops.studies.augmentation import AugmentationConfig
+    from ops.studies.experiments.augmentation_table import WITH_VISION, WITHOUT_VISION, augmentation_experiment, augmentation_markdown
+    from ops.studies.experiments.papers import DIFFERENCES, TABLE5, TABLE5_MODELS as PAPER_MODELS
     from ops.readout.plots import augmentation_figure
 
     runs = _by_arm_and_condition(experiment_simulation_events)
@@ -217,8 +217,8 @@ def simuser_thumbnail_quality(context: AssetExecutionContext, config: ThumbnailC
     poster and a background crop standing in for a trailer screenshot, with intervals."""
     from ops.agents.embeddings import load_poster
     from ops.figures import save_figure
-    from ops.readout.experiments.papers import DIFFERENCES, EMBEDDED_POSTER_FEATURES, THUMBNAILS
-    from ops.readout.experiments.thumbnails import (ORIGINAL, VERSIONS, embedded_with_posters, sample_movies, simulate_versions,
+    from ops.studies.experiments.papers import DIFFERENCES, EMBEDDED_POSTER_FEATURES, THUMBNAILS
+    from ops.studies.experiments.thumbnails import (ORIGINAL, VERSIONS, embedded_with_posters, sample_movies, simulate_versions,
                                                     thumbnail_figure, thumbnail_lists, thumbnail_table, write_versions)
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.runner import SimulationConfig, sample_agents
@@ -250,7 +250,7 @@ def simuser_thumbnail_quality(context: AssetExecutionContext, config: ThumbnailC
     events = simulate_versions(lists, agents.sessions(users), catalogues, brain_for, seed=config.seed, run_id=context.run.run_id, concurrency=concurrency)
     table, _ = thumbnail_table(events)
     figure = save_figure(thumbnail_figure(table), folder / "plots" / "thumbnails.png")
-    from ops.readout.experiments.arm_tables import interval_cell
+    from ops.studies.experiments.arm_tables import interval_cell
 
     shown = table.select("thumbnail", "agents", pl.struct("click_rate", "ci_low", "ci_high").map_elements(
         lambda r: interval_cell(r["click_rate"], r["ci_low"], r["ci_high"]), return_dtype=pl.Utf8).alias("click rate [95 % CI]"),
@@ -279,8 +279,8 @@ def brain_comparison(context: AssetExecutionContext, config: BrainComparisonConf
     CTR, CVR, AR with intervals per brain, their paired differences, and the arm orderings."""
     from ops.figures import save_figure
     from ops.readout.ab_readout import ReadoutConfig
-    from ops.readout.experiments.arm_tables import brain_comparison as compare, brain_figure, brain_markdown
-    from ops.readout.experiments.papers import DIFFERENCES
+    from ops.studies.experiments.arm_tables import brain_comparison as compare, brain_figure, brain_markdown
+    from ops.studies.experiments.papers import DIFFERENCES
 
     runs = _by_arm_and_condition(experiment_simulation_events)
     events = {(a, b): runs[(a, condition_name(b, config.vision))] for a in config.arms for b in config.brains if (a, condition_name(b, config.vision)) in runs}
@@ -307,7 +307,7 @@ def _by_arm_and_condition(partitions: dict) -> dict[tuple[str, str], pl.DataFram
 def _publish(context, mlflow_tracking: MlflowTracking, name: str, title: str, body: list[str], differences, table: pl.DataFrame, extra: dict,
              figures: list[Path], params: dict, notes=()) -> MaterializeResult:
     """Write the experiment's folder, log it to MLflow, print it to the run's log, and return the table."""
-    from ops.readout.experiments.output import experiment_markdown, write_experiment
+    from ops.studies.experiments.output import experiment_markdown, write_experiment
 
     folder = data_root() / "experiments" / name
     markdown = experiment_markdown(title, body, differences, figures, folder, notes)

@@ -157,10 +157,10 @@ def simab_report(
 def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) -> list[str]:
     """"How far to trust the agents": the alignment results and their figures under `folder`/plots."""
     from ops.figures import save_figure
-    from ops.readout.alignment.lists import ratio_name
-    from ops.readout.alignment.list_quality import QUALITY_RATIOS
-    from ops.readout.alignment.plots import calibration_figure, list_quality_figure, rating_figure, social_figure, taste_figure
-    from ops.readout.alignment.trust import trust_section
+    from ops.studies.alignment.lists import ratio_name
+    from ops.studies.alignment.list_quality import QUALITY_RATIOS
+    from ops.studies.alignment.plots import calibration_figure, list_quality_figure, rating_figure, social_figure, taste_figure
+    from ops.studies.alignment.trust import trust_section
 
     # A protocol the data could not measure ({"not_measured": why}) has no figure and reads "Not run".
     taste, rating, list_quality = (None if isinstance(r, dict) else r for r in (taste, rating, list_quality))

@@ -1,5 +1,5 @@
 """Simulation over rounds (issue 12): living agents whose memories grow, and the filter
-bubble experiment of Agent4Rec §4.1.  Group `rounds`; `ops.readout.rounds` says what a
+bubble experiment of Agent4Rec §4.1.  Group `rounds`; `ops.studies.rounds` says what a
 round does.
 
 - `agent_round` (a multi-asset), one partition per (arm, round): round r trains the arm on
@@ -115,7 +115,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         """One round of one arm with the memories of the round before (module docstring)."""
         from ops.arms.recommenders import arm_config
         from ops.readout.ab_readout import per_agent_metrics
-        from ops.readout.rounds import RoundsConfig, empty_written_memories, movie_pools, simulate_round
+        from ops.studies.rounds import RoundsConfig, empty_written_memories, movie_pools, simulate_round
         from ops.schema import RATINGS
         from ops.simulation.runner import sample_agents
 
@@ -170,7 +170,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         import time
 
         from ops.arms.recommenders import arm_config
-        from ops.readout.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds
+        from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds
         from ops.simulation.runner import sample_agents
 
         started = time.perf_counter()

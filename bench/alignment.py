@@ -1,4 +1,4 @@
-"""Benchmark of the alignment protocols (ops.readout.alignment) for the embedded brain on
+"""Benchmark of the alignment protocols (ops.studies.alignment) for the embedded brain on
 real MovieLens, printed beside SimUSER, Agent4Rec and A/B Agent (reference data, never shipped).
 
 Data: ../shared/data/ml-1m (users 1-1999) with the local metadata and both poster folders,
@@ -50,14 +50,14 @@ from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
-from ops.readout.alignment import papers  # noqa: E402
-from ops.readout.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
-from ops.readout.alignment.lists import mixed_lists, ratio_name  # noqa: E402
-from ops.readout.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
-from ops.readout.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment, rating_pairs  # noqa: E402
-from ops.readout.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts  # noqa: E402
-from ops.readout.alignment.taste import TASTE_RATIOS, taste_discrimination  # noqa: E402
-from ops.readout.alignment.windows import check_held_out  # noqa: E402
+from ops.studies.alignment import papers  # noqa: E402
+from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
+from ops.studies.alignment.lists import mixed_lists, ratio_name  # noqa: E402
+from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
+from ops.studies.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment, rating_pairs  # noqa: E402
+from ops.studies.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts  # noqa: E402
+from ops.studies.alignment.taste import TASTE_RATIOS, taste_discrimination  # noqa: E402
+from ops.studies.alignment.windows import check_held_out  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402

@@ -44,12 +44,12 @@ from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.movielens import load_local  # noqa: E402
 from ops.arms.recommenders import ALL_ARMS, ArmDivergedError, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
-from ops.readout.experiments.papers import TABLE2, TABLE5, TABLE5_MODELS  # noqa: E402
+from ops.studies.experiments.papers import TABLE2, TABLE5, TABLE5_MODELS  # noqa: E402
 
 
 # A/B Agent Table 2, MovieLens, "Real-World" column (Recall@20, NDCG@20), and Table 5,
 # "Original" AUC, for comparison only: the paper trains on the full ML-1M.  Transcribed once,
-# in ops.readout.experiments.papers.
+# in ops.studies.experiments.papers.
 PAPER_TABLE2 = {arm: (row["recall_at_k"], row["ndcg_at_k"]) for arm, row in TABLE2.items()}
 PAPER_TABLE5_AUC = dict(zip(TABLE5_MODELS, TABLE5["original"]))
 

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
-from ops.readout.augmentation import AugmentationConfig, refit_and_evaluate  # noqa: E402
+from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate  # noqa: E402
 from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--simulated-arm", default="deepfm")
     ap.add_argument("--model", default="deepfm", help="the downstream model refit")
     ap.add_argument("--max-epochs", type=int, default=20)
-    ap.add_argument("--click-label", choices=("positive", "watched"), default="positive", help="how a simulated click is labelled (ops.readout.augmentation)")
+    ap.add_argument("--click-label", choices=("positive", "watched"), default="positive", help="how a simulated click is labelled (ops.studies.augmentation)")
     ap.add_argument("--signals", default="click,view")
     ap.add_argument("--vision", action=argparse.BooleanOptionalAction, default=True, help="--no-vision: Table 5's ablation")
     args = ap.parse_args()

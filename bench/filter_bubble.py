@@ -3,7 +3,7 @@ synthetic default or the real ML-1M copy (users 1-1999, local metadata and poste
 `make demo-ml1m` reads them): an MF-style arm (FM), four rounds, up to 5 pages a session,
 the movie pool split in four equal parts, the embedded brain; per round the paper's two
 figures for what was recommended and for what was watched, catalogue coverage and
-satisfaction, with 95 % bootstrap intervals over agents (`ops.readout.rounds`).
+satisfaction, with 95 % bootstrap intervals over agents (`ops.studies.rounds`).
 
     .venv/bin/python bench/filter_bubble.py --data synthetic
     .venv/bin/python bench/filter_bubble.py --data ml1m
@@ -31,8 +31,8 @@ from ops.arms.recommenders import arm_config  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.figures import save_figure  # noqa: E402
-from ops.readout.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
-from ops.readout.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds  # noqa: E402
+from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
+from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import sample_agents  # noqa: E402

@@ -64,10 +64,16 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.agents.build.Agents": ("", ""),
     "ops.simulation.brains.embedded.fitting.EmbeddedBrainModel": ("", ""),
     "ops.readout.ab_readout.ABReadout": ("", ""),
-    "ops.readout.alignment.taste.TasteDiscrimination": ("", ""),
-    "ops.readout.alignment.rating.RatingAlignment": ("", ""),
-    "ops.readout.alignment.list_quality.ListQuality": ("", ""),
+    "ops.studies.alignment.taste.TasteDiscrimination": ("", ""),
+    "ops.studies.alignment.rating.RatingAlignment": ("", ""),
+    "ops.studies.alignment.list_quality.ListQuality": ("", ""),
     "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
+}
+# Types stored under an earlier module path, read as the type they became (the alignment
+# protocols moved from the read-out to `ops.studies`).
+RENAMED_TYPES = {
+    f"ops.readout.alignment.{name}": f"ops.studies.alignment.{name}"
+    for name in ("taste.TasteDiscrimination", "rating.RatingAlignment", "list_quality.ListQuality")
 }
 FORMAT = "simab.asset/1"
 
@@ -196,6 +202,7 @@ def _load(stem: Path, asset: str, partition: str | None = None) -> Any:
         type_name = record.get("type")
         if type_name == "json":
             return record["value"]
+        type_name = RENAMED_TYPES.get(type_name, type_name)
         if type_name not in VALUE_TYPES:
             raise StoredValueError(f"asset {asset}: {pointer} names type {type_name!r}, which simab does not load; known: {sorted(VALUE_TYPES)}")
         if folder is None or not folder.is_dir():

@@ -1,4 +1,4 @@
-"""The alignment protocols (ops.readout.alignment) on hand-made cases with known answers:
+"""The alignment protocols (ops.studies.alignment) on hand-made cases with known answers:
 an oracle brain that knows the truth, a coin-flip brain that scores chance, the leakage
 guard, social traits with a planted relation, the fidelity warning."""
 
@@ -11,13 +11,13 @@ import polars as pl
 import pytest
 
 from ops.agents.session import AgentSession
-from ops.readout.alignment.lists import mixed_lists
-from ops.readout.alignment.list_quality import list_quality, simulate_lists
-from ops.readout.alignment.rating import brain_ratings, rating_alignment, rating_distribution
-from ops.readout.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts
-from ops.readout.alignment.taste import taste_discrimination
-from ops.readout.alignment.trust import fidelity_warning
-from ops.readout.alignment.windows import LeakageError, check_held_out
+from ops.studies.alignment.lists import mixed_lists
+from ops.studies.alignment.list_quality import list_quality, simulate_lists
+from ops.studies.alignment.rating import brain_ratings, rating_alignment, rating_distribution
+from ops.studies.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts
+from ops.studies.alignment.taste import taste_discrimination
+from ops.studies.alignment.trust import fidelity_warning
+from ops.studies.alignment.windows import LeakageError, check_held_out
 from ops.simulation.catalogue import Catalogue, MovieInfo
 from ops.simulation.observation import CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, BACK, Decision
 
@@ -163,7 +163,7 @@ def test_an_oracle_scores_f1_1_and_a_coin_scores_chance(world):
 
 
 def test_an_oracle_rates_with_rmse_0_and_a_coin_with_the_uniform_error(world):
-    from ops.readout.alignment.rating import rating_pairs
+    from ops.studies.alignment.rating import rating_pairs
 
     truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
     pairs = rating_pairs(world.test, world.users, max_per_agent=6)
@@ -187,7 +187,7 @@ def test_an_oracle_rates_with_rmse_0_and_a_coin_with_the_uniform_error(world):
 
 
 def test_an_offline_arm_is_mapped_to_ratings_on_validation_and_the_best_is_named(world):
-    from ops.readout.alignment.rating import offline_rating_predictors
+    from ops.studies.alignment.rating import offline_rating_predictors
 
     truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
     knows = SimpleNamespace(score=lambda u, m: np.array([truth.get((a, b), 3) for a, b in zip(u, m)], dtype=float))

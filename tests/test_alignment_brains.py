@@ -15,11 +15,11 @@ import pytest
 
 from fakes.agents import HashTextEmbedder
 from fakes.openai_server import FakeOpenAI, answer, user_text
-from ops.readout.alignment.calibration import CalibrationConfig, calibrate_list_response
-from ops.readout.alignment.lists import mixed_lists
-from ops.readout.alignment.list_quality import list_quality, simulate_lists
-from ops.readout.alignment.rating import brain_ratings, rating_alignment
-from ops.readout.alignment.taste import taste_discrimination
+from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
+from ops.studies.alignment.lists import mixed_lists
+from ops.studies.alignment.list_quality import list_quality, simulate_lists
+from ops.studies.alignment.rating import brain_ratings, rating_alignment
+from ops.studies.alignment.taste import taste_discrimination
 from ops.simulation.observation import CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE
 
 KEY_ENV = "SIMAB_TEST_ALIGNMENT_KEY"
@@ -114,7 +114,7 @@ def test_the_calibration_reads_neither_the_test_window_nor_more_than_it_is_given
     assert first.model_dump() == second.model_dump()
     assert first.fit_last_timestamp == max(split.train["timestamp"].max(), split.valid["timestamp"].max())
     # ...and the yardstick's positives are validation-window ratings, never test ones.
-    from ops.readout.alignment.calibration import validation_lists
+    from ops.studies.alignment.calibration import validation_lists
 
     lists = validation_lists(synthetic["model"], synthetic["agents"].sessions(), split.train, split.valid, config)
     positives = lists.filter(pl.col("relevant")).select("user_id", "movie_id")
@@ -131,7 +131,7 @@ def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(ti
     from dagster import build_asset_context
 
     import assets.alignment as alignment
-    from ops.readout.alignment.windows import LeakageError
+    from ops.studies.alignment.windows import LeakageError
 
     synthetic = tiny
     split, model = synthetic["split"], synthetic["model"]

@@ -9,14 +9,8 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_movielens
-from ops.readout.augmentation import (
-    AUGMENTATION_METRICS,
-    AugmentationConfig,
-    augment,
-    refit_and_evaluate,
-    simulated_interactions,
-    table_5,
-)
+from ops.studies.augmentation import AugmentationConfig, augment, refit_and_evaluate, simulated_interactions
+from ops.readout.augmentation_summary import AUGMENTATION_METRICS, table_5
 from ops.readout.plots import augmentation_figure
 from ops.schema import RATINGS
 from ops.schema import EVENTS
@@ -227,7 +221,7 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
 
 
 def test_seed_summary_puts_an_interval_over_training_seeds():
-    from ops.readout.augmentation import seed_summary
+    from ops.readout.augmentation_summary import seed_summary
 
     def rows(training_set, diffs):
         return [dict(simulated_arm="deepfm", brain="embedded", arm="fm", training_set=training_set, seed=1024 + i, auc_difference=d) for i, d in enumerate(diffs)]

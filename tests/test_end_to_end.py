@@ -253,7 +253,7 @@ def test_table5_vision_and_no_vision_simulations_coexist_and_the_table_shows_bot
     # The lifecycle's own partition of the arm is untouched by the experiment's simulations.
     assert pl.read_parquet(home / "assets" / "simulation_events" / "fm.parquet").equals(lifecycle_fm)
     table, text = _experiment(home, "table5")
-    from ops.readout.experiments.augmentation_table import ROWS
+    from ops.studies.experiments.augmentation_table import ROWS
 
     assert set(table["training_set"]) == set(ROWS) and table.height == 2 * len(ROWS) and table["seed"].unique().sort().to_list() == [1024, 1025]
     by_set = {r["training_set"]: r for r in table.filter(pl.col("seed") == 1024).iter_rows(named=True)}

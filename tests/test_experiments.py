@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from ops.readout.experiments.thumbnails import BLUE_FILTER, ORIGINAL, TRAILER_STAND_IN, embedded_with_posters, poster_version, thumbnail_lists
+from ops.studies.experiments.thumbnails import BLUE_FILTER, ORIGINAL, TRAILER_STAND_IN, embedded_with_posters, poster_version, thumbnail_lists
 
 
 def _poster(seed: int = 0) -> Image.Image:
@@ -77,9 +77,9 @@ def test_the_embedded_brain_shown_other_posters_changes_only_those_rows_and_keep
 
 
 def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_over_seeds():
-    from ops.readout.augmentation import AUGMENTATION_METRICS
-    from ops.readout.experiments.augmentation_table import ROWS, augmentation_markdown
-    from ops.readout.experiments.papers import TABLE5, TABLE5_MODELS
+    from ops.readout.augmentation_summary import AUGMENTATION_METRICS
+    from ops.studies.experiments.augmentation_table import ROWS, augmentation_markdown
+    from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
 
     rows = []
     for seed, base in ((1024, 0.70), (1025, 0.71)):
@@ -122,7 +122,7 @@ def test_each_experiment_command_runs_what_its_table_needs():
 
 
 def test_a_table_whose_arms_or_simulations_are_missing_says_which_and_what_to_run():
-    from ops.readout.experiments.arm_tables import arm_experiment, brain_comparison
+    from ops.studies.experiments.arm_tables import arm_experiment, brain_comparison
 
     frame = pl.DataFrame({"arm": ["pop"]})
     with pytest.raises(ValueError, match=r"simulation_events lacks \['fm'\].*offline_metrics lacks \['fm'\].*experiment_arm"):

@@ -14,7 +14,7 @@ from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
 from ops.arms.recommenders import arm_config
 from ops.data.mm_ml_1m import build_mm_ml_1m
-from ops.readout.rounds import (
+from ops.studies.rounds import (
     RoundResult,
     RoundsConfig,
     empty_written_memories,

@@ -289,8 +289,8 @@ def _arms(*keys):
 
 def test_alignment_results_round_trip_without_pickle(tmp_path):
     from ops.codec import CodecError
-    from ops.readout.alignment.rating import RatingAlignment
-    from ops.readout.alignment.taste import TasteDiscrimination
+    from ops.studies.alignment.rating import RatingAlignment
+    from ops.studies.alignment.taste import TasteDiscrimination
 
     frame = pl.DataFrame({"ratio": ["1:1", "1:9"], "metric": ["f1", "f1"], "mean": [0.61, None]})
     taste = TasteDiscrimination(per_agent=frame, summary=frame.head(1), brain="embedded")

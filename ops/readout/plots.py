@@ -11,7 +11,7 @@ import polars as pl
 
 from ops.figures import pyplot, save_figure
 from ops.readout.ab_readout import LABELS, ABReadout
-from ops.readout.augmentation import ORIGINAL
+from ops.readout.augmentation_summary import ORIGINAL
 
 
 def ab_figures(readout: ABReadout) -> dict[str, object]:

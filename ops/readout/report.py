@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ops.readout.augmentation import seed_summary
+from ops.readout.augmentation_summary import seed_summary
 
 
 def report_markdown(
@@ -25,7 +25,7 @@ def report_markdown(
     """The report people read: the A/B read-out (`ABReadout`), the offline metrics with
     their intervals, Table 5, both fidelity views, the power of the simulated test
     (`ops.readout.power.PowerAnalysis`), "How far to trust the agents" (`trust`, Markdown
-    lines from `ops.readout.alignment.trust.trust_section`), and the figures (paths under
+    lines from `ops.studies.alignment.trust.trust_section`), and the figures (paths under
     `folder`)."""
     lines = ["# simab report", "", readout.to_markdown(), "## Offline metrics (test split)", ""]
     if offline.height:

@@ -1,7 +1,7 @@
 """The statistics of the read-outs: bootstrap intervals, tests, Holm's correction, seeded
 random streams.  One module so that the A/B read-out (`ops.readout.ab_readout`), the
 fidelity check (`ops.readout.fidelity`) and the augmentation summary over training seeds
-(`ops.readout.augmentation`) compute an interval or a p-value the same way.
+(`ops.studies.augmentation`) compute an interval or a p-value the same way.
 
 - Percentile bootstrap over units (agents, test users): `bootstrap_means` draws every
   replicate as multiplicity counts, so all the columns of a matrix see the same resampled

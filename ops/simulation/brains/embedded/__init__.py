@@ -51,7 +51,7 @@ session is a pure function of (seed, agent, arm):
   sigmoid(s·click logit + b − position_decay·(slot − 1) + click_bias), where s and b
   (`click_scale`, `click_shift`; 1 and 0 as fitted) are calibrated afterwards to real
   users' response to list quality on the validation window
-  (`ops.readout.alignment.calibration`; on ML-1M users 1–1999 it moved the elasticity of
+  (`ops.studies.alignment.calibration`; on ML-1M users 1–1999 it moved the elasticity of
   the sandbox CVR to the share of relevant items from 0.28 to ~0.6, real users' being 1); the agent then clicks the
   caught cards best first, coming back to the page after each detail page.  With nothing
   left it moves on or exits, more likely to exit when tired and when the page bores it.
@@ -72,7 +72,7 @@ any remembered interaction, and the agent's scores are recomputed for the rest o
 session.  An agent that watched three romances it rated 5 becomes likelier to click the
 next romance.  The fitted coefficients do not change (they weigh features, not tastes); a
 new session starts from the long-term memory again.  Across rounds, the watches are
-written to long-term memory for good (`ops.readout.rounds`).
+written to long-term memory for good (`ops.studies.rounds`).
 
 Ratings (`rating_rule`): a sampled rating (μ + noise) reproduces the real spread of stars
 but cannot predict a real rating better than √2 × the model's residual error; the rounded

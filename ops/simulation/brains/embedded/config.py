@@ -128,7 +128,7 @@ class LinearModel(BaseModel):
 
 class ListResponse(BaseModel):
     """How the click decision was calibrated to real users' response to list quality
-    (`ops.readout.alignment.calibration`): the elasticities measured on the validation
+    (`ops.studies.alignment.calibration`): the elasticities measured on the validation
     window's list-quality yardstick before and after, and the chosen scale and shift."""
 
     metric: str  # the simulated metric matched (cvr: watch-and-rate, MovieLens's "rated")
@@ -162,7 +162,7 @@ class EmbeddedBrainParams(BaseModel):
     poster_model: str
     catalogue_digest: str
     seed: int
-    # The windows fitting read (leakage guard of ops.readout.alignment): rows, and the last
+    # The windows fitting read (leakage guard of ops.studies.alignment): rows, and the last
     # timestamp; every alignment protocol's held-out window must start at or after it.
     fit_rows: int | None = None
     fit_last_timestamp: int | None = None

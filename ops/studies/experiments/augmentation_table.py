@@ -2,7 +2,7 @@
 original train split and on it plus the home-page clicks or the detail-page views simulated
 with and without vision, each over several training seeds.
 
-The models are trained by `ops.readout.augmentation.refit_and_evaluate`; here the original
+The models are trained by `ops.studies.augmentation.refit_and_evaluate`; here the original
 model of a (model, seed) is trained once and shared by the vision and no-vision refits, so
 the rows differ only by the simulated data added."""
 
@@ -13,7 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from ops.readout.augmentation import ORIGINAL, AugmentationConfig, refit_and_evaluate, seed_summary, table_5
+from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
+from ops.readout.augmentation_summary import ORIGINAL, seed_summary, table_5
 
 WITH_VISION = "w/ vision"
 WITHOUT_VISION = "w/o vision"

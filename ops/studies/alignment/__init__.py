@@ -22,6 +22,6 @@ agents remember the train window — guarded by `windows.check_held_out`:
 Shared choices (lists, negatives, fresh sessions) are in `lists`.
 """
 
-from ops.readout.alignment.windows import LeakageError, check_held_out
+from ops.studies.alignment.windows import LeakageError, check_held_out
 
 __all__ = ["LeakageError", "check_held_out"]

@@ -2,7 +2,7 @@
 
 One round of an arm, `simulate_round`:
 1. the arm is trained on the train split plus every click and view simulated in earlier
-   rounds (`ops.readout.augmentation.simulated_interactions`, the A/B Agent §3.4 signals);
+   rounds (`ops.studies.augmentation.simulated_interactions`, the A/B Agent §3.4 signals);
 2. it ranks, for each agent, the round's movie pool (the whole catalogue, or one of
    `rounds` equal parts, as Agent4Rec §4.1 splits it) minus what the agent already rated or
    was shown a detail page of, into a list of `pages` × 5 movies;
@@ -42,7 +42,7 @@ from pydantic import BaseModel, Field
 
 from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
-from ops.readout.augmentation import AugmentationConfig, Signal, augment, simulated_interactions
+from ops.studies.augmentation import AugmentationConfig, Signal, augment, simulated_interactions
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
 from ops.simulation.observation import WATCH_AND_RATE

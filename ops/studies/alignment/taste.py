@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.readout.alignment.lists import fresh_session, mean_intervals, ratio_name
+from ops.studies.alignment.lists import fresh_session, mean_intervals, ratio_name
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
@@ -79,7 +79,7 @@ def taste_discrimination(
     confidence: float = 0.95,
     progress: bool = False,
 ) -> TasteDiscrimination:
-    """Ask `brain` about every list of `lists` (ops.readout.alignment.lists.mixed_lists)
+    """Ask `brain` about every list of `lists` (ops.studies.alignment.lists.mixed_lists)
     and score its choices; `sessions` are the agents' templates (Agents.sessions())."""
     from tqdm.auto import tqdm
 

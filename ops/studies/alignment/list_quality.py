@@ -13,7 +13,7 @@ percentile-bootstrap interval over agents.  Real users' elasticity on the same l
 (`real_response`) is the share of list items they actually rated in the window, which is
 the share of relevant items by construction: 1.0.  A brain that clicks and watches exactly
 the relevant items reaches it; one blind to taste scores 0.  That is the yardstick the
-embedded brain is calibrated to (`ops.readout.alignment.calibration`).
+embedded brain is calibrated to (`ops.studies.alignment.calibration`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import polars as pl
 
 from ops.agents.session import AgentSession
 from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
-from ops.readout.alignment.lists import ratio_name
+from ops.studies.alignment.lists import ratio_name
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import TOP_K
 from ops.simulation.brains.protocol import Brain

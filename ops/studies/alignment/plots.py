@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 
 from ops.figures import pyplot
-from ops.readout.alignment.papers import AB_AGENT_FIG6_CLICKS, AGENT4REC_TABLE1, SIMUSER_TABLE1
-from ops.readout.alignment.social import TIERS
+from ops.studies.alignment.papers import AB_AGENT_FIG6_CLICKS, AGENT4REC_TABLE1, SIMUSER_TABLE1
+from ops.studies.alignment.social import TIERS
 
 _METRIC_INDEX = {"accuracy": 0, "precision": 1, "recall": 2, "f1": 3}
 

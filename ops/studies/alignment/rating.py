@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.readout.alignment.lists import fresh_session
+from ops.studies.alignment.lists import fresh_session
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue

@@ -2,7 +2,7 @@
 
 The simulated CTR of an arm moved far less than its offline metrics (issue 16: +2.5 %
 relative CTR for +15 % relative NDCG@20).  The yardstick is the list-quality protocol
-(`ops.readout.alignment.list_quality`) measured on the VALIDATION window — lists mixing
+(`ops.studies.alignment.list_quality`) measured on the VALIDATION window — lists mixing
 the agent's validation-window liked items with movies it rated in neither the train nor
 the validation window, at 1:9, 1:4 and 1:1:
 
@@ -33,8 +33,8 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.readout.alignment.lists import mixed_lists, ratio_name
-from ops.readout.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
+from ops.studies.alignment.lists import mixed_lists, ratio_name
+from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
 from ops.readout.statistics import named_rng
 from ops.simulation.brains.embedded import EmbeddedBrainModel, ListResponse
 from ops.simulation.catalogue import Catalogue

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ops.readout.alignment import papers
-from ops.readout.alignment.social import verdicts
+from ops.studies.alignment import papers
+from ops.studies.alignment.social import verdicts
 
 
 @dataclass

@@ -333,6 +333,9 @@ class EmbeddedBrain:
             age = getattr(profile, "age_label", None)
             who = f"{gender} aged {age}" if age else gender
             return f"popular with {who}, like me" if positive else f"not what {who} like me watch"
+        if feature in ("collab", "collab_recent"):
+            when = " lately" if feature == "collab_recent" else ""
+            return f"people who watch what I watched{when} watch it" if positive else f"not what people who watch what I watched{when} watch"
         if feature == "user_mean":
             return "I rarely rate highly" if not positive else "I enjoy most films"
         return None

@@ -32,7 +32,12 @@ HOME_FEATURES = (
     "crowd_rating",
     "crowd_rating_x_conformity",
     "demographic_lift",
+    "collab",
+    "collab_recent",
 )
+# The collaborative scores (package docstring, "Features"); the click model keeps them only
+# where they raise its held-out AUC on the validation window (`click_collaborative`).
+COLLAB_FEATURES = ("collab", "collab_recent")
 DETAIL_FEATURES = HOME_FEATURES + ("director_match", "actor_match")
 FEATURES = DETAIL_FEATURES
 
@@ -61,6 +66,16 @@ class EmbeddedBrainConfig(BaseModel):
     # preference state that includes them.  0 (the default): never, so a session reads its
     # long-term memory only, as before reflection existed.
     reflect_every: int = Field(0, ge=0)
+    # Collaborative score (issue 22, item 2): item factors of a truncated SVD of the train
+    # window's user x movie matrix (PureSVD); the pair's score is the movie's factor dotted
+    # with the mean factor of the agent's remembered movies ("collab") and of its
+    # `collab_recent` most recent ones ("collab_recent": tastes drift).  0 factors: off.
+    collab_factors: int = Field(48, ge=0)
+    collab_recent: int = Field(20, ge=1)
+    # Which collaborative features the click model uses: "auto" picks, among none / collab /
+    # collab + recent, the one with the best click AUC on the fit's held-out users
+    # (validation window); the others force a variant.
+    click_collaborative: Literal["auto", "none", "collab", "collab+recent"] = "auto"
 
     # -- fitting (train and validation windows) --
     negatives_per_positive: int = Field(4, ge=1)
@@ -171,6 +186,10 @@ class EmbeddedBrainParams(BaseModel):
     click_scale: float = 1.0
     click_shift: float = 0.0
     list_response: ListResponse | None = None
+    # The click model's collaborative variants (none / collab / collab+recent) with their
+    # held-out click AUC, and the one chosen (`EmbeddedBrainConfig.click_collaborative`).
+    click_ablation: list[dict] = Field(default_factory=list)
+    click_variant: str | None = None
     # The rating rule "matched": the four cut points on the rating model's mean between 1|2,
     # 2|3, 3|4 and 4|5 stars, fitted on the validation window's ratings.
     rating_cuts: list[float] | None = None

@@ -60,6 +60,11 @@ class EmbeddedBrain:
         scores = self._ensure(session, movie_ids)
         return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in movie_ids]])
 
+    def watch_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
+        """P(watch | on its detail page): the detail page's decision when `back` is offered."""
+        scores = self._ensure(session, movie_ids)
+        return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in movie_ids]] + self.config.watch_bias)
+
     # -- one step ----------------------------------------------------------------------
 
     def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
@@ -121,7 +126,7 @@ class EmbeddedBrain:
         # watches and rates; the same draws are made either way.
         must_rate = BACK not in obs.legal_actions
         if WATCH_AND_RATE in obs.legal_actions and (must_rate or u < _sigmoid1(like_logit + c.watch_bias)):
-            rating = self._rating(float(scores.rating_mean[i]), z)
+            rating = self._rating(float(scores.rating_mean[i]), z, self._agents[session.user_id].conformity)
             liked = rating >= c.like_threshold
             return Decision(
                 action=WATCH_AND_RATE,
@@ -133,14 +138,19 @@ class EmbeddedBrain:
         reason = "not for me: " + self._reason(session, scores, i, self._like_terms, positive=False)
         return Decision(BACK, interest, reason, movie_id=movie_id)
 
-    def _rating(self, mean: float, z: float) -> int:
+    def _rating(self, mean: float, z: float, conformity: float = 0.0) -> int:
         """The star rating for a predicted mean `mean` under the configured rule (z: the
-        step's standard normal draw, used by "sampled" only)."""
+        step's standard normal draw, used by "sampled" and "personal" only; conformity: the
+        agent's, −1 … +1, used by "personal")."""
         c = self.config
         lo, hi = c.rating_range
         if c.rating_rule == "matched" and self.params.rating_cuts:
             return lo + int(np.searchsorted(self.params.rating_cuts, mean, side="right"))
-        noise = c.rating_noise * self.params.rating_residual_sd * z if c.rating_rule == "sampled" else 0.0
+        noise = c.rating_noise * self.params.rating_residual_sd * z if c.rating_rule in ("sampled", "personal") else 0.0
+        if c.rating_rule == "personal":
+            # An independent rater strays further from the predicted (crowd-informed) mean
+            # than a conformist: Agent4Rec Fig. 4, the rating gap falls with conformity.
+            noise *= max(0.0, 1.0 - c.rating_conformity_weight * conformity)
         return min(hi, max(lo, int(round(mean + noise))))
 
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:

@@ -113,8 +113,12 @@ class EmbeddedBrainConfig(BaseModel):
     # at 3–4); "matched" cuts μ at points fitted so the stars' shares are the validation
     # window's (the real spread, RMSE ~0.1 higher on ML-1M); "sampled" rounds μ plus Gaussian
     # noise of rating_noise × the residual sd (spread matched, RMSE ~0.3 higher).
-    rating_rule: Literal["expected", "matched", "sampled"] = "expected"
-    rating_noise: float = 1.0  # "sampled" only
+    # "personal" is "sampled" with the noise scaled by 1 − rating_conformity_weight ×
+    # conformity (−1 … +1): independent agents stray further from the crowd-informed mean,
+    # conformists less (issue 22, item 3: the conformity tier must move the rating gap).
+    rating_rule: Literal["expected", "matched", "sampled", "personal"] = "expected"
+    rating_noise: float = 1.0  # "sampled" and "personal"
+    rating_conformity_weight: float = Field(0.8, ge=0, le=1)  # "personal" only
     detail_interest_cuts: tuple[float, float, float, float] = (0.3, 0.5, 0.7, 0.85)
 
     # -- exit interview (Agent4Rec §3.3: satisfaction 1..10) --

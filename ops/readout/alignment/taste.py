@@ -272,9 +272,12 @@ def fit_taste_thresholds(
 
 
 def _best_threshold(items: list[tuple[np.ndarray, np.ndarray]]) -> float:
-    """The candidate cut (the pooled scores' quantiles) with the highest mean per-agent F1."""
+    """The candidate cut with the highest mean per-agent F1; candidates are the midpoints
+    between the pooled scores' successive quantiles (a cut in the middle of a gap, not on a
+    score that happens to be the largest negative), and the lowest quantile (pick all)."""
     pooled = np.concatenate([p for p, _ in items])
-    candidates = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, 201)))
+    q = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, 201)))
+    candidates = np.r_[q[:1], (q[:-1] + q[1:]) / 2]
     f1 = np.zeros(len(candidates))
     for p, y in items:
         picked = p[None, :] >= candidates[:, None]

@@ -167,7 +167,7 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
     plots = folder / "plots"
     figures = {}
     if taste is not None:
-        figures["taste"] = save_figure(taste_figure(taste.summary), plots / "alignment_taste.png")
+        figures["taste"] = save_figure(taste_figure(taste.summary, getattr(taste, "per_item", None)), plots / "alignment_taste.png")
     if rating is not None:
         figures["rating"] = save_figure(rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png")
     if list_quality is not None:

@@ -150,3 +150,26 @@ def test_the_llm_brain_answers_every_item_in_one_structured_request(tmp_path, mo
     # The whole list in one request, each item with its title and id.
     assert all(f"[{m}] {world['catalogue'][m].title}" in asked for m in movies)
     assert "99999" in user_text(fake.requests[1]) or "not in the list" in user_text(fake.requests[1])
+
+
+def test_both_protocols_stand_side_by_side_named_in_the_result_and_the_report_section(world, tmp_path):
+    from dataclasses import replace
+
+    from ops.readout.alignment.taste import TasteDiscrimination
+    from ops.readout.alignment.trust import trust_section
+
+    score = _knows_the_plant(world, noise=0.5)
+    thresholds = _thresholds(world, score)
+    per_item = taste_per_item(threshold_answerer(score, thresholds), world.sessions, world.lists, n_bootstrap=100)
+    rng = np.random.default_rng(1)
+    sandbox = replace(taste_per_item(lambda s, movies, r: {m for m in movies if rng.random() < 0.3}, world.sessions, world.lists, n_bootstrap=100),
+                      protocol="sandbox")
+    both = sandbox.with_per_item(per_item, thresholds)
+    table = both.table()
+    assert table.get_column("protocol").to_list() == ["sandbox"] * 3 + ["per item"] * 3
+    assert table.filter(pl.col("protocol") == "per item").get_column("f1").str.starts_with("1.0").all()
+    both.save(tmp_path / "taste")
+    back = TasteDiscrimination.load(tmp_path / "taste")
+    assert back.per_item.equals(per_item.summary) and back.thresholds == pytest.approx(thresholds)
+    text = "\n".join(trust_section(taste=back))
+    assert "*per item*" in text and "*sandbox*" in text and "validation window" in text

@@ -62,6 +62,11 @@ class TasteDiscrimination:
     summary: pl.DataFrame
     brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
     protocol: str = "sandbox"  # "sandbox" | "per item" (module docstring)
+    # The per-item protocol's per_agent and summary beside this (sandbox) one, and the
+    # embedded brain's thresholds per ratio (None: not run / the LLM brain).
+    per_item_agents: pl.DataFrame | None = None
+    per_item: pl.DataFrame | None = None
+    thresholds: dict | None = None
 
     def save(self, folder: Path) -> None:
         """Into `folder` without pickle (`ops.codec.save_fields`)."""
@@ -76,8 +81,17 @@ class TasteDiscrimination:
         return load_fields(cls, folder, "TasteDiscrimination", 1)
 
     def table(self) -> pl.DataFrame:
-        """One row per ratio, one "mean [low, high]" column per metric (the papers' Table 1 layout)."""
-        return _wide(self.summary)
+        """One row per ratio, one "mean [low, high]" column per metric (the papers' Table 1
+        layout); with the per-item protocol beside, one row per (protocol, ratio)."""
+        if self.per_item is None:
+            return _wide(self.summary)
+        return pl.concat([_wide(self.summary).insert_column(0, pl.lit(self.protocol).alias("protocol")),
+                          _wide(self.per_item).insert_column(0, pl.lit(PER_ITEM).alias("protocol"))], how="diagonal_relaxed")
+
+    def with_per_item(self, result: "TasteDiscrimination", thresholds: Mapping[str, float] | None = None) -> "TasteDiscrimination":
+        """This result with the per-item protocol's (`taste_per_item`) beside it."""
+        return TasteDiscrimination(self.per_agent, self.summary, self.brain, self.protocol, result.per_agent, result.summary,
+                                   None if thresholds is None else {k: float(v) for k, v in thresholds.items()})
 
 
 def taste_discrimination(

@@ -179,8 +179,10 @@ def main() -> None:
     results["rating"] = {}
     movie_mean = split.train.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
     rule_rows = []
-    for rule in ("expected", "matched", "sampled", "personal"):
-        brain = after.brain(after.config.model_copy(update={"rating_rule": rule}))
+    rules = {r: {"rating_rule": r} for r in ("expected", "matched", "sampled", "personal")}
+    rules["personal, weight 0.4"] = {"rating_rule": "personal", "rating_conformity_weight": 0.4}
+    for rule, update in rules.items():
+        brain = after.brain(after.config.model_copy(update=update))
         rated = brain_ratings(brain, sessions, pairs, catalogue, args.seed)
         scored = rating_alignment(rated, split.train, predictors, args.n_bootstrap, seed=args.seed)
         results["rating"][rule] = {"prediction": scored.prediction.to_dicts(), "distribution": scored.distribution.to_dicts(), "wasserstein": scored.wasserstein}

@@ -226,12 +226,12 @@ def taste_per_item(
 
 
 def embedded_scorer(brain, fatigue: FatigueConfig | None = None) -> Scorer:
-    """The embedded brain's click-and-watch probability of each item for an agent arriving
-    on the site (first slot: no position effect; the papers' list has no pages)."""
+    """The embedded brain's click-and-watch probability of each item, as a log probability
+    (the calibrated click log-odds saturate: their probabilities would tie at 1), for an
+    agent arriving on the site (first slot: no position effect; the papers' list has no pages)."""
 
     def score(template: AgentSession, movies: Sequence[int]) -> np.ndarray:
-        session = fresh_session(template, fatigue)
-        return brain.click_probability(session, movies, slot=1) * brain.watch_probability(session, movies)
+        return brain.click_and_watch_log_probability(fresh_session(template, fatigue), movies)
 
     return score
 

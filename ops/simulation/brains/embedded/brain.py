@@ -60,6 +60,15 @@ class EmbeddedBrain:
         scores = self._ensure(session, movie_ids)
         return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in movie_ids]])
 
+    def click_and_watch_log_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
+        """log P(the card catches the eye at the first slot) + log P(watch on its detail page),
+        in log space so that no two movies tie where the probabilities round to 1."""
+        scores = self._ensure(session, movie_ids)
+        idx = [scores.index[int(m)] for m in movie_ids]
+        click = scores.click_logit[idx] + self.config.click_bias
+        watch = scores.like_logit[idx] + self.config.watch_bias
+        return -np.logaddexp(0.0, -click) - np.logaddexp(0.0, -watch)
+
     def watch_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
         """P(watch | on its detail page): the detail page's decision when `back` is offered."""
         scores = self._ensure(session, movie_ids)

@@ -161,11 +161,16 @@ class BrainContext:
 
 
 def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> np.ndarray:
-    """PureSVD item factors (Cremonesi et al. 2010): the top-k right singular vectors of the
-    binary user x movie matrix of `train`, scaled by their singular values, one row per
-    movie of `movie_ids` (zeros for a movie nobody rated); (n, 0) when k is 0 or the window
-    has too few users or movies for k factors.  Why binary: whether a user watched a movie
-    is what the click decision predicts; the ratings enter through the like / rating models."""
+    """Item factors after PureSVD (Cremonesi et al. 2010): the top-k right singular vectors
+    of the binary user x movie matrix of `train` scaled by their singular values, less the
+    leading one, each movie's row scaled to unit length; one row per movie of `movie_ids`
+    (zeros for a movie nobody rated); (n, 0) when k is 0 or the window has too few users or
+    movies for k factors.  Why binary: whether a user watched a movie is what the click
+    decision predicts; the ratings enter through the like / rating models.  Why without the
+    leading factor and normalised: the leading factor is popularity, a feature already, and
+    unnormalised dot products rank by it (measured on ML-1M users 1-1999, test-window lists
+    at 1:9: click AUC 0.819 without the score, 0.820 with the raw PureSVD score, 0.828 with
+    this one)."""
     from scipy import sparse
     from scipy.sparse.linalg import svds
 
@@ -184,7 +189,8 @@ def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> n
     # A fixed start vector: ARPACK otherwise starts from a random one, and the factors'
     # signs and round-off would differ between runs.
     _, sigma, vt = svds(matrix, k=k, v0=np.full(min(matrix.shape), 1.0 / np.sqrt(min(matrix.shape))))
-    return (vt.T * sigma).astype(np.float32)
+    factors = np.delete(vt.T * sigma, int(np.argmax(sigma)), axis=1)
+    return (factors / np.maximum(np.linalg.norm(factors, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 def demographic_group(gender: object, age: object) -> str | None:

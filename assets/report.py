@@ -55,9 +55,15 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
     return Output(result, metadata={"arms": ", ".join(arms), "control": control, "design": result.design, "read-out": MetadataValue.md(markdown)})
 
 
+class ReportConfig(Config):
+    tau_floor: float = Field(default=0.6, description="the verdict's warning when Kendall τ(CTR, NDCG@20) falls below this, as the "
+                                                      "fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)")
+    primary_metric: str = Field(default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)")
+
+
 @asset(
     group_name=GROUP,
-    code_version="4",
+    code_version="5",
     compute_kind="markdown",
     ins={
         "offline_metrics": AssetIn("offline_metrics"),
@@ -68,6 +74,7 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
 )
 def simab_report(
     context: AssetExecutionContext,
+    config: ReportConfig,
     ab_readout,
     offline_metrics: dict,
     top20_lists: dict,
@@ -113,7 +120,13 @@ def simab_report(
     if power is not None and power.pairs.height:
         plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
     trust = _trust_section(folder, taste_alignment, rating_alignment, social_traits_alignment, list_quality_alignment)
-    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust)
+    from ops.studies.alignment.trust import fidelity_warning
+
+    warned = fidelity_warning(fid, pairs, config.tau_floor) if fid.height else None
+    # The same figures open the report and close the console's output (verdict_lines).
+    headline = report_summary(ab_readout, intervals, fid, summary, taste_alignment, rating_alignment,
+                              [warned.description] if warned is not None and not warned.passed else [], config.primary_metric)
+    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust, headline)
     path = folder / "report.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     atomic_write_bytes(data_root() / "reports" / "latest.md", text.encode("utf-8"))
@@ -122,7 +135,6 @@ def simab_report(
     html_path = folder / "report.html"
     atomic_write_bytes(html_path, page)
     atomic_write_bytes(data_root() / "reports" / "latest.html", page)
-    headline = report_summary(ab_readout, intervals, fid, summary)
     viewer = viewer_url("/")
     with mlflow_tracking.asset_run(context, params={"report": str(path)}, tags={"viewer_url": viewer, "report_html": str(html_path)}):
         if fid.height:
@@ -167,7 +179,7 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
     plots = folder / "plots"
     figures = {}
     if taste is not None:
-        figures["taste"] = save_figure(taste_figure(taste.summary), plots / "alignment_taste.png")
+        figures["taste"] = save_figure(taste_figure(taste.summary, getattr(taste, "per_item", None)), plots / "alignment_taste.png")
     if rating is not None:
         figures["rating"] = save_figure(rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png")
     if list_quality is not None:

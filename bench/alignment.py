@@ -55,8 +55,9 @@ from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_
 from ops.studies.alignment.lists import mixed_lists, ratio_name  # noqa: E402
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
 from ops.studies.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment, rating_pairs  # noqa: E402
-from ops.studies.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts  # noqa: E402
-from ops.studies.alignment.taste import TASTE_RATIOS, taste_discrimination  # noqa: E402
+from ops.studies.alignment.social import conformity_on_pairs, real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts  # noqa: E402
+from ops.studies.alignment.taste import TASTE_RATIOS, embedded_scorer, fit_taste_thresholds, taste_discrimination, taste_per_item, threshold_answerer  # noqa: E402
+from ops.simulation.brains.embedded import EmbeddedBrainModel, fit  # noqa: E402
 from ops.studies.alignment.windows import check_held_out  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fresh-arms", action="store_true")
+    ap.add_argument("--threshold-agents", type=int, default=600, help="validation-window agents the per-item taste thresholds are fitted on")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -103,6 +105,7 @@ def main() -> None:
     print(f"brain fit: {p.n_users} users, click AUC {p.click_auc_holdout:.3f}, like AUC {p.like_auc_holdout:.3f}, rating RMSE {p.rating_rmse_holdout:.3f} "
           f"(held-out users of the validation window)")
     results: dict = {"data": args.data, "args": vars(args), "calibration": response.model_dump()}
+    print(f"click model: collaborative variant chosen by held-out click AUC: {p.click_variant}")
     _print_calibration(response)
 
     arms = _arms(args, split, users, frame)
@@ -149,6 +152,16 @@ def main() -> None:
     liked = split.test.filter(pl.col("rating") >= 4)
     quality_lists = mixed_lists(liked, known, frame.get_column("movie_id"), QUALITY_RATIOS, 20, args.seed, test_users, "quality", full_lists_only=True)
     taste, quality = {}, {}
+    movie_ids = frame.get_column("movie_id").to_numpy()
+    threshold_args = (sessions, split.valid, {"train": split.train}, split.test, movie_ids, TASTE_RATIOS, 20, args.seed, args.threshold_agents)
+    per_item_brain = after.brain()
+    thresholds = fit_taste_thresholds(embedded_scorer(per_item_brain), *threshold_args)
+    taste["per item, after"] = taste_per_item(threshold_answerer(embedded_scorer(per_item_brain), thresholds), sessions, taste_lists, args.seed,
+                                              n_bootstrap=args.n_bootstrap)
+    print("per-item thresholds (validation window): " + ", ".join(f"{r} {t:.3f}" for r, t in thresholds.items()))
+    results["taste_thresholds"] = thresholds
+    _print_ablation(before, after, split, agents, sessions, threshold_args, taste_lists, args)
+    clock.lap("per-item taste and ablation")
     for name, model in (("before", before), ("after", after)):
         taste[name] = taste_discrimination(model.brain(), sessions, taste_lists, catalogue, args.seed, n_bootstrap=args.n_bootstrap)
         quality[name] = list_quality(simulate_lists(model.brain(), sessions, quality_lists, catalogue, seed=args.seed), quality_lists, split.test,
@@ -164,22 +177,34 @@ def main() -> None:
     print(f"\n== Rating prediction on the same {pairs.height} held-out pairs of {pairs.get_column('user_id').n_unique()} agents "
           "(SimUSER Table 2) and distribution (Agent4Rec Fig. 3) ==")
     results["rating"] = {}
-    for rule in ("expected", "matched", "sampled"):
-        brain = after.brain(after.config.model_copy(update={"rating_rule": rule}))
-        scored = rating_alignment(brain_ratings(brain, sessions, pairs, catalogue, args.seed), split.train, predictors, args.n_bootstrap, seed=args.seed)
+    movie_mean = split.train.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
+    rule_rows = []
+    rules = {r: {"rating_rule": r} for r in ("expected", "matched", "sampled", "personal")}
+    rules["personal, weight 0.4"] = {"rating_rule": "personal", "rating_conformity_weight": 0.4}
+    for rule, update in rules.items():
+        brain = after.brain(after.config.model_copy(update=update))
+        rated = brain_ratings(brain, sessions, pairs, catalogue, args.seed)
+        scored = rating_alignment(rated, split.train, predictors, args.n_bootstrap, seed=args.seed)
         results["rating"][rule] = {"prediction": scored.prediction.to_dicts(), "distribution": scored.distribution.to_dicts(), "wasserstein": scored.wasserstein}
+        conf = {r["side"]: r for r in conformity_on_pairs(tiers_frame(agents.profiles), rated, movie_mean, args.n_bootstrap, seed=args.seed).iter_rows(named=True)}
+        b = scored.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
+        rule_rows.append({"rule": rule, "rmse": b["rmse"], "wasserstein": scored.wasserstein, "rho_real": conf["real"]["rho"],
+                          "rho_simulated": conf["simulated"]["rho"], "rho_sim_ci_low": conf["simulated"]["ci_low"], "rho_sim_ci_high": conf["simulated"]["ci_high"],
+                          "gap_low": conf["simulated"]["mean_low"], "gap_high": conf["simulated"]["mean_high"]})
         if rule == after.config.rating_rule:
             print(_md(scored.prediction.select("predictor", "kind", "pairs", "agents", "rmse", "rmse_ci_low", "rmse_ci_high", "mae", "mae_ci_low", "mae_ci_high"), ".3f"))
         brain_row = scored.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
         shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("simulated_share").to_list())
         default = " (default)" if rule == after.config.rating_rule else ""
         print(f"rating rule {rule}{default}: RMSE {brain_row['rmse']:.3f} MAE {brain_row['mae']:.3f}, Wasserstein {scored.wasserstein:.3f}, star shares {shares}")
+    print("\nconformity tier vs rating gap on the same pairs (real ρ beside each rule's), with RMSE and Wasserstein (issue 22 item 3):")
+    print(_md(pl.DataFrame(rule_rows), ".3f"))
+    results["rating_rules"] = rule_rows
     real_shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("real_share").to_list())
     print(f"real star shares 1..5: {real_shares}")
     print(_md(pl.DataFrame([(k, *v) for k, v in papers.SIMUSER_TABLE2.items()], schema=["SimUSER Table 2, MovieLens", "RMSE", "MAE"], orient="row"), ".4f"))
     clock.lap("rating prediction")
 
-    movie_mean = split.train.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
     genres = frame.select("movie_id", "genres")
     social = social_traits_alignment(tiers_frame(agents.profiles), real_behaviour(split.test, movie_mean, genres),
                                      simulated_behaviour(events["after"], movie_mean, genres), args.n_bootstrap, seed=args.seed)
@@ -206,10 +231,32 @@ def _print_calibration(response) -> None:
           f"{response.elasticity_before:.3f} -> {response.elasticity_after:.3f} ({response.agents} agents, seed {response.seed})")
 
 
+def _print_ablation(before, after, split, agents, sessions, threshold_args, taste_lists, args) -> None:
+    """Issue 22 item 2: the click model with and without its collaborative features — the
+    held-out click AUC of the fit that chose, then each variant refitted alone (calibration
+    of the default kept) with its per-item taste F1 on the test window."""
+    print("\n== Click model ablation: collaborative features (held-out users of the validation window; per-item taste on test) ==")
+    rows = []
+    auc = {r["variant"]: r["click_auc_holdout"] for r in before.params.click_ablation}
+    for variant in auc:
+        config = before.config.model_copy(update={"click_collaborative": variant})
+        params = fit(split.train, split.valid, agents.memories, agents.profiles, before.context, config)
+        params = params.model_copy(update={"click_scale": after.params.click_scale, "click_shift": after.params.click_shift})
+        model = EmbeddedBrainModel(params, before.context, config)
+        scorer = embedded_scorer(model.brain())
+        thresholds = fit_taste_thresholds(scorer, *threshold_args)
+        result = taste_per_item(threshold_answerer(scorer, thresholds), sessions, taste_lists, args.seed, n_bootstrap=200)
+        f1 = {r["ratio"]: r["mean"] for r in result.summary.filter(pl.col("metric") == "f1").iter_rows(named=True)}
+        rows.append({"variant": variant, "chosen": variant == before.params.click_variant, "click AUC": auc[variant],
+                     "like AUC": params.like_auc_holdout, "rating RMSE": params.rating_rmse_holdout,
+                     **{f"F1 {r}": f1.get(r) for r in ("1:1", "1:3", "1:9", "1:4")}})
+    print(_md(pl.DataFrame(rows), ".3f"))
+
+
 def _print_taste(taste: dict) -> None:
     print("\n== Taste discrimination on the test window (mean over agents [95 % CI]) beside the papers (MovieLens) ==")
     for name, result in taste.items():
-        print(f"-- embedded brain, {name} calibration")
+        print(f"-- embedded brain, protocol {result.protocol}, {name.removeprefix('per item, ')} calibration")
         print(_md(result.table(), None))
     rows = []
     for paper, table in (("SimUSER", papers.SIMUSER_TABLE1), ("Agent4Rec", papers.AGENT4REC_TABLE1)):

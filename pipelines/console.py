@@ -85,11 +85,13 @@ class LifecycleConsole:
             self.line(f"    {note}")
 
     def summary(self, headline: dict, places: list[tuple[str, str]]) -> None:
-        """The per-arm table (simulated CTR, CVR, AR and offline NDCG@20, each with its 95 %
-        interval), the fidelity verdict, and where everything is."""
+        """The verdict — the same lines the report opens on (`verdict_lines`: the winning arm
+        against the control, the fidelity verdict, the trust figures, warnings) — then the
+        per-arm table (simulated CTR, CVR, AR and offline NDCG@20, each with its 95 %
+        interval), and where everything is."""
         from rich.table import Table
 
-        from ops.readout.report import fidelity_verdict
+        from ops.readout.report import verdict_lines
 
         table = Table(box=None, pad_edge=False)
         for column in ("arm", "CTR", "CVR", "AR", "NDCG@20"):
@@ -97,9 +99,11 @@ class LifecycleConsole:
         for arm, cells in headline.get("arms", {}).items():
             table.add_row(arm, *(_cell(cells.get(k), 2 if k == "average_rating" else 3) for k in ("ctr", "cvr", "average_rating", "ndcg_at_k")))
         self.line()
+        for said in verdict_lines(headline):
+            self.line(said, style="bold red" if said.startswith("WARNING:") else None)
+        self.line()
         self.line(f"A/B read-out against {headline.get('control')}: mean [95 % interval] over agents; NDCG@20 offline, over test users")
         self.console.print(table)
-        self.line(fidelity_verdict(headline.get("fidelity", {})))
         self.line()
         for name, where in places:
             self.line(f"  {name:<13}{where}")

@@ -15,19 +15,25 @@ from pathlib import Path
 
 import polars as pl
 
+from ops.readout.ab_readout import LABELS
 from ops.readout.augmentation_summary import seed_summary
 
 
 def report_markdown(
     readout, offline: pl.DataFrame, fid: pl.DataFrame, plots: list[Path], folder: Path, intervals: pl.DataFrame, pairs: pl.DataFrame,
-    summary: dict, augmentation: dict | None = None, power=None, trust: list[str] | None = None,
+    summary: dict, augmentation: dict | None = None, power=None, trust: list[str] | None = None, headline: dict | None = None,
 ) -> str:
-    """The report people read: the A/B read-out (`ABReadout`), the offline metrics with
-    their intervals, Table 5, both fidelity views, the power of the simulated test
-    (`ops.readout.power.PowerAnalysis`), "How far to trust the agents" (`trust`, Markdown
-    lines from `ops.studies.alignment.trust.trust_section`), and the figures (paths under
-    `folder`)."""
-    lines = ["# simab report", "", readout.to_markdown(), "## Offline metrics (test split)", ""]
+    """The report people read: first the verdict (`headline`, from `report_summary`: the
+    same lines the console prints, `verdict_lines`) and one figure of the arms with their
+    intervals on the primary metric; then the A/B read-out (`ABReadout`), the offline
+    metrics with their intervals, Table 5, both fidelity views, the power of the simulated
+    test (`ops.readout.power.PowerAnalysis`), "How far to trust the agents" (`trust`,
+    Markdown lines from `ops.studies.alignment.trust.trust_section`), and the figures
+    (paths under `folder`)."""
+    lines = ["# simab report", ""]
+    if headline is not None:
+        lines += verdict_markdown(headline, plots, folder)
+    lines += ["## The simulated A/B read-out in detail", "", readout.to_markdown(), "## Offline metrics (test split)", ""]
     if offline.height:
         cols = [c for c in ("arm", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "users_ranked") if c in offline.columns]
         lines += [offline.select(cols).sort("arm").to_pandas().to_markdown(index=False, floatfmt=".4f"), ""]
@@ -69,11 +75,17 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
-def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary: dict) -> dict:
-    """The few figures a person reads first, as plain data (the console's closing table,
-    Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20, each [mean, low, high];
-    and the fidelity verdict — Kendall τ of CTR against NDCG@20, whether both pick the same
-    best arm, and the arm-against-arm counts."""
+def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary: dict, taste=None, rating=None,
+                   warnings: list[str] | None = None, primary: str = "ctr") -> dict:
+    """The few figures a person reads first, as plain data (the console's closing summary,
+    the report's first section, Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20,
+    each [mean, low, high]; the verdict on the `primary` metric — the arm with the largest
+    difference against the control, with its interval and Holm-corrected p; the fidelity
+    verdict — Kendall τ of CTR against NDCG@20, whether both pick the same best arm, and the
+    arm-against-arm counts; the trust figures — taste F1 per ratio (the papers' per-item
+    protocol where it ran, else the sandbox one; `taste` a TasteDiscrimination) and the
+    brain's rating RMSE beside the best offline arm's (`rating` a RatingAlignment); and the
+    `warnings` of the checks that warned."""
     def cells(frame: pl.DataFrame, key: str) -> dict:
         return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
 
@@ -89,6 +101,9 @@ def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary:
     tau = fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).to_dicts() if fid.height else []
     return {
         "control": readout.control,
+        "verdict": _winner(readout, primary),
+        "trust": _trust_figures(taste, rating),
+        "warnings": list(warnings or []),
         "arms": arms,
         "fidelity": {
             "kendall_tau_ctr_ndcg": tau[0]["kendall_tau"] if tau else None,
@@ -96,6 +111,83 @@ def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary:
             **{k: v for k, v in summary.items()},
         },
     }
+
+
+def _winner(readout, metric: str) -> dict:
+    """The non-control arm with the largest difference against the control on `metric`."""
+    comps = readout.comparisons.filter((pl.col("metric") == metric) & pl.col("difference").is_not_null())
+    if not comps.height:
+        return {"metric": metric, "arm": None, "control": readout.control}
+    best = comps.sort("difference", descending=True).row(0, named=True)
+    return {"metric": metric, "arm": best["arm"], "control": readout.control, "difference": best["difference"], "ci_low": best["ci_low"],
+            "ci_high": best["ci_high"], "p_holm": best["p_holm"], "significant": bool(best["significant"])}
+
+
+def _trust_figures(taste, rating) -> dict:
+    out: dict = {}
+    if taste is not None and not isinstance(taste, dict):
+        per_item = getattr(taste, "per_item", None)
+        summary = per_item if per_item is not None else taste.summary
+        out["taste_protocol"] = "per item" if per_item is not None else getattr(taste, "protocol", "sandbox")
+        out["taste_f1"] = {r["ratio"]: r["mean"] for r in summary.filter(pl.col("metric") == "f1").iter_rows(named=True)}
+    if rating is not None and not isinstance(rating, dict):
+        rows = {r["predictor"]: r for r in rating.prediction.iter_rows(named=True)}
+        if "brain" in rows:
+            out["rmse"] = rows["brain"]["rmse"]
+        arms = [r for r in rows.values() if r["kind"] in ("offline arm", "best offline arm") and r["rmse"] is not None]
+        if arms:
+            best = min(arms, key=lambda r: r["rmse"])
+            out["rmse_best_arm"], out["best_arm"] = best["rmse"], best["predictor"]
+    return out
+
+
+def verdict_lines(headline: dict) -> list[str]:
+    """The verdict in plain sentences — the console's summary and the report's first
+    section both print these, so they say the same: the winning arm against the control on
+    the primary metric, the fidelity verdict, the trust figures, then one line per warning
+    (each starting "WARNING:")."""
+    lines = []
+    v = headline.get("verdict") or {}
+    metric = LABELS.get(v.get("metric"), str(v.get("metric", "CTR")).upper())
+    if v.get("arm") is None:
+        lines.append(f"Verdict on {metric}: no arm to compare with the control {headline.get('control')}")
+    else:
+        diff = f"{v['difference']:+.4f} [{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]"
+        p = "n/a" if v.get("p_holm") is None else f"{v['p_holm']:.3g}"
+        if v.get("significant") and v["difference"] > 0:
+            lines.append(f"Winner on {metric}: {v['arm']}, {diff} against the control {v['control']} (95 % interval; Holm p = {p})")
+        else:
+            lines.append(f"No arm beats the control {v['control']} on {metric}: the best, {v['arm']}, differs by {diff} (95 % interval; Holm p = {p})")
+    lines.append(fidelity_verdict(headline.get("fidelity", {})))
+    t = headline.get("trust") or {}
+    parts = []
+    if t.get("taste_f1"):
+        parts.append(f"taste F1 ({t.get('taste_protocol')} protocol) " + ", ".join(f"{r} {f:.2f}" for r, f in t["taste_f1"].items() if f is not None))
+    if t.get("rmse") is not None:
+        best = f" (best offline arm, {t['best_arm']}: {t['rmse_best_arm']:.3f})" if t.get("rmse_best_arm") is not None else ""
+        parts.append(f"rating RMSE {t['rmse']:.3f}{best}")
+    lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
+    lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]
+    return lines
+
+
+VERDICT_HEADING = "Verdict"
+
+
+def verdict_markdown(headline: dict, plots: list[Path], folder: Path) -> list[str]:
+    """The report's first section: `verdict_lines` (warnings as a quoted block), then the
+    primary metric's figure of the arms with their intervals (`plots/ab_<metric>.png`)."""
+    lines = [f"## {VERDICT_HEADING}", ""]
+    said = verdict_lines(headline)
+    lines += [f"- {line}" for line in said if not line.startswith("WARNING:")] + [""]
+    warnings = [f"> **{line}**" for line in said if line.startswith("WARNING:")]
+    if warnings:
+        lines += "\n>\n".join(warnings).split("\n") + [""]
+    metric = (headline.get("verdict") or {}).get("metric", "ctr")
+    figure = next((p for p in plots if Path(p).name == f"ab_{metric}.png"), None)
+    if figure is not None:
+        lines += [f"![arms on {metric}]({Path(figure).relative_to(folder)})", ""]
+    return lines
 
 
 def fidelity_verdict(fidelity: dict) -> str:
@@ -152,7 +244,7 @@ def report_html(markdown: str, folder: Path, title: str = "simab report") -> str
                 embedded = _data_uri(root, src)
                 if embedded is not None:
                     child.attrSet("src", embedded)
-    body = md.renderer.render(tokens, md.options, {})
+    body = _verdict_section(md.renderer.render(tokens, md.options, {}))
     return (
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<title>{html.escape(title)}</title>\n<style>{_REPORT_CSS}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
@@ -163,7 +255,20 @@ _REPORT_CSS = (
     "body{font-family:system-ui,sans-serif;max-width:70rem;margin:1rem auto;padding:0 1rem;color:#222}"
     "table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0 1rem}th,td{border:1px solid #ddd;padding:.2rem .45rem}"
     "th{background:#f4f4f4}img{max-width:100%}"
+    "#verdict{border:2px solid #4c72b0;border-radius:6px;padding:.2rem 1rem;margin:0 0 1.5rem}"
+    "#verdict img{max-height:22rem}#verdict blockquote{background:#fff4e5;border-left:4px solid #e08a00;margin:.5rem 0;padding:.3rem .8rem}"
 )
+
+
+def _verdict_section(body: str) -> str:
+    """The verdict's heading and everything up to the next section inside <section
+    id="verdict">, so that it can be styled and found (the screenshot test)."""
+    start = body.find(f"<h2>{VERDICT_HEADING}</h2>")
+    if start < 0:
+        return body
+    end = body.find("<h2>", start + 4)
+    end = len(body) if end < 0 else end
+    return body[:start] + '<section id="verdict">\n' + body[start:end] + "</section>\n" + body[end:]
 
 
 def _data_uri(root: Path, src: str) -> str | None:

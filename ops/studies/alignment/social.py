@@ -140,3 +140,20 @@ def _sign(lo, hi) -> int:
     if lo is None or hi is None or not np.isfinite(lo) or not np.isfinite(hi):
         return 0
     return interval_sign(lo, hi)
+
+
+def conformity_on_pairs(tiers: pl.DataFrame, rated: pl.DataFrame, movie_mean: pl.DataFrame, n_bootstrap: int = 1000,
+                        confidence: float = 0.95, seed: int = 0) -> pl.DataFrame:
+    """The conformity trait on the rating-prediction pairs (`rating.brain_ratings`: user_id,
+    movie_id, rating, simulated): each agent's mean squared gap between its rating and the
+    movie's train mean, real (`rating`) beside simulated (`simulated`), as SOCIAL rows.  The
+    same movies on both sides, so a rating rule is judged on how it rates, not on which
+    movies its sessions happened to watch (issue 22, item 3)."""
+    joined = rated.drop_nulls("simulated").join(movie_mean, on="movie_id", how="inner")
+    rows = []
+    for side, column in (("real", "rating"), ("simulated", "simulated")):
+        gap = joined.group_by("user_id").agg(((pl.col(column) - pl.col("mean")) ** 2).mean().alias("rating_gap"))
+        both = tiers.select("user_id", "conformity").join(gap, on="user_id", how="inner").drop_nulls()
+        rows.append({"trait": "conformity", "behaviour": "rating_gap", "side": side,
+                     **_spearman(both, "conformity", "rating_gap", n_bootstrap, confidence, seed)})
+    return pl.DataFrame(rows, schema=SOCIAL)

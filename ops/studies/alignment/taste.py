@@ -15,20 +15,31 @@ eye on the page plus the movie it clicks — the home-page answer of both brains
 sandbox).  Why the home page and not the detail page: the papers show a title and a
 description and ask for a choice, which is the home page's question; the detail page's
 watch decision is asked only of movies already chosen.
+
+Two protocols, reported side by side (issue 22, item 1):
+- "sandbox" (`taste_discrimination`): the decision path above; what an agent "would
+  watch" is bounded by how much of the list one session gets through;
+- "per item" (`taste_per_item`): the papers' — the agent sees its whole list (title,
+  genres, description; poster where the brain sees posters) and says for EVERY item
+  whether it would watch it.  The embedded brain answers yes where its click-and-watch
+  probability reaches a threshold per ratio fitted on the VALIDATION window's lists
+  (`fit_taste_thresholds`, guarded by `windows.check_threshold_window`: the test window is
+  never read); the LLM brain gives one structured answer listing the ids it would watch
+  (`llm_answerer`, `LIST_ANSWER`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.studies.alignment.lists import fresh_session, mean_intervals, ratio_name
+from ops.studies.alignment.lists import fresh_session, mean_intervals, mixed_lists, ratio_name
+from ops.readout.statistics import named_rng
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
@@ -50,6 +61,12 @@ class TasteDiscrimination:
     per_agent: pl.DataFrame
     summary: pl.DataFrame
     brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
+    protocol: str = "sandbox"  # "sandbox" | "per item" (module docstring)
+    # The per-item protocol's per_agent and summary beside this (sandbox) one, and the
+    # embedded brain's thresholds per ratio (None: not run / the LLM brain).
+    per_item_agents: pl.DataFrame | None = None
+    per_item: pl.DataFrame | None = None
+    thresholds: dict | None = None
 
     def save(self, folder: Path) -> None:
         """Into `folder` without pickle (`ops.codec.save_fields`)."""
@@ -64,8 +81,17 @@ class TasteDiscrimination:
         return load_fields(cls, folder, "TasteDiscrimination", 1)
 
     def table(self) -> pl.DataFrame:
-        """One row per ratio, one "mean [low, high]" column per metric (the papers' Table 1 layout)."""
-        return _wide(self.summary)
+        """One row per ratio, one "mean [low, high]" column per metric (the papers' Table 1
+        layout); with the per-item protocol beside, one row per (protocol, ratio)."""
+        if self.per_item is None:
+            return _wide(self.summary)
+        return pl.concat([_wide(self.summary).insert_column(0, pl.lit(self.protocol).alias("protocol")),
+                          _wide(self.per_item).insert_column(0, pl.lit(PER_ITEM).alias("protocol"))], how="diagonal_relaxed")
+
+    def with_per_item(self, result: "TasteDiscrimination", thresholds: Mapping[str, float] | None = None) -> "TasteDiscrimination":
+        """This result with the per-item protocol's (`taste_per_item`) beside it."""
+        return TasteDiscrimination(self.per_agent, self.summary, self.brain, self.protocol, result.per_agent, result.summary,
+                                   None if thresholds is None else {k: float(v) for k, v in thresholds.items()})
 
 
 def taste_discrimination(
@@ -156,3 +182,186 @@ def _wide(summary: pl.DataFrame) -> pl.DataFrame:
     )
     agents = summary.group_by("ratio", maintain_order=True).agg(pl.col("agents").max())
     return agents.join(cells.pivot(on="metric", index="ratio", values="cell"), on="ratio", how="left", maintain_order="left")
+
+
+# -- the papers' per-item protocol (issue 22, item 1) -------------------------------------------
+
+PER_ITEM = "per item"
+SANDBOX = "sandbox"
+
+# An answerer: (agent template, the list's movies, its ratio name) -> the movies it would watch.
+Answerer = Callable[[AgentSession, Sequence[int], str], set[int]]
+# A scorer: (agent template, movies) -> P(would watch) per movie.
+Scorer = Callable[[AgentSession, Sequence[int]], np.ndarray]
+
+
+def taste_per_item(
+    answer: Answerer,
+    sessions: Sequence[AgentSession],
+    lists: pl.DataFrame,
+    seed: int = 0,
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    progress: bool = False,
+) -> TasteDiscrimination:
+    """The papers' protocol: every list of `lists` (mixed_lists) shown whole, a yes / no for
+    every item from `answer` (`threshold_answerer`, `llm_answerer`), scored as
+    `taste_discrimination` scores the sandbox's picks."""
+    from tqdm.auto import tqdm
+
+    by_user = {s.user_id: s for s in sessions}
+    missing = sorted(set(lists.get_column("user_id").to_list()) - set(by_user))
+    if missing:
+        raise ValueError(f"taste discrimination (per item): no agent for user(s) {missing[:10]}")
+    grouped = lists.sort("ratio", "user_id", "position").group_by("ratio", "user_id", maintain_order=True).agg("movie_id", "relevant")
+    rows = []
+    for ratio, user, movies, relevant in tqdm(grouped.iter_rows(), total=grouped.height, desc="taste, per item", disable=not progress, mininterval=2.0):
+        picked = answer(by_user[user], movies, ratio)
+        y = np.asarray(relevant, dtype=bool)
+        p = np.array([m in picked for m in movies], dtype=bool)
+        rows.append((ratio, user, len(movies), int(y.sum()), *_confusion(y, p)))
+    per_agent = _with_metrics(pl.DataFrame(rows, schema={"ratio": pl.Utf8, "user_id": pl.Int64, "items": pl.Int64, "positives": pl.Int64,
+                                                        "tp": pl.Int64, "fp": pl.Int64, "fn": pl.Int64, "tn": pl.Int64}, orient="row"))
+    return TasteDiscrimination(per_agent, taste_summary(per_agent, n_bootstrap, confidence, seed), protocol=PER_ITEM)
+
+
+def embedded_scorer(brain, fatigue: FatigueConfig | None = None) -> Scorer:
+    """The embedded brain's click-and-watch probability of each item, as a log probability
+    (the calibrated click log-odds saturate: their probabilities would tie at 1), for an
+    agent arriving on the site (first slot: no position effect; the papers' list has no pages)."""
+
+    def score(template: AgentSession, movies: Sequence[int]) -> np.ndarray:
+        return brain.click_and_watch_log_probability(fresh_session(template, fatigue), movies)
+
+    return score
+
+
+def threshold_answerer(score: Scorer, thresholds: Mapping[str, float]) -> Answerer:
+    """Yes where `score` reaches the list's ratio's threshold (`fit_taste_thresholds`)."""
+
+    def answer(template: AgentSession, movies: Sequence[int], ratio: str) -> set[int]:
+        if ratio not in thresholds:
+            raise ValueError(f"taste (per item): no threshold fitted for ratio {ratio}; fitted {sorted(thresholds)}")
+        p = np.asarray(score(template, movies), dtype=np.float64)
+        return {int(m) for m, pi in zip(movies, p.tolist()) if pi >= thresholds[ratio]}
+
+    return answer
+
+
+def fit_taste_thresholds(
+    score: Scorer,
+    sessions: Sequence[AgentSession],
+    window: pl.DataFrame,
+    fitted: Mapping[str, pl.DataFrame],
+    held_out: pl.DataFrame,
+    movie_ids: Sequence[int] | np.ndarray,
+    ratios: Sequence[int] = TASTE_RATIOS,
+    list_length: int = 20,
+    seed: int = 0,
+    max_agents: int = 0,
+) -> dict[str, float]:
+    """Per ratio, the threshold on `score` that maximises the mean F1 over agents on lists
+    built from `window` (the VALIDATION window: its ratings are the positives, movies the
+    user rated in neither `window` nor any of `fitted` are the negatives).
+
+    `held_out` (the test window) is read only by the leakage guard, which refuses a
+    `window` sharing a pair with it or reaching past its start; its labels are never used.
+    `max_agents` (0: all) caps the agents, drawn with `seed`."""
+    from ops.studies.alignment.windows import check_threshold_window
+
+    check_threshold_window(window, held_out, "taste threshold")
+    known = pl.concat([f.select("user_id", "movie_id") for f in (*fitted.values(), window)])
+    by_user = {s.user_id: s for s in sessions}
+    users = sorted(set(window.get_column("user_id").to_list()) & set(by_user))
+    if max_agents and len(users) > max_agents:
+        users = sorted(np.random.default_rng(np.random.SeedSequence([seed, 2222])).choice(users, max_agents, replace=False).tolist())
+    if not users:
+        raise ValueError("taste threshold: no agent has ratings in the threshold window")
+    lists = mixed_lists(window, known, movie_ids, ratios, list_length, seed, users, stream="taste threshold")
+    grouped = lists.sort("ratio", "user_id", "position").group_by("ratio", "user_id", maintain_order=True).agg("movie_id", "relevant")
+    scored: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for ratio, user, movies, relevant in grouped.iter_rows():
+        scored.setdefault(ratio, []).append((np.asarray(score(by_user[user], movies), dtype=np.float64), np.asarray(relevant, dtype=bool)))
+    return {ratio: _best_threshold(items) for ratio, items in scored.items()}
+
+
+def _best_threshold(items: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The candidate cut with the highest mean per-agent F1; candidates are the midpoints
+    between the pooled scores' successive quantiles (a cut in the middle of a gap, not on a
+    score that happens to be the largest negative), and the lowest quantile (pick all)."""
+    pooled = np.concatenate([p for p, _ in items])
+    q = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, 201)))
+    candidates = np.r_[q[:1], (q[:-1] + q[1:]) / 2]
+    f1 = np.zeros(len(candidates))
+    for p, y in items:
+        picked = p[None, :] >= candidates[:, None]
+        tp = (picked & y).sum(axis=1)
+        f1 += 2 * tp / np.maximum(2 * tp + (picked & ~y).sum(axis=1) + (~picked & y).sum(axis=1), 1)
+    return float(candidates[int(np.argmax(f1))])
+
+
+# The LLM brain's per-item answer: the ids it would watch, nothing else.  `list_answer_schema`
+# is the same answer as a JSON schema with the list's ids as an enum (for endpoints that take
+# `response_format: json_schema`); the prompt states it and `check_list_answer` enforces it
+# either way.
+LIST_ANSWER = 'Answer with JSON only, exactly {{"watch": [ids]}}: the ids (numbers in brackets) of every movie above you would watch, from {ids}; [] if none.'
+
+
+def list_answer_schema(movies: Sequence[int]) -> dict:
+    return {
+        "type": "object",
+        "properties": {"watch": {"type": "array", "items": {"type": "integer", "enum": [int(m) for m in movies]}, "uniqueItems": True}},
+        "required": ["watch"],
+        "additionalProperties": False,
+    }
+
+
+def check_list_answer(text: str, movies: Sequence[int]) -> set[int]:
+    """The ids of a per-item answer; AnswerError (the LLM brain re-asks) when it is not
+    {"watch": [ids of the list]}."""
+    import json
+
+    from ops.simulation.brains.llm.answers import AnswerError
+
+    try:
+        value = json.loads(text.strip().removeprefix("```json").removeprefix("```").removesuffix("```"))
+    except json.JSONDecodeError as exc:
+        raise AnswerError(f"the answer is not JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(value, dict) or not isinstance(value.get("watch"), list):
+        raise AnswerError('the answer must be an object {"watch": [ids]}')
+    ids = value["watch"]
+    bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or i not in set(int(m) for m in movies)]
+    if bad:
+        raise AnswerError(f"ids {bad[:5]} are not in the list; answer with ids from {[int(m) for m in movies]}")
+    return {int(i) for i in ids}
+
+
+def list_messages(brain, template: AgentSession, movies: Sequence[int], catalogue: Catalogue) -> list[dict]:
+    """The per-item question for the LLM brain: who the agent is (its system prompt), the
+    memories its page prompt would recall, and the whole list as the papers show it."""
+    from ops.simulation.brains.llm import prompts
+
+    c = brain.config
+    system = prompts.system_prompt(template.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
+    parts = [{"type": "text", "text": prompts.memories_text(brain.recall(template, list(movies), "home")) + "\n"},
+             {"type": "text", "text": "Here is a list of movies. For each one, decide whether you would watch it."}]
+    for m in movies:
+        info = catalogue[int(m)]
+        overview = (info.overview or "n/a")[:300]
+        parts.append({"type": "text", "text": f"[{int(m)}] {info.title} | genres: {', '.join(info.genres) or 'n/a'} | {overview}"})
+        parts.extend(brain._poster_parts(info.poster_small, "small"))
+    parts.append({"type": "text", "text": "\n" + LIST_ANSWER.format(ids=[int(m) for m in movies])})
+    return [{"role": "system", "content": system}, {"role": "user", "content": prompts.merge_text_parts(parts)}]
+
+
+def llm_answerer(brain, catalogue: Catalogue, seed: int = 0) -> Answerer:
+    """One structured request per list; a list the endpoint never answered validly counts as
+    no picks (counted in `brain.usage` as every failed request is)."""
+
+    def answer(template: AgentSession, movies: Sequence[int], ratio: str) -> set[int]:
+        messages = list_messages(brain, fresh_session(template), movies, catalogue)
+        request_seed = int(named_rng(seed, "taste per item", int(template.user_id), ratio).integers(2**31))
+        got, _, _, _ = brain.transport.run_sync(brain._ask, messages, lambda text: check_list_answer(text, movies), request_seed, None)
+        return set() if got is None else got
+
+    return answer

@@ -6,6 +6,9 @@ train and validation windows and the agents' memories hold the train window only
 test window is the one thing neither has seen.  (The validation window is not held out:
 the embedded brain's click, like and rating models are fitted on it.)
 
+`check_threshold_window` does the same for the window a per-item decision threshold is
+fitted on (the taste protocol "per item": validation, never test).
+
 `check_held_out` refuses to score a brain on a window that reached its fitting: a pair the
 fitting read, or a held-out rating older than the last one fitting read (a chronological
 split never produces one; a brain fitted on the test window does).
@@ -52,3 +55,12 @@ def check_held_out(
                 f"{protocol}: the brain was fitted on ratings up to timestamp {fit_last_timestamp}, but {early} held-out "
                 f"ratings are older (first {first}): its fitting reached the held-out window; refit it on train + validation only"
             )
+
+
+def check_threshold_window(window: pl.DataFrame, held_out: pl.DataFrame, protocol: str) -> None:
+    """Raise LeakageError when the window a decision threshold is fitted on (the validation
+    window) shares a (user, movie) pair with the held-out `held_out` window or holds a rating
+    newer than the first held-out one: the threshold, like the brain, must never read the
+    window it is judged on (issue 22, item 1)."""
+    last = window.get_column("timestamp").max() if "timestamp" in window.columns and window.height else None
+    check_held_out(held_out, {"threshold": window}, protocol, None if last is None else int(last))

@@ -60,6 +60,20 @@ class EmbeddedBrain:
         scores = self._ensure(session, movie_ids)
         return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in movie_ids]])
 
+    def click_and_watch_log_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
+        """log P(the card catches the eye at the first slot) + log P(watch on its detail page),
+        in log space so that no two movies tie where the probabilities round to 1."""
+        scores = self._ensure(session, movie_ids)
+        idx = [scores.index[int(m)] for m in movie_ids]
+        click = scores.click_logit[idx] + self.config.click_bias
+        watch = scores.like_logit[idx] + self.config.watch_bias
+        return -np.logaddexp(0.0, -click) - np.logaddexp(0.0, -watch)
+
+    def watch_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
+        """P(watch | on its detail page): the detail page's decision when `back` is offered."""
+        scores = self._ensure(session, movie_ids)
+        return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in movie_ids]] + self.config.watch_bias)
+
     # -- one step ----------------------------------------------------------------------
 
     def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
@@ -121,7 +135,7 @@ class EmbeddedBrain:
         # watches and rates; the same draws are made either way.
         must_rate = BACK not in obs.legal_actions
         if WATCH_AND_RATE in obs.legal_actions and (must_rate or u < _sigmoid1(like_logit + c.watch_bias)):
-            rating = self._rating(float(scores.rating_mean[i]), z)
+            rating = self._rating(float(scores.rating_mean[i]), z, self._agents[session.user_id].conformity)
             liked = rating >= c.like_threshold
             return Decision(
                 action=WATCH_AND_RATE,
@@ -133,14 +147,19 @@ class EmbeddedBrain:
         reason = "not for me: " + self._reason(session, scores, i, self._like_terms, positive=False)
         return Decision(BACK, interest, reason, movie_id=movie_id)
 
-    def _rating(self, mean: float, z: float) -> int:
+    def _rating(self, mean: float, z: float, conformity: float = 0.0) -> int:
         """The star rating for a predicted mean `mean` under the configured rule (z: the
-        step's standard normal draw, used by "sampled" only)."""
+        step's standard normal draw, used by "sampled" and "personal" only; conformity: the
+        agent's, −1 … +1, used by "personal")."""
         c = self.config
         lo, hi = c.rating_range
         if c.rating_rule == "matched" and self.params.rating_cuts:
             return lo + int(np.searchsorted(self.params.rating_cuts, mean, side="right"))
-        noise = c.rating_noise * self.params.rating_residual_sd * z if c.rating_rule == "sampled" else 0.0
+        noise = c.rating_noise * self.params.rating_residual_sd * z if c.rating_rule in ("sampled", "personal") else 0.0
+        if c.rating_rule == "personal":
+            # An independent rater strays further from the predicted (crowd-informed) mean
+            # than a conformist: Agent4Rec Fig. 4, the rating gap falls with conformity.
+            noise *= max(0.0, 1.0 - c.rating_conformity_weight * conformity)
         return min(hi, max(lo, int(round(mean + noise))))
 
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
@@ -333,6 +352,9 @@ class EmbeddedBrain:
             age = getattr(profile, "age_label", None)
             who = f"{gender} aged {age}" if age else gender
             return f"popular with {who}, like me" if positive else f"not what {who} like me watch"
+        if feature in ("collab", "collab_recent"):
+            when = " lately" if feature == "collab_recent" else ""
+            return f"people who watch what I watched{when} watch it" if positive else f"not what people who watch what I watched{when} watch"
         if feature == "user_mean":
             return "I rarely rate highly" if not positive else "I enjoy most films"
         return None

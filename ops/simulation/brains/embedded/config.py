@@ -32,7 +32,12 @@ HOME_FEATURES = (
     "crowd_rating",
     "crowd_rating_x_conformity",
     "demographic_lift",
+    "collab",
+    "collab_recent",
 )
+# The collaborative scores (package docstring, "Features"); the click model keeps them only
+# where they raise its held-out AUC on the validation window (`click_collaborative`).
+COLLAB_FEATURES = ("collab", "collab_recent")
 DETAIL_FEATURES = HOME_FEATURES + ("director_match", "actor_match")
 FEATURES = DETAIL_FEATURES
 
@@ -61,6 +66,16 @@ class EmbeddedBrainConfig(BaseModel):
     # preference state that includes them.  0 (the default): never, so a session reads its
     # long-term memory only, as before reflection existed.
     reflect_every: int = Field(0, ge=0)
+    # Collaborative score (issue 22, item 2): item factors of a truncated SVD of the train
+    # window's user x movie matrix (PureSVD); the pair's score is the movie's factor dotted
+    # with the mean factor of the agent's remembered movies ("collab") and of its
+    # `collab_recent` most recent ones ("collab_recent": tastes drift).  0 factors: off.
+    collab_factors: int = Field(48, ge=0)
+    collab_recent: int = Field(20, ge=1)
+    # Which collaborative features the click model uses: "auto" picks, among none / collab /
+    # collab + recent, the one with the best click AUC on the fit's held-out users
+    # (validation window); the others force a variant.
+    click_collaborative: Literal["auto", "none", "collab", "collab+recent"] = "auto"
 
     # -- fitting (train and validation windows) --
     negatives_per_positive: int = Field(4, ge=1)
@@ -98,8 +113,12 @@ class EmbeddedBrainConfig(BaseModel):
     # at 3–4); "matched" cuts μ at points fitted so the stars' shares are the validation
     # window's (the real spread, RMSE ~0.1 higher on ML-1M); "sampled" rounds μ plus Gaussian
     # noise of rating_noise × the residual sd (spread matched, RMSE ~0.3 higher).
-    rating_rule: Literal["expected", "matched", "sampled"] = "expected"
-    rating_noise: float = 1.0  # "sampled" only
+    # "personal" is "sampled" with the noise scaled by 1 − rating_conformity_weight ×
+    # conformity (−1 … +1): independent agents stray further from the crowd-informed mean,
+    # conformists less (issue 22, item 3: the conformity tier must move the rating gap).
+    rating_rule: Literal["expected", "matched", "sampled", "personal"] = "expected"
+    rating_noise: float = 1.0  # "sampled" and "personal"
+    rating_conformity_weight: float = Field(0.8, ge=0, le=1)  # "personal" only
     detail_interest_cuts: tuple[float, float, float, float] = (0.3, 0.5, 0.7, 0.85)
 
     # -- exit interview (Agent4Rec §3.3: satisfaction 1..10) --
@@ -171,6 +190,10 @@ class EmbeddedBrainParams(BaseModel):
     click_scale: float = 1.0
     click_shift: float = 0.0
     list_response: ListResponse | None = None
+    # The click model's collaborative variants (none / collab / collab+recent) with their
+    # held-out click AUC, and the one chosen (`EmbeddedBrainConfig.click_collaborative`).
+    click_ablation: list[dict] = Field(default_factory=list)
+    click_variant: str | None = None
     # The rating rule "matched": the four cut points on the rating model's mean between 1|2,
     # 2|3, 3|4 and 4|5 stars, fitted on the validation window's ratings.
     rating_cuts: list[float] | None = None

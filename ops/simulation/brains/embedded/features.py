@@ -39,6 +39,13 @@ class BrainContext:
     # ratings; groups named by `demographic_group`.  Empty without user demographics.
     demographic_lift: np.ndarray
     demographic_groups: dict[str, int]
+    # (catalogue row, factor): PureSVD item factors of the train window's user x movie
+    # matrix (`collab_factors`); (n, 0) when off or the window is too small.
+    collab: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.collab is None:
+            self.collab = np.zeros((len(self.facts.movie_ids), 0), dtype=np.float32)
 
     def similarity(self, kind: str, max_movies: int) -> np.ndarray | None:
         """The catalogue's movie x movie cosine matrix for "text" or "poster" (computed once,
@@ -105,7 +112,7 @@ class BrainContext:
             profile_config=ProfileConfig.model_validate(meta["profile_config"]),
             global_mean_rating=meta["global_mean_rating"],
             demographic_groups=meta["demographic_groups"],
-            **{name: arrays[name] for name in _CONTEXT_ARRAYS},
+            **{name: arrays[name] for name in _CONTEXT_ARRAYS if name in arrays},
         )
 
     @classmethod
@@ -118,6 +125,7 @@ class BrainContext:
         users: pl.DataFrame | None = None,
         demographic_prior: float = 5.0,
         crowd_rating_prior: float = 10.0,
+        collab_factors: int = 0,
     ) -> "BrainContext":
         if not np.array_equal(vectors.movie_ids, facts.movie_ids):
             raise ValueError("MovieVectors and MovieFacts must cover the same movies in the same order")
@@ -148,7 +156,41 @@ class BrainContext:
             decade=decade_index(facts.year),
             demographic_lift=lift,
             demographic_groups=groups,
+            collab=collab_item_factors(train, facts.movie_ids, collab_factors),
         )
+
+
+def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> np.ndarray:
+    """Item factors after PureSVD (Cremonesi et al. 2010): the top-k right singular vectors
+    of the binary user x movie matrix of `train` scaled by their singular values, less the
+    leading one, each movie's row scaled to unit length; one row per movie of `movie_ids`
+    (zeros for a movie nobody rated); (n, 0) when k is 0 or the window has too few users or
+    movies for k factors.  Why binary: whether a user watched a movie is what the click
+    decision predicts; the ratings enter through the like / rating models.  Why without the
+    leading factor and normalised: the leading factor is popularity, a feature already, and
+    unnormalised dot products rank by it (measured on ML-1M users 1-1999, test-window lists
+    at 1:9: click AUC 0.819 without the score, 0.820 with the raw PureSVD score, 0.828 with
+    this one)."""
+    from scipy import sparse
+    from scipy.sparse.linalg import svds
+
+    n = len(movie_ids)
+    if k <= 0 or train.height == 0:
+        return np.zeros((n, 0), dtype=np.float32)
+    rows = {int(m): i for i, m in enumerate(np.asarray(movie_ids).tolist())}
+    pairs = train.select("user_id", "movie_id").unique()
+    users = {u: i for i, u in enumerate(sorted(set(pairs.get_column("user_id").to_list())))}
+    m_idx = np.array([rows.get(int(m), -1) for m in pairs.get_column("movie_id").to_list()], dtype=np.int64)
+    u_idx = np.array([users[int(u)] for u in pairs.get_column("user_id").to_list()], dtype=np.int64)
+    ok = m_idx >= 0
+    matrix = sparse.csr_matrix((np.ones(int(ok.sum())), (u_idx[ok], m_idx[ok])), shape=(len(users), n))
+    if k >= min(matrix.shape) - 1:
+        return np.zeros((n, 0), dtype=np.float32)
+    # A fixed start vector: ARPACK otherwise starts from a random one, and the factors'
+    # signs and round-off would differ between runs.
+    _, sigma, vt = svds(matrix, k=k, v0=np.full(min(matrix.shape), 1.0 / np.sqrt(min(matrix.shape))))
+    factors = np.delete(vt.T * sigma, int(np.argmax(sigma)), axis=1)
+    return (factors / np.maximum(np.linalg.norm(factors, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 def demographic_group(gender: object, age: object) -> str | None:
@@ -172,6 +214,7 @@ class AgentState:
     poster_ok: np.ndarray  # bool: the remembered movie has a poster
     stats: HistoryStats  # shared by the agents prepared together
     stat_row: int
+    recent_rows: np.ndarray = None  # type: ignore[assignment]  # the `collab_recent` newest memory rows
 
 
 def agent_states(
@@ -197,6 +240,7 @@ def agent_states(
             poster_ok=ctx.vectors.has_poster[memory.rows],
             stats=stats,
             stat_row=i,
+            recent_rows=memory.rows[np.argsort(memory.timestamps, kind="stable")[-config.collab_recent:]] if len(ratings) else memory.rows,
         )
     return out
 
@@ -350,6 +394,19 @@ def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_
     return fam, aff, nn
 
 
+def _collab_profiles(agents, ctx: BrainContext) -> tuple[np.ndarray, np.ndarray]:
+    """Each agent's mean item factor over its remembered movies, and over its most recent
+    `recent` ones (AgentState.recent_rows): PureSVD's user vector, averaged rather than summed
+    so that an agent's memory size does not scale its score."""
+    f = ctx.collab.shape[1]
+    every, recent = np.zeros((len(agents), f)), np.zeros((len(agents), f))
+    for i, a in enumerate(agents):
+        if len(a.rows):
+            every[i] = ctx.collab[a.rows].mean(axis=0)
+            recent[i] = ctx.collab[a.recent_rows].mean(axis=0)
+    return every, recent
+
+
 def _round_up(n: int) -> int:
     """n rounded up to one of 8 steps per power of two (at most 12.5 % padding)."""
     n = max(int(n), 8)
@@ -375,6 +432,11 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
     group = np.array([a.group for a in agents], dtype=np.int64)[pa]
     if ctx.demographic_lift.shape[0]:
         X[:, col["demographic_lift"]] = np.where(group >= 0, ctx.demographic_lift[np.maximum(group, 0), pm], 0.0)
+    if ctx.collab.shape[1]:
+        every, recent = _collab_profiles(agents, ctx)
+        item = ctx.collab[pm].astype(np.float64)
+        X[:, col["collab"]] = (every[pa] * item).sum(axis=1)
+        X[:, col["collab_recent"]] = (recent[pa] * item).sum(axis=1)
     # Credits: liked movies by the same director / with the same top actors (sparse rows).
     dm, am = ctx.credits.director_matrix[pm], ctx.credits.actor_matrix[pm]
     liked_dir = np.asarray(stats.liked_directors[srow].multiply(dm).sum(axis=1)).ravel()
@@ -393,6 +455,6 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
 # the credits' sparse matrices (named by the tuple of names each indexes).
 # Every array field of BrainContext, read from the class so that a field added later is saved too.
 _CONTEXT_ARRAYS = tuple(f.name for f in fields(BrainContext) if f.type == "np.ndarray")
-_CONTEXT_FORMAT = 2  # 2: crowd_rating
+_CONTEXT_FORMAT = 2  # 2: crowd_rating (collab, added later, is optional: absent = off)
 _POPULATION_ARRAYS = ("genre_share", "decade_share", "look_share")
 _CREDIT_MATRICES = {"directors": "director_matrix", "actors": "actor_matrix", "keywords": "keyword_matrix"}

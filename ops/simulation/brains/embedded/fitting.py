@@ -15,7 +15,7 @@ import polars as pl
 from ops.agents.build import Agents
 from ops.agents.memory import LongTermMemory
 from ops.simulation.brains.embedded.brain import EmbeddedBrain
-from ops.simulation.brains.embedded.config import HOME_FEATURES, DETAIL_FEATURES, FEATURES, EmbeddedBrainConfig, LinearModel, EmbeddedBrainParams
+from ops.simulation.brains.embedded.config import COLLAB_FEATURES, HOME_FEATURES, DETAIL_FEATURES, FEATURES, EmbeddedBrainConfig, LinearModel, EmbeddedBrainParams
 from ops.simulation.brains.embedded.features import BrainContext, agent_states, pair_features
 
 
@@ -67,7 +67,8 @@ def fit_embedded_brain(
     statistics of the train window) and the parameters fitted on train + validation."""
     config = config or EmbeddedBrainConfig()
     started = time.perf_counter()
-    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users, crowd_rating_prior=config.crowd_rating_prior)
+    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users, crowd_rating_prior=config.crowd_rating_prior,
+                                collab_factors=config.collab_factors)
     params = fit(train, valid, agents.memories, agents.profiles, context, config)
     return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started})
 
@@ -121,14 +122,34 @@ def fit(
     Xp, rp, hp = Xc[is_pos], r_all[is_pos], hc[is_pos]
     yl = (rp >= config.like_threshold).astype(float)
 
-    home_idx = [FEATURES.index(f) for f in HOME_FEATURES]
-    click = _fit_logistic(LogisticRegression, Xc[~hc][:, home_idx], yc[~hc], HOME_FEATURES, config)
-    like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], DETAIL_FEATURES, config)
-    rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], DETAIL_FEATURES, config)
-    cuts = rating_cut_points(rating.score(Xp[~hp]), rp[~hp], config.rating_range)
-
     def auc(model: LinearModel, X, y):
         return float(roc_auc_score(y, model.score(X))) if len(np.unique(y)) == 2 else None
+
+    # The collaborative variants of the click model (issue 22, item 2), each scored on the
+    # held-out users; "auto" keeps the best, so a catalogue where the factors add nothing
+    # (or are off) keeps the click model it had without them.
+    ablation, models = [], {}
+    for variant, dropped in _COLLAB_VARIANTS.items():
+        if ctx.collab.shape[1] == 0 and variant != "none":
+            continue
+        names = tuple(f for f in HOME_FEATURES if f not in dropped)
+        idx = [FEATURES.index(f) for f in names]
+        models[variant] = _fit_logistic(LogisticRegression, Xc[~hc][:, idx], yc[~hc], names, config)
+        ablation.append({"variant": variant, "features": len(names),
+                         "click_auc_holdout": auc(models[variant], Xc[hc], yc[hc]) if hc.any() else None})
+    if config.click_collaborative != "auto":
+        if config.click_collaborative not in models:
+            raise ValueError(f"embedded brain fit: click_collaborative={config.click_collaborative!r} needs collab_factors > 0")
+        variant = config.click_collaborative
+    else:
+        scored = [r for r in ablation if r["click_auc_holdout"] is not None]
+        variant = max(scored, key=lambda r: r["click_auc_holdout"])["variant"] if scored else ablation[-1]["variant"]
+    click = models[variant]
+    detail = tuple(f for f in DETAIL_FEATURES if f not in _COLLAB_VARIANTS[variant])
+    Xp = Xp[:, [FEATURES.index(f) for f in detail]]
+    like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], detail, config)
+    rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], detail, config)
+    cuts = rating_cut_points(rating.score(Xp[~hp], detail), rp[~hp], config.rating_range)
 
     return EmbeddedBrainParams(
         click=click,
@@ -140,17 +161,23 @@ def fit(
         n_negatives=int((1 - yc).sum()),
         holdout_users=len(holdout),
         click_auc_holdout=auc(click, Xc[hc], yc[hc]) if hc.any() else None,
-        like_auc_holdout=auc(like, Xp[hp], yl[hp]) if hp.any() else None,
-        rating_rmse_holdout=float(np.sqrt(np.mean((rating.score(Xp[hp]) - rp[hp]) ** 2))) if hp.any() else None,
+        like_auc_holdout=float(roc_auc_score(yl[hp], like.score(Xp[hp], detail))) if hp.any() and len(np.unique(yl[hp])) == 2 else None,
+        rating_rmse_holdout=float(np.sqrt(np.mean((rating.score(Xp[hp], detail) - rp[hp]) ** 2))) if hp.any() else None,
         global_mean_rating=ctx.global_mean_rating,
         text_model=ctx.vectors.text_model,
         poster_model=ctx.vectors.poster_model if config.use_posters else "none",
         catalogue_digest=ctx.vectors.digest,
         seed=config.fit_seed,
         rating_cuts=cuts,
+        click_ablation=ablation,
+        click_variant=variant,
         fit_rows=train.height + valid.height,
         fit_last_timestamp=_last_timestamp(train, valid),
     )
+
+
+# Collaborative variants of the click model: the collaborative features each leaves out.
+_COLLAB_VARIANTS: dict[str, tuple[str, ...]] = {"none": COLLAB_FEATURES, "collab": ("collab_recent",), "collab+recent": ()}
 
 
 def rating_cut_points(predicted: np.ndarray, real: np.ndarray, rating_range: tuple[int, int] = (1, 5)) -> list[float] | None:
@@ -203,7 +230,7 @@ def _fit_ridge(cls, X, y, names, config) -> tuple[LinearModel, float]:
     model = cls(alpha=config.ridge_alpha).fit((X - mu) / sd, y)
     coef = model.coef_ / sd
     lin = LinearModel(features=list(names), coef=coef.tolist(), intercept=float(model.intercept_ - coef @ mu))
-    resid = y - lin.score(X)
+    resid = y - lin.score(X, names)
     return lin, float(resid.std()) if len(resid) > 1 else 1.0
 
 

@@ -77,6 +77,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fresh-arms", action="store_true")
+    ap.add_argument("--click-collaborative", default="auto", choices=("auto", "none", "collab", "collab+recent"),
+                    help="the click model's collaborative features (none: the brain as before issue 22)")
     ap.add_argument("--threshold-agents", type=int, default=600, help="validation-window agents the per-item taste thresholds are fitted on")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -97,7 +99,9 @@ def main() -> None:
     print(f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; train/valid/test "
           f"{split.train.height}/{split.valid.height}/{split.test.height}; {len(sessions)} agents")
 
-    before = fit_embedded_brain(agents, split.train, split.valid, users)
+    from ops.simulation.brains.embedded import EmbeddedBrainConfig
+
+    before = fit_embedded_brain(agents, split.train, split.valid, users, EmbeddedBrainConfig(click_collaborative=args.click_collaborative))
     clock.lap("brain fit")
     after = calibrate_list_response(before, sessions, split.train, split.valid, catalogue, CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed))
     clock.lap("calibration")

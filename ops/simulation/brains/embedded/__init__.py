@@ -80,7 +80,8 @@ new session starts from the long-term memory again.  Across rounds, the watches 
 written to long-term memory for good (`ops.readout.rounds`).
 
 Ratings (`rating_rule`; "personal", sampled noise scaled down for conforming agents, is the
-only rule whose rating gap falls with the conformity tier as real users' does, at RMSE 1.25): a sampled rating (μ + noise) reproduces the real spread of stars
+only rule whose rating gap falls with the conformity tier as real users' does, at RMSE 1.25);
+a sampled rating (μ + noise) reproduces the real spread of stars
 but cannot predict a real rating better than √2 × the model's residual error; the rounded
 mean does, with stars bunched at 3 and 4; cut points fitted to the validation window's
 per-star shares keep the spread with a smaller loss.  Measured on ML-1M users 1–1999

@@ -107,11 +107,16 @@ def embedded_brain(
         "list_response_after": response.elasticity_after, "click_scale": params.click_scale, "click_shift": params.click_shift,
     }
     # The click model's collaborative ablation (issue 22, item 2): each variant's held-out AUC.
-    ablation = {f"click_auc_holdout_{r['variant'].replace('+', '_')}": r["click_auc_holdout"] for r in params.click_ablation
-                if r["click_auc_holdout"] is not None}
-    with mlflow_tracking.asset_run(context, params={"fit_seed": config.seed, "calibrate_list_response": config.calibrate_list_response,
-                                                    "click_variant": params.click_variant}):
-        mlflow_tracking.log_metrics({**{f"seconds_{k}": v for k, v in model.timings_s.items()}, **holdout, **calibrated, **ablation})
+    ablation = {
+        f"click_auc_holdout_{r['variant'].replace('+', '_')}": r["click_auc_holdout"]
+        for r in params.click_ablation
+        if r["click_auc_holdout"] is not None
+    }
+    run_params = {"fit_seed": config.seed, "calibrate_list_response": config.calibrate_list_response,
+                  "click_variant": params.click_variant}
+    with mlflow_tracking.asset_run(context, params=run_params):
+        seconds = {f"seconds_{k}": v for k, v in model.timings_s.items()}
+        mlflow_tracking.log_metrics({**seconds, **holdout, **calibrated, **ablation})
         mlflow_tracking.log_dict(params.model_dump(mode="json"), "embedded_brain_params.json")
         if response is not None:
             from ops.studies.alignment.plots import calibration_figure

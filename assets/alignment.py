@@ -38,8 +38,15 @@ def taste_alignment(
     """Taste discrimination at 1:1, 1:3, 1:9 and 1:4 (SimUSER Table 1, Agent4Rec Table 1)."""
     from ops.studies.alignment.lists import mixed_lists
     from ops.studies.alignment.plots import taste_figure
-    from ops.studies.alignment.taste import (TASTE_RATIOS, embedded_scorer, fit_taste_thresholds, llm_answerer, taste_discrimination, taste_per_item,
-                                             threshold_answerer)
+    from ops.studies.alignment.taste import (
+        TASTE_RATIOS,
+        embedded_scorer,
+        fit_taste_thresholds,
+        llm_answerer,
+        taste_discrimination,
+        taste_per_item,
+        threshold_answerer,
+    )
 
     try:
         brain, catalogue, users = _setup(config, "taste discrimination", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
@@ -48,23 +55,27 @@ def taste_alignment(
     known = pl.concat([f.select("user_id", "movie_id") for f in (train_ratings, valid_ratings, test_ratings)])
     lists = mixed_lists(test_ratings, known, mm_ml_1m.get_column("movie_id").to_numpy(), TASTE_RATIOS, 20, config.seed, users, stream="taste")
     sessions = agents.sessions(users)
-    result = taste_discrimination(brain, sessions, lists, catalogue, config.seed, n_bootstrap=config.n_bootstrap, progress=True)
+    result = taste_discrimination(brain, sessions, lists, catalogue, config.seed, n_bootstrap=config.n_bootstrap,
+                                  progress=True)
     # The papers' protocol beside it (issue 22, item 1): every item of the list answered.
     thresholds = None
     if config.brain == "llm":
         answer = llm_answerer(brain, catalogue, config.seed)
     else:
         scorer = embedded_scorer(brain)
-        thresholds = fit_taste_thresholds(scorer, agents.sessions(), valid_ratings, {"train": train_ratings}, test_ratings,
-                                          mm_ml_1m.get_column("movie_id").to_numpy(), TASTE_RATIOS, 20, config.seed, config.n_agents)
+        movie_ids = mm_ml_1m.get_column("movie_id").to_numpy()
+        thresholds = fit_taste_thresholds(scorer, agents.sessions(), valid_ratings, {"train": train_ratings},
+                                          test_ratings, movie_ids, TASTE_RATIOS, 20, config.seed, config.n_agents)
         answer = threshold_answerer(scorer, thresholds)
     per_item = taste_per_item(answer, sessions, lists, config.seed, n_bootstrap=config.n_bootstrap, progress=True)
     result = result.with_per_item(per_item, thresholds)
     result.brain = brain.name
     with mlflow_tracking.asset_run(context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users)}):
         mlflow_tracking.log_metrics({f"{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"] for r in result.summary.iter_rows(named=True)})
-        mlflow_tracking.log_metrics({f"per_item_{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"] for r in per_item.summary.iter_rows(named=True)})
-        mlflow_tracking.log_metrics({f"per_item_threshold_1_{k.split(':')[1]}": v for k, v in (thresholds or {}).items()})
+        mlflow_tracking.log_metrics({f"per_item_{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"]
+                                     for r in per_item.summary.iter_rows(named=True)})
+        mlflow_tracking.log_metrics({f"per_item_threshold_1_{k.split(':')[1]}": v
+                                     for k, v in (thresholds or {}).items()})
         mlflow_tracking.log_table(result.summary, "taste_discrimination")
         mlflow_tracking.log_table(per_item.summary, "taste_discrimination_per_item")
         mlflow_tracking.log_figure(taste_figure(result.summary, result.per_item), "plots/alignment_taste.png")

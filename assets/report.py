@@ -56,9 +56,10 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
 
 
 class ReportConfig(Config):
-    tau_floor: float = Field(default=0.6, description="the verdict's warning when Kendall τ(CTR, NDCG@20) falls below this, as the "
-                                                      "fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)")
-    primary_metric: str = Field(default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)")
+    tau_floor: float = Field(default=0.6, description="the verdict's warning when Kendall τ(CTR, NDCG@20) falls below "
+                                                      "this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)")
+    primary_metric: str = Field(default="ctr", description="the metric the verdict names a winner on "
+                                                          "(ctr, cvr, average_rating, ...)")
 
 
 @asset(
@@ -124,9 +125,11 @@ def simab_report(
 
     warned = fidelity_warning(fid, pairs, config.tau_floor) if fid.height else None
     # The same figures open the report and close the console's output (verdict_lines).
-    headline = report_summary(ab_readout, intervals, fid, summary, taste_alignment, rating_alignment,
-                              [warned.description] if warned is not None and not warned.passed else [], config.primary_metric)
-    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust, headline)
+    warnings = [warned.description] if warned is not None and not warned.passed else []
+    headline = report_summary(ab_readout, intervals, fid, summary, taste_alignment, rating_alignment, warnings,
+                              config.primary_metric)
+    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics,
+                           power, trust, headline)
     path = folder / "report.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     atomic_write_bytes(data_root() / "reports" / "latest.md", text.encode("utf-8"))
@@ -179,7 +182,8 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
     plots = folder / "plots"
     figures = {}
     if taste is not None:
-        figures["taste"] = save_figure(taste_figure(taste.summary, getattr(taste, "per_item", None)), plots / "alignment_taste.png")
+        figure = taste_figure(taste.summary, getattr(taste, "per_item", None))
+        figures["taste"] = save_figure(figure, plots / "alignment_taste.png")
     if rating is not None:
         figures["rating"] = save_figure(rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png")
     if list_quality is not None:

@@ -55,8 +55,12 @@ from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_
 from ops.studies.alignment.lists import mixed_lists, ratio_name  # noqa: E402
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
 from ops.studies.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment, rating_pairs  # noqa: E402
-from ops.studies.alignment.social import conformity_on_pairs, real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts  # noqa: E402
-from ops.studies.alignment.taste import TASTE_RATIOS, embedded_scorer, fit_taste_thresholds, taste_discrimination, taste_per_item, threshold_answerer  # noqa: E402
+from ops.studies.alignment.social import (  # noqa: E402
+    conformity_on_pairs, real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts,
+)
+from ops.studies.alignment.taste import (  # noqa: E402
+    TASTE_RATIOS, embedded_scorer, fit_taste_thresholds, taste_discrimination, taste_per_item, threshold_answerer,
+)
 from ops.simulation.brains.embedded import EmbeddedBrainModel, fit  # noqa: E402
 from ops.studies.alignment.windows import check_held_out  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
@@ -77,7 +81,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fresh-arms", action="store_true")
-    ap.add_argument("--threshold-agents", type=int, default=600, help="validation-window agents the per-item taste thresholds are fitted on")
+    ap.add_argument("--click-collaborative", default="auto", choices=("auto", "none", "collab", "collab+recent"),
+                    help="the click model's collaborative features (none: the brain as before issue 22)")
+    ap.add_argument("--threshold-agents", type=int, default=600,
+                    help="validation-window agents the per-item taste thresholds are fitted on")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -97,7 +104,10 @@ def main() -> None:
     print(f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; train/valid/test "
           f"{split.train.height}/{split.valid.height}/{split.test.height}; {len(sessions)} agents")
 
-    before = fit_embedded_brain(agents, split.train, split.valid, users)
+    from ops.simulation.brains.embedded import EmbeddedBrainConfig
+
+    brain_config = EmbeddedBrainConfig(click_collaborative=args.click_collaborative)
+    before = fit_embedded_brain(agents, split.train, split.valid, users, brain_config)
     clock.lap("brain fit")
     after = calibrate_list_response(before, sessions, split.train, split.valid, catalogue, CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed))
     clock.lap("calibration")
@@ -153,11 +163,12 @@ def main() -> None:
     quality_lists = mixed_lists(liked, known, frame.get_column("movie_id"), QUALITY_RATIOS, 20, args.seed, test_users, "quality", full_lists_only=True)
     taste, quality = {}, {}
     movie_ids = frame.get_column("movie_id").to_numpy()
-    threshold_args = (sessions, split.valid, {"train": split.train}, split.test, movie_ids, TASTE_RATIOS, 20, args.seed, args.threshold_agents)
+    threshold_args = (sessions, split.valid, {"train": split.train}, split.test, movie_ids, TASTE_RATIOS, 20, args.seed,
+                      args.threshold_agents)
     per_item_brain = after.brain()
     thresholds = fit_taste_thresholds(embedded_scorer(per_item_brain), *threshold_args)
-    taste["per item, after"] = taste_per_item(threshold_answerer(embedded_scorer(per_item_brain), thresholds), sessions, taste_lists, args.seed,
-                                              n_bootstrap=args.n_bootstrap)
+    answer = threshold_answerer(embedded_scorer(per_item_brain), thresholds)
+    taste["per item, after"] = taste_per_item(answer, sessions, taste_lists, args.seed, n_bootstrap=args.n_bootstrap)
     print("per-item thresholds (validation window): " + ", ".join(f"{r} {t:.3f}" for r, t in thresholds.items()))
     results["taste_thresholds"] = thresholds
     _print_ablation(before, after, split, agents, sessions, threshold_args, taste_lists, args)
@@ -186,10 +197,14 @@ def main() -> None:
         rated = brain_ratings(brain, sessions, pairs, catalogue, args.seed)
         scored = rating_alignment(rated, split.train, predictors, args.n_bootstrap, seed=args.seed)
         results["rating"][rule] = {"prediction": scored.prediction.to_dicts(), "distribution": scored.distribution.to_dicts(), "wasserstein": scored.wasserstein}
-        conf = {r["side"]: r for r in conformity_on_pairs(tiers_frame(agents.profiles), rated, movie_mean, args.n_bootstrap, seed=args.seed).iter_rows(named=True)}
+        conformity = conformity_on_pairs(tiers_frame(agents.profiles), rated, movie_mean, args.n_bootstrap,
+                                         seed=args.seed)
+        conf = {r["side"]: r for r in conformity.iter_rows(named=True)}
         b = scored.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
-        rule_rows.append({"rule": rule, "rmse": b["rmse"], "wasserstein": scored.wasserstein, "rho_real": conf["real"]["rho"],
-                          "rho_simulated": conf["simulated"]["rho"], "rho_sim_ci_low": conf["simulated"]["ci_low"], "rho_sim_ci_high": conf["simulated"]["ci_high"],
+        sim = conf["simulated"]
+        rule_rows.append({"rule": rule, "rmse": b["rmse"], "wasserstein": scored.wasserstein,
+                          "rho_real": conf["real"]["rho"], "rho_simulated": sim["rho"],
+                          "rho_sim_ci_low": sim["ci_low"], "rho_sim_ci_high": sim["ci_high"],
                           "gap_low": conf["simulated"]["mean_low"], "gap_high": conf["simulated"]["mean_high"]})
         if rule == after.config.rating_rule:
             print(_md(scored.prediction.select("predictor", "kind", "pairs", "agents", "rmse", "rmse_ci_low", "rmse_ci_high", "mae", "mae_ci_low", "mae_ci_high"), ".3f"))
@@ -197,7 +212,8 @@ def main() -> None:
         shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("simulated_share").to_list())
         default = " (default)" if rule == after.config.rating_rule else ""
         print(f"rating rule {rule}{default}: RMSE {brain_row['rmse']:.3f} MAE {brain_row['mae']:.3f}, Wasserstein {scored.wasserstein:.3f}, star shares {shares}")
-    print("\nconformity tier vs rating gap on the same pairs (real ρ beside each rule's), with RMSE and Wasserstein (issue 22 item 3):")
+    print("\nconformity tier vs rating gap on the same pairs (real ρ beside each rule's), with RMSE and Wasserstein "
+          "(issue 22 item 3):")
     print(_md(pl.DataFrame(rule_rows), ".3f"))
     results["rating_rules"] = rule_rows
     real_shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("real_share").to_list())
@@ -235,17 +251,20 @@ def _print_ablation(before, after, split, agents, sessions, threshold_args, tast
     """Issue 22 item 2: the click model with and without its collaborative features — the
     held-out click AUC of the fit that chose, then each variant refitted alone (calibration
     of the default kept) with its per-item taste F1 on the test window."""
-    print("\n== Click model ablation: collaborative features (held-out users of the validation window; per-item taste on test) ==")
+    print("\n== Click model ablation: collaborative features (held-out users of the validation window; "
+          "per-item taste on test) ==")
     rows = []
     auc = {r["variant"]: r["click_auc_holdout"] for r in before.params.click_ablation}
     for variant in auc:
         config = before.config.model_copy(update={"click_collaborative": variant})
         params = fit(split.train, split.valid, agents.memories, agents.profiles, before.context, config)
-        params = params.model_copy(update={"click_scale": after.params.click_scale, "click_shift": after.params.click_shift})
+        calibrated = {"click_scale": after.params.click_scale, "click_shift": after.params.click_shift}
+        params = params.model_copy(update=calibrated)
         model = EmbeddedBrainModel(params, before.context, config)
         scorer = embedded_scorer(model.brain())
         thresholds = fit_taste_thresholds(scorer, *threshold_args)
-        result = taste_per_item(threshold_answerer(scorer, thresholds), sessions, taste_lists, args.seed, n_bootstrap=200)
+        answer = threshold_answerer(scorer, thresholds)
+        result = taste_per_item(answer, sessions, taste_lists, args.seed, n_bootstrap=200)
         f1 = {r["ratio"]: r["mean"] for r in result.summary.filter(pl.col("metric") == "f1").iter_rows(named=True)}
         rows.append({"variant": variant, "chosen": variant == before.params.click_variant, "click AUC": auc[variant],
                      "like AUC": params.like_auc_holdout, "rating RMSE": params.rating_rmse_holdout,

@@ -99,7 +99,9 @@ class Settings(BaseModel):
     # -- read-out
     alignment_agents: int | None = setting(None, "SIMAB_ALIGNMENT_AGENTS", "agents of each alignment protocol (default 200; 0 = all)", ops=tuple(f"{op}.n_agents" for op in _ALIGNMENT), ge=0)
     fidelity_tau_floor: float | None = setting(None, "SIMAB_FIDELITY_TAU_FLOOR", "Kendall τ(CTR, NDCG@20) below this warns (default "
-                                               "0.6)", ops=("ab_readout_fidelity_trust.tau_floor",), ge=-1, le=1)
+                                               "0.6)", ops=("ab_readout_fidelity_trust.tau_floor", "simab_report.tau_floor"), ge=-1, le=1)
+    primary_metric: str | None = setting(None, "SIMAB_PRIMARY_METRIC", "the metric the report's verdict opens on (default ctr)",
+                                         ops=("simab_report.primary_metric",))
     # -- the LLM endpoint (resource `llm`)
     llm_base_url: str | None = setting(None, "SIMAB_LLM_BASE_URL", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
                                        "(default $OPENAI_BASE_URL, else OpenAI)", resource="llm.base_url")

@@ -39,7 +39,11 @@ def world():
     for u in range(1, N_USERS + 1):
         movies = rng.choice(np.arange(1, N_MOVIES + 1), 30, replace=False)
         planted[u] = set(movies.tolist())
-        for name, chunk, t0 in (("train", movies[:15], 1000), ("valid", movies[15:23], 3000), ("test", movies[23:], 5000)):
+        for name, chunk, t0 in (
+            ("train", movies[:15], 1000),
+            ("valid", movies[15:23], 3000),
+            ("test", movies[23:], 5000),
+        ):
             windows[name] += [(u, int(m), 4, t0 + i) for i, m in enumerate(chunk)]
     frames = {k: pl.DataFrame(v, schema=SCHEMA, orient="row") for k, v in windows.items()}
     sessions = [AgentSession(u, SimpleNamespace(activity_tier="medium"), None, 0.0, 0.0) for u in range(1, N_USERS + 1)]
@@ -58,8 +62,16 @@ def _knows_the_plant(world, noise: float = 0.0, seed: int = 0):
 
 
 def _thresholds(world, score, held_out=None):
-    return fit_taste_thresholds(score, world.sessions, world.valid, {"train": world.train},
-                                world.test if held_out is None else held_out, np.arange(1, N_MOVIES + 1), (1, 3, 9), seed=0)
+    return fit_taste_thresholds(
+        score,
+        world.sessions,
+        world.valid,
+        {"train": world.train},
+        world.test if held_out is None else held_out,
+        np.arange(1, N_MOVIES + 1),
+        (1, 3, 9),
+        seed=0,
+    )
 
 
 def test_a_scorer_that_knows_the_plant_scores_f1_1_with_a_validation_threshold(world):
@@ -93,7 +105,12 @@ def test_a_scorer_blind_to_the_plant_gets_a_threshold_but_no_skill(world):
     rng = np.random.default_rng(5)
     thresholds = _thresholds(world, lambda s, movies: rng.random(len(movies)))
     blind = np.random.default_rng(6)
-    result = taste_per_item(threshold_answerer(lambda s, movies: blind.random(len(movies)), thresholds), world.sessions, world.lists, n_bootstrap=200)
+    result = taste_per_item(
+        threshold_answerer(lambda s, movies: blind.random(len(movies)), thresholds),
+        world.sessions,
+        world.lists,
+        n_bootstrap=200,
+    )
     f1 = {r["ratio"]: r["mean"] for r in result.summary.filter(pl.col("metric") == "f1").iter_rows(named=True)}
     # At best "pick everything" (F1 = 2p / (1 + p)); far below the oracle's 1.
     assert f1["1:9"] < 0.3 and f1["1:1"] < 0.75
@@ -103,10 +120,14 @@ def test_the_threshold_never_reads_the_test_window(world):
     score = _knows_the_plant(world, noise=0.5)
     # The test window's content does not move the thresholds: it is only guarded against.
     other = world.test.with_columns(pl.col("movie_id") + 10_000, pl.col("rating") * 0 + 1)
-    assert _thresholds(world, _knows_the_plant(world, 0.5, seed=4)) == _thresholds(world, _knows_the_plant(world, 0.5, seed=4), held_out=other)
+    assert _thresholds(world, _knows_the_plant(world, 0.5, seed=4)) == _thresholds(
+        world, _knows_the_plant(world, 0.5, seed=4), held_out=other
+    )
     # A threshold fitted on the test window itself, or on a window reaching into it, is refused.
     with pytest.raises(LeakageError, match="threshold"):
-        fit_taste_thresholds(score, world.sessions, world.test, {"train": world.train}, world.test, np.arange(1, N_MOVIES + 1), (1,))
+        fit_taste_thresholds(
+            score, world.sessions, world.test, {"train": world.train}, world.test, np.arange(1, N_MOVIES + 1), (1,)
+        )
     late = world.valid.with_columns(pl.col("timestamp") + 4000)
     with pytest.raises(LeakageError, match="older"):
         check_threshold_window(late, world.test, "taste threshold")
@@ -117,7 +138,12 @@ def test_the_llm_list_answer_is_checked_against_the_list():
     movies = [5, 9, 12]
     assert check_list_answer('{"watch": [9, 12]}', movies) == {9, 12}
     assert check_list_answer('```json\n{"watch": []}\n```', movies) == set()
-    for bad, match in (('{"watch": [7]}', "not in the list"), ("watch 9", "not JSON"), ('{"ids": [9]}', "object"), ('{"watch": [true]}', "not in")):
+    for bad, match in (
+        ('{"watch": [7]}', "not in the list"),
+        ("watch 9", "not JSON"),
+        ('{"ids": [9]}', "object"),
+        ('{"watch": [true]}', "not in"),
+    ):
         with pytest.raises(AnswerError, match=match):
             check_list_answer(bad, movies)
     schema = list_answer_schema(movies)
@@ -139,8 +165,10 @@ def test_the_llm_brain_answers_every_item_in_one_structured_request(tmp_path, mo
     fake.reply(json.dumps({"watch": [liked[0], 99999]}))  # an id outside the list: re-asked
     fake.reply(json.dumps({"watch": liked}))
     with fake.serve() as url:
-        brain = LLMBrain(LLMBrainConfig(base_url=url, model="m", api_key_env="SIMAB_TEST_LLM_KEY", backoff_s=0.0, backoff_max_s=0.0),
-                         catalogue=world["catalogue"])
+        brain = LLMBrain(
+            LLMBrainConfig(base_url=url, model="m", api_key_env="SIMAB_TEST_LLM_KEY", backoff_s=0.0, backoff_max_s=0.0),
+            catalogue=world["catalogue"],
+        )
         template = AgentSession(uid, world["profiles"][uid], world["memories"][uid], 0.0, 30.0)
         picked = llm_answerer(brain, world["catalogue"])(template, movies, "1:1")
         brain.close()
@@ -162,8 +190,12 @@ def test_both_protocols_stand_side_by_side_named_in_the_result_and_the_report_se
     thresholds = _thresholds(world, score)
     per_item = taste_per_item(threshold_answerer(score, thresholds), world.sessions, world.lists, n_bootstrap=100)
     rng = np.random.default_rng(1)
-    sandbox = replace(taste_per_item(lambda s, movies, r: {m for m in movies if rng.random() < 0.3}, world.sessions, world.lists, n_bootstrap=100),
-                      protocol="sandbox")
+    sandbox = replace(
+        taste_per_item(
+            lambda s, movies, r: {m for m in movies if rng.random() < 0.3}, world.sessions, world.lists, n_bootstrap=100
+        ),
+        protocol="sandbox",
+    )
     both = sandbox.with_per_item(per_item, thresholds)
     table = both.table()
     assert table.get_column("protocol").to_list() == ["sandbox"] * 3 + ["per item"] * 3

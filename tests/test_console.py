@@ -119,21 +119,26 @@ def test_the_console_opens_on_the_same_verdict_lines_as_the_report():
 
     headline = {
         "control": "pop",
-        "verdict": {"metric": "ctr", "arm": "fm", "control": "pop", "difference": 0.021, "ci_low": 0.015, "ci_high": 0.027, "p_holm": 0.001,
-                    "significant": True},
-        "trust": {"taste_protocol": "per item", "taste_f1": {"1:1": 0.8, "1:9": 0.56}, "rmse": 0.93, "rmse_best_arm": 0.96, "best_arm": "deepfm"},
+        "verdict": {"metric": "ctr", "arm": "fm", "control": "pop", "difference": 0.021, "ci_low": 0.015,
+                    "ci_high": 0.027, "p_holm": 0.001, "significant": True},
+        "trust": {"taste_protocol": "per item", "taste_f1": {"1:1": 0.8, "1:9": 0.56}, "rmse": 0.93,
+                  "rmse_best_arm": 0.96, "best_arm": "deepfm"},
         "warnings": ["Kendall τ(ctr, ndcg_at_k) = 0.333 is below the floor 0.60"],
         "arms": {"fm": {"ctr": [0.21, 0.19, 0.23], "cvr": None, "average_rating": None, "ndcg_at_k": None}},
-        "fidelity": {"kendall_tau_ctr_ndcg": 0.33, "same_best_arm": True, "pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "simulation tie": 0},
+        "fidelity": {"kendall_tau_ctr_ndcg": 0.33, "same_best_arm": True, "pairs": 1, "agree": 1, "disagree": 0,
+                     "offline tie": 0, "simulation tie": 0},
     }
     said = verdict_lines(headline)
-    assert said[0] == "Winner on CTR: fm, +0.0210 [+0.0150, +0.0270] against the control pop (95 % interval; Holm p = 0.001)"
-    assert said[2] == "trust in the agents: taste F1 (per item protocol) 1:1 0.80, 1:9 0.56; rating RMSE 0.930 (best offline arm, deepfm: 0.960)"
+    assert said[0] == ("Winner on CTR: fm, +0.0210 [+0.0150, +0.0270] against the control pop "
+                       "(95 % interval; Holm p = 0.001)")
+    assert said[2] == ("trust in the agents: taste F1 (per item protocol) 1:1 0.80, 1:9 0.56; rating RMSE 0.930 "
+                       "(best offline arm, deepfm: 0.960)")
     assert said[-1].startswith("WARNING: Kendall")
     stream = io.StringIO()
     LifecycleConsole(stream).summary(headline, [])
     lines = [line for line in stream.getvalue().splitlines() if line]
     assert lines[: len(said)] == said and lines[len(said)].startswith("A/B read-out")
     # Not significant: no winner is named.
-    headline["verdict"] |= {"difference": 0.002, "ci_low": -0.001, "ci_high": 0.005, "p_holm": 0.4, "significant": False}
-    assert verdict_lines(headline)[0].startswith("No arm beats the control pop on CTR: the best, fm, differs by +0.0020")
+    headline["verdict"] |= {"difference": 0.002, "ci_low": -0.001, "ci_high": 0.005, "p_holm": 0.4,
+                            "significant": False}
+    assert verdict_lines(headline)[0].startswith("No arm beats the control pop on CTR: the best, fm, differs by +0.002")

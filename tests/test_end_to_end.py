@@ -90,6 +90,11 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     report = home / "reports" / results["readout"].run_id / "report.md"
     text = report.read_text()
     assert "Against the control pop" in text and "Kendall" in text
+    # It opens on the verdict: the winner (or none) against the control with its interval, fidelity, trust.
+    first = text.split("\n## ", 2)[1]
+    assert first.startswith("Verdict") and "the control pop" in first and "[" in first
+    assert "fidelity: Kendall" in first and "rating RMSE" in first
+    assert "trust in the agents: taste F1 (per item protocol)" in first
     # Arm against arm: every pair of the three arms with a verdict, and its figure.
     pairs_section = text.split("## Fidelity arm against arm", 1)[1].split("\n## ", 1)[0]
     assert sum(v in pairs_section for v in ("| agree", "| disagree", "| offline tie", "| simulation tie")) >= 1
@@ -158,7 +163,8 @@ def test_the_readout_runs_the_alignment_protocols_warns_on_fidelity_and_reports_
 
     client = MlflowTracking().client()
     runs = client.search_runs([MlflowTracking().experiment_id()], "tags.dagster_asset = 'taste_alignment'")
-    assert len(runs) == 1 and "f1_1_1" in runs[0].data.metrics
+    assert len(runs) == 1 and "f1_1_1" in runs[0].data.metrics and "per_item_f1_1_9" in runs[0].data.metrics
+    assert "*per item*" in section and "| per item" in section and "| sandbox" in section
     assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")} == {"plots/alignment_taste.png"}
 
 

@@ -24,10 +24,22 @@ def report(tmp_path):
     plots = write_ab_figures(readout, folder / "plots")
     fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [0.33], "same_best_arm": [True]})
     summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "simulation tie": 0, "agreement": 1.0}
-    headline = report_summary(readout, pl.DataFrame(), fid, summary, warnings=["Kendall τ(ctr, ndcg_at_k) = 0.330 is below the floor 0.60."])
+    headline = report_summary(
+        readout, pl.DataFrame(), fid, summary, warnings=["Kendall τ(ctr, ndcg_at_k) = 0.330 is below the floor 0.60."]
+    )
     filler = ["## A detailed section", "", "| a | b |", "|---|---|"] + [f"| {i} | {i * i} |" for i in range(80)]
-    text = report_markdown(readout, pl.DataFrame({"arm": []}), fid, plots, folder, pl.DataFrame(), pl.DataFrame(), summary, trust=filler,
-                           headline=headline)
+    text = report_markdown(
+        readout,
+        pl.DataFrame({"arm": []}),
+        fid,
+        plots,
+        folder,
+        pl.DataFrame(),
+        pl.DataFrame(),
+        summary,
+        trust=filler,
+        headline=headline,
+    )
     page = folder / "report.html"
     page.write_text(report_html(text, folder), encoding="utf-8")
     return {"readout": readout, "headline": headline, "markdown": text, "page": page}
@@ -38,8 +50,11 @@ def test_the_report_opens_on_the_verdict_then_the_arms_figure_then_the_tables(re
     said = verdict_lines(headline)
     ctr = report["readout"].comparisons.filter(pl.col("metric") == "ctr").row(0, named=True)
     assert ctr["ci_low"] > 0  # B really wins
-    assert said[0] == (f"Winner on CTR: B, {ctr['difference']:+.4f} [{ctr['ci_low']:+.4f}, {ctr['ci_high']:+.4f}] against the control A "
-                       f"(95 % interval; Holm p = {ctr['p_holm']:.3g})")
+    assert said[0] == (
+        f"Winner on CTR: B, {ctr['difference']:+.4f} [{ctr['ci_low']:+.4f}, {ctr['ci_high']:+.4f}] "
+        "against the control A "
+        f"(95 % interval; Holm p = {ctr['p_holm']:.3g})"
+    )
     assert said[1].startswith("fidelity: Kendall τ(CTR, NDCG@20) = 0.33")
     assert said[-1] == "WARNING: Kendall τ(ctr, ndcg_at_k) = 0.330 is below the floor 0.60."
     # The first section is the verdict: the same lines the console prints, then one figure.

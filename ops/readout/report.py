@@ -21,7 +21,8 @@ from ops.readout.augmentation_summary import seed_summary
 
 def report_markdown(
     readout, offline: pl.DataFrame, fid: pl.DataFrame, plots: list[Path], folder: Path, intervals: pl.DataFrame, pairs: pl.DataFrame,
-    summary: dict, augmentation: dict | None = None, power=None, trust: list[str] | None = None, headline: dict | None = None,
+    summary: dict, augmentation: dict | None = None, power=None, trust: list[str] | None = None,
+    headline: dict | None = None,
 ) -> str:
     """The report people read: first the verdict (`headline`, from `report_summary`: the
     same lines the console prints, `verdict_lines`) and one figure of the arms with their
@@ -33,7 +34,8 @@ def report_markdown(
     lines = ["# simab report", ""]
     if headline is not None:
         lines += verdict_markdown(headline, plots, folder)
-    lines += ["## The simulated A/B read-out in detail", "", readout.to_markdown(), "## Offline metrics (test split)", ""]
+    lines += ["## The simulated A/B read-out in detail", "", readout.to_markdown()]
+    lines += ["## Offline metrics (test split)", ""]
     if offline.height:
         cols = [c for c in ("arm", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "users_ranked") if c in offline.columns]
         lines += [offline.select(cols).sort("arm").to_pandas().to_markdown(index=False, floatfmt=".4f"), ""]
@@ -119,8 +121,16 @@ def _winner(readout, metric: str) -> dict:
     if not comps.height:
         return {"metric": metric, "arm": None, "control": readout.control}
     best = comps.sort("difference", descending=True).row(0, named=True)
-    return {"metric": metric, "arm": best["arm"], "control": readout.control, "difference": best["difference"], "ci_low": best["ci_low"],
-            "ci_high": best["ci_high"], "p_holm": best["p_holm"], "significant": bool(best["significant"])}
+    return {
+        "metric": metric,
+        "arm": best["arm"],
+        "control": readout.control,
+        "difference": best["difference"],
+        "ci_low": best["ci_low"],
+        "ci_high": best["ci_high"],
+        "p_holm": best["p_holm"],
+        "significant": bool(best["significant"]),
+    }
 
 
 def _trust_figures(taste, rating) -> dict:
@@ -129,7 +139,9 @@ def _trust_figures(taste, rating) -> dict:
         per_item = getattr(taste, "per_item", None)
         summary = per_item if per_item is not None else taste.summary
         out["taste_protocol"] = "per item" if per_item is not None else getattr(taste, "protocol", "sandbox")
-        out["taste_f1"] = {r["ratio"]: r["mean"] for r in summary.filter(pl.col("metric") == "f1").iter_rows(named=True)}
+        out["taste_f1"] = {
+            r["ratio"]: r["mean"] for r in summary.filter(pl.col("metric") == "f1").iter_rows(named=True)
+        }
     if rating is not None and not isinstance(rating, dict):
         rows = {r["predictor"]: r for r in rating.prediction.iter_rows(named=True)}
         if "brain" in rows:
@@ -155,16 +167,29 @@ def verdict_lines(headline: dict) -> list[str]:
         diff = f"{v['difference']:+.4f} [{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]"
         p = "n/a" if v.get("p_holm") is None else f"{v['p_holm']:.3g}"
         if v.get("significant") and v["difference"] > 0:
-            lines.append(f"Winner on {metric}: {v['arm']}, {diff} against the control {v['control']} (95 % interval; Holm p = {p})")
+            lines.append(
+                f"Winner on {metric}: {v['arm']}, {diff} against the control {v['control']} "
+                f"(95 % interval; Holm p = {p})"
+            )
         else:
-            lines.append(f"No arm beats the control {v['control']} on {metric}: the best, {v['arm']}, differs by {diff} (95 % interval; Holm p = {p})")
+            lines.append(
+                f"No arm beats the control {v['control']} on {metric}: the best, {v['arm']}, differs by {diff} "
+                f"(95 % interval; Holm p = {p})"
+            )
     lines.append(fidelity_verdict(headline.get("fidelity", {})))
     t = headline.get("trust") or {}
     parts = []
     if t.get("taste_f1"):
-        parts.append(f"taste F1 ({t.get('taste_protocol')} protocol) " + ", ".join(f"{r} {f:.2f}" for r, f in t["taste_f1"].items() if f is not None))
+        parts.append(
+            f"taste F1 ({t.get('taste_protocol')} protocol) "
+            + ", ".join(f"{r} {f:.2f}" for r, f in t["taste_f1"].items() if f is not None)
+        )
     if t.get("rmse") is not None:
-        best = f" (best offline arm, {t['best_arm']}: {t['rmse_best_arm']:.3f})" if t.get("rmse_best_arm") is not None else ""
+        best = (
+            f" (best offline arm, {t['best_arm']}: {t['rmse_best_arm']:.3f})"
+            if t.get("rmse_best_arm") is not None
+            else ""
+        )
         parts.append(f"rating RMSE {t['rmse']:.3f}{best}")
     lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
     lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]
@@ -256,7 +281,8 @@ _REPORT_CSS = (
     "table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0 1rem}th,td{border:1px solid #ddd;padding:.2rem .45rem}"
     "th{background:#f4f4f4}img{max-width:100%}"
     "#verdict{border:2px solid #4c72b0;border-radius:6px;padding:.2rem 1rem;margin:0 0 1.5rem}"
-    "#verdict img{max-height:22rem}#verdict blockquote{background:#fff4e5;border-left:4px solid #e08a00;margin:.5rem 0;padding:.3rem .8rem}"
+    "#verdict img{max-height:22rem}"
+    "#verdict blockquote{background:#fff4e5;border-left:4px solid #e08a00;margin:.5rem 0;padding:.3rem .8rem}"
 )
 
 

@@ -26,7 +26,8 @@ def taste_figure(summary: pl.DataFrame, per_item: pl.DataFrame | None = None):
         mean = np.array([_nan(rows[r]["mean"]) for r in ratios])
         lo = np.array([_nan(rows[r]["ci_low"]) for r in ratios])
         hi = np.array([_nan(rows[r]["ci_high"]) for r in ratios])
-        ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], fmt="o", capsize=4, label="simab, sandbox" if per_item is not None else "simab")
+        label = "simab, sandbox" if per_item is not None else "simab"
+        ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], fmt="o", capsize=4, label=label)
         if per_item is not None:
             other = {r["ratio"]: r for r in per_item.filter(pl.col("metric") == metric).iter_rows(named=True)}
             m2 = np.array([_nan(other[r]["mean"]) if r in other else np.nan for r in ratios])

@@ -85,13 +85,16 @@ class TasteDiscrimination:
         layout); with the per-item protocol beside, one row per (protocol, ratio)."""
         if self.per_item is None:
             return _wide(self.summary)
-        return pl.concat([_wide(self.summary).insert_column(0, pl.lit(self.protocol).alias("protocol")),
-                          _wide(self.per_item).insert_column(0, pl.lit(PER_ITEM).alias("protocol"))], how="diagonal_relaxed")
+        tables = [_wide(self.summary).insert_column(0, pl.lit(self.protocol).alias("protocol")),
+                  _wide(self.per_item).insert_column(0, pl.lit(PER_ITEM).alias("protocol"))]
+        return pl.concat(tables, how="diagonal_relaxed")
 
-    def with_per_item(self, result: "TasteDiscrimination", thresholds: Mapping[str, float] | None = None) -> "TasteDiscrimination":
+    def with_per_item(self, result: "TasteDiscrimination",
+                      thresholds: Mapping[str, float] | None = None) -> "TasteDiscrimination":
         """This result with the per-item protocol's (`taste_per_item`) beside it."""
-        return TasteDiscrimination(self.per_agent, self.summary, self.brain, self.protocol, result.per_agent, result.summary,
-                                   None if thresholds is None else {k: float(v) for k, v in thresholds.items()})
+        cuts = None if thresholds is None else {k: float(v) for k, v in thresholds.items()}
+        return TasteDiscrimination(self.per_agent, self.summary, self.brain, self.protocol, result.per_agent,
+                                   result.summary, cuts)
 
 
 def taste_discrimination(
@@ -213,15 +216,35 @@ def taste_per_item(
     missing = sorted(set(lists.get_column("user_id").to_list()) - set(by_user))
     if missing:
         raise ValueError(f"taste discrimination (per item): no agent for user(s) {missing[:10]}")
-    grouped = lists.sort("ratio", "user_id", "position").group_by("ratio", "user_id", maintain_order=True).agg("movie_id", "relevant")
+    grouped = (
+        lists.sort("ratio", "user_id", "position")
+        .group_by("ratio", "user_id", maintain_order=True)
+        .agg("movie_id", "relevant")
+    )
     rows = []
-    for ratio, user, movies, relevant in tqdm(grouped.iter_rows(), total=grouped.height, desc="taste, per item", disable=not progress, mininterval=2.0):
+    for ratio, user, movies, relevant in tqdm(
+        grouped.iter_rows(), total=grouped.height, desc="taste, per item", disable=not progress, mininterval=2.0
+    ):
         picked = answer(by_user[user], movies, ratio)
         y = np.asarray(relevant, dtype=bool)
         p = np.array([m in picked for m in movies], dtype=bool)
         rows.append((ratio, user, len(movies), int(y.sum()), *_confusion(y, p)))
-    per_agent = _with_metrics(pl.DataFrame(rows, schema={"ratio": pl.Utf8, "user_id": pl.Int64, "items": pl.Int64, "positives": pl.Int64,
-                                                        "tp": pl.Int64, "fp": pl.Int64, "fn": pl.Int64, "tn": pl.Int64}, orient="row"))
+    per_agent = _with_metrics(
+        pl.DataFrame(
+            rows,
+            schema={
+                "ratio": pl.Utf8,
+                "user_id": pl.Int64,
+                "items": pl.Int64,
+                "positives": pl.Int64,
+                "tp": pl.Int64,
+                "fp": pl.Int64,
+                "fn": pl.Int64,
+                "tn": pl.Int64,
+            },
+            orient="row",
+        )
+    )
     return TasteDiscrimination(per_agent, taste_summary(per_agent, n_bootstrap, confidence, seed), protocol=PER_ITEM)
 
 
@@ -274,14 +297,24 @@ def fit_taste_thresholds(
     by_user = {s.user_id: s for s in sessions}
     users = sorted(set(window.get_column("user_id").to_list()) & set(by_user))
     if max_agents and len(users) > max_agents:
-        users = sorted(np.random.default_rng(np.random.SeedSequence([seed, 2222])).choice(users, max_agents, replace=False).tolist())
+        users = sorted(
+            np.random.default_rng(np.random.SeedSequence([seed, 2222]))
+            .choice(users, max_agents, replace=False)
+            .tolist()
+        )
     if not users:
         raise ValueError("taste threshold: no agent has ratings in the threshold window")
     lists = mixed_lists(window, known, movie_ids, ratios, list_length, seed, users, stream="taste threshold")
-    grouped = lists.sort("ratio", "user_id", "position").group_by("ratio", "user_id", maintain_order=True).agg("movie_id", "relevant")
+    grouped = (
+        lists.sort("ratio", "user_id", "position")
+        .group_by("ratio", "user_id", maintain_order=True)
+        .agg("movie_id", "relevant")
+    )
     scored: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for ratio, user, movies, relevant in grouped.iter_rows():
-        scored.setdefault(ratio, []).append((np.asarray(score(by_user[user], movies), dtype=np.float64), np.asarray(relevant, dtype=bool)))
+        scored.setdefault(ratio, []).append(
+            (np.asarray(score(by_user[user], movies), dtype=np.float64), np.asarray(relevant, dtype=bool))
+        )
     return {ratio: _best_threshold(items) for ratio, items in scored.items()}
 
 
@@ -304,13 +337,22 @@ def _best_threshold(items: list[tuple[np.ndarray, np.ndarray]]) -> float:
 # is the same answer as a JSON schema with the list's ids as an enum (for endpoints that take
 # `response_format: json_schema`); the prompt states it and `check_list_answer` enforces it
 # either way.
-LIST_ANSWER = 'Answer with JSON only, exactly {{"watch": [ids]}}: the ids (numbers in brackets) of every movie above you would watch, from {ids}; [] if none.'
+LIST_ANSWER = (
+    'Answer with JSON only, exactly {{"watch": [ids]}}: the ids (numbers in brackets) of every movie above you would '
+    "watch, from {ids}; [] if none."
+)
 
 
 def list_answer_schema(movies: Sequence[int]) -> dict:
     return {
         "type": "object",
-        "properties": {"watch": {"type": "array", "items": {"type": "integer", "enum": [int(m) for m in movies]}, "uniqueItems": True}},
+        "properties": {
+            "watch": {
+                "type": "array",
+                "items": {"type": "integer", "enum": [int(m) for m in movies]},
+                "uniqueItems": True,
+            }
+        },
         "required": ["watch"],
         "additionalProperties": False,
     }
@@ -343,12 +385,19 @@ def list_messages(brain, template: AgentSession, movies: Sequence[int], catalogu
 
     c = brain.config
     system = prompts.system_prompt(template.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
-    parts = [{"type": "text", "text": prompts.memories_text(brain.recall(template, list(movies), "home")) + "\n"},
-             {"type": "text", "text": "Here is a list of movies. For each one, decide whether you would watch it."}]
+    parts = [
+        {"type": "text", "text": prompts.memories_text(brain.recall(template, list(movies), "home")) + "\n"},
+        {"type": "text", "text": "Here is a list of movies. For each one, decide whether you would watch it."},
+    ]
     for m in movies:
         info = catalogue[int(m)]
         overview = (info.overview or "n/a")[:300]
-        parts.append({"type": "text", "text": f"[{int(m)}] {info.title} | genres: {', '.join(info.genres) or 'n/a'} | {overview}"})
+        parts.append(
+            {
+                "type": "text",
+                "text": f"[{int(m)}] {info.title} | genres: {', '.join(info.genres) or 'n/a'} | {overview}",
+            }
+        )
         parts.extend(brain._poster_parts(info.poster_small, "small"))
     parts.append({"type": "text", "text": "\n" + LIST_ANSWER.format(ids=[int(m) for m in movies])})
     return [{"role": "system", "content": system}, {"role": "user", "content": prompts.merge_text_parts(parts)}]
@@ -361,7 +410,9 @@ def llm_answerer(brain, catalogue: Catalogue, seed: int = 0) -> Answerer:
     def answer(template: AgentSession, movies: Sequence[int], ratio: str) -> set[int]:
         messages = list_messages(brain, fresh_session(template), movies, catalogue)
         request_seed = int(named_rng(seed, "taste per item", int(template.user_id), ratio).integers(2**31))
-        got, _, _, _ = brain.transport.run_sync(brain._ask, messages, lambda text: check_list_answer(text, movies), request_seed, None)
+        got, _, _, _ = brain.transport.run_sync(
+            brain._ask, messages, lambda text: check_list_answer(text, movies), request_seed, None
+        )
         return set() if got is None else got
 
     return answer

@@ -67,11 +67,15 @@ def trust_section(taste=None, rating=None, social: pl.DataFrame | None = None, l
     lines += ["### Taste discrimination (SimUSER Table 1, Agent4Rec Table 1)", ""]
     if taste is not None:
         if getattr(taste, "per_item", None) is not None:
-            lines += ["Two protocols, named: *sandbox* — what catches the agent's eye on the sandbox's pages of five in one "
-                      "session; *per item* — the papers' — the agent sees the whole list and answers for every item whether it "
-                      "would watch it" + (" (the embedded brain: its click-and-watch probability against a threshold per ratio "
-                                          "fitted on the validation window: " + ", ".join(f"{k} {v:.3f}" for k, v in taste.thresholds.items()) + ")"
-                                          if taste.thresholds else " (one structured answer listing the ids)") + ".", ""]
+            if taste.thresholds:
+                cuts = ", ".join(f"{k} {v:.3f}" for k, v in taste.thresholds.items())
+                how = (" (the embedded brain: its click-and-watch log-probability against a threshold per ratio "
+                       f"fitted on the validation window: {cuts})")
+            else:
+                how = " (one structured answer listing the ids)"
+            lines += ["Two protocols, named: *sandbox* — what catches the agent's eye on the sandbox's pages of five "
+                      "in one session; *per item* — the papers' — the agent sees the whole list and answers for every "
+                      f"item whether it would watch it{how}.", ""]
         lines += [_md(taste.table()), "", "The papers, MovieLens (accuracy / precision / recall / F1):", ""]
         lines += [_md(_paper_taste()), "", f"Protocol difference: {papers.TASTE_DIFFERENCE}", ""] + figure("taste")
     else:

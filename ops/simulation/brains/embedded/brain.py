@@ -354,7 +354,8 @@ class EmbeddedBrain:
             return f"popular with {who}, like me" if positive else f"not what {who} like me watch"
         if feature in ("collab", "collab_recent"):
             when = " lately" if feature == "collab_recent" else ""
-            return f"people who watch what I watched{when} watch it" if positive else f"not what people who watch what I watched{when} watch"
+            who = f"people who watch what I watched{when}"
+            return f"{who} watch it" if positive else f"not what {who} watch"
         if feature == "user_mean":
             return "I rarely rate highly" if not positive else "I enjoy most films"
         return None

@@ -240,7 +240,7 @@ def agent_states(
             poster_ok=ctx.vectors.has_poster[memory.rows],
             stats=stats,
             stat_row=i,
-            recent_rows=memory.rows[np.argsort(memory.timestamps, kind="stable")[-config.collab_recent:]] if len(ratings) else memory.rows,
+            recent_rows=memory.rows[np.argsort(memory.timestamps, kind="stable")[-config.collab_recent:]],
         )
     return out
 

@@ -15,7 +15,8 @@ import polars as pl
 from ops.agents.build import Agents
 from ops.agents.memory import LongTermMemory
 from ops.simulation.brains.embedded.brain import EmbeddedBrain
-from ops.simulation.brains.embedded.config import COLLAB_FEATURES, HOME_FEATURES, DETAIL_FEATURES, FEATURES, EmbeddedBrainConfig, LinearModel, EmbeddedBrainParams
+from ops.simulation.brains.embedded.config import COLLAB_FEATURES
+from ops.simulation.brains.embedded.config import HOME_FEATURES, DETAIL_FEATURES, FEATURES, EmbeddedBrainConfig, LinearModel, EmbeddedBrainParams
 from ops.simulation.brains.embedded.features import BrainContext, agent_states, pair_features
 
 
@@ -67,8 +68,8 @@ def fit_embedded_brain(
     statistics of the train window) and the parameters fitted on train + validation."""
     config = config or EmbeddedBrainConfig()
     started = time.perf_counter()
-    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users, crowd_rating_prior=config.crowd_rating_prior,
-                                collab_factors=config.collab_factors)
+    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users,
+                                crowd_rating_prior=config.crowd_rating_prior, collab_factors=config.collab_factors)
     params = fit(train, valid, agents.memories, agents.profiles, context, config)
     return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started})
 
@@ -139,7 +140,8 @@ def fit(
                          "click_auc_holdout": auc(models[variant], Xc[hc], yc[hc]) if hc.any() else None})
     if config.click_collaborative != "auto":
         if config.click_collaborative not in models:
-            raise ValueError(f"embedded brain fit: click_collaborative={config.click_collaborative!r} needs collab_factors > 0")
+            raise ValueError(f"embedded brain fit: click_collaborative={config.click_collaborative!r} "
+                             "needs collab_factors > 0")
         variant = config.click_collaborative
     else:
         scored = [r for r in ablation if r["click_auc_holdout"] is not None]
@@ -161,7 +163,8 @@ def fit(
         n_negatives=int((1 - yc).sum()),
         holdout_users=len(holdout),
         click_auc_holdout=auc(click, Xc[hc], yc[hc]) if hc.any() else None,
-        like_auc_holdout=float(roc_auc_score(yl[hp], like.score(Xp[hp], detail))) if hp.any() and len(np.unique(yl[hp])) == 2 else None,
+        like_auc_holdout=float(roc_auc_score(yl[hp], like.score(Xp[hp], detail)))
+        if hp.any() and len(np.unique(yl[hp])) == 2 else None,
         rating_rmse_holdout=float(np.sqrt(np.mean((rating.score(Xp[hp], detail) - rp[hp]) ** 2))) if hp.any() else None,
         global_mean_rating=ctx.global_mean_rating,
         text_model=ctx.vectors.text_model,
@@ -177,7 +180,9 @@ def fit(
 
 
 # Collaborative variants of the click model: the collaborative features each leaves out.
-_COLLAB_VARIANTS: dict[str, tuple[str, ...]] = {"none": COLLAB_FEATURES, "collab": ("collab_recent",), "collab+recent": ()}
+_COLLAB_VARIANTS: dict[str, tuple[str, ...]] = {
+    "none": COLLAB_FEATURES, "collab": ("collab_recent",), "collab+recent": (),
+}
 
 
 def rating_cut_points(predicted: np.ndarray, real: np.ndarray, rating_range: tuple[int, int] = (1, 5)) -> list[float] | None:

@@ -156,7 +156,7 @@ def llm_personas(
 
     from ops.simulation.brains.llm.persona import match_personas, persona_inputs, personas_frame
     from ops.simulation.catalogue import Catalogue
-    from ops.simulation.cost import CostLimitExceeded, check_cost_limit, estimate_persona_cost
+    from ops.simulation.cost import estimate_persona_cost
 
     users = sorted(agents.profiles)
     if config.n_agents and config.n_agents < len(users):
@@ -164,14 +164,12 @@ def llm_personas(
     inputs = persona_inputs(train_ratings, valid_ratings, users, config.validation_movies, config.seed)
     if not inputs:
         raise Failure(description="llm_personas: no agent has a validation-window rating to score candidate personas on", allow_retries=False)
-    brain = llm.brain(Catalogue.from_frame(mm_ml_1m))
-    try:
-        estimate = estimate_persona_cost(brain, inputs, config.n_candidates, config.seed)
-        context.log.info(f"LLM bill before persona matching: {estimate.describe()}")
-        try:
-            check_cost_limit(estimate, llm.max_cost_usd)
-        except CostLimitExceeded as exc:
-            raise Failure(description=str(exc), metadata={"estimate": MetadataValue.md(estimate.to_markdown())}, allow_retries=False) from None
+    catalogue = Catalogue.from_frame(mm_ml_1m)
+    # Priced by the transport's own cost() on the prompts it would send (nothing is sent).
+    with llm.open_brain(context, "llm", None, catalogue) as pricing:
+        estimate = estimate_persona_cost(pricing, inputs, config.n_candidates, config.seed)
+    context.log.info(f"LLM bill before persona matching: {estimate.describe()}")
+    with llm.open_brain(context, "llm", None, catalogue, estimate=lambda: estimate) as brain:
         step = max(1, len(inputs) // 10)
 
         def progress(done: int, total: int) -> None:
@@ -179,8 +177,6 @@ def llm_personas(
                 context.log.info(f"personas matched: {done}/{total} agents")
 
         matches = match_personas(brain, inputs, config.n_candidates, config.seed, progress=progress)
-    finally:
-        brain.close()
     table = personas_frame(matches)
     matched = table.filter(pl.col("persona").is_not_null())
     rmse = matched.get_column("rmse").mean() if matched.height else None

@@ -49,7 +49,7 @@ def taste_alignment(
     )
 
     try:
-        brain, catalogue, users = _setup(config, "taste discrimination", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
+        brain, catalogue, users = _setup(context, config, "taste discrimination", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
     except NotMeasurable as exc:
         return _not_measured(context, exc)
     known = pl.concat([f.select("user_id", "movie_id") for f in (train_ratings, valid_ratings, test_ratings)])
@@ -94,7 +94,7 @@ def rating_alignment(
     from ops.studies.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment as score, rating_pairs
 
     try:
-        brain, catalogue, users = _setup(config, "rating prediction", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
+        brain, catalogue, users = _setup(context, config, "rating prediction", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
     except NotMeasurable as exc:
         return _not_measured(context, exc)
     pairs = rating_pairs(test_ratings, users, config.max_pairs_per_agent, config.seed)
@@ -128,7 +128,7 @@ def list_quality_alignment(
     # Full lists of 20 at every ratio: 10 liked held-out items at 1:1 (ops.studies.alignment.lists).
     need = max(20 // (m + 1) for m in QUALITY_RATIOS)
     try:
-        brain, catalogue, users = _setup(config, "list quality", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm,
+        brain, catalogue, users = _setup(context, config, "list quality", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm,
                                          held=liked, min_items=need)
     except NotMeasurable as exc:
         return _not_measured(context, exc)
@@ -231,7 +231,7 @@ def _not_measured(context: AssetExecutionContext, exc: NotMeasurable) -> Output:
     return Output({"not_measured": str(exc)}, metadata={"not measured": str(exc)})
 
 
-def _setup(config: AlignmentConfig, protocol: str, agents, embedded_brain, train, valid, test, mm_ml_1m, llm: LLMResource,
+def _setup(context, config: AlignmentConfig, protocol: str, agents, embedded_brain, train, valid, test, mm_ml_1m, llm: LLMResource,
            held: pl.DataFrame | None = None, min_items: int = 1):
     """(brain, catalogue, the sampled agents) after the leakage guard: agents with at least
     `min_items` rows in `held` (default: the test window)."""
@@ -248,7 +248,8 @@ def _setup(config: AlignmentConfig, protocol: str, agents, embedded_brain, train
         raise NotMeasurable(f"{protocol}: no agent has {min_items} or more ratings in the held-out (test) window")
     catalogue = Catalogue.from_frame(mm_ml_1m)
     if config.brain == "llm":
-        brain = llm.brain(catalogue, **({} if config.vision else {"vision": False}))
+        # Every call charged to the run's bill: the read-out is capped with the simulations.
+        brain = llm.charged_brain(context, catalogue, **({} if config.vision else {"vision": False}))
     else:
         brain = embedded_brain.brain(None if config.vision else embedded_brain.config.model_copy(update={"use_posters": False}))
     return brain, catalogue, users

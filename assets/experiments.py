@@ -56,7 +56,6 @@ def experiment_simulation_events(
     """An arm simulated under one condition — `embedded`, `embedded-no-vision`, `llm`,
     `llm-no-vision` — for the experiments (same agents and seed as `simulation_events`)."""
     from ops.simulation.catalogue import Catalogue
-    from ops.simulation.cost import CostLimitExceeded, check_cost_limit
     from ops.simulation.runner import SimulationConfig, agents_of_arm, simulate_arm
 
     keys = context.partition_key.keys_by_dimension
@@ -67,25 +66,15 @@ def experiment_simulation_events(
     chosen = agents_of_arm(candidates, arm, config.n_agents, "paired", [arm], config.seed)
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share)
-    if brain_kind == "llm":
-        if llm.max_cost_usd:
-            estimate = _cost_estimate(arm, sample, top20_lists, agents, embedded_brain, mm_ml_1m, llm)
-            try:
-                check_cost_limit(estimate, llm.max_cost_usd)
-            except CostLimitExceeded as exc:
-                raise Failure(description=str(exc), allow_retries=False) from None
-        brain = llm.brain(catalogue, fatigue=sim_config.fatigue, **({} if vision else {"vision": False}))
-        concurrency, brain_params = llm.concurrency, llm.describe()
-    else:
-        brain, concurrency, brain_params = _embedded(embedded_brain, vision), 1, {}
+    concurrency, brain_params = (llm.concurrency, llm.describe()) if brain_kind == "llm" else (1, {})
     folder = data_root() / "checkpoints" / "experiment_simulation_events" / arm / condition if config.checkpoint else None
-    try:
+    with llm.open_brain(
+        context, brain_kind, lambda: _embedded(embedded_brain, vision), catalogue,
+        estimate=lambda: _cost_estimate(arm, sample, top20_lists, agents, embedded_brain, mm_ml_1m, llm),
+        fatigue=sim_config.fatigue, **({} if vision else {"vision": False}),
+    ) as brain:
         events = simulate_arm(arm, top20_lists, agents.sessions(chosen), catalogue, brain, sim_config, seed=config.seed,
                               run_id=context.run.run_id, users=chosen, concurrency=concurrency, checkpoint_dir=folder)
-    finally:
-        close = getattr(brain, "close", None)
-        if close is not None:
-            close()
     with mlflow_tracking.asset_run(context, params={**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)},
                                    tags={"arm": arm, "condition": condition}):
         mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen)})
@@ -232,7 +221,7 @@ def simuser_thumbnail_quality(context: AssetExecutionContext, config: ThumbnailC
     catalogues = {v: Catalogue.from_frame(frames[v]) for v in VERSIONS}
     if config.brain == "llm":
         def brain_for(version):
-            return llm.brain(catalogues[version], fatigue=SimulationConfig().fatigue)
+            return llm.charged_brain(context, catalogues[version], fatigue=SimulationConfig().fatigue)
         concurrency = llm.concurrency
     else:
         embedder = embeddings.poster_embedder()

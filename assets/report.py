@@ -15,6 +15,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
 
+from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 
@@ -86,6 +87,7 @@ def simab_report(
     social_traits_alignment: pl.DataFrame,
     list_quality_alignment,
     mlflow_tracking: MlflowTracking,
+    llm: LLMResource,
 ):
     """The A/B read-out beside the offline metrics, and how well they agree (fidelity):
     Kendall τ over the arms, arm against arm with intervals on both sides, the power of
@@ -98,7 +100,7 @@ def simab_report(
     from ops.links import viewer_url
     from ops.readout.plots import fidelity_pairs, power_figure, write_ab_figures
     from ops.readout.power import power_analysis
-    from ops.readout.report import report_html, report_markdown, report_summary
+    from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
 
     # Relaxed: arms without a CTR model (random, pop) have all-null AUC columns.
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
@@ -130,6 +132,9 @@ def simab_report(
                               config.primary_metric)
     text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics,
                            power, trust, headline)
+    bill = llm.bill_of(context)
+    if bill.path.exists():  # the LLM was called in this run (lifecycle): what each asset spent
+        text += "\n" + "\n".join(bill_lines(bill.bill()))
     path = folder / "report.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     atomic_write_bytes(data_root() / "reports" / "latest.md", text.encode("utf-8"))

@@ -132,7 +132,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         pool = movie_pools(mm_ml_1m.get_column("movie_id").to_numpy(), rounds, config.seed)[r] if config.split_pool else None
         chosen = sample_agents(agents.profiles, config.n_agents, config.seed)
         overrides = {"max_epochs": config.max_epochs} if config.max_epochs else {}
-        brains = _brains(config.brain, embedded_brain, mm_ml_1m, llm)
+        brains = _brains(context, config.brain, embedded_brain, mm_ml_1m, llm)
         result = simulate_round(arm_config(arm, **overrides), r, train_ratings, valid_ratings, users, mm_ml_1m, agents, brains,
                                 written, added, rounds_config, chosen, pool, concurrency=llm.concurrency if config.brain == "llm" else 1)
         events = result.events.with_columns(round=pl.lit(r, dtype=pl.Int64))
@@ -198,7 +198,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
     return [agent_round, filter_bubble]
 
 
-def _brains(kind: str, embedded_brain, mm_ml_1m: pl.DataFrame, llm: LLMResource):
+def _brains(context, kind: str, embedded_brain, mm_ml_1m: pl.DataFrame, llm: LLMResource):
     """Something with `.brain()`: a fresh brain for each round."""
     if kind == "embedded":
         return embedded_brain
@@ -206,4 +206,4 @@ def _brains(kind: str, embedded_brain, mm_ml_1m: pl.DataFrame, llm: LLMResource)
     from ops.simulation.runner import SimulationConfig
 
     catalogue = Catalogue.from_frame(mm_ml_1m)
-    return SimpleNamespace(brain=lambda: llm.brain(catalogue, fatigue=SimulationConfig().fatigue))
+    return SimpleNamespace(brain=lambda: llm.charged_brain(context, catalogue, fatigue=SimulationConfig().fatigue))

@@ -195,28 +195,20 @@ def _simulate(context, arm: str, chosen: list[int], config: SimulationAssetConfi
               llm: LLMResource, mlflow_tracking: MlflowTracking, checkpoint_dir, shard: tuple[int, int] | None = None) -> MaterializeResult:
     """Simulate `chosen` on `arm` (every session), log the run to MLflow, and the asset's result."""
     from ops.simulation.catalogue import Catalogue
-    from ops.simulation.cost import CostLimitExceeded, check_cost_limit
     from ops.simulation.runner import SimulationConfig, simulate_arm
 
-    if config.brain == "llm" and llm.max_cost_usd:
-        # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
-        estimate = _cost_estimate(arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm)
-        context.log.info(f"LLM bill before the run: {estimate.describe()}")
-        try:
-            check_cost_limit(estimate, llm.max_cost_usd)
-        except CostLimitExceeded as exc:
-            raise Failure(description=str(exc), allow_retries=False) from None
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share)
-    if config.brain == "llm":
-        # The agent is told the fatigue costs it is really charged.
-        brain = llm.brain(catalogue, fatigue=sim_config.fatigue, **({} if config.vision else {"vision": False}))
-        concurrency, brain_params = llm.concurrency, llm.describe()
+    concurrency, brain_params = (llm.concurrency, llm.describe()) if config.brain == "llm" else (1, {})
+    if brain_params:
         context.log.info(f"LLM brain: {brain_params['llm_endpoint']} (from {brain_params['llm_endpoint_from']}), model {llm.model}, cache {llm.cache}")
-    else:
-        brain = _embedded(embedded_brain, config.vision)
-        concurrency, brain_params = 1, {}
-    try:
+    # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
+    # The agent is told the fatigue costs it is really charged.
+    with llm.open_brain(
+        context, config.brain, lambda: _embedded(embedded_brain, config.vision), catalogue,
+        estimate=lambda: _cost_estimate(arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm),
+        fatigue=sim_config.fatigue, **({} if config.vision else {"vision": False}),
+    ) as brain:
         events = pl.concat([
             simulate_arm(
                 arm, top20_lists, agents.sessions(chosen), catalogue, brain, sim_config,
@@ -225,10 +217,6 @@ def _simulate(context, arm: str, chosen: list[int], config: SimulationAssetConfi
             )
             for session in range(config.sessions_per_agent)
         ])
-    finally:
-        close = getattr(brain, "close", None)
-        if close is not None:
-            close()
     extra = {} if shard is None else {"shard": shard[0], "shards": shard[1]}
     params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen), **extra}
     return _events_result(context, arm, events, extra, mlflow_tracking, params=params, brain_params=brain_params,

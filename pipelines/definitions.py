@@ -8,7 +8,6 @@ definitions are built lazily (`@definitions`), so the environment (`pipelines.ru
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from dagster import Definitions, definitions

@@ -34,8 +34,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 from ops.settings import SettingError
+from resources.llm import LIFECYCLE_TAG  # one id per invocation of the runner (kept by --resume); its steps share one LLM bill
 
-LIFECYCLE_TAG = "simab/lifecycle"  # one id per invocation of the runner (kept by --resume)
 STEP_TAG = "simab/step"  # e.g. "simab_arm[fm]"
 PLAN_TAG = "simab/plan"  # digest of the steps and their run config
 
@@ -252,6 +252,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
             ("full log", str(log)),
         ]
         console.summary(report["summary"].value, places)
+        _say_bill(console.line, lifecycle)
         console.line(f"done in {time.time() - started:.0f} s")
         return 0
     out = terminal or sys.stdout
@@ -263,9 +264,23 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
         print(f"  MLflow run:    {report_run[0].info.run_id} (report); parent runs per Dagster run:", file=out)
     for label, run_id, _ in runs:
         print(f"    {label:22s} Dagster run {run_id}", file=out)
+    _say_bill(lambda text: print(text, file=out), lifecycle)
     print("  MLflow UI:     make mlflow-ui   → http://127.0.0.1:5000", file=out)
     print(f"  Dagster UI:    make ui          → http://127.0.0.1:3000 (DAGSTER_HOME={home or 'ephemeral'})", file=out)
     return 0
+
+
+def _say_bill(say, lifecycle: str) -> None:
+    """The run's LLM bill, per asset and in all, where the LLM was called (the report has it too)."""
+    from ops.readout.report import bill_lines
+    from ops.simulation.budget import RunBudget
+    from resources.storage import data_root
+
+    path = data_root() / "bills" / f"lifecycle-{lifecycle}.json"
+    if path.exists():
+        for line in bill_lines(RunBudget(path, 0).bill()):
+            if line:
+                say(line)
 
 
 def lifecycle_plan(settings) -> list[Step]:

@@ -14,17 +14,22 @@ The response cache is on by default: `$SIMAB_HOME/cache/llm/responses.sqlite`
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Literal
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, Failure, MetadataValue
 from pydantic import Field
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.brains.llm.client import resolve_base_url
+from ops.simulation.cost import CostEstimate, CostLimitExceeded, RunBudget
 from ops.web import endpoint_host, safe_endpoint
 from resources.storage import data_root
 
 _DEFAULTS = LLMBrainConfig()
+# The tag the lifecycle runner puts on every run of one lifecycle: its steps share one bill.
+LIFECYCLE_TAG = "simab/lifecycle"
 
 
 class LLMResource(ConfigurableResource):
@@ -85,6 +90,55 @@ class LLMResource(ConfigurableResource):
     def brain(self, catalogue=None, **overrides) -> LLMBrain:
         """A fresh LLM brain; `catalogue` (ops.simulation.sandbox.Catalogue) names remembered movies."""
         return LLMBrain(self.brain_config(**overrides), catalogue=catalogue)
+
+    def bill_of(self, context) -> RunBudget:
+        """The bill of the run `context` belongs to: one per lifecycle (all its steps, every
+        arm and the read-out), else one per Dagster run; under $SIMAB_HOME/bills/."""
+        tags = context.run.tags
+        key = f"lifecycle-{tags[LIFECYCLE_TAG]}" if tags.get(LIFECYCLE_TAG) else f"run-{context.run.run_id}"
+        return RunBudget(data_root() / "bills" / f"{key}.json", self.max_cost_usd)
+
+    @contextmanager
+    def open_brain(self, context, kind: str, embedded: Callable, catalogue=None,
+                   estimate: Callable[[], CostEstimate] | None = None, **overrides) -> Iterator:
+        """The brain a step asks for, built here for every asset that runs agents, and closed
+        after.  `kind` "embedded": `embedded()`.  "llm": this resource's brain, every call
+        charged to the run's bill (`bill_of`) and refused before it is sent past
+        max_cost_usd; with a limit, `estimate()` (the step's CostEstimate) is checked against
+        what the run has left before any call and recorded in the bill beside the spend."""
+        if kind != "llm":
+            brain = embedded()
+        else:
+            bill = self.bill_of(context)
+            label = context.asset_key.to_user_string() + (f"[{context.partition_key}]" if context.has_partition_key else "")
+            if estimate is not None and self.max_cost_usd:
+                guess = estimate()
+                bill.record_estimate(label, guess.cost_usd)
+                left = max(0.0, self.max_cost_usd - bill.bill()["spent"])
+                context.log.info(f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${self.max_cost_usd:,.2f} left")
+                if guess.cost_usd > left:
+                    raise Failure(
+                        description=f"{label} is estimated at ${guess.cost_usd:,.4f} ({guess.calls:,} calls), above max_cost_usd=${self.max_cost_usd:,.4f} "
+                        f"less what this run has spent (${left:,.4f} left): raise the limit ($SIMAB_MAX_COST_USD), ask for fewer agents "
+                        "($SIMAB_AGENTS, $SIMAB_ALIGNMENT_AGENTS) or choose a cheaper model",
+                        metadata={"estimate": MetadataValue.md(guess.to_markdown())}, allow_retries=False,
+                    )
+            brain = self.charged_brain(context, catalogue, **overrides)
+        try:
+            yield brain
+        except CostLimitExceeded as exc:  # the run's bill refused a call: the cap holds, the step stops
+            raise Failure(description=str(exc), allow_retries=False) from None
+        finally:
+            close = getattr(brain, "close", None)
+            if close is not None:
+                close()
+
+    def charged_brain(self, context, catalogue=None, **overrides) -> LLMBrain:
+        """A fresh LLM brain whose every call is charged to the run's bill (`bill_of`) under
+        the asset's name, and refused before it is sent past max_cost_usd."""
+        label = context.asset_key.to_user_string() + (f"[{context.partition_key}]" if context.has_partition_key else "")
+        budget = self.bill_of(context)
+        return self.brain(catalogue, budget_path=str(budget.path), budget_cap_usd=self.max_cost_usd, budget_label=label, **overrides)
 
     def cache_file(self) -> str:
         """Where the response cache lives (the default is under $SIMAB_HOME)."""

@@ -307,3 +307,18 @@ def _data_uri(root: Path, src: str) -> str | None:
         return None
     kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def bill_lines(bill: dict) -> list[str]:
+    """The run's LLM bill (`ops.simulation.budget.RunBudget.bill`) as Markdown: per asset
+    the estimate made before its first call (where one was made) beside what it spent, and
+    the total against the cap."""
+    cap = f"${bill['cap']:,.2f}" if bill["cap"] else "no limit"
+    rows = ["| asset | estimated (USD) | spent (USD) |", "| --- | ---: | ---: |"]
+    for asset in sorted(set(bill["estimates"]) | set(bill["spend"])):
+        estimate = bill["estimates"].get(asset)
+        rows.append(f"| {asset} | {'–' if estimate is None else f'{estimate:,.4f}'} | {bill['spend'].get(asset, 0.0):,.4f} |")
+    total = sum(bill["estimates"].values())
+    rows.append(f"| **run** | {total:,.4f} | **{bill['spent']:,.4f}** |")
+    return ["## LLM bill", "", f"Spent ${bill['spent']:,.4f} of max_cost_usd {cap} over the whole run (every asset that called the "
+            "model; cache hits cost nothing).", "", *rows, ""]

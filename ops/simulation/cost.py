@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm.tokens import prompt_tokens, text_tokens
+from ops.simulation.budget import CostLimitExceeded, RunBudget  # noqa: F401  (re-exported: the bill's errors and ledger)
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import fatigue_budget, fatigue_cost
 from ops.simulation.observation import EXIT, Decision, Observation
@@ -120,10 +121,6 @@ class CostEstimate:
             "its whole fatigue budget on the cheapest action, every answer max_tokens long.",
         ]
         return "\n".join(lines)
-
-
-class CostLimitExceeded(RuntimeError):
-    """The estimated bill is above the limit the run was given."""
 
 
 def estimate_llm_cost(
@@ -306,4 +303,5 @@ def _ceiling_calls(agent: AgentSession, config: SimulationConfig, reflect_every:
     steps = config.max_steps if cheapest <= 0 else min(config.max_steps, math.ceil(budget / cheapest))
     reflections = (steps - 1) // reflect_every if reflect_every else 0
     return steps + reflections + 1
+
 

@@ -37,6 +37,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import sqlite3
@@ -49,7 +50,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ops.settings import load as load_settings
+from ops.simulation.budget import RunBudget
 from ops.simulation.brains.llm.config import LLMBrainConfig
+from ops.simulation.brains.llm.tokens import prompt_tokens
 from ops.web import parse_retry_after, redact, register_secrets, safe_endpoint, secret_parameter
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,11 @@ log = logging.getLogger(__name__)
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Loggers that may print request lines or keys: their records are redacted.
 _HTTP_LOGGERS = ("openai", "openai._base_client", "httpx", "httpx2", "httpcore", "aiohttp.client", "ops.simulation.brains.llm")
+
+
+# How far a server's prompt tokens may exceed the count (characters / 4) before a call's
+# reserved ceiling in the run's bill is too low.
+PROMPT_TOKEN_MARGIN = 1.5
 
 
 @dataclass
@@ -126,6 +134,7 @@ class LLMClient:
         self._random = random.Random(0)  # back-off jitter: timing only, never events
         self._sync_loop: _LoopThread | None = None
         self._cache = ResponseCache(config.cache_path) if config.cache_path and config.cache != "off" else None
+        self._budget = RunBudget(config.budget_path, config.budget_cap_usd) if config.budget_path else None
         # A client dropped without close() still closes its private loop's connections.
         self._sync_holder: dict = {}
         weakref.finalize(self, _release_sync_loop, self._sync_holder, self._loops, client is None)
@@ -156,7 +165,20 @@ class LLMClient:
                 with self.usage.lock:
                     self.usage.cache_hits += 1
                 return Reply(hit["content"], hit["prompt_tokens"], hit["completion_tokens"], True, key, hit.get("usage_known", True))
-        content, pt, ct, usage_known = await self._create(request)
+        budget, ceiling = self._budget, 0.0
+        if budget is not None:
+            # Priced before it is sent: the prompt as counted (characters / 4, with a margin for
+            # tokenizers that cut finer), the whole answer allowance.
+            ceiling = self.cost(math.ceil(prompt_tokens(messages) * PROMPT_TOKEN_MARGIN), self.config.max_tokens)
+            budget.reserve(ceiling, self.config.budget_label)
+        try:
+            content, pt, ct, usage_known = await self._create(request)
+        except BaseException:
+            if budget is not None:
+                budget.settle(ceiling, 0.0, self.config.budget_label)
+            raise
+        if budget is not None:
+            budget.settle(ceiling, self.cost(pt, ct), self.config.budget_label)
         with self.usage.lock:
             self.usage.requests += 1
             self.usage.prompt_tokens += pt

@@ -57,6 +57,12 @@ class LLMBrainConfig(BaseModel):
     # Requests in flight at once (an asyncio semaphore per event loop); the runner's
     # `simulate_arm(..., concurrency=)` sets the agents in flight.
     concurrency: int = Field(8, ge=1)
+    # The run's bill (ops.simulation.cost.RunBudget): every call not answered by the cache
+    # reserves its ceiling there first and is refused past `budget_cap_usd`; `budget_label`
+    # names the asset it is charged to.  None: no run-wide bill (a brain used on its own).
+    budget_path: str | None = None
+    budget_cap_usd: float = Field(0.0, ge=0)
+    budget_label: str = ""
     # The HTTP stack under `openai.AsyncOpenAI`: "aiohttp" (the SDK's DefaultAioHttpClient)
     # costs less CPU per request than "httpx" at hundreds in flight (bench/llm_brain.py).
     http_client: Literal["aiohttp", "httpx"] = "aiohttp"

@@ -1,0 +1,73 @@
+"""The run's LLM bill as it happens: `RunBudget`, the ledger every LLM call of a run is
+charged to, and `CostLimitExceeded`, raised before a call or a step that would pass the cap.
+The estimates made before a step are in `ops.simulation.cost`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+from filelock import FileLock
+
+from ops.atomic import atomic_write_bytes
+
+
+class CostLimitExceeded(RuntimeError):
+    """The estimated bill, or the next call, is above the limit the run was given."""
+
+
+class RunBudget:
+    """The LLM spend of one run against its cap, shared by every step and process of the run
+    through a small JSON file (`path`, under a file lock).  A call reserves its ceiling (its
+    prompt's tokens and `max_tokens` of answer, priced) before it is sent and settles to
+    what it really cost after; a call whose ceiling would take the run past the cap is
+    refused (CostLimitExceeded) before it is sent.  So `max_cost_usd` holds for the run as a
+    whole — simulations, persona matching, the alignment protocols, rounds and experiments
+    alike — whatever each asset estimated.  The file also keeps each asset's estimate and
+    spend: the run's bill (`bill()`)."""
+
+    def __init__(self, path: str | Path, cap_usd: float) -> None:
+        self.path, self.cap_usd = Path(path), float(cap_usd)
+
+    def reserve(self, amount: float, label: str) -> None:
+        with self._state() as state:
+            committed = state["spent"] + state["reserved"]
+            if self.cap_usd and committed + amount > self.cap_usd:
+                raise CostLimitExceeded(
+                    f"{label}: the next LLM call (up to ${amount:,.4f}) would take the run past max_cost_usd=${self.cap_usd:,.2f} "
+                    f"(spent ${state['spent']:,.4f}, in flight ${state['reserved']:,.4f}): stopped before sending it; raise the "
+                    "limit ($SIMAB_MAX_COST_USD) or ask for fewer agents"
+                )
+            state["reserved"] += amount
+
+    def settle(self, reserved: float, actual: float, label: str) -> None:
+        with self._state() as state:
+            state["reserved"] = max(0.0, state["reserved"] - reserved)
+            state["spent"] += actual
+            state["spend"][label] = state["spend"].get(label, 0.0) + actual
+
+    def record_estimate(self, label: str, usd: float) -> None:
+        with self._state() as state:
+            state["estimates"][label] = usd
+
+    def bill(self) -> dict:
+        """{"cap", "spent", "estimates": {asset: usd}, "spend": {asset: usd}} so far."""
+        with self._state() as state:
+            return {"cap": self.cap_usd, **{k: state[k] for k in ("spent", "estimates", "spend")}}
+
+    @contextlib.contextmanager
+    def _state(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock"):
+            try:
+                state = json.loads(self.path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                state = {}
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{self.path}: the run's LLM bill cannot be read ({exc}); move it aside to start the bill afresh") from None
+            state = {"spent": 0.0, "reserved": 0.0, "estimates": {}, "spend": {}, **state}
+            before = json.dumps(state, sort_keys=True)
+            yield state
+            if json.dumps(state, sort_keys=True) != before:
+                atomic_write_bytes(self.path, json.dumps(state, sort_keys=True, indent=1).encode())

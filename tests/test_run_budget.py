@@ -1,0 +1,67 @@
+"""One LLM bill per run: every call reserves its ceiling in the run's ledger before it is sent,
+so max_cost_usd holds for the run as a whole (simulations, personas, the read-out's
+protocols), whichever step makes the call."""
+
+from __future__ import annotations
+
+import pytest
+
+from fakes.agents import llm_world
+from fakes.openai_server import FakeOpenAI, scripted_agent
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+from ops.simulation.budget import CostLimitExceeded, RunBudget
+from ops.simulation.runner import SimulationConfig, simulate_arm
+
+
+def test_two_steps_share_one_cap_and_a_call_past_it_is_refused_before_it_is_sent(tmp_path):
+    path = tmp_path / "bills" / "lifecycle-x.json"
+    arm_fm, readout = RunBudget(path, 1.0), RunBudget(path, 1.0)  # two steps (processes) of one run
+    arm_fm.reserve(0.6, "simulation_events[fm]")
+    arm_fm.settle(0.6, 0.5, "simulation_events[fm]")
+    readout.reserve(0.4, "taste_alignment")  # 0.5 spent + 0.4 = 0.9: allowed
+    with pytest.raises(CostLimitExceeded, match=r"taste_alignment: the next LLM call .* past max_cost_usd=\$1.00"):
+        readout.reserve(0.2, "taste_alignment")  # 0.5 + 0.4 in flight + 0.2 > 1.0
+    readout.settle(0.4, 0.3, "taste_alignment")
+    readout.record_estimate("simulation_events[fm]", 0.55)
+    bill = RunBudget(path, 1.0).bill()
+    assert bill["spent"] == pytest.approx(0.8) and bill["spend"] == {"simulation_events[fm]": 0.5, "taste_alignment": 0.3}
+    assert bill["estimates"] == {"simulation_events[fm]": 0.55}
+
+
+def test_no_cap_records_the_spend_and_refuses_nothing(tmp_path):
+    budget = RunBudget(tmp_path / "b.json", 0.0)
+    for _ in range(3):
+        budget.reserve(10.0, "a")
+        budget.settle(10.0, 7.0, "a")
+    assert budget.bill()["spent"] == pytest.approx(21.0)
+
+
+def test_a_damaged_bill_is_named(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_text("{half")
+    with pytest.raises(ValueError, match=r"b.json: the run's LLM bill cannot be read"):
+        RunBudget(path, 1.0).reserve(0.1, "a")
+
+
+def test_an_arm_stops_before_the_call_that_would_pass_the_run_cap(tmp_path):
+    # The fake endpoint counts what was sent: with a cap worth a few calls the simulation
+    # stops with the bill's error, and no call past the cap reached the endpoint.
+    world = llm_world(tmp_path / "world", n_agents=4)
+    fake = FakeOpenAI(scripted_agent, count_tokens=True)  # it charges the tokens it counts, as a server does
+    path, cap = tmp_path / "bill.json", 5.0
+    with fake.serve() as url:
+        # $1 per 1,000 tokens: a page prompt's ceiling is about a dollar, so the cap is a few calls.
+        config = LLMBrainConfig(base_url=url, model="m", api_key_required=False, vision=False, cache="off", price_prompt_per_1m=1000.0,
+                                price_completion_per_1m=1000.0, max_tokens=100, budget_path=str(path), budget_cap_usd=cap,
+                                budget_label="simulation_events[pop]")
+        brain = LLMBrain(config, catalogue=world["catalogue"])
+        try:
+            with pytest.raises(CostLimitExceeded, match=r"simulation_events\[pop\]: the next LLM call"):
+                simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], brain, SimulationConfig(progress=False), seed=0, run_id="r")
+        finally:
+            brain.close()
+    bill = RunBudget(path, cap).bill()
+    assert fake.calls >= 1 and bill["spent"] <= cap
+    # What the endpoint was paid for is what the bill says was spent, charged to the arm.
+    paid = (fake.prompt_tokens + fake.completion_tokens) * 1000.0 / 1e6
+    assert bill["spent"] == pytest.approx(paid) and bill["spend"] == {"simulation_events[pop]": pytest.approx(paid)}

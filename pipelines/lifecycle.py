@@ -227,7 +227,9 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
             where = f"the full log {log}" if log else "the Dagster UI (make ui) for the whole log"
             again = " Fix the cause, then `python -m pipelines.lifecycle --resume` re-runs only what is left." if home else ""
             # The reasons go in the exit message: it reaches the terminal in either console mode.
-            raise SystemExit("\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, f"See {where}.{again}"]))
+            bill: list[str] = []
+            _say_bill(bill.append, lifecycle)  # what the run spent of its LLM cap, also when it stopped on it
+            raise SystemExit("\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, *bill, f"See {where}.{again}"]))
         return result
 
     readout = None

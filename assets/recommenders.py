@@ -104,7 +104,7 @@ def offline_metrics(
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
-    """Test AUC and log-loss; Recall@20 and NDCG@20 by full ranking (design.md step 6)."""
+    """Test AUC and log-loss; Recall@20 and NDCG@20 by full ranking (docs/definitions.md#lifecycle, step 6)."""
     from ops.arms.recommenders import evaluate_arm
 
     metrics = evaluate_arm(recommender_arm, train_ratings, test_ratings, mm_ml_1m.get_column("movie_id").to_numpy(), k=20)

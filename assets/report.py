@@ -30,7 +30,7 @@ class ReadoutAssetConfig(Config):
 
 @asset(group_name=GROUP, code_version="2", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")})
 def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simulation_events: dict, mlflow_tracking: MlflowTracking):
-    """Per-arm metrics with intervals and arm-vs-control differences (design.md step 9)."""
+    """Per-arm metrics with intervals and arm-vs-control differences (docs/definitions.md#lifecycle, step 9)."""
     from ops.readout.ab_readout import ReadoutConfig, ab_readout as readout
     from ops.readout.plots import write_ab_figures
 

@@ -93,7 +93,7 @@ def main() -> None:
 
 
 def _top20(scores: np.ndarray, users: np.ndarray, movie_ids: np.ndarray, seen: pl.DataFrame) -> pl.DataFrame:
-    """Top-20 per user over the catalogue minus the user's train items (design.md)."""
+    """Top-20 per user over the catalogue minus the user's train items (docs/definitions.md)."""
     scores = scores.copy()
     row = {u: i for i, u in enumerate(users)}
     col = {m: j for j, m in enumerate(movie_ids)}

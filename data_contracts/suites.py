@@ -1,4 +1,4 @@
-"""The data contracts: one great-expectations suite per table (design.md step 3).
+"""The data contracts: one great-expectations suite per table (docs/definitions.md#lifecycle, step 3).
 
 Each suite is built from the data it guards against (referential integrity needs the ids of
 the users and movies tables), so the builders take those as arguments.  Every expectation

@@ -104,7 +104,7 @@ HIDDEN_TASTES = {
 # columns followed by METADATA's (movie_id once), null where a movie has no metadata.
 MM_ML_1M = {**MOVIES, **{k: v for k, v in METADATA.items() if k != "movie_id"}}
 
-# One row per item of an arm's top-20 list for a user (design.md "Top-20 list").
+# One row per item of an arm's top-20 list for a user (docs/definitions.md#top-20-list).
 TOP_K = {
     "arm": pl.Utf8,
     "user_id": pl.Int64,
@@ -114,7 +114,7 @@ TOP_K = {
 }
 
 
-# The one event schema (design.md "Simulation"): one row per step, plus the exit interview.
+# The one event schema (docs/definitions.md#lifecycle): one row per step, plus the exit interview.
 EVENTS: dict[str, pl.DataType] = {
     "run_id": pl.Utf8,
     "arm": pl.Utf8,

@@ -1,4 +1,4 @@
-"""Agent profiles: social traits exactly as design.md defines them, tiers by percentile,
+"""Agent profiles: social traits exactly as docs/definitions.md defines them, tiers by percentile,
 SimUSER pickiness, and preferences that recover the planted tastes."""
 
 from __future__ import annotations

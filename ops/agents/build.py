@@ -1,4 +1,4 @@
-"""Agents in one call (design.md lifecycle step 7): profiles and long-term memories.
+"""Agents in one call (docs/definitions.md#lifecycle, step 7): profiles and long-term memories.
 
 `build_agents` embeds the catalogue once (cached), then builds every user's profile and
 long-term memory from the train split only.  `Agents.sessions()` gives the session

@@ -2,7 +2,7 @@
 
 One `AgentProfile` per user, from the TRAIN split only:
 - user profile: gender, age, occupation, zip (MovieLens demographics);
-- social traits (Agent4Rec §2.1.1, design.md "Definitions"): activity = number of train
+- social traits (Agent4Rec §2.1.1, docs/definitions.md#social-traits): activity = number of train
   ratings; conformity = mean squared gap between the user's rating and the movie's mean
   train rating (so a SMALL value means the user agrees with the crowd); diversity = number
   of distinct genres rated.  Each is cut into three tiers at percentiles of all users
@@ -247,7 +247,7 @@ def profiles_from_table(table: pl.DataFrame) -> dict[int, AgentProfile]:
 
 
 def social_traits(train: pl.DataFrame, facts: MovieFacts, config: ProfileConfig | None = None) -> pl.DataFrame:
-    """Activity, conformity, diversity per user with tiers (design.md "Definitions").
+    """Activity, conformity, diversity per user with tiers (docs/definitions.md#social-traits).
 
     Tiers are cut at `tier_percentiles` of the users in `train`; the conformity tier is
     cut on the NEGATIVE gap so that "high" conformity means the closest to the crowd.

@@ -1,4 +1,4 @@
-"""One agent in one session: what a brain may read about its agent (design.md "Brains": the
+"""One agent in one session: what a brain may read about its agent (docs/definitions.md#brains: the
 agent — profile, memory, fatigue, perception — is the same whatever the brain).
 
 The simulation runner starts every session from a template (`Agents.sessions()`): no

@@ -1,4 +1,4 @@
-"""Model inputs for the DeepCTR arms (A/B Agent §3.1, Appendix B; design.md stage 5).
+"""Model inputs for the DeepCTR arms (A/B Agent §3.1, Appendix B; docs/definitions.md#lifecycle, step 5).
 
 Features: user id, movie id, gender, age, occupation, zip, genres (multi-hot, pooled as a
 variable-length sparse feature) and, when MM-ML-1M metadata is present, vote average,

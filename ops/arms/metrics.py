@@ -1,4 +1,4 @@
-"""Offline metrics of a recommender arm (design.md stage 6, A/B Agent §3.1 "Real-World").
+"""Offline metrics of a recommender arm (docs/definitions.md#lifecycle, step 6, A/B Agent §3.1 "Real-World").
 
 - `auc`, `log_loss`: on the test pairs, label = rating >= 4.
 - `recall_at_k`, `ndcg_at_k` (Järvelin and Kekäläinen, 2002): from each user's top-k list,

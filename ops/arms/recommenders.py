@@ -9,8 +9,8 @@ overridden: `arm_config("afn", max_epochs=3)`.
 `train_arm` fits one arm on the train split, with early stopping on validation AUC and
 the best epoch's weights restored; `TrainedArm.score` scores aligned (user, movie) arrays
 in batches; `top_k` ranks the whole catalogue for many users at once, excluding each
-user's train items (design.md "Top-20 list"); `evaluate_arm` gives the offline metrics of
-design.md stage 6.
+user's train items (docs/definitions.md#top-20-list); `evaluate_arm` gives the offline metrics of
+docs/definitions.md#lifecycle, step 6.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class ArmConfig(BaseModel):
     # Appendix B: "early stopping based on validation AUC ... converge within 20 epochs".
     max_epochs: int = Field(20, ge=1)
     patience: int = Field(2, ge=1)  # epochs without a better validation AUC; not stated in the paper
-    # design.md stage 5: "Label: rating >= 4".
+    # docs/definitions.md#lifecycle, step 5: "Label: rating >= 4".
     positive_threshold: int = 4
     # Table 3: share of the train split used (seeded row sample).
     train_fraction: float = Field(1.0, gt=0, le=1)
@@ -316,7 +316,7 @@ def top_k(
 
 
 class OfflineMetrics(BaseModel):
-    """design.md stage 6 for one arm."""
+    """docs/definitions.md#lifecycle, step 6 for one arm."""
 
     arm: str
     test_auc: float
@@ -336,7 +336,7 @@ def evaluate_arm(
 ) -> OfflineMetrics:
     """Test AUC and log-loss on the test pairs; Recall@k and NDCG@k by full ranking of the
     catalogue `movie_ids` minus each user's train items, relevant = test items rated
-    >= the arm's positive threshold (design.md "Offline metrics")."""
+    >= the arm's positive threshold (docs/definitions.md#offline-metrics)."""
     threshold = trained.config.positive_threshold
     labels = (test.get_column("rating").to_numpy() >= threshold).astype(np.float64)
     scores = trained.score(test.get_column("user_id").to_numpy(), test.get_column("movie_id").to_numpy())

@@ -1,4 +1,4 @@
-"""A trained arm on disk and in the MLflow Model Registry (design.md stages 5 and 11).
+"""A trained arm on disk and in the MLflow Model Registry (docs/definitions.md#lifecycle, steps 5 and 11).
 
 `save_arm(trained, folder)` writes everything needed to score again: the arm's
 configuration, the train-fitted encoders, the model weights (DeepCTR arms) or the item

@@ -1,4 +1,4 @@
-"""MovieLens ratings, users and movies from an unzipped folder: the "local" source (design.md,
+"""MovieLens ratings, users and movies from an unzipped folder: the "local" source (docs/definitions.md,
 lifecycle 1).
 
 `load_local(folder)` reads an unzipped MovieLens folder into the USERS, MOVIES and RATINGS

@@ -1,4 +1,4 @@
-"""MovieLens from GroupLens: the "download" source (design.md, lifecycle 1).
+"""MovieLens from GroupLens: the "download" source (docs/definitions.md#lifecycle, step 1).
 
 `download(dataset, cache_dir)` fetches the official GroupLens archive (checksum-verified,
 cached, resumable, with bounded retries), unzips it safely and returns the folder, ready for

@@ -1,4 +1,4 @@
-"""Chronological 7:2:1 split (A/B Agent §3.1; design.md lifecycle step 4).
+"""Chronological 7:2:1 split (A/B Agent §3.1; docs/definitions.md#lifecycle, step 4).
 
 All interactions are sorted by timestamp, ties broken by (user_id, movie_id) so the split
 is a pure function of the data; the first 70 % are train, the next 20 % validation, the

@@ -1,5 +1,5 @@
 """The synthetic MovieLens source: users, movies, ratings and TMDB-like side information
-with planted preferences (design.md, "Embedded defaults"; lifecycle steps 1 and 2).
+with planted preferences (docs/definitions.md#embedded-defaults; lifecycle steps 1 and 2).
 
 It stands in for ML-1M plus the TMDB crawl (A/B Agent §2.2, MM-ML-1M) when there is no
 network, and it is what the tests of every later stage run on.  The point of it is the

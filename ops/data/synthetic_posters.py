@@ -1,4 +1,4 @@
-"""Posters for the synthetic catalogue, drawn with pillow (design.md, "Embedded defaults").
+"""Posters for the synthetic catalogue, drawn with pillow (docs/definitions.md#embedded-defaults).
 
 A/B Agent §2.2 shows each movie's poster on the home page (small) and the detail page
 (large), and §4 finds that the agents' choices depend on what the poster looks like.  The

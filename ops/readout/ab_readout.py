@@ -1,4 +1,4 @@
-"""The A/B read-out of simulated sessions (design.md lifecycle step 9 and "Definitions";
+"""The A/B read-out of simulated sessions (docs/definitions.md#lifecycle, step 9, and #metrics;
 A/B Agent §2.3.2, §3.1; Agent4Rec §3.3).
 
 Per agent, from the event log of `ops.simulation.runner`:
@@ -89,7 +89,7 @@ LABELS: dict[str, str] = {
 
 
 class ReadoutConfig(BaseModel):
-    confidence: float = 0.95  # design.md: 95 % intervals
+    confidence: float = 0.95  # docs/definitions.md#metrics: 95 % intervals
     n_bootstrap: int = 2000
     seed: int = 0
     like_threshold: int = 4  # Agent4Rec §3.3: a rating above 3 is a like

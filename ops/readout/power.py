@@ -79,7 +79,7 @@ PLAN = {"arm_a": pl.Utf8, "arm_b": pl.Utf8, "sessions": pl.Int64, "agents_needed
 
 
 class PowerConfig(BaseModel):
-    # design.md: 95 % intervals, so a two-sided 5 % test.
+    # docs/definitions.md#metrics: 95 % intervals, so a two-sided 5 % test.
     alpha: float = Field(0.05, gt=0, lt=1)
     # The convention of power analysis (Cohen 1988): an 80 % chance of detecting the effect.
     power: float = Field(0.8, gt=0, lt=1)

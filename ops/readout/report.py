@@ -1,4 +1,4 @@
-"""The Markdown report of a run (design.md lifecycle step 11): the simulated A/B read-out
+"""The Markdown report of a run (docs/definitions.md#lifecycle, step 11): the simulated A/B read-out
 beside the offline metrics, the data-augmentation table and how far to trust the
 simulation (ops.readout.fidelity).  The `simab_report` asset writes it and logs it to MLflow.
 

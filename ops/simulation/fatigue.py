@@ -1,4 +1,4 @@
-"""The fatigue system (A/B Agent §2.4.4, Appendix A Table 8; design.md "Fatigue").
+"""The fatigue system (A/B Agent §2.4.4, Appendix A Table 8; docs/definitions.md#fatigue).
 
 Each session starts with a budget set by the agent's activity tier.  Every action costs
 its base value scaled by the agent's interest I in the current page, linearly between two
@@ -48,17 +48,17 @@ BASE_COST_PRESETS: dict[str, dict[str, float]] = {
 
 
 class FatigueConfig(BaseModel):
-    """Every constant of the fatigue system; defaults from A/B Agent Table 8 and design.md."""
+    """Every constant of the fatigue system; defaults from A/B Agent Table 8 and docs/definitions.md."""
 
     # Table 8, GPT-4o-mini column; `FatigueConfig.preset("gpt-4o")` gives the other column.
     base_costs: dict[str, float] = dict(GPT_4O_MINI_BASE_COSTS)
-    # Eq. 1 modifiers: interest Imin costs ×phi_max, interest Imax costs ×phi_min (design.md).
+    # Eq. 1 modifiers: interest Imin costs ×phi_max, interest Imax costs ×phi_min (docs/definitions.md).
     phi_min: float = 0.5
     phi_max: float = 1.5
     # The interest scale the brain states each step (A/B Agent §2.4.2: 1–5).
     interest_min: int = 1
     interest_max: int = 5
-    # Session budget per activity tier (design.md "Definitions": 20 / 30 / 45; the paper's
+    # Session budget per activity tier (docs/definitions.md#fatigue: 20 / 30 / 45; the paper's
     # Table 6 shows budgets of 30 for a medium agent).
     budgets: dict[str, float] = {"low": 20.0, "medium": 30.0, "high": 45.0}
 
@@ -110,7 +110,7 @@ def interest_modifier(interest: int, config: FatigueConfig) -> float:
 
 
 def fatigue_budget(activity_tier: str, config: FatigueConfig) -> float:
-    """The session budget of an agent of this activity tier (design.md "Definitions")."""
+    """The session budget of an agent of this activity tier (docs/definitions.md#fatigue)."""
     try:
         return config.budgets[activity_tier]
     except KeyError:

@@ -1,4 +1,4 @@
-"""What crosses the boundary between the sandbox and a brain (A/B Agent §2.3, design.md).
+"""What crosses the boundary between the sandbox and a brain (A/B Agent §2.3, docs/definitions.md).
 
 The sandbox renders each page as an `Observation`; a brain answers with a `Decision`.
 Neither side knows how the other works: the sandbox validates every action against the

@@ -1,5 +1,5 @@
 """Simulation of one arm: every sampled agent browses the arm's top-20 list until it exits
-(A/B Agent §2.4, §3.1; design.md lifecycle step 8): the one runner, for every brain.
+(A/B Agent §2.4, §3.1; docs/definitions.md#lifecycle, step 8): the one runner, for every brain.
 
 The loop per agent: observe the page → the brain decides → the sandbox validates and
 carries out the action → fatigue is charged at the stated interest → one event row → the

@@ -1,4 +1,4 @@
-"""The recommendation sandbox (A/B Agent §2.3, §3.1; design.md "The sandbox").
+"""The recommendation sandbox (A/B Agent §2.3, §3.1; docs/definitions.md#sandbox).
 
 A plain state machine with no knowledge of how an agent decides:
 
@@ -13,7 +13,7 @@ Every action is validated: an illegal one raises `IllegalActionError` naming the
 the page and the legal actions, never a silent no-op.  Each page is rendered as an
 `ops.simulation.observation.Observation` (structured fields plus poster paths).
 
-Home impressions (design.md "Definitions") are the distinct items shown on a home page
+Home impressions (docs/definitions.md#metrics) are the distinct items shown on a home page
 during the session: an item enters the set when the agent lands on its page (page 1 when
 the session opens), so seeing page 2 again does not count twice.
 """

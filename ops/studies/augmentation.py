@@ -1,5 +1,5 @@
 """Data augmentation with simulated interactions (A/B Agent §3.4, §3.5 and Table 5;
-design.md lifecycle step 10).
+docs/definitions.md#lifecycle, step 10).
 
 The paper simulates agents under the DeepFM arm, collects two signals — home-page clicks
 and detail-page views — adds each to the original train set, retrains the downstream CTR
@@ -8,7 +8,7 @@ models and compares their test AUC with the models trained on the original set.
 Signals, as rows of the RATINGS schema, one per (user, movie):
 
 - **view**: every `watch_and_rate` event, keeping the agent's 1–5 rating; the model's label
-  follows design.md's rule (rating >= 4 is a positive), so a view the agent disliked is a
+  follows the rule of docs/definitions.md#labels (rating >= 4 is a positive), so a view the agent disliked is a
   negative example.  An agent that watches a movie twice keeps its last rating.
 - **click**: every `click_movie` event.  The paper counts clicks as a signal of their own
   ("2,518 homepage clicks") beside the views, and a click is what a CTR model predicts, so
@@ -51,13 +51,13 @@ class AugmentationConfig(BaseModel):
     signals: tuple[Signal, ...] = SIGNALS
     # A click is the CTR model's positive event (§3.4 adds clicks as a signal of their own).
     click_label: Literal["positive", "watched"] = "positive"
-    # design.md stage 5: label = rating >= 4, so 4 is the lowest rating that is a positive.
+    # docs/definitions.md#lifecycle, step 5: label = rating >= 4, so 4 is the lowest rating that is a positive.
     click_rating: int = Field(4, ge=1, le=5)
     # click_label="watched": a click not followed by watch_and_rate is a negative (< 4).
     unwatched_click_rating: int = Field(2, ge=1, le=5)
     # Seconds between consecutive simulated rows, counted from the last train timestamp.
     timestamp_step_s: int = Field(1, ge=1)
-    # design.md stage 6: Recall@20 and NDCG@20.
+    # docs/definitions.md#lifecycle, step 6: Recall@20 and NDCG@20.
     k: int = Field(20, ge=1)
     # A tqdm bar when the output is a terminal; none in a log file or a pipe.
     progress: bool = True

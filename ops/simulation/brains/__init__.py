@@ -1,4 +1,4 @@
-"""Brains: how an agent decides (design.md "Brains").
+"""Brains: how an agent decides (docs/definitions.md#brains).
 
 Every brain implements `ops.simulation.brains.protocol.Brain`: `prepare` (optional batch work),
 `decide` (one `Decision` per observed page) and `exit_interview`.  The sandbox and the

@@ -1,4 +1,4 @@
-"""The Brain protocol: how an agent decides, pluggable (design.md "Brains").
+"""The Brain protocol: how an agent decides, pluggable (docs/definitions.md#brains).
 
 The simulation runner (`ops.simulation.runner`) drives every brain the same way:
 `prepare` once with every agent's list, then `decide` per page and `exit_interview` when
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class Brain(Protocol):
-    """How an agent decides; pluggable (design.md "Brains")."""
+    """How an agent decides; pluggable (docs/definitions.md#brains)."""
 
     name: str
 

@@ -1,4 +1,4 @@
-"""The embedded brain: the offline default way an agent decides (design.md "Brains").
+"""The embedded brain: the offline default way an agent decides (docs/definitions.md#brains).
 
 It reads what an LLM brain would read — the page (A/B Agent §2.3), the agent's profile
 (§2.4.1), memories retrieved from long-term memory by text and by poster similarity

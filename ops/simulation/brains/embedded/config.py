@@ -52,7 +52,7 @@ class EmbeddedBrainConfig(BaseModel):
     similarity_cache_max_movies: int = Field(8000, ge=0)
     # Vision ablation (A/B Agent §3.5, Table 5 "w/o vision"): False zeroes poster features.
     use_posters: bool = True
-    # Ratings at or above this count as liked (A/B Agent label, design.md lifecycle 5).
+    # Ratings at or above this count as liked (A/B Agent label, docs/definitions.md#lifecycle, step 5).
     like_threshold: int = 4
     # The crowd's rating of a movie (its train mean) is shrunk towards the global mean by
     # this many pseudo-ratings, so a movie rated twice does not read as a masterpiece.

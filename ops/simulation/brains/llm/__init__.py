@@ -1,4 +1,4 @@
-"""The LLM brain: an agent decides through any OpenAI-compatible chat endpoint (design.md
+"""The LLM brain: an agent decides through any OpenAI-compatible chat endpoint (docs/definitions.md
 "Brains"; A/B Agent §2.4; Agent4Rec §2.1.3, §3.5).
 
 Per page the brain builds one prompt (`ops.simulation.brains.prompts`) from the agent's profile,

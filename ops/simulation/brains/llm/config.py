@@ -38,7 +38,7 @@ class LLMBrainConfig(BaseModel):
     # response_format={"type": "json_object"}: supported by OpenAI, vLLM and Ollama.
     json_mode: bool = True
 
-    # -- answers (design.md: "re-asked once when malformed") -----------------------------
+    # -- answers (docs/definitions.md: "re-asked once when malformed") -----------------------------
     reasks: int = Field(1, ge=0)
     fallback_interest: int = Field(3, ge=1, le=5)  # neutral: the fallback neither saves nor wastes fatigue
 

@@ -47,6 +47,8 @@ experiments-ml1m: setup
 	$(ML1M_ENV) $(BIN)/python -m pipelines.experiments $(EXPERIMENTS) --reuse
 
 test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 

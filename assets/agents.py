@@ -87,8 +87,8 @@ def embedded_brain(
     model = fit_embedded_brain(agents, train_ratings, valid_ratings, users, EmbeddedBrainConfig(fit_seed=config.seed))
     skipped = ""
     if config.calibrate_list_response:
-        from ops.studies.alignment.calibration import CalibrationConfig, TooFewAgents, calibrate_list_response
         from ops.simulation.catalogue import Catalogue
+        from ops.studies.alignment.calibration import CalibrationConfig, TooFewAgents, calibrate_list_response
 
         started = time.perf_counter()
         calibration = CalibrationConfig(n_agents=config.calibration_agents, seed=config.seed)

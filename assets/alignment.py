@@ -8,7 +8,17 @@ short; 0 = every agent with held-out ratings).  `ops.studies.alignment` says how
 """
 
 import polars as pl
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset, asset_check
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetIn,
+    Config,
+    MetadataValue,
+    Output,
+    asset,
+    asset_check,
+)
 from pydantic import Field
 
 from ops.settings import BrainName
@@ -91,7 +101,8 @@ def rating_alignment(
     """Rating prediction beside the user mean and the offline arms (SimUSER Table 2) and the
     rating distribution (Agent4Rec Fig. 3), on the same held-out pairs."""
     from ops.studies.alignment.plots import rating_figure
-    from ops.studies.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment as score, rating_pairs
+    from ops.studies.alignment.rating import brain_ratings, offline_rating_predictors, rating_pairs
+    from ops.studies.alignment.rating import rating_alignment as score
 
     try:
         brain, catalogue, users = _setup(context, config, "rating prediction", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
@@ -119,10 +130,10 @@ def list_quality_alignment(
     test_ratings: pl.DataFrame, mm_ml_1m: pl.DataFrame, llm: LLMResource, mlflow_tracking: MlflowTracking,
 ):
     """Sandbox sessions on lists of rising quality, 1:9, 1:4, 1:1 (A/B Agent Fig. 5)."""
-    from ops.studies.alignment.lists import mixed_lists, ratio_name
-    from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
-    from ops.studies.alignment.plots import list_quality_figure
     from ops.simulation.runner import SimulationConfig
+    from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
+    from ops.studies.alignment.lists import mixed_lists, ratio_name
+    from ops.studies.alignment.plots import list_quality_figure
 
     liked = test_ratings.filter(pl.col("rating") >= embedded_brain.config.like_threshold)
     # Full lists of 20 at every ratio: 10 liked held-out items at 1:1 (ops.studies.alignment.lists).
@@ -159,7 +170,8 @@ def social_traits_alignment(
     """Spearman's ρ between each social trait's tier and the behaviour it should drive, real
     (test window) beside simulated (the arms' sandbox sessions) (Agent4Rec Fig. 4, A/B Agent Fig. 6)."""
     from ops.studies.alignment.plots import social_figure
-    from ops.studies.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment as score, tiers_frame, verdicts
+    from ops.studies.alignment.social import real_behaviour, simulated_behaviour, tiers_frame, verdicts
+    from ops.studies.alignment.social import social_traits_alignment as score
     from ops.studies.alignment.windows import check_held_out
 
     if not simulation_events:
@@ -192,8 +204,8 @@ class FidelityCheckConfig(Config):
     description="warns (does not block) when Kendall τ between simulated CTR and offline NDCG@20 is below the floor, or any pair of arms disagrees",
 )
 def fidelity_trust(config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame) -> AssetCheckResult:
-    from ops.studies.alignment.trust import fidelity_warning
     from ops.readout.fidelity import fidelity, offline_per_user, pairwise_agreement
+    from ops.studies.alignment.trust import fidelity_warning
 
     offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
     per_user = offline_per_user(top20_lists, test_ratings)
@@ -235,9 +247,9 @@ def _setup(context, config: AlignmentConfig, protocol: str, agents, embedded_bra
            held: pl.DataFrame | None = None, min_items: int = 1):
     """(brain, catalogue, the sampled agents) after the leakage guard: agents with at least
     `min_items` rows in `held` (default: the test window)."""
-    from ops.studies.alignment.windows import check_held_out
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.runner import sample_agents
+    from ops.studies.alignment.windows import check_held_out
 
     fitted_through = embedded_brain.params.fit_last_timestamp if config.brain == "embedded" else None
     check_held_out(test, {"train": train, "validation": valid}, protocol, fitted_through)

@@ -51,10 +51,10 @@ def augmentation_metrics(
 ) -> MaterializeResult:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
     train split and on it plus this arm's simulated clicks / views (Table 5)."""
-    from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
+    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config
     from ops.readout.augmentation_summary import empty_metrics, seed_summary, table_5
     from ops.readout.plots import augmentation_figure
-    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config
+    from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
 
     arm = context.partition_key
     aug_config = AugmentationConfig(signals=tuple(config.signals), click_label=config.click_label)

@@ -19,7 +19,16 @@ with the protocol differences named (built by `ops.studies.experiments`).
 from pathlib import Path
 
 import polars as pl
-from dagster import AssetExecutionContext, AssetIn, Config, DataVersion, Failure, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetIn,
+    Config,
+    DataVersion,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, condition_name, experiment_partitions
@@ -168,10 +177,16 @@ def ab_agent_table5(context: AssetExecutionContext, config: Table5Config, experi
     """A/B Agent Table 5 with the §3.5 ablation: every DeepCTR model on the original train
     split and with the clicks / views of the vision and the no-vision simulation added,
     several training seeds, all rows side by side."""
-    from ops.studies.augmentation import AugmentationConfig
-    from ops.studies.experiments.augmentation_table import WITH_VISION, WITHOUT_VISION, augmentation_experiment, augmentation_markdown
-    from ops.studies.experiments.papers import DIFFERENCES, TABLE5, TABLE5_MODELS as PAPER_MODELS
     from ops.readout.plots import augmentation_figure
+    from ops.studies.augmentation import AugmentationConfig
+    from ops.studies.experiments.augmentation_table import (
+        WITH_VISION,
+        WITHOUT_VISION,
+        augmentation_experiment,
+        augmentation_markdown,
+    )
+    from ops.studies.experiments.papers import DIFFERENCES, TABLE5
+    from ops.studies.experiments.papers import TABLE5_MODELS as PAPER_MODELS
 
     runs = _by_arm_and_condition(experiment_simulation_events)
     wanted = {WITH_VISION: condition_name(config.brain, True), WITHOUT_VISION: condition_name(config.brain, False)}
@@ -206,11 +221,20 @@ def simuser_thumbnail_quality(context: AssetExecutionContext, config: ThumbnailC
     poster and a background crop standing in for a trailer screenshot, with intervals."""
     from ops.agents.embeddings import load_poster
     from ops.figures import save_figure
-    from ops.studies.experiments.papers import DIFFERENCES, EMBEDDED_POSTER_FEATURES, THUMBNAILS
-    from ops.studies.experiments.thumbnails import (ORIGINAL, VERSIONS, embedded_with_posters, sample_movies, simulate_versions,
-                                                    thumbnail_figure, thumbnail_lists, thumbnail_table, write_versions)
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.runner import SimulationConfig, sample_agents
+    from ops.studies.experiments.papers import DIFFERENCES, EMBEDDED_POSTER_FEATURES, THUMBNAILS
+    from ops.studies.experiments.thumbnails import (
+        ORIGINAL,
+        VERSIONS,
+        embedded_with_posters,
+        sample_movies,
+        simulate_versions,
+        thumbnail_figure,
+        thumbnail_lists,
+        thumbnail_table,
+        write_versions,
+    )
 
     folder = data_root() / "experiments" / "thumbnails"
     movie_ids = sample_movies(mm_ml_1m, config.n_movies, config.seed)
@@ -268,7 +292,8 @@ def brain_comparison(context: AssetExecutionContext, config: BrainComparisonConf
     CTR, CVR, AR with intervals per brain, their paired differences, and the arm orderings."""
     from ops.figures import save_figure
     from ops.readout.ab_readout import ReadoutConfig
-    from ops.studies.experiments.arm_tables import brain_comparison as compare, brain_figure, brain_markdown
+    from ops.studies.experiments.arm_tables import brain_comparison as compare
+    from ops.studies.experiments.arm_tables import brain_figure, brain_markdown
     from ops.studies.experiments.papers import DIFFERENCES
 
     runs = _by_arm_and_condition(experiment_simulation_events)

@@ -31,7 +31,8 @@ class ReadoutAssetConfig(Config):
 @asset(group_name=GROUP, code_version="2", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")})
 def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simulation_events: dict, mlflow_tracking: MlflowTracking):
     """Per-arm metrics with intervals and arm-vs-control differences (docs/definitions.md#lifecycle, step 9)."""
-    from ops.readout.ab_readout import ReadoutConfig, ab_readout as readout
+    from ops.readout.ab_readout import ReadoutConfig
+    from ops.readout.ab_readout import ab_readout as readout
     from ops.readout.plots import write_ab_figures
 
     if not simulation_events:
@@ -94,10 +95,16 @@ def simab_report(
     the simulated test (minimum detectable CTR difference, agents × sessions needed,
     sensitivity ratio per pair), and how far to trust the agents (the alignment protocols,
     each beside the paper's figure)."""
-    from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
     from ops.atomic import atomic_write_bytes
     from ops.figures import save_figure
     from ops.links import viewer_url
+    from ops.readout.fidelity import (
+        agreement_summary,
+        fidelity,
+        offline_intervals,
+        offline_per_user,
+        pairwise_agreement,
+    )
     from ops.readout.plots import fidelity_pairs, power_figure, write_ab_figures
     from ops.readout.power import power_analysis
     from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
@@ -177,9 +184,15 @@ def simab_report(
 def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) -> list[str]:
     """"How far to trust the agents": the alignment results and their figures under `folder`/plots."""
     from ops.figures import save_figure
-    from ops.studies.alignment.lists import ratio_name
     from ops.studies.alignment.list_quality import QUALITY_RATIOS
-    from ops.studies.alignment.plots import calibration_figure, list_quality_figure, rating_figure, social_figure, taste_figure
+    from ops.studies.alignment.lists import ratio_name
+    from ops.studies.alignment.plots import (
+        calibration_figure,
+        list_quality_figure,
+        rating_figure,
+        social_figure,
+        taste_figure,
+    )
     from ops.studies.alignment.trust import trust_section
 
     # A protocol the data could not measure ({"not_measured": why}) has no figure and reads "Not run".

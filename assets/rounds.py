@@ -115,9 +115,9 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         """One round of one arm with the memories of the round before (module docstring)."""
         from ops.arms.recommenders import arm_config
         from ops.readout.ab_readout import per_agent_metrics
-        from ops.studies.rounds import RoundsConfig, empty_written_memories, movie_pools, simulate_round
         from ops.schema import RATINGS
         from ops.simulation.runner import sample_agents
+        from ops.studies.rounds import RoundsConfig, empty_written_memories, movie_pools, simulate_round
 
         keys = context.partition_key.keys_by_dimension
         arm, r = keys["arm"], int(keys["round"])
@@ -170,8 +170,8 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         import time
 
         from ops.arms.recommenders import arm_config
-        from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds
         from ops.simulation.runner import sample_agents
+        from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds
 
         started = time.perf_counter()
         rounds_config = RoundsConfig(rounds=config.rounds, pages=config.pages, split_pool=config.split_pool, seed=config.seed, n_bootstrap=config.n_bootstrap)

@@ -26,7 +26,17 @@ import tempfile
 from typing import Literal
 
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, Failure, MaterializeResult, MetadataValue, Output, ResourceParam, asset
+from dagster import (
+    AssetExecutionContext,
+    Config,
+    DataVersion,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    Output,
+    ResourceParam,
+    asset,
+)
 from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, arm_partitions

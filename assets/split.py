@@ -27,7 +27,8 @@ class SplitConfig(Config):
 def chronological_split(context: AssetExecutionContext, config: SplitConfig, ratings: pl.DataFrame, mlflow_tracking: MlflowTracking):
     """Sort all interactions by time and cut at 70 % and 90 %."""
     from ops.data.plots import split_timeline
-    from ops.data.split import chronological_split as split, split_statistics
+    from ops.data.split import chronological_split as split
+    from ops.data.split import split_statistics
 
     parts = split(ratings, (config.train, config.valid, config.test))
     stats = split_statistics(parts)

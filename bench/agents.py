@@ -37,14 +37,14 @@ sys.path.insert(0, str(ROOT))
 
 from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
-from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
-from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
 from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
+from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
+from ops.data.split import chronological_split  # noqa: E402
+from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
+from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 

@@ -50,22 +50,40 @@ from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
-from ops.studies.alignment import papers  # noqa: E402
-from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
-from ops.studies.alignment.lists import mixed_lists, ratio_name  # noqa: E402
-from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
-from ops.studies.alignment.rating import brain_ratings, offline_rating_predictors, rating_alignment, rating_pairs  # noqa: E402
-from ops.studies.alignment.social import (  # noqa: E402
-    conformity_on_pairs, real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts,
+from ops.simulation.brains.embedded import (  # noqa: E402
+    EmbeddedBrainModel,
+    fit,
+    fit_embedded_brain,  # noqa: E402
 )
-from ops.studies.alignment.taste import (  # noqa: E402
-    TASTE_RATIOS, embedded_scorer, fit_taste_thresholds, taste_discrimination, taste_per_item, threshold_answerer,
-)
-from ops.simulation.brains.embedded import EmbeddedBrainModel, fit  # noqa: E402
-from ops.studies.alignment.windows import check_held_out  # noqa: E402
-from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
+from ops.studies.alignment import papers  # noqa: E402
+from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
+from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
+from ops.studies.alignment.lists import mixed_lists, ratio_name  # noqa: E402
+from ops.studies.alignment.rating import (  # noqa: E402
+    brain_ratings,
+    offline_rating_predictors,
+    rating_alignment,
+    rating_pairs,
+)
+from ops.studies.alignment.social import (  # noqa: E402
+    conformity_on_pairs,
+    real_behaviour,
+    simulated_behaviour,
+    social_traits_alignment,
+    tiers_frame,
+    verdicts,
+)
+from ops.studies.alignment.taste import (  # noqa: E402
+    TASTE_RATIOS,
+    embedded_scorer,
+    fit_taste_thresholds,
+    taste_discrimination,
+    taste_per_item,
+    threshold_answerer,
+)
+from ops.studies.alignment.windows import check_held_out  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 
@@ -127,7 +145,7 @@ def main() -> None:
     agent_ids = np.array(sorted(agents.profiles))
     lists = pl.concat([top_k(a, agent_ids, frame.get_column("movie_id").to_numpy(), split.train.select("user_id", "movie_id")) for a in arms.values()])
     events = {}
-    print("\n== The arms in the sandbox, before / after calibration (all agents, seed %d) ==" % args.seed)
+    print(f"\n== The arms in the sandbox, before / after calibration (all agents, seed {args.seed}) ==")
     for name, model in (("before", before), ("after", after)):
         events[name] = pl.concat([simulate_arm(arm, lists, sessions, catalogue, model.brain(), SimulationConfig(progress=False), seed=args.seed) for arm in arms])
     rows = []

@@ -40,12 +40,11 @@ sys.path.insert(0, str(ROOT))
 
 from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.arms.metrics import relevant_items  # noqa: E402
+from ops.arms.recommenders import ALL_ARMS, ArmDivergedError, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.movielens import load_local  # noqa: E402
-from ops.arms.recommenders import ALL_ARMS, ArmDivergedError, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.studies.experiments.papers import TABLE2, TABLE5, TABLE5_MODELS  # noqa: E402
-
 
 # A/B Agent Table 2, MovieLens, "Real-World" column (Recall@20, NDCG@20), and Table 5,
 # "Original" AUC, for comparison only: the paper trains on the full ML-1M.  Transcribed once,

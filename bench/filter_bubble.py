@@ -31,11 +31,11 @@ from ops.arms.recommenders import arm_config  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.figures import save_figure  # noqa: E402
-from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
-from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import sample_agents  # noqa: E402
+from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
+from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 

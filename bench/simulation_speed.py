@@ -37,9 +37,9 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 
 OUT = ROOT / "bench" / "out"

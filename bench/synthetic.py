@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ops.arms.metrics import ndcg_at_k, relevant_items  # noqa: E402
-from ops.schema import GENRES  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.data.synthetic import SyntheticConfig, generate  # noqa: E402
+from ops.schema import GENRES  # noqa: E402
 
 
 def main() -> None:

@@ -145,7 +145,8 @@ class FakeOpenAI:
             content = policy(body)
         prompt_tokens, completion_tokens = self.tokens_per_answer
         if self.count_tokens:
-            from ops.simulation.brains.llm.tokens import prompt_tokens as count_prompt, text_tokens
+            from ops.simulation.brains.llm.tokens import prompt_tokens as count_prompt
+            from ops.simulation.brains.llm.tokens import text_tokens
 
             prompt_tokens, completion_tokens = count_prompt(body.get("messages") or []), text_tokens(content)
         with self._lock:

@@ -59,7 +59,7 @@ class LifecycleConsole:
         self.console.print(text, style=style, markup=False, soft_wrap=True)  # paths are never cut
 
     @contextmanager
-    def stage(self, label: str, total: int) -> Iterator["Stage"]:
+    def stage(self, label: str, total: int) -> Iterator[Stage]:
         """A stage of `total` steps: a live bar on a terminal, one finished line in any case."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+
 from pipelines.lifecycle import Step
 from pipelines.run_config import EXPERIMENT_ASSETS
 

@@ -37,7 +37,19 @@ from dagster import (
     sensor,
 )
 
-from assets import agents, alignment, augmentation, experiments, ingestion, mm_ml_1m, recommenders, report, rounds, simulation, split
+from assets import (
+    agents,
+    alignment,
+    augmentation,
+    experiments,
+    ingestion,
+    mm_ml_1m,
+    recommenders,
+    report,
+    rounds,
+    simulation,
+    split,
+)
 from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.run_config import EXPERIMENT_ASSETS, OP_SETTINGS, RunSettings, uses_llm

@@ -34,7 +34,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 from ops.settings import SettingError
-from resources.llm import LIFECYCLE_TAG  # one id per invocation of the runner (kept by --resume); its steps share one LLM bill
+from resources.llm import (
+    LIFECYCLE_TAG,  # one id per invocation of the runner (kept by --resume); its steps share one LLM bill
+)
 
 STEP_TAG = "simab/step"  # e.g. "simab_arm[fm]"
 PLAN_TAG = "simab/plan"  # digest of the steps and their run config

@@ -14,7 +14,7 @@ README, "Beyond one machine".
 
 from __future__ import annotations
 
-from ops.settings import Settings, SettingError
+from ops.settings import SettingError, Settings
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from assets.partitions import ARMS, DEFAULT_ARMS
-from ops.settings import Settings, SettingError, declared, load
+from ops.settings import SettingError, Settings, declared, load
 
 # Each experiment of `python -m pipelines.experiments` and the asset that prints its table.
 EXPERIMENT_ASSETS = {

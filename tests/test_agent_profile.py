@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 
 from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings
-from ops.agents.profile import ProfileConfig, build_profiles, profiles_frame, social_traits
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
 from ops.agents.movie_facts import build_movie_facts
-from ops.schema import MOVIES, RATINGS, USERS, conform
+from ops.agents.profile import ProfileConfig, build_profiles, profiles_frame, social_traits
 from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.schema import MOVIES, RATINGS, USERS, conform
 
 
 def _tiny():
@@ -100,7 +100,7 @@ def test_profiles_recover_planted_tastes(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters")
     users, ratings, favourite = make_users_and_ratings(movies)
     vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
-    looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
+    looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
     profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), ProfileConfig(), poster_looks=looks)
     assert sorted(profiles) == sorted(users.get_column("user_id").to_list())
     expected_look = {"Sci-Fi": "cool", "Romance": "warm", "Horror": "dark"}

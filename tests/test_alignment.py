@@ -11,15 +11,21 @@ import polars as pl
 import pytest
 
 from ops.agents.session import AgentSession
-from ops.studies.alignment.lists import mixed_lists
+from ops.simulation.catalogue import Catalogue, MovieInfo
+from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, Decision
 from ops.studies.alignment.list_quality import list_quality, simulate_lists
+from ops.studies.alignment.lists import mixed_lists
 from ops.studies.alignment.rating import brain_ratings, rating_alignment, rating_distribution
-from ops.studies.alignment.social import real_behaviour, simulated_behaviour, social_traits_alignment, tiers_frame, verdicts
+from ops.studies.alignment.social import (
+    real_behaviour,
+    simulated_behaviour,
+    social_traits_alignment,
+    tiers_frame,
+    verdicts,
+)
 from ops.studies.alignment.taste import taste_discrimination
 from ops.studies.alignment.trust import fidelity_warning
 from ops.studies.alignment.windows import LeakageError, check_held_out
-from ops.simulation.catalogue import Catalogue, MovieInfo
-from ops.simulation.observation import CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, BACK, Decision
 
 N_MOVIES = 400
 

@@ -15,12 +15,12 @@ import pytest
 
 from fakes.agents import HashTextEmbedder
 from fakes.openai_server import FakeOpenAI, answer, user_text
+from ops.simulation.observation import EXIT, NEXT_PAGE, WATCH_AND_RATE
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
-from ops.studies.alignment.lists import mixed_lists
 from ops.studies.alignment.list_quality import list_quality, simulate_lists
+from ops.studies.alignment.lists import mixed_lists
 from ops.studies.alignment.rating import brain_ratings, rating_alignment
 from ops.studies.alignment.taste import taste_discrimination
-from ops.simulation.observation import CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE
 
 KEY_ENV = "SIMAB_TEST_ALIGNMENT_KEY"
 
@@ -165,12 +165,12 @@ def _events(split) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
+    from fakes.agents import make_catalogue, make_users_and_ratings
     from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
     from ops.agents.memory import build_long_term_memories
     from ops.agents.movie_facts import build_movie_facts
     from ops.agents.profile import build_profiles
     from ops.agents.session import AgentSession
-    from fakes.agents import make_catalogue, make_users_and_ratings
     from ops.data.mm_ml_1m import build_mm_ml_1m
     from ops.simulation.catalogue import Catalogue
 

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from ops.agents.session import AgentSession
+from ops.simulation.brains.llm.answers import AnswerError
 from ops.studies.alignment.lists import mixed_lists
 from ops.studies.alignment.taste import (
     PER_ITEM,
@@ -23,7 +24,6 @@ from ops.studies.alignment.taste import (
     threshold_answerer,
 )
 from ops.studies.alignment.windows import LeakageError, check_threshold_window
-from ops.simulation.brains.llm.answers import AnswerError
 
 N_MOVIES, N_USERS = 300, 120
 SCHEMA = {"user_id": pl.Int64, "movie_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
@@ -153,8 +153,8 @@ def test_the_llm_list_answer_is_checked_against_the_list():
 def test_the_llm_brain_answers_every_item_in_one_structured_request(tmp_path, monkeypatch):
     from fakes.agents import llm_world
     from fakes.openai_server import FakeOpenAI, user_text
-    from ops.studies.alignment.taste import llm_answerer
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+    from ops.studies.alignment.taste import llm_answerer
 
     world = llm_world(tmp_path, n_agents=2)
     monkeypatch.setenv("SIMAB_TEST_LLM_KEY", "sk-test")

@@ -9,13 +9,12 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_movielens
-from ops.studies.augmentation import AugmentationConfig, augment, refit_and_evaluate, simulated_interactions
+from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.split import chronological_split
 from ops.readout.augmentation_summary import AUGMENTATION_METRICS, table_5
 from ops.readout.plots import augmentation_figure
-from ops.schema import RATINGS
-from ops.schema import EVENTS
-from ops.data.split import chronological_split
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.schema import EVENTS, RATINGS
+from ops.studies.augmentation import AugmentationConfig, augment, refit_and_evaluate, simulated_interactions
 
 # Small, fast settings for the 2-core machine (as tests/test_recommenders.py); no sampled
 # negatives, so test AUC is over rated pairs as in Table 5.

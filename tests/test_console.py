@@ -4,10 +4,10 @@ closing summary, and everything else sent to the full log."""
 from __future__ import annotations
 
 import io
+import logging
 import os
 import subprocess
 import sys
-import logging
 import uuid
 
 from dagster import DagsterInstance, Definitions, asset, define_asset_job
@@ -114,8 +114,8 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
 
 
 def test_the_console_opens_on_the_same_verdict_lines_as_the_report():
-    from pipelines.console import LifecycleConsole
     from ops.readout.report import verdict_lines
+    from pipelines.console import LifecycleConsole
 
     headline = {
         "control": "pop",

@@ -3,7 +3,15 @@
 import polars as pl
 import pytest
 
-from data_contracts.suites import ContractConfig, coverage_problems, metadata_frame_for_contract, metadata_suite, movies_suite, ratings_suite, users_suite
+from data_contracts.suites import (
+    ContractConfig,
+    coverage_problems,
+    metadata_frame_for_contract,
+    metadata_suite,
+    movies_suite,
+    ratings_suite,
+    users_suite,
+)
 from data_contracts.validate import validate_frame
 
 

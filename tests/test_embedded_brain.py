@@ -3,18 +3,25 @@ with reasons; and, on the synthetic generator, clicks that follow the planted ta
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 import pytest
 
-from types import SimpleNamespace
-
 from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 from ops.agents.build import AgentsConfig, build_agents
-from ops.data.mm_ml_1m import build_mm_ml_1m
-from ops.simulation.brains.embedded import FEATURES, EmbeddedBrain, EmbeddedBrainConfig, EmbeddedBrainParams, fit_embedded_brain
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
+from ops.agents.memory import ShortTermEntry
+from ops.agents.session import AgentSession
+from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.simulation.brains.embedded import (
+    FEATURES,
+    EmbeddedBrain,
+    EmbeddedBrainConfig,
+    EmbeddedBrainParams,
+    fit_embedded_brain,
+)
 from ops.simulation.observation import (
     BACK,
     CLICK_MOVIE,
@@ -25,8 +32,6 @@ from ops.simulation.observation import (
     ItemCard,
     Observation,
 )
-from ops.agents.memory import ShortTermEntry
-from ops.agents.session import AgentSession
 
 QUIET = AgentsConfig(embedding=EmbeddingConfig(show_progress=False))
 
@@ -223,10 +228,10 @@ def test_vision_ablation_zeroes_poster_features(world):
 def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_does(tmp_path):
     synthetic = pytest.importorskip("ops.data.synthetic")
     simulation = pytest.importorskip("ops.simulation.runner")
-    from ops.readout.ab_readout import per_agent_metrics
     from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm
-    from ops.simulation.catalogue import Catalogue
     from ops.data.split import chronological_split
+    from ops.readout.ab_readout import per_agent_metrics
+    from ops.simulation.catalogue import Catalogue
 
     data = synthetic.generate(synthetic.SyntheticConfig(n_users=400, n_movies=500, seed=3), tmp_path / "posters")
     split = chronological_split(data.ratings)

@@ -14,7 +14,6 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from ops.data.mm_ml_1m import build_mm_ml_1m
 from fakes.agents import HashTextEmbedder, make_catalogue
 from ops.agents.embeddings import (
     EmbeddingConfig,
@@ -27,6 +26,7 @@ from ops.agents.embeddings import (
     movie_text,
     poster_look,
 )
+from ops.data.mm_ml_1m import build_mm_ml_1m
 
 QUIET = EmbeddingConfig(show_progress=False)
 

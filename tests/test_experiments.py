@@ -12,7 +12,14 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from ops.studies.experiments.thumbnails import BLUE_FILTER, ORIGINAL, TRAILER_STAND_IN, embedded_with_posters, poster_version, thumbnail_lists
+from ops.studies.experiments.thumbnails import (
+    BLUE_FILTER,
+    ORIGINAL,
+    TRAILER_STAND_IN,
+    embedded_with_posters,
+    poster_version,
+    thumbnail_lists,
+)
 
 
 def _poster(seed: int = 0) -> Image.Image:

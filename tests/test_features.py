@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from ops.arms.features import GENRE_PADDING, GENRE_UNSEEN, UNSEEN, FeatureConfig, FeatureEncoder, fit_encoder
-from ops.schema import METADATA, MOVIES, RATINGS, USERS, conform
 from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.schema import METADATA, MOVIES, RATINGS, USERS, conform
 
 
 @pytest.fixture

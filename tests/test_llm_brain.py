@@ -366,8 +366,7 @@ def test_a_missing_key_names_the_variable(world, fake, monkeypatch):
 
 
 def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key, tmp_path):
-    from ops.schema import conform
-    from ops.schema import EVENTS
+    from ops.schema import EVENTS, conform
     from ops.simulation.observation import EXIT_INTERVIEW
     from ops.simulation.runner import SimulationConfig, simulate_arm
 

@@ -8,8 +8,7 @@ import polars as pl
 import pytest
 
 from fakes.agents import HashTextEmbedder, make_catalogue
-from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
-from ops.agents.embeddings import MovieVectors
+from ops.agents.embeddings import EmbeddingConfig, MovieVectors, PaletteLayoutPosterEmbedder, embed_catalogue
 from ops.agents.memory import ShortTermEntry, build_long_term_memories, describe_short_term
 from ops.agents.movie_facts import build_movie_facts
 from ops.data.mm_ml_1m import build_mm_ml_1m

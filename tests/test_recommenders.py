@@ -18,9 +18,9 @@ from ops.arms.recommenders import (
     top_k,
     train_arm,
 )
-from ops.schema import TOP_K
-from ops.data.split import chronological_split
 from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.split import chronological_split
+from ops.schema import TOP_K
 
 # Small, fast settings for the 2-core test machine: a larger step than Appendix B's Adam
 # default so that a few epochs on ~12k rows get somewhere.

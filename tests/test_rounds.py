@@ -14,6 +14,8 @@ from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
 from ops.arms.recommenders import arm_config
 from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.schema import RATINGS, TOP_K
+from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.studies.rounds import (
     RoundResult,
     RoundsConfig,
@@ -23,8 +25,6 @@ from ops.studies.rounds import (
     simulate_round,
     simulate_rounds,
 )
-from ops.schema import RATINGS, TOP_K
-from ops.simulation.brains.embedded import fit_embedded_brain
 
 SMALL = RoundsConfig(rounds=2, pages=2, n_bootstrap=50)
 

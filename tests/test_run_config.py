@@ -123,9 +123,9 @@ def test_a_bad_setting_stops_the_lifecycle_before_any_work_in_one_line(tmp_path,
 def test_a_field_dagster_refuses_is_named_by_its_variable_before_the_first_step():
     # The settings' own bounds catch what the environment sets; the job's config schema is
     # checked as well, for every job of the plan, before the first one runs.
+    from ops.settings import SettingError
     from pipelines.definitions import build_definitions
     from pipelines.lifecycle import check_run_configs
-    from ops.settings import SettingError
 
     settings = settings_from_env({})
     defs = build_definitions(settings)

@@ -5,10 +5,10 @@ import datetime
 import polars as pl
 import pytest
 
-from ops.simulation.observation import Decision
-from ops.simulation.catalogue import Catalogue, MovieInfo
-from ops.simulation.sandbox import IllegalActionError, Sandbox, SandboxConfig, describe
 from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.simulation.catalogue import Catalogue, MovieInfo
+from ops.simulation.observation import Decision
+from ops.simulation.sandbox import IllegalActionError, Sandbox, SandboxConfig, describe
 
 
 @pytest.fixture

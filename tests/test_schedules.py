@@ -2,10 +2,17 @@
 evaluated against a real (ephemeral) Dagster instance."""
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-from dagster import AssetMaterialization, DagsterInstance, RunRequest, SkipReason, build_schedule_context, build_sensor_context
+from dagster import (
+    AssetMaterialization,
+    DagsterInstance,
+    RunRequest,
+    SkipReason,
+    build_schedule_context,
+    build_sensor_context,
+)
 
 from pipelines.jobs import build_jobs, build_schedules_and_sensors
 from pipelines.run_config import settings_from_env
@@ -20,14 +27,14 @@ def two_arms():
 
 
 def test_the_nightly_schedule_requests_one_resimulation_per_configured_arm(two_arms):
-    night = datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc)
+    night = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
     requests = list(nightly_resimulation(build_schedule_context(scheduled_execution_time=night)))
     assert [(r.partition_key, r.run_key) for r in requests] == [("random", "2026-11-22-random"), ("pop", "2026-11-22-pop")]
     assert all(r.tags["simab/night"] == "2026-11-22" for r in requests)
     # The environment's settings travel with the request (read once, not at import).
     assert all(r.run_config["ops"]["simulation_events"]["config"]["n_agents"] == 30 for r in requests)
     # The next night gets new run keys, so Dagster does not drop them as duplicates.
-    later = list(nightly_resimulation(build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=timezone.utc))))
+    later = list(nightly_resimulation(build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=UTC))))
     assert {r.run_key for r in later}.isdisjoint({r.run_key for r in requests})
 
 
@@ -68,7 +75,7 @@ def test_a_continuing_nightly_schedule_runs_each_arms_next_round_from_the_last_r
     settings = settings_from_env({"SIMAB_ARMS": "random,pop", "SIMAB_NIGHTLY": "continue", "SIMAB_ROUNDS": "3", "SIMAB_AGENTS": "30"})
     (nightly,), _ = build_schedules_and_sensors(settings, build_jobs(settings))
     assert nightly.job_name == "simab_rounds"
-    night = datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc)
+    night = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
     from dagster import instance_for_test
 
     with instance_for_test() as instance:  # the schedule context needs an instance it can refer to

@@ -4,6 +4,8 @@ shards equal to one unsharded run with the same seed — events and read-out."""
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import polars as pl
 import pytest
 from dagster import DagsterInstance, build_schedule_context
@@ -65,9 +67,9 @@ def test_sharded_jobs_give_the_simulation_settings_to_the_shards_and_the_schedul
     unsharded = settings_from_env({"SIMAB_ARMS": "random,pop"})
     assert [s.label for s in lifecycle_plan(unsharded)] == ["simab_prepare", "simab_arm[random]", "simab_arm[pop]", "simab_readout"]
     (nightly,), sensors = build_schedules_and_sensors(settings, build_jobs(settings))
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    requests = list(nightly(build_schedule_context(scheduled_execution_time=datetime(2026, 11, 22, 2, tzinfo=timezone.utc))))
+    requests = list(nightly(build_schedule_context(scheduled_execution_time=datetime(2026, 11, 22, 2, tzinfo=UTC))))
     assert [r.partition_key for r in requests] == ["random|0", "random|1", "pop|0", "pop|1"]
     assert {s.name for s in sensors} == {"readout_after_simulation", "combine_after_shards"}
 
@@ -179,7 +181,6 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
     import socket
     import subprocess
     import sys
-    from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
     from dagster import DagsterEventType

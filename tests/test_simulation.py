@@ -10,12 +10,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.simulation.brains.random_policy import UniformRandomBrain
-from ops.simulation.fatigue import FatigueConfig
 from ops.agents.session import AgentSession
 from ops.atomic import atomic_write_parquet
 from ops.schema import EVENTS
+from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.catalogue import Catalogue, MovieInfo
+from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import Decision
 from ops.simulation.runner import SimulationConfig, agents_of_arm, assign_agents, simulate_arm
 from ops.simulation.sandbox import IllegalActionError

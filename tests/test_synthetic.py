@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from ops.data.synthetic import SyntheticConfig, SyntheticData, generate
 from ops.data.synthetic_posters import PosterConfig
 from ops.schema import GENRES, HIDDEN_TASTES, METADATA, MOVIES, RATINGS, USERS
-from ops.data.synthetic import SyntheticConfig, SyntheticData, generate
 
 # Smaller than the default so the file stays fast on shared cores, large enough for the
 # statistics below to be stable (about 40,000 ratings).
@@ -110,8 +110,8 @@ def test_activity_and_popularity_are_long_tailed(data: SyntheticData) -> None:
 
 def test_timestamps_lie_in_range_and_users_span_the_chronological_split(data: SyntheticData) -> None:
     config = SyntheticConfig()
-    start = dt.datetime.combine(config.start_date, dt.time(), tzinfo=dt.timezone.utc).timestamp()
-    end = dt.datetime.combine(config.end_date, dt.time(23, 59, 59), tzinfo=dt.timezone.utc).timestamp()
+    start = dt.datetime.combine(config.start_date, dt.time(), tzinfo=dt.UTC).timestamp()
+    end = dt.datetime.combine(config.end_date, dt.time(23, 59, 59), tzinfo=dt.UTC).timestamp()
     ts = data.ratings["timestamp"]
     assert ts.min() >= start and ts.max() <= end
     assert ts.max() - ts.min() > 2 * 365 * 86400, "ratings do not spread over several years"

@@ -105,7 +105,7 @@ class ExperimentStore:
     # -- loading ------------------------------------------------------------------------------
 
     @classmethod
-    def from_definitions(cls, defs=None, reports: Path | None = None) -> "ExperimentStore":
+    def from_definitions(cls, defs=None, reports: Path | None = None) -> ExperimentStore:
         """Everything stored by the code location (default: `pipelines.definitions`, built
         from the environment, so $SIMAB_HOME chooses the store)."""
         if defs is None:

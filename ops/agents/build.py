@@ -56,7 +56,7 @@ class Agents:
         self.facts.save(folder / "facts")
 
     @classmethod
-    def load(cls, folder: Path) -> "Agents":
+    def load(cls, folder: Path) -> Agents:
         meta = load_json(folder / "agents.json")
         # Format 2: profiles carry the persona (ops.agents.persona).
         check_format(meta, "Agents", 2, folder / "agents.json")
@@ -89,7 +89,7 @@ def build_agents(
 
     t = time.perf_counter()
     facts = build_movie_facts(catalogue, train)
-    looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
+    looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
     profiles = build_profiles(train, users, catalogue, config.profile, facts=facts, poster_looks=looks)
     timings["profiles"] = time.perf_counter() - t
 

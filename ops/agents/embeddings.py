@@ -58,7 +58,7 @@ class PosterEmbedder(Protocol):
     name: str
     dim: int
 
-    def embed_images(self, images: Sequence["Image.Image"]) -> np.ndarray: ...
+    def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,7 +105,7 @@ class MovieVectors:
                                             "text_model": self.text_model, "poster_model": self.poster_model, "digest": self.digest})
 
     @classmethod
-    def load(cls, folder: Path) -> "MovieVectors":
+    def load(cls, folder: Path) -> MovieVectors:
         from ops.codec import check_format, load_arrays, load_json
 
         meta = load_json(folder / "vectors.json")
@@ -264,7 +264,7 @@ def poster_digest(path: str | None) -> str | None:
         return None
 
 
-def load_poster(path: str) -> "Image.Image":
+def load_poster(path: str) -> Image.Image:
     """Open a poster as RGB; raises ValueError naming the file when it does not decode."""
     from PIL import Image
 
@@ -424,12 +424,12 @@ class PaletteLayoutPosterEmbedder:
         self.dim = c.hue_bins + 2 * c.level_bins + 5 + 4 * c.dominant_colours + 3 * cols * rows
         self.name = f"palette-layout-v1:{c.thumb_size[0]}x{c.thumb_size[1]}:{self.dim}"
 
-    def embed_images(self, images: Sequence["Image.Image"]) -> np.ndarray:
+    def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
         if not images:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.vstack([self._features(img) for img in images]).astype(np.float32)
 
-    def _features(self, image: "Image.Image") -> np.ndarray:
+    def _features(self, image: Image.Image) -> np.ndarray:
         from PIL import ImageFilter
 
         c = self.config
@@ -479,7 +479,7 @@ class PaletteLayoutPosterEmbedder:
         return vec / norm if norm > 0 else vec
 
 
-def poster_look(image: "Image.Image", config: EmbeddingConfig | None = None) -> str:
+def poster_look(image: Image.Image, config: EmbeddingConfig | None = None) -> str:
     """One word for a poster's overall look: "dark", "bright", "warm" or "cool".
 
     Dark / bright when the mean brightness is far from mid-grey, otherwise warm / cool by
@@ -534,7 +534,7 @@ class OpenClipPosterEmbedder:
         with torch.no_grad():
             self.dim = int(model.encode_image(preprocess(_blank()).unsqueeze(0).to(self.config.device)).shape[1])
 
-    def embed_images(self, images: Sequence["Image.Image"]) -> np.ndarray:
+    def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
         import torch
 
         if self._model is None:
@@ -637,7 +637,7 @@ def _normalise_rows(x: np.ndarray) -> np.ndarray:
     return (x / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
-def _blank() -> "Image.Image":
+def _blank() -> Image.Image:
     from PIL import Image
 
     return Image.new("RGB", (224, 224))

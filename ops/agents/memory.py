@@ -76,7 +76,7 @@ class LongTermMemory:
     def feeling(self, j: int) -> str:
         return self.feelings[j] if self.feelings else ""
 
-    def grow(self, movie_ids, ratings, timestamps, feelings) -> "LongTermMemory":
+    def grow(self, movie_ids, ratings, timestamps, feelings) -> LongTermMemory:
         """A copy with these watches appended (memory writing); this memory is untouched.
 
         Timestamps must not precede the newest memory: memories stay oldest first, and a

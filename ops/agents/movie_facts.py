@@ -48,7 +48,7 @@ class MovieFacts:
                                           "directors": [list(d) for d in self.directors], "actors": [list(a) for a in self.actors]})
 
     @classmethod
-    def load(cls, folder: Path) -> "MovieFacts":
+    def load(cls, folder: Path) -> MovieFacts:
         from ops.codec import check_format, load_arrays, load_json
 
         meta = load_json(folder / "facts.json")

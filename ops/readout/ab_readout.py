@@ -49,9 +49,15 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
-from ops.readout.statistics import bootstrap_means, holm, named_rng, paired_p_value, percentile_interval, unpaired_p_value
-from ops.simulation.observation import CLICK_MOVIE, EXIT, WATCH_AND_RATE
-from ops.simulation.observation import AGENT_FAILURES, EXIT_INTERVIEW
+from ops.readout.statistics import (
+    bootstrap_means,
+    holm,
+    named_rng,
+    paired_p_value,
+    percentile_interval,
+    unpaired_p_value,
+)
+from ops.simulation.observation import AGENT_FAILURES, CLICK_MOVIE, EXIT, EXIT_INTERVIEW, WATCH_AND_RATE
 
 METRICS: tuple[str, ...] = (
     "ctr",
@@ -152,7 +158,7 @@ class ABReadout:
                                             "config": self.config.model_dump(mode="json")})
 
     @classmethod
-    def load(cls, folder: Path) -> "ABReadout":
+    def load(cls, folder: Path) -> ABReadout:
         from ops.codec import check_format, load_json, load_table
 
         meta = load_json(folder / "readout.json")

@@ -49,7 +49,7 @@ class Catalogue:
                 self._movies[info.movie_id] = info
 
     @classmethod
-    def from_frame(cls, catalogue: pl.DataFrame) -> "Catalogue":
+    def from_frame(cls, catalogue: pl.DataFrame) -> Catalogue:
         """Build from the MM-ML-1M table (`ops.schema.MM_ML_1M`, the `mm_ml_1m` asset).
         Home-page genres are the MovieLens genres, falling back to the metadata's own when
         MovieLens has none."""

@@ -38,7 +38,10 @@ from pydantic import BaseModel, Field
 
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm.tokens import prompt_tokens, text_tokens
-from ops.simulation.budget import CostLimitExceeded, RunBudget  # noqa: F401  (re-exported: the bill's errors and ledger)
+from ops.simulation.budget import (  # noqa: F401  (re-exported: the bill's errors and ledger)
+    CostLimitExceeded,
+    RunBudget,
+)
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import fatigue_budget, fatigue_cost
 from ops.simulation.observation import EXIT, Decision, Observation
@@ -80,7 +83,7 @@ class CostEstimate:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def over_sessions(self, sessions: int) -> "CostEstimate":
+    def over_sessions(self, sessions: int) -> CostEstimate:
         """The bill of `sessions` independent sessions per agent: expected calls, tokens,
         cost and ceiling times `sessions`; the interval's half-widths times √sessions (the
         sessions draw independently, so their spreads add in variance)."""
@@ -192,7 +195,13 @@ def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: i
     cost nothing and are not subtracted.  A `CostEstimate` named
     `llm_personas` (its interval is the expected figure: prompts are known, only answer
     lengths vary, and the ceiling bounds them)."""
-    from ops.simulation.brains.llm.persona import RATING_TEMPLATE, SAMPLE_PERSONA, SAMPLE_RATING, persona_prompt, rating_movies
+    from ops.simulation.brains.llm.persona import (
+        RATING_TEMPLATE,
+        SAMPLE_PERSONA,
+        SAMPLE_RATING,
+        persona_prompt,
+        rating_movies,
+    )
 
     c = brain.config
     price = brain.transport.cost

@@ -63,7 +63,7 @@ class FatigueConfig(BaseModel):
     budgets: dict[str, float] = {"low": 20.0, "medium": 30.0, "high": 45.0}
 
     @model_validator(mode="after")
-    def _check(self) -> "FatigueConfig":
+    def _check(self) -> FatigueConfig:
         missing = [a for a in ACTIONS if a not in self.base_costs]
         unknown = [a for a in self.base_costs if a not in ACTIONS]
         if missing or unknown:
@@ -84,7 +84,7 @@ class FatigueConfig(BaseModel):
         return self
 
     @classmethod
-    def preset(cls, name: str, **overrides) -> "FatigueConfig":
+    def preset(cls, name: str, **overrides) -> FatigueConfig:
         """The configuration with the base costs of one column of Table 8."""
         if name not in BASE_COST_PRESETS:
             raise ValueError(f"unknown fatigue preset {name!r}; choose one of {sorted(BASE_COST_PRESETS)}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-
 PageType = Literal["home", "detail"]
 
 # Action names of the sandbox (A/B Agent §2.3.1, Table 8).

@@ -26,6 +26,7 @@ from numbers import Integral
 
 from pydantic import BaseModel, model_validator
 
+from ops.simulation.catalogue import Catalogue
 from ops.simulation.observation import (
     BACK,
     CLICK_MOVIE,
@@ -38,7 +39,6 @@ from ops.simulation.observation import (
     ItemCard,
     Observation,
 )
-from ops.simulation.catalogue import Catalogue
 
 
 class SandboxConfig(BaseModel):
@@ -53,7 +53,7 @@ class SandboxConfig(BaseModel):
     allow_rewatch: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> "SandboxConfig":
+    def _check(self) -> SandboxConfig:
         if self.items_per_page < 1 or self.list_length < 1:
             raise ValueError(f"sandbox needs items_per_page >= 1 and list_length >= 1, got {self.items_per_page}, {self.list_length}")
         if self.rating_min > self.rating_max:

@@ -37,8 +37,8 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from ops.readout.augmentation_summary import AUGMENTATION_METRICS, ORIGINAL
-from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
 from ops.schema import RATINGS, conform
+from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
 
 Signal = Literal["click", "view"]
 SIGNALS: tuple[Signal, ...] = ("click", "view")

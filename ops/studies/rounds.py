@@ -42,10 +42,10 @@ from pydantic import BaseModel, Field
 
 from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
-from ops.studies.augmentation import AugmentationConfig, Signal, augment, simulated_interactions
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
 from ops.simulation.observation import WATCH_AND_RATE
+from ops.studies.augmentation import AugmentationConfig, Signal, augment, simulated_interactions
 
 FILTER_BUBBLE_METRICS = (
     "recommended_top1_genre_share",

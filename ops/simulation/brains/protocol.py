@@ -33,8 +33,8 @@ class Brain(Protocol):
         """Optional batch work before the sessions run: `shown` maps user id -> the movie ids of
         that user's top-20 list, so a brain can score every (user, item) pair at once."""
 
-    def decide(self, session: AgentSession, observation: Observation, rng: "np.random.Generator") -> Decision:
+    def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
         """The next action for the page observed; must be one of `observation.legal_actions`."""
 
-    def exit_interview(self, session: AgentSession, rng: "np.random.Generator") -> tuple[int, str]:
+    def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         """Satisfaction 1..10 with a one-line reason, asked when the session ends."""

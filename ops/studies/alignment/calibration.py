@@ -33,12 +33,12 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.studies.alignment.lists import mixed_lists, ratio_name
-from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
 from ops.readout.statistics import named_rng
 from ops.simulation.brains.embedded import EmbeddedBrainModel, ListResponse
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.runner import SimulationConfig
+from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
+from ops.studies.alignment.lists import mixed_lists, ratio_name
 
 
 class TooFewAgents(ValueError):

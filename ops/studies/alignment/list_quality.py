@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +27,12 @@ import polars as pl
 
 from ops.agents.session import AgentSession
 from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
-from ops.studies.alignment.lists import ratio_name
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import TOP_K
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.studies.alignment.lists import ratio_name
 
 # A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
 QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)
@@ -61,7 +60,7 @@ class ListQuality:
         save_fields(folder, "ListQuality", 1, self)
 
     @classmethod
-    def load(cls, folder: Path) -> "ListQuality":
+    def load(cls, folder: Path) -> ListQuality:
         from ops.codec import load_fields
         from ops.simulation.brains.embedded.config import ListResponse
 

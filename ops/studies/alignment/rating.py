@@ -22,14 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.studies.alignment.lists import fresh_session
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
@@ -37,6 +35,7 @@ from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import WATCH_AND_RATE
 from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox
+from ops.studies.alignment.lists import fresh_session
 
 STARS = (1, 2, 3, 4, 5)
 PREDICTION = {"predictor": pl.Utf8, "kind": pl.Utf8, "pairs": pl.Int64, "agents": pl.Int64, "rmse": pl.Float64, "rmse_ci_low": pl.Float64,
@@ -65,7 +64,7 @@ class RatingAlignment:
         save_fields(folder, "RatingAlignment", 1, self)
 
     @classmethod
-    def load(cls, folder: Path) -> "RatingAlignment":
+    def load(cls, folder: Path) -> RatingAlignment:
         from ops.codec import load_fields
 
         return load_fields(cls, folder, "RatingAlignment", 1)

@@ -38,7 +38,6 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.studies.alignment.lists import fresh_session, mean_intervals, mixed_lists, ratio_name
 from ops.readout.statistics import named_rng
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
@@ -46,6 +45,7 @@ from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import CLICK_MOVIE, NEXT_PAGE, Decision
 from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox, SandboxConfig
+from ops.studies.alignment.lists import fresh_session, mean_intervals, mixed_lists, ratio_name
 
 # SimUSER and Agent4Rec's ratios, then A/B Agent's 1:4 (§3.3.1).
 TASTE_RATIOS: tuple[int, ...] = (1, 3, 9, 4)
@@ -75,7 +75,7 @@ class TasteDiscrimination:
         save_fields(folder, "TasteDiscrimination", 1, self)
 
     @classmethod
-    def load(cls, folder: Path) -> "TasteDiscrimination":
+    def load(cls, folder: Path) -> TasteDiscrimination:
         from ops.codec import load_fields
 
         return load_fields(cls, folder, "TasteDiscrimination", 1)
@@ -89,8 +89,8 @@ class TasteDiscrimination:
                   _wide(self.per_item).insert_column(0, pl.lit(PER_ITEM).alias("protocol"))]
         return pl.concat(tables, how="diagonal_relaxed")
 
-    def with_per_item(self, result: "TasteDiscrimination",
-                      thresholds: Mapping[str, float] | None = None) -> "TasteDiscrimination":
+    def with_per_item(self, result: TasteDiscrimination,
+                      thresholds: Mapping[str, float] | None = None) -> TasteDiscrimination:
         """This result with the per-item protocol's (`taste_per_item`) beside it."""
         cuts = None if thresholds is None else {k: float(v) for k, v in thresholds.items()}
         return TasteDiscrimination(self.per_agent, self.summary, self.brain, self.protocol, result.per_agent,

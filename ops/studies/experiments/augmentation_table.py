@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
 from ops.readout.augmentation_summary import ORIGINAL, seed_summary, table_5
+from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
 
 WITH_VISION = "w/ vision"
 WITHOUT_VISION = "w/o vision"

@@ -106,7 +106,14 @@ from ops.simulation.brains.embedded.config import (
     LinearModel,
     ListResponse,
 )
-from ops.simulation.brains.embedded.features import AgentState, BrainContext, PairScores, agent_states, demographic_group, pair_features
+from ops.simulation.brains.embedded.features import (
+    AgentState,
+    BrainContext,
+    PairScores,
+    agent_states,
+    demographic_group,
+    pair_features,
+)
 from ops.simulation.brains.embedded.fitting import EmbeddedBrainModel, fit, fit_embedded_brain
 
 __all__ = [

@@ -12,8 +12,8 @@ from ops.agents.memory import LongTermMemory, ShortTermEntry
 from ops.agents.profile import DECADES
 from ops.agents.session import AgentSession
 from ops.schema import GENRES
-from ops.simulation.brains.embedded.config import FEATURES, EmbeddedBrainConfig, LinearModel, EmbeddedBrainParams
-from ops.simulation.brains.embedded.features import BrainContext, AgentState, agent_states, PairScores, pair_features
+from ops.simulation.brains.embedded.config import FEATURES, EmbeddedBrainConfig, EmbeddedBrainParams, LinearModel
+from ops.simulation.brains.embedded.features import AgentState, BrainContext, PairScores, agent_states, pair_features
 from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, Decision, Observation
 
 

@@ -8,13 +8,10 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, Field
-
-
 
 HOME_FEATURES = (
     "user_mean",
@@ -208,7 +205,7 @@ class EmbeddedBrainParams(BaseModel):
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "EmbeddedBrainParams":
+    def load(cls, path: str | Path) -> EmbeddedBrainParams:
         try:
             return cls.model_validate(json.loads(Path(path).read_text()))
         except Exception as exc:

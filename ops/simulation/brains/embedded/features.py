@@ -16,7 +16,16 @@ import polars as pl
 from ops.agents.embeddings import MovieVectors
 from ops.agents.memory import LongTermMemory
 from ops.agents.movie_facts import MovieFacts
-from ops.agents.profile import Credits, HistoryStats, PopulationStats, ProfileConfig, decade_index, memories_history_stats, movie_credits, population_stats
+from ops.agents.profile import (
+    Credits,
+    HistoryStats,
+    PopulationStats,
+    ProfileConfig,
+    decade_index,
+    memories_history_stats,
+    movie_credits,
+    population_stats,
+)
 from ops.simulation.brains.embedded.config import FEATURES, EmbeddedBrainConfig
 
 
@@ -88,7 +97,7 @@ class BrainContext:
         })
 
     @classmethod
-    def load(cls, folder: Path) -> "BrainContext":
+    def load(cls, folder: Path) -> BrainContext:
         from scipy import sparse
 
         from ops.codec import check_format, load_arrays, load_json
@@ -126,11 +135,11 @@ class BrainContext:
         demographic_prior: float = 5.0,
         crowd_rating_prior: float = 10.0,
         collab_factors: int = 0,
-    ) -> "BrainContext":
+    ) -> BrainContext:
         if not np.array_equal(vectors.movie_ids, facts.movie_ids):
             raise ValueError("MovieVectors and MovieFacts must cover the same movies in the same order")
         profile_config = profile_config or ProfileConfig()
-        looks = {int(m): str(l) for m, l in zip(vectors.movie_ids, vectors.poster_look) if l}
+        looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
         credits = movie_credits(facts, profile_config, looks, keywords=False)
         vote = facts.vote_average
         known = np.isfinite(vote)

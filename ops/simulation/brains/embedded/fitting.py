@@ -15,8 +15,15 @@ import polars as pl
 from ops.agents.build import Agents
 from ops.agents.memory import LongTermMemory
 from ops.simulation.brains.embedded.brain import EmbeddedBrain
-from ops.simulation.brains.embedded.config import COLLAB_FEATURES
-from ops.simulation.brains.embedded.config import HOME_FEATURES, DETAIL_FEATURES, FEATURES, EmbeddedBrainConfig, LinearModel, EmbeddedBrainParams
+from ops.simulation.brains.embedded.config import (
+    COLLAB_FEATURES,
+    DETAIL_FEATURES,
+    FEATURES,
+    HOME_FEATURES,
+    EmbeddedBrainConfig,
+    EmbeddedBrainParams,
+    LinearModel,
+)
 from ops.simulation.brains.embedded.features import BrainContext, agent_states, pair_features
 
 
@@ -44,7 +51,7 @@ class EmbeddedBrainModel:
         self.context.save(folder / "context")
 
     @classmethod
-    def load(cls, folder: Path) -> "EmbeddedBrainModel":
+    def load(cls, folder: Path) -> EmbeddedBrainModel:
         from ops.codec import check_format, load_json
 
         meta = load_json(folder / "brain.json")

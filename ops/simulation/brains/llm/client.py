@@ -50,9 +50,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ops.settings import load as load_settings
-from ops.simulation.budget import RunBudget
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.brains.llm.tokens import prompt_tokens
+from ops.simulation.budget import RunBudget
 from ops.web import parse_retry_after, redact, register_secrets, safe_endpoint, secret_parameter
 
 log = logging.getLogger(__name__)

@@ -111,7 +111,7 @@ async def amatch_persona(
     candidates: list[str] = []
     scores: list[float | None] = []
     best: tuple[float, str] | None = None
-    for k in range(n_candidates):
+    for _ in range(n_candidates):
         written, *_ = await brain._ask([{"role": "user", "content": prompt}], lambda t: _parse(t, PersonaCandidate), int(rng.integers(0, 2**31 - 1)), None)
         if written is None:
             candidates.append("")

@@ -59,12 +59,16 @@ def agents(
 
 
 class EmbeddedBrainAssetConfig(Config):
-    seed: int = Field(default=0, description="seed of the brain's fitting (negative sampling) and of its list-response calibration")
+    seed: int = Field(
+        default=0, description="seed of the brain's fitting (negative sampling) and of its list-response calibration"
+    )
     calibrate_list_response: bool = Field(
         default=True,
         description="calibrate the click decision to real users' response to list quality on the validation window (issue 16 item 4)",
     )
-    calibration_agents: int = Field(default=300, description="validation-window agents the calibration's yardstick runs on")
+    calibration_agents: int = Field(
+        default=300, description="validation-window agents the calibration's yardstick runs on"
+    )
 
 
 @asset(group_name=GROUP, code_version="2", compute_kind="scikit-learn")
@@ -93,27 +97,43 @@ def embedded_brain(
         started = time.perf_counter()
         calibration = CalibrationConfig(n_agents=config.calibration_agents, seed=config.seed)
         try:
-            model = calibrate_list_response(model, agents.sessions(), train_ratings, valid_ratings, Catalogue.from_frame(mm_ml_1m), calibration)
+            model = calibrate_list_response(
+                model, agents.sessions(), train_ratings, valid_ratings, Catalogue.from_frame(mm_ml_1m), calibration
+            )
             model.timings_s["calibration"] = time.perf_counter() - started
         except TooFewAgents as exc:
             # A tiny data set: the brain stays as fitted, and says so, rather than stopping the lifecycle.
             skipped = f"{exc}; the click decision is left uncalibrated"
             context.log.warning(skipped)
     params = model.params
-    holdout = {"click_auc_holdout": params.click_auc_holdout, "like_auc_holdout": params.like_auc_holdout, "rating_rmse_holdout": params.rating_rmse_holdout}
-    response = params.list_response
-    calibrated = {} if response is None else {
-        "list_response_real": response.real_elasticity, "list_response_before": response.elasticity_before,
-        "list_response_after": response.elasticity_after, "click_scale": params.click_scale, "click_shift": params.click_shift,
+    holdout = {
+        "click_auc_holdout": params.click_auc_holdout,
+        "like_auc_holdout": params.like_auc_holdout,
+        "rating_rmse_holdout": params.rating_rmse_holdout,
     }
+    response = params.list_response
+    calibrated = (
+        {}
+        if response is None
+        else {
+            "list_response_real": response.real_elasticity,
+            "list_response_before": response.elasticity_before,
+            "list_response_after": response.elasticity_after,
+            "click_scale": params.click_scale,
+            "click_shift": params.click_shift,
+        }
+    )
     # The click model's collaborative ablation (issue 22, item 2): each variant's held-out AUC.
     ablation = {
         f"click_auc_holdout_{r['variant'].replace('+', '_')}": r["click_auc_holdout"]
         for r in params.click_ablation
         if r["click_auc_holdout"] is not None
     }
-    run_params = {"fit_seed": config.seed, "calibrate_list_response": config.calibrate_list_response,
-                  "click_variant": params.click_variant}
+    run_params = {
+        "fit_seed": config.seed,
+        "calibrate_list_response": config.calibrate_list_response,
+        "click_variant": params.click_variant,
+    }
     with mlflow_tracking.asset_run(context, params=run_params):
         seconds = {f"seconds_{k}": v for k, v in model.timings_s.items()}
         mlflow_tracking.log_metrics({**seconds, **holdout, **calibrated, **ablation})
@@ -122,17 +142,29 @@ def embedded_brain(
             from ops.studies.alignment.plots import calibration_figure
 
             mlflow_tracking.log_table(pl.DataFrame(response.grid), "list_response_calibration")
-            mlflow_tracking.log_figure(calibration_figure(response.grid, response.real_elasticity, response.click_scale), "plots/list_response_calibration.png")
-    metadata = {**{k: round(v, 4) for k, v in {**holdout, **calibrated}.items() if v is not None}, "fitted users": params.n_users}
+            mlflow_tracking.log_figure(
+                calibration_figure(response.grid, response.real_elasticity, response.click_scale),
+                "plots/list_response_calibration.png",
+            )
+    metadata = {
+        **{k: round(v, 4) for k, v in {**holdout, **calibrated}.items() if v is not None},
+        "fitted users": params.n_users,
+    }
     if skipped:
         metadata["list-response calibration"] = skipped
     return Output(model, metadata=metadata)
 
 
 class LLMPersonasAssetConfig(Config):
-    n_agents: int = Field(default=0, ge=0, description="agents matched, a seeded sample; 0 = every agent with a validation rating")
-    n_candidates: int = Field(default=5, ge=1, description="candidate personas written per agent (SimUSER §3.1); each costs two calls")
-    validation_movies: int = Field(default=10, ge=1, description="validation-window ratings each candidate predicts (a seeded sample per agent)")
+    n_agents: int = Field(
+        default=0, ge=0, description="agents matched, a seeded sample; 0 = every agent with a validation rating"
+    )
+    n_candidates: int = Field(
+        default=5, ge=1, description="candidate personas written per agent (SimUSER §3.1); each costs two calls"
+    )
+    validation_movies: int = Field(
+        default=10, ge=1, description="validation-window ratings each candidate predicts (a seeded sample per agent)"
+    )
     seed: int = Field(default=0, description="seed of the samples and of every request")
 
 
@@ -163,7 +195,10 @@ def llm_personas(
         users = sorted(np.random.default_rng(config.seed).choice(users, config.n_agents, replace=False).tolist())
     inputs = persona_inputs(train_ratings, valid_ratings, users, config.validation_movies, config.seed)
     if not inputs:
-        raise Failure(description="llm_personas: no agent has a validation-window rating to score candidate personas on", allow_retries=False)
+        raise Failure(
+            description="llm_personas: no agent has a validation-window rating to score candidate personas on",
+            allow_retries=False,
+        )
     catalogue = Catalogue.from_frame(mm_ml_1m)
     # Priced by the transport's own cost() on the prompts it would send (nothing is sent).
     with llm.open_brain(context, "llm", None, catalogue) as pricing:
@@ -181,18 +216,28 @@ def llm_personas(
     matched = table.filter(pl.col("persona").is_not_null())
     rmse = matched.get_column("rmse").mean() if matched.height else None
     with mlflow_tracking.asset_run(context, params={**config.model_dump(), **llm.describe()}):
-        mlflow_tracking.log_metrics({
-            "agents": table.height, "matched": matched.height, **({"rmse_kept_mean": rmse} if rmse is not None else {}),
-            "estimated_cost_usd": estimate.cost_usd, **{f"llm_{k}": v for k, v in brain.usage.as_dict().items()},
-        })
+        mlflow_tracking.log_metrics(
+            {
+                "agents": table.height,
+                "matched": matched.height,
+                **({"rmse_kept_mean": rmse} if rmse is not None else {}),
+                "estimated_cost_usd": estimate.cost_usd,
+                **{f"llm_{k}": v for k, v in brain.usage.as_dict().items()},
+            }
+        )
         mlflow_tracking.log_table(table.head(200), "llm_personas_sample")
     return Output(
         table,
         metadata={
-            "agents": table.height, "matched": matched.height, "unmatched (keep the trait persona)": table.height - matched.height,
+            "agents": table.height,
+            "matched": matched.height,
+            "unmatched (keep the trait persona)": table.height - matched.height,
             **({"mean RMSE of the kept persona": round(rmse, 4)} if rmse is not None else {}),
-            "estimated calls": estimate.calls, "estimated cost (USD)": round(estimate.cost_usd, 4),
+            "estimated calls": estimate.calls,
+            "estimated cost (USD)": round(estimate.cost_usd, 4),
             "estimate": MetadataValue.md(estimate.to_markdown()),
-            "personas (first 5)": MetadataValue.md(matched.select("user_id", "rmse", "persona").head(5).to_pandas().to_markdown(index=False)),
+            "personas (first 5)": MetadataValue.md(
+                matched.select("user_id", "rmse", "persona").head(5).to_pandas().to_markdown(index=False)
+            ),
         },
     )

@@ -29,21 +29,40 @@ GROUP = "alignment"
 
 
 class AlignmentConfig(Config):
-    brain: BrainName = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
-    vision: bool = Field(default=True, description="False: the brain without posters, as the simulation's vision ablation")
-    n_agents: int = Field(default=200, ge=0, description="agents sampled among those with held-out (test-window) ratings; 0 = all ($SIMAB_ALIGNMENT_AGENTS)")
+    brain: BrainName = Field(
+        default="embedded",
+        description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)",
+    )
+    vision: bool = Field(
+        default=True, description="False: the brain without posters, as the simulation's vision ablation"
+    )
+    n_agents: int = Field(
+        default=200,
+        ge=0,
+        description="agents sampled among those with held-out (test-window) ratings; 0 = all ($SIMAB_ALIGNMENT_AGENTS)",
+    )
     seed: int = Field(default=0, description="seed of the sample, the lists and every decision")
     n_bootstrap: int = Field(default=1000, description="bootstrap replicates of the 95 % intervals")
 
 
 class RatingAlignmentConfig(AlignmentConfig):
-    max_pairs_per_agent: int = Field(default=20, description="held-out ratings asked per agent (one request each for the LLM brain); 0 = all")
+    max_pairs_per_agent: int = Field(
+        default=20, description="held-out ratings asked per agent (one request each for the LLM brain); 0 = all"
+    )
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="python")
 def taste_alignment(
-    context: AssetExecutionContext, config: AlignmentConfig, agents, embedded_brain, train_ratings: pl.DataFrame, valid_ratings: pl.DataFrame,
-    test_ratings: pl.DataFrame, mm_ml_1m: pl.DataFrame, llm: LLMResource, mlflow_tracking: MlflowTracking,
+    context: AssetExecutionContext,
+    config: AlignmentConfig,
+    agents,
+    embedded_brain,
+    train_ratings: pl.DataFrame,
+    valid_ratings: pl.DataFrame,
+    test_ratings: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    llm: LLMResource,
+    mlflow_tracking: MlflowTracking,
 ):
     """Taste discrimination at 1:1, 1:3, 1:9 and 1:4 (SimUSER Table 1, Agent4Rec Table 1)."""
     from ops.studies.alignment.lists import mixed_lists
@@ -59,14 +78,35 @@ def taste_alignment(
     )
 
     try:
-        brain, catalogue, users = _setup(context, config, "taste discrimination", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
+        brain, catalogue, users = _setup(
+            context,
+            config,
+            "taste discrimination",
+            agents,
+            embedded_brain,
+            train_ratings,
+            valid_ratings,
+            test_ratings,
+            mm_ml_1m,
+            llm,
+        )
     except NotMeasurable as exc:
         return _not_measured(context, exc)
     known = pl.concat([f.select("user_id", "movie_id") for f in (train_ratings, valid_ratings, test_ratings)])
-    lists = mixed_lists(test_ratings, known, mm_ml_1m.get_column("movie_id").to_numpy(), TASTE_RATIOS, 20, config.seed, users, stream="taste")
+    lists = mixed_lists(
+        test_ratings,
+        known,
+        mm_ml_1m.get_column("movie_id").to_numpy(),
+        TASTE_RATIOS,
+        20,
+        config.seed,
+        users,
+        stream="taste",
+    )
     sessions = agents.sessions(users)
-    result = taste_discrimination(brain, sessions, lists, catalogue, config.seed, n_bootstrap=config.n_bootstrap,
-                                  progress=True)
+    result = taste_discrimination(
+        brain, sessions, lists, catalogue, config.seed, n_bootstrap=config.n_bootstrap, progress=True
+    )
     # The papers' protocol beside it (issue 22, item 1): every item of the list answered.
     thresholds = None
     if config.brain == "llm":
@@ -74,29 +114,64 @@ def taste_alignment(
     else:
         scorer = embedded_scorer(brain)
         movie_ids = mm_ml_1m.get_column("movie_id").to_numpy()
-        thresholds = fit_taste_thresholds(scorer, agents.sessions(), valid_ratings, {"train": train_ratings},
-                                          test_ratings, movie_ids, TASTE_RATIOS, 20, config.seed, config.n_agents)
+        thresholds = fit_taste_thresholds(
+            scorer,
+            agents.sessions(),
+            valid_ratings,
+            {"train": train_ratings},
+            test_ratings,
+            movie_ids,
+            TASTE_RATIOS,
+            20,
+            config.seed,
+            config.n_agents,
+        )
         answer = threshold_answerer(scorer, thresholds)
     per_item = taste_per_item(answer, sessions, lists, config.seed, n_bootstrap=config.n_bootstrap, progress=True)
     result = result.with_per_item(per_item, thresholds)
     result.brain = brain.name
-    with mlflow_tracking.asset_run(context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users)}):
-        mlflow_tracking.log_metrics({f"{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"] for r in result.summary.iter_rows(named=True)})
-        mlflow_tracking.log_metrics({f"per_item_{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"]
-                                     for r in per_item.summary.iter_rows(named=True)})
-        mlflow_tracking.log_metrics({f"per_item_threshold_1_{k.split(':')[1]}": v
-                                     for k, v in (thresholds or {}).items()})
+    with mlflow_tracking.asset_run(
+        context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users)}
+    ):
+        mlflow_tracking.log_metrics(
+            {f"{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"] for r in result.summary.iter_rows(named=True)}
+        )
+        mlflow_tracking.log_metrics(
+            {
+                f"per_item_{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"]
+                for r in per_item.summary.iter_rows(named=True)
+            }
+        )
+        mlflow_tracking.log_metrics(
+            {f"per_item_threshold_1_{k.split(':')[1]}": v for k, v in (thresholds or {}).items()}
+        )
         mlflow_tracking.log_table(result.summary, "taste_discrimination")
         mlflow_tracking.log_table(per_item.summary, "taste_discrimination_per_item")
         mlflow_tracking.log_figure(taste_figure(result.summary, result.per_item), "plots/alignment_taste.png")
         _log_usage(mlflow_tracking, brain)
-    return Output(result, metadata={"brain": brain.name, "agents": len(users), "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False))})
+    return Output(
+        result,
+        metadata={
+            "brain": brain.name,
+            "agents": len(users),
+            "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False)),
+        },
+    )
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="python", ins={"recommender_arm": AssetIn("recommender_arm")})
 def rating_alignment(
-    context: AssetExecutionContext, config: RatingAlignmentConfig, agents, embedded_brain, recommender_arm: dict, train_ratings: pl.DataFrame,
-    valid_ratings: pl.DataFrame, test_ratings: pl.DataFrame, mm_ml_1m: pl.DataFrame, llm: LLMResource, mlflow_tracking: MlflowTracking,
+    context: AssetExecutionContext,
+    config: RatingAlignmentConfig,
+    agents,
+    embedded_brain,
+    recommender_arm: dict,
+    train_ratings: pl.DataFrame,
+    valid_ratings: pl.DataFrame,
+    test_ratings: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    llm: LLMResource,
+    mlflow_tracking: MlflowTracking,
 ):
     """Rating prediction beside the user mean and the offline arms (SimUSER Table 2) and the
     rating distribution (Agent4Rec Fig. 3), on the same held-out pairs."""
@@ -105,29 +180,73 @@ def rating_alignment(
     from ops.studies.alignment.rating import rating_alignment as score
 
     try:
-        brain, catalogue, users = _setup(context, config, "rating prediction", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm)
+        brain, catalogue, users = _setup(
+            context,
+            config,
+            "rating prediction",
+            agents,
+            embedded_brain,
+            train_ratings,
+            valid_ratings,
+            test_ratings,
+            mm_ml_1m,
+            llm,
+        )
     except NotMeasurable as exc:
         return _not_measured(context, exc)
     pairs = rating_pairs(test_ratings, users, config.max_pairs_per_agent, config.seed)
     rated = brain_ratings(brain, agents.sessions(users), pairs, catalogue, config.seed, progress=True)
-    result = score(rated, train_ratings, offline_rating_predictors(recommender_arm, valid_ratings, seed=config.seed), config.n_bootstrap, seed=config.seed)
+    result = score(
+        rated,
+        train_ratings,
+        offline_rating_predictors(recommender_arm, valid_ratings, seed=config.seed),
+        config.n_bootstrap,
+        seed=config.seed,
+    )
     result.brain = brain.name
-    with mlflow_tracking.asset_run(context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users), "arms": ",".join(sorted(recommender_arm))}):
-        mlflow_tracking.log_metrics({f"rmse_{r['predictor']}": r["rmse"] for r in result.prediction.iter_rows(named=True)})
-        mlflow_tracking.log_metrics({f"mae_{r['predictor']}": r["mae"] for r in result.prediction.iter_rows(named=True)})
+    with mlflow_tracking.asset_run(
+        context,
+        params={
+            **config.model_dump(),
+            "brain_name": brain.name,
+            "agents": len(users),
+            "arms": ",".join(sorted(recommender_arm)),
+        },
+    ):
+        mlflow_tracking.log_metrics(
+            {f"rmse_{r['predictor']}": r["rmse"] for r in result.prediction.iter_rows(named=True)}
+        )
+        mlflow_tracking.log_metrics(
+            {f"mae_{r['predictor']}": r["mae"] for r in result.prediction.iter_rows(named=True)}
+        )
         mlflow_tracking.log_metrics({"wasserstein": result.wasserstein, "unanswered": result.unanswered})
         mlflow_tracking.log_table(result.prediction, "rating_prediction")
         mlflow_tracking.log_table(result.distribution, "rating_distribution")
         mlflow_tracking.log_figure(rating_figure(result.distribution, result.prediction), "plots/alignment_rating.png")
         _log_usage(mlflow_tracking, brain)
-    return Output(result, metadata={"brain": brain.name, "pairs": result.pairs.height, "wasserstein": result.wasserstein or 0.0,
-                                    "prediction": MetadataValue.md(result.prediction.to_pandas().to_markdown(index=False, floatfmt=".3f"))})
+    return Output(
+        result,
+        metadata={
+            "brain": brain.name,
+            "pairs": result.pairs.height,
+            "wasserstein": result.wasserstein or 0.0,
+            "prediction": MetadataValue.md(result.prediction.to_pandas().to_markdown(index=False, floatfmt=".3f")),
+        },
+    )
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="python")
 def list_quality_alignment(
-    context: AssetExecutionContext, config: AlignmentConfig, agents, embedded_brain, train_ratings: pl.DataFrame, valid_ratings: pl.DataFrame,
-    test_ratings: pl.DataFrame, mm_ml_1m: pl.DataFrame, llm: LLMResource, mlflow_tracking: MlflowTracking,
+    context: AssetExecutionContext,
+    config: AlignmentConfig,
+    agents,
+    embedded_brain,
+    train_ratings: pl.DataFrame,
+    valid_ratings: pl.DataFrame,
+    test_ratings: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    llm: LLMResource,
+    mlflow_tracking: MlflowTracking,
 ):
     """Sandbox sessions on lists of rising quality, 1:9, 1:4, 1:1 (A/B Agent Fig. 5)."""
     from ops.simulation.runner import SimulationConfig
@@ -139,33 +258,86 @@ def list_quality_alignment(
     # Full lists of 20 at every ratio: 10 liked held-out items at 1:1 (ops.studies.alignment.lists).
     need = max(20 // (m + 1) for m in QUALITY_RATIOS)
     try:
-        brain, catalogue, users = _setup(context, config, "list quality", agents, embedded_brain, train_ratings, valid_ratings, test_ratings, mm_ml_1m, llm,
-                                         held=liked, min_items=need)
+        brain, catalogue, users = _setup(
+            context,
+            config,
+            "list quality",
+            agents,
+            embedded_brain,
+            train_ratings,
+            valid_ratings,
+            test_ratings,
+            mm_ml_1m,
+            llm,
+            held=liked,
+            min_items=need,
+        )
     except NotMeasurable as exc:
         return _not_measured(context, exc)
     known = pl.concat([f.select("user_id", "movie_id") for f in (train_ratings, valid_ratings, test_ratings)])
-    lists = mixed_lists(liked, known, mm_ml_1m.get_column("movie_id").to_numpy(), QUALITY_RATIOS, 20, config.seed, users, stream="quality", full_lists_only=True)
+    lists = mixed_lists(
+        liked,
+        known,
+        mm_ml_1m.get_column("movie_id").to_numpy(),
+        QUALITY_RATIOS,
+        20,
+        config.seed,
+        users,
+        stream="quality",
+        full_lists_only=True,
+    )
     concurrency = llm.concurrency if config.brain == "llm" else 1
-    events = simulate_lists(brain, agents.sessions(users), lists, catalogue, SimulationConfig(), seed=config.seed, concurrency=concurrency)
+    events = simulate_lists(
+        brain, agents.sessions(users), lists, catalogue, SimulationConfig(), seed=config.seed, concurrency=concurrency
+    )
     result = list_quality(events, lists, window=test_ratings, n_bootstrap=config.n_bootstrap, seed=config.seed)
     result.brain = brain.name
     if config.brain == "embedded":
         result.calibration = embedded_brain.params.list_response
-    with mlflow_tracking.asset_run(context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users)}):
-        mlflow_tracking.log_metrics({f"{r['arm'].replace(':', '_')}_{r['metric']}": r["mean"] for r in result.readout.arms.iter_rows(named=True)})
-        mlflow_tracking.log_metrics({f"elasticity_{r['metric']}_{r['side']}": r["elasticity"] for r in result.elasticity.iter_rows(named=True)})
+    with mlflow_tracking.asset_run(
+        context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users)}
+    ):
+        mlflow_tracking.log_metrics(
+            {
+                f"{r['arm'].replace(':', '_')}_{r['metric']}": r["mean"]
+                for r in result.readout.arms.iter_rows(named=True)
+            }
+        )
+        mlflow_tracking.log_metrics(
+            {f"elasticity_{r['metric']}_{r['side']}": r["elasticity"] for r in result.elasticity.iter_rows(named=True)}
+        )
         mlflow_tracking.log_table(result.readout.arms, "list_quality")
         mlflow_tracking.log_table(result.elasticity, "list_quality_elasticity")
-        mlflow_tracking.log_figure(list_quality_figure(result.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]), "plots/alignment_list_quality.png")
+        mlflow_tracking.log_figure(
+            list_quality_figure(result.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]),
+            "plots/alignment_list_quality.png",
+        )
         _log_usage(mlflow_tracking, brain)
-    return Output(result, metadata={"brain": brain.name, "agents": len(users), "rises": str(result.rises),
-                                    "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False))})
+    return Output(
+        result,
+        metadata={
+            "brain": brain.name,
+            "agents": len(users),
+            "rises": str(result.rises),
+            "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False)),
+        },
+    )
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")})
+@asset(
+    group_name=GROUP, code_version="1", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")}
+)
 def social_traits_alignment(
-    context: AssetExecutionContext, config: AlignmentConfig, agents, embedded_brain, simulation_events: dict, train_ratings: pl.DataFrame,
-    valid_ratings: pl.DataFrame, test_ratings: pl.DataFrame, mm_ml_1m: pl.DataFrame, mlflow_tracking: MlflowTracking,
+    context: AssetExecutionContext,
+    config: AlignmentConfig,
+    agents,
+    embedded_brain,
+    simulation_events: dict,
+    train_ratings: pl.DataFrame,
+    valid_ratings: pl.DataFrame,
+    test_ratings: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    mlflow_tracking: MlflowTracking,
 ):
     """Spearman's ρ between each social trait's tier and the behaviour it should drive, real
     (test window) beside simulated (the arms' sandbox sessions) (Agent4Rec Fig. 4, A/B Agent Fig. 6)."""
@@ -175,44 +347,82 @@ def social_traits_alignment(
     from ops.studies.alignment.windows import check_held_out
 
     if not simulation_events:
-        raise ValueError("social traits alignment: no simulated arm yet; materialise simulation_events for at least one arm")
+        raise ValueError(
+            "social traits alignment: no simulated arm yet; materialise simulation_events for at least one arm"
+        )
     events = pl.concat([simulation_events[a] for a in sorted(simulation_events)])
     # Sessions of the embedded brain carry what it was fitted on into the simulated side.
     embedded = any(str(b).startswith("embedded") for b in events.get_column("brain").unique().to_list())
-    check_held_out(test_ratings, {"train": train_ratings, "validation": valid_ratings}, "social traits",
-                   embedded_brain.params.fit_last_timestamp if embedded else None)
-    context.log.info(f"social traits: the sessions of brain(s) {sorted(set(events.get_column('brain').to_list()))} on arms {sorted(simulation_events)}")
+    check_held_out(
+        test_ratings,
+        {"train": train_ratings, "validation": valid_ratings},
+        "social traits",
+        embedded_brain.params.fit_last_timestamp if embedded else None,
+    )
+    context.log.info(
+        f"social traits: the sessions of brain(s) {sorted(set(events.get_column('brain').to_list()))} on arms {sorted(simulation_events)}"
+    )
     movie_mean = train_ratings.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
     movies = mm_ml_1m.select("movie_id", "genres")
-    table = score(tiers_frame(agents.profiles), real_behaviour(test_ratings, movie_mean, movies), simulated_behaviour(events, movie_mean, movies),
-                  config.n_bootstrap, seed=config.seed)
-    with mlflow_tracking.asset_run(context, params={"arms": ",".join(sorted(simulation_events)), "n_bootstrap": config.n_bootstrap}):
-        mlflow_tracking.log_metrics({f"rho_{r['trait']}_{r['behaviour']}_{r['side']}": r["rho"] for r in table.iter_rows(named=True)})
+    table = score(
+        tiers_frame(agents.profiles),
+        real_behaviour(test_ratings, movie_mean, movies),
+        simulated_behaviour(events, movie_mean, movies),
+        config.n_bootstrap,
+        seed=config.seed,
+    )
+    with mlflow_tracking.asset_run(
+        context, params={"arms": ",".join(sorted(simulation_events)), "n_bootstrap": config.n_bootstrap}
+    ):
+        mlflow_tracking.log_metrics(
+            {f"rho_{r['trait']}_{r['behaviour']}_{r['side']}": r["rho"] for r in table.iter_rows(named=True)}
+        )
         mlflow_tracking.log_table(table, "social_traits")
         mlflow_tracking.log_figure(social_figure(table), "plots/alignment_social.png")
-    return Output(table, metadata={"verdicts": MetadataValue.md(verdicts(table).to_pandas().to_markdown(index=False, floatfmt=".3f"))})
+    return Output(
+        table,
+        metadata={"verdicts": MetadataValue.md(verdicts(table).to_pandas().to_markdown(index=False, floatfmt=".3f"))},
+    )
 
 
 class FidelityCheckConfig(Config):
-    tau_floor: float = Field(default=0.6, description="Kendall τ(CTR, NDCG@20) below this warns ($SIMAB_FIDELITY_TAU_FLOOR)")
+    tau_floor: float = Field(
+        default=0.6, description="Kendall τ(CTR, NDCG@20) below this warns ($SIMAB_FIDELITY_TAU_FLOOR)"
+    )
 
 
 @asset_check(
     asset="ab_readout",
     blocking=False,
-    additional_ins={"offline_metrics": AssetIn("offline_metrics"), "top20_lists": AssetIn("top20_lists"), "test_ratings": AssetIn("test_ratings")},
+    additional_ins={
+        "offline_metrics": AssetIn("offline_metrics"),
+        "top20_lists": AssetIn("top20_lists"),
+        "test_ratings": AssetIn("test_ratings"),
+    },
     description="warns (does not block) when Kendall τ between simulated CTR and offline NDCG@20 is below the floor, or any pair of arms disagrees",
 )
-def fidelity_trust(config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame) -> AssetCheckResult:
+def fidelity_trust(
+    config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame
+) -> AssetCheckResult:
     from ops.readout.fidelity import fidelity, offline_per_user, pairwise_agreement
     from ops.studies.alignment.trust import fidelity_warning
 
-    offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
+    offline = (
+        pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed")
+        if offline_metrics
+        else pl.DataFrame({"arm": []})
+    )
     per_user = offline_per_user(top20_lists, test_ratings)
     fid = fidelity(ab_readout.arms, offline, per_user) if offline_metrics else pl.DataFrame()
-    pairs = pairwise_agreement(ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed)
+    pairs = pairwise_agreement(
+        ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed
+    )
     warning = fidelity_warning(fid, pairs, config.tau_floor)
-    table = pairs.select("arm_a", "arm_b", "offline_difference", "simulated_difference", "verdict") if pairs.height else pl.DataFrame({"pairs": []})
+    table = (
+        pairs.select("arm_a", "arm_b", "offline_difference", "simulated_difference", "verdict")
+        if pairs.height
+        else pl.DataFrame({"pairs": []})
+    )
     return AssetCheckResult(
         passed=warning.passed,
         severity=AssetCheckSeverity.WARN,
@@ -243,8 +453,20 @@ def _not_measured(context: AssetExecutionContext, exc: NotMeasurable) -> Output:
     return Output({"not_measured": str(exc)}, metadata={"not measured": str(exc)})
 
 
-def _setup(context, config: AlignmentConfig, protocol: str, agents, embedded_brain, train, valid, test, mm_ml_1m, llm: LLMResource,
-           held: pl.DataFrame | None = None, min_items: int = 1):
+def _setup(
+    context,
+    config: AlignmentConfig,
+    protocol: str,
+    agents,
+    embedded_brain,
+    train,
+    valid,
+    test,
+    mm_ml_1m,
+    llm: LLMResource,
+    held: pl.DataFrame | None = None,
+    min_items: int = 1,
+):
     """(brain, catalogue, the sampled agents) after the leakage guard: agents with at least
     `min_items` rows in `held` (default: the test window)."""
     from ops.simulation.catalogue import Catalogue
@@ -263,7 +485,9 @@ def _setup(context, config: AlignmentConfig, protocol: str, agents, embedded_bra
         # Every call charged to the run's bill: the read-out is capped with the simulations.
         brain = llm.charged_brain(context, catalogue, **({} if config.vision else {"vision": False}))
     else:
-        brain = embedded_brain.brain(None if config.vision else embedded_brain.config.model_copy(update={"use_posters": False}))
+        brain = embedded_brain.brain(
+            None if config.vision else embedded_brain.config.model_copy(update={"use_posters": False})
+        )
     return brain, catalogue, users
 
 

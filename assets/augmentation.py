@@ -26,14 +26,28 @@ GROUP = "augmentation"
 
 
 class AugmentationAssetConfig(Config):
-    signals: list[str] = Field(default=["click", "view"], description="A/B Agent §3.4: home-page clicks and detail-page views")
-    models: list[str] = Field(default=[], description="downstream DeepCTR models to refit (Table 5: nfm, xdeepfm, wdl, dcn, deepfm, afn, autoint, pnn); empty = the partition's own arm")
-    click_label: str = Field(default="positive", description="positive: a click is a positive example | watched: the rating of the watch that followed, else a negative")
+    signals: list[str] = Field(
+        default=["click", "view"], description="A/B Agent §3.4: home-page clicks and detail-page views"
+    )
+    models: list[str] = Field(
+        default=[],
+        description="downstream DeepCTR models to refit (Table 5: nfm, xdeepfm, wdl, dcn, deepfm, afn, autoint, pnn); empty = the partition's own arm",
+    )
+    click_label: str = Field(
+        default="positive",
+        description="positive: a click is a positive example | watched: the rating of the watch that followed, else a negative",
+    )
     max_epochs: int = Field(default=0, description="≤ 20 in Appendix B; 0 = default ($SIMAB_MAX_EPOCHS)")
     seed: int = Field(default=1024, description="torch / sampling seed, the same for original and augmented models")
-    seeds: int = Field(default=1, ge=1, description="training seeds per model (seed, seed+1, …): > 1 gives each AUC difference an interval over seeds")
+    seeds: int = Field(
+        default=1,
+        ge=1,
+        description="training seeds per model (seed, seed+1, …): > 1 gives each AUC difference an interval over seeds",
+    )
     device: str = Field(default="auto", description="auto (GPU when torch sees one) | cpu | cuda")
-    use_metadata: bool = Field(default=True, description="add MM-ML-1M vote average, log vote count, release year when present")
+    use_metadata: bool = Field(
+        default=True, description="add MM-ML-1M vote average, log vote count, release year when present"
+    )
 
 
 @asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="pytorch")
@@ -74,34 +88,67 @@ def augmentation_metrics(
         for model, offset in [(m, i) for m in models for i in range(config.seeds)]:
             # The partition's own model is already trained on the original split: reused when
             # its configuration is the one asked for.
-            part = refit_and_evaluate(model, train_ratings, valid_ratings, test_ratings, users, mm_ml_1m, simulation_events,
-                                      config=aug_config, original_model=recommender_arm if model == arm else None,
-                                      **{**overrides, "seed": config.seed + offset})
+            part = refit_and_evaluate(
+                model,
+                train_ratings,
+                valid_ratings,
+                test_ratings,
+                users,
+                mm_ml_1m,
+                simulation_events,
+                config=aug_config,
+                original_model=recommender_arm if model == arm else None,
+                **{**overrides, "seed": config.seed + offset},
+            )
             for row in part.iter_rows(named=True):
-                context.log.info(f"{model} {row['training_set']}: +{row['added_rows']} rows, test AUC {row['test_auc']:.4f} ({row['auc_difference']:+.4f})")
+                context.log.info(
+                    f"{model} {row['training_set']}: +{row['added_rows']} rows, test AUC {row['test_auc']:.4f} ({row['auc_difference']:+.4f})"
+                )
             parts.append(part)
         table = pl.concat(parts) if parts else empty_metrics()
         for row in table.iter_rows(named=True):
             key = f"{row['arm']}_{row['training_set'].lstrip('+')}"
             # One step per training seed, so several seeds show as a metric history.
-            mlflow_tracking.log_metrics({f"{key}_test_auc": row["test_auc"], f"{key}_auc_difference": row["auc_difference"], f"{key}_added_rows": row["added_rows"]},
-                                        step=int(row["seed"]))
+            mlflow_tracking.log_metrics(
+                {
+                    f"{key}_test_auc": row["test_auc"],
+                    f"{key}_auc_difference": row["auc_difference"],
+                    f"{key}_added_rows": row["added_rows"],
+                },
+                step=int(row["seed"]),
+            )
         if config.seeds > 1 and table.height:
             spread = seed_summary(table)
             mlflow_tracking.log_table(spread, "augmentation_seed_summary")
-            mlflow_tracking.log_metrics({f"{row['arm']}_{row['training_set'].lstrip('+')}_auc_difference_mean": row["auc_difference"] for row in spread.iter_rows(named=True)})
+            mlflow_tracking.log_metrics(
+                {
+                    f"{row['arm']}_{row['training_set'].lstrip('+')}_auc_difference_mean": row["auc_difference"]
+                    for row in spread.iter_rows(named=True)
+                }
+            )
         if not_applicable:
             mlflow_tracking.set_tags({"not_applicable": ",".join(not_applicable)})
         if table.height:
             mlflow_tracking.log_table(table, "augmentation_metrics")
             with tempfile.TemporaryDirectory() as tmp:
-                mlflow_tracking.log_artifact(augmentation_figure(table, os.path.join(tmp, f"augmentation_auc_{arm}.png")), artifact_path="plots")
+                mlflow_tracking.log_artifact(
+                    augmentation_figure(table, os.path.join(tmp, f"augmentation_auc_{arm}.png")), artifact_path="plots"
+                )
         digest = mlflow_tracking.log_frame(table, f"augmentation_metrics_{arm}", role="output")
 
     wide = table_5(table)
-    summary = wide.to_pandas().to_markdown(index=False, floatfmt=".4f") if table.height else f"not applicable: {', '.join(not_applicable)} has no model to refit"
+    summary = (
+        wide.to_pandas().to_markdown(index=False, floatfmt=".4f")
+        if table.height
+        else f"not applicable: {', '.join(not_applicable)} has no model to refit"
+    )
     return MaterializeResult(
         value=table,
         data_version=DataVersion(digest or frame_digest(table)),
-        metadata={"arm": arm, "models": ", ".join(models) or "none", "not applicable": ", ".join(not_applicable) or "none", "Table 5 (test AUC)": MetadataValue.md(summary)},
+        metadata={
+            "arm": arm,
+            "models": ", ".join(models) or "none",
+            "not applicable": ", ".join(not_applicable) or "none",
+            "Table 5 (test AUC)": MetadataValue.md(summary),
+        },
     )

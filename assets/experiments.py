@@ -15,7 +15,6 @@ with the protocol differences named (built by `ops.studies.experiments`).
 `python -m pipelines.experiments <name>` runs an experiment with everything it needs.
 """
 
-
 from pathlib import Path
 
 import polars as pl
@@ -45,9 +44,15 @@ TABLE5_MODELS = ("nfm", "xdeepfm", "wdl", "dcn", "deepfm", "afn", "autoint", "pn
 
 
 class ExperimentSimulationConfig(Config):
-    n_agents: int = Field(default=0, ge=0, description="agents sampled from users with a top-20 list (the same sample in every arm and condition); 0 = all ($SIMAB_AGENTS)")
+    n_agents: int = Field(
+        default=0,
+        ge=0,
+        description="agents sampled from users with a top-20 list (the same sample in every arm and condition); 0 = all ($SIMAB_AGENTS)",
+    )
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
-    max_failed_agents_share: float = Field(default=0.05, ge=0, le=1, description="the run fails once more than this share of agents failed (LLM brain)")
+    max_failed_agents_share: float = Field(
+        default=0.05, ge=0, le=1, description="the run fails once more than this share of agents failed (LLM brain)"
+    )
     checkpoint: bool = Field(default=True, description="keep finished agents in a checkpoint so a killed run resumes")
 
 
@@ -76,25 +81,58 @@ def experiment_simulation_events(
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share)
     concurrency, brain_params = (llm.concurrency, llm.describe()) if brain_kind == "llm" else (1, {})
-    folder = data_root() / "checkpoints" / "experiment_simulation_events" / arm / condition if config.checkpoint else None
+    folder = (
+        data_root() / "checkpoints" / "experiment_simulation_events" / arm / condition if config.checkpoint else None
+    )
     with llm.open_brain(
-        context, brain_kind, lambda: _embedded(embedded_brain, vision), catalogue,
+        context,
+        brain_kind,
+        lambda: _embedded(embedded_brain, vision),
+        catalogue,
         estimate=lambda: _cost_estimate(arm, sample, top20_lists, agents, embedded_brain, mm_ml_1m, llm),
-        fatigue=sim_config.fatigue, **({} if vision else {"vision": False}),
+        fatigue=sim_config.fatigue,
+        **({} if vision else {"vision": False}),
     ) as brain:
-        events = simulate_arm(arm, top20_lists, agents.sessions(chosen), catalogue, brain, sim_config, seed=config.seed,
-                              run_id=context.run.run_id, users=chosen, concurrency=concurrency, checkpoint_dir=folder)
-    with mlflow_tracking.asset_run(context, params={**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)},
-                                   tags={"arm": arm, "condition": condition}):
+        events = simulate_arm(
+            arm,
+            top20_lists,
+            agents.sessions(chosen),
+            catalogue,
+            brain,
+            sim_config,
+            seed=config.seed,
+            run_id=context.run.run_id,
+            users=chosen,
+            concurrency=concurrency,
+            checkpoint_dir=folder,
+        )
+    with mlflow_tracking.asset_run(
+        context,
+        params={**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)},
+        tags={"arm": arm, "condition": condition},
+    ):
         mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen)})
         digest = mlflow_tracking.log_frame(events, f"experiment_simulation_events_{arm}_{condition}", role="output")
-    return MaterializeResult(value=events, data_version=DataVersion(digest),
-                             metadata={"arm": arm, "condition": condition, "brain": brain.name, "agents": len(chosen), "events": events.height})
+    return MaterializeResult(
+        value=events,
+        data_version=DataVersion(digest),
+        metadata={
+            "arm": arm,
+            "condition": condition,
+            "brain": brain.name,
+            "agents": len(chosen),
+            "events": events.height,
+        },
+    )
 
 
 class ArmTableConfig(Config):
-    arms: list[str] = Field(default=[], description="the table's arms in row order; empty = the table's own (Table 2: $SIMAB_ARMS)")
-    control: str = Field(default="", description="the read-out's control arm; empty = Pop for Table 2, full DeepFM for Tables 3 and 4")
+    arms: list[str] = Field(
+        default=[], description="the table's arms in row order; empty = the table's own (Table 2: $SIMAB_ARMS)"
+    )
+    control: str = Field(
+        default="", description="the read-out's control arm; empty = Pop for Table 2, full DeepFM for Tables 3 and 4"
+    )
     n_bootstrap: int = Field(default=2000, description="bootstrap replicates of every interval")
     seed: int = Field(default=0, description="bootstrap seed")
 
@@ -107,41 +145,111 @@ _ARM_TABLE_INS = {
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="markdown", ins=_ARM_TABLE_INS)
-def ab_agent_table2(context: AssetExecutionContext, config: ArmTableConfig, offline_metrics: dict, top20_lists: dict, simulation_events: dict,
-                    test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking) -> MaterializeResult:
+def ab_agent_table2(
+    context: AssetExecutionContext,
+    config: ArmTableConfig,
+    offline_metrics: dict,
+    top20_lists: dict,
+    simulation_events: dict,
+    test_ratings: pl.DataFrame,
+    mlflow_tracking: MlflowTracking,
+) -> MaterializeResult:
     """A/B Agent Table 2: every configured arm — offline AUC, Recall@20, NDCG@20, simulated
     CTR, CVR, AR with intervals — and the fidelity verdicts, beside the paper."""
     from ops.studies.experiments.papers import TABLE2
 
-    return _arm_table(context, config, "table2", "A/B Agent Table 2: model comparison (MovieLens)", TABLE2,
-                      "the paper's Table 2 (ML, A/B Agent with GPT-4o-mini; Real-World Recall / NDCG)", list(DEFAULT_ARMS), "pop",
-                      offline_metrics, top20_lists, simulation_events, test_ratings, mlflow_tracking)
+    return _arm_table(
+        context,
+        config,
+        "table2",
+        "A/B Agent Table 2: model comparison (MovieLens)",
+        TABLE2,
+        "the paper's Table 2 (ML, A/B Agent with GPT-4o-mini; Real-World Recall / NDCG)",
+        list(DEFAULT_ARMS),
+        "pop",
+        offline_metrics,
+        top20_lists,
+        simulation_events,
+        test_ratings,
+        mlflow_tracking,
+    )
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="markdown", ins=_ARM_TABLE_INS)
-def ab_agent_table3(context: AssetExecutionContext, config: ArmTableConfig, offline_metrics: dict, top20_lists: dict, simulation_events: dict,
-                    test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking) -> MaterializeResult:
+def ab_agent_table3(
+    context: AssetExecutionContext,
+    config: ArmTableConfig,
+    offline_metrics: dict,
+    top20_lists: dict,
+    simulation_events: dict,
+    test_ratings: pl.DataFrame,
+    mlflow_tracking: MlflowTracking,
+) -> MaterializeResult:
     """A/B Agent Table 3: DeepFM on 50 %, 75 % and 100 % of the training data, offline and simulated."""
     from ops.studies.experiments.papers import TABLE3
 
-    return _arm_table(context, config, "table3", "A/B Agent Table 3: training data scale (DeepFM)", TABLE3,
-                      "the paper's Table 3 (GPT-4o-mini)", list(TABLE3_ARMS), "deepfm",
-                      offline_metrics, top20_lists, simulation_events, test_ratings, mlflow_tracking)
+    return _arm_table(
+        context,
+        config,
+        "table3",
+        "A/B Agent Table 3: training data scale (DeepFM)",
+        TABLE3,
+        "the paper's Table 3 (GPT-4o-mini)",
+        list(TABLE3_ARMS),
+        "deepfm",
+        offline_metrics,
+        top20_lists,
+        simulation_events,
+        test_ratings,
+        mlflow_tracking,
+    )
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="markdown", ins=_ARM_TABLE_INS)
-def ab_agent_table4(context: AssetExecutionContext, config: ArmTableConfig, offline_metrics: dict, top20_lists: dict, simulation_events: dict,
-                    test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking) -> MaterializeResult:
+def ab_agent_table4(
+    context: AssetExecutionContext,
+    config: ArmTableConfig,
+    offline_metrics: dict,
+    top20_lists: dict,
+    simulation_events: dict,
+    test_ratings: pl.DataFrame,
+    mlflow_tracking: MlflowTracking,
+) -> MaterializeResult:
     """A/B Agent Table 4: DeepFM with user id only, movie id only, all features, offline and simulated."""
     from ops.studies.experiments.papers import TABLE4
 
-    return _arm_table(context, config, "table4", "A/B Agent Table 4: feature ablation (DeepFM)", TABLE4,
-                      "the paper's Table 4 (GPT-4o-mini)", list(TABLE4_ARMS), "deepfm",
-                      offline_metrics, top20_lists, simulation_events, test_ratings, mlflow_tracking)
+    return _arm_table(
+        context,
+        config,
+        "table4",
+        "A/B Agent Table 4: feature ablation (DeepFM)",
+        TABLE4,
+        "the paper's Table 4 (GPT-4o-mini)",
+        list(TABLE4_ARMS),
+        "deepfm",
+        offline_metrics,
+        top20_lists,
+        simulation_events,
+        test_ratings,
+        mlflow_tracking,
+    )
 
 
-def _arm_table(context, config: ArmTableConfig, name: str, title: str, paper: dict, paper_label: str, default_arms: list[str], default_control: str,
-               offline_metrics: dict, top20_lists: dict, simulation_events: dict, test_ratings: pl.DataFrame, mlflow_tracking: MlflowTracking):
+def _arm_table(
+    context,
+    config: ArmTableConfig,
+    name: str,
+    title: str,
+    paper: dict,
+    paper_label: str,
+    default_arms: list[str],
+    default_control: str,
+    offline_metrics: dict,
+    top20_lists: dict,
+    simulation_events: dict,
+    test_ratings: pl.DataFrame,
+    mlflow_tracking: MlflowTracking,
+):
     from ops.figures import save_figure
     from ops.readout.ab_readout import ReadoutConfig
     from ops.studies.experiments.arm_tables import arm_experiment, arm_figure, arm_markdown
@@ -149,31 +257,66 @@ def _arm_table(context, config: ArmTableConfig, name: str, title: str, paper: di
 
     arms = list(config.arms) or default_arms
     try:
-        experiment = arm_experiment(arms, simulation_events, offline_metrics, top20_lists, test_ratings, control=config.control or default_control,
-                                    readout_config=ReadoutConfig(n_bootstrap=config.n_bootstrap, seed=config.seed))
+        experiment = arm_experiment(
+            arms,
+            simulation_events,
+            offline_metrics,
+            top20_lists,
+            test_ratings,
+            control=config.control or default_control,
+            readout_config=ReadoutConfig(n_bootstrap=config.n_bootstrap, seed=config.seed),
+        )
     except ValueError as exc:
         raise Failure(description=str(exc), allow_retries=False) from None
     folder = data_root() / "experiments" / name
     figure = save_figure(arm_figure(experiment.table, title), folder / "plots" / f"{name}.png")
     body = arm_markdown(experiment, paper, paper_label)
     extra = {"fidelity": experiment.fidelity, "fidelity_pairs": experiment.pairs}
-    return _publish(context, mlflow_tracking, name, title, body, DIFFERENCES[name], experiment.table, extra, [figure], {"arms": ",".join(arms)})
+    return _publish(
+        context,
+        mlflow_tracking,
+        name,
+        title,
+        body,
+        DIFFERENCES[name],
+        experiment.table,
+        extra,
+        [figure],
+        {"arms": ",".join(arms)},
+    )
 
 
 class Table5Config(Config):
     simulated_arm: str = Field(default="deepfm", description="the arm the agents browsed (the paper: DeepFM)")
     brain: str = Field(default="embedded", description="embedded | llm: whose vision and no-vision runs are compared")
-    models: list[str] = Field(default=list(TABLE5_MODELS), description="the downstream DeepCTR models refit (the paper's eight)")
-    seeds: int = Field(default=3, ge=1, description="training seeds per model (seed, seed+1, …): the AUC gains get intervals over them")
+    models: list[str] = Field(
+        default=list(TABLE5_MODELS), description="the downstream DeepCTR models refit (the paper's eight)"
+    )
+    seeds: int = Field(
+        default=3, ge=1, description="training seeds per model (seed, seed+1, …): the AUC gains get intervals over them"
+    )
     seed: int = Field(default=1024, description="first training seed (deepctr's default)")
     max_epochs: int = Field(default=0, description="≤ 20 in Appendix B; 0 = default ($SIMAB_MAX_EPOCHS)")
     device: str = Field(default="auto", description="auto (GPU when torch sees one) | cpu | cuda")
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="pytorch", ins={"experiment_simulation_events": AssetIn("experiment_simulation_events")})
-def ab_agent_table5(context: AssetExecutionContext, config: Table5Config, experiment_simulation_events: dict, train_ratings: pl.DataFrame,
-                    valid_ratings: pl.DataFrame, test_ratings: pl.DataFrame, users: pl.DataFrame, mm_ml_1m: pl.DataFrame,
-                    mlflow_tracking: MlflowTracking) -> MaterializeResult:
+@asset(
+    group_name=GROUP,
+    code_version="1",
+    compute_kind="pytorch",
+    ins={"experiment_simulation_events": AssetIn("experiment_simulation_events")},
+)
+def ab_agent_table5(
+    context: AssetExecutionContext,
+    config: Table5Config,
+    experiment_simulation_events: dict,
+    train_ratings: pl.DataFrame,
+    valid_ratings: pl.DataFrame,
+    test_ratings: pl.DataFrame,
+    users: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    mlflow_tracking: MlflowTracking,
+) -> MaterializeResult:
     """A/B Agent Table 5 with the §3.5 ablation: every DeepCTR model on the original train
     split and with the clicks / views of the vision and the no-vision simulation added,
     several training seeds, all rows side by side."""
@@ -192,31 +335,68 @@ def ab_agent_table5(context: AssetExecutionContext, config: Table5Config, experi
     wanted = {WITH_VISION: condition_name(config.brain, True), WITHOUT_VISION: condition_name(config.brain, False)}
     missing = [c for c in wanted.values() if (config.simulated_arm, c) not in runs]
     if missing:
-        raise Failure(description=f"Table 5 needs experiment_simulation_events for {config.simulated_arm} under {missing}: run experiment_simulation "
-                      f"for partitions {[f'{config.simulated_arm}|{c}' for c in missing]} (python -m pipelines.experiments table5 does)", allow_retries=False)
+        raise Failure(
+            description=f"Table 5 needs experiment_simulation_events for {config.simulated_arm} under {missing}: run experiment_simulation "
+            f"for partitions {[f'{config.simulated_arm}|{c}' for c in missing]} (python -m pipelines.experiments table5 does)",
+            allow_retries=False,
+        )
     events = {label: runs[(config.simulated_arm, c)] for label, c in wanted.items()}
     overrides = {"device": config.device, **({"max_epochs": config.max_epochs} if config.max_epochs else {})}
-    long = augmentation_experiment(config.models, events, train_ratings, valid_ratings, test_ratings, users, mm_ml_1m,
-                                   seeds=[config.seed + i for i in range(config.seeds)], config=AugmentationConfig(progress=False), **overrides)
+    long = augmentation_experiment(
+        config.models,
+        events,
+        train_ratings,
+        valid_ratings,
+        test_ratings,
+        users,
+        mm_ml_1m,
+        seeds=[config.seed + i for i in range(config.seeds)],
+        config=AugmentationConfig(progress=False),
+        **overrides,
+    )
     folder = data_root() / "experiments" / "table5"
     figure = augmentation_figure(long, folder / "plots" / "table5.png")
     body = augmentation_markdown(long, TABLE5, PAPER_MODELS)
-    return _publish(context, mlflow_tracking, "table5", "A/B Agent Table 5: data augmentation, with and without vision", body,
-                    DIFFERENCES["table5"], long, {}, [figure], config.model_dump())
+    return _publish(
+        context,
+        mlflow_tracking,
+        "table5",
+        "A/B Agent Table 5: data augmentation, with and without vision",
+        body,
+        DIFFERENCES["table5"],
+        long,
+        {},
+        [figure],
+        config.model_dump(),
+    )
 
 
 class ThumbnailConfig(Config):
-    brain: str = Field(default="embedded", description="embedded | llm (the `llm` resource's endpoint, images sent when it has vision)")
+    brain: str = Field(
+        default="embedded", description="embedded | llm (the `llm` resource's endpoint, images sent when it has vision)"
+    )
     n_movies: int = Field(default=100, ge=1, description="movies sampled (SimUSER: 100)")
     n_agents: int = Field(default=100, ge=1, description="agents sampled (SimUSER: 100)")
-    list_length: int = Field(default=20, ge=1, description="movies on each agent's home-page list, drawn from the sampled ones it never rated")
+    list_length: int = Field(
+        default=20,
+        ge=1,
+        description="movies on each agent's home-page list, drawn from the sampled ones it never rated",
+    )
     seed: int = Field(default=0, description="seed of the samples and of the agents' decisions")
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="python")
-def simuser_thumbnail_quality(context: AssetExecutionContext, config: ThumbnailConfig, agents, embedded_brain, mm_ml_1m: pl.DataFrame,
-                              train_ratings: pl.DataFrame, llm: LLMResource, embeddings: EmbeddingsResource,
-                              mlflow_tracking: MlflowTracking) -> MaterializeResult:
+def simuser_thumbnail_quality(
+    context: AssetExecutionContext,
+    config: ThumbnailConfig,
+    agents,
+    embedded_brain,
+    mm_ml_1m: pl.DataFrame,
+    train_ratings: pl.DataFrame,
+    llm: LLMResource,
+    embeddings: EmbeddingsResource,
+    mlflow_tracking: MlflowTracking,
+) -> MaterializeResult:
     """SimUSER App. C.7 / Figure 10: click rate with the original poster, a blue-filtered
     poster and a background crop standing in for a trailer screenshot, with intervals."""
     from ops.agents.embeddings import load_poster
@@ -244,50 +424,115 @@ def simuser_thumbnail_quality(context: AssetExecutionContext, config: ThumbnailC
     frames = write_versions(mm_ml_1m, movie_ids, folder / "posters")
     catalogues = {v: Catalogue.from_frame(frames[v]) for v in VERSIONS}
     if config.brain == "llm":
+
         def brain_for(version):
             return llm.charged_brain(context, catalogues[version], fatigue=SimulationConfig().fatigue)
+
         concurrency = llm.concurrency
     else:
         embedder = embeddings.poster_embedder()
         model_name = embedded_brain.context.vectors.poster_model
         if embedder is None or embedder.name != model_name:
-            raise Failure(description=f"the embedded brain's posters were embedded with {model_name!r}; the embeddings resource gives "
-                          f"{getattr(embedder, 'name', 'none')!r}: configure the same poster embedder", allow_retries=False)
-        posters = {v: {m: embedder.embed_images([load_poster(frames[v].filter(pl.col("movie_id") == m).get_column("poster_large")[0])])[0]
-                       for m in movie_ids} for v in VERSIONS if v != ORIGINAL}
+            raise Failure(
+                description=f"the embedded brain's posters were embedded with {model_name!r}; the embeddings resource gives "
+                f"{getattr(embedder, 'name', 'none')!r}: configure the same poster embedder",
+                allow_retries=False,
+            )
+        posters = {
+            v: {
+                m: embedder.embed_images(
+                    [load_poster(frames[v].filter(pl.col("movie_id") == m).get_column("poster_large")[0])]
+                )[0]
+                for m in movie_ids
+            }
+            for v in VERSIONS
+            if v != ORIGINAL
+        }
 
         def brain_for(version):
             # The original poster is what the catalogue was embedded with: the fitted brain as it is.
-            return (embedded_brain if version == ORIGINAL else embedded_with_posters(embedded_brain, posters[version])).brain()
+            return (
+                embedded_brain if version == ORIGINAL else embedded_with_posters(embedded_brain, posters[version])
+            ).brain()
+
         concurrency = 1
-    events = simulate_versions(lists, agents.sessions(users), catalogues, brain_for, seed=config.seed, run_id=context.run.run_id, concurrency=concurrency)
+    events = simulate_versions(
+        lists,
+        agents.sessions(users),
+        catalogues,
+        brain_for,
+        seed=config.seed,
+        run_id=context.run.run_id,
+        concurrency=concurrency,
+    )
     table, _ = thumbnail_table(events)
     figure = save_figure(thumbnail_figure(table), folder / "plots" / "thumbnails.png")
     from ops.studies.experiments.arm_tables import interval_cell
 
-    shown = table.select("thumbnail", "agents", pl.struct("click_rate", "ci_low", "ci_high").map_elements(
-        lambda r: interval_cell(r["click_rate"], r["ci_low"], r["ci_high"]), return_dtype=pl.Utf8).alias("click rate [95 % CI]"),
-        pl.struct("difference_vs_original", "difference_ci_low", "difference_ci_high").map_elements(
-        lambda r: interval_cell(r["difference_vs_original"], r["difference_ci_low"], r["difference_ci_high"]), return_dtype=pl.Utf8).alias("vs original [95 % CI]"),
-        pl.col("p_value").round(4))
-    body = [f"{len(movie_ids)} movies, {len(users)} agents, {config.brain} brain; click rate = clicks ÷ home impressions per agent.", "",
-            shown.to_pandas().to_markdown(index=False), "", f"Paper: {THUMBNAILS}", ""]
-    notes = ["## What the embedded brain's poster features can and cannot see", "", EMBEDDED_POSTER_FEATURES] if config.brain == "embedded" else []
-    return _publish(context, mlflow_tracking, "thumbnails", "SimUSER App. C.7: thumbnail quality", body, DIFFERENCES["thumbnails"], table,
-                    {"events_per_version": events.group_by("arm", "action").len().sort("arm", "action")}, [figure], config.model_dump(), notes)
+    shown = table.select(
+        "thumbnail",
+        "agents",
+        pl.struct("click_rate", "ci_low", "ci_high")
+        .map_elements(lambda r: interval_cell(r["click_rate"], r["ci_low"], r["ci_high"]), return_dtype=pl.Utf8)
+        .alias("click rate [95 % CI]"),
+        pl.struct("difference_vs_original", "difference_ci_low", "difference_ci_high")
+        .map_elements(
+            lambda r: interval_cell(r["difference_vs_original"], r["difference_ci_low"], r["difference_ci_high"]),
+            return_dtype=pl.Utf8,
+        )
+        .alias("vs original [95 % CI]"),
+        pl.col("p_value").round(4),
+    )
+    body = [
+        f"{len(movie_ids)} movies, {len(users)} agents, {config.brain} brain; click rate = clicks ÷ home impressions per agent.",
+        "",
+        shown.to_pandas().to_markdown(index=False),
+        "",
+        f"Paper: {THUMBNAILS}",
+        "",
+    ]
+    notes = (
+        ["## What the embedded brain's poster features can and cannot see", "", EMBEDDED_POSTER_FEATURES]
+        if config.brain == "embedded"
+        else []
+    )
+    return _publish(
+        context,
+        mlflow_tracking,
+        "thumbnails",
+        "SimUSER App. C.7: thumbnail quality",
+        body,
+        DIFFERENCES["thumbnails"],
+        table,
+        {"events_per_version": events.group_by("arm", "action").len().sort("arm", "action")},
+        [figure],
+        config.model_dump(),
+        notes,
+    )
 
 
 class BrainComparisonConfig(Config):
     arms: list[str] = Field(default=list(DEFAULT_ARMS), description="the arms simulated by every brain ($SIMAB_ARMS)")
-    brains: list[str] = Field(default=["embedded", "llm"], description="the brains compared; the first is the reference")
+    brains: list[str] = Field(
+        default=["embedded", "llm"], description="the brains compared; the first is the reference"
+    )
     vision: bool = Field(default=True, description="compare the brains with (True) or without vision")
     n_bootstrap: int = Field(default=2000)
     seed: int = Field(default=0, description="bootstrap seed")
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="markdown", ins={"experiment_simulation_events": AssetIn("experiment_simulation_events")})
-def brain_comparison(context: AssetExecutionContext, config: BrainComparisonConfig, experiment_simulation_events: dict,
-                     mlflow_tracking: MlflowTracking) -> MaterializeResult:
+@asset(
+    group_name=GROUP,
+    code_version="1",
+    compute_kind="markdown",
+    ins={"experiment_simulation_events": AssetIn("experiment_simulation_events")},
+)
+def brain_comparison(
+    context: AssetExecutionContext,
+    config: BrainComparisonConfig,
+    experiment_simulation_events: dict,
+    mlflow_tracking: MlflowTracking,
+) -> MaterializeResult:
     """The same arms simulated by the embedded brain and by the LLM brain, in one table:
     CTR, CVR, AR with intervals per brain, their paired differences, and the arm orderings."""
     from ops.figures import save_figure
@@ -297,16 +542,33 @@ def brain_comparison(context: AssetExecutionContext, config: BrainComparisonConf
     from ops.studies.experiments.papers import DIFFERENCES
 
     runs = _by_arm_and_condition(experiment_simulation_events)
-    events = {(a, b): runs[(a, condition_name(b, config.vision))] for a in config.arms for b in config.brains if (a, condition_name(b, config.vision)) in runs}
+    events = {
+        (a, b): runs[(a, condition_name(b, config.vision))]
+        for a in config.arms
+        for b in config.brains
+        if (a, condition_name(b, config.vision)) in runs
+    }
     try:
-        table, differences = compare(events, config.arms, config.brains, ReadoutConfig(n_bootstrap=config.n_bootstrap, seed=config.seed))
+        table, differences = compare(
+            events, config.arms, config.brains, ReadoutConfig(n_bootstrap=config.n_bootstrap, seed=config.seed)
+        )
     except ValueError as exc:
         raise Failure(description=str(exc), allow_retries=False) from None
     folder = data_root() / "experiments" / "brains"
     figure = save_figure(brain_figure(table), folder / "plots" / "brains.png")
     body = brain_markdown(table, differences, config.brains)
-    return _publish(context, mlflow_tracking, "brains", "Brain comparison: the same arms, embedded and LLM agents", body, DIFFERENCES["brains"],
-                    table, {"differences": differences}, [figure], config.model_dump())
+    return _publish(
+        context,
+        mlflow_tracking,
+        "brains",
+        "Brain comparison: the same arms, embedded and LLM agents",
+        body,
+        DIFFERENCES["brains"],
+        table,
+        {"differences": differences},
+        [figure],
+        config.model_dump(),
+    )
 
 
 def _by_arm_and_condition(partitions: dict) -> dict[tuple[str, str], pl.DataFrame]:
@@ -318,16 +580,30 @@ def _by_arm_and_condition(partitions: dict) -> dict[tuple[str, str], pl.DataFram
     return out
 
 
-def _publish(context, mlflow_tracking: MlflowTracking, name: str, title: str, body: list[str], differences, table: pl.DataFrame, extra: dict,
-             figures: list[Path], params: dict, notes=()) -> MaterializeResult:
+def _publish(
+    context,
+    mlflow_tracking: MlflowTracking,
+    name: str,
+    title: str,
+    body: list[str],
+    differences,
+    table: pl.DataFrame,
+    extra: dict,
+    figures: list[Path],
+    params: dict,
+    notes=(),
+) -> MaterializeResult:
     """Write the experiment's folder, log it to MLflow, print it to the run's log, and return the table."""
     from ops.studies.experiments.output import experiment_markdown, write_experiment
 
     folder = data_root() / "experiments" / name
     markdown = experiment_markdown(title, body, differences, figures, folder, notes)
     paths = write_experiment(folder, markdown, table, extra)
-    with mlflow_tracking.asset_run(context, params={k: (",".join(map(str, v)) if isinstance(v, list) else v) for k, v in params.items()},
-                                   tags={"experiment": name}):
+    with mlflow_tracking.asset_run(
+        context,
+        params={k: (",".join(map(str, v)) if isinstance(v, list) else v) for k, v in params.items()},
+        tags={"experiment": name},
+    ):
         mlflow_tracking.log_table(table, name)
         for key, frame in extra.items():
             mlflow_tracking.log_table(frame, f"{name}_{key}")
@@ -337,6 +613,13 @@ def _publish(context, mlflow_tracking: MlflowTracking, name: str, title: str, bo
             mlflow_tracking.log_artifact(figure, artifact_path=f"experiments/{name}/plots")
         run_id = mlflow_tracking.active_run_id()
     context.log.info(f"{title}\n\n{markdown}")
-    return MaterializeResult(value=table, data_version=DataVersion(frame_digest(table)),
-                             metadata={"folder": MetadataValue.path(str(folder)), "table": MetadataValue.md(markdown), "mlflow_run_id": run_id,
-                                       "rows": table.height})
+    return MaterializeResult(
+        value=table,
+        data_version=DataVersion(frame_digest(table)),
+        metadata={
+            "folder": MetadataValue.path(str(folder)),
+            "table": MetadataValue.md(markdown),
+            "mlflow_run_id": run_id,
+            "rows": table.height,
+        },
+    )

@@ -11,7 +11,6 @@ The three tables pass their data contracts before anything is stored
 stored tables as they were.
 """
 
-
 from pathlib import Path
 
 import polars as pl
@@ -41,11 +40,19 @@ class IngestionConfig(Config):
 
 @multi_asset(
     outs={
-        "users": AssetOut(group_name=GROUP, code_version="1", description="MovieLens users (ML-1M codes); users without ratings flagged"),
+        "users": AssetOut(
+            group_name=GROUP,
+            code_version="1",
+            description="MovieLens users (ML-1M codes); users without ratings flagged",
+        ),
         "movies": AssetOut(group_name=GROUP, code_version="1", description="MovieLens movies: title, year, genres"),
         "ratings": AssetOut(group_name=GROUP, code_version="1", description="MovieLens ratings 1..5 with timestamps"),
-        "planted_tastes": AssetOut(group_name=GROUP, code_version="1", description="synthetic source only: each user's hidden tastes"),
-        "synthetic_side_info": AssetOut(group_name=GROUP, code_version="1", description="synthetic source only: metadata and posters"),
+        "planted_tastes": AssetOut(
+            group_name=GROUP, code_version="1", description="synthetic source only: each user's hidden tastes"
+        ),
+        "synthetic_side_info": AssetOut(
+            group_name=GROUP, code_version="1", description="synthetic source only: metadata and posters"
+        ),
     },
     compute_kind="polars",
 )
@@ -64,7 +71,13 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
         if config.synthetic_movies:
             overrides["n_movies"] = config.synthetic_movies
         data = generate(SyntheticConfig(**overrides), data_root() / "posters" / f"synthetic-{config.seed}")
-        users, movies, ratings, tastes, side_info = data.users, data.movies, data.ratings, data.hidden_tastes, data.metadata
+        users, movies, ratings, tastes, side_info = (
+            data.users,
+            data.movies,
+            data.ratings,
+            data.hidden_tastes,
+            data.metadata,
+        )
         origin = f"synthetic(seed={config.seed})"
     else:
         from ops.data.movielens import load_local
@@ -82,7 +95,11 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
         origin = f"{config.source}:{folder}"
 
     stop_before_storing(
-        {"users": users_verdict(users), "movies": movies_verdict(movies), "ratings": ratings_verdict(ratings, users, movies)},
+        {
+            "users": users_verdict(users),
+            "movies": movies_verdict(movies),
+            "ratings": ratings_verdict(ratings, users, movies),
+        },
         stored="users, movies, ratings, planted_tastes, synthetic_side_info",
     )
     density = ratings.height / max(users.height * movies.height, 1)
@@ -98,14 +115,44 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
                 "mean_rating": float(ratings.get_column("rating").mean() or 0.0),
             }
         )
-        digests = {name: mlflow_tracking.log_frame(df, name) for name, df in (("users", users), ("movies", movies), ("ratings", ratings))}
+        digests = {
+            name: mlflow_tracking.log_frame(df, name)
+            for name, df in (("users", users), ("movies", movies), ("ratings", ratings))
+        }
         mlflow_tracking.log_figure(rating_distribution(ratings), "plots/rating_distribution.png")
         mlflow_tracking.log_figure(activity_and_popularity(ratings), "plots/activity_and_popularity.png")
 
-    context.log.info(f"{origin}: {users.height} users, {movies.height} movies, {ratings.height} ratings (density {density:.4f})")
+    context.log.info(
+        f"{origin}: {users.height} users, {movies.height} movies, {ratings.height} ratings (density {density:.4f})"
+    )
     meta = {"source": origin}
-    yield MaterializeResult(asset_key="users", value=users, data_version=DataVersion(digests["users"]), metadata={**meta, "rows": users.height})
-    yield MaterializeResult(asset_key="movies", value=movies, data_version=DataVersion(digests["movies"]), metadata={**meta, "rows": movies.height})
-    yield MaterializeResult(asset_key="ratings", value=ratings, data_version=DataVersion(digests["ratings"]), metadata={**meta, "rows": ratings.height, "density": density})
-    yield MaterializeResult(asset_key="planted_tastes", value=tastes, data_version=DataVersion(frame_digest(tastes)), metadata={"rows": tastes.height})
-    yield MaterializeResult(asset_key="synthetic_side_info", value=side_info, data_version=DataVersion(frame_digest(side_info)), metadata={"rows": side_info.height})
+    yield MaterializeResult(
+        asset_key="users",
+        value=users,
+        data_version=DataVersion(digests["users"]),
+        metadata={**meta, "rows": users.height},
+    )
+    yield MaterializeResult(
+        asset_key="movies",
+        value=movies,
+        data_version=DataVersion(digests["movies"]),
+        metadata={**meta, "rows": movies.height},
+    )
+    yield MaterializeResult(
+        asset_key="ratings",
+        value=ratings,
+        data_version=DataVersion(digests["ratings"]),
+        metadata={**meta, "rows": ratings.height, "density": density},
+    )
+    yield MaterializeResult(
+        asset_key="planted_tastes",
+        value=tastes,
+        data_version=DataVersion(frame_digest(tastes)),
+        metadata={"rows": tastes.height},
+    )
+    yield MaterializeResult(
+        asset_key="synthetic_side_info",
+        value=side_info,
+        data_version=DataVersion(frame_digest(side_info)),
+        metadata={"rows": side_info.height},
+    )

@@ -28,9 +28,15 @@ class MetadataConfig(Config):
     $SIMAB_POSTER_DIRS, $SIMAB_LINKS_PATH fill it in through `pipelines.run_config`)."""
 
     source: MetadataSource = Field(default="auto", description="auto | synthetic | local | tmdb | none")
-    metadata_path: str = Field(default="", description="local: metadata file (e.g. movies_extrainfos.dat); empty = posters only")
-    poster_dirs: list[str] = Field(default=[], description="local: folders of posters named <movie_id>.jpg, in order of preference")
-    links_path: str = Field(default="", description="MovieLens links table (movieId, imdbId, tmdbId); empty = match titles")
+    metadata_path: str = Field(
+        default="", description="local: metadata file (e.g. movies_extrainfos.dat); empty = posters only"
+    )
+    poster_dirs: list[str] = Field(
+        default=[], description="local: folders of posters named <movie_id>.jpg, in order of preference"
+    )
+    links_path: str = Field(
+        default="", description="MovieLens links table (movieId, imdbId, tmdbId); empty = match titles"
+    )
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="polars")
@@ -50,7 +56,9 @@ def movie_metadata(
     failures = None
     if source == "synthetic":
         if synthetic_side_info.height == 0:
-            raise ValueError("metadata source 'synthetic' needs the synthetic MovieLens source (ingestion source=synthetic)")
+            raise ValueError(
+                "metadata source 'synthetic' needs the synthetic MovieLens source (ingestion source=synthetic)"
+            )
         metadata = synthetic_side_info
     elif source == "local":
         from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
@@ -71,7 +79,13 @@ def movie_metadata(
     stop_before_storing({"movie_metadata": metadata_verdict(metadata, movies)}, stored="movie_metadata")
 
     with mlflow_tracking.asset_run(context, params={"source": source, "links": bool(links is not None)}):
-        mlflow_tracking.log_metrics({"movies": movies.height, "with_metadata": metadata.height, "failures": 0 if failures is None else failures.height})
+        mlflow_tracking.log_metrics(
+            {
+                "movies": movies.height,
+                "with_metadata": metadata.height,
+                "failures": 0 if failures is None else failures.height,
+            }
+        )
         digest = mlflow_tracking.log_frame(metadata, "movie_metadata", role="output")
         if failures is not None and failures.height:
             mlflow_tracking.log_table(failures, "metadata_failures")
@@ -100,7 +114,12 @@ def mm_ml_1m(
     with mlflow_tracking.asset_run(context):
         mlflow_tracking.log_table(coverage, "coverage_table1")
         mlflow_tracking.log_text(_markdown(coverage), "tables/coverage_table1.md")
-        mlflow_tracking.log_metrics({f"coverage_{row['feature'].lower().replace(' ', '_')}": row["count"] for row in coverage.iter_rows(named=True)})
+        mlflow_tracking.log_metrics(
+            {
+                f"coverage_{row['feature'].lower().replace(' ', '_')}": row["count"]
+                for row in coverage.iter_rows(named=True)
+            }
+        )
         digest = mlflow_tracking.log_frame(mm, "mm_ml_1m", role="output")
     return MaterializeResult(
         value=mm,
@@ -115,4 +134,3 @@ def _markdown(coverage: pl.DataFrame) -> str:
 
 def _read_links(path: str) -> pl.DataFrame:
     return pl.read_csv(path, infer_schema_length=10000)
-

@@ -35,7 +35,9 @@ def arm_shard_partitions(shards: int) -> MultiPartitionsDefinition:
     """Arm × user shard, keys `<arm>|<shard>` (Dagster orders dimensions by name: arm first)."""
     if shards < 1:
         raise ValueError(f"user shards must be >= 1, got {shards}")
-    return MultiPartitionsDefinition({ARM_DIMENSION: arm_partitions, SHARD_DIMENSION: StaticPartitionsDefinition([str(k) for k in range(shards)])})
+    return MultiPartitionsDefinition(
+        {ARM_DIMENSION: arm_partitions, SHARD_DIMENSION: StaticPartitionsDefinition([str(k) for k in range(shards)])}
+    )
 
 
 def arm_shard_key(arm: str, shard: int) -> str:

@@ -22,7 +22,9 @@ class ArmTrainingConfig(Config):
     max_epochs: int = Field(default=0, description="≤ 20 in Appendix B; 0 = default ($SIMAB_MAX_EPOCHS)")
     seed: int = Field(default=1024, description="torch / sampling seed (deepctr's default 1024)")
     device: str = Field(default="auto", description="auto (GPU when torch sees one) | cpu | cuda")
-    use_metadata: bool = Field(default=True, description="add MM-ML-1M vote average, log vote count, release year when present")
+    use_metadata: bool = Field(
+        default=True, description="add MM-ML-1M vote average, log vote count, release year when present"
+    )
     registered_model_prefix: str = Field(default="simab", description="MLflow Model Registry name: <prefix>-<arm>")
     divergence_guard: bool = Field(
         default=True,
@@ -60,7 +62,9 @@ def recommender_arm(
 
         trained = train_arm(arm_cfg, train_ratings, valid_ratings, users, mm_ml_1m, on_epoch=on_epoch)
         best = trained.history[trained.best_epoch - 1] if trained.best_epoch else {}
-        version = mlflow_tracking.log_and_register_arm(trained, f"{config.registered_model_prefix}-{arm}", metrics={f"best_{k}": v for k, v in best.items()})
+        version = mlflow_tracking.log_and_register_arm(
+            trained, f"{config.registered_model_prefix}-{arm}", metrics={f"best_{k}": v for k, v in best.items()}
+        )
     context.log.info(f"{arm}: registered as {config.registered_model_prefix}-{arm} version {version}")
     return Output(
         trained,
@@ -87,12 +91,22 @@ def top20_lists(
     from ops.arms.recommenders import top_k
 
     user_ids = train_ratings.get_column("user_id").unique().to_numpy()
-    lists = top_k(recommender_arm, user_ids, mm_ml_1m.get_column("movie_id").to_numpy(), exclude=train_ratings.select("user_id", "movie_id"), k=20)
+    lists = top_k(
+        recommender_arm,
+        user_ids,
+        mm_ml_1m.get_column("movie_id").to_numpy(),
+        exclude=train_ratings.select("user_id", "movie_id"),
+        k=20,
+    )
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
         coverage = lists.get_column("movie_id").n_unique() / max(mm_ml_1m.height, 1)
         mlflow_tracking.log_metrics({"users": user_ids.size, "catalogue_coverage": coverage})
         digest = mlflow_tracking.log_frame(lists, "top20_lists", role="output")
-    return MaterializeResult(value=lists, data_version=DataVersion(digest), metadata={"users": int(user_ids.size), "catalogue coverage": coverage})
+    return MaterializeResult(
+        value=lists,
+        data_version=DataVersion(digest),
+        metadata={"users": int(user_ids.size), "catalogue coverage": coverage},
+    )
 
 
 @asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="numpy")
@@ -107,7 +121,9 @@ def offline_metrics(
     """Test AUC and log-loss; Recall@20 and NDCG@20 by full ranking (docs/definitions.md#lifecycle, step 6)."""
     from ops.arms.recommenders import evaluate_arm
 
-    metrics = evaluate_arm(recommender_arm, train_ratings, test_ratings, mm_ml_1m.get_column("movie_id").to_numpy(), k=20)
+    metrics = evaluate_arm(
+        recommender_arm, train_ratings, test_ratings, mm_ml_1m.get_column("movie_id").to_numpy(), k=20
+    )
     row = pl.DataFrame([metrics.model_dump()])
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
         mlflow_tracking.log_metrics({k: v for k, v in metrics.model_dump().items() if isinstance(v, (int, float))})
@@ -115,6 +131,9 @@ def offline_metrics(
     return MaterializeResult(
         value=row,
         data_version=DataVersion(frame_digest(row)),
-        metadata={k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.model_dump().items() if v is not None},
+        metadata={
+            k: (float(v) if isinstance(v, (float, np.floating)) else v)
+            for k, v in metrics.model_dump().items()
+            if v is not None
+        },
     )
-

@@ -28,8 +28,12 @@ class ReadoutAssetConfig(Config):
     seed: int = Field(default=0, description="bootstrap seed")
 
 
-@asset(group_name=GROUP, code_version="2", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")})
-def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simulation_events: dict, mlflow_tracking: MlflowTracking):
+@asset(
+    group_name=GROUP, code_version="2", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")}
+)
+def ab_readout(
+    context: AssetExecutionContext, config: ReadoutAssetConfig, simulation_events: dict, mlflow_tracking: MlflowTracking
+):
     """Per-arm metrics with intervals and arm-vs-control differences (docs/definitions.md#lifecycle, step 9)."""
     from ops.readout.ab_readout import ReadoutConfig
     from ops.readout.ab_readout import ab_readout as readout
@@ -44,24 +48,47 @@ def ab_readout(context: AssetExecutionContext, config: ReadoutAssetConfig, simul
     events = pl.concat([simulation_events[a] for a in arms])
     result = readout(events, control=control, config=ReadoutConfig(n_bootstrap=config.n_bootstrap, seed=config.seed))
     markdown = result.to_markdown()
-    with mlflow_tracking.asset_run(context, params={"control": control, "arms": ",".join(arms), "design": result.design, "n_bootstrap": config.n_bootstrap}):
-        mlflow_tracking.log_metrics({f"{row['arm']}_{row['metric']}": row["mean"] for row in result.arms.iter_rows(named=True)})
+    with mlflow_tracking.asset_run(
+        context,
+        params={"control": control, "arms": ",".join(arms), "design": result.design, "n_bootstrap": config.n_bootstrap},
+    ):
+        mlflow_tracking.log_metrics(
+            {f"{row['arm']}_{row['metric']}": row["mean"] for row in result.arms.iter_rows(named=True)}
+        )
         mlflow_tracking.log_text(markdown, "ab_readout.md")
         mlflow_tracking.log_table(result.arms, "ab_arms")
         mlflow_tracking.log_table(result.comparisons, "ab_comparisons")
         mlflow_tracking.log_table(result.fallbacks, "ab_fallbacks")
-        mlflow_tracking.log_metrics({f"{r['arm']}_{k}": r[k] for r in result.fallbacks.iter_rows(named=True) for k in ("fallback_agents", "failed_agents")})
+        mlflow_tracking.log_metrics(
+            {
+                f"{r['arm']}_{k}": r[k]
+                for r in result.fallbacks.iter_rows(named=True)
+                for k in ("fallback_agents", "failed_agents")
+            }
+        )
         with tempfile.TemporaryDirectory() as tmp:
             write_ab_figures(result, tmp)
             mlflow_tracking.log_artifacts(tmp, artifact_path="plots")
-    return Output(result, metadata={"arms": ", ".join(arms), "control": control, "design": result.design, "read-out": MetadataValue.md(markdown)})
+    return Output(
+        result,
+        metadata={
+            "arms": ", ".join(arms),
+            "control": control,
+            "design": result.design,
+            "read-out": MetadataValue.md(markdown),
+        },
+    )
 
 
 class ReportConfig(Config):
-    tau_floor: float = Field(default=0.6, description="the verdict's warning when Kendall τ(CTR, NDCG@20) falls below "
-                                                      "this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)")
-    primary_metric: str = Field(default="ctr", description="the metric the verdict names a winner on "
-                                                          "(ctr, cvr, average_rating, ...)")
+    tau_floor: float = Field(
+        default=0.6,
+        description="the verdict's warning when Kendall τ(CTR, NDCG@20) falls below "
+        "this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)",
+    )
+    primary_metric: str = Field(
+        default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)"
+    )
 
 
 @asset(
@@ -110,18 +137,28 @@ def simab_report(
     from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
 
     # Relaxed: arms without a CTR model (random, pop) have all-null AUC columns.
-    offline = pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed") if offline_metrics else pl.DataFrame({"arm": []})
+    offline = (
+        pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed")
+        if offline_metrics
+        else pl.DataFrame({"arm": []})
+    )
     per_user = offline_per_user(top20_lists, test_ratings)
     # τ over the same users as the arm pairs and the intervals (offline_for_fidelity says why).
     fid = fidelity(ab_readout.arms, offline, per_user) if offline_metrics else pl.DataFrame()
     intervals = offline_intervals(per_user, seed=ab_readout.config.seed)
-    pairs = pairwise_agreement(ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed)
+    pairs = pairwise_agreement(
+        ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed
+    )
     summary = agreement_summary(pairs)
     # The power figures assume the paired design (each agent its own control).
     power = None
     if ab_readout.design == "paired" and getattr(ab_readout, "per_session", None) is not None and pairs.height:
         ndcg = intervals.filter(pl.col("metric") == "ndcg_at_k")
-        power = power_analysis(ab_readout.per_session, pairs, dict(zip(ndcg.get_column("arm").to_list(), ndcg.get_column("mean").to_list())))
+        power = power_analysis(
+            ab_readout.per_session,
+            pairs,
+            dict(zip(ndcg.get_column("arm").to_list(), ndcg.get_column("mean").to_list())),
+        )
     folder = data_root() / "reports" / context.run.run_id
     folder.mkdir(parents=True, exist_ok=True)
     plots = write_ab_figures(ab_readout, folder / "plots")
@@ -135,10 +172,12 @@ def simab_report(
     warned = fidelity_warning(fid, pairs, config.tau_floor) if fid.height else None
     # The same figures open the report and close the console's output (verdict_lines).
     warnings = [warned.description] if warned is not None and not warned.passed else []
-    headline = report_summary(ab_readout, intervals, fid, summary, taste_alignment, rating_alignment, warnings,
-                              config.primary_metric)
-    text = report_markdown(ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics,
-                           power, trust, headline)
+    headline = report_summary(
+        ab_readout, intervals, fid, summary, taste_alignment, rating_alignment, warnings, config.primary_metric
+    )
+    text = report_markdown(
+        ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust, headline
+    )
     bill = llm.bill_of(context)
     if bill.path.exists():  # the LLM was called in this run (lifecycle): what each asset spent
         text += "\n" + "\n".join(bill_lines(bill.bill()))
@@ -151,9 +190,16 @@ def simab_report(
     atomic_write_bytes(html_path, page)
     atomic_write_bytes(data_root() / "reports" / "latest.html", page)
     viewer = viewer_url("/")
-    with mlflow_tracking.asset_run(context, params={"report": str(path)}, tags={"viewer_url": viewer, "report_html": str(html_path)}):
+    with mlflow_tracking.asset_run(
+        context, params={"report": str(path)}, tags={"viewer_url": viewer, "report_html": str(html_path)}
+    ):
         if fid.height:
-            mlflow_tracking.log_metrics({f"kendall_tau_{row['simulated']}_vs_{row['offline']}": row["kendall_tau"] for row in fid.iter_rows(named=True)})
+            mlflow_tracking.log_metrics(
+                {
+                    f"kendall_tau_{row['simulated']}_vs_{row['offline']}": row["kendall_tau"]
+                    for row in fid.iter_rows(named=True)
+                }
+            )
         mlflow_tracking.log_artifact(path)
         mlflow_tracking.log_artifact(html_path)
         mlflow_tracking.log_artifacts(folder / "plots", artifact_path="plots")
@@ -168,21 +214,33 @@ def simab_report(
             mlflow_tracking.log_table(power.plan, "power_plan")
             for row in power.pairs.iter_rows(named=True):
                 pair = f"{row['arm_a']}_vs_{row['arm_b']}"
-                mlflow_tracking.log_metrics({f"mde_ctr_{pair}": row["minimum_detectable_difference"],
-                                             **({f"sensitivity_{pair}": row["sensitivity_ratio"]} if row["sensitivity_ratio"] is not None else {})})
+                mlflow_tracking.log_metrics(
+                    {
+                        f"mde_ctr_{pair}": row["minimum_detectable_difference"],
+                        **(
+                            {f"sensitivity_{pair}": row["sensitivity_ratio"]}
+                            if row["sensitivity_ratio"] is not None
+                            else {}
+                        ),
+                    }
+                )
         run_id = mlflow_tracking.active_run_id()
     context.log.info(f"report written to {html_path} and {path} (MLflow run {run_id})")
     return Output(
         str(path),
         metadata={
-            "path": str(path), "html report": MetadataValue.path(str(html_path)), "mlflow_run_id": run_id,
-            "trajectory viewer": MetadataValue.url(viewer), "summary": MetadataValue.json(headline), "report": MetadataValue.md(text),
+            "path": str(path),
+            "html report": MetadataValue.path(str(html_path)),
+            "mlflow_run_id": run_id,
+            "trajectory viewer": MetadataValue.url(viewer),
+            "summary": MetadataValue.json(headline),
+            "report": MetadataValue.md(text),
         },
     )
 
 
 def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) -> list[str]:
-    """"How far to trust the agents": the alignment results and their figures under `folder`/plots."""
+    """ "How far to trust the agents": the alignment results and their figures under `folder`/plots."""
     from ops.figures import save_figure
     from ops.studies.alignment.list_quality import QUALITY_RATIOS
     from ops.studies.alignment.lists import ratio_name
@@ -203,13 +261,23 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
         figure = taste_figure(taste.summary, getattr(taste, "per_item", None))
         figures["taste"] = save_figure(figure, plots / "alignment_taste.png")
     if rating is not None:
-        figures["rating"] = save_figure(rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png")
+        figures["rating"] = save_figure(
+            rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png"
+        )
     if list_quality is not None:
-        figures["list_quality"] = save_figure(list_quality_figure(list_quality.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]), plots / "alignment_list_quality.png")
+        figures["list_quality"] = save_figure(
+            list_quality_figure(list_quality.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]),
+            plots / "alignment_list_quality.png",
+        )
     if social is not None and social.height:
         figures["social"] = save_figure(social_figure(social), plots / "alignment_social.png")
     calibration = getattr(list_quality, "calibration", None)
     if calibration is not None:
-        figures["calibration"] = save_figure(calibration_figure(calibration.grid, calibration.real_elasticity, calibration.click_scale), plots / "list_response_calibration.png")
+        figures["calibration"] = save_figure(
+            calibration_figure(calibration.grid, calibration.real_elasticity, calibration.click_scale),
+            plots / "list_response_calibration.png",
+        )
     brain = next((r.brain for r in (taste, rating, list_quality) if r is not None), "")
-    return trust_section(taste, rating, social, list_quality, brain=brain, plots=figures, folder=folder, calibration=calibration)
+    return trust_section(
+        taste, rating, social, list_quality, brain=brain, plots=figures, folder=folder, calibration=calibration
+    )

@@ -51,12 +51,20 @@ GROUP = "simulation"
 class AgentSampleConfig(Config):
     """Which agents browse the arm, and what they perceive: shared by the simulation and its cost estimate."""
 
-    n_agents: int = Field(default=0, ge=0, description="agents sampled from users with a top-20 list; 0 = all ($SIMAB_AGENTS)")
-    design: Literal["paired", "random"] = Field(default="paired", description="paired: same agents in every arm; random: one arm per agent")
-    arms: list[str] = Field(default=list(DEFAULT_ARMS), description="the arms of the experiment: design=random deals the agents among them ($SIMAB_ARMS)")
+    n_agents: int = Field(
+        default=0, ge=0, description="agents sampled from users with a top-20 list; 0 = all ($SIMAB_AGENTS)"
+    )
+    design: Literal["paired", "random"] = Field(
+        default="paired", description="paired: same agents in every arm; random: one arm per agent"
+    )
+    arms: list[str] = Field(
+        default=list(DEFAULT_ARMS),
+        description="the arms of the experiment: design=random deals the agents among them ($SIMAB_ARMS)",
+    )
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
     sessions_per_agent: int = Field(
-        default=1, ge=1,
+        default=1,
+        ge=1,
         description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
     )
     persona: Persona = Field(
@@ -70,16 +78,26 @@ class AgentSampleConfig(Config):
 
 
 class SimulationAssetConfig(AgentSampleConfig):
-    brain: BrainName = Field(default="embedded", description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)")
+    brain: BrainName = Field(
+        default="embedded",
+        description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)",
+    )
     max_failed_agents_share: float = Field(
-        default=0.05, ge=0, le=1,
+        default=0.05,
+        ge=0,
+        le=1,
         description="the arm fails once more than this share of agents failed (the LLM endpoint kept failing or a decision's deadline passed for them)",
     )
-    checkpoint: bool = Field(default=True, description="keep finished agents in a checkpoint under $SIMAB_HOME/checkpoints so a killed run resumes")
+    checkpoint: bool = Field(
+        default=True,
+        description="keep finished agents in a checkpoint under $SIMAB_HOME/checkpoints so a killed run resumes",
+    )
 
 
 class CostEstimateAssetConfig(AgentSampleConfig):
-    sample_agents: int = Field(default=50, ge=1, description="agents whose sessions are dry-run; the others are extrapolated from them")
+    sample_agents: int = Field(
+        default=50, ge=1, description="agents whose sessions are dry-run; the others are extrapolated from them"
+    )
 
 
 @asset(group_name="cost", partitions_def=arm_partitions, code_version="1", compute_kind="python")
@@ -100,26 +118,41 @@ def llm_cost_estimate(
     from ops.simulation.cost import CostLimitExceeded, check_cost_limit
 
     agents = _with_personas(agents, config, io_manager)
-    estimate = _cost_estimate(context.partition_key, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, config.sample_agents)
+    estimate = _cost_estimate(
+        context.partition_key, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, config.sample_agents
+    )
     context.log.info(f"LLM bill before the run: {estimate.describe()}")
-    with mlflow_tracking.asset_run(context, params={**config.model_dump(), **llm.describe(), "max_cost_usd": llm.max_cost_usd}, tags={"arm": context.partition_key}):
+    with mlflow_tracking.asset_run(
+        context,
+        params={**config.model_dump(), **llm.describe(), "max_cost_usd": llm.max_cost_usd},
+        tags={"arm": context.partition_key},
+    ):
         mlflow_tracking.log_metrics({k: v for k, v in estimate.as_dict().items() if isinstance(v, (int, float))})
     try:
         check_cost_limit(estimate, llm.max_cost_usd)
     except CostLimitExceeded as exc:
-        raise Failure(description=str(exc), metadata={"estimate": MetadataValue.md(estimate.to_markdown())}, allow_retries=False) from None
+        raise Failure(
+            description=str(exc), metadata={"estimate": MetadataValue.md(estimate.to_markdown())}, allow_retries=False
+        ) from None
     return Output(
         pl.DataFrame([estimate.as_dict()]),
         metadata={
-            "arm": estimate.arm, "model": estimate.model, "agents": estimate.agents, "calls": estimate.calls,
-            "tokens": estimate.prompt_tokens + estimate.completion_tokens, "cost (USD)": round(estimate.cost_usd, 4),
-            "ceiling (USD)": round(estimate.ceiling_cost_usd, 4), "max_cost_usd": llm.max_cost_usd or "no limit",
+            "arm": estimate.arm,
+            "model": estimate.model,
+            "agents": estimate.agents,
+            "calls": estimate.calls,
+            "tokens": estimate.prompt_tokens + estimate.completion_tokens,
+            "cost (USD)": round(estimate.cost_usd, 4),
+            "ceiling (USD)": round(estimate.ceiling_cost_usd, 4),
+            "max_cost_usd": llm.max_cost_usd or "no limit",
             "estimate": MetadataValue.md(estimate.to_markdown()),
         },
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="python", deps=["llm_cost_estimate"])
+@asset(
+    group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="python", deps=["llm_cost_estimate"]
+)
 def simulation_events(
     context: AssetExecutionContext,
     config: SimulationAssetConfig,
@@ -136,7 +169,19 @@ def simulation_events(
     agents = _with_personas(agents, config, io_manager)
     chosen = _agents_of(arm, config, top20_lists, agents)
     checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
-    return _simulate(context, arm, chosen, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, mlflow_tracking, checkpoint_dir)
+    return _simulate(
+        context,
+        arm,
+        chosen,
+        config,
+        top20_lists,
+        agents,
+        embedded_brain,
+        mm_ml_1m,
+        llm,
+        mlflow_tracking,
+        checkpoint_dir,
+    )
 
 
 def sharded_simulation_assets(shards: int) -> list:
@@ -151,8 +196,13 @@ def sharded_simulation_assets(shards: int) -> list:
     per_arm = MultiToSingleDimensionPartitionMapping(partition_dimension_name=ARM_DIMENSION)
 
     @asset(
-        name="simulation_shard", group_name=GROUP, partitions_def=arm_shard_partitions(shards), code_version="1", compute_kind="python",
-        ins={"top20_lists": AssetIn(partition_mapping=per_arm)}, deps=[AssetDep("llm_cost_estimate", partition_mapping=per_arm)],
+        name="simulation_shard",
+        group_name=GROUP,
+        partitions_def=arm_shard_partitions(shards),
+        code_version="1",
+        compute_kind="python",
+        ins={"top20_lists": AssetIn(partition_mapping=per_arm)},
+        deps=[AssetDep("llm_cost_estimate", partition_mapping=per_arm)],
     )
     def simulation_shard(
         context: AssetExecutionContext,
@@ -174,15 +224,37 @@ def sharded_simulation_assets(shards: int) -> list:
         arm, shard = keys[ARM_DIMENSION], int(keys[SHARD_DIMENSION])
         agents = _with_personas(agents, config, io_manager)
         chosen = agents_of_shard(_agents_of(arm, config, top20_lists, agents), shard, shards)
-        checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm / f"shard-{shard}-of-{shards}" if config.checkpoint else None
-        return _simulate(context, arm, chosen, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, mlflow_tracking, checkpoint_dir,
-                         shard=(shard, shards))
+        checkpoint_dir = (
+            data_root() / "checkpoints" / "simulation_events" / arm / f"shard-{shard}-of-{shards}"
+            if config.checkpoint
+            else None
+        )
+        return _simulate(
+            context,
+            arm,
+            chosen,
+            config,
+            top20_lists,
+            agents,
+            embedded_brain,
+            mm_ml_1m,
+            llm,
+            mlflow_tracking,
+            checkpoint_dir,
+            shard=(shard, shards),
+        )
 
     @asset(
-        name="simulation_events", group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="polars",
+        name="simulation_events",
+        group_name=GROUP,
+        partitions_def=arm_partitions,
+        code_version="2",
+        compute_kind="polars",
         ins={"simulation_shard": AssetIn(partition_mapping=per_arm)},
     )
-    def combined_simulation_events(context: AssetExecutionContext, simulation_shard: dict, mlflow_tracking: MlflowTracking) -> MaterializeResult:
+    def combined_simulation_events(
+        context: AssetExecutionContext, simulation_shard: dict, mlflow_tracking: MlflowTracking
+    ) -> MaterializeResult:
         """The arm's events from all its user shards, as one unsharded run writes them."""
         from ops.simulation.runner import combine_shards
 
@@ -201,8 +273,20 @@ def sharded_simulation_assets(shards: int) -> list:
     return [simulation_shard, combined_simulation_events]
 
 
-def _simulate(context, arm: str, chosen: list[int], config: SimulationAssetConfig, top20_lists, agents, embedded_brain, mm_ml_1m,
-              llm: LLMResource, mlflow_tracking: MlflowTracking, checkpoint_dir, shard: tuple[int, int] | None = None) -> MaterializeResult:
+def _simulate(
+    context,
+    arm: str,
+    chosen: list[int],
+    config: SimulationAssetConfig,
+    top20_lists,
+    agents,
+    embedded_brain,
+    mm_ml_1m,
+    llm: LLMResource,
+    mlflow_tracking: MlflowTracking,
+    checkpoint_dir,
+    shard: tuple[int, int] | None = None,
+) -> MaterializeResult:
     """Simulate `chosen` on `arm` (every session), log the run to MLflow, and the asset's result."""
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.runner import SimulationConfig, simulate_arm
@@ -211,30 +295,67 @@ def _simulate(context, arm: str, chosen: list[int], config: SimulationAssetConfi
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share)
     concurrency, brain_params = (llm.concurrency, llm.describe()) if config.brain == "llm" else (1, {})
     if brain_params:
-        context.log.info(f"LLM brain: {brain_params['llm_endpoint']} (from {brain_params['llm_endpoint_from']}), model {llm.model}, cache {llm.cache}")
+        context.log.info(
+            f"LLM brain: {brain_params['llm_endpoint']} (from {brain_params['llm_endpoint_from']}), model {llm.model}, cache {llm.cache}"
+        )
     # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
     # The agent is told the fatigue costs it is really charged.
     with llm.open_brain(
-        context, config.brain, lambda: _embedded(embedded_brain, config.vision), catalogue,
+        context,
+        config.brain,
+        lambda: _embedded(embedded_brain, config.vision),
+        catalogue,
         estimate=lambda: _cost_estimate(arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm),
-        fatigue=sim_config.fatigue, **({} if config.vision else {"vision": False}),
+        fatigue=sim_config.fatigue,
+        **({} if config.vision else {"vision": False}),
     ) as brain:
-        events = pl.concat([
-            simulate_arm(
-                arm, top20_lists, agents.sessions(chosen), catalogue, brain, sim_config,
-                seed=config.seed, run_id=context.run.run_id, users=chosen, concurrency=concurrency,
-                checkpoint_dir=checkpoint_dir, session=session,
-            )
-            for session in range(config.sessions_per_agent)
-        ])
+        events = pl.concat(
+            [
+                simulate_arm(
+                    arm,
+                    top20_lists,
+                    agents.sessions(chosen),
+                    catalogue,
+                    brain,
+                    sim_config,
+                    seed=config.seed,
+                    run_id=context.run.run_id,
+                    users=chosen,
+                    concurrency=concurrency,
+                    checkpoint_dir=checkpoint_dir,
+                    session=session,
+                )
+                for session in range(config.sessions_per_agent)
+            ]
+        )
     extra = {} if shard is None else {"shard": shard[0], "shards": shard[1]}
     params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen), **extra}
-    return _events_result(context, arm, events, extra, mlflow_tracking, params=params, brain_params=brain_params,
-                          usage=getattr(brain, "usage", None), sessions_per_agent=config.sessions_per_agent, agents=len(chosen))
+    return _events_result(
+        context,
+        arm,
+        events,
+        extra,
+        mlflow_tracking,
+        params=params,
+        brain_params=brain_params,
+        usage=getattr(brain, "usage", None),
+        sessions_per_agent=config.sessions_per_agent,
+        agents=len(chosen),
+    )
 
 
-def _events_result(context, arm: str, events: pl.DataFrame, extra: dict, mlflow_tracking: MlflowTracking, params: dict | None = None,
-                   brain_params: dict | None = None, usage=None, sessions_per_agent: int | None = None, agents: int | None = None) -> MaterializeResult:
+def _events_result(
+    context,
+    arm: str,
+    events: pl.DataFrame,
+    extra: dict,
+    mlflow_tracking: MlflowTracking,
+    params: dict | None = None,
+    brain_params: dict | None = None,
+    usage=None,
+    sessions_per_agent: int | None = None,
+    agents: int | None = None,
+) -> MaterializeResult:
     """MLflow (params, metrics, the events as dataset and artefact) and the asset's metadata."""
     from ops.links import viewer_url
     from ops.readout.ab_readout import fallback_counts
@@ -245,8 +366,14 @@ def _events_result(context, arm: str, events: pl.DataFrame, extra: dict, mlflow_
     fallbacks = fallback_counts(events)
     name = f"{arm}_shard{extra['shard']}" if "shard" in extra else arm
     viewer = viewer_url("/agents", arm=arm)
-    with mlflow_tracking.asset_run(context, params=params if params is not None else {"agents": agents, **extra}, tags={"arm": arm, "viewer_url": viewer}):
-        mlflow_tracking.log_metrics({"events": events.height, "agents": agents, "sessions_per_agent": sessions_per_agent, **fallbacks})
+    with mlflow_tracking.asset_run(
+        context,
+        params=params if params is not None else {"agents": agents, **extra},
+        tags={"arm": arm, "viewer_url": viewer},
+    ):
+        mlflow_tracking.log_metrics(
+            {"events": events.height, "agents": agents, "sessions_per_agent": sessions_per_agent, **fallbacks}
+        )
         if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
         digest = mlflow_tracking.log_frame(events, f"simulation_events_{name}", role="output")
@@ -259,7 +386,11 @@ def _events_result(context, arm: str, events: pl.DataFrame, extra: dict, mlflow_
         value=events,
         data_version=DataVersion(digest),
         metadata={
-            "arm": arm, **extra, "agents": agents, "events": events.height, **fallbacks,
+            "arm": arm,
+            **extra,
+            "agents": agents,
+            "events": events.height,
+            **fallbacks,
             **({"llm endpoint": brain_params["llm_endpoint"]} if brain_params else {}),
             "actions": MetadataValue.md(actions.to_pandas().to_markdown(index=False)),
             "trajectory viewer": MetadataValue.url(viewer),
@@ -267,7 +398,16 @@ def _events_result(context, arm: str, events: pl.DataFrame, extra: dict, mlflow_
     )
 
 
-def _cost_estimate(arm: str, config: AgentSampleConfig, top20_lists, agents, embedded_brain, mm_ml_1m, llm: LLMResource, sample_agents: int | None = None):
+def _cost_estimate(
+    arm: str,
+    config: AgentSampleConfig,
+    top20_lists,
+    agents,
+    embedded_brain,
+    mm_ml_1m,
+    llm: LLMResource,
+    sample_agents: int | None = None,
+):
     """The LLM bill of simulating `arm` with these settings (ops.simulation.cost): the
     agents the simulation would choose, the LLM brain's prompts, the embedded brain's decisions."""
     from ops.simulation.catalogue import Catalogue
@@ -280,9 +420,21 @@ def _cost_estimate(arm: str, config: AgentSampleConfig, top20_lists, agents, emb
     overrides = {} if config.vision else {"vision": False}
     llm_brain = llm.brain(catalogue, fatigue=sim_config.fatigue, cache="off", **overrides)
     behaviour = _embedded(embedded_brain, config.vision)
-    estimate_config = CostEstimateConfig(seed=config.seed, **({"sample_agents": sample_agents} if sample_agents else {}))
+    estimate_config = CostEstimateConfig(
+        seed=config.seed, **({"sample_agents": sample_agents} if sample_agents else {})
+    )
     try:
-        estimate = estimate_llm_cost(arm, top20_lists, agents.sessions(chosen), catalogue, llm_brain, behaviour, sim_config, chosen, estimate_config)
+        estimate = estimate_llm_cost(
+            arm,
+            top20_lists,
+            agents.sessions(chosen),
+            catalogue,
+            llm_brain,
+            behaviour,
+            sim_config,
+            chosen,
+            estimate_config,
+        )
         return estimate.over_sessions(config.sessions_per_agent)
     finally:
         llm_brain.close()
@@ -315,9 +467,15 @@ def _with_personas(agents, config: AgentSampleConfig, io_manager: SimabIOManager
     if config.persona == "traits":
         return agents
     if getattr(config, "brain", "llm") != "llm":
-        raise Failure(description="persona: matched is the LLM brain's (SimUSER's persona matching); the embedded brain decides from the traits", allow_retries=False)
+        raise Failure(
+            description="persona: matched is the LLM brain's (SimUSER's persona matching); the embedded brain decides from the traits",
+            allow_retries=False,
+        )
     if not io_manager.has_stored("llm_personas"):
-        raise Failure(description="persona: matched, but llm_personas has not been materialised: run the job simab_personas first", allow_retries=False)
+        raise Failure(
+            description="persona: matched, but llm_personas has not been materialised: run the job simab_personas first",
+            allow_retries=False,
+        )
     return _MatchedPersonas(agents, io_manager.stored("llm_personas"))
 
 

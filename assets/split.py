@@ -1,6 +1,5 @@
 """Lifecycle step 4: the chronological 7:2:1 split (A/B Agent §3.1)."""
 
-
 import polars as pl
 from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, MaterializeResult, MetadataValue, multi_asset
 from pydantic import Field
@@ -11,7 +10,9 @@ GROUP = "split"
 
 
 class SplitConfig(Config):
-    train: float = Field(default=0.7, description="share of the earliest interactions used for training (A/B Agent §3.1)")
+    train: float = Field(
+        default=0.7, description="share of the earliest interactions used for training (A/B Agent §3.1)"
+    )
     valid: float = Field(default=0.2, description="share used for validation / early stopping")
     test: float = Field(default=0.1, description="share of the latest interactions held out for offline metrics")
 
@@ -24,7 +25,9 @@ class SplitConfig(Config):
     },
     compute_kind="polars",
 )
-def chronological_split(context: AssetExecutionContext, config: SplitConfig, ratings: pl.DataFrame, mlflow_tracking: MlflowTracking):
+def chronological_split(
+    context: AssetExecutionContext, config: SplitConfig, ratings: pl.DataFrame, mlflow_tracking: MlflowTracking
+):
     """Sort all interactions by time and cut at 70 % and 90 %."""
     from ops.data.plots import split_timeline
     from ops.data.split import chronological_split as split
@@ -34,10 +37,17 @@ def chronological_split(context: AssetExecutionContext, config: SplitConfig, rat
     stats = split_statistics(parts)
     with mlflow_tracking.asset_run(context, params=config.model_dump()):
         for row in stats.iter_rows(named=True):
-            mlflow_tracking.log_metrics({f"{row['split']}_{k}": row[k] for k in ("rows", "users", "items", "cold_users", "cold_items")})
+            mlflow_tracking.log_metrics(
+                {f"{row['split']}_{k}": row[k] for k in ("rows", "users", "items", "cold_users", "cold_items")}
+            )
         digests = {name: mlflow_tracking.log_frame(frame, f"{name}_ratings") for name, frame in parts.frames().items()}
         mlflow_tracking.log_table(stats, "split_statistics")
         mlflow_tracking.log_figure(split_timeline(parts.frames()), "plots/split_timeline.png")
     table = MetadataValue.md(stats.to_pandas().to_markdown(index=False))
     for name, frame in parts.frames().items():
-        yield MaterializeResult(asset_key=f"{name}_ratings", value=frame, data_version=DataVersion(digests[name]), metadata={"rows": frame.height, "split statistics": table})
+        yield MaterializeResult(
+            asset_key=f"{name}_ratings",
+            value=frame,
+            data_version=DataVersion(digests[name]),
+            metadata={"rows": frame.height, "split statistics": table},
+        )

@@ -101,16 +101,25 @@ def main() -> None:
     t = time.perf_counter()
     catalogue_frame = build_mm_ml_1m(movies, meta)
     bundle = build_agents(
-        split.train, users, catalogue_frame, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        text, PaletteLayoutPosterEmbedder(), cache,
+        split.train,
+        users,
+        catalogue_frame,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        text,
+        PaletteLayoutPosterEmbedder(),
+        cache,
     )
     model = fit_embedded_brain(bundle, split.train, split.valid, users)
     bundle.timings_s.update(model.timings_s)
     build_s = time.perf_counter() - t
     p = model.params
-    print(f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; {len(bundle.profiles)} agents")
+    print(
+        f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; {len(bundle.profiles)} agents"
+    )
     print(f"build_agents {build_s:.1f}s  " + "  ".join(f"{k} {v:.1f}s" for k, v in bundle.timings_s.items()))
-    print(f"brain fit: {p.n_users} users, click AUC {p.click_auc_holdout:.3f}, like AUC {p.like_auc_holdout:.3f}, rating RMSE {p.rating_rmse_holdout:.3f} (held-out users)")
+    print(
+        f"brain fit: {p.n_users} users, click AUC {p.click_auc_holdout:.3f}, like AUC {p.like_auc_holdout:.3f}, rating RMSE {p.rating_rmse_holdout:.3f} (held-out users)"
+    )
 
     agents = np.array(sorted(bundle.profiles))
     movie_ids = movies.get_column("movie_id").to_numpy()
@@ -118,9 +127,18 @@ def main() -> None:
     catalogue = Catalogue.from_frame(catalogue_frame)
     sessions = bundle.sessions()
     sim = SimulationConfig(progress=False)
-    favourite = {u: set(f) for u, f in hidden.select("user_id", "favourite_genres").iter_rows()} if hidden is not None else None
+    favourite = (
+        {u: set(f) for u, f in hidden.select("user_id", "favourite_genres").iter_rows()} if hidden is not None else None
+    )
     genres = {m: set(g) for m, g in movies.select("movie_id", "genres").iter_rows()}
-    results = {"data": args.data, "text": text.name, "agents": len(sessions), "build_s": build_s, "stages_s": bundle.timings_s, "arms": {}}
+    results = {
+        "data": args.data,
+        "text": text.name,
+        "agents": len(sessions),
+        "build_s": build_s,
+        "stages_s": bundle.timings_s,
+        "arms": {},
+    }
     for arm in ("random", "pop"):
         trained = train_arm(arm_config(arm), split.train, split.valid, users, catalogue_frame)
         ndcg = evaluate_arm(trained, split.train, split.test, movie_ids).ndcg_at_k
@@ -131,7 +149,13 @@ def main() -> None:
         t = time.perf_counter()
         events = simulate_arm(arm, lists, sessions, catalogue, model.brain(), sim, seed=args.seed)
         embedded_s = time.perf_counter() - t
-        shown = events.filter(pl.col("page_type") == "home").select("user_id", pl.col("shown").alias("movie_id")).explode("movie_id").drop_nulls().unique()
+        shown = (
+            events.filter(pl.col("page_type") == "home")
+            .select("user_id", pl.col("shown").alias("movie_id"))
+            .explode("movie_id")
+            .drop_nulls()
+            .unique()
+        )
         clicks = set(events.filter(pl.col("action") == "click_movie").select("user_id", "movie_id").iter_rows())
         watched = events.filter(pl.col("action") == "watch_and_rate")
         row = {

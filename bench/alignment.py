@@ -91,7 +91,11 @@ OUT = ROOT / "bench" / "out"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", choices=("ml1m", "synthetic"), default="ml1m")
-    ap.add_argument("--arms", default="random,pop,fm,deepfm", help="offline arms: the rating baselines, and the lists simulated for the social traits")
+    ap.add_argument(
+        "--arms",
+        default="random,pop,fm,deepfm",
+        help="offline arms: the rating baselines, and the lists simulated for the social traits",
+    )
     ap.add_argument("--max-epochs", type=int, default=20, help="Appendix B: at most 20")
     ap.add_argument("--calibration-agents", type=int, default=600)
     ap.add_argument("--rating-pairs", type=int, default=0, help="held-out ratings asked per agent; 0 = all")
@@ -99,10 +103,18 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fresh-arms", action="store_true")
-    ap.add_argument("--click-collaborative", default="auto", choices=("auto", "none", "collab", "collab+recent"),
-                    help="the click model's collaborative features (none: the brain as before issue 22)")
-    ap.add_argument("--threshold-agents", type=int, default=600,
-                    help="validation-window agents the per-item taste thresholds are fitted on")
+    ap.add_argument(
+        "--click-collaborative",
+        default="auto",
+        choices=("auto", "none", "collab", "collab+recent"),
+        help="the click model's collaborative features (none: the brain as before issue 22)",
+    )
+    ap.add_argument(
+        "--threshold-agents",
+        type=int,
+        default=600,
+        help="validation-window agents the per-item taste thresholds are fitted on",
+    )
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -114,24 +126,42 @@ def main() -> None:
     users, movies, ratings, meta, _ = _bench_agents().load(args.data)
     split = chronological_split(ratings)
     frame = build_mm_ml_1m(movies, meta)
-    agents = build_agents(split.train, users, frame, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)), MiniLMTextEmbedder(),
-                          PaletteLayoutPosterEmbedder(), OUT / f"agents-cache-{args.data}")
+    agents = build_agents(
+        split.train,
+        users,
+        frame,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        MiniLMTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        OUT / f"agents-cache-{args.data}",
+    )
     catalogue = Catalogue.from_frame(frame)
     sessions = agents.sessions()
     clock.lap("data and agents")
-    print(f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; train/valid/test "
-          f"{split.train.height}/{split.valid.height}/{split.test.height}; {len(sessions)} agents")
+    print(
+        f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; train/valid/test "
+        f"{split.train.height}/{split.valid.height}/{split.test.height}; {len(sessions)} agents"
+    )
 
     from ops.simulation.brains.embedded import EmbeddedBrainConfig
 
     brain_config = EmbeddedBrainConfig(click_collaborative=args.click_collaborative)
     before = fit_embedded_brain(agents, split.train, split.valid, users, brain_config)
     clock.lap("brain fit")
-    after = calibrate_list_response(before, sessions, split.train, split.valid, catalogue, CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed))
+    after = calibrate_list_response(
+        before,
+        sessions,
+        split.train,
+        split.valid,
+        catalogue,
+        CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed),
+    )
     clock.lap("calibration")
     p, response = before.params, after.params.list_response
-    print(f"brain fit: {p.n_users} users, click AUC {p.click_auc_holdout:.3f}, like AUC {p.like_auc_holdout:.3f}, rating RMSE {p.rating_rmse_holdout:.3f} "
-          f"(held-out users of the validation window)")
+    print(
+        f"brain fit: {p.n_users} users, click AUC {p.click_auc_holdout:.3f}, like AUC {p.like_auc_holdout:.3f}, rating RMSE {p.rating_rmse_holdout:.3f} "
+        f"(held-out users of the validation window)"
+    )
     results: dict = {"data": args.data, "args": vars(args), "calibration": response.model_dump()}
     print(f"click model: collaborative variant chosen by held-out click AUC: {p.click_variant}")
     _print_calibration(response)
@@ -139,25 +169,45 @@ def main() -> None:
     arms = _arms(args, split, users, frame)
     clock.lap("arms")
     known = pl.concat([f.select("user_id", "movie_id") for f in (split.train, split.valid, split.test)])
-    check_held_out(split.test, {"train": split.train, "validation": split.valid}, "bench", after.params.fit_last_timestamp)
+    check_held_out(
+        split.test, {"train": split.train, "validation": split.valid}, "bench", after.params.fit_last_timestamp
+    )
 
     # The arms' sandbox sessions, before and after calibration (issue 16 item 4's effect on per-arm figures).
     agent_ids = np.array(sorted(agents.profiles))
-    lists = pl.concat([top_k(a, agent_ids, frame.get_column("movie_id").to_numpy(), split.train.select("user_id", "movie_id")) for a in arms.values()])
+    lists = pl.concat(
+        [
+            top_k(a, agent_ids, frame.get_column("movie_id").to_numpy(), split.train.select("user_id", "movie_id"))
+            for a in arms.values()
+        ]
+    )
     events = {}
     print(f"\n== The arms in the sandbox, before / after calibration (all agents, seed {args.seed}) ==")
     for name, model in (("before", before), ("after", after)):
-        events[name] = pl.concat([simulate_arm(arm, lists, sessions, catalogue, model.brain(), SimulationConfig(progress=False), seed=args.seed) for arm in arms])
+        events[name] = pl.concat(
+            [
+                simulate_arm(
+                    arm, lists, sessions, catalogue, model.brain(), SimulationConfig(progress=False), seed=args.seed
+                )
+                for arm in arms
+            ]
+        )
     rows = []
     for arm in arms:
         row = {"arm": arm}
         for name in ("before", "after"):
             metrics = per_agent_metrics(events[name].filter(pl.col("arm") == arm))
-            row |= {f"CTR {name}": metrics["ctr"].mean(), f"CVR {name}": metrics["cvr"].mean(), f"AR {name}": metrics["average_rating"].mean()}
+            row |= {
+                f"CTR {name}": metrics["ctr"].mean(),
+                f"CVR {name}": metrics["cvr"].mean(),
+                f"AR {name}": metrics["average_rating"].mean(),
+            }
         rows.append(row)
     offline = offline_per_user({a: lists.filter(pl.col("arm") == a) for a in arms}, split.test)
     ndcg = dict(offline.group_by("arm").agg(pl.col("ndcg_at_k").mean()).iter_rows())
-    arm_table = pl.DataFrame(rows).with_columns(pl.col("arm").replace_strict(ndcg, return_dtype=pl.Float64).alias("offline NDCG@20"))
+    arm_table = pl.DataFrame(rows).with_columns(
+        pl.col("arm").replace_strict(ndcg, return_dtype=pl.Float64).alias("offline NDCG@20")
+    )
     print(_md(arm_table, ".4f"))
     results["arms_in_sandbox"] = arm_table.to_dicts()
     for name in ("before", "after"):
@@ -166,23 +216,62 @@ def main() -> None:
         ctr = dict(per_agent.group_by("arm").agg(pl.col("ctr").mean()).iter_rows())
         tau = kendalltau([ctr[a] for a in arms], [ndcg[a] for a in arms]).statistic
         relative = pairs.with_columns(
-            (pl.col("simulated_difference") / pl.col("arm_b").replace_strict(ctr, return_dtype=pl.Float64)
-             / (pl.col("offline_difference") / pl.col("arm_b").replace_strict(ndcg, return_dtype=pl.Float64))).alias("sensitivity")
+            (
+                pl.col("simulated_difference")
+                / pl.col("arm_b").replace_strict(ctr, return_dtype=pl.Float64)
+                / (pl.col("offline_difference") / pl.col("arm_b").replace_strict(ndcg, return_dtype=pl.Float64))
+            ).alias("sensitivity")
         )
         print(f"{name} calibration: Kendall τ(CTR, NDCG@20) = {tau:.3f}; {agreement_summary(pairs)}")
-        print(_md(relative.select("arm_a", "arm_b", "offline_difference", "offline_ci_low", "offline_ci_high", "simulated_difference",
-                                  "simulated_ci_low", "simulated_ci_high", "sensitivity", "verdict"), ".4f"))
+        print(
+            _md(
+                relative.select(
+                    "arm_a",
+                    "arm_b",
+                    "offline_difference",
+                    "offline_ci_low",
+                    "offline_ci_high",
+                    "simulated_difference",
+                    "simulated_ci_low",
+                    "simulated_ci_high",
+                    "sensitivity",
+                    "verdict",
+                ),
+                ".4f",
+            )
+        )
         results[f"fidelity_{name}"] = {"tau": tau, "pairs": relative.to_dicts()}
     clock.lap("arm simulations")
 
     test_users = sorted(set(split.test.get_column("user_id").to_list()) & set(agents.profiles))
-    taste_lists = mixed_lists(split.test, known, frame.get_column("movie_id"), TASTE_RATIOS, 20, args.seed, test_users, "taste")
+    taste_lists = mixed_lists(
+        split.test, known, frame.get_column("movie_id"), TASTE_RATIOS, 20, args.seed, test_users, "taste"
+    )
     liked = split.test.filter(pl.col("rating") >= 4)
-    quality_lists = mixed_lists(liked, known, frame.get_column("movie_id"), QUALITY_RATIOS, 20, args.seed, test_users, "quality", full_lists_only=True)
+    quality_lists = mixed_lists(
+        liked,
+        known,
+        frame.get_column("movie_id"),
+        QUALITY_RATIOS,
+        20,
+        args.seed,
+        test_users,
+        "quality",
+        full_lists_only=True,
+    )
     taste, quality = {}, {}
     movie_ids = frame.get_column("movie_id").to_numpy()
-    threshold_args = (sessions, split.valid, {"train": split.train}, split.test, movie_ids, TASTE_RATIOS, 20, args.seed,
-                      args.threshold_agents)
+    threshold_args = (
+        sessions,
+        split.valid,
+        {"train": split.train},
+        split.test,
+        movie_ids,
+        TASTE_RATIOS,
+        20,
+        args.seed,
+        args.threshold_agents,
+    )
     per_item_brain = after.brain()
     thresholds = fit_taste_thresholds(embedded_scorer(per_item_brain), *threshold_args)
     answer = threshold_answerer(embedded_scorer(per_item_brain), thresholds)
@@ -192,19 +281,31 @@ def main() -> None:
     _print_ablation(before, after, split, agents, sessions, threshold_args, taste_lists, args)
     clock.lap("per-item taste and ablation")
     for name, model in (("before", before), ("after", after)):
-        taste[name] = taste_discrimination(model.brain(), sessions, taste_lists, catalogue, args.seed, n_bootstrap=args.n_bootstrap)
-        quality[name] = list_quality(simulate_lists(model.brain(), sessions, quality_lists, catalogue, seed=args.seed), quality_lists, split.test,
-                                     n_bootstrap=args.n_bootstrap, seed=args.seed)
+        taste[name] = taste_discrimination(
+            model.brain(), sessions, taste_lists, catalogue, args.seed, n_bootstrap=args.n_bootstrap
+        )
+        quality[name] = list_quality(
+            simulate_lists(model.brain(), sessions, quality_lists, catalogue, seed=args.seed),
+            quality_lists,
+            split.test,
+            n_bootstrap=args.n_bootstrap,
+            seed=args.seed,
+        )
     clock.lap("taste and list quality")
     _print_taste(taste)
     results["taste"] = {k: v.summary.to_dicts() for k, v in taste.items()}
     _print_quality(quality)
-    results["list_quality"] = {k: {"arms": v.readout.arms.to_dicts(), "elasticity": v.elasticity.to_dicts(), "rises": v.rises} for k, v in quality.items()}
+    results["list_quality"] = {
+        k: {"arms": v.readout.arms.to_dicts(), "elasticity": v.elasticity.to_dicts(), "rises": v.rises}
+        for k, v in quality.items()
+    }
 
     pairs = rating_pairs(split.test, test_users, args.rating_pairs, args.seed)
     predictors = offline_rating_predictors(arms, split.valid, seed=args.seed)
-    print(f"\n== Rating prediction on the same {pairs.height} held-out pairs of {pairs.get_column('user_id').n_unique()} agents "
-          "(SimUSER Table 2) and distribution (Agent4Rec Fig. 3) ==")
+    print(
+        f"\n== Rating prediction on the same {pairs.height} held-out pairs of {pairs.get_column('user_id').n_unique()} agents "
+        "(SimUSER Table 2) and distribution (Agent4Rec Fig. 3) =="
+    )
     results["rating"] = {}
     movie_mean = split.train.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
     rule_rows = []
@@ -214,36 +315,102 @@ def main() -> None:
         brain = after.brain(after.config.model_copy(update=update))
         rated = brain_ratings(brain, sessions, pairs, catalogue, args.seed)
         scored = rating_alignment(rated, split.train, predictors, args.n_bootstrap, seed=args.seed)
-        results["rating"][rule] = {"prediction": scored.prediction.to_dicts(), "distribution": scored.distribution.to_dicts(), "wasserstein": scored.wasserstein}
-        conformity = conformity_on_pairs(tiers_frame(agents.profiles), rated, movie_mean, args.n_bootstrap,
-                                         seed=args.seed)
+        results["rating"][rule] = {
+            "prediction": scored.prediction.to_dicts(),
+            "distribution": scored.distribution.to_dicts(),
+            "wasserstein": scored.wasserstein,
+        }
+        conformity = conformity_on_pairs(
+            tiers_frame(agents.profiles), rated, movie_mean, args.n_bootstrap, seed=args.seed
+        )
         conf = {r["side"]: r for r in conformity.iter_rows(named=True)}
         b = scored.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
         sim = conf["simulated"]
-        rule_rows.append({"rule": rule, "rmse": b["rmse"], "wasserstein": scored.wasserstein,
-                          "rho_real": conf["real"]["rho"], "rho_simulated": sim["rho"],
-                          "rho_sim_ci_low": sim["ci_low"], "rho_sim_ci_high": sim["ci_high"],
-                          "gap_low": conf["simulated"]["mean_low"], "gap_high": conf["simulated"]["mean_high"]})
+        rule_rows.append(
+            {
+                "rule": rule,
+                "rmse": b["rmse"],
+                "wasserstein": scored.wasserstein,
+                "rho_real": conf["real"]["rho"],
+                "rho_simulated": sim["rho"],
+                "rho_sim_ci_low": sim["ci_low"],
+                "rho_sim_ci_high": sim["ci_high"],
+                "gap_low": conf["simulated"]["mean_low"],
+                "gap_high": conf["simulated"]["mean_high"],
+            }
+        )
         if rule == after.config.rating_rule:
-            print(_md(scored.prediction.select("predictor", "kind", "pairs", "agents", "rmse", "rmse_ci_low", "rmse_ci_high", "mae", "mae_ci_low", "mae_ci_high"), ".3f"))
+            print(
+                _md(
+                    scored.prediction.select(
+                        "predictor",
+                        "kind",
+                        "pairs",
+                        "agents",
+                        "rmse",
+                        "rmse_ci_low",
+                        "rmse_ci_high",
+                        "mae",
+                        "mae_ci_low",
+                        "mae_ci_high",
+                    ),
+                    ".3f",
+                )
+            )
         brain_row = scored.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
         shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("simulated_share").to_list())
         default = " (default)" if rule == after.config.rating_rule else ""
-        print(f"rating rule {rule}{default}: RMSE {brain_row['rmse']:.3f} MAE {brain_row['mae']:.3f}, Wasserstein {scored.wasserstein:.3f}, star shares {shares}")
-    print("\nconformity tier vs rating gap on the same pairs (real ρ beside each rule's), with RMSE and Wasserstein "
-          "(issue 22 item 3):")
+        print(
+            f"rating rule {rule}{default}: RMSE {brain_row['rmse']:.3f} MAE {brain_row['mae']:.3f}, Wasserstein {scored.wasserstein:.3f}, star shares {shares}"
+        )
+    print(
+        "\nconformity tier vs rating gap on the same pairs (real ρ beside each rule's), with RMSE and Wasserstein "
+        "(issue 22 item 3):"
+    )
     print(_md(pl.DataFrame(rule_rows), ".3f"))
     results["rating_rules"] = rule_rows
     real_shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("real_share").to_list())
     print(f"real star shares 1..5: {real_shares}")
-    print(_md(pl.DataFrame([(k, *v) for k, v in papers.SIMUSER_TABLE2.items()], schema=["SimUSER Table 2, MovieLens", "RMSE", "MAE"], orient="row"), ".4f"))
+    print(
+        _md(
+            pl.DataFrame(
+                [(k, *v) for k, v in papers.SIMUSER_TABLE2.items()],
+                schema=["SimUSER Table 2, MovieLens", "RMSE", "MAE"],
+                orient="row",
+            ),
+            ".4f",
+        )
+    )
     clock.lap("rating prediction")
 
     genres = frame.select("movie_id", "genres")
-    social = social_traits_alignment(tiers_frame(agents.profiles), real_behaviour(split.test, movie_mean, genres),
-                                     simulated_behaviour(events["after"], movie_mean, genres), args.n_bootstrap, seed=args.seed)
-    print("\n== Social traits: Spearman ρ of tier against behaviour, real (test window) beside simulated (the arms' sessions) ==")
-    print(_md(social.select("trait", "behaviour", "side", "agents", "rho", "ci_low", "ci_high", "mean_low", "mean_medium", "mean_high"), ".3f"))
+    social = social_traits_alignment(
+        tiers_frame(agents.profiles),
+        real_behaviour(split.test, movie_mean, genres),
+        simulated_behaviour(events["after"], movie_mean, genres),
+        args.n_bootstrap,
+        seed=args.seed,
+    )
+    print(
+        "\n== Social traits: Spearman ρ of tier against behaviour, real (test window) beside simulated (the arms' sessions) =="
+    )
+    print(
+        _md(
+            social.select(
+                "trait",
+                "behaviour",
+                "side",
+                "agents",
+                "rho",
+                "ci_low",
+                "ci_high",
+                "mean_low",
+                "mean_medium",
+                "mean_high",
+            ),
+            ".3f",
+        )
+    )
     print(_md(verdicts(social), ".3f"))
     print(f"A/B Agent Fig. 6, clicks per session low / medium / high activity: {papers.AB_AGENT_FIG6_CLICKS}")
     results["social"] = social.to_dicts()
@@ -258,19 +425,31 @@ def main() -> None:
 
 def _print_calibration(response) -> None:
     print("\n== List-response calibration on the validation window (issue 16 item 4) ==")
-    print(f"real users' elasticity (share of list items rated in the window vs share relevant): {response.real_elasticity:.3f}")
-    grid = pl.DataFrame(response.grid).select("scale", "shift", "elasticity_ctr", "elasticity_cvr", *[f"{ratio_name(m)} {k}" for m in QUALITY_RATIOS for k in ("ctr", "cvr")])
+    print(
+        f"real users' elasticity (share of list items rated in the window vs share relevant): {response.real_elasticity:.3f}"
+    )
+    grid = pl.DataFrame(response.grid).select(
+        "scale",
+        "shift",
+        "elasticity_ctr",
+        "elasticity_cvr",
+        *[f"{ratio_name(m)} {k}" for m in QUALITY_RATIOS for k in ("ctr", "cvr")],
+    )
     print(_md(grid, ".3f"))
-    print(f"chosen: click log-odds x {response.click_scale:g} {response.click_shift:+.3f}; {response.metric} elasticity "
-          f"{response.elasticity_before:.3f} -> {response.elasticity_after:.3f} ({response.agents} agents, seed {response.seed})")
+    print(
+        f"chosen: click log-odds x {response.click_scale:g} {response.click_shift:+.3f}; {response.metric} elasticity "
+        f"{response.elasticity_before:.3f} -> {response.elasticity_after:.3f} ({response.agents} agents, seed {response.seed})"
+    )
 
 
 def _print_ablation(before, after, split, agents, sessions, threshold_args, taste_lists, args) -> None:
     """Issue 22 item 2: the click model with and without its collaborative features — the
     held-out click AUC of the fit that chose, then each variant refitted alone (calibration
     of the default kept) with its per-item taste F1 on the test window."""
-    print("\n== Click model ablation: collaborative features (held-out users of the validation window; "
-          "per-item taste on test) ==")
+    print(
+        "\n== Click model ablation: collaborative features (held-out users of the validation window; "
+        "per-item taste on test) =="
+    )
     rows = []
     auc = {r["variant"]: r["click_auc_holdout"] for r in before.params.click_ablation}
     for variant in auc:
@@ -284,9 +463,16 @@ def _print_ablation(before, after, split, agents, sessions, threshold_args, tast
         answer = threshold_answerer(scorer, thresholds)
         result = taste_per_item(answer, sessions, taste_lists, args.seed, n_bootstrap=200)
         f1 = {r["ratio"]: r["mean"] for r in result.summary.filter(pl.col("metric") == "f1").iter_rows(named=True)}
-        rows.append({"variant": variant, "chosen": variant == before.params.click_variant, "click AUC": auc[variant],
-                     "like AUC": params.like_auc_holdout, "rating RMSE": params.rating_rmse_holdout,
-                     **{f"F1 {r}": f1.get(r) for r in ("1:1", "1:3", "1:9", "1:4")}})
+        rows.append(
+            {
+                "variant": variant,
+                "chosen": variant == before.params.click_variant,
+                "click AUC": auc[variant],
+                "like AUC": params.like_auc_holdout,
+                "rating RMSE": params.rating_rmse_holdout,
+                **{f"F1 {r}": f1.get(r) for r in ("1:1", "1:3", "1:9", "1:4")},
+            }
+        )
     print(_md(pl.DataFrame(rows), ".3f"))
 
 
@@ -298,7 +484,9 @@ def _print_taste(taste: dict) -> None:
     rows = []
     for paper, table in (("SimUSER", papers.SIMUSER_TABLE1), ("Agent4Rec", papers.AGENT4REC_TABLE1)):
         rows += [(paper, r, *v) for r, v in table.items()]
-    print(_md(pl.DataFrame(rows, schema=["paper", "ratio", "accuracy", "precision", "recall", "f1"], orient="row"), ".4f"))
+    print(
+        _md(pl.DataFrame(rows, schema=["paper", "ratio", "accuracy", "precision", "recall", "f1"], orient="row"), ".4f")
+    )
 
 
 def _print_quality(quality: dict) -> None:

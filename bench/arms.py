@@ -61,17 +61,34 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=20, help="Appendix B: at most 20")
     parser.add_argument("--max-epochs-afn", type=int, default=None, help="cap AFN's epochs (~14x DeepFM's time on CPU)")
-    parser.add_argument("--cap", nargs="*", default=[], metavar="ARM=EPOCHS",
-                        help="cap an arm's epochs below --max-epochs (early stopping still applies), e.g. xdeepfm=3")
+    parser.add_argument(
+        "--cap",
+        nargs="*",
+        default=[],
+        metavar="ARM=EPOCHS",
+        help="cap an arm's epochs below --max-epochs (early stopping still applies), e.g. xdeepfm=3",
+    )
     parser.add_argument("--afn-train-fraction", type=float, default=1.0)
-    parser.add_argument("--l2-on", choices=("dnn", "embedding"), default="dnn",
-                        help="where Appendix B's 'L2 regularization of 0.003' goes")
-    parser.add_argument("--sampled-negatives", type=float, default=None,
-                        help="unrated pairs per train row as negatives (default: the arm config's)")
+    parser.add_argument(
+        "--l2-on",
+        choices=("dnn", "embedding"),
+        default="dnn",
+        help="where Appendix B's 'L2 regularization of 0.003' goes",
+    )
+    parser.add_argument(
+        "--sampled-negatives",
+        type=float,
+        default=None,
+        help="unrated pairs per train row as negatives (default: the arm config's)",
+    )
     parser.add_argument("--naive-users", type=int, default=40, help="users in the naive per-user loop")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "arms.json")
-    parser.add_argument("--save-arms", type=Path, default=None,
-                        help="pickle each trained arm to FOLDER/<arm>.pkl, as the IO manager stores recommender_arm")
+    parser.add_argument(
+        "--save-arms",
+        type=Path,
+        default=None,
+        help="pickle each trained arm to FOLDER/<arm>.pkl, as the IO manager stores recommender_arm",
+    )
     args = parser.parse_args()
 
     import torch
@@ -81,9 +98,11 @@ def main() -> None:
     tables, source, mm_ml_1m = _load(args.data, not args.no_metadata)
     split = chronological_split(tables.ratings)
     catalogue = tables.movies["movie_id"].to_numpy()
-    print(f"data: {source}; ratings {tables.ratings.height:,}; train/valid/test "
-          f"{split.train.height:,}/{split.valid.height:,}/{split.test.height:,}; catalogue {catalogue.size:,}; "
-          f"torch threads {torch.get_num_threads()}; cuda {torch.cuda.is_available()}")
+    print(
+        f"data: {source}; ratings {tables.ratings.height:,}; train/valid/test "
+        f"{split.train.height:,}/{split.valid.height:,}/{split.test.height:,}; catalogue {catalogue.size:,}; "
+        f"torch threads {torch.get_num_threads()}; cuda {torch.cuda.is_available()}"
+    )
     ranked_users = relevant_items(split.test).get_column("user_id").unique().sort().to_numpy()
     naive_users = ranked_users[: args.naive_users]
 
@@ -100,19 +119,37 @@ def main() -> None:
             overrides["max_epochs"] = min(args.max_epochs, int(caps[name]))
             note = f"capped at {overrides['max_epochs']} epochs"
         if arm_config(name).model == "afn" and (args.max_epochs_afn or args.afn_train_fraction < 1):
-            overrides.update(max_epochs=min(args.max_epochs, args.max_epochs_afn or args.max_epochs), train_fraction=args.afn_train_fraction)
+            overrides.update(
+                max_epochs=min(args.max_epochs, args.max_epochs_afn or args.max_epochs),
+                train_fraction=args.afn_train_fraction,
+            )
             note = f"AFN capped at {overrides['max_epochs']} epochs, {args.afn_train_fraction:.0%} of train"
         config = arm_config(name, **overrides)
         started = time.perf_counter()
         try:
-            arm = train_arm(config, split.train, split.valid, tables.users, mm_ml_1m,
-                            on_epoch=lambda e, m, n=name: print(f"  {n} epoch {e}: val_auc {m['val_auc']:.4f} val_log_loss "
-                                                                f"{m['val_log_loss']:.4f} loss {m['train_loss']:.4f} "
-                                                                f"{m['epoch_seconds']:.1f}s", flush=True))
+            arm = train_arm(
+                config,
+                split.train,
+                split.valid,
+                tables.users,
+                mm_ml_1m,
+                on_epoch=lambda e, m, n=name: print(
+                    f"  {n} epoch {e}: val_auc {m['val_auc']:.4f} val_log_loss "
+                    f"{m['val_log_loss']:.4f} loss {m['train_loss']:.4f} "
+                    f"{m['epoch_seconds']:.1f}s",
+                    flush=True,
+                ),
+            )
         except ArmDivergedError as error:
             print(f"{name}: {error}", flush=True)
-            results.append({"arm": name, "diverged": str(error), "epochs_run": error.epoch,
-                            "train_seconds": time.perf_counter() - started})
+            results.append(
+                {
+                    "arm": name,
+                    "diverged": str(error),
+                    "epochs_run": error.epoch,
+                    "train_seconds": time.perf_counter() - started,
+                }
+            )
             _write(args.out, {"source": source, "threads": args.threads, "results": results})
             continue
         train_seconds = time.perf_counter() - started
@@ -139,7 +176,10 @@ def main() -> None:
             "sampled_negatives": config.sampled_negatives if config.model not in ("random", "pop") else None,
         }
         results.append(row)
-        print(f"{name}: {json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})}", flush=True)
+        print(
+            f"{name}: {json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})}",
+            flush=True,
+        )
         # Written after every arm, so a long run that is stopped keeps what it measured.
         _write(args.out, {"source": source, "threads": args.threads, "results": results})
 
@@ -183,18 +223,29 @@ def _scoring_speed(arm, ranked_users, naive_users, catalogue, train) -> dict[str
     slow = _naive_top_k(arm, naive_users, catalogue, exclude, k=20)
     slow_seconds = time.perf_counter() - started
     same = fast.filter(pl.col("user_id").is_in(naive_users.tolist())).sort("user_id", "rank")
-    agree = float(np.mean(same["movie_id"].to_numpy() == slow["movie_id"].to_numpy())) if same.height == slow.height else 0.0
+    agree = (
+        float(np.mean(same["movie_id"].to_numpy() == slow["movie_id"].to_numpy()))
+        if same.height == slow.height
+        else 0.0
+    )
     fast_rate = ranked_users.size * catalogue.size / fast_seconds
     slow_rate = naive_users.size * catalogue.size / slow_seconds
-    return {"pairs_per_s": fast_rate, "naive_pairs_per_s": slow_rate, "speedup": fast_rate / slow_rate,
-            "naive_lists_agree": agree}
+    return {
+        "pairs_per_s": fast_rate,
+        "naive_pairs_per_s": slow_rate,
+        "speedup": fast_rate / slow_rate,
+        "naive_lists_agree": agree,
+    }
 
 
 def _naive_top_k(arm, users, catalogue, exclude, k):
     """The baseline: one scoring call per user (deepctr's own `predict` for DeepCTR arms,
     fed a per-feature dict as its docs show), then a full sort."""
     rows = []
-    seen_by_user = {u: set(g["movie_id"].to_list()) for (u,), g in exclude.filter(pl.col("user_id").is_in(users.tolist())).group_by("user_id")}
+    seen_by_user = {
+        u: set(g["movie_id"].to_list())
+        for (u,), g in exclude.filter(pl.col("user_id").is_in(users.tolist())).group_by("user_id")
+    }
     for user in users:
         user_ids = np.full(catalogue.size, user, dtype=np.int64)
         if arm.model is not None:
@@ -212,10 +263,14 @@ def _naive_top_k(arm, users, catalogue, exclude, k):
 
 
 def _print_table(results, source) -> None:
-    print(f"\nOffline metrics on {source} vs A/B Agent Table 2 (ML, Real-World: T2) and Table 5 (Original AUC: T5);"
-          " valAUC / valLL at the best epoch; the paper trains on all 6,040 ML-1M users")
-    head = (f"{'arm':<10}{'epochs':>7}{'best':>5}{'s/epoch':>9}{'valAUC':>8}{'valLL':>7}{'AUC':>8}{'T5':>8}{'logloss':>9}"
-            f"{'R@20':>8}{'T2':>8}{'N@20':>8}{'T2':>8}{'pairs/s':>12}{'naive/s':>10}{'x':>7}")
+    print(
+        f"\nOffline metrics on {source} vs A/B Agent Table 2 (ML, Real-World: T2) and Table 5 (Original AUC: T5);"
+        " valAUC / valLL at the best epoch; the paper trains on all 6,040 ML-1M users"
+    )
+    head = (
+        f"{'arm':<10}{'epochs':>7}{'best':>5}{'s/epoch':>9}{'valAUC':>8}{'valLL':>7}{'AUC':>8}{'T5':>8}{'logloss':>9}"
+        f"{'R@20':>8}{'T2':>8}{'N@20':>8}{'T2':>8}{'pairs/s':>12}{'naive/s':>10}{'x':>7}"
+    )
     print(head)
     print("-" * len(head))
     for r in results:
@@ -225,10 +280,12 @@ def _print_table(results, source) -> None:
         model = arm_config(r["arm"]).model
         paper_recall, paper_ndcg = PAPER_TABLE2.get(r["arm"], (None, None))
         fmt = lambda v, w=8, p=4: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
-        print(f"{r['arm']:<10}{r['epochs_run']:>7}{r['best_epoch'] or '-':>5}{fmt(r['epoch_seconds_mean'], 9, 1)}"
-              f"{fmt(r.get('val_auc'))}{fmt(r.get('val_log_loss'), 7, 3)}{fmt(r['test_auc'])}{fmt(PAPER_TABLE5_AUC.get(model))}"
-              f"{fmt(r['test_log_loss'], 9)}{fmt(r['recall_at_k'])}{fmt(paper_recall)}{fmt(r['ndcg_at_k'])}{fmt(paper_ndcg)}"
-              f"{r['pairs_per_s']:>12,.0f}{r['naive_pairs_per_s']:>10,.0f}{r['speedup']:>7.1f}")
+        print(
+            f"{r['arm']:<10}{r['epochs_run']:>7}{r['best_epoch'] or '-':>5}{fmt(r['epoch_seconds_mean'], 9, 1)}"
+            f"{fmt(r.get('val_auc'))}{fmt(r.get('val_log_loss'), 7, 3)}{fmt(r['test_auc'])}{fmt(PAPER_TABLE5_AUC.get(model))}"
+            f"{fmt(r['test_log_loss'], 9)}{fmt(r['recall_at_k'])}{fmt(paper_recall)}{fmt(r['ndcg_at_k'])}{fmt(paper_ndcg)}"
+            f"{r['pairs_per_s']:>12,.0f}{r['naive_pairs_per_s']:>10,.0f}{r['speedup']:>7.1f}"
+        )
         if r["note"]:
             print(f"{'':<10}({r['note']})")
 

@@ -46,8 +46,10 @@ def main() -> None:
             ours, n = best(lambda: load_local(folder).ratings.height)
             base, m = best(lambda: pandas_ratings(ratings_file))
             assert n == m, (n, m)
-            print(f"{label}: {n:,} ratings; load_local {ours:.3f} s (users+movies+ratings, validated); "
-                  f"pandas python-engine ratings only {base:.3f} s; ratio {base / ours:.1f}x")
+            print(
+                f"{label}: {n:,} ratings; load_local {ours:.3f} s (users+movies+ratings, validated); "
+                f"pandas python-engine ratings only {base:.3f} s; ratio {base / ours:.1f}x"
+            )
 
 
 def pandas_ratings(path: Path) -> int:

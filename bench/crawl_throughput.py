@@ -40,31 +40,53 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    print(f"fake TMDB latency {args.latency_ms:.0f} ms, concurrency {args.concurrency}, {args.movies} movies, "
-          f"{'title search + ' if args.search else ''}details + 2 posters per movie")
-    print(f"{'run':<12} {'limit rps':>10} {'requests':>9} {'achieved rps':>13} {'end-to-end rps':>15} {'achieved/limit':>15}")
+    print(
+        f"fake TMDB latency {args.latency_ms:.0f} ms, concurrency {args.concurrency}, {args.movies} movies, "
+        f"{'title search + ' if args.search else ''}details + 2 posters per movie"
+    )
+    print(
+        f"{'run':<12} {'limit rps':>10} {'requests':>9} {'achieved rps':>13} {'end-to-end rps':>15} {'achieved/limit':>15}"
+    )
     baseline = run(args, limit=1e6, label="no limit")
     limited = run(args, limit=args.rps, label="limited")
     print(f"\nceiling at this latency/concurrency (baseline, same run): {baseline['achieved']:.1f} rps")
     print(f"achieved / configured limit: {limited['achieved'] / args.rps:.3f}  (goal >= 0.9, and <= 1.05)")
     if baseline["achieved"] < args.rps:
-        print("note: the limit is above the measured ceiling; raise --concurrency or lower --rps for a meaningful ratio")
+        print(
+            "note: the limit is above the measured ceiling; raise --concurrency or lower --rps for a meaningful ratio"
+        )
 
 
 def run(args, limit: float, label: str) -> dict:
-    fake = FakeTmdb([FakeMovie(10_000 + i, f"Bench Picture {i:04d}", f"{1960 + i % 40}-01-01") for i in range(args.movies)],
-                    latency_s=args.latency_ms / 1000)
+    fake = FakeTmdb(
+        [FakeMovie(10_000 + i, f"Bench Picture {i:04d}", f"{1960 + i % 40}-01-01") for i in range(args.movies)],
+        latency_s=args.latency_ms / 1000,
+    )
     handler = type("Handler", (StdlibHandler,), {"fake": fake})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
-    movies = pl.DataFrame({"movie_id": list(range(args.movies)),
-                           "title": [f"Bench Picture {i:04d} ({1960 + i % 40})" for i in range(args.movies)],
-                           "year": [1960 + i % 40 for i in range(args.movies)], "genres": [["Drama"]] * args.movies})
-    links = None if args.search else pl.DataFrame({"movieId": list(range(args.movies)), "tmdbId": [10_000 + i for i in range(args.movies)]})
-    config = TmdbConfig(api_base_url=f"{base}/3", image_base_url=f"{base}/t/p", rate_limit_rps=limit,
-                        concurrency=args.concurrency, progress=False)
+    movies = pl.DataFrame(
+        {
+            "movie_id": list(range(args.movies)),
+            "title": [f"Bench Picture {i:04d} ({1960 + i % 40})" for i in range(args.movies)],
+            "year": [1960 + i % 40 for i in range(args.movies)],
+            "genres": [["Drama"]] * args.movies,
+        }
+    )
+    links = (
+        None
+        if args.search
+        else pl.DataFrame({"movieId": list(range(args.movies)), "tmdbId": [10_000 + i for i in range(args.movies)]})
+    )
+    config = TmdbConfig(
+        api_base_url=f"{base}/3",
+        image_base_url=f"{base}/t/p",
+        rate_limit_rps=limit,
+        concurrency=args.concurrency,
+        progress=False,
+    )
     try:
         with tempfile.TemporaryDirectory() as out:
             started = time.monotonic()

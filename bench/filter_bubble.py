@@ -61,31 +61,75 @@ def main() -> None:
     users, movies, ratings, meta, _ = _bench_agents().load(args.data)
     split = chronological_split(ratings)
     frame = build_mm_ml_1m(movies, meta)
-    agents = build_agents(split.train, users, frame, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)), MiniLMTextEmbedder(),
-                          PaletteLayoutPosterEmbedder(), OUT / f"agents-cache-{args.data}")
+    agents = build_agents(
+        split.train,
+        users,
+        frame,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        MiniLMTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        OUT / f"agents-cache-{args.data}",
+    )
     model = fit_embedded_brain(agents, split.train, split.valid, users)
     # As the `embedded_brain` asset does: the click decision calibrated to list quality.
-    model = calibrate_list_response(model, agents.sessions(), split.train, split.valid, Catalogue.from_frame(frame), CalibrationConfig(seed=args.seed))
+    model = calibrate_list_response(
+        model,
+        agents.sessions(),
+        split.train,
+        split.valid,
+        Catalogue.from_frame(frame),
+        CalibrationConfig(seed=args.seed),
+    )
     prepared = time.perf_counter() - started
-    print(f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; {len(agents.profiles)} agents; "
-          f"prepared in {prepared:.0f} s", flush=True)
+    print(
+        f"data {args.data}: {users.height} users, {movies.height} movies, {ratings.height} ratings; {len(agents.profiles)} agents; "
+        f"prepared in {prepared:.0f} s",
+        flush=True,
+    )
 
-    config = RoundsConfig(rounds=args.rounds, pages=args.pages, split_pool=not args.no_split, seed=args.seed, n_bootstrap=args.n_bootstrap)
+    config = RoundsConfig(
+        rounds=args.rounds, pages=args.pages, split_pool=not args.no_split, seed=args.seed, n_bootstrap=args.n_bootstrap
+    )
     chosen = sample_agents(agents.profiles, args.agents, args.seed)
     t = time.perf_counter()
-    results = simulate_rounds(arm_config(args.arm, max_epochs=args.max_epochs), split.train, split.valid, users, frame, agents, model, config, chosen)
+    results = simulate_rounds(
+        arm_config(args.arm, max_epochs=args.max_epochs),
+        split.train,
+        split.valid,
+        users,
+        frame,
+        agents,
+        model,
+        config,
+        chosen,
+    )
     simulated = time.perf_counter() - t
     metrics = filter_bubble_metrics(results, frame, args.n_bootstrap, config.confidence, args.seed)
     wall = time.perf_counter() - started
     for r in results:
-        print(f"round {r.round}: pool {r.pool_size} movies, trained on {r.train_rows} rows, {r.events.height} events, "
-              f"{r.written.filter(r.written['round'] == r.round).height} watches written", flush=True)
-    wide = metrics.with_columns(value=metrics["mean"].round(3).cast(str) + " [" + metrics["ci_low"].round(3).cast(str) + ", " + metrics["ci_high"].round(3).cast(str) + "]")
+        print(
+            f"round {r.round}: pool {r.pool_size} movies, trained on {r.train_rows} rows, {r.events.height} events, "
+            f"{r.written.filter(r.written['round'] == r.round).height} watches written",
+            flush=True,
+        )
+    wide = metrics.with_columns(
+        value=metrics["mean"].round(3).cast(str)
+        + " ["
+        + metrics["ci_low"].round(3).cast(str)
+        + ", "
+        + metrics["ci_high"].round(3).cast(str)
+        + "]"
+    )
     print(wide.pivot(on="round", index="metric", values="value").to_pandas().to_markdown(index=False))
     print(f"wall time {wall:.0f} s (prepare {prepared:.0f} s, {args.rounds} rounds {simulated:.0f} s)")
     OUT.mkdir(parents=True, exist_ok=True)
-    save_figure(filter_bubble_figure(metrics, f"Filter bubble, {args.arm} on {args.data}, {len(chosen)} agents"), OUT / f"filter_bubble-{args.data}.png")
-    (OUT / f"filter_bubble-{args.data}.json").write_text(json.dumps({"args": vars(args), "wall_s": wall, "metrics": metrics.to_dicts()}, indent=1))
+    save_figure(
+        filter_bubble_figure(metrics, f"Filter bubble, {args.arm} on {args.data}, {len(chosen)} agents"),
+        OUT / f"filter_bubble-{args.data}.png",
+    )
+    (OUT / f"filter_bubble-{args.data}.json").write_text(
+        json.dumps({"args": vars(args), "wall_s": wall, "metrics": metrics.to_dicts()}, indent=1)
+    )
 
 
 def _bench_agents():

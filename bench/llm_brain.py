@@ -77,20 +77,31 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=300.0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--http-client", nargs="+", choices=("aiohttp", "httpx"), default=["aiohttp"])
-    parser.add_argument("--processes", type=int, nargs="*", default=[],
-                        help="also run the arm as N user-shard processes (the shards of issue 15), c/N in flight each, e.g. --processes 2")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also run the arm as N user-shard processes (the shards of issue 15), c/N in flight each, e.g. --processes 2",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     latency = args.latency_ms / 1000.0
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        world = llm_world(Path(tmp) / "world", n_agents=args.agents, n_per_genre=20, per_user=24, list_length=20, arm="bench")
-        print(f"world: {args.agents} agents built in {time.perf_counter() - t:.1f} s; fake endpoint latency {args.latency_ms:.0f} ms, "
-              f"its own process; text-only prompts (palette captions)")
+        world = llm_world(
+            Path(tmp) / "world", n_agents=args.agents, n_per_genre=20, per_user=24, list_length=20, arm="bench"
+        )
+        print(
+            f"world: {args.agents} agents built in {time.perf_counter() - t:.1f} s; fake endpoint latency {args.latency_ms:.0f} ms, "
+            f"its own process; text-only prompts (palette captions)"
+        )
         with spawn(latency_ms=args.latency_ms) as url:
-            header = (f"\n{'run':<34} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'ideal/wall':>10} {'vs bare':>8} "
-                      f"{'client CPU ms/call':>18} {'server CPU ms/call':>18} {'same events':>11}")
+            header = (
+                f"\n{'run':<34} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'ideal/wall':>10} {'vs bare':>8} "
+                f"{'client CPU ms/call':>18} {'server CPU ms/call':>18} {'same events':>11}"
+            )
             print(header)
             reference = None
             for c in args.concurrency:
@@ -104,7 +115,9 @@ def main() -> None:
                     brain = make_brain(url, world, c, http)
                     run = measure(url, lambda: simulate(world, brain, c))
                     events = run.pop("result")
-                    same = "-" if reference is None else str(events.drop("latency_s").equals(reference.drop("latency_s")))
+                    same = (
+                        "-" if reference is None else str(events.drop("latency_s").equals(reference.drop("latency_s")))
+                    )
                     reference = events if reference is None else reference
                     line(f"simulate_arm {http}, c={c}", run, ideal, bare["wall"], same)
                     brain.close()
@@ -119,8 +132,10 @@ def main() -> None:
             first = measure(url, lambda: simulate(world, make_brain(url, world, c, args.http_client[0], cache), c))
             again = measure(url, lambda: simulate(world, make_brain(url, world, c, args.http_client[0], cache), c))
             same = again.pop("result").drop("latency_s").equals(first.pop("result").drop("latency_s"))
-            print(f"\ncache, c={c}: first run {first['wall']:.2f} s ({first['calls']} calls), re-run {again['wall']:.2f} s "
-                  f"({again['calls']} calls), re-run / first = {again['wall'] / first['wall']:.3f}, same events: {same}")
+            print(
+                f"\ncache, c={c}: first run {first['wall']:.2f} s ({first['calls']} calls), re-run {again['wall']:.2f} s "
+                f"({again['calls']} calls), re-run / first = {again['wall'] / first['wall']:.3f}, same events: {same}"
+            )
         prompt_sizes(world)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nclient peak RSS {peak:.0f} MiB")
@@ -128,15 +143,31 @@ def main() -> None:
 
 def make_brain(url: str, world: dict, concurrency: int, http: str, cache: Path | None = None) -> LLMBrain:
     return LLMBrain(
-        LLMBrainConfig(base_url=url, model="bench-model", api_key_env="SIMAB_BENCH_KEY", api_key_required=False, vision=False,
-                       concurrency=concurrency, http_client=http, cache_path=str(cache) if cache else None),
+        LLMBrainConfig(
+            base_url=url,
+            model="bench-model",
+            api_key_env="SIMAB_BENCH_KEY",
+            api_key_required=False,
+            vision=False,
+            concurrency=concurrency,
+            http_client=http,
+            cache_path=str(cache) if cache else None,
+        ),
         catalogue=world["catalogue"],
     )
 
 
 def simulate(world: dict, brain: LLMBrain, concurrency: int):
-    return simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain, SimulationConfig(progress=False),
-                        seed=1, concurrency=concurrency)
+    return simulate_arm(
+        "bench",
+        world["top_k"],
+        world["agents"],
+        world["catalogue"],
+        brain,
+        SimulationConfig(progress=False),
+        seed=1,
+        concurrency=concurrency,
+    )
 
 
 def measure(url: str, work) -> dict:
@@ -149,28 +180,49 @@ def measure(url: str, work) -> dict:
     cpu = time.process_time() - cpu
     after = stats(url)
     calls = after["calls"] - server["calls"]
-    return {"wall": wall, "calls": calls, "client_cpu": cpu, "server_cpu": after["cpu_s"] - server["cpu_s"], "result": result}
+    return {
+        "wall": wall,
+        "calls": calls,
+        "client_cpu": cpu,
+        "server_cpu": after["cpu_s"] - server["cpu_s"],
+        "result": result,
+    }
 
 
 def line(name: str, run: dict, ideal: float, bare_wall: float, same: str) -> None:
     calls = max(run["calls"], 1)
-    print(f"{name:<34} {run['calls']:>6} {run['wall']:>7.2f} {ideal:>7.2f} {ideal / run['wall']:>10.2f} {bare_wall / run['wall']:>8.2f} "
-          f"{1000 * run['client_cpu'] / calls:>18.2f} {1000 * run['server_cpu'] / calls:>18.2f} {same:>11}")
+    print(
+        f"{name:<34} {run['calls']:>6} {run['wall']:>7.2f} {ideal:>7.2f} {ideal / run['wall']:>10.2f} {bare_wall / run['wall']:>8.2f} "
+        f"{1000 * run['client_cpu'] / calls:>18.2f} {1000 * run['server_cpu'] / calls:>18.2f} {same:>11}"
+    )
 
 
-def _shard_worker(shard: int, shards: int, agents: int, url: str, concurrency: int, http: str, barrier, results) -> None:
+def _shard_worker(
+    shard: int, shards: int, agents: int, url: str, concurrency: int, http: str, barrier, results
+) -> None:
     """One user shard in a process of its own: builds the same world, waits for the others,
     simulates its agents; sends back its events, its wall-clock span and its CPU time."""
     from ops.simulation.runner import agents_of_shard
 
     with tempfile.TemporaryDirectory() as tmp:
-        world = llm_world(Path(tmp) / "world", n_agents=agents, n_per_genre=20, per_user=24, list_length=20, arm="bench")
+        world = llm_world(
+            Path(tmp) / "world", n_agents=agents, n_per_genre=20, per_user=24, list_length=20, arm="bench"
+        )
         users = agents_of_shard([a.user_id for a in world["agents"]], shard, shards)
         brain = make_brain(url, world, concurrency, http)
         barrier.wait()
         cpu, started = time.process_time(), time.perf_counter()
-        events = simulate_arm("bench", world["top_k"], world["agents"], world["catalogue"], brain, SimulationConfig(progress=False),
-                              seed=1, users=users, concurrency=concurrency)
+        events = simulate_arm(
+            "bench",
+            world["top_k"],
+            world["agents"],
+            world["catalogue"],
+            brain,
+            SimulationConfig(progress=False),
+            seed=1,
+            users=users,
+            concurrency=concurrency,
+        )
         ended, cpu = time.perf_counter(), time.process_time() - cpu
         brain.close()
     results.put((shard, events.write_ipc(None).getvalue(), started, ended, cpu))
@@ -191,8 +243,12 @@ def sharded(url: str, agents: int, concurrency: int, shards: int, http: str) -> 
     context = multiprocessing.get_context("spawn")  # forked event loops and SDK clients hang
     barrier, results = context.Barrier(shards), context.Queue()
     before = stats(url)
-    workers = [context.Process(target=_shard_worker, args=(k, shards, agents, url, max(1, concurrency // shards), http, barrier, results))
-               for k in range(shards)]
+    workers = [
+        context.Process(
+            target=_shard_worker, args=(k, shards, agents, url, max(1, concurrency // shards), http, barrier, results)
+        )
+        for k in range(shards)
+    ]
     for w in workers:
         w.start()
     parts = [results.get() for _ in workers]
@@ -201,8 +257,10 @@ def sharded(url: str, agents: int, concurrency: int, shards: int, http: str) -> 
     after = stats(url)
     by_shard = {k: pl.read_ipc(io.BytesIO(data)) for k, data, *_ in parts}
     return {
-        "wall": max(p[3] for p in parts) - min(p[2] for p in parts), "calls": after["calls"] - before["calls"],
-        "client_cpu": sum(p[4] for p in parts), "server_cpu": after["cpu_s"] - before["cpu_s"],
+        "wall": max(p[3] for p in parts) - min(p[2] for p in parts),
+        "calls": after["calls"] - before["calls"],
+        "client_cpu": sum(p[4] for p in parts),
+        "server_cpu": after["cpu_s"] - before["cpu_s"],
         "result": combine_shards(by_shard, shards),
     }
 
@@ -212,7 +270,9 @@ async def bare_chains(url: str, chains: int, per_chain: int, concurrency: int) -
     aiohttp client and a tiny body the fake's policy still answers."""
     import aiohttp
 
-    body = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": "Question: Do you feel satisfied"}]})
+    body = json.dumps(
+        {"model": "bench-model", "messages": [{"role": "user", "content": "Question: Do you feel satisfied"}]}
+    )
     pending = iter(range(chains))
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -220,7 +280,9 @@ async def bare_chains(url: str, chains: int, per_chain: int, concurrency: int) -
         async def worker() -> None:
             for _ in pending:
                 for _ in range(per_chain):
-                    async with session.post(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"}) as r:
+                    async with session.post(
+                        f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
+                    ) as r:
                         await r.read()
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -229,7 +291,10 @@ async def bare_chains(url: str, chains: int, per_chain: int, concurrency: int) -
 async def transport_chains(transport, chains: int, per_chain: int, concurrency: int) -> None:
     """The same chains through the brain's transport alone (`LLMClient.acomplete`: the SDK,
     retries, parsing) with a fixed ~4 kB prompt: the client's cost without the brain."""
-    messages = [{"role": "system", "content": "x" * 3000}, {"role": "user", "content": "Question: Do you feel satisfied " + "y" * 1000}]
+    messages = [
+        {"role": "system", "content": "x" * 3000},
+        {"role": "user", "content": "Question: Do you feel satisfied " + "y" * 1000},
+    ]
     pending = iter(range(chains))
 
     async def worker() -> None:
@@ -248,7 +313,9 @@ def prompt_sizes(world: dict) -> None:
     from ops.simulation.sandbox import Sandbox
 
     for vision in (False, True):
-        b = LLMBrain(LLMBrainConfig(model="bench-model", api_key_required=False, vision=vision), catalogue=world["catalogue"])
+        b = LLMBrain(
+            LLMBrainConfig(model="bench-model", api_key_required=False, vision=vision), catalogue=world["catalogue"]
+        )
         sizes: dict[str, list[int]] = {"home": [], "detail": []}
         build = []
         for agent in world["agents"][:20]:
@@ -263,11 +330,12 @@ def prompt_sizes(world: dict) -> None:
                 build.append(time.perf_counter() - t)
                 sizes[page_type].append(sum(len(json.dumps(m["content"])) for m in messages))
         kind = "vision (images as data URLs)" if vision else "text-only (palette captions)"
-        print(f"prompt, {kind}: home {np.mean(sizes['home']):.0f} chars, detail {np.mean(sizes['detail']):.0f} chars"
-              + ("" if vision else f" (~{np.mean(sizes['home']) / 4:.0f} / ~{np.mean(sizes['detail']) / 4:.0f} tokens)")
-              + f"; build time median {1000 * np.median(build):.2f} ms (first look at a poster included)")
+        print(
+            f"prompt, {kind}: home {np.mean(sizes['home']):.0f} chars, detail {np.mean(sizes['detail']):.0f} chars"
+            + ("" if vision else f" (~{np.mean(sizes['home']) / 4:.0f} / ~{np.mean(sizes['detail']) / 4:.0f} tokens)")
+            + f"; build time median {1000 * np.median(build):.2f} ms (first look at a poster included)"
+        )
         b.close()
-
 
 
 if __name__ == "__main__":

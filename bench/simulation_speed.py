@@ -46,7 +46,9 @@ OUT = ROOT / "bench" / "out"
 GOAL_S = 60.0
 
 
-def top_k_lists(arm: str, users: np.ndarray, movies: np.ndarray, popularity: np.ndarray, seen: dict, seed: int, k: int = 20) -> pl.DataFrame:
+def top_k_lists(
+    arm: str, users: np.ndarray, movies: np.ndarray, popularity: np.ndarray, seen: dict, seed: int, k: int = 20
+) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     order_pop = movies[np.argsort(-popularity, kind="stable")]
     rows_u, rows_r, rows_m = [], [], []
@@ -64,8 +66,10 @@ def top_k_lists(arm: str, users: np.ndarray, movies: np.ndarray, popularity: np.
         rows_u += [int(u)] * len(picked)
         rows_r += list(range(1, len(picked) + 1))
         rows_m += [int(m) for m in picked]
-    return pl.DataFrame({"arm": arm, "user_id": rows_u, "rank": rows_r, "movie_id": rows_m, "score": 0.0},
-                        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64})
+    return pl.DataFrame(
+        {"arm": arm, "user_id": rows_u, "rank": rows_r, "movie_id": rows_m, "score": 0.0},
+        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
+    )
 
 
 def main() -> None:
@@ -81,9 +85,13 @@ def main() -> None:
     from ops.data.synthetic import SyntheticConfig, generate
 
     t = time.perf_counter()
-    data = generate(SyntheticConfig(n_users=args.users, n_movies=args.movies, seed=args.seed), OUT / "simulation-speed-posters")
+    data = generate(
+        SyntheticConfig(n_users=args.users, n_movies=args.movies, seed=args.seed), OUT / "simulation-speed-posters"
+    )
     split = chronological_split(data.ratings)
-    print(f"synthetic data: {data.users.height} users, {data.movies.height} movies, {data.ratings.height} ratings ({time.perf_counter() - t:.1f}s)")
+    print(
+        f"synthetic data: {data.users.height} users, {data.movies.height} movies, {data.ratings.height} ratings ({time.perf_counter() - t:.1f}s)"
+    )
     catalogue_frame = build_mm_ml_1m(data.movies, data.metadata)
     catalogue = Catalogue.from_frame(catalogue_frame)
 
@@ -96,8 +104,12 @@ def main() -> None:
 
         t = time.perf_counter()
         agents = build_agents(
-            split.train, data.users, catalogue_frame,
-            AgentsConfig(embedding=EmbeddingConfig(show_progress=False)), HashTextEmbedder(), PaletteLayoutPosterEmbedder(),
+            split.train,
+            data.users,
+            catalogue_frame,
+            AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+            HashTextEmbedder(),
+            PaletteLayoutPosterEmbedder(),
             OUT / "simulation-speed-cache",
         )
         bundle = fit_embedded_brain(agents, split.train, split.valid, data.users)
@@ -137,20 +149,27 @@ def main() -> None:
             totals[name]["sessions"] += len(sessions)
             totals[name]["events"] += events.height
             per_arm[arm][name] = {"s": dt, "sessions_per_s": len(sessions) / dt, "events": events.height}
-        line = "  ".join(f"{n} {v['s']:.2f}s ({v['sessions_per_s']:.0f} sessions/s, {v['events'] / len(sessions):.1f} events/session)" for n, v in per_arm[arm].items())
+        line = "  ".join(
+            f"{n} {v['s']:.2f}s ({v['sessions_per_s']:.0f} sessions/s, {v['events'] / len(sessions):.1f} events/session)"
+            for n, v in per_arm[arm].items()
+        )
         print(f"{arm:>8}: {line}")
     print(f"total {len(sessions)} agents x {len(arms)} arms:")
     for name, v in totals.items():
-        print(f"  {name:>8}: {v['s']:.1f}s  {v['sessions'] / v['s']:.0f} sessions/s  {v['events'] / v['s']:.0f} events/s  "
-              f"{v['events'] / v['sessions']:.1f} events/session")
+        print(
+            f"  {name:>8}: {v['s']:.1f}s  {v['sessions'] / v['s']:.0f} sessions/s  {v['events'] / v['s']:.0f} events/s  "
+            f"{v['events'] / v['sessions']:.1f} events/session"
+        )
     result = {"agents": len(sessions), "arms": arms, "per_arm": per_arm, "totals": totals, "goal_s": GOAL_S}
     if "embedded" in totals:
         e, u = totals["embedded"], totals["uniform"]
         ratio = (e["s"] / e["sessions"]) / (u["s"] / u["sessions"])
         per_event = (e["s"] / e["events"]) / (u["s"] / u["events"])
         result.update(ratio_per_session=ratio, ratio_per_event=per_event)
-        print(f"embedded / uniform: {ratio:.2f}x time per session, {per_event:.2f}x time per event; "
-              f"goal {GOAL_S:.0f}s for the embedded brain: {'met' if e['s'] < GOAL_S else 'NOT met'} ({e['s']:.1f}s)")
+        print(
+            f"embedded / uniform: {ratio:.2f}x time per session, {per_event:.2f}x time per event; "
+            f"goal {GOAL_S:.0f}s for the embedded brain: {'met' if e['s'] < GOAL_S else 'NOT met'} ({e['s']:.1f}s)"
+        )
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "simulation_speed.json").write_text(json.dumps(result, indent=2))
 

@@ -64,7 +64,12 @@ def main() -> None:
         "movies": data.movies.height,
         "ratings": ratings.height,
         "rating_shares_1_to_5": [round(s, 3) for s in shares],
-        "ratings_per_user_min_median_mean_max": [int(per_user.min()), float(per_user.median()), round(float(per_user.mean()), 1), int(per_user.max())],
+        "ratings_per_user_min_median_mean_max": [
+            int(per_user.min()),
+            float(per_user.median()),
+            round(float(per_user.mean()), 1),
+            int(per_user.max()),
+        ],
         "top_10pct_movies_share": round(float(per_movie[: data.movies.height // 10].sum() / per_movie.sum()), 3),
         "movies_rated": int(len(per_movie)),
     }
@@ -101,7 +106,11 @@ def _top20(scores: np.ndarray, users: np.ndarray, movie_ids: np.ndarray, seen: p
     scores[[row[u] for u in mask["user_id"]], [col[m] for m in mask["movie_id"]]] = -np.inf
     top = np.argsort(-scores, axis=1, kind="stable")[:, :20]
     return pl.DataFrame(
-        {"user_id": np.repeat(users, 20), "movie_id": movie_ids[top].ravel(), "rank": np.tile(np.arange(1, 21), len(users))}
+        {
+            "user_id": np.repeat(users, 20),
+            "movie_id": movie_ids[top].ravel(),
+            "rank": np.tile(np.arange(1, 21), len(users)),
+        }
     )
 
 

@@ -62,7 +62,9 @@ def movies_verdict(movies: pl.DataFrame) -> Verdict:
 
 
 def ratings_verdict(ratings: pl.DataFrame, users: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
-    suite = ratings_suite(users.get_column("user_id").to_list(), movies.get_column("movie_id").to_list(), ContractConfig())
+    suite = ratings_suite(
+        users.get_column("user_id").to_list(), movies.get_column("movie_id").to_list(), ContractConfig()
+    )
     return _verdict(validate_frame(ratings, suite))
 
 
@@ -72,7 +74,9 @@ def metadata_verdict(movie_metadata: pl.DataFrame, movies: pl.DataFrame) -> Verd
         # No metadata source configured: nothing to check, and later stages use MovieLens fields only.
         return Verdict("metadata", 0, 0, "no metadata (source 'none')")
     config = ContractConfig()
-    report = validate_frame(metadata_frame_for_contract(movie_metadata), metadata_suite(movies.get_column("movie_id").to_list(), config))
+    report = validate_frame(
+        metadata_frame_for_contract(movie_metadata), metadata_suite(movies.get_column("movie_id").to_list(), config)
+    )
     bad = undecodable_posters(movie_metadata)
     extra = coverage_problems(movie_metadata, movies.height, config.metadata_coverage_floor)
     extra += [f"poster does not decode: {reason}" for reason in bad[:10]]
@@ -87,12 +91,18 @@ def stop_before_storing(verdicts: Mapping[str, Verdict], stored: str) -> None:
     broken = {name: v for name, v in verdicts.items() if not v.passed}
     if not broken:
         return
-    lines = [f"blocking data contract(s) failed: {', '.join(broken)}; nothing was stored ({stored} keep their previous values)"]
+    lines = [
+        f"blocking data contract(s) failed: {', '.join(broken)}; nothing was stored ({stored} keep their previous values)"
+    ]
     for verdict in broken.values():
-        lines += [f"{verdict.table}: {len(verdict.problems)} problem(s) on {verdict.rows} rows"] + [f"- {p}" for p in verdict.problems]
+        lines += [f"{verdict.table}: {len(verdict.problems)} problem(s) on {verdict.rows} rows"] + [
+            f"- {p}" for p in verdict.problems
+        ]
     raise Failure(
         description="\n".join(lines)[:4000],
-        metadata={f"{name} problems": MetadataValue.md("\n".join(f"- {p}" for p in v.problems)) for name, v in broken.items()},
+        metadata={
+            f"{name} problems": MetadataValue.md("\n".join(f"- {p}" for p in v.problems)) for name, v in broken.items()
+        },
         allow_retries=False,
     )
 
@@ -143,7 +153,12 @@ def movie_metadata_contract(movie_metadata: pl.DataFrame, movies: pl.DataFrame) 
 
 def undecodable_posters(metadata: pl.DataFrame) -> list[str]:
     """The reason for every referenced poster file that is missing or does not decode."""
-    paths = pl.concat([metadata.get_column("poster_small"), metadata.get_column("poster_large")]).drop_nulls().unique().sort()
+    paths = (
+        pl.concat([metadata.get_column("poster_small"), metadata.get_column("poster_large")])
+        .drop_nulls()
+        .unique()
+        .sort()
+    )
     return [reason for reason in map(verify_poster_file, paths.to_list()) if reason]
 
 

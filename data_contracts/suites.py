@@ -43,9 +43,17 @@ def users_suite(config: ContractConfig = ContractConfig()):
             e.ExpectTableRowCountToBeBetween(min_value=config.min_users, meta={"why": "the users table is empty"}),
             e.ExpectColumnValuesToNotBeNull(column="user_id", meta={"why": "a user has no id"}),
             e.ExpectColumnValuesToBeUnique(column="user_id", meta={"why": "user ids must be unique"}),
-            e.ExpectColumnValuesToBeInSet(column="gender", value_set=list(GENDERS), meta={"why": "gender outside the MovieLens codes M/F"}),
-            e.ExpectColumnValuesToBeInSet(column="age", value_set=list(AGE_CODES), meta={"why": "age outside the ML-1M age codes"}),
-            e.ExpectColumnValuesToBeInSet(column="occupation", value_set=list(OCCUPATIONS), meta={"why": "occupation outside the ML-1M codes 0-20"}),
+            e.ExpectColumnValuesToBeInSet(
+                column="gender", value_set=list(GENDERS), meta={"why": "gender outside the MovieLens codes M/F"}
+            ),
+            e.ExpectColumnValuesToBeInSet(
+                column="age", value_set=list(AGE_CODES), meta={"why": "age outside the ML-1M age codes"}
+            ),
+            e.ExpectColumnValuesToBeInSet(
+                column="occupation",
+                value_set=list(OCCUPATIONS),
+                meta={"why": "occupation outside the ML-1M codes 0-20"},
+            ),
             e.ExpectColumnValuesToNotBeNull(column="zip", meta={"why": "a user has no zip code"}),
         ],
     )
@@ -62,7 +70,9 @@ def movies_suite(config: ContractConfig = ContractConfig()):
             e.ExpectColumnValuesToBeUnique(column="movie_id", meta={"why": "movie ids must be unique"}),
             e.ExpectColumnValuesToNotBeNull(column="title", meta={"why": "a movie has no title"}),
             e.ExpectColumnValuesToBeBetween(
-                column="year", min_value=config.earliest_release_year, max_value=config.latest_release_year,
+                column="year",
+                min_value=config.earliest_release_year,
+                max_value=config.latest_release_year,
                 meta={"why": "release year out of range"},
             ),
         ],
@@ -77,17 +87,30 @@ def ratings_suite(user_ids: list[int], movie_ids: list[int], config: ContractCon
         "ratings",
         [
             e.ExpectTableRowCountToBeBetween(
-                min_value=config.min_ratings, max_value=max_rows,
-                meta={"why": f"ratings count outside [{config.min_ratings}, {max_rows}] (density at most {config.max_density})"},
+                min_value=config.min_ratings,
+                max_value=max_rows,
+                meta={
+                    "why": f"ratings count outside [{config.min_ratings}, {max_rows}] (density at most {config.max_density})"
+                },
             ),
-            e.ExpectCompoundColumnsToBeUnique(column_list=["user_id", "movie_id"], meta={"why": "a (user, movie) pair is rated twice"}),
-            e.ExpectColumnValuesToBeBetween(column="rating", min_value=1, max_value=5, meta={"why": "rating outside 1..5"}),
+            e.ExpectCompoundColumnsToBeUnique(
+                column_list=["user_id", "movie_id"], meta={"why": "a (user, movie) pair is rated twice"}
+            ),
             e.ExpectColumnValuesToBeBetween(
-                column="timestamp", min_value=config.earliest_timestamp, max_value=config.latest_timestamp,
+                column="rating", min_value=1, max_value=5, meta={"why": "rating outside 1..5"}
+            ),
+            e.ExpectColumnValuesToBeBetween(
+                column="timestamp",
+                min_value=config.earliest_timestamp,
+                max_value=config.latest_timestamp,
                 meta={"why": "timestamp outside the plausible range (1995 to tomorrow)"},
             ),
-            e.ExpectColumnValuesToBeInSet(column="user_id", value_set=user_ids, meta={"why": "rating by a user missing from the users table"}),
-            e.ExpectColumnValuesToBeInSet(column="movie_id", value_set=movie_ids, meta={"why": "rating of a movie missing from the movies table"}),
+            e.ExpectColumnValuesToBeInSet(
+                column="user_id", value_set=user_ids, meta={"why": "rating by a user missing from the users table"}
+            ),
+            e.ExpectColumnValuesToBeInSet(
+                column="movie_id", value_set=movie_ids, meta={"why": "rating of a movie missing from the movies table"}
+            ),
         ],
     )
 
@@ -100,11 +123,19 @@ def metadata_suite(movie_ids: list[int], config: ContractConfig = ContractConfig
         "metadata",
         [
             e.ExpectColumnValuesToBeUnique(column="movie_id", meta={"why": "a movie has two metadata rows"}),
-            e.ExpectColumnValuesToBeInSet(column="movie_id", value_set=movie_ids, meta={"why": "metadata for a movie missing from the movies table"}),
-            e.ExpectColumnValuesToBeBetween(column="vote_average", min_value=0, max_value=10, meta={"why": "vote average outside 0..10"}),
+            e.ExpectColumnValuesToBeInSet(
+                column="movie_id",
+                value_set=movie_ids,
+                meta={"why": "metadata for a movie missing from the movies table"},
+            ),
+            e.ExpectColumnValuesToBeBetween(
+                column="vote_average", min_value=0, max_value=10, meta={"why": "vote average outside 0..10"}
+            ),
             e.ExpectColumnValuesToBeBetween(column="vote_count", min_value=0, meta={"why": "negative vote count"}),
             e.ExpectColumnValuesToBeBetween(
-                column="release_year", min_value=config.earliest_release_year, max_value=config.latest_release_year,
+                column="release_year",
+                min_value=config.earliest_release_year,
+                max_value=config.latest_release_year,
                 meta={"why": "release date does not parse to a plausible year"},
             ),
         ],
@@ -130,7 +161,9 @@ def coverage_problems(metadata: pl.DataFrame, n_movies: int, floor: float) -> li
             present = present.filter(present.list.len() > 0)
         share = present.len() / max(n_movies, 1)
         if share < floor:
-            problems.append(f"metadata.{name}: only {present.len()} of {n_movies} movies ({share:.1%}) have it; the floor is {floor:.0%}")
+            problems.append(
+                f"metadata.{name}: only {present.len()} of {n_movies} movies ({share:.1%}) have it; the floor is {floor:.0%}"
+            )
     return problems
 
 

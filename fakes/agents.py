@@ -20,9 +20,27 @@ import polars as pl
 from ops.schema import METADATA, MOVIES, RATINGS, USERS, conform
 
 TASTES = {
-    "Sci-Fi": dict(words="space robot alien planet galaxy starship", director="Ada Vector", actors=("Zed Nova", "Kim Orbit", "Lee Comet"), year=1980, colour=(30, 60, 200)),
-    "Romance": dict(words="love wedding kiss heart letter summer", director="Rosa Amour", actors=("Val Heart", "Sam Rose", "Ida Vow"), year=1950, colour=(220, 60, 40)),
-    "Horror": dict(words="night blood ghost scream cellar curse", director="Vlad Grim", actors=("Mort Dread", "Ivy Crypt", "Bo Fang"), year=1970, colour=(15, 15, 20)),
+    "Sci-Fi": dict(
+        words="space robot alien planet galaxy starship",
+        director="Ada Vector",
+        actors=("Zed Nova", "Kim Orbit", "Lee Comet"),
+        year=1980,
+        colour=(30, 60, 200),
+    ),
+    "Romance": dict(
+        words="love wedding kiss heart letter summer",
+        director="Rosa Amour",
+        actors=("Val Heart", "Sam Rose", "Ida Vow"),
+        year=1950,
+        colour=(220, 60, 40),
+    ),
+    "Horror": dict(
+        words="night blood ghost scream cellar curse",
+        director="Vlad Grim",
+        actors=("Mort Dread", "Ivy Crypt", "Bo Fang"),
+        year=1970,
+        colour=(15, 15, 20),
+    ),
 }
 GENRE_LIST = tuple(TASTES)
 
@@ -66,7 +84,9 @@ def make_catalogue(poster_dir: Path, n_per_genre: int = 20, seed: int = 0) -> tu
             img = Image.new("RGB", (40, 60), colour)
             img.paste(tuple(min(255, c + 40) for c in colour), (0, 0, 40, 15 + int(rng.integers(0, 20))))
             img.save(path)
-            movies.append({"movie_id": movie_id, "title": f"{genre} Tale {k} ({year})", "year": year, "genres": [genre]})
+            movies.append(
+                {"movie_id": movie_id, "title": f"{genre} Tale {k} ({year})", "year": year, "genres": [genre]}
+            )
             meta.append(
                 {
                     "movie_id": movie_id,
@@ -96,11 +116,22 @@ def make_users_and_ratings(movies: pl.DataFrame, n_users: int = 30, per_user: in
     for u in range(1, n_users + 1):
         fav = GENRE_LIST[(u - 1) % len(GENRE_LIST)]
         favourite[u] = fav
-        users.append({"user_id": u, "gender": "MF"[u % 2], "age": 25, "occupation": u % 21, "zip": f"{10000 + u}", "has_ratings": True})
+        users.append(
+            {
+                "user_id": u,
+                "gender": "MF"[u % 2],
+                "age": 25,
+                "occupation": u % 21,
+                "zip": f"{10000 + u}",
+                "has_ratings": True,
+            }
+        )
         own = [m for m in ids if genre_of[m] == fav]
         other = [m for m in ids if genre_of[m] != fav]
         # Fans mostly watch their genre (so taste shows in what is rated, not only how).
-        picks = list(rng.choice(own, per_user * 2 // 3, replace=False)) + list(rng.choice(other, per_user // 3, replace=False))
+        picks = list(rng.choice(own, per_user * 2 // 3, replace=False)) + list(
+            rng.choice(other, per_user // 3, replace=False)
+        )
         for j, m in enumerate(rng.permutation(picks)):
             r = int(rng.integers(4, 6)) if genre_of[m] == fav else int(rng.integers(1, 4))
             ratings.append({"user_id": u, "movie_id": int(m), "rating": r, "timestamp": 1_000_000 + 1000 * j + u})
@@ -121,7 +152,9 @@ def split_by_time(ratings: pl.DataFrame, share: float = 0.75) -> tuple[pl.DataFr
     return train, valid
 
 
-def llm_world(root: Path, n_agents: int, n_per_genre: int = 6, per_user: int = 6, list_length: int = 10, arm: str = "pop") -> dict:
+def llm_world(
+    root: Path, n_agents: int, n_per_genre: int = 6, per_user: int = 6, list_length: int = 10, arm: str = "pop"
+) -> dict:
     """Everything a simulation needs, built from the planted catalogue under `root` (posters
     included; the same `root` gives the same world, byte for byte): catalogue (the sandbox's),
     profiles, memories, ratings, each agent's list (its first `list_length` unrated movies),
@@ -137,7 +170,9 @@ def llm_world(root: Path, n_agents: int, n_per_genre: int = 6, per_user: int = 6
     movies, meta = make_catalogue(Path(root) / "posters", n_per_genre=n_per_genre)
     users, ratings, _ = make_users_and_ratings(movies, n_users=n_agents, per_user=per_user)
     catalogue = build_mm_ml_1m(movies, meta)
-    vectors = embed_catalogue(catalogue, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    vectors = embed_catalogue(
+        catalogue, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False)
+    )
     facts = build_movie_facts(catalogue, ratings)
     looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
     profiles = build_profiles(ratings, users, catalogue, facts=facts, poster_looks=looks)
@@ -146,11 +181,20 @@ def llm_world(root: Path, n_agents: int, n_per_genre: int = 6, per_user: int = 6
     all_ids = sorted(movies.get_column("movie_id").to_list())
     lists = {u: [m for m in all_ids if (u, m) not in rated][:list_length] for u in profiles}
     top_k = pl.DataFrame(
-        [{"arm": arm, "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)} for u in sorted(lists) for r, m in enumerate(lists[u])],
+        [
+            {"arm": arm, "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
+            for u in sorted(lists)
+            for r, m in enumerate(lists[u])
+        ],
         schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
     )
     return dict(
-        catalogue=Catalogue.from_frame(catalogue), catalogue_frame=catalogue, profiles=profiles, memories=memories,
-        ratings=ratings, lists=lists, top_k=top_k,
+        catalogue=Catalogue.from_frame(catalogue),
+        catalogue_frame=catalogue,
+        profiles=profiles,
+        memories=memories,
+        ratings=ratings,
+        lists=lists,
+        top_k=top_k,
         agents=[AgentSession(u, profiles[u], memories[u], 0.0, 0.0) for u in sorted(profiles)],
     )

@@ -100,7 +100,9 @@ class FakeOpenAI:
         """Queue one HTTP error (e.g. 429 with Retry-After, 503, 401)."""
         self._queue(Outcome(status=status, headers=dict(headers or {})))
 
-    def garbage(self, body: bytes = b"<html><body>502 Bad Gateway</body></html>", content_type: str = "application/json") -> None:
+    def garbage(
+        self, body: bytes = b"<html><body>502 Bad Gateway</body></html>", content_type: str = "application/json"
+    ) -> None:
         """Queue one HTTP 200 whose body is not a chat completion (a proxy's error page)."""
         self._queue(Outcome(raw=body, headers={"Content-Type": content_type}))
 
@@ -135,7 +137,9 @@ class FakeOpenAI:
                 outcome = self.script.popleft() if self.script else Outcome()
             policy = self.policy
         if outcome.status != 200:
-            return outcome, _json(_error("try later" if outcome.status in (429,) or outcome.status >= 500 else "refused", "server_error"))
+            return outcome, _json(
+                _error("try later" if outcome.status in (429,) or outcome.status >= 500 else "refused", "server_error")
+            )
         if outcome.raw is not None:
             return outcome, outcome.raw
         content = outcome.content
@@ -156,7 +160,11 @@ class FakeOpenAI:
 
     def stats(self) -> dict:
         with self._lock:
-            return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+            return {
+                "calls": self.calls,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+            }
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -213,7 +221,11 @@ class FakeOpenAI:
         try:
             body = json.loads(await request.read())
         except ValueError:
-            return web.Response(status=400, body=_json(_error("the request body is not JSON", "invalid_request_error")), content_type="application/json")
+            return web.Response(
+                status=400,
+                body=_json(_error("the request body is not JSON", "invalid_request_error")),
+                content_type="application/json",
+            )
         outcome, payload = self.respond(body, dict(request.headers))
         wait = self.latency_s + outcome.delay_s
         if wait:
@@ -239,8 +251,20 @@ def spawn(latency_ms: float = 0.0, policy: str = "scripted", host: str = "127.0.
     """Run the fake in a process of its own (`python -m fakes.openai_server`); yields its base
     URL and stops it at the end.  `stats(url)` reads its counts and CPU time."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fakes.openai_server", "--latency-ms", str(latency_ms), "--policy", policy, "--host", host],
-        stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "fakes.openai_server",
+            "--latency-ms",
+            str(latency_ms),
+            "--policy",
+            policy,
+            "--host",
+            host,
+        ],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline().strip()
@@ -265,8 +289,12 @@ def stats(base_url: str) -> dict:
         return json.loads(response.read())
 
 
-def completion(content: str, model: str = "test-model", prompt_tokens: int = PROMPT_TOKENS,
-               completion_tokens: int = COMPLETION_TOKENS) -> dict:
+def completion(
+    content: str,
+    model: str = "test-model",
+    prompt_tokens: int = PROMPT_TOKENS,
+    completion_tokens: int = COMPLETION_TOKENS,
+) -> dict:
     """The shape of an OpenAI chat completion."""
     return {
         "id": "chatcmpl-test",
@@ -274,7 +302,11 @@ def completion(content: str, model: str = "test-model", prompt_tokens: int = PRO
         "created": 1_700_000_000,
         "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
@@ -307,8 +339,13 @@ def uniform_agent(body: dict) -> str:
     if "Question: Do you feel satisfied" in text:
         return json.dumps({"satisfaction": int(rng.integers(1, 11)), "reason": reason})
     if "Pause and reflect" in text:  # the reflection prompt (Agent4Rec §2.1.2)
-        return json.dumps({"preferences": "I want more of what I rated well and less of the rest.",
-                           "satisfaction": int(rng.integers(1, 11)), "fatigue": int(rng.integers(1, 6))})
+        return json.dumps(
+            {
+                "preferences": "I want more of what I rated well and less of the rest.",
+                "satisfaction": int(rng.integers(1, 11)),
+                "fatigue": int(rng.integers(1, 6)),
+            }
+        )
     legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
     action = legal[int(rng.integers(len(legal)))]
     fields = {"action": action, "interest": int(rng.integers(1, 6)), "reason": reason}

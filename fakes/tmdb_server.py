@@ -51,25 +51,52 @@ class FakeMovie:
 
     def search_result(self) -> dict:
         return {
-            "adult": False, "backdrop_path": None, "genre_ids": [18], "id": self.id,
-            "original_language": "en", "original_title": self.original_title or self.title,
-            "overview": self.overview, "popularity": self.popularity, "poster_path": self.poster_path,
-            "release_date": self.release_date, "title": self.title, "video": False,
-            "vote_average": self.vote_average, "vote_count": self.vote_count,
+            "adult": False,
+            "backdrop_path": None,
+            "genre_ids": [18],
+            "id": self.id,
+            "original_language": "en",
+            "original_title": self.original_title or self.title,
+            "overview": self.overview,
+            "popularity": self.popularity,
+            "poster_path": self.poster_path,
+            "release_date": self.release_date,
+            "title": self.title,
+            "video": False,
+            "vote_average": self.vote_average,
+            "vote_count": self.vote_count,
         }
 
     def details(self) -> dict:
-        crew = [{"id": 900 + i, "name": n, "job": "Director", "department": "Directing", "credit_id": f"d{i}"}
-                for i, n in enumerate(self.directors)]
+        crew = [
+            {"id": 900 + i, "name": n, "job": "Director", "department": "Directing", "credit_id": f"d{i}"}
+            for i, n in enumerate(self.directors)
+        ]
         crew.append({"id": 999, "name": "A Writer", "job": "Screenplay", "department": "Writing", "credit_id": "w"})
         # Credits come back in arbitrary order; "order" is the billing.
-        cast = [{"id": 500 + order, "name": name, "character": f"Role {order}", "order": order, "cast_id": order,
-                 "credit_id": f"c{order}", "gender": 0, "profile_path": None} for name, order in reversed(self.cast)]
+        cast = [
+            {
+                "id": 500 + order,
+                "name": name,
+                "character": f"Role {order}",
+                "order": order,
+                "cast_id": order,
+                "credit_id": f"c{order}",
+                "gender": 0,
+                "profile_path": None,
+            }
+            for name, order in reversed(self.cast)
+        ]
         return {
             **self.search_result(),
-            "belongs_to_collection": None, "budget": 0, "homepage": "", "imdb_id": f"tt{self.id:07d}",
+            "belongs_to_collection": None,
+            "budget": 0,
+            "homepage": "",
+            "imdb_id": f"tt{self.id:07d}",
             "genres": [{"id": 18 + i, "name": g} for i, g in enumerate(self.genres)],
-            "runtime": 100, "status": "Released", "tagline": "",
+            "runtime": 100,
+            "status": "Released",
+            "tagline": "",
             "credits": {"id": self.id, "cast": cast, "crew": crew},
         }
 
@@ -125,13 +152,35 @@ class FakeTmdb:
     def _answer(self, path, query, headers, fault):
         if fault is not None:
             if fault.kind == "429":
-                return 429, {"Retry-After": fault.retry_after or "1", "Content-Type": "application/json"}, _json(
-                    {"status_code": 25, "status_message": "Your request count (#) is over the allowed limit of (40).", "success": False})
+                return (
+                    429,
+                    {"Retry-After": fault.retry_after or "1", "Content-Type": "application/json"},
+                    _json(
+                        {
+                            "status_code": 25,
+                            "status_message": "Your request count (#) is over the allowed limit of (40).",
+                            "success": False,
+                        }
+                    ),
+                )
             if fault.kind == "500":
-                return 500, {"Content-Type": "application/json"}, _json({"status_code": 11, "status_message": "Internal error.", "success": False})
+                return (
+                    500,
+                    {"Content-Type": "application/json"},
+                    _json({"status_code": 11, "status_message": "Internal error.", "success": False}),
+                )
             if fault.kind == "404":
-                return 404, {"Content-Type": "application/json"}, _json(
-                    {"status_code": 34, "status_message": "The resource you requested could not be found.", "success": False})
+                return (
+                    404,
+                    {"Content-Type": "application/json"},
+                    _json(
+                        {
+                            "status_code": 34,
+                            "status_message": "The resource you requested could not be found.",
+                            "success": False,
+                        }
+                    ),
+                )
             if fault.kind == "slow":
                 time.sleep(fault.delay_s)
             if fault.kind == "malformed":
@@ -141,21 +190,43 @@ class FakeTmdb:
         if path.startswith("/t/p/"):
             return self._image(path)
         if not self._authorised(query, headers):
-            return 401, {"Content-Type": "application/json"}, _json(
-                {"status_code": 7, "status_message": "Invalid API key: You must be granted a valid key.", "success": False})
+            return (
+                401,
+                {"Content-Type": "application/json"},
+                _json(
+                    {
+                        "status_code": 7,
+                        "status_message": "Invalid API key: You must be granted a valid key.",
+                        "success": False,
+                    }
+                ),
+            )
         if path == "/3/search/movie":
             return 200, {"Content-Type": "application/json"}, _json(self._search(query))
         m = re.fullmatch(r"/3/movie/(\d+)", path)
         if m:
             movie = next((mv for mv in self.movies if mv.id == int(m.group(1))), None)
             if movie is None:
-                return 404, {"Content-Type": "application/json"}, _json(
-                    {"status_code": 34, "status_message": "The resource you requested could not be found.", "success": False})
+                return (
+                    404,
+                    {"Content-Type": "application/json"},
+                    _json(
+                        {
+                            "status_code": 34,
+                            "status_message": "The resource you requested could not be found.",
+                            "success": False,
+                        }
+                    ),
+                )
             body = movie.details()
             if query.get("append_to_response") != "credits":
                 body.pop("credits")
             return 200, {"Content-Type": "application/json"}, _json(body)
-        return 404, {"Content-Type": "application/json"}, _json({"status_code": 34, "status_message": "not found", "success": False})
+        return (
+            404,
+            {"Content-Type": "application/json"},
+            _json({"status_code": 34, "status_message": "not found", "success": False}),
+        )
 
     def _authorised(self, query, headers) -> bool:
         auth = headers.get("Authorization") or headers.get("authorization") or ""
@@ -164,12 +235,20 @@ class FakeTmdb:
     def _search(self, query) -> dict:
         q = _norm(query.get("query", ""))
         year = query.get("year")
-        hits = [m for m in self.movies
-                if q and (q in _norm(m.title) or q in _norm(m.original_title or m.title))
-                and (year is None or m.release_date.startswith(str(year)))]
+        hits = [
+            m
+            for m in self.movies
+            if q
+            and (q in _norm(m.title) or q in _norm(m.original_title or m.title))
+            and (year is None or m.release_date.startswith(str(year)))
+        ]
         hits.sort(key=lambda m: -m.popularity)
-        return {"page": 1, "results": [m.search_result() for m in hits[:20]], "total_pages": 1 if hits else 0,
-                "total_results": len(hits)}
+        return {
+            "page": 1,
+            "results": [m.search_result() for m in hits[:20]],
+            "total_pages": 1 if hits else 0,
+            "total_results": len(hits),
+        }
 
     def _image(self, path):
         m = re.fullmatch(r"/t/p/w(\d+)/(.+)", path)
@@ -188,7 +267,9 @@ class FakeTmdb:
     def werkzeug_handler(self, request):
         from werkzeug import Response
 
-        status, headers, body = self.respond(request.path, {k: v for k, v in request.args.items()}, dict(request.headers))
+        status, headers, body = self.respond(
+            request.path, {k: v for k, v in request.args.items()}, dict(request.headers)
+        )
         return Response(body, status=status, headers=headers)
 
 

@@ -98,7 +98,14 @@ def save_fields(folder: Path, kind: str, version: int, obj: Any) -> None:
     from pydantic import BaseModel
 
     folder.mkdir(parents=True, exist_ok=True)
-    meta: dict[str, Any] = {"kind": kind, "format_version": version, "tables": [], "folders": [], "models": {}, "values": {}}
+    meta: dict[str, Any] = {
+        "kind": kind,
+        "format_version": version,
+        "tables": [],
+        "folders": [],
+        "models": {},
+        "values": {},
+    }
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if isinstance(value, pl.DataFrame):

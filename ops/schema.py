@@ -42,9 +42,24 @@ OCCUPATIONS = {
 }
 # The 18 ML-1M genres (ML-100K adds "unknown").
 GENRES = (
-    "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",
-    "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi",
-    "Thriller", "War", "Western",
+    "Action",
+    "Adventure",
+    "Animation",
+    "Children's",
+    "Comedy",
+    "Crime",
+    "Documentary",
+    "Drama",
+    "Fantasy",
+    "Film-Noir",
+    "Horror",
+    "Musical",
+    "Mystery",
+    "Romance",
+    "Sci-Fi",
+    "Thriller",
+    "War",
+    "Western",
 )
 
 USERS = {

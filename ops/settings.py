@@ -47,7 +47,9 @@ class SettingError(ValueError):
     """A setting the environment got wrong: one line, variable, value, what is allowed."""
 
 
-def setting(default: Any, env: str, help: str, *, ops: tuple[str, ...] = (), resource: str = "", sep: str = "", **bounds):
+def setting(
+    default: Any, env: str, help: str, *, ops: tuple[str, ...] = (), resource: str = "", sep: str = "", **bounds
+):
     """A settings field: `env` its variable, `ops` the op config fields it fills
     ("op.field"), `resource` the resource field it sets ("llm.model"), `sep` the separator of
     a list value; `bounds` are pydantic's (ge, le, ...)."""
@@ -65,74 +67,203 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # -- data
-    source: Source | None = setting(None, "SIMAB_SOURCE", "MovieLens source: synthetic (default, offline) | local | download", ops=("movielens.source",))
-    local_path: str | None = setting(None, "SIMAB_LOCAL_PATH", "folder of ML-1M `*.dat` or ML-100K `u.*` files (source local)", ops=("movielens.local_path",))
+    source: Source | None = setting(
+        None,
+        "SIMAB_SOURCE",
+        "MovieLens source: synthetic (default, offline) | local | download",
+        ops=("movielens.source",),
+    )
+    local_path: str | None = setting(
+        None,
+        "SIMAB_LOCAL_PATH",
+        "folder of ML-1M `*.dat` or ML-100K `u.*` files (source local)",
+        ops=("movielens.local_path",),
+    )
     dataset: Dataset | None = setting(None, "SIMAB_DATASET", "archive for source download", ops=("movielens.dataset",))
-    metadata_source: MetadataSource | None = setting(None, "SIMAB_METADATA_SOURCE", "metadata and posters (default auto)",
-                                                     ops=("movie_metadata.source",))
-    metadata_path: str | None = setting(None, "SIMAB_METADATA_PATH", "local metadata file (e.g. movies_extrainfos.dat)",
-                                        ops=("movie_metadata.metadata_path",))
-    poster_dirs: list[str] | None = setting(None, "SIMAB_POSTER_DIRS", "folders of `<movie_id>.jpg` posters, in order of preference", ops=("movie_metadata.poster_dirs",), sep=os.pathsep)
-    links_path: str | None = setting(None, "SIMAB_LINKS_PATH", "MovieLens links table (movieId, imdbId, tmdbId)",
-                                     ops=("movie_metadata.links_path",))
+    metadata_source: MetadataSource | None = setting(
+        None, "SIMAB_METADATA_SOURCE", "metadata and posters (default auto)", ops=("movie_metadata.source",)
+    )
+    metadata_path: str | None = setting(
+        None,
+        "SIMAB_METADATA_PATH",
+        "local metadata file (e.g. movies_extrainfos.dat)",
+        ops=("movie_metadata.metadata_path",),
+    )
+    poster_dirs: list[str] | None = setting(
+        None,
+        "SIMAB_POSTER_DIRS",
+        "folders of `<movie_id>.jpg` posters, in order of preference",
+        ops=("movie_metadata.poster_dirs",),
+        sep=os.pathsep,
+    )
+    links_path: str | None = setting(
+        None, "SIMAB_LINKS_PATH", "MovieLens links table (movieId, imdbId, tmdbId)", ops=("movie_metadata.links_path",)
+    )
     # -- arms
-    arms: list[str] | None = setting(None, "SIMAB_ARMS", "the arms of a full run, the schedule and the sensor (default "
-                                     "random,pop,fm,deepfm)", sep=",",
-                                     ops=("simulation_events.arms", "llm_cost_estimate.arms", "ab_agent_table2.arms", "brain_comparison.arms"))
-    max_epochs: int | None = setting(None, "SIMAB_MAX_EPOCHS", "epochs of the CTR arms and their refits (default 20, early stop)",
-                                     ops=("recommender_arm.max_epochs", "augmentation_metrics.max_epochs", "ab_agent_table5.max_epochs",
-                                          "agent_round.max_epochs", "filter_bubble.max_epochs"), ge=1)
-    control: str | None = setting(None, "SIMAB_CONTROL", "the control arm of the read-out (default pop)",
-                                  ops=("ab_readout.control",))
+    arms: list[str] | None = setting(
+        None,
+        "SIMAB_ARMS",
+        "the arms of a full run, the schedule and the sensor (default random,pop,fm,deepfm)",
+        sep=",",
+        ops=("simulation_events.arms", "llm_cost_estimate.arms", "ab_agent_table2.arms", "brain_comparison.arms"),
+    )
+    max_epochs: int | None = setting(
+        None,
+        "SIMAB_MAX_EPOCHS",
+        "epochs of the CTR arms and their refits (default 20, early stop)",
+        ops=(
+            "recommender_arm.max_epochs",
+            "augmentation_metrics.max_epochs",
+            "ab_agent_table5.max_epochs",
+            "agent_round.max_epochs",
+            "filter_bubble.max_epochs",
+        ),
+        ge=1,
+    )
+    control: str | None = setting(
+        None, "SIMAB_CONTROL", "the control arm of the read-out (default pop)", ops=("ab_readout.control",)
+    )
     # -- simulation
-    agents: int | None = setting(None, "SIMAB_AGENTS", "agents simulated per arm, a seeded sample (default 0 = every user with a list)", ops=("simulation_events.n_agents", "llm_cost_estimate.n_agents",
-                                                    "experiment_simulation_events.n_agents", "agent_round.n_agents",
-                                                    "filter_bubble.n_agents"), ge=0)
-    brain: BrainName | None = setting(None, "SIMAB_BRAIN", "who decides: embedded (default, offline) | llm (the `llm` resource)", ops=("simulation_events.brain", "agent_round.brain",
-                                                         *(f"{op}.brain" for op in _ALIGNMENT if op != "social_traits_alignment")))
-    sessions: int | None = setting(None, "SIMAB_SESSIONS", "independent sessions of every agent on an arm (default 1)",
-                                   ops=("simulation_events.sessions_per_agent", "llm_cost_estimate.sessions_per_agent"), ge=1)
-    persona: Persona | None = setting(None, "SIMAB_PERSONA", "LLM brain: traits (default) | matched (job simab_personas first)", ops=("simulation_events.persona", "llm_cost_estimate.persona"))
+    agents: int | None = setting(
+        None,
+        "SIMAB_AGENTS",
+        "agents simulated per arm, a seeded sample (default 0 = every user with a list)",
+        ops=(
+            "simulation_events.n_agents",
+            "llm_cost_estimate.n_agents",
+            "experiment_simulation_events.n_agents",
+            "agent_round.n_agents",
+            "filter_bubble.n_agents",
+        ),
+        ge=0,
+    )
+    brain: BrainName | None = setting(
+        None,
+        "SIMAB_BRAIN",
+        "who decides: embedded (default, offline) | llm (the `llm` resource)",
+        ops=(
+            "simulation_events.brain",
+            "agent_round.brain",
+            *(f"{op}.brain" for op in _ALIGNMENT if op != "social_traits_alignment"),
+        ),
+    )
+    sessions: int | None = setting(
+        None,
+        "SIMAB_SESSIONS",
+        "independent sessions of every agent on an arm (default 1)",
+        ops=("simulation_events.sessions_per_agent", "llm_cost_estimate.sessions_per_agent"),
+        ge=1,
+    )
+    persona: Persona | None = setting(
+        None,
+        "SIMAB_PERSONA",
+        "LLM brain: traits (default) | matched (job simab_personas first)",
+        ops=("simulation_events.persona", "llm_cost_estimate.persona"),
+    )
     rounds: int = setting(4, "SIMAB_ROUNDS", "round partitions of `agent_round` (Agent4Rec: 4)", ge=1)
-    nightly: Nightly = setting("fresh", "SIMAB_NIGHTLY", "the nightly schedule: fresh re-simulates every arm; continue runs each "
-                               "arm's next round")
+    nightly: Nightly = setting(
+        "fresh",
+        "SIMAB_NIGHTLY",
+        "the nightly schedule: fresh re-simulates every arm; continue runs each arm's next round",
+    )
     # -- read-out
-    alignment_agents: int | None = setting(None, "SIMAB_ALIGNMENT_AGENTS", "agents of each alignment protocol (default 200; 0 = all)", ops=tuple(f"{op}.n_agents" for op in _ALIGNMENT), ge=0)
-    fidelity_tau_floor: float | None = setting(None, "SIMAB_FIDELITY_TAU_FLOOR", "Kendall τ(CTR, NDCG@20) below this warns (default "
-                                               "0.6)", ops=("ab_readout_fidelity_trust.tau_floor", "simab_report.tau_floor"), ge=-1, le=1)
-    primary_metric: str | None = setting(None, "SIMAB_PRIMARY_METRIC", "the metric the report's verdict opens on (default ctr)",
-                                         ops=("simab_report.primary_metric",))
+    alignment_agents: int | None = setting(
+        None,
+        "SIMAB_ALIGNMENT_AGENTS",
+        "agents of each alignment protocol (default 200; 0 = all)",
+        ops=tuple(f"{op}.n_agents" for op in _ALIGNMENT),
+        ge=0,
+    )
+    fidelity_tau_floor: float | None = setting(
+        None,
+        "SIMAB_FIDELITY_TAU_FLOOR",
+        "Kendall τ(CTR, NDCG@20) below this warns (default 0.6)",
+        ops=("ab_readout_fidelity_trust.tau_floor", "simab_report.tau_floor"),
+        ge=-1,
+        le=1,
+    )
+    primary_metric: str | None = setting(
+        None,
+        "SIMAB_PRIMARY_METRIC",
+        "the metric the report's verdict opens on (default ctr)",
+        ops=("simab_report.primary_metric",),
+    )
     # -- the LLM endpoint (resource `llm`)
-    llm_base_url: str | None = setting(None, "SIMAB_LLM_BASE_URL", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
-                                       "(default $OPENAI_BASE_URL, else OpenAI)", resource="llm.base_url")
+    llm_base_url: str | None = setting(
+        None,
+        "SIMAB_LLM_BASE_URL",
+        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (default $OPENAI_BASE_URL, else OpenAI)",
+        resource="llm.base_url",
+    )
     llm_model: str | None = setting(None, "SIMAB_LLM_MODEL", "model name the endpoint serves", resource="llm.model")
-    llm_api_key_env: str | None = setting(None, "SIMAB_LLM_API_KEY_ENV", "NAME of the variable holding the key (default "
-                                          "OPENAI_API_KEY); the key itself is never a setting", resource="llm.api_key_env")
-    llm_api_key_required: bool | None = setting(None, "SIMAB_LLM_API_KEY_REQUIRED", "false: a local server that needs no key", resource="llm.api_key_required")
-    llm_vision: bool | None = setting(None, "SIMAB_LLM_VISION", "posters as images (true) or palette captions (false)",
-                                      resource="llm.vision")
-    llm_concurrency: int | None = setting(None, "SIMAB_LLM_CONCURRENCY", "requests in flight at once",
-                                          resource="llm.concurrency", ge=1)
-    llm_timeout_s: float | None = setting(None, "SIMAB_LLM_TIMEOUT_S", "seconds one HTTP request may take",
-                                          resource="llm.timeout_s", gt=0)
-    llm_price_prompt_per_1m: float | None = setting(None, "SIMAB_LLM_PRICE_PROMPT_PER_1M", "USD per 1M prompt tokens (the bill)", resource="llm.price_prompt_per_1m", ge=0)
-    llm_price_completion_per_1m: float | None = setting(None, "SIMAB_LLM_PRICE_COMPLETION_PER_1M", "USD per 1M completion tokens", resource="llm.price_completion_per_1m", ge=0)
-    max_cost_usd: float | None = setting(None, "SIMAB_MAX_COST_USD", "refuse LLM work estimated above this many USD (0: no limit)", resource="llm.max_cost_usd", ge=0)
+    llm_api_key_env: str | None = setting(
+        None,
+        "SIMAB_LLM_API_KEY_ENV",
+        "NAME of the variable holding the key (default OPENAI_API_KEY); the key itself is never a setting",
+        resource="llm.api_key_env",
+    )
+    llm_api_key_required: bool | None = setting(
+        None, "SIMAB_LLM_API_KEY_REQUIRED", "false: a local server that needs no key", resource="llm.api_key_required"
+    )
+    llm_vision: bool | None = setting(
+        None, "SIMAB_LLM_VISION", "posters as images (true) or palette captions (false)", resource="llm.vision"
+    )
+    llm_concurrency: int | None = setting(
+        None, "SIMAB_LLM_CONCURRENCY", "requests in flight at once", resource="llm.concurrency", ge=1
+    )
+    llm_timeout_s: float | None = setting(
+        None, "SIMAB_LLM_TIMEOUT_S", "seconds one HTTP request may take", resource="llm.timeout_s", gt=0
+    )
+    llm_price_prompt_per_1m: float | None = setting(
+        None,
+        "SIMAB_LLM_PRICE_PROMPT_PER_1M",
+        "USD per 1M prompt tokens (the bill)",
+        resource="llm.price_prompt_per_1m",
+        ge=0,
+    )
+    llm_price_completion_per_1m: float | None = setting(
+        None,
+        "SIMAB_LLM_PRICE_COMPLETION_PER_1M",
+        "USD per 1M completion tokens",
+        resource="llm.price_completion_per_1m",
+        ge=0,
+    )
+    max_cost_usd: float | None = setting(
+        None,
+        "SIMAB_MAX_COST_USD",
+        "refuse LLM work estimated above this many USD (0: no limit)",
+        resource="llm.max_cost_usd",
+        ge=0,
+    )
     # -- scale
     shards: int = setting(1, "SIMAB_SHARDS", "user shards of the simulation (1: one partition per arm)", ge=1)
-    deployment: Deployment = setting("local", "SIMAB_DEPLOYMENT", "local (SQLite MLflow store) | server (MLflow at "
-                                     "$MLFLOW_TRACKING_URI)")
-    executor: Executor = setting("multiprocess", "SIMAB_EXECUTOR", "multiprocess | celery (workers on $SIMAB_CELERY_BROKER)")
-    celery_broker: str = setting("", "SIMAB_CELERY_BROKER", "broker of the celery executor, e.g. redis://127.0.0.1:6379/0")
-    celery_backend: str = setting("", "SIMAB_CELERY_BACKEND", "result backend of the celery executor (default: the broker)")
-    mlflow_tracking_uri: str = setting("", "MLFLOW_TRACKING_URI", "MLflow's own variable: the tracking server (deployment server)")
+    deployment: Deployment = setting(
+        "local", "SIMAB_DEPLOYMENT", "local (SQLite MLflow store) | server (MLflow at $MLFLOW_TRACKING_URI)"
+    )
+    executor: Executor = setting(
+        "multiprocess", "SIMAB_EXECUTOR", "multiprocess | celery (workers on $SIMAB_CELERY_BROKER)"
+    )
+    celery_broker: str = setting(
+        "", "SIMAB_CELERY_BROKER", "broker of the celery executor, e.g. redis://127.0.0.1:6379/0"
+    )
+    celery_backend: str = setting(
+        "", "SIMAB_CELERY_BACKEND", "result backend of the celery executor (default: the broker)"
+    )
+    mlflow_tracking_uri: str = setting(
+        "", "MLFLOW_TRACKING_URI", "MLflow's own variable: the tracking server (deployment server)"
+    )
     # -- places
-    home: Path = setting(PROJECT_ROOT / "data", "SIMAB_HOME", "the data folder: assets, MLflow store, caches, reports, logs")
+    home: Path = setting(
+        PROJECT_ROOT / "data", "SIMAB_HOME", "the data folder: assets, MLflow store, caches, reports, logs"
+    )
     viewer_url: str = setting("http://127.0.0.1:8050", "SIMAB_VIEWER_URL", "the trajectory viewer's address in links")
     dagster_ui_url: str = setting("http://127.0.0.1:3000", "SIMAB_DAGSTER_UI_URL", "the Dagster UI's address in links")
     mlflow_ui_url: str = setting("http://127.0.0.1:5000", "SIMAB_MLFLOW_UI_URL", "the MLflow UI's address in links")
-    shared_data: Path = setting(PROJECT_ROOT.parent / "shared" / "data", "SIMAB_SHARED_DATA",
-                                "reference data for benchmarks and real-data tests (never shipped)")
+    shared_data: Path = setting(
+        PROJECT_ROOT.parent / "shared" / "data",
+        "SIMAB_SHARED_DATA",
+        "reference data for benchmarks and real-data tests (never shipped)",
+    )
 
     # Not from the environment: `--set OP.FIELD=VALUE` of `python -m pipelines.experiments`,
     # above the environment as a launchpad edit would be.
@@ -228,9 +359,22 @@ def markdown_table() -> str:
     for name, info in declared().items():
         extra = _extra(info)
         default = info.default
-        shown = "–" if default is None else (
-            "`data/` in the project" if name == "home" else "`../shared/data`" if name == "shared_data" else f"`{default}`" if default != "" else "empty")
-        feeds = ", ".join(f"`{t}`" for t in extra["ops"]) or (f"resource `{extra['resource']}`" if extra["resource"] else "")
+        shown = (
+            "–"
+            if default is None
+            else (
+                "`data/` in the project"
+                if name == "home"
+                else "`../shared/data`"
+                if name == "shared_data"
+                else f"`{default}`"
+                if default != ""
+                else "empty"
+            )
+        )
+        feeds = ", ".join(f"`{t}`" for t in extra["ops"]) or (
+            f"resource `{extra['resource']}`" if extra["resource"] else ""
+        )
         what = (info.description + (f" → {feeds}" if feeds else "")).replace("|", "\\|")  # a pipe would end the cell
         rows.append(f"| `{extra['env']}` | {allowed(name)} | {shown} | {what} |")
     return "\n".join(rows)

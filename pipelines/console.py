@@ -97,12 +97,20 @@ class LifecycleConsole:
         for column in ("arm", "CTR", "CVR", "AR", "NDCG@20"):
             table.add_column(column, no_wrap=True, min_width=14)
         for arm, cells in headline.get("arms", {}).items():
-            table.add_row(arm, *(_cell(cells.get(k), 2 if k == "average_rating" else 3) for k in ("ctr", "cvr", "average_rating", "ndcg_at_k")))
+            table.add_row(
+                arm,
+                *(
+                    _cell(cells.get(k), 2 if k == "average_rating" else 3)
+                    for k in ("ctr", "cvr", "average_rating", "ndcg_at_k")
+                ),
+            )
         self.line()
         for said in verdict_lines(headline):
             self.line(said, style="bold red" if said.startswith("WARNING:") else None)
         self.line()
-        self.line(f"A/B read-out against {headline.get('control')}: mean [95 % interval] over agents; NDCG@20 offline, over test users")
+        self.line(
+            f"A/B read-out against {headline.get('control')}: mean [95 % interval] over agents; NDCG@20 offline, over test users"
+        )
         self.console.print(table)
         self.line()
         for name, where in places:
@@ -139,7 +147,11 @@ class Stage:
         elif kind == "STEP_FAILURE":
             self.failed_steps.append(event.step_key or "?")
             self.progress.advance(self.task)
-        elif kind == "ASSET_MATERIALIZATION" and event.asset_key is not None and event.asset_key.to_user_string() == "llm_cost_estimate":
+        elif (
+            kind == "ASSET_MATERIALIZATION"
+            and event.asset_key is not None
+            and event.asset_key.to_user_string() == "llm_cost_estimate"
+        ):
             metadata = event.event_specific_data.materialization.metadata
             self.notes.append(_bill(metadata))
 
@@ -184,5 +196,7 @@ def _bill(metadata) -> str:
 
     limit = value("max_cost_usd")
     limit = f"limit ${limit:,.2f}" if isinstance(limit, (int, float)) and limit else "no cost limit"
-    return (f"LLM bill before the simulation: {value('calls'):,} calls, {value('tokens'):,} tokens, ${value('cost (USD)'):,.2f} "
-            f"(ceiling ${value('ceiling (USD)'):,.2f}, {limit}) on {value('model')}")
+    return (
+        f"LLM bill before the simulation: {value('calls'):,} calls, {value('tokens'):,} tokens, ${value('cost (USD)'):,.2f} "
+        f"(ceiling ${value('ceiling (USD)'):,.2f}, {limit}) on {value('model')}"
+    )

@@ -51,8 +51,12 @@ def plan(name: str, settings) -> list[Step]:
     if name == "table5":
         cfg = ops.get("ab_agent_table5", {})
         arm, brain = cfg.get("simulated_arm", "deepfm"), cfg.get("brain", "embedded")
-        return [prepare, Step("experiment_arm", arm),
-                *(Step("experiment_simulation", f"{arm}|{condition_name(brain, v)}") for v in (True, False)), own]
+        return [
+            prepare,
+            Step("experiment_arm", arm),
+            *(Step("experiment_simulation", f"{arm}|{condition_name(brain, v)}") for v in (True, False)),
+            own,
+        ]
     if name == "thumbnails":
         return [prepare, own]
     if name == "brains":
@@ -60,7 +64,12 @@ def plan(name: str, settings) -> list[Step]:
         names = arms("brain_comparison", settings.arms)
         brains = cfg.get("brains", ["embedded", "llm"])
         vision = cfg.get("vision", True)
-        return [prepare, *arm_steps(names), *(Step("experiment_simulation", f"{a}|{condition_name(b, vision)}") for a in names for b in brains), own]
+        return [
+            prepare,
+            *arm_steps(names),
+            *(Step("experiment_simulation", f"{a}|{condition_name(b, vision)}") for a in names for b in brains),
+            own,
+        ]
     raise ValueError(f"unknown experiment {name!r}; known: {list(EXPERIMENT_ASSETS)}")
 
 
@@ -103,21 +112,30 @@ def run_experiments(names: list[str], settings, reuse: bool = False, instance=No
         started = time.perf_counter()
         steps = []
         for step in plan(name, settings):
-            if step.label in done or (reuse and step.job != f"experiment_{name}" and _materialised(instance, defs, step)):
+            if step.label in done or (
+                reuse and step.job != f"experiment_{name}" and _materialised(instance, defs, step)
+            ):
                 say(f"{name}: {step.label} already materialised, skipped")
                 steps.append((step.label, 0.0, True))
                 continue
             t0 = time.perf_counter()
             say(f"{name}: {step.label} …")
             job = defs.resolve_job_def(step.job)
-            result = job.execute_in_process(instance=instance, partition_key=step.partition, run_config=run_config_for(step.job, settings),
-                                            raise_on_error=False, tags={"simab/experiment": name})
+            result = job.execute_in_process(
+                instance=instance,
+                partition_key=step.partition,
+                run_config=run_config_for(step.job, settings),
+                raise_on_error=False,
+                tags={"simab/experiment": name},
+            )
             seconds = time.perf_counter() - t0
             if not result.success:
                 from pipelines.console import failure_text
 
                 reasons = [f"    {e.step_key}: {failure_text(e)}" for e in result.all_events if e.is_failure][:5]
-                raise SystemExit("\n".join([f"experiment {name}: {step.label} failed (Dagster run {result.run_id}):", *reasons]))
+                raise SystemExit(
+                    "\n".join([f"experiment {name}: {step.label} failed (Dagster run {result.run_id}):", *reasons])
+                )
             say(f"{name}: {step.label} done in {seconds:.0f} s")
             steps.append((step.label, seconds, False))
             done.add(step.label)
@@ -149,11 +167,22 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="+", choices=list(EXPERIMENT_ASSETS), metavar="EXPERIMENT",
-                        help=f"one or more of {', '.join(EXPERIMENT_ASSETS)}")
+    parser.add_argument(
+        "experiments",
+        nargs="+",
+        choices=list(EXPERIMENT_ASSETS),
+        metavar="EXPERIMENT",
+        help=f"one or more of {', '.join(EXPERIMENT_ASSETS)}",
+    )
     parser.add_argument("--arms", help="comma-separated arms of Table 2 and the brain comparison (default $SIMAB_ARMS)")
     parser.add_argument("--reuse", action="store_true", help="skip steps already materialised in this $DAGSTER_HOME")
-    parser.add_argument("--set", action="append", default=[], metavar="OP.FIELD=VALUE", help="override one run-config field (JSON value)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="OP.FIELD=VALUE",
+        help="override one run-config field (JSON value)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -170,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     results = run_experiments(args.experiments, settings, reuse=args.reuse)
     for name, result in results.items():
         print(f"\n{result['table'].read_text(encoding='utf-8')}")
-        times = ", ".join(f"{label} {seconds:.0f} s" + (" (reused)" if skipped else "") for label, seconds, skipped in result["steps"])
+        times = ", ".join(
+            f"{label} {seconds:.0f} s" + (" (reused)" if skipped else "") for label, seconds, skipped in result["steps"]
+        )
         print(f"{name}: wall time {result['wall_s']:.0f} s ({times}); table in {result['table'].parent}")
     sys.stdout.flush()
     return 0

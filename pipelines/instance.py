@@ -100,7 +100,12 @@ def mark_dead_runs_failed(instance, home: str | Path, tracking=None) -> list[str
     (an `MlflowTracking`): their MLflow parents end KILLED."""
     from dagster import DagsterRunStatus, RunsFilter
 
-    unfinished = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+    unfinished = [
+        DagsterRunStatus.NOT_STARTED,
+        DagsterRunStatus.STARTING,
+        DagsterRunStatus.STARTED,
+        DagsterRunStatus.CANCELING,
+    ]
     dead = []
     for record in instance.get_run_records(filters=RunsFilter(statuses=unfinished)):
         run = record.dagster_run

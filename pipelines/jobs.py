@@ -54,7 +54,18 @@ from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
 from pipelines.run_config import EXPERIMENT_ASSETS, OP_SETTINGS, RunSettings, uses_llm
 
-ASSET_MODULES = [ingestion, mm_ml_1m, split, recommenders, agents, simulation, augmentation, alignment, report, experiments]
+ASSET_MODULES = [
+    ingestion,
+    mm_ml_1m,
+    split,
+    recommenders,
+    agents,
+    simulation,
+    augmentation,
+    alignment,
+    report,
+    experiments,
+]
 
 JOB_SELECTIONS = {
     "simab_prepare": (
@@ -69,8 +80,14 @@ JOB_SELECTIONS = {
         AssetSelection.groups("report", "alignment"),
         "A/B read-out over the simulated arms, fidelity (with its warning check), the agents' alignment protocols, report",
     ),
-    "simab_alignment": (AssetSelection.groups("alignment"), "the alignment protocols alone: how far to trust the agents (e.g. for the LLM brain)"),
-    "simab_resimulate": (AssetSelection.assets("simulation_events"), "re-simulate one arm against its current model and agents"),
+    "simab_alignment": (
+        AssetSelection.groups("alignment"),
+        "the alignment protocols alone: how far to trust the agents (e.g. for the LLM brain)",
+    ),
+    "simab_resimulate": (
+        AssetSelection.assets("simulation_events"),
+        "re-simulate one arm against its current model and agents",
+    ),
     "simab_personas": (
         AssetSelection.assets("llm_personas"),
         "SimUSER persona matching for the LLM brain (candidates written and scored on held-out ratings; then SIMAB_PERSONA=matched)",
@@ -79,7 +96,10 @@ JOB_SELECTIONS = {
         AssetSelection.assets("round_events", "memory_after_round", "round_training_rows"),
         "one round of one arm (partition arm|round): retrain on the earlier rounds' clicks and views, simulate with the grown memories",
     ),
-    "simab_filter_bubble": (AssetSelection.assets("filter_bubble"), "Agent4Rec §4.1: the filter bubble over four rounds of an MF-style arm"),
+    "simab_filter_bubble": (
+        AssetSelection.assets("filter_bubble"),
+        "Agent4Rec §4.1: the filter bubble over four rounds of an MF-style arm",
+    ),
     # The papers' experiments (`python -m pipelines.experiments <name>` runs each with what it needs).
     "experiment_arm": (
         AssetSelection.groups("recommenders") | AssetSelection.assets("simulation_events"),
@@ -89,22 +109,34 @@ JOB_SELECTIONS = {
         AssetSelection.assets("experiment_simulation_events"),
         "an arm simulated under one condition (brain, with or without vision), beside the lifecycle's simulation",
     ),
-    **{f"experiment_{name}": (
-        AssetSelection.assets(asset),
-        f"writes {asset} beside the paper from the stored arms and simulations it reads (materialise them first with experiment_arm / "
-        f"experiment_simulation, or run `python -m pipelines.experiments {name}`, which does)",
-    ) for name, asset in EXPERIMENT_ASSETS.items()},
+    **{
+        f"experiment_{name}": (
+            AssetSelection.assets(asset),
+            f"writes {asset} beside the paper from the stored arms and simulations it reads (materialise them first with experiment_arm / "
+            f"experiment_simulation, or run `python -m pipelines.experiments {name}`, which does)",
+        )
+        for name, asset in EXPERIMENT_ASSETS.items()
+    },
 }
 
 SHARDED_JOB_SELECTIONS = {
     **JOB_SELECTIONS,
-    "simab_arm": (AssetSelection.groups("recommenders"), "one arm: train, top-20 lists, offline metrics (then simab_simulate per shard, simab_combine)"),
-    "simab_simulate": (AssetSelection.assets("simulation_shard"), "one user shard of one arm: its agents' sessions (partition <arm>|<shard>)"),
+    "simab_arm": (
+        AssetSelection.groups("recommenders"),
+        "one arm: train, top-20 lists, offline metrics (then simab_simulate per shard, simab_combine)",
+    ),
+    "simab_simulate": (
+        AssetSelection.assets("simulation_shard"),
+        "one user shard of one arm: its agents' sessions (partition <arm>|<shard>)",
+    ),
     "simab_combine": (
         AssetSelection.assets("simulation_events") | AssetSelection.groups("augmentation"),
         "one arm: its shards' events combined, models refit on the simulated data",
     ),
-    "simab_resimulate": (AssetSelection.assets("simulation_shard"), "re-simulate one shard of one arm against its current model and agents"),
+    "simab_resimulate": (
+        AssetSelection.assets("simulation_shard"),
+        "re-simulate one shard of one arm against its current model and agents",
+    ),
 }
 # The jobs that estimate the LLM bill first: those that hold the arm-partitioned estimate.
 LLM_BILL_JOBS = {False: ("simab_arm", "simab_resimulate", "experiment_arm"), True: ("simab_arm",)}
@@ -120,7 +152,9 @@ def _build_assets(shards: int, rounds_: int) -> tuple[list, list]:
     assets = load_assets_from_modules(ASSET_MODULES)
     if shards > 1:
         # The simulation in user shards: `simulation_events` becomes their combination.
-        assets = [a for a in assets if AssetKey("simulation_events") not in a.keys] + simulation.sharded_simulation_assets(shards)
+        assets = [
+            a for a in assets if AssetKey("simulation_events") not in a.keys
+        ] + simulation.sharded_simulation_assets(shards)
     return [*assets, *rounds.build_round_assets(rounds_)], [*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS]
 
 
@@ -144,7 +178,10 @@ def job_ops(name: str, settings: RunSettings) -> dict[str, set[str]]:
     keys = job_selection(name, settings)[0].resolve(assets)
     nodes = [a.node_def for a in assets if set(a.keys) & keys]
     nodes += [c.node_def for c in checks if any(spec.asset_key in keys for spec in c.check_specs)]
-    return {n.name: set(getattr(n.config_schema.config_type, "fields", None) or ()) if n.config_schema else set() for n in nodes}
+    return {
+        n.name: set(getattr(n.config_schema.config_type, "fields", None) or ()) if n.config_schema else set()
+        for n in nodes
+    }
 
 
 def run_config_for(job_name: str, settings: RunSettings) -> dict:
@@ -166,7 +203,9 @@ def build_jobs(settings: RunSettings) -> dict:
     jobs = {}
     for name in SHARDED_JOB_SELECTIONS if settings.shards > 1 else JOB_SELECTIONS:
         selection, description = job_selection(name, settings)
-        jobs[name] = define_asset_job(name, selection=selection, description=description, config=run_config_for(name, settings) or None)
+        jobs[name] = define_asset_job(
+            name, selection=selection, description=description, config=run_config_for(name, settings) or None
+        )
     return jobs
 
 
@@ -181,7 +220,11 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
     rounds_config = run_config_for("simab_rounds", settings)
     continuing = settings.nightly == "continue"
 
-    @schedule(job=jobs["simab_rounds" if continuing else "simab_resimulate"], cron_schedule="0 2 * * *", default_status=DefaultScheduleStatus.RUNNING)
+    @schedule(
+        job=jobs["simab_rounds" if continuing else "simab_resimulate"],
+        cron_schedule="0 2 * * *",
+        default_status=DefaultScheduleStatus.RUNNING,
+    )
     def nightly_resimulation(context: ScheduleEvaluationContext):
         """Every night, every configured arm ($SIMAB_ARMS), each of its user shards, is simulated again: afresh from
         the train-window memories, or ($SIMAB_NIGHTLY=continue) as its next round, from the
@@ -189,7 +232,12 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
         night = context.scheduled_execution_time.strftime("%Y-%m-%d")
         if not continuing:
             for key in partitions:
-                yield RunRequest(run_key=f"{night}-{key}", partition_key=key, tags={"simab/night": night}, run_config=resimulate_config)
+                yield RunRequest(
+                    run_key=f"{night}-{key}",
+                    partition_key=key,
+                    tags={"simab/night": night},
+                    run_config=resimulate_config,
+                )
             return
         done = context.instance.get_materialized_partitions(AssetKey("memory_after_round"))
         for arm in arms:
@@ -198,7 +246,9 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
                 context.log.info(f"arm {arm!r}: all {settings.rounds} rounds simulated ($SIMAB_ROUNDS)")
                 continue
             key = MultiPartitionKey({"arm": arm, "round": str(next_round)})
-            yield RunRequest(run_key=f"{night}-{key}", partition_key=key, tags={"simab/night": night}, run_config=rounds_config)
+            yield RunRequest(
+                run_key=f"{night}-{key}", partition_key=key, tags={"simab/night": night}, run_config=rounds_config
+            )
 
     @sensor(job=jobs["simab_readout"], minimum_interval_seconds=300, default_status=DefaultSensorStatus.RUNNING)
     def readout_after_simulation(context: SensorEvaluationContext):
@@ -234,11 +284,19 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
                 event = _latest_partition_materialization(instance, arm_shard_key(arm, k), "simulation_shard")
                 newest.append(event.timestamp if event is not None and event.timestamp > since else None)
             if all(t is not None for t in newest):
-                requests.append(RunRequest(run_key=f"combine-{arm}-{max(newest) * 1000:.0f}", partition_key=arm, run_config=combine_config,
-                                           asset_selection=[AssetKey("simulation_events")]))
+                requests.append(
+                    RunRequest(
+                        run_key=f"combine-{arm}-{max(newest) * 1000:.0f}",
+                        partition_key=arm,
+                        run_config=combine_config,
+                        asset_selection=[AssetKey("simulation_events")],
+                    )
+                )
             else:
                 waiting.append(f"{arm}: shard(s) {[k for k, t in enumerate(newest) if t is None]}")
-        return requests or SkipReason(f"no arm has all {shards} shards simulated since its events were combined ({'; '.join(waiting)})")
+        return requests or SkipReason(
+            f"no arm has all {shards} shards simulated since its events were combined ({'; '.join(waiting)})"
+        )
 
     return [nightly_resimulation], [readout_after_simulation, combine_after_shards]
 

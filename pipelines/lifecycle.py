@@ -57,8 +57,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", help="comma-separated arms (default $SIMAB_ARMS or random,pop,fm,deepfm)")
-    parser.add_argument("--resume", action="store_true", help="continue the last lifecycle of $DAGSTER_HOME after a kill or a failure")
-    parser.add_argument("--verbose", action="store_true", help="print the whole log on the console instead of the stage lines")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the last lifecycle of $DAGSTER_HOME after a kill or a failure"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="print the whole log on the console instead of the stage lines"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -131,7 +135,9 @@ def check_run_configs(settings, defs, jobs: list[str]) -> None:
                 error = exc.errors()[0]
                 field = str(error["loc"][0]) if error["loc"] else "?"
                 variable = setting_of(op, field) or f"run config ops.{op}.config.{field}"
-                raise SettingError(f"{variable}={fields['config'].get(field)!r}: {op}.{field} refuses it ({error['msg']})") from None
+                raise SettingError(
+                    f"{variable}={fields['config'].get(field)!r}: {op}.{field} refuses it ({error['msg']})"
+                ) from None
 
 
 def _config_class(op_def):
@@ -182,7 +188,9 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
 
     home = os.environ.get("DAGSTER_HOME")
     if resume and not home:
-        raise SystemExit("--resume needs $DAGSTER_HOME: without it runs go to a temporary instance and there is nothing to resume")
+        raise SystemExit(
+            "--resume needs $DAGSTER_HOME: without it runs go to a temporary instance and there is nothing to resume"
+        )
     if home:
         # A fresh $DAGSTER_HOME is created rather than refused: the runner is the first thing
         # people start, and Dagster insists the folder exists.
@@ -193,10 +201,18 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
             say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
 
     digest = _plan_digest(plan, {s.job: run_config_for(s.job, settings) for s in plan})
-    lifecycle, done, left = resume_point(instance, defs, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})
+    lifecycle, done, left = (
+        resume_point(instance, defs, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})
+    )
     started = time.time()
     runs = []
-    stage_names = {"simab_prepare": "prepare", "simab_arm": "arm", "simab_simulate": "shard", "simab_combine": "combine", "simab_readout": "read-out"}
+    stage_names = {
+        "simab_prepare": "prepare",
+        "simab_arm": "arm",
+        "simab_simulate": "shard",
+        "simab_combine": "combine",
+        "simab_readout": "read-out",
+    }
 
     def execute(step: Step, runner: str):
         label = step.label
@@ -211,8 +227,13 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
         run_id = str(uuid.uuid4())
         tags = {LIFECYCLE_TAG: lifecycle, STEP_TAG: label, PLAN_TAG: digest, **({RUNNER_TAG: runner} if runner else {})}
         options = dict(
-            instance=instance, partition_key=step.partition, run_config=run_config_for(step.job, settings), raise_on_error=False,
-            run_id=run_id, tags=tags, asset_selection=sorted(selection) if selection else None,
+            instance=instance,
+            partition_key=step.partition,
+            run_config=run_config_for(step.job, settings),
+            raise_on_error=False,
+            run_id=run_id,
+            tags=tags,
+            asset_selection=sorted(selection) if selection else None,
         )
         if console is None:
             print(f"==> {label}{note}", flush=True)
@@ -227,11 +248,17 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
         if not result.success:
             reasons = [f"    {e.step_key}: {failure_text(e)}" for e in result.all_events if e.is_failure][:5]
             where = f"the full log {log}" if log else "the Dagster UI (make ui) for the whole log"
-            again = " Fix the cause, then `python -m pipelines.lifecycle --resume` re-runs only what is left." if home else ""
+            again = (
+                " Fix the cause, then `python -m pipelines.lifecycle --resume` re-runs only what is left."
+                if home
+                else ""
+            )
             # The reasons go in the exit message: it reaches the terminal in either console mode.
             bill: list[str] = []
             _say_bill(bill.append, lifecycle)  # what the run spent of its LLM cap, also when it stopped on it
-            raise SystemExit("\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, *bill, f"See {where}.{again}"]))
+            raise SystemExit(
+                "\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, *bill, f"See {where}.{again}"])
+            )
         return result
 
     readout = None
@@ -241,7 +268,11 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
 
     tracking = MlflowTracking()
     client = tracking.client()
-    report_run = client.search_runs([tracking.experiment_id()], f"tags.dagster_run_id = '{runs[-1][1]}' and tags.dagster_asset = 'simab_report'", max_results=1)
+    report_run = client.search_runs(
+        [tracking.experiment_id()],
+        f"tags.dagster_run_id = '{runs[-1][1]}' and tags.dagster_asset = 'simab_report'",
+        max_results=1,
+    )
     if console is not None and readout is not None:
         from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
 
@@ -250,8 +281,12 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
         places = [
             ("report", f"{folder / 'report.html'} (Markdown beside it)"),
             ("viewer", f"make viewer → {viewer_url('/')}"),
-            ("MLflow run", f"{report_run[0].info.run_id} → make mlflow-ui → {mlflow_run_url(tracking.experiment_id(), report_run[0].info.run_id)}"
-             if report_run else f"{tracking.resolved_uri()}"),
+            (
+                "MLflow run",
+                f"{report_run[0].info.run_id} → make mlflow-ui → {mlflow_run_url(tracking.experiment_id(), report_run[0].info.run_id)}"
+                if report_run
+                else f"{tracking.resolved_uri()}",
+            ),
             ("Dagster UI", f"make ui → {dagster_ui_url()} (DAGSTER_HOME={home or 'ephemeral'})"),
             ("full log", str(log)),
         ]
@@ -298,7 +333,11 @@ def lifecycle_plan(settings) -> list[Step]:
     arms = []
     for arm in settings.arms:
         if settings.shards > 1:
-            arms += [Step("simab_arm", arm), *(Step("simab_simulate", arm_shard_key(arm, k)) for k in range(settings.shards)), Step("simab_combine", arm)]
+            arms += [
+                Step("simab_arm", arm),
+                *(Step("simab_simulate", arm_shard_key(arm, k)) for k in range(settings.shards)),
+                Step("simab_combine", arm),
+            ]
         else:
             arms.append(Step("simab_arm", arm))
     return [Step("simab_prepare"), *arms, Step("simab_readout")]
@@ -321,11 +360,15 @@ def resume_point(instance, defs, plan: list[Step], digest: str, say=print) -> tu
             "replaced assets of the last lifecycle; run without --resume"
         )
     if last.tags.get(PLAN_TAG) != digest:
-        raise SystemExit(f"--resume: the last lifecycle ({lifecycle}) ran with other arms or run config; run without --resume, or with its settings")
+        raise SystemExit(
+            f"--resume: the last lifecycle ({lifecycle}) ran with other arms or run config; run without --resume, or with its settings"
+        )
     runs = [r.dagster_run for r in instance.get_run_records(filters=RunsFilter(tags={LIFECYCLE_TAG: lifecycle}))]
     going = [r.run_id for r in runs if not r.is_finished]
     if going:
-        raise SystemExit(f"--resume: run(s) {', '.join(going)} of lifecycle {lifecycle} are still going; wait for them or stop them first")
+        raise SystemExit(
+            f"--resume: run(s) {', '.join(going)} of lifecycle {lifecycle} are still going; wait for them or stop them first"
+        )
     done, left = {}, {}
     for step in plan:
         attempts = [r for r in runs if r.tags.get(STEP_TAG) == step.label]

@@ -29,7 +29,13 @@ def resources_for_deployment(settings: Settings) -> dict:
         if not settings.mlflow_tracking_uri:
             raise SettingError("SIMAB_DEPLOYMENT='server': needs MLFLOW_TRACKING_URI (the MLflow server's address)")
         tracking = MlflowTracking(tracking_uri=settings.mlflow_tracking_uri)
-    return {"io_manager": SimabIOManager(), "mlflow_tracking": tracking, "tmdb": TmdbResource(), "embeddings": EmbeddingsResource(), "llm": llm}
+    return {
+        "io_manager": SimabIOManager(),
+        "mlflow_tracking": tracking,
+        "tmdb": TmdbResource(),
+        "embeddings": EmbeddingsResource(),
+        "llm": llm,
+    }
 
 
 def executor_for_deployment(settings: Settings):
@@ -40,8 +46,12 @@ def executor_for_deployment(settings: Settings):
         # Two cores here: two steps at a time (the CTR arms train in parallel partitions).
         return multiprocess_executor.configured({"max_concurrent": 2})
     if not settings.celery_broker:
-        raise SettingError("SIMAB_EXECUTOR='celery': needs SIMAB_CELERY_BROKER (the broker the workers listen on, e.g. redis://127.0.0.1:6379/0)")
+        raise SettingError(
+            "SIMAB_EXECUTOR='celery': needs SIMAB_CELERY_BROKER (the broker the workers listen on, e.g. redis://127.0.0.1:6379/0)"
+        )
     from dagster_celery import celery_executor
 
     # Without a backend setting, dagster-celery answers on rpc://, an AMQP-only backend.
-    return celery_executor.configured({"broker": settings.celery_broker, "backend": settings.celery_backend or settings.celery_broker})
+    return celery_executor.configured(
+        {"broker": settings.celery_broker, "backend": settings.celery_backend or settings.celery_broker}
+    )

@@ -41,7 +41,9 @@ def with_arms(settings: Settings, arms: list[str]) -> Settings:
     """The settings for another arm list (the lifecycle runner's --arms)."""
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
-        raise SettingError(f"SIMAB_ARMS={','.join(arms)!r}: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}")
+        raise SettingError(
+            f"SIMAB_ARMS={','.join(arms)!r}: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}"
+        )
     if not arms:
         raise SettingError("SIMAB_ARMS='': at least one arm")
     return settings.model_copy(update={"arms": list(arms)})

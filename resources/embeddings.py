@@ -28,7 +28,9 @@ class EmbeddingsResource(ConfigurableResource):
 
         if self.text == "openai":
             return OpenAITextEmbedder(
-                OpenAIEmbeddingConfig(model=self.openai_model, base_url=self.openai_base_url or None, api_key_env=self.openai_api_key_env)
+                OpenAIEmbeddingConfig(
+                    model=self.openai_model, base_url=self.openai_base_url or None, api_key_env=self.openai_api_key_env
+                )
             )
         return MiniLMTextEmbedder()
 
@@ -38,9 +40,14 @@ class EmbeddingsResource(ConfigurableResource):
         if self.poster == "none":
             return None
         if self.poster == "open_clip":
-            return OpenClipPosterEmbedder(OpenClipConfig(model_name=self.open_clip_model, weights_path=self.open_clip_weights or None))
+            return OpenClipPosterEmbedder(
+                OpenClipConfig(model_name=self.open_clip_model, weights_path=self.open_clip_weights or None)
+            )
         return PaletteLayoutPosterEmbedder()
 
     def describe(self) -> dict[str, str]:
         """What to record in MLflow: model names only, never keys."""
-        return {"text_embedder": self.text if self.text != "openai" else f"openai:{self.openai_model}", "poster_embedder": self.poster}
+        return {
+            "text_embedder": self.text if self.text != "openai" else f"openai:{self.openai_model}",
+            "poster_embedder": self.poster,
+        }

@@ -45,19 +45,29 @@ class LLMResource(ConfigurableResource):
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = _DEFAULTS.max_tokens_param
     json_mode: bool = _DEFAULTS.json_mode
     price_prompt_per_1m: float = Field(_DEFAULTS.price_prompt_per_1m, description="USD per 1M prompt tokens")
-    price_completion_per_1m: float = Field(_DEFAULTS.price_completion_per_1m, description="USD per 1M completion tokens")
+    price_completion_per_1m: float = Field(
+        _DEFAULTS.price_completion_per_1m, description="USD per 1M completion tokens"
+    )
     cache: Literal["off", "read", "readwrite"] = Field(
-        _DEFAULTS.cache, description="response cache: readwrite (default) | read (replay only, store nothing) | off (bypass)"
+        _DEFAULTS.cache,
+        description="response cache: readwrite (default) | read (replay only, store nothing) | off (bypass)",
     )
     cache_path: str = Field("", description="SQLite response cache; empty: $SIMAB_HOME/cache/llm/responses.sqlite")
-    concurrency: int = Field(_DEFAULTS.concurrency, description="agents and requests in flight at once (the runner's concurrency)")
+    concurrency: int = Field(
+        _DEFAULTS.concurrency, description="agents and requests in flight at once (the runner's concurrency)"
+    )
     timeout_s: float = Field(_DEFAULTS.timeout_s, description="one HTTP request")
-    max_attempts: int = Field(_DEFAULTS.max_attempts, description="tries of one request (429, 5xx, timeouts, unreadable 200s)")
+    max_attempts: int = Field(
+        _DEFAULTS.max_attempts, description="tries of one request (429, 5xx, timeouts, unreadable 200s)"
+    )
     retry_after_max_s: float = Field(_DEFAULTS.retry_after_max_s, description="cap on the server's Retry-After")
-    decision_deadline_s: float = Field(_DEFAULTS.decision_deadline_s, description="one decision, every attempt and re-ask included")
+    decision_deadline_s: float = Field(
+        _DEFAULTS.decision_deadline_s, description="one decision, every attempt and re-ask included"
+    )
     http_client: Literal["aiohttp", "httpx"] = _DEFAULTS.http_client
     max_cost_usd: float = Field(
-        0.0, ge=0,
+        0.0,
+        ge=0,
         description="refuse an LLM simulation whose estimated cost (llm_cost_estimate) is above this many USD; 0: no limit ($SIMAB_MAX_COST_USD)",
     )
 
@@ -99,8 +109,15 @@ class LLMResource(ConfigurableResource):
         return RunBudget(data_root() / "bills" / f"{key}.json", self.max_cost_usd)
 
     @contextmanager
-    def open_brain(self, context, kind: str, embedded: Callable, catalogue=None,
-                   estimate: Callable[[], CostEstimate] | None = None, **overrides) -> Iterator:
+    def open_brain(
+        self,
+        context,
+        kind: str,
+        embedded: Callable,
+        catalogue=None,
+        estimate: Callable[[], CostEstimate] | None = None,
+        **overrides,
+    ) -> Iterator:
         """The brain a step asks for, built here for every asset that runs agents, and closed
         after.  `kind` "embedded": `embedded()`.  "llm": this resource's brain, every call
         charged to the run's bill (`bill_of`) and refused before it is sent past
@@ -110,18 +127,23 @@ class LLMResource(ConfigurableResource):
             brain = embedded()
         else:
             bill = self.bill_of(context)
-            label = context.asset_key.to_user_string() + (f"[{context.partition_key}]" if context.has_partition_key else "")
+            label = context.asset_key.to_user_string() + (
+                f"[{context.partition_key}]" if context.has_partition_key else ""
+            )
             if estimate is not None and self.max_cost_usd:
                 guess = estimate()
                 bill.record_estimate(label, guess.cost_usd)
                 left = max(0.0, self.max_cost_usd - bill.bill()["spent"])
-                context.log.info(f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${self.max_cost_usd:,.2f} left")
+                context.log.info(
+                    f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${self.max_cost_usd:,.2f} left"
+                )
                 if guess.cost_usd > left:
                     raise Failure(
                         description=f"{label} is estimated at ${guess.cost_usd:,.4f} ({guess.calls:,} calls), above max_cost_usd=${self.max_cost_usd:,.4f} "
                         f"less what this run has spent (${left:,.4f} left): raise the limit ($SIMAB_MAX_COST_USD), ask for fewer agents "
                         "($SIMAB_AGENTS, $SIMAB_ALIGNMENT_AGENTS) or choose a cheaper model",
-                        metadata={"estimate": MetadataValue.md(guess.to_markdown())}, allow_retries=False,
+                        metadata={"estimate": MetadataValue.md(guess.to_markdown())},
+                        allow_retries=False,
                     )
             brain = self.charged_brain(context, catalogue, **overrides)
         try:
@@ -138,7 +160,9 @@ class LLMResource(ConfigurableResource):
         the asset's name, and refused before it is sent past max_cost_usd."""
         label = context.asset_key.to_user_string() + (f"[{context.partition_key}]" if context.has_partition_key else "")
         budget = self.bill_of(context)
-        return self.brain(catalogue, budget_path=str(budget.path), budget_cap_usd=self.max_cost_usd, budget_label=label, **overrides)
+        return self.brain(
+            catalogue, budget_path=str(budget.path), budget_cap_usd=self.max_cost_usd, budget_label=label, **overrides
+        )
 
     def cache_file(self) -> str:
         """Where the response cache lives (the default is under $SIMAB_HOME)."""
@@ -159,7 +183,11 @@ class LLMResource(ConfigurableResource):
             "brain": "llm",
             "llm_endpoint": self.endpoint(),
             "llm_endpoint_host": endpoint_host(self.endpoint()),
-            "llm_endpoint_from": "base_url" if self.base_url else "OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else "default",
+            "llm_endpoint_from": "base_url"
+            if self.base_url
+            else "OPENAI_BASE_URL"
+            if os.environ.get("OPENAI_BASE_URL")
+            else "default",
             "llm_model": self.model,
             "llm_vision": self.vision,
             "llm_temperature": self.temperature,

@@ -53,10 +53,19 @@ def code_version() -> str:
     package version: what MLflow runs and Dagster code versions are stamped with."""
     try:
         sha = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, timeout=10
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
         ).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
@@ -175,7 +184,9 @@ class MlflowTracking(ConfigurableResource):
         return run_id
 
     @contextmanager
-    def asset_run(self, context: Any, params: dict[str, Any] | None = None, tags: dict[str, str] | None = None) -> Iterator[Any]:
+    def asset_run(
+        self, context: Any, params: dict[str, Any] | None = None, tags: dict[str, str] | None = None
+    ) -> Iterator[Any]:
         """A child run for one asset (or asset check) materialisation, active inside the block,
         so plain `mlflow.log_*` calls land in it.  Yields the mlflow ActiveRun."""
         import mlflow
@@ -237,7 +248,7 @@ class MlflowTracking(ConfigurableResource):
             uri = self._uri or self.resolved_uri()
             if cause is None or not uri.startswith("sqlite:///"):
                 raise
-            path = uri[len("sqlite:///"):]
+            path = uri[len("sqlite:///") :]
             raise TrackingStoreError(
                 f"MLflow tracking store {path} cannot be used: {cause}. Move it aside (`mv {path} {path}.damaged`) "
                 "and run again to start a new store (the runs recorded in the old one are no longer listed), or set "
@@ -275,7 +286,9 @@ class MlflowTracking(ConfigurableResource):
         """A Polars (or pandas) frame as an MLflow table artefact `tables/<name>.json`."""
         import mlflow
 
-        mlflow.log_table(frame.to_pandas() if hasattr(frame, "to_pandas") else frame, artifact_file=f"tables/{name}.json")
+        mlflow.log_table(
+            frame.to_pandas() if hasattr(frame, "to_pandas") else frame, artifact_file=f"tables/{name}.json"
+        )
 
     @staticmethod
     def log_figure(figure: Any, artifact_file: str) -> None:

@@ -174,7 +174,10 @@ class SimabIOManager(ConfigurableIOManager):
         if context.has_asset_partitions and len(context.asset_partition_keys) > 1:
             # An unpartitioned asset reading every arm gets a dict of the arms materialised
             # so far; arms never run are simply absent (the read-out says which it used).
-            stems = {key: self._base().joinpath(*context.asset_key.path, *_partition_parts(key)) for key in context.asset_partition_keys}
+            stems = {
+                key: self._base().joinpath(*context.asset_key.path, *_partition_parts(key))
+                for key in context.asset_partition_keys
+            }
             asset = context.asset_key.to_user_string()
             return {key: _load(stem, asset, key) for key, stem in stems.items() if _exists(stem)}
         partition = context.asset_partition_key if context.has_asset_partitions else None
@@ -198,13 +201,17 @@ def _load(stem: Path, asset: str, partition: str | None = None) -> Any:
             if not isinstance(record, dict):
                 raise ValueError(f"holds a JSON {type(record).__name__}, not a pointer record")
         if record.get("format") != FORMAT:
-            raise StoredValueError(f"asset {asset}: {pointer} is not a simab asset pointer (format {record.get('format')!r})")
+            raise StoredValueError(
+                f"asset {asset}: {pointer} is not a simab asset pointer (format {record.get('format')!r})"
+            )
         type_name = record.get("type")
         if type_name == "json":
             return record["value"]
         type_name = RENAMED_TYPES.get(type_name, type_name)
         if type_name not in VALUE_TYPES:
-            raise StoredValueError(f"asset {asset}: {pointer} names type {type_name!r}, which simab does not load; known: {sorted(VALUE_TYPES)}")
+            raise StoredValueError(
+                f"asset {asset}: {pointer} names type {type_name!r}, which simab does not load; known: {sorted(VALUE_TYPES)}"
+            )
         if folder is None or not folder.is_dir():
             raise StoredDataError(asset, partition, pointer, f"it names folder {folder}, which is missing")
         with _named(asset, partition, folder):

@@ -77,5 +77,9 @@ class TmdbResource(ConfigurableResource):
         """Settings safe to log as MLflow parameters (no credential, only which kind is used)."""
         params = self.crawl_config().model_dump(exclude={"match", "posters"})
         params["min_title_similarity"] = self.min_title_similarity
-        params["auth"] = "bearer" if os.environ.get(self.read_token_env_var) else ("api_key" if os.environ.get(self.api_key_env_var) else "none")
+        params["auth"] = (
+            "bearer"
+            if os.environ.get(self.read_token_env_var)
+            else ("api_key" if os.environ.get(self.api_key_env_var) else "none")
+        )
         return params

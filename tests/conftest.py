@@ -13,7 +13,9 @@ from fakes.shared_data import SHARED_DATA
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"reference data not found at {SHARED_DATA} (set SIMAB_SHARED_DATA or put ../shared beside the checkout)")
+        pytest.skip(
+            f"reference data not found at {SHARED_DATA} (set SIMAB_SHARED_DATA or put ../shared beside the checkout)"
+        )
     return SHARED_DATA
 
 

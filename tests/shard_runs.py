@@ -15,7 +15,13 @@ RUN_COLUMNS = ["run_id", "latency_s"]
 
 
 def environ(home: Path, **extra: str) -> dict[str, str]:
-    return {"SIMAB_HOME": str(home), "SIMAB_ARMS": ",".join(ARMS), "GX_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **extra}
+    return {
+        "SIMAB_HOME": str(home),
+        "SIMAB_ARMS": ",".join(ARMS),
+        "GX_ANALYTICS_ENABLED": "False",
+        "HF_HUB_OFFLINE": "1",
+        **extra,
+    }
 
 
 def prepare_and_simulate(home: Path, instance) -> dict[str, pl.DataFrame]:
@@ -34,11 +40,18 @@ def run(defs, instance, job: str, config: dict, partition: str | None = None, as
     from dagster import AssetKey
 
     result = defs.resolve_job_def(job).execute_in_process(
-        instance=instance, run_config=config, partition_key=partition, raise_on_error=False,
+        instance=instance,
+        run_config=config,
+        partition_key=partition,
+        raise_on_error=False,
         asset_selection=[AssetKey(a) for a in assets] if assets else None,
     )
     if not result.success:
-        errors = [e.event_specific_data.error.to_string() for e in result.all_events if e.is_failure and getattr(e.event_specific_data, "error", None)]
+        errors = [
+            e.event_specific_data.error.to_string()
+            for e in result.all_events
+            if e.is_failure and getattr(e.event_specific_data, "error", None)
+        ]
         raise AssertionError(f"{job}[{partition}] failed:\n" + "\n".join(errors)[-4000:])
     return result
 

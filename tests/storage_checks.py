@@ -36,7 +36,11 @@ def contains_pickle(path: Path) -> bool:
                 if member.endswith(".npy"):
                     with archive.open(member) as fh:
                         version = np.lib.format.read_magic(fh)
-                        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                        read_header = (
+                            np.lib.format.read_array_header_1_0
+                            if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0
+                        )
                         if read_header(fh)[2].hasobject:
                             return True
     return False

@@ -13,11 +13,32 @@ P1, P2 = [1, 2, 3, 4, 5], [6, 7, 8, 9, 10]
 
 
 def row(arm, user, step, page_type, page, action, shown=(), movie=None, rating=None, satisfaction=None):
-    return {"run_id": "r", "arm": arm, "user_id": user, "step": step, "page_type": page_type, "page_number": page,
-            "action": action, "movie_id": movie, "position": None, "shown": list(shown), "caught_eye": [],
-            "interest": 3, "fatigue_before": 0.0, "fatigue_after": 0.0, "fatigue_budget": 30.0, "rating": rating,
-            "satisfaction": satisfaction, "forced": False, "reason": "", "brain": "hand", "latency_s": 0.0,
-            "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    return {
+        "run_id": "r",
+        "arm": arm,
+        "user_id": user,
+        "step": step,
+        "page_type": page_type,
+        "page_number": page,
+        "action": action,
+        "movie_id": movie,
+        "position": None,
+        "shown": list(shown),
+        "caught_eye": [],
+        "interest": 3,
+        "fatigue_before": 0.0,
+        "fatigue_after": 0.0,
+        "fatigue_budget": 30.0,
+        "rating": rating,
+        "satisfaction": satisfaction,
+        "forced": False,
+        "reason": "",
+        "brain": "hand",
+        "latency_s": 0.0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+    }
 
 
 def hand_log(arm="A"):
@@ -68,7 +89,9 @@ def test_arm_means_pooled_ratios_and_undefined_metrics():
     assert arms["ctr"]["mean"] == pytest.approx(0.5 / 3) and arms["ctr"]["pooled"] == pytest.approx(3 / 20)
     assert arms["click_to_watch"]["mean"] == pytest.approx(0.75) and arms["click_to_watch"]["n_agents"] == 2
     assert arms["click_to_watch"]["pooled"] == pytest.approx(2 / 3)
-    assert arms["average_rating"]["mean"] == pytest.approx(3.5) and arms["average_rating"]["pooled"] == pytest.approx(3.5)
+    assert arms["average_rating"]["mean"] == pytest.approx(3.5) and arms["average_rating"]["pooled"] == pytest.approx(
+        3.5
+    )
     assert arms["exit_page"]["mean"] == pytest.approx(4 / 3) and arms["exit_page"]["pooled"] is None
     assert arms["satisfaction"]["mean"] == pytest.approx(4.0)
     for x in arms.values():
@@ -81,11 +104,16 @@ def test_several_sessions_per_agent_are_averaged_per_agent():
     """Session 0 is the hand-worked log; in session 1 user 1 exits at once, user 2 clicks
     movie 1 only and user 3 clicks and watches movie 1 (rating 4) on page 1."""
     second = [
-        row("A", 1, 1, "home", 1, "exit", P1), row("A", 1, 2, "home", 1, "exit_interview", satisfaction=2),
-        row("A", 2, 1, "home", 1, "click_movie", P1, movie=1), row("A", 2, 2, "detail", 1, "back", [1], movie=1),
-        row("A", 2, 3, "home", 1, "exit", P1), row("A", 2, 4, "home", 1, "exit_interview", satisfaction=5),
-        row("A", 3, 1, "home", 1, "click_movie", P1, movie=1), row("A", 3, 2, "detail", 1, "watch_and_rate", [1], movie=1, rating=4),
-        row("A", 3, 3, "home", 1, "exit", P1), row("A", 3, 4, "home", 1, "exit_interview", satisfaction=9),
+        row("A", 1, 1, "home", 1, "exit", P1),
+        row("A", 1, 2, "home", 1, "exit_interview", satisfaction=2),
+        row("A", 2, 1, "home", 1, "click_movie", P1, movie=1),
+        row("A", 2, 2, "detail", 1, "back", [1], movie=1),
+        row("A", 2, 3, "home", 1, "exit", P1),
+        row("A", 2, 4, "home", 1, "exit_interview", satisfaction=5),
+        row("A", 3, 1, "home", 1, "click_movie", P1, movie=1),
+        row("A", 3, 2, "detail", 1, "watch_and_rate", [1], movie=1, rating=4),
+        row("A", 3, 3, "home", 1, "exit", P1),
+        row("A", 3, 4, "home", 1, "exit_interview", satisfaction=9),
     ]
     events = frame([{**r, "session": 0} for r in hand_log()] + [{**r, "session": 1} for r in second])
     m = per_agent_metrics(events).sort("user_id")
@@ -98,7 +126,9 @@ def test_several_sessions_per_agent_are_averaged_per_agent():
     r = ab_readout(events, control="A", config=ReadoutConfig(n_bootstrap=200))
     ctr = r.arms.filter(pl.col("metric") == "ctr").row(0, named=True)
     assert ctr["n_agents"] == 3 and ctr["mean"] == pytest.approx(0.15)  # the agent is the unit
-    assert ctr["pooled"] == pytest.approx((0.5 + 1.5 + 0.5) / 17.5)  # mean clicks ÷ mean impressions per session, summed over agents
+    assert ctr["pooled"] == pytest.approx(
+        (0.5 + 1.5 + 0.5) / 17.5
+    )  # mean clicks ÷ mean impressions per session, summed over agents
     assert r.sessions_per_agent == 2 and "2 sessions per agent, averaged per agent" in r.to_markdown()
     assert r.per_session.height == 6 and set(r.per_session.get_column("session").to_list()) == {0, 1}
     # Events written before sessions existed (no column) read as one session: today's figures.
@@ -197,11 +227,15 @@ def test_bootstrap_ignores_undefined_values_per_column():
 
 
 def test_figures_and_bad_input(tmp_path):
-    r = ab_readout(shifted_world(n=20), control="A", config=ReadoutConfig(n_bootstrap=100, metrics=("ctr", "satisfaction")))
+    r = ab_readout(
+        shifted_world(n=20), control="A", config=ReadoutConfig(n_bootstrap=100, metrics=("ctr", "satisfaction"))
+    )
     from ops.readout.plots import write_ab_figures
 
     paths = write_ab_figures(r, tmp_path)
-    assert [p.name for p in paths] == ["ab_ctr.png", "ab_satisfaction.png"] and all(p.stat().st_size > 1000 for p in paths)
+    assert [p.name for p in paths] == ["ab_ctr.png", "ab_satisfaction.png"] and all(
+        p.stat().st_size > 1000 for p in paths
+    )
     assert r.table().columns == ["arm", "CTR", "satisfaction"]
     with pytest.raises(ValueError, match="control arm 'Z'"):
         ab_readout(shifted_world(n=5), control="Z")
@@ -219,7 +253,10 @@ def test_fallbacks_are_counted_per_arm_in_the_readout_and_its_table():
         if r["arm"] == "B" and r["user_id"] == 2 and r["step"] == 2:
             r["fallback"], r["fallback_reason"] = True, "invalid_answer: the model's answer was invalid 2 times"
         if r["arm"] == "B" and r["user_id"] == 3:
-            r["fallback"], r["fallback_reason"] = True, "transport: LLM endpoint http://127.0.0.1:1/v1 still failing after 5 attempts"
+            r["fallback"], r["fallback_reason"] = (
+                True,
+                "transport: LLM endpoint http://127.0.0.1:1/v1 still failing after 5 attempts",
+            )
     r = ab_readout(frame(rows), control="A", config=ReadoutConfig(n_bootstrap=200))
     counts = {row["arm"]: row for row in r.fallbacks.iter_rows(named=True)}
     assert counts["A"] == {"arm": "A", "agents": 3, "fallback_events": 0, "fallback_agents": 0, "failed_agents": 0}
@@ -229,5 +266,7 @@ def test_fallbacks_are_counted_per_arm_in_the_readout_and_its_table():
     assert header.endswith("| fallbacks |")
     assert "| 2 agents (3 events), 1 failed |" in markdown and "| 0 agents (0 events), 0 failed |" in markdown
     # Events without the columns (written before they existed) count as no fallback.
-    old = ab_readout(frame(hand_log("A")).drop("fallback", "fallback_reason"), control="A", config=ReadoutConfig(n_bootstrap=50))
+    old = ab_readout(
+        frame(hand_log("A")).drop("fallback", "fallback_reason"), control="A", config=ReadoutConfig(n_bootstrap=50)
+    )
     assert old.fallbacks.row(0, named=True)["fallback_events"] == 0

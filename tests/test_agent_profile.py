@@ -43,7 +43,14 @@ def _tiny():
     )
     users = conform(
         pl.DataFrame(
-            {"user_id": [1, 2, 3], "gender": ["F", "M", "F"], "age": [25, 35, 18], "occupation": [12, 4, 0], "zip": ["1", "2", "3"], "has_ratings": [True] * 3}
+            {
+                "user_id": [1, 2, 3],
+                "gender": ["F", "M", "F"],
+                "age": [25, 35, 18],
+                "occupation": [12, 4, 0],
+                "zip": ["1", "2", "3"],
+                "has_ratings": [True] * 3,
+            }
         ),
         USERS,
         "users",
@@ -75,9 +82,18 @@ def test_tiers_cut_at_percentiles_and_high_conformity_means_closest_to_the_crowd
             "timestamp": np.arange(n * (n + 1) // 2),
         }
     )
-    movies = pl.DataFrame({"movie_id": np.arange(1, n + 1), "title": [f"M{i}" for i in range(n)], "year": [2000] * n, "genres": [["Drama"]] * n})
+    movies = pl.DataFrame(
+        {
+            "movie_id": np.arange(1, n + 1),
+            "title": [f"M{i}" for i in range(n)],
+            "year": [2000] * n,
+            "genres": [["Drama"]] * n,
+        }
+    )
     facts = build_movie_facts(build_mm_ml_1m(conform(movies, MOVIES, "movies")), conform(train, RATINGS, "train"))
-    t = social_traits(conform(train, RATINGS, "train"), facts, ProfileConfig(tier_percentiles=(1 / 3, 2 / 3))).sort("user_id")
+    t = social_traits(conform(train, RATINGS, "train"), facts, ProfileConfig(tier_percentiles=(1 / 3, 2 / 3))).sort(
+        "user_id"
+    )
     assert t.get_column("activity_tier").to_list() == ["low"] * 3 + ["medium"] * 3 + ["high"] * 3
     # The smallest gap gets the high conformity tier and the highest conformity score.
     by_gap = t.sort("conformity")
@@ -99,7 +115,13 @@ def test_pickiness_follows_the_configured_thresholds():
 def test_profiles_recover_planted_tastes(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters")
     users, ratings, favourite = make_users_and_ratings(movies)
-    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    vectors = embed_catalogue(
+        build_mm_ml_1m(movies, meta),
+        HashTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        None,
+        EmbeddingConfig(show_progress=False),
+    )
     looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
     profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), ProfileConfig(), poster_looks=looks)
     assert sorted(profiles) == sorted(users.get_column("user_id").to_list())
@@ -112,7 +134,13 @@ def test_profiles_recover_planted_tastes(tmp_path):
         assert p.poster_looks[:1] == (expected_look[fav],)
         assert expected_director[fav] in p.directors
         assert p.eras and p.eras[0] == {"Sci-Fi": 1980, "Romance": 1950, "Horror": 1970}[fav]
-        assert set(p.plot_themes) <= set({"Sci-Fi": "space robot alien planet galaxy starship", "Romance": "love wedding kiss heart letter summer", "Horror": "night blood ghost scream cellar curse"}[fav].split())
+        assert set(p.plot_themes) <= set(
+            {
+                "Sci-Fi": "space robot alien planet galaxy starship",
+                "Romance": "love wedding kiss heart letter summer",
+                "Horror": "night blood ghost scream cellar curse",
+            }[fav].split()
+        )
         assert fav in p.home_page_preferences and expected_director[fav] in p.detail_page_preferences
         assert p.summary.startswith("A 25-34 ") and p.home_page_preferences in p.summary
         # The persona follows the traits and tastes (ops.agents.persona).
@@ -134,9 +162,19 @@ def test_unknown_user_in_train_is_named():
 def test_the_persona_is_a_deterministic_function_of_the_traits():
     from ops.agents.persona import trait_persona
 
-    base = dict(age_label="25-34", gender="F", occupation_label="scientist", zip_code="94110", activity_tier="high",
-                conformity_tier="low", diversity_tier="medium", pickiness="extremely picky", vote_preference="indifferent",
-                rating_spread=0.5, liked_genres=("Sci-Fi", "Mystery", "Drama"))
+    base = dict(
+        age_label="25-34",
+        gender="F",
+        occupation_label="scientist",
+        zip_code="94110",
+        activity_tier="high",
+        conformity_tier="low",
+        diversity_tier="medium",
+        pickiness="extremely picky",
+        vote_preference="indifferent",
+        rating_spread=0.5,
+        liked_genres=("Sci-Fi", "Mystery", "Drama"),
+    )
     p = trait_persona(**base)
     assert (p.openness, p.conscientiousness, p.extraversion, p.agreeableness, p.neuroticism) == (2, 3, 1, 1, 1)
     assert p.hobbies == ("astronomy", "puzzles") and p == trait_persona(**base)

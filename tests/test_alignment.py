@@ -101,17 +101,28 @@ def world():
         for i, m in enumerate(movies[30:]):
             rows_test.append((u, int(m), 1 + (u + int(m)) % 5, 5000 + i))
     schema = {"user_id": pl.Int64, "movie_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
-    train, test = pl.DataFrame(rows_train, schema=schema, orient="row"), pl.DataFrame(rows_test, schema=schema, orient="row")
+    train, test = (
+        pl.DataFrame(rows_train, schema=schema, orient="row"),
+        pl.DataFrame(rows_test, schema=schema, orient="row"),
+    )
     catalogue = Catalogue([MovieInfo(m, f"Movie {m}", 6.5, ("Drama",)) for m in range(1, N_MOVIES + 1)])
     tiers = ("low", "medium", "high")
     sessions = [AgentSession(u, SimpleNamespace(activity_tier=tiers[u % 3]), None, 0.0, 0.0) for u in users]
-    return SimpleNamespace(train=train, test=test, catalogue=catalogue, sessions=sessions, users=users,
-                           known=pl.concat([train, test]).select("user_id", "movie_id"))
+    return SimpleNamespace(
+        train=train,
+        test=test,
+        catalogue=catalogue,
+        sessions=sessions,
+        users=users,
+        known=pl.concat([train, test]).select("user_id", "movie_id"),
+    )
 
 
 def _lists(world, ratios, liked_only=False, stream="t"):
     held = world.test.filter(pl.col("rating") >= 4) if liked_only else world.test
-    return mixed_lists(held, world.known, np.arange(1, N_MOVIES + 1), ratios, 20, 0, world.users, stream, full_lists_only=liked_only)
+    return mixed_lists(
+        held, world.known, np.arange(1, N_MOVIES + 1), ratios, 20, 0, world.users, stream, full_lists_only=liked_only
+    )
 
 
 # -- lists ---------------------------------------------------------------------------------------
@@ -121,7 +132,9 @@ def test_lists_keep_the_ratio_draw_never_rated_negatives_and_shuffle(world):
     lists = _lists(world, (1, 3, 9))
     per = lists.group_by("ratio", "user_id").agg(pl.col("relevant").sum().alias("pos"), pl.len().alias("n"))
     # 30 held-out items: 10 + 10 at 1:1, 5 + 15 at 1:3, 2 + 18 at 1:9.
-    assert per.filter(pl.col("ratio") == "1:1").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [(10, 20)]
+    assert per.filter(pl.col("ratio") == "1:1").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [
+        (10, 20)
+    ]
     assert per.filter(pl.col("ratio") == "1:3").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [(5, 20)]
     assert per.filter(pl.col("ratio") == "1:9").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [(2, 20)]
     negatives = lists.filter(~pl.col("relevant")).select("user_id", "movie_id")
@@ -173,8 +186,13 @@ def test_an_oracle_rates_with_rmse_0_and_a_coin_with_the_uniform_error(world):
 
     truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
     pairs = rating_pairs(world.test, world.users, max_per_agent=6)
-    assert pairs.height == 6 * len(world.users) and pairs.join(world.test, on=["user_id", "movie_id", "rating"], how="anti").is_empty()
-    oracle = rating_alignment(brain_ratings(OracleBrain(set(), truth), world.sessions, pairs, world.catalogue), world.train, n_bootstrap=200)
+    assert (
+        pairs.height == 6 * len(world.users)
+        and pairs.join(world.test, on=["user_id", "movie_id", "rating"], how="anti").is_empty()
+    )
+    oracle = rating_alignment(
+        brain_ratings(OracleBrain(set(), truth), world.sessions, pairs, world.catalogue), world.train, n_bootstrap=200
+    )
     brain = oracle.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
     assert brain["rmse"] == 0.0 and brain["mae"] == 0.0 and brain["pairs"] == pairs.height
     assert oracle.wasserstein == 0.0
@@ -183,7 +201,9 @@ def test_an_oracle_rates_with_rmse_0_and_a_coin_with_the_uniform_error(world):
     expected = np.sqrt(np.mean([(means[u] - r) ** 2 for u, _, r in pairs.iter_rows()]))
     assert oracle.prediction.filter(pl.col("predictor") == "user_mean").get_column("rmse")[0] == pytest.approx(expected)
 
-    coin = rating_alignment(brain_ratings(CoinFlipBrain(), world.sessions, pairs, world.catalogue, seed=1), world.train, n_bootstrap=200)
+    coin = rating_alignment(
+        brain_ratings(CoinFlipBrain(), world.sessions, pairs, world.catalogue, seed=1), world.train, n_bootstrap=200
+    )
     real = pairs.get_column("rating").to_numpy()
     uniform_mse = np.mean([np.mean((np.arange(1, 6) - r) ** 2) for r in real])
     row = coin.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
@@ -203,7 +223,9 @@ def test_an_offline_arm_is_mapped_to_ratings_on_validation_and_the_best_is_named
     result = rating_alignment(pairs, world.train, predictors, n_bootstrap=100)
     rows = {r["predictor"]: r for r in result.prediction.iter_rows(named=True)}
     assert rows["knows"]["kind"] == "best offline arm" and rows["knows"]["rmse"] == pytest.approx(0.0, abs=1e-9)
-    assert rows["blind"]["kind"] == "offline arm" and rows["blind"]["rmse"] == pytest.approx(float(np.std(world.test["rating"].to_numpy())), rel=1e-6)
+    assert rows["blind"]["kind"] == "offline arm" and rows["blind"]["rmse"] == pytest.approx(
+        float(np.std(world.test["rating"].to_numpy())), rel=1e-6
+    )
 
 
 def test_rating_distribution_shares_and_wasserstein_by_hand():
@@ -236,20 +258,34 @@ def test_list_quality_rises_for_an_oracle_and_stays_flat_for_a_coin(world):
 
 
 def test_social_traits_find_a_planted_rise_and_call_a_flat_simulation_a_tie():
-    tiers = pl.DataFrame({"user_id": range(1, 91), "activity": ["low", "medium", "high"] * 30, "conformity": ["low", "medium", "high"] * 30,
-                          "diversity": ["low", "medium", "high"] * 30})
+    tiers = pl.DataFrame(
+        {
+            "user_id": range(1, 91),
+            "activity": ["low", "medium", "high"] * 30,
+            "conformity": ["low", "medium", "high"] * 30,
+            "diversity": ["low", "medium", "high"] * 30,
+        }
+    )
     level = {"low": 1.0, "medium": 2.0, "high": 3.0}
-    real = tiers.select("user_id", pl.col("activity").replace_strict(level, return_dtype=pl.Float64).alias("interactions"),
-                        (4 - pl.col("conformity").replace_strict(level, return_dtype=pl.Float64)).alias("rating_gap"),
-                        pl.col("diversity").replace_strict(level, return_dtype=pl.Float64).alias("genres"), pl.lit(None, dtype=pl.Float64).alias("clicks"))
+    real = tiers.select(
+        "user_id",
+        pl.col("activity").replace_strict(level, return_dtype=pl.Float64).alias("interactions"),
+        (4 - pl.col("conformity").replace_strict(level, return_dtype=pl.Float64)).alias("rating_gap"),
+        pl.col("diversity").replace_strict(level, return_dtype=pl.Float64).alias("genres"),
+        pl.lit(None, dtype=pl.Float64).alias("clicks"),
+    )
     rng = np.random.default_rng(0)
     simulated = real.with_columns(pl.Series("genres", rng.normal(size=90)), pl.Series("clicks", rng.normal(size=90)))
     table = social_traits_alignment(tiers, real, simulated, n_bootstrap=200)
-    rho = {(r["trait"], r["side"]): r["rho"] for r in table.filter(pl.col("behaviour") != "clicks").iter_rows(named=True)}
+    rho = {
+        (r["trait"], r["side"]): r["rho"] for r in table.filter(pl.col("behaviour") != "clicks").iter_rows(named=True)
+    }
     assert rho[("activity", "real")] == pytest.approx(1.0) and rho[("conformity", "real")] == pytest.approx(-1.0)
     verdict = dict(verdicts(table).select("trait", "verdict").filter(pl.col("trait") != "activity").iter_rows())
     assert verdict == {"conformity": "agree", "diversity": "simulated tie"}
-    low_high = table.filter((pl.col("trait") == "activity") & (pl.col("behaviour") == "interactions") & (pl.col("side") == "real")).row(0, named=True)
+    low_high = table.filter(
+        (pl.col("trait") == "activity") & (pl.col("behaviour") == "interactions") & (pl.col("side") == "real")
+    ).row(0, named=True)
     assert (low_high["mean_low"], low_high["mean_medium"], low_high["mean_high"]) == (1.0, 2.0, 3.0)
 
 
@@ -258,11 +294,22 @@ def test_behaviours_are_counted_from_events_and_held_out_ratings():
     movie_mean = pl.DataFrame({"movie_id": [1, 2, 3], "mean": [3.0, 4.0, 2.0]})
     held = pl.DataFrame({"user_id": [7, 7, 8], "movie_id": [1, 3, 2], "rating": [5, 2, 4]})
     real = real_behaviour(held, movie_mean, movies)
-    assert real.row(0, named=True) | {} == {"user_id": 7, "interactions": 2.0, "clicks": None, "rating_gap": 2.0, "genres": 2.0}
-    events = pl.DataFrame({
-        "arm": ["a", "a", "a", "b", "b"], "user_id": [7] * 5,
-        "action": [CLICK_MOVIE, WATCH_AND_RATE, EXIT, CLICK_MOVIE, EXIT], "movie_id": [2, 2, None, 1, None], "rating": [None, 5, None, None, None],
-    })
+    assert real.row(0, named=True) | {} == {
+        "user_id": 7,
+        "interactions": 2.0,
+        "clicks": None,
+        "rating_gap": 2.0,
+        "genres": 2.0,
+    }
+    events = pl.DataFrame(
+        {
+            "arm": ["a", "a", "a", "b", "b"],
+            "user_id": [7] * 5,
+            "action": [CLICK_MOVIE, WATCH_AND_RATE, EXIT, CLICK_MOVIE, EXIT],
+            "movie_id": [2, 2, None, 1, None],
+            "rating": [None, 5, None, None, None],
+        }
+    )
     sim = simulated_behaviour(events, movie_mean, movies).row(0, named=True)
     # arm a: 2 interactions, 1 click, gap (5 - 4)^2, 2 genres; arm b: 1, 1, no rating, 0 genres.
     assert sim == {"user_id": 7, "interactions": 1.5, "clicks": 1.0, "rating_gap": 1.0, "genres": 1.0}
@@ -281,7 +328,12 @@ def test_the_leakage_guard_refuses_a_window_the_brain_was_fitted_on(world):
     with pytest.raises(LeakageError, match="train window"):
         check_held_out(world.train.head(5), {"train": world.train}, "taste")
     with pytest.raises(LeakageError, match="fitting reached the held-out window"):
-        check_held_out(world.test, {"train": world.train}, "rating prediction", fit_last_timestamp=int(world.test["timestamp"].max()))
+        check_held_out(
+            world.test,
+            {"train": world.train},
+            "rating prediction",
+            fit_last_timestamp=int(world.test["timestamp"].max()),
+        )
 
 
 def test_the_fidelity_warning_names_a_low_tau_and_every_disagreeing_pair():
@@ -290,7 +342,11 @@ def test_the_fidelity_warning_names_a_low_tau_and_every_disagreeing_pair():
     warning = fidelity_warning(fid, pairs, tau_floor=0.6)
     assert not warning.passed and warning.tau == 0.33 and warning.disagreements == ["fm vs pop"]
     assert "0.330 is below the floor 0.60" in warning.description and "fm vs pop" in warning.description
-    ok = fidelity_warning(fid.with_columns(pl.lit(1.0).alias("kendall_tau")), pairs.with_columns(pl.lit("agree").alias("verdict")), tau_floor=0.6)
+    ok = fidelity_warning(
+        fid.with_columns(pl.lit(1.0).alias("kendall_tau")),
+        pairs.with_columns(pl.lit("agree").alias("verdict")),
+        tau_floor=0.6,
+    )
     assert ok.passed and "no pair of arms disagrees" in ok.description
     undefined = fidelity_warning(pl.DataFrame(), pl.DataFrame(), tau_floor=0.6)
     assert not undefined.passed and "undefined" in undefined.description

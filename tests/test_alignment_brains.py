@@ -47,11 +47,20 @@ def _synthetic_world(root, n_users: int, n_movies: int) -> dict:
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
 
-    data = generate(SyntheticConfig(n_users=n_users, n_movies=n_movies, mean_ratings_per_user=70, seed=5), root / "posters")
+    data = generate(
+        SyntheticConfig(n_users=n_users, n_movies=n_movies, mean_ratings_per_user=70, seed=5), root / "posters"
+    )
     split = chronological_split(data.ratings)
     frame = build_mm_ml_1m(data.movies, data.metadata)
-    agents = build_agents(split.train, data.users, frame, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)), HashTextEmbedder(),
-                          PaletteLayoutPosterEmbedder(), root / "cache")
+    agents = build_agents(
+        split.train,
+        data.users,
+        frame,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        HashTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        root / "cache",
+    )
     model = fit_embedded_brain(agents, split.train, split.valid, data.users)
     return dict(data=data, split=split, agents=agents, model=model, catalogue=Catalogue.from_frame(frame), frame=frame)
 
@@ -59,8 +68,14 @@ def _synthetic_world(root, n_users: int, n_movies: int) -> dict:
 @pytest.mark.slow
 def test_on_planted_tastes_the_calibrated_brain_discriminates_and_responds_to_list_quality(synthetic):
     split, agents, catalogue = synthetic["split"], synthetic["agents"], synthetic["catalogue"]
-    calibrated = calibrate_list_response(synthetic["model"], agents.sessions(), split.train, split.valid, catalogue,
-                                         CalibrationConfig(n_agents=120, scales=(1.0, 2.0, 4.0, 8.0)))
+    calibrated = calibrate_list_response(
+        synthetic["model"],
+        agents.sessions(),
+        split.train,
+        split.valid,
+        catalogue,
+        CalibrationConfig(n_agents=120, scales=(1.0, 2.0, 4.0, 8.0)),
+    )
     response = calibrated.params.list_response
     # The yardstick: real users rate 5x the items from a list half relevant as from one a
     # tenth relevant (elasticity 1); calibration brings the brain closer to that.
@@ -80,8 +95,23 @@ def test_on_planted_tastes_the_calibrated_brain_discriminates_and_responds_to_li
     assert row[("1:1", "precision")]["ci_low"] > 0.6
 
     liked = split.test.filter(pl.col("rating") >= 4)
-    quality = mixed_lists(liked, known, synthetic["frame"].get_column("movie_id"), (9, 4, 1), 20, 0, users, "quality", full_lists_only=True)
-    result = list_quality(simulate_lists(calibrated.brain(), agents.sessions(users), quality, catalogue), quality, window=split.test, n_bootstrap=300)
+    quality = mixed_lists(
+        liked,
+        known,
+        synthetic["frame"].get_column("movie_id"),
+        (9, 4, 1),
+        20,
+        0,
+        users,
+        "quality",
+        full_lists_only=True,
+    )
+    result = list_quality(
+        simulate_lists(calibrated.brain(), agents.sessions(users), quality, catalogue),
+        quality,
+        window=split.test,
+        n_bootstrap=300,
+    )
     assert result.rises["ctr"] and result.rises["cvr"], result.readout.arms
 
 
@@ -100,15 +130,31 @@ def test_the_calibration_reads_neither_the_test_window_nor_more_than_it_is_given
     # same rows) and split again.
     test_rows = data.ratings.join(split.test.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="semi")
     scrambled = test_rows.with_columns(pl.Series("rating", np.random.default_rng(9).integers(1, 6, test_rows.height)))
-    other = chronological_split(pl.concat([data.ratings.join(split.test.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti"), scrambled]))
+    other = chronological_split(
+        pl.concat(
+            [
+                data.ratings.join(split.test.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti"),
+                scrambled,
+            ]
+        )
+    )
     assert other.train.equals(split.train) and other.valid.equals(split.valid) and not other.test.equals(split.test)
     config = CalibrationConfig(n_agents=40, scales=(1.0, 4.0))
 
     def brain(s):
-        agents = build_agents(s.train, data.users, synthetic["frame"], AgentsConfig(embedding=EmbeddingConfig(show_progress=False)), HashTextEmbedder(),
-                              PaletteLayoutPosterEmbedder(), None)
+        agents = build_agents(
+            s.train,
+            data.users,
+            synthetic["frame"],
+            AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+            HashTextEmbedder(),
+            PaletteLayoutPosterEmbedder(),
+            None,
+        )
         model = fit_embedded_brain(agents, s.train, s.valid, data.users)
-        return calibrate_list_response(model, agents.sessions(), s.train, s.valid, synthetic["catalogue"], config).params
+        return calibrate_list_response(
+            model, agents.sessions(), s.train, s.valid, synthetic["catalogue"], config
+        ).params
 
     first, second = brain(split), brain(other)
     assert first.model_dump() == second.model_dump()
@@ -124,7 +170,9 @@ def test_the_calibration_reads_neither_the_test_window_nor_more_than_it_is_given
     assert negatives.join(known, on=["user_id", "movie_id"], how="semi").is_empty()
 
 
-@pytest.mark.parametrize("asset_name", ["taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment"])
+@pytest.mark.parametrize(
+    "asset_name", ["taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment"]
+)
 def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(tiny, asset_name):
     """Each alignment asset refuses a brain fitted on train + validation + TEST, and a
     held-out window the brain was fitted on."""
@@ -135,13 +183,29 @@ def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(ti
 
     synthetic = tiny
     split, model = synthetic["split"], synthetic["model"]
-    leaky = type(model)(model.params.model_copy(update={"fit_last_timestamp": int(split.test["timestamp"].max())}), model.context, model.config)
+    leaky = type(model)(
+        model.params.model_copy(update={"fit_last_timestamp": int(split.test["timestamp"].max())}),
+        model.context,
+        model.config,
+    )
     asset = getattr(alignment, asset_name)
-    config = (alignment.RatingAlignmentConfig if asset_name == "rating_alignment" else alignment.AlignmentConfig)(n_agents=5)
-    inputs = dict(agents=synthetic["agents"], embedded_brain=leaky, train_ratings=split.train, valid_ratings=split.valid, test_ratings=split.test,
-                  mm_ml_1m=synthetic["frame"], recommender_arm={}, simulation_events={"pop": _events(split)})
+    config = (alignment.RatingAlignmentConfig if asset_name == "rating_alignment" else alignment.AlignmentConfig)(
+        n_agents=5
+    )
+    inputs = dict(
+        agents=synthetic["agents"],
+        embedded_brain=leaky,
+        train_ratings=split.train,
+        valid_ratings=split.valid,
+        test_ratings=split.test,
+        mm_ml_1m=synthetic["frame"],
+        recommender_arm={},
+        simulation_events={"pop": _events(split)},
+    )
     wanted = set(asset.op.ins) | set(asset.required_resource_keys)
-    resources = dict(llm=alignment.LLMResource(), mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"))
+    resources = dict(
+        llm=alignment.LLMResource(), mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:")
+    )
     kwargs = {k: v for k, v in {**inputs, **resources}.items() if k in wanted}
     with pytest.raises(LeakageError, match="reached the held-out window|fitted on"):
         asset(build_asset_context(), config, **kwargs)
@@ -155,8 +219,19 @@ def _events(split) -> pl.DataFrame:
     """One embedded-brain session of one event: enough for the social asset to know whose sessions they are."""
     from ops.schema import EVENTS
 
-    row = {c: None for c in EVENTS} | {"arm": "pop", "user_id": int(split.train["user_id"][0]), "step": 1, "page_type": "home", "page_number": 1,
-                                       "action": EXIT, "shown": [], "caught_eye": [], "forced": False, "reason": "x", "brain": "embedded"}
+    row = {c: None for c in EVENTS} | {
+        "arm": "pop",
+        "user_id": int(split.train["user_id"][0]),
+        "step": 1,
+        "page_type": "home",
+        "page_number": 1,
+        "action": EXIT,
+        "shown": [],
+        "caught_eye": [],
+        "forced": False,
+        "reason": "x",
+        "brain": "embedded",
+    }
     return pl.DataFrame([row], schema=EVENTS)
 
 
@@ -178,7 +253,9 @@ def small(tmp_path_factory):
     movies, meta = make_catalogue(root / "posters", n_per_genre=10)
     users, ratings, favourite = make_users_and_ratings(movies, n_users=3, per_user=6)
     frame = build_mm_ml_1m(movies, meta)
-    vectors = embed_catalogue(frame, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    vectors = embed_catalogue(
+        frame, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False)
+    )
     facts = build_movie_facts(frame, ratings)
     profiles = build_profiles(ratings, users, frame, facts=facts, poster_looks={})
     memories = build_long_term_memories(ratings, vectors)
@@ -191,7 +268,9 @@ def _llm_brain(url: str, small):
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 
     # No response cache: each test scripts other answers to the same prompts.
-    config = LLMBrainConfig(base_url=url, model="test-model", api_key_env=KEY_ENV, backoff_s=0.0, backoff_max_s=0.0, cache="off")
+    config = LLMBrainConfig(
+        base_url=url, model="test-model", api_key_env=KEY_ENV, backoff_s=0.0, backoff_max_s=0.0, cache="off"
+    )
     return LLMBrain(config, catalogue=small["catalogue"])
 
 
@@ -220,12 +299,15 @@ def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_sc
             legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
             action = NEXT_PAGE if NEXT_PAGE in legal else EXIT
             return answer(action=action, interest=3, caught_eye=caught)
+
         return policy
 
     lists = _sci_fi_lists(small)
     fake = FakeOpenAI(picker(False))
     with fake.serve() as url:
-        exact = taste_discrimination(_llm_brain(url, small), small["sessions"], lists, small["catalogue"], n_bootstrap=50)
+        exact = taste_discrimination(
+            _llm_brain(url, small), small["sessions"], lists, small["catalogue"], n_bootstrap=50
+        )
     assert exact.summary.filter(pl.col("metric") == "f1").get_column("mean").to_list() == [1.0, 1.0]
     pages = lists.group_by("ratio", "user_id").len().select(((pl.col("len") + 4) // 5).sum()).item()
     assert fake.calls == pages  # one request per home page, nothing else
@@ -233,9 +315,15 @@ def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_sc
     assert body["response_format"] == {"type": "json_object"} and "role-playing" in body["messages"][0]["content"]
 
     with FakeOpenAI(picker(True)).serve() as url:
-        everything = taste_discrimination(_llm_brain(url, small), small["sessions"], lists, small["catalogue"], n_bootstrap=50)
+        everything = taste_discrimination(
+            _llm_brain(url, small), small["sessions"], lists, small["catalogue"], n_bootstrap=50
+        )
     pooled = {(r["ratio"], r["metric"]): r["pooled"] for r in everything.summary.iter_rows(named=True)}
-    assert pooled[("1:1", "recall")] == 1.0 and pooled[("1:1", "precision")] == 0.5 and pooled[("1:3", "precision")] == 0.25
+    assert (
+        pooled[("1:1", "recall")] == 1.0
+        and pooled[("1:1", "precision")] == 0.5
+        and pooled[("1:3", "precision")] == 0.25
+    )
 
 
 def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_worked_by_hand(small, monkeypatch):
@@ -254,9 +342,19 @@ def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_work
     result = rating_alignment(rated, train, n_bootstrap=50)
     real = pairs.get_column("rating").to_numpy()
     brain = result.prediction.filter(pl.col("predictor") == "brain").row(0, named=True)
-    assert brain["rmse"] == pytest.approx(np.sqrt(np.mean((4 - real) ** 2))) and brain["mae"] == pytest.approx(np.mean(np.abs(4 - real)))
-    assert fake.calls == 12 and result.distribution.filter(pl.col("star") == 4).get_column("simulated_share").item() == 1.0
+    assert brain["rmse"] == pytest.approx(np.sqrt(np.mean((4 - real) ** 2))) and brain["mae"] == pytest.approx(
+        np.mean(np.abs(4 - real))
+    )
+    assert (
+        fake.calls == 12 and result.distribution.filter(pl.col("star") == 4).get_column("simulated_share").item() == 1.0
+    )
     # An answer that stays invalid after the re-ask is recorded as unanswered, not guessed.
-    with FakeOpenAI(lambda body: json.dumps({"action": "back", "interest": 3, "caught_eye": [], "reason": "no"})).serve() as url:
-        refused = rating_alignment(brain_ratings(_llm_brain(url, small), small["sessions"], pairs.head(2), small["catalogue"]), train, n_bootstrap=20)
+    with FakeOpenAI(
+        lambda body: json.dumps({"action": "back", "interest": 3, "caught_eye": [], "reason": "no"})
+    ).serve() as url:
+        refused = rating_alignment(
+            brain_ratings(_llm_brain(url, small), small["sessions"], pairs.head(2), small["catalogue"]),
+            train,
+            n_bootstrap=20,
+        )
     assert refused.unanswered == 2 and refused.pairs.is_empty()

@@ -22,7 +22,13 @@ def trained():
     metadata = planted_metadata(movies)
     # Two epochs on 80 users: a fixture for saving and loading, not a learner (guard off).
     arms = {
-        name: train_arm(arm_config(name, max_epochs=2, learning_rate=0.01, embedding_dim=8, divergence={"enabled": False}), split.train, split.valid, users, build_mm_ml_1m(movies, metadata))
+        name: train_arm(
+            arm_config(name, max_epochs=2, learning_rate=0.01, embedding_dim=8, divergence={"enabled": False}),
+            split.train,
+            split.valid,
+            users,
+            build_mm_ml_1m(movies, metadata),
+        )
         for name in ("deepfm", "pop", "random")
     }
     return arms, split
@@ -84,5 +90,7 @@ def _register_and_check(arms, split):
     assert [(m.step, m.value) for m in curve] == [(h["epoch"], pytest.approx(h["val_auc"])) for h in arm.history]
     model = mlflow.pyfunc.load_model("models:/simab-deepfm/2")
     frame = pd.DataFrame({"user_id": split.test["user_id"].to_numpy(), "movie_id": split.test["movie_id"].to_numpy()})
-    assert np.allclose(np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["movie_id"].to_numpy()))
+    assert np.allclose(
+        np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["movie_id"].to_numpy())
+    )
     assert "features" in arm_params(arm) and arm_params(arms["pop"])["model"] == "pop"

@@ -140,18 +140,34 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
 
     users, movies, split, train, pool = planted
     sample = pool.head(400)
-    clicks = sample.head(150).select("user_id", "movie_id").with_columns(
-        action=pl.lit("click_movie"), step=pl.int_range(1, pl.len() + 1).over("user_id")
+    clicks = (
+        sample.head(150)
+        .select("user_id", "movie_id")
+        .with_columns(action=pl.lit("click_movie"), step=pl.int_range(1, pl.len() + 1).over("user_id"))
     )
     events = pl.concat(
         [
             views_of(sample, sample["rating"].to_numpy()),
-            events_frame([dict(user_id=u, movie_id=m, action="click_movie", step=10_000 + s) for u, m, _, s in clicks.rows()]),
+            events_frame(
+                [dict(user_id=u, movie_id=m, action="click_movie", step=10_000 + s) for u, m, _, s in clicks.rows()]
+            ),
             # A view of a pair already in train adds nothing.
-            events_frame([dict(user_id=train["user_id"][0], movie_id=train["movie_id"][0], action="watch_and_rate", step=1, rating=1)]),
+            events_frame(
+                [
+                    dict(
+                        user_id=train["user_id"][0],
+                        movie_id=train["movie_id"][0],
+                        action="watch_and_rate",
+                        step=1,
+                        rating=1,
+                    )
+                ]
+            ),
         ]
     )
-    out = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), events, config=QUIET, **FAST)
+    out = refit_and_evaluate(
+        "fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), events, config=QUIET, **FAST
+    )
     assert out.schema == pl.Schema(AUGMENTATION_METRICS)
     assert out["training_set"].to_list() == ["original", "+click", "+view"]
     assert out["added_rows"].to_list() == [0, 150, 400]
@@ -167,18 +183,50 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
     assert out["test_auc"][0] == metrics.test_auc and out["ndcg_at_k"][0] == metrics.ndcg_at_k
 
     table = table_5(out)
-    assert table.columns == ["training_set", "fm"] and table["training_set"].to_list() == ["original", "+click", "+view"]
+    assert table.columns == ["training_set", "fm"] and table["training_set"].to_list() == [
+        "original",
+        "+click",
+        "+view",
+    ]
 
 
 def test_a_signal_with_nothing_new_repeats_the_original_and_random_is_refused(planted, tmp_path):
     users, movies, split, train, _ = planted
-    only_train_pairs = events_frame([dict(user_id=u, movie_id=m, action="click_movie", step=i) for i, (u, m) in enumerate(train.head(5).select("user_id", "movie_id").rows())])
-    out = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), only_train_pairs, signals=("click",), config=QUIET, **{**FAST, "max_epochs": 1})
+    only_train_pairs = events_frame(
+        [
+            dict(user_id=u, movie_id=m, action="click_movie", step=i)
+            for i, (u, m) in enumerate(train.head(5).select("user_id", "movie_id").rows())
+        ]
+    )
+    out = refit_and_evaluate(
+        "fm",
+        train,
+        split.valid,
+        split.test,
+        users,
+        build_mm_ml_1m(movies),
+        only_train_pairs,
+        signals=("click",),
+        config=QUIET,
+        **{**FAST, "max_epochs": 1},
+    )
     assert out["added_rows"].to_list() == [0, 0] and out["test_auc"][0] == out["test_auc"][1]
     with pytest.raises(ValueError, match="'random' .* is not a trainable CTR model"):
-        refit_and_evaluate("random", train, split.valid, split.test, users, build_mm_ml_1m(movies), only_train_pairs, config=QUIET)
+        refit_and_evaluate(
+            "random", train, split.valid, split.test, users, build_mm_ml_1m(movies), only_train_pairs, config=QUIET
+        )
     with pytest.raises(ValueError, match=r"unknown signal\(s\) \['likes'\]"):
-        refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), only_train_pairs, signals=("likes",), config=QUIET)
+        refit_and_evaluate(
+            "fm",
+            train,
+            split.valid,
+            split.test,
+            users,
+            build_mm_ml_1m(movies),
+            only_train_pairs,
+            signals=("likes",),
+            config=QUIET,
+        )
     figure = augmentation_figure(pl.concat([out, out.with_columns(arm=pl.lit("deepfm"))]), tmp_path / "auc.png")
     assert figure.stat().st_size > 5000
 
@@ -188,10 +236,30 @@ def test_simulated_views_that_follow_the_tastes_raise_auc_and_shuffled_ones_do_n
     simulator reports) and with those ratings shuffled.  Only the first helps."""
     users, movies, split, train, pool = planted
     ratings = pool["rating"].to_numpy()
-    faithful = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), views_of(pool, ratings),
-                                  signals=("view",), config=QUIET, **FAST)
-    shuffled = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies),
-                                  views_of(pool, np.random.default_rng(1).permutation(ratings)), signals=("view",), config=QUIET, **FAST)
+    faithful = refit_and_evaluate(
+        "fm",
+        train,
+        split.valid,
+        split.test,
+        users,
+        build_mm_ml_1m(movies),
+        views_of(pool, ratings),
+        signals=("view",),
+        config=QUIET,
+        **FAST,
+    )
+    shuffled = refit_and_evaluate(
+        "fm",
+        train,
+        split.valid,
+        split.test,
+        users,
+        build_mm_ml_1m(movies),
+        views_of(pool, np.random.default_rng(1).permutation(ratings)),
+        signals=("view",),
+        config=QUIET,
+        **FAST,
+    )
     assert faithful["added_rows"][1] == shuffled["added_rows"][1] == pool.height
     assert faithful["test_auc"][0] == shuffled["test_auc"][0]  # the same original model
     # Measured: original 0.611, faithful views 0.768, shuffled views 0.601.
@@ -211,11 +279,35 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
     calls = []
     monkeypatch.setattr(recommenders, "train_arm", lambda cfg, *a, **k: calls.append(cfg) or train_arm(cfg, *a, **k))
 
-    out = refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), events, signals=("view",), config=QUIET, original_model=trained, **fast)
+    out = refit_and_evaluate(
+        "fm",
+        train,
+        split.valid,
+        split.test,
+        users,
+        build_mm_ml_1m(movies),
+        events,
+        signals=("view",),
+        config=QUIET,
+        original_model=trained,
+        **fast,
+    )
     assert len(calls) == 1  # only the augmented model was trained
     assert out["test_auc"][0] == evaluate_arm(trained, train, split.test, movies["movie_id"].to_numpy()).test_auc
     # A model trained with other settings is not the like-for-like original: trained again.
-    refit_and_evaluate("fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), events, signals=("view",), config=QUIET, original_model=trained, **{**fast, "seed": 7})
+    refit_and_evaluate(
+        "fm",
+        train,
+        split.valid,
+        split.test,
+        users,
+        build_mm_ml_1m(movies),
+        events,
+        signals=("view",),
+        config=QUIET,
+        original_model=trained,
+        **{**fast, "seed": 7},
+    )
     assert len(calls) == 3
 
 
@@ -223,9 +315,23 @@ def test_seed_summary_puts_an_interval_over_training_seeds():
     from ops.readout.augmentation_summary import seed_summary
 
     def rows(training_set, diffs):
-        return [dict(simulated_arm="deepfm", brain="embedded", arm="fm", training_set=training_set, seed=1024 + i, auc_difference=d) for i, d in enumerate(diffs)]
+        return [
+            dict(
+                simulated_arm="deepfm",
+                brain="embedded",
+                arm="fm",
+                training_set=training_set,
+                seed=1024 + i,
+                auc_difference=d,
+            )
+            for i, d in enumerate(diffs)
+        ]
 
-    metrics = pl.DataFrame(rows("original", [0.0] * 4) + rows("+view", [0.004, 0.005, 0.003, 0.004]) + rows("+click", [0.004, -0.006, 0.002, -0.001]))
+    metrics = pl.DataFrame(
+        rows("original", [0.0] * 4)
+        + rows("+view", [0.004, 0.005, 0.003, 0.004])
+        + rows("+click", [0.004, -0.006, 0.002, -0.001])
+    )
     summary = {r["training_set"]: r for r in seed_summary(metrics).iter_rows(named=True)}
     assert set(summary) == {"+view", "+click"}  # the original is the baseline, not a row
     view = summary["+view"]

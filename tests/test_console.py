@@ -51,7 +51,9 @@ def test_a_stage_line_follows_the_run_and_shows_its_warnings():
     def third(second):
         return second + 1
 
-    job = Definitions(assets=[first, second, third], jobs=[define_asset_job("three", selection="*")]).resolve_job_def("three")
+    job = Definitions(assets=[first, second, third], jobs=[define_asset_job("three", selection="*")]).resolve_job_def(
+        "three"
+    )
     instance = DagsterInstance.ephemeral()
     stream = io.StringIO()
     console = LifecycleConsole(stream)
@@ -59,7 +61,12 @@ def test_a_stage_line_follows_the_run_and_shows_its_warnings():
     seen = []
     with console.stage("arm pop", len(job.nodes)) as stage:
         stage.watch(instance, run_id)
-        instance.add_event_listener(run_id, lambda e: seen.append(stage.progress.tasks[0].completed) if e.dagster_event and e.dagster_event.event_type_value == "STEP_START" else None)
+        instance.add_event_listener(
+            run_id,
+            lambda e: seen.append(stage.progress.tasks[0].completed)
+            if e.dagster_event and e.dagster_event.event_type_value == "STEP_START"
+            else None,
+        )
         result = job.execute_in_process(instance=instance, run_id=run_id)
         stage.succeeded = result.success
     lines = [line for line in stream.getvalue().splitlines() if line.strip()]
@@ -92,16 +99,36 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
     headline = {
         "control": "pop",
         "arms": {
-            "fm": {"ctr": [0.21, 0.19, 0.23], "cvr": [0.05, 0.04, 0.06], "average_rating": [3.9, 3.8, 4.0], "ndcg_at_k": [0.061, 0.055, 0.067]},
-            "random": {"ctr": [0.11, 0.1, 0.12], "cvr": [0.01, 0.0, 0.02], "average_rating": [None, None, None], "ndcg_at_k": None},
+            "fm": {
+                "ctr": [0.21, 0.19, 0.23],
+                "cvr": [0.05, 0.04, 0.06],
+                "average_rating": [3.9, 3.8, 4.0],
+                "ndcg_at_k": [0.061, 0.055, 0.067],
+            },
+            "random": {
+                "ctr": [0.11, 0.1, 0.12],
+                "cvr": [0.01, 0.0, 0.02],
+                "average_rating": [None, None, None],
+                "ndcg_at_k": None,
+            },
         },
-        "fidelity": {"kendall_tau_ctr_ndcg": 0.67, "same_best_arm": True, "pairs": 3, "agree": 2, "disagree": 0, "offline tie": 1, "simulation tie": 0},
+        "fidelity": {
+            "kendall_tau_ctr_ndcg": 0.67,
+            "same_best_arm": True,
+            "pairs": 3,
+            "agree": 2,
+            "disagree": 0,
+            "offline tie": 1,
+            "simulation tie": 0,
+        },
     }
     stream = io.StringIO()
-    LifecycleConsole(stream).summary(headline, [("report", "/x/report.html"), ("viewer", "make viewer → http://127.0.0.1:8050/")])
+    LifecycleConsole(stream).summary(
+        headline, [("report", "/x/report.html"), ("viewer", "make viewer → http://127.0.0.1:8050/")]
+    )
     text = stream.getvalue()
     lines = text.splitlines()
-    table = lines[lines.index(next(line for line in lines if line.startswith("A/B read-out"))) + 1:]
+    table = lines[lines.index(next(line for line in lines if line.startswith("A/B read-out"))) + 1 :]
     table = table[: table.index("")]
     assert len(table) == 1 + 2 * 2 and max(len(line) for line in table) <= 80  # header, two lines per arm
     fm = lines.index(next(line for line in lines if line.startswith("fm")))
@@ -119,26 +146,54 @@ def test_the_console_opens_on_the_same_verdict_lines_as_the_report():
 
     headline = {
         "control": "pop",
-        "verdict": {"metric": "ctr", "arm": "fm", "control": "pop", "difference": 0.021, "ci_low": 0.015,
-                    "ci_high": 0.027, "p_holm": 0.001, "significant": True},
-        "trust": {"taste_protocol": "per item", "taste_f1": {"1:1": 0.8, "1:9": 0.56}, "rmse": 0.93,
-                  "rmse_best_arm": 0.96, "best_arm": "deepfm"},
+        "verdict": {
+            "metric": "ctr",
+            "arm": "fm",
+            "control": "pop",
+            "difference": 0.021,
+            "ci_low": 0.015,
+            "ci_high": 0.027,
+            "p_holm": 0.001,
+            "significant": True,
+        },
+        "trust": {
+            "taste_protocol": "per item",
+            "taste_f1": {"1:1": 0.8, "1:9": 0.56},
+            "rmse": 0.93,
+            "rmse_best_arm": 0.96,
+            "best_arm": "deepfm",
+        },
         "warnings": ["Kendall τ(ctr, ndcg_at_k) = 0.333 is below the floor 0.60"],
         "arms": {"fm": {"ctr": [0.21, 0.19, 0.23], "cvr": None, "average_rating": None, "ndcg_at_k": None}},
-        "fidelity": {"kendall_tau_ctr_ndcg": 0.33, "same_best_arm": True, "pairs": 1, "agree": 1, "disagree": 0,
-                     "offline tie": 0, "simulation tie": 0},
+        "fidelity": {
+            "kendall_tau_ctr_ndcg": 0.33,
+            "same_best_arm": True,
+            "pairs": 1,
+            "agree": 1,
+            "disagree": 0,
+            "offline tie": 0,
+            "simulation tie": 0,
+        },
     }
     said = verdict_lines(headline)
-    assert said[0] == ("Winner on CTR: fm, +0.0210 [+0.0150, +0.0270] against the control pop "
-                       "(95 % interval; Holm p = 0.001)")
-    assert said[2] == ("trust in the agents: taste F1 (per item protocol) 1:1 0.80, 1:9 0.56; rating RMSE 0.930 "
-                       "(best offline arm, deepfm: 0.960)")
+    assert said[0] == (
+        "Winner on CTR: fm, +0.0210 [+0.0150, +0.0270] against the control pop (95 % interval; Holm p = 0.001)"
+    )
+    assert said[2] == (
+        "trust in the agents: taste F1 (per item protocol) 1:1 0.80, 1:9 0.56; rating RMSE 0.930 "
+        "(best offline arm, deepfm: 0.960)"
+    )
     assert said[-1].startswith("WARNING: Kendall")
     stream = io.StringIO()
     LifecycleConsole(stream).summary(headline, [])
     lines = [line for line in stream.getvalue().splitlines() if line]
     assert lines[: len(said)] == said and lines[len(said)].startswith("A/B read-out")
     # Not significant: no winner is named.
-    headline["verdict"] |= {"difference": 0.002, "ci_low": -0.001, "ci_high": 0.005, "p_holm": 0.4,
-                            "significant": False}
+    headline["verdict"] |= {
+        "difference": 0.002,
+        "ci_low": -0.001,
+        "ci_high": 0.005,
+        "p_holm": 0.4,
+        "significant": False,
+    }
     assert verdict_lines(headline)[0].startswith("No arm beats the control pop on CTR: the best, fm, differs by +0.002")

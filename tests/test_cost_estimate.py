@@ -24,7 +24,15 @@ def test_tokens_count_text_chat_structure_and_images():
     assert image_tokens(url, "low") == 85
     assert image_tokens(url, "high") == 85 + 170 * 2  # one tile wide, two tall
     assert image_tokens(url, "auto", size=(4096, 4096)) == 85 + 170 * 4  # 2048 -> 768: 2 × 2 tiles
-    parts = [{"role": "user", "content": [{"type": "text", "text": "x" * 8}, {"type": "image_url", "image_url": {"url": url, "detail": "low"}}]}]
+    parts = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "x" * 8},
+                {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+            ],
+        }
+    ]
     assert prompt_tokens(parts) == 3 + 3 + text_tokens("user") + 2 + 85
 
 
@@ -46,22 +54,41 @@ def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, ref
     sim_config = SimulationConfig(progress=False)
     fake = FakeOpenAI(uniform_agent, count_tokens=True, record=bool(reflect_every))
     with fake.serve() as url:
-        config = LLMBrainConfig(base_url=url, api_key_required=False, model="test-model", fatigue=sim_config.fatigue,
-                                max_attempts=2, backoff_s=0.0, reflect_every=reflect_every)
+        config = LLMBrainConfig(
+            base_url=url,
+            api_key_required=False,
+            model="test-model",
+            fatigue=sim_config.fatigue,
+            max_attempts=2,
+            backoff_s=0.0,
+            reflect_every=reflect_every,
+        )
         # The dry run: 50 of the 120 agents, a uniform random user deciding, nothing sent.
-        estimate = estimate_llm_cost("pop", world["top_k"], world["agents"], world["catalogue"], LLMBrain(config, catalogue=world["catalogue"]),
-                                     UniformRandomBrain(), sim_config, config=CostEstimateConfig(sample_agents=50, seed=0))
+        estimate = estimate_llm_cost(
+            "pop",
+            world["top_k"],
+            world["agents"],
+            world["catalogue"],
+            LLMBrain(config, catalogue=world["catalogue"]),
+            UniformRandomBrain(),
+            sim_config,
+            config=CostEstimateConfig(sample_agents=50, seed=0),
+        )
         assert fake.calls == 0
         # The run: all 120 agents through the endpoint, which answers as a uniform random user
         # (the same behaviour, other draws: sessions differ, only their distribution is shared).
         brain = LLMBrain(config, catalogue=world["catalogue"])
         try:
-            events = simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], brain, sim_config, seed=1, concurrency=8)
+            events = simulate_arm(
+                "pop", world["top_k"], world["agents"], world["catalogue"], brain, sim_config, seed=1, concurrency=8
+            )
         finally:
             brain.close()
     assert events.get_column("fallback").sum() == 0
     counted = fake.stats()
-    print(f"estimate {estimate.calls} calls, {estimate.prompt_tokens} + {estimate.completion_tokens} tokens; counted {counted}")
+    print(
+        f"estimate {estimate.calls} calls, {estimate.prompt_tokens} + {estimate.completion_tokens} tokens; counted {counted}"
+    )
     assert estimate.agents == 120 and estimate.sampled_agents == 50
     assert estimate.calls == pytest.approx(counted["calls"], rel=0.25)
     assert estimate.prompt_tokens == pytest.approx(counted["prompt_tokens"], rel=0.25)
@@ -78,9 +105,16 @@ def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, ref
         # The run asked for reflections, and the estimate counted about as many: its calls
         # above the same dry run without reflection are the reflections it expects.
         asked = sum(1 for r in fake.requests if "Pause and reflect" in user_text(r))
-        without = estimate_llm_cost("pop", world["top_k"], world["agents"], world["catalogue"],
-                                    LLMBrain(config.model_copy(update={"reflect_every": 0}), catalogue=world["catalogue"]),
-                                    UniformRandomBrain(), sim_config, config=CostEstimateConfig(sample_agents=50, seed=0))
+        without = estimate_llm_cost(
+            "pop",
+            world["top_k"],
+            world["agents"],
+            world["catalogue"],
+            LLMBrain(config.model_copy(update={"reflect_every": 0}), catalogue=world["catalogue"]),
+            UniformRandomBrain(),
+            sim_config,
+            config=CostEstimateConfig(sample_agents=50, seed=0),
+        )
         assert asked > 0 and estimate.calls - without.calls == pytest.approx(asked, rel=0.3)
         assert estimate.ceiling_calls > without.ceiling_calls
 
@@ -88,7 +122,25 @@ def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, ref
 def test_a_run_above_the_limit_is_refused_naming_the_estimate_and_the_limit():
     from ops.simulation.cost import CostEstimate, CostLimitExceeded, check_cost_limit
 
-    estimate = CostEstimate("pop", "gpt-4o-mini", "embedded", 100, 20, 900, 2_000_000, 50_000, 0.33, 0.3, 0.36, 4600, 9_000_000, 1_380_000, 2.18, 0.15, 0.6)
+    estimate = CostEstimate(
+        "pop",
+        "gpt-4o-mini",
+        "embedded",
+        100,
+        20,
+        900,
+        2_000_000,
+        50_000,
+        0.33,
+        0.3,
+        0.36,
+        4600,
+        9_000_000,
+        1_380_000,
+        2.18,
+        0.15,
+        0.6,
+    )
     check_cost_limit(estimate, None)
     check_cost_limit(estimate, 0.5)
     with pytest.raises(CostLimitExceeded) as refused:
@@ -100,7 +152,25 @@ def test_a_run_above_the_limit_is_refused_naming_the_estimate_and_the_limit():
 def test_sessions_per_agent_multiply_the_bill_and_widen_its_interval_by_their_root():
     from ops.simulation.cost import CostEstimate, CostLimitExceeded, check_cost_limit
 
-    one = CostEstimate("pop", "gpt-4o-mini", "embedded", 100, 20, 900, 2_000_000, 50_000, 0.33, 0.30, 0.36, 4600, 9_000_000, 1_380_000, 2.18, 0.15, 0.6)
+    one = CostEstimate(
+        "pop",
+        "gpt-4o-mini",
+        "embedded",
+        100,
+        20,
+        900,
+        2_000_000,
+        50_000,
+        0.33,
+        0.30,
+        0.36,
+        4600,
+        9_000_000,
+        1_380_000,
+        2.18,
+        0.15,
+        0.6,
+    )
     assert one.over_sessions(1) is one
     four = one.over_sessions(4)
     assert (four.calls, four.prompt_tokens, four.ceiling_calls) == (3600, 8_000_000, 18_400)

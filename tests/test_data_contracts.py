@@ -18,15 +18,39 @@ from data_contracts.validate import validate_frame
 @pytest.fixture(scope="module")
 def tables():
     users = pl.DataFrame(
-        {"user_id": [1, 2, 3], "gender": ["M", "F", "M"], "age": [1, 25, 56], "occupation": [0, 12, 20], "zip": ["1", "2", "3"], "has_ratings": [True, True, False]}
+        {
+            "user_id": [1, 2, 3],
+            "gender": ["M", "F", "M"],
+            "age": [1, 25, 56],
+            "occupation": [0, 12, 20],
+            "zip": ["1", "2", "3"],
+            "has_ratings": [True, True, False],
+        }
     )
-    movies = pl.DataFrame({"movie_id": [10, 11], "title": ["A (1990)", "B (1995)"], "year": [1990, 1995], "genres": [["Drama"], ["Comedy"]]})
-    ratings = pl.DataFrame({"user_id": [1, 1, 2], "movie_id": [10, 11, 10], "rating": [4, 5, 1], "timestamp": [978300760, 978300761, 978300762]})
+    movies = pl.DataFrame(
+        {
+            "movie_id": [10, 11],
+            "title": ["A (1990)", "B (1995)"],
+            "year": [1990, 1995],
+            "genres": [["Drama"], ["Comedy"]],
+        }
+    )
+    ratings = pl.DataFrame(
+        {
+            "user_id": [1, 1, 2],
+            "movie_id": [10, 11, 10],
+            "rating": [4, 5, 1],
+            "timestamp": [978300760, 978300761, 978300762],
+        }
+    )
     return users, movies, ratings
 
 
 def _ratings_report(ratings, users, movies):
-    return validate_frame(ratings, ratings_suite(users["user_id"].to_list(), movies["movie_id"].to_list(), ContractConfig(max_density=1.0)))
+    return validate_frame(
+        ratings,
+        ratings_suite(users["user_id"].to_list(), movies["movie_id"].to_list(), ContractConfig(max_density=1.0)),
+    )
 
 
 def test_clean_tables_pass(tables):
@@ -56,7 +80,9 @@ def test_duplicate_key_is_named(tables):
 
 def test_rating_of_unknown_user_and_movie_is_named(tables):
     users, movies, ratings = tables
-    bad = pl.concat([ratings, pl.DataFrame({"user_id": [99], "movie_id": [12], "rating": [3], "timestamp": [978300763]})])
+    bad = pl.concat(
+        [ratings, pl.DataFrame({"user_id": [99], "movie_id": [12], "rating": [3], "timestamp": [978300763]})]
+    )
     summary = _ratings_report(bad, users, movies).summary()
     assert "user missing from the users table" in summary and "99" in summary
     assert "movie missing from the movies table" in summary and "12" in summary
@@ -98,7 +124,10 @@ def test_metadata_ranges_and_coverage():
 def test_coverage_floor_is_over_all_movies_and_skips_votes_for_local_sources():
     from ops.schema import METADATA
 
-    rows = [{**{k: None for k in METADATA}, "movie_id": i, "overview": "x", "metadata_source": "local:movies.dat"} for i in range(3)]
+    rows = [
+        {**{k: None for k in METADATA}, "movie_id": i, "overview": "x", "metadata_source": "local:movies.dat"}
+        for i in range(3)
+    ]
     md = pl.DataFrame(rows, schema=METADATA)
     problems = coverage_problems(md, n_movies=4, floor=0.5)
     assert not any("overview" in p for p in problems)  # 3 of 4 movies

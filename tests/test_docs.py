@@ -17,7 +17,10 @@ def _files():
 
 
 def _anchors(markdown: str) -> set[str]:
-    return {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", markdown, re.M)}
+    return {
+        re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
+        for h in re.findall(r"^#+ (.+)$", markdown, re.M)
+    }
 
 
 def test_no_file_cites_a_document_the_repository_does_not_hold():
@@ -29,7 +32,9 @@ def test_no_file_cites_a_document_the_repository_does_not_hold():
         if path == Path(__file__):
             continue
         text = path.read_text(encoding="utf-8")
-        assert "design" + ".md" not in text, f"{path.relative_to(ROOT)} cites the design card, which is not in the repository: cite docs/"
+        assert "design" + ".md" not in text, (
+            f"{path.relative_to(ROOT)} cites the design card, which is not in the repository: cite docs/"
+        )
         found = [(ROOT / name, name, anchor) for name, anchor in cited.findall(text)]
         if path.suffix == ".md":
             found += [(path.parent / name, name, anchor) for name, anchor in linked.findall(text)]

@@ -41,8 +41,16 @@ def agents_and_brain(train, valid, users, catalogue, cache):
     the names the tests read."""
     agents = build_agents(train, users, catalogue, QUIET, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), cache)
     model = fit_embedded_brain(agents, train, valid, users)
-    return SimpleNamespace(profiles=agents.profiles, memories=agents.memories, vectors=agents.vectors, sessions=agents.sessions,
-                           brain=model.brain, params=model.params, context=model.context, config=model.config)
+    return SimpleNamespace(
+        profiles=agents.profiles,
+        memories=agents.memories,
+        vectors=agents.vectors,
+        sessions=agents.sessions,
+        brain=model.brain,
+        params=model.params,
+        context=model.context,
+        config=model.config,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +70,17 @@ def _session(bundle, uid, spent=0.0, budget=30.0) -> AgentSession:
 
 
 def _unrated(world, uid, fav: bool, n: int):
-    return [m for m, g in sorted(world["genre_of"].items()) if (g == world["favourite"][uid]) == fav and (uid, m) not in world["rated"]][:n]
+    return [
+        m
+        for m, g in sorted(world["genre_of"].items())
+        if (g == world["favourite"][uid]) == fav and (uid, m) not in world["rated"]
+    ][:n]
 
 
 def _home(movie_ids, page=1, legal=(CLICK_MOVIE, NEXT_PAGE, EXIT)) -> Observation:
-    cards = tuple(ItemCard(m, 5 * (page - 1) + i + 1, f"movie {m}", 7.0, ("Drama",), None) for i, m in enumerate(movie_ids))
+    cards = tuple(
+        ItemCard(m, 5 * (page - 1) + i + 1, f"movie {m}", 7.0, ("Drama",), None) for i, m in enumerate(movie_ids)
+    )
     return Observation("home", page, legal, items=cards)
 
 
@@ -113,7 +127,9 @@ def test_prepare_scores_all_pairs_and_decide_only_looks_them_up(world):
     brain.prepare(sessions, shown)
     lone = bundle.brain()  # the same pairs scored one agent at a time give the same numbers
     for s in sessions:
-        assert brain.click_probability(s, shown[s.user_id]) == pytest.approx(lone.click_probability(s, shown[s.user_id]))
+        assert brain.click_probability(s, shown[s.user_id]) == pytest.approx(
+            lone.click_probability(s, shown[s.user_id])
+        )
     assert set(brain._scores) == {1, 2, 3}
 
 
@@ -127,11 +143,17 @@ def test_decisions_are_legal_and_reproducible_from_the_generator(world):
         rng = np.random.default_rng(seed)
         out = []
         for step in range(1, 6):
-            obs = _home(items) if not s.short_term or s.short_term[-1].page_type == "detail" or s.short_term[-1].action != CLICK_MOVIE else _detail(s.short_term[-1].movie_id)
+            obs = (
+                _home(items)
+                if not s.short_term or s.short_term[-1].page_type == "detail" or s.short_term[-1].action != CLICK_MOVIE
+                else _detail(s.short_term[-1].movie_id)
+            )
             d = brain.decide(s, obs, rng)
             assert d.action in obs.legal_actions and 1 <= d.interest <= 5 and d.reason
             out.append((d.action, d.movie_id, d.rating, d.interest, d.reason, d.caught_eye))
-            s.short_term.append(ShortTermEntry(step, obs.page_type, 1, d.caught_eye, d.interest, d.action, d.movie_id, d.rating))
+            s.short_term.append(
+                ShortTermEntry(step, obs.page_type, 1, d.caught_eye, d.interest, d.action, d.movie_id, d.rating)
+            )
             if d.action in (EXIT, NEXT_PAGE):
                 break
         return out
@@ -191,7 +213,9 @@ def test_exit_interview_rewards_liked_watches(world):
 
     def session(ratings):
         s = _session(bundle, uid)
-        s.short_term = [ShortTermEntry(i, "detail", 1, (), 4, WATCH_AND_RATE, m, r) for i, (m, r) in enumerate(zip(movies, ratings))]
+        s.short_term = [
+            ShortTermEntry(i, "detail", 1, (), 4, WATCH_AND_RATE, m, r) for i, (m, r) in enumerate(zip(movies, ratings))
+        ]
         return s
 
     happy = brain.exit_interview(session([5, 5, 4]), np.random.default_rng(1))
@@ -241,7 +265,9 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
     movie_ids = data.movies.get_column("movie_id").to_numpy()
     exclude = split.train.select("user_id", "movie_id")
     arms = ("random", "pop", "deepfm")
-    trained = {a: train_arm(arm_config(a, max_epochs=8), split.train, split.valid, data.users, catalogue_frame) for a in arms}
+    trained = {
+        a: train_arm(arm_config(a, max_epochs=8), split.train, split.valid, data.users, catalogue_frame) for a in arms
+    }
     lists = pl.concat([top_k(trained[a], users, movie_ids, exclude) for a in arms])
     ndcg = {a: evaluate_arm(trained[a], split.train, split.test, movie_ids).ndcg_at_k for a in arms}
     catalogue = Catalogue.from_frame(catalogue_frame)
@@ -249,8 +275,22 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
     genres = {m: set(g) for m, g in data.movies.select("movie_id", "genres").iter_rows()}
     ctr = {}
     for arm in arms:
-        events = simulation.simulate_arm(arm, lists, bundle.sessions(), catalogue, bundle.brain(), simulation.SimulationConfig(progress=False), seed=0)
-        shown = events.filter(pl.col("page_type") == "home").select("user_id", pl.col("shown").alias("movie_id")).explode("movie_id").drop_nulls().unique()
+        events = simulation.simulate_arm(
+            arm,
+            lists,
+            bundle.sessions(),
+            catalogue,
+            bundle.brain(),
+            simulation.SimulationConfig(progress=False),
+            seed=0,
+        )
+        shown = (
+            events.filter(pl.col("page_type") == "home")
+            .select("user_id", pl.col("shown").alias("movie_id"))
+            .explode("movie_id")
+            .drop_nulls()
+            .unique()
+        )
         clicks = set(events.filter(pl.col("action") == CLICK_MOVIE).select("user_id", "movie_id").iter_rows())
         match = np.array([bool(favourite[u] & genres[m]) for u, m in shown.iter_rows()])
         clicked = np.array([(u, m) in clicks for u, m in shown.iter_rows()])
@@ -326,7 +366,9 @@ def test_demographic_lift_is_observed_over_expected_train_ratings_of_the_agents_
     for g, m, observed in counts.iter_rows():
         expected = n_g[g] * n_m[m] / total
         row = ctx.demographic_groups[f"{g}|25"]
-        assert ctx.demographic_lift[row, bundle.vectors.rows_of([m])[0]] == pytest.approx(np.log((observed + 5) / (expected + 5)), rel=1e-4)
+        assert ctx.demographic_lift[row, bundle.vectors.rows_of([m])[0]] == pytest.approx(
+            np.log((observed + 5) / (expected + 5)), rel=1e-4
+        )
         checked += 1
     assert checked > 50
     # And the brain reads it for the agent's own group.
@@ -335,7 +377,9 @@ def test_demographic_lift_is_observed_over_expected_train_ratings_of_the_agents_
     brain = bundle.brain()
     brain.click_probability(_session(bundle, uid), [movie])
     value = brain._scores[uid].features[0, FEATURES.index("demographic_lift")]
-    assert value == pytest.approx(ctx.demographic_lift[ctx.demographic_groups[f"{gender[uid]}|25"], bundle.vectors.rows_of([movie])[0]], rel=1e-5)
+    assert value == pytest.approx(
+        ctx.demographic_lift[ctx.demographic_groups[f"{gender[uid]}|25"], bundle.vectors.rows_of([movie])[0]], rel=1e-5
+    )
     assert value > 0
 
 
@@ -345,7 +389,12 @@ def test_demographic_lift_is_observed_over_expected_train_ratings_of_the_agents_
 def test_crowd_rating_is_the_movies_train_mean_shrunk_towards_the_global_mean(world):
     bundle = world["bundle"]
     ctx = bundle.context
-    train = pl.concat([pl.DataFrame({"movie_id": m.movie_ids, "rating": m.ratings.astype(np.int64)}) for m in bundle.memories.values()])
+    train = pl.concat(
+        [
+            pl.DataFrame({"movie_id": m.movie_ids, "rating": m.ratings.astype(np.int64)})
+            for m in bundle.memories.values()
+        ]
+    )
     g = train.get_column("rating").mean()
     movie, (n, mean) = 5, train.filter(pl.col("movie_id") == 5).select(pl.len(), pl.col("rating").mean()).row(0)
     expected = (n * mean + 10.0 * g) / (n + 10.0) - g
@@ -359,7 +408,9 @@ def test_the_click_scale_and_shift_sharpen_the_click_log_odds(world):
     bundle = world["bundle"]
     movies = _unrated(world, 2, True, 2) + _unrated(world, 2, False, 2)
     plain = bundle.brain().click_logits(_session(bundle, 2), movies)
-    sharp = EmbeddedBrain(bundle.params.model_copy(update={"click_scale": 3.0, "click_shift": -1.5}), bundle.context).click_logits(_session(bundle, 2), movies)
+    sharp = EmbeddedBrain(
+        bundle.params.model_copy(update={"click_scale": 3.0, "click_shift": -1.5}), bundle.context
+    ).click_logits(_session(bundle, 2), movies)
     assert sharp == pytest.approx(3.0 * plain - 1.5)
 
 

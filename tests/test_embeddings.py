@@ -94,7 +94,10 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
     assert vectors2.digest == vectors.digest
 
     changed = meta.with_columns(
-        pl.when(pl.col("movie_id") == 3).then(pl.lit("An entirely new plot.")).otherwise(pl.col("overview")).alias("overview")
+        pl.when(pl.col("movie_id") == 3)
+        .then(pl.lit("An entirely new plot."))
+        .otherwise(pl.col("overview"))
+        .alias("overview")
     )
     third = HashTextEmbedder()
     vectors3 = embed_catalogue(build_mm_ml_1m(movies, changed), third, PaletteLayoutPosterEmbedder(), cache, QUIET)
@@ -107,7 +110,9 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
 def test_catalogue_without_metadata_or_poster(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=2)
     meta = meta.filter(pl.col("movie_id") != 2)
-    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)
+    vectors = embed_catalogue(
+        build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET
+    )
     row = vectors.rows_of([2])[0]
     assert not vectors.has_poster[row] and not vectors.poster[row].any() and vectors.poster_look[row] == ""
     assert vectors.has_poster.sum() == movies.height - 1
@@ -119,22 +124,36 @@ def test_undecodable_poster_is_named(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=1)
     bad = tmp_path / "broken.jpg"
     bad.write_bytes(b"not an image at all")
-    meta = meta.with_columns(pl.when(pl.col("movie_id") == 1).then(pl.lit(str(bad))).otherwise(pl.col("poster_small")).alias("poster_small"))
+    meta = meta.with_columns(
+        pl.when(pl.col("movie_id") == 1).then(pl.lit(str(bad))).otherwise(pl.col("poster_small")).alias("poster_small")
+    )
     with pytest.raises(ValueError, match="broken.jpg"):
         embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)
 
 
 def _embedding_payload(texts, dim, shuffle=False):
-    data = [{"object": "embedding", "index": i, "embedding": [float(i + 1)] + [0.0] * (dim - 2) + [1.0]} for i in range(len(texts))]
+    data = [
+        {"object": "embedding", "index": i, "embedding": [float(i + 1)] + [0.0] * (dim - 2) + [1.0]}
+        for i in range(len(texts))
+    ]
     if shuffle:
         data = data[::-1]
-    return {"object": "list", "data": data, "model": "text-embedding-3-small", "usage": {"prompt_tokens": 3, "total_tokens": 3}}
+    return {
+        "object": "list",
+        "data": data,
+        "model": "text-embedding-3-small",
+        "usage": {"prompt_tokens": 3, "total_tokens": 3},
+    }
 
 
 def test_openai_embedder_calls_the_endpoint_with_the_key_from_the_environment(httpserver, monkeypatch):
     monkeypatch.setenv("SIMAB_TEST_KEY", "sk-test-123")
-    httpserver.expect_request("/v1/embeddings", method="POST").respond_with_json(_embedding_payload(["a", "b", "c"], 8, shuffle=True))
-    emb = OpenAITextEmbedder(OpenAIEmbeddingConfig(base_url=httpserver.url_for("/v1"), api_key_env="SIMAB_TEST_KEY", dim=8))
+    httpserver.expect_request("/v1/embeddings", method="POST").respond_with_json(
+        _embedding_payload(["a", "b", "c"], 8, shuffle=True)
+    )
+    emb = OpenAITextEmbedder(
+        OpenAIEmbeddingConfig(base_url=httpserver.url_for("/v1"), api_key_env="SIMAB_TEST_KEY", dim=8)
+    )
     out = emb.embed(["a", "b", "c"])
     assert out.shape == (3, 8)
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0)
@@ -180,6 +199,13 @@ def test_minilm_embeds_offline_with_packaged_weights():
         "print(v.shape[1], round(float(np.linalg.norm(v[0])), 4), float(v[0] @ v[1] - v[0] @ v[2]) > 0.2)"
     )
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=Path(__file__).parents[1], timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parents[1],
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-3:] == ["384", "1.0", "True"]

@@ -24,7 +24,9 @@ def lifecycle(tmp_path_factory):
     instance = DagsterInstance.ephemeral()
     results = {}
     prepare_config = {"ops": {"movielens": {"config": {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}}}}
-    results["prepare"] = defs.resolve_job_def("simab_prepare").execute_in_process(instance=instance, run_config=prepare_config)
+    results["prepare"] = defs.resolve_job_def("simab_prepare").execute_in_process(
+        instance=instance, run_config=prepare_config
+    )
     arm_config = {
         "ops": {
             "recommender_arm": {"config": {"max_epochs": 2}},
@@ -33,7 +35,9 @@ def lifecycle(tmp_path_factory):
         }
     }
     for arm in ARMS:
-        results[arm] = defs.resolve_job_def("simab_arm").execute_in_process(instance=instance, partition_key=arm, run_config=arm_config)
+        results[arm] = defs.resolve_job_def("simab_arm").execute_in_process(
+            instance=instance, partition_key=arm, run_config=arm_config
+        )
     results["readout"] = defs.resolve_job_def("simab_readout").execute_in_process(instance=instance)
     yield home, results, instance
     mp.undo()
@@ -46,11 +50,33 @@ def _materialised(result) -> set[str]:
 def test_every_stage_materialises_and_every_contract_passes(lifecycle):
     home, results, _ = lifecycle
     assert all(r.success for r in results.values())
-    assert {"users", "movies", "ratings", "movie_metadata", "mm_ml_1m", "train_ratings", "valid_ratings", "test_ratings", "agents", "embedded_brain"} <= _materialised(results["prepare"])
+    assert {
+        "users",
+        "movies",
+        "ratings",
+        "movie_metadata",
+        "mm_ml_1m",
+        "train_ratings",
+        "valid_ratings",
+        "test_ratings",
+        "agents",
+        "embedded_brain",
+    } <= _materialised(results["prepare"])
     checks = {c.check_name: c.passed for c in results["prepare"].get_asset_check_evaluations()}
-    assert checks == {"users_contract": True, "movies_contract": True, "ratings_contract": True, "movie_metadata_contract": True}
+    assert checks == {
+        "users_contract": True,
+        "movies_contract": True,
+        "ratings_contract": True,
+        "movie_metadata_contract": True,
+    }
     for arm in ARMS:
-        assert {"recommender_arm", "top20_lists", "offline_metrics", "simulation_events", "augmentation_metrics"} <= _materialised(results[arm])
+        assert {
+            "recommender_arm",
+            "top20_lists",
+            "offline_metrics",
+            "simulation_events",
+            "augmentation_metrics",
+        } <= _materialised(results[arm])
         events = pl.read_parquet(home / "assets" / "simulation_events" / f"{arm}.parquet")
         assert events.get_column("user_id").n_unique() == 60 and set(events.get_column("arm").unique()) == {arm}
         assert events.group_by("session").agg(pl.col("user_id").n_unique()).sort("session").rows() == [(0, 60), (1, 60)]
@@ -69,14 +95,22 @@ def test_mlflow_has_one_parent_per_dagster_run_with_the_assets_metrics(lifecycle
     assert len(parents) == 1
     parent = parents[0]
     assert parent.data.tags["data_source"] == "synthetic" and parent.data.tags["code_version"]
-    children = {c.data.tags["dagster_asset"]: c for c in client.search_runs([exp], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+    children = {
+        c.data.tags["dagster_asset"]: c
+        for c in client.search_runs([exp], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    }
     # Multi-assets (movielens, chronological_split) are named after their op.
-    assert {"movielens", "chronological_split", "movie_metadata", "mm_ml_1m", "agents", "embedded_brain"} <= set(children)
+    assert {"movielens", "chronological_split", "movie_metadata", "mm_ml_1m", "agents", "embedded_brain"} <= set(
+        children
+    )
     ingest = children["movielens"]
     assert ingest.data.metrics["users"] == 150 and ingest.data.metrics["ratings"] > 150 * 20 * 0.9
     assert {d.dataset.name for d in ingest.inputs.dataset_inputs} == {"users", "movies", "ratings"}
     split = children["chronological_split"]
-    assert split.data.metrics["train_rows"] + split.data.metrics["valid_rows"] + split.data.metrics["test_rows"] == ingest.data.metrics["ratings"]
+    assert (
+        split.data.metrics["train_rows"] + split.data.metrics["valid_rows"] + split.data.metrics["test_rows"]
+        == ingest.data.metrics["ratings"]
+    )
 
 
 def test_arms_are_registered_and_the_report_is_written(lifecycle):
@@ -105,7 +139,13 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     # Power: 60 agents × 2 sessions, one row per pair with its MDE and a verdict, and its figure.
     power = text.split("## Power of the simulated A/B test", 1)[1].split("\n## ", 1)[0]
     assert "60 agents × 2 session(s)" in power
-    assert sum(any(v in line for v in ("| powered", "| underpowered", "| opposite direction", "| offline tie")) for line in power.splitlines()) == 3
+    assert (
+        sum(
+            any(v in line for v in ("| powered", "| underpowered", "| opposite direction", "| offline tie"))
+            for line in power.splitlines()
+        )
+        == 3
+    )
     assert (home / "reports" / results["readout"].run_id / "plots" / "power.png").stat().st_size > 1000
     # Table 5: FM refit on its own simulated clicks and views; Random and Pop have no model to refit.
     augmentation = text.split("## Data augmentation (A/B Agent Table 5)", 1)[1].split("\n## ", 1)[0]
@@ -115,15 +155,21 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     assert table["training_set"].to_list() == ["original", "+click", "+view"] * 2 and set(table["arm"]) == {"fm"}
     assert table["seed"].to_list() == [1024] * 3 + [1025] * 3
     assert table["added_rows"][0] == 0 and table["added_rows"][1] > 0 and table["added_rows"][2] > 0
-    assert table["auc_difference"][0] == 0 and table["auc_difference"][3] == 0 and table["test_auc"].is_between(0, 1).all()
+    assert (
+        table["auc_difference"][0] == 0 and table["auc_difference"][3] == 0 and table["test_auc"].is_between(0, 1).all()
+    )
     per_seed, over_seeds = augmentation.split("Over training seeds", 1)
     assert sum(line.startswith("| fm ") for line in per_seed.splitlines()) == 6
     assert sum(line.startswith("| fm ") for line in over_seeds.splitlines()) == 2  # +click, +view
     runs = client.search_runs([MlflowTracking().experiment_id()], "tags.dagster_asset = 'augmentation_metrics[fm]'")
-    assert len(runs) == 1 and runs[0].data.metrics["fm_view_test_auc"] == pytest.approx(table["test_auc"][5])  # the latest step
+    assert len(runs) == 1 and runs[0].data.metrics["fm_view_test_auc"] == pytest.approx(
+        table["test_auc"][5]
+    )  # the latest step
     history = client.get_metric_history(runs[0].info.run_id, "fm_view_test_auc")
     history = sorted((m.step, m.value) for m in history)
-    assert [h[0] for h in history] == [1024, 1025] and [h[1] for h in history] == pytest.approx([table["test_auc"][2], table["test_auc"][5]])
+    assert [h[0] for h in history] == [1024, 1025] and [h[1] for h in history] == pytest.approx(
+        [table["test_auc"][2], table["test_auc"][5]]
+    )
     assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")} == {"plots/augmentation_auc_fm.png"}
 
 
@@ -136,7 +182,9 @@ def test_a_resimulation_without_vision_replaces_the_partition_and_names_its_brai
     defs = build_definitions(environ={"SIMAB_HOME": str(home)})
     before = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
     config = {"ops": {"simulation_events": {"config": {"n_agents": 60, "vision": False}}}}
-    result = defs.resolve_job_def("simab_resimulate").execute_in_process(instance=instance, partition_key="random", run_config=config)
+    result = defs.resolve_job_def("simab_resimulate").execute_in_process(
+        instance=instance, partition_key="random", run_config=config
+    )
     assert result.success
     after = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
     assert set(before.get_column("brain")) == {"embedded"} and set(after.get_column("brain")) == {"embedded:no-vision"}
@@ -146,18 +194,37 @@ def test_a_resimulation_without_vision_replaces_the_partition_and_names_its_brai
 def test_the_readout_runs_the_alignment_protocols_warns_on_fidelity_and_reports_how_far_to_trust_the_agents(lifecycle):
     home, results, _ = lifecycle
     readout = results["readout"]
-    assert {"taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment"} <= _materialised(readout)
+    assert {
+        "taste_alignment",
+        "rating_alignment",
+        "list_quality_alignment",
+        "social_traits_alignment",
+    } <= _materialised(readout)
     checks = {c.check_name: c for c in readout.get_asset_check_evaluations()}
     trust = checks["fidelity_trust"]
     from dagster import AssetCheckSeverity
 
-    assert trust.severity == AssetCheckSeverity.WARN and {"kendall_tau", "tau_floor", "disagreements"} <= set(trust.metadata)
+    assert trust.severity == AssetCheckSeverity.WARN and {"kendall_tau", "tau_floor", "disagreements"} <= set(
+        trust.metadata
+    )
     text = (home / "reports" / readout.run_id / "report.md").read_text()
     section = text.split("## How far to trust the agents", 1)[1].split("## Figures", 1)[0]
-    for heading in ("Taste discrimination", "Rating prediction", "Social traits", "List quality", "response to list quality"):
+    for heading in (
+        "Taste discrimination",
+        "Rating prediction",
+        "Social traits",
+        "List quality",
+        "response to list quality",
+    ):
         assert f"### {heading}" in section or heading in section, heading
     assert "SimUSER" in section and "Protocol difference" in section and "best offline arm" in section
-    for name in ("alignment_taste", "alignment_rating", "alignment_list_quality", "alignment_social", "list_response_calibration"):
+    for name in (
+        "alignment_taste",
+        "alignment_rating",
+        "alignment_list_quality",
+        "alignment_social",
+        "list_response_calibration",
+    ):
         assert (home / "reports" / readout.run_id / "plots" / f"{name}.png").stat().st_size > 1000, name
     from resources.mlflow_tracking import MlflowTracking
 
@@ -186,21 +253,33 @@ def experiments(lifecycle):
     from pipelines.run_config import settings_from_env
 
     settings = settings_from_env({"SIMAB_ARMS": ",".join(ARMS), "SIMAB_AGENTS": "60", "SIMAB_MAX_EPOCHS": "1"})
-    settings = with_overrides(settings, [
-        "ab_agent_table5.simulated_arm=fm", 'ab_agent_table5.models=["fm"]', "ab_agent_table5.seeds=2",
-        "simuser_thumbnail_quality.n_movies=40", "simuser_thumbnail_quality.n_agents=20",
-        'brain_comparison.arms=["pop", "fm"]', "brain_comparison.n_bootstrap=500",
-        # The experiments' own simulations (Table 5, the brains) on a third of the agents: the LLM brain's requests cost time.
-        "experiment_simulation_events.n_agents=20",
-    ])
+    settings = with_overrides(
+        settings,
+        [
+            "ab_agent_table5.simulated_arm=fm",
+            'ab_agent_table5.models=["fm"]',
+            "ab_agent_table5.seeds=2",
+            "simuser_thumbnail_quality.n_movies=40",
+            "simuser_thumbnail_quality.n_agents=20",
+            'brain_comparison.arms=["pop", "fm"]',
+            "brain_comparison.n_bootstrap=500",
+            # The experiments' own simulations (Table 5, the brains) on a third of the agents: the LLM brain's requests cost time.
+            "experiment_simulation_events.n_agents=20",
+        ],
+    )
     lifecycle_fm = pl.read_parquet(home / "assets" / "simulation_events" / "fm.parquet")
     fake = FakeOpenAI(scripted_agent)
     env = pytest.MonkeyPatch()
     with fake.serve() as url:
         env.setenv("OPENAI_BASE_URL", url)
         env.setenv("OPENAI_API_KEY", "test-key")
-        results = run_experiments(["table2", "table3", "table4", "table5", "thumbnails", "brains"], settings, reuse=True, instance=instance,
-                                  say=lambda _: None)
+        results = run_experiments(
+            ["table2", "table3", "table4", "table5", "thumbnails", "brains"],
+            settings,
+            reuse=True,
+            instance=instance,
+            say=lambda _: None,
+        )
     env.undo()
     yield home, results, lifecycle_fm, fake
 
@@ -211,7 +290,10 @@ def _experiment(home, name: str) -> tuple[pl.DataFrame, str]:
 
 
 def _within_intervals(table: pl.DataFrame, metrics) -> bool:
-    return all(((table[f"{m}_ci_low"] <= table[m] + 1e-12) & (table[m] <= table[f"{m}_ci_high"] + 1e-12)).all() for m in metrics)
+    return all(
+        ((table[f"{m}_ci_low"] <= table[m] + 1e-12) & (table[m] <= table[f"{m}_ci_high"] + 1e-12)).all()
+        for m in metrics
+    )
 
 
 def test_table2_reuses_the_lifecycles_arms_and_sets_every_arm_beside_the_paper_with_intervals_and_verdicts(experiments):
@@ -219,12 +301,23 @@ def test_table2_reuses_the_lifecycles_arms_and_sets_every_arm_beside_the_paper_w
     assert [label for label, _, reused in results["table2"]["steps"] if not reused] == ["experiment_table2"]
     table, text = _experiment(home, "table2")
     assert table["arm"].to_list() == list(ARMS) and (table["agents"] == 60).all()
-    assert _within_intervals(table, ("recall_at_k", "ndcg_at_k", "ctr", "cvr", "average_rating")) and table["test_auc"].is_between(0, 1).all()
+    assert (
+        _within_intervals(table, ("recall_at_k", "ndcg_at_k", "ctr", "cvr", "average_rating"))
+        and table["test_auc"].is_between(0, 1).all()
+    )
     # The random arm was re-simulated without vision by a test above: the table names the brain of each row.
     assert table["brain"].to_list() == ["embedded:no-vision", "embedded", "embedded"]
-    assert "| fm | embedded | 60 |" in text and "| 0.2642 |" in text and "| 0.0987 |" in text  # the paper's FM CTR and NDCG@20
-    assert "Kendall" in text and sum(v in text for v in ("| agree", "| disagree", "| offline tie", "| simulation tie")) >= 1
-    assert "## Protocol differences from the paper" in text and (home / "experiments" / "table2" / "plots" / "table2.png").stat().st_size > 1000
+    assert (
+        "| fm | embedded | 60 |" in text and "| 0.2642 |" in text and "| 0.0987 |" in text
+    )  # the paper's FM CTR and NDCG@20
+    assert (
+        "Kendall" in text
+        and sum(v in text for v in ("| agree", "| disagree", "| offline tie", "| simulation tie")) >= 1
+    )
+    assert (
+        "## Protocol differences from the paper" in text
+        and (home / "experiments" / "table2" / "plots" / "table2.png").stat().st_size > 1000
+    )
     pairs = pl.read_csv(home / "experiments" / "table2" / "fidelity_pairs.csv")
     assert pairs.height == 3 and set(pairs["verdict"]) <= {"agree", "disagree", "offline tie", "simulation tie"}
     from resources.mlflow_tracking import MlflowTracking
@@ -232,13 +325,18 @@ def test_table2_reuses_the_lifecycles_arms_and_sets_every_arm_beside_the_paper_w
     client = MlflowTracking().client()
     runs = client.search_runs([MlflowTracking().experiment_id()], "tags.experiment = 'table2'")
     assert len(runs) == 1
-    assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "experiments/table2")} >= {"experiments/table2/table.md", "experiments/table2/table.csv"}
+    assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "experiments/table2")} >= {
+        "experiments/table2/table.md",
+        "experiments/table2/table.csv",
+    }
 
 
 def test_tables_3_and_4_train_and_simulate_the_deepfm_variants_offline_and_simulated(experiments):
     home, results, _, _ = experiments
-    for name, arms, paper in (("table3", ["deepfm_data50", "deepfm_data75", "deepfm"], "| 0.2205 |"),
-                              ("table4", ["deepfm_user_id_only", "deepfm_movie_id_only", "deepfm"], "| 0.2754 |")):
+    for name, arms, paper in (
+        ("table3", ["deepfm_data50", "deepfm_data75", "deepfm"], "| 0.2205 |"),
+        ("table4", ["deepfm_user_id_only", "deepfm_movie_id_only", "deepfm"], "| 0.2754 |"),
+    ):
         table, text = _experiment(home, name)
         assert table["arm"].to_list() == arms and (table["agents"] == 60).all() and (table["brain"] == "embedded").all()
         assert _within_intervals(table, ("recall_at_k", "ndcg_at_k", "ctr", "cvr", "average_rating"))
@@ -253,7 +351,10 @@ def test_tables_3_and_4_train_and_simulate_the_deepfm_variants_offline_and_simul
 def test_table5_vision_and_no_vision_simulations_coexist_and_the_table_shows_both_side_by_side(experiments):
     home, _, lifecycle_fm, _ = experiments
     folder = home / "assets" / "experiment_simulation_events"
-    seeing, blind = pl.read_parquet(folder / "fm" / "embedded.parquet"), pl.read_parquet(folder / "fm" / "embedded-no-vision.parquet")
+    seeing, blind = (
+        pl.read_parquet(folder / "fm" / "embedded.parquet"),
+        pl.read_parquet(folder / "fm" / "embedded-no-vision.parquet"),
+    )
     assert set(seeing["brain"]) == {"embedded"} and set(blind["brain"]) == {"embedded:no-vision"}
     assert set(seeing["user_id"]) == set(blind["user_id"]) and seeing["user_id"].n_unique() == 20
     # The lifecycle's own partition of the arm is untouched by the experiment's simulations.
@@ -261,9 +362,16 @@ def test_table5_vision_and_no_vision_simulations_coexist_and_the_table_shows_bot
     table, text = _experiment(home, "table5")
     from ops.studies.experiments.augmentation_table import ROWS
 
-    assert set(table["training_set"]) == set(ROWS) and table.height == 2 * len(ROWS) and table["seed"].unique().sort().to_list() == [1024, 1025]
+    assert (
+        set(table["training_set"]) == set(ROWS)
+        and table.height == 2 * len(ROWS)
+        and table["seed"].unique().sort().to_list() == [1024, 1025]
+    )
     by_set = {r["training_set"]: r for r in table.filter(pl.col("seed") == 1024).iter_rows(named=True)}
-    assert by_set["+click (w/ vision)"]["brain"] == "embedded" and by_set["+click (w/o vision)"]["brain"] == "embedded:no-vision"
+    assert (
+        by_set["+click (w/ vision)"]["brain"] == "embedded"
+        and by_set["+click (w/o vision)"]["brain"] == "embedded:no-vision"
+    )
     assert all(by_set[r]["added_rows"] > 0 for r in ROWS[1:]) and by_set["original"]["auc_difference"] == 0
     for row in ROWS:
         assert f"| {row} |" in text
@@ -273,7 +381,9 @@ def test_table5_vision_and_no_vision_simulations_coexist_and_the_table_shows_bot
 def test_thumbnail_experiment_gives_a_click_rate_per_poster_version_and_says_what_the_embedded_brain_sees(experiments):
     home, _, _, _ = experiments
     table, text = _experiment(home, "thumbnails")
-    assert table["version"].to_list() == ["original", "blue_filter", "background_crop"] and (table["agents"] == 20).all()
+    assert (
+        table["version"].to_list() == ["original", "blue_filter", "background_crop"] and (table["agents"] == 20).all()
+    )
     assert ((table["ci_low"] <= table["click_rate"]) & (table["click_rate"] <= table["ci_high"])).all()
     assert table["difference_vs_original"][0] == 0 and table["p_value"][1:].is_not_null().all()
     assert "cannot see objects, faces, text" in text and "background crop (trailer stand-in)" in text
@@ -291,12 +401,23 @@ def test_thumbnail_experiment_gives_a_click_rate_per_poster_version_and_says_wha
 def test_brain_comparison_sets_the_embedded_and_the_llm_brain_side_by_side_on_the_same_agents(experiments):
     home, _, _, fake = experiments
     table, text = _experiment(home, "brains")
-    assert table.select("arm", "brain").rows() == [("pop", "embedded"), ("pop", "llm"), ("fm", "embedded"), ("fm", "llm")]
+    assert table.select("arm", "brain").rows() == [
+        ("pop", "embedded"),
+        ("pop", "llm"),
+        ("fm", "embedded"),
+        ("fm", "llm"),
+    ]
     assert (table["agents"] == 20).all() and fake.calls > 0
     llm = pl.read_parquet(home / "assets" / "experiment_simulation_events" / "fm" / "llm.parquet")
-    assert llm["brain"][0].startswith("llm") and set(llm["user_id"]) == set(pl.read_parquet(home / "assets" / "experiment_simulation_events" / "fm" / "embedded.parquet")["user_id"])
+    assert llm["brain"][0].startswith("llm") and set(llm["user_id"]) == set(
+        pl.read_parquet(home / "assets" / "experiment_simulation_events" / "fm" / "embedded.parquet")["user_id"]
+    )
     differences = pl.read_csv(home / "experiments" / "brains" / "differences.csv")
-    assert differences.height == 2 * 3 and set(differences["brain"]) == {"llm"} and set(differences["against"]) == {"embedded"}
+    assert (
+        differences.height == 2 * 3
+        and set(differences["brain"]) == {"llm"}
+        and set(differences["against"]) == {"embedded"}
+    )
     # The scripted fake clicks the first movie of page 1 and watches it: one click per agent.
     fake_ctr = table.filter(pl.col("brain") == "llm")["ctr"]
     assert ((fake_ctr > 0) & (fake_ctr < 0.2)).all()

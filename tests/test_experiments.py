@@ -63,8 +63,14 @@ def test_the_embedded_brain_shown_other_posters_changes_only_those_rows_and_keep
     from ops.agents.embeddings import MovieVectors
 
     vectors = MovieVectors(
-        movie_ids=np.array([1, 2, 3]), text=np.eye(3, dtype=np.float32), poster=np.eye(3, dtype=np.float32),
-        has_poster=np.ones(3, bool), poster_look=np.array(["warm"] * 3, dtype=object), text_model="t", poster_model="p", digest="d",
+        movie_ids=np.array([1, 2, 3]),
+        text=np.eye(3, dtype=np.float32),
+        poster=np.eye(3, dtype=np.float32),
+        has_poster=np.ones(3, bool),
+        poster_look=np.array(["warm"] * 3, dtype=object),
+        text_model="t",
+        poster_model="p",
+        digest="d",
     )
 
     @dataclasses.dataclass(eq=False)
@@ -80,7 +86,9 @@ def test_the_embedded_brain_shown_other_posters_changes_only_those_rows_and_keep
     shown = embedded_with_posters(model, {2: np.array([0.0, 0.6, 0.8])})
     assert np.allclose(shown.context.vectors.poster, [[1, 0, 0], [0, 0.6, 0.8], [0, 0, 1]])
     assert np.array_equal(model.context.vectors.poster, np.eye(3))  # the fitted brain is left as it was
-    assert shown.context.vectors.digest == "d" and shown.params == "fitted" and shown.context.vectors.text is vectors.text
+    assert (
+        shown.context.vectors.digest == "d" and shown.params == "fitted" and shown.context.vectors.text is vectors.text
+    )
 
 
 def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_over_seeds():
@@ -91,15 +99,28 @@ def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_o
     rows = []
     for seed, base in ((1024, 0.70), (1025, 0.71)):
         for i, name in enumerate(ROWS):
-            rows.append({"simulated_arm": "deepfm", "brain": "embedded" if "w/ vision" in name else "embedded:no-vision", "arm": "deepfm",
-                         "training_set": name, "seed": seed, "added_rows": 0 if i == 0 else 10 + i, "test_auc": base + 0.001 * i,
-                         "auc_difference": 0.001 * i})
-    long = pl.DataFrame(rows).with_columns([pl.lit(None, dtype=t).alias(c) for c, t in AUGMENTATION_METRICS.items() if c not in rows[0]])
+            rows.append(
+                {
+                    "simulated_arm": "deepfm",
+                    "brain": "embedded" if "w/ vision" in name else "embedded:no-vision",
+                    "arm": "deepfm",
+                    "training_set": name,
+                    "seed": seed,
+                    "added_rows": 0 if i == 0 else 10 + i,
+                    "test_auc": base + 0.001 * i,
+                    "auc_difference": 0.001 * i,
+                }
+            )
+    long = pl.DataFrame(rows).with_columns(
+        [pl.lit(None, dtype=t).alias(c) for c, t in AUGMENTATION_METRICS.items() if c not in rows[0]]
+    )
     text = "\n".join(augmentation_markdown(long, TABLE5, TABLE5_MODELS))
     # Mean over the two seeds, then the paper's DeepFM cell of the same row.
     assert "| original | 0.7050 / 0.7520 |" in text
     assert "| +view (w/ vision) | 0.7090 / 0.7542 |" in text
-    assert sum(line.startswith("| deepfm ") for line in text.splitlines()) == 4 and "gain" in text  # the four augmented rows, each with its verdict over seeds
+    assert (
+        sum(line.startswith("| deepfm ") for line in text.splitlines()) == 4 and "gain" in text
+    )  # the four augmented rows, each with its verdict over seeds
 
 
 def test_each_experiment_command_runs_what_its_table_needs():
@@ -108,22 +129,51 @@ def test_each_experiment_command_runs_what_its_table_needs():
     from pipelines.run_config import settings_from_env
 
     settings = settings_from_env({"SIMAB_ARMS": "pop,fm", "SIMAB_AGENTS": "30"})
-    labels = {name: [s.label for s in plan(name, settings)] for name in ("table2", "table3", "table4", "table5", "thumbnails", "brains")}
+    labels = {
+        name: [s.label for s in plan(name, settings)]
+        for name in ("table2", "table3", "table4", "table5", "thumbnails", "brains")
+    }
     assert labels["table2"] == ["simab_prepare", "experiment_arm[pop]", "experiment_arm[fm]", "experiment_table2"]
-    assert labels["table3"][1:] == ["experiment_arm[deepfm_data50]", "experiment_arm[deepfm_data75]", "experiment_arm[deepfm]", "experiment_table3"]
-    assert labels["table4"][1:] == ["experiment_arm[deepfm_user_id_only]", "experiment_arm[deepfm_movie_id_only]", "experiment_arm[deepfm]", "experiment_table4"]
+    assert labels["table3"][1:] == [
+        "experiment_arm[deepfm_data50]",
+        "experiment_arm[deepfm_data75]",
+        "experiment_arm[deepfm]",
+        "experiment_table3",
+    ]
+    assert labels["table4"][1:] == [
+        "experiment_arm[deepfm_user_id_only]",
+        "experiment_arm[deepfm_movie_id_only]",
+        "experiment_arm[deepfm]",
+        "experiment_table4",
+    ]
     # Table 5: the vision and no-vision simulations are separate partitions of their own asset.
-    assert labels["table5"][1:] == ["experiment_arm[deepfm]", "experiment_simulation[deepfm|embedded]",
-                                    "experiment_simulation[deepfm|embedded-no-vision]", "experiment_table5"]
+    assert labels["table5"][1:] == [
+        "experiment_arm[deepfm]",
+        "experiment_simulation[deepfm|embedded]",
+        "experiment_simulation[deepfm|embedded-no-vision]",
+        "experiment_table5",
+    ]
     assert labels["thumbnails"] == ["simab_prepare", "experiment_thumbnails"]
-    assert labels["brains"][-5:] == ["experiment_simulation[pop|embedded]", "experiment_simulation[pop|llm]", "experiment_simulation[fm|embedded]",
-                                     "experiment_simulation[fm|llm]", "experiment_brains"]
-    tuned = with_overrides(settings, ["ab_agent_table5.simulated_arm=fm", 'ab_agent_table5.models=["fm", "wdl"]', "ab_agent_table5.seeds=2"])
+    assert labels["brains"][-5:] == [
+        "experiment_simulation[pop|embedded]",
+        "experiment_simulation[pop|llm]",
+        "experiment_simulation[fm|embedded]",
+        "experiment_simulation[fm|llm]",
+        "experiment_brains",
+    ]
+    tuned = with_overrides(
+        settings,
+        ["ab_agent_table5.simulated_arm=fm", 'ab_agent_table5.models=["fm", "wdl"]', "ab_agent_table5.seeds=2"],
+    )
     assert [s.label for s in plan("table5", tuned)][2] == "experiment_simulation[fm|embedded]"
-    assert run_config_for("experiment_table5", tuned) == {"ops": {"ab_agent_table5": {"config": {"simulated_arm": "fm", "models": ["fm", "wdl"], "seeds": 2}}}}
+    assert run_config_for("experiment_table5", tuned) == {
+        "ops": {"ab_agent_table5": {"config": {"simulated_arm": "fm", "models": ["fm", "wdl"], "seeds": 2}}}
+    }
     # The environment reaches the experiments' own assets: arms of Table 2, agents of their simulations.
     assert run_config_for("experiment_table2", settings)["ops"]["ab_agent_table2"]["config"]["arms"] == ["pop", "fm"]
-    assert run_config_for("experiment_simulation", settings) == {"ops": {"experiment_simulation_events": {"config": {"n_agents": 30}}}}
+    assert run_config_for("experiment_simulation", settings) == {
+        "ops": {"experiment_simulation_events": {"config": {"n_agents": 30}}}
+    }
     with pytest.raises(SystemExit, match="OP.FIELD=VALUE"):
         with_overrides(settings, ["seeds=2"])
 
@@ -132,7 +182,9 @@ def test_a_table_whose_arms_or_simulations_are_missing_says_which_and_what_to_ru
     from ops.studies.experiments.arm_tables import arm_experiment, brain_comparison
 
     frame = pl.DataFrame({"arm": ["pop"]})
-    with pytest.raises(ValueError, match=r"simulation_events lacks \['fm'\].*offline_metrics lacks \['fm'\].*experiment_arm"):
+    with pytest.raises(
+        ValueError, match=r"simulation_events lacks \['fm'\].*offline_metrics lacks \['fm'\].*experiment_arm"
+    ):
         arm_experiment(["pop", "fm"], {"pop": frame}, {"pop": frame}, {"pop": frame, "fm": frame}, frame)
     with pytest.raises(ValueError, match=r"\('fm', 'llm'\).*experiment_simulation"):
         brain_comparison({("fm", "embedded"): frame}, ["fm"], ["embedded", "llm"])

@@ -21,7 +21,9 @@ def test_the_fake_endpoint_answers_requests_in_parallel_and_counts_them_all():
 
         def ask(i: int) -> requests.Response:
             body = {"model": "m", "messages": [{"role": "user", "content": f"request {i}"}]}
-            return client.post(f"{base_url}/chat/completions", json=body, headers={"Authorization": f"Bearer k{i}"}, timeout=30)
+            return client.post(
+                f"{base_url}/chat/completions", json=body, headers={"Authorization": f"Bearer k{i}"}, timeout=30
+            )
 
         first, second = ask(-2), ask(-1)  # the script, in order
         started = time.perf_counter()

@@ -56,7 +56,9 @@ def test_budget_by_activity_tier():
 
 def test_config_rejects_incomplete_costs_and_tiers():
     with pytest.raises(ValueError, match="missing \\['exit'\\]"):
-        FatigueConfig(base_costs={"click_movie": 2, "watch_and_rate": 10, "previous_page": 2, "next_page": 2, "back": 5})
+        FatigueConfig(
+            base_costs={"click_movie": 2, "watch_and_rate": 10, "previous_page": 2, "next_page": 2, "back": 5}
+        )
     with pytest.raises(ValueError, match="lack the activity tier"):
         FatigueConfig(budgets={"low": 20, "high": 45})
     with pytest.raises(ValueError, match="phi_min <= phi_max"):

@@ -64,7 +64,15 @@ def fake():
 
 
 def brain(fake, world, **overrides) -> LLMBrain:
-    fields = dict(base_url=fake.url, model="fault-model", api_key_env=KEY_ENV, vision=False, backoff_s=0.0, backoff_max_s=0.0, backoff_jitter=0.0)
+    fields = dict(
+        base_url=fake.url,
+        model="fault-model",
+        api_key_env=KEY_ENV,
+        vision=False,
+        backoff_s=0.0,
+        backoff_max_s=0.0,
+        backoff_jitter=0.0,
+    )
     return LLMBrain(LLMBrainConfig(**{**fields, **overrides}), catalogue=world["catalogue"])
 
 
@@ -140,28 +148,55 @@ def test_a_decision_past_its_deadline_falls_back(world, fake, key):
     started = time.monotonic()
     d = brain(fake, world, decision_deadline_s=0.5, timeout_s=30).decide(session, page, rng())
     assert time.monotonic() - started < 2.0
-    assert d.action == EXIT and d.fallback_reason.startswith(f"deadline: no valid answer from {fake.url} within decision_deadline_s=0.5 s")
+    assert d.action == EXIT and d.fallback_reason.startswith(
+        f"deadline: no valid answer from {fake.url} within decision_deadline_s=0.5 s"
+    )
 
 
 def test_an_agent_whose_calls_keep_failing_gets_a_fallback_and_the_arm_fails_only_past_the_share(world, fake, key):
     fake.fail_when(of_user(world, 3), 500)
     config = SimulationConfig(progress=False, max_failed_agents_share=0.2)  # 1 of 6 allowed
-    events = simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], brain(fake, world, max_attempts=2), config, seed=1, concurrency=3)
+    events = simulate_arm(
+        "pop",
+        world["top_k"],
+        world["agents"],
+        world["catalogue"],
+        brain(fake, world, max_attempts=2),
+        config,
+        seed=1,
+        concurrency=3,
+    )
     failed = events.filter(pl.col("user_id") == 3)
     assert failed.get_column("action").to_list() == [EXIT, EXIT_INTERVIEW]
     assert failed.get_column("fallback").all()
     reason = failed.get_column("fallback_reason")[0]
-    assert reason.startswith(f"transport: LLM endpoint {fake.url}") and "still failing after 2 attempts: HTTP 500" in reason
+    assert (
+        reason.startswith(f"transport: LLM endpoint {fake.url}")
+        and "still failing after 2 attempts: HTTP 500" in reason
+    )
     assert failed.get_column("satisfaction").to_list() == [None, None]  # not asked, not made up
     others = events.filter(pl.col("user_id") != 3)
-    assert not others.get_column("fallback").any() and others.get_column("fallback_reason").null_count() == others.height
+    assert (
+        not others.get_column("fallback").any() and others.get_column("fallback_reason").null_count() == others.height
+    )
     assert others.filter(pl.col("action") == EXIT_INTERVIEW).height == 5
 
     fake.fail_when(of_user(world, 5), 503)
     with pytest.raises(SimulationFailed) as failure:
-        simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], brain(fake, world, max_attempts=2), config, seed=1, concurrency=3)
+        simulate_arm(
+            "pop",
+            world["top_k"],
+            world["agents"],
+            world["catalogue"],
+            brain(fake, world, max_attempts=2),
+            config,
+            seed=1,
+            concurrency=3,
+        )
     message = str(failure.value)
-    assert "2 of 6 agents failed (33.3%) on arm 'pop'" in message and "max_failed_agents_share=20.0% allows 1" in message
+    assert (
+        "2 of 6 agents failed (33.3%) on arm 'pop'" in message and "max_failed_agents_share=20.0% allows 1" in message
+    )
     assert "user 3: transport: LLM endpoint" in message and "user 5: transport:" in message
 
 
@@ -239,8 +274,18 @@ def test_a_killed_arm_resumes_without_losing_duplicating_or_paying_twice(tmp_pat
                 config["cache_path"] = str(home / "cache.sqlite")
             b = LLMBrain(LLMBrainConfig(**config), catalogue=world["catalogue"])
             try:
-                return simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], b, CFG, seed=5, run_id=run_id,
-                                    concurrency=3, checkpoint_dir=home / "checkpoints" / "pop" if checkpoint else None)
+                return simulate_arm(
+                    "pop",
+                    world["top_k"],
+                    world["agents"],
+                    world["catalogue"],
+                    b,
+                    CFG,
+                    seed=5,
+                    run_id=run_id,
+                    concurrency=3,
+                    checkpoint_dir=home / "checkpoints" / "pop" if checkpoint else None,
+                )
             finally:
                 b.close()
 
@@ -250,7 +295,9 @@ def test_a_killed_arm_resumes_without_losing_duplicating_or_paying_twice(tmp_pat
 
         script = tmp_path / "killed.py"
         script.write_text(KILLED.format(root=str(ROOT), n=n, key_env=KEY_ENV))
-        proc = subprocess.Popen([sys.executable, str(script), str(root), url, str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(root), url, str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         checkpoints = home / "checkpoints" / "pop"
         deadline = time.monotonic() + 120
         # Killed once a few agents are in the checkpoint and the others are mid-session.
@@ -300,17 +347,52 @@ def body_user(world, body) -> int:
 
 def test_a_checkpoint_of_other_inputs_is_superseded_not_reused(world, fake, key, tmp_path):
     folder = tmp_path / "checkpoints" / "pop"
-    simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], brain(fake, world), CFG, seed=1, concurrency=3, checkpoint_dir=folder)
+    simulate_arm(
+        "pop",
+        world["top_k"],
+        world["agents"],
+        world["catalogue"],
+        brain(fake, world),
+        CFG,
+        seed=1,
+        concurrency=3,
+        checkpoint_dir=folder,
+    )
     (old,) = folder.glob("*.jsonl")
     calls = fake.calls
     # Another seed: the old rows are not reused (every agent is simulated), and the old file goes.
-    simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], brain(fake, world), CFG, seed=2, concurrency=3, checkpoint_dir=folder)
+    simulate_arm(
+        "pop",
+        world["top_k"],
+        world["agents"],
+        world["catalogue"],
+        brain(fake, world),
+        CFG,
+        seed=2,
+        concurrency=3,
+        checkpoint_dir=folder,
+    )
     (new,) = folder.glob("*.jsonl")
     assert new != old and not old.exists() and fake.calls - calls == 5 * len(world["agents"])
     # Another list for one agent is another key too.
-    top_k = world["top_k"].with_columns(pl.when(pl.col("user_id") == 2).then(pl.col("rank").reverse().over("user_id")).otherwise(pl.col("rank")).alias("rank"))
+    top_k = world["top_k"].with_columns(
+        pl.when(pl.col("user_id") == 2)
+        .then(pl.col("rank").reverse().over("user_id"))
+        .otherwise(pl.col("rank"))
+        .alias("rank")
+    )
     calls = fake.calls
-    simulate_arm("pop", top_k, world["agents"], world["catalogue"], brain(fake, world), CFG, seed=2, concurrency=3, checkpoint_dir=folder)
+    simulate_arm(
+        "pop",
+        top_k,
+        world["agents"],
+        world["catalogue"],
+        brain(fake, world),
+        CFG,
+        seed=2,
+        concurrency=3,
+        checkpoint_dir=folder,
+    )
     assert fake.calls - calls == 5 * len(world["agents"]) and not new.exists()
 
 
@@ -387,12 +469,18 @@ def test_an_llm_simulation_through_dagster_leaves_no_secret_under_simab_home(wor
         [*stubs, simulation_events],
         partition_key="pop",
         instance=DagsterInstance.ephemeral(),
-        resources={"io_manager": SimabIOManager(), "mem": mem_io_manager, "mlflow_tracking": MlflowTracking(),
-                   "llm": LLMResource(model="fault-model", api_key_env=KEY_ENV, vision=False)},
+        resources={
+            "io_manager": SimabIOManager(),
+            "mem": mem_io_manager,
+            "mlflow_tracking": MlflowTracking(),
+            "llm": LLMResource(model="fault-model", api_key_env=KEY_ENV, vision=False),
+        },
         run_config={"ops": {"simulation_events": {"config": {"brain": "llm", "arms": ["pop"]}}}},
     )
     assert result.success and fake.calls == 5 * len(world["agents"])
-    (materialization,) = [m for m in result.get_asset_materialization_events() if m.asset_key.to_user_string() == "simulation_events"]
+    (materialization,) = [
+        m for m in result.get_asset_materialization_events() if m.asset_key.to_user_string() == "simulation_events"
+    ]
     metadata = materialization.materialization.metadata
     assert metadata["llm endpoint"].value == fake.url and metadata["fallback_agents"].value == 0
     events = pl.read_parquet(home / "assets" / "simulation_events" / "pop.parquet")
@@ -404,7 +492,9 @@ def test_an_llm_simulation_through_dagster_leaves_no_secret_under_simab_home(wor
 
     tracking = Tracking()
     (run,) = tracking.client().search_runs([tracking.experiment_id()], "tags.dagster_asset = 'simulation_events[pop]'")
-    assert run.data.params["llm_endpoint"] == fake.url and run.data.params["llm_endpoint_host"] == fake.url.split("/")[2]
+    assert (
+        run.data.params["llm_endpoint"] == fake.url and run.data.params["llm_endpoint_host"] == fake.url.split("/")[2]
+    )
     # Every file under $SIMAB_HOME, binary included: neither the key nor the URL's token.
     files = [p for p in home.rglob("*") if p.is_file()]
     assert len(files) >= 5
@@ -423,9 +513,22 @@ def test_the_cache_can_be_listed_and_cleared_by_model_and_endpoint(tmp_path, cap
     cache.close()
     main(["stats", "--cache", str(path)])
     assert capsys.readouterr().out.splitlines() == [
-        "http://127.0.0.1:8000/v1\tmodel-a\t1", "http://127.0.0.1:8000/v1\tmodel-b\t1", "http://127.0.0.1:9000/v1\tmodel-a\t1"]
+        "http://127.0.0.1:8000/v1\tmodel-a\t1",
+        "http://127.0.0.1:8000/v1\tmodel-b\t1",
+        "http://127.0.0.1:9000/v1\tmodel-a\t1",
+    ]
     # The endpoint is matched without its credentials, as it was stored.
-    main(["clear", "--cache", str(path), "--model", "model-a", "--endpoint", f"http://u:{URL_SECRET}@127.0.0.1:8000/v1/?key=x"])
+    main(
+        [
+            "clear",
+            "--cache",
+            str(path),
+            "--model",
+            "model-a",
+            "--endpoint",
+            f"http://u:{URL_SECRET}@127.0.0.1:8000/v1/?key=x",
+        ]
+    )
     out = capsys.readouterr().out
     assert out.startswith("deleted 1 entries") and "model-b\t1" in out and "9000/v1\tmodel-a\t1" in out
     main(["clear", "--cache", str(path)])
@@ -440,8 +543,12 @@ def _filled_cache(path: Path, n: int = 300):
 
     cache = ResponseCache(path)
     for i in range(n):
-        cache.put(f"k{i:04d}", "http://127.0.0.1:8000/v1", "m", {"content": f"answer {i} " * 8, "prompt_tokens": 9,
-                                                               "completion_tokens": 3, "usage_known": True})
+        cache.put(
+            f"k{i:04d}",
+            "http://127.0.0.1:8000/v1",
+            "m",
+            {"content": f"answer {i} " * 8, "prompt_tokens": 9, "completion_tokens": 3, "usage_known": True},
+        )
     cache.close()
     assert not Path(f"{path}-wal").exists()
 
@@ -453,10 +560,12 @@ def test_a_damaged_cache_names_its_file_and_the_way_out(tmp_path, capsys):
     _filled_cache(path)
     data = bytearray(path.read_bytes())
     page = 4096
-    data[page:3 * page] = bytes([0xAB]) * (2 * page)  # the table's and its key index's root pages
+    data[page : 3 * page] = bytes([0xAB]) * (2 * page)  # the table's and its key index's root pages
     path.write_bytes(bytes(data))
-    way_out = rf"LLM response cache {path} cannot be read: database disk image is malformed\. .*" \
-              rf"`python -m ops\.simulation\.brains\.llm\.client clear --cache {path}`.*or move the file aside"
+    way_out = (
+        rf"LLM response cache {path} cannot be read: database disk image is malformed\. .*"
+        rf"`python -m ops\.simulation\.brains\.llm\.client clear --cache {path}`.*or move the file aside"
+    )
     cache = ResponseCache(path)
     with pytest.raises(CacheError, match=way_out):
         cache.get("k0001")

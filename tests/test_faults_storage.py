@@ -97,18 +97,36 @@ def test_no_asset_of_a_whole_run_is_stored_as_pickle(good_run):
     assert kinds == {".parquet", ".json", ".npz", ".safetensors", ".sha256"}, kinds
     assert not [p for p in stored if contains_pickle(p)]
     # Each non-frame asset is a pointer naming a folder of its own.
-    assert {p.relative_to(home / "assets").as_posix() for p in stored if p.suffix == ".json" and p.parent.name in ("assets", "recommender_arm")} >= {
-        "agents.json", "embedded_brain.json", "ab_readout.json", "simab_report.json", "recommender_arm/random.json", "recommender_arm/fm.json"}
+    assert {
+        p.relative_to(home / "assets").as_posix()
+        for p in stored
+        if p.suffix == ".json" and p.parent.name in ("assets", "recommender_arm")
+    } >= {
+        "agents.json",
+        "embedded_brain.json",
+        "ab_readout.json",
+        "simab_report.json",
+        "recommender_arm/random.json",
+        "recommender_arm/fm.json",
+    }
 
 
 BAD_INPUTS = {
     # (how the folder is spoiled, what the failure says)
-    "pair_rated_twice": (lambda f: append(f / "ratings.dat", first_line(f / "ratings.dat").replace("::978", "::979")),
-                         r"ratings\.dat, line 601: user 1 rated movie \d+ twice \(first on line 1\)"),
-    "rating_from_1970": (lambda f: append(f / "ratings.dat", f"1::{unrated_movie(f, 1)}::4::100\n"),
-                         "ratings.timestamp: timestamp outside the plausible range"),
-    "movie_from_1700": (lambda f: (f / "movies.dat").write_text((f / "movies.dat").read_text().replace("Movie 3 (1953)", "Movie 3 (1700)")),
-                        "movies.year: release year out of range"),
+    "pair_rated_twice": (
+        lambda f: append(f / "ratings.dat", first_line(f / "ratings.dat").replace("::978", "::979")),
+        r"ratings\.dat, line 601: user 1 rated movie \d+ twice \(first on line 1\)",
+    ),
+    "rating_from_1970": (
+        lambda f: append(f / "ratings.dat", f"1::{unrated_movie(f, 1)}::4::100\n"),
+        "ratings.timestamp: timestamp outside the plausible range",
+    ),
+    "movie_from_1700": (
+        lambda f: (f / "movies.dat").write_text(
+            (f / "movies.dat").read_text().replace("Movie 3 (1953)", "Movie 3 (1700)")
+        ),
+        "movies.year: release year out of range",
+    ),
 }
 
 
@@ -119,8 +137,10 @@ def test_bad_input_stores_nothing_and_resimulation_still_works(good_run, moviele
     folder = copy_folder(movielens_folder, tmp_path / "ml-1m")
     config = prepare_config(folder)
     if case == "metadata_for_two_movies":
-        (tmp_path / "meta.dat").write_text("1::Movie 1::1951::PG::01 Jan 1951::Drama::A B::W::C D::plot one::N/A\n"
-                                           "2::Movie 2::1952::PG::01 Jan 1952::Drama::A B::W::C D::plot two::N/A\n")
+        (tmp_path / "meta.dat").write_text(
+            "1::Movie 1::1951::PG::01 Jan 1951::Drama::A B::W::C D::plot one::N/A\n"
+            "2::Movie 2::1952::PG::01 Jan 1952::Drama::A B::W::C D::plot two::N/A\n"
+        )
         config["ops"]["movie_metadata"] = {"config": {"source": "local", "metadata_path": str(tmp_path / "meta.dat")}}
         expected = r"metadata\.overview: only 2 of 50 movies \(4\.0%\) have it"
     else:
@@ -132,7 +152,9 @@ def test_bad_input_stores_nothing_and_resimulation_still_works(good_run, moviele
     assert any(re.search(expected, text) for text in failures), failures
     assert digests(home / "assets") == before
     # Downstream work goes on on the previous data: the nightly re-simulation of an arm.
-    again = run(defs, instance, "simab_resimulate", {"ops": {"simulation_events": {"config": {"n_agents": 12}}}}, "random")
+    again = run(
+        defs, instance, "simab_resimulate", {"ops": {"simulation_events": {"config": {"n_agents": 12}}}}, "random"
+    )
     assert again.success
     fresh = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
     assert fresh.drop("run_id", "latency_s").equals(events.drop("run_id", "latency_s"))
@@ -143,7 +165,11 @@ def test_the_runner_says_why_a_bad_input_failed(movielens_folder, tmp_path, monk
 
     folder = copy_folder(movielens_folder, tmp_path / "ml-1m")
     BAD_INPUTS["pair_rated_twice"][0](folder)
-    for name, value in {"SIMAB_HOME": str(tmp_path / "home"), "SIMAB_SOURCE": "local", "SIMAB_LOCAL_PATH": str(folder)}.items():
+    for name, value in {
+        "SIMAB_HOME": str(tmp_path / "home"),
+        "SIMAB_SOURCE": "local",
+        "SIMAB_LOCAL_PATH": str(folder),
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -171,9 +197,17 @@ def test_a_pickle_dropped_into_the_asset_folder_is_refused_and_never_loaded(good
 def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movielens_folder):
     from dagster import DagsterInstance, DagsterRunStatus
 
-    env = {**os.environ, "SIMAB_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-           "SIMAB_SOURCE": "local", "SIMAB_LOCAL_PATH": str(movielens_folder), "SIMAB_ARMS": "random,pop", "SIMAB_AGENTS": "12",
-           "GX_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "SIMAB_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "SIMAB_SOURCE": "local",
+        "SIMAB_LOCAL_PATH": str(movielens_folder),
+        "SIMAB_ARMS": "random,pop",
+        "SIMAB_AGENTS": "12",
+        "GX_ANALYTICS_ENABLED": "False",
+        "HF_HUB_OFFLINE": "1",
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     command = [sys.executable, "-m", "pipelines.lifecycle"]
     runner = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -190,7 +224,13 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movie
         (killed,) = [r.run_id for r in instance.get_runs()]
         assert instance.get_run_by_id(killed).status == DagsterRunStatus.STARTED  # what a killed runner leaves
         stored_before = materialised(instance, killed)
-    assert {"users", "movies", "ratings", "movie_metadata", "mm_ml_1m"} <= stored_before and "agents" not in stored_before
+    assert {
+        "users",
+        "movies",
+        "ratings",
+        "movie_metadata",
+        "mm_ml_1m",
+    } <= stored_before and "agents" not in stored_before
 
     resumed = subprocess.run([*command, "--resume"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=280)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
@@ -199,15 +239,34 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movie
         assert instance.get_run_by_id(killed).status == DagsterRunStatus.FAILURE
         runs = {r.run_id: r for r in instance.get_runs()}
         steps = sorted((r.tags["simab/step"], r.status.value) for r in runs.values())
-        assert steps == [("simab_arm[pop]", "SUCCESS"), ("simab_arm[random]", "SUCCESS"), ("simab_prepare", "FAILURE"),
-                         ("simab_prepare", "SUCCESS"), ("simab_readout", "SUCCESS")]
+        assert steps == [
+            ("simab_arm[pop]", "SUCCESS"),
+            ("simab_arm[random]", "SUCCESS"),
+            ("simab_prepare", "FAILURE"),
+            ("simab_prepare", "SUCCESS"),
+            ("simab_readout", "SUCCESS"),
+        ]
         assert len({r.tags["simab/lifecycle"] for r in runs.values()}) == 1
-        again = next(r for r in runs.values() if r.tags["simab/step"] == "simab_prepare" and r.status == DagsterRunStatus.SUCCESS)
+        again = next(
+            r for r in runs.values() if r.tags["simab/step"] == "simab_prepare" and r.status == DagsterRunStatus.SUCCESS
+        )
         redone = materialised(instance, again.run_id)
         # Only what the killed run had not stored (the split, the agents and the brain), all of it.
         assert not redone & stored_before
-        assert redone | stored_before == {"users", "movies", "ratings", "planted_tastes", "synthetic_side_info", "movie_metadata",
-                                          "mm_ml_1m", "train_ratings", "valid_ratings", "test_ratings", "agents", "embedded_brain"}
+        assert redone | stored_before == {
+            "users",
+            "movies",
+            "ratings",
+            "planted_tastes",
+            "synthetic_side_info",
+            "movie_metadata",
+            "mm_ml_1m",
+            "train_ratings",
+            "valid_ratings",
+            "test_ratings",
+            "agents",
+            "embedded_brain",
+        }
     assert (tmp_path / "home" / "reports" / "latest.md").is_file()
 
 
@@ -217,7 +276,9 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movie
 
 
 def run(defs, instance, job, config, partition=None):
-    return defs.resolve_job_def(job).execute_in_process(instance=instance, run_config=config, partition_key=partition, raise_on_error=False)
+    return defs.resolve_job_def(job).execute_in_process(
+        instance=instance, run_config=config, partition_key=partition, raise_on_error=False
+    )
 
 
 def prepare_config(folder: Path) -> dict:
@@ -244,7 +305,11 @@ def append(path: Path, line: str) -> None:
 
 
 def unrated_movie(folder: Path, user: int) -> int:
-    rated = {int(line.split("::")[1]) for line in (folder / "ratings.dat").read_text().splitlines() if line.startswith(f"{user}::")}
+    rated = {
+        int(line.split("::")[1])
+        for line in (folder / "ratings.dat").read_text().splitlines()
+        if line.startswith(f"{user}::")
+    }
     return min(set(range(1, 51)) - rated)
 
 
@@ -253,7 +318,11 @@ def first_line(path: Path) -> str:
 
 
 def digests(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def failure_text(event) -> str:
@@ -265,7 +334,10 @@ def failure_text(event) -> str:
 def materialised(instance, run_id: str) -> set[str]:
     from dagster import DagsterEventType
 
-    return {e.asset_materialization.asset_key.to_user_string() for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)}
+    return {
+        e.asset_materialization.asset_key.to_user_string()
+        for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+    }
 
 
 def wait_for_file(path: Path, process, deadline_s: float) -> None:
@@ -274,7 +346,9 @@ def wait_for_file(path: Path, process, deadline_s: float) -> None:
     stop = time.monotonic() + deadline_s
     while time.monotonic() < stop:
         if process.poll() is not None:
-            raise AssertionError(f"the runner ended before it could be killed:\n{process.stdout.read().decode()[-3000:]}")
+            raise AssertionError(
+                f"the runner ended before it could be killed:\n{process.stdout.read().decode()[-3000:]}"
+            )
         if path.exists():
             return
         time.sleep(0.1)

@@ -105,13 +105,19 @@ def test_dense_fields_standardised_on_train_movies(tables):
     y_mean, y_std = enc.dense_stats["release_year"]
     assert y_mean == pytest.approx(1992.5)
     assert x[1, -1] == pytest.approx((1995 - y_mean) / y_std)
-    assert x[0, -2] == pytest.approx((np.log(1000) - enc.dense_stats["log_vote_count"][0]) / enc.dense_stats["log_vote_count"][1])
+    assert x[0, -2] == pytest.approx(
+        (np.log(1000) - enc.dense_stats["log_vote_count"][0]) / enc.dense_stats["log_vote_count"][1]
+    )
 
 
 @pytest.mark.parametrize(
     "feature_set, user_cols, movie_cols",
     [
-        ("all", ["user_id", "gender", "age", "occupation", "zip"], ["movie_id", "genres", "vote_average", "log_vote_count", "release_year"]),
+        (
+            "all",
+            ["user_id", "gender", "age", "occupation", "zip"],
+            ["movie_id", "genres", "vote_average", "log_vote_count", "release_year"],
+        ),
         ("user_id_only", ["user_id"], ["movie_id", "genres", "vote_average", "log_vote_count", "release_year"]),
         ("movie_id_only", ["user_id", "gender", "age", "occupation", "zip"], ["movie_id"]),
     ],

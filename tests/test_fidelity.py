@@ -7,15 +7,28 @@ from ops.readout.fidelity import fidelity
 def _simulated(values: dict[str, tuple[float, float, float]]) -> pl.DataFrame:
     rows = []
     for arm, (ctr, cvr, ar) in values.items():
-        rows += [{"arm": arm, "metric": "ctr", "mean": ctr}, {"arm": arm, "metric": "cvr", "mean": cvr}, {"arm": arm, "metric": "average_rating", "mean": ar}]
+        rows += [
+            {"arm": arm, "metric": "ctr", "mean": ctr},
+            {"arm": arm, "metric": "cvr", "mean": cvr},
+            {"arm": arm, "metric": "average_rating", "mean": ar},
+        ]
     return pl.DataFrame(rows)
 
 
-OFFLINE = pl.DataFrame({"arm": ["random", "pop", "fm", "deepfm"], "ndcg_at_k": [0.02, 0.09, 0.10, 0.11], "recall_at_k": [0.01, 0.02, 0.035, 0.043], "test_auc": [0.5, 0.6, 0.7, 0.75]})
+OFFLINE = pl.DataFrame(
+    {
+        "arm": ["random", "pop", "fm", "deepfm"],
+        "ndcg_at_k": [0.02, 0.09, 0.10, 0.11],
+        "recall_at_k": [0.01, 0.02, 0.035, 0.043],
+        "test_auc": [0.5, 0.6, 0.7, 0.75],
+    }
+)
 
 
 def test_same_order_gives_tau_one():
-    sim = _simulated({"random": (0.1, 0.05, 4.0), "pop": (0.2, 0.1, 4.1), "fm": (0.25, 0.2, 4.5), "deepfm": (0.3, 0.21, 4.6)})
+    sim = _simulated(
+        {"random": (0.1, 0.05, 4.0), "pop": (0.2, 0.1, 4.1), "fm": (0.25, 0.2, 4.5), "deepfm": (0.3, 0.21, 4.6)}
+    )
     table = fidelity(sim, OFFLINE)
     row = table.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).row(0, named=True)
     assert row["kendall_tau"] == pytest.approx(1.0) and row["arms"] == 4 and row["same_best_arm"]
@@ -23,15 +36,25 @@ def test_same_order_gives_tau_one():
 
 def test_one_swap_in_four_arms_gives_tau_two_thirds():
     # Pairs: 6; one discordant (fm vs deepfm) → τ = (5 − 1) / 6.
-    sim = _simulated({"random": (0.1, 0.05, 4.0), "pop": (0.2, 0.1, 4.1), "fm": (0.31, 0.2, 4.5), "deepfm": (0.3, 0.21, 4.6)})
-    row = fidelity(sim, OFFLINE).filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).row(0, named=True)
+    sim = _simulated(
+        {"random": (0.1, 0.05, 4.0), "pop": (0.2, 0.1, 4.1), "fm": (0.31, 0.2, 4.5), "deepfm": (0.3, 0.21, 4.6)}
+    )
+    row = (
+        fidelity(sim, OFFLINE)
+        .filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k"))
+        .row(0, named=True)
+    )
     assert row["kendall_tau"] == pytest.approx(4 / 6)
     assert not row["same_best_arm"]
 
 
 def test_arms_missing_on_one_side_are_left_out():
     sim = _simulated({"random": (0.1, 0.05, 4.0), "deepfm": (0.3, 0.21, 4.6), "afn": (0.5, 0.3, 4.7)})
-    row = fidelity(sim, OFFLINE).filter((pl.col("simulated") == "cvr") & (pl.col("offline") == "recall_at_k")).row(0, named=True)
+    row = (
+        fidelity(sim, OFFLINE)
+        .filter((pl.col("simulated") == "cvr") & (pl.col("offline") == "recall_at_k"))
+        .row(0, named=True)
+    )
     assert row["arms"] == 2 and row["kendall_tau"] == pytest.approx(1.0)
 
 
@@ -45,7 +68,10 @@ from ops.readout.fidelity import agreement_summary, pairwise_agreement  # noqa: 
 def _per_unit(means: dict[str, float], metric: str, n: int, sd: float, seed: int) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     base = rng.normal(0.0, sd, n)  # a per-user component shared by the arms: pairing removes it
-    frames = [pl.DataFrame({"arm": arm, "user_id": np.arange(n), metric: mu + base + rng.normal(0.0, sd / 4, n)}) for arm, mu in means.items()]
+    frames = [
+        pl.DataFrame({"arm": arm, "user_id": np.arange(n), metric: mu + base + rng.normal(0.0, sd / 4, n)})
+        for arm, mu in means.items()
+    ]
     return pl.concat(frames)
 
 
@@ -64,7 +90,10 @@ def test_pairs_get_verdicts_from_both_intervals():
     assert row["offline_ci_low"] < row["offline_difference"] < row["offline_ci_high"]
     assert row["offline_difference"] == pytest.approx(0.13, abs=0.01) and row["offline_users"] == 300
     summary = agreement_summary(pairs)
-    assert summary["pairs"] == 6 and summary["agree"] + summary["disagree"] + summary["offline tie"] + summary["simulation tie"] == 6
+    assert (
+        summary["pairs"] == 6
+        and summary["agree"] + summary["disagree"] + summary["offline tie"] + summary["simulation tie"] == 6
+    )
     assert summary["agreement"] == pytest.approx(summary["agree"] / (summary["agree"] + summary["disagree"]))
 
 
@@ -83,8 +112,13 @@ def test_pairing_narrows_the_interval_and_unpaired_designs_still_work():
 def test_offline_intervals_cover_the_mean_and_shrink_with_more_users():
     from ops.readout.fidelity import offline_intervals
 
-    few = offline_intervals(_per_unit({"pop": 0.15}, "ndcg_at_k", 50, 0.1, 5).with_columns(recall_at_k=pl.col("ndcg_at_k")), n_bootstrap=500)
-    many = offline_intervals(_per_unit({"pop": 0.15}, "ndcg_at_k", 2000, 0.1, 5).with_columns(recall_at_k=pl.col("ndcg_at_k")), n_bootstrap=500)
+    few = offline_intervals(
+        _per_unit({"pop": 0.15}, "ndcg_at_k", 50, 0.1, 5).with_columns(recall_at_k=pl.col("ndcg_at_k")), n_bootstrap=500
+    )
+    many = offline_intervals(
+        _per_unit({"pop": 0.15}, "ndcg_at_k", 2000, 0.1, 5).with_columns(recall_at_k=pl.col("ndcg_at_k")),
+        n_bootstrap=500,
+    )
     for table in (few, many):
         r = table.filter(pl.col("metric") == "ndcg_at_k").row(0, named=True)
         assert r["ci_low"] < r["mean"] < r["ci_high"]
@@ -111,18 +145,33 @@ def test_tau_compares_the_same_users_as_the_pairs():
     from ops.readout.fidelity import offline_for_fidelity
 
     # Over every ranked user DeepFM edges FM; over the users with a list (the agents') FM leads.
-    offline = OFFLINE.with_columns(pl.when(pl.col("arm") == "fm").then(0.2028).when(pl.col("arm") == "deepfm").then(0.2030)
-                                   .otherwise(pl.col("ndcg_at_k")).alias("ndcg_at_k"))
-    per_user = pl.DataFrame({
-        "arm": [a for a in ("random", "pop", "fm", "deepfm") for _ in range(2)],
-        "user_id": [1, 2] * 4,
-        "recall_at_k": [0.0, 0.02, 0.02, 0.04, 0.06, 0.08, 0.05, 0.07],
-        "ndcg_at_k": [0.0, 0.02, 0.08, 0.10, 0.12, 0.14, 0.10, 0.12],
-    })
-    sim = _simulated({"random": (0.1, 0.05, 4.0), "pop": (0.2, 0.1, 4.1), "fm": (0.31, 0.2, 4.5), "deepfm": (0.3, 0.21, 4.6)})
+    offline = OFFLINE.with_columns(
+        pl.when(pl.col("arm") == "fm")
+        .then(0.2028)
+        .when(pl.col("arm") == "deepfm")
+        .then(0.2030)
+        .otherwise(pl.col("ndcg_at_k"))
+        .alias("ndcg_at_k")
+    )
+    per_user = pl.DataFrame(
+        {
+            "arm": [a for a in ("random", "pop", "fm", "deepfm") for _ in range(2)],
+            "user_id": [1, 2] * 4,
+            "recall_at_k": [0.0, 0.02, 0.02, 0.04, 0.06, 0.08, 0.05, 0.07],
+            "ndcg_at_k": [0.0, 0.02, 0.08, 0.10, 0.12, 0.14, 0.10, 0.12],
+        }
+    )
+    sim = _simulated(
+        {"random": (0.1, 0.05, 4.0), "pop": (0.2, 0.1, 4.1), "fm": (0.31, 0.2, 4.5), "deepfm": (0.3, 0.21, 4.6)}
+    )
     ctr_ndcg = (pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")
-    assert fidelity(sim, offline).filter(ctr_ndcg)["kendall_tau"][0] == pytest.approx(4 / 6)  # all users: FM and DeepFM swapped
+    assert fidelity(sim, offline).filter(ctr_ndcg)["kendall_tau"][0] == pytest.approx(
+        4 / 6
+    )  # all users: FM and DeepFM swapped
     fixed = offline_for_fidelity(offline, per_user)
-    assert fixed.filter(pl.col("arm") == "fm")["ndcg_at_k"][0] == pytest.approx(0.13) and fixed["test_auc"].to_list() == offline["test_auc"].to_list()
+    assert (
+        fixed.filter(pl.col("arm") == "fm")["ndcg_at_k"][0] == pytest.approx(0.13)
+        and fixed["test_auc"].to_list() == offline["test_auc"].to_list()
+    )
     row = fidelity(sim, fixed).filter(ctr_ndcg).row(0, named=True)
     assert row["kendall_tau"] == pytest.approx(1.0) and row["same_best_arm"]

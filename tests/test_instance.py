@@ -42,11 +42,19 @@ def test_only_runs_of_dead_runners_are_marked_failed(tmp_path):
         running = create_run_for_test(instance, status=DagsterRunStatus.STARTED, tags={RUNNER_TAG: alive})
         orphan = create_run_for_test(instance, status=DagsterRunStatus.STARTED, tags={RUNNER_TAG: dead})
         gone = create_run_for_test(instance, status=DagsterRunStatus.STARTED, tags={RUNNER_TAG: "never-existed"})
-        foreign = create_run_for_test(instance, status=DagsterRunStatus.STARTED)  # launched by the UI: Dagster's business
+        foreign = create_run_for_test(
+            instance, status=DagsterRunStatus.STARTED
+        )  # launched by the UI: Dagster's business
         assert sorted(mark_dead_runs_failed(instance, home)) == sorted([orphan.run_id, gone.run_id])
-        status = {r: instance.get_run_by_id(r).status for r in (running.run_id, orphan.run_id, gone.run_id, foreign.run_id)}
-        assert status == {running.run_id: DagsterRunStatus.STARTED, orphan.run_id: DagsterRunStatus.FAILURE,
-                          gone.run_id: DagsterRunStatus.FAILURE, foreign.run_id: DagsterRunStatus.STARTED}
+        status = {
+            r: instance.get_run_by_id(r).status for r in (running.run_id, orphan.run_id, gone.run_id, foreign.run_id)
+        }
+        assert status == {
+            running.run_id: DagsterRunStatus.STARTED,
+            orphan.run_id: DagsterRunStatus.FAILURE,
+            gone.run_id: DagsterRunStatus.FAILURE,
+            foreign.run_id: DagsterRunStatus.STARTED,
+        }
         assert mark_dead_runs_failed(instance, home) == []  # marked once
 
 
@@ -85,7 +93,10 @@ def test_resume_skips_what_succeeded_and_starts_at_the_first_unfinished_step(tmp
 @pytest.mark.parametrize(
     "later, message",
     [
-        (lambda i: _lifecycle_run(i, "simab_prepare", DagsterRunStatus.FAILURE, plan="p2", lifecycle="L2"), "ran with other arms or run config"),
+        (
+            lambda i: _lifecycle_run(i, "simab_prepare", DagsterRunStatus.FAILURE, plan="p2", lifecycle="L2"),
+            "ran with other arms or run config",
+        ),
         (lambda i: create_run_for_test(i, status=DagsterRunStatus.SUCCESS), "was not started by the lifecycle runner"),
         (lambda i: _lifecycle_run(i, "simab_arm[pop]", DagsterRunStatus.STARTED), "still going"),
     ],
@@ -103,8 +114,14 @@ def _dead_runner(home) -> str:
     """The token of a runner that took its lock and was killed."""
     code = "import os, sys; from pipelines.instance import runner_lock\nwith runner_lock(sys.argv[1]) as t:\n    print(t, flush=True); os._exit(0)"
     # os._exit skips the context's clean-up, as SIGKILL would: the lock file stays, unlocked.
-    out = subprocess.run([sys.executable, "-c", code, str(home)], cwd=Path(__file__).resolve().parents[1],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(home)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -137,15 +154,21 @@ def test_the_mlflow_parent_of_a_killed_run_ends_killed_not_finished(tmp_path, mo
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     with DagsterInstance.from_config(str(home)) as instance:
         run = create_run_for_test(instance, status=DagsterRunStatus.STARTED, tags={RUNNER_TAG: _dead_runner(home)})
-        killed = subprocess.run([sys.executable, "-c", KILLED_MID_STEP, run.run_id],
-                                cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
+        killed = subprocess.run(
+            [sys.executable, "-c", KILLED_MID_STEP, run.run_id],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert killed.returncode == -9, killed.stderr[-2000:]
         tracking = MlflowTracking()
         client = tracking.client()
 
         def status(asset: str) -> str:
             query = f"tags.dagster_run_id = '{run.run_id}' and " + (
-                "tags.simab_role = 'dagster_run'" if asset == "parent" else f"tags.dagster_asset = '{asset}'")
+                "tags.simab_role = 'dagster_run'" if asset == "parent" else f"tags.dagster_asset = '{asset}'"
+            )
             (found,) = client.search_runs([tracking.experiment_id()], query)
             return found.info.status
 
@@ -191,7 +214,9 @@ def test_damaged_dagster_storage_is_named_with_what_to_do(tmp_path, monkeypatch)
     runs_db = home / "history" / "runs.db"
     runs_db.write_bytes(b"garbled " * 2000)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    named = (rf"Dagster's run storage cannot be read: {runs_db} \(file is not a database\)\. "
-             rf"Move the damaged file aside \(`mv {runs_db} {runs_db}\.damaged`\)")
+    named = (
+        rf"Dagster's run storage cannot be read: {runs_db} \(file is not a database\)\. "
+        rf"Move the damaged file aside \(`mv {runs_db} {runs_db}\.damaged`\)"
+    )
     with pytest.raises(SystemExit, match=named):
         main([])

@@ -80,11 +80,25 @@ def rng(seed: int = 0) -> np.random.Generator:
 def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, key):
     obs = home(world)
     ids = [c.movie_id for c in obs.items]
-    fake.reply(answer(action=CLICK_MOVIE, movie_id=ids[1], interest=4, caught_eye=[ids[1], ids[3]], reason="A space story, my thing."))
+    fake.reply(
+        answer(
+            action=CLICK_MOVIE,
+            movie_id=ids[1],
+            interest=4,
+            caught_eye=[ids[1], ids[3]],
+            reason="A space story, my thing.",
+        )
+    )
     brain = make_brain(fake, world, price_prompt_per_1m=2.0, price_completion_per_1m=8.0)
     d = brain.decide(session(world), obs, rng())
 
-    assert (d.action, d.movie_id, d.interest, d.caught_eye, d.rating) == (CLICK_MOVIE, ids[1], 4, (ids[1], ids[3]), None)
+    assert (d.action, d.movie_id, d.interest, d.caught_eye, d.rating) == (
+        CLICK_MOVIE,
+        ids[1],
+        4,
+        (ids[1], ids[3]),
+        None,
+    )
     assert d.reason == "A space story, my thing."
     assert (d.prompt_tokens, d.completion_tokens) == (PROMPT_TOKENS, COMPLETION_TOKENS)
     assert d.cost_usd == pytest.approx((PROMPT_TOKENS * 2.0 + COMPLETION_TOKENS * 8.0) / 1e6)
@@ -96,14 +110,23 @@ def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, k
     assert isinstance(body["seed"], int) and body["temperature"] == 0.7 and body["max_tokens"] == 300
     system = body["messages"][0]["content"]
     profile = world["profiles"][1]
-    assert profile.pickiness in system and profile.home_page_preferences in system and profile.occupation_label in system
+    assert (
+        profile.pickiness in system and profile.home_page_preferences in system and profile.occupation_label in system
+    )
     assert "click_movie 2" in system and "watch_and_rate 10" in system  # Table 8 costs the agent is told
     text = user_text(body)
     assert "12.0 spent of a budget of 30.0" in text
     assert all(f"[{c.movie_id}] {c.title}" in text for c in obs.items)
     # Memories retrieved from the agent's own history, naming what they resemble.
     remembered = set(world["ratings"].filter(pl.col("user_id") == 1).get_column("movie_id").to_list())
-    recalled = [int(m) for m in re.findall(r"^- .*? \(.*?\): you rated it \d/5 \(its (?:story|poster|story and poster) resembles? \[(\d+)\]", text, re.M)]
+    recalled = [
+        int(m)
+        for m in re.findall(
+            r"^- .*? \(.*?\): you rated it \d/5 \(its (?:story|poster|story and poster) resembles? \[(\d+)\]",
+            text,
+            re.M,
+        )
+    ]
     assert recalled and set(recalled) <= set(ids)
     titles = {world["catalogue"][m].title for m in remembered}
     assert any(t in text for t in titles)
@@ -211,11 +234,23 @@ def test_memories_are_retrieved_by_story_and_by_poster(world, fake):
         ("home", "[1, 2]", "expected a JSON object"),
         ("home", '{"action": "exit", "interest": 2}', "reason: Field required"),
         ("home", '{"action": "watch_and_rate", "interest": 2, "reason": "x"}', "not legal on this page"),
-        ("home", '{"action": "click_movie", "movie_id": null, "interest": 2, "reason": "x"}', "needs the movie_id of a movie on this page"),
-        ("home", '{"action": "exit", "interest": 2, "caught_eye": [999999], "reason": "x"}', "caught_eye may only name movies on this page"),
+        (
+            "home",
+            '{"action": "click_movie", "movie_id": null, "interest": 2, "reason": "x"}',
+            "needs the movie_id of a movie on this page",
+        ),
+        (
+            "home",
+            '{"action": "exit", "interest": 2, "caught_eye": [999999], "reason": "x"}',
+            "caught_eye may only name movies on this page",
+        ),
         ("home", '{"action": "exit", "interest": true, "reason": "x"}', "must be an integer"),
         ("detail", '{"action": "watch_and_rate", "rating": 4.5, "interest": 4, "reason": "x"}', "must be an integer"),
-        ("detail", '{"action": "watch_and_rate", "interest": 4, "reason": "x"}', "needs a rating from 1 to 5, got None"),
+        (
+            "detail",
+            '{"action": "watch_and_rate", "interest": 4, "reason": "x"}',
+            "needs a rating from 1 to 5, got None",
+        ),
         ("detail", '{"action": "back", "movie_id": 999999, "interest": 1, "reason": "x"}', "not movie 999999"),
     ],
 )
@@ -312,7 +347,9 @@ def test_text_models_get_palette_captions_instead(world, fake, key):
     body = fake.requests[0]
     content = [m for m in body["messages"] if m["role"] == "user"][0]["content"]
     assert isinstance(content, str) and "data:image" not in json.dumps(body)
-    captions = re.findall(r"Poster \(palette measured from the image's colours; the picture itself is not described\): (.*)\.", content)
+    captions = re.findall(
+        r"Poster \(palette measured from the image's colours; the picture itself is not described\): (.*)\.", content
+    )
     assert len(captions) == 5
     expected = {"warm": "warm", "cool": "cool", "dark": "dark", "bright": "bright"}
     for card, caption in zip(obs.items, captions):
@@ -346,8 +383,17 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ke
     assert satisfaction == (6, "some good picks")
     bill = dict(brain.interview_accounting[1])
     assert bill.pop("latency_s") >= 0.0
-    assert bill == {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "cost_usd": pytest.approx(d.cost_usd / 2), "cached": False, "fallback": False, "fallback_reason": None}
-    assert SECRET not in repr(d) and SECRET not in json.dumps(d.extra) and SECRET not in repr(brain.interview_accounting)
+    assert bill == {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": COMPLETION_TOKENS,
+        "cost_usd": pytest.approx(d.cost_usd / 2),
+        "cached": False,
+        "fallback": False,
+        "fallback_reason": None,
+    }
+    assert (
+        SECRET not in repr(d) and SECRET not in json.dumps(d.extra) and SECRET not in repr(brain.interview_accounting)
+    )
     assert SECRET not in json.dumps(resource.describe()) and resource.describe()["llm_api_key_set"] is True
     assert SECRET not in brain.config.model_dump_json() and SECRET not in repr(brain.usage.as_dict())
 
@@ -373,12 +419,18 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     fake.policy = scripted_agent
     users = sorted(world["profiles"])
     top_k = pl.DataFrame(
-        [{"arm": "pop", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)} for u in users for r, m in enumerate(world["lists"][u])]
+        [
+            {"arm": "pop", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
+            for u in users
+            for r, m in enumerate(world["lists"][u])
+        ]
     )
     agents = [AgentSession(u, world["profiles"][u], world["memories"][u], 0.0, 0.0) for u in users]
     config = SimulationConfig(progress=False)
     cache = str(tmp_path / "cache.sqlite")
-    events = simulate_arm("pop", top_k, agents, world["catalogue"], make_brain(fake, world, cache_path=cache), config, seed=3, run_id="r1")
+    events = simulate_arm(
+        "pop", top_k, agents, world["catalogue"], make_brain(fake, world, cache_path=cache), config, seed=3, run_id="r1"
+    )
 
     conform(events, EVENTS, "events")
     for u in users:
@@ -392,7 +444,9 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     assert (steps.get_column("prompt_tokens") == PROMPT_TOKENS).all() and (steps.get_column("cost_usd") > 0).all()
     # The interview is a paid call too: its row carries that call's tokens and cost.
     interviews = events.filter(pl.col("action") == EXIT_INTERVIEW)
-    assert (interviews.get_column("prompt_tokens") == PROMPT_TOKENS).all() and (interviews.get_column("completion_tokens") == COMPLETION_TOKENS).all()
+    assert (interviews.get_column("prompt_tokens") == PROMPT_TOKENS).all() and (
+        interviews.get_column("completion_tokens") == COMPLETION_TOKENS
+    ).all()
     assert (interviews.get_column("cost_usd") > 0).all()
     assert set(events.get_column("brain")) == {"llm:test-model"}
     # Fatigue charged at the stated interest: click at 4 (x0.75), watch at 5 (x0.5).
@@ -421,7 +475,9 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
         def exit_interview(self, session, rng):
             return self.brain.exit_interview(session, rng)
 
-    serial = simulate_arm("pop", top_k, agents, world["catalogue"], SyncOnly(make_brain(fake, world)), config, seed=3, run_id="r1")
+    serial = simulate_arm(
+        "pop", top_k, agents, world["catalogue"], SyncOnly(make_brain(fake, world)), config, seed=3, run_id="r1"
+    )
     assert len(fake.requests) == 10 * len(users)  # really asked
     assert serial.drop("latency_s").equals(events.drop("latency_s"))
 
@@ -434,14 +490,18 @@ def reflecting_agent(body: dict) -> str:
     prompt carries that reflection gets a click on its first movie, any other an exit."""
     text = user_text(body)
     if "Pause and reflect" in text:
-        return json.dumps({"preferences": "I now crave romance and want no more horror", "satisfaction": 6, "fatigue": 2})
+        return json.dumps(
+            {"preferences": "I now crave romance and want no more horror", "satisfaction": 6, "fatigue": 2}
+        )
     ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
     if "Your reflection on this session so far: I now crave romance" in text:
         return answer(action=CLICK_MOVIE, movie_id=ids[0], interest=4, caught_eye=[ids[0]])
     return answer(action=EXIT, interest=2)
 
 
-def test_a_reflection_every_n_actions_becomes_the_preference_state_that_changes_the_next_decision(world, fake, key, tmp_path):
+def test_a_reflection_every_n_actions_becomes_the_preference_state_that_changes_the_next_decision(
+    world, fake, key, tmp_path
+):
     from ops.agents.memory import ShortTermEntry
 
     fake.policy = reflecting_agent
@@ -460,11 +520,20 @@ def test_a_reflection_every_n_actions_becomes_the_preference_state_that_changes_
     decision = reflective.decide(with_steps(steps), home(world), rng(3))
     assert decision.action == CLICK_MOVIE and fake.calls == 3  # the reflection, then the page
     reflection_prompt, page_prompt = (user_text(b) for b in fake.requests[-2:])
-    assert "Pause and reflect" in reflection_prompt and all(world["catalogue"][m].title in reflection_prompt for m in watched)
-    assert "Your reflection on this session so far: I now crave romance" in page_prompt and "satisfaction 6, tiredness 2" in page_prompt
-    assert decision.prompt_tokens == 2 * PROMPT_TOKENS and decision.extra["reflection"]["requests"] == 1  # both requests billed
+    assert "Pause and reflect" in reflection_prompt and all(
+        world["catalogue"][m].title in reflection_prompt for m in watched
+    )
+    assert (
+        "Your reflection on this session so far: I now crave romance" in page_prompt
+        and "satisfaction 6, tiredness 2" in page_prompt
+    )
+    assert (
+        decision.prompt_tokens == 2 * PROMPT_TOKENS and decision.extra["reflection"]["requests"] == 1
+    )  # both requests billed
     # Not due at 4 actions: no new reflection, the last one is still the state.
-    assert reflective.decide(with_steps([*steps, steps[0]]), home(world), rng(4)).action == CLICK_MOVIE and fake.calls == 4
+    assert (
+        reflective.decide(with_steps([*steps, steps[0]]), home(world), rng(4)).action == CLICK_MOVIE and fake.calls == 4
+    )
     # A new session forgets it.
     assert reflective.decide(with_steps([]), home(world), rng(3)).action == EXIT and reflective.reflection(1) is None
     reflective.close()
@@ -494,7 +563,9 @@ def test_an_invalid_reflection_is_reasked_then_recorded_and_the_session_goes_on(
 # -- persona matching (SimUSER §3.1) ----------------------------------------------------------------
 
 
-def test_persona_matching_keeps_the_candidate_that_best_predicts_the_held_out_ratings_and_the_cache_replays_it(world, fake, key, tmp_path):
+def test_persona_matching_keeps_the_candidate_that_best_predicts_the_held_out_ratings_and_the_cache_replays_it(
+    world, fake, key, tmp_path
+):
     from ops.simulation.brains.llm.persona import match_persona, with_persona
     from ops.simulation.brains.llm.prompts import profile_text
 
@@ -505,11 +576,25 @@ def test_persona_matching_keeps_the_candidate_that_best_predicts_the_held_out_ra
         if "Imagine who this person is" in text:  # candidates alternate between two tastes
             genre = ("Romance", "Sci-Fi")[len(written) % 2]
             written.append(genre)
-            return json.dumps({"age": "25-34", "openness": 2, "conscientiousness": 2, "extraversion": 1, "agreeableness": 3, "neuroticism": 1,
-                               "occupation": "engineer", "background": "Lives alone.", "hobbies": ["chess"], "taste": f"loves {genre}, avoids the rest"})
+            return json.dumps(
+                {
+                    "age": "25-34",
+                    "openness": 2,
+                    "conscientiousness": 2,
+                    "extraversion": 1,
+                    "agreeableness": 3,
+                    "neuroticism": 1,
+                    "occupation": "engineer",
+                    "background": "Lives alone.",
+                    "hobbies": ["chess"],
+                    "taste": f"loves {genre}, avoids the rest",
+                }
+            )
         genre = re.search(r"loves (\w[\w-]*)", text).group(1)
         rows = re.findall(r"^\[(\d+)\] (.*)$", text, re.M)
-        return json.dumps({"ratings": [{"movie_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]})
+        return json.dumps(
+            {"ratings": [{"movie_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]}
+        )
 
     fake.policy = persona_agent
     ratings = world["ratings"].filter(pl.col("user_id") == 1)  # user 1 rates Sci-Fi 4-5, the rest 1-3

@@ -41,18 +41,41 @@ def persona_agent(genres: tuple[str, ...]):
         if "Imagine who this person is" in text:
             genre = genres[written.get(text, 0) % len(genres)]
             written[text] = written.get(text, 0) + 1
-            return json.dumps({"age": "25-34", "openness": 2, "conscientiousness": 2, "extraversion": 1, "agreeableness": 3, "neuroticism": 1,
-                               "occupation": "engineer", "background": "Lives alone.", "hobbies": ["chess"], "taste": f"loves {genre}, avoids the rest"})
+            return json.dumps(
+                {
+                    "age": "25-34",
+                    "openness": 2,
+                    "conscientiousness": 2,
+                    "extraversion": 1,
+                    "agreeableness": 3,
+                    "neuroticism": 1,
+                    "occupation": "engineer",
+                    "background": "Lives alone.",
+                    "hobbies": ["chess"],
+                    "taste": f"loves {genre}, avoids the rest",
+                }
+            )
         if "Rate each of these movies" in text:
             genre = re.search(r"loves (\w[\w-]*)", text).group(1)
             rows = re.findall(r"^\[(\d+)\] (.*)$", text, re.M)
-            return json.dumps({"ratings": [{"movie_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]})
+            return json.dumps(
+                {"ratings": [{"movie_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]}
+            )
         return scripted_agent(body)
 
     return policy
 
 
-def _materialise(world, fake, home, monkeypatch, selection: str, run_config: dict, max_cost_usd: float = 0.0, raise_on_error: bool = True):
+def _materialise(
+    world,
+    fake,
+    home,
+    monkeypatch,
+    selection: str,
+    run_config: dict,
+    max_cost_usd: float = 0.0,
+    raise_on_error: bool = True,
+):
     from dagster import DagsterInstance, asset, materialize, mem_io_manager
 
     from assets.agents import llm_personas
@@ -92,8 +115,12 @@ def _materialise(world, fake, home, monkeypatch, selection: str, run_config: dic
         [*stubs, target],
         partition_key="pop" if selection == "simulation_events" else None,
         instance=DagsterInstance.ephemeral(),
-        resources={"io_manager": SimabIOManager(), "mem": mem_io_manager, "mlflow_tracking": MlflowTracking(),
-                   "llm": LLMResource(model="persona-model", api_key_env=KEY_ENV, vision=False, max_cost_usd=max_cost_usd)},
+        resources={
+            "io_manager": SimabIOManager(),
+            "mem": mem_io_manager,
+            "mlflow_tracking": MlflowTracking(),
+            "llm": LLMResource(model="persona-model", api_key_env=KEY_ENV, vision=False, max_cost_usd=max_cost_usd),
+        },
         run_config={"ops": {selection: {"config": run_config}}},
         raise_on_error=raise_on_error,
     )
@@ -101,8 +128,11 @@ def _materialise(world, fake, home, monkeypatch, selection: str, run_config: dic
 
 def test_llm_personas_keep_the_best_candidate_and_the_simulation_shows_it(world, fake, tmp_path, monkeypatch):
     home = tmp_path / "home"
-    favourite = {u: next(g for g in world["catalogue"][m].genres) for u in world["profiles"]
-                 for m in [world["ratings"].filter((pl.col("user_id") == u) & (pl.col("rating") >= 4)).get_column("movie_id")[0]]}
+    favourite = {
+        u: next(g for g in world["catalogue"][m].genres)
+        for u in world["profiles"]
+        for m in [world["ratings"].filter((pl.col("user_id") == u) & (pl.col("rating") >= 4)).get_column("movie_id")[0]]
+    }
     genres = tuple(sorted(set(favourite.values())))
     assert len(genres) == 3  # each user loves another genre
     fake.policy = persona_agent(genres)
@@ -117,11 +147,17 @@ def test_llm_personas_keep_the_best_candidate_and_the_simulation_shows_it(world,
     (event,) = [m for m in result.get_asset_materialization_events() if m.asset_key.to_user_string() == "llm_personas"]
     metadata = event.materialization.metadata
     # The bill was estimated before the run from the prompts it would send: every call counted.
-    assert metadata["matched"].value == 3 and metadata["estimated calls"].value == fake.calls and metadata["estimated cost (USD)"].value > 0
+    assert (
+        metadata["matched"].value == 3
+        and metadata["estimated calls"].value == fake.calls
+        and metadata["estimated cost (USD)"].value > 0
+    )
 
     # The simulation with persona: matched shows each agent its kept persona in every page prompt.
     fake.requests.clear()
-    result = _materialise(world, fake, home, monkeypatch, "simulation_events", {"brain": "llm", "arms": ["pop"], "persona": "matched"})
+    result = _materialise(
+        world, fake, home, monkeypatch, "simulation_events", {"brain": "llm", "arms": ["pop"], "persona": "matched"}
+    )
     assert result.success
     prompts = [system_text(r) + "\n" + user_text(r) for r in fake.requests]
     pages = [p for p in prompts if "Persona:" in p]
@@ -137,10 +173,14 @@ def test_llm_personas_refuse_a_bill_above_max_cost_and_matched_needs_them(world,
 
     fake.policy = persona_agent(("Drama",))
     home = tmp_path / "home"
-    result = _materialise(world, fake, home, monkeypatch, "llm_personas", {"n_candidates": 5}, max_cost_usd=1e-9, raise_on_error=False)
+    result = _materialise(
+        world, fake, home, monkeypatch, "llm_personas", {"n_candidates": 5}, max_cost_usd=1e-9, raise_on_error=False
+    )
     assert not result.success and fake.calls == 0  # refused before any call
     failure = result.get_step_failure_events()[0].event_specific_data.error
     assert "above max_cost_usd" in failure.message and "llm_personas" in failure.message
     with pytest.raises(Failure, match="llm_personas has not been materialised: run the job simab_personas"):
-        _materialise(world, fake, home, monkeypatch, "simulation_events", {"brain": "llm", "arms": ["pop"], "persona": "matched"})
+        _materialise(
+            world, fake, home, monkeypatch, "simulation_events", {"brain": "llm", "arms": ["pop"], "persona": "matched"}
+        )
     assert fake.calls == 0

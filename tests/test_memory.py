@@ -45,7 +45,9 @@ def test_movie_vectors_check_their_shape_and_name_unknown_ids():
 
 def test_memories_point_into_the_shared_matrices_in_time_order():
     v = _vectors(_unit([0, 10, 20, 30]))
-    train = pl.DataFrame({"user_id": [1, 1, 2, 1], "movie_id": [3, 1, 4, 2], "rating": [5, 2, 4, 3], "timestamp": [30, 10, 5, 20]})
+    train = pl.DataFrame(
+        {"user_id": [1, 1, 2, 1], "movie_id": [3, 1, 4, 2], "rating": [5, 2, 4, 3], "timestamp": [30, 10, 5, 20]}
+    )
     mem = build_long_term_memories(train, v)
     assert sorted(mem) == [1, 2]
     assert mem[1].movie_ids.tolist() == [1, 2, 3] and mem[1].ratings.tolist() == [2, 3, 5]
@@ -56,7 +58,9 @@ def test_memories_point_into_the_shared_matrices_in_time_order():
 def test_retrieve_by_text_returns_the_most_similar_memories_with_cosine():
     # Movies at 0, 20, 40, 90 degrees; the query at 35 degrees is nearest 40, then 20.
     v = _vectors(_unit([0, 20, 40, 90]))
-    train = pl.DataFrame({"user_id": [1] * 4, "movie_id": [1, 2, 3, 4], "rating": [1, 2, 3, 4], "timestamp": [1, 2, 3, 4]})
+    train = pl.DataFrame(
+        {"user_id": [1] * 4, "movie_id": [1, 2, 3, 4], "rating": [1, 2, 3, 4], "timestamp": [1, 2, 3, 4]}
+    )
     mem = build_long_term_memories(train, v)[1]
     got = mem.retrieve_by_text(3.0 * _unit([35])[0], k=2)  # scale does not matter
     assert [r.movie_id for r in got] == [3, 2]
@@ -70,7 +74,9 @@ def test_retrieve_by_text_returns_the_most_similar_memories_with_cosine():
 
 def test_retrieval_ties_prefer_recent_memories():
     v = _vectors(_unit([10, 10, 50]))
-    train = pl.DataFrame({"user_id": [1, 1, 1], "movie_id": [1, 2, 3], "rating": [4, 5, 3], "timestamp": [100, 200, 300]})
+    train = pl.DataFrame(
+        {"user_id": [1, 1, 1], "movie_id": [1, 2, 3], "rating": [4, 5, 3], "timestamp": [100, 200, 300]}
+    )
     mem = build_long_term_memories(train, v)[1]
     assert [r.movie_id for r in mem.retrieve_by_text(_unit([10])[0], k=2)] == [2, 1]
 
@@ -86,9 +92,17 @@ def test_retrieve_by_image_never_returns_memories_without_poster():
 
 def test_memory_over_a_real_catalogue_recalls_the_same_genre(tmp_path):
     movies, meta = make_catalogue(tmp_path / "p", n_per_genre=5)
-    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False))
+    vectors = embed_catalogue(
+        build_mm_ml_1m(movies, meta),
+        HashTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        None,
+        EmbeddingConfig(show_progress=False),
+    )
     # User 1 remembers two Sci-Fi (ids 1-5) and two Romance movies (ids 6-10).
-    train = pl.DataFrame({"user_id": [1] * 4, "movie_id": [1, 2, 6, 7], "rating": [5, 4, 2, 1], "timestamp": [1, 2, 3, 4]})
+    train = pl.DataFrame(
+        {"user_id": [1] * 4, "movie_id": [1, 2, 6, 7], "rating": [5, 4, 2, 1], "timestamp": [1, 2, 3, 4]}
+    )
     mem = build_long_term_memories(train, vectors)[1]
     query = vectors.rows_of([3])[0]  # another Sci-Fi movie
     assert {r.movie_id for r in mem.retrieve_by_text(vectors.text[query], k=2)} == {1, 2}

@@ -26,10 +26,23 @@ OMDB_LINES = [
 
 
 def movies_frame(ids) -> pl.DataFrame:
-    titles = {1: "Toy Story (1995)", 2: "Jumanji (1995)", 3: "Grumpier Old Men (1995)", 4: "Waiting to Exhale (1995)",
-              5: "Father of the Bride Part II (1995)", 6: "Heat (1995)", 7: "Sabrina (1995)"}
-    return pl.DataFrame({"movie_id": ids, "title": [titles[i] for i in ids], "year": [1995] * len(ids),
-                         "genres": [["Comedy"]] * len(ids)})
+    titles = {
+        1: "Toy Story (1995)",
+        2: "Jumanji (1995)",
+        3: "Grumpier Old Men (1995)",
+        4: "Waiting to Exhale (1995)",
+        5: "Father of the Bride Part II (1995)",
+        6: "Heat (1995)",
+        7: "Sabrina (1995)",
+    }
+    return pl.DataFrame(
+        {
+            "movie_id": ids,
+            "title": [titles[i] for i in ids],
+            "year": [1995] * len(ids),
+            "genres": [["Comedy"]] * len(ids),
+        }
+    )
 
 
 def _save(image: Image.Image, path: Path, fmt: str = "JPEG") -> None:
@@ -131,12 +144,31 @@ def test_bad_lines_are_named_by_file_and_line(tmp_path):
 
 def test_a_csv_dump_with_votes_maps_through_configuration(tmp_path):
     path = tmp_path / "tmdb_dump.csv"
-    pl.DataFrame({"id": [1, 2], "tmdb": [862, None], "overview": ["Toys.", ""], "vote_average": ["7.9", "N/A"],
-                  "vote_count": ["18,000", "12"], "release_date": ["1995-10-30", "1995-12-15"],
-                  "genres": ["Animation|Comedy", "Adventure"]}).write_csv(path)
-    config = LocalMetadataConfig(metadata_path=path, list_separator="|", progress=False, columns={
-        "movie_id": "id", "tmdb_id": "tmdb", "overview": "overview", "vote_average": "vote_average",
-        "vote_count": "vote_count", "release_date": "release_date", "meta_genres": "genres"})
+    pl.DataFrame(
+        {
+            "id": [1, 2],
+            "tmdb": [862, None],
+            "overview": ["Toys.", ""],
+            "vote_average": ["7.9", "N/A"],
+            "vote_count": ["18,000", "12"],
+            "release_date": ["1995-10-30", "1995-12-15"],
+            "genres": ["Animation|Comedy", "Adventure"],
+        }
+    ).write_csv(path)
+    config = LocalMetadataConfig(
+        metadata_path=path,
+        list_separator="|",
+        progress=False,
+        columns={
+            "movie_id": "id",
+            "tmdb_id": "tmdb",
+            "overview": "overview",
+            "vote_average": "vote_average",
+            "vote_count": "vote_count",
+            "release_date": "release_date",
+            "meta_genres": "genres",
+        },
+    )
     meta = load_local_metadata(movies_frame([1, 2]), tmp_path / "out", config).metadata
     assert meta["tmdb_id"].to_list() == [862, None]
     assert meta["vote_average"].to_list() == [7.9, None] and meta["vote_count"].to_list() == [18000, 12]
@@ -148,7 +180,9 @@ def test_a_csv_dump_with_votes_maps_through_configuration(tmp_path):
 def test_links_fill_tmdb_ids(local_source):
     config, out = local_source
     links = pl.DataFrame({"movieId": [1, 2, 3], "imdbId": ["0114709", "0113497", None], "tmdbId": [862, 8844, None]})
-    meta = load_local_metadata(movies_frame([1, 2, 3]), out, config.model_copy(update={"poster_dirs": []}), links=links).metadata
+    meta = load_local_metadata(
+        movies_frame([1, 2, 3]), out, config.model_copy(update={"poster_dirs": []}), links=links
+    ).metadata
     assert meta["tmdb_id"].to_list() == [862, 8844, None]
 
 
@@ -175,9 +209,13 @@ def test_shared_poster_folders_prefer_the_tmdb_copies(tmp_path):
     tmdb_dir = shared_path("ml-1m-posters-tmdb")
     other_dir = shared_path("ml-1m-posters")
     both = sorted({int(p.stem) for p in tmdb_dir.glob("*.jpg")} & {int(p.stem) for p in other_dir.glob("*.jpg")})[:3]
-    only_other = sorted({int(p.stem) for p in other_dir.glob("*.jpg")} - {int(p.stem) for p in tmdb_dir.glob("*.jpg")})[:2]
+    only_other = sorted({int(p.stem) for p in other_dir.glob("*.jpg")} - {int(p.stem) for p in tmdb_dir.glob("*.jpg")})[
+        :2
+    ]
     ids = both + only_other
-    movies = pl.DataFrame({"movie_id": ids, "title": [f"m{i}" for i in ids], "year": [None] * len(ids), "genres": [[]] * len(ids)})
+    movies = pl.DataFrame(
+        {"movie_id": ids, "title": [f"m{i}" for i in ids], "year": [None] * len(ids), "genres": [[]] * len(ids)}
+    )
     config = LocalMetadataConfig(poster_dirs=[tmdb_dir, other_dir], progress=False, workers=1)
     meta = load_local_metadata(movies, tmp_path, config).metadata
     assert meta["movie_id"].to_list() == ids and set(meta["metadata_source"]) == {"local:posters"}
@@ -193,6 +231,12 @@ def _ml1m_movies(path: Path) -> pl.DataFrame:
     for line in path.read_text(encoding="latin-1").splitlines():
         movie_id, title, genres = line.split("::")
         year = re.search(r"\((\d{4})\)\s*$", title)
-        rows.append({"movie_id": int(movie_id), "title": title, "year": int(year.group(1)) if year else None,
-                     "genres": genres.split("|")})
+        rows.append(
+            {
+                "movie_id": int(movie_id),
+                "title": title,
+                "year": int(year.group(1)) if year else None,
+                "genres": genres.split("|"),
+            }
+        )
     return pl.DataFrame(rows)

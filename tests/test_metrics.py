@@ -81,7 +81,9 @@ def test_users_without_relevant_items_are_not_averaged():
 
 
 def test_relevant_items_threshold_and_one_arm_only():
-    test = pl.DataFrame({"user_id": [1, 1, 2, 2], "movie_id": [1, 2, 1, 1], "rating": [4, 3, 5, 5], "timestamp": [0] * 4})
+    test = pl.DataFrame(
+        {"user_id": [1, 1, 2, 2], "movie_id": [1, 2, 1, 1], "rating": [4, 3, 5, 5], "timestamp": [0] * 4}
+    )
     assert relevant_items(test).rows() == [(1, 1), (2, 1)]
     two_arms = _lists([(1, 1, 1), (1, 1, 2)]).with_columns(arm=pl.Series(["a", "b"]))
     with pytest.raises(ValueError, match="several arms"):

@@ -9,7 +9,9 @@ from resources.mlflow_tracking import MlflowTracking
 
 def _context(run_id: str, asset: str):
     key = SimpleNamespace(to_user_string=lambda: asset)
-    return SimpleNamespace(run=SimpleNamespace(run_id=run_id, job_name="simab_lifecycle"), asset_key=key, has_partition_key=False)
+    return SimpleNamespace(
+        run=SimpleNamespace(run_id=run_id, job_name="simab_lifecycle"), asset_key=key, has_partition_key=False
+    )
 
 
 def test_children_share_one_parent_per_dagster_run(tmp_path, monkeypatch):

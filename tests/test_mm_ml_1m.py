@@ -13,12 +13,14 @@ from ops.schema import METADATA
 from tests.conftest import shared_path
 from tests.test_metadata_local import _ml1m_movies
 
-MOVIES = pl.DataFrame({
-    "movie_id": [1, 2, 3],
-    "title": ["American President, The (1995)", "M (1931)", "Unmatched Film (1990)"],
-    "year": [1995, 1931, 1990],
-    "genres": [["Comedy"], ["Crime"], ["Drama"]],
-})
+MOVIES = pl.DataFrame(
+    {
+        "movie_id": [1, 2, 3],
+        "title": ["American President, The (1995)", "M (1931)", "Unmatched Film (1990)"],
+        "year": [1995, 1931, 1990],
+        "genres": [["Comedy"], ["Crime"], ["Drama"]],
+    }
+)
 
 
 def metadata(rows: list[dict]) -> pl.DataFrame:
@@ -26,15 +28,38 @@ def metadata(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(full, schema=METADATA)
 
 
-META = metadata([
-    {"movie_id": 1, "tmdb_id": 9087, "overview": "A widowed U.S. president.", "vote_average": 6.8, "vote_count": 1200,
-     "release_date": dt.date(1995, 11, 17), "meta_genres": ["Comedy", "Drama", "Romance"], "directors": ["Rob Reiner"],
-     "actors": ["Michael Douglas", "Annette Bening"], "poster_small": "/p/s1.jpg", "poster_large": "/p/l1.jpg",
-     "metadata_source": "tmdb"},
-    {"movie_id": 2, "tmdb_id": 832, "overview": None, "vote_average": 0.0, "vote_count": 0,
-     "release_date": dt.date(1931, 5, 11), "meta_genres": [], "directors": ["Fritz Lang"], "actors": None,
-     "poster_small": "/p/s2.jpg", "poster_large": None, "metadata_source": "tmdb"},
-])
+META = metadata(
+    [
+        {
+            "movie_id": 1,
+            "tmdb_id": 9087,
+            "overview": "A widowed U.S. president.",
+            "vote_average": 6.8,
+            "vote_count": 1200,
+            "release_date": dt.date(1995, 11, 17),
+            "meta_genres": ["Comedy", "Drama", "Romance"],
+            "directors": ["Rob Reiner"],
+            "actors": ["Michael Douglas", "Annette Bening"],
+            "poster_small": "/p/s1.jpg",
+            "poster_large": "/p/l1.jpg",
+            "metadata_source": "tmdb",
+        },
+        {
+            "movie_id": 2,
+            "tmdb_id": 832,
+            "overview": None,
+            "vote_average": 0.0,
+            "vote_count": 0,
+            "release_date": dt.date(1931, 5, 11),
+            "meta_genres": [],
+            "directors": ["Fritz Lang"],
+            "actors": None,
+            "poster_small": "/p/s2.jpg",
+            "poster_large": None,
+            "metadata_source": "tmdb",
+        },
+    ]
+)
 
 
 def test_join_keeps_every_movie_and_adds_metadata_columns():
@@ -57,7 +82,17 @@ def test_coverage_table_counts_and_ranges_like_table_1():
     cov = coverage_table(build_mm_ml_1m(MOVIES, META), ratings=ratings)
     assert cov.schema == pl.Schema(COVERAGE)
     rows = {r["feature"]: r for r in cov.iter_rows(named=True)}
-    assert list(rows)[:9] == ["Title", "Overview", "Genres", "Rating", "Vote Count", "Release Date", "Directors", "Actors", "Poster"]
+    assert list(rows)[:9] == [
+        "Title",
+        "Overview",
+        "Genres",
+        "Rating",
+        "Vote Count",
+        "Release Date",
+        "Directors",
+        "Actors",
+        "Poster",
+    ]
     # Title: the two matched movies, article restored, year dropped: "The American President" (22), "M" (1).
     assert (rows["Title"]["count"], rows["Title"]["range"]) == (2, "[1, 22]")
     assert (rows["Overview"]["count"], rows["Overview"]["min_value"]) == (1, 25.0)

@@ -105,7 +105,12 @@ def test_ml1m_folder_is_recognised_by_content_and_conforms(tmp_path):
     assert dict(tables.users.schema) == USERS
     assert dict(tables.movies.schema) == MOVIES
     assert dict(tables.ratings.schema) == RATINGS
-    assert tables.ratings.rows() == [(1, 1, 5, 978300760), (1, 2, 3, 978302109), (2, 3, 4, 978301968), (3, 1, 1, 978300275)]
+    assert tables.ratings.rows() == [
+        (1, 1, 5, 978300760),
+        (1, 2, 3, 978302109),
+        (2, 3, 4, 978301968),
+        (3, 1, 1, 978300275),
+    ]
     movies = {row["movie_id"]: row for row in tables.movies.iter_rows(named=True)}
     assert movies[2]["title"] == "Misérables, Les (1995)"  # latin-1 byte 0xE9 decoded
     assert movies[3]["year"] == 1995  # the last "(YYYY)", not "(Se7en)"
@@ -181,7 +186,9 @@ def test_non_integer_and_unknown_ids_in_ratings(tmp_path):
 def test_a_pair_rated_twice_names_file_and_both_lines(tmp_path):
     # A blank line before the repeat: the line numbers are the file's, not the rows'.
     folder = write_ml1m(tmp_path, ratings=ML1M_RATINGS.replace("2::3::4", "\n2::3::4") + "1::2::4::978309999\n")
-    with pytest.raises(MovieLensFormatError, match=r"ratings\.dat, line 6: user 1 rated movie 2 twice \(first on line 2\)") as err:
+    with pytest.raises(
+        MovieLensFormatError, match=r"ratings\.dat, line 6: user 1 rated movie 2 twice \(first on line 2\)"
+    ) as err:
         load_local(folder)
     assert err.value.line == 6
     ml100k = write_ml100k(tmp_path / "ml-100k")
@@ -239,7 +246,9 @@ def test_folder_with_neither_format_lists_what_it_found_and_expects(tmp_path):
 def test_two_ratings_files_without_an_official_name_are_ambiguous(tmp_path):
     folder = write_ml1m(tmp_path, ratings_name="part1.dat")
     (folder / "part2.dat").write_text(ML1M_RATINGS)
-    with pytest.raises(MovieLensFormatError, match=r"several files look like the ml-1m ratings table \(part1\.dat, part2\.dat\)"):
+    with pytest.raises(
+        MovieLensFormatError, match=r"several files look like the ml-1m ratings table \(part1\.dat, part2\.dat\)"
+    ):
         load_local(folder)
 
 
@@ -324,6 +333,7 @@ def test_connection_dropped_mid_body_resumes_on_the_next_attempt(httpserver, tmp
     def handler(request: Request) -> Response:
         calls.append(request.headers.get("Range"))
         if len(calls) == 1:  # promise the whole body, send half, then the server dies
+
             def cut():
                 yield body[: len(body) // 2]
                 raise ConnectionResetError("simulated crash")
@@ -344,7 +354,9 @@ def test_connection_dropped_mid_body_resumes_on_the_next_attempt(httpserver, tmp
 def test_truncated_archive_is_rejected_and_the_next_try_starts_clean(httpserver, tmp_path):
     body = ml1m_zip_bytes()
     serve(httpserver, body[: len(body) // 2], ranges=False)  # the server itself holds a cut file
-    with pytest.raises(MovieLensDownloadError, match=r"archive ml-1m\.zip .* not a readable zip archive, truncated or corrupt"):
+    with pytest.raises(
+        MovieLensDownloadError, match=r"archive ml-1m\.zip .* not a readable zip archive, truncated or corrupt"
+    ):
         download("ml-1m", tmp_path, base_url=base(httpserver), checksum=None, progress=False, config=FAST)
     assert not (tmp_path / "ml-1m.zip.part").exists() and not (tmp_path / "ml-1m.zip").exists()
     assert (tmp_path / "ml-1m.zip.rejected").exists()

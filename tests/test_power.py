@@ -23,7 +23,9 @@ Z = 1.959964 + 0.841621  # z_{0.975} + z_{0.80}
 
 def per_session(rows):
     """(arm, user_id, session, ctr) rows."""
-    return pl.DataFrame(rows, schema={"arm": pl.Utf8, "user_id": pl.Int64, "session": pl.Int64, "ctr": pl.Float64}, orient="row")
+    return pl.DataFrame(
+        rows, schema={"arm": pl.Utf8, "user_id": pl.Int64, "session": pl.Int64, "ctr": pl.Float64}, orient="row"
+    )
 
 
 def hand_worked():
@@ -59,7 +61,10 @@ def test_the_formulas_on_hand_worked_numbers():
 def test_variance_split_and_plan_on_a_hand_worked_case():
     comp = variance_components(hand_worked(), "a", "b")
     assert (comp.agents, comp.sessions) == (3, 2)
-    assert comp.mean_difference == pytest.approx(0.2) and (comp.mean_a, comp.mean_b) == (pytest.approx(0.4), pytest.approx(0.2))
+    assert comp.mean_difference == pytest.approx(0.2) and (comp.mean_a, comp.mean_b) == (
+        pytest.approx(0.4),
+        pytest.approx(0.2),
+    )
     assert comp.agent_variance == pytest.approx(0.01)
     assert comp.within == pytest.approx(0.04 / 3)
     assert comp.between == pytest.approx(0.01 / 3)
@@ -80,12 +85,20 @@ def test_power_analysis_per_pair_on_a_hand_worked_case():
     frame = hand_worked()
     # Arm c: the simulation prefers it to a (CTR 0.5 everywhere) while the offline metric
     # ranks a above c; arm e ties with b offline.
-    frame = pl.concat([frame, per_session([("c", u, s, 0.5) for u in (1, 2, 3) for s in (0, 1)]),
-                       per_session([("e", u, s, 0.2) for u in (1, 2, 3) for s in (0, 1)])])
+    frame = pl.concat(
+        [
+            frame,
+            per_session([("c", u, s, 0.5) for u in (1, 2, 3) for s in (0, 1)]),
+            per_session([("e", u, s, 0.2) for u in (1, 2, 3) for s in (0, 1)]),
+        ]
+    )
     pairs = pl.DataFrame(
         {
-            "arm_a": ["a", "a", "b"], "arm_b": ["b", "c", "e"], "offline": ["ndcg_at_k"] * 3,
-            "offline_ci_low": [0.01, 0.001, -0.01], "offline_ci_high": [0.05, 0.02, 0.02],
+            "arm_a": ["a", "a", "b"],
+            "arm_b": ["b", "c", "e"],
+            "offline": ["ndcg_at_k"] * 3,
+            "offline_ci_low": [0.01, 0.001, -0.01],
+            "offline_ci_high": [0.05, 0.02, 0.02],
         }
     )
     offline = {"a": 0.12, "b": 0.10, "c": 0.11, "e": 0.10}
@@ -96,7 +109,10 @@ def test_power_analysis_per_pair_on_a_hand_worked_case():
     assert ab["verdict"] == "powered" and ab["power_at_observed"] > 0.8
     # Sensitivity: CTR +100 % relative (0.2 on 0.2) for NDCG +20 % (0.02 on 0.10) -> 5.
     assert (ab["relative_simulated"], ab["relative_offline"], ab["sensitivity_ratio"]) == (
-        pytest.approx(1.0), pytest.approx(0.2), pytest.approx(5.0))
+        pytest.approx(1.0),
+        pytest.approx(0.2),
+        pytest.approx(5.0),
+    )
     # Agents needed for 0.2: Z² × 0.01 / 0.04 = 1.96 -> 2; at one session Z² × (0.05/3) / 0.04 = 3.27 -> 4.
     assert (ab["agents_needed"], ab["agents_needed_one_session"], ab["sessions_needed"]) == (2, 4, 2)
     plan = result.plan.filter(pl.col("arm_b") == "b").sort("sessions")
@@ -116,7 +132,9 @@ def test_power_analysis_per_pair_on_a_hand_worked_case():
 
 def test_one_session_gives_the_run_figures_and_says_what_it_cannot_tell():
     frame = hand_worked().filter(pl.col("session") == 0)  # d = 0.1, 0.0, 0.3
-    pairs = pl.DataFrame({"arm_a": ["a"], "arm_b": ["b"], "offline": ["ndcg_at_k"], "offline_ci_low": [0.01], "offline_ci_high": [0.05]})
+    pairs = pl.DataFrame(
+        {"arm_a": ["a"], "arm_b": ["b"], "offline": ["ndcg_at_k"], "offline_ci_low": [0.01], "offline_ci_high": [0.05]}
+    )
     result = power_analysis(frame, pairs, {"a": 0.12, "b": 0.10})
     row = result.pairs.row(0, named=True)
     variance = np.var([0.1, 0.0, 0.3], ddof=1)

@@ -39,7 +39,12 @@ def data():
 
 def test_appendix_b_defaults_and_variants():
     common = arm_config("pnn")
-    assert (common.embedding_dim, common.dnn_hidden_units, common.dnn_dropout, common.batch_size) == (64, (256, 128), 0.3, 1024)
+    assert (common.embedding_dim, common.dnn_hidden_units, common.dnn_dropout, common.batch_size) == (
+        64,
+        (256, 128),
+        0.3,
+        1024,
+    )
     assert common.l2_reg_dnn == 0.003 and common.max_epochs == 20
     assert arm_config("fm").dnn_hidden_units == ()
     deepfm = arm_config("deepfm")
@@ -107,8 +112,12 @@ def test_top_k_matches_a_per_user_loop_and_excludes_train(data):
         assert got["rank"].to_list() == list(range(1, 21))
         assert not seen & set(got["movie_id"].to_list())
     # Fewer candidates than k: the list is shorter, never padded with excluded items.
-    small = top_k(arm, np.array([1]), catalogue[:3], exclude=pl.DataFrame({"user_id": [1], "movie_id": [catalogue[0]]}), k=20)
-    assert small["movie_id"].to_list() == sorted(catalogue[1:3].tolist(), key=lambda m: -arm.score(np.array([1]), np.array([m]))[0])
+    small = top_k(
+        arm, np.array([1]), catalogue[:3], exclude=pl.DataFrame({"user_id": [1], "movie_id": [catalogue[0]]}), k=20
+    )
+    assert small["movie_id"].to_list() == sorted(
+        catalogue[1:3].tolist(), key=lambda m: -arm.score(np.array([1]), np.array([m]))[0]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +139,13 @@ def test_table_2_ranking_on_the_synthetic_default(synthetic):
     metrics = {}
     for name in ("random", "pop", "deepfm"):
         # Appendix B's settings except a larger Adam step and one epoch, for time.
-        arm = train_arm(arm_config(name, learning_rate=0.01, max_epochs=1), split.train, split.valid,
-                        data.users, build_mm_ml_1m(data.movies, data.metadata))
+        arm = train_arm(
+            arm_config(name, learning_rate=0.01, max_epochs=1),
+            split.train,
+            split.valid,
+            data.users,
+            build_mm_ml_1m(data.movies, data.metadata),
+        )
         metrics[name] = evaluate_arm(arm, split.train, split.test, catalogue, k=20)
     ndcg = {k: v.ndcg_at_k for k, v in metrics.items()}
     # Measured: random 0.013, pop 0.078, deepfm 0.259 (two generator versions apart,
@@ -148,7 +162,9 @@ def test_training_is_reproducible_and_restores_the_best_epoch(data):
     users, movies, split = data
     config = arm_config("fm", **{**FAST, "batch_size": 512, "max_epochs": 2})
     calls = []
-    first = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies), on_epoch=lambda e, m: calls.append((e, m)))
+    first = train_arm(
+        config, split.train, split.valid, users, build_mm_ml_1m(movies), on_epoch=lambda e, m: calls.append((e, m))
+    )
     second = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
     assert [c[0] for c in calls] == [1, 2]
     assert set(calls[0][1]) == {"train_loss", "val_auc", "val_log_loss", "epoch_seconds"}
@@ -164,14 +180,18 @@ def test_training_is_reproducible_and_restores_the_best_epoch(data):
     best = max(first.history, key=lambda h: h["val_auc"])
     assert first.best_epoch == best["epoch"]
     labels = split.valid["rating"].to_numpy() >= 4
-    assert auc(labels, first.score(split.valid["user_id"].to_numpy(), split.valid["movie_id"].to_numpy())) == pytest.approx(best["val_auc"])
+    assert auc(
+        labels, first.score(split.valid["user_id"].to_numpy(), split.valid["movie_id"].to_numpy())
+    ) == pytest.approx(best["val_auc"])
 
 
 def test_early_stopping_stops_after_patience(data):
     users, movies, split = data
     # A huge step makes validation AUC stop improving quickly (and the log loss explode, so
     # the divergence guard, tested on its own below, is off here).
-    config = arm_config("fm", batch_size=256, learning_rate=0.5, max_epochs=20, patience=1, divergence={"enabled": False})
+    config = arm_config(
+        "fm", batch_size=256, learning_rate=0.5, max_epochs=20, patience=1, divergence={"enabled": False}
+    )
     arm = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
     aucs = [h["val_auc"] for h in arm.history]
     assert len(aucs) < 20
@@ -205,7 +225,9 @@ def test_scoring_passes_are_sized_to_the_memory_budget(data, name):
 
     users, movies, split = data
     config = arm_config(name, batch_size=512, learning_rate=0.01, max_epochs=1, embedding_dim=16, score_memory_mb=64)
-    arm = train_arm(config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies, planted_metadata(movies)))
+    arm = train_arm(
+        config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies, planted_metadata(movies))
+    )
     floats = activation_floats_per_row(arm.model, arm.config)
     rows = rows_per_forward(arm.model, arm.config)
     assert rows < arm.config.score_batch_size and rows * floats * 4 <= 64 * 2**20
@@ -213,8 +235,10 @@ def test_scoring_passes_are_sized_to_the_memory_budget(data, name):
         assert floats == 16 * 256 * 4 and rows == 1024  # embedding x ltl_hidden_size, through 4 steps
     # The estimate covers the widest tensor a module of the model really outputs per row.
     widest = []
-    hooks = [m.register_forward_hook(lambda _m, _i, out: widest.append(out.numel() // 64) if torch.is_tensor(out) else None)
-             for m in arm.model.modules()]
+    hooks = [
+        m.register_forward_hook(lambda _m, _i, out: widest.append(out.numel() // 64) if torch.is_tensor(out) else None)
+        for m in arm.model.modules()
+    ]
     arm.score(np.arange(1, 65), np.full(64, 3))
     for h in hooks:
         h.remove()
@@ -258,7 +282,9 @@ def test_divergence_guard_stops_nan_predictions_at_their_batch(data):
     users, movies, split = data
     # An infinite Adam step turns the weights into inf/NaN after the first batch.
     config = arm_config("fm", batch_size=256, learning_rate=float("inf"), max_epochs=3)
-    with pytest.raises(ArmDivergedError, match=r"arm 'fm' diverged at epoch 1: batch \d+ gives \d+ predictions that are not numbers") as caught:
+    with pytest.raises(
+        ArmDivergedError, match=r"arm 'fm' diverged at epoch 1: batch \d+ gives \d+ predictions that are not numbers"
+    ) as caught:
         train_arm(config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies))
     assert caught.value.arm == "fm" and caught.value.epoch == 1
 
@@ -270,12 +296,19 @@ def test_divergence_guard_stops_an_exploding_log_loss_after_logging_it(data):
     logged = []
     # A step 500 times Adam's default: confident, wrong predictions (train loss ~57 per row).
     config = arm_config("fm", batch_size=256, learning_rate=0.5, max_epochs=5)
-    with pytest.raises(ArmDivergedError, match=r"arm 'fm' diverged at epoch 1: train loss [\d.]+ > 2 \(train_loss [\d.]+, val_auc [\d.]+, val_log_loss") as caught:
-        train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies), on_epoch=lambda e, m: logged.append(e))
+    with pytest.raises(
+        ArmDivergedError,
+        match=r"arm 'fm' diverged at epoch 1: train loss [\d.]+ > 2 \(train_loss [\d.]+, val_auc [\d.]+, val_log_loss",
+    ) as caught:
+        train_arm(
+            config, split.train, split.valid, users, build_mm_ml_1m(movies), on_epoch=lambda e, m: logged.append(e)
+        )
     assert caught.value.figures["train_loss"] > 2 and "epoch_seconds" not in caught.value.figures
     assert logged == [1]  # the epoch that broke the guard was reported (to MLflow) before the stop
     # The limit is configuration: raised above the figures, the same training goes on.
-    relaxed = config.model_copy(update={"max_epochs": 1, "divergence": config.divergence.model_copy(update={"max_log_loss": 1e6})})
+    relaxed = config.model_copy(
+        update={"max_epochs": 1, "divergence": config.divergence.model_copy(update={"max_log_loss": 1e6})}
+    )
     assert len(train_arm(relaxed, split.train, split.valid, users, build_mm_ml_1m(movies)).history) == 1
 
 
@@ -285,12 +318,21 @@ def test_divergence_guard_stops_an_arm_stuck_near_half_after_the_configured_epoc
     users, movies, split = data
     # Ratings shuffled across rows: the labels carry no signal, so validation AUC stays near 0.5.
     rng = np.random.default_rng(0)
-    noise = split.train.head(3000).with_columns(pl.Series("rating", rng.permutation(split.train.head(3000)["rating"].to_numpy())))
-    valid = split.valid.head(1000).with_columns(pl.Series("rating", rng.permutation(split.valid.head(1000)["rating"].to_numpy())))
+    noise = split.train.head(3000).with_columns(
+        pl.Series("rating", rng.permutation(split.train.head(3000)["rating"].to_numpy()))
+    )
+    valid = split.valid.head(1000).with_columns(
+        pl.Series("rating", rng.permutation(split.valid.head(1000)["rating"].to_numpy()))
+    )
     config = arm_config("fm", **{**FAST, "max_epochs": 3}, sampled_negatives=0)
-    with pytest.raises(ArmDivergedError, match=r"arm 'fm' diverged at epoch 2: best validation AUC 0\.[45]\d+ < 0.55 after 2 epochs"):
+    with pytest.raises(
+        ArmDivergedError, match=r"arm 'fm' diverged at epoch 2: best validation AUC 0\.[45]\d+ < 0.55 after 2 epochs"
+    ):
         train_arm(config, noise, valid, users, build_mm_ml_1m(movies))
     # Before `auc_epochs` epochs the AUC is not judged; with the guard off nothing is.
-    assert len(train_arm(config.model_copy(update={"max_epochs": 1}), noise, valid, users, build_mm_ml_1m(movies)).history) == 1
+    assert (
+        len(train_arm(config.model_copy(update={"max_epochs": 1}), noise, valid, users, build_mm_ml_1m(movies)).history)
+        == 1
+    )
     off = config.model_copy(update={"divergence": config.divergence.model_copy(update={"enabled": False})})
     assert len(train_arm(off, noise, valid, users, build_mm_ml_1m(movies)).history) >= 2

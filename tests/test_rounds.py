@@ -36,15 +36,36 @@ def world(tmp_path_factory):
     users, ratings, favourite = make_users_and_ratings(movies, n_users=24, per_user=18)
     train, valid = split_by_time(ratings)
     catalogue = build_mm_ml_1m(movies, meta)
-    agents = build_agents(train, users, catalogue, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-                          HashTextEmbedder(), PaletteLayoutPosterEmbedder(), root / "cache")
+    agents = build_agents(
+        train,
+        users,
+        catalogue,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        HashTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        root / "cache",
+    )
     brain = fit_embedded_brain(agents, train, valid, users)
-    return dict(train=train, valid=valid, users=users, catalogue=catalogue, agents=agents, brain=brain, favourite=favourite)
+    return dict(
+        train=train, valid=valid, users=users, catalogue=catalogue, agents=agents, brain=brain, favourite=favourite
+    )
 
 
 def _round(world, arm, r, written, added, config=SMALL, pool=None):
-    return simulate_round(arm, r, world["train"], world["valid"], world["users"], world["catalogue"], world["agents"], world["brain"],
-                          written, added, config, pool=pool)
+    return simulate_round(
+        arm,
+        r,
+        world["train"],
+        world["valid"],
+        world["users"],
+        world["catalogue"],
+        world["agents"],
+        world["brain"],
+        written,
+        added,
+        config,
+        pool=pool,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +98,10 @@ def test_a_watch_in_round_1_is_retrieved_by_text_and_by_poster_in_round_2_with_i
         assert recollection.feeling == watch["feeling"]
     # The LLM brain's prompt for a page showing that movie recalls it, feeling included.
     session = AgentSession(watch["user_id"], agents.profiles[watch["user_id"]], memory, 0.0, 30.0)
-    brain = LLMBrain(LLMBrainConfig(model="m", api_key_required=False, cache="off", vision=False), Catalogue.from_frame(world["catalogue"]))
+    brain = LLMBrain(
+        LLMBrainConfig(model="m", api_key_required=False, cache="off", vision=False),
+        Catalogue.from_frame(world["catalogue"]),
+    )
     try:
         lines = brain.recall(session, [watch["movie_id"]], "detail")
     finally:
@@ -111,7 +135,9 @@ def test_memories_of_an_earlier_round_are_never_changed(world, pop_rounds):
     rows = agents.memories[user].rows.copy()
     grown = grow_memories(agents.memories, written)
     assert len(grown[user]) == lengths[user] + written.filter(pl.col("user_id") == user).height
-    assert {u: len(m) for u, m in agents.memories.items()} == lengths and np.array_equal(agents.memories[user].rows, rows)
+    assert {u: len(m) for u, m in agents.memories.items()} == lengths and np.array_equal(
+        agents.memories[user].rows, rows
+    )
     with pytest.raises(ValueError, match="already hold round 1"):
         _round(world, arm_config("pop"), 1, second.written, second.added)
 
@@ -123,18 +149,34 @@ def test_rounds_are_reproducible_from_the_seed(world):
 
     def run(seed, arm=fm):
         cfg = config.model_copy(update={"seed": seed})
-        return simulate_rounds(arm, world["train"], world["valid"], world["users"], world["catalogue"], world["agents"], world["brain"], cfg)
+        return simulate_rounds(
+            arm,
+            world["train"],
+            world["valid"],
+            world["users"],
+            world["catalogue"],
+            world["agents"],
+            world["brain"],
+            cfg,
+        )
 
     # FM's training is seeded too; another seed is checked on Pop, whose training is cheap.
     a, b = run(0), run(0)
     c = run(1, arm_config("pop"))
     a_pop = run(0, arm_config("pop"))
     for x, y in zip(a, b):
-        assert x.lists.equals(y.lists) and x.events.equals(y.events) and x.written.equals(y.written) and x.added.equals(y.added)
+        assert (
+            x.lists.equals(y.lists)
+            and x.events.equals(y.events)
+            and x.written.equals(y.written)
+            and x.added.equals(y.added)
+        )
     assert not all(x.events.equals(z.events) for x, z in zip(a_pop, c))
     pools = movie_pools(world["catalogue"].get_column("movie_id").to_numpy(), 2, 0)
     for result, pool in zip(a, pools):
-        assert result.pool_size == len(pool) == 30 and set(result.lists.get_column("movie_id").to_list()) <= set(pool.tolist())
+        assert result.pool_size == len(pool) == 30 and set(result.lists.get_column("movie_id").to_list()) <= set(
+            pool.tolist()
+        )
     assert not set(pools[0].tolist()) & set(pools[1].tolist())
 
 
@@ -145,16 +187,30 @@ def test_filter_bubble_figures_on_a_hand_made_round(world):
     romance = [m for m, g in sorted(genre.items()) if g == "Romance"]
     # Agent 1 is shown 3 Sci-Fi + 1 Romance and watches 2 Sci-Fi; agent 2 is shown 4 Sci-Fi, watches nothing.
     lists = pl.DataFrame(
-        [("fm", 1, r + 1, m, 1.0) for r, m in enumerate([*scifi[:3], romance[0]])] + [("fm", 2, r + 1, m, 1.0) for r, m in enumerate(scifi[:4])],
-        schema=TOP_K, orient="row",
+        [("fm", 1, r + 1, m, 1.0) for r, m in enumerate([*scifi[:3], romance[0]])]
+        + [("fm", 2, r + 1, m, 1.0) for r, m in enumerate(scifi[:4])],
+        schema=TOP_K,
+        orient="row",
     )
-    events = _events([(1, "click_movie", scifi[0], None, None), (1, "watch_and_rate", scifi[0], 5, None), (1, "watch_and_rate", scifi[1], 4, None),
-                      (1, "exit_interview", None, None, 8), (2, "exit", None, None, None), (2, "exit_interview", None, None, 4)])
+    events = _events(
+        [
+            (1, "click_movie", scifi[0], None, None),
+            (1, "watch_and_rate", scifi[0], 5, None),
+            (1, "watch_and_rate", scifi[1], 4, None),
+            (1, "exit_interview", None, None, 8),
+            (2, "exit", None, None, None),
+            (2, "exit_interview", None, None, 4),
+        ]
+    )
     result = RoundResult(0, lists, events, empty_written_memories(), pl.DataFrame(schema=RATINGS), 0, 10)
     m = {r["metric"]: r for r in filter_bubble_metrics([result], catalogue, n_bootstrap=200).iter_rows(named=True)}
     assert m["recommended_top1_genre_share"]["mean"] == pytest.approx((0.75 + 1.0) / 2)
     assert m["recommended_genres"]["mean"] == pytest.approx(1.5)
-    assert m["watched_top1_genre_share"]["mean"] == 1.0 and m["watched_genres"]["mean"] == 1.0 and m["watched_genres"]["agents"] == 1
+    assert (
+        m["watched_top1_genre_share"]["mean"] == 1.0
+        and m["watched_genres"]["mean"] == 1.0
+        and m["watched_genres"]["agents"] == 1
+    )
     assert m["catalogue_coverage"]["mean"] == pytest.approx(5 / 10)  # distinct movies shown / the round's pool
     # Jackknife: leaving out either agent loses one movie only it was shown, so no spread.
     assert (m["catalogue_coverage"]["ci_low"], m["catalogue_coverage"]["ci_high"]) == (0.5, 0.5)
@@ -173,11 +229,28 @@ def _events(rows):
 
     records = []
     for step, (user, action, movie, rating, satisfaction) in enumerate(rows, start=1):
-        records.append({name: None for name in EVENTS} | {
-            "run_id": "r", "arm": "fm", "user_id": user, "session": 0, "step": step, "page_type": "detail" if action == "watch_and_rate" else "home",
-            "page_number": 1, "action": action, "movie_id": movie, "shown": [movie] if action == "watch_and_rate" else [1, 2, 3], "caught_eye": [], "rating": rating,
-            "satisfaction": satisfaction, "forced": False, "reason": "", "brain": "embedded", "fallback": False,
-        })
+        records.append(
+            {name: None for name in EVENTS}
+            | {
+                "run_id": "r",
+                "arm": "fm",
+                "user_id": user,
+                "session": 0,
+                "step": step,
+                "page_type": "detail" if action == "watch_and_rate" else "home",
+                "page_number": 1,
+                "action": action,
+                "movie_id": movie,
+                "shown": [movie] if action == "watch_and_rate" else [1, 2, 3],
+                "caught_eye": [],
+                "rating": rating,
+                "satisfaction": satisfaction,
+                "forced": False,
+                "reason": "",
+                "brain": "embedded",
+                "fallback": False,
+            }
+        )
     return pl.DataFrame(records, schema=EVENTS)
 
 
@@ -193,17 +266,34 @@ def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_
     home = tmp_path / "simab_home"
     monkeypatch.setenv("SIMAB_HOME", str(home))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    values = {"train_ratings": world["train"], "valid_ratings": world["valid"], "users": world["users"], "mm_ml_1m": world["catalogue"],
-              "agents": world["agents"], "embedded_brain": world["brain"]}
+    values = {
+        "train_ratings": world["train"],
+        "valid_ratings": world["valid"],
+        "users": world["users"],
+        "mm_ml_1m": world["catalogue"],
+        "agents": world["agents"],
+        "embedded_brain": world["brain"],
+    }
     stubs = [asset(name=name, io_manager_key="mem")(_constant(value)) for name, value in values.items()]
     agent_round, filter_bubble = build_round_assets(3)
     instance = DagsterInstance.ephemeral()
-    resources = {"io_manager": SimabIOManager(), "mem": mem_io_manager, "mlflow_tracking": MlflowTracking(), "llm": LLMResource()}
+    resources = {
+        "io_manager": SimabIOManager(),
+        "mem": mem_io_manager,
+        "mlflow_tracking": MlflowTracking(),
+        "llm": LLMResource(),
+    }
     run_config = {"ops": {"agent_round": {"config": {"pages": 2}}}}
 
     def run(r: int):
-        return materialize([*stubs, agent_round], partition_key=MultiPartitionKey({"arm": "pop", "round": str(r)}), instance=instance,
-                           resources=resources, run_config=run_config, raise_on_error=False)
+        return materialize(
+            [*stubs, agent_round],
+            partition_key=MultiPartitionKey({"arm": "pop", "round": str(r)}),
+            instance=instance,
+            resources=resources,
+            run_config=run_config,
+            raise_on_error=False,
+        )
 
     early = run(1)
     assert not early.success  # round 1 before round 0: refused, naming the partition it needs
@@ -231,7 +321,9 @@ def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_
     assert "plots" in [a.path for a in tracking.client().list_artifacts(run.info.run_id)]
 
 
-def test_rounds_with_the_llm_brain_recall_the_last_rounds_feelings_and_replay_from_the_cache(world, tmp_path, monkeypatch):
+def test_rounds_with_the_llm_brain_recall_the_last_rounds_feelings_and_replay_from_the_cache(
+    world, tmp_path, monkeypatch
+):
     from types import SimpleNamespace
 
     from fakes.openai_server import FakeOpenAI, scripted_agent
@@ -242,12 +334,26 @@ def test_rounds_with_the_llm_brain_recall_the_last_rounds_feelings_and_replay_fr
     fake = FakeOpenAI(scripted_agent)
     pop, users = arm_config("pop"), [1, 2, 3]
     with fake.serve() as url:
-        config = LLMBrainConfig(base_url=url, model="m", api_key_required=False, vision=False, cache_path=str(tmp_path / "cache.sqlite"))
+        config = LLMBrainConfig(
+            base_url=url, model="m", api_key_required=False, vision=False, cache_path=str(tmp_path / "cache.sqlite")
+        )
         brains = SimpleNamespace(brain=lambda: LLMBrain(config, catalogue))
 
         def round_(r, written, added):
-            return simulate_round(pop, r, world["train"], world["valid"], world["users"], world["catalogue"], world["agents"], brains,
-                                  written, added, SMALL, users)
+            return simulate_round(
+                pop,
+                r,
+                world["train"],
+                world["valid"],
+                world["users"],
+                world["catalogue"],
+                world["agents"],
+                brains,
+                written,
+                added,
+                SMALL,
+                users,
+            )
 
         first = round_(0, empty_written_memories(), pl.DataFrame(schema=RATINGS))
         watched = first.written.row(0, named=True)
@@ -260,7 +366,10 @@ def test_rounds_with_the_llm_brain_recall_the_last_rounds_feelings_and_replay_fr
         brain = brains.brain()
         lines = brain.recall(session, [watched["movie_id"]], "detail")
         brain.close()
-        assert lines[0].startswith(f"- {catalogue[watched['movie_id']].title}") and f'you felt: "{watched["feeling"]}"' in lines[0]
+        assert (
+            lines[0].startswith(f"- {catalogue[watched['movie_id']].title}")
+            and f'you felt: "{watched["feeling"]}"' in lines[0]
+        )
         again = round_(1, first.written, first.added)  # a re-run: every answer from the cache
     assert fake.calls == calls
     assert again.events.drop("latency_s").equals(second.events.drop("latency_s"))

@@ -24,7 +24,10 @@ def test_two_steps_share_one_cap_and_a_call_past_it_is_refused_before_it_is_sent
     readout.settle(0.4, 0.3, "taste_alignment")
     readout.record_estimate("simulation_events[fm]", 0.55)
     bill = RunBudget(path, 1.0).bill()
-    assert bill["spent"] == pytest.approx(0.8) and bill["spend"] == {"simulation_events[fm]": 0.5, "taste_alignment": 0.3}
+    assert bill["spent"] == pytest.approx(0.8) and bill["spend"] == {
+        "simulation_events[fm]": 0.5,
+        "taste_alignment": 0.3,
+    }
     assert bill["estimates"] == {"simulation_events[fm]": 0.55}
 
 
@@ -51,13 +54,32 @@ def test_an_arm_stops_before_the_call_that_would_pass_the_run_cap(tmp_path):
     path, cap = tmp_path / "bill.json", 5.0
     with fake.serve() as url:
         # $1 per 1,000 tokens: a page prompt's ceiling is about a dollar, so the cap is a few calls.
-        config = LLMBrainConfig(base_url=url, model="m", api_key_required=False, vision=False, cache="off", price_prompt_per_1m=1000.0,
-                                price_completion_per_1m=1000.0, max_tokens=100, budget_path=str(path), budget_cap_usd=cap,
-                                budget_label="simulation_events[pop]")
+        config = LLMBrainConfig(
+            base_url=url,
+            model="m",
+            api_key_required=False,
+            vision=False,
+            cache="off",
+            price_prompt_per_1m=1000.0,
+            price_completion_per_1m=1000.0,
+            max_tokens=100,
+            budget_path=str(path),
+            budget_cap_usd=cap,
+            budget_label="simulation_events[pop]",
+        )
         brain = LLMBrain(config, catalogue=world["catalogue"])
         try:
             with pytest.raises(CostLimitExceeded, match=r"simulation_events\[pop\]: the next LLM call"):
-                simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], brain, SimulationConfig(progress=False), seed=0, run_id="r")
+                simulate_arm(
+                    "pop",
+                    world["top_k"],
+                    world["agents"],
+                    world["catalogue"],
+                    brain,
+                    SimulationConfig(progress=False),
+                    seed=0,
+                    run_id="r",
+                )
         finally:
             brain.close()
     bill = RunBudget(path, cap).bill()

@@ -10,24 +10,47 @@ from pipelines.run_config import settings_from_env, with_arms
 
 def test_each_job_gets_only_its_own_ops_settings():
     settings = settings_from_env(
-        {"SIMAB_SOURCE": "local", "SIMAB_LOCAL_PATH": "/data/ml-1m", "SIMAB_POSTER_DIRS": "/a:/b", "SIMAB_MAX_EPOCHS": "3",
-         "SIMAB_AGENTS": "50", "SIMAB_BRAIN": "llm", "SIMAB_SESSIONS": "4", "SIMAB_CONTROL": "random", "SIMAB_ARMS": "pop, fm"}
+        {
+            "SIMAB_SOURCE": "local",
+            "SIMAB_LOCAL_PATH": "/data/ml-1m",
+            "SIMAB_POSTER_DIRS": "/a:/b",
+            "SIMAB_MAX_EPOCHS": "3",
+            "SIMAB_AGENTS": "50",
+            "SIMAB_BRAIN": "llm",
+            "SIMAB_SESSIONS": "4",
+            "SIMAB_CONTROL": "random",
+            "SIMAB_ARMS": "pop, fm",
+        }
     )
     prepare = run_config_for("simab_prepare", settings)["ops"]
     assert prepare["movielens"]["config"] == {"source": "local", "local_path": "/data/ml-1m"}
     assert prepare["movie_metadata"]["config"] == {"poster_dirs": ["/a", "/b"]}
     assert set(prepare) == {"movielens", "movie_metadata"}
     arm = run_config_for("simab_arm", settings)["ops"]
-    assert arm["recommender_arm"]["config"] == {"max_epochs": 3} and arm["augmentation_metrics"]["config"] == {"max_epochs": 3}
-    assert arm["simulation_events"]["config"] == {"n_agents": 50, "brain": "llm", "sessions_per_agent": 4, "arms": ["pop", "fm"]}
+    assert arm["recommender_arm"]["config"] == {"max_epochs": 3} and arm["augmentation_metrics"]["config"] == {
+        "max_epochs": 3
+    }
+    assert arm["simulation_events"]["config"] == {
+        "n_agents": 50,
+        "brain": "llm",
+        "sessions_per_agent": 4,
+        "arms": ["pop", "fm"],
+    }
     # The brain of the simulation is also the brain the alignment protocols ask (the social
     # traits read the simulation's own sessions, so they take no brain).
     # With the LLM brain the bill is estimated first, for the same agents.
     assert arm["llm_cost_estimate"]["config"] == {"n_agents": 50, "sessions_per_agent": 4, "arms": ["pop", "fm"]}
     llm = {"config": {"brain": "llm"}}
-    readout = {"ab_readout": {"config": {"control": "random"}}, "taste_alignment": llm, "rating_alignment": llm, "list_quality_alignment": llm}
+    readout = {
+        "ab_readout": {"config": {"control": "random"}},
+        "taste_alignment": llm,
+        "rating_alignment": llm,
+        "list_quality_alignment": llm,
+    }
     assert run_config_for("simab_readout", settings) == {"ops": readout}
-    assert run_config_for("simab_alignment", settings) == {"ops": {k: v for k, v in readout.items() if k != "ab_readout"}}
+    assert run_config_for("simab_alignment", settings) == {
+        "ops": {k: v for k, v in readout.items() if k != "ab_readout"}
+    }
     assert settings.arms == ["pop", "fm"]
 
 
@@ -36,7 +59,8 @@ def test_alignment_sample_and_fidelity_floor_come_from_the_environment():
     ops = run_config_for("simab_readout", settings)["ops"]
     assert ops["ab_readout_fidelity_trust"] == {"config": {"tau_floor": 0.8}}
     assert {op: c["config"] for op, c in ops.items() if op.endswith("_alignment")} == {
-        op: {"n_agents": 40} for op in ("taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment")
+        op: {"n_agents": 40}
+        for op in ("taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment")
     }
     with pytest.raises(ValueError, match="SIMAB_FIDELITY_TAU_FLOOR"):
         settings_from_env({"SIMAB_FIDELITY_TAU_FLOOR": "high"})
@@ -56,8 +80,10 @@ def test_the_jobs_estimate_the_bill_before_an_llm_simulation_only():
 
     def selected(environ: dict) -> dict[str, bool]:
         defs = build_definitions(environ=environ)
-        return {job: AssetKey("llm_cost_estimate") in defs.resolve_job_def(job).asset_layer.executable_asset_keys
-                for job in ("simab_arm", "simab_resimulate", "simab_readout")}
+        return {
+            job: AssetKey("llm_cost_estimate") in defs.resolve_job_def(job).asset_layer.executable_asset_keys
+            for job in ("simab_arm", "simab_resimulate", "simab_readout")
+        }
 
     assert selected({"SIMAB_BRAIN": "llm"}) == {"simab_arm": True, "simab_resimulate": True, "simab_readout": False}
     assert selected({}) == {"simab_arm": False, "simab_resimulate": False, "simab_readout": False}
@@ -84,7 +110,14 @@ def test_importing_the_code_location_reads_no_environment(monkeypatch):
     reads = []
     real_get = os.environ.get
     monkeypatch.setattr(os.environ, "get", lambda key, *default: reads.append(key) or real_get(key, *default))
-    for module in ("assets.ingestion", "assets.mm_ml_1m", "assets.recommenders", "assets.simulation", "assets.augmentation", "assets.report"):
+    for module in (
+        "assets.ingestion",
+        "assets.mm_ml_1m",
+        "assets.recommenders",
+        "assets.simulation",
+        "assets.augmentation",
+        "assets.report",
+    ):
         importlib.reload(importlib.import_module(module))
     importlib.reload(definitions)
     assert not [k for k in reads if k.startswith("SIMAB_")]
@@ -112,7 +145,9 @@ def test_a_bad_setting_stops_the_lifecycle_before_any_work_in_one_line(tmp_path,
     env = {**os.environ, "SIMAB_HOME": str(home), variable: value}
     env.pop("DAGSTER_HOME", None)
     # Before any work: no step, so it is quick (about 1 s idle; timed in the closing note, not here).
-    out = subprocess.run([sys.executable, "-m", "pipelines.lifecycle"], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "pipelines.lifecycle"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode != 0
     lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
     assert len(lines) == 1, lines  # no traceback
@@ -138,15 +173,34 @@ def test_a_field_dagster_refuses_is_named_by_its_variable_before_the_first_step(
 def test_the_llm_settings_reach_the_resource_and_a_local_server_needs_no_key():
     from pipelines.definitions import build_definitions
 
-    llm = build_definitions(environ={
-        "SIMAB_LLM_BASE_URL": "http://127.0.0.1:8080/v1", "SIMAB_LLM_MODEL": "gemma-3-270m", "SIMAB_LLM_API_KEY_REQUIRED": "false",
-        "SIMAB_LLM_VISION": "0", "SIMAB_LLM_CONCURRENCY": "2", "SIMAB_LLM_TIMEOUT_S": "90", "SIMAB_MAX_COST_USD": "1.5",
-    }).resources["llm"]
-    assert (llm.base_url, llm.model, llm.api_key_required, llm.vision, llm.concurrency, llm.timeout_s, llm.max_cost_usd) == (
-        "http://127.0.0.1:8080/v1", "gemma-3-270m", False, False, 2, 90.0, 1.5)
+    llm = build_definitions(
+        environ={
+            "SIMAB_LLM_BASE_URL": "http://127.0.0.1:8080/v1",
+            "SIMAB_LLM_MODEL": "gemma-3-270m",
+            "SIMAB_LLM_API_KEY_REQUIRED": "false",
+            "SIMAB_LLM_VISION": "0",
+            "SIMAB_LLM_CONCURRENCY": "2",
+            "SIMAB_LLM_TIMEOUT_S": "90",
+            "SIMAB_MAX_COST_USD": "1.5",
+        }
+    ).resources["llm"]
+    assert (
+        llm.base_url,
+        llm.model,
+        llm.api_key_required,
+        llm.vision,
+        llm.concurrency,
+        llm.timeout_s,
+        llm.max_cost_usd,
+    ) == ("http://127.0.0.1:8080/v1", "gemma-3-270m", False, False, 2, 90.0, 1.5)
     assert llm.has_credentials()
     config = llm.brain_config()
-    assert (config.base_url, config.model, config.vision, config.concurrency) == ("http://127.0.0.1:8080/v1", "gemma-3-270m", False, 2)
+    assert (config.base_url, config.model, config.vision, config.concurrency) == (
+        "http://127.0.0.1:8080/v1",
+        "gemma-3-270m",
+        False,
+        2,
+    )
 
 
 def test_settings_are_read_from_the_environment_in_one_module_only():
@@ -159,7 +213,8 @@ def test_settings_are_read_from_the_environment_in_one_module_only():
     offenders = [
         f"{p.relative_to(root)}:{n}"
         for p in root.rglob("*.py")
-        if not {".venv", "tests", "data"} & set(p.relative_to(root).parts) and p.relative_to(root).as_posix() != "ops/settings.py"
+        if not {".venv", "tests", "data"} & set(p.relative_to(root).parts)
+        and p.relative_to(root).as_posix() != "ops/settings.py"
         for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
         if read.search(line)
     ]

@@ -14,8 +14,19 @@ from ops.simulation.sandbox import IllegalActionError, Sandbox, SandboxConfig, d
 @pytest.fixture
 def catalogue():
     return Catalogue(
-        MovieInfo(m, f"Movie {m} (1990)", 7.0 + m / 100, ("Drama",), f"/s/{m}.jpg", overview=f"plot {m}",
-                  vote_count=10 * m, release_date="1990-01-01", directors=("D",), actors=("A", "B"), poster_large=f"/l/{m}.jpg")
+        MovieInfo(
+            m,
+            f"Movie {m} (1990)",
+            7.0 + m / 100,
+            ("Drama",),
+            f"/s/{m}.jpg",
+            overview=f"plot {m}",
+            vote_count=10 * m,
+            release_date="1990-01-01",
+            directors=("D",),
+            actors=("A", "B"),
+            poster_large=f"/l/{m}.jpg",
+        )
         for m in range(100, 130)
     )
 
@@ -45,7 +56,9 @@ def test_click_watch_and_back_return_to_the_same_page(sandbox):
     assert (res.movie_id, res.position) == (107, 8)
     obs = sandbox.observe()
     assert obs.page_type == "detail" and obs.page_number == 2
-    assert obs.detail.overview == "plot 107" and obs.detail.poster_large == "/l/107.jpg" and obs.detail.vote_count == 1070
+    assert (
+        obs.detail.overview == "plot 107" and obs.detail.poster_large == "/l/107.jpg" and obs.detail.vote_count == 1070
+    )
     assert obs.legal_actions == ("watch_and_rate", "back")
     res = sandbox.watch_and_rate(4)
     assert (res.movie_id, res.rating, sandbox.page_type, sandbox.page_number) == (107, 4, "home", 2)
@@ -81,14 +94,26 @@ def test_illegal_actions_raise_naming_action_page_and_legal_actions(sandbox, mov
             sandbox.click_movie(move[1])
         else:
             getattr(sandbox, move)()
-    state = (sandbox.page_type, sandbox.page_number, sandbox.detail_movie, dict(sandbox.watched), sandbox.home_impressions)
+    state = (
+        sandbox.page_type,
+        sandbox.page_number,
+        sandbox.detail_movie,
+        dict(sandbox.watched),
+        sandbox.home_impressions,
+    )
     with pytest.raises(IllegalActionError, match=problem) as info:
         sandbox.apply(decision)
     assert info.value.action == decision.action
     assert repr(decision.action) in str(info.value) and "legal actions here" in str(info.value)
     assert info.value.legal_actions == sandbox.legal_actions()
     # never a silent half-move: the state is unchanged
-    assert state == (sandbox.page_type, sandbox.page_number, sandbox.detail_movie, dict(sandbox.watched), sandbox.home_impressions)
+    assert state == (
+        sandbox.page_type,
+        sandbox.page_number,
+        sandbox.detail_movie,
+        dict(sandbox.watched),
+        sandbox.home_impressions,
+    )
 
 
 def test_a_movie_is_watched_once_unless_configured(catalogue):
@@ -140,11 +165,25 @@ def test_bad_lists_are_rejected(catalogue):
 
 
 def test_catalogue_from_movielens_and_metadata_frames():
-    movies = pl.DataFrame({"movie_id": [1, 2], "title": ["A (1990)", "B (1991)"], "year": [1990, 1991], "genres": [["Comedy"], []]})
-    meta = pl.DataFrame({"movie_id": [2], "tmdb_id": [9], "overview": ["plot"], "vote_average": [8.1], "vote_count": [5],
-                         "release_date": [datetime.date(1991, 3, 4)], "meta_genres": [["Horror"]], "directors": [["X"]],
-                         "actors": [["Y", "Z"]], "poster_small": ["/s.jpg"], "poster_large": ["/l.jpg"], "metadata_source": ["tmdb"]}
-                        ).with_columns(pl.col("release_date").cast(pl.Date))
+    movies = pl.DataFrame(
+        {"movie_id": [1, 2], "title": ["A (1990)", "B (1991)"], "year": [1990, 1991], "genres": [["Comedy"], []]}
+    )
+    meta = pl.DataFrame(
+        {
+            "movie_id": [2],
+            "tmdb_id": [9],
+            "overview": ["plot"],
+            "vote_average": [8.1],
+            "vote_count": [5],
+            "release_date": [datetime.date(1991, 3, 4)],
+            "meta_genres": [["Horror"]],
+            "directors": [["X"]],
+            "actors": [["Y", "Z"]],
+            "poster_small": ["/s.jpg"],
+            "poster_large": ["/l.jpg"],
+            "metadata_source": ["tmdb"],
+        }
+    ).with_columns(pl.col("release_date").cast(pl.Date))
     cat = Catalogue.from_frame(build_mm_ml_1m(movies, meta))
     assert cat[1].genres == ("Comedy",) and cat[1].vote_average is None and cat[1].overview is None
     assert cat[2].genres == ("Horror",) and cat[2].release_date == "1991-03-04" and cat[2].actors == ("Y", "Z")

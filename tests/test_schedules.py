@@ -29,12 +29,17 @@ def two_arms():
 def test_the_nightly_schedule_requests_one_resimulation_per_configured_arm(two_arms):
     night = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
     requests = list(nightly_resimulation(build_schedule_context(scheduled_execution_time=night)))
-    assert [(r.partition_key, r.run_key) for r in requests] == [("random", "2026-11-22-random"), ("pop", "2026-11-22-pop")]
+    assert [(r.partition_key, r.run_key) for r in requests] == [
+        ("random", "2026-11-22-random"),
+        ("pop", "2026-11-22-pop"),
+    ]
     assert all(r.tags["simab/night"] == "2026-11-22" for r in requests)
     # The environment's settings travel with the request (read once, not at import).
     assert all(r.run_config["ops"]["simulation_events"]["config"]["n_agents"] == 30 for r in requests)
     # The next night gets new run keys, so Dagster does not drop them as duplicates.
-    later = list(nightly_resimulation(build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=UTC))))
+    later = list(
+        nightly_resimulation(build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=UTC)))
+    )
     assert {r.run_key for r in later}.isdisjoint({r.run_key for r in requests})
 
 
@@ -72,7 +77,9 @@ def test_the_sensor_reads_out_only_once_every_arm_is_simulated_again(two_arms):
 
 
 def test_a_continuing_nightly_schedule_runs_each_arms_next_round_from_the_last_rounds_memories():
-    settings = settings_from_env({"SIMAB_ARMS": "random,pop", "SIMAB_NIGHTLY": "continue", "SIMAB_ROUNDS": "3", "SIMAB_AGENTS": "30"})
+    settings = settings_from_env(
+        {"SIMAB_ARMS": "random,pop", "SIMAB_NIGHTLY": "continue", "SIMAB_ROUNDS": "3", "SIMAB_AGENTS": "30"}
+    )
     (nightly,), _ = build_schedules_and_sensors(settings, build_jobs(settings))
     assert nightly.job_name == "simab_rounds"
     night = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)

@@ -32,14 +32,20 @@ def _events(user_ids, session=0):
 
     rows = [{"user_id": u, "step": s, "session": session, "arm": "pop"} for u in user_ids for s in (1, 2)]
     frame = pl.DataFrame(rows)
-    return frame.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in EVENTS.items() if c not in frame.columns]).select(list(EVENTS)).cast(EVENTS)
+    return (
+        frame.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in EVENTS.items() if c not in frame.columns])
+        .select(list(EVENTS))
+        .cast(EVENTS)
+    )
 
 
 def test_combined_shards_are_in_the_unsharded_order_and_misfits_are_refused():
     users = list(range(1, 30))
     by_shard = {k: pl.concat([_events(agents_of_shard(users, k, 3), s) for s in (0, 1)]) for k in range(3)}
     combined = combine_shards(by_shard, 3)
-    assert combined.select("session", "user_id", "step").rows() == [(s, u, t) for s in (0, 1) for u in users for t in (1, 2)]
+    assert combined.select("session", "user_id", "step").rows() == [
+        (s, u, t) for s in (0, 1) for u in users for t in (1, 2)
+    ]
     wrong = {0: by_shard[1], 1: by_shard[0], 2: by_shard[2]}
     with pytest.raises(ValueError, match=r"simulation shard 0 of 3 holds user \d+, who belongs to shard 1"):
         combine_shards(wrong, 3)
@@ -58,14 +64,29 @@ def test_sharded_jobs_give_the_simulation_settings_to_the_shards_and_the_schedul
     from pipelines.lifecycle import lifecycle_plan
 
     settings = settings_from_env({"SIMAB_SHARDS": "2", "SIMAB_ARMS": "random,pop", "SIMAB_AGENTS": "30"})
-    assert run_config_for("simab_simulate", settings)["ops"] == {"simulation_shard": {"config": {"n_agents": 30, "arms": ["random", "pop"]}}}
+    assert run_config_for("simab_simulate", settings)["ops"] == {
+        "simulation_shard": {"config": {"n_agents": 30, "arms": ["random", "pop"]}}
+    }
     assert "simulation_events" not in run_config_for("simab_arm", settings).get("ops", {})
     assert [s.label for s in lifecycle_plan(settings)] == [
-        "simab_prepare", "simab_arm[random]", "simab_simulate[random|0]", "simab_simulate[random|1]", "simab_combine[random]",
-        "simab_arm[pop]", "simab_simulate[pop|0]", "simab_simulate[pop|1]", "simab_combine[pop]", "simab_readout",
+        "simab_prepare",
+        "simab_arm[random]",
+        "simab_simulate[random|0]",
+        "simab_simulate[random|1]",
+        "simab_combine[random]",
+        "simab_arm[pop]",
+        "simab_simulate[pop|0]",
+        "simab_simulate[pop|1]",
+        "simab_combine[pop]",
+        "simab_readout",
     ]
     unsharded = settings_from_env({"SIMAB_ARMS": "random,pop"})
-    assert [s.label for s in lifecycle_plan(unsharded)] == ["simab_prepare", "simab_arm[random]", "simab_arm[pop]", "simab_readout"]
+    assert [s.label for s in lifecycle_plan(unsharded)] == [
+        "simab_prepare",
+        "simab_arm[random]",
+        "simab_arm[pop]",
+        "simab_readout",
+    ]
     (nightly,), sensors = build_schedules_and_sensors(settings, build_jobs(settings))
     from datetime import datetime
 
@@ -85,6 +106,7 @@ def test_the_combine_sensor_waits_for_every_shard_of_an_arm():
     _, sensors = build_schedules_and_sensors(settings, build_jobs(settings))
     combine = next(s for s in sensors if s.name == "combine_after_shards")
     with DagsterInstance.ephemeral() as instance:
+
         def shard_done(key):
             time.sleep(0.01)
             instance.report_runless_asset_event(AssetMaterialization(asset_key="simulation_shard", partition=key))
@@ -94,7 +116,11 @@ def test_the_combine_sensor_waits_for_every_shard_of_an_arm():
         assert isinstance(skip, SkipReason) and "pop: shard(s) [1]" in skip.skip_message
         shard_done("pop|1")
         (request,) = combine(build_sensor_context(instance=instance))
-        assert isinstance(request, RunRequest) and request.partition_key == "pop" and request.job_name in (None, "simab_combine")
+        assert (
+            isinstance(request, RunRequest)
+            and request.partition_key == "pop"
+            and request.job_name in (None, "simab_combine")
+        )
         time.sleep(0.01)
         instance.report_runless_asset_event(AssetMaterialization(asset_key="simulation_events", partition="pop"))
         assert isinstance(combine(build_sensor_context(instance=instance)), SkipReason)
@@ -127,20 +153,29 @@ def test_sharded_readout_equals_the_unsharded_one(unsharded, monkeypatch):
     home, instance, events = unsharded
     monkeypatch.setenv("SIMAB_HOME", str(home))
     readout = {"ops": {"ab_readout": {"config": {"n_bootstrap": 200}}}}
-    before = run(build_definitions(environ=environ(home)), instance, "simab_readout", readout, assets=["ab_readout"]).output_for_node("ab_readout")
+    before = run(
+        build_definitions(environ=environ(home)), instance, "simab_readout", readout, assets=["ab_readout"]
+    ).output_for_node("ab_readout")
     sharded = build_definitions(environ=environ(home, SIMAB_SHARDS="3"))
     shard_config = {"ops": {"simulation_shard": {"config": SIMULATION}}}
     run(sharded, instance, "simab_simulate", shard_config, "pop|0")
-    failed = sharded.resolve_job_def("simab_combine").execute_in_process(instance=instance, partition_key="pop", raise_on_error=False)
+    failed = sharded.resolve_job_def("simab_combine").execute_in_process(
+        instance=instance, partition_key="pop", raise_on_error=False
+    )
     assert not failed.success
-    assert "shard(s) [1, 2] of 3 not simulated yet; materialise simulation_shard pop|1, pop|2" in str([e.event_specific_data for e in failed.all_events if e.is_failure])
+    assert "shard(s) [1, 2] of 3 not simulated yet; materialise simulation_shard pop|1, pop|2" in str(
+        [e.event_specific_data for e in failed.all_events if e.is_failure]
+    )
     for arm in ARMS:
         for shard in range(3):
             if (arm, shard) != ("pop", 0):
                 run(sharded, instance, "simab_simulate", shard_config, f"{arm}|{shard}")
         run(sharded, instance, "simab_combine", {}, arm, assets=["simulation_events"])
         shards = [pl.read_parquet(home / "assets" / "simulation_shard" / arm / f"{k}.parquet") for k in range(3)]
-        assert all(s.height for s in shards) and sum(s.get_column("user_id").n_unique() for s in shards) == SIMULATION["n_agents"]
+        assert (
+            all(s.height for s in shards)
+            and sum(s.get_column("user_id").n_unique() for s in shards) == SIMULATION["n_agents"]
+        )
         assert stored_events(home, arm).equals(events[arm]), arm
         assert (home / "checkpoints" / "simulation_events" / arm / "shard-2-of-3").is_dir()
     after = run(sharded, instance, "simab_readout", readout, assets=["ab_readout"]).output_for_node("ab_readout")
@@ -158,8 +193,15 @@ def _celery_parts_or_skip() -> str:
     import shutil
 
     server = shutil.which("redis-server")
-    missing = [what for what, ok in (("redis-server (Debian package redis-server)", server), ("dagster-celery", importlib.util.find_spec("dagster_celery")),
-                                     ("redis (the Python client)", importlib.util.find_spec("redis"))) if not ok]
+    missing = [
+        what
+        for what, ok in (
+            ("redis-server (Debian package redis-server)", server),
+            ("dagster-celery", importlib.util.find_spec("dagster_celery")),
+            ("redis (the Python client)", importlib.util.find_spec("redis")),
+        )
+        if not ok
+    ]
     if missing:
         message = f"the Celery executor test needs {', '.join(missing)}; .ci/run installs them"
         if os.environ.get("CI"):
@@ -191,12 +233,20 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
     reference_home, _, events = unsharded
     home = tmp_path / "home"
     shutil.copytree(reference_home, home)
-    shutil.rmtree(home / "assets" / "simulation_shard", ignore_errors=True)  # of the in-process sharded test, if it ran first
+    shutil.rmtree(
+        home / "assets" / "simulation_shard", ignore_errors=True
+    )  # of the in-process sharded test, if it ran first
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     broker = f"redis://127.0.0.1:{port}/0"
-    settings = environ(home, SIMAB_SHARDS="2", SIMAB_EXECUTOR="celery", SIMAB_CELERY_BROKER=broker, DAGSTER_HOME=str(tmp_path / "dagster_home"))
+    settings = environ(
+        home,
+        SIMAB_SHARDS="2",
+        SIMAB_EXECUTOR="celery",
+        SIMAB_CELERY_BROKER=broker,
+        DAGSTER_HOME=str(tmp_path / "dagster_home"),
+    )
     project = Path(__file__).resolve().parents[1]
     celery_config = tmp_path / "celery_config"
     celery_config.mkdir()
@@ -204,18 +254,56 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
     (celery_config / "dagster_celery_config.py").write_text(f"broker_url = {broker!r}\nresult_backend = {broker!r}\n")
     worker_env = {**os.environ, **settings, "PYTHONPATH": os.pathsep.join([str(celery_config), str(project)])}
     worker_env.pop("MLFLOW_TRACKING_URI", None)
-    processes = [subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)]
+    processes = [
+        subprocess.Popen(
+            [
+                server,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(tmp_path),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+    ]
     logs = []
     try:
         _wait_for_redis(port, processes[0])
         for name in ("w1", "w2"):
             log = open(tmp_path / f"{name}.log", "wb")
             logs.append(log)
-            processes.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "dagster_celery.app", "worker", "--pool=solo", "--concurrency=1", "--prefetch-multiplier=1",
-                 "-n", f"{name}@%h", "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-                cwd=project, env=worker_env, stdout=log, stderr=subprocess.STDOUT))
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "dagster_celery.app",
+                        "worker",
+                        "--pool=solo",
+                        "--concurrency=1",
+                        "--prefetch-multiplier=1",
+                        "-n",
+                        f"{name}@%h",
+                        "--loglevel=INFO",
+                        "--without-gossip",
+                        "--without-mingle",
+                        "--without-heartbeat",
+                    ],
+                    cwd=project,
+                    env=worker_env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
         _wait_for_workers(broker, 2, processes, tmp_path)
         from pipelines.instance import write_instance_config
 
@@ -234,12 +322,29 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
             """What a person types: the code location's executor (celery here) runs the step."""
             import json
 
-            command = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions", "-a", "defs",
-                       "--select", asset, "--partition", partition, "--config-json", json.dumps(config)]
+            command = [
+                sys.executable,
+                "-m",
+                "dagster",
+                "asset",
+                "materialize",
+                "-m",
+                "pipelines.definitions",
+                "-a",
+                "defs",
+                "--select",
+                asset,
+                "--partition",
+                partition,
+                "--config-json",
+                json.dumps(config),
+            ]
             return subprocess.Popen(command, cwd=project, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
         shard_config = {"ops": {"simulation_shard": {"config": SIMULATION}}}
-        launches = [materialise("simulation_shard", f"pop|{k}", shard_config) for k in range(2)]  # at once: one per worker
+        launches = [
+            materialise("simulation_shard", f"pop|{k}", shard_config) for k in range(2)
+        ]  # at once: one per worker
         outputs = [p.communicate(timeout=240)[0].decode(errors="replace") for p in launches]
         assert all(p.returncode == 0 for p in launches), "\n".join(o[-3000:] for o in outputs)
         combine = materialise("simulation_events", "pop", {})
@@ -302,7 +407,12 @@ def _wait_for_workers(broker: str, n: int, processes, tmp_path, deadline_s: floa
     while time.monotonic() < stop:
         dead = [p.args for p in processes if p.poll() is not None]
         if dead:
-            raise AssertionError(f"a Celery worker exited: {dead}\n" + "\n".join((tmp_path / f"w{i}.log").read_text()[-2000:] for i in (1, 2) if (tmp_path / f"w{i}.log").exists()))
+            raise AssertionError(
+                f"a Celery worker exited: {dead}\n"
+                + "\n".join(
+                    (tmp_path / f"w{i}.log").read_text()[-2000:] for i in (1, 2) if (tmp_path / f"w{i}.log").exists()
+                )
+            )
         answers = app.control.ping(timeout=1.0) or []
         if len(answers) >= n:
             return

@@ -30,7 +30,11 @@ def world(n_users=N_USERS, arm="A"):
     for u in range(1, n_users + 1):
         for r, m in enumerate(rng.choice(100, 20, replace=False) + 1, start=1):
             rows.append((arm, u, r, int(m), 1.0 / r))
-    top_k = pl.DataFrame(rows, schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64}, orient="row")
+    top_k = pl.DataFrame(
+        rows,
+        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
+        orient="row",
+    )
     tiers = ("low", "medium", "high")
     agents = [AgentSession(u, {"activity_tier": tiers[u % 3]}, None, 0.0, 0.0) for u in range(1, n_users + 1)]
     return cat, top_k, agents
@@ -72,7 +76,16 @@ def test_budget_forces_an_exit_with_a_reason_and_costs_follow_eq_1():
     # next 2 -> 28, click 2 -> 30 reaches the budget on the detail page: forced exit.
     u1 = ev.filter(pl.col("user_id") == 1)
     assert u1.get_column("action").to_list() == [
-        "click_movie", "watch_and_rate", "next_page", "click_movie", "watch_and_rate", "next_page", "click_movie", "exit", "exit_interview"]
+        "click_movie",
+        "watch_and_rate",
+        "next_page",
+        "click_movie",
+        "watch_and_rate",
+        "next_page",
+        "click_movie",
+        "exit",
+        "exit_interview",
+    ]
     assert u1.get_column("fatigue_after").to_list()[:7] == [2, 12, 14, 16, 26, 28, 30]
     forced = u1.filter(pl.col("action") == "exit").row(0, named=True)
     assert forced["forced"] and "fatigue budget spent: 30 of 30" in forced["reason"] and forced["interest"] is None
@@ -109,7 +122,9 @@ def test_concurrent_agents_give_the_serial_events():
     cat, top_k, agents = world()
     serial = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
     for concurrency in (2, 7):
-        assert simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", concurrency=concurrency).equals(serial)
+        assert simulate_arm(
+            "A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", concurrency=concurrency
+        ).equals(serial)
     with pytest.raises(ValueError, match="concurrency"):
         simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, concurrency=0)
 
@@ -146,7 +161,9 @@ def test_missing_lists_tiers_and_bad_interview_are_errors():
 
 
 def test_step_limit_is_a_forced_exit():
-    free = FatigueConfig(base_costs={"click_movie": 0, "watch_and_rate": 0, "previous_page": 0, "next_page": 0, "back": 0, "exit": 0})
+    free = FatigueConfig(
+        base_costs={"click_movie": 0, "watch_and_rate": 0, "previous_page": 0, "next_page": 0, "back": 0, "exit": 0}
+    )
 
     class Pacer(Scripted):
         def decide(self, session, obs, rng):
@@ -243,7 +260,9 @@ def test_agent_generator_depends_on_seed_user_and_arm_unless_common_random_numbe
 
     draw = lambda *a: agent_rng(*a).random(3).tolist()  # noqa: E731
     assert draw(1, 5, "A") == draw(1, 5, "A")
-    assert draw(1, 5, "A") != draw(1, 5, "B") and draw(1, 5, "A") != draw(1, 6, "A") and draw(1, 5, "A") != draw(2, 5, "A")
+    assert (
+        draw(1, 5, "A") != draw(1, 5, "B") and draw(1, 5, "A") != draw(1, 6, "A") and draw(1, 5, "A") != draw(2, 5, "A")
+    )
     assert draw(1, 5, "A", True) == draw(1, 5, "B", True)
 
 
@@ -268,20 +287,37 @@ def test_a_crashed_run_resumes_from_the_checkpoint_asking_only_the_unfinished_ag
     folder = tmp_path / "checkpoints" / "A"
     crashing = Counting(crash_after=15)
     with pytest.raises(RuntimeError, match="the process dies here"):
-        simulate_arm("A", top_k, agents, cat, crashing, CFG, seed=3, run_id="first", concurrency=concurrency, checkpoint_dir=folder)
+        simulate_arm(
+            "A",
+            top_k,
+            agents,
+            cat,
+            crashing,
+            CFG,
+            seed=3,
+            run_id="first",
+            concurrency=concurrency,
+            checkpoint_dir=folder,
+        )
     finished = set(crashing.asked)
     assert len(finished) >= 15
     resumed_brain = Counting()
-    resumed = simulate_arm("A", top_k, agents, cat, resumed_brain, CFG, seed=3, run_id="r", concurrency=concurrency, checkpoint_dir=folder)
+    resumed = simulate_arm(
+        "A", top_k, agents, cat, resumed_brain, CFG, seed=3, run_id="r", concurrency=concurrency, checkpoint_dir=folder
+    )
     assert not set(resumed_brain.asked) & finished and len(resumed_brain.asked) + len(finished) == N_USERS
     assert resumed.equals(reference)  # byte for byte: nothing lost, nothing twice, run_id re-stamped
     again = Counting()
-    assert simulate_arm("A", top_k, agents, cat, again, CFG, seed=3, run_id="r", checkpoint_dir=folder).equals(reference)
+    assert simulate_arm("A", top_k, agents, cat, again, CFG, seed=3, run_id="r", checkpoint_dir=folder).equals(
+        reference
+    )
     assert again.asked == []  # complete: an unchanged re-run simulates nothing
     # Another arm configuration (a step limit) is another key: nothing reused, the old file superseded.
     (old,) = folder.glob("*.jsonl")
     other = Counting()
-    simulate_arm("A", top_k, agents, cat, other, SimulationConfig(progress=False, max_steps=3), seed=3, checkpoint_dir=folder)
+    simulate_arm(
+        "A", top_k, agents, cat, other, SimulationConfig(progress=False, max_steps=3), seed=3, checkpoint_dir=folder
+    )
     assert len(other.asked) == N_USERS and not old.exists()
 
 
@@ -296,8 +332,14 @@ def test_session_zero_keeps_the_single_session_generator_and_later_sessions_are_
     assert agent_rng(1, 5, "A", session=1).random(4).tolist() != before
     assert agent_rng(1, 5, "A", session=1).random(4).tolist() != agent_rng(1, 5, "A", session=2).random(4).tolist()
     # Common random numbers: the same draws in every arm for a session, new ones for the next.
-    assert agent_rng(1, 5, "A", True, session=2).random(2).tolist() == agent_rng(1, 5, "B", True, session=2).random(2).tolist()
-    assert agent_rng(1, 5, "A", True, session=2).random(2).tolist() != agent_rng(1, 5, "A", True, session=1).random(2).tolist()
+    assert (
+        agent_rng(1, 5, "A", True, session=2).random(2).tolist()
+        == agent_rng(1, 5, "B", True, session=2).random(2).tolist()
+    )
+    assert (
+        agent_rng(1, 5, "A", True, session=2).random(2).tolist()
+        != agent_rng(1, 5, "A", True, session=1).random(2).tolist()
+    )
 
 
 def test_sessions_are_numbered_in_the_events_and_session_zero_is_the_old_run():
@@ -306,10 +348,14 @@ def test_sessions_are_numbered_in_the_events_and_session_zero_is_the_old_run():
     zero = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=0)
     one = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=1)
     assert default.schema == pl.Schema(EVENTS) and zero.equals(default)
-    assert default.get_column("session").unique().to_list() == [0] and one.get_column("session").unique().to_list() == [1]
+    assert default.get_column("session").unique().to_list() == [0] and one.get_column("session").unique().to_list() == [
+        1
+    ]
     assert one.equals(simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=1))
     # An independent repetition: the same agents, other decisions.
-    assert sorted(one.get_column("user_id").unique().to_list()) == sorted(default.get_column("user_id").unique().to_list())
+    assert sorted(one.get_column("user_id").unique().to_list()) == sorted(
+        default.get_column("user_id").unique().to_list()
+    )
     assert one.drop("session").get_column("action").to_list() != default.get_column("action").to_list()
     with pytest.raises(ValueError, match="session must be >= 0"):
         simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, session=-1)

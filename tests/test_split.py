@@ -21,7 +21,11 @@ def _ratings(n: int, seed: int = 0, ties: bool = False) -> pl.DataFrame:
 @pytest.mark.parametrize("n", [10, 11, 999, 1000, 12345])
 def test_sizes_are_70_20_10_to_the_row(n):
     s = chronological_split(_ratings(n))
-    assert (s.train.height, s.valid.height, s.test.height) == (int(n * 0.7), int(n * 0.9) - int(n * 0.7), n - int(n * 0.9))
+    assert (s.train.height, s.valid.height, s.test.height) == (
+        int(n * 0.7),
+        int(n * 0.9) - int(n * 0.7),
+        n - int(n * 0.9),
+    )
     assert s.train.height + s.valid.height + s.test.height == n
 
 

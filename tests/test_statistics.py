@@ -152,7 +152,9 @@ def test_t_interval_of_three_seeds_against_scipy():
     assert (low, high) == pytest.approx(expected, rel=1e-12)
     assert interval_sign(low, high) == 0  # three seeds cannot tell this gain from noise
     low90, high90 = t_interval(values, 0.9)[1:]
-    assert (low90, high90) == pytest.approx(stats.t.interval(0.9, df=2, loc=values.mean(), scale=stats.sem(values)), rel=1e-12)
+    assert (low90, high90) == pytest.approx(
+        stats.t.interval(0.9, df=2, loc=values.mean(), scale=stats.sem(values)), rel=1e-12
+    )
     assert t_interval(np.array([0.003]), 0.95) == (pytest.approx(0.003), None, None)
 
 
@@ -175,4 +177,6 @@ def test_named_streams_are_reproducible_and_independent_of_order():
     # Names are their CRC-32, integers are themselves: the streams earlier runs drew from.
     crc = np.random.default_rng(np.random.SeedSequence([3, zlib.crc32(b"arm"), zlib.crc32(b"deepfm")])).random(4)
     assert np.array_equal(a, crc)
-    assert np.array_equal(named_rng(0, 7002, 1).random(4), np.random.default_rng(np.random.SeedSequence([0, 7002, 1])).random(4))
+    assert np.array_equal(
+        named_rng(0, 7002, 1).random(4), np.random.default_rng(np.random.SeedSequence([0, 7002, 1])).random(4)
+    )

@@ -40,15 +40,33 @@ def world(tmp_path_factory):
     users, ratings, _ = make_users_and_ratings(movies, n_users=16, per_user=12)
     train, valid = split_by_time(ratings)
     catalogue = build_mm_ml_1m(movies, meta)
-    agents = build_agents(train, users, catalogue, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-                          HashTextEmbedder(), PaletteLayoutPosterEmbedder(), root / "cache")
+    agents = build_agents(
+        train,
+        users,
+        catalogue,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        HashTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        root / "cache",
+    )
     brain = fit_embedded_brain(agents, train, valid, users)
-    arms = {name: train_arm(arm_config(name, max_epochs=1, embedding_dim=4), train, valid, users, catalogue) for name in ("random", "pop", "fm")}
+    arms = {
+        name: train_arm(arm_config(name, max_epochs=1, embedding_dim=4), train, valid, users, catalogue)
+        for name in ("random", "pop", "fm")
+    }
     user_ids = train.get_column("user_id").unique().sort().to_numpy()
     events = []
     for name in ("random", "pop"):
-        lists = top_k(arms[name], user_ids, catalogue.get_column("movie_id").to_numpy(), exclude=train.select("user_id", "movie_id"), k=20)
-        events.append(simulate_arm(name, lists, agents.sessions(), Catalogue.from_frame(catalogue), brain.brain(), seed=1))
+        lists = top_k(
+            arms[name],
+            user_ids,
+            catalogue.get_column("movie_id").to_numpy(),
+            exclude=train.select("user_id", "movie_id"),
+            k=20,
+        )
+        events.append(
+            simulate_arm(name, lists, agents.sessions(), Catalogue.from_frame(catalogue), brain.brain(), seed=1)
+        )
     readout = ab_readout(pl.concat(events), control="pop", config=ReadoutConfig(n_bootstrap=50))
     return SimpleNamespace(agents=agents, brain=brain, arms=arms, readout=readout, train=train, catalogue=catalogue)
 
@@ -88,8 +106,15 @@ def test_embedded_brain_round_trips_and_decides_the_same(world, tmp_path):
     store(manager, "embedded_brain", world.brain)
     again = fetch(manager, "embedded_brain")
     assert_same(again, world.brain)
-    lists = pl.DataFrame({"arm": "x", "user_id": np.repeat([1, 2], 20), "rank": np.tile(np.arange(1, 21), 2),
-                          "movie_id": np.tile(world.catalogue.get_column("movie_id").to_numpy()[:20], 2), "score": 0.0})
+    lists = pl.DataFrame(
+        {
+            "arm": "x",
+            "user_id": np.repeat([1, 2], 20),
+            "rank": np.tile(np.arange(1, 21), 2),
+            "movie_id": np.tile(world.catalogue.get_column("movie_id").to_numpy()[:20], 2),
+            "score": 0.0,
+        }
+    )
     catalogue = Catalogue.from_frame(world.catalogue)
     sessions = world.agents.sessions([1, 2])
     before = simulate_arm("x", lists, sessions, catalogue, world.brain.brain(), seed=3)
@@ -119,7 +144,12 @@ def test_readout_and_plain_values_round_trip_exactly(world, tmp_path):
 
 def test_nothing_stored_is_a_pickle(world, tmp_path):
     manager = SimabIOManager(root=str(tmp_path))
-    for asset, value in [("agents", world.agents), ("embedded_brain", world.brain), ("ab_readout", world.readout), ("report", "x")]:
+    for asset, value in [
+        ("agents", world.agents),
+        ("embedded_brain", world.brain),
+        ("ab_readout", world.readout),
+        ("report", "x"),
+    ]:
         store(manager, asset, value)
     for name, arm in world.arms.items():
         store(manager, "recommender_arm", arm, partition=name)
@@ -157,7 +187,9 @@ def test_the_pickle_detector_sees_pickles(tmp_path):
 )
 def test_a_value_without_an_exact_format_is_refused_naming_asset_and_type(tmp_path, value, type_name):
     manager = SimabIOManager(root=str(tmp_path))
-    with pytest.raises(StoredValueError, match=rf"asset mystery: cannot store a value of type {type_name}\b.*never pickle"):
+    with pytest.raises(
+        StoredValueError, match=rf"asset mystery: cannot store a value of type {type_name}\b.*never pickle"
+    ):
         store(manager, "mystery", value)
     assert not files_under(tmp_path)
 
@@ -170,12 +202,19 @@ def test_a_pickle_in_the_asset_folder_is_refused_and_never_loaded(tmp_path):
     (assets / "simulation_events").mkdir()
     (assets / "simulation_events" / "pop.pkl").write_bytes(pickle.dumps(Touch(str(marker))))
     manager = SimabIOManager(root=str(tmp_path))
-    with pytest.raises(StoredValueError, match=r"asset agents: .*agents\.pkl is a pickle file\. simab never loads pickle.*delete it"):
+    with pytest.raises(
+        StoredValueError, match=r"asset agents: .*agents\.pkl is a pickle file\. simab never loads pickle.*delete it"
+    ):
         fetch(manager, "agents")
     # Reading every arm refuses it too, rather than skipping the arm as never simulated.
     with pytest.raises(StoredValueError, match=r"pop\.pkl is a pickle file"):
-        manager.load_input(build_input_context(asset_key=["simulation_events"], asset_partitions_def=_arms("fm", "pop"),
-                                               asset_partition_key_range=PartitionKeyRange("fm", "pop")))
+        manager.load_input(
+            build_input_context(
+                asset_key=["simulation_events"],
+                asset_partitions_def=_arms("fm", "pop"),
+                asset_partition_key_range=PartitionKeyRange("fm", "pop"),
+            )
+        )
     assert not marker.exists()
     # Materialising the asset again replaces the old pickle.
     store(manager, "agents", "a value")
@@ -286,7 +325,6 @@ def _arms(*keys):
     return StaticPartitionsDefinition(list(keys))
 
 
-
 def test_alignment_results_round_trip_without_pickle(tmp_path):
     from ops.codec import CodecError
     from ops.studies.alignment.rating import RatingAlignment
@@ -297,10 +335,14 @@ def test_alignment_results_round_trip_without_pickle(tmp_path):
     taste.save(tmp_path / "taste")
     back = TasteDiscrimination.load(tmp_path / "taste")
     assert back.brain == "embedded" and back.per_agent.equals(frame) and back.summary.equals(frame.head(1))
-    rating = RatingAlignment(pairs=frame, prediction=frame.tail(1), distribution=frame, wasserstein=None, unanswered=3, brain="llm:x")
+    rating = RatingAlignment(
+        pairs=frame, prediction=frame.tail(1), distribution=frame, wasserstein=None, unanswered=3, brain="llm:x"
+    )
     rating.save(tmp_path / "rating")
     back = RatingAlignment.load(tmp_path / "rating")
-    assert (back.wasserstein, back.unanswered, back.brain) == (None, 3, "llm:x") and back.prediction.equals(frame.tail(1))
+    assert (back.wasserstein, back.unanswered, back.brain) == (None, 3, "llm:x") and back.prediction.equals(
+        frame.tail(1)
+    )
     assert not list(tmp_path.rglob("*.pkl"))
     # One type's folder is not read as another's.
     with pytest.raises(CodecError, match="TasteDiscrimination.*expected 'RatingAlignment'"):
@@ -315,11 +357,15 @@ def test_alignment_results_round_trip_without_pickle(tmp_path):
 def _events_frame(n: int = 400) -> pl.DataFrame:
     """A frame shaped like one arm's events (the columns a flip altered silently before checksums)."""
     rng = np.random.default_rng(7)
-    return pl.DataFrame({
-        "user_id": np.repeat(np.arange(1, n // 8 + 1), 8), "step": np.tile(np.arange(8), n // 8),
-        "action": rng.choice(["click_movie", "next_page", "exit"], n), "rating": rng.integers(1, 6, n),
-        "movie_id": rng.integers(1, 3000, n),
-    })
+    return pl.DataFrame(
+        {
+            "user_id": np.repeat(np.arange(1, n // 8 + 1), 8),
+            "step": np.tile(np.arange(8), n // 8),
+            "action": rng.choice(["click_movie", "next_page", "exit"], n),
+            "rating": rng.integers(1, 6, n),
+            "movie_id": rng.integers(1, 3000, n),
+        }
+    )
 
 
 def test_every_stored_file_has_its_sha256_beside_it(world, tmp_path):
@@ -331,14 +377,19 @@ def test_every_stored_file_has_its_sha256_beside_it(world, tmp_path):
     store(manager, "simab_report", {"path": "/tmp/r.md"})
     assets = tmp_path / "assets"
     for path in (
-        assets / "simulation_events" / "pop.parquet", assets / "ab_readout.json", assets / "simab_report.json"
+        assets / "simulation_events" / "pop.parquet",
+        assets / "ab_readout.json",
+        assets / "simab_report.json",
     ):
         digest, name = (path.parent / f"{path.name}.sha256").read_text().split()
         assert (digest, name) == (hashlib.sha256(path.read_bytes()).hexdigest(), path.name)  # `sha256sum -c` reads it
     record = json.loads((assets / "ab_readout.json").read_text())
     folder = assets / record["folder"]
-    assert record["sha256"] == {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                                for p in files_under(folder)} and record["sha256"]
+    assert (
+        record["sha256"]
+        == {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files_under(folder)}
+        and record["sha256"]
+    )
 
 
 def test_a_truncated_frame_raises_one_error_naming_asset_partition_path(tmp_path):
@@ -408,8 +459,11 @@ def test_a_flipped_byte_in_a_folder_value_or_a_json_value_is_named(world, tmp_pa
     assets = tmp_path / "assets"
     folder = assets / json.loads((assets / "ab_readout.json").read_text())["folder"]
     rng = np.random.default_rng(5)
-    for path, asset in [*((p, "ab_readout") for p in files_under(folder)), (assets / "ab_readout.json", "ab_readout"),
-                        (assets / "simab_report.json", "simab_report")]:
+    for path, asset in [
+        *((p, "ab_readout") for p in files_under(folder)),
+        (assets / "ab_readout.json", "ab_readout"),
+        (assets / "simab_report.json", "simab_report"),
+    ]:
         original = path.read_bytes()
         data = bytearray(original)
         data[int(rng.integers(len(data)))] ^= 0x20

@@ -31,19 +31,35 @@ def home(tmp_path_factory):
     users, ratings, _ = make_users_and_ratings(movies, n_users=24, per_user=12)
     train, valid = split_by_time(ratings)
     catalogue = build_mm_ml_1m(movies, meta)
-    agents = build_agents(train, users, catalogue, AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-                          HashTextEmbedder(), PaletteLayoutPosterEmbedder())
+    agents = build_agents(
+        train,
+        users,
+        catalogue,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        HashTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+    )
     brain = fit_embedded_brain(agents, train, valid, users)
     rated = set(train.select("user_id", "movie_id").iter_rows())
     ids = sorted(movies.get_column("movie_id").to_list())
     top = pl.DataFrame(
-        [{"arm": "pop", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
-         for u in sorted(agents.profiles) for r, m in enumerate([m for m in ids if (u, m) not in rated][:20])]
+        [
+            {"arm": "pop", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
+            for u in sorted(agents.profiles)
+            for r, m in enumerate([m for m in ids if (u, m) not in rated][:20])
+        ]
     )
-    events = simulate_arm("pop", top, agents.sessions(), Catalogue.from_frame(catalogue), brain.brain(), SimulationConfig(progress=False))
+    events = simulate_arm(
+        "pop", top, agents.sessions(), Catalogue.from_frame(catalogue), brain.brain(), SimulationConfig(progress=False)
+    )
     io = SimabIOManager()
-    for key, partition, value in (("mm_ml_1m", None, catalogue), ("agents", None, agents), ("embedded_brain", None, brain),
-                                  ("top20_lists", "pop", top), ("simulation_events", "pop", events)):
+    for key, partition, value in (
+        ("mm_ml_1m", None, catalogue),
+        ("agents", None, agents),
+        ("embedded_brain", None, brain),
+        ("top20_lists", "pop", top),
+        ("simulation_events", "pop", events),
+    ):
         io.handle_output(build_output_context(asset_key=AssetKey(key), partition_key=partition), value)
     yield dict(root=root, events=events, agents=agents)
     mp.undo()
@@ -58,7 +74,9 @@ def test_the_viewer_reads_the_stored_run_through_the_code_location(home):
     user = sorted(home["agents"].profiles)[0]
     assert store.profile(user)["occupation_label"] == home["agents"].profiles[user].occupation_label
     steps = store.trajectory("pop", user)
-    assert [s.action for s in steps] == home["events"].filter(pl.col("user_id") == user).sort("step").get_column("action").to_list()
+    assert [s.action for s in steps] == home["events"].filter(pl.col("user_id") == user).sort("step").get_column(
+        "action"
+    ).to_list()
     assert all(store.poster_path(c.movie_id, "small").is_file() for s in steps for c in s.cards)
 
 
@@ -97,13 +115,21 @@ def _run(home, environ: dict, selection: list[str], simulation: dict):
 
     defs = build_definitions(environ={"SIMAB_HOME": str(home["root"]), **environ})
     job = defs.get_implicit_global_asset_job_def()
-    config = {"ops": {"llm_cost_estimate": {"config": {"sample_agents": 8}}, "simulation_events": {"config": simulation}}}
+    config = {
+        "ops": {"llm_cost_estimate": {"config": {"sample_agents": 8}}, "simulation_events": {"config": simulation}}
+    }
     config["ops"] = {k: v for k, v in config["ops"].items() if k in selection}
     instance, run_id, screen = DagsterInstance.ephemeral(), str(uuid.uuid4()), io.StringIO()
     with LifecycleConsole(screen).stage("arm pop", len(selection)) as stage:
         stage.watch(instance, run_id)
-        result = job.execute_in_process(instance=instance, partition_key="pop", run_config=config, raise_on_error=False,
-                                        asset_selection=[AssetKey(a) for a in selection], run_id=run_id)
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key="pop",
+            run_config=config,
+            raise_on_error=False,
+            asset_selection=[AssetKey(a) for a in selection],
+            run_id=run_id,
+        )
         stage.succeeded = result.success
     return result, screen.getvalue()
 
@@ -116,13 +142,17 @@ def test_the_bill_is_shown_before_the_simulation_and_stops_it_above_the_limit(ho
     assert result.success
     metadata = result.asset_materializations_for_node("llm_cost_estimate")[0].metadata
     agents = len(home["agents"].profiles)
-    assert metadata["agents"].value == agents and metadata["calls"].value >= agents * 2  # a page and the interview at least
+    assert (
+        metadata["agents"].value == agents and metadata["calls"].value >= agents * 2
+    )  # a page and the interview at least
     assert metadata["cost (USD)"].value > 0 and metadata["ceiling (USD)"].value >= metadata["cost (USD)"].value
     assert "expected" in metadata["estimate"].value and metadata["max_cost_usd"].value == "no limit"
     # The lifecycle runner prints the bill under the arm's line.
     assert f"LLM bill before the simulation: {metadata['calls'].value:,} calls" in screen and "no cost limit" in screen
 
-    limited, screen = _run(home, {"SIMAB_MAX_COST_USD": "0.000001"}, ["llm_cost_estimate", "simulation_events"], {"brain": "llm"})
+    limited, screen = _run(
+        home, {"SIMAB_MAX_COST_USD": "0.000001"}, ["llm_cost_estimate", "simulation_events"], {"brain": "llm"}
+    )
     assert not limited.success and screen.startswith("✗ arm pop") and "failed: llm_cost_estimate" in screen
     failure = next(e for e in limited.all_events if e.is_step_failure)
     assert failure.step_key == "llm_cost_estimate"

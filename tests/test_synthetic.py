@@ -26,8 +26,11 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> SyntheticData:
 
 def test_tables_conform_to_the_shared_schemas(data: SyntheticData) -> None:
     for frame, schema in (
-        (data.users, USERS), (data.movies, MOVIES), (data.ratings, RATINGS),
-        (data.metadata, METADATA), (data.hidden_tastes, HIDDEN_TASTES),
+        (data.users, USERS),
+        (data.movies, MOVIES),
+        (data.ratings, RATINGS),
+        (data.metadata, METADATA),
+        (data.hidden_tastes, HIDDEN_TASTES),
     ):
         assert frame.schema == pl.Schema(schema)
     assert data.users.height == SMALL["n_users"] and data.movies.height == SMALL["n_movies"]
@@ -117,7 +120,7 @@ def test_timestamps_lie_in_range_and_users_span_the_chronological_split(data: Sy
     assert ts.max() - ts.min() > 2 * 365 * 86400, "ratings do not spread over several years"
     ordered = data.ratings.sort("timestamp", "user_id", "movie_id")
     n = ordered.height
-    train, test = ordered[: int(0.7 * n)], ordered[int(0.9 * n):]
+    train, test = ordered[: int(0.7 * n)], ordered[int(0.9 * n) :]
     known = test["user_id"].is_in(train["user_id"].unique().implode())
     # ML-1M users 1-1999: 78 % of test users also rate in the train window.
     assert known.mean() > 0.6, f"only {known.mean():.2f} of the test ratings come from users seen in train"
@@ -143,7 +146,9 @@ def test_hidden_tastes_are_complete_and_consistent(data: SyntheticData) -> None:
         assert [GENRES[i] for i in np.argsort(-row, kind="stable")[: len(favourites)]] == list(favourites)
         favourite_mass.append(row[[GENRES.index(g) for g in favourites]].sum())
     # 2-3 of 18 genres hold most of the weight (uniform weights would give them 11-17 %).
-    assert np.mean(favourite_mass) > 0.7 and np.min(favourite_mass) > 0.35, "taste is not concentrated on the favourites"
+    assert np.mean(favourite_mass) > 0.7 and np.min(favourite_mass) > 0.35, (
+        "taste is not concentrated on the favourites"
+    )
     assert set(tastes["palette_preference"].unique()) <= {"warm", "cool", "dark", "bright"}
     assert (tastes["preferred_era"] % 10 == 0).all() and tastes["preferred_era"].is_between(1930, 2000).all()
     directors = set(data.metadata["directors"].explode())
@@ -205,15 +210,19 @@ def test_planted_genre_taste_predicts_held_out_likes(data: SyntheticData) -> Non
     user_mean = train.group_by("user_id").agg(pl.col("rating").mean().alias("user_mean"))
     prior = 5.0  # shrink a genre mean seen few times towards the user's mean
     affinity = (
-        train.explode("genres").group_by("user_id", "genres").agg(pl.col("rating").sum().alias("s"), pl.len().alias("n"))
+        train.explode("genres")
+        .group_by("user_id", "genres")
+        .agg(pl.col("rating").sum().alias("s"), pl.len().alias("n"))
         .join(user_mean, on="user_id")
         .with_columns(genre_mean=(pl.col("s") + prior * pl.col("user_mean")) / (pl.col("n") + prior))
     )
     scored = (
-        held_out.with_row_index("row").explode("genres")
+        held_out.with_row_index("row")
+        .explode("genres")
         .join(affinity.select("user_id", "genres", "genre_mean"), on=["user_id", "genres"], how="left")
         .join(user_mean, on="user_id", how="left")
-        .group_by("row").agg(pl.col("rating").first(), pl.col("genre_mean").fill_null(pl.col("user_mean")).mean().alias("score"))
+        .group_by("row")
+        .agg(pl.col("rating").first(), pl.col("genre_mean").fill_null(pl.col("user_mean")).mean().alias("score"))
         .drop_nulls("score")
     )
     auc = _auc(scored["score"].to_numpy(), (scored["rating"] >= 4).to_numpy())

@@ -38,18 +38,39 @@ from tests.conftest import shared_path
 REPO = Path(__file__).resolve().parents[1]
 
 CATALOGUE = [
-    FakeMovie(862, "Toy Story", "1995-10-30", vote_average=7.97, vote_count=18000, genres=("Animation", "Comedy"),
-              directors=("John Lasseter",), cast=(("Tom Hanks", 0), ("Tim Allen", 1), ("Don Rickles", 2))),
+    FakeMovie(
+        862,
+        "Toy Story",
+        "1995-10-30",
+        vote_average=7.97,
+        vote_count=18000,
+        genres=("Animation", "Comedy"),
+        directors=("John Lasseter",),
+        cast=(("Tom Hanks", 0), ("Tim Allen", 1), ("Don Rickles", 2)),
+    ),
     # A decoy with a similar title but low popularity, so that choosing is tested.
     FakeMovie(999862, "Toy Story Toons", "1995-01-01", popularity=0.5),
-    FakeMovie(9087, "The American President", "1995-11-17", genres=("Comedy", "Drama", "Romance"),
-              directors=("Rob Reiner",), cast=(("Michael Douglas", 0), ("Annette Bening", 1))),
+    FakeMovie(
+        9087,
+        "The American President",
+        "1995-11-17",
+        genres=("Comedy", "Drama", "Romance"),
+        directors=("Rob Reiner",),
+        cast=(("Michael Douglas", 0), ("Annette Bening", 1)),
+    ),
     # TMDB dates it a year after MovieLens (festival vs. release): found by year + 1.
     FakeMovie(11902, "Shanghai Triad", "1996-04-19", original_title="摇啊摇，摇到外婆桥"),
     # Only the alternate title in MovieLens' parentheses matches.
     FakeMovie(2677, "Der bewegte Mann", "1994-10-06", directors=("Sönke Wortmann",)),
-    FakeMovie(603, "The Matrix", "1999-03-30", vote_average=8.2, vote_count=25000,
-              directors=("Lana Wachowski", "Lilly Wachowski"), cast=(("Keanu Reeves", 0), ("Laurence Fishburne", 1))),
+    FakeMovie(
+        603,
+        "The Matrix",
+        "1999-03-30",
+        vote_average=8.2,
+        vote_count=25000,
+        directors=("Lana Wachowski", "Lilly Wachowski"),
+        cast=(("Keanu Reeves", 0), ("Laurence Fishburne", 1)),
+    ),
     FakeMovie(680, "Pulp Fiction", "1994-09-10", directors=("Quentin Tarantino",)),
 ]
 
@@ -66,14 +87,29 @@ EXPECTED_TMDB = {1: 862, 11: 9087, 30: 11902, 860: 2677, 2571: 603, 296: 680}
 
 
 def movies_frame(rows=MOVIELENS) -> pl.DataFrame:
-    return pl.DataFrame({"movie_id": [r[0] for r in rows], "title": [r[1] for r in rows], "year": [r[2] for r in rows],
-                         "genres": [["Drama"] for _ in rows]})
+    return pl.DataFrame(
+        {
+            "movie_id": [r[0] for r in rows],
+            "title": [r[1] for r in rows],
+            "year": [r[2] for r in rows],
+            "genres": [["Drama"] for _ in rows],
+        }
+    )
 
 
 def fast_config(server: HTTPServer, **overrides) -> TmdbConfig:
-    base = dict(api_base_url=server.url_for("/3"), image_base_url=server.url_for("/t/p"), rate_limit_rps=500.0,
-                concurrency=4, max_attempts=3, backoff_initial_s=0.01, backoff_max_s=0.05, read_timeout_s=2.0,
-                connect_timeout_s=2.0, progress=False)
+    base = dict(
+        api_base_url=server.url_for("/3"),
+        image_base_url=server.url_for("/t/p"),
+        rate_limit_rps=500.0,
+        concurrency=4,
+        max_attempts=3,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+        read_timeout_s=2.0,
+        connect_timeout_s=2.0,
+        progress=False,
+    )
     base.update(overrides)
     return TmdbConfig(**base)
 
@@ -112,15 +148,25 @@ def test_parse_movielens_title_moves_article_and_keeps_alternates():
     assert p.year == 1995
     assert parse_movielens_title("Appartement, L' (1996)").title == "L'Appartement"
     # A comma inside a title is not an article.
-    assert parse_movielens_title("Maybe, Maybe Not (Bewegte Mann, Der) (1994)").queries == ("Maybe, Maybe Not", "Der Bewegte Mann")
+    assert parse_movielens_title("Maybe, Maybe Not (Bewegte Mann, Der) (1994)").queries == (
+        "Maybe, Maybe Not",
+        "Der Bewegte Mann",
+    )
     assert parse_movielens_title("Untitled").year is None
 
 
 def test_search_plan_tries_year_then_neighbours_then_no_year():
     plan = search_plan(parse_movielens_title("Seven (Se7en) (1995)"), MatchConfig())
     assert [(s.query, s.year) for s in plan] == [
-        ("Seven", 1995), ("Se7en", 1995), ("Seven", 1994), ("Se7en", 1994),
-        ("Seven", 1996), ("Se7en", 1996), ("Seven", None), ("Se7en", None)]
+        ("Seven", 1995),
+        ("Se7en", 1995),
+        ("Seven", 1994),
+        ("Se7en", 1994),
+        ("Seven", 1996),
+        ("Se7en", 1996),
+        ("Seven", None),
+        ("Se7en", None),
+    ]
 
 
 def test_choose_candidate_prefers_the_closer_title_then_popularity():
@@ -181,8 +227,11 @@ def test_crawl_matches_titles_and_lists_the_unmatched(fake, api_key_env, tmp_pat
     searched = [s.query.get("query") for s in fake.log if s.path == "/3/search/movie"]
     assert "The American President" in searched and "American President, The" not in searched
     # Shanghai Triad needed year + 1; the exact year found nothing.
-    shanghai = [(s.query.get("query"), s.query.get("year")) for s in fake.log if s.path == "/3/search/movie"
-                and s.query.get("query") == "Shanghai Triad"]
+    shanghai = [
+        (s.query.get("query"), s.query.get("year"))
+        for s in fake.log
+        if s.path == "/3/search/movie" and s.query.get("query") == "Shanghai Triad"
+    ]
     assert shanghai[:3] == [("Shanghai Triad", "1995"), ("Shanghai Triad", "1994"), ("Shanghai Triad", "1996")]
 
     # Every unmatched movie is listed with the reason.
@@ -217,8 +266,12 @@ def test_links_table_is_used_and_only_missing_ids_are_searched(fake, api_key_env
 
 def test_stale_link_falls_back_to_title_search(fake, api_key_env, tmp_path):
     links = pl.DataFrame({"movieId": [2571], "tmdbId": [123456789]})  # TMDB answers 404
-    result = crawl_tmdb(movies_frame([(2571, "Matrix, The (1999)", 1999)]), tmp_path,
-                        fast_config(fake.server, download_posters=False), links=links)
+    result = crawl_tmdb(
+        movies_frame([(2571, "Matrix, The (1999)", 1999)]),
+        tmp_path,
+        fast_config(fake.server, download_posters=False),
+        links=links,
+    )
     assert result.metadata["tmdb_id"].to_list() == [603]
     assert result.failures.height == 0
 
@@ -336,8 +389,14 @@ crawl_tmdb(pl.read_parquet(args["movies"]), args["out"], TmdbConfig(**args["conf
 def _many_movies(fake: FakeTmdb, n: int) -> pl.DataFrame:
     rows = []
     for i in range(n):
-        fake.movies.append(FakeMovie(70000 + i, f"Resumable Picture {i:02d}", f"{1950 + i}-06-01",
-                                     cast=((f"Actor {i}", 0), (f"Actor {i + 100}", 1))))
+        fake.movies.append(
+            FakeMovie(
+                70000 + i,
+                f"Resumable Picture {i:02d}",
+                f"{1950 + i}-06-01",
+                cast=((f"Actor {i}", 0), (f"Actor {i + 100}", 1)),
+            )
+        )
         rows.append((5000 + i, f"Resumable Picture {i:02d} ({1950 + i})", 1950 + i))
     rows.append((4242, "Film That Does Not Exist, The (1997)", 1997))
     return movies_frame(rows)
@@ -356,9 +415,18 @@ def test_killed_crawl_resumes_with_exactly_the_uninterrupted_rows(fake, api_key_
     movies.write_parquet(tmp_path / "movies.parquet")
     config = fast_config(fake.server, rate_limit_rps=25.0, concurrency=3)
     killed_dir = tmp_path / "killed"
-    args = {"movies": str(tmp_path / "movies.parquet"), "out": str(killed_dir), "config": config.model_dump(mode="json")}
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args)], cwd=REPO, env={**os.environ},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    args = {
+        "movies": str(tmp_path / "movies.parquet"),
+        "out": str(killed_dir),
+        "config": config.model_dump(mode="json"),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, json.dumps(args)],
+        cwd=REPO,
+        env={**os.environ},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     checkpoint = killed_dir / "checkpoint.jsonl"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -376,7 +444,9 @@ def test_killed_crawl_resumes_with_exactly_the_uninterrupted_rows(fake, api_key_
     resumed = crawl_tmdb(movies, killed_dir, config.model_copy(update={"rate_limit_rps": 500.0}))
     after = fake.log[requests_before:]
     # Movies finished before the kill were not fetched again.
-    refetched = {s.path for s in after if s.path.startswith("/3/movie/")} & {f"/3/movie/{70000 + m - 5000}" for m in done_before}
+    refetched = {s.path for s in after if s.path.startswith("/3/movie/")} & {
+        f"/3/movie/{70000 + m - 5000}" for m in done_before
+    }
     assert not refetched
 
     clean_dir = tmp_path / "clean"
@@ -448,8 +518,13 @@ def test_resource_reads_the_key_at_use_time_and_never_holds_it(fake, monkeypatch
 
     monkeypatch.delenv("TMDB_API_KEY", raising=False)
     monkeypatch.delenv("TMDB_READ_TOKEN", raising=False)
-    resource = TmdbResource(api_base_url=fake.server.url_for("/3"), image_base_url=fake.server.url_for("/t/p"),
-                            rate_limit_rps=500.0, progress=False, min_title_similarity=0.8)
+    resource = TmdbResource(
+        api_base_url=fake.server.url_for("/3"),
+        image_base_url=fake.server.url_for("/t/p"),
+        rate_limit_rps=500.0,
+        progress=False,
+        min_title_similarity=0.8,
+    )
     assert not resource.has_credentials()
     with pytest.raises(MissingCredentialsError):
         resource.crawl(movies_frame(MOVIELENS[:1]), tmp_path)

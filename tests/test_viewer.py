@@ -53,8 +53,13 @@ def served(experiment):
     from viewer.app import create_app
     from viewer.store import ExperimentStore, newest_report
 
-    store = ExperimentStore(experiment["events"], experiment["world"]["catalogue_frame"], experiment["world"]["profiles"],
-                            experiment["readout"], newest_report(experiment["reports"]))
+    store = ExperimentStore(
+        experiment["events"],
+        experiment["world"]["catalogue_frame"],
+        experiment["world"]["profiles"],
+        experiment["readout"],
+        newest_report(experiment["reports"]),
+    )
     server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -162,9 +167,19 @@ def _browser(tmp_path: Path):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1400,1800",
-                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1800",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
@@ -195,7 +210,9 @@ def test_an_agent_under_two_arms_in_headless_chromium(served, tmp_path):
                 assert row["action"] in step.text and row["reason"] in step.text
         # The posters really loaded (decoded by the browser), and the titles are the catalogue's.
         posters = driver.find_elements(By.CSS_SELECTOR, "img.poster")
-        assert posters and all(driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", p) for p in posters)
+        assert posters and all(
+            driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", p) for p in posters
+        )
         catalogue = served["world"]["catalogue_frame"]
         first = events["pop"].filter((pl.col("user_id") == user) & (pl.col("step") == 1)).row(0, named=True)
         titles = dict(catalogue.select("movie_id", "title").iter_rows())

@@ -23,19 +23,26 @@ def main(argv: list[str] | None = None) -> int:
     from viewer.store import ExperimentStore
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"viewer: serving on {args.host}, reachable from other machines; the viewer has no login", file=sys.stderr)
+        print(
+            f"viewer: serving on {args.host}, reachable from other machines; the viewer has no login", file=sys.stderr
+        )
     try:
         store = ExperimentStore.from_definitions()
     except StoredDataError as exc:
         print(f"viewer: {exc}", file=sys.stderr)
         return 1
     except (FileNotFoundError, ValueError) as exc:
-        print(f"viewer: nothing to show yet: {exc}\nRun `make demo` (or materialise the simulation) first.", file=sys.stderr)
+        print(
+            f"viewer: nothing to show yet: {exc}\nRun `make demo` (or materialise the simulation) first.",
+            file=sys.stderr,
+        )
         return 1
     print(f"simab viewer on http://{args.host}:{args.port} (arms: {', '.join(store.arms)})", flush=True)
     if args.host in ("0.0.0.0", "::") and not args.allow_host:
-        print("viewer: only requests addressed to localhost are answered; name this machine with --allow-host",
-              file=sys.stderr)
+        print(
+            "viewer: only requests addressed to localhost are answered; name this machine with --allow-host",
+            file=sys.stderr,
+        )
     uvicorn.run(create_app(store, [args.host, *args.allow_host]), host=args.host, port=args.port, log_level="warning")
     return 0
 
@@ -47,9 +54,12 @@ def parser():
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8050)
     parser.add_argument(
-        "--allow-host", action="append", default=[], metavar="NAME",
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
         help="a host name the pages may be requested by (the Host header), besides 127.0.0.1, localhost and the "
-             "--host address; repeatable. Any other Host is refused (DNS rebinding)",
+        "--host address; repeatable. Any other Host is refused (DNS rebinding)",
     )
     return parser
 

@@ -54,9 +54,13 @@ def create_app(store: ExperimentStore, hosts: Sequence[str] = ()):
         table = store.metrics_table()
         counts = {arm: store.summary(arm).height for arm in store.arms}
         return page(
-            request, "overview.html",
-            table=None if table is None else table.rows(named=True), columns=[] if table is None else table.columns,
-            counts=counts, plots=store.plots(), has_report=store.report_dir is not None,
+            request,
+            "overview.html",
+            table=None if table is None else table.rows(named=True),
+            columns=[] if table is None else table.columns,
+            counts=counts,
+            plots=store.plots(),
+            has_report=store.report_dir is not None,
         )
 
     @app.get("/agents", response_class=HTMLResponse)
@@ -65,7 +69,9 @@ def create_app(store: ExperimentStore, hosts: Sequence[str] = ()):
         if filter not in FILTERS:
             raise HTTPException(404, f"unknown filter {filter!r}; filters: {', '.join(FILTERS)}")
         rows = store.agents(arm, filter).rows(named=True)
-        return page(request, "agents.html", arm=arm, filter=filter, filters=FILTERS, rows=rows, total=store.summary(arm).height)
+        return page(
+            request, "agents.html", arm=arm, filter=filter, filters=FILTERS, rows=rows, total=store.summary(arm).height
+        )
 
     @app.get("/agent/{user_id}", response_class=HTMLResponse)
     def agent(request: Request, user_id: int, arm: str | None = None, compare: str | None = None):
@@ -77,8 +83,16 @@ def create_app(store: ExperimentStore, hosts: Sequence[str] = ()):
             except KeyError as exc:
                 raise HTTPException(404, str(exc.args[0])) from None
         summary = {a: store.summary(a).filter(user_id=user_id).row(0, named=True) for a, _ in sessions}
-        return page(request, "agent.html", user_id=user_id, arm=arm, compare=compare if len(sessions) > 1 else None,
-                    sessions=sessions, summary=summary, profile=store.profile(user_id))
+        return page(
+            request,
+            "agent.html",
+            user_id=user_id,
+            arm=arm,
+            compare=compare if len(sessions) > 1 else None,
+            sessions=sessions,
+            summary=summary,
+            profile=store.profile(user_id),
+        )
 
     @app.get("/poster/{movie_id}")
     def poster(movie_id: int, size: str = "small"):

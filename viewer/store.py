@@ -98,7 +98,9 @@ class ExperimentStore:
 
     def __post_init__(self) -> None:
         if not self.events:
-            raise ValueError("viewer: no simulated arm in the store (materialise simulation_events for at least one arm)")
+            raise ValueError(
+                "viewer: no simulated arm in the store (materialise simulation_events for at least one arm)"
+            )
         self.events = {arm: frame.sort("user_id", "step") for arm, frame in sorted(self.events.items())}
         self._movies = {row["movie_id"]: row for row in self.catalogue.iter_rows(named=True)}
 
@@ -157,7 +159,9 @@ class ExperimentStore:
             extra = events.group_by("user_id").agg(
                 (pl.col("action") != EXIT_INTERVIEW).sum().alias("steps"),
                 pl.col("forced").fill_null(False).any().alias("forced"),
-                pl.col("fallback").fill_null(False).sum().alias("fallbacks") if "fallback" in events.columns else pl.lit(0).alias("fallbacks"),
+                pl.col("fallback").fill_null(False).sum().alias("fallbacks")
+                if "fallback" in events.columns
+                else pl.lit(0).alias("fallbacks"),
             )
             self._summaries[arm] = per_agent.join(extra, on="user_id", how="left").sort("user_id")
         return self._summaries[arm]

@@ -49,7 +49,15 @@ class Agents:
         """Into `folder`, without pickle: profiles as Parquet, memories and the catalogue's
         vectors and facts as `.npz` + JSON, configuration and timings as JSON (`ops.codec`)."""
         folder.mkdir(parents=True, exist_ok=True)
-        save_json(folder / "agents.json", {"kind": "Agents", "format_version": 2, "config": self.config.model_dump(mode="json"), "timings_s": self.timings_s})
+        save_json(
+            folder / "agents.json",
+            {
+                "kind": "Agents",
+                "format_version": 2,
+                "config": self.config.model_dump(mode="json"),
+                "timings_s": self.timings_s,
+            },
+        )
         save_table(folder / "profiles.parquet", profiles_table(self.profiles))
         save_arrays(folder / "memories.npz", memories_to_arrays(self.memories))
         self.vectors.save(folder / "vectors")

@@ -97,12 +97,24 @@ class MovieVectors:
         from ops.codec import save_arrays, save_json
 
         folder.mkdir(parents=True, exist_ok=True)
-        save_arrays(folder / "vectors.npz", {"movie_ids": self.movie_ids, "text": self.text, "poster": self.poster, "has_poster": self.has_poster})
+        save_arrays(
+            folder / "vectors.npz",
+            {"movie_ids": self.movie_ids, "text": self.text, "poster": self.poster, "has_poster": self.has_poster},
+        )
         looks = self.poster_look.tolist()
         if not all(isinstance(look, str) for look in looks):
             raise TypeError("MovieVectors.poster_look must hold strings")
-        save_json(folder / "vectors.json", {"kind": "MovieVectors", "format_version": 1, "poster_look": looks,
-                                            "text_model": self.text_model, "poster_model": self.poster_model, "digest": self.digest})
+        save_json(
+            folder / "vectors.json",
+            {
+                "kind": "MovieVectors",
+                "format_version": 1,
+                "poster_look": looks,
+                "text_model": self.text_model,
+                "poster_model": self.poster_model,
+                "digest": self.digest,
+            },
+        )
 
     @classmethod
     def load(cls, folder: Path) -> MovieVectors:
@@ -111,9 +123,13 @@ class MovieVectors:
         meta = load_json(folder / "vectors.json")
         check_format(meta, "MovieVectors", 1, folder / "vectors.json")
         arrays = load_arrays(folder / "vectors.npz")
-        return cls(**arrays, poster_look=np.array(meta["poster_look"], dtype=object),
-                   text_model=meta["text_model"], poster_model=meta["poster_model"], digest=meta["digest"])
-
+        return cls(
+            **arrays,
+            poster_look=np.array(meta["poster_look"], dtype=object),
+            text_model=meta["text_model"],
+            poster_model=meta["poster_model"],
+            digest=meta["digest"],
+        )
 
 
 class EmbeddingConfig(BaseModel):
@@ -197,7 +213,9 @@ def embed_catalogue(
         look_digests = [_sha256(f"{look_key}\n{d}") if d else None for d in poster_digests]
         look_codes = _cached_rows(
             look_digests,
-            lambda idx: np.array([[POSTER_LOOKS.index(poster_look(load_poster(paths[i]), config))] for i in idx], np.float32),
+            lambda idx: np.array(
+                [[POSTER_LOOKS.index(poster_look(load_poster(paths[i]), config))] for i in idx], np.float32
+            ),
             1,
             cache / "poster-look.npz" if cache else None,
             config,
@@ -341,7 +359,12 @@ class OpenAITextEmbedder:
         from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
         c = self.config
-        retryable = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
+        retryable = (
+            openai.APIConnectionError,
+            openai.APITimeoutError,
+            openai.RateLimitError,
+            openai.InternalServerError,
+        )
 
         @retry(
             retry=retry_if_exception_type(retryable),
@@ -358,10 +381,14 @@ class OpenAITextEmbedder:
         response = call()
         data = sorted(response.data, key=lambda d: d.index)
         if len(data) != len(batch):
-            raise ValueError(f"embeddings endpoint {c.base_url or 'default'} returned {len(data)} vectors for {len(batch)} texts")
+            raise ValueError(
+                f"embeddings endpoint {c.base_url or 'default'} returned {len(data)} vectors for {len(batch)} texts"
+            )
         out = np.asarray([d.embedding for d in data], dtype=np.float32)
         if out.shape[1] != self.dim:
-            raise ValueError(f"embeddings endpoint returned dim {out.shape[1]}, configured dim is {self.dim} (model {c.model})")
+            raise ValueError(
+                f"embeddings endpoint returned dim {out.shape[1]}, configured dim is {self.dim} (model {c.model})"
+            )
         return _normalise_rows(out)
 
     @property
@@ -371,7 +398,9 @@ class OpenAITextEmbedder:
 
             key = os.environ.get(self.config.api_key_env)
             if not key:
-                raise RuntimeError(f"OpenAI embeddings need an API key in the environment variable {self.config.api_key_env}")
+                raise RuntimeError(
+                    f"OpenAI embeddings need an API key in the environment variable {self.config.api_key_env}"
+                )
             # Retries are tenacity's (bounded, logged by the caller), not the client's.
             self._client = openai.OpenAI(
                 api_key=key, base_url=self.config.base_url, timeout=self.config.timeout_s, max_retries=0
@@ -447,7 +476,9 @@ class PaletteLayoutPosterEmbedder:
         hue_hist = hue_hist / max(hue_hist.sum(), 1e-6) - 1.0 / c.hue_bins
 
         def levels(x: np.ndarray) -> np.ndarray:
-            hist = np.bincount(np.minimum((x * c.level_bins).astype(int), c.level_bins - 1).ravel(), minlength=c.level_bins)
+            hist = np.bincount(
+                np.minimum((x * c.level_bins).astype(int), c.level_bins - 1).ravel(), minlength=c.level_bins
+            )
             return hist / hist.sum() - 1.0 / c.level_bins
 
         warmth = _warmth(h, colourfulness)
@@ -464,7 +495,11 @@ class PaletteLayoutPosterEmbedder:
 
         edges = np.asarray(thumb.convert("L").filter(ImageFilter.FIND_EDGES), dtype=np.float32) / 255.0
         layout = np.concatenate(
-            [_grid_means(v, c.grid) - v.mean(), _grid_means(s, c.grid) - s.mean(), _grid_means(edges, c.grid) - edges.mean()]
+            [
+                _grid_means(v, c.grid) - v.mean(),
+                _grid_means(s, c.grid) - s.mean(),
+                _grid_means(edges, c.grid) - edges.mean(),
+            ]
         )
         vec = np.concatenate(
             [

@@ -52,7 +52,9 @@ class LongTermMemory:
 
     def __post_init__(self) -> None:
         if self.feelings and len(self.feelings) != len(self.rows):
-            raise ValueError(f"memory of user {self.user_id}: {len(self.feelings)} feelings for {len(self.rows)} memories")
+            raise ValueError(
+                f"memory of user {self.user_id}: {len(self.feelings)} feelings for {len(self.rows)} memories"
+            )
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -86,9 +88,13 @@ class LongTermMemory:
         stamps = np.asarray(timestamps, dtype=np.int64)
         feelings = tuple(str(f) for f in feelings)
         if not (len(movie_ids) == len(stamps) == len(feelings) == len(np.asarray(ratings))):
-            raise ValueError(f"memory of user {self.user_id}: watches, ratings, timestamps and feelings differ in length")
+            raise ValueError(
+                f"memory of user {self.user_id}: watches, ratings, timestamps and feelings differ in length"
+            )
         if len(stamps) and len(self.timestamps) and stamps.min() < self.timestamps.max():
-            raise ValueError(f"memory of user {self.user_id}: a new memory is older than the newest one ({stamps.min()} < {self.timestamps.max()})")
+            raise ValueError(
+                f"memory of user {self.user_id}: a new memory is older than the newest one ({stamps.min()} < {self.timestamps.max()})"
+            )
         if len(stamps) and np.any(np.diff(stamps) < 0):
             raise ValueError(f"memory of user {self.user_id}: new memories must come oldest first")
         old = self.feelings or ("",) * len(self.rows)
@@ -119,7 +125,13 @@ class LongTermMemory:
         key = np.round(sims[candidates].astype(np.float64), 5)
         order = candidates[np.lexsort((-self.timestamps[candidates], -candidates, -key))[:k]]
         return [
-            Recollection(int(self.vectors.movie_ids[rows[j]]), int(self.ratings[j]), int(self.timestamps[j]), float(sims[j]), self.feeling(j))
+            Recollection(
+                int(self.vectors.movie_ids[rows[j]]),
+                int(self.ratings[j]),
+                int(self.timestamps[j]),
+                float(sims[j]),
+                self.feeling(j),
+            )
             for j in order
         ]
 
@@ -166,7 +178,9 @@ def memories_from_arrays(arrays: Mapping[str, np.ndarray], vectors: MovieVectors
     ends = np.cumsum(arrays["lengths"])
     starts = ends - arrays["lengths"]
     return {
-        int(key): LongTermMemory(int(user), vectors, arrays["rows"][s:e], arrays["ratings"][s:e], arrays["timestamps"][s:e])
+        int(key): LongTermMemory(
+            int(user), vectors, arrays["rows"][s:e], arrays["ratings"][s:e], arrays["timestamps"][s:e]
+        )
         for key, user, s, e in zip(arrays["keys"], arrays["user_ids"], starts, ends)
     }
 
@@ -184,8 +198,10 @@ def grow_memories(memories: Mapping[int, LongTermMemory], written: pl.DataFrame)
     grown = dict(memories)
     for (user_id,), part in written.group_by("user_id", maintain_order=True):
         grown[user_id] = memories[user_id].grow(
-            part.get_column("movie_id").to_numpy(), part.get_column("rating").to_numpy(),
-            part.get_column("timestamp").to_numpy(), part.get_column("feeling").to_list(),
+            part.get_column("movie_id").to_numpy(),
+            part.get_column("rating").to_numpy(),
+            part.get_column("timestamp").to_numpy(),
+            part.get_column("feeling").to_list(),
         )
     return grown
 
@@ -204,13 +220,14 @@ class ShortTermEntry:
     rating: int | None = None
 
 
-
 def describe_short_term(entries: Sequence[ShortTermEntry], titles: dict[int, str] | None = None) -> str:
     """The session so far, one line per step, as a person (or an LLM prompt) would read it."""
     titles = titles or {}
     lines = []
     for e in entries:
-        where = f"home page {e.page_number}" if e.page_type == "home" else f"detail page (from home page {e.page_number})"
+        where = (
+            f"home page {e.page_number}" if e.page_type == "home" else f"detail page (from home page {e.page_number})"
+        )
         what = e.action
         if e.movie_id is not None:
             what += f" {titles.get(e.movie_id, e.movie_id)}"

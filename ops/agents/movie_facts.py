@@ -44,8 +44,17 @@ class MovieFacts:
 
         folder.mkdir(parents=True, exist_ok=True)
         save_arrays(folder / "facts.npz", {name: getattr(self, name) for name in _ARRAYS})
-        save_json(folder / "facts.json", {"kind": "MovieFacts", "format_version": 1, "titles": self.titles, "overview": self.overview,
-                                          "directors": [list(d) for d in self.directors], "actors": [list(a) for a in self.actors]})
+        save_json(
+            folder / "facts.json",
+            {
+                "kind": "MovieFacts",
+                "format_version": 1,
+                "titles": self.titles,
+                "overview": self.overview,
+                "directors": [list(d) for d in self.directors],
+                "actors": [list(a) for a in self.actors],
+            },
+        )
 
     @classmethod
     def load(cls, folder: Path) -> MovieFacts:
@@ -53,8 +62,13 @@ class MovieFacts:
 
         meta = load_json(folder / "facts.json")
         check_format(meta, "MovieFacts", 1, folder / "facts.json")
-        return cls(**load_arrays(folder / "facts.npz"), titles=meta["titles"], overview=meta["overview"],
-                   directors=[tuple(d) for d in meta["directors"]], actors=[tuple(a) for a in meta["actors"]])
+        return cls(
+            **load_arrays(folder / "facts.npz"),
+            titles=meta["titles"],
+            overview=meta["overview"],
+            directors=[tuple(d) for d in meta["directors"]],
+            actors=[tuple(a) for a in meta["actors"]],
+        )
 
 
 def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFacts:

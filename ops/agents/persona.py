@@ -33,15 +33,36 @@ _TIER_LEVEL = {"low": 1, "medium": 2, "high": 3}
 _PICKINESS_AGREEABLENESS = {"not picky": 3, "moderately picky": 2, "extremely picky": 1}
 # US ZIP codes' first digit: the national area (USPS).
 ZIP_REGIONS = {
-    "0": "New England", "1": "New York and Pennsylvania", "2": "Mid-Atlantic", "3": "South-East", "4": "Great Lakes",
-    "5": "Upper Midwest", "6": "Central Plains", "7": "South Central", "8": "Mountain West", "9": "Pacific coast",
+    "0": "New England",
+    "1": "New York and Pennsylvania",
+    "2": "Mid-Atlantic",
+    "3": "South-East",
+    "4": "Great Lakes",
+    "5": "Upper Midwest",
+    "6": "Central Plains",
+    "7": "South Central",
+    "8": "Mountain West",
+    "9": "Pacific coast",
 }
 GENRE_HOBBIES = {
-    "Action": "working out", "Adventure": "hiking and travel", "Animation": "drawing", "Children's": "family outings",
-    "Comedy": "stand-up comedy nights", "Crime": "true-crime podcasts", "Documentary": "reading history and science",
-    "Drama": "theatre", "Fantasy": "tabletop role-playing games", "Film-Noir": "detective novels", "Horror": "ghost stories",
-    "Musical": "singing", "Mystery": "puzzles", "Romance": "poetry", "Sci-Fi": "astronomy", "Thriller": "escape rooms",
-    "War": "military history", "Western": "horse riding",
+    "Action": "working out",
+    "Adventure": "hiking and travel",
+    "Animation": "drawing",
+    "Children's": "family outings",
+    "Comedy": "stand-up comedy nights",
+    "Crime": "true-crime podcasts",
+    "Documentary": "reading history and science",
+    "Drama": "theatre",
+    "Fantasy": "tabletop role-playing games",
+    "Film-Noir": "detective novels",
+    "Horror": "ghost stories",
+    "Musical": "singing",
+    "Mystery": "puzzles",
+    "Romance": "poetry",
+    "Sci-Fi": "astronomy",
+    "Thriller": "escape rooms",
+    "War": "military history",
+    "Western": "horse riding",
 }
 
 
@@ -84,7 +105,9 @@ def trait_persona(
     neuroticism = 1 + (rating_spread >= spread_cuts[0]) + (rating_spread >= spread_cuts[1])
     who = {"M": "man", "F": "woman"}.get(gender, "person")
     region = ZIP_REGIONS.get((zip_code or "")[:1])
-    background = f"A {age_label} {who} working as {occupation_label}" + (f", living in the {region} of the US." if region else ".")
+    background = f"A {age_label} {who} working as {occupation_label}" + (
+        f", living in the {region} of the US." if region else "."
+    )
     hobbies = tuple(dict.fromkeys(GENRE_HOBBIES[g] for g in liked_genres if g in GENRE_HOBBIES))[:max_hobbies]
     return Persona(
         openness=int(openness),

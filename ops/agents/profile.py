@@ -209,8 +209,14 @@ def build_profiles(
     user_ids = traits.get_column("user_id").to_numpy()
     user_index = np.searchsorted(user_ids, ordered.get_column("user_id").to_numpy())
     stats = history_stats(
-        user_ids, user_index, _rows_of(facts, ordered.get_column("movie_id").to_numpy()),
-        ordered.get_column("rating").to_numpy(), facts, population, credits, config,
+        user_ids,
+        user_index,
+        _rows_of(facts, ordered.get_column("movie_id").to_numpy()),
+        ordered.get_column("rating").to_numpy(),
+        facts,
+        population,
+        credits,
+        config,
     )
     demo = {r["user_id"]: r for r in users.iter_rows(named=True)}
     return {
@@ -349,8 +355,13 @@ def history_stats(
     )
 
 
-def memories_history_stats(memories: Mapping[int, LongTermMemory], facts: MovieFacts, population: PopulationStats,
-                           credits: Credits, config: ProfileConfig | None = None) -> HistoryStats:
+def memories_history_stats(
+    memories: Mapping[int, LongTermMemory],
+    facts: MovieFacts,
+    population: PopulationStats,
+    credits: Credits,
+    config: ProfileConfig | None = None,
+) -> HistoryStats:
     """`history_stats` for agents' long-term memories (their rows index the same catalogue)."""
     user_ids = np.array(sorted(memories), dtype=np.int64)
     lengths = [len(memories[u]) for u in user_ids]
@@ -377,8 +388,12 @@ def population_stats(train: pl.DataFrame, facts: MovieFacts, looks: np.ndarray |
     return PopulationStats(np.maximum(genre_share, 1e-4), np.maximum(decade_share, 1e-4), look_share)
 
 
-def movie_credits(facts: MovieFacts, config: ProfileConfig | None = None, poster_looks: Mapping[int, str] | None = None,
-                  keywords: bool = True) -> Credits:
+def movie_credits(
+    facts: MovieFacts,
+    config: ProfileConfig | None = None,
+    poster_looks: Mapping[int, str] | None = None,
+    keywords: bool = True,
+) -> Credits:
     """Director, top-actor, overview-keyword and poster-look incidence of the catalogue."""
     from scipy import sparse
 
@@ -441,12 +456,18 @@ def movie_keywords(facts: MovieFacts, config: ProfileConfig | None = None) -> li
 # ---------------------------------------------------------------------------------------
 
 
-def _profile(demo, traits, stats: HistoryStats, i: int, credits: Credits, population: PopulationStats, config) -> AgentProfile:
+def _profile(
+    demo, traits, stats: HistoryStats, i: int, credits: Credits, population: PopulationStats, config
+) -> AgentProfile:
     lift, dev, count = stats.genre_lift[i], stats.genre_deviation[i], stats.genre_count[i]
     score = lift + dev
-    liked_genres = tuple(GENRES[j] for j in np.argsort(-score, kind="stable") if count[j] >= 1 and score[j] > 0)[: config.top_genres]
+    liked_genres = tuple(GENRES[j] for j in np.argsort(-score, kind="stable") if count[j] >= 1 and score[j] > 0)[
+        : config.top_genres
+    ]
     disliked_genres = tuple(
-        GENRES[j] for j in np.argsort(dev, kind="stable") if count[j] >= config.min_genre_count and dev[j] <= -config.dislike_gap
+        GENRES[j]
+        for j in np.argsort(dev, kind="stable")
+        if count[j] >= config.min_genre_count and dev[j] <= -config.dislike_gap
     )[: config.top_genres]
     dlift = stats.decade_lift[i]
     eras = tuple(DECADES[j] for j in np.argsort(-dlift, kind="stable")[: config.top_eras] if dlift[j] > 0)
@@ -460,7 +481,9 @@ def _profile(demo, traits, stats: HistoryStats, i: int, credits: Credits, popula
     if seen.sum() > 0 and population.look_share.sum() > 0:
         with np.errstate(invalid="ignore", divide="ignore"):
             look_lift = (seen / seen.sum()) / population.look_share
-        looks = tuple(POSTER_LOOKS[j] for j in np.argsort(-look_lift, kind="stable") if look_lift[j] >= config.look_lift)[:2]
+        looks = tuple(
+            POSTER_LOOKS[j] for j in np.argsort(-look_lift, kind="stable") if look_lift[j] >= config.look_lift
+        )[:2]
     directors = _top(stats.liked_directors, i, credits.directors, config.min_people_count, config.top_people)
     actors = _top(stats.liked_actors, i, credits.actors, config.min_people_count, config.top_people)
     plot_themes = _top(stats.liked_keywords, i, credits.keywords, config.min_people_count, config.top_themes)
@@ -477,10 +500,19 @@ def _profile(demo, traits, stats: HistoryStats, i: int, credits: Credits, popula
         f"diversity ({traits['diversity']} genres). {home} {detail}"
     )
     persona = trait_persona(
-        age_label=age_label, gender=demo["gender"], occupation_label=occupation_label, zip_code=demo["zip"],
-        activity_tier=traits["activity_tier"], conformity_tier=traits["conformity_tier"], diversity_tier=traits["diversity_tier"],
-        pickiness=traits["pickiness"], vote_preference=vote_pref, rating_spread=float(traits["rating_spread"]),
-        liked_genres=liked_genres, spread_cuts=config.persona_spread_cuts, max_hobbies=config.persona_hobbies,
+        age_label=age_label,
+        gender=demo["gender"],
+        occupation_label=occupation_label,
+        zip_code=demo["zip"],
+        activity_tier=traits["activity_tier"],
+        conformity_tier=traits["conformity_tier"],
+        diversity_tier=traits["diversity_tier"],
+        pickiness=traits["pickiness"],
+        vote_preference=vote_pref,
+        rating_spread=float(traits["rating_spread"]),
+        liked_genres=liked_genres,
+        spread_cuts=config.persona_spread_cuts,
+        max_hobbies=config.persona_hobbies,
     )
     return AgentProfile(
         user_id=int(demo["user_id"]),
@@ -545,7 +577,11 @@ def _detail_text(directors, actors, eras, themes) -> str:
         parts.append("films from the " + _join([f"{d}s" for d in eras]))
     if themes:
         parts.append(f"stories about {_join(themes)}")
-    return "Detail page: likes " + "; ".join(parts) + "." if parts else "Detail page: no recurring directors, actors or themes."
+    return (
+        "Detail page: likes " + "; ".join(parts) + "."
+        if parts
+        else "Detail page: no recurring directors, actors or themes."
+    )
 
 
 def _join(items) -> str:
@@ -575,7 +611,13 @@ def _tier(value: pl.Expr, config: ProfileConfig) -> pl.Expr:
 
 def _pickiness(mean: pl.Expr, config: ProfileConfig) -> pl.Expr:
     extreme, moderate = config.pickiness_thresholds
-    return pl.when(mean < extreme).then(pl.lit(PICKINESS[2])).when(mean < moderate).then(pl.lit(PICKINESS[1])).otherwise(pl.lit(PICKINESS[0]))
+    return (
+        pl.when(mean < extreme)
+        .then(pl.lit(PICKINESS[2]))
+        .when(mean < moderate)
+        .then(pl.lit(PICKINESS[1]))
+        .otherwise(pl.lit(PICKINESS[0]))
+    )
 
 
 def _diversity(train: pl.DataFrame, facts: MovieFacts) -> pl.DataFrame:
@@ -602,7 +644,13 @@ def _rows_of(facts: MovieFacts, movie_ids: np.ndarray) -> np.ndarray:
 
 
 def _column_type(name: str, annotation: str) -> pl.DataType:
-    known = {"int": pl.Int64, "float": pl.Float64, "str": pl.Utf8, "tuple[str, ...]": pl.List(pl.Utf8), "tuple[int, ...]": pl.List(pl.Int64)}
+    known = {
+        "int": pl.Int64,
+        "float": pl.Float64,
+        "str": pl.Utf8,
+        "tuple[str, ...]": pl.List(pl.Utf8),
+        "tuple[int, ...]": pl.List(pl.Int64),
+    }
     if annotation not in known:
         raise TypeError(f"AgentProfile.{name}: {annotation} has no Parquet column type in profiles_table; add one")
     return known[annotation]

@@ -80,7 +80,11 @@ def per_user_metrics(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int = 20) -
     return per_user.select(
         "user_id",
         (pl.col("hits") / pl.col("relevant")).alias("recall_at_k"),
-        pl.Series("ndcg_at_k", per_user["dcg"].to_numpy() / np.where(ideal > 0, ideal, 1.0) if per_user.height else [], dtype=pl.Float64),
+        pl.Series(
+            "ndcg_at_k",
+            per_user["dcg"].to_numpy() / np.where(ideal > 0, ideal, 1.0) if per_user.height else [],
+            dtype=pl.Float64,
+        ),
     )
 
 
@@ -88,7 +92,10 @@ def _per_user_hits(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int) -> pl.Da
     """One row per user with relevant items: relevant count, hits in the top k, DCG."""
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
-    for name, frame, columns in (("top_k", top_k, ("user_id", "movie_id", "rank")), ("relevant", relevant, ("user_id", "movie_id"))):
+    for name, frame, columns in (
+        ("top_k", top_k, ("user_id", "movie_id", "rank")),
+        ("relevant", relevant, ("user_id", "movie_id")),
+    ):
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise ValueError(f"table {name!r} lacks column(s) {missing}")
@@ -103,9 +110,11 @@ def _per_user_hits(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int) -> pl.Da
         .group_by("user_id")
         .agg(pl.len().alias("hits"), (1.0 / (pl.col("rank") + 1).cast(pl.Float64).log(2)).sum().alias("dcg"))
     )
-    return counts.join(hits, on="user_id", how="left").with_columns(
-        pl.col("hits").fill_null(0), pl.col("dcg").fill_null(0.0)
-    ).sort("user_id")
+    return (
+        counts.join(hits, on="user_id", how="left")
+        .with_columns(pl.col("hits").fill_null(0), pl.col("dcg").fill_null(0.0))
+        .sort("user_id")
+    )
 
 
 def _mid_ranks(values: np.ndarray) -> np.ndarray:

@@ -164,8 +164,12 @@ APPENDIX_B: dict[str, dict[str, Any]] = {
     # embeddings at Glorot scale (~1e-2) and clips |e| at 1e-4; we do the same.  Measured on
     # ML-1M users 1-1999, 10 % of train, one epoch: validation AUC 0.563 (deepctr as is),
     # 0.603 (floor 1e-4 only), 0.670 (init 0.01 only), 0.676 (both); DeepFM 0.672.
-    "afn": {"dnn_dropout": 0.0, "model_kwargs": {"ltl_hidden_size": 256}, "embedding_init_std": 0.01,
-            "log_input_floor": 1e-4},
+    "afn": {
+        "dnn_dropout": 0.0,
+        "model_kwargs": {"ltl_hidden_size": 256},
+        "embedding_init_std": 0.01,
+        "log_input_floor": 1e-4,
+    },
     "autoint": {"model_kwargs": {"att_layer_num": 2, "att_head_num": 2}},
     "pnn": {},
     "nfm": {},
@@ -467,7 +471,9 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
         model.train()
         x_epoch, y_epoch = x_train, y_train
         if config.sampled_negatives > 0:
-            x_neg = torch.from_numpy(_sampled_negatives(train, catalogue, encoder, config.sampled_negatives, shuffle, rated))
+            x_neg = torch.from_numpy(
+                _sampled_negatives(train, catalogue, encoder, config.sampled_negatives, shuffle, rated)
+            )
             x_epoch = torch.cat([x_train, x_neg])
             y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
         order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))
@@ -481,8 +487,12 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
             if guard.enabled and not bool(torch.isfinite(prediction).all()):
                 # torch's BCE refuses NaN inputs with an error that names neither arm nor epoch.
                 bad = int((~torch.isfinite(prediction)).sum())
-                raise ArmDivergedError(config.name, epoch, f"batch {start // config.batch_size + 1} gives {bad} predictions that are not numbers",
-                                       {"train_loss_so_far": total / max(start, 1)})
+                raise ArmDivergedError(
+                    config.name,
+                    epoch,
+                    f"batch {start // config.batch_size + 1} gives {bad} predictions that are not numbers",
+                    {"train_loss_so_far": total / max(start, 1)},
+                )
             # deepctr's own fit: summed BCE plus the registered L2 terms plus aux loss.
             loss = F.binary_cross_entropy(prediction, y, reduction="sum")
             objective = loss + model.get_regularization_loss() + model.aux_loss
@@ -491,14 +501,23 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
             optimiser.step()
             batch_loss = float(loss.detach())
             if guard.enabled and not math.isfinite(batch_loss):
-                raise ArmDivergedError(config.name, epoch, f"the loss of batch {start // config.batch_size + 1} is {batch_loss}",
-                                       {"train_loss_so_far": total / max(start, 1)})
+                raise ArmDivergedError(
+                    config.name,
+                    epoch,
+                    f"the loss of batch {start // config.batch_size + 1} is {batch_loss}",
+                    {"train_loss_so_far": total / max(start, 1)},
+                )
             total += batch_loss
-        valid_scores = _predict(model, encoder, valid["user_id"].to_numpy(), valid["movie_id"].to_numpy(),
-                                rows_per_forward(model, config))
+        valid_scores = _predict(
+            model, encoder, valid["user_id"].to_numpy(), valid["movie_id"].to_numpy(), rows_per_forward(model, config)
+        )
         if guard.enabled and not np.all(np.isfinite(valid_scores)):
-            raise ArmDivergedError(config.name, epoch, f"{int((~np.isfinite(valid_scores)).sum())} validation predictions are not numbers",
-                                   {"train_loss": total / x_epoch.shape[0]})
+            raise ArmDivergedError(
+                config.name,
+                epoch,
+                f"{int((~np.isfinite(valid_scores)).sum())} validation predictions are not numbers",
+                {"train_loss": total / x_epoch.shape[0]},
+            )
         metrics = {
             "train_loss": total / x_epoch.shape[0],
             "val_auc": auc(valid_labels, valid_scores),
@@ -519,8 +538,9 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
                 break
     model.load_state_dict(best_state)
     model.eval()
-    return TrainedArm(config=config, encoder=encoder, model=model, history=history, best_epoch=best_epoch,
-                      train_rows=train.height)
+    return TrainedArm(
+        config=config, encoder=encoder, model=model, history=history, best_epoch=best_epoch, train_rows=train.height
+    )
 
 
 def _check_divergence(config: ArmConfig, epoch: int, metrics: dict[str, float], best_val_auc: float) -> None:
@@ -529,15 +549,26 @@ def _check_divergence(config: ArmConfig, epoch: int, metrics: dict[str, float], 
     figures = {k: v for k, v in metrics.items() if k != "epoch_seconds"}
     for name in ("train_loss", "val_log_loss"):
         if not metrics[name] <= guard.max_log_loss:  # NaN fails too
-            raise ArmDivergedError(config.name, epoch, f"{name.replace('_', ' ')} {metrics[name]:.4g} > {guard.max_log_loss:g}", figures)
+            raise ArmDivergedError(
+                config.name, epoch, f"{name.replace('_', ' ')} {metrics[name]:.4g} > {guard.max_log_loss:g}", figures
+            )
     if epoch >= guard.auc_epochs and not best_val_auc >= guard.min_val_auc:
         raise ArmDivergedError(
-            config.name, epoch, f"best validation AUC {best_val_auc:.4f} < {guard.min_val_auc:g} after {epoch} epochs", figures
+            config.name,
+            epoch,
+            f"best validation AUC {best_val_auc:.4f} < {guard.min_val_auc:g} after {epoch} epochs",
+            figures,
         )
 
 
-def _sampled_negatives(train: pl.DataFrame, movies: pl.DataFrame, encoder: FeatureEncoder, ratio: float,
-                       rng: np.random.Generator, rated: np.ndarray | None = None) -> np.ndarray:
+def _sampled_negatives(
+    train: pl.DataFrame,
+    movies: pl.DataFrame,
+    encoder: FeatureEncoder,
+    ratio: float,
+    rng: np.random.Generator,
+    rated: np.ndarray | None = None,
+) -> np.ndarray:
     """Encoded (user, movie) pairs drawn uniformly from train users x catalogue, none of
     them rated in train, `ratio` per train row: unrated items as negatives.  `rated`: the
     train pairs' `_rated_keys`, computed once per training instead of once per epoch."""
@@ -613,9 +644,11 @@ def _uniform_hash(seed: int, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.
     """A uniform (0, 1) number per (seed, user, movie): the same pair always gets the same
     score, so Random's lists and its test scores agree (splitmix64 finaliser)."""
     with np.errstate(over="ignore"):
-        x = (user_ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (
-            movie_ids.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
-        ) ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        x = (
+            (user_ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+            ^ (movie_ids.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F))
+            ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        )
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         x = x ^ (x >> np.uint64(31))
@@ -624,7 +657,9 @@ def _uniform_hash(seed: int, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.
 
 def _popularity(train: pl.DataFrame, config: ArmConfig) -> tuple[np.ndarray, np.ndarray]:
     """Pop (Steck 2011): an item's count in train, scaled to [0, 1] by the largest."""
-    rows = train if config.popularity_of == "interactions" else train.filter(pl.col("rating") >= config.positive_threshold)
+    rows = (
+        train if config.popularity_of == "interactions" else train.filter(pl.col("rating") >= config.positive_threshold)
+    )
     counts = rows.group_by("movie_id").len().sort("movie_id")
     ids = counts.get_column("movie_id").to_numpy().astype(np.int64)
     values = counts.get_column("len").to_numpy().astype(np.float64)

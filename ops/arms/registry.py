@@ -79,7 +79,9 @@ def load_arm(folder: Path | str, device: str | None = None) -> TrainedArm:
         raise FileNotFoundError(f"{manifest_path}: not a saved arm (no arm.json)")
     manifest = json.loads(manifest_path.read_text())
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{manifest_path}: format_version {manifest.get('format_version')!r}, expected {FORMAT_VERSION}")
+        raise ValueError(
+            f"{manifest_path}: format_version {manifest.get('format_version')!r}, expected {FORMAT_VERSION}"
+        )
     config = ArmConfig(**manifest["config"])
     trained = TrainedArm(
         config=config, history=manifest["history"], best_epoch=manifest["best_epoch"], train_rows=manifest["train_rows"]

@@ -113,7 +113,9 @@ class ABReadout:
 
     per_agent: pl.DataFrame  # arm, user_id, counts, metrics
     arms: pl.DataFrame  # arm, metric, n_agents, mean, ci_low, ci_high, pooled, pooled_ci_low, pooled_ci_high
-    comparisons: pl.DataFrame  # arm, control, metric, n, difference, ci_low, ci_high, test, p_value, p_holm, significant
+    comparisons: (
+        pl.DataFrame
+    )  # arm, control, metric, n, difference, ci_low, ci_high, test, p_value, p_holm, significant
     control: str
     design: str  # "paired" / "random"
     config: ReadoutConfig
@@ -154,8 +156,16 @@ class ABReadout:
             save_table(folder / f"{name}.parquet", getattr(self, name))
         if self.per_session is not None:
             save_table(folder / "per_session.parquet", self.per_session)
-        save_json(folder / "readout.json", {"kind": "ABReadout", "format_version": 1, "control": self.control, "design": self.design,
-                                            "config": self.config.model_dump(mode="json")})
+        save_json(
+            folder / "readout.json",
+            {
+                "kind": "ABReadout",
+                "format_version": 1,
+                "control": self.control,
+                "design": self.design,
+                "config": self.config.model_dump(mode="json"),
+            },
+        )
 
     @classmethod
     def load(cls, folder: Path) -> ABReadout:
@@ -166,12 +176,20 @@ class ABReadout:
         tables = {name: load_table(folder / f"{name}.parquet") for name in _TABLES}
         if (folder / "per_session.parquet").exists():
             tables["per_session"] = load_table(folder / "per_session.parquet")
-        return cls(**tables, control=meta["control"], design=meta["design"], config=ReadoutConfig.model_validate(meta["config"]))
+        return cls(
+            **tables,
+            control=meta["control"],
+            design=meta["design"],
+            config=ReadoutConfig.model_validate(meta["config"]),
+        )
 
     def to_markdown(self) -> str:
         sessions = self.sessions_per_agent
         unit = f"; {sessions} sessions per agent, averaged per agent" if sessions > 1 else ""
-        lines = [f"### Arms ({self.design} design, {self.config.confidence:.0%} bootstrap intervals over agents{unit})", ""]
+        lines = [
+            f"### Arms ({self.design} design, {self.config.confidence:.0%} bootstrap intervals over agents{unit})",
+            "",
+        ]
         table = self.table()
         if self.fallbacks.height:
             # Recorded fallbacks beside each arm: agents with one (events), of which failed.
@@ -190,8 +208,16 @@ class ABReadout:
             header = ["arm", "metric", "n", "difference [CI]", "test", "p", "p (Holm)", "significant"]
             lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
             for r in self.comparisons.iter_rows(named=True):
-                cells = [r["arm"], LABELS[r["metric"]], str(r["n"]), _cell(r["difference"], r["ci_low"], r["ci_high"], r["metric"]),
-                         r["test"], _fmt_p(r["p_value"]), _fmt_p(r["p_holm"]), "yes" if r["significant"] else "no"]
+                cells = [
+                    r["arm"],
+                    LABELS[r["metric"]],
+                    str(r["n"]),
+                    _cell(r["difference"], r["ci_low"], r["ci_high"], r["metric"]),
+                    r["test"],
+                    _fmt_p(r["p_value"]),
+                    _fmt_p(r["p_holm"]),
+                    "yes" if r["significant"] else "no",
+                ]
                 lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
 
@@ -238,11 +264,19 @@ def ab_readout(
         else:
             comparisons.append(_compare_unpaired(arm, control, per_agent, boots, config))
     comparison_table = _with_holm(pl.concat(comparisons) if comparisons else _empty_comparisons(), config)
-    fallbacks = pl.DataFrame([{"arm": arm, **fallback_counts(events.filter(pl.col("arm") == arm))} for arm in arms], schema=FALLBACKS)
+    fallbacks = pl.DataFrame(
+        [{"arm": arm, **fallback_counts(events.filter(pl.col("arm") == arm))} for arm in arms], schema=FALLBACKS
+    )
     return ABReadout(per_agent, arm_table, comparison_table, control, design, config, fallbacks, per_session)
 
 
-FALLBACKS = {"arm": pl.Utf8, "agents": pl.Int64, "fallback_events": pl.Int64, "fallback_agents": pl.Int64, "failed_agents": pl.Int64}
+FALLBACKS = {
+    "arm": pl.Utf8,
+    "agents": pl.Int64,
+    "fallback_events": pl.Int64,
+    "fallback_agents": pl.Int64,
+    "failed_agents": pl.Int64,
+}
 
 
 def fallback_counts(events: pl.DataFrame) -> dict[str, int]:
@@ -318,7 +352,10 @@ def per_session_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.Dat
 
     return frame.with_columns(
         # `likes` is both a count (the like ratio's numerator) and a metric of its own.
-        *(ratio(*RATIO_PARTS[m]).alias(m) for m in ("ctr", "cvr", "click_to_watch", "average_rating", "view_ratio", "like_ratio")),
+        *(
+            ratio(*RATIO_PARTS[m]).alias(m)
+            for m in ("ctr", "cvr", "click_to_watch", "average_rating", "view_ratio", "like_ratio")
+        ),
         pl.col("exit_page").cast(pl.Int64),
         pl.col("satisfaction").cast(pl.Int64),
     )
@@ -382,7 +419,9 @@ def _summarise_arm(arm: str, frame: pl.DataFrame, config: ReadoutConfig) -> tupl
             "pooled_ci_low": pooled_ci[0],
             "pooled_ci_high": pooled_ci[1],
         }
-    ).with_columns(pl.col(c).fill_nan(None) for c in ("mean", "ci_low", "ci_high", "pooled", "pooled_ci_low", "pooled_ci_high"))
+    ).with_columns(
+        pl.col(c).fill_nan(None) for c in ("mean", "ci_low", "ci_high", "pooled", "pooled_ci_low", "pooled_ci_high")
+    )
     return summary, boot
 
 
@@ -394,7 +433,9 @@ def _compare_paired(arm: str, control: str, per_agent: pl.DataFrame, config: Rea
     t = _matrix(joined, metrics)
     c = _matrix(joined, [f"{m}__control" for m in metrics])
     d = t - c  # NaN where either side is undefined: that agent is out of that metric's pairs
-    boot = bootstrap_means(d, config.n_bootstrap, named_rng(config.seed, "paired", arm, control), config.bootstrap_chunk)
+    boot = bootstrap_means(
+        d, config.n_bootstrap, named_rng(config.seed, "paired", arm, control), config.bootstrap_chunk
+    )
     ci = percentile_interval(boot, config.confidence)
     rows = []
     for j, metric in enumerate(metrics):
@@ -405,7 +446,9 @@ def _compare_paired(arm: str, control: str, per_agent: pl.DataFrame, config: Rea
     return _comparison_frame(rows)
 
 
-def _compare_unpaired(arm: str, control: str, per_agent: pl.DataFrame, boots: dict, config: ReadoutConfig) -> pl.DataFrame:
+def _compare_unpaired(
+    arm: str, control: str, per_agent: pl.DataFrame, boots: dict, config: ReadoutConfig
+) -> pl.DataFrame:
     metrics = list(config.metrics)
     t = _matrix(per_agent.filter(pl.col("arm") == arm).sort("user_id"), metrics)
     c = _matrix(per_agent.filter(pl.col("arm") == control).sort("user_id"), metrics)
@@ -441,16 +484,34 @@ def _comparison_frame(rows: list[tuple]) -> pl.DataFrame:
     cols = list(zip(*rows))
     frame = pl.DataFrame(
         {name: list(col) for name, col in zip(names, cols)},
-        schema={"arm": pl.Utf8, "control": pl.Utf8, "metric": pl.Utf8, "n": pl.Int64, "difference": pl.Float64,
-                "ci_low": pl.Float64, "ci_high": pl.Float64, "test": pl.Utf8, "p_value": pl.Float64},
+        schema={
+            "arm": pl.Utf8,
+            "control": pl.Utf8,
+            "metric": pl.Utf8,
+            "n": pl.Int64,
+            "difference": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "test": pl.Utf8,
+            "p_value": pl.Float64,
+        },
     )
     return frame.with_columns(pl.col(c).fill_nan(None) for c in ("difference", "ci_low", "ci_high", "p_value"))
 
 
 def _empty_comparisons() -> pl.DataFrame:
     return pl.DataFrame(
-        schema={"arm": pl.Utf8, "control": pl.Utf8, "metric": pl.Utf8, "n": pl.Int64, "difference": pl.Float64,
-                "ci_low": pl.Float64, "ci_high": pl.Float64, "test": pl.Utf8, "p_value": pl.Float64}
+        schema={
+            "arm": pl.Utf8,
+            "control": pl.Utf8,
+            "metric": pl.Utf8,
+            "n": pl.Int64,
+            "difference": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "test": pl.Utf8,
+            "p_value": pl.Float64,
+        }
     )
 
 

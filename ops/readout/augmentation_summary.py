@@ -48,9 +48,20 @@ def seed_summary(metrics: pl.DataFrame, confidence: float = 0.95) -> pl.DataFram
     for key, part in augmented.group_by(keys, maintain_order=True):
         diff = part.get_column("auc_difference").to_numpy()
         mean, low, high = t_interval(diff, confidence)
-        verdict = "one seed" if low is None else {1: "gain", -1: "loss", 0: "within seed noise"}[interval_sign(low, high)]
-        rows.append(dict(zip(keys, key)) | {"seeds": len(diff), "auc_difference": mean, "ci_low": low, "ci_high": high, "verdict": verdict})
-    schema = {k: pl.Utf8 for k in keys} | {"seeds": pl.Int64, "auc_difference": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "verdict": pl.Utf8}
+        verdict = (
+            "one seed" if low is None else {1: "gain", -1: "loss", 0: "within seed noise"}[interval_sign(low, high)]
+        )
+        rows.append(
+            dict(zip(keys, key))
+            | {"seeds": len(diff), "auc_difference": mean, "ci_low": low, "ci_high": high, "verdict": verdict}
+        )
+    schema = {k: pl.Utf8 for k in keys} | {
+        "seeds": pl.Int64,
+        "auc_difference": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "verdict": pl.Utf8,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -60,5 +71,13 @@ def table_5(metrics: pl.DataFrame, training_sets: Iterable[str] | None = None) -
         return pl.DataFrame({"training_set": []})
     # Mean over training seeds when there are several (seed_summary gives their spread).
     wide = metrics.pivot(on="arm", index="training_set", values="test_auc", aggregate_function="mean")
-    order = list(training_sets) if training_sets is not None else list(dict.fromkeys(metrics.get_column("training_set").to_list()))
-    return wide.join(pl.DataFrame({"training_set": order, "_order": range(len(order))}), on="training_set").sort("_order").drop("_order")
+    order = (
+        list(training_sets)
+        if training_sets is not None
+        else list(dict.fromkeys(metrics.get_column("training_set").to_list()))
+    )
+    return (
+        wide.join(pl.DataFrame({"training_set": order, "_order": range(len(order))}), on="training_set")
+        .sort("_order")
+        .drop("_order")
+    )

@@ -49,14 +49,32 @@ def fidelity(simulated: pl.DataFrame, offline: pl.DataFrame, per_user: pl.DataFr
                 continue
             pair = joined.select("arm", sim, off).drop_nulls()
             if pair.height < 2:
-                rows.append({"simulated": sim, "offline": off, "arms": pair.height, "kendall_tau": None, "p_value": None, "same_best_arm": None})
+                rows.append(
+                    {
+                        "simulated": sim,
+                        "offline": off,
+                        "arms": pair.height,
+                        "kendall_tau": None,
+                        "p_value": None,
+                        "same_best_arm": None,
+                    }
+                )
                 continue
             result = kendalltau(pair.get_column(sim).to_numpy(), pair.get_column(off).to_numpy())
             best_sim = pair.sort(sim, descending=True).get_column("arm")[0]
             best_off = pair.sort(off, descending=True).get_column("arm")[0]
             tau = float(result.statistic) if result.statistic == result.statistic else None
             p = float(result.pvalue) if result.pvalue == result.pvalue else None
-            rows.append({"simulated": sim, "offline": off, "arms": pair.height, "kendall_tau": tau, "p_value": p, "same_best_arm": best_sim == best_off})
+            rows.append(
+                {
+                    "simulated": sim,
+                    "offline": off,
+                    "arms": pair.height,
+                    "kendall_tau": tau,
+                    "p_value": p,
+                    "same_best_arm": best_sim == best_off,
+                }
+            )
     return pl.DataFrame(rows, schema=FIDELITY)
 
 
@@ -102,7 +120,9 @@ def pairwise_agreement(
     `simulated_per_agent`: arm, user_id, <simulated> (ABReadout.per_agent);
     `offline_per_user`: arm, user_id, <offline> (ops.arms.metrics.per_user_metrics per arm).
     """
-    arms = sorted(set(simulated_per_agent.get_column("arm").to_list()) & set(offline_per_user.get_column("arm").to_list()))
+    arms = sorted(
+        set(simulated_per_agent.get_column("arm").to_list()) & set(offline_per_user.get_column("arm").to_list())
+    )
     off_mean = {a: offline_per_user.filter(pl.col("arm") == a).get_column(offline).mean() for a in arms}
     arms.sort(key=lambda a: (-(off_mean[a] or 0.0), a))
     rng = named_rng(seed, 7001)
@@ -128,9 +148,18 @@ def pairwise_agreement(
             n_sim, d_sim, lo_sim, hi_sim = side(simulated_per_agent, simulated, a, b, paired)
             rows.append(
                 {
-                    "arm_a": a, "arm_b": b,
-                    "offline": offline, "offline_users": n_off, "offline_difference": d_off, "offline_ci_low": lo_off, "offline_ci_high": hi_off,
-                    "simulated": simulated, "simulated_agents": n_sim, "simulated_difference": d_sim, "simulated_ci_low": lo_sim, "simulated_ci_high": hi_sim,
+                    "arm_a": a,
+                    "arm_b": b,
+                    "offline": offline,
+                    "offline_users": n_off,
+                    "offline_difference": d_off,
+                    "offline_ci_low": lo_off,
+                    "offline_ci_high": hi_off,
+                    "simulated": simulated,
+                    "simulated_agents": n_sim,
+                    "simulated_difference": d_sim,
+                    "simulated_ci_low": lo_sim,
+                    "simulated_ci_high": hi_sim,
                     "verdict": _verdict(lo_off, hi_off, lo_sim, hi_sim),
                 }
             )
@@ -140,7 +169,9 @@ def pairwise_agreement(
 def agreement_summary(pairs: pl.DataFrame) -> dict[str, float | int | None]:
     """Counts of each verdict and the share of decided pairs (both intervals clear of 0)
     that the simulation orders as the offline metric does."""
-    counts = {v: int((pairs.get_column("verdict") == v).sum()) for v in ("agree", "disagree", "offline tie", "simulation tie")}
+    counts = {
+        v: int((pairs.get_column("verdict") == v).sum()) for v in ("agree", "disagree", "offline tie", "simulation tie")
+    }
     decided = counts["agree"] + counts["disagree"]
     return {"pairs": pairs.height, **counts, "agreement": counts["agree"] / decided if decided else None}
 
@@ -156,7 +187,9 @@ def _verdict(lo_off, hi_off, lo_sim, hi_sim) -> str:
     return "agree" if off == sim else "disagree"
 
 
-def offline_for_fidelity(offline: pl.DataFrame, per_user: pl.DataFrame, metrics: tuple[str, ...] = ("recall_at_k", "ndcg_at_k")) -> pl.DataFrame:
+def offline_for_fidelity(
+    offline: pl.DataFrame, per_user: pl.DataFrame, metrics: tuple[str, ...] = ("recall_at_k", "ndcg_at_k")
+) -> pl.DataFrame:
     """The `offline_metrics` rows with their ranking metrics taken over the users who have a
     list (`offline_per_user`: the train users, whom the agents are built from), the users the
     arm pairs and the tables' intervals use.  `offline_metrics` also ranks users first seen
@@ -172,7 +205,11 @@ def offline_for_fidelity(offline: pl.DataFrame, per_user: pl.DataFrame, metrics:
 
 
 def offline_intervals(
-    offline_per_user: pl.DataFrame, metrics: tuple[str, ...] = ("recall_at_k", "ndcg_at_k"), n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0
+    offline_per_user: pl.DataFrame,
+    metrics: tuple[str, ...] = ("recall_at_k", "ndcg_at_k"),
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
 ) -> pl.DataFrame:
     """arm, metric, users, mean, ci_low, ci_high: each arm's offline metric with a bootstrap
     interval over the test users, so that the offline side of the fidelity has error bars too."""
@@ -185,9 +222,27 @@ def offline_intervals(
         ci = percentile_interval(boot, confidence)
         for j, metric in enumerate(metrics):
             lo, hi = ci[:, j] if frame.height else (None, None)
-            rows.append({"arm": arm, "metric": metric, "users": frame.height, "mean": float(np.nanmean(values[:, j])) if frame.height else None,
-                         "ci_low": None if lo is None else float(lo), "ci_high": None if hi is None else float(hi)})
-    return pl.DataFrame(rows, schema={"arm": pl.Utf8, "metric": pl.Utf8, "users": pl.Int64, "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64})
+            rows.append(
+                {
+                    "arm": arm,
+                    "metric": metric,
+                    "users": frame.height,
+                    "mean": float(np.nanmean(values[:, j])) if frame.height else None,
+                    "ci_low": None if lo is None else float(lo),
+                    "ci_high": None if hi is None else float(hi),
+                }
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "arm": pl.Utf8,
+            "metric": pl.Utf8,
+            "users": pl.Int64,
+            "mean": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+        },
+    )
 
 
 def offline_per_user(top_lists: Mapping[str, pl.DataFrame], test: pl.DataFrame, k: int = 20) -> pl.DataFrame:
@@ -198,8 +253,12 @@ def offline_per_user(top_lists: Mapping[str, pl.DataFrame], test: pl.DataFrame, 
 
     relevant = relevant_items(test)
     frames = [
-        per_user_metrics(top_lists[a], relevant.join(top_lists[a].select("user_id").unique(), on="user_id", how="semi"), k).with_columns(arm=pl.lit(a))
+        per_user_metrics(
+            top_lists[a], relevant.join(top_lists[a].select("user_id").unique(), on="user_id", how="semi"), k
+        ).with_columns(arm=pl.lit(a))
         for a in sorted(top_lists)
     ]
-    empty = pl.DataFrame(schema={"user_id": pl.Int64, "recall_at_k": pl.Float64, "ndcg_at_k": pl.Float64, "arm": pl.Utf8})
+    empty = pl.DataFrame(
+        schema={"user_id": pl.Int64, "recall_at_k": pl.Float64, "ndcg_at_k": pl.Float64, "arm": pl.Utf8}
+    )
     return pl.concat(frames) if frames else empty

@@ -54,8 +54,14 @@ def ab_metric_figure(readout: ABReadout, metric: str):
         dhi = comps.get_column("ci_high").fill_null(np.nan).to_numpy()
         sig = comps.get_column("significant").to_list()
         for i in range(len(cn)):
-            right.errorbar(cx[i], d[i], yerr=[[d[i] - dlo[i]], [dhi[i] - d[i]]], fmt="o", capsize=4,
-                           color="#55a868" if sig[i] else "#8c8c8c")
+            right.errorbar(
+                cx[i],
+                d[i],
+                yerr=[[d[i] - dlo[i]], [dhi[i] - d[i]]],
+                fmt="o",
+                capsize=4,
+                color="#55a868" if sig[i] else "#8c8c8c",
+            )
         right.axhline(0.0, color="#999999", linewidth=0.8)
         right.set_xticks(cx, cn, rotation=30, ha="right")
     right.set_title(f"difference vs {readout.control} (green: Holm p ≤ {readout.config.alpha})", fontsize=9)
@@ -70,7 +76,14 @@ def fidelity_pairs(pairs: pl.DataFrame):
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for r in pairs.drop_nulls(["offline_difference", "simulated_difference"]).iter_rows(named=True):
         x, y = r["offline_difference"], r["simulated_difference"]
-        ax.errorbar(x, y, xerr=[[x - r["offline_ci_low"]], [r["offline_ci_high"] - x]], yerr=[[y - r["simulated_ci_low"]], [r["simulated_ci_high"] - y]], fmt="o", capsize=3)
+        ax.errorbar(
+            x,
+            y,
+            xerr=[[x - r["offline_ci_low"]], [r["offline_ci_high"] - x]],
+            yerr=[[y - r["simulated_ci_low"]], [r["simulated_ci_high"] - y]],
+            fmt="o",
+            capsize=3,
+        )
         ax.annotate(f"{r['arm_a']} − {r['arm_b']}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.axhline(0, color="grey", lw=0.8)
     ax.axvline(0, color="grey", lw=0.8)
@@ -94,7 +107,12 @@ def power_figure(power):
     mde = pairs.get_column("minimum_detectable_difference").to_numpy()
     observed = pairs.get_column("simulated_difference").to_numpy()
     left.bar(x, mde, color="#dddddd", label=f"MDE (power {power.config.power:.0%}, α {power.config.alpha:g})")
-    colours = {"powered": "#55a868", "underpowered": "#dd8452", "opposite direction": "#c44e52", "offline tie": "#8c8c8c"}
+    colours = {
+        "powered": "#55a868",
+        "underpowered": "#dd8452",
+        "opposite direction": "#c44e52",
+        "offline tie": "#8c8c8c",
+    }
     for i, verdict in enumerate(pairs.get_column("verdict").to_list()):
         left.plot(x[i], abs(observed[i]), "o", color=colours.get(verdict, "#4c72b0"))
     for verdict, colour in colours.items():
@@ -104,9 +122,20 @@ def power_figure(power):
     left.set_title(f"{metric}: observed difference vs minimum detectable", fontsize=9)
     left.legend(fontsize=7)
     for (a, b), part in power.plan.sort("sessions").group_by("arm_a", "arm_b", maintain_order=True):
-        right.plot(part.get_column("sessions").to_numpy(), part.get_column("agents_needed").to_numpy(), "o-", label=f"{a} − {b}")
+        right.plot(
+            part.get_column("sessions").to_numpy(),
+            part.get_column("agents_needed").to_numpy(),
+            "o-",
+            label=f"{a} − {b}",
+        )
     if pairs.height:
-        right.axhline(int(pairs.get_column("agents")[0]), color="#555555", linestyle="--", linewidth=0.8, label="this run's agents")
+        right.axhline(
+            int(pairs.get_column("agents")[0]),
+            color="#555555",
+            linestyle="--",
+            linewidth=0.8,
+            label="this run's agents",
+        )
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel("sessions per agent")
@@ -123,7 +152,9 @@ def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
     plt = pyplot()
     # Several training seeds: one bar per model and training set, at the mean over seeds.
     simulated = table.get_column("simulated_arm").drop_nulls().to_list() if table.height else []
-    table = table.group_by("arm", "training_set", maintain_order=True).agg(pl.col("test_auc").mean(), pl.col("auc_difference").mean())
+    table = table.group_by("arm", "training_set", maintain_order=True).agg(
+        pl.col("test_auc").mean(), pl.col("auc_difference").mean()
+    )
     models = list(dict.fromkeys(table.get_column("arm").to_list()))
     sets = list(dict.fromkeys(table.get_column("training_set").to_list()))
     width = 0.8 / max(len(sets), 1)
@@ -138,8 +169,13 @@ def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
         if name != ORIGINAL:
             for bar, m in zip(bars, models):
                 if m in part:
-                    ax.annotate(f"{part[m]['auc_difference']:+.4f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                                ha="center", va="bottom", fontsize=7)
+                    ax.annotate(
+                        f"{part[m]['auc_difference']:+.4f}",
+                        (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                    )
     margin = max(0.005, (high - low) * 0.5)
     ax.set_ylim(max(0.0, low - margin), min(1.0, high + margin))
     ax.set_xticks(range(len(models)), models)

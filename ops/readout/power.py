@@ -127,12 +127,26 @@ def power_analysis(
             needed_one = agents_needed(delta, variance, config.alpha, config.power)
         rows.append(
             {
-                "arm_a": a, "arm_b": b, "metric": metric, "agents": comp.agents, "sessions": comp.sessions,
-                "simulated_a": comp.mean_a, "simulated_b": comp.mean_b, "simulated_difference": delta,
-                "agent_sd": math.sqrt(variance), "between_variance": comp.between, "within_variance": comp.within,
-                "minimum_detectable_difference": mde, "power_at_observed": achieved_power(delta, variance, comp.agents, config.alpha),
-                "offline": pair.get("offline"), "offline_a": off_a, "offline_b": off_b, "offline_separates": offline_sign != 0,
-                "relative_simulated": relative_sim, "relative_offline": relative_off, "sensitivity_ratio": sensitivity,
+                "arm_a": a,
+                "arm_b": b,
+                "metric": metric,
+                "agents": comp.agents,
+                "sessions": comp.sessions,
+                "simulated_a": comp.mean_a,
+                "simulated_b": comp.mean_b,
+                "simulated_difference": delta,
+                "agent_sd": math.sqrt(variance),
+                "between_variance": comp.between,
+                "within_variance": comp.within,
+                "minimum_detectable_difference": mde,
+                "power_at_observed": achieved_power(delta, variance, comp.agents, config.alpha),
+                "offline": pair.get("offline"),
+                "offline_a": off_a,
+                "offline_b": off_b,
+                "offline_separates": offline_sign != 0,
+                "relative_simulated": relative_sim,
+                "relative_offline": relative_off,
+                "sensitivity_ratio": sensitivity,
                 "agents_needed": agents_needed(delta, variance, config.alpha, config.power) if wanted else None,
                 "agents_needed_one_session": needed_one,
                 "sessions_needed": sessions_needed(delta, comp, comp.agents, config) if wanted else None,
@@ -174,7 +188,8 @@ class PowerAnalysis:
             "",
         ]
         show = self.pairs.select(
-            "arm_a", "arm_b",
+            "arm_a",
+            "arm_b",
             pl.col("simulated_difference").round(4).alias(f"{metric} a − b"),
             pl.col("minimum_detectable_difference").round(4).alias("MDE"),
             pl.col("power_at_observed").round(2).alias("power at observed"),
@@ -193,11 +208,19 @@ class PowerAnalysis:
             wide = wide.rename({col: f"agents at {col} sess." for col in wide.columns if col not in ("arm_a", "arm_b")})
             worst = self.plan.group_by("sessions").agg(pl.col("agents_needed").max()).sort("sessions")
             every = "; ".join(f"{n:,} agents × {s}" for s, n in worst.iter_rows())
-            lines += ["Agents needed to separate each pair the offline metric separates (and the simulation orders the same way), "
-                      f"by sessions per agent; all of them at once: {every} sessions.", "", _markdown_table(wide), ""]
+            lines += [
+                "Agents needed to separate each pair the offline metric separates (and the simulation orders the same way), "
+                f"by sessions per agent; all of them at once: {every} sessions.",
+                "",
+                _markdown_table(wide),
+                "",
+            ]
             if run["between_variance"] is None:
-                lines += ["With one session per agent the session noise and the agents' differences cannot be told apart: "
-                          "run with sessions_per_agent ≥ 2 to see how far sessions can stand in for agents.", ""]
+                lines += [
+                    "With one session per agent the session noise and the agents' differences cannot be told apart: "
+                    "run with sessions_per_agent ≥ 2 to see how far sessions can stand in for agents.",
+                    "",
+                ]
         return "\n".join(lines)
 
 
@@ -219,7 +242,9 @@ class VarianceComponents:
         measured, only `sessions == self.sessions` is known."""
         if self.between is None or self.within is None:
             if sessions != self.sessions:
-                raise ValueError(f"variance at {sessions} sessions is unknown from a run with {self.sessions} session per agent")
+                raise ValueError(
+                    f"variance at {sessions} sessions is unknown from a run with {self.sessions} session per agent"
+                )
             return self.agent_variance
         return self.between + self.within / sessions
 
@@ -284,7 +309,10 @@ def variance_components(per_session: pl.DataFrame, arm_a: str, arm_b: str, metri
     if pairs.is_empty():
         raise ValueError(f"power: arms {arm_a!r} and {arm_b!r} share no (agent, session) with {metric} defined")
     per_agent = pairs.group_by("user_id").agg(
-        pl.col("a").mean(), pl.col("b").mean(), pl.col("d").mean().alias("mean"), pl.col("d").var(ddof=1).alias("var"),
+        pl.col("a").mean(),
+        pl.col("b").mean(),
+        pl.col("d").mean().alias("mean"),
+        pl.col("d").var(ddof=1).alias("var"),
         pl.len().alias("n"),
     )
     sessions = int(per_agent.get_column("n").max())

@@ -20,8 +20,17 @@ from ops.readout.augmentation_summary import seed_summary
 
 
 def report_markdown(
-    readout, offline: pl.DataFrame, fid: pl.DataFrame, plots: list[Path], folder: Path, intervals: pl.DataFrame, pairs: pl.DataFrame,
-    summary: dict, augmentation: dict | None = None, power=None, trust: list[str] | None = None,
+    readout,
+    offline: pl.DataFrame,
+    fid: pl.DataFrame,
+    plots: list[Path],
+    folder: Path,
+    intervals: pl.DataFrame,
+    pairs: pl.DataFrame,
+    summary: dict,
+    augmentation: dict | None = None,
+    power=None,
+    trust: list[str] | None = None,
     headline: dict | None = None,
 ) -> str:
     """The report people read: first the verdict (`headline`, from `report_summary`: the
@@ -37,11 +46,17 @@ def report_markdown(
     lines += ["## The simulated A/B read-out in detail", "", readout.to_markdown()]
     lines += ["## Offline metrics (test split)", ""]
     if offline.height:
-        cols = [c for c in ("arm", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "users_ranked") if c in offline.columns]
+        cols = [
+            c
+            for c in ("arm", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "users_ranked")
+            if c in offline.columns
+        ]
         lines += [offline.select(cols).sort("arm").to_pandas().to_markdown(index=False, floatfmt=".4f"), ""]
     if intervals.height:
         wide = intervals.with_columns(
-            cell=pl.format("{} [{}, {}]", pl.col("mean").round(4), pl.col("ci_low").round(4), pl.col("ci_high").round(4))
+            cell=pl.format(
+                "{} [{}, {}]", pl.col("mean").round(4), pl.col("ci_low").round(4), pl.col("ci_high").round(4)
+            )
         ).pivot(on="metric", index=["arm", "users"], values="cell")
         lines += [
             "Over the test users who have a top-20 list (the train users agents are built from), with 95 % bootstrap intervals over them:",
@@ -64,9 +79,20 @@ def report_markdown(
             "",
         ]
         show = pairs.select(
-            "arm_a", "arm_b",
-            pl.format("{} [{}, {}]", pl.col("offline_difference").round(4), pl.col("offline_ci_low").round(4), pl.col("offline_ci_high").round(4)).alias("NDCG@20 a − b"),
-            pl.format("{} [{}, {}]", pl.col("simulated_difference").round(4), pl.col("simulated_ci_low").round(4), pl.col("simulated_ci_high").round(4)).alias("CTR a − b"),
+            "arm_a",
+            "arm_b",
+            pl.format(
+                "{} [{}, {}]",
+                pl.col("offline_difference").round(4),
+                pl.col("offline_ci_low").round(4),
+                pl.col("offline_ci_high").round(4),
+            ).alias("NDCG@20 a − b"),
+            pl.format(
+                "{} [{}, {}]",
+                pl.col("simulated_difference").round(4),
+                pl.col("simulated_ci_low").round(4),
+                pl.col("simulated_ci_high").round(4),
+            ).alias("CTR a − b"),
             "verdict",
         )
         lines += [show.to_pandas().to_markdown(index=False), ""]
@@ -77,8 +103,16 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
-def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary: dict, taste=None, rating=None,
-                   warnings: list[str] | None = None, primary: str = "ctr") -> dict:
+def report_summary(
+    readout,
+    intervals: pl.DataFrame,
+    fid: pl.DataFrame,
+    summary: dict,
+    taste=None,
+    rating=None,
+    warnings: list[str] | None = None,
+    primary: str = "ctr",
+) -> dict:
     """The few figures a person reads first, as plain data (the console's closing summary,
     the report's first section, Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20,
     each [mean, low, high]; the verdict on the `primary` metric — the arm with the largest
@@ -88,6 +122,7 @@ def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary:
     protocol where it ran, else the sandbox one; `taste` a TasteDiscrimination) and the
     brain's rating RMSE beside the best offline arm's (`rating` a RatingAlignment); and the
     `warnings` of the checks that warned."""
+
     def cells(frame: pl.DataFrame, key: str) -> dict:
         return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
 
@@ -95,12 +130,16 @@ def report_summary(readout, intervals: pl.DataFrame, fid: pl.DataFrame, summary:
     offline = cells(intervals, "metric") if intervals.height else {}
     arms = {
         arm: {
-            "ctr": simulated.get((arm, "ctr")), "cvr": simulated.get((arm, "cvr")),
-            "average_rating": simulated.get((arm, "average_rating")), "ndcg_at_k": offline.get((arm, "ndcg_at_k")),
+            "ctr": simulated.get((arm, "ctr")),
+            "cvr": simulated.get((arm, "cvr")),
+            "average_rating": simulated.get((arm, "average_rating")),
+            "ndcg_at_k": offline.get((arm, "ndcg_at_k")),
         }
         for arm in sorted(set(readout.arms.get_column("arm").to_list()))
     }
-    tau = fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).to_dicts() if fid.height else []
+    tau = (
+        fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).to_dicts() if fid.height else []
+    )
     return {
         "control": readout.control,
         "verdict": _winner(readout, primary),
@@ -223,8 +262,10 @@ def fidelity_verdict(fidelity: dict) -> str:
     parts = [f"Kendall τ(CTR, NDCG@20) = {tau:.2f}", "same best arm" if best else "a different best arm"]
     if fidelity.get("pairs"):
         decided = fidelity.get("agree", 0) + fidelity.get("disagree", 0)
-        parts.append(f"arm against arm: {fidelity.get('agree', 0)} of the {decided} pairs both sides separate ordered alike, "
-                     f"{fidelity.get('offline tie', 0)} offline ties")
+        parts.append(
+            f"arm against arm: {fidelity.get('agree', 0)} of the {decided} pairs both sides separate ordered alike, "
+            f"{fidelity.get('offline tie', 0)} offline ties"
+        )
     return "fidelity: " + "; ".join(parts)
 
 
@@ -235,7 +276,18 @@ def augmentation_section(augmentation: dict) -> list[str]:
     tables = [augmentation[a] for a in sorted(augmentation) if augmentation[a].height]
     if tables:
         table = pl.concat(tables)
-        cols = ["simulated_arm", "brain", "arm", "training_set", "seed", "added_rows", "test_auc", "auc_difference", "recall_at_k", "ndcg_at_k"]
+        cols = [
+            "simulated_arm",
+            "brain",
+            "arm",
+            "training_set",
+            "seed",
+            "added_rows",
+            "test_auc",
+            "auc_difference",
+            "recall_at_k",
+            "ndcg_at_k",
+        ]
         lines += [
             "Each model (arm) trained on the train split (original) and on it plus the clicks or views simulated under "
             "simulated_arm, with the same configuration and seed; auc_difference is against the original.",
@@ -244,8 +296,12 @@ def augmentation_section(augmentation: dict) -> list[str]:
             "",
         ]
         if table.group_by("arm", "training_set").len().get_column("len").max() > 1:
-            lines += ["Over training seeds (95 % t-interval of the AUC difference):", "",
-                      seed_summary(table).to_pandas().to_markdown(index=False, floatfmt=".4f"), ""]
+            lines += [
+                "Over training seeds (95 % t-interval of the AUC difference):",
+                "",
+                seed_summary(table).to_pandas().to_markdown(index=False, floatfmt=".4f"),
+                "",
+            ]
     empty = [a for a in sorted(augmentation) if not augmentation[a].height]
     if empty:
         lines += [f"Not applicable (no CTR model to refit for this arm's partition): {', '.join(empty)}.", ""]
@@ -271,7 +327,7 @@ def report_html(markdown: str, folder: Path, title: str = "simab report") -> str
                     child.attrSet("src", embedded)
     body = _verdict_section(md.renderer.render(tokens, md.options, {}))
     return (
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n<style>{_REPORT_CSS}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
     )
 
@@ -317,8 +373,17 @@ def bill_lines(bill: dict) -> list[str]:
     rows = ["| asset | estimated (USD) | spent (USD) |", "| --- | ---: | ---: |"]
     for asset in sorted(set(bill["estimates"]) | set(bill["spend"])):
         estimate = bill["estimates"].get(asset)
-        rows.append(f"| {asset} | {'–' if estimate is None else f'{estimate:,.4f}'} | {bill['spend'].get(asset, 0.0):,.4f} |")
+        rows.append(
+            f"| {asset} | {'–' if estimate is None else f'{estimate:,.4f}'} | {bill['spend'].get(asset, 0.0):,.4f} |"
+        )
     total = sum(bill["estimates"].values())
     rows.append(f"| **run** | {total:,.4f} | **{bill['spent']:,.4f}** |")
-    return ["## LLM bill", "", f"Spent ${bill['spent']:,.4f} of max_cost_usd {cap} over the whole run (every asset that called the "
-            "model; cache hits cost nothing).", "", *rows, ""]
+    return [
+        "## LLM bill",
+        "",
+        f"Spent ${bill['spent']:,.4f} of max_cost_usd {cap} over the whole run (every asset that called the "
+        "model; cache hits cost nothing).",
+        "",
+        *rows,
+        "",
+    ]

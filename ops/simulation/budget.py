@@ -65,7 +65,9 @@ class RunBudget:
             except FileNotFoundError:
                 state = {}
             except (OSError, ValueError) as exc:
-                raise ValueError(f"{self.path}: the run's LLM bill cannot be read ({exc}); move it aside to start the bill afresh") from None
+                raise ValueError(
+                    f"{self.path}: the run's LLM bill cannot be read ({exc}); move it aside to start the bill afresh"
+                ) from None
             state = {"spent": 0.0, "reserved": 0.0, "estimates": {}, "spend": {}, **state}
             before = json.dumps(state, sort_keys=True)
             yield state

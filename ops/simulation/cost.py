@@ -91,10 +91,20 @@ class CostEstimate:
             return self
         if sessions < 1:
             raise ValueError(f"cost estimate: sessions must be >= 1, got {sessions}")
-        root = sessions ** 0.5
-        scaled = {name: getattr(self, name) * sessions for name in (
-            "calls", "prompt_tokens", "completion_tokens", "cost_usd",
-            "ceiling_calls", "ceiling_prompt_tokens", "ceiling_completion_tokens", "ceiling_cost_usd")}
+        root = sessions**0.5
+        scaled = {
+            name: getattr(self, name) * sessions
+            for name in (
+                "calls",
+                "prompt_tokens",
+                "completion_tokens",
+                "cost_usd",
+                "ceiling_calls",
+                "ceiling_prompt_tokens",
+                "ceiling_completion_tokens",
+                "ceiling_cost_usd",
+            )
+        }
         low = scaled["cost_usd"] - (self.cost_usd - self.cost_low_usd) * root
         high = scaled["cost_usd"] + (self.cost_high_usd - self.cost_usd) * root
         return replace(self, **scaled, cost_low_usd=max(low, 0.0), cost_high_usd=high)
@@ -113,7 +123,11 @@ class CostEstimate:
             ("calls", f"{self.calls:,}", f"{self.ceiling_calls:,}"),
             ("prompt tokens", f"{self.prompt_tokens:,}", f"{self.ceiling_prompt_tokens:,}"),
             ("completion tokens", f"{self.completion_tokens:,}", f"{self.ceiling_completion_tokens:,}"),
-            ("cost (USD)", f"{self.cost_usd:,.4f} (95 %: {self.cost_low_usd:,.4f}–{self.cost_high_usd:,.4f})", f"{self.ceiling_cost_usd:,.4f}"),
+            (
+                "cost (USD)",
+                f"{self.cost_usd:,.4f} (95 %: {self.cost_low_usd:,.4f}–{self.cost_high_usd:,.4f})",
+                f"{self.ceiling_cost_usd:,.4f}",
+            ),
         ]
         lines = ["| | expected | ceiling |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
         lines += [
@@ -212,7 +226,10 @@ def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: i
         history, validation = inputs[user_id]
         _, written = persona_prompt(brain, user_id, history, seed, history_sample)
         rating = RATING_TEMPLATE.format(persona=SAMPLE_PERSONA.text(), movies=rating_movies(brain, validation))
-        asks = (prompt_tokens([{"role": "user", "content": written}]), prompt_tokens([{"role": "user", "content": rating}]))
+        asks = (
+            prompt_tokens([{"role": "user", "content": written}]),
+            prompt_tokens([{"role": "user", "content": rating}]),
+        )
         prompt += n_candidates * sum(asks)
         completion += n_candidates * (persona_answer + len(validation) * rating_answer + 3)
         longest = max(longest, *asks)
@@ -221,11 +238,23 @@ def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: i
     cost = price(prompt, completion)
     ceiling_prompt, ceiling_completion = calls * tries * (longest + c.max_tokens), calls * tries * c.max_tokens
     return CostEstimate(
-        arm="llm_personas", model=c.model, behaviour="persona matching (every candidate written and scored)", agents=len(inputs),
-        sampled_agents=len(inputs), calls=calls, prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
-        cost_low_usd=cost, cost_high_usd=cost, ceiling_calls=calls * tries, ceiling_prompt_tokens=ceiling_prompt,
-        ceiling_completion_tokens=ceiling_completion, ceiling_cost_usd=price(ceiling_prompt, ceiling_completion),
-        price_prompt_per_1m=c.price_prompt_per_1m, price_completion_per_1m=c.price_completion_per_1m,
+        arm="llm_personas",
+        model=c.model,
+        behaviour="persona matching (every candidate written and scored)",
+        agents=len(inputs),
+        sampled_agents=len(inputs),
+        calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=cost,
+        cost_low_usd=cost,
+        cost_high_usd=cost,
+        ceiling_calls=calls * tries,
+        ceiling_prompt_tokens=ceiling_prompt,
+        ceiling_completion_tokens=ceiling_completion,
+        ceiling_cost_usd=price(ceiling_prompt, ceiling_completion),
+        price_prompt_per_1m=c.price_prompt_per_1m,
+        price_completion_per_1m=c.price_completion_per_1m,
     )
 
 
@@ -247,8 +276,11 @@ def check_cost_limit(estimates: CostEstimate | Sequence[CostEstimate], max_cost_
 
 # A reflection's answer as the model writes it (one or two sentences, two integers), and
 # the state the page prompts after it carry: counted for every reflection of the dry run.
-_SAMPLE_REFLECTION = {"preferences": "I want more clever science fiction like the last one I watched, and no more slow dramas tonight.",
-                      "satisfaction": 6, "fatigue": 3}
+_SAMPLE_REFLECTION = {
+    "preferences": "I want more clever science fiction like the last one I watched, and no more slow dramas tonight.",
+    "satisfaction": 6,
+    "fatigue": 3,
+}
 
 
 class _PromptMeter:
@@ -290,7 +322,12 @@ class _PromptMeter:
         state = self._reflect(session)
         self.prompt[session.user_id].append(prompt_tokens(self.llm.page_messages(session, observation)) + state)
         decision = self.behaviour.decide(session, observation, rng)
-        answer = {"action": decision.action, "interest": decision.interest, "caught_eye": list(decision.caught_eye), "reason": decision.reason}
+        answer = {
+            "action": decision.action,
+            "interest": decision.interest,
+            "caught_eye": list(decision.caught_eye),
+            "reason": decision.reason,
+        }
         answer |= {"movie_id": decision.movie_id} if observation.page_type == "home" else {"rating": decision.rating}
         self.completion[session.user_id].append(text_tokens(json.dumps(answer)))
         return decision
@@ -298,7 +335,9 @@ class _PromptMeter:
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         self.prompt[session.user_id].append(prompt_tokens(self.llm.interview_messages(session)))
         satisfaction, reason = self.behaviour.exit_interview(session, rng)
-        self.completion[session.user_id].append(text_tokens(json.dumps({"satisfaction": satisfaction, "reason": reason})))
+        self.completion[session.user_id].append(
+            text_tokens(json.dumps({"satisfaction": satisfaction, "reason": reason}))
+        )
         return satisfaction, reason
 
 
@@ -312,5 +351,3 @@ def _ceiling_calls(agent: AgentSession, config: SimulationConfig, reflect_every:
     steps = config.max_steps if cheapest <= 0 else min(config.max_steps, math.ceil(budget / cheapest))
     reflections = (steps - 1) // reflect_every if reflect_every else 0
     return steps + reflections + 1
-
-

@@ -67,12 +67,16 @@ class FatigueConfig(BaseModel):
         missing = [a for a in ACTIONS if a not in self.base_costs]
         unknown = [a for a in self.base_costs if a not in ACTIONS]
         if missing or unknown:
-            raise ValueError(f"fatigue base_costs must name exactly the actions {ACTIONS}; missing {missing}, unknown {unknown}")
+            raise ValueError(
+                f"fatigue base_costs must name exactly the actions {ACTIONS}; missing {missing}, unknown {unknown}"
+            )
         negative = {a: c for a, c in self.base_costs.items() if c < 0}
         if negative:
             raise ValueError(f"fatigue base_costs must be >= 0, got {negative}")
         if not 0 <= self.phi_min <= self.phi_max:
-            raise ValueError(f"fatigue modifiers need 0 <= phi_min <= phi_max, got phi_min={self.phi_min}, phi_max={self.phi_max}")
+            raise ValueError(
+                f"fatigue modifiers need 0 <= phi_min <= phi_max, got phi_min={self.phi_min}, phi_max={self.phi_max}"
+            )
         if self.interest_min >= self.interest_max:
             raise ValueError(f"interest_min ({self.interest_min}) must be below interest_max ({self.interest_max})")
         missing_tiers = [t for t in ACTIVITY_TIERS if t not in self.budgets]
@@ -101,7 +105,11 @@ def fatigue_cost(action: str, interest: int, config: FatigueConfig) -> float:
 
 def interest_modifier(interest: int, config: FatigueConfig) -> float:
     """φmax at the lowest interest, φmin at the highest, linear in between."""
-    if isinstance(interest, bool) or not isinstance(interest, Integral) or not config.interest_min <= interest <= config.interest_max:
+    if (
+        isinstance(interest, bool)
+        or not isinstance(interest, Integral)
+        or not config.interest_min <= interest <= config.interest_max
+    ):
         raise ValueError(
             f"fatigue: interest must be an integer in {config.interest_min}..{config.interest_max}, got {interest!r}"
         )
@@ -114,7 +122,9 @@ def fatigue_budget(activity_tier: str, config: FatigueConfig) -> float:
     try:
         return config.budgets[activity_tier]
     except KeyError:
-        raise ValueError(f"fatigue: unknown activity tier {activity_tier!r}; the tiers are {sorted(config.budgets)}") from None
+        raise ValueError(
+            f"fatigue: unknown activity tier {activity_tier!r}; the tiers are {sorted(config.budgets)}"
+        ) from None
 
 
 def budget_spent(spent: float, budget: float) -> bool:

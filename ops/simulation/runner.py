@@ -185,7 +185,13 @@ def simulate_arm(
         done = {u: [(run_id, *row) for row in rec["rows"]] for u, rec in checkpoint.records.items() if u in wanted}
     todo = [s for s in sessions if s.user_id not in done]
     if done:
-        log.info("simulation of arm %r: %d of %d agents resumed from checkpoint %s", arm, len(done), len(sessions), checkpoint.path)
+        log.info(
+            "simulation of arm %r: %d of %d agents resumed from checkpoint %s",
+            arm,
+            len(done),
+            len(sessions),
+            checkpoint.path,
+        )
     failures = _Failures(arm, len(sessions), config.max_failed_agents_share)
 
     def finish(user_id: int, rows: list[tuple]) -> dict | None:
@@ -198,12 +204,46 @@ def simulate_arm(
 
     from tqdm.auto import tqdm
 
-    progress = tqdm(total=len(sessions), initial=len(done), desc=f"simulate {arm}", disable=None if config.progress else True, mininterval=2.0)
+    progress = tqdm(
+        total=len(sessions),
+        initial=len(done),
+        desc=f"simulate {arm}",
+        disable=None if config.progress else True,
+        mininterval=2.0,
+    )
     try:
         if _is_async(brain):
-            fresh = _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, session, concurrency, finish, checkpoint, progress)
+            fresh = _run_async(
+                arm,
+                run_id,
+                todo,
+                lists,
+                catalogue,
+                brain,
+                config,
+                seed,
+                session,
+                concurrency,
+                finish,
+                checkpoint,
+                progress,
+            )
         else:
-            fresh = _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, session, concurrency, finish, checkpoint, progress)
+            fresh = _run_sync(
+                arm,
+                run_id,
+                todo,
+                lists,
+                catalogue,
+                brain,
+                config,
+                seed,
+                session,
+                concurrency,
+                finish,
+                checkpoint,
+                progress,
+            )
     finally:
         progress.close()
     if failures.users:
@@ -249,7 +289,10 @@ def checkpoint_key(
         memory = session.memory
         arrays = [getattr(memory, name, None) for name in ("rows", "ratings", "timestamps")]
         if all(isinstance(a, np.ndarray) for a in arrays):
-            put(getattr(getattr(memory, "vectors", None), "digest", ""), *(np.ascontiguousarray(a).tobytes() for a in arrays))
+            put(
+                getattr(getattr(memory, "vectors", None), "digest", ""),
+                *(np.ascontiguousarray(a).tobytes() for a in arrays),
+            )
         else:
             put(repr(memory))
     return h.hexdigest()
@@ -281,7 +324,12 @@ def agent_rng(
 
 
 def agents_of_arm(
-    candidates: Iterable[int], arm: str, n_agents: int = 0, design: Design = "paired", arms: Sequence[str] = (), seed: int = 0
+    candidates: Iterable[int],
+    arm: str,
+    n_agents: int = 0,
+    design: Design = "paired",
+    arms: Sequence[str] = (),
+    seed: int = 0,
 ) -> list[int]:
     """The agents one arm simulates: `n_agents` sampled from `candidates` (the same sample in
     every arm for a seed; 0 = all), then, with design "random", this arm's share of them
@@ -320,7 +368,9 @@ def combine_shards(by_shard: Mapping[int, pl.DataFrame], shards: int) -> pl.Data
         conform(frame, EVENTS, f"simulation shard {shard}")
         for user_id in frame.get_column("user_id").unique().to_list():
             if user_shard(user_id, shards) != shard:
-                raise ValueError(f"simulation shard {shard} of {shards} holds user {user_id}, who belongs to shard {user_shard(user_id, shards)}: re-simulate it")
+                raise ValueError(
+                    f"simulation shard {shard} of {shards} holds user {user_id}, who belongs to shard {user_shard(user_id, shards)}: re-simulate it"
+                )
             if user_id in seen:
                 raise ValueError(f"user {user_id} is in simulation shards {seen[user_id]} and {shard}")
             seen[user_id] = shard
@@ -342,7 +392,9 @@ def sample_agents(user_ids: Iterable[int], n_agents: int, seed: int) -> list[int
     return sorted(int(u) for u in rng.choice(ids, size=n_agents, replace=False))
 
 
-def assign_agents(user_ids: Iterable[int], arms: Sequence[str], design: Design = "paired", seed: int = 0) -> dict[str, list[int]]:
+def assign_agents(
+    user_ids: Iterable[int], arms: Sequence[str], design: Design = "paired", seed: int = 0
+) -> dict[str, list[int]]:
     """Which agents each arm simulates.  "paired": all agents in every arm (each agent is
     its own control).  "random": the agents shuffled (seeded) and dealt round-robin, so arm
     sizes differ by at most one."""
@@ -410,11 +462,32 @@ def _session_loop(
         fallback_reason = decision.fallback_reason
         rows.append(
             (
-                run_id, arm, user_id, step, page_type, observation.page_number, decision.action,
-                result.movie_id, result.position, shown, caught, int(decision.interest),
-                before, after, budget, result.rating, None, False, decision.reason, brain_name,
-                float(decision.latency_s), int(decision.prompt_tokens), int(decision.completion_tokens),
-                float(decision.cost_usd), fallback_reason is not None, fallback_reason,
+                run_id,
+                arm,
+                user_id,
+                step,
+                page_type,
+                observation.page_number,
+                decision.action,
+                result.movie_id,
+                result.position,
+                shown,
+                caught,
+                int(decision.interest),
+                before,
+                after,
+                budget,
+                result.rating,
+                None,
+                False,
+                decision.reason,
+                brain_name,
+                float(decision.latency_s),
+                int(decision.prompt_tokens),
+                int(decision.completion_tokens),
+                float(decision.cost_usd),
+                fallback_reason is not None,
+                fallback_reason,
             )
         )
         session.short_term.append(
@@ -434,9 +507,12 @@ def _session_loop(
         if sandbox.done:
             break
         stop = (
-            f"the brain could not decide: {failed}" if failed is not None
-            else f"fatigue budget spent: {after:g} of {budget:g}" if after >= budget
-            else f"step limit reached: {config.max_steps} steps" if step >= config.max_steps
+            f"the brain could not decide: {failed}"
+            if failed is not None
+            else f"fatigue budget spent: {after:g} of {budget:g}"
+            if after >= budget
+            else f"step limit reached: {config.max_steps} steps"
+            if step >= config.max_steps
             else None
         )
         if stop is not None:
@@ -447,7 +523,11 @@ def _session_loop(
     spent = session.fatigue_spent
     if failed is not None:
         # The endpoint has failed this agent already: no interview is asked, none is made up.
-        satisfaction, reason, bill = None, f"not asked: the brain could not decide ({failed})", {"fallback_reason": failed}
+        satisfaction, reason, bill = (
+            None,
+            f"not asked: the brain could not decide ({failed})",
+            {"fallback_reason": failed},
+        )
     else:
         # The driver sends (satisfaction, reason, bill): exit_interview returns only the first
         # two, and a brain that pays for the interview (the LLM brain) keeps its bill per user
@@ -456,20 +536,50 @@ def _session_loop(
         lo, hi = config.satisfaction_min, config.satisfaction_max
         if fallback_kind(bill.get("fallback_reason")) in AGENT_FAILURES:
             satisfaction = None
-        elif isinstance(satisfaction, bool) or not isinstance(satisfaction, (int, np.integer)) or not lo <= satisfaction <= hi:
-            raise ValueError(f"exit interview of user {user_id}: satisfaction must be an integer in {lo}..{hi}, got {satisfaction!r}")
+        elif (
+            isinstance(satisfaction, bool)
+            or not isinstance(satisfaction, (int, np.integer))
+            or not lo <= satisfaction <= hi
+        ):
+            raise ValueError(
+                f"exit interview of user {user_id}: satisfaction must be an integer in {lo}..{hi}, got {satisfaction!r}"
+            )
     fallback_reason = bill.get("fallback_reason")
     rows.append(
         (
-            run_id, arm, user_id, step + 1, sandbox.page_type, sandbox.page_number, EXIT_INTERVIEW,
-            None, None, [], [], None, spent, spent, budget, None, None if satisfaction is None else int(satisfaction), False,
-            str(reason), brain_name, float(bill.get("latency_s", 0.0)), int(bill.get("prompt_tokens", 0)),
-            int(bill.get("completion_tokens", 0)), float(bill.get("cost_usd", 0.0)), fallback_reason is not None, fallback_reason,
+            run_id,
+            arm,
+            user_id,
+            step + 1,
+            sandbox.page_type,
+            sandbox.page_number,
+            EXIT_INTERVIEW,
+            None,
+            None,
+            [],
+            [],
+            None,
+            spent,
+            spent,
+            budget,
+            None,
+            None if satisfaction is None else int(satisfaction),
+            False,
+            str(reason),
+            brain_name,
+            float(bill.get("latency_s", 0.0)),
+            int(bill.get("prompt_tokens", 0)),
+            int(bill.get("completion_tokens", 0)),
+            float(bill.get("cost_usd", 0.0)),
+            fallback_reason is not None,
+            fallback_reason,
         )
     )
 
 
-def _forced_exit(sandbox, rows, run_id, arm, user_id, step, spent, budget, brain_name, reason, fallback_reason=None) -> None:
+def _forced_exit(
+    sandbox, rows, run_id, arm, user_id, step, spent, budget, brain_name, reason, fallback_reason=None
+) -> None:
     # The agent lands on the page its last action led to, then leaves: that page is shown
     # (home impressions count it) but the agent takes no further decision on it.
     observation = sandbox.observe()
@@ -480,9 +590,32 @@ def _forced_exit(sandbox, rows, run_id, arm, user_id, step, spent, budget, brain
     sandbox.end(reason)
     rows.append(
         (
-            run_id, arm, user_id, step, observation.page_type, observation.page_number, EXIT,
-            None, None, shown, [], None, spent, spent, budget, None, None, True, reason, brain_name,
-            0.0, 0, 0, 0.0, fallback_reason is not None, fallback_reason,
+            run_id,
+            arm,
+            user_id,
+            step,
+            observation.page_type,
+            observation.page_number,
+            EXIT,
+            None,
+            None,
+            shown,
+            [],
+            None,
+            spent,
+            spent,
+            budget,
+            None,
+            None,
+            True,
+            reason,
+            brain_name,
+            0.0,
+            0,
+            0,
+            0.0,
+            fallback_reason is not None,
+            fallback_reason,
         )
     )
 
@@ -525,13 +658,17 @@ def _is_async(brain: Brain) -> bool:
     return all(inspect.iscoroutinefunction(getattr(brain, name, None)) for name in ("adecide", "aexit_interview"))
 
 
-def _agent(arm, run_id, session, lists, catalogue, brain, config, seed, number) -> tuple[Generator, list[tuple], np.random.Generator]:
+def _agent(
+    arm, run_id, session, lists, catalogue, brain, config, seed, number
+) -> tuple[Generator, list[tuple], np.random.Generator]:
     rows: list[tuple] = []
     rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers, session=number)
     return _session_loop(arm, run_id, session, lists[session.user_id], catalogue, brain.name, config, rows), rows, rng
 
 
-def _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, number, concurrency, finish, checkpoint, progress) -> dict[int, list[tuple]]:
+def _run_sync(
+    arm, run_id, todo, lists, catalogue, brain, config, seed, number, concurrency, finish, checkpoint, progress
+) -> dict[int, list[tuple]]:
     """Serial, or `concurrency` threads sharing the brain."""
 
     def one(session: AgentSession) -> list[tuple]:
@@ -560,7 +697,9 @@ def _run_sync(arm, run_id, todo, lists, catalogue, brain, config, seed, number, 
             raise
 
 
-def _run_async(arm, run_id, todo, lists, catalogue, brain, config, seed, number, concurrency, finish, checkpoint, progress) -> dict[int, list[tuple]]:
+def _run_async(
+    arm, run_id, todo, lists, catalogue, brain, config, seed, number, concurrency, finish, checkpoint, progress
+) -> dict[int, list[tuple]]:
     """`concurrency` agents in flight as coroutines on one event loop (a fresh one, on a
     thread of its own when the caller's thread already runs a loop)."""
     import asyncio

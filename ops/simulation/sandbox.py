@@ -55,7 +55,9 @@ class SandboxConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> SandboxConfig:
         if self.items_per_page < 1 or self.list_length < 1:
-            raise ValueError(f"sandbox needs items_per_page >= 1 and list_length >= 1, got {self.items_per_page}, {self.list_length}")
+            raise ValueError(
+                f"sandbox needs items_per_page >= 1 and list_length >= 1, got {self.items_per_page}, {self.list_length}"
+            )
         if self.rating_min > self.rating_max:
             raise ValueError(f"sandbox rating_min ({self.rating_min}) exceeds rating_max ({self.rating_max})")
         return self
@@ -64,7 +66,9 @@ class SandboxConfig(BaseModel):
 class IllegalActionError(ValueError):
     """An action the current page does not allow; names the action, page and legal actions."""
 
-    def __init__(self, action: str, page_type: str, page_number: int, legal_actions: Sequence[str], problem: str) -> None:
+    def __init__(
+        self, action: str, page_type: str, page_number: int, legal_actions: Sequence[str], problem: str
+    ) -> None:
         self.action = action
         self.page_type = page_type
         self.page_number = page_number
@@ -89,13 +93,17 @@ class StepResult:
 class Sandbox:
     """One agent's session on one arm's top-20 list."""
 
-    def __init__(self, ranked_movie_ids: Sequence[int], catalogue: Catalogue, config: SandboxConfig | None = None) -> None:
+    def __init__(
+        self, ranked_movie_ids: Sequence[int], catalogue: Catalogue, config: SandboxConfig | None = None
+    ) -> None:
         self.config = config or SandboxConfig()
         ranked = [int(m) for m in ranked_movie_ids]
         if not ranked:
             raise ValueError("sandbox: the recommendation list is empty")
         if len(ranked) > self.config.list_length:
-            raise ValueError(f"sandbox: the recommendation list has {len(ranked)} items, more than list_length={self.config.list_length}")
+            raise ValueError(
+                f"sandbox: the recommendation list has {len(ranked)} items, more than list_length={self.config.list_length}"
+            )
         if len(set(ranked)) != len(ranked):
             raise ValueError(f"sandbox: the recommendation list repeats movies: {ranked}")
         absent = [m for m in ranked if m not in catalogue]
@@ -189,7 +197,9 @@ class Sandbox:
             self._illegal(CLICK_MOVIE, "no movie id given")
         on_page = self.page_items()
         if movie_id not in on_page:
-            self._illegal(CLICK_MOVIE, f"movie {movie_id} is not on home page {self.page_number}, which shows {list(on_page)}")
+            self._illegal(
+                CLICK_MOVIE, f"movie {movie_id} is not on home page {self.page_number}, which shows {list(on_page)}"
+            )
         self.page_type = "detail"
         self.detail_movie = int(movie_id)
         return StepResult(CLICK_MOVIE, self.detail_movie, self._position[self.detail_movie])
@@ -198,7 +208,9 @@ class Sandbox:
         self._require(WATCH_AND_RATE, "detail")
         c = self.config
         if isinstance(rating, bool) or not isinstance(rating, Integral) or not c.rating_min <= rating <= c.rating_max:
-            self._illegal(WATCH_AND_RATE, f"rating must be an integer in {c.rating_min}..{c.rating_max}, got {rating!r}")
+            self._illegal(
+                WATCH_AND_RATE, f"rating must be an integer in {c.rating_min}..{c.rating_max}, got {rating!r}"
+            )
         movie_id = self.detail_movie
         if not c.allow_rewatch and movie_id in self.watched:
             self._illegal(WATCH_AND_RATE, f"movie {movie_id} was already watched and rated in this session")
@@ -290,14 +302,18 @@ def describe(observation: Observation) -> str:
         lines.append(f"Home page {observation.page_number}.")
         for card in observation.items:
             vote = "n/a" if card.vote_average is None else f"{card.vote_average:.1f}/10"
-            lines.append(f"[{card.movie_id}] #{card.position} {card.title} — {', '.join(card.genres) or 'no genre'} — rating {vote}")
+            lines.append(
+                f"[{card.movie_id}] #{card.position} {card.title} — {', '.join(card.genres) or 'no genre'} — rating {vote}"
+            )
     else:
         d = observation.detail
         card = d.card
         vote = "n/a" if card.vote_average is None else f"{card.vote_average:.1f}/10"
         votes = "" if d.vote_count is None else f" from {d.vote_count} votes"
         lines.append(f"Detail page of [{card.movie_id}] {card.title} (from home page {observation.page_number}).")
-        lines.append(f"Genres: {', '.join(card.genres) or 'n/a'}. Rating {vote}{votes}. Released {d.release_date or 'n/a'}.")
+        lines.append(
+            f"Genres: {', '.join(card.genres) or 'n/a'}. Rating {vote}{votes}. Released {d.release_date or 'n/a'}."
+        )
         lines.append(f"Directors: {', '.join(d.directors) or 'n/a'}. Cast: {', '.join(d.actors) or 'n/a'}.")
         lines.append(f"Overview: {d.overview or 'n/a'}")
     lines.append(f"Legal actions: {', '.join(observation.legal_actions) or 'none (the session has ended)'}.")

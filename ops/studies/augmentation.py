@@ -117,7 +117,9 @@ def refit_and_evaluate(
 
     rows: list[dict[str, Any]] = []
     original: dict[str, Any] | None = None
-    for name, simulated in tqdm(training_sets, desc=f"augmentation {arm_name}", disable=None if config.progress else True):
+    for name, simulated in tqdm(
+        training_sets, desc=f"augmentation {arm_name}", disable=None if config.progress else True
+    ):
         added = augment(train, simulated).slice(train.height) if simulated.height else simulated
         row = {
             **provenance,
@@ -130,10 +132,16 @@ def refit_and_evaluate(
             "seed": arm_cfg.seed,
         }
         if original is not None and added.height == 0:
-            metrics = {k: original[k] for k in ("best_epoch", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "k")}
+            metrics = {
+                k: original[k] for k in ("best_epoch", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "k")
+            }
         else:
-            reuse = name == ORIGINAL and original_model is not None and getattr(original_model, "config", None) == arm_cfg
-            trained = original_model if reuse else train_arm(retrain_cfg, pl.concat([train, added]), valid, users, catalogue)
+            reuse = (
+                name == ORIGINAL and original_model is not None and getattr(original_model, "config", None) == arm_cfg
+            )
+            trained = (
+                original_model if reuse else train_arm(retrain_cfg, pl.concat([train, added]), valid, users, catalogue)
+            )
             # The original train items are excluded for every training set, so every model
             # ranks the same candidates and Recall/NDCG compare like for like.
             offline = evaluate_arm(trained, train, test, movie_ids, k=config.k)
@@ -165,29 +173,34 @@ def simulated_interactions(
     config = config or AugmentationConfig()
     if signal not in SIGNALS:
         raise ValueError(f"augmentation: unknown signal {signal!r}; expected one of {list(SIGNALS)}")
-    needed = ["user_id", "movie_id", "action", "step"] + (["rating"] if signal == "view" or config.click_label == "watched" else [])
+    needed = ["user_id", "movie_id", "action", "step"] + (
+        ["rating"] if signal == "view" or config.click_label == "watched" else []
+    )
     missing = [c for c in needed if c not in events.columns]
     if missing:
-        raise ValueError(f"simulation events lack column(s) {missing} needed for the {signal!r} signal; they have {events.columns}")
+        raise ValueError(
+            f"simulation events lack column(s) {missing} needed for the {signal!r} signal; they have {events.columns}"
+        )
     train = conform(train, RATINGS, "train")
 
     if signal == "view":
         pairs = _views(events)
     else:
-        clicks = (
-            events.filter(pl.col("action") == CLICK_MOVIE)
-            .select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64), pl.col("step").cast(pl.Int64))
+        clicks = events.filter(pl.col("action") == CLICK_MOVIE).select(
+            pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64), pl.col("step").cast(pl.Int64)
         )
         _require_movie_ids(clicks, CLICK_MOVIE)
         clicks = clicks.group_by("user_id", "movie_id").agg(pl.col("step").min())
         if config.click_label == "positive":
             pairs = clicks.with_columns(rating=pl.lit(config.click_rating, dtype=pl.Int64))
         else:
-            pairs = clicks.join(_views(events).select("user_id", "movie_id", "rating"), on=["user_id", "movie_id"], how="left").with_columns(
-                pl.col("rating").fill_null(config.unwatched_click_rating)
-            )
+            pairs = clicks.join(
+                _views(events).select("user_id", "movie_id", "rating"), on=["user_id", "movie_id"], how="left"
+            ).with_columns(pl.col("rating").fill_null(config.unwatched_click_rating))
 
-    pairs = pairs.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti").sort("user_id", "step", "movie_id")
+    pairs = pairs.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti").sort(
+        "user_id", "step", "movie_id"
+    )
     last = int(train.get_column("timestamp").max()) if train.height else 0
     stamps = last + config.timestamp_step_s * np.arange(1, pairs.height + 1, dtype=np.int64)
     return conform(pairs.with_columns(timestamp=pl.Series(stamps, dtype=pl.Int64)), RATINGS, f"simulated {signal}s")
@@ -198,9 +211,8 @@ def augment(train: pl.DataFrame, simulated: pl.DataFrame) -> pl.DataFrame:
     row per pair (the first simulated one); both are RATINGS frames."""
     train = conform(train, RATINGS, "train")
     simulated = conform(simulated, RATINGS, "simulated interactions")
-    new = (
-        simulated.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti")
-        .unique(["user_id", "movie_id"], keep="first", maintain_order=True)
+    new = simulated.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti").unique(
+        ["user_id", "movie_id"], keep="first", maintain_order=True
     )
     return pl.concat([train, new])
 
@@ -213,7 +225,9 @@ def augment(train: pl.DataFrame, simulated: pl.DataFrame) -> pl.DataFrame:
 def _views(events: pl.DataFrame) -> pl.DataFrame:
     """One row per watched (user, movie): the last watch_and_rate's rating, its first step."""
     watched = events.filter(pl.col("action") == WATCH_AND_RATE).select(
-        pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64), pl.col("step").cast(pl.Int64),
+        pl.col("user_id").cast(pl.Int64),
+        pl.col("movie_id").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64),
         pl.col("rating").cast(pl.Int64),
     )
     _require_movie_ids(watched, WATCH_AND_RATE)
@@ -223,8 +237,10 @@ def _views(events: pl.DataFrame) -> pl.DataFrame:
             f"simulation events: {unrated.height} {WATCH_AND_RATE} row(s) with column 'rating' missing or outside 1..5, "
             f"e.g. user {unrated['user_id'][0]} step {unrated['step'][0]}"
         )
-    return watched.sort("user_id", "step").group_by("user_id", "movie_id", maintain_order=True).agg(
-        pl.col("step").first(), pl.col("rating").last()
+    return (
+        watched.sort("user_id", "step")
+        .group_by("user_id", "movie_id", maintain_order=True)
+        .agg(pl.col("step").first(), pl.col("rating").last())
     )
 
 

@@ -126,23 +126,43 @@ def simulate_round(
     written_before = conform(written_before, WRITTEN_MEMORIES, "written memories")
     added_before = conform(added_before, RATINGS, "simulated training rows")
     if written_before.height and written_before.get_column("round").max() >= round_index:
-        raise ValueError(f"round {round_index}: the memories carried in already hold round {written_before.get_column('round').max()}")
+        raise ValueError(
+            f"round {round_index}: the memories carried in already hold round {written_before.get_column('round').max()}"
+        )
     round_train = augment(train, added_before)
     trained = train_arm(arm_config, round_train, valid, users, catalogue_frame, on_epoch=on_epoch)
     chosen = sorted(agents.profiles) if user_ids is None else sorted(int(u) for u in user_ids)
     candidates = catalogue_frame.get_column("movie_id").to_numpy() if pool is None else np.asarray(pool, dtype=np.int64)
     # Nothing the agent rated (train or an earlier round) or opened is recommended again.
-    lists = top_k(trained, np.asarray(chosen, dtype=np.int64), candidates, exclude=round_train.select("user_id", "movie_id"), k=config.list_length)
+    lists = top_k(
+        trained,
+        np.asarray(chosen, dtype=np.int64),
+        candidates,
+        exclude=round_train.select("user_id", "movie_id"),
+        k=config.list_length,
+    )
     listed = set(lists.get_column("user_id").unique().to_list())
     chosen = [u for u in chosen if u in listed]
 
     memories = grow_memories(agents.memories, written_before)
     sessions = [AgentSession(u, agents.profiles[u], memories[u], 0.0, 0.0) for u in chosen]
-    sim_config = SimulationConfig(sandbox=SandboxConfig(list_length=config.list_length, items_per_page=config.items_per_page), progress=False)
+    sim_config = SimulationConfig(
+        sandbox=SandboxConfig(list_length=config.list_length, items_per_page=config.items_per_page), progress=False
+    )
     brain = brain_model.brain()
     try:
-        events = simulate_arm(arm_config.name, lists, sessions, Catalogue.from_frame(catalogue_frame), brain, sim_config,
-                              seed=round_seed(config.seed, round_index), run_id=f"round-{round_index}", users=chosen, concurrency=concurrency)
+        events = simulate_arm(
+            arm_config.name,
+            lists,
+            sessions,
+            Catalogue.from_frame(catalogue_frame),
+            brain,
+            sim_config,
+            seed=round_seed(config.seed, round_index),
+            run_id=f"round-{round_index}",
+            users=chosen,
+            concurrency=concurrency,
+        )
     finally:
         close = getattr(brain, "close", None)
         if close is not None:
@@ -155,7 +175,9 @@ def simulate_round(
     signals = sorted(config.signals, key=("view", "click").index)
     new_rows = pl.concat([simulated_interactions(events, s, round_train, aug) for s in signals])
     # The clock of the written memories, so training rows and memories of a round agree in time.
-    new_rows = new_rows.with_columns(pl.col("timestamp") - new_rows.get_column("timestamp").min() + clock if new_rows.height else pl.col("timestamp"))
+    new_rows = new_rows.with_columns(
+        pl.col("timestamp") - new_rows.get_column("timestamp").min() + clock if new_rows.height else pl.col("timestamp")
+    )
     added = pl.concat([added_before, new_rows.unique(["user_id", "movie_id"], keep="first", maintain_order=True)])
     return RoundResult(round_index, lists, events, written, added, round_train.height, len(np.unique(candidates)))
 
@@ -173,11 +195,29 @@ def simulate_rounds(
 ) -> list[RoundResult]:
     """Rounds 0 … R−1 of one arm, each from the state the one before left."""
     config = config or RoundsConfig()
-    pools = movie_pools(catalogue_frame.get_column("movie_id").to_numpy(), config.rounds, config.seed) if config.split_pool else [None] * config.rounds
+    pools = (
+        movie_pools(catalogue_frame.get_column("movie_id").to_numpy(), config.rounds, config.seed)
+        if config.split_pool
+        else [None] * config.rounds
+    )
     written, added = empty_written_memories(), pl.DataFrame(schema=RATINGS)
     results = []
     for r in range(config.rounds):
-        result = simulate_round(arm_config, r, train, valid, users, catalogue_frame, agents, brain_model, written, added, config, user_ids, pools[r])
+        result = simulate_round(
+            arm_config,
+            r,
+            train,
+            valid,
+            users,
+            catalogue_frame,
+            agents,
+            brain_model,
+            written,
+            added,
+            config,
+            user_ids,
+            pools[r],
+        )
         written, added = result.written, result.added
         results.append(result)
     return results
@@ -206,12 +246,15 @@ def written_memories(events: pl.DataFrame, round_index: int, start: int) -> pl.D
     watched = events.filter(pl.col("action") == WATCH_AND_RATE).sort("user_id", "session", "step")
     return conform(
         watched.select(
-            "user_id", "movie_id", "rating",
+            "user_id",
+            "movie_id",
+            "rating",
             timestamp=pl.lit(start, dtype=pl.Int64) + pl.int_range(pl.len(), dtype=pl.Int64),
             feeling=pl.col("reason").fill_null(""),
             round=pl.lit(round_index, dtype=pl.Int64),
         ),
-        WRITTEN_MEMORIES, "written memories",
+        WRITTEN_MEMORIES,
+        "written memories",
     )
 
 
@@ -244,10 +287,28 @@ def filter_bubble_metrics(
         with np.errstate(invalid="ignore"):
             means = np.nanmean(values, axis=0) if len(values) else np.full(len(names), np.nan)
         for j, name in enumerate(names):
-            rows.append((result.round, name, float(means[j]), float(interval[0, j]), float(interval[1, j]), int(np.isfinite(values[:, j]).sum())))
-        coverage, low, high = _coverage(result.lists, per_agent.get_column("user_id").to_numpy(), result.pool_size, confidence)
+            rows.append(
+                (
+                    result.round,
+                    name,
+                    float(means[j]),
+                    float(interval[0, j]),
+                    float(interval[1, j]),
+                    int(np.isfinite(values[:, j]).sum()),
+                )
+            )
+        coverage, low, high = _coverage(
+            result.lists, per_agent.get_column("user_id").to_numpy(), result.pool_size, confidence
+        )
         rows.append((result.round, "catalogue_coverage", coverage, low, high, per_agent.height))
-    schema = {"round": pl.Int64, "metric": pl.Utf8, "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "agents": pl.Int64}
+    schema = {
+        "round": pl.Int64,
+        "metric": pl.Utf8,
+        "mean": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "agents": pl.Int64,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row").sort("metric", "round")
 
 
@@ -306,16 +367,30 @@ def _diversity(movie_ids: Sequence[int], genres: Mapping[int, np.ndarray]) -> tu
 
 def _per_agent_diversity(result: RoundResult, genres: Mapping[int, np.ndarray]) -> pl.DataFrame:
     users = sorted(set(result.events.get_column("user_id").to_list()))
-    listed = dict(result.lists.sort("user_id", "rank").group_by("user_id", maintain_order=True).agg(pl.col("movie_id")).iter_rows())
+    listed = dict(
+        result.lists.sort("user_id", "rank")
+        .group_by("user_id", maintain_order=True)
+        .agg(pl.col("movie_id"))
+        .iter_rows()
+    )
     watched = dict(
-        result.events.filter(pl.col("action") == WATCH_AND_RATE).group_by("user_id").agg(pl.col("movie_id").unique()).iter_rows()
+        result.events.filter(pl.col("action") == WATCH_AND_RATE)
+        .group_by("user_id")
+        .agg(pl.col("movie_id").unique())
+        .iter_rows()
     )
     rows = []
     for u in users:
         rec = _diversity(listed.get(u, []), genres)
         seen = _diversity(watched.get(u, []), genres)
         rows.append((u, *rec, *seen))
-    names = ["user_id", "recommended_top1_genre_share", "recommended_genres", "watched_top1_genre_share", "watched_genres"]
+    names = [
+        "user_id",
+        "recommended_top1_genre_share",
+        "recommended_genres",
+        "watched_top1_genre_share",
+        "watched_genres",
+    ]
     return pl.DataFrame(rows, schema={n: (pl.Int64 if n == "user_id" else pl.Float64) for n in names}, orient="row")
 
 

@@ -80,7 +80,9 @@ def calibrate_list_response(
     lists = validation_lists(model, sessions, train, valid, config)
     users = sorted(set(lists.get_column("user_id").to_list()))
     if len(users) < 2:
-        raise TooFewAgents(f"list-response calibration: {len(users)} agents have liked validation items and a memory; need >= 2")
+        raise TooFewAgents(
+            f"list-response calibration: {len(users)} agents have liked validation items and a memory; need >= 2"
+        )
     by_user = {s.user_id: s for s in sessions}
     chosen = [by_user[u] for u in users]
     z = _anchor_logits(model, base, chosen, lists, ratio_name(config.anchor_ratio))
@@ -88,40 +90,79 @@ def calibrate_list_response(
     from tqdm.auto import tqdm
 
     grid = []
-    for scale in tqdm(config.scales, desc=f"list-response calibration ({len(users)} agents)", disable=not config.progress):
+    for scale in tqdm(
+        config.scales, desc=f"list-response calibration ({len(users)} agents)", disable=not config.progress
+    ):
         shift = 0.0 if scale == 1.0 else _solve_shift(z, scale, target)
-        brain = EmbeddedBrainModel(base.model_copy(update={"click_scale": scale, "click_shift": shift}), model.context, model.config).brain()
+        brain = EmbeddedBrainModel(
+            base.model_copy(update={"click_scale": scale, "click_shift": shift}), model.context, model.config
+        ).brain()
         events = simulate_lists(brain, chosen, lists, catalogue, simulation, seed=config.seed)
         result = list_quality(events, lists, window=valid, n_bootstrap=config.n_bootstrap, seed=config.seed)
         el = {(r["metric"], r["side"]): r["elasticity"] for r in result.elasticity.iter_rows(named=True)}
-        means = {f"{r['arm']} {r['metric']}": r["mean"] for r in result.readout.arms.filter(pl.col("metric").is_in(["ctr", "cvr"])).iter_rows(named=True)}
-        grid.append({"scale": scale, "shift": shift, "elasticity_ctr": el.get(("ctr", "simulated")), "elasticity_cvr": el.get(("cvr", "simulated")),
-                     "real": el.get(("rated_share", "real")), **means})
+        means = {
+            f"{r['arm']} {r['metric']}": r["mean"]
+            for r in result.readout.arms.filter(pl.col("metric").is_in(["ctr", "cvr"])).iter_rows(named=True)
+        }
+        grid.append(
+            {
+                "scale": scale,
+                "shift": shift,
+                "elasticity_ctr": el.get(("ctr", "simulated")),
+                "elasticity_cvr": el.get(("cvr", "simulated")),
+                "real": el.get(("rated_share", "real")),
+                **means,
+            }
+        )
     real = grid[0]["real"]
     key = f"elasticity_{config.metric}"
     gaps = [abs((g[key] if g[key] is not None and np.isfinite(g[key]) else -np.inf) - real) for g in grid]
     best = min(gaps)
     pick = next(g for g, gap in zip(grid, gaps) if gap <= best + config.tolerance)
     record = ListResponse(
-        metric=config.metric, real_elasticity=real, elasticity_before=grid[0][key], elasticity_after=pick[key],
-        click_scale=pick["scale"], click_shift=pick["shift"], agents=len(users), seed=config.seed, grid=grid,
+        metric=config.metric,
+        real_elasticity=real,
+        elasticity_before=grid[0][key],
+        elasticity_after=pick[key],
+        click_scale=pick["scale"],
+        click_shift=pick["shift"],
+        agents=len(users),
+        seed=config.seed,
+        grid=grid,
     )
-    params = base.model_copy(update={"click_scale": pick["scale"], "click_shift": pick["shift"], "list_response": record})
+    params = base.model_copy(
+        update={"click_scale": pick["scale"], "click_shift": pick["shift"], "list_response": record}
+    )
     return EmbeddedBrainModel(params, model.context, model.config, {**model.timings_s})
 
 
-def validation_lists(model: EmbeddedBrainModel, sessions: Sequence, train: pl.DataFrame, valid: pl.DataFrame, config: CalibrationConfig) -> pl.DataFrame:
+def validation_lists(
+    model: EmbeddedBrainModel, sessions: Sequence, train: pl.DataFrame, valid: pl.DataFrame, config: CalibrationConfig
+) -> pl.DataFrame:
     """The yardstick's lists on the validation window: liked validation items mixed with
     movies rated in neither train nor validation, for a seeded sample of the agents."""
     with_memory = {s.user_id for s in sessions if len(getattr(s.memory, "movie_ids", ())) > 0}
-    liked = valid.filter(pl.col("rating") >= model.config.like_threshold).filter(pl.col("user_id").is_in(sorted(with_memory)))
+    liked = valid.filter(pl.col("rating") >= model.config.like_threshold).filter(
+        pl.col("user_id").is_in(sorted(with_memory))
+    )
     need = max(config.list_length // (m + 1) for m in config.ratios)  # full lists at every ratio (lists.py)
     candidates = sorted(liked.group_by("user_id").len().filter(pl.col("len") >= need).get_column("user_id").to_list())
     if len(candidates) > config.n_agents:
-        candidates = sorted(named_rng(config.seed, "calibration agents").choice(candidates, config.n_agents, replace=False).tolist())
+        candidates = sorted(
+            named_rng(config.seed, "calibration agents").choice(candidates, config.n_agents, replace=False).tolist()
+        )
     known = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")])
-    return mixed_lists(liked, known, model.context.facts.movie_ids, config.ratios, config.list_length, config.seed, candidates, stream="calibration",
-                       full_lists_only=True)
+    return mixed_lists(
+        liked,
+        known,
+        model.context.facts.movie_ids,
+        config.ratios,
+        config.list_length,
+        config.seed,
+        candidates,
+        stream="calibration",
+        full_lists_only=True,
+    )
 
 
 def _anchor_logits(model: EmbeddedBrainModel, params, sessions, lists: pl.DataFrame, anchor: str) -> np.ndarray:

@@ -37,7 +37,14 @@ from ops.studies.alignment.lists import ratio_name
 # A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
 QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)
 QUALITY_METRICS: tuple[str, ...] = ("ctr", "cvr", "average_rating")
-ELASTICITY = {"metric": pl.Utf8, "side": pl.Utf8, "agents": pl.Int64, "elasticity": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
+ELASTICITY = {
+    "metric": pl.Utf8,
+    "side": pl.Utf8,
+    "agents": pl.Int64,
+    "elasticity": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+}
 
 
 @dataclass
@@ -70,16 +77,29 @@ class ListQuality:
         order = {ratio_name(m): i for i, m in enumerate(QUALITY_RATIOS)}
         table = self.readout.table()
         keep = ["arm"] + [c for c in ("CTR", "CVR", "AR") if c in table.columns]
-        return table.select(keep).rename({"arm": "ratio"}).sort(pl.col("ratio").replace_strict(order, default=len(order)))
+        return (
+            table.select(keep).rename({"arm": "ratio"}).sort(pl.col("ratio").replace_strict(order, default=len(order)))
+        )
 
 
 def as_top_k(lists: pl.DataFrame) -> pl.DataFrame:
     """The mixed lists (LIST_SCHEMA) as a TOP_K table, one "arm" per ratio, rank = position."""
-    return lists.select(pl.col("ratio").alias("arm"), "user_id", pl.col("position").alias("rank"), "movie_id", pl.lit(0.0).alias("score")).cast(TOP_K)
+    return lists.select(
+        pl.col("ratio").alias("arm"),
+        "user_id",
+        pl.col("position").alias("rank"),
+        "movie_id",
+        pl.lit(0.0).alias("score"),
+    ).cast(TOP_K)
 
 
 def simulate_lists(
-    brain: Brain, sessions: Sequence[AgentSession], lists: pl.DataFrame, catalogue: Catalogue, config: SimulationConfig | None = None, seed: int = 0,
+    brain: Brain,
+    sessions: Sequence[AgentSession],
+    lists: pl.DataFrame,
+    catalogue: Catalogue,
+    config: SimulationConfig | None = None,
+    seed: int = 0,
     concurrency: int = 1,
 ) -> pl.DataFrame:
     """Every agent's sandbox session on its list at every ratio: the events of all ratios
@@ -89,20 +109,42 @@ def simulate_lists(
     frames = []
     for ratio in top.get_column("arm").unique(maintain_order=True).to_list():
         users = top.filter(pl.col("arm") == ratio).get_column("user_id").unique().to_list()
-        frames.append(simulate_arm(ratio, top, sessions, catalogue, brain, config, seed=seed, users=users, concurrency=concurrency))
+        frames.append(
+            simulate_arm(
+                ratio, top, sessions, catalogue, brain, config, seed=seed, users=users, concurrency=concurrency
+            )
+        )
     return pl.concat(frames)
 
 
-def list_quality(events: pl.DataFrame, lists: pl.DataFrame, window: pl.DataFrame | None = None, n_bootstrap: int = 2000,
-                 confidence: float = 0.95, seed: int = 0) -> ListQuality:
+def list_quality(
+    events: pl.DataFrame,
+    lists: pl.DataFrame,
+    window: pl.DataFrame | None = None,
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> ListQuality:
     """The read-out of `simulate_lists`' events; `window` (the held-out ratings the positives
     came from) adds real users' response on the same lists."""
-    readout = ab_readout(events, control=ratio_name(max(QUALITY_RATIOS)), config=ReadoutConfig(n_bootstrap=n_bootstrap, seed=seed, confidence=confidence))
-    shares = dict(lists.group_by("ratio", "user_id").agg(pl.col("relevant").mean()).group_by("ratio").agg(pl.col("relevant").mean()).iter_rows())
+    readout = ab_readout(
+        events,
+        control=ratio_name(max(QUALITY_RATIOS)),
+        config=ReadoutConfig(n_bootstrap=n_bootstrap, seed=seed, confidence=confidence),
+    )
+    shares = dict(
+        lists.group_by("ratio", "user_id")
+        .agg(pl.col("relevant").mean())
+        .group_by("ratio")
+        .agg(pl.col("relevant").mean())
+        .iter_rows()
+    )
     per_agent = readout.per_agent.select("arm", "user_id", *QUALITY_METRICS).rename({"arm": "ratio"})
     frames = [elasticity(per_agent, shares, m, "simulated", n_bootstrap, confidence, seed) for m in QUALITY_METRICS]
     if window is not None:
-        frames.append(elasticity(real_response(lists, window), shares, "rated_share", "real", n_bootstrap, confidence, seed))
+        frames.append(
+            elasticity(real_response(lists, window), shares, "rated_share", "real", n_bootstrap, confidence, seed)
+        )
     rises = {m: _rises(readout, m) for m in QUALITY_METRICS}
     return ListQuality(readout, pl.concat(frames), rises, shares)
 
@@ -117,21 +159,56 @@ def real_response(lists: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def elasticity(per_agent: pl.DataFrame, shares: dict[str, float], metric: str, side: str, n_bootstrap: int = 2000,
-               confidence: float = 0.95, seed: int = 0) -> pl.DataFrame:
+def elasticity(
+    per_agent: pl.DataFrame,
+    shares: dict[str, float],
+    metric: str,
+    side: str,
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
     """One ELASTICITY row: the slope of log(mean `metric`) on log(share of relevant items)
     across ratios, and its bootstrap interval over the agents seen at every ratio (paired)."""
     ratios = [r for r in sorted(shares, key=lambda r: shares[r]) if r in set(per_agent.get_column("ratio").to_list())]
-    wide = per_agent.select("ratio", "user_id", metric).pivot(on="ratio", index="user_id", values=metric).select("user_id", *ratios)
+    wide = (
+        per_agent.select("ratio", "user_id", metric)
+        .pivot(on="ratio", index="user_id", values=metric)
+        .select("user_id", *ratios)
+    )
     values = wide.select(ratios).to_numpy().astype(float)
     x = np.log([shares[r] for r in ratios])
     if len(ratios) < 2 or values.shape[0] < 2:
-        return pl.DataFrame([{"metric": metric, "side": side, "agents": values.shape[0], "elasticity": None, "ci_low": None, "ci_high": None}], schema=ELASTICITY)
+        return pl.DataFrame(
+            [
+                {
+                    "metric": metric,
+                    "side": side,
+                    "agents": values.shape[0],
+                    "elasticity": None,
+                    "ci_low": None,
+                    "ci_high": None,
+                }
+            ],
+            schema=ELASTICITY,
+        )
     point = _slope(x, np.nanmean(values, axis=0))
     boot = bootstrap_means(values, n_bootstrap, named_rng(seed, "elasticity", metric, side))
     slopes = np.array([_slope(x, row) for row in boot])
     lo, hi = percentile_interval(slopes, confidence)
-    return pl.DataFrame([{"metric": metric, "side": side, "agents": values.shape[0], "elasticity": point, "ci_low": float(lo), "ci_high": float(hi)}], schema=ELASTICITY)
+    return pl.DataFrame(
+        [
+            {
+                "metric": metric,
+                "side": side,
+                "agents": values.shape[0],
+                "elasticity": point,
+                "ci_low": float(lo),
+                "ci_high": float(hi),
+            }
+        ],
+        schema=ELASTICITY,
+    )
 
 
 def _slope(x: np.ndarray, means: np.ndarray) -> float:

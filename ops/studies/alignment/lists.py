@@ -27,7 +27,13 @@ from ops.agents.session import AgentSession
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.simulation.fatigue import FatigueConfig, fatigue_budget
 
-LIST_SCHEMA = {"ratio": pl.Utf8, "user_id": pl.Int64, "position": pl.Int64, "movie_id": pl.Int64, "relevant": pl.Boolean}
+LIST_SCHEMA = {
+    "ratio": pl.Utf8,
+    "user_id": pl.Int64,
+    "position": pl.Int64,
+    "movie_id": pl.Int64,
+    "relevant": pl.Boolean,
+}
 
 
 def ratio_name(m: int) -> str:
@@ -59,7 +65,10 @@ def mixed_lists(
         raise ValueError(f"alignment ratios are 1:m with m >= 1, got m = {bad}")
     catalogue = np.unique(np.asarray(movie_ids, dtype=np.int64))
     in_catalogue = set(catalogue.tolist())
-    by_user = {u: np.asarray(sorted(set(ms)), dtype=np.int64) for u, ms in positives.group_by("user_id").agg("movie_id").iter_rows()}
+    by_user = {
+        u: np.asarray(sorted(set(ms)), dtype=np.int64)
+        for u, ms in positives.group_by("user_id").agg("movie_id").iter_rows()
+    }
     seen = {u: set(ms) for u, ms in excluded.group_by("user_id").agg("movie_id").iter_rows()}
     chosen = sorted(by_user) if users is None else sorted(set(int(u) for u in users) & set(by_user))
     if full_lists_only:
@@ -75,7 +84,9 @@ def mixed_lists(
             n_pos = min(max(list_length // (m + 1), 1), pool.size)
             pos = rng.choice(pool, n_pos, replace=False)
             if unrated - n_pos < m * n_pos:
-                raise ValueError(f"alignment lists: user {user} has rated nearly the whole catalogue; cannot draw {m * n_pos} never-rated movies")
+                raise ValueError(
+                    f"alignment lists: user {user} has rated nearly the whole catalogue; cannot draw {m * n_pos} never-rated movies"
+                )
             neg = _never_rated(rng, catalogue, never | set(pos.tolist()), m * n_pos)
             items = np.concatenate([pos, neg])
             relevant = np.r_[np.ones(n_pos, dtype=bool), np.zeros(neg.size, dtype=bool)]
@@ -88,11 +99,19 @@ def fresh_session(template: AgentSession, fatigue: FatigueConfig | None = None) 
     """The agent arriving on the site: no fatigue spent, its tier's budget, empty short-term memory."""
     fatigue = fatigue or FatigueConfig()
     tier = getattr(template.profile, "activity_tier", None) or "medium"
-    return AgentSession(template.user_id, template.profile, template.memory, 0.0, fatigue_budget(str(tier), fatigue), [])
+    return AgentSession(
+        template.user_id, template.profile, template.memory, 0.0, fatigue_budget(str(tier), fatigue), []
+    )
 
 
 def mean_intervals(
-    per_agent: pl.DataFrame, group: str, metrics: Sequence[str], n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0, stream: str = "means"
+    per_agent: pl.DataFrame,
+    group: str,
+    metrics: Sequence[str],
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    stream: str = "means",
 ) -> pl.DataFrame:
     """group, metric, agents, mean, ci_low, ci_high: each metric's mean over agents (those
     where it is defined) with a percentile-bootstrap interval over agents, per group."""
@@ -105,9 +124,27 @@ def mean_intervals(
         for j, metric in enumerate(metrics):
             col = values[:, j]
             n = int(np.isfinite(col).sum())
-            rows.append({group: g, "metric": metric, "agents": n, "mean": float(np.nanmean(col)) if n else None,
-                         "ci_low": float(ci[0, j]) if n else None, "ci_high": float(ci[1, j]) if n else None})
-    return pl.DataFrame(rows, schema={group: per_agent.schema[group], "metric": pl.Utf8, "agents": pl.Int64, "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64})
+            rows.append(
+                {
+                    group: g,
+                    "metric": metric,
+                    "agents": n,
+                    "mean": float(np.nanmean(col)) if n else None,
+                    "ci_low": float(ci[0, j]) if n else None,
+                    "ci_high": float(ci[1, j]) if n else None,
+                }
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            group: per_agent.schema[group],
+            "metric": pl.Utf8,
+            "agents": pl.Int64,
+            "mean": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+        },
+    )
 
 
 def _never_rated(rng: np.random.Generator, catalogue: np.ndarray, rated: set, n: int) -> np.ndarray:

@@ -63,7 +63,10 @@ def rating_figure(distribution: pl.DataFrame, prediction: pl.DataFrame):
     y = np.arange(len(names))
     rmse = rows.get_column("rmse").to_numpy()
     lo, hi = rows.get_column("rmse_ci_low").to_numpy(), rows.get_column("rmse_ci_high").to_numpy()
-    colours = ["#c44e52" if k == "brain" else "#55a868" if k == "best offline arm" else "#4c72b0" for k in rows.get_column("kind").to_list()]
+    colours = [
+        "#c44e52" if k == "brain" else "#55a868" if k == "best offline arm" else "#4c72b0"
+        for k in rows.get_column("kind").to_list()
+    ]
     right.barh(y, rmse, xerr=[rmse - lo, hi - rmse], color=colours, capsize=3)
     right.set_yticks(y, names, fontsize=8)
     right.set_xlabel("RMSE (95 % CI over agents)")
@@ -76,12 +79,19 @@ def social_figure(table: pl.DataFrame):
     """Mean behaviour per tier, real beside simulated, one panel per trait (Agent4Rec Fig.
     4); the activity panel also shows A/B Agent Fig. 6's clicks per tier."""
     plt = pyplot()
-    traits = [("activity", "interactions"), ("conformity", "rating_gap"), ("diversity", "genres"), ("activity", "clicks")]
+    traits = [
+        ("activity", "interactions"),
+        ("conformity", "rating_gap"),
+        ("diversity", "genres"),
+        ("activity", "clicks"),
+    ]
     fig, axes = plt.subplots(1, len(traits), figsize=(13, 3.2))
     x = np.arange(len(TIERS))
     for ax, (trait, behaviour) in zip(axes, traits):
         for offset, side in ((-0.2, "real"), (0.2, "simulated")):
-            row = table.filter((pl.col("trait") == trait) & (pl.col("behaviour") == behaviour) & (pl.col("side") == side))
+            row = table.filter(
+                (pl.col("trait") == trait) & (pl.col("behaviour") == behaviour) & (pl.col("side") == side)
+            )
             if row.height and row.get_column("agents")[0]:
                 r = row.row(0, named=True)
                 ax.bar(x + offset, [_nan(r[f"mean_{t}"]) for t in TIERS], 0.4, label=f"{side} (ρ={_fmt(r['rho'])})")

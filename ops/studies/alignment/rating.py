@@ -38,8 +38,18 @@ from ops.simulation.sandbox import Sandbox
 from ops.studies.alignment.lists import fresh_session
 
 STARS = (1, 2, 3, 4, 5)
-PREDICTION = {"predictor": pl.Utf8, "kind": pl.Utf8, "pairs": pl.Int64, "agents": pl.Int64, "rmse": pl.Float64, "rmse_ci_low": pl.Float64,
-              "rmse_ci_high": pl.Float64, "mae": pl.Float64, "mae_ci_low": pl.Float64, "mae_ci_high": pl.Float64}
+PREDICTION = {
+    "predictor": pl.Utf8,
+    "kind": pl.Utf8,
+    "pairs": pl.Int64,
+    "agents": pl.Int64,
+    "rmse": pl.Float64,
+    "rmse_ci_low": pl.Float64,
+    "rmse_ci_high": pl.Float64,
+    "mae": pl.Float64,
+    "mae_ci_low": pl.Float64,
+    "mae_ci_high": pl.Float64,
+}
 
 
 @dataclass
@@ -73,7 +83,11 @@ class RatingAlignment:
 def rating_pairs(held_out: pl.DataFrame, users: Sequence[int], max_per_agent: int = 0, seed: int = 0) -> pl.DataFrame:
     """user_id, movie_id, rating of the held-out window for `users`, at most `max_per_agent`
     per agent (0 = all), drawn from the agent's own stream."""
-    frame = held_out.filter(pl.col("user_id").is_in(list(users))).select("user_id", "movie_id", "rating").sort("user_id", "movie_id")
+    frame = (
+        held_out.filter(pl.col("user_id").is_in(list(users)))
+        .select("user_id", "movie_id", "rating")
+        .sort("user_id", "movie_id")
+    )
     if max_per_agent <= 0:
         return frame
     keep = []
@@ -86,8 +100,13 @@ def rating_pairs(held_out: pl.DataFrame, users: Sequence[int], max_per_agent: in
 
 
 def brain_ratings(
-    brain: Brain, sessions: Sequence[AgentSession], pairs: pl.DataFrame, catalogue: Catalogue, seed: int = 0,
-    fatigue: FatigueConfig | None = None, progress: bool = False,
+    brain: Brain,
+    sessions: Sequence[AgentSession],
+    pairs: pl.DataFrame,
+    catalogue: Catalogue,
+    seed: int = 0,
+    fatigue: FatigueConfig | None = None,
+    progress: bool = False,
 ) -> pl.DataFrame:
     """`pairs` with a `simulated` column: the rating the brain gives each movie on its detail
     page when asked to rate (null when it gave none)."""
@@ -100,16 +119,26 @@ def brain_ratings(
     movies = pairs.group_by("user_id").agg("movie_id")
     brain.prepare([by_user[u] for u in movies.get_column("user_id").to_list()], dict(movies.iter_rows()))
     out = []
-    for user, movie in tqdm(pairs.select("user_id", "movie_id").iter_rows(), total=pairs.height, desc="rating prediction", disable=not progress, mininterval=2.0):
+    for user, movie in tqdm(
+        pairs.select("user_id", "movie_id").iter_rows(),
+        total=pairs.height,
+        desc="rating prediction",
+        disable=not progress,
+        mininterval=2.0,
+    ):
         sandbox = Sandbox([movie], catalogue)
         sandbox.click_movie(movie)
         observation = replace(sandbox.observe(), legal_actions=(WATCH_AND_RATE,))
-        decision = brain.decide(fresh_session(by_user[user], fatigue), observation, agent_rng(seed, user, f"rate {movie}"))
+        decision = brain.decide(
+            fresh_session(by_user[user], fatigue), observation, agent_rng(seed, user, f"rate {movie}")
+        )
         out.append(decision.rating if decision.action == WATCH_AND_RATE else None)
     return pairs.with_columns(pl.Series("simulated", out, dtype=pl.Int64))
 
 
-def offline_rating_predictors(arms: Mapping[str, object], valid: pl.DataFrame, max_pairs: int = 200_000, seed: int = 0) -> dict[str, object]:
+def offline_rating_predictors(
+    arms: Mapping[str, object], valid: pl.DataFrame, max_pairs: int = 200_000, seed: int = 0
+) -> dict[str, object]:
     """Per arm (an `ops.arms.recommenders.TrainedArm`, anything with `score(users, movies)`),
     a function (users, movies) -> rating: its score mapped by isotonic regression fitted on
     (a sample of at most `max_pairs` of) the validation window's ratings."""
@@ -144,14 +173,27 @@ def rating_alignment(
     kinds = {"simulated": "brain", "user_mean": "user-mean baseline"}
     for name, predict in sorted((arm_predictors or {}).items()):
         column = f"arm_{name}"
-        pairs = pairs.with_columns(pl.Series(column, predict(pairs.get_column("user_id").to_numpy(), pairs.get_column("movie_id").to_numpy()), dtype=pl.Float64))
+        pairs = pairs.with_columns(
+            pl.Series(
+                column,
+                predict(pairs.get_column("user_id").to_numpy(), pairs.get_column("movie_id").to_numpy()),
+                dtype=pl.Float64,
+            )
+        )
         kinds[column] = "offline arm"
     prediction = _errors(pairs, kinds, n_bootstrap, confidence, seed)
     arms = prediction.filter(pl.col("kind") == "offline arm")
     if arms.height:
         best = arms.sort("rmse").get_column("predictor")[0]
-        prediction = prediction.with_columns(pl.when(pl.col("predictor") == best).then(pl.lit("best offline arm")).otherwise(pl.col("kind")).alias("kind"))
-    distribution, distance = rating_distribution(pairs.get_column("simulated").to_numpy(), pairs.get_column("rating").to_numpy())
+        prediction = prediction.with_columns(
+            pl.when(pl.col("predictor") == best)
+            .then(pl.lit("best offline arm"))
+            .otherwise(pl.col("kind"))
+            .alias("kind")
+        )
+    distribution, distance = rating_distribution(
+        pairs.get_column("simulated").to_numpy(), pairs.get_column("rating").to_numpy()
+    )
     return RatingAlignment(pairs, prediction, distribution, distance, unanswered)
 
 
@@ -166,20 +208,30 @@ def rating_distribution(simulated: np.ndarray, real: np.ndarray) -> tuple[pl.Dat
         "simulated_share": [float((simulated == s).mean()) if simulated.size else None for s in STARS],
     }
     distance = float(wasserstein_distance(simulated, real)) if simulated.size and real.size else None
-    return pl.DataFrame(shares, schema={"star": pl.Int64, "real_share": pl.Float64, "simulated_share": pl.Float64}), distance
+    return pl.DataFrame(
+        shares, schema={"star": pl.Int64, "real_share": pl.Float64, "simulated_share": pl.Float64}
+    ), distance
 
 
-def _errors(pairs: pl.DataFrame, kinds: Mapping[str, str], n_bootstrap: int, confidence: float, seed: int) -> pl.DataFrame:
+def _errors(
+    pairs: pl.DataFrame, kinds: Mapping[str, str], n_bootstrap: int, confidence: float, seed: int
+) -> pl.DataFrame:
     """RMSE and MAE of every predictor column, with intervals from one bootstrap over agents
     (all predictors see the same resampled agents, so their intervals compare like for like)."""
     columns = list(kinds)
     real = pl.col("rating").cast(pl.Float64)
-    per_agent = pairs.group_by("user_id").agg(
-        pl.len().alias("n"),
-        *[((pl.col(c) - real) ** 2).sum().alias(f"se_{c}") for c in columns],
-        *[(pl.col(c) - real).abs().sum().alias(f"ae_{c}") for c in columns],
-    ).sort("user_id")
-    matrix = per_agent.select("n", *[f"se_{c}" for c in columns], *[f"ae_{c}" for c in columns]).to_numpy().astype(float)
+    per_agent = (
+        pairs.group_by("user_id")
+        .agg(
+            pl.len().alias("n"),
+            *[((pl.col(c) - real) ** 2).sum().alias(f"se_{c}") for c in columns],
+            *[(pl.col(c) - real).abs().sum().alias(f"ae_{c}") for c in columns],
+        )
+        .sort("user_id")
+    )
+    matrix = (
+        per_agent.select("n", *[f"se_{c}" for c in columns], *[f"ae_{c}" for c in columns]).to_numpy().astype(float)
+    )
     rows = []
     if per_agent.height:
         boot = bootstrap_means(matrix, n_bootstrap, named_rng(seed, "rating errors"))
@@ -189,10 +241,20 @@ def _errors(pairs: pl.DataFrame, kinds: Mapping[str, str], n_bootstrap: int, con
             rmse_lo, rmse_hi = percentile_interval(np.sqrt(mse), confidence)
             mae_lo, mae_hi = percentile_interval(mae, confidence)
             n = matrix[:, 0].sum()
-            rows.append({
-                "predictor": column.removeprefix("arm_") if column.startswith("arm_") else ("brain" if column == "simulated" else column),
-                "kind": kinds[column], "pairs": int(n), "agents": per_agent.height,
-                "rmse": float(np.sqrt(matrix[:, 1 + j].sum() / n)), "rmse_ci_low": float(rmse_lo), "rmse_ci_high": float(rmse_hi),
-                "mae": float(matrix[:, 1 + len(columns) + j].sum() / n), "mae_ci_low": float(mae_lo), "mae_ci_high": float(mae_hi),
-            })
+            rows.append(
+                {
+                    "predictor": column.removeprefix("arm_")
+                    if column.startswith("arm_")
+                    else ("brain" if column == "simulated" else column),
+                    "kind": kinds[column],
+                    "pairs": int(n),
+                    "agents": per_agent.height,
+                    "rmse": float(np.sqrt(matrix[:, 1 + j].sum() / n)),
+                    "rmse_ci_low": float(rmse_lo),
+                    "rmse_ci_high": float(rmse_hi),
+                    "mae": float(matrix[:, 1 + len(columns) + j].sum() / n),
+                    "mae_ci_low": float(mae_lo),
+                    "mae_ci_high": float(mae_hi),
+                }
+            )
     return pl.DataFrame(rows, schema=PREDICTION)

@@ -33,8 +33,19 @@ from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
 
 TIERS = ("low", "medium", "high")
 TRAIT_BEHAVIOUR = {"activity": "interactions", "conformity": "rating_gap", "diversity": "genres"}
-SOCIAL = {"trait": pl.Utf8, "behaviour": pl.Utf8, "side": pl.Utf8, "agents": pl.Int64, "rho": pl.Float64, "ci_low": pl.Float64,
-          "ci_high": pl.Float64, "p_value": pl.Float64, "mean_low": pl.Float64, "mean_medium": pl.Float64, "mean_high": pl.Float64}
+SOCIAL = {
+    "trait": pl.Utf8,
+    "behaviour": pl.Utf8,
+    "side": pl.Utf8,
+    "agents": pl.Int64,
+    "rho": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "p_value": pl.Float64,
+    "mean_low": pl.Float64,
+    "mean_medium": pl.Float64,
+    "mean_high": pl.Float64,
+}
 
 
 def tiers_frame(profiles) -> pl.DataFrame:
@@ -50,13 +61,19 @@ def real_behaviour(held_out: pl.DataFrame, movie_mean: pl.DataFrame, movies: pl.
     """user_id, interactions, clicks (null: not observed), rating_gap, genres of every user
     active in the held-out window.  `movie_mean`: movie_id, mean (the train window's mean
     rating); `movies`: movie_id, genres."""
-    rated = held_out.join(movie_mean, on="movie_id", how="left").join(movies.select("movie_id", "genres"), on="movie_id", how="left")
-    return rated.group_by("user_id").agg(
-        pl.len().cast(pl.Float64).alias("interactions"),
-        pl.lit(None, dtype=pl.Float64).alias("clicks"),
-        ((pl.col("rating") - pl.col("mean")) ** 2).mean().alias("rating_gap"),
-        pl.col("genres").explode().drop_nulls().n_unique().cast(pl.Float64).alias("genres"),
-    ).sort("user_id")
+    rated = held_out.join(movie_mean, on="movie_id", how="left").join(
+        movies.select("movie_id", "genres"), on="movie_id", how="left"
+    )
+    return (
+        rated.group_by("user_id")
+        .agg(
+            pl.len().cast(pl.Float64).alias("interactions"),
+            pl.lit(None, dtype=pl.Float64).alias("clicks"),
+            ((pl.col("rating") - pl.col("mean")) ** 2).mean().alias("rating_gap"),
+            pl.col("genres").explode().drop_nulls().n_unique().cast(pl.Float64).alias("genres"),
+        )
+        .sort("user_id")
+    )
 
 
 def simulated_behaviour(events: pl.DataFrame, movie_mean: pl.DataFrame, movies: pl.DataFrame) -> pl.DataFrame:
@@ -70,7 +87,13 @@ def simulated_behaviour(events: pl.DataFrame, movie_mean: pl.DataFrame, movies: 
     )
     sessions = events.select("arm", "user_id").unique()
     per_session = (
-        sessions.join(acts.group_by("arm", "user_id").agg(pl.len().alias("interactions"), (pl.col("action") == CLICK_MOVIE).sum().alias("clicks")), on=["arm", "user_id"], how="left")
+        sessions.join(
+            acts.group_by("arm", "user_id").agg(
+                pl.len().alias("interactions"), (pl.col("action") == CLICK_MOVIE).sum().alias("clicks")
+            ),
+            on=["arm", "user_id"],
+            how="left",
+        )
         .join(
             watched.group_by("arm", "user_id").agg(
                 ((pl.col("rating") - pl.col("mean")) ** 2).mean().alias("rating_gap"),
@@ -81,11 +104,20 @@ def simulated_behaviour(events: pl.DataFrame, movie_mean: pl.DataFrame, movies: 
         )
         .with_columns(pl.col("interactions", "clicks", "genres").fill_null(0))
     )
-    return per_session.group_by("user_id").agg(pl.col("interactions", "clicks", "rating_gap", "genres").cast(pl.Float64).mean()).sort("user_id")
+    return (
+        per_session.group_by("user_id")
+        .agg(pl.col("interactions", "clicks", "rating_gap", "genres").cast(pl.Float64).mean())
+        .sort("user_id")
+    )
 
 
 def social_traits_alignment(
-    tiers: pl.DataFrame, real: pl.DataFrame, simulated: pl.DataFrame, n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0
+    tiers: pl.DataFrame,
+    real: pl.DataFrame,
+    simulated: pl.DataFrame,
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
 ) -> pl.DataFrame:
     """SOCIAL rows: per trait, its behaviour, real and simulated (and the click count per
     activity tier, simulated only), Spearman's ρ of tier against behaviour with interval,
@@ -94,22 +126,62 @@ def social_traits_alignment(
     pairs = [(t, b) for t, b in TRAIT_BEHAVIOUR.items()] + [("activity", "clicks")]
     for trait, behaviour in pairs:
         for side, frame in (("real", real), ("simulated", simulated)):
-            joined = tiers.select("user_id", trait).join(frame.select("user_id", behaviour), on="user_id", how="inner").drop_nulls()
-            rows.append({"trait": trait, "behaviour": behaviour, "side": side, **_spearman(joined, trait, behaviour, n_bootstrap, confidence, seed)})
+            joined = (
+                tiers.select("user_id", trait)
+                .join(frame.select("user_id", behaviour), on="user_id", how="inner")
+                .drop_nulls()
+            )
+            rows.append(
+                {
+                    "trait": trait,
+                    "behaviour": behaviour,
+                    "side": side,
+                    **_spearman(joined, trait, behaviour, n_bootstrap, confidence, seed),
+                }
+            )
     return pl.DataFrame(rows, schema=SOCIAL)
 
 
 def verdicts(table: pl.DataFrame) -> pl.DataFrame:
     """trait, behaviour, rho real, rho simulated, verdict: "agree" when both intervals
     exclude 0 on the same side, "disagree" on opposite sides, else "real tie" / "simulated tie"."""
-    wide = table.filter(pl.col("agents") > 0).pivot(on="side", index=["trait", "behaviour"], values=["rho", "ci_low", "ci_high"])
+    wide = table.filter(pl.col("agents") > 0).pivot(
+        on="side", index=["trait", "behaviour"], values=["rho", "ci_low", "ci_high"]
+    )
     out = []
     for r in wide.iter_rows(named=True):
         real = _sign(r.get("ci_low_real"), r.get("ci_high_real"))
         sim = _sign(r.get("ci_low_simulated"), r.get("ci_high_simulated"))
-        verdict = "no real data" if r.get("rho_real") is None else "real tie" if real == 0 else "simulated tie" if sim == 0 else "agree" if real == sim else "disagree"
-        out.append({"trait": r["trait"], "behaviour": r["behaviour"], "rho_real": r.get("rho_real"), "rho_simulated": r.get("rho_simulated"), "verdict": verdict})
-    return pl.DataFrame(out, schema={"trait": pl.Utf8, "behaviour": pl.Utf8, "rho_real": pl.Float64, "rho_simulated": pl.Float64, "verdict": pl.Utf8})
+        verdict = (
+            "no real data"
+            if r.get("rho_real") is None
+            else "real tie"
+            if real == 0
+            else "simulated tie"
+            if sim == 0
+            else "agree"
+            if real == sim
+            else "disagree"
+        )
+        out.append(
+            {
+                "trait": r["trait"],
+                "behaviour": r["behaviour"],
+                "rho_real": r.get("rho_real"),
+                "rho_simulated": r.get("rho_simulated"),
+                "verdict": verdict,
+            }
+        )
+    return pl.DataFrame(
+        out,
+        schema={
+            "trait": pl.Utf8,
+            "behaviour": pl.Utf8,
+            "rho_real": pl.Float64,
+            "rho_simulated": pl.Float64,
+            "verdict": pl.Utf8,
+        },
+    )
 
 
 def _spearman(joined: pl.DataFrame, trait: str, behaviour: str, n_bootstrap: int, confidence: float, seed: int) -> dict:
@@ -133,7 +205,14 @@ def _spearman(joined: pl.DataFrame, trait: str, behaviour: str, n_bootstrap: int
         with np.errstate(invalid="ignore", divide="ignore"):
             rhos.append((rx * ry).sum(axis=1) / np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1)))
     lo, hi = percentile_interval(np.concatenate(rhos), confidence)
-    return {"agents": joined.height, "rho": float(result.statistic), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(result.pvalue), **means}
+    return {
+        "agents": joined.height,
+        "rho": float(result.statistic),
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "p_value": float(result.pvalue),
+        **means,
+    }
 
 
 def _sign(lo, hi) -> int:
@@ -142,8 +221,14 @@ def _sign(lo, hi) -> int:
     return interval_sign(lo, hi)
 
 
-def conformity_on_pairs(tiers: pl.DataFrame, rated: pl.DataFrame, movie_mean: pl.DataFrame, n_bootstrap: int = 1000,
-                        confidence: float = 0.95, seed: int = 0) -> pl.DataFrame:
+def conformity_on_pairs(
+    tiers: pl.DataFrame,
+    rated: pl.DataFrame,
+    movie_mean: pl.DataFrame,
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
     """The conformity trait on the rating-prediction pairs (`rating.brain_ratings`: user_id,
     movie_id, rating, simulated): each agent's mean squared gap between its rating and the
     movie's train mean, real (`rating`) beside simulated (`simulated`), as SOCIAL rows.  The
@@ -154,6 +239,12 @@ def conformity_on_pairs(tiers: pl.DataFrame, rated: pl.DataFrame, movie_mean: pl
     for side, column in (("real", "rating"), ("simulated", "simulated")):
         gap = joined.group_by("user_id").agg(((pl.col(column) - pl.col("mean")) ** 2).mean().alias("rating_gap"))
         both = tiers.select("user_id", "conformity").join(gap, on="user_id", how="inner").drop_nulls()
-        rows.append({"trait": "conformity", "behaviour": "rating_gap", "side": side,
-                     **_spearman(both, "conformity", "rating_gap", n_bootstrap, confidence, seed)})
+        rows.append(
+            {
+                "trait": "conformity",
+                "behaviour": "rating_gap",
+                "side": side,
+                **_spearman(both, "conformity", "rating_gap", n_bootstrap, confidence, seed),
+            }
+        )
     return pl.DataFrame(rows, schema=SOCIAL)

@@ -85,16 +85,20 @@ class TasteDiscrimination:
         layout); with the per-item protocol beside, one row per (protocol, ratio)."""
         if self.per_item is None:
             return _wide(self.summary)
-        tables = [_wide(self.summary).insert_column(0, pl.lit(self.protocol).alias("protocol")),
-                  _wide(self.per_item).insert_column(0, pl.lit(PER_ITEM).alias("protocol"))]
+        tables = [
+            _wide(self.summary).insert_column(0, pl.lit(self.protocol).alias("protocol")),
+            _wide(self.per_item).insert_column(0, pl.lit(PER_ITEM).alias("protocol")),
+        ]
         return pl.concat(tables, how="diagonal_relaxed")
 
-    def with_per_item(self, result: TasteDiscrimination,
-                      thresholds: Mapping[str, float] | None = None) -> TasteDiscrimination:
+    def with_per_item(
+        self, result: TasteDiscrimination, thresholds: Mapping[str, float] | None = None
+    ) -> TasteDiscrimination:
         """This result with the per-item protocol's (`taste_per_item`) beside it."""
         cuts = None if thresholds is None else {k: float(v) for k, v in thresholds.items()}
-        return TasteDiscrimination(self.per_agent, self.summary, self.brain, self.protocol, result.per_agent,
-                                   result.summary, cuts)
+        return TasteDiscrimination(
+            self.per_agent, self.summary, self.brain, self.protocol, result.per_agent, result.summary, cuts
+        )
 
 
 def taste_discrimination(
@@ -116,23 +120,49 @@ def taste_discrimination(
     missing = sorted(set(lists.get_column("user_id").to_list()) - set(by_user))
     if missing:
         raise ValueError(f"taste discrimination: no agent for user(s) {missing[:10]}")
-    grouped = lists.sort("ratio", "user_id", "position").group_by("ratio", "user_id", maintain_order=True).agg("movie_id", "relevant")
+    grouped = (
+        lists.sort("ratio", "user_id", "position")
+        .group_by("ratio", "user_id", maintain_order=True)
+        .agg("movie_id", "relevant")
+    )
     users = sorted(set(grouped.get_column("user_id").to_list()))
     items = lists.group_by("user_id").agg(pl.col("movie_id").unique())
     brain.prepare([by_user[u] for u in users], {u: ms for u, ms in items.iter_rows()})
     rows = []
-    for ratio, user, movies, relevant in tqdm(grouped.iter_rows(), total=grouped.height, desc="taste discrimination", disable=not progress, mininterval=2.0):
+    for ratio, user, movies, relevant in tqdm(
+        grouped.iter_rows(), total=grouped.height, desc="taste discrimination", disable=not progress, mininterval=2.0
+    ):
         picked = would_watch(brain, by_user[user], movies, catalogue, agent_rng(seed, user, f"taste {ratio}"), fatigue)
         y = np.asarray(relevant, dtype=bool)
         p = np.array([m in picked for m in movies], dtype=bool)
         rows.append((ratio, user, len(movies), int(y.sum()), *_confusion(y, p)))
-    per_agent = _with_metrics(pl.DataFrame(rows, schema={"ratio": pl.Utf8, "user_id": pl.Int64, "items": pl.Int64, "positives": pl.Int64,
-                                                        "tp": pl.Int64, "fp": pl.Int64, "fn": pl.Int64, "tn": pl.Int64}, orient="row"))
+    per_agent = _with_metrics(
+        pl.DataFrame(
+            rows,
+            schema={
+                "ratio": pl.Utf8,
+                "user_id": pl.Int64,
+                "items": pl.Int64,
+                "positives": pl.Int64,
+                "tp": pl.Int64,
+                "fp": pl.Int64,
+                "fn": pl.Int64,
+                "tn": pl.Int64,
+            },
+            orient="row",
+        )
+    )
     return TasteDiscrimination(per_agent, taste_summary(per_agent, n_bootstrap, confidence, seed))
 
 
-def would_watch(brain: Brain, template: AgentSession, movies: Sequence[int], catalogue: Catalogue, rng: np.random.Generator,
-                fatigue: FatigueConfig | None = None) -> set[int]:
+def would_watch(
+    brain: Brain,
+    template: AgentSession,
+    movies: Sequence[int],
+    catalogue: Catalogue,
+    rng: np.random.Generator,
+    fatigue: FatigueConfig | None = None,
+) -> set[int]:
     """The movies of `movies` the agent would watch: page by page, what catches its eye on a
     first visit and what it clicks."""
     sandbox = Sandbox(movies, catalogue, SandboxConfig(list_length=max(len(movies), 1)))
@@ -148,16 +178,23 @@ def would_watch(brain: Brain, template: AgentSession, movies: Sequence[int], cat
     return picked
 
 
-def taste_summary(per_agent: pl.DataFrame, n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0) -> pl.DataFrame:
+def taste_summary(
+    per_agent: pl.DataFrame, n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> pl.DataFrame:
     """ratio, metric, agents, mean, ci_low, ci_high, pooled: the mean over agents with its
     bootstrap interval, and the metric of the counts summed over agents."""
     means = mean_intervals(per_agent, "ratio", TASTE_METRICS, n_bootstrap, confidence, seed, stream="taste")
     pooled = per_agent.group_by("ratio").agg(pl.col("tp", "fp", "fn", "tn").sum())
-    pooled = _with_metrics(pooled).unpivot(index="ratio", on=list(TASTE_METRICS), variable_name="metric", value_name="pooled")
+    pooled = _with_metrics(pooled).unpivot(
+        index="ratio", on=list(TASTE_METRICS), variable_name="metric", value_name="pooled"
+    )
     order = {ratio_name(m): i for i, m in enumerate(TASTE_RATIOS)}
     return (
         means.join(pooled, on=["ratio", "metric"], how="left")
-        .with_columns(pl.col("ratio").replace_strict(order, default=len(order)).alias("_o"), pl.col("metric").replace_strict({m: i for i, m in enumerate(TASTE_METRICS)}).alias("_m"))
+        .with_columns(
+            pl.col("ratio").replace_strict(order, default=len(order)).alias("_o"),
+            pl.col("metric").replace_strict({m: i for i, m in enumerate(TASTE_METRICS)}).alias("_m"),
+        )
         .sort("_o", "ratio", "_m")
         .drop("_o", "_m")
     )
@@ -184,7 +221,9 @@ def _wide(summary: pl.DataFrame) -> pl.DataFrame:
         cell=pl.format("{} [{}, {}]", pl.col("mean").round(3), pl.col("ci_low").round(3), pl.col("ci_high").round(3))
     )
     agents = summary.group_by("ratio", maintain_order=True).agg(pl.col("agents").max())
-    return agents.join(cells.pivot(on="metric", index="ratio", values="cell"), on="ratio", how="left", maintain_order="left")
+    return agents.join(
+        cells.pivot(on="metric", index="ratio", values="cell"), on="ratio", how="left", maintain_order="left"
+    )
 
 
 # -- the papers' per-item protocol (issue 22, item 1) -------------------------------------------

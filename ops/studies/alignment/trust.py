@@ -26,19 +26,29 @@ class FidelityWarning:
     disagreements: list[str] = field(default_factory=list)
 
 
-def fidelity_warning(fid: pl.DataFrame, pairs: pl.DataFrame, tau_floor: float, simulated: str = "ctr", offline: str = "ndcg_at_k") -> FidelityWarning:
+def fidelity_warning(
+    fid: pl.DataFrame, pairs: pl.DataFrame, tau_floor: float, simulated: str = "ctr", offline: str = "ndcg_at_k"
+) -> FidelityWarning:
     """Whether the simulation can be trusted to rank the arms: τ(simulated, offline) at or
     above `tau_floor` and no pair of arms in disagreement."""
     row = fid.filter((pl.col("simulated") == simulated) & (pl.col("offline") == offline)) if fid.height else fid
     tau = row.get_column("kendall_tau")[0] if row.height else None
-    disagree = [f"{r['arm_a']} vs {r['arm_b']}" for r in pairs.filter(pl.col("verdict") == "disagree").iter_rows(named=True)] if pairs.height else []
+    disagree = (
+        [f"{r['arm_a']} vs {r['arm_b']}" for r in pairs.filter(pl.col("verdict") == "disagree").iter_rows(named=True)]
+        if pairs.height
+        else []
+    )
     problems = []
     if tau is None:
-        problems.append(f"Kendall τ({simulated}, {offline}) is undefined (fewer than two arms with both metrics, or no spread)")
+        problems.append(
+            f"Kendall τ({simulated}, {offline}) is undefined (fewer than two arms with both metrics, or no spread)"
+        )
     elif tau < tau_floor:
         problems.append(f"Kendall τ({simulated}, {offline}) = {tau:.3f} is below the floor {tau_floor:.2f}")
     if disagree:
-        problems.append(f"the simulation orders {len(disagree)} pair(s) of arms against {offline}, both intervals clear of 0: {', '.join(disagree)}")
+        problems.append(
+            f"the simulation orders {len(disagree)} pair(s) of arms against {offline}, both intervals clear of 0: {', '.join(disagree)}"
+        )
     if problems:
         text = "Do not trust this simulated A/B result as it stands: " + "; ".join(problems) + "."
     else:
@@ -46,22 +56,35 @@ def fidelity_warning(fid: pl.DataFrame, pairs: pl.DataFrame, tau_floor: float, s
     return FidelityWarning(not problems, text, tau, disagree)
 
 
-def trust_section(taste=None, rating=None, social: pl.DataFrame | None = None, list_quality=None, brain: str = "", plots: dict[str, Path] | None = None,
-                  folder: Path | None = None, calibration=None) -> list[str]:
+def trust_section(
+    taste=None,
+    rating=None,
+    social: pl.DataFrame | None = None,
+    list_quality=None,
+    brain: str = "",
+    plots: dict[str, Path] | None = None,
+    folder: Path | None = None,
+    calibration=None,
+) -> list[str]:
     """The report's "How far to trust the agents" lines (Markdown).  Each argument is a
     protocol's result (None: not run): `taste` TasteDiscrimination, `rating`
     RatingAlignment, `social` the social-traits table, `list_quality` ListQuality,
     `calibration` the embedded brain's ListResponse; `plots` maps a protocol to its figure."""
     plots = plots or {}
     lines = ["## How far to trust the agents", ""]
-    lines += [f"The papers' alignment protocols on the held-out test window{f' for the {brain} brain' if brain else ''} "
-              "(the embedded brain is fitted on train + validation; the agents remember the train window).", ""]
+    lines += [
+        f"The papers' alignment protocols on the held-out test window{f' for the {brain} brain' if brain else ''} "
+        "(the embedded brain is fitted on train + validation; the agents remember the train window).",
+        "",
+    ]
 
     def figure(name: str) -> list[str]:
         path = plots.get(name)
         if path is None:
             return []
-        shown = Path(path).relative_to(folder) if folder is not None and Path(path).is_relative_to(folder) else Path(path)
+        shown = (
+            Path(path).relative_to(folder) if folder is not None and Path(path).is_relative_to(folder) else Path(path)
+        )
         return [f"![{name}]({shown})", ""]
 
     lines += ["### Taste discrimination (SimUSER Table 1, Agent4Rec Table 1)", ""]
@@ -69,13 +92,18 @@ def trust_section(taste=None, rating=None, social: pl.DataFrame | None = None, l
         if getattr(taste, "per_item", None) is not None:
             if taste.thresholds:
                 cuts = ", ".join(f"{k} {v:.3f}" for k, v in taste.thresholds.items())
-                how = (" (the embedded brain: its click-and-watch log-probability against a threshold per ratio "
-                       f"fitted on the validation window: {cuts})")
+                how = (
+                    " (the embedded brain: its click-and-watch log-probability against a threshold per ratio "
+                    f"fitted on the validation window: {cuts})"
+                )
             else:
                 how = " (one structured answer listing the ids)"
-            lines += ["Two protocols, named: *sandbox* — what catches the agent's eye on the sandbox's pages of five "
-                      "in one session; *per item* — the papers' — the agent sees the whole list and answers for every "
-                      f"item whether it would watch it{how}.", ""]
+            lines += [
+                "Two protocols, named: *sandbox* — what catches the agent's eye on the sandbox's pages of five "
+                "in one session; *per item* — the papers' — the agent sees the whole list and answers for every "
+                f"item whether it would watch it{how}.",
+                "",
+            ]
         lines += [_md(taste.table()), "", "The papers, MovieLens (accuracy / precision / recall / F1):", ""]
         lines += [_md(_paper_taste()), "", f"Protocol difference: {papers.TASTE_DIFFERENCE}", ""] + figure("taste")
     else:
@@ -84,24 +112,60 @@ def trust_section(taste=None, rating=None, social: pl.DataFrame | None = None, l
     lines += ["### Rating prediction (SimUSER Table 2) and rating distribution (Agent4Rec Fig. 3)", ""]
     if rating is not None:
         shown = rating.prediction.select(
-            "predictor", "kind", "pairs", "agents",
-            pl.format("{} [{}, {}]", pl.col("rmse").round(3), pl.col("rmse_ci_low").round(3), pl.col("rmse_ci_high").round(3)).alias("RMSE"),
-            pl.format("{} [{}, {}]", pl.col("mae").round(3), pl.col("mae_ci_low").round(3), pl.col("mae_ci_high").round(3)).alias("MAE"),
+            "predictor",
+            "kind",
+            "pairs",
+            "agents",
+            pl.format(
+                "{} [{}, {}]", pl.col("rmse").round(3), pl.col("rmse_ci_low").round(3), pl.col("rmse_ci_high").round(3)
+            ).alias("RMSE"),
+            pl.format(
+                "{} [{}, {}]", pl.col("mae").round(3), pl.col("mae_ci_low").round(3), pl.col("mae_ci_high").round(3)
+            ).alias("MAE"),
         )
         lines += [_md(shown), ""]
         if rating.unanswered:
             lines += [f"{rating.unanswered} pairs got no rating from the brain (invalid answers) and are left out.", ""]
-        paper = pl.DataFrame([(k, v[0], v[1]) for k, v in papers.SIMUSER_TABLE2.items()], schema=["SimUSER Table 2 (MovieLens)", "RMSE", "MAE"], orient="row")
+        paper = pl.DataFrame(
+            [(k, v[0], v[1]) for k, v in papers.SIMUSER_TABLE2.items()],
+            schema=["SimUSER Table 2 (MovieLens)", "RMSE", "MAE"],
+            orient="row",
+        )
         lines += [_md(paper), ""]
         w = "n/a" if rating.wasserstein is None else f"{rating.wasserstein:.3f}"
-        lines += [f"Rating distribution: Wasserstein distance {w} stars between the agents' and the real ratings of the same pairs.", ""]
-        lines += [_md(rating.distribution), "", f"Protocol difference: {papers.RATING_DIFFERENCE} {papers.DISTRIBUTION_DIFFERENCE}", ""] + figure("rating")
+        lines += [
+            f"Rating distribution: Wasserstein distance {w} stars between the agents' and the real ratings of the same pairs.",
+            "",
+        ]
+        lines += [
+            _md(rating.distribution),
+            "",
+            f"Protocol difference: {papers.RATING_DIFFERENCE} {papers.DISTRIBUTION_DIFFERENCE}",
+            "",
+        ] + figure("rating")
     else:
         lines += ["Not run.", ""]
 
     lines += ["### Social traits (Agent4Rec Fig. 4, A/B Agent Fig. 6)", ""]
     if social is not None and social.height:
-        lines += [_md(social.select("trait", "behaviour", "side", "agents", "rho", "ci_low", "ci_high", "p_value", "mean_low", "mean_medium", "mean_high")), ""]
+        lines += [
+            _md(
+                social.select(
+                    "trait",
+                    "behaviour",
+                    "side",
+                    "agents",
+                    "rho",
+                    "ci_low",
+                    "ci_high",
+                    "p_value",
+                    "mean_low",
+                    "mean_medium",
+                    "mean_high",
+                )
+            ),
+            "",
+        ]
         lines += [_md(verdicts(social)), "", f"Protocol difference: {papers.SOCIAL_DIFFERENCE}", ""] + figure("social")
     else:
         lines += ["Not run (needs simulated sessions and held-out ratings).", ""]
@@ -117,10 +181,12 @@ def trust_section(taste=None, rating=None, social: pl.DataFrame | None = None, l
 
     if calibration is not None:
         lines += [
-            "### The embedded brain's response to list quality (calibrated on the validation window)", "",
+            "### The embedded brain's response to list quality (calibrated on the validation window)",
+            "",
             f"Elasticity of the sandbox {calibration.metric.upper()} to the share of relevant items: real users {calibration.real_elasticity:.2f}; "
             f"the brain {calibration.elasticity_before:.2f} before calibration, {calibration.elasticity_after:.2f} after "
-            f"(click log-odds × {calibration.click_scale:g} {calibration.click_shift:+.2f}; {calibration.agents} agents, seed {calibration.seed}).", "",
+            f"(click log-odds × {calibration.click_scale:g} {calibration.click_shift:+.2f}; {calibration.agents} agents, seed {calibration.seed}).",
+            "",
         ] + figure("calibration")
     return lines
 

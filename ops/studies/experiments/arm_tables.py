@@ -21,14 +21,23 @@ from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals,
 
 SIMULATED = ("ctr", "cvr", "average_rating")
 OFFLINE = ("recall_at_k", "ndcg_at_k")
-HEADERS = {"test_auc": "AUC", "recall_at_k": "Recall@20", "ndcg_at_k": "NDCG@20", "ctr": "CTR", "cvr": "CVR", "average_rating": "AR"}
+HEADERS = {
+    "test_auc": "AUC",
+    "recall_at_k": "Recall@20",
+    "ndcg_at_k": "NDCG@20",
+    "ctr": "CTR",
+    "cvr": "CVR",
+    "average_rating": "AR",
+}
 
 
 class ArmExperiment:
     """One arm table (Tables 2-4): `table` (numeric, one row per arm: value, ci_low, ci_high
     per metric), the fidelity τ table, the arm-against-arm pairs and their summary."""
 
-    def __init__(self, table: pl.DataFrame, fidelity: pl.DataFrame, pairs: pl.DataFrame, summary: dict, readout: ABReadout) -> None:
+    def __init__(
+        self, table: pl.DataFrame, fidelity: pl.DataFrame, pairs: pl.DataFrame, summary: dict, readout: ABReadout
+    ) -> None:
         self.table, self.fidelity, self.pairs, self.summary, self.readout = table, fidelity, pairs, summary, readout
 
 
@@ -43,22 +52,36 @@ def arm_experiment(
 ) -> ArmExperiment:
     """The table of `arms` (in this order) from their simulation `events`, `offline_metrics`
     rows and top-20 lists; raises ValueError naming the arms that lack one of them."""
-    missing = {name: [a for a in arms if a not in frames] for name, frames in
-               (("simulation_events", events), ("offline_metrics", offline), ("top20_lists", top_lists))}
+    missing = {
+        name: [a for a in arms if a not in frames]
+        for name, frames in (("simulation_events", events), ("offline_metrics", offline), ("top20_lists", top_lists))
+    }
     missing = {k: v for k, v in missing.items() if v}
     if missing:
-        raise ValueError("experiment arms not materialised: " + "; ".join(f"{k} lacks {v}" for k, v in missing.items())
-                         + " — run the experiment_arm job for them (python -m pipelines.experiments does)")
+        raise ValueError(
+            "experiment arms not materialised: "
+            + "; ".join(f"{k} lacks {v}" for k, v in missing.items())
+            + " — run the experiment_arm job for them (python -m pipelines.experiments does)"
+        )
     config = readout_config or ReadoutConfig()
     control = control if control in arms else arms[0]
     readout = ab_readout(pl.concat([events[a] for a in arms]), control=control, config=config)
     offline_rows = pl.concat([offline[a] for a in arms], how="vertical_relaxed")
     per_user = offline_per_user({a: top_lists[a] for a in arms}, test)
     intervals = offline_intervals(per_user, OFFLINE, n_bootstrap=config.n_bootstrap, seed=config.seed)
-    pairs = pairwise_agreement(readout.per_agent, per_user, paired=readout.design == "paired", n_bootstrap=config.n_bootstrap, seed=config.seed)
-    brains = {a: ",".join(sorted(str(b) for b in events[a].get_column("brain").drop_nulls().unique().to_list())) for a in arms}
-    return ArmExperiment(_arm_rows(arms, readout, offline_rows, intervals, brains), fidelity(readout.arms, offline_rows, per_user), pairs,
-                         agreement_summary(pairs), readout)
+    pairs = pairwise_agreement(
+        readout.per_agent, per_user, paired=readout.design == "paired", n_bootstrap=config.n_bootstrap, seed=config.seed
+    )
+    brains = {
+        a: ",".join(sorted(str(b) for b in events[a].get_column("brain").drop_nulls().unique().to_list())) for a in arms
+    }
+    return ArmExperiment(
+        _arm_rows(arms, readout, offline_rows, intervals, brains),
+        fidelity(readout.arms, offline_rows, per_user),
+        pairs,
+        agreement_summary(pairs),
+        readout,
+    )
 
 
 def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, float]], paper_label: str) -> list[str]:
@@ -68,8 +91,12 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
     header = ["arm", "brain", "agents", "AUC"]
     for m in (*OFFLINE, *SIMULATED):
         header += [HEADERS[m], "paper"]
-    lines = [f"Ours (95 % intervals) beside {paper_label}; 'paper' is blank where the paper has no such row.", "",
-             "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = [
+        f"Ours (95 % intervals) beside {paper_label}; 'paper' is blank where the paper has no such row.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
     for row in table.iter_rows(named=True):
         theirs = paper.get(row["arm"], {})
         cells = [row["arm"], row["brain"] or "", str(row["agents"]), _number(row["test_auc"])]
@@ -78,16 +105,24 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", *ordering_lines(table, paper), ""]
     if experiment.fidelity.height:
-        lines += ["Fidelity (Kendall τ-b between the simulated and the offline ordering of these arms):", "",
-                  experiment.fidelity.to_pandas().to_markdown(index=False, floatfmt=".3f"), ""]
+        lines += [
+            "Fidelity (Kendall τ-b between the simulated and the offline ordering of these arms):",
+            "",
+            experiment.fidelity.to_pandas().to_markdown(index=False, floatfmt=".3f"),
+            "",
+        ]
     s = experiment.summary
     if s.get("pairs"):
         decided = s["agree"] + s["disagree"]
-        lines += [f"Arm against arm (simulated CTR vs offline NDCG@20, 95 % intervals on both sides): of {s['pairs']} pairs the "
-                  f"test set separates {s['pairs'] - s['offline tie']}; the simulation orders {s['agree']} of the {decided} pairs both "
-                  f"separate as the test set does; offline ties {s['offline tie']}, simulation ties {s['simulation tie']}.", ""]
+        lines += [
+            f"Arm against arm (simulated CTR vs offline NDCG@20, 95 % intervals on both sides): of {s['pairs']} pairs the "
+            f"test set separates {s['pairs'] - s['offline tie']}; the simulation orders {s['agree']} of the {decided} pairs both "
+            f"separate as the test set does; offline ties {s['offline tie']}, simulation ties {s['simulation tie']}.",
+            "",
+        ]
         show = experiment.pairs.select(
-            "arm_a", "arm_b",
+            "arm_a",
+            "arm_b",
             _fmt_interval("offline_difference", "offline_ci_low", "offline_ci_high").alias("NDCG@20 a − b"),
             _fmt_interval("simulated_difference", "simulated_ci_low", "simulated_ci_high").alias("CTR a − b"),
             "verdict",
@@ -112,19 +147,33 @@ def ordering_lines(table: pl.DataFrame, paper: Mapping[str, Mapping[str, float]]
             continue
         tau = kendalltau(x, y).statistic
         best = shared[int(np.argmax(x))] == shared[int(np.argmax(y))]
-        parts.append(f"{HEADERS[m]} τ = {tau:.2f}{'' if best else ' (another best arm)'}" if tau == tau else f"{HEADERS[m]} τ undefined (ties)")
-    return [f"Ordering of the {len(shared)} arms against the paper's (Kendall τ-b, 1 = same order): " + "; ".join(parts) + "."]
+        parts.append(
+            f"{HEADERS[m]} τ = {tau:.2f}{'' if best else ' (another best arm)'}"
+            if tau == tau
+            else f"{HEADERS[m]} τ undefined (ties)"
+        )
+    return [
+        f"Ordering of the {len(shared)} arms against the paper's (Kendall τ-b, 1 = same order): "
+        + "; ".join(parts)
+        + "."
+    ]
 
 
-def brain_comparison(events: Mapping[tuple[str, str], pl.DataFrame], arms: Sequence[str], brains: Sequence[str],
-                     readout_config: ReadoutConfig | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def brain_comparison(
+    events: Mapping[tuple[str, str], pl.DataFrame],
+    arms: Sequence[str],
+    brains: Sequence[str],
+    readout_config: ReadoutConfig | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The same arms under each brain: (table, differences).  `events` maps (arm, brain) to
     that simulation's events.  table: arm, brain, agents, then value / ci_low / ci_high of
     CTR, CVR, AR; differences: arm, brain, against, metric, difference, ci_low, ci_high,
     p_value — each brain against the first of `brains` on the same agents (paired)."""
     missing = [(a, b) for a in arms for b in brains if (a, b) not in events]
     if missing:
-        raise ValueError(f"brain comparison: no simulation for (arm, brain) {missing} — run experiment_simulation for them")
+        raise ValueError(
+            f"brain comparison: no simulation for (arm, brain) {missing} — run experiment_simulation for them"
+        )
     config = readout_config or ReadoutConfig()
     config = config.model_copy(update={"metrics": SIMULATED})
     rows, differences = [], []
@@ -140,11 +189,31 @@ def brain_comparison(events: Mapping[tuple[str, str], pl.DataFrame], arms: Seque
                 row |= {m: part[m]["mean"], f"{m}_ci_low": part[m]["ci_low"], f"{m}_ci_high": part[m]["ci_high"]}
             rows.append(row)
         for r in readout.comparisons.iter_rows(named=True):
-            differences.append({"arm": arm, "brain": r["arm"], "against": brains[0], "metric": r["metric"], "difference": r["difference"],
-                                "ci_low": r["ci_low"], "ci_high": r["ci_high"], "p_value": r["p_value"]})
-    schema = {"arm": pl.Utf8, "brain": pl.Utf8, "agents": pl.Int64} | {f"{m}{s}": pl.Float64 for m in SIMULATED for s in ("", "_ci_low", "_ci_high")}
-    diff_schema = {"arm": pl.Utf8, "brain": pl.Utf8, "against": pl.Utf8, "metric": pl.Utf8, "difference": pl.Float64,
-                   "ci_low": pl.Float64, "ci_high": pl.Float64, "p_value": pl.Float64}
+            differences.append(
+                {
+                    "arm": arm,
+                    "brain": r["arm"],
+                    "against": brains[0],
+                    "metric": r["metric"],
+                    "difference": r["difference"],
+                    "ci_low": r["ci_low"],
+                    "ci_high": r["ci_high"],
+                    "p_value": r["p_value"],
+                }
+            )
+    schema = {"arm": pl.Utf8, "brain": pl.Utf8, "agents": pl.Int64} | {
+        f"{m}{s}": pl.Float64 for m in SIMULATED for s in ("", "_ci_low", "_ci_high")
+    }
+    diff_schema = {
+        "arm": pl.Utf8,
+        "brain": pl.Utf8,
+        "against": pl.Utf8,
+        "metric": pl.Utf8,
+        "difference": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "p_value": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema), pl.DataFrame(differences, schema=diff_schema)
 
 
@@ -165,23 +234,36 @@ def brain_markdown(table: pl.DataFrame, differences: pl.DataFrame, brains: Seque
         lines.append("| " + " | ".join(out) + " |")
     lines.append("")
     if differences.height:
-        show = differences.select("arm", "brain", "against", pl.col("metric").replace_strict(HEADERS, default=pl.col("metric")),
-                                  _fmt_interval("difference", "ci_low", "ci_high").alias("difference [95 % CI]"),
-                                  pl.col("p_value").round(4))
-        lines += ["Each brain against " + brains[0] + " on the same agents and lists (paired):", "", show.to_pandas().to_markdown(index=False), ""]
+        show = differences.select(
+            "arm",
+            "brain",
+            "against",
+            pl.col("metric").replace_strict(HEADERS, default=pl.col("metric")),
+            _fmt_interval("difference", "ci_low", "ci_high").alias("difference [95 % CI]"),
+            pl.col("p_value").round(4),
+        )
+        lines += [
+            "Each brain against " + brains[0] + " on the same agents and lists (paired):",
+            "",
+            show.to_pandas().to_markdown(index=False),
+            "",
+        ]
     if len(arms) >= 2:
         for b in brains[1:]:
             x = [cells[(a, brains[0])]["ctr"] for a in arms]
             y = [cells[(a, b)]["ctr"] for a in arms]
             tau = kendalltau(x, y).statistic
-            lines.append(f"Arms ordered by CTR: {brains[0]} {_order(arms, x)}; {b} {_order(arms, y)}; Kendall τ = "
-                         + (f"{tau:.2f}" if tau == tau else "undefined") + ".")
+            lines.append(
+                f"Arms ordered by CTR: {brains[0]} {_order(arms, x)}; {b} {_order(arms, y)}; Kendall τ = "
+                + (f"{tau:.2f}" if tau == tau else "undefined")
+                + "."
+            )
         lines.append("")
     return lines
 
 
 def interval_cell(value, low, high, metric: str = "") -> str:
-    """"value [low, high]" with the read-out's precision (AR with 2 decimals, ratios with 4)."""
+    """ "value [low, high]" with the read-out's precision (AR with 2 decimals, ratios with 4)."""
     digits = 2 if metric == "average_rating" else 4
 
     def f(v):
@@ -234,7 +316,9 @@ def brain_figure(table: pl.DataFrame):
     return fig
 
 
-def _arm_rows(arms: Sequence[str], readout: ABReadout, offline: pl.DataFrame, intervals: pl.DataFrame, brains: Mapping[str, str]) -> pl.DataFrame:
+def _arm_rows(
+    arms: Sequence[str], readout: ABReadout, offline: pl.DataFrame, intervals: pl.DataFrame, brains: Mapping[str, str]
+) -> pl.DataFrame:
     sim = {(r["arm"], r["metric"]): r for r in readout.arms.iter_rows(named=True)}
     off = {(r["arm"], r["metric"]): r for r in intervals.iter_rows(named=True)}
     auc = {r["arm"]: r.get("test_auc") for r in offline.iter_rows(named=True)}

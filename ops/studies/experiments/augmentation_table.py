@@ -19,7 +19,13 @@ from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
 WITH_VISION = "w/ vision"
 WITHOUT_VISION = "w/o vision"
 # The paper's row order: original, then without vision, then with vision.
-ROWS = (ORIGINAL, f"+click ({WITHOUT_VISION})", f"+view ({WITHOUT_VISION})", f"+click ({WITH_VISION})", f"+view ({WITH_VISION})")
+ROWS = (
+    ORIGINAL,
+    f"+click ({WITHOUT_VISION})",
+    f"+view ({WITHOUT_VISION})",
+    f"+click ({WITH_VISION})",
+    f"+view ({WITH_VISION})",
+)
 
 
 def augmentation_experiment(
@@ -51,24 +57,43 @@ def augmentation_experiment(
             overrides = {**arm_overrides, "seed": int(seed)}
             original = train_arm(arm_config(model, **overrides), train, valid, users, catalogue)
             for i, (vision, frame) in enumerate(sorted(events.items(), key=lambda kv: kv[0] != WITHOUT_VISION)):
-                part = refit_and_evaluate(model, train, valid, test, users, catalogue, frame, config=config, original_model=original, **overrides)
+                part = refit_and_evaluate(
+                    model,
+                    train,
+                    valid,
+                    test,
+                    users,
+                    catalogue,
+                    frame,
+                    config=config,
+                    original_model=original,
+                    **overrides,
+                )
                 if i:  # the original row is the same model for both conditions: kept once
                     part = part.filter(pl.col("training_set") != ORIGINAL)
-                parts.append(part.with_columns(
-                    vision=pl.lit(vision),
-                    training_set=pl.when(pl.col("training_set") == ORIGINAL).then(pl.lit(ORIGINAL))
-                    .otherwise(pl.format("{} ({})", pl.col("training_set"), pl.lit(vision))),
-                ))
+                parts.append(
+                    part.with_columns(
+                        vision=pl.lit(vision),
+                        training_set=pl.when(pl.col("training_set") == ORIGINAL)
+                        .then(pl.lit(ORIGINAL))
+                        .otherwise(pl.format("{} ({})", pl.col("training_set"), pl.lit(vision))),
+                    )
+                )
     return pl.concat(parts, how="vertical_relaxed")
 
 
-def augmentation_markdown(long: pl.DataFrame, paper: Mapping[str, Sequence[float]], paper_models: Sequence[str]) -> list[str]:
+def augmentation_markdown(
+    long: pl.DataFrame, paper: Mapping[str, Sequence[float]], paper_models: Sequence[str]
+) -> list[str]:
     """Ours (test AUC, mean over seeds) beside the paper's, the gains with their intervals
     over seeds, and the simulated rows each condition added."""
     ours = table_5(long, ROWS)
     models = [c for c in ours.columns if c != "training_set"]
-    lines = [f"Test AUC, mean over {long.get_column('seed').n_unique()} training seed(s); the paper's value after the slash "
-             "(blank: a model the paper did not refit).", ""]
+    lines = [
+        f"Test AUC, mean over {long.get_column('seed').n_unique()} training seed(s); the paper's value after the slash "
+        "(blank: a model the paper did not refit).",
+        "",
+    ]
     header = ["training set", *models]
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     index = {m: i for i, m in enumerate(paper_models)}
@@ -82,13 +107,33 @@ def augmentation_markdown(long: pl.DataFrame, paper: Mapping[str, Sequence[float
     lines.append("")
     summary = seed_summary(long)
     if summary.height:
-        show = summary.select("arm", "training_set", "seeds", pl.col("auc_difference").round(4),
-                              pl.col("ci_low").round(4), pl.col("ci_high").round(4), "verdict")
-        lines += ["AUC gain over the original, per model and training set (95 % t-interval over seeds; 'within seed noise' "
-                  "when it holds 0):", "", show.to_pandas().to_markdown(index=False), ""]
-    added = (long.filter(pl.col("training_set") != ORIGINAL).group_by("training_set").agg(pl.col("added_rows").first(), pl.col("brain").first())
-             .sort("training_set"))
+        show = summary.select(
+            "arm",
+            "training_set",
+            "seeds",
+            pl.col("auc_difference").round(4),
+            pl.col("ci_low").round(4),
+            pl.col("ci_high").round(4),
+            "verdict",
+        )
+        lines += [
+            "AUC gain over the original, per model and training set (95 % t-interval over seeds; 'within seed noise' "
+            "when it holds 0):",
+            "",
+            show.to_pandas().to_markdown(index=False),
+            "",
+        ]
+    added = (
+        long.filter(pl.col("training_set") != ORIGINAL)
+        .group_by("training_set")
+        .agg(pl.col("added_rows").first(), pl.col("brain").first())
+        .sort("training_set")
+    )
     if added.height:
-        lines += ["Simulated rows added to train (pairs already in train dropped; the paper: 2,518 clicks, 1,884 views):", "",
-                  added.to_pandas().to_markdown(index=False), ""]
+        lines += [
+            "Simulated rows added to train (pairs already in train dropped; the paper: 2,518 clicks, 1,884 views):",
+            "",
+            added.to_pandas().to_markdown(index=False),
+            "",
+        ]
     return lines

@@ -10,8 +10,14 @@ from pathlib import Path
 import polars as pl
 
 
-def experiment_markdown(title: str, body: Sequence[str], differences: Sequence[str], figures: Sequence[Path], folder: Path,
-                        notes: Sequence[str] = ()) -> str:
+def experiment_markdown(
+    title: str,
+    body: Sequence[str],
+    differences: Sequence[str],
+    figures: Sequence[Path],
+    folder: Path,
+    notes: Sequence[str] = (),
+) -> str:
     """The Markdown page: title, the tables (`body`), what differs from the paper's protocol,
     any notes, the figures (relative to `folder`)."""
     lines = [f"# {title}", "", *body, "## Protocol differences from the paper", ""]
@@ -22,7 +28,9 @@ def experiment_markdown(title: str, body: Sequence[str], differences: Sequence[s
     return "\n".join(lines)
 
 
-def write_experiment(folder: Path, markdown: str, table: pl.DataFrame, extra: Mapping[str, pl.DataFrame] | None = None) -> dict[str, Path]:
+def write_experiment(
+    folder: Path, markdown: str, table: pl.DataFrame, extra: Mapping[str, pl.DataFrame] | None = None
+) -> dict[str, Path]:
     """Write `table.md`, `table.csv` and `<name>.csv` for each extra table (atomically)."""
     from ops.atomic import atomic_write_bytes
 

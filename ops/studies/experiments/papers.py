@@ -23,8 +23,20 @@ TABLE3 = {
 }
 # Table 4: DeepFM feature ablation (GPT-4o-mini).
 TABLE4 = {
-    "deepfm_user_id_only": {"ctr": 0.2754, "cvr": 0.1982, "average_rating": 4.47, "recall_at_k": 0.0359, "ndcg_at_k": 0.0981},
-    "deepfm_movie_id_only": {"ctr": 0.2850, "cvr": 0.2097, "average_rating": 4.51, "recall_at_k": 0.0372, "ndcg_at_k": 0.0966},
+    "deepfm_user_id_only": {
+        "ctr": 0.2754,
+        "cvr": 0.1982,
+        "average_rating": 4.47,
+        "recall_at_k": 0.0359,
+        "ndcg_at_k": 0.0981,
+    },
+    "deepfm_movie_id_only": {
+        "ctr": 0.2850,
+        "cvr": 0.2097,
+        "average_rating": 4.51,
+        "recall_at_k": 0.0372,
+        "ndcg_at_k": 0.0966,
+    },
     "deepfm": {"ctr": 0.2891, "cvr": 0.2094, "average_rating": 4.52, "recall_at_k": 0.0429, "ndcg_at_k": 0.1130},
 }
 # Table 5: test AUC of each downstream model (columns) per training set (rows); the data
@@ -51,17 +63,21 @@ COMMON_DIFFERENCES = (
     "Intervals: 95 % bootstrap over agents (simulated) and over test users (Recall@20, NDCG@20); the paper gives point values.",
 )
 DIFFERENCES = {
-    "table2": COMMON_DIFFERENCES + (
+    "table2": COMMON_DIFFERENCES
+    + (
         "AUC is the test AUC of the arm's scores (Random's and Pop's too); the paper's Table 2 has no AUC column.",
         "AFN only when configured ($SIMAB_ARMS): its CPU training is ~14x DeepFM's.",
     ),
-    "table3": COMMON_DIFFERENCES + (
+    "table3": COMMON_DIFFERENCES
+    + (
         "Data share: the first 50 / 75 % of the chronological train split's rows is an assumption; the paper does not say how it subsampled.",
     ),
-    "table4": COMMON_DIFFERENCES + (
+    "table4": COMMON_DIFFERENCES
+    + (
         "'Movie ID only' drops every item-side feature (genres and, when present, the TMDB fields); 'User ID only' drops gender, age, occupation, zip.",
     ),
-    "table5": COMMON_DIFFERENCES + (
+    "table5": COMMON_DIFFERENCES
+    + (
         "The paper trains each cell once; here every cell is the mean over training seeds, with a t-interval of the AUC gain over seeds.",
         "'w/o vision': the embedded brain with its poster features zeroed (the LLM brain: palette captions instead of images).",
         "Simulated rows already in train are dropped; clicks are positives (rating 4), views keep the agent's rating (label: rating >= 4).",

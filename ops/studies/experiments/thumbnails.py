@@ -32,7 +32,11 @@ ORIGINAL = "original"
 BLUE_FILTER = "blue_filter"
 TRAILER_STAND_IN = "background_crop"
 VERSIONS = (ORIGINAL, BLUE_FILTER, TRAILER_STAND_IN)
-LABELS = {ORIGINAL: "original poster", BLUE_FILTER: "blue-filtered poster", TRAILER_STAND_IN: "background crop (trailer stand-in)"}
+LABELS = {
+    ORIGINAL: "original poster",
+    BLUE_FILTER: "blue-filtered poster",
+    TRAILER_STAND_IN: "background crop (trailer stand-in)",
+}
 # SimUSER's filter reads "hue=30, lightness=30, saturation=30": a colourise towards blue
 # with lightness raised; these are our reading of it.
 BLUE = (40, 90, 255)
@@ -63,21 +67,32 @@ def poster_version(image, version: str):
 def sample_movies(catalogue: pl.DataFrame, n_movies: int, seed: int) -> list[int]:
     """`n_movies` movies with a poster file, drawn without replacement (all when fewer)."""
     with_poster = catalogue.filter(pl.coalesce("poster_small", "poster_large").is_not_null())
-    ids = [m for m, p in zip(with_poster.get_column("movie_id").to_list(), with_poster.select(pl.coalesce("poster_small", "poster_large")).to_series().to_list())
-           if Path(p).is_file()]
+    ids = [
+        m
+        for m, p in zip(
+            with_poster.get_column("movie_id").to_list(),
+            with_poster.select(pl.coalesce("poster_small", "poster_large")).to_series().to_list(),
+        )
+        if Path(p).is_file()
+    ]
     if not ids:
         raise ValueError("thumbnail experiment: no movie in the catalogue has a poster file")
     rng = named_rng(seed, "thumbnail-movies")
     return sorted(int(m) for m in rng.choice(np.asarray(sorted(ids)), min(n_movies, len(ids)), replace=False))
 
 
-def write_versions(catalogue: pl.DataFrame, movie_ids: Sequence[int], folder: Path, versions: Sequence[str] = VERSIONS) -> dict[str, pl.DataFrame]:
+def write_versions(
+    catalogue: pl.DataFrame, movie_ids: Sequence[int], folder: Path, versions: Sequence[str] = VERSIONS
+) -> dict[str, pl.DataFrame]:
     """Per version, the catalogue with the sampled movies' posters (small and large)
     replaced by that version's image, written under `folder`/<version>/<movie>.png."""
     from ops.agents.embeddings import load_poster
 
     chosen = set(int(m) for m in movie_ids)
-    sources = {int(r["movie_id"]): r["poster_large"] or r["poster_small"] for r in catalogue.filter(pl.col("movie_id").is_in(list(chosen))).iter_rows(named=True)}
+    sources = {
+        int(r["movie_id"]): r["poster_large"] or r["poster_small"]
+        for r in catalogue.filter(pl.col("movie_id").is_in(list(chosen))).iter_rows(named=True)
+    }
     out = {}
     for version in versions:
         paths = {}
@@ -88,13 +103,19 @@ def write_versions(catalogue: pl.DataFrame, movie_ids: Sequence[int], folder: Pa
             paths[movie] = str(path)
         replaced = pl.col("movie_id").replace_strict(paths, default=None, return_dtype=pl.Utf8)
         out[version] = catalogue.with_columns(
-            poster_small=pl.when(pl.col("movie_id").is_in(list(paths))).then(replaced).otherwise(pl.col("poster_small")),
-            poster_large=pl.when(pl.col("movie_id").is_in(list(paths))).then(replaced).otherwise(pl.col("poster_large")),
+            poster_small=pl.when(pl.col("movie_id").is_in(list(paths)))
+            .then(replaced)
+            .otherwise(pl.col("poster_small")),
+            poster_large=pl.when(pl.col("movie_id").is_in(list(paths)))
+            .then(replaced)
+            .otherwise(pl.col("poster_large")),
         )
     return out
 
 
-def thumbnail_lists(users: Sequence[int], movie_ids: Sequence[int], rated: pl.DataFrame, list_length: int = 20, seed: int = 0) -> pl.DataFrame:
+def thumbnail_lists(
+    users: Sequence[int], movie_ids: Sequence[int], rated: pl.DataFrame, list_length: int = 20, seed: int = 0
+) -> pl.DataFrame:
     """TOP_K rows (arm "thumbnails"): per user `list_length` sampled movies it never rated in
     `rated` (user_id, movie_id), shuffled by the user's own stream."""
     seen = {u: set(ms) for u, ms in rated.group_by("user_id").agg("movie_id").iter_rows()}
@@ -107,7 +128,11 @@ def thumbnail_lists(users: Sequence[int], movie_ids: Sequence[int], rated: pl.Da
         rng = named_rng(seed, "thumbnail-list", user)
         chosen = rng.choice(candidates, min(list_length, candidates.size), replace=False)
         rows += [("thumbnails", user, rank + 1, int(m), float(list_length - rank)) for rank, m in enumerate(chosen)]
-    return pl.DataFrame(rows, schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64}, orient="row")
+    return pl.DataFrame(
+        rows,
+        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
+        orient="row",
+    )
 
 
 def simulate_versions(
@@ -128,7 +153,17 @@ def simulate_versions(
     for version, catalogue in catalogues.items():
         brain = brain_for(version)
         try:
-            events = simulate_arm("thumbnails", lists, sessions, catalogue, brain, config, seed=seed, run_id=run_id, concurrency=concurrency)
+            events = simulate_arm(
+                "thumbnails",
+                lists,
+                sessions,
+                catalogue,
+                brain,
+                config,
+                seed=seed,
+                run_id=run_id,
+                concurrency=concurrency,
+            )
         finally:
             close = getattr(brain, "close", None)
             if close is not None:
@@ -147,11 +182,32 @@ def thumbnail_table(events: pl.DataFrame, config: ReadoutConfig | None = None) -
     rows = []
     for version in [v for v in VERSIONS if v in arms]:
         a, d = arms[version], diffs.get(version, {})
-        rows.append({"version": version, "thumbnail": LABELS[version], "agents": a["n_agents"], "click_rate": a["mean"],
-                     "ci_low": a["ci_low"], "ci_high": a["ci_high"], "difference_vs_original": d.get("difference", 0.0 if version == ORIGINAL else None),
-                     "difference_ci_low": d.get("ci_low"), "difference_ci_high": d.get("ci_high"), "p_value": d.get("p_value")})
-    schema = {"version": pl.Utf8, "thumbnail": pl.Utf8, "agents": pl.Int64, "click_rate": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-              "difference_vs_original": pl.Float64, "difference_ci_low": pl.Float64, "difference_ci_high": pl.Float64, "p_value": pl.Float64}
+        rows.append(
+            {
+                "version": version,
+                "thumbnail": LABELS[version],
+                "agents": a["n_agents"],
+                "click_rate": a["mean"],
+                "ci_low": a["ci_low"],
+                "ci_high": a["ci_high"],
+                "difference_vs_original": d.get("difference", 0.0 if version == ORIGINAL else None),
+                "difference_ci_low": d.get("ci_low"),
+                "difference_ci_high": d.get("ci_high"),
+                "p_value": d.get("p_value"),
+            }
+        )
+    schema = {
+        "version": pl.Utf8,
+        "thumbnail": pl.Utf8,
+        "agents": pl.Int64,
+        "click_rate": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "difference_vs_original": pl.Float64,
+        "difference_ci_low": pl.Float64,
+        "difference_ci_high": pl.Float64,
+        "p_value": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema), readout
 
 

@@ -117,7 +117,21 @@ from ops.simulation.brains.embedded.features import (
 from ops.simulation.brains.embedded.fitting import EmbeddedBrainModel, fit, fit_embedded_brain
 
 __all__ = [
-    "AgentState", "BrainContext", "DETAIL_FEATURES", "EmbeddedBrain", "EmbeddedBrainConfig", "EmbeddedBrainModel",
-    "EmbeddedBrainParams", "FEATURES", "HOME_FEATURES", "LinearModel", "ListResponse", "PairScores", "agent_states",
-    "demographic_group", "fit", "fit_embedded_brain", "pair_features",
+    "AgentState",
+    "BrainContext",
+    "DETAIL_FEATURES",
+    "EmbeddedBrain",
+    "EmbeddedBrainConfig",
+    "EmbeddedBrainModel",
+    "EmbeddedBrainParams",
+    "FEATURES",
+    "HOME_FEATURES",
+    "LinearModel",
+    "ListResponse",
+    "PairScores",
+    "agent_states",
+    "demographic_group",
+    "fit",
+    "fit_embedded_brain",
+    "pair_features",
 ]

@@ -20,7 +20,9 @@ from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH
 class EmbeddedBrain:
     """Brain protocol (ops.simulation.brains.protocol.Brain) with fitted parameters; no network."""
 
-    def __init__(self, params: EmbeddedBrainParams, ctx: BrainContext, config: EmbeddedBrainConfig | None = None) -> None:
+    def __init__(
+        self, params: EmbeddedBrainParams, ctx: BrainContext, config: EmbeddedBrainConfig | None = None
+    ) -> None:
         self.params = params
         self.ctx = ctx
         self.config = config or EmbeddedBrainConfig()
@@ -88,7 +90,10 @@ class EmbeddedBrain:
         scores = self._ensure(session, ids)
         logits = scores.click_logit
         # Plain floats: a handful of cards per page, where numpy's per-call cost dominates.
-        p = [_sigmoid1(float(logits[scores.index[m]]) - c.position_decay * slot + c.click_bias) for slot, m in enumerate(ids)]
+        p = [
+            _sigmoid1(float(logits[scores.index[m]]) - c.position_decay * slot + c.click_bias)
+            for slot, m in enumerate(ids)
+        ]
         best_p = max(p, default=0.0)
         interest = 1 + sum(best_p >= cut for cut in c.home_interest_cuts)
         clicked = {e.movie_id for e in session.short_term if e.action == CLICK_MOVIE}
@@ -164,7 +169,9 @@ class EmbeddedBrain:
 
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         c = self.config
-        watched = [(e.movie_id, e.rating) for e in session.short_term if e.action == WATCH_AND_RATE and e.rating is not None]
+        watched = [
+            (e.movie_id, e.rating) for e in session.short_term if e.action == WATCH_AND_RATE and e.rating is not None
+        ]
         likes = [m for m, r in watched if r >= c.like_threshold]
         dislikes = [m for m, r in watched if r <= 2]
         home = [e.interest for e in session.short_term if e.page_type == "home"]
@@ -190,7 +197,13 @@ class EmbeddedBrain:
             reason = f"watched {len(watched)} but liked none"
         else:
             reason = "found nothing worth watching"
-        reason += "; the pages " + ("suited my taste" if mean_interest >= 3.5 else "were hit and miss" if mean_interest >= 2.5 else "rarely matched my taste")
+        reason += "; the pages " + (
+            "suited my taste"
+            if mean_interest >= 3.5
+            else "were hit and miss"
+            if mean_interest >= 2.5
+            else "rarely matched my taste"
+        )
         return satisfaction, reason
 
     # -- reflection (package docstring, "Reflection") ----------------------------------
@@ -207,12 +220,21 @@ class EmbeddedBrain:
         every = self.config.reflect_every
         if not every or len(session.short_term) % every:
             return
-        watches = [e for e in session.short_term if e.action == WATCH_AND_RATE and e.rating is not None and e.movie_id is not None]
+        watches = [
+            e
+            for e in session.short_term
+            if e.action == WATCH_AND_RATE and e.rating is not None and e.movie_id is not None
+        ]
         if len(watches) == self._reflected.get(uid, 0):
             return  # nothing new to reflect on
         memory = session.memory
         start = int(memory.timestamps.max()) + 1 if len(memory) else 0
-        grown = memory.grow([e.movie_id for e in watches], [e.rating for e in watches], start + np.arange(len(watches)), [""] * len(watches))
+        grown = memory.grow(
+            [e.movie_id for e in watches],
+            [e.rating for e in watches],
+            start + np.arange(len(watches)),
+            [""] * len(watches),
+        )
         self._agents[uid] = agent_states({uid: grown}, {uid: session.profile}, self.ctx, self.config)[uid]
         self._scores.pop(uid, None)
         self._reflected[uid] = len(watches)
@@ -312,7 +334,10 @@ class EmbeddedBrain:
             genres = self._genre_names(movie_row)
             if not genres:
                 return None
-            pref = {g: stats.genre_lift[srow, GENRES.index(g)] + stats.genre_deviation[srow, GENRES.index(g)] for g in genres}
+            pref = {
+                g: stats.genre_lift[srow, GENRES.index(g)] + stats.genre_deviation[srow, GENRES.index(g)]
+                for g in genres
+            }
             g = max(pref, key=pref.get) if positive else min(pref, key=pref.get)
             return f"{g} matches my taste" if positive else f"{g} is not my genre"
         if feature in ("text_affinity", "text_familiarity", "poster_affinity", "poster_familiarity"):
@@ -324,7 +349,11 @@ class EmbeddedBrain:
             return f"{what} unlike the films I enjoyed" if not positive else f"{what} looks like my kind of film"
         if feature == "era_lift":
             dec = self.ctx.decade[movie_row]
-            return (f"from the {DECADES[dec]}s, an era I like" if positive else f"from the {DECADES[dec]}s, not my era") if dec >= 0 else None
+            return (
+                (f"from the {DECADES[dec]}s, an era I like" if positive else f"from the {DECADES[dec]}s, not my era")
+                if dec >= 0
+                else None
+            )
         if feature in ("vote", "vote_x_conformity"):
             vote = facts.vote_average[movie_row]
             if not np.isfinite(vote):
@@ -339,7 +368,15 @@ class EmbeddedBrain:
             return "a popular pick" if positive else "too obscure for me"
         if feature == "director_match":
             directors = facts.directors[movie_row]
-            return (f"directed by {directors[0]}, whose films I liked" if positive else f"directed by {directors[0]}, not my director") if directors else None
+            return (
+                (
+                    f"directed by {directors[0]}, whose films I liked"
+                    if positive
+                    else f"directed by {directors[0]}, not my director"
+                )
+                if directors
+                else None
+            )
         if feature == "actor_match":
             liked = stats.liked_actors[srow]
             names = self.ctx.credits.actors

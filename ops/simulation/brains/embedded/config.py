@@ -210,5 +210,3 @@ class EmbeddedBrainParams(BaseModel):
             return cls.model_validate(json.loads(Path(path).read_text()))
         except Exception as exc:
             raise ValueError(f"embedded brain parameters {path} cannot be read: {exc}") from exc
-
-

@@ -88,13 +88,17 @@ class BrainContext:
             arrays |= {f"credits.{matrix_name}.{part}": getattr(matrix, part) for part in ("data", "indices", "indptr")}
             arrays[f"credits.{matrix_name}.shape"] = np.asarray(matrix.shape, dtype=np.int64)
         save_arrays(folder / "context.npz", arrays)
-        save_json(folder / "context.json", {
-            "kind": "BrainContext", "format_version": _CONTEXT_FORMAT,
-            "profile_config": self.profile_config.model_dump(mode="json"),
-            "global_mean_rating": self.global_mean_rating,
-            "demographic_groups": self.demographic_groups,
-            "credits": {name: list(getattr(self.credits, name)) for name in _CREDIT_MATRICES},
-        })
+        save_json(
+            folder / "context.json",
+            {
+                "kind": "BrainContext",
+                "format_version": _CONTEXT_FORMAT,
+                "profile_config": self.profile_config.model_dump(mode="json"),
+                "global_mean_rating": self.global_mean_rating,
+                "demographic_groups": self.demographic_groups,
+                "credits": {name: list(getattr(self.credits, name)) for name in _CREDIT_MATRICES},
+            },
+        )
 
     @classmethod
     def load(cls, folder: Path) -> BrainContext:
@@ -112,7 +116,11 @@ class BrainContext:
             )
             for name in _CREDIT_MATRICES.values()
         }
-        credits = Credits(**{name: tuple(meta["credits"][name]) for name in _CREDIT_MATRICES}, **matrices, looks=arrays["credits.looks"])
+        credits = Credits(
+            **{name: tuple(meta["credits"][name]) for name in _CREDIT_MATRICES},
+            **matrices,
+            looks=arrays["credits.looks"],
+        )
         return cls(
             vectors=MovieVectors.load(folder / "vectors"),
             facts=MovieFacts.load(folder / "facts"),
@@ -151,7 +159,9 @@ class BrainContext:
         global_mean = float(train.get_column("rating").mean()) if train.height else 3.5
         n = facts.popularity.astype(np.float64)
         rated_mean = np.where(np.isfinite(facts.mean_rating), facts.mean_rating, global_mean)
-        crowd = (n * rated_mean + crowd_rating_prior * global_mean) / np.maximum(n + crowd_rating_prior, 1e-9) - global_mean
+        crowd = (n * rated_mean + crowd_rating_prior * global_mean) / np.maximum(
+            n + crowd_rating_prior, 1e-9
+        ) - global_mean
         return cls(
             vectors=vectors,
             facts=facts,
@@ -227,7 +237,10 @@ class AgentState:
 
 
 def agent_states(
-    memories: Mapping[int, LongTermMemory], profiles: Mapping[int, object], ctx: BrainContext, config: EmbeddedBrainConfig
+    memories: Mapping[int, LongTermMemory],
+    profiles: Mapping[int, object],
+    ctx: BrainContext,
+    config: EmbeddedBrainConfig,
 ) -> dict[int, AgentState]:
     """States of many agents at once (their history statistics in one sparse pass).
     `profiles`: each agent's profile (AgentProfile); its conformity_score, gender and age
@@ -245,11 +258,14 @@ def agent_states(
             ratings=memory.ratings,
             mean_rating=mean,
             conformity=2.0 * float(getattr(profiles.get(uid), "conformity_score", 0.5)) - 1.0,
-            group=ctx.demographic_groups.get(demographic_group(getattr(profiles.get(uid), "gender", None), getattr(profiles.get(uid), "age", None)), -1),
+            group=ctx.demographic_groups.get(
+                demographic_group(getattr(profiles.get(uid), "gender", None), getattr(profiles.get(uid), "age", None)),
+                -1,
+            ),
             poster_ok=ctx.vectors.has_poster[memory.rows],
             stats=stats,
             stat_row=i,
-            recent_rows=memory.rows[np.argsort(memory.timestamps, kind="stable")[-config.collab_recent:]],
+            recent_rows=memory.rows[np.argsort(memory.timestamps, kind="stable")[-config.collab_recent :]],
         )
     return out
 
@@ -312,12 +328,16 @@ def _demographic_lift(train: pl.DataFrame, users: pl.DataFrame | None, facts: Mo
     if users is None or not {"user_id", "gender", "age"} <= set(users.columns) or train.height == 0:
         return np.zeros((0, len(facts.movie_ids)), dtype=np.float32), {}
     rows = {int(m): i for i, m in enumerate(facts.movie_ids.tolist())}
-    joined = train.select("user_id", "movie_id").join(users.select("user_id", "gender", "age"), on="user_id", how="inner")
+    joined = train.select("user_id", "movie_id").join(
+        users.select("user_id", "gender", "age"), on="user_id", how="inner"
+    )
     keys = sorted({demographic_group(g, a) for g, a in joined.select("gender", "age").unique().iter_rows()} - {None})
     groups = {k: i for i, k in enumerate(keys)}
     counts = np.zeros((len(keys), len(rows)))
     per = joined.group_by("gender", "age", "movie_id").len()
-    g_idx = np.array([groups[demographic_group(g, a)] for g, a in per.select("gender", "age").iter_rows()], dtype=np.int64)
+    g_idx = np.array(
+        [groups[demographic_group(g, a)] for g, a in per.select("gender", "age").iter_rows()], dtype=np.int64
+    )
     m_idx = np.array([rows.get(int(m), -1) for m in per.get_column("movie_id").to_list()], dtype=np.int64)
     ok = m_idx >= 0
     np.add.at(counts, (g_idx[ok], m_idx[ok]), per.get_column("len").to_numpy()[ok])

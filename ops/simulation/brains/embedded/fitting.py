@@ -46,8 +46,16 @@ class EmbeddedBrainModel:
         from ops.codec import save_json
 
         folder.mkdir(parents=True, exist_ok=True)
-        save_json(folder / "brain.json", {"kind": "EmbeddedBrainModel", "format_version": 1, "params": self.params.model_dump(mode="json"),
-                                          "config": self.config.model_dump(mode="json"), "timings_s": self.timings_s})
+        save_json(
+            folder / "brain.json",
+            {
+                "kind": "EmbeddedBrainModel",
+                "format_version": 1,
+                "params": self.params.model_dump(mode="json"),
+                "config": self.config.model_dump(mode="json"),
+                "timings_s": self.timings_s,
+            },
+        )
         self.context.save(folder / "context")
 
     @classmethod
@@ -75,8 +83,15 @@ def fit_embedded_brain(
     statistics of the train window) and the parameters fitted on train + validation."""
     config = config or EmbeddedBrainConfig()
     started = time.perf_counter()
-    context = BrainContext.build(agents.vectors, agents.facts, train, agents.config.profile, users,
-                                crowd_rating_prior=config.crowd_rating_prior, collab_factors=config.collab_factors)
+    context = BrainContext.build(
+        agents.vectors,
+        agents.facts,
+        train,
+        agents.config.profile,
+        users,
+        crowd_rating_prior=config.crowd_rating_prior,
+        collab_factors=config.collab_factors,
+    )
     params = fit(train, valid, agents.memories, agents.profiles, context, config)
     return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started})
 
@@ -103,7 +118,9 @@ def fit(
     }
     fit_users = [u for u in sorted(valid_by_user) if u in memories and len(memories[u])]
     if len(fit_users) < 2:
-        raise ValueError(f"embedded brain fit: {len(fit_users)} users have both train and validation ratings; need >= 2")
+        raise ValueError(
+            f"embedded brain fit: {len(fit_users)} users have both train and validation ratings; need >= 2"
+        )
     if len(fit_users) > config.fit_max_users:
         fit_users = sorted(rng.choice(fit_users, config.fit_max_users, replace=False).tolist())
     n_hold = int(round(len(fit_users) * config.holdout_share)) if len(fit_users) >= 10 else 0
@@ -118,7 +135,9 @@ def fit(
             pick = rng.choice(len(movies_u), config.fit_max_positives_per_user, replace=False)
             movies_u, ratings_u = movies_u[pick], ratings_u[pick]
         pos_rows = ctx.vectors.rows_of(movies_u)
-        neg_rows = _sample_negatives(rng, len(pos_rows) * config.negatives_per_positive, pop_p, rated_by_user[u], ctx, config)
+        neg_rows = _sample_negatives(
+            rng, len(pos_rows) * config.negatives_per_positive, pop_p, rated_by_user[u], ctx, config
+        )
         agents.append(states[u])
         candidates.append(np.concatenate([pos_rows, neg_rows]))
         labels.append(np.r_[np.ones(len(pos_rows)), np.zeros(len(neg_rows))])
@@ -143,12 +162,18 @@ def fit(
         names = tuple(f for f in HOME_FEATURES if f not in dropped)
         idx = [FEATURES.index(f) for f in names]
         models[variant] = _fit_logistic(LogisticRegression, Xc[~hc][:, idx], yc[~hc], names, config)
-        ablation.append({"variant": variant, "features": len(names),
-                         "click_auc_holdout": auc(models[variant], Xc[hc], yc[hc]) if hc.any() else None})
+        ablation.append(
+            {
+                "variant": variant,
+                "features": len(names),
+                "click_auc_holdout": auc(models[variant], Xc[hc], yc[hc]) if hc.any() else None,
+            }
+        )
     if config.click_collaborative != "auto":
         if config.click_collaborative not in models:
-            raise ValueError(f"embedded brain fit: click_collaborative={config.click_collaborative!r} "
-                             "needs collab_factors > 0")
+            raise ValueError(
+                f"embedded brain fit: click_collaborative={config.click_collaborative!r} needs collab_factors > 0"
+            )
         variant = config.click_collaborative
     else:
         scored = [r for r in ablation if r["click_auc_holdout"] is not None]
@@ -171,7 +196,8 @@ def fit(
         holdout_users=len(holdout),
         click_auc_holdout=auc(click, Xc[hc], yc[hc]) if hc.any() else None,
         like_auc_holdout=float(roc_auc_score(yl[hp], like.score(Xp[hp], detail)))
-        if hp.any() and len(np.unique(yl[hp])) == 2 else None,
+        if hp.any() and len(np.unique(yl[hp])) == 2
+        else None,
         rating_rmse_holdout=float(np.sqrt(np.mean((rating.score(Xp[hp], detail) - rp[hp]) ** 2))) if hp.any() else None,
         global_mean_rating=ctx.global_mean_rating,
         text_model=ctx.vectors.text_model,
@@ -188,11 +214,15 @@ def fit(
 
 # Collaborative variants of the click model: the collaborative features each leaves out.
 _COLLAB_VARIANTS: dict[str, tuple[str, ...]] = {
-    "none": COLLAB_FEATURES, "collab": ("collab_recent",), "collab+recent": (),
+    "none": COLLAB_FEATURES,
+    "collab": ("collab_recent",),
+    "collab+recent": (),
 }
 
 
-def rating_cut_points(predicted: np.ndarray, real: np.ndarray, rating_range: tuple[int, int] = (1, 5)) -> list[float] | None:
+def rating_cut_points(
+    predicted: np.ndarray, real: np.ndarray, rating_range: tuple[int, int] = (1, 5)
+) -> list[float] | None:
     """Cut points on predicted mean ratings so that the stars they give have the real
     ratings' shares: the predicted values' quantiles at the real cumulative shares."""
     lo, hi = rating_range
@@ -219,7 +249,9 @@ def _sample_negatives(rng, n, pop_p, rated: set, ctx: BrainContext, config: Embe
             short = want[kind] - len(got[kind])
             if short <= 0:
                 continue
-            draw = rng.integers(0, len(ids), 2 * short) if kind == "uniform" else rng.choice(len(ids), 2 * short, p=pop_p)
+            draw = (
+                rng.integers(0, len(ids), 2 * short) if kind == "uniform" else rng.choice(len(ids), 2 * short, p=pop_p)
+            )
             got[kind] += [r for r in draw.tolist() if int(ids[r]) not in rated][:short]
         if all(len(got[k]) == want[k] for k in got):
             return np.asarray(got["uniform"] + got["popular"], dtype=np.int64)
@@ -244,5 +276,3 @@ def _fit_ridge(cls, X, y, names, config) -> tuple[LinearModel, float]:
     lin = LinearModel(features=list(names), coef=coef.tolist(), intercept=float(model.intercept_ - coef @ mu))
     resid = y - lin.score(X, names)
     return lin, float(resid.std()) if len(resid) > 1 else 1.0
-
-

@@ -54,7 +54,20 @@ from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.brains.llm.prompts import poster_caption, poster_data_url
 
 __all__ = [
-    "AnswerError", "InterviewAnswer", "LLMBrain", "LLMBrainConfig", "LLMClient", "LLMEndpointError", "LLMTransportError",
-    "PageAnswer", "Reply", "ResponseCache",
-    "Usage", "check_answer", "check_interview", "poster_caption", "poster_data_url", "request_key",
+    "AnswerError",
+    "InterviewAnswer",
+    "LLMBrain",
+    "LLMBrainConfig",
+    "LLMClient",
+    "LLMEndpointError",
+    "LLMTransportError",
+    "PageAnswer",
+    "Reply",
+    "ResponseCache",
+    "Usage",
+    "check_answer",
+    "check_interview",
+    "poster_caption",
+    "poster_data_url",
+    "request_key",
 ]

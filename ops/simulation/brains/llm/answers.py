@@ -60,7 +60,6 @@ class AnswerError(ValueError):
     """An answer that is not valid JSON, breaks the schema or is illegal on the page."""
 
 
-
 def check_answer(text: str, observation: Observation, config: LLMBrainConfig) -> PageAnswer:
     """Parse and check one page answer; AnswerError says what is wrong, in words the model
     can act on."""
@@ -74,7 +73,9 @@ def check_answer(text: str, observation: Observation, config: LLMBrainConfig) ->
     if observation.page_type == "home":
         on_page = [card.movie_id for card in observation.items]
         if answer.action == CLICK_MOVIE and answer.movie_id not in on_page:
-            raise AnswerError(f"click_movie needs the movie_id of a movie on this page, one of {on_page}; got {answer.movie_id}")
+            raise AnswerError(
+                f"click_movie needs the movie_id of a movie on this page, one of {on_page}; got {answer.movie_id}"
+            )
     else:
         on_page = [observation.detail.card.movie_id]
         if answer.movie_id is not None and answer.movie_id != on_page[0]:

@@ -84,7 +84,9 @@ class LLMBrain:
         seed = int(rng.integers(0, 2**31 - 1))
         reflection = await self._reflect(session, rng)
         messages = self.page_messages(session, observation)
-        answer, replies, errors, failure = await self._ask(messages, lambda text: check_answer(text, observation, self.config), seed, observation)
+        answer, replies, errors, failure = await self._ask(
+            messages, lambda text: check_answer(text, observation, self.config), seed, observation
+        )
         latency = time.perf_counter() - started
         accounting = self._accounting(replies, errors)
         if reflection is not None:  # the reflection's bill goes on the step it preceded
@@ -114,11 +116,16 @@ class LLMBrain:
         seed = int(rng.integers(0, 2**31 - 1))
         messages = self.interview_messages(session)
         started = time.perf_counter()
-        answer, replies, errors, failure = await self._ask(messages, lambda text: check_interview(text, self.config), seed, None)
+        answer, replies, errors, failure = await self._ask(
+            messages, lambda text: check_interview(text, self.config), seed, None
+        )
         accounting = self._accounting(replies, errors)
         fallback_reason = None
         if answer is None:
-            fallback_reason = failure or f"{FALLBACK_INVALID_ANSWER}: the interview answer was invalid {len(errors)} times (last: {errors[-1]})"
+            fallback_reason = (
+                failure
+                or f"{FALLBACK_INVALID_ANSWER}: the interview answer was invalid {len(errors)} times (last: {errors[-1]})"
+            )
         record = {k: accounting[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")} | {
             "cached": accounting["extra"]["cached"],
             "fallback": answer is None,
@@ -149,9 +156,22 @@ class LLMBrain:
         (without credentials), the configuration that shapes requests, answers and costs, and
         the prompts and checks themselves (their source).  Transport settings (timeouts,
         retries, concurrency, cache) change how fast, not what: they are left out."""
-        transport_only = {"api_key_env", "api_key_required", "timeout_s", "max_attempts", "backoff_s", "backoff_max_s",
-                          "backoff_jitter", "retry_after_max_s", "decision_deadline_s", "concurrency", "http_client",
-                          "cache_path", "cache", "base_url"}
+        transport_only = {
+            "api_key_env",
+            "api_key_required",
+            "timeout_s",
+            "max_attempts",
+            "backoff_s",
+            "backoff_max_s",
+            "backoff_jitter",
+            "retry_after_max_s",
+            "decision_deadline_s",
+            "concurrency",
+            "http_client",
+            "cache_path",
+            "cache",
+            "base_url",
+        }
         h = hashlib.sha256(self.transport.endpoint.encode("utf-8"))
         h.update(self.config.model_dump_json(exclude=transport_only).encode("utf-8"))
         for module in (prompts, answers):
@@ -178,20 +198,33 @@ class LLMBrain:
         with self._posters_lock:
             if n == 0:
                 self._reflections.pop(uid, None)
-            due = bool(c.reflect_every) and n > 0 and n % c.reflect_every == 0 and self._reflections.get(uid, (None,))[0] != n
+            due = (
+                bool(c.reflect_every)
+                and n > 0
+                and n % c.reflect_every == 0
+                and self._reflections.get(uid, (None,))[0] != n
+            )
         if not due:
             return None
         seed = int(rng.integers(0, 2**31 - 1))
-        answer, replies, errors, failure = await self._ask(self.reflection_messages(session), lambda text: check_reflection(text, c), seed, None)
+        answer, replies, errors, failure = await self._ask(
+            self.reflection_messages(session), lambda text: check_reflection(text, c), seed, None
+        )
         accounting = self._accounting(replies, errors)
         with self._posters_lock:
             previous = self._reflections.get(uid, (None, None))[1]
             if answer is None:
-                reason = failure or f"{FALLBACK_INVALID_ANSWER}: the reflection answer was invalid {len(errors)} times (last: {errors[-1]})"
+                reason = (
+                    failure
+                    or f"{FALLBACK_INVALID_ANSWER}: the reflection answer was invalid {len(errors)} times (last: {errors[-1]})"
+                )
                 accounting["extra"]["fallback_reason"] = reason
                 self._reflections[uid] = (n, previous)
             else:
-                self._reflections[uid] = (n, prompts.reflection_state_text(answer.preferences.strip(), answer.satisfaction, answer.fatigue))
+                self._reflections[uid] = (
+                    n,
+                    prompts.reflection_state_text(answer.preferences.strip(), answer.satisfaction, answer.fatigue),
+                )
         if answer is None:
             with self.usage.lock:
                 self.usage.fallbacks += 1
@@ -201,7 +234,9 @@ class LLMBrain:
     def reflection_messages(self, session: AgentSession) -> list[dict]:
         c = self.config
         system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
-        text = prompts.reflection_text(self._short_term(session), self._watched(session), c.satisfaction_range, c.interest_range)
+        text = prompts.reflection_text(
+            self._short_term(session), self._watched(session), c.satisfaction_range, c.interest_range
+        )
         return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
     # -- prompts ----------------------------------------------------------------------------
@@ -210,16 +245,23 @@ class LLMBrain:
         """The chat messages for one page (system: who the agent is; user: the rest)."""
         c = self.config
         system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
-        movie_ids = [card.movie_id for card in observation.items] if observation.page_type == "home" else [observation.detail.card.movie_id]
+        movie_ids = (
+            [card.movie_id for card in observation.items]
+            if observation.page_type == "home"
+            else [observation.detail.card.movie_id]
+        )
         reflected = self.reflection(session.user_id) if session.short_term else None
-        context = "\n\n".join(
-            [
-                prompts.fatigue_text(session),
-                prompts.memories_text(self.recall(session, movie_ids, observation.page_type)),
-                prompts.short_term_text(self._short_term(session)),
-                *([reflected] if reflected else []),
-            ]
-        ) + "\n"
+        context = (
+            "\n\n".join(
+                [
+                    prompts.fatigue_text(session),
+                    prompts.memories_text(self.recall(session, movie_ids, observation.page_type)),
+                    prompts.short_term_text(self._short_term(session)),
+                    *([reflected] if reflected else []),
+                ]
+            )
+            + "\n"
+        )
         parts = [{"type": "text", "text": context}]
         parts += prompts.page_parts(observation, self._poster_parts)
         parts.append({"type": "text", "text": "\n" + prompts.answer_instructions(observation, c.rating_range)})
@@ -283,7 +325,9 @@ class LLMBrain:
 
     # -- asking -----------------------------------------------------------------------------
 
-    async def _ask(self, messages: list[dict], check: Callable[[str], object], seed: int, observation: Observation | None):
+    async def _ask(
+        self, messages: list[dict], check: Callable[[str], object], seed: int, observation: Observation | None
+    ):
         """Ask, validate, re-ask with the error up to `reasks` times, all within the
         decision's deadline.  Returns (answer or None, replies, errors, failure): failure is
         the fallback reason when the endpoint failed or the deadline passed, else None."""
@@ -310,9 +354,14 @@ class LLMBrain:
         except TimeoutError:
             with self.usage.lock:
                 self.usage.transport_failures += 1
-            return None, replies, errors, (
-                f"{FALLBACK_DEADLINE}: no valid answer from {self.transport.endpoint} within "
-                f"decision_deadline_s={c.decision_deadline_s:g} s ({len(replies)} replies, {len(errors)} invalid)"
+            return (
+                None,
+                replies,
+                errors,
+                (
+                    f"{FALLBACK_DEADLINE}: no valid answer from {self.transport.endpoint} within "
+                    f"decision_deadline_s={c.decision_deadline_s:g} s ({len(replies)} replies, {len(errors)} invalid)"
+                ),
             )
         return None, replies, errors, None
 
@@ -352,12 +401,22 @@ class LLMBrain:
         # a re-run writes the same events; `LLMBrain.usage` counts what was really spent.
         return {"prompt_tokens": pt, "completion_tokens": ct, "cost_usd": self.transport.cost(pt, ct), "extra": extra}
 
-    def _fallback(self, observation: Observation, errors: Sequence[str], failure: str | None, latency: float, accounting: dict) -> Decision:
-        action = EXIT if EXIT in observation.legal_actions else BACK if BACK in observation.legal_actions else observation.legal_actions[-1]
+    def _fallback(
+        self, observation: Observation, errors: Sequence[str], failure: str | None, latency: float, accounting: dict
+    ) -> Decision:
+        action = (
+            EXIT
+            if EXIT in observation.legal_actions
+            else BACK
+            if BACK in observation.legal_actions
+            else observation.legal_actions[-1]
+        )
         with self.usage.lock:
             self.usage.fallbacks += 1
         if failure is None:
-            failure = f"{FALLBACK_INVALID_ANSWER}: the model's answer was invalid {len(errors)} times (last: {errors[-1]})"
+            failure = (
+                f"{FALLBACK_INVALID_ANSWER}: the model's answer was invalid {len(errors)} times (last: {errors[-1]})"
+            )
         log.warning("LLM brain: fallback to %s on a %s page: %s", action, observation.page_type, failure)
         accounting["extra"]["fallback"] = action
         return Decision(
@@ -372,7 +431,11 @@ class LLMBrain:
 
     def _watched(self, session: AgentSession) -> list[str]:
         top = self.config.rating_range[1]
-        return [f"- {self._movie_name(e.movie_id)}: rated {e.rating}/{top}" for e in session.short_term if e.action == WATCH_AND_RATE and e.rating is not None]
+        return [
+            f"- {self._movie_name(e.movie_id)}: rated {e.rating}/{top}"
+            for e in session.short_term
+            if e.action == WATCH_AND_RATE and e.rating is not None
+        ]
 
     def _short_term(self, session: AgentSession) -> str:
         entries = session.short_term[-self.config.short_term_max_steps :] if self.config.short_term_max_steps else []

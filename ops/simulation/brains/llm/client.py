@@ -59,7 +59,15 @@ log = logging.getLogger(__name__)
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Loggers that may print request lines or keys: their records are redacted.
-_HTTP_LOGGERS = ("openai", "openai._base_client", "httpx", "httpx2", "httpcore", "aiohttp.client", "ops.simulation.brains.llm")
+_HTTP_LOGGERS = (
+    "openai",
+    "openai._base_client",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "aiohttp.client",
+    "ops.simulation.brains.llm",
+)
 
 
 # How far a server's prompt tokens may exceed the count (characters / 4) before a call's
@@ -164,7 +172,14 @@ class LLMClient:
             if hit is not None:
                 with self.usage.lock:
                     self.usage.cache_hits += 1
-                return Reply(hit["content"], hit["prompt_tokens"], hit["completion_tokens"], True, key, hit.get("usage_known", True))
+                return Reply(
+                    hit["content"],
+                    hit["prompt_tokens"],
+                    hit["completion_tokens"],
+                    True,
+                    key,
+                    hit.get("usage_known", True),
+                )
         budget, ceiling = self._budget, 0.0
         if budget is not None:
             # Priced before it is sent: the prompt as counted (characters / 4, with a margin for
@@ -190,9 +205,15 @@ class LLMClient:
         """Store a reply whose answer passed the checks (mode "readwrite" only)."""
         if self._cache is not None and self.config.cache == "readwrite" and not reply.cached:
             self._cache.put(
-                reply.key, self.endpoint, self.config.model,
-                {"content": reply.content, "prompt_tokens": reply.prompt_tokens,
-                 "completion_tokens": reply.completion_tokens, "usage_known": reply.usage_known},
+                reply.key,
+                self.endpoint,
+                self.config.model,
+                {
+                    "content": reply.content,
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "usage_known": reply.usage_known,
+                },
             )
 
     def forget(self, reply: Reply) -> None:
@@ -256,7 +277,11 @@ class LLMClient:
                 self.usage.retry_wait_s += pause
             log.warning(
                 "LLM endpoint %s: %s on attempt %d of %d; retrying in %.2fs",
-                self.endpoint, _describe(state.outcome.exception()), state.attempt_number, c.max_attempts, pause,
+                self.endpoint,
+                _describe(state.outcome.exception()),
+                state.attempt_number,
+                c.max_attempts,
+                pause,
             )
 
         async def attempt() -> tuple[str, int, int, bool]:
@@ -291,7 +316,9 @@ class LLMClient:
         c = self.config
         with self.usage.lock:
             self.usage.transport_failures += 1
-        return LLMTransportError(f"LLM endpoint {self.endpoint} (model {c.model}) still failing after {c.max_attempts} attempts: {_describe(exc)}")
+        return LLMTransportError(
+            f"LLM endpoint {self.endpoint} (model {c.model}) still failing after {c.max_attempts} attempts: {_describe(exc)}"
+        )
 
     def _parse(self, body: bytes) -> tuple[str, int, int, bool]:
         """(content, prompt tokens, completion tokens, usage known) of a 200's body, or MalformedReply."""
@@ -342,7 +369,9 @@ class LLMClient:
         # Keep-alive for every request in flight: a connection closed after each reply is a
         # new TCP handshake (and CPU) for the next.
         # (The SDK's own Limits class: its HTTP library is the SDK's business, not a pin of ours.)
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=c.concurrency, max_keepalive_connections=c.concurrency)
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+            max_connections=c.concurrency, max_keepalive_connections=c.concurrency
+        )
         http = (openai.DefaultAioHttpClient if c.http_client == "aiohttp" else openai.DefaultAsyncHttpxClient)(
             timeout=c.timeout_s, limits=limits
         )
@@ -366,7 +395,9 @@ def resolve_base_url(base_url: str | None) -> str:
 def request_key(request: Mapping, endpoint: str = "") -> str:
     """SHA-256 of the endpoint (without credentials: `ops.web.safe_endpoint`) and the whole
     request as canonical JSON: the same request to the same endpoint has the same key."""
-    canonical = json.dumps({"endpoint": endpoint, "request": request}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(
+        {"endpoint": endpoint, "request": request}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -421,8 +452,12 @@ class ResponseCache:
             problem = f"not JSON ({type(exc).__name__}: {str(exc)[:80]})"
         if problem is None:
             return reply
-        log.warning("LLM response cache %s: entry %s is not a cached reply (%s); treated as a miss",
-                    self.path, key[:16], problem)
+        log.warning(
+            "LLM response cache %s: entry %s is not a cached reply (%s); treated as a miss",
+            self.path,
+            key[:16],
+            problem,
+        )
         self._unusable.add(key)
         return None
 
@@ -457,7 +492,9 @@ class ResponseCache:
     def stats(self) -> list[tuple[str, str, int]]:
         """(endpoint, model, entries) for every endpoint and model in the cache."""
         with self._lock, self._named("cannot be read"):
-            return self._db.execute("SELECT endpoint, model, COUNT(*) FROM completions GROUP BY endpoint, model ORDER BY 1, 2").fetchall()
+            return self._db.execute(
+                "SELECT endpoint, model, COUNT(*) FROM completions GROUP BY endpoint, model ORDER BY 1, 2"
+            ).fetchall()
 
     def __len__(self) -> int:
         with self._lock, self._named("cannot be read"):
@@ -512,7 +549,9 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     default = load_settings().home / "cache" / "llm" / "responses.sqlite"
-    parser = argparse.ArgumentParser(prog="python -m ops.simulation.brains.llm.client", description=main.__doc__.split(":", 1)[1].strip())
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.simulation.brains.llm.client", description=main.__doc__.split(":", 1)[1].strip()
+    )
     parser.add_argument("command", choices=("stats", "clear"))
     parser.add_argument("--cache", default=str(default), help=f"the cache file (default: {default})")
     parser.add_argument("--model")

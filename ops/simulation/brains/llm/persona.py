@@ -30,7 +30,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from ops.simulation.brains.llm.answers import AnswerError, _parse
 
 AGES = ("Under 18", "18-24", "25-34", "35-44", "45-49", "50-55", "56+")
-OCCUPATIONS_HINT = ("student", "engineer", "teacher", "artist", "doctor", "lawyer", "manager", "writer", "retired", "homemaker", "sales", "scientist")
+OCCUPATIONS_HINT = (
+    "student",
+    "engineer",
+    "teacher",
+    "artist",
+    "doctor",
+    "lawyer",
+    "manager",
+    "writer",
+    "retired",
+    "homemaker",
+    "sales",
+    "scientist",
+)
 LEVEL_WORDS = {1: "low", 2: "moderate", 3: "high"}
 
 PERSONA_TEMPLATE = """Here is a sample of one person's movie history.
@@ -64,7 +77,10 @@ class PersonaCandidate(BaseModel):
     taste: str = Field(min_length=1)
 
     def text(self) -> str:
-        traits = ", ".join(f"{LEVEL_WORDS[getattr(self, n)]} {n}" for n in ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism"))
+        traits = ", ".join(
+            f"{LEVEL_WORDS[getattr(self, n)]} {n}"
+            for n in ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
+        )
         hobbies = f" Hobbies: {', '.join(self.hobbies)}." if self.hobbies else ""
         return f"Aged {self.age}, {self.occupation}. {self.background} Personality (Big Five): {traits}.{hobbies} Taste: {self.taste}"
 
@@ -112,7 +128,12 @@ async def amatch_persona(
     scores: list[float | None] = []
     best: tuple[float, str] | None = None
     for _ in range(n_candidates):
-        written, *_ = await brain._ask([{"role": "user", "content": prompt}], lambda t: _parse(t, PersonaCandidate), int(rng.integers(0, 2**31 - 1)), None)
+        written, *_ = await brain._ask(
+            [{"role": "user", "content": prompt}],
+            lambda t: _parse(t, PersonaCandidate),
+            int(rng.integers(0, 2**31 - 1)),
+            None,
+        )
         if written is None:
             candidates.append("")
             scores.append(None)
@@ -120,7 +141,9 @@ async def amatch_persona(
         text = written.text()
         rated, *_ = await brain._ask(
             [{"role": "user", "content": RATING_TEMPLATE.format(persona=text, movies=movies)}],
-            lambda t: _check_ratings(t, truth), int(rng.integers(0, 2**31 - 1)), None,
+            lambda t: _check_ratings(t, truth),
+            int(rng.integers(0, 2**31 - 1)),
+            None,
         )
         score = None if rated is None else float(np.sqrt(np.mean([(rated[m] - r) ** 2 for m, r in truth.items()])))
         candidates.append(text)
@@ -132,13 +155,18 @@ async def amatch_persona(
     return PersonaMatch(user_id, best[1], best[0], tuple(candidates), tuple(scores))
 
 
-def match_persona(brain, user_id: int, history, validation, n_candidates: int = 5, seed: int = 0) -> PersonaMatch | None:
+def match_persona(
+    brain, user_id: int, history, validation, n_candidates: int = 5, seed: int = 0
+) -> PersonaMatch | None:
     """`amatch_persona` from synchronous code."""
     return brain.transport.run_sync(amatch_persona, brain, user_id, history, validation, n_candidates, seed)
 
 
 async def amatch_personas(
-    brain, inputs: Mapping[int, tuple[Sequence[tuple[int, int]], Sequence[tuple[int, int]]]], n_candidates: int = 5, seed: int = 0,
+    brain,
+    inputs: Mapping[int, tuple[Sequence[tuple[int, int]], Sequence[tuple[int, int]]]],
+    n_candidates: int = 5,
+    seed: int = 0,
     progress=None,
 ) -> dict[int, PersonaMatch | None]:
     """`amatch_persona` for every user of `inputs` (user id -> (train history, validation
@@ -160,21 +188,31 @@ async def amatch_personas(
     return dict(await asyncio.gather(*(one(u) for u in sorted(inputs))))
 
 
-def match_personas(brain, inputs, n_candidates: int = 5, seed: int = 0, progress=None) -> dict[int, PersonaMatch | None]:
+def match_personas(
+    brain, inputs, n_candidates: int = 5, seed: int = 0, progress=None
+) -> dict[int, PersonaMatch | None]:
     """`amatch_personas` from synchronous code."""
     return brain.transport.run_sync(amatch_personas, brain, inputs, n_candidates, seed, progress)
 
 
-def persona_inputs(train: pl.DataFrame, valid: pl.DataFrame, users: Sequence[int], validation_movies: int = 10, seed: int = 0) -> dict:
+def persona_inputs(
+    train: pl.DataFrame, valid: pl.DataFrame, users: Sequence[int], validation_movies: int = 10, seed: int = 0
+) -> dict:
     """For each of `users` with at least one validation rating: its train history and up to
     `validation_movies` of its validation-window ratings (a seeded sample), the movies each
     candidate persona rates.  Users without a validation rating cannot be scored and are left
     out (they keep their trait persona)."""
     wanted = pl.DataFrame({"user_id": [int(u) for u in users]}, schema={"user_id": train.schema["user_id"]})
-    history = {u: list(zip(g.get_column("movie_id").to_list(), g.get_column("rating").to_list()))
-               for (u,), g in train.join(wanted, on="user_id").sort("user_id", "timestamp").group_by("user_id", maintain_order=True)}
+    history = {
+        u: list(zip(g.get_column("movie_id").to_list(), g.get_column("rating").to_list()))
+        for (u,), g in train.join(wanted, on="user_id")
+        .sort("user_id", "timestamp")
+        .group_by("user_id", maintain_order=True)
+    }
     out = {}
-    for (u,), g in valid.join(wanted, on="user_id").sort("user_id", "timestamp").group_by("user_id", maintain_order=True):
+    for (u,), g in (
+        valid.join(wanted, on="user_id").sort("user_id", "timestamp").group_by("user_id", maintain_order=True)
+    ):
         pairs = list(zip(g.get_column("movie_id").to_list(), g.get_column("rating").to_list()))
         if len(pairs) > validation_movies:
             rng = np.random.default_rng(np.random.SeedSequence([seed, int(u), 2718]))
@@ -187,9 +225,16 @@ def persona_inputs(train: pl.DataFrame, valid: pl.DataFrame, users: Sequence[int
 # (`ops.simulation.cost.estimate_persona_cost`): a candidate persona as the schema asks for
 # it, and one rating entry.
 SAMPLE_PERSONA = PersonaCandidate(
-    age="25-34", openness=3, conscientiousness=2, extraversion=2, agreeableness=2, neuroticism=1, occupation="software engineer",
+    age="25-34",
+    openness=3,
+    conscientiousness=2,
+    extraversion=2,
+    agreeableness=2,
+    neuroticism=1,
+    occupation="software engineer",
     background="Grew up in a small town and moved to the city for work; spends evenings at home.",
-    hobbies=["hiking", "board games", "cooking"], taste="Loves clever science fiction and dry comedies; avoids horror and musicals.",
+    hobbies=["hiking", "board games", "cooking"],
+    taste="Loves clever science fiction and dry comedies; avoids horror and musicals.",
 )
 SAMPLE_RATING = '{"movie_id": 1234, "rating": 4}, '
 
@@ -198,11 +243,22 @@ def personas_frame(matches: Mapping[int, PersonaMatch | None]) -> pl.DataFrame:
     """One row per user: the kept persona and its RMSE (null when no candidate could be
     scored: the user keeps its trait persona), every candidate and its score."""
     rows = [
-        {"user_id": u, "persona": m.persona if m else None, "rmse": m.rmse if m else None,
-         "candidates": list(m.candidates) if m else [], "scores": list(m.scores) if m else []}
+        {
+            "user_id": u,
+            "persona": m.persona if m else None,
+            "rmse": m.rmse if m else None,
+            "candidates": list(m.candidates) if m else [],
+            "scores": list(m.scores) if m else [],
+        }
         for u, m in sorted(matches.items())
     ]
-    schema = {"user_id": pl.Int64, "persona": pl.Utf8, "rmse": pl.Float64, "candidates": pl.List(pl.Utf8), "scores": pl.List(pl.Float64)}
+    schema = {
+        "user_id": pl.Int64,
+        "persona": pl.Utf8,
+        "rmse": pl.Float64,
+        "candidates": pl.List(pl.Utf8),
+        "scores": pl.List(pl.Float64),
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -210,7 +266,10 @@ def apply_personas(sessions: Sequence, personas: pl.DataFrame) -> list:
     """The session templates with each matched persona in place of the trait one (users
     without a matched persona keep theirs)."""
     kept = {int(u): p for u, p in personas.select("user_id", "persona").iter_rows() if p}
-    return [dataclasses.replace(s, profile=with_persona(s.profile, kept[s.user_id])) if s.user_id in kept else s for s in sessions]
+    return [
+        dataclasses.replace(s, profile=with_persona(s.profile, kept[s.user_id])) if s.user_id in kept else s
+        for s in sessions
+    ]
 
 
 def with_persona(profile, persona: str):
@@ -228,7 +287,10 @@ def persona_prompt(brain, user_id: int, history, seed: int, history_sample: int)
     liked = [m for m, r in history if r >= 4]
     disliked = [m for m, r in history if r < 3]
     prompt = PERSONA_TEMPLATE.format(
-        liked=_names(brain, liked), disliked=_names(brain, disliked), ages=", ".join(AGES), occupations=", ".join(OCCUPATIONS_HINT)
+        liked=_names(brain, liked),
+        disliked=_names(brain, disliked),
+        ages=", ".join(AGES),
+        occupations=", ".join(OCCUPATIONS_HINT),
     )
     return rng, prompt
 

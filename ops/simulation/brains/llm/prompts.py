@@ -65,7 +65,9 @@ DETAIL_ANSWER = """Reply with a JSON object with exactly these keys:
 REASK_TEMPLATE = """Your answer cannot be used: {error}
 Answer again with ONE JSON object that follows the format asked for, and only actions legal on this page: {legal}."""
 
-INTERVIEW_QUESTION = "Do you feel satisfied with the recommender system? Rate it from {lo}-{hi} and give an explanation."
+INTERVIEW_QUESTION = (
+    "Do you feel satisfied with the recommender system? Rate it from {lo}-{hi} and give an explanation."
+)
 
 INTERVIEW_ANSWER = """Reply with a JSON object with exactly these keys:
 {{"satisfaction": an integer from {lo} to {hi}, "reason": a short first-person explanation}}"""
@@ -77,13 +79,22 @@ REFLECTION_ANSWER = """Reply with a JSON object with exactly these keys:
 {{"preferences": one or two first-person sentences on what you want to watch now and what you want to avoid, "satisfaction": your satisfaction with the recommendations so far, an integer from {lo} to {hi}, "fatigue": how tired you are, an integer from {flo} (fresh) to {fhi} (exhausted)}}"""
 
 
-def reflection_text(session_described: str, watched: Sequence[str], satisfaction_range: tuple[int, int], fatigue_range: tuple[int, int]) -> str:
+def reflection_text(
+    session_described: str, watched: Sequence[str], satisfaction_range: tuple[int, int], fatigue_range: tuple[int, int]
+) -> str:
     """The reflection prompt (Agent4Rec §2.1.2): the session so far, then the question."""
     seen = "\n".join(watched) if watched else "You have watched nothing yet."
     return (
-        "This session so far:\n" + (session_described or "nothing yet.") + "\nMovies you watched and your ratings:\n" + seen
-        + "\n\n" + REFLECTION_QUESTION + "\n"
-        + REFLECTION_ANSWER.format(lo=satisfaction_range[0], hi=satisfaction_range[1], flo=fatigue_range[0], fhi=fatigue_range[1])
+        "This session so far:\n"
+        + (session_described or "nothing yet.")
+        + "\nMovies you watched and your ratings:\n"
+        + seen
+        + "\n\n"
+        + REFLECTION_QUESTION
+        + "\n"
+        + REFLECTION_ANSWER.format(
+            lo=satisfaction_range[0], hi=satisfaction_range[1], flo=fatigue_range[0], fhi=fatigue_range[1]
+        )
     )
 
 
@@ -156,7 +167,11 @@ def page_parts(
         for card in observation.items:
             vote = "n/a" if card.vote_average is None else f"{card.vote_average:.1f}/10"
             genres = ", ".join(card.genres) or "n/a"
-            parts.append(_text(f"[{card.movie_id}] {card.title} (recommendation #{card.position}) | genres: {genres} | vote average: {vote}"))
+            parts.append(
+                _text(
+                    f"[{card.movie_id}] {card.title} (recommendation #{card.position}) | genres: {genres} | vote average: {vote}"
+                )
+            )
             parts.extend(poster(card.poster_small, "small"))
     else:
         d = observation.detail
@@ -183,7 +198,9 @@ def answer_instructions(observation: Observation, rating_range: tuple[int, int])
     legal = ", ".join(f'"{a}"' for a in observation.legal_actions)
     if observation.page_type == "home":
         return HOME_ANSWER.format(legal=legal)
-    return DETAIL_ANSWER.format(legal=legal, rating_min=rating_range[0], rating_max=rating_range[1], movie_id=observation.detail.card.movie_id)
+    return DETAIL_ANSWER.format(
+        legal=legal, rating_min=rating_range[0], rating_max=rating_range[1], movie_id=observation.detail.card.movie_id
+    )
 
 
 def reask_text(error: str, observation: Observation | None) -> str:
@@ -221,7 +238,12 @@ def poster_data_url(path: str, max_side: int, quality: int = 85) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-_LOOK_WORDS = {"warm": "warm colours (reds, oranges, yellows)", "cool": "cool colours (greens, blues, purples)", "dark": "mostly dark", "bright": "bright and pale"}
+_LOOK_WORDS = {
+    "warm": "warm colours (reds, oranges, yellows)",
+    "cool": "cool colours (greens, blues, purples)",
+    "dark": "mostly dark",
+    "bright": "bright and pale",
+}
 
 
 def poster_caption(path: str) -> str:

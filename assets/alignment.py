@@ -104,6 +104,14 @@ def taste_alignment(
         stream="taste",
     )
     sessions = agents.sessions(users)
+
+    def dry_run(meter):  # both protocols, every prompt written and counted, nothing sent
+        taste_discrimination(meter, sessions, lists, catalogue, config.seed, n_bootstrap=10, progress=False)
+        taste_per_item(
+            _counted_list_answers(meter, catalogue), sessions, lists, config.seed, n_bootstrap=10, progress=False
+        )
+
+    _check_bill(context, config, llm, embedded_brain, catalogue, len(users), dry_run)
     result = taste_discrimination(
         brain, sessions, lists, catalogue, config.seed, n_bootstrap=config.n_bootstrap, progress=True
     )
@@ -195,6 +203,15 @@ def rating_alignment(
     except NotMeasurable as exc:
         return _not_measured(context, exc)
     pairs = rating_pairs(test_ratings, users, config.max_pairs_per_agent, config.seed)
+    _check_bill(
+        context,
+        config,
+        llm,
+        embedded_brain,
+        catalogue,
+        len(users),
+        lambda meter: brain_ratings(meter, agents.sessions(users), pairs, catalogue, config.seed, progress=False),
+    )
     rated = brain_ratings(brain, agents.sessions(users), pairs, catalogue, config.seed, progress=True)
     result = score(
         rated,
@@ -287,6 +304,17 @@ def list_quality_alignment(
         full_lists_only=True,
     )
     concurrency = llm.concurrency if config.brain == "llm" else 1
+    _check_bill(
+        context,
+        config,
+        llm,
+        embedded_brain,
+        catalogue,
+        len(users),
+        lambda meter: simulate_lists(
+            meter, agents.sessions(users), lists, catalogue, SimulationConfig(), seed=config.seed, concurrency=1
+        ),
+    )
     events = simulate_lists(
         brain, agents.sessions(users), lists, catalogue, SimulationConfig(), seed=config.seed, concurrency=concurrency
     )
@@ -489,6 +517,47 @@ def _setup(
             None if config.vision else embedded_brain.config.model_copy(update={"use_posters": False})
         )
     return brain, catalogue, users
+
+
+def _check_bill(
+    context, config: AlignmentConfig, llm: LLMResource, embedded_brain, catalogue, agents: int, dry_run
+) -> None:
+    """With the LLM brain and max_cost_usd set: the protocol's bill before its first call — the
+    protocol dry-run with every prompt the LLM brain would send written and counted while the
+    embedded brain decides — recorded in the run's bill and refused above what the run has left."""
+    if config.brain != "llm" or not llm.max_cost_usd:
+        return
+    from ops.simulation.cost import estimate_protocol_cost
+
+    vision = {} if config.vision else {"vision": False}
+    writer = llm.brain(catalogue, cache="off", **vision)
+    behaviour = embedded_brain.brain(
+        None if config.vision else embedded_brain.config.model_copy(update={"use_posters": False})
+    )
+    try:
+        estimate = estimate_protocol_cost(llm.label_of(context), writer, behaviour, dry_run, agents)
+    finally:
+        writer.close()
+    llm.check_estimate(context, estimate)
+
+
+def _counted_list_answers(meter, catalogue):
+    """An answerer of the per-item protocol that counts the one request per list the LLM brain
+    would send (and a reply naming half the list), answering nothing."""
+    import json
+
+    from ops.simulation.brains.llm.tokens import prompt_tokens, text_tokens
+    from ops.studies.alignment.lists import fresh_session
+    from ops.studies.alignment.taste import list_messages
+
+    def answer(template, movies, ratio):
+        meter.prompt[template.user_id].append(
+            prompt_tokens(list_messages(meter.llm, fresh_session(template), movies, catalogue))
+        )
+        meter.completion[template.user_id].append(text_tokens(json.dumps({"watch": list(movies)[: len(movies) // 2]})))
+        return set()
+
+    return answer
 
 
 def _log_usage(mlflow_tracking: MlflowTracking, brain) -> None:

@@ -255,7 +255,9 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
             )
             # The reasons go in the exit message: it reaches the terminal in either console mode.
             bill: list[str] = []
-            _say_bill(bill.append, lifecycle)  # what the run spent of its LLM cap, also when it stopped on it
+            _say_bill(
+                bill.append, lifecycle, settings.max_cost_usd or 0.0
+            )  # what the run spent of its LLM cap, also when it stopped on it
             raise SystemExit(
                 "\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, *bill, f"See {where}.{again}"])
             )
@@ -291,7 +293,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
             ("full log", str(log)),
         ]
         console.summary(report["summary"].value, places)
-        _say_bill(console.line, lifecycle)
+        _say_bill(console.line, lifecycle, settings.max_cost_usd or 0.0)
         console.line(f"done in {time.time() - started:.0f} s")
         return 0
     out = terminal or sys.stdout
@@ -303,13 +305,13 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
         print(f"  MLflow run:    {report_run[0].info.run_id} (report); parent runs per Dagster run:", file=out)
     for label, run_id, _ in runs:
         print(f"    {label:22s} Dagster run {run_id}", file=out)
-    _say_bill(lambda text: print(text, file=out), lifecycle)
+    _say_bill(lambda text: print(text, file=out), lifecycle, settings.max_cost_usd or 0.0)
     print("  MLflow UI:     make mlflow-ui   → http://127.0.0.1:5000", file=out)
     print(f"  Dagster UI:    make ui          → http://127.0.0.1:3000 (DAGSTER_HOME={home or 'ephemeral'})", file=out)
     return 0
 
 
-def _say_bill(say, lifecycle: str) -> None:
+def _say_bill(say, lifecycle: str, cap: float) -> None:
     """The run's LLM bill, per asset and in all, where the LLM was called (the report has it too)."""
     from ops.readout.report import bill_lines
     from ops.simulation.budget import RunBudget
@@ -317,7 +319,7 @@ def _say_bill(say, lifecycle: str) -> None:
 
     path = data_root() / "bills" / f"lifecycle-{lifecycle}.json"
     if path.exists():
-        for line in bill_lines(RunBudget(path, 0).bill()):
+        for line in bill_lines(RunBudget(path, cap).bill()):
             if line:
                 say(line)
 

@@ -104,8 +104,8 @@ class LLMResource(ConfigurableResource):
     def bill_of(self, context) -> RunBudget:
         """The bill of the run `context` belongs to: one per lifecycle (all its steps, every
         arm and the read-out), else one per Dagster run; under $SIMAB_HOME/bills/."""
-        tags = context.run.tags
-        key = f"lifecycle-{tags[LIFECYCLE_TAG]}" if tags.get(LIFECYCLE_TAG) else f"run-{context.run.run_id}"
+        tags = context.run_tags  # (context.run is not set when an asset is invoked directly)
+        key = f"lifecycle-{tags[LIFECYCLE_TAG]}" if tags.get(LIFECYCLE_TAG) else f"run-{context.run_id}"
         return RunBudget(data_root() / "bills" / f"{key}.json", self.max_cost_usd)
 
     @contextmanager
@@ -126,25 +126,8 @@ class LLMResource(ConfigurableResource):
         if kind != "llm":
             brain = embedded()
         else:
-            bill = self.bill_of(context)
-            label = context.asset_key.to_user_string() + (
-                f"[{context.partition_key}]" if context.has_partition_key else ""
-            )
             if estimate is not None and self.max_cost_usd:
-                guess = estimate()
-                bill.record_estimate(label, guess.cost_usd)
-                left = max(0.0, self.max_cost_usd - bill.bill()["spent"])
-                context.log.info(
-                    f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${self.max_cost_usd:,.2f} left"
-                )
-                if guess.cost_usd > left:
-                    raise Failure(
-                        description=f"{label} is estimated at ${guess.cost_usd:,.4f} ({guess.calls:,} calls), above max_cost_usd=${self.max_cost_usd:,.4f} "
-                        f"less what this run has spent (${left:,.4f} left): raise the limit ($SIMAB_MAX_COST_USD), ask for fewer agents "
-                        "($SIMAB_AGENTS, $SIMAB_ALIGNMENT_AGENTS) or choose a cheaper model",
-                        metadata={"estimate": MetadataValue.md(guess.to_markdown())},
-                        allow_retries=False,
-                    )
+                self.check_estimate(context, estimate())
             brain = self.charged_brain(context, catalogue, **overrides)
         try:
             yield brain
@@ -155,10 +138,33 @@ class LLMResource(ConfigurableResource):
             if close is not None:
                 close()
 
+    def label_of(self, context) -> str:
+        """The asset (and partition) a step's LLM calls are charged to in the run's bill."""
+        return context.asset_key.to_user_string() + (f"[{context.partition_key}]" if context.has_partition_key else "")
+
+    def check_estimate(self, context, guess: CostEstimate) -> None:
+        """Record a step's estimate in the run's bill and refuse the step (before any call)
+        when it is above what the run has left of max_cost_usd."""
+        bill, label = self.bill_of(context), self.label_of(context)
+        bill.record_estimate(label, guess.cost_usd)
+        left = max(0.0, self.max_cost_usd - bill.bill()["spent"])
+        context.log.info(
+            f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${self.max_cost_usd:,.2f} left"
+        )
+        if self.max_cost_usd and guess.cost_usd > left:
+            raise Failure(
+                description=f"{label} is estimated at ${guess.cost_usd:,.4f} ({guess.calls:,} calls), above "
+                f"max_cost_usd=${self.max_cost_usd:,.4f} less what this run has spent (${left:,.4f} left): raise the "
+                "limit ($SIMAB_MAX_COST_USD), ask for fewer agents ($SIMAB_AGENTS, $SIMAB_ALIGNMENT_AGENTS) or choose a "
+                "cheaper model",
+                metadata={"estimate": MetadataValue.md(guess.to_markdown())},
+                allow_retries=False,
+            )
+
     def charged_brain(self, context, catalogue=None, **overrides) -> LLMBrain:
         """A fresh LLM brain whose every call is charged to the run's bill (`bill_of`) under
         the asset's name, and refused before it is sent past max_cost_usd."""
-        label = context.asset_key.to_user_string() + (f"[{context.partition_key}]" if context.has_partition_key else "")
+        label = self.label_of(context)
         budget = self.bill_of(context)
         return self.brain(
             catalogue, budget_path=str(budget.path), budget_cap_usd=self.max_cost_usd, budget_label=label, **overrides

@@ -87,3 +87,54 @@ def test_an_arm_stops_before_the_call_that_would_pass_the_run_cap(tmp_path):
     # What the endpoint was paid for is what the bill says was spent, charged to the arm.
     paid = (fake.prompt_tokens + fake.completion_tokens) * 1000.0 / 1e6
     assert bill["spent"] == pytest.approx(paid) and bill["spend"] == {"simulation_events[pop]": pytest.approx(paid)}
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    from tests.test_alignment_brains import _synthetic_world
+
+    return _synthetic_world(tmp_path_factory.mktemp("bill-world"), n_users=80, n_movies=150)
+
+
+@pytest.mark.parametrize("asset_name", ["taste_alignment", "rating_alignment", "list_quality_alignment"])
+def test_an_alignment_protocol_is_estimated_and_refused_above_the_cap_before_any_call(
+    synthetic, tmp_path, monkeypatch, asset_name
+):
+    # Today's main let the read-out's protocols call the LLM with no estimate and no cap.
+    from dagster import Failure, build_asset_context
+
+    import assets.alignment as alignment
+    from resources.llm import LIFECYCLE_TAG
+
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
+    split = synthetic["split"]
+    asset = getattr(alignment, asset_name)
+    config_class = alignment.RatingAlignmentConfig if asset_name == "rating_alignment" else alignment.AlignmentConfig
+    inputs = dict(
+        agents=synthetic["agents"],
+        embedded_brain=synthetic["model"],
+        train_ratings=split.train,
+        valid_ratings=split.valid,
+        test_ratings=split.test,
+        mm_ml_1m=synthetic["frame"],
+        recommender_arm={},
+    )
+    fake = FakeOpenAI(scripted_agent)
+    with fake.serve() as url:
+        llm = alignment.LLMResource(
+            base_url=url, model="test-model", api_key_required=False, cache="off", max_cost_usd=0.0001
+        )
+        resources = dict(llm=llm, mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"))
+        wanted = set(asset.op.ins) | set(asset.required_resource_keys)
+        kwargs = {k: v for k, v in {**inputs, **resources}.items() if k in wanted}
+        with pytest.raises(
+            Failure, match=rf"{asset_name} is estimated at \$[\d.]+ \([\d,]+ calls\), above max_cost_usd"
+        ):
+            asset(
+                build_asset_context(run_tags={LIFECYCLE_TAG: "refused"}),
+                config_class(brain="llm", n_agents=4),
+                **kwargs,
+            )
+    assert fake.calls == 0  # refused before the first call
+    bill = RunBudget(tmp_path / "bills" / "lifecycle-refused.json", 0.0001).bill()
+    assert bill["estimates"][asset_name] > 0.0001 and bill["spent"] == 0.0

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -351,3 +351,45 @@ def _ceiling_calls(agent: AgentSession, config: SimulationConfig, reflect_every:
     steps = config.max_steps if cheapest <= 0 else min(config.max_steps, math.ceil(budget / cheapest))
     reflections = (steps - 1) // reflect_every if reflect_every else 0
     return steps + reflections + 1
+
+
+def estimate_protocol_cost(
+    name: str, llm_brain, behaviour, run: Callable[[object], object], agents: int
+) -> CostEstimate:
+    """The bill of a protocol that asks the brain through its decision path (the alignment
+    protocols): `run(meter)` is the protocol itself, run here with a brain that writes and
+    counts the LLM brain's prompt for every decision and interview while `behaviour` decides
+    (nothing is sent).  Every prompt is the one that will be sent, so the count is exact up
+    to the answers' lengths; the ceiling re-asks every call as often as the brain allows and
+    answers each with `max_tokens`."""
+    meter = _PromptMeter(llm_brain, behaviour)
+    run(meter)
+    c = llm_brain.config
+    price = llm_brain.transport.cost
+    calls = sum(len(v) for v in meter.prompt.values())
+    prompt = sum(sum(v) for v in meter.prompt.values())
+    completion = sum(sum(v) for v in meter.completion.values())
+    longest = max((t for v in meter.prompt.values() for t in v), default=0)
+    tries = 1 + int(getattr(c, "reasks", 0) or 0)
+    ceiling_calls = calls * tries
+    ceiling_prompt, ceiling_completion = ceiling_calls * longest, ceiling_calls * c.max_tokens
+    cost = price(prompt, completion)
+    return CostEstimate(
+        arm=name,
+        model=c.model,
+        behaviour=getattr(behaviour, "name", type(behaviour).__name__),
+        agents=agents,
+        sampled_agents=agents,
+        calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=cost,
+        cost_low_usd=cost,
+        cost_high_usd=cost,
+        ceiling_calls=ceiling_calls,
+        ceiling_prompt_tokens=ceiling_prompt,
+        ceiling_completion_tokens=ceiling_completion,
+        ceiling_cost_usd=price(ceiling_prompt, ceiling_completion),
+        price_prompt_per_1m=c.price_prompt_per_1m,
+        price_completion_per_1m=c.price_completion_per_1m,
+    )

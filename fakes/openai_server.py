@@ -60,6 +60,7 @@ class Outcome:
     raw: bytes | None = None  # a body sent as it is (a 200 that is not a chat completion)
     truncate: bool = False  # Content-Length of the whole body, half of it sent, connection closed
     delay_s: float = 0.0  # waited before answering, on top of the fake's latency
+    message: str | None = None  # an error's message (e.g. llama.cpp's "image input is not supported")
 
 
 class FakeOpenAI:
@@ -96,9 +97,9 @@ class FakeOpenAI:
         """Queue one answer whose message content is `content`."""
         self._queue(Outcome(content=content))
 
-    def fail(self, status: int, headers: dict | None = None) -> None:
-        """Queue one HTTP error (e.g. 429 with Retry-After, 503, 401)."""
-        self._queue(Outcome(status=status, headers=dict(headers or {})))
+    def fail(self, status: int, headers: dict | None = None, message: str | None = None) -> None:
+        """Queue one HTTP error (e.g. 429 with Retry-After, 503, 401), with `message` as its error's text."""
+        self._queue(Outcome(status=status, headers=dict(headers or {}), message=message))
 
     def garbage(
         self, body: bytes = b"<html><body>502 Bad Gateway</body></html>", content_type: str = "application/json"
@@ -138,7 +139,11 @@ class FakeOpenAI:
             policy = self.policy
         if outcome.status != 200:
             return outcome, _json(
-                _error("try later" if outcome.status in (429,) or outcome.status >= 500 else "refused", "server_error")
+                _error(
+                    outcome.message
+                    or ("try later" if outcome.status in (429,) or outcome.status >= 500 else "refused"),
+                    "server_error",
+                )
             )
         if outcome.raw is not None:
             return outcome, outcome.raw

@@ -260,7 +260,8 @@ def test_fallbacks_are_counted_per_arm_in_the_readout_and_its_table():
     r = ab_readout(frame(rows), control="A", config=ReadoutConfig(n_bootstrap=200))
     counts = {row["arm"]: row for row in r.fallbacks.iter_rows(named=True)}
     assert counts["A"] == {"arm": "A", "agents": 3, "fallback_events": 0, "fallback_agents": 0, "failed_agents": 0}
-    assert counts["B"] == {"arm": "B", "agents": 3, "fallback_events": 3, "fallback_agents": 2, "failed_agents": 1}
+    # Both failed: an answer invalid after its re-ask is an agent failure, as the endpoint's is.
+    assert counts["B"] == {"arm": "B", "agents": 3, "fallback_events": 3, "fallback_agents": 2, "failed_agents": 2}
     markdown = r.to_markdown()
     header = next(line for line in markdown.splitlines() if line.startswith("| arm |"))
     assert header.endswith("| fallbacks |")

@@ -21,6 +21,7 @@ import email.utils
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -613,3 +614,46 @@ def test_a_cached_row_of_the_wrong_shape_is_a_logged_miss_and_is_replaced(tmp_pa
     cache.put("k0000", "http://127.0.0.1:8000/v1", "m", {**good, "content": "other"})
     assert cache.get("k0000") == good
     cache.close()
+
+
+@pytest.mark.parametrize(
+    "status, message, setting",
+    [
+        (
+            500,
+            "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj",
+            "SIMAB_LLM_VISION=false",
+        ),
+        (400, "response_format type json_schema is not supported by this model", "json_mode false"),
+    ],
+)
+def test_a_refused_feature_is_not_retried_and_names_the_setting_to_change(world, fake, key, status, message, setting):
+    # llama.cpp answers a request with an image HTTP 500 "image input is not supported": it was
+    # retried 5 times as a transient 5xx, then the arm stopped without saying why.
+    from ops.simulation.brains.llm import LLMEndpointError
+
+    fake.fail(status, message=message)
+    b = brain(fake, world, max_attempts=5)
+    try:
+        session, page = first_page(world)
+        with pytest.raises(LLMEndpointError, match=rf"refused the request.*{re.escape(setting)}"):
+            b.decide(session, page, rng())
+    finally:
+        b.close()
+    assert fake.calls == 1  # asked once, not five times
+
+
+def test_an_arm_of_invalid_answers_fails_with_the_share_and_examples(world, key):
+    # A small model's answers that never pass the checks are agent failures, not agents that
+    # clicked nothing: the arm fails instead of reading out CTR 0.
+    fake = FakeOpenAI(lambda body: '{"action": "fly_away", "interest": 9}')
+    with fake.serve() as url:
+        fake.url = url
+        b = brain(fake, world)
+        try:
+            with pytest.raises(
+                SimulationFailed, match=r"agents failed .* on arm 'pop'.*E\.g\. user \d+: invalid_answer"
+            ):
+                simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], b, CFG, seed=0, run_id="r")
+        finally:
+            b.close()

@@ -281,8 +281,8 @@ FALLBACKS = {
 
 def fallback_counts(events: pl.DataFrame) -> dict[str, int]:
     """How often the brain fell back in these events: {"agents", "fallback_events",
-    "fallback_agents" (agents with at least one), "failed_agents" (agents the endpoint kept
-    failing or whose deadline passed: `observation.AGENT_FAILURES`)}.  Events written before
+    "fallback_agents" (agents with at least one), "failed_agents" (agents whose answers stayed
+    invalid, whose endpoint kept failing or whose deadline passed: `observation.AGENT_FAILURES`)}.  Events written before
     the `fallback` column existed count as none."""
     agents = events.get_column("user_id").n_unique() if "user_id" in events.columns else 0
     if "fallback" not in events.columns or events.is_empty():

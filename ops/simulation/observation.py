@@ -28,14 +28,15 @@ EXIT_INTERVIEW = "exit_interview"
 
 # Why a brain fell back to a safe action (`Decision.fallback_reason` = "<kind>: <detail>"):
 # the model's answers stayed invalid after the re-ask, the endpoint kept failing after
-# every retry, or the decision's overall deadline passed.  The last two are failures of the
+# every retry, or the decision's overall deadline passed.  All three are failures of the
 # agent, not behaviour: the runner ends that agent's session and counts it against the
-# arm's allowed share of failed agents.
+# arm's allowed share of failed agents (an arm of invalid answers fails, naming the share
+# and examples, rather than reading out as an arm of agents that clicked nothing).
 FALLBACK_INVALID_ANSWER = "invalid_answer"
 FALLBACK_TRANSPORT = "transport"
 FALLBACK_DEADLINE = "deadline"
 FALLBACK_KINDS = (FALLBACK_INVALID_ANSWER, FALLBACK_TRANSPORT, FALLBACK_DEADLINE)
-AGENT_FAILURES = (FALLBACK_TRANSPORT, FALLBACK_DEADLINE)
+AGENT_FAILURES = (FALLBACK_INVALID_ANSWER, FALLBACK_TRANSPORT, FALLBACK_DEADLINE)
 
 
 def fallback_kind(reason: str | None) -> str | None:

@@ -306,8 +306,9 @@ class LLMClient:
         except openai.APIStatusError as exc:
             if _transient(exc):
                 raise self._exhausted(exc) from None
+            hint = f"; {refusal_hint(str(exc))}" if _refused_feature(exc) else ""
             raise LLMEndpointError(
-                f"LLM endpoint {self.endpoint} (model {c.model}) refused the request: {_describe(exc)}"
+                f"LLM endpoint {self.endpoint} (model {c.model}) refused the request: {_describe(exc)}{hint}"
             ) from None
         except (openai.APIConnectionError, MalformedReply) as exc:
             raise self._exhausted(exc) from None
@@ -617,8 +618,37 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, (MalformedReply, openai.APIConnectionError)):  # timeouts included
         return True
     if isinstance(exc, openai.APIStatusError):
+        if _refused_feature(exc):  # asking again cannot help, whatever the status code
+            return False
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500
     return False
+
+
+# What servers answer (llama.cpp: HTTP 500 "image input is not supported"; vLLM, Ollama: 400)
+# when a request uses something the model or server cannot do.
+_REFUSAL_WORDS = ("not supported", "unsupported", "does not support", "not implemented", "is not enabled")
+
+
+def _refused_feature(exc: BaseException) -> bool:
+    import openai
+
+    return (
+        isinstance(exc, openai.APIStatusError)
+        and exc.status_code in (400, 415, 422, 500, 501)
+        and any(word in str(exc).lower() for word in _REFUSAL_WORDS)
+    )
+
+
+def refusal_hint(text: str) -> str:
+    """Which setting to change for a server's refusal of a feature."""
+    text = text.lower()
+    if "image" in text or "vision" in text or "multimodal" in text:
+        return "the endpoint takes no images: set vision false (SIMAB_LLM_VISION=false, the llm resource's vision)"
+    if "response_format" in text or "json" in text or "grammar" in text:
+        return "the endpoint refuses the JSON response format: set json_mode false (the llm resource's json_mode)"
+    if "seed" in text:
+        return "the endpoint refuses the seed parameter: set send_seed false"
+    return "the endpoint does not support a feature this request uses: check the llm resource's settings"
 
 
 def _retry_after(exc: BaseException | None) -> float | None:

@@ -265,7 +265,7 @@ def test_fallbacks_are_counted_per_arm_in_the_readout_and_its_table():
     markdown = r.to_markdown()
     header = next(line for line in markdown.splitlines() if line.startswith("| arm |"))
     assert header.endswith("| fallbacks |")
-    assert "| 2 agents (3 events), 1 failed |" in markdown and "| 0 agents (0 events), 0 failed |" in markdown
+    assert "| 2 agents (3 events), 2 failed |" in markdown and "| 0 agents (0 events), 0 failed |" in markdown
     # Events without the columns (written before they existed) count as no fallback.
     old = ab_readout(
         frame(hand_log("A")).drop("fallback", "fallback_reason"), control="A", config=ReadoutConfig(n_bootstrap=50)

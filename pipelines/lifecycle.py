@@ -314,10 +314,10 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
 def _say_bill(say, lifecycle: str, cap: float) -> None:
     """The run's LLM bill, per asset and in all, where the LLM was called (the report has it too)."""
     from ops.readout.report import bill_lines
-    from ops.simulation.budget import RunBudget
+    from ops.simulation.budget import RunBudget, bill_path
     from resources.storage import data_root
 
-    path = data_root() / "bills" / f"lifecycle-{lifecycle}.json"
+    path = bill_path(data_root(), lifecycle)
     if path.exists():
         for line in bill_lines(RunBudget(path, cap).bill()):
             if line:

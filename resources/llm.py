@@ -23,6 +23,7 @@ from pydantic import Field
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.brains.llm.client import resolve_base_url
+from ops.simulation.budget import bill_path
 from ops.simulation.cost import CostEstimate, CostLimitExceeded, RunBudget
 from ops.web import endpoint_host, safe_endpoint
 from resources.storage import data_root
@@ -105,8 +106,7 @@ class LLMResource(ConfigurableResource):
         """The bill of the run `context` belongs to: one per lifecycle (all its steps, every
         arm and the read-out), else one per Dagster run; under $SIMAB_HOME/bills/."""
         tags = context.run_tags  # (context.run is not set when an asset is invoked directly)
-        key = f"lifecycle-{tags[LIFECYCLE_TAG]}" if tags.get(LIFECYCLE_TAG) else f"run-{context.run_id}"
-        return RunBudget(data_root() / "bills" / f"{key}.json", self.max_cost_usd)
+        return RunBudget(bill_path(data_root(), tags.get(LIFECYCLE_TAG), context.run_id), self.max_cost_usd)
 
     @contextmanager
     def open_brain(

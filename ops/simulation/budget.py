@@ -13,6 +13,12 @@ from filelock import FileLock
 from ops.atomic import atomic_write_bytes
 
 
+def bill_path(root: Path, lifecycle: str | None, run_id: str = "") -> Path:
+    """Where a run's bill lives under the data folder `root`: one per lifecycle (all its steps,
+    every arm and the read-out), else one per Dagster run."""
+    return Path(root) / "bills" / (f"lifecycle-{lifecycle}.json" if lifecycle else f"run-{run_id}.json")
+
+
 class CostLimitExceeded(RuntimeError):
     """The estimated bill, or the next call, is above the limit the run was given."""
 

@@ -47,6 +47,8 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.readout.alignment.rating.RatingAlignment": ("", ""),
     "ops.readout.alignment.list_quality.ListQuality": ("", ""),
     "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
+    # Any other arm (a plug-in, a lists file, an MLflow model): its spec and its own save/load.
+    "ops.arms.catalog.PluggedArm": ("", ""),
 }
 FORMAT = "simab.asset/1"
 

@@ -88,8 +88,14 @@ class ArmBase:
     def score(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         raise ScoresNotAvailable(f"arm {self.name!r} ({type(self).__name__}) gives no scores")
 
+    def score_matrix(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
+        """Scores of every user x item, shape (users, items).  From `score` pair by pair by
+        default; a factor model overrides it with one matrix product per block of users."""
+        return np.asarray(self.score(np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size)),
+                          dtype=np.float64).reshape(user_ids.size, item_ids.size)
+
     def rank(self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20) -> pl.DataFrame:
-        return rank_by_score(self.name, self.score, user_ids, item_ids, exclude, k, self.score_memory_mb)
+        return rank_by_score(self.name, self.score_matrix, user_ids, item_ids, exclude, k, self.score_memory_mb)
 
     def refit(self, data: FitData) -> ArmBase:
         fresh = type(self)(self.name, **self.params)
@@ -109,11 +115,11 @@ class ArmBase:
         return cls(name, **params)
 
 
-def rank_by_score(name: str, score: Callable[[np.ndarray, np.ndarray], np.ndarray], user_ids: np.ndarray, item_ids: np.ndarray,
+def rank_by_score(name: str, matrix: Callable[[np.ndarray, np.ndarray], np.ndarray], user_ids: np.ndarray, item_ids: np.ndarray,
                   exclude: pl.DataFrame | None, k: int, memory_mb: float) -> pl.DataFrame:
     """The `k` best-scored candidates of each user without its `exclude` pairs, as a TOP_K
-    frame sorted by user and rank, ties broken by item id.  Users are scored in blocks whose
-    users x catalogue float64 matrix stays within `memory_mb`."""
+    frame sorted by user and rank, ties broken by item id.  `matrix(users, items)` scores a
+    block of users x the catalogue; blocks are sized so that it stays within `memory_mb`."""
     user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
     item_ids = np.unique(np.asarray(item_ids, dtype=np.int64))
     n_items = item_ids.size
@@ -125,17 +131,17 @@ def rank_by_score(name: str, score: Callable[[np.ndarray, np.ndarray], np.ndarra
     parts = []
     for start in range(0, user_ids.size, block):
         users_block = user_ids[start : start + block]
-        scores = np.asarray(score(np.repeat(users_block, n_items), np.tile(item_ids, users_block.size)), dtype=np.float64)
-        parts.append(_top_of_block(name, users_block, item_ids, scores.reshape(users_block.size, n_items),
-                                   blocked_rows, blocked_cols, start, k))
+        scores = np.array(matrix(users_block, item_ids), dtype=np.float64).reshape(users_block.size, n_items)
+        parts.append(_top_of_block(name, users_block, item_ids, scores, blocked_rows, blocked_cols, start, k))
     return pl.concat(parts).filter(pl.col("score").is_finite())
 
 
 def _top_of_block(name, users_block, item_ids, scores, blocked_rows, blocked_cols, start, k) -> pl.DataFrame:
     in_block = (blocked_rows >= start) & (blocked_rows < start + users_block.size)
     scores[blocked_rows[in_block] - start, blocked_cols[in_block]] = -np.inf
+    scores[np.isnan(scores)] = -np.inf  # a NaN never ranks (and would break the tie cut)
     kk = min(k, item_ids.size)
-    best = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
+    best = _best_columns(scores, kk)
     best_scores = np.take_along_axis(scores, best, axis=1)
     order = np.lexsort((item_ids[best], -best_scores), axis=1)
     best = np.take_along_axis(best, order, axis=1)
@@ -150,6 +156,18 @@ def _top_of_block(name, users_block, item_ids, scores, blocked_rows, blocked_col
         },
         schema=TOP_K,
     )
+
+
+def _best_columns(scores: np.ndarray, kk: int) -> np.ndarray:
+    """The columns of each row's `kk` highest scores, a tie at the cut going to the lower
+    column (item ids are sorted, so the lower id): the same items whatever `kk` is, which
+    argpartition alone does not promise."""
+    cut = -np.partition(-scores, kk - 1, axis=1)[:, kk - 1 : kk]
+    above = scores > cut
+    tied = scores == cut
+    wanted = kk - above.sum(axis=1, keepdims=True)
+    chosen = above | (tied & (np.cumsum(tied, axis=1) <= wanted))
+    return np.nonzero(chosen)[1].reshape(scores.shape[0], kk)
 
 
 def excluded_cells(exclude: pl.DataFrame | None, user_ids: np.ndarray, item_ids: np.ndarray):

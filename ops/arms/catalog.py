@@ -165,10 +165,10 @@ def _resolvable(target: str) -> bool:
 
 
 def make_arm(arm: ArmSpec | str, **overrides: Any) -> Any:
-    """An unfitted Arm for a name or spec.  `overrides` (seed, device, max_epochs, …: the
+    """An unfitted Arm for a name (declared or registered) or a spec's text.  `overrides` (seed, device, max_epochs, …: the
     asset's settings) go to the built-ins whole and to an outside arm's constructor where
     it takes them by name."""
-    spec = arm if isinstance(arm, ArmSpec) else spec_of(arm)
+    spec = arm if isinstance(arm, ArmSpec) else (_DECLARED.get(arm) or parse_arm_spec(arm))
     if spec.kind == LISTS:
         from ops.arms.lists import ListsArm
 

@@ -114,7 +114,7 @@ class MlflowArm(ArmBase):
 
     def rank(self, user_ids, item_ids, exclude=None, k: int = 20) -> pl.DataFrame:
         if self.resolved.get("mode") == "score":
-            return rank_by_score(self.name, self.score, user_ids, item_ids, exclude, k, self.score_memory_mb)
+            return rank_by_score(self.name, self.score_matrix, user_ids, item_ids, exclude, k, self.score_memory_mb)
         import pandas as pd
 
         users = np.unique(np.asarray(user_ids, dtype=np.int64))

@@ -76,7 +76,8 @@ def recommender_arm(
             model.fit(FitData(train_ratings, valid_ratings, users, mm_ml_1m, on_epoch=on_epoch))
             best = model.history[model.best_epoch - 1] if model.best_epoch else {}
             registered = f"{config.registered_model_prefix}-{arm}"
-            version = mlflow_tracking.log_and_register_arm(model, registered, metrics={f"best_{k}": v for k, v in best.items()})
+            best_metrics = {f"best_{k}": v for k, v in best.items()}
+            version = mlflow_tracking.log_and_register_arm(model, registered, metrics=best_metrics)
             context.log.info(f"{arm}: registered as {registered} version {version}")
         else:
             registered, version = "", ""
@@ -126,7 +127,8 @@ def arm_rankings(
         mlflow_tracking.log_metrics({"ranking_seconds": seconds, "users_ranked": users})
         digest = mlflow_tracking.log_frame(ranking, "arm_rankings", role="output")
     context.log.info(f"{context.partition_key}: ranked {users} users in {seconds:.1f} s")
-    return MaterializeResult(value=ranking, data_version=DataVersion(digest), metadata={"users": int(users), "seconds": round(seconds, 3)})
+    return MaterializeResult(value=ranking, data_version=DataVersion(digest),
+                             metadata={"users": int(users), "seconds": round(seconds, 3)})
 
 
 @asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="numpy")
@@ -164,8 +166,9 @@ def offline_metrics(
 
     metrics = metrics_from_lists(recommender_arm, arm_rankings, test_ratings, k=20)
     values = metrics.model_dump()
-    row = pl.DataFrame([values], schema={"arm": pl.Utf8, "test_auc": pl.Float64, "test_log_loss": pl.Float64, "recall_at_k": pl.Float64,
-                                         "ndcg_at_k": pl.Float64, "k": pl.Int64, "users_ranked": pl.Int64})
+    schema = {"arm": pl.Utf8, "test_auc": pl.Float64, "test_log_loss": pl.Float64, "recall_at_k": pl.Float64,
+              "ndcg_at_k": pl.Float64, "k": pl.Int64, "users_ranked": pl.Int64}
+    row = pl.DataFrame([values], schema=schema)
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
         mlflow_tracking.log_metrics({k: v for k, v in values.items() if isinstance(v, (int, float))})
         if values["test_auc"] is None:
@@ -174,5 +177,6 @@ def offline_metrics(
     return MaterializeResult(
         value=row,
         data_version=DataVersion(frame_digest(row)),
-        metadata={k: (float(v) if isinstance(v, (float, np.floating)) else (NOT_AVAILABLE if v is None else v)) for k, v in values.items()},
+        metadata={k: (float(v) if isinstance(v, (float, np.floating)) else (NOT_AVAILABLE if v is None else v))
+                  for k, v in values.items()},
     )

@@ -35,7 +35,8 @@ class ItemMeanArm(ArmBase):
         self.fallback = 0.0
 
     def fit(self, data):
-        stats = data.train.group_by("movie_id").agg(pl.col("rating").sum().alias("s"), pl.len().alias("n")).sort("movie_id")
+        stats = data.train.group_by("movie_id").agg(pl.col("rating").sum().alias("s"), pl.len().alias("n"))
+        stats = stats.sort("movie_id")
         self.fallback = float(data.train.get_column("rating").mean())
         k = self.params["shrinkage"]
         self.item_ids = stats.get_column("movie_id").to_numpy().astype(np.int64)
@@ -91,8 +92,16 @@ def install_tiny_arm_package(root: Path, arm_name: str = "itemmean") -> Path:
 def install_agent4rec_plugin(root: Path) -> Path:
     """The repository's plug-in (MF, MultVAE, LightGCN) as an installed distribution."""
     root = Path(root)
-    _dist_info(root, "simab-agent4rec", "0.1.0", {"mf": "simab_agent4rec.arms:MF", "multvae": "simab_agent4rec.arms:MultVAE",
-                                                   "lightgcn": "simab_agent4rec.arms:LightGCN"})
+    _dist_info(
+        root,
+        "simab-agent4rec",
+        "0.1.0",
+        {
+            "mf": "simab_agent4rec.arms:MF",
+            "multvae": "simab_agent4rec.arms:MultVAE",
+            "lightgcn": "simab_agent4rec.arms:LightGCN",
+        },
+    )
     _activate(root, PLUGIN_SOURCE)
     return root
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-MODEL_CODE = '''
+MODEL_CODE = """
 import mlflow
 import numpy as np
 import pandas as pd
@@ -45,7 +45,7 @@ class Popularity(PythonModel):
 
 
 mlflow.models.set_model(Popularity())
-'''
+"""
 
 
 def log_popularity_models(train: pl.DataFrame, folder: Path, name: str = "team-pop") -> None:
@@ -61,11 +61,29 @@ def log_popularity_models(train: pl.DataFrame, folder: Path, name: str = "team-p
     pairs = pd.DataFrame({"user_id": [1, 1], "item_id": [1, 2]})
     users = pd.DataFrame({"user_id": [1]})
     listed = pd.DataFrame({"user_id": [1], "rank": [1], "item_id": [1], "score": [1.0]})
-    with mlflow.start_run():
-        mlflow.pyfunc.log_model(name="score", python_model=str(code), artifacts={"counts": str(counts)},
-                                signature=infer_signature(pairs, pd.Series([0.5, 0.2])), registered_model_name=f"{name}-score",
-                                pip_requirements=["mlflow"])
-        mlflow.pyfunc.log_model(name="topk", python_model=str(code), artifacts={"counts": str(counts)},
-                                signature=infer_signature(users, listed, params={"k": 20}), registered_model_name=f"{name}-topk",
-                                pip_requirements=["mlflow"])
+    client = mlflow.MlflowClient()
+    # Its own experiment with artefacts under `folder`, not ./mlruns in the working directory.
+    found = client.get_experiment_by_name(f"{name}-team")
+    experiment = (
+        found.experiment_id
+        if found
+        else client.create_experiment(f"{name}-team", artifact_location=(folder / "artifacts").as_uri())
+    )
+    with mlflow.start_run(experiment_id=experiment):
+        mlflow.pyfunc.log_model(
+            name="score",
+            python_model=str(code),
+            artifacts={"counts": str(counts)},
+            signature=infer_signature(pairs, pd.Series([0.5, 0.2])),
+            registered_model_name=f"{name}-score",
+            pip_requirements=["mlflow"],
+        )
+        mlflow.pyfunc.log_model(
+            name="topk",
+            python_model=str(code),
+            artifacts={"counts": str(counts)},
+            signature=infer_signature(users, listed, params={"k": 20}),
+            registered_model_name=f"{name}-topk",
+            pip_requirements=["mlflow"],
+        )
     mlflow.MlflowClient().set_registered_model_alias(f"{name}-topk", "champion", "1")

@@ -40,12 +40,21 @@ def _fit(arm, data):
 def test_specs_name_an_arm_its_kind_and_its_parameters():
     assert parse_arm_spec("pop").target == "pop"
     spec = parse_arm_spec("half=deepfm;train_fraction=0.5;feature_set=user_id_only")
-    assert (spec.name, spec.kind, spec.params) == ("half", "deepfm", {"train_fraction": 0.5, "feature_set": "user_id_only"})
+    assert (spec.name, spec.kind, spec.params) == (
+        "half",
+        "deepfm",
+        {"train_fraction": 0.5, "feature_set": "user_id_only"},
+    )
     assert parse_arm_spec(spec.text()) == spec
     lists = parse_arm_spec("mine=lists:/data/x;y.parquet")  # a path keeps its ';'
     assert (lists.kind, lists.source) == ("lists", "/data/x;y.parquet")
     assert parse_arm_spec("prod=mlflow:models:/prod/3").source == "models:/prod/3"
-    for bad, why in (("Bad=pop", "must be"), ("x/y", "must be"), ("a=", "nothing after"), ("a=deepfm;oops", "not key=value")):
+    for bad, why in (
+        ("Bad=pop", "must be"),
+        ("x/y", "must be"),
+        ("a=", "nothing after"),
+        ("a=deepfm;oops", "not key=value"),
+    ):
         with pytest.raises(ValueError, match=why):
             parse_arm_spec(bad)
     # A variant is a parameter of an arm; the old names stay as aliases of the same config.
@@ -96,9 +105,13 @@ def test_an_entry_point_arm_is_made_fitted_ranked_stored_and_refit(data, tmp_pat
         arm.save(tmp_path / "stored")
         again = PluggedArm.load(tmp_path / "stored")
         pairs = split.test.select("user_id", "movie_id")
-        assert np.array_equal(again.score(pairs["user_id"].to_numpy(), pairs["movie_id"].to_numpy()),
-                              arm.score(pairs["user_id"].to_numpy(), pairs["movie_id"].to_numpy()))
-        assert again.describe()["arm_class"] == "tiny_simab_arm.ItemMeanArm" and again.describe()["arm_spec"] == "itemmean"
+        assert np.array_equal(
+            again.score(pairs["user_id"].to_numpy(), pairs["movie_id"].to_numpy()),
+            arm.score(pairs["user_id"].to_numpy(), pairs["movie_id"].to_numpy()),
+        )
+        assert (
+            again.describe()["arm_class"] == "tiny_simab_arm.ItemMeanArm" and again.describe()["arm_spec"] == "itemmean"
+        )
         bigger = pl.concat([split.train, split.valid])
         refit = arm.refit(FitData(bigger, split.valid, users, catalogue))
         assert refit is not arm and refit.can_refit and not np.array_equal(refit.arm.means, arm.arm.means)
@@ -111,16 +124,25 @@ def _good_lists(data, n: int = 25, scores: bool = True) -> pl.DataFrame:
     """Every train and test user's `n` best Pop items that are not its train items."""
     users, catalogue, split = data
     pop = _fit(make_arm("pop"), data)
-    ranking = pop.rank(ranking_users(split.train, split.test), catalogue.get_column("movie_id").to_numpy(),
-                       split.train.select("user_id", "movie_id"), n)
+    ranking = pop.rank(
+        ranking_users(split.train, split.test),
+        catalogue.get_column("movie_id").to_numpy(),
+        split.train.select("user_id", "movie_id"),
+        n,
+    )
     frame = ranking.select("user_id", "rank", pl.col("movie_id").alias("item_id"), "score")
     return frame if scores else frame.drop("score")
 
 
 def _read(path, data):
     users, catalogue, split = data
-    return read_lists(path, users.get_column("user_id").to_numpy(), catalogue.get_column("movie_id").to_numpy(),
-                      ranking_users(split.train, split.test), split.train)
+    return read_lists(
+        path,
+        users.get_column("user_id").to_numpy(),
+        catalogue.get_column("movie_id").to_numpy(),
+        ranking_users(split.train, split.test),
+        split.train,
+    )
 
 
 def test_a_lists_file_ranks_as_written_and_gives_auc_only_with_scores(data, tmp_path):
@@ -133,16 +155,22 @@ def test_a_lists_file_ranks_as_written_and_gives_auc_only_with_scores(data, tmp_
     assert not arm.can_refit
     ranking = rank_once(arm, split.train, split.test, catalogue.get_column("movie_id").to_numpy())
     pop = _fit(make_arm("pop"), data)
-    pop_metrics = metrics_from_lists(pop, rank_once(pop, split.train, split.test, catalogue.get_column("movie_id").to_numpy()), split.test)
+    pop_metrics = metrics_from_lists(
+        pop, rank_once(pop, split.train, split.test, catalogue.get_column("movie_id").to_numpy()), split.test
+    )
     ours = metrics_from_lists(arm, ranking, split.test)
-    assert ours.recall_at_k == pytest.approx(pop_metrics.recall_at_k) and ours.ndcg_at_k == pytest.approx(pop_metrics.ndcg_at_k)
+    assert ours.recall_at_k == pytest.approx(pop_metrics.recall_at_k) and ours.ndcg_at_k == pytest.approx(
+        pop_metrics.ndcg_at_k
+    )
     assert ours.test_auc is not None and 0.4 < ours.test_auc < 1
     # CSV without scores: same lists, AUC not available.
     _good_lists(data, scores=False).write_csv(tmp_path / "lists.csv")
     bare = _fit(make_arm(parse_arm_spec(f"bare=lists:{tmp_path / 'lists.csv'}")), data)
     with pytest.raises(ScoresNotAvailable):
         bare.score(np.array([1]), np.array([1]))
-    metrics = metrics_from_lists(bare, rank_once(bare, split.train, split.test, catalogue.get_column("movie_id").to_numpy()), split.test)
+    metrics = metrics_from_lists(
+        bare, rank_once(bare, split.train, split.test, catalogue.get_column("movie_id").to_numpy()), split.test
+    )
     assert metrics.test_auc is None and metrics.recall_at_k == pytest.approx(ours.recall_at_k)
 
 
@@ -151,14 +179,43 @@ def _malformed(data, kind: str) -> tuple[pl.DataFrame, str, str, str]:
     users, catalogue, split = data
     good = _good_lists(data)
     if kind == "unknown user":
-        return good.with_columns(pl.when(pl.int_range(pl.len()) == 7).then(999_999).otherwise(pl.col("user_id")).alias("user_id")), "parquet", "row 8", "user_id"
+        return (
+            good.with_columns(
+                pl.when(pl.int_range(pl.len()) == 7).then(999_999).otherwise(pl.col("user_id")).alias("user_id")
+            ),
+            "parquet",
+            "row 8",
+            "user_id",
+        )
     if kind == "unknown item":
-        return good.with_columns(pl.when(pl.int_range(pl.len()) == 3).then(888_888).otherwise(pl.col("item_id")).alias("item_id")), "parquet", "row 4", "item_id"
+        return (
+            good.with_columns(
+                pl.when(pl.int_range(pl.len()) == 3).then(888_888).otherwise(pl.col("item_id")).alias("item_id")
+            ),
+            "parquet",
+            "row 4",
+            "item_id",
+        )
     if kind == "duplicate item":
         second = good.row(1, named=True)
-        return good.with_columns(pl.when(pl.int_range(pl.len()) == 2).then(second["item_id"]).otherwise(pl.col("item_id")).alias("item_id")), "parquet", "row 3", "item_id"
+        return (
+            good.with_columns(
+                pl.when(pl.int_range(pl.len()) == 2)
+                .then(second["item_id"])
+                .otherwise(pl.col("item_id"))
+                .alias("item_id")
+            ),
+            "parquet",
+            "row 3",
+            "item_id",
+        )
     if kind == "duplicate rank":
-        return good.with_columns(pl.when(pl.int_range(pl.len()) == 5).then(1).otherwise(pl.col("rank")).alias("rank")), "parquet", "row 6", "rank"
+        return (
+            good.with_columns(pl.when(pl.int_range(pl.len()) == 5).then(1).otherwise(pl.col("rank")).alias("rank")),
+            "parquet",
+            "row 6",
+            "rank",
+        )
     if kind == "too few":
         first_user = good.get_column("user_id")[0]
         return good.filter((pl.col("user_id") != first_user) | (pl.col("rank") <= 19)), "parquet", "row 1", "item_id"
@@ -167,13 +224,29 @@ def _malformed(data, kind: str) -> tuple[pl.DataFrame, str, str, str]:
         return good.filter(pl.col("user_id") != last), "parquet", "no row", "user_id"
     if kind == "bad type":
         text = good.with_columns(pl.col("rank").cast(pl.Utf8))
-        return text.with_columns(pl.when(pl.int_range(pl.len()) == 10).then(pl.lit("first")).otherwise(pl.col("rank")).alias("rank")), "csv", "row 11 (line 12)", "rank"
+        return (
+            text.with_columns(
+                pl.when(pl.int_range(pl.len()) == 10).then(pl.lit("first")).otherwise(pl.col("rank")).alias("rank")
+            ),
+            "csv",
+            "row 11 (line 12)",
+            "rank",
+        )
     if kind == "missing column":
         return good.drop("item_id"), "csv", "header", "item_id"
     raise AssertionError(kind)
 
 
-MALFORMED = ("unknown user", "unknown item", "duplicate item", "duplicate rank", "too few", "user missing", "bad type", "missing column")
+MALFORMED = (
+    "unknown user",
+    "unknown item",
+    "duplicate item",
+    "duplicate rank",
+    "too few",
+    "user missing",
+    "bad type",
+    "missing column",
+)
 
 
 @pytest.mark.parametrize("kind", MALFORMED)
@@ -195,9 +268,16 @@ def test_the_agent4rec_plugin_arms_fit_rank_store_and_refit(data, tmp_path):
     try:
         import simab_agent4rec  # noqa: F401 - importable only now
 
-        pop = metrics_from_lists(_fit(make_arm("pop"), data), rank_once(_fit(make_arm("pop"), data), split.train, split.test, items), split.test)
-        small = {"mf": "mf=mf;k=16;max_iter=30", "multvae": "multvae=multvae;k=16;hidden=32;n_epochs=20",
-                 "lightgcn": "lightgcn=lightgcn;embedding_dim=16;num_layers=2;n_epochs=3;learning_rate=0.01"}
+        pop = metrics_from_lists(
+            _fit(make_arm("pop"), data),
+            rank_once(_fit(make_arm("pop"), data), split.train, split.test, items),
+            split.test,
+        )
+        small = {
+            "mf": "mf=mf;k=16;max_iter=30",
+            "multvae": "multvae=multvae;k=16;hidden=32;n_epochs=20",
+            "lightgcn": "lightgcn=lightgcn;embedding_dim=16;num_layers=2;n_epochs=3;learning_rate=0.01",
+        }
         for name, text in small.items():
             arm = _fit(make_arm(parse_arm_spec(text), seed=5), data)
             assert arm.can_refit and arm.describe()["seed"] == 5
@@ -208,7 +288,9 @@ def test_the_agent4rec_plugin_arms_fit_rank_store_and_refit(data, tmp_path):
             assert metrics.ndcg_at_k > 0.5 * pop.ndcg_at_k and metrics.test_auc > 0.45, (name, metrics)
             arm.save(tmp_path / name)
             again = PluggedArm.load(tmp_path / name)
-            assert again.rank(ranking_users(split.train, split.test), items, split.train.select("user_id", "movie_id")).equals(ranking)
+            assert again.rank(
+                ranking_users(split.train, split.test), items, split.train.select("user_id", "movie_id")
+            ).equals(ranking)
     finally:
         uninstall(tmp_path / "site")
 
@@ -231,7 +313,9 @@ def test_an_mlflow_model_scores_or_returns_top_k_and_records_its_version(data, t
     ranking = rank_once(scored, split.train, split.test, items)
     expected = rank_once(pop, split.train, split.test, items)
     assert ranking.select("user_id", "rank", "movie_id").equals(expected.select("user_id", "rank", "movie_id"))
-    assert metrics_from_lists(scored, ranking, split.test).test_auc == pytest.approx(metrics_from_lists(pop, expected, split.test).test_auc)
+    assert metrics_from_lists(scored, ranking, split.test).test_auc == pytest.approx(
+        metrics_from_lists(pop, expected, split.test).test_auc
+    )
     # A model that returns its own top-k: checked as a lists file, no AUC.
     listing = _fit(make_arm(parse_arm_spec("cand=mlflow:models:/team-pop-topk@champion")), data)
     assert listing.describe()["mlflow_mode"] == "topk" and listing.describe()["mlflow_model_version"] == "1"

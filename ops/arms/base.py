@@ -62,7 +62,9 @@ class Arm(Protocol):
 
     def score(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray: ...
 
-    def rank(self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20) -> pl.DataFrame: ...
+    def rank(
+        self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20
+    ) -> pl.DataFrame: ...
 
     def refit(self, data: FitData) -> Arm: ...
 
@@ -91,10 +93,13 @@ class ArmBase:
     def score_matrix(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         """Scores of every user x item, shape (users, items).  From `score` pair by pair by
         default; a factor model overrides it with one matrix product per block of users."""
-        return np.asarray(self.score(np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size)),
-                          dtype=np.float64).reshape(user_ids.size, item_ids.size)
+        return np.asarray(
+            self.score(np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size)), dtype=np.float64
+        ).reshape(user_ids.size, item_ids.size)
 
-    def rank(self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20) -> pl.DataFrame:
+    def rank(
+        self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20
+    ) -> pl.DataFrame:
         return rank_by_score(self.name, self.score_matrix, user_ids, item_ids, exclude, k, self.score_memory_mb)
 
     def refit(self, data: FitData) -> ArmBase:
@@ -115,8 +120,15 @@ class ArmBase:
         return cls(name, **params)
 
 
-def rank_by_score(name: str, matrix: Callable[[np.ndarray, np.ndarray], np.ndarray], user_ids: np.ndarray, item_ids: np.ndarray,
-                  exclude: pl.DataFrame | None, k: int, memory_mb: float) -> pl.DataFrame:
+def rank_by_score(
+    name: str,
+    matrix: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    user_ids: np.ndarray,
+    item_ids: np.ndarray,
+    exclude: pl.DataFrame | None,
+    k: int,
+    memory_mb: float,
+) -> pl.DataFrame:
     """The `k` best-scored candidates of each user without its `exclude` pairs, as a TOP_K
     frame sorted by user and rank, ties broken by item id.  `matrix(users, items)` scores a
     block of users x the catalogue; blocks are sized so that it stays within `memory_mb`."""

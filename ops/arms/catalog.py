@@ -84,8 +84,10 @@ def parse_arm_spec(text: str) -> ArmSpec:
     head, _, rest = text.partition("=")
     name = head.strip()
     if not ARM_NAME.match(name):
-        raise ValueError(f"arm spec {text!r}: name {name!r} must be 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit "
-                         "(it is a Dagster partition key and an MLflow model name)")
+        raise ValueError(
+            f"arm spec {text!r}: name {name!r} must be 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit "
+            "(it is a Dagster partition key and an MLflow model name)"
+        )
     if not _:
         return ArmSpec(name, name)
     target, params = rest, {}
@@ -98,7 +100,9 @@ def parse_arm_spec(text: str) -> ArmSpec:
             params[key.strip()] = _value(value.strip())
         target = target.strip()
     if not target or target.endswith(":"):
-        raise ValueError(f"arm spec {text!r}: nothing after '=' names what the arm is (a kind, lists:PATH or mlflow:URI)")
+        raise ValueError(
+            f"arm spec {text!r}: nothing after '=' names what the arm is (a kind, lists:PATH or mlflow:URI)"
+        )
     return ArmSpec(name, target, params)
 
 
@@ -165,9 +169,9 @@ def _resolvable(target: str) -> bool:
 
 
 def make_arm(arm: ArmSpec | str, **overrides: Any) -> Any:
-    """An unfitted Arm for a name (declared or registered) or a spec's text.  `overrides` (seed, device, max_epochs, …: the
-    asset's settings) go to the built-ins whole and to an outside arm's constructor where
-    it takes them by name."""
+    """An unfitted Arm for a name (declared or registered) or a spec's text.  `overrides`
+    (seed, device, max_epochs, …: the asset's settings) go to the built-ins whole and to an
+    outside arm's constructor where it takes them by name."""
     spec = arm if isinstance(arm, ArmSpec) else (_DECLARED.get(arm) or parse_arm_spec(arm))
     if spec.kind == LISTS:
         from ops.arms.lists import ListsArm
@@ -182,8 +186,10 @@ def make_arm(arm: ArmSpec | str, **overrides: Any) -> Any:
     if factory is None:
         alias = _alias_config(spec.target)
         if alias is None:
-            raise ValueError(f"arm {spec.name!r}: unknown arm kind {spec.target!r}; known: {sorted(KINDS)} "
-                             "(or lists:PATH, mlflow:URI, or an installed package's 'simab.arms' entry point)")
+            raise ValueError(
+                f"arm {spec.name!r}: unknown arm kind {spec.target!r}; known: {sorted(KINDS)} "
+                "(or lists:PATH, mlflow:URI, or an installed package's 'simab.arms' entry point)"
+            )
         return _builtin(spec.target, spec.name, {**spec.params, **overrides})
     if getattr(factory, "builtin", False):
         return factory(spec.name, **{**spec.params, **overrides})
@@ -233,7 +239,10 @@ def _load_entry_points() -> None:
         if point.name in KINDS:
             continue  # a built-in name is never taken over by an installed package
         if not ARM_NAME.match(point.name):
-            warnings.warn(f"entry point {point.name!r} = {point.value!r} of group {ENTRY_POINT_GROUP!r}: not a valid arm name; skipped")
+            warnings.warn(
+                f"entry point {point.name!r} = {point.value!r} of group {ENTRY_POINT_GROUP!r}: "
+                "not a valid arm name; skipped"
+            )
             continue
         register(point.name, _LazyEntryPoint(point))
 
@@ -317,7 +326,9 @@ class PluggedArm:
     def save(self, folder: Path) -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "spec.json").write_text(json.dumps({**self.spec.to_json(), "params_of_arm": _jsonable(self.arm.params)}, indent=1))
+        (folder / "spec.json").write_text(
+            json.dumps({**self.spec.to_json(), "params_of_arm": _jsonable(self.arm.params)}, indent=1)
+        )
         state = folder / "state"
         state.mkdir()
         self.arm.save(state)

@@ -74,12 +74,26 @@ def check_lists(
 
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
-        raise ListsFileError(path, "header", missing[0], f"column missing; the file has {frame.columns}, needs {list(COLUMNS)} [+ score]")
+        raise ListsFileError(
+            path, "header", missing[0], f"column missing; the file has {frame.columns}, needs {list(COLUMNS)} [+ score]"
+        )
     has_scores = "score" in frame.columns
     frame = frame.with_row_index("_row")
     parsed = {c: _whole_numbers(frame, c, path, row_of) for c in COLUMNS}
-    score = _numbers(frame, "score", path, row_of) if has_scores else pl.Series("score", [None] * frame.height, dtype=pl.Float64)
-    lists = pl.DataFrame({"_row": frame["_row"], "user_id": parsed["user_id"], "rank": parsed["rank"], "movie_id": parsed["item_id"], "score": score})
+    score = (
+        _numbers(frame, "score", path, row_of)
+        if has_scores
+        else pl.Series("score", [None] * frame.height, dtype=pl.Float64)
+    )
+    lists = pl.DataFrame(
+        {
+            "_row": frame["_row"],
+            "user_id": parsed["user_id"],
+            "rank": parsed["rank"],
+            "movie_id": parsed["item_id"],
+            "score": score,
+        }
+    )
     if lists.height == 0:
         raise ListsFileError(path, "row 1", "user_id", "the file has no rows")
 
@@ -90,36 +104,58 @@ def check_lists(
             raise ListsFileError(path, row_of(r["_row"]), field, what(r))
 
     first(pl.col("rank") < 1, "rank", lambda r: f"rank {r['rank']} < 1 (1 = the first item)")
-    first(~pl.col("user_id").is_in(pl.Series(np.asarray(users_known, dtype=np.int64)).implode()), "user_id",
-          lambda r: f"unknown user {r['user_id']} (not among the data's users)")
-    first(~pl.col("movie_id").is_in(pl.Series(np.asarray(items_known, dtype=np.int64)).implode()), "item_id",
-          lambda r: f"unknown item {r['movie_id']} (not a movie_id of the catalogue)")
-    first(pl.struct("user_id", "movie_id").is_duplicated() & ~pl.struct("user_id", "movie_id").is_first_distinct(), "item_id",
-          lambda r: f"item {r['movie_id']} listed twice for user {r['user_id']}")
-    first(pl.struct("user_id", "rank").is_duplicated() & ~pl.struct("user_id", "rank").is_first_distinct(), "rank",
-          lambda r: f"rank {r['rank']} given twice for user {r['user_id']}")
+    first(
+        ~pl.col("user_id").is_in(pl.Series(np.asarray(users_known, dtype=np.int64)).implode()),
+        "user_id",
+        lambda r: f"unknown user {r['user_id']} (not among the data's users)",
+    )
+    first(
+        ~pl.col("movie_id").is_in(pl.Series(np.asarray(items_known, dtype=np.int64)).implode()),
+        "item_id",
+        lambda r: f"unknown item {r['movie_id']} (not a movie_id of the catalogue)",
+    )
+    first(
+        pl.struct("user_id", "movie_id").is_duplicated() & ~pl.struct("user_id", "movie_id").is_first_distinct(),
+        "item_id",
+        lambda r: f"item {r['movie_id']} listed twice for user {r['user_id']}",
+    )
+    first(
+        pl.struct("user_id", "rank").is_duplicated() & ~pl.struct("user_id", "rank").is_first_distinct(),
+        "rank",
+        lambda r: f"rank {r['rank']} given twice for user {r['user_id']}",
+    )
 
-    removed = 0
     if train is not None and train.height:
         seen = train.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)).unique()
         kept = lists.join(seen, on=["user_id", "movie_id"], how="anti")
-        removed = lists.height - kept.height
     else:
         kept = lists
-    counts = lists.group_by("user_id").agg(pl.col("_row").min().alias("first_row"), pl.len().alias("listed")).join(
-        kept.group_by("user_id").agg(pl.len().alias("kept")), on="user_id", how="left").with_columns(pl.col("kept").fill_null(0))
+    counts = (
+        lists.group_by("user_id")
+        .agg(pl.col("_row").min().alias("first_row"), pl.len().alias("listed"))
+        .join(kept.group_by("user_id").agg(pl.len().alias("kept")), on="user_id", how="left")
+        .with_columns(pl.col("kept").fill_null(0))
+    )
     short = counts.filter(pl.col("kept") < min_items).sort("first_row")
     if short.height:
         r = short.row(0, named=True)
         note = f" once its {r['listed'] - r['kept']} train item(s) are removed" if r["listed"] != r["kept"] else ""
-        raise ListsFileError(path, row_of(r["first_row"]), "item_id",
-                             f"user {r['user_id']} has {r['kept']} items{note}, fewer than {min_items} ({short.height} user(s) short)")
+        raise ListsFileError(
+            path,
+            row_of(r["first_row"]),
+            "item_id",
+            f"user {r['user_id']} has {r['kept']} items{note}, fewer than {min_items} ({short.height} user(s) short)",
+        )
     required = np.unique(np.asarray(required_users, dtype=np.int64))
     absent = np.setdiff1d(required, counts.get_column("user_id").to_numpy())
     if absent.size:
-        raise ListsFileError(path, "no row", "user_id",
-                             f"user {int(absent[0])} has no list ({absent.size} of the {required.size} users simab ranks missing: "
-                             "every train and test user needs one)")
+        raise ListsFileError(
+            path,
+            "no row",
+            "user_id",
+            f"user {int(absent[0])} has no list ({absent.size} of the {required.size} users simab ranks missing: "
+            "every train and test user needs one)",
+        )
     kept = kept.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
     return kept.select("user_id", "rank", "movie_id", "score"), has_scores
 
@@ -168,7 +204,12 @@ def _numbers(frame: pl.DataFrame, column: str, path: Path, row_of) -> pl.Series:
     bad = frame.filter(parsed.is_null() | ~parsed.is_finite())
     if bad.height:
         r = bad.row(0, named=True)
-        raise ListsFileError(path, row_of(r["_row"]), column, "empty" if r[column] in (None, "") else f"{r[column]!r} is not a finite number")
+        raise ListsFileError(
+            path,
+            row_of(r["_row"]),
+            column,
+            "empty" if r[column] in (None, "") else f"{r[column]!r} is not a finite number",
+        )
     return parsed
 
 
@@ -185,10 +226,17 @@ class ListsArm(ArmBase):
         self.sha256 = ""
 
     def fit(self, data: FitData) -> None:
-        required = data.rank_users if data.rank_users is not None else data.train.get_column("user_id").unique().to_numpy()
-        self.lists, self.has_scores = read_lists(self.params["path"], data.users.get_column("user_id").to_numpy(),
-                                                 data.catalogue.get_column("movie_id").to_numpy(), required, data.train,
-                                                 self.params["min_items"])
+        required = (
+            data.rank_users if data.rank_users is not None else data.train.get_column("user_id").unique().to_numpy()
+        )
+        self.lists, self.has_scores = read_lists(
+            self.params["path"],
+            data.users.get_column("user_id").to_numpy(),
+            data.catalogue.get_column("movie_id").to_numpy(),
+            required,
+            data.train,
+            self.params["min_items"],
+        )
         self.sha256 = hashlib.sha256(Path(self.params["path"]).read_bytes()).hexdigest()
 
     def _fitted(self) -> pl.DataFrame:
@@ -202,25 +250,41 @@ class ListsArm(ArmBase):
             pl.col("movie_id").is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
         )
         if exclude is not None and exclude.height:
-            lists = lists.join(exclude.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)),
-                               on=["user_id", "movie_id"], how="anti")
+            lists = lists.join(
+                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)),
+                on=["user_id", "movie_id"],
+                how="anti",
+            )
         lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
-        return lists.filter(pl.col("rank") <= k).select(pl.lit(self.name).alias("arm"), "user_id", "rank", "movie_id", "score").cast(TOP_K)
+        return (
+            lists.filter(pl.col("rank") <= k)
+            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", "movie_id", "score")
+            .cast(TOP_K)
+        )
 
     def score(self, user_ids, item_ids) -> np.ndarray:
         """The file's score of each listed pair; an unlisted pair ranks below all of them."""
         if not self.has_scores:
             raise ScoresNotAvailable(f"arm {self.name!r}: the lists file {self.params['path']} has no score column")
         lists = self._fitted()
-        pairs = pl.DataFrame({"user_id": np.asarray(user_ids, dtype=np.int64), "movie_id": np.asarray(item_ids, dtype=np.int64)})
+        pairs = pl.DataFrame(
+            {"user_id": np.asarray(user_ids, dtype=np.int64), "movie_id": np.asarray(item_ids, dtype=np.int64)}
+        )
         floor = float(lists.get_column("score").min()) - 1.0
-        joined = pairs.with_row_index("_i").join(lists.select("user_id", "movie_id", "score"), on=["user_id", "movie_id"], how="left")
+        joined = pairs.with_row_index("_i").join(
+            lists.select("user_id", "movie_id", "score"), on=["user_id", "movie_id"], how="left"
+        )
         return joined.sort("_i").get_column("score").fill_null(floor).to_numpy().astype(np.float64)
 
     def describe(self) -> dict[str, Any]:
         lists = self._fitted()
-        return {**self.params, "sha256": self.sha256, "rows": lists.height, "users": lists.get_column("user_id").n_unique(),
-                "has_scores": self.has_scores}
+        return {
+            **self.params,
+            "sha256": self.sha256,
+            "rows": lists.height,
+            "users": lists.get_column("user_id").n_unique(),
+            "has_scores": self.has_scores,
+        }
 
     def save(self, folder: Path) -> None:
         self._fitted().write_parquet(folder / "lists.parquet")

@@ -47,12 +47,27 @@ class MlflowArm(ArmBase):
     can_refit = False
     scores_are_probabilities = False
 
-    def __init__(self, name: str, uri: str, mode: str = "auto", item_column: str = "auto", request: int = 100,
-                 batch_rows: int = 262_144, score_memory_mb: float = 512.0):
+    def __init__(
+        self,
+        name: str,
+        uri: str,
+        mode: str = "auto",
+        item_column: str = "auto",
+        request: int = 100,
+        batch_rows: int = 262_144,
+        score_memory_mb: float = 512.0,
+    ):
         if mode not in ("auto", "score", "topk"):
             raise ValueError(f"arm {name!r}: mode {mode!r} must be auto, score or topk")
-        super().__init__(name, uri=uri, mode=mode, item_column=item_column, request=int(request), batch_rows=int(batch_rows),
-                         score_memory_mb=float(score_memory_mb))
+        super().__init__(
+            name,
+            uri=uri,
+            mode=mode,
+            item_column=item_column,
+            request=int(request),
+            batch_rows=int(batch_rows),
+            score_memory_mb=float(score_memory_mb),
+        )
         self.score_memory_mb = float(score_memory_mb)
         self.resolved: dict[str, Any] = {}
         self._local: Path | None = None
@@ -68,7 +83,9 @@ class MlflowArm(ArmBase):
         uri = self.params["uri"]
         self.resolved = resolve_uri(uri)
         self._local = Path(tempfile.mkdtemp(prefix=f"simab-mlflow-{self.name}-"))
-        mlflow.artifacts.download_artifacts(artifact_uri=self.resolved.get("pinned_uri", uri), dst_path=str(self._local))
+        mlflow.artifacts.download_artifacts(
+            artifact_uri=self.resolved.get("pinned_uri", uri), dst_path=str(self._local)
+        )
         self._model = None
         self._resolve_mode()
         self._known = (data.users.get_column("user_id").to_numpy(), data.catalogue.get_column("movie_id").to_numpy())
@@ -89,7 +106,14 @@ class MlflowArm(ArmBase):
         if column == "auto":
             column = next((c for c in ITEM_COLUMNS if c in inputs), "item_id")
         if mode == "auto":
-            mode = "topk" if inputs and "user_id" in inputs and not any(c in inputs for c in ITEM_COLUMNS) and column not in inputs else "score"
+            mode = (
+                "topk"
+                if inputs
+                and "user_id" in inputs
+                and not any(c in inputs for c in ITEM_COLUMNS)
+                and column not in inputs
+                else "score"
+            )
         self.resolved.update(mode=mode, item_column=column)
 
     # -- the protocol ----------------------------------------------------------------
@@ -98,17 +122,24 @@ class MlflowArm(ArmBase):
         import pandas as pd
 
         if self.resolved.get("mode") != "score":
-            raise ScoresNotAvailable(f"arm {self.name!r}: the MLflow model {self.params['uri']} returns top-k lists, not scores")
+            raise ScoresNotAvailable(
+                f"arm {self.name!r}: the MLflow model {self.params['uri']} returns top-k lists, not scores"
+            )
         users = np.asarray(user_ids, dtype=np.int64)
         items = np.asarray(item_ids, dtype=np.int64)
         out = np.empty(users.size, dtype=np.float64)
         step = self.params["batch_rows"]
         model = self._pyfunc()
         for start in range(0, users.size, step):
-            frame = pd.DataFrame({"user_id": users[start : start + step], self.resolved["item_column"]: items[start : start + step]})
+            frame = pd.DataFrame(
+                {"user_id": users[start : start + step], self.resolved["item_column"]: items[start : start + step]}
+            )
             predicted = np.asarray(_values(model.predict(frame)), dtype=np.float64).ravel()
             if predicted.size != len(frame):
-                raise ValueError(f"arm {self.name!r}: the MLflow model {self.params['uri']} returned {predicted.size} scores for {len(frame)} rows")
+                raise ValueError(
+                    f"arm {self.name!r}: the MLflow model {self.params['uri']} returned {predicted.size} scores "
+                    f"for {len(frame)} rows"
+                )
             out[start : start + step] = predicted
         return out
 
@@ -123,9 +154,21 @@ class MlflowArm(ArmBase):
         if "item_id" not in frame.columns and "movie_id" in frame.columns:
             frame = frame.rename({"movie_id": "item_id"})
         known_users, known_items = self._known if self._known is not None else (users, np.asarray(item_ids))
-        lists, _ = check_lists(frame, f"the answer of MLflow model {self.params['uri']}", False, known_users,
-                               np.intersect1d(known_items, np.asarray(item_ids, dtype=np.int64)), users, exclude, k)
-        return lists.filter(pl.col("rank") <= k).select(pl.lit(self.name).alias("arm"), "user_id", "rank", "movie_id", "score").cast(TOP_K)
+        lists, _ = check_lists(
+            frame,
+            f"the answer of MLflow model {self.params['uri']}",
+            False,
+            known_users,
+            np.intersect1d(known_items, np.asarray(item_ids, dtype=np.int64)),
+            users,
+            exclude,
+            k,
+        )
+        return (
+            lists.filter(pl.col("rank") <= k)
+            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", "movie_id", "score")
+            .cast(TOP_K)
+        )
 
     def describe(self) -> dict[str, Any]:
         shown = {f"mlflow_{k}": v for k, v in self.resolved.items() if v not in (None, "")}
@@ -135,9 +178,15 @@ class MlflowArm(ArmBase):
         if self._local is None:
             raise RuntimeError(f"arm {self.name!r}: nothing to save (fit first)")
         shutil.copytree(self._local, folder / "model")
-        (folder / "mlflow.json").write_text(json.dumps({"resolved": self.resolved,
-                                                        "known_users": self._known[0].tolist() if self._known else None,
-                                                        "known_items": self._known[1].tolist() if self._known else None}))
+        (folder / "mlflow.json").write_text(
+            json.dumps(
+                {
+                    "resolved": self.resolved,
+                    "known_users": self._known[0].tolist() if self._known else None,
+                    "known_items": self._known[1].tolist() if self._known else None,
+                }
+            )
+        )
 
     @classmethod
     def load(cls, name: str, params: dict[str, Any], folder: Path) -> MlflowArm:
@@ -146,7 +195,10 @@ class MlflowArm(ArmBase):
         arm.resolved = record["resolved"]
         arm._local = folder / "model"
         if record.get("known_users") is not None:
-            arm._known = (np.asarray(record["known_users"], dtype=np.int64), np.asarray(record["known_items"], dtype=np.int64))
+            arm._known = (
+                np.asarray(record["known_users"], dtype=np.int64),
+                np.asarray(record["known_items"], dtype=np.int64),
+            )
         return arm
 
 
@@ -169,8 +221,12 @@ def resolve_uri(uri: str) -> dict[str, Any]:
             if not found:
                 raise ValueError(f"MLflow model {uri}: no version in stage {models['version']!r}")
             version = found[0]
-        return {"registered_model": name, "model_version": str(version.version), "run_id": version.run_id or "",
-                "pinned_uri": f"models:/{name}/{version.version}"}
+        return {
+            "registered_model": name,
+            "model_version": str(version.version),
+            "run_id": version.run_id or "",
+            "pinned_uri": f"models:/{name}/{version.version}",
+        }
     runs = _RUNS_URI.match(uri)
     if runs:
         return {"run_id": runs["run_id"], "pinned_uri": uri}
@@ -205,7 +261,9 @@ def _values(predicted):
         if predicted.shape[1] != 1:
             column = "score" if "score" in predicted.columns else None
             if column is None:
-                raise ValueError(f"the model returned columns {list(predicted.columns)}; a scoring model returns one score per row")
+                raise ValueError(
+                    f"the model returned columns {list(predicted.columns)}; a scoring model returns one score per row"
+                )
             return predicted[column].to_numpy()
         return predicted.iloc[:, 0].to_numpy()
     return np.asarray(predicted)

@@ -39,7 +39,9 @@ class OfflineMetrics(BaseModel):
 def ranking_users(train: pl.DataFrame, test: pl.DataFrame) -> np.ndarray:
     """The users one ranking pass serves: the train users (the simulated agents' lists) and
     the test users (offline metrics), sorted."""
-    return np.unique(np.concatenate([train.get_column("user_id").to_numpy(), test.get_column("user_id").to_numpy()]).astype(np.int64))
+    return np.unique(
+        np.concatenate([train.get_column("user_id").to_numpy(), test.get_column("user_id").to_numpy()]).astype(np.int64)
+    )
 
 
 def rank_once(arm: Any, train: pl.DataFrame, test: pl.DataFrame, item_ids: np.ndarray, k: int = 20) -> pl.DataFrame:
@@ -68,7 +70,9 @@ def metrics_from_lists(arm: Any, ranking: pl.DataFrame, test: pl.DataFrame, k: i
     test_auc: float | None = None
     test_log_loss: float | None = None
     try:
-        scores = np.asarray(arm.score(test.get_column("user_id").to_numpy(), test.get_column("movie_id").to_numpy()), dtype=np.float64)
+        scores = np.asarray(
+            arm.score(test.get_column("user_id").to_numpy(), test.get_column("movie_id").to_numpy()), dtype=np.float64
+        )
     except ScoresNotAvailable:
         scores = None
     if scores is not None and labels.size and 0 < labels.sum() < labels.size:

@@ -243,7 +243,8 @@ class TrainedArm:
         for f in dataclasses.fields(self):
             setattr(self, f.name, getattr(fitted, f.name))
 
-    def rank(self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20) -> pl.DataFrame:
+    def rank(self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None,
+             k: int = 20) -> pl.DataFrame:
         return top_k(self, user_ids, item_ids, exclude, k)
 
     def refit(self, data: FitData) -> TrainedArm:
@@ -252,8 +253,6 @@ class TrainedArm:
         return fresh
 
     def describe(self) -> dict[str, Any]:
-        from ops.arms.registry import arm_params
-
         return arm_params(self)
 
     def score(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
@@ -270,6 +269,23 @@ class TrainedArm:
             position = np.clip(np.searchsorted(ids, movie_ids), 0, ids.size - 1)
             return np.where(ids[position] == movie_ids, scores[position], 0.0)
         return _predict(self.model, self.encoder, user_ids, movie_ids, rows_per_forward(self.model, self.config))
+
+
+def arm_params(trained: TrainedArm) -> dict[str, Any]:
+    """The arm's configuration flattened for `mlflow.log_params`, plus what training found."""
+    params: dict[str, Any] = {}
+    for key, value in trained.config.model_dump(mode="json").items():
+        if isinstance(value, dict):
+            params.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            params[key] = value
+    params["train_rows"] = trained.train_rows
+    if trained.best_epoch is not None:
+        params["best_epoch"] = trained.best_epoch
+        params["epochs_run"] = len(trained.history)
+    if trained.encoder is not None:
+        params["features"] = ",".join(trained.encoder.user_columns + trained.encoder.movie_columns)
+    return params
 
 
 def train_arm(
@@ -322,8 +338,8 @@ def top_k(
         users_block = user_ids[start : start + block]
         scores = trained.score(np.repeat(users_block, n_items), np.tile(movie_ids, users_block.size))
         # Ties broken by movie id, so lists are reproducible.
-        parts.append(_top_of_block(trained.config.name, users_block, movie_ids, scores.reshape(users_block.size, n_items).astype(np.float64),
-                                   blocked_rows, blocked_cols, start, k))
+        scores = scores.reshape(users_block.size, n_items).astype(np.float64)
+        parts.append(_top_of_block(trained.config.name, users_block, movie_ids, scores, blocked_rows, blocked_cols, start, k))
     frame = pl.concat(parts)
     return frame.filter(pl.col("score").is_finite())
 

@@ -122,14 +122,16 @@ def refit_and_evaluate(
         raise ValueError(f"augmentation: unknown signal(s) {unknown}; expected some of {list(SIGNALS)}")
     blank = make_arm(arm_name, **arm_overrides)
     if not blank.can_refit:
-        raise ValueError(f"augmentation: arm {arm_name!r} cannot be refit on added rows (Random, Pop, a lists file and an MLflow "
-                         "model have nothing to train); Table 5 refits the arms that train, the DeepCTR family and the plug-ins'")
+        raise ValueError(f"augmentation: arm {arm_name!r} cannot be refit on added rows (Random, Pop, a lists file "
+                         "and an MLflow model have nothing to train); Table 5 refits the arms that train, the "
+                         "DeepCTR family and the plug-ins'")
     builtin = isinstance(blank, TrainedArm)
     arm_cfg = blank.config if builtin else None
     if builtin:
         # A refit that learns little (AUC near 0.5) is a finding of Table 5, not a failure: only
         # NaN and exploding losses stop it; the arm itself was trained under its full guard.
-        retrain_cfg = arm_cfg.model_copy(update={"divergence": arm_cfg.divergence.model_copy(update={"min_val_auc": 0.0})})
+        guard = arm_cfg.divergence.model_copy(update={"min_val_auc": 0.0})
+        retrain_cfg = arm_cfg.model_copy(update={"divergence": guard})
     threshold = arm_cfg.positive_threshold if builtin else 4
     train = conform(train, RATINGS, "train")
     test = conform(test, RATINGS, "test")
@@ -158,11 +160,13 @@ def refit_and_evaluate(
             metrics = {k: original[k] for k in ("best_epoch", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "k")}
         else:
             if builtin:
-                reuse = name == ORIGINAL and original_model is not None and getattr(original_model, "config", None) == arm_cfg
-                trained = original_model if reuse else train_arm(retrain_cfg, pl.concat([train, added]), valid, users, catalogue)
+                reuse = name == ORIGINAL and getattr(original_model, "config", None) == arm_cfg
+                trained = original_model if reuse else train_arm(retrain_cfg, pl.concat([train, added]), valid, users,
+                                                                 catalogue)
             else:
-                reuse = name == ORIGINAL and original_model is not None and getattr(original_model, "name", None) == arm_name
-                trained = original_model if reuse else blank.refit(FitData(pl.concat([train, added]), valid, users, catalogue))
+                reuse = name == ORIGINAL and getattr(original_model, "name", None) == arm_name
+                trained = original_model if reuse else blank.refit(FitData(pl.concat([train, added]), valid, users,
+                                                                           catalogue))
             # The original train items are excluded for every training set, so every model
             # ranks the same candidates and Recall/NDCG compare like for like.
             offline = evaluate_arm(trained, train, test, movie_ids, k=config.k)

@@ -44,7 +44,8 @@ def augmentation_experiment(
         raise ValueError(f"Table 5: conditions are {WITH_VISION!r} and {WITHOUT_VISION!r}, got {unknown}")
     not_ctr = [m for m in models if not make_arm(m).can_refit]
     if not_ctr:
-        raise ValueError(f"Table 5 refits arms that train (the DeepCTR family, the plug-ins'); {not_ctr} have no model to refit")
+        raise ValueError(f"Table 5 refits arms that train (the DeepCTR family, the plug-ins'); {not_ctr} have no model "
+                         "to refit")
     parts = []
     for model in models:
         for seed in seeds:

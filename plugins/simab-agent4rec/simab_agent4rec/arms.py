@@ -77,7 +77,9 @@ class _FactorArm(ArmBase):
 
     # -- scoring ---------------------------------------------------------------------
 
-    def _logits(self, user_rows: np.ndarray, item_cols: np.ndarray, known_items: np.ndarray, pairwise: bool) -> np.ndarray:
+    def _logits(
+        self, user_rows: np.ndarray, item_cols: np.ndarray, known_items: np.ndarray, pairwise: bool
+    ) -> np.ndarray:
         users = self.users[user_rows].astype(np.float64)
         items = self.items[item_cols].astype(np.float64)
         if pairwise:
@@ -114,11 +116,25 @@ class _FactorArm(ArmBase):
     # -- storing ---------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        return {"library": self.library, **self.params, "users_fitted": int(self.user_ids.size), "items_fitted": int(self.item_ids.size)}
+        return {
+            "library": self.library,
+            **self.params,
+            "users_fitted": int(self.user_ids.size),
+            "items_fitted": int(self.item_ids.size),
+        }
 
     def save(self, folder: Path) -> None:
-        np.savez(folder / "factors.npz", allow_pickle=False, user_ids=self.user_ids, item_ids=self.item_ids, users=self.users,
-                 items=self.items, bias=self.bias, offset=self.offset, popularity=self.popularity)
+        np.savez(
+            folder / "factors.npz",
+            allow_pickle=False,
+            user_ids=self.user_ids,
+            item_ids=self.item_ids,
+            users=self.users,
+            items=self.items,
+            bias=self.bias,
+            offset=self.offset,
+            popularity=self.popularity,
+        )
         (folder / "params.json").write_text(json.dumps(self.params))
 
     @classmethod
@@ -135,18 +151,41 @@ class MF(_FactorArm):
 
     library = "cornac.models.BPR"
 
-    def __init__(self, name: str, seed: int = 1024, min_rating: int = 0, k: int = 64, max_iter: int = 100,
-                 learning_rate: float = 0.01, lambda_reg: float = 0.01, max_epochs: int | None = None):
+    def __init__(
+        self,
+        name: str,
+        seed: int = 1024,
+        min_rating: int = 0,
+        k: int = 64,
+        max_iter: int = 100,
+        learning_rate: float = 0.01,
+        lambda_reg: float = 0.01,
+        max_epochs: int | None = None,
+    ):
         # max_epochs: simab's epoch setting ($SIMAB_MAX_EPOCHS), BPR's iterations when given.
-        super().__init__(name, seed=seed, min_rating=min_rating, k=int(k), max_iter=int(max_epochs or max_iter),
-                         learning_rate=float(learning_rate), lambda_reg=float(lambda_reg))
+        super().__init__(
+            name,
+            seed=seed,
+            min_rating=min_rating,
+            k=int(k),
+            max_iter=int(max_epochs or max_iter),
+            learning_rate=float(learning_rate),
+            lambda_reg=float(lambda_reg),
+        )
 
     def _train(self, u, i, data) -> None:
         from cornac.models import BPR
 
         dataset, user_order, item_order = self._cornac_dataset(u, i)
-        model = BPR(k=self.params["k"], max_iter=self.params["max_iter"], learning_rate=self.params["learning_rate"],
-                    lambda_reg=self.params["lambda_reg"], seed=self.params["seed"], num_threads=1, verbose=False).fit(dataset)
+        model = BPR(
+            k=self.params["k"],
+            max_iter=self.params["max_iter"],
+            learning_rate=self.params["learning_rate"],
+            lambda_reg=self.params["lambda_reg"],
+            seed=self.params["seed"],
+            num_threads=1,
+            verbose=False,
+        ).fit(dataset)
         self.users = _reorder(model.u_factors, user_order, self.user_ids.size)
         self.items = _reorder(model.i_factors, item_order, self.item_ids.size)
         self.bias = _reorder(model.i_biases[:, None], item_order, self.item_ids.size)[:, 0]
@@ -159,10 +198,30 @@ class MultVAE(_FactorArm):
     library = "cornac.models.VAECF"
     softmax = True
 
-    def __init__(self, name: str, seed: int = 1024, min_rating: int = 0, k: int = 64, hidden: int = 256, n_epochs: int = 100,
-                 batch_size: int = 100, learning_rate: float = 0.001, beta: float = 1.0, max_epochs: int | None = None):
-        super().__init__(name, seed=seed, min_rating=min_rating, k=int(k), hidden=int(hidden), n_epochs=int(max_epochs or n_epochs),
-                         batch_size=int(batch_size), learning_rate=float(learning_rate), beta=float(beta))
+    def __init__(
+        self,
+        name: str,
+        seed: int = 1024,
+        min_rating: int = 0,
+        k: int = 64,
+        hidden: int = 256,
+        n_epochs: int = 100,
+        batch_size: int = 100,
+        learning_rate: float = 0.001,
+        beta: float = 1.0,
+        max_epochs: int | None = None,
+    ):
+        super().__init__(
+            name,
+            seed=seed,
+            min_rating=min_rating,
+            k=int(k),
+            hidden=int(hidden),
+            n_epochs=int(max_epochs or n_epochs),
+            batch_size=int(batch_size),
+            learning_rate=float(learning_rate),
+            beta=float(beta),
+        )
 
     def _train(self, u, i, data) -> None:
         import torch
@@ -170,9 +229,18 @@ class MultVAE(_FactorArm):
 
         torch.manual_seed(self.params["seed"])
         dataset, user_order, item_order = self._cornac_dataset(u, i)
-        model = VAECF(k=self.params["k"], autoencoder_structure=[self.params["hidden"]], act_fn="tanh", likelihood="mult",
-                      n_epochs=self.params["n_epochs"], batch_size=self.params["batch_size"], learning_rate=self.params["learning_rate"],
-                      beta=self.params["beta"], seed=self.params["seed"], verbose=False).fit(dataset)
+        model = VAECF(
+            k=self.params["k"],
+            autoencoder_structure=[self.params["hidden"]],
+            act_fn="tanh",
+            likelihood="mult",
+            n_epochs=self.params["n_epochs"],
+            batch_size=self.params["batch_size"],
+            learning_rate=self.params["learning_rate"],
+            beta=self.params["beta"],
+            seed=self.params["seed"],
+            verbose=False,
+        ).fit(dataset)
         vae = model.vae.cpu().eval()
         decoder = list(vae.decoder.children())
         last = decoder[-1]  # the linear layer whose softmax is the output
@@ -193,12 +261,30 @@ class LightGCN(_FactorArm):
 
     library = "torch_geometric.nn.models.LightGCN"
 
-    def __init__(self, name: str, seed: int = 1024, min_rating: int = 0, embedding_dim: int = 64, num_layers: int = 3,
-                 n_epochs: int = 20, batch_size: int = 2048, learning_rate: float = 0.001, lambda_reg: float = 1e-4,
-                 max_epochs: int | None = None):
-        super().__init__(name, seed=seed, min_rating=min_rating, embedding_dim=int(embedding_dim), num_layers=int(num_layers),
-                         n_epochs=int(max_epochs or n_epochs), batch_size=int(batch_size), learning_rate=float(learning_rate),
-                         lambda_reg=float(lambda_reg))
+    def __init__(
+        self,
+        name: str,
+        seed: int = 1024,
+        min_rating: int = 0,
+        embedding_dim: int = 64,
+        num_layers: int = 3,
+        n_epochs: int = 20,
+        batch_size: int = 2048,
+        learning_rate: float = 0.001,
+        lambda_reg: float = 1e-4,
+        max_epochs: int | None = None,
+    ):
+        super().__init__(
+            name,
+            seed=seed,
+            min_rating=min_rating,
+            embedding_dim=int(embedding_dim),
+            num_layers=int(num_layers),
+            n_epochs=int(max_epochs or n_epochs),
+            batch_size=int(batch_size),
+            learning_rate=float(learning_rate),
+            lambda_reg=float(lambda_reg),
+        )
 
     def _train(self, u, i, data) -> None:
         import torch
@@ -221,7 +307,11 @@ class LightGCN(_FactorArm):
             clash = np.fromiter(((a, b) in positives for a, b in zip(u, negatives, strict=True)), bool, u.size)
             while clash.any():
                 negatives[clash] = rng.integers(0, n_items, int(clash.sum()))
-                clash[clash] = np.fromiter(((a, b) in positives for a, b in zip(u[clash], negatives[clash], strict=True)), bool, int(clash.sum()))
+                clash[clash] = np.fromiter(
+                    ((a, b) in positives for a, b in zip(u[clash], negatives[clash], strict=True)),
+                    bool,
+                    int(clash.sum()),
+                )
             total = 0.0
             for start in range(0, u.size, p["batch_size"]):
                 idx = order[start : start + p["batch_size"]]
@@ -231,7 +321,9 @@ class LightGCN(_FactorArm):
                 label_index = torch.stack([torch.cat([users, users]), torch.cat([pos, neg])])
                 rank = model(edge_index, label_index)
                 pos_rank, neg_rank = rank.chunk(2)
-                loss = model.recommendation_loss(pos_rank, neg_rank, node_id=label_index.unique(), lambda_reg=p["lambda_reg"])
+                loss = model.recommendation_loss(
+                    pos_rank, neg_rank, node_id=label_index.unique(), lambda_reg=p["lambda_reg"]
+                )
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()

@@ -1,9 +1,11 @@
 """The partitions of the asset graph: one per recommender arm, and arm × user shard for the
 simulation when it is sharded.
 
-Arms are A/B Agent's (Table 2: random, pop, fm, afn, deepfm; Table 5: the DeepCTR family)
-plus the data-scale and feature-set variants of DeepFM (Tables 3 and 4).  Which of them a
-full run uses is run configuration (`pipelines.run_config`, `$SIMAB_ARMS`).
+Arms are every name the arm registry knows (`ops.arms.catalog`): A/B Agent's (Table 2:
+random, pop, fm, afn, deepfm; Table 5: the DeepCTR family) and the aliases of DeepFM's
+data-scale and feature-set variants (Tables 3 and 4), the installed plug-ins' arms, and the
+arms declared from `$SIMAB_ARMS` specs (`declare_arms`: a lists file, an MLflow model, a kind
+with parameters).  Which of them a full run uses is run configuration (`pipelines.run_config`).
 
 User shards ($SIMAB_SHARDS, 1 by default): with N > 1 the agents of an arm are dealt to N
 shards (`ops.simulation.runner.user_shard`) and `simulation_shard` is partitioned by

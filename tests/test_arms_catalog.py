@@ -264,6 +264,8 @@ def test_each_malformed_lists_file_gets_one_line_naming_file_row_and_field(data,
 def test_the_agent4rec_plugin_arms_fit_rank_store_and_refit(data, tmp_path):
     users, catalogue, split = data
     items = catalogue.get_column("movie_id").to_numpy()
+    for library in ("cornac", "torch_geometric"):
+        pytest.importorskip(library, reason=f"the Agent4Rec plug-in's {library} is not installed (plugins/simab-agent4rec)")
     install_agent4rec_plugin(tmp_path / "site")
     try:
         import simab_agent4rec  # noqa: F401 - importable only now

@@ -4,8 +4,8 @@ One partition per arm: the clicks and views simulated under that arm are added t
 split and the downstream CTR models are retrained, each beside its model on the original
 train split (same configuration, same seed).  The paper simulates under DeepFM and refits
 eight models; here `models` lists the downstream models, and by default the partition's own
-arm is refit.  Random and Pop have no model to refit: with the default `models` their
-partitions hold an empty table and say "not applicable"; naming models refits those on the
+arm is refit.  Random, Pop, a lists file and an MLflow model have no model to refit: with the default
+`models` their partitions hold an empty table and say "not applicable"; naming models refits those on the
 data simulated under Random or Pop (what data from an exploring policy is worth).  The
 "w/o vision" rows of Table 5 come from a simulation whose brain had no posters: the table
 carries the brain's name.
@@ -65,7 +65,7 @@ def augmentation_metrics(
 ) -> MaterializeResult:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
     train split and on it plus this arm's simulated clicks / views (Table 5)."""
-    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config
+    from ops.arms.catalog import make_arm
     from ops.readout.augmentation_summary import empty_metrics, seed_summary, table_5
     from ops.readout.plots import augmentation_figure
     from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
@@ -73,7 +73,9 @@ def augmentation_metrics(
     arm = context.partition_key
     aug_config = AugmentationConfig(signals=tuple(config.signals), click_label=config.click_label)
     requested = list(config.models) or [arm]
-    models = [m for m in requested if arm_config(m).model in DEEPCTR_MODELS]
+    # Arms that train refit (the DeepCTR family, the plug-ins'); Random, Pop, a lists file
+    # and an MLflow model say "not applicable".
+    models = [m for m in requested if make_arm(m).can_refit]
     not_applicable = [m for m in requested if m not in models]
     overrides = {"seed": config.seed, "device": config.device, "use_metadata": config.use_metadata}
     if config.max_epochs:

@@ -1,9 +1,11 @@
 """The partitions of the asset graph: one per recommender arm, and arm × user shard for the
 simulation when it is sharded.
 
-Arms are A/B Agent's (Table 2: random, pop, fm, afn, deepfm; Table 5: the DeepCTR family)
-plus the data-scale and feature-set variants of DeepFM (Tables 3 and 4).  Which of them a
-full run uses is run configuration (`pipelines.run_config`, `$SIMAB_ARMS`).
+Arms are every name the arm registry knows (`ops.arms.catalog`): A/B Agent's (Table 2:
+random, pop, fm, afn, deepfm; Table 5: the DeepCTR family) and the aliases of DeepFM's
+data-scale and feature-set variants (Tables 3 and 4), the installed plug-ins' arms, and the
+arms declared from `$SIMAB_ARMS` specs (`declare_arms`: a lists file, an MLflow model, a kind
+with parameters).  Which of them a full run uses is run configuration (`pipelines.run_config`).
 
 User shards ($SIMAB_SHARDS, 1 by default): with N > 1 the agents of an arm are dealt to N
 shards (`ops.simulation.runner.user_shard`) and `simulation_shard` is partitioned by
@@ -19,14 +21,34 @@ from __future__ import annotations
 
 from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
 
-from ops.arms.recommenders import ALL_ARMS, TABLE2_ARMS, VARIANT_ARMS
+from ops.arms.catalog import declare, known_arm_names, specs
+from ops.arms.recommenders import TABLE2_ARMS
 
-ARMS: tuple[str, ...] = (*ALL_ARMS, *VARIANT_ARMS)
+# Every arm name known when the code location loads: the built-ins and their aliases, the
+# installed plug-ins' arms (`simab.arms` entry points) and the arms declared so far.  A list,
+# extended in place by `declare_arms`: the partitions definition below holds this very list.
+ARMS: list[str] = known_arm_names()
 # A/B Agent Table 2's arms without AFN, whose CPU training is 14x DeepFM's
 # (../shared/docs/dependencies.md): what a run uses unless told otherwise.
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in TABLE2_ARMS if a != "afn")
 
-arm_partitions = StaticPartitionsDefinition(list(ARMS))
+arm_partitions = StaticPartitionsDefinition(ARMS)
+
+
+def declare_arms(entries: list[str]) -> list[str]:
+    """Declare the arm specs of `$SIMAB_ARMS` (`ops.arms.catalog`: `mine=lists:PATH`,
+    `prod=mlflow:models:/prod/3`, `half=deepfm;train_fraction=0.5`, or a known name) and
+    return their names, the partition keys.  A new name joins `ARMS`, and so the arm
+    partitions, in place: call it before the definitions are built (the settings do), in
+    every process that loads them (each reads the same environment)."""
+    names = []
+    for spec in specs(entries):
+        declare(spec)
+        if spec.name not in ARMS:
+            ARMS.append(spec.name)
+        names.append(spec.name)
+    return names
+
 
 ARM_DIMENSION, SHARD_DIMENSION = "arm", "shard"
 

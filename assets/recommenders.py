@@ -32,18 +32,24 @@ class ArmTrainingConfig(Config):
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="pytorch")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="3", compute_kind="pytorch")
 def recommender_arm(
     context: AssetExecutionContext,
     config: ArmTrainingConfig,
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
+    test_ratings: pl.DataFrame,
     users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ):
-    """One arm trained on the train split (early stop on validation AUC) and registered in MLflow."""
-    from ops.arms.recommenders import arm_config, train_arm
+    """One arm (`ops.arms.catalog`: a built-in, a plug-in, a lists file, an MLflow model)
+    fitted on the train split (early stop on validation AUC); the built-ins are registered in
+    MLflow, the others have their spec, parameters and source recorded."""
+    from ops.arms.base import FitData
+    from ops.arms.catalog import make_arm
+    from ops.arms.ranking import ranking_users
+    from ops.arms.recommenders import TrainedArm
 
     arm = context.partition_key
     overrides = {"seed": config.seed, "device": config.device, "use_metadata": config.use_metadata}
@@ -51,7 +57,15 @@ def recommender_arm(
         overrides["divergence"] = {"enabled": False}
     if config.max_epochs:
         overrides["max_epochs"] = config.max_epochs
-    arm_cfg = arm_config(arm, **overrides)
+    model = make_arm(arm, **overrides)
+    # Test users only (no labels): the users a lists file must cover, ranked once downstream.
+    data = FitData(train_ratings, valid_ratings, users, mm_ml_1m, rank_users=ranking_users(train_ratings, test_ratings))
+    builtin = isinstance(model, TrainedArm)
+    if not builtin:
+        # Before the MLflow run opens: a lists file or a model that fails its checks leaves
+        # neither a stored arm nor a run behind.
+        mlflow_tracking.client()
+        model.fit(data)
     with mlflow_tracking.asset_run(context, tags={"arm": arm}):
         mlflow_tracking.log_frame(train_ratings, "train_ratings", role="training")
         mlflow_tracking.log_frame(valid_ratings, "valid_ratings", role="validation")
@@ -60,44 +74,80 @@ def recommender_arm(
             mlflow_tracking.log_metrics(metrics, step=epoch)
             context.log.info(f"{arm} epoch {epoch}: " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
 
-        trained = train_arm(arm_cfg, train_ratings, valid_ratings, users, mm_ml_1m, on_epoch=on_epoch)
-        best = trained.history[trained.best_epoch - 1] if trained.best_epoch else {}
-        version = mlflow_tracking.log_and_register_arm(
-            trained, f"{config.registered_model_prefix}-{arm}", metrics={f"best_{k}": v for k, v in best.items()}
-        )
-    context.log.info(f"{arm}: registered as {config.registered_model_prefix}-{arm} version {version}")
+        if builtin:
+            model.fit(FitData(train_ratings, valid_ratings, users, mm_ml_1m, on_epoch=on_epoch))
+            best = model.history[model.best_epoch - 1] if model.best_epoch else {}
+            registered = f"{config.registered_model_prefix}-{arm}"
+            best_metrics = {f"best_{k}": v for k, v in best.items()}
+            version = mlflow_tracking.log_and_register_arm(model, registered, metrics=best_metrics)
+            context.log.info(f"{arm}: registered as {registered} version {version}")
+        else:
+            registered, version = "", ""
+            mlflow_tracking.log_params(_params(model.describe()))
+            mlflow_tracking.set_tags({"arm_kind": model.spec.kind, "arm_spec": model.spec.text()})
+    described = model.describe() if not builtin else {}
     return Output(
-        trained,
+        model,
         metadata={
             "arm": arm,
-            "registered_model": f"{config.registered_model_prefix}-{arm}",
+            "kind": "built-in" if builtin else model.spec.kind,
+            "registered_model": registered or "not registered (not a built-in)",
             "registered_version": version,
-            "best_epoch": trained.best_epoch or 0,
-            "train_rows": trained.train_rows,
-            "device": str(getattr(trained, "device", arm_cfg.device)),
+            "best_epoch": getattr(model, "best_epoch", None) or 0,
+            "train_rows": getattr(model, "train_rows", train_ratings.height),
+            "can_refit": bool(model.can_refit),
+            **{k: str(v) for k, v in described.items() if k.startswith("mlflow_") or k in ("uri", "path", "sha256")},
         },
     )
 
 
+def _params(described: dict) -> dict:
+    """An outside arm's description as MLflow params (text, at most MLflow's 6000 characters)."""
+    return {k: str(v)[:6000] for k, v in described.items() if v is not None}
+
+
 @asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="numpy")
-def top20_lists(
+def arm_rankings(
     context: AssetExecutionContext,
     recommender_arm,
+    train_ratings: pl.DataFrame,
+    test_ratings: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    mlflow_tracking: MlflowTracking,
+) -> MaterializeResult:
+    """The arm's one ranking pass: the 20 best movies of every train and test user, without
+    their train items.  The top-20 lists and the offline metrics both read it."""
+    import time
+
+    from ops.arms.ranking import rank_once
+
+    started = time.perf_counter()
+    ranking = rank_once(recommender_arm, train_ratings, test_ratings, mm_ml_1m.get_column("movie_id").to_numpy(), k=20)
+    seconds = time.perf_counter() - started
+    users = ranking.get_column("user_id").n_unique()
+    with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
+        mlflow_tracking.log_metrics({"ranking_seconds": seconds, "users_ranked": users})
+        digest = mlflow_tracking.log_frame(ranking, "arm_rankings", role="output")
+    context.log.info(f"{context.partition_key}: ranked {users} users in {seconds:.1f} s")
+    return MaterializeResult(
+        value=ranking, data_version=DataVersion(digest), metadata={"users": int(users), "seconds": round(seconds, 3)}
+    )
+
+
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="numpy")
+def top20_lists(
+    context: AssetExecutionContext,
+    arm_rankings: pl.DataFrame,
     train_ratings: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
-    """Each train user's 20 best-scored movies, excluding their train items: the sandbox's input."""
-    from ops.arms.recommenders import top_k
+    """Each train user's 20 best-scored movies, excluding their train items: the sandbox's
+    input, read from the arm's one ranking pass."""
+    from ops.arms.ranking import lists_for
 
     user_ids = train_ratings.get_column("user_id").unique().to_numpy()
-    lists = top_k(
-        recommender_arm,
-        user_ids,
-        mm_ml_1m.get_column("movie_id").to_numpy(),
-        exclude=train_ratings.select("user_id", "movie_id"),
-        k=20,
-    )
+    lists = lists_for(arm_rankings, user_ids)
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
         coverage = lists.get_column("movie_id").n_unique() / max(mm_ml_1m.height, 1)
         mlflow_tracking.log_metrics({"users": user_ids.size, "catalogue_coverage": coverage})
@@ -109,31 +159,40 @@ def top20_lists(
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="numpy")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="numpy")
 def offline_metrics(
     context: AssetExecutionContext,
     recommender_arm,
-    train_ratings: pl.DataFrame,
+    arm_rankings: pl.DataFrame,
     test_ratings: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
-    """Test AUC and log-loss; Recall@20 and NDCG@20 by full ranking (docs/definitions.md#lifecycle, step 6)."""
-    from ops.arms.recommenders import evaluate_arm
+    """Test AUC and log-loss (where the arm scores pairs); Recall@20 and NDCG@20 from the
+    arm's one ranking pass (docs/definitions.md#lifecycle, step 6)."""
+    from ops.arms.ranking import NOT_AVAILABLE, metrics_from_lists
 
-    metrics = evaluate_arm(
-        recommender_arm, train_ratings, test_ratings, mm_ml_1m.get_column("movie_id").to_numpy(), k=20
-    )
-    row = pl.DataFrame([metrics.model_dump()])
+    metrics = metrics_from_lists(recommender_arm, arm_rankings, test_ratings, k=20)
+    values = metrics.model_dump()
+    schema = {
+        "arm": pl.Utf8,
+        "test_auc": pl.Float64,
+        "test_log_loss": pl.Float64,
+        "recall_at_k": pl.Float64,
+        "ndcg_at_k": pl.Float64,
+        "k": pl.Int64,
+        "users_ranked": pl.Int64,
+    }
+    row = pl.DataFrame([values], schema=schema)
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
-        mlflow_tracking.log_metrics({k: v for k, v in metrics.model_dump().items() if isinstance(v, (int, float))})
+        mlflow_tracking.log_metrics({k: v for k, v in values.items() if isinstance(v, (int, float))})
+        if values["test_auc"] is None:
+            mlflow_tracking.set_tags({"test_auc": NOT_AVAILABLE})
         mlflow_tracking.log_frame(test_ratings, "test_ratings", role="evaluation")
     return MaterializeResult(
         value=row,
         data_version=DataVersion(frame_digest(row)),
         metadata={
-            k: (float(v) if isinstance(v, (float, np.floating)) else v)
-            for k, v in metrics.model_dump().items()
-            if v is not None
+            k: (float(v) if isinstance(v, (float, np.floating)) else (NOT_AVAILABLE if v is None else v))
+            for k, v in values.items()
         },
     )

@@ -103,7 +103,8 @@ class Settings(BaseModel):
     arms: list[str] | None = setting(
         None,
         "SIMAB_ARMS",
-        "the arms of a full run, the schedule and the sensor (default random,pop,fm,deepfm)",
+        "the arms of a full run, the schedule and the sensor (default random,pop,fm,deepfm): names or specs, "
+        "`name=lists:PATH`, `name=mlflow:models:/m/1`, `name=kind;param=value` (README, Bring your own model)",
         sep=",",
         ops=("simulation_events.arms", "llm_cost_estimate.arms", "ab_agent_table2.arms", "brain_comparison.arms"),
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from assets.partitions import ARMS, DEFAULT_ARMS
+from assets.partitions import ARMS, DEFAULT_ARMS, declare_arms
 from ops.settings import SettingError, Settings, declared, load
 
 # Each experiment of `python -m pipelines.experiments` and the asset that prints its table.
@@ -38,15 +38,22 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def with_arms(settings: Settings, arms: list[str]) -> Settings:
-    """The settings for another arm list (the lifecycle runner's --arms)."""
-    unknown = [a for a in arms if a not in ARMS]
+    """The settings for another arm list (the lifecycle runner's --arms).  An entry is an arm
+    name or a spec (`mine=lists:PATH`, `prod=mlflow:models:/prod/3`, `half=deepfm;train_fraction=0.5`,
+    `ops.arms.catalog`): specs are declared, so their names become arm partitions, and the
+    settings carry the names."""
+    if not arms:
+        raise SettingError("SIMAB_ARMS='': at least one arm")
+    try:
+        names = declare_arms(list(arms))
+    except ValueError as error:
+        raise SettingError(f"SIMAB_ARMS={','.join(arms)!r}: {error}") from None
+    unknown = [a for a in names if a not in ARMS]
     if unknown:
         raise SettingError(
             f"SIMAB_ARMS={','.join(arms)!r}: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}"
         )
-    if not arms:
-        raise SettingError("SIMAB_ARMS='': at least one arm")
-    return settings.model_copy(update={"arms": list(arms)})
+    return settings.model_copy(update={"arms": names})
 
 
 def uses_llm(settings: Settings) -> bool:

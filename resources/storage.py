@@ -68,6 +68,8 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.studies.alignment.rating.RatingAlignment": ("", ""),
     "ops.studies.alignment.list_quality.ListQuality": ("", ""),
     "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
+    # Any other arm (a plug-in, a lists file, an MLflow model): its spec and its own save/load.
+    "ops.arms.catalog.PluggedArm": ("", ""),
 }
 # Types stored under an earlier module path, read as the type they became (the alignment
 # protocols moved from the read-out to `ops.studies`).

@@ -16,6 +16,7 @@ docs/definitions.md#lifecycle, step 6.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import re
@@ -28,8 +29,10 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.arms.base import FitData, _top_of_block, excluded_cells
 from ops.arms.features import FeatureConfig, FeatureEncoder, FeatureSet, fit_encoder
-from ops.arms.metrics import auc, log_loss, ndcg_at_k, recall_at_k, relevant_items
+from ops.arms.metrics import auc, log_loss, relevant_items
+from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold
 from ops.schema import TOP_K
 
 ModelName = Literal["random", "pop", "fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn"]
@@ -230,6 +233,33 @@ class TrainedArm:
     def scores_are_probabilities(self) -> bool:
         return self.config.model != "pop"
 
+    # The Arm protocol (ops.arms.base): the built-ins meet it as an outside arm does.
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def can_refit(self) -> bool:
+        return self.config.model in DEEPCTR_MODELS
+
+    def fit(self, data: FitData) -> None:
+        fitted = train_arm(self.config, data.train, data.valid, data.users, data.catalogue, on_epoch=data.on_epoch)
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(fitted, f.name))
+
+    def rank(
+        self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20
+    ) -> pl.DataFrame:
+        return top_k(self, user_ids, item_ids, exclude, k)
+
+    def refit(self, data: FitData) -> TrainedArm:
+        fresh = TrainedArm(config=self.config)
+        fresh.fit(data)
+        return fresh
+
+    def describe(self) -> dict[str, Any]:
+        return arm_params(self)
+
     def score(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
         user_ids = np.asarray(user_ids, dtype=np.int64)
         movie_ids = np.asarray(movie_ids, dtype=np.int64)
@@ -244,6 +274,23 @@ class TrainedArm:
             position = np.clip(np.searchsorted(ids, movie_ids), 0, ids.size - 1)
             return np.where(ids[position] == movie_ids, scores[position], 0.0)
         return _predict(self.model, self.encoder, user_ids, movie_ids, rows_per_forward(self.model, self.config))
+
+
+def arm_params(trained: TrainedArm) -> dict[str, Any]:
+    """The arm's configuration flattened for `mlflow.log_params`, plus what training found."""
+    params: dict[str, Any] = {}
+    for key, value in trained.config.model_dump(mode="json").items():
+        if isinstance(value, dict):
+            params.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            params[key] = value
+    params["train_rows"] = trained.train_rows
+    if trained.best_epoch is not None:
+        params["best_epoch"] = trained.best_epoch
+        params["epochs_run"] = len(trained.history)
+    if trained.encoder is not None:
+        params["features"] = ",".join(trained.encoder.user_columns + trained.encoder.movie_columns)
+    return params
 
 
 def train_arm(
@@ -282,53 +329,26 @@ def top_k(
     fewer than `k` candidates left gets fewer rows.  Users are scored in blocks of
     users x catalogue pairs, so there is no Python loop per pair.
     """
+    if not isinstance(trained, TrainedArm):
+        return trained.rank(user_ids, movie_ids, exclude, k)
     user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
     movie_ids = np.unique(np.asarray(movie_ids, dtype=np.int64))
     n_items = movie_ids.size
     if user_ids.size == 0 or n_items == 0 or k <= 0:
         return pl.DataFrame(schema=TOP_K)
-    blocked_rows, blocked_cols = _excluded_cells(exclude, user_ids, movie_ids)
+    blocked_rows, blocked_cols = excluded_cells(exclude, user_ids, movie_ids)
     block = max(1, trained.config.score_batch_size // n_items)
     parts = []
     for start in range(0, user_ids.size, block):
         users_block = user_ids[start : start + block]
         scores = trained.score(np.repeat(users_block, n_items), np.tile(movie_ids, users_block.size))
-        scores = scores.reshape(users_block.size, n_items).astype(np.float64)
-        in_block = (blocked_rows >= start) & (blocked_rows < start + users_block.size)
-        scores[blocked_rows[in_block] - start, blocked_cols[in_block]] = -np.inf
-        kk = min(k, n_items)
-        best = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
-        best_scores = np.take_along_axis(scores, best, axis=1)
         # Ties broken by movie id, so lists are reproducible.
-        order = np.lexsort((movie_ids[best], -best_scores), axis=1)
-        best = np.take_along_axis(best, order, axis=1)
-        best_scores = np.take_along_axis(best_scores, order, axis=1)
+        scores = scores.reshape(users_block.size, n_items).astype(np.float64)
         parts.append(
-            pl.DataFrame(
-                {
-                    "arm": trained.config.name,
-                    "user_id": np.repeat(users_block, kk),
-                    "rank": np.tile(np.arange(1, kk + 1), users_block.size),
-                    "movie_id": movie_ids[best].ravel(),
-                    "score": best_scores.ravel(),
-                },
-                schema=TOP_K,
-            )
+            _top_of_block(trained.config.name, users_block, movie_ids, scores, blocked_rows, blocked_cols, start, k)
         )
     frame = pl.concat(parts)
     return frame.filter(pl.col("score").is_finite())
-
-
-class OfflineMetrics(BaseModel):
-    """docs/definitions.md#lifecycle, step 6 for one arm."""
-
-    arm: str
-    test_auc: float
-    test_log_loss: float | None  # None where scores are not probabilities (Pop)
-    recall_at_k: float
-    ndcg_at_k: float
-    k: int
-    users_ranked: int  # users with at least one relevant test item
 
 
 def evaluate_arm(
@@ -340,22 +360,12 @@ def evaluate_arm(
 ) -> OfflineMetrics:
     """Test AUC and log-loss on the test pairs; Recall@k and NDCG@k by full ranking of the
     catalogue `movie_ids` minus each user's train items, relevant = test items rated
-    >= the arm's positive threshold (docs/definitions.md#offline-metrics)."""
-    threshold = trained.config.positive_threshold
-    labels = (test.get_column("rating").to_numpy() >= threshold).astype(np.float64)
-    scores = trained.score(test.get_column("user_id").to_numpy(), test.get_column("movie_id").to_numpy())
-    relevant = relevant_items(test, threshold)
-    ranked_users = relevant.get_column("user_id").unique().to_numpy()
+    >= the arm's positive threshold (docs/definitions.md#offline-metrics).  Ranks the users with a
+    relevant test item only; the pipeline ranks once for lists and metrics
+    (`ops.arms.ranking.rank_once`)."""
+    ranked_users = relevant_items(test, positive_threshold(trained)).get_column("user_id").unique().to_numpy()
     lists = top_k(trained, ranked_users, movie_ids, exclude=train.select("user_id", "movie_id"), k=k)
-    return OfflineMetrics(
-        arm=trained.config.name,
-        test_auc=auc(labels, scores),
-        test_log_loss=log_loss(labels, scores) if trained.scores_are_probabilities else None,
-        recall_at_k=recall_at_k(lists, relevant, k),
-        ndcg_at_k=ndcg_at_k(lists, relevant, k),
-        k=k,
-        users_ranked=int(ranked_users.size),
-    )
+    return metrics_from_lists(trained, lists, test, k)
 
 
 # ---------------------------------------------------------------------------------------
@@ -675,15 +685,3 @@ def _sample_train(train: pl.DataFrame, config: ArmConfig) -> pl.DataFrame:
     n = int(round(train.height * config.train_fraction))
     keep = np.sort(np.random.default_rng(config.seed).choice(train.height, size=n, replace=False))
     return train[keep]
-
-
-def _excluded_cells(exclude: pl.DataFrame | None, user_ids: np.ndarray, movie_ids: np.ndarray):
-    """(row, column) positions in the users x catalogue score matrix to leave out."""
-    if exclude is None or exclude.height == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    u = exclude.get_column("user_id").to_numpy().astype(np.int64)
-    m = exclude.get_column("movie_id").to_numpy().astype(np.int64)
-    row = np.clip(np.searchsorted(user_ids, u), 0, user_ids.size - 1)
-    col = np.clip(np.searchsorted(movie_ids, m), 0, movie_ids.size - 1)
-    keep = (user_ids[row] == u) & (movie_ids[col] == m)
-    return row[keep], col[keep]

@@ -25,12 +25,11 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ops.arms.features import FeatureEncoder
-from ops.arms.recommenders import ArmConfig, TrainedArm, build_model
+from ops.arms.recommenders import ArmConfig, TrainedArm, arm_params, build_model  # noqa: F401 - arm_params re-exported
 
 FORMAT_VERSION = 1
 
@@ -171,23 +170,6 @@ def mlflow_epoch_logger(prefix: str = ""):
         mlflow.log_metrics({f"{prefix}{k}": float(v) for k, v in metrics.items()}, step=epoch)
 
     return log_epoch
-
-
-def arm_params(trained: TrainedArm) -> dict[str, Any]:
-    """The arm's configuration flattened for `mlflow.log_params`, plus what training found."""
-    params: dict[str, Any] = {}
-    for key, value in trained.config.model_dump(mode="json").items():
-        if isinstance(value, dict):
-            params.update({f"{key}.{k}": v for k, v in value.items()})
-        else:
-            params[key] = value
-    params["train_rows"] = trained.train_rows
-    if trained.best_epoch is not None:
-        params["best_epoch"] = trained.best_epoch
-        params["epochs_run"] = len(trained.history)
-    if trained.encoder is not None:
-        params["features"] = ",".join(trained.encoder.user_columns + trained.encoder.movie_columns)
-    return params
 
 
 def _pip_requirements() -> list[str]:

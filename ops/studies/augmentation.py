@@ -90,22 +90,30 @@ def refit_and_evaluate(
     """
     from tqdm.auto import tqdm
 
-    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config, evaluate_arm, train_arm
+    from ops.arms.base import FitData
+    from ops.arms.catalog import make_arm
+    from ops.arms.recommenders import TrainedArm, evaluate_arm, train_arm
 
     config = config or AugmentationConfig()
     signals = tuple(config.signals if signals is None else signals)
     unknown = [s for s in signals if s not in SIGNALS]
     if unknown:
         raise ValueError(f"augmentation: unknown signal(s) {unknown}; expected some of {list(SIGNALS)}")
-    arm_cfg = arm_config(arm_name, **arm_overrides)
-    # A refit that learns little (AUC near 0.5) is a finding of Table 5, not a failure: only
-    # NaN and exploding losses stop it; the arm itself was trained under its full guard.
-    retrain_cfg = arm_cfg.model_copy(update={"divergence": arm_cfg.divergence.model_copy(update={"min_val_auc": 0.0})})
-    if arm_cfg.model not in DEEPCTR_MODELS:
+    blank = make_arm(arm_name, **arm_overrides)
+    if not blank.can_refit:
         raise ValueError(
-            f"augmentation: arm {arm_name!r} ({arm_cfg.model}) is not a trainable CTR model; "
-            f"Table 5 refits the DeepCTR family {list(DEEPCTR_MODELS)}"
+            f"augmentation: arm {arm_name!r} cannot be refit on added rows (Random, Pop, a lists file "
+            "and an MLflow model have nothing to train); Table 5 refits the arms that train, the "
+            "DeepCTR family and the plug-ins'"
         )
+    builtin = isinstance(blank, TrainedArm)
+    arm_cfg = blank.config if builtin else None
+    if builtin:
+        # A refit that learns little (AUC near 0.5) is a finding of Table 5, not a failure: only
+        # NaN and exploding losses stop it; the arm itself was trained under its full guard.
+        guard = arm_cfg.divergence.model_copy(update={"min_val_auc": 0.0})
+        retrain_cfg = arm_cfg.model_copy(update={"divergence": guard})
+    threshold = arm_cfg.positive_threshold if builtin else 4
     train = conform(train, RATINGS, "train")
     test = conform(test, RATINGS, "test")
     movie_ids = catalogue.get_column("movie_id").to_numpy()
@@ -126,27 +134,39 @@ def refit_and_evaluate(
             "arm": arm_name,
             "training_set": name,
             "added_rows": added.height,
-            "added_positive_share": _positive_share(added, arm_cfg.positive_threshold),
+            "added_positive_share": _positive_share(added, threshold),
             "overlap_test_pairs": added.join(test, on=["user_id", "movie_id"], how="semi").height,
             "train_rows": train.height + added.height,
-            "seed": arm_cfg.seed,
+            "seed": arm_cfg.seed if builtin else int(arm_overrides.get("seed", 0)),
         }
         if original is not None and added.height == 0:
             metrics = {
                 k: original[k] for k in ("best_epoch", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "k")
             }
         else:
-            reuse = (
-                name == ORIGINAL and original_model is not None and getattr(original_model, "config", None) == arm_cfg
-            )
-            trained = (
-                original_model if reuse else train_arm(retrain_cfg, pl.concat([train, added]), valid, users, catalogue)
-            )
+            if builtin:
+                reuse = (
+                    name == ORIGINAL
+                    and original_model is not None
+                    and getattr(original_model, "config", None) == arm_cfg
+                )
+                trained = (
+                    original_model
+                    if reuse
+                    else train_arm(retrain_cfg, pl.concat([train, added]), valid, users, catalogue)
+                )
+            else:
+                reuse = name == ORIGINAL and getattr(original_model, "name", None) == arm_name
+                trained = (
+                    original_model
+                    if reuse
+                    else blank.refit(FitData(pl.concat([train, added]), valid, users, catalogue))
+                )
             # The original train items are excluded for every training set, so every model
             # ranks the same candidates and Recall/NDCG compare like for like.
             offline = evaluate_arm(trained, train, test, movie_ids, k=config.k)
             metrics = {
-                "best_epoch": trained.best_epoch,
+                "best_epoch": getattr(trained, "best_epoch", None),
                 "test_auc": offline.test_auc,
                 "test_log_loss": offline.test_log_loss,
                 "recall_at_k": offline.recall_at_k,

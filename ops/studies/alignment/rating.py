@@ -139,7 +139,7 @@ def brain_ratings(
 def offline_rating_predictors(
     arms: Mapping[str, object], valid: pl.DataFrame, max_pairs: int = 200_000, seed: int = 0
 ) -> dict[str, object]:
-    """Per arm (an `ops.arms.recommenders.TrainedArm`, anything with `score(users, movies)`),
+    """Per arm that scores pairs (`ops.arms.base.Arm`; one that only ranks is left out),
     a function (users, movies) -> rating: its score mapped by isotonic regression fitted on
     (a sample of at most `max_pairs` of) the validation window's ratings."""
     from sklearn.isotonic import IsotonicRegression
@@ -148,9 +148,15 @@ def offline_rating_predictors(
         valid = valid[np.sort(named_rng(seed, "isotonic sample").choice(valid.height, max_pairs, replace=False))]
     users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("movie_id").to_numpy()
     ratings = valid.get_column("rating").to_numpy().astype(float)
+    from ops.arms.base import ScoresNotAvailable
+
     predictors = {}
     for name, arm in sorted(arms.items()):
-        iso = IsotonicRegression(y_min=1.0, y_max=5.0, out_of_bounds="clip").fit(arm.score(users, movies), ratings)
+        try:
+            scores = arm.score(users, movies)
+        except ScoresNotAvailable:
+            continue  # an arm that only ranks (a lists file without scores) predicts no rating
+        iso = IsotonicRegression(y_min=1.0, y_max=5.0, out_of_bounds="clip").fit(scores, ratings)
         predictors[name] = (lambda a, f: lambda u, m: f.predict(a.score(np.asarray(u), np.asarray(m))))(arm, iso)
     return predictors
 

@@ -43,19 +43,23 @@ def augmentation_experiment(
     """Long table (AUGMENTATION_METRICS + `vision`), `training_set` named as Table 5's rows
     ("original", "+click (w/ vision)", …).  `events` maps WITH_VISION / WITHOUT_VISION to the
     events of the simulation under that condition."""
-    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config, train_arm
+    from ops.arms.base import FitData
+    from ops.arms.catalog import make_arm
 
     unknown = [v for v in events if v not in (WITH_VISION, WITHOUT_VISION)]
     if unknown:
         raise ValueError(f"Table 5: conditions are {WITH_VISION!r} and {WITHOUT_VISION!r}, got {unknown}")
-    not_ctr = [m for m in models if arm_config(m).model not in DEEPCTR_MODELS]
+    not_ctr = [m for m in models if not make_arm(m).can_refit]
     if not_ctr:
-        raise ValueError(f"Table 5 refits DeepCTR models; {not_ctr} have no model to refit")
+        raise ValueError(
+            f"Table 5 refits arms that train (the DeepCTR family, the plug-ins'); {not_ctr} have no model to refit"
+        )
     parts = []
     for model in models:
         for seed in seeds:
             overrides = {**arm_overrides, "seed": int(seed)}
-            original = train_arm(arm_config(model, **overrides), train, valid, users, catalogue)
+            original = make_arm(model, **overrides)
+            original.fit(FitData(train, valid, users, catalogue))
             for i, (vision, frame) in enumerate(sorted(events.items(), key=lambda kv: kv[0] != WITHOUT_VISION)):
                 part = refit_and_evaluate(
                     model,

@@ -1,0 +1,299 @@
+"""A team's own recommendations as an arm: a lists file.
+
+The file is what the team's system produced for simab's users: Parquet (`.parquet`, `.pq`)
+or CSV (`.csv`, with a header) with one row per recommended item,
+
+    user_id (integer), rank (integer, 1 = first), item_id (integer: a movie_id of the catalogue)
+    [, score (number: higher = better)]
+
+at least 20 items per user, every user simab ranks (the train and the test users) present.
+`read_lists` validates it whole before anything is kept and stops at the first fault with
+one line naming the file, the row (1-based; CSV also the line) and the field: a missing
+column, a value that is not a whole number / number, an empty value, a rank below 1, an
+unknown user or item, an item or a rank listed twice for a user, fewer than 20 items for a
+user (the user's train items, which simab never recommends, removed first), a user missing.
+
+The arm ranks by the file: its Recall@k and NDCG@k are the lists' own; its test AUC comes
+from the scores, an unlisted test pair ranking below every listed one, and is "not
+available" when the file has no scores.  It cannot be refit (Table 5): nothing learns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ops.arms.base import ArmBase, FitData, ScoresNotAvailable
+from ops.schema import TOP_K
+
+MIN_ITEMS = 20
+COLUMNS = ("user_id", "rank", "item_id")
+
+
+class ListsFileError(ValueError):
+    """A lists file that simab will not use; the message names file, row and field."""
+
+    def __init__(self, path: Path | str, row: str, field: str, what: str):
+        self.path, self.row, self.field = str(path), row, field
+        super().__init__(f"{path}: {row}: field {field!r}: {what}")
+
+
+def read_lists(
+    path: Path | str,
+    users_known: np.ndarray,
+    items_known: np.ndarray,
+    required_users: np.ndarray,
+    train: pl.DataFrame | None = None,
+    min_items: int = MIN_ITEMS,
+) -> tuple[pl.DataFrame, bool]:
+    """The validated lists (user_id, rank 1.., movie_id, score; train items removed and
+    ranks closed up) and whether the file gave scores.  ListsFileError on the first fault."""
+    frame, csv = _read(Path(path))
+    return check_lists(frame, path, csv, users_known, items_known, required_users, train, min_items)
+
+
+def check_lists(
+    frame: pl.DataFrame,
+    path: Path | str,
+    csv: bool,
+    users_known: np.ndarray,
+    items_known: np.ndarray,
+    required_users: np.ndarray,
+    train: pl.DataFrame | None = None,
+    min_items: int = MIN_ITEMS,
+) -> tuple[pl.DataFrame, bool]:
+    """`read_lists` of a frame already read (`path` names it in errors; `csv`: all text)."""
+
+    def row_of(index: int) -> str:
+        return f"row {index + 1} (line {index + 2})" if csv else f"row {index + 1}"
+
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise ListsFileError(
+            path, "header", missing[0], f"column missing; the file has {frame.columns}, needs {list(COLUMNS)} [+ score]"
+        )
+    has_scores = "score" in frame.columns
+    frame = frame.with_row_index("_row")
+    parsed = {c: _whole_numbers(frame, c, path, row_of) for c in COLUMNS}
+    score = (
+        _numbers(frame, "score", path, row_of)
+        if has_scores
+        else pl.Series("score", [None] * frame.height, dtype=pl.Float64)
+    )
+    lists = pl.DataFrame(
+        {
+            "_row": frame["_row"],
+            "user_id": parsed["user_id"],
+            "rank": parsed["rank"],
+            "movie_id": parsed["item_id"],
+            "score": score,
+        }
+    )
+    if lists.height == 0:
+        raise ListsFileError(path, "row 1", "user_id", "the file has no rows")
+
+    def first(mask: pl.Series | pl.Expr, field: str, what) -> None:
+        bad = lists.filter(mask)
+        if bad.height:
+            r = bad.row(0, named=True)
+            raise ListsFileError(path, row_of(r["_row"]), field, what(r))
+
+    first(pl.col("rank") < 1, "rank", lambda r: f"rank {r['rank']} < 1 (1 = the first item)")
+    first(
+        ~pl.col("user_id").is_in(pl.Series(np.asarray(users_known, dtype=np.int64)).implode()),
+        "user_id",
+        lambda r: f"unknown user {r['user_id']} (not among the data's users)",
+    )
+    first(
+        ~pl.col("movie_id").is_in(pl.Series(np.asarray(items_known, dtype=np.int64)).implode()),
+        "item_id",
+        lambda r: f"unknown item {r['movie_id']} (not a movie_id of the catalogue)",
+    )
+    first(
+        pl.struct("user_id", "movie_id").is_duplicated() & ~pl.struct("user_id", "movie_id").is_first_distinct(),
+        "item_id",
+        lambda r: f"item {r['movie_id']} listed twice for user {r['user_id']}",
+    )
+    first(
+        pl.struct("user_id", "rank").is_duplicated() & ~pl.struct("user_id", "rank").is_first_distinct(),
+        "rank",
+        lambda r: f"rank {r['rank']} given twice for user {r['user_id']}",
+    )
+
+    if train is not None and train.height:
+        seen = train.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)).unique()
+        kept = lists.join(seen, on=["user_id", "movie_id"], how="anti")
+    else:
+        kept = lists
+    counts = (
+        lists.group_by("user_id")
+        .agg(pl.col("_row").min().alias("first_row"), pl.len().alias("listed"))
+        .join(kept.group_by("user_id").agg(pl.len().alias("kept")), on="user_id", how="left")
+        .with_columns(pl.col("kept").fill_null(0))
+    )
+    short = counts.filter(pl.col("kept") < min_items).sort("first_row")
+    if short.height:
+        r = short.row(0, named=True)
+        note = f" once its {r['listed'] - r['kept']} train item(s) are removed" if r["listed"] != r["kept"] else ""
+        raise ListsFileError(
+            path,
+            row_of(r["first_row"]),
+            "item_id",
+            f"user {r['user_id']} has {r['kept']} items{note}, fewer than {min_items} ({short.height} user(s) short)",
+        )
+    required = np.unique(np.asarray(required_users, dtype=np.int64))
+    absent = np.setdiff1d(required, counts.get_column("user_id").to_numpy())
+    if absent.size:
+        raise ListsFileError(
+            path,
+            "no row",
+            "user_id",
+            f"user {int(absent[0])} has no list ({absent.size} of the {required.size} users simab ranks missing: "
+            "every train and test user needs one)",
+        )
+    kept = kept.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
+    return kept.select("user_id", "rank", "movie_id", "score"), has_scores
+
+
+def _read(path: Path) -> tuple[pl.DataFrame, bool]:
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".pq", ".csv"):
+        raise ListsFileError(path, "file", "-", f"unknown format {suffix!r}: a lists file is .parquet, .pq or .csv")
+    if not path.is_file():
+        raise ListsFileError(path, "file", "-", "no such file")
+    try:
+        if suffix == ".csv":
+            # All text, so that a bad value is reported with its row rather than guessed at.
+            return pl.read_csv(path, infer_schema=False), True
+        return pl.read_parquet(path), False
+    except Exception as exc:  # noqa: BLE001 - any reader fault is the file's; say which
+        raise ListsFileError(path, "file", "-", f"not readable as {suffix[1:]}: {str(exc).splitlines()[0]}") from None
+
+
+def _whole_numbers(frame: pl.DataFrame, column: str, path: Path, row_of) -> pl.Series:
+    values = frame.get_column(column)
+    if values.dtype.is_integer():
+        parsed = values.cast(pl.Int64)
+    else:
+        text = values.cast(pl.Utf8, strict=False).str.strip_chars()
+        parsed = text.cast(pl.Int64, strict=False)
+        bad = frame.filter(text.is_not_null() & (text != "") & parsed.is_null())
+        if bad.height:
+            r = bad.row(0, named=True)
+            raise ListsFileError(path, row_of(r["_row"]), column, f"{r[column]!r} is not a whole number")
+    empty = frame.filter(parsed.is_null())
+    if empty.height:
+        raise ListsFileError(path, row_of(empty.row(0, named=True)["_row"]), column, "empty")
+    return parsed
+
+
+def _numbers(frame: pl.DataFrame, column: str, path: Path, row_of) -> pl.Series:
+    values = frame.get_column(column)
+    text = values.cast(pl.Utf8, strict=False).str.strip_chars() if not values.dtype.is_numeric() else None
+    parsed = values.cast(pl.Float64, strict=False) if text is None else text.cast(pl.Float64, strict=False)
+    if text is not None:
+        bad = frame.filter(text.is_not_null() & (text != "") & parsed.is_null())
+        if bad.height:
+            r = bad.row(0, named=True)
+            raise ListsFileError(path, row_of(r["_row"]), column, f"{r[column]!r} is not a number")
+    bad = frame.filter(parsed.is_null() | ~parsed.is_finite())
+    if bad.height:
+        r = bad.row(0, named=True)
+        raise ListsFileError(
+            path,
+            row_of(r["_row"]),
+            column,
+            "empty" if r[column] in (None, "") else f"{r[column]!r} is not a finite number",
+        )
+    return parsed
+
+
+class ListsArm(ArmBase):
+    """An arm that recommends what its lists file says (module docstring)."""
+
+    can_refit = False
+    scores_are_probabilities = False
+
+    def __init__(self, name: str, path: str, min_items: int = MIN_ITEMS):
+        super().__init__(name, path=str(path), min_items=int(min_items))
+        self.lists: pl.DataFrame | None = None
+        self.has_scores = False
+        self.sha256 = ""
+
+    def fit(self, data: FitData) -> None:
+        required = (
+            data.rank_users if data.rank_users is not None else data.train.get_column("user_id").unique().to_numpy()
+        )
+        self.lists, self.has_scores = read_lists(
+            self.params["path"],
+            data.users.get_column("user_id").to_numpy(),
+            data.catalogue.get_column("movie_id").to_numpy(),
+            required,
+            data.train,
+            self.params["min_items"],
+        )
+        self.sha256 = hashlib.sha256(Path(self.params["path"]).read_bytes()).hexdigest()
+
+    def _fitted(self) -> pl.DataFrame:
+        if self.lists is None:
+            raise RuntimeError(f"arm {self.name!r}: lists not read yet (fit first)")
+        return self.lists
+
+    def rank(self, user_ids, item_ids, exclude=None, k: int = 20) -> pl.DataFrame:
+        lists = self._fitted().filter(
+            pl.col("user_id").is_in(pl.Series(np.asarray(user_ids, dtype=np.int64)).implode()),
+            pl.col("movie_id").is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
+        )
+        if exclude is not None and exclude.height:
+            lists = lists.join(
+                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)),
+                on=["user_id", "movie_id"],
+                how="anti",
+            )
+        lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
+        return (
+            lists.filter(pl.col("rank") <= k)
+            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", "movie_id", "score")
+            .cast(TOP_K)
+        )
+
+    def score(self, user_ids, item_ids) -> np.ndarray:
+        """The file's score of each listed pair; an unlisted pair ranks below all of them."""
+        if not self.has_scores:
+            raise ScoresNotAvailable(f"arm {self.name!r}: the lists file {self.params['path']} has no score column")
+        lists = self._fitted()
+        pairs = pl.DataFrame(
+            {"user_id": np.asarray(user_ids, dtype=np.int64), "movie_id": np.asarray(item_ids, dtype=np.int64)}
+        )
+        floor = float(lists.get_column("score").min()) - 1.0
+        joined = pairs.with_row_index("_i").join(
+            lists.select("user_id", "movie_id", "score"), on=["user_id", "movie_id"], how="left"
+        )
+        return joined.sort("_i").get_column("score").fill_null(floor).to_numpy().astype(np.float64)
+
+    def describe(self) -> dict[str, Any]:
+        lists = self._fitted()
+        return {
+            **self.params,
+            "sha256": self.sha256,
+            "rows": lists.height,
+            "users": lists.get_column("user_id").n_unique(),
+            "has_scores": self.has_scores,
+        }
+
+    def save(self, folder: Path) -> None:
+        self._fitted().write_parquet(folder / "lists.parquet")
+        (folder / "lists.json").write_text(json.dumps({"has_scores": self.has_scores, "sha256": self.sha256}))
+
+    @classmethod
+    def load(cls, name: str, params: dict[str, Any], folder: Path) -> ListsArm:
+        arm = cls(name, **params)
+        arm.lists = pl.read_parquet(folder / "lists.parquet")
+        meta = json.loads((folder / "lists.json").read_text())
+        arm.has_scores, arm.sha256 = bool(meta["has_scores"]), meta["sha256"]
+        return arm

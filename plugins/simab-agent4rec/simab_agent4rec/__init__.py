@@ -1,0 +1,1 @@
+"""Agent4Rec's recommenders as simab arms (entry points of group "simab.arms")."""

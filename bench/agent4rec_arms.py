@@ -13,6 +13,8 @@ factor models fall back to popularity) and the test window is later than all tra
 
     .venv/bin/python bench/agent4rec_arms.py --epochs 1     # one epoch / BPR iteration each: a smoke run
     .venv/bin/python bench/agent4rec_arms.py --epochs 20
+    # the whole lifecycle (simulation, A/B read-out, fidelity) on the same data with these arms
+    .venv/bin/python bench/agent4rec_arms.py --simulate --epochs 5 --agents 600
 """
 
 from __future__ import annotations
@@ -43,7 +45,17 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", default=["random", "pop", "fm", "mf", "multvae", "lightgcn"])
     parser.add_argument("--epochs", type=int, default=1, help="max epochs of every arm (BPR iterations for mf)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="run the lifecycle (python -m pipelines.lifecycle) with these arms instead: simulated CTR with "
+        "intervals, tau and pair verdicts beside the offline metrics",
+    )
+    parser.add_argument("--agents", type=int, default=600, help="agents of the simulation (--simulate)")
+    parser.add_argument("--home", type=Path, default=ROOT / "data" / "ml1m-agent4rec", help="SIMAB_HOME (--simulate)")
     args = parser.parse_args()
+    if args.simulate:
+        raise SystemExit(simulate(args))
 
     import torch
 
@@ -78,6 +90,38 @@ def main() -> None:
             f"| {name} | {m.recall_at_k:.4f} | {m.ndcg_at_k:.4f} | {auc} | {fitted:.1f} | {ranked:.1f} | {paper} |",
             flush=True,
         )
+
+
+def simulate(args) -> int:
+    """The lifecycle on ML-1M users 1-1999 with the plug-in importable in every process the
+    run starts (PYTHONPATH: its dist-info for the entry points, its source)."""
+    import os
+    import subprocess
+
+    from fakes.arm_packages import PLUGIN_SOURCE
+
+    site = install_agent4rec_plugin(Path(tempfile.mkdtemp()))
+    home = args.home.resolve()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(PLUGIN_SOURCE), str(ROOT)]),
+        "SIMAB_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster_home"),
+        "SIMAB_SOURCE": "local",
+        "SIMAB_LOCAL_PATH": str(SHARED_DATA / "ml-1m"),
+        "SIMAB_METADATA_SOURCE": "local",
+        "SIMAB_METADATA_PATH": str(SHARED_DATA / "ml-1m-metadata" / "movies_extrainfos.dat"),
+        "SIMAB_POSTER_DIRS": os.pathsep.join(str(SHARED_DATA / d) for d in ("ml-1m-posters-tmdb", "ml-1m-posters")),
+        "SIMAB_LINKS_PATH": str(SHARED_DATA / "ml-1m-links" / "ml1m_links.csv"),
+        "SIMAB_MAX_EPOCHS": str(args.epochs),
+        "SIMAB_AGENTS": str(args.agents),
+        "SIMAB_CONTROL": "pop",
+    }
+    # A killed bench continues where it stopped (the lifecycle's own --resume).
+    resume = ["--resume"] if (home / "dagster_home").is_dir() else []
+    command = [sys.executable, "-m", "pipelines.lifecycle", *resume, "--arms", ",".join(args.arms)]
+    print(f"SIMAB_HOME={home} {' '.join(command[1:])}", flush=True)
+    return subprocess.call(command, cwd=ROOT, env=env)
 
 
 if __name__ == "__main__":

@@ -229,3 +229,39 @@ def test_the_readme_carries_the_settings_table_generated_from_the_declarations()
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     table = readme.split("<!-- settings:begin -->")[1].split("<!-- settings:end -->")[0].strip()
     assert table == markdown_table(), "README settings table is stale: python -m ops.settings --markdown"
+
+
+def test_arm_specs_in_the_environment_become_arm_partitions_named_in_run_config(tmp_path):
+    from assets.partitions import arm_partitions
+    from ops.arms.catalog import forget, spec_of
+    from ops.settings import SettingError
+
+    lists = tmp_path / "ours.parquet"
+    try:
+        settings = settings_from_env({"SIMAB_ARMS": f"pop,ours_spec=lists:{lists},half_spec=deepfm;train_fraction=0.5"})
+        # Run config and partitions carry the names; the specs stay in the registry.
+        assert settings.arms == ["pop", "ours_spec", "half_spec"]
+        assert {"ours_spec", "half_spec"} <= set(arm_partitions.get_partition_keys())
+        assert spec_of("ours_spec").source == str(lists)
+        assert spec_of("half_spec").params == {"train_fraction": 0.5}
+        arm = run_config_for("simab_arm", settings)["ops"]
+        assert arm["simulation_events"]["config"]["arms"] == ["pop", "ours_spec", "half_spec"]
+        # The same spec again, or its bare name, is the same arm; another target under the name is refused.
+        assert settings_from_env({"SIMAB_ARMS": "ours_spec,pop"}).arms == ["ours_spec", "pop"]
+        with pytest.raises(
+            SettingError, match=r"^SIMAB_ARMS='ours_spec=mlflow:models:/m/1': arm 'ours_spec' is declared"
+        ):
+            settings_from_env({"SIMAB_ARMS": "ours_spec=mlflow:models:/m/1"})
+    finally:
+        from assets.partitions import ARMS
+
+        for name in ("ours_spec", "half_spec"):
+            forget(name)
+            ARMS.remove(name)
+    for bad, message in [
+        ("pop,Bad Name=lists:/x", "name 'Bad Name' must be"),
+        ("pop,x=", "nothing after '='"),
+        ("pop,nosuch", "unknown arm 'nosuch'"),
+    ]:
+        with pytest.raises(SettingError, match=f"^SIMAB_ARMS={bad!r}: .*{message}"):
+            settings_from_env({"SIMAB_ARMS": bad})

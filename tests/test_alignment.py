@@ -228,6 +228,22 @@ def test_an_offline_arm_is_mapped_to_ratings_on_validation_and_the_best_is_named
     )
 
 
+def test_an_arm_that_scores_unplaceable_pairs_at_minus_infinity_predicts_them_its_lowest_rating(world):
+    from ops.studies.alignment.rating import offline_rating_predictors
+
+    truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
+    # Like the plug-in's factor models: pairs it cannot place (here the 1-star ones) score -inf.
+    knows = SimpleNamespace(
+        score=lambda u, m: np.array([truth.get((a, b), 3) for a, b in zip(u, m)], dtype=float)
+        + np.array([-np.inf if truth.get((a, b)) == 1 else 0.0 for a, b in zip(u, m)])
+    )
+    predict = offline_rating_predictors({"knows": knows}, world.test)["knows"]
+    users, movies = world.test.get_column("user_id").to_numpy(), world.test.get_column("movie_id").to_numpy()
+    predicted = predict(users, movies)
+    assert np.isfinite(predicted).all()
+    assert np.allclose(predicted, world.test.get_column("rating").to_numpy())
+
+
 def test_rating_distribution_shares_and_wasserstein_by_hand():
     table, distance = rating_distribution(np.array([4, 4, 4, 4]), np.array([3, 4, 5, 4]))
     assert table.get_column("real_share").to_list() == [0.0, 0.0, 0.25, 0.5, 0.25]

@@ -156,9 +156,18 @@ def offline_rating_predictors(
             scores = arm.score(users, movies)
         except ScoresNotAvailable:
             continue  # an arm that only ranks (a lists file without scores) predicts no rating
-        iso = IsotonicRegression(y_min=1.0, y_max=5.0, out_of_bounds="clip").fit(scores, ratings)
-        predictors[name] = (lambda a, f: lambda u, m: f.predict(a.score(np.asarray(u), np.asarray(m))))(arm, iso)
+        iso = IsotonicRegression(y_min=1.0, y_max=5.0, out_of_bounds="clip").fit(_finite(scores), ratings)
+        predictors[name] = (lambda a, f: lambda u, m: f.predict(_finite(a.score(np.asarray(u), np.asarray(m)))))(
+            arm, iso
+        )
     return predictors
+
+
+def _finite(scores) -> np.ndarray:
+    """Scores the isotonic fit accepts: an arm may score what it cannot place at -inf (the
+    plug-in's factor models do, for items unseen in training) so that it ranks last; here
+    that is the lowest score there is, and so the lowest rating."""
+    return np.nan_to_num(np.asarray(scores, dtype=float), nan=-1e300, neginf=-1e300, posinf=1e300)
 
 
 def rating_alignment(

@@ -15,6 +15,9 @@ factor models fall back to popularity) and the test window is later than all tra
     .venv/bin/python bench/agent4rec_arms.py --epochs 20
     # the whole lifecycle (simulation, A/B read-out, fidelity) on the same data with these arms
     .venv/bin/python bench/agent4rec_arms.py --simulate --epochs 5 --agents 600
+    # each arm's default epochs (--epochs 0), LightGCN capped by its spec
+    .venv/bin/python bench/agent4rec_arms.py --simulate --epochs 0 --agents 600 --home data/ml1m-a4r-default \
+        --arms random pop fm mf multvae "lightgcn5=lightgcn;n_epochs=5"
 """
 
 from __future__ import annotations
@@ -113,10 +116,11 @@ def simulate(args) -> int:
         "SIMAB_METADATA_PATH": str(SHARED_DATA / "ml-1m-metadata" / "movies_extrainfos.dat"),
         "SIMAB_POSTER_DIRS": os.pathsep.join(str(SHARED_DATA / d) for d in ("ml-1m-posters-tmdb", "ml-1m-posters")),
         "SIMAB_LINKS_PATH": str(SHARED_DATA / "ml-1m-links" / "ml1m_links.csv"),
-        "SIMAB_MAX_EPOCHS": str(args.epochs),
         "SIMAB_AGENTS": str(args.agents),
         "SIMAB_CONTROL": "pop",
     }
+    if args.epochs:  # 0: each arm's own default (FM 20 with early stopping, BPR 100 iterations, ...)
+        env["SIMAB_MAX_EPOCHS"] = str(args.epochs)
     # A killed bench continues where it stopped (the lifecycle's own --resume).
     resume = ["--resume"] if (home / "dagster_home").is_dir() else []
     command = [sys.executable, "-m", "pipelines.lifecycle", *resume, "--arms", ",".join(args.arms)]

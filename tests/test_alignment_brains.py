@@ -312,7 +312,7 @@ def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_sc
     pages = lists.group_by("ratio", "user_id").len().select(((pl.col("len") + 4) // 5).sum()).item()
     assert fake.calls == pages  # one request per home page, nothing else
     body = fake.requests[0]
-    assert body["response_format"] == {"type": "json_object"} and "role-playing" in body["messages"][0]["content"]
+    assert body["response_format"]["type"] == "json_schema" and "role-playing" in body["messages"][0]["content"]
 
     with FakeOpenAI(picker(True)).serve() as url:
         everything = taste_discrimination(

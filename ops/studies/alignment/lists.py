@@ -160,3 +160,23 @@ def _never_rated(rng: np.random.Generator, catalogue: np.ndarray, rated: set, n:
                 if len(got) == n:
                     break
     return np.asarray(got, dtype=np.int64)
+
+
+def brain_workers(brain) -> int:
+    """Questions a protocol may put to `brain` at once: its `concurrency` (the LLM brain: the
+    requests its endpoint takes in parallel), else 1 — the embedded brain answers in this
+    process, from state that is not shared across threads."""
+    return max(1, int(getattr(brain, "concurrency", 1) or 1))
+
+
+def map_in_order(fn, items: Sequence, workers: int = 1, progress=None) -> list:
+    """`[fn(x) for x in items]`, on a pool of `workers` threads when more than one (every
+    question has its own random stream, so the answers do not depend on the order they
+    finish in); `progress` wraps the results as they come, in order (tqdm)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wrap = progress or (lambda it: it)
+    if workers <= 1 or len(items) <= 1:
+        return list(wrap(fn(x) for x in items))
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="simab-protocol") as pool:
+        return list(wrap(pool.map(fn, items)))

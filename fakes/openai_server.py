@@ -164,9 +164,12 @@ class FakeOpenAI:
         if _is_probe(body):
             with self._lock:
                 self.probes.append(body)
+                if refusal is None:  # a probe answered is paid for, as any call
+                    self.prompt_tokens += PROBE_TOKENS[0]
+                    self.completion_tokens += PROBE_TOKENS[1]
             if refusal is not None:
                 return refusal, _json(_error(refusal.message or "refused", "invalid_request_error"))
-            return Outcome(), _json(completion(PROBE_REPLY, body.get("model", "test-model"), 20, 10))
+            return Outcome(), _json(completion(PROBE_REPLY, body.get("model", "test-model"), *PROBE_TOKENS))
         with self._lock:
             self.calls += 1
             if self.record:
@@ -448,6 +451,7 @@ def images(body: dict, every: bool = False) -> list[str]:
 
 
 PROBE_REPLY = '{"ok": true, "word": "yes", "n": 1, "ids": []}'
+PROBE_TOKENS = (20, 10)  # prompt, completion tokens a probe's answer reports
 
 
 def _is_probe(body: dict) -> bool:

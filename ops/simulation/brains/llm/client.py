@@ -101,7 +101,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
-    probes: int = 0  # capability probes sent (structured output, vision)
+    probes: int = 0  # capability probes sent (structured output, vision): apart from the requests above
+    probe_cost_usd: float = 0.0
     # What the endpoint was found to take ("" until known): run facts, not metrics.
     structured_output: str = ""
     vision: str = ""
@@ -323,13 +324,24 @@ class LLMClient:
             request["response_format"] = response_format
         with self.usage.lock:
             self.usage.probes += 1
+        # Charged to the run's bill like any call: a tiny prompt (an image's tokens included).
+        budget, ceiling = self._budget, self.cost(PROBE_PROMPT_TOKENS, PROBE_MAX_TOKENS)
+        if budget is not None:
+            budget.reserve(ceiling, self.config.budget_label)
+        spent = 0.0
         try:
-            await self._create(request)
+            _, pt, ct, _ = await self._create(request)
+            spent = self.cost(pt, ct)
+            with self.usage.lock:
+                self.usage.probe_cost_usd += spent
         except LLMEndpointError as exc:
             if exc.status in (401, 403, 404):
                 raise
             log.info("LLM endpoint %s refused a probe: %s", self.endpoint, exc)
             return False
+        finally:
+            if budget is not None:
+                budget.settle(ceiling, spent, self.config.budget_label)
         return True
 
     async def _probe_structured_output(self) -> str:
@@ -733,6 +745,7 @@ def main(argv: list[str] | None = None) -> None:
 _PROBED: dict[tuple[str, str, str], object] = {}
 _PROBED_LOCK = threading.Lock()
 PROBE_MAX_TOKENS = 32
+PROBE_PROMPT_TOKENS = 400  # the bill's ceiling for a probe's prompt: ~50 tokens of text, an image at most ~255
 PROBE_JSON_PROMPT = 'Reply with the JSON object {"ok": true, "word": "yes", "n": 1}.'
 # The keywords the answers' schemas use (enum, anyOf with null, maxLength, maxItems): an endpoint
 # that refuses one of them refuses this probe too.

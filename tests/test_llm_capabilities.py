@@ -393,3 +393,32 @@ def test_persona_matching_records_why_each_candidate_was_dropped_and_overlaps_re
     bodies = [b for b in fake.requests if b["response_format"]["json_schema"]["name"] == "ratings"]
     ids = bodies[0]["response_format"]["json_schema"]["schema"]["properties"]["ratings"]["items"]["properties"]
     assert sorted(ids["movie_id"]["enum"]) in [sorted(m for m, _ in inputs[u][1]) for u in users]
+
+
+def test_a_protocol_answered_mostly_by_fallbacks_fails_with_the_share_and_examples(world, monkeypatch):
+    # A small model whose answers never pass the checks: the protocols would read out F1 0 and
+    # no ratings as if the agents had judged; they fail instead, saying how many and why.
+    from ops.studies.alignment.lists import ProtocolFailed, check_fallbacks
+    from ops.studies.alignment.rating import brain_ratings
+    from ops.studies.alignment.taste import llm_answerer, taste_discrimination, taste_per_item
+
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    fake = FakeOpenAI(lambda body: '{"action": "fly_away", "watch": ["x"], "interest": 9}')
+    lists = taste_lists(world)
+    with fake.serve() as url:
+        fake.url = url
+        brain = make_brain(fake, world, vision=False, structured_output="json_schema", concurrency=4)
+        try:
+            with pytest.raises(ProtocolFailed, match=r"taste discrimination \(sandbox\): 16 of 16 questions \(100%\)"):
+                taste_discrimination(brain, world["agents"], lists, world["catalogue"], n_bootstrap=10)
+            with pytest.raises(ProtocolFailed, match=r"\(per item\): 8 of 8 .*E\.g\. invalid_answer: invalid 2 times"):
+                taste_per_item(llm_answerer(brain, world["catalogue"]), world["agents"], lists, n_bootstrap=10)
+            pairs = pl.DataFrame({"user_id": [1, 2], "movie_id": [world["lists"][1][0], world["lists"][2][0]]})
+            with pytest.raises(
+                ProtocolFailed,
+                match=r"rating prediction: 2 of 2 .*E\.g\. invalid_answer: the model's answer was invalid 2 times",
+            ):
+                brain_ratings(brain, world["agents"], pairs.with_columns(pl.lit(4).alias("rating")), world["catalogue"])
+        finally:
+            brain.close()
+    check_fallbacks("a protocol", [None, "invalid_answer: x"])  # half is not "mostly": no error

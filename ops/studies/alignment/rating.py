@@ -35,7 +35,7 @@ from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import WATCH_AND_RATE
 from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox
-from ops.studies.alignment.lists import brain_workers, fresh_session, map_in_order
+from ops.studies.alignment.lists import brain_workers, check_fallbacks, fresh_session, map_in_order
 
 STARS = (1, 2, 3, 4, 5)
 PREDICTION = {
@@ -119,6 +119,7 @@ def brain_ratings(
     movies = pairs.group_by("user_id").agg("movie_id")
     brain.prepare([by_user[u] for u in movies.get_column("user_id").to_list()], dict(movies.iter_rows()))
     questions = list(pairs.select("user_id", "movie_id").iter_rows())
+    outcomes: list[str | None] = []  # every decision's fallback reason (None: answered)
 
     def rate(question) -> int | None:
         user, movie = question
@@ -128,6 +129,7 @@ def brain_ratings(
         decision = brain.decide(
             fresh_session(by_user[user], fatigue), observation, agent_rng(seed, user, f"rate {movie}")
         )
+        outcomes.append(decision.fallback_reason)
         return decision.rating if decision.action == WATCH_AND_RATE else None
 
     # As many pairs at once as the endpoint serves (each pair has its own random stream).
@@ -137,6 +139,7 @@ def brain_ratings(
         brain_workers(brain),
         lambda it: tqdm(it, total=len(questions), desc="rating prediction", disable=not progress, mininterval=2.0),
     )
+    check_fallbacks("rating prediction", outcomes)
     return pairs.with_columns(pl.Series("simulated", out, dtype=pl.Int64))
 
 

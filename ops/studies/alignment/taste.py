@@ -47,6 +47,7 @@ from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox, SandboxConfig
 from ops.studies.alignment.lists import (
     brain_workers,
+    check_fallbacks,
     fresh_session,
     map_in_order,
     mean_intervals,
@@ -136,10 +137,12 @@ def taste_discrimination(
     items = lists.group_by("user_id").agg(pl.col("movie_id").unique())
     brain.prepare([by_user[u] for u in users], {u: ms for u, ms in items.iter_rows()})
     questions = list(grouped.iter_rows())
+    outcomes: list[str | None] = []  # every decision's fallback reason (None: answered)
 
     def judge(question) -> tuple:
         ratio, user, movies, relevant = question
-        picked = would_watch(brain, by_user[user], movies, catalogue, agent_rng(seed, user, f"taste {ratio}"), fatigue)
+        rng = agent_rng(seed, user, f"taste {ratio}")
+        picked = would_watch(brain, by_user[user], movies, catalogue, rng, fatigue, outcomes)
         y = np.asarray(relevant, dtype=bool)
         p = np.array([m in picked for m in movies], dtype=bool)
         return (ratio, user, len(movies), int(y.sum()), *_confusion(y, p))
@@ -152,6 +155,7 @@ def taste_discrimination(
         brain_workers(brain),
         lambda it: tqdm(it, total=len(questions), desc="taste discrimination", disable=not progress, mininterval=2.0),
     )
+    check_fallbacks("taste discrimination (sandbox)", outcomes)
     per_agent = _with_metrics(
         pl.DataFrame(
             rows,
@@ -178,15 +182,19 @@ def would_watch(
     catalogue: Catalogue,
     rng: np.random.Generator,
     fatigue: FatigueConfig | None = None,
+    outcomes: list | None = None,
 ) -> set[int]:
     """The movies of `movies` the agent would watch: page by page, what catches its eye on a
-    first visit and what it clicks."""
+    first visit and what it clicks.  `outcomes` gets each decision's fallback reason (None
+    when the brain answered)."""
     sandbox = Sandbox(movies, catalogue, SandboxConfig(list_length=max(len(movies), 1)))
     picked: set[int] = set()
     for page in range(1, sandbox.n_pages + 1):
         if page > 1:
             sandbox.apply(Decision(NEXT_PAGE, 3, "next page of the list being judged"))
         decision = brain.decide(fresh_session(template, fatigue), sandbox.observe(), rng)
+        if outcomes is not None:
+            outcomes.append(decision.fallback_reason)
         on_page = set(sandbox.page_items())
         picked |= on_page & set(decision.caught_eye)
         if decision.action == CLICK_MOVIE and decision.movie_id in on_page:
@@ -293,6 +301,8 @@ def taste_per_item(
         brain_workers(answer) if workers is None else workers,
         lambda it: tqdm(it, total=len(questions), desc="taste, per item", disable=not progress, mininterval=2.0),
     )
+    if getattr(answer, "outcomes", None) is not None:  # an answerer that can fail (the LLM's)
+        check_fallbacks("taste discrimination (per item)", answer.outcomes)
     per_agent = _with_metrics(
         pl.DataFrame(
             rows,
@@ -471,20 +481,24 @@ def list_messages(brain, template: AgentSession, movies: Sequence[int], catalogu
 def llm_answerer(brain, catalogue: Catalogue, seed: int = 0) -> Answerer:
     """One structured request per list (`list_answer_schema`); a list the endpoint never
     answered validly counts as no picks (counted in `brain.usage` as every failed request
-    is).  The answerer carries the brain's `concurrency`: `taste_per_item` asks that many
-    lists at once."""
+    is).  The answerer carries the brain's `concurrency` (`taste_per_item` asks that many
+    lists at once) and `outcomes`, each list's failure (None when answered), which
+    `taste_per_item` checks (`lists.check_fallbacks`)."""
 
     async def ask(template: AgentSession, movies: Sequence[int], ratio: str):
         await brain.aready()  # vision probed before the list's posters are written
         messages = list_messages(brain, fresh_session(template), movies, catalogue)
         request_seed = int(named_rng(seed, "taste per item", int(template.user_id), ratio).integers(2**31))
-        got, _, _, _ = await brain._ask(
+        got, _, errors, failure = await brain._ask(
             messages,
             lambda text: check_list_answer(text, movies),
             request_seed,
             None,
             ("list_answer", list_answer_schema(movies)),
         )
+        if got is None and failure is None:
+            failure = f"invalid_answer: invalid {len(errors)} times (last: {errors[-1] if errors else 'none'})"
+        answer.outcomes.append(failure)
         return got
 
     def answer(template: AgentSession, movies: Sequence[int], ratio: str) -> set[int]:
@@ -492,4 +506,5 @@ def llm_answerer(brain, catalogue: Catalogue, seed: int = 0) -> Answerer:
         return set() if got is None else got
 
     answer.concurrency = brain_workers(brain)
+    answer.outcomes = []
     return answer

@@ -132,9 +132,13 @@ class FakeOpenAI:
         with self._lock:
             self.rules.append((predicate, Outcome(status=status, headers=dict(headers or {}))))
 
-    def refuse_schema(self, status: int = 400, message: str = "response_format json_schema is not supported") -> None:
-        """Every request with response_format json_schema is refused (an older server)."""
+    def refuse_schema(
+        self, status: int = 400, message: str = "response_format json_schema is not supported", keyword: str = ""
+    ) -> None:
+        """Every request with response_format json_schema is refused (an older server); with
+        `keyword`, only a schema that uses it (a strict mode without "maxLength")."""
         self.refusals["json_schema"] = Outcome(status=status, message=message)
+        self.refused_keyword = keyword
 
     def refuse_json_object(self, status: int = 400, message: str = "response_format json_object is not supported"):
         """Every request with response_format json_object is refused."""
@@ -147,7 +151,9 @@ class FakeOpenAI:
     def _refusal(self, body: dict) -> Outcome | None:
         kind = (body.get("response_format") or {}).get("type")
         if kind in self.refusals:
-            return self.refusals[kind]
+            keyword = getattr(self, "refused_keyword", "") if kind == "json_schema" else ""
+            if not keyword or f'"{keyword}"' in json.dumps(body["response_format"]):
+                return self.refusals[kind]
         if "image" in self.refusals and images(body, every=True):
             return self.refusals["image"]
         return None

@@ -164,7 +164,7 @@ def test_auto_falls_back_to_json_object_on_a_400_and_to_text_when_both_are_refus
     fake.reply(answer(action=EXIT))
     brain = make_brain(fake, world, vision=False)
     assert brain.decide(session(world), pages(world)[0], rng()).action == EXIT
-    assert [p["response_format"]["type"] for p in fake.probes] == ["json_schema", "json_object"]
+    assert [p["response_format"]["type"] for p in fake.probes] == ["json_schema", "json_schema", "json_object"]
     assert fake.requests[-1]["response_format"] == {"type": "json_object"}
     assert brain.usage.facts()["structured_output"] == "json_object"
     brain.close()
@@ -177,7 +177,7 @@ def test_auto_falls_back_to_json_object_on_a_400_and_to_text_when_both_are_refus
     fake.reply(answer(action=EXIT))
     brain = make_brain(fake, world, vision=False)
     assert brain.decide(session(world), pages(world)[0], rng()).action == EXIT
-    assert [p["response_format"]["type"] for p in fake.probes] == ["json_schema", "json_object"]
+    assert [p["response_format"]["type"] for p in fake.probes] == ["json_schema", "json_schema", "json_object"]
     assert "response_format" not in fake.requests[-1] and brain.usage.facts()["structured_output"] == "text"
     brain.close()
 
@@ -422,3 +422,17 @@ def test_a_protocol_answered_mostly_by_fallbacks_fails_with_the_share_and_exampl
         finally:
             brain.close()
     check_fallbacks("a protocol", [None, "invalid_answer: x"])  # half is not "mostly": no error
+
+
+def test_a_strict_mode_that_refuses_string_lengths_keeps_the_schema_without_them(world, fake):
+    # OpenAI's strict mode has at times refused minLength / maxLength: the rest of the schema
+    # (enums of actions and ids, ranges) is still worth more than a bare JSON object.
+    fake.refuse_schema(400, "Invalid schema for response_format: 'maxLength' is not permitted", keyword="maxLength")
+    fake.reply(answer(action=EXIT))
+    brain = make_brain(fake, world, vision=False)
+    assert brain.decide(session(world), pages(world)[0], rng()).action == EXIT
+    assert len(fake.probes) == 2 and brain.usage.facts()["structured_output"] == "json_schema without string lengths"
+    sent = fake.requests[-1]["response_format"]
+    assert sent["type"] == "json_schema" and "maxLength" not in json.dumps(sent)
+    assert sent["json_schema"]["schema"]["properties"]["action"]["enum"] == list(pages(world)[0].legal_actions)
+    brain.close()

@@ -197,12 +197,15 @@ class LLMClient:
 
     @staticmethod
     def response_format(mode: str, schema: tuple[str, dict] | None) -> dict | None:
-        """What `response_format` carries in `mode` (json_schema | json_object | text); a
-        request without a schema asks for a JSON object in json_schema mode."""
-        if mode == "json_schema" and schema is not None:
+        """What `response_format` carries in `mode` (json_schema | json_object | text, or
+        UNBOUNDED_SCHEMA: a schema without string lengths); a request without a schema asks
+        for a JSON object in either schema mode."""
+        if mode in ("json_schema", UNBOUNDED_SCHEMA) and schema is not None:
             name, body = schema
+            if mode == UNBOUNDED_SCHEMA:
+                body = without_keywords(body, STRING_LENGTHS)
             return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": body}}
-        if mode in ("json_schema", "json_object"):
+        if mode in ("json_schema", UNBOUNDED_SCHEMA, "json_object"):
             return {"type": "json_object"}
         return None
 
@@ -345,9 +348,11 @@ class LLMClient:
         return True
 
     async def _probe_structured_output(self) -> str:
-        """The first of json_schema, json_object the endpoint takes, else text."""
+        """The first the endpoint takes of: json_schema; a schema without string lengths
+        (strict modes that refuse minLength / maxLength — a reason may then run long, the
+        rest is still enforced); json_object; else text."""
         messages = [{"role": "user", "content": PROBE_JSON_PROMPT}]
-        for mode in ("json_schema", "json_object"):
+        for mode in ("json_schema", UNBOUNDED_SCHEMA, "json_object"):
             if await self._probe(messages, self.response_format(mode, PROBE_SCHEMA)):
                 return mode
         return "text"
@@ -771,6 +776,20 @@ PROBE_IMAGE_PART = {
         "detail": "low",
     },
 }
+
+
+# The schema mode of an endpoint whose strict mode refuses string lengths.
+UNBOUNDED_SCHEMA = "json_schema without string lengths"
+STRING_LENGTHS = ("minLength", "maxLength")
+
+
+def without_keywords(schema, keywords: tuple[str, ...]):
+    """`schema` with `keywords` removed at every level."""
+    if isinstance(schema, dict):
+        return {k: without_keywords(v, keywords) for k, v in schema.items() if k not in keywords}
+    if isinstance(schema, list):
+        return [without_keywords(v, keywords) for v in schema]
+    return schema
 
 
 def _known(endpoint: str, model: str, feature: str):

@@ -14,7 +14,15 @@ message names the endpoint as `ops.web.safe_endpoint` writes it — scheme, host
 path, never user info or query — and passes through `ops.web.redact`.
 
 The endpoint is `config.base_url`, else `$OPENAI_BASE_URL`, else OpenAI's; whichever it is,
-`LLMClient.endpoint` names it without credentials (recorded in MLflow by the resource).
+`LLMClient.endpoint` names it without credentials (recorded in MLflow by the resource).  An
+endpoint on the loopback needs no key unless `api_key_required` says so (`key_required`).
+
+Capabilities (`aresolve`): what the configuration leaves to `auto` — the structured output
+mode (`response_format`: a strict json_schema per request, json_object, or none) and vision
+— is settled by one tiny probe request each before the first call, remembered per endpoint
+and model for the process, charged to the run's bill and recorded in `usage.facts()`.  A
+probe refused with 400/415/422 or "not supported" means the feature is not there; a bad key
+or a wrong model (401/403/404) is raised as it is.
 
 Cache (`ResponseCache`): one SQLite row per request, keyed by `request_key` — the endpoint
 without credentials plus the whole request (model, messages, sampling, seed, format).

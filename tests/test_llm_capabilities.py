@@ -436,3 +436,24 @@ def test_a_strict_mode_that_refuses_string_lengths_keeps_the_schema_without_them
     assert sent["type"] == "json_schema" and "maxLength" not in json.dumps(sent)
     assert sent["json_schema"]["schema"]["properties"]["action"]["enum"] == list(pages(world)[0].legal_actions)
     brain.close()
+
+
+def test_a_probe_that_cannot_reach_the_endpoint_is_a_transport_fallback_and_is_asked_again(world, fake):
+    # The endpoint keeps failing (5xx) while the brain probes: the page falls back as any
+    # request that kept failing would; nothing is remembered, the next page probes again.
+    from fakes.openai_server import Outcome
+
+    fake.refusals["json_schema"] = Outcome(status=503, message="loading model")
+    brain = make_brain(fake, world, vision=False, max_attempts=2)
+    d = brain.decide(session(world), pages(world)[0], rng())
+    assert (
+        d.action == EXIT
+        and d.fallback_reason.startswith("transport: ")
+        and "still failing after 2" in d.fallback_reason
+    )
+    assert brain.transport.structured_output is None and len(fake.probes) == 2 and not fake.requests
+    fake.refusals.clear()
+    fake.reply(answer(action=EXIT))
+    assert brain.decide(session(world), pages(world)[0], rng()).fallback_reason is None
+    assert len(fake.probes) == 3 and brain.usage.facts()["structured_output"] == "json_schema"
+    brain.close()

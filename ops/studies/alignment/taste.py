@@ -486,7 +486,13 @@ def llm_answerer(brain, catalogue: Catalogue, seed: int = 0) -> Answerer:
     `taste_per_item` checks (`lists.check_fallbacks`)."""
 
     async def ask(template: AgentSession, movies: Sequence[int], ratio: str):
-        await brain.aready()  # vision probed before the list's posters are written
+        from ops.simulation.brains.llm.client import LLMTransportError
+
+        try:
+            await brain.aready()  # vision probed before the list's posters are written
+        except LLMTransportError as exc:
+            answer.outcomes.append(f"transport: {exc}")
+            return None
         messages = list_messages(brain, fresh_session(template), movies, catalogue)
         request_seed = int(named_rng(seed, "taste per item", int(template.user_id), ratio).integers(2**31))
         got, _, errors, failure = await brain._ask(

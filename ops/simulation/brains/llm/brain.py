@@ -109,7 +109,12 @@ class LLMBrain:
         started = time.perf_counter()
         seed = int(rng.integers(0, 2**31 - 1))
         reflection = await self._reflect(session, rng)
-        await self.aready()
+        try:
+            await self.aready()
+        except LLMTransportError as exc:  # the probe could not reach the endpoint: as any request
+            accounting = self._accounting([], [])
+            latency = time.perf_counter() - started
+            return self._fallback(observation, [], f"{FALLBACK_TRANSPORT}: {exc}", latency, accounting)
         messages = self.page_messages(session, observation)
         answer, replies, errors, failure = await self._ask(
             messages,

@@ -126,3 +126,39 @@ def test_the_sources_are_settings():
     settings = load({"SIMAB_SOURCE": "files", "SIMAB_FILES_PATH": "/data/shop", "SIMAB_STEAM_MIN_INTERACTIONS": "3"})
     config = settings.op_config()["movielens"]
     assert config == {"source": "files", "files_path": "/data/shop", "steam_min_interactions": 3}
+
+
+def test_a_bad_file_fails_the_ingestion_step_and_stores_nothing(shop, tmp_path, monkeypatch):
+    from dagster import materialize
+
+    from assets.ingestion import movielens
+    from resources.mlflow_tracking import MlflowTracking
+    from resources.storage import SimabIOManager
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SIMAB_HOME", str(home))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    _rewrite(shop / "items.csv", "\n2,", "\n1,")
+    result = materialize(
+        [movielens],
+        resources={"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking()},
+        run_config={"ops": {"movielens": {"config": {"source": "files", "files_path": str(shop)}}}},
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = result.get_step_failure_events()[0].step_failure_data.error
+    assert "items.csv, line 3, field 'item_id'" in failure.message + str(failure.cause)
+    stored = list((home / "assets").rglob("*.parquet")) if (home / "assets").exists() else []
+    assert stored == []
+
+
+def test_the_contracts_take_users_without_demographics_and_want_text_on_items():
+    from data_contracts.checks import metadata_verdict, users_verdict
+
+    tables = load_files(BOOKSHOP)
+    assert users_verdict(tables.users).passed
+    bare = tables.metadata.with_columns(
+        pl.lit(None, dtype=pl.Utf8).alias("overview"), pl.lit([], dtype=pl.List(pl.Utf8)).alias("meta_genres")
+    )
+    verdict = metadata_verdict(bare, tables.movies)
+    assert not verdict.passed and "have a description or categories" in verdict.problems[0]

@@ -26,12 +26,22 @@ from resources.storage import data_root, frame_digest
 GROUP = "ingestion"
 
 
+def default_steam_path() -> str:
+    """$SIMAB_SHARED_DATA/steam-australian: the reference copy beside the clone (never shipped)."""
+    from ops.settings import load
+
+    return str(load().shared_data / "steam-australian")
+
+
 class IngestionConfig(Config):
     """Which MovieLens source to use ($SIMAB_SOURCE, $SIMAB_LOCAL_PATH, $SIMAB_DATASET fill it
     in through `pipelines.run_config`)."""
 
-    source: Source = Field(default="synthetic", description="synthetic | local | download")
+    source: Source = Field(default="synthetic", description="synthetic | local | download | files | steam")
     local_path: str = Field(default="", description="folder for source=local")
+    files_path: str = Field(default="", description="folder for source=files (docs/data_model.md)")
+    steam_path: str = Field(default="", description="folder for source=steam (interactions.csv, items.jsonl)")
+    steam_min_interactions: int = Field(default=5, ge=1, description="steam: keep users with at least this many")
     dataset: Dataset = Field(default="ml-1m", description="archive for source=download")
     seed: int = Field(default=0, description="seed of the synthetic generator")
     synthetic_users: int = Field(default=0, description="synthetic: number of users (0 = generator default)")
@@ -51,7 +61,9 @@ class IngestionConfig(Config):
             group_name=GROUP, code_version="1", description="synthetic source only: each user's hidden tastes"
         ),
         "synthetic_side_info": AssetOut(
-            group_name=GROUP, code_version="1", description="synthetic source only: metadata and posters"
+            group_name=GROUP,
+            code_version="1",
+            description="the source's own side information (synthetic, files, steam): metadata and images",
         ),
     },
     compute_kind="polars",
@@ -79,6 +91,22 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
             data.metadata,
         )
         origin = f"synthetic(seed={config.seed})"
+    elif config.source in ("files", "steam"):
+        if config.source == "files":
+            from ops.data.domain import load_files
+
+            if not config.files_path:
+                raise ValueError("source 'files' needs files_path (SIMAB_FILES_PATH): a folder in docs/data_model.md")
+            tables = load_files(config.files_path)
+            origin = f"files:{Path(config.files_path).expanduser()}"
+        else:
+            from ops.data.steam import load_steam
+
+            tables = load_steam(config.steam_path or default_steam_path(), config.steam_min_interactions)
+            origin = f"steam:{Path(config.steam_path or default_steam_path()).expanduser()}"
+            context.log.info("Steam data (UCSD McAuley lab): research use with citation; never redistribute it.")
+        users, movies, ratings, side_info = tables.users, tables.movies, tables.ratings, tables.metadata
+        context.log.info(f"{origin}: {tables.counts}")
     else:
         from ops.data.movielens import load_local
         from ops.data.movielens_download import download

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 # The values the asset configs accept, defined here once and imported by them.
-Source = Literal["synthetic", "local", "download"]
+Source = Literal["synthetic", "local", "download", "files", "steam"]
 Dataset = Literal["ml-1m", "ml-100k"]
 MetadataSource = Literal["auto", "synthetic", "local", "tmdb", "none"]
 BrainName = Literal["embedded", "llm"]
@@ -70,8 +70,27 @@ class Settings(BaseModel):
     source: Source | None = setting(
         None,
         "SIMAB_SOURCE",
-        "MovieLens source: synthetic (default, offline) | local | download",
+        "data source: synthetic (default, offline) | local | download (MovieLens) | files (your own, docs/data_model.md) | steam",
         ops=("movielens.source",),
+    )
+    files_path: str | None = setting(
+        None,
+        "SIMAB_FILES_PATH",
+        "folder of interactions, items (CSV or Parquet), optional users, images/, dataset.json (source files)",
+        ops=("movielens.files_path",),
+    )
+    steam_path: str | None = setting(
+        None,
+        "SIMAB_STEAM_PATH",
+        "folder of the Steam interactions.csv and items.jsonl (source steam; default $SIMAB_SHARED_DATA/steam-australian)",
+        ops=("movielens.steam_path",),
+    )
+    steam_min_interactions: int | None = setting(
+        None,
+        "SIMAB_STEAM_MIN_INTERACTIONS",
+        "source steam: keep users with at least this many dated reviews of games with metadata (default 5)",
+        ops=("movielens.steam_min_interactions",),
+        ge=1,
     )
     local_path: str | None = setting(
         None,

@@ -288,6 +288,9 @@ def _simulate(
     shard: tuple[int, int] | None = None,
 ) -> MaterializeResult:
     """Simulate `chosen` on `arm` (every session), log the run to MLflow, and the asset's result."""
+    from contextlib import nullcontext
+
+    from ops.checkpoint import partition_lock
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.runner import SimulationConfig, simulate_arm
 
@@ -298,17 +301,29 @@ def _simulate(
         context.log.info(
             f"LLM brain: {brain_params['llm_endpoint']} (from {brain_params['llm_endpoint_from']}), model {llm.model}, cache {llm.cache}"
         )
+    # One run of a partition at a time, across all its sessions: a second materialisation
+    # (a nightly run and a manual re-execute) waits, then finds the agents done, or fails
+    # naming the run that holds it ($SIMAB_PARTITION_LOCK_TIMEOUT_S).
+    partition = f"{context.asset_key.to_user_string()}[{context.partition_key}]"
+    lock = (
+        partition_lock(checkpoint_dir, partition, holder=context.run.run_id)
+        if checkpoint_dir is not None
+        else nullcontext()
+    )
     # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
     # The agent is told the fatigue costs it is really charged.
-    with llm.open_brain(
-        context,
-        config.brain,
-        lambda: _embedded(embedded_brain, config.vision),
-        catalogue,
-        estimate=lambda: _cost_estimate(arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm),
-        fatigue=sim_config.fatigue,
-        **({} if config.vision else {"vision": False}),
-    ) as brain:
+    with (
+        lock,
+        llm.open_brain(
+            context,
+            config.brain,
+            lambda: _embedded(embedded_brain, config.vision),
+            catalogue,
+            estimate=lambda: _cost_estimate(arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm),
+            fatigue=sim_config.fatigue,
+            **({} if config.vision else {"vision": False}),
+        ) as brain,
+    ):
         events = pl.concat(
             [
                 simulate_arm(

@@ -270,6 +270,12 @@ class Settings(BaseModel):
     )
     # -- scale
     shards: int = setting(1, "SIMAB_SHARDS", "user shards of the simulation (1: one partition per arm)", ge=1)
+    partition_lock_timeout_s: float = setting(
+        300.0,
+        "SIMAB_PARTITION_LOCK_TIMEOUT_S",
+        "seconds a second run of one simulation partition waits for the first to finish, then fails naming it",
+        ge=0,
+    )
     deployment: Deployment = setting(
         "local", "SIMAB_DEPLOYMENT", "local (SQLite MLflow store) | server (MLflow at $MLFLOW_TRACKING_URI)"
     )

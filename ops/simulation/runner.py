@@ -47,7 +47,7 @@ from pydantic import BaseModel, Field
 from ops.agents.memory import ShortTermEntry
 from ops.agents.session import AgentSession
 from ops.atomic import atomic_write_bytes
-from ops.checkpoint import JsonlCheckpoint
+from ops.checkpoint import JsonlCheckpoint, partition_lock
 from ops.schema import EVENTS, TOP_K, conform
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
@@ -129,7 +129,9 @@ def simulate_arm(
     other keys in the folder are superseded (deleted) when a run starts, and a complete one
     is kept, so an unchanged re-run simulates nothing.  Agents whose brain failed (see
     below) are not checkpointed: a re-run tries them again.  Rows read back take this
-    run's `run_id`.
+    run's `run_id`.  One run writes a folder at a time (`ops.checkpoint.partition_lock`): a
+    second call on the same folder waits for the first and then resumes from its checkpoint,
+    or fails past `$SIMAB_PARTITION_LOCK_TIMEOUT_S` naming the run that holds it.
 
     Failed agents: an agent whose decision fell back because the endpoint kept failing or
     the decision's deadline passed (`observation.AGENT_FAILURES`) has its session ended with
@@ -174,6 +176,31 @@ def simulate_arm(
     # (the embedded brain) sees the same population either way.
     brain.prepare(sessions, {s.user_id: lists[s.user_id] for s in sessions})
 
+    if checkpoint_dir is None:
+        return _simulate_sessions(
+            arm, run_id, chosen, sessions, lists, catalogue, brain, config, seed, session, concurrency, None
+        )
+    # One run per partition at a time: a second one waits, then resumes from a complete checkpoint.
+    with partition_lock(checkpoint_dir, f"simulation of arm {arm!r}", holder=run_id):
+        return _simulate_sessions(
+            arm, run_id, chosen, sessions, lists, catalogue, brain, config, seed, session, concurrency, checkpoint_dir
+        )
+
+
+def _simulate_sessions(
+    arm: str,
+    run_id: str,
+    chosen: list[int],
+    sessions: list[AgentSession],
+    lists: dict,
+    catalogue: Catalogue,
+    brain: Brain,
+    config: SimulationConfig,
+    seed: int,
+    session: int,
+    concurrency: int,
+    checkpoint_dir: str | Path | None,
+) -> pl.DataFrame:
     done: dict[int, list[tuple]] = {}
     checkpoint = None
     if checkpoint_dir is not None:

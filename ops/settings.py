@@ -144,7 +144,7 @@ class Settings(BaseModel):
         None,
         "SIMAB_VALIDATION_NEGATIVES",
         "unrated pairs per validation row added as negatives for the CTR arms' early stopping (default 0; implicit feedback such as steam: 1)",
-        ops=("recommender_arm.validation_negatives",),
+        ops=("recommender_arm.validation_negatives", "augmentation_metrics.validation_negatives"),
         ge=0,
     )
     control: str | None = setting(

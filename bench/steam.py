@@ -58,6 +58,9 @@ def main() -> int:
             "SIMAB_STEAM_MIN_INTERACTIONS": str(args.min_interactions),
             "SIMAB_AGENTS": str(args.agents),
             "SIMAB_CONTROL": "pop",
+            # Implicit feedback: early stopping on reviewed vs unreviewed, as the arms train
+            # (ops.arms.recommenders.ArmConfig.validation_negatives says why).
+            "SIMAB_VALIDATION_NEGATIVES": "1",
         }
         if args.epochs:
             env["SIMAB_MAX_EPOCHS"] = str(args.epochs)

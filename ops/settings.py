@@ -140,6 +140,13 @@ class Settings(BaseModel):
         ),
         ge=1,
     )
+    validation_negatives: float | None = setting(
+        None,
+        "SIMAB_VALIDATION_NEGATIVES",
+        "unrated pairs per validation row added as negatives for the CTR arms' early stopping (default 0; implicit feedback such as steam: 1)",
+        ops=("recommender_arm.validation_negatives", "augmentation_metrics.validation_negatives"),
+        ge=0,
+    )
     control: str | None = setting(
         None, "SIMAB_CONTROL", "the control arm of the read-out (default pop)", ops=("ab_readout.control",)
     )

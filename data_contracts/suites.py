@@ -177,7 +177,7 @@ def coverage_problems(metadata: pl.DataFrame, n_movies: int, floor: float) -> li
 
 # Sources of any domain (docs/data_model.md): no credits, votes or dates to expect; an item
 # needs some text an agent can read beyond its title — a description or categories.
-DOMAIN_SOURCES = ("files", "steam")
+DOMAIN_SOURCES = ("files", "steam", "steam-download")
 
 
 def domain_coverage_problems(metadata: pl.DataFrame, n_movies: int, floor: float) -> list[str]:

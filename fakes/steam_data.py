@@ -65,3 +65,45 @@ def write_steam_fixture(folder: Path, n_users: int = 40, n_games: int = 36, per_
         writer.writerow(("user_id", "item_id", "recommend", "sentiment", "posted_raw", "date", "timestamp"))
         writer.writerows(rows)
     return folder
+
+
+def steam_original_files(folder: Path) -> dict[str, bytes]:
+    """The fixture of `write_steam_fixture(folder)` as the UCSD lab ships its originals: gzips of
+    Python-literal lines (not JSON), `australian_user_reviews.json.gz` one record per user
+    with a nested `reviews` list (a user's later rows a second record, as the real file repeats
+    some users), `steam_games.json.gz` one dict per game.  Byte-for-byte reproducible."""
+    import gzip
+    import io
+
+    write_steam_fixture(folder)
+    with (folder / "interactions.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    records: list[dict] = []
+    for row in rows:
+        if not records or records[-1]["user_id"] != row["user_id"]:
+            records.append(
+                {"user_url": f"http://steam.example/id/{row['user_id']}", "user_id": row["user_id"], "reviews": []}
+            )
+        records[-1]["reviews"].append(
+            {
+                "funny": "",
+                "posted": row["posted_raw"],
+                "last_edited": "",
+                "item_id": row["item_id"],
+                "helpful": "No ratings yet",
+                "recommend": row["recommend"] == "1",
+                "review": "made-up review text",
+            }
+        )
+    games = [json.loads(line) for line in (folder / "items.jsonl").read_text(encoding="utf-8").splitlines()]
+
+    def gz(lines: list[str]) -> bytes:
+        buffer = io.BytesIO()
+        with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as stream:
+            stream.write("".join(line + "\n" for line in lines).encode("utf-8"))
+        return buffer.getvalue()
+
+    return {
+        "australian_user_reviews.json.gz": gz([repr(r) for r in records]),
+        "steam_games.json.gz": gz([repr(g) for g in games]),
+    }

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -60,7 +61,20 @@ def load_steam(folder: Path | str, min_interactions: int = 5) -> DomainTables:
             raise DataFileError(path, None, None, f"missing: the steam source reads interactions.csv and items.jsonl from {folder}")
     counts: dict[str, int] = {}
     reviews = _read_reviews(interactions, counts)
-    games = _read_games(items_path)
+    games = games_frame(_json_lines(items_path))
+    return steam_tables(reviews, games, counts, interactions, f"steam:{folder}", min_interactions)
+
+
+def steam_tables(
+    reviews: pl.DataFrame,
+    games: pl.DataFrame,
+    counts: dict[str, int],
+    reviews_path: Path,
+    source: str,
+    min_interactions: int,
+) -> DomainTables:
+    """The tables of the data model from the reviews (user_id, item_id, recommend, timestamp,
+    line) and the games (`games_frame`): the caveats handled, whatever file they came from."""
     known = reviews.join(games.select(pl.col("item_id")), on="item_id", how="semi")
     counts["reviews_of_games_without_metadata"] = reviews.height - known.height
     # Duplicates: the later review of a (user, game) pair stands.
@@ -71,7 +85,7 @@ def load_steam(folder: Path | str, min_interactions: int = 5) -> DomainTables:
     counts["users_below_min_interactions"] = deduped["user_id"].n_unique() - active.height
     if kept.height == 0:
         raise DataFileError(
-            interactions, None, "user_id", f"no user has {min_interactions} or more reviews of games with metadata (SIMAB_STEAM_MIN_INTERACTIONS)"
+            reviews_path, None, "user_id", f"no user has {min_interactions} or more reviews of games with metadata (SIMAB_STEAM_MIN_INTERACTIONS)"
         )
     names = sorted(kept["user_id"].unique().to_list())
     number = {name: i for i, name in enumerate(names, start=1)}
@@ -96,7 +110,6 @@ def load_steam(folder: Path | str, min_interactions: int = 5) -> DomainTables:
         MOVIES,
         "items",
     )
-    source = f"steam:{folder}"
     metadata = games.select(
         pl.col("item_id").alias("movie_id"),
         pl.lit(None, dtype=pl.Int64).alias("tmdb_id"),
@@ -153,16 +166,10 @@ def _read_reviews(path: Path, counts: dict[str, int]) -> pl.DataFrame:
         if re.fullmatch(r"\d+", stamp):
             seconds = int(stamp)
         else:
-            match = _POSTED.match(posted)
-            if stamp or not match or match.group(1) not in _MONTHS:
-                raise DataFileError(path, line, "timestamp", f"neither a unix time ({stamp!r}) nor a 'Posted Month Day.' date ({posted!r})")
-            year = int(match.group(3) or STEAM_CRAWL_YEAR)
-            try:
-                day = dt.datetime(year, _MONTHS[match.group(1)], int(match.group(2)), tzinfo=dt.UTC)
-            except ValueError as exc:
-                raise DataFileError(path, line, "posted_raw", f"{posted!r}: {exc}") from exc
-            seconds = int(day.timestamp())
-            yearless += match.group(3) is None
+            if stamp:
+                raise DataFileError(path, line, "timestamp", f"neither a unix time ({stamp!r}) nor empty")
+            seconds, no_year = posted_timestamp(posted, path, line, "timestamp")
+            yearless += no_year
         users.append(user)
         items.append(int(item))
         liked.append(int(recommend))
@@ -176,39 +183,58 @@ def _read_reviews(path: Path, counts: dict[str, int]) -> pl.DataFrame:
     )
 
 
-def _read_games(path: Path) -> pl.DataFrame:
-    rows = []
-    seen: dict[int, int] = {}
+def posted_timestamp(posted: str, path: Path, line: int, field: str) -> tuple[int, bool]:
+    """Unix seconds (UTC midnight) of a "Posted Month Day[, Year]." date, and whether the year
+    was missing (then STEAM_CRAWL_YEAR)."""
+    match = _POSTED.match(posted.strip())
+    if not match or match.group(1) not in _MONTHS:
+        raise DataFileError(path, line, field, f"not a 'Posted Month Day[, Year].' date: {posted!r}")
+    year = int(match.group(3) or STEAM_CRAWL_YEAR)
+    try:
+        day = dt.datetime(year, _MONTHS[match.group(1)], int(match.group(2)), tzinfo=dt.UTC)
+    except ValueError as exc:
+        raise DataFileError(path, line, field, f"{posted!r}: {exc}") from exc
+    return int(day.timestamp()), match.group(3) is None
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
     with path.open(encoding="utf-8") as handle:
         for line, text in enumerate(handle, start=1):
             if not text.strip():
                 continue
             try:
-                game = json.loads(text)
+                yield line, json.loads(text)
             except json.JSONDecodeError as exc:
                 raise DataFileError(path, line, None, f"not JSON: {exc.msg}") from exc
-            raw_id = str(game.get("id") or "").strip()
-            if not raw_id.isdigit():
-                # A handful of catalogue rows have no id: no review can name them.
-                continue
-            item_id = int(raw_id)
-            if item_id in seen:
-                continue  # the catalogue repeats a few games; the first row stands
-            seen[item_id] = line
-            title = (game.get("title") or game.get("app_name") or "").strip()
-            if not title:
-                continue
-            genres = [g for g in (game.get("genres") or []) if g] or [t for t in (game.get("tags") or [])[:3] if t]
-            attributes = {k: game[k] for k in ATTRIBUTES if game.get(k) not in (None, "", [])}
-            rows.append(
-                {
-                    "item_id": item_id,
-                    "title": title,
-                    "genres": genres,
-                    "release_date": parse_date(game.get("release_date")),
-                    "attributes": json.dumps(attributes, ensure_ascii=False),
-                }
-            )
+
+
+def games_frame(records: Iterable[tuple[int, dict]]) -> pl.DataFrame:
+    """The catalogue from (line, game dict) pairs, as items.jsonl or steam_games.json.gz hold them."""
+    rows = []
+    seen: dict[int, int] = {}
+    for line, game in records:
+        raw_id = str(game.get("id") or "").strip()
+        if not raw_id.isdigit():
+            # A handful of catalogue rows have no id: no review can name them.
+            continue
+        item_id = int(raw_id)
+        if item_id in seen:
+            continue  # the catalogue repeats a few games; the first row stands
+        seen[item_id] = line
+        title = str(game.get("title") or game.get("app_name") or "").strip()
+        if not title:
+            continue
+        genres = [g for g in (game.get("genres") or []) if g] or [t for t in (game.get("tags") or [])[:3] if t]
+        attributes = {k: game[k] for k in ATTRIBUTES if game.get(k) not in (None, "", [])}
+        rows.append(
+            {
+                "item_id": item_id,
+                "title": title,
+                "genres": genres,
+                "release_date": parse_date(game.get("release_date")),
+                "attributes": json.dumps(attributes, ensure_ascii=False),
+            }
+        )
     return pl.DataFrame(
         rows,
         schema={"item_id": pl.Int64, "title": pl.Utf8, "genres": pl.List(pl.Utf8), "release_date": pl.Date, "attributes": pl.Utf8},

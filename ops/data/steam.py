@@ -224,18 +224,27 @@ def games_frame(records: Iterable[tuple[int, dict]]) -> pl.DataFrame:
         title = str(game.get("title") or game.get("app_name") or "").strip()
         if not title:
             continue
-        genres = [g for g in (game.get("genres") or []) if g] or [t for t in (game.get("tags") or [])[:3] if t]
+        genres = [str(g) for g in _listed(game.get("genres")) if g] or [str(t) for t in _listed(game.get("tags"))[:3] if t]
         attributes = {k: game[k] for k in ATTRIBUTES if game.get(k) not in (None, "", [])}
+        release = game.get("release_date")
         rows.append(
             {
                 "item_id": item_id,
                 "title": title,
                 "genres": genres,
-                "release_date": parse_date(game.get("release_date")),
-                "attributes": json.dumps(attributes, ensure_ascii=False),
+                "release_date": parse_date(release if isinstance(release, str) else None),
+                # default=str: a Python literal may hold what JSON has no word for (a tuple, a set)
+                "attributes": json.dumps(attributes, ensure_ascii=False, default=str),
             }
         )
     return pl.DataFrame(
         rows,
         schema={"item_id": pl.Int64, "title": pl.Utf8, "genres": pl.List(pl.Utf8), "release_date": pl.Date, "attributes": pl.Utf8},
     )
+
+
+def _listed(value) -> list:
+    """A list field as a list: a lone string is one value, not its characters."""
+    if isinstance(value, str):
+        return [value]
+    return list(value) if isinstance(value, list | tuple) else []

@@ -116,7 +116,9 @@ def load_steam_download(files: SteamFiles, min_interactions: int = 5) -> DomainT
     counts: dict[str, int] = {}
     reviews = _reviews_frame(files.reviews, counts)
     games = games_frame(literal_lines(files.games))
-    return steam_tables(reviews, games, counts, files.reviews, f"steam-download:{files.reviews.parent}", min_interactions)
+    return steam_tables(
+        reviews, games, counts, files.reviews, f"steam-download:{files.reviews.parent}", min_interactions
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -176,7 +178,13 @@ def _reviews_frame(path: Path, counts: dict[str, int]) -> pl.DataFrame:
     counts.update(user_records_read=records, reviews_read=len(users), yearless_dates_assumed_crawl_year=yearless)
     return pl.DataFrame(
         {"user_id": users, "item_id": items, "recommend": liked, "timestamp": stamps, "line": order},
-        schema={"user_id": pl.Utf8, "item_id": pl.Int64, "recommend": pl.Int64, "timestamp": pl.Int64, "line": pl.Int64},
+        schema={
+            "user_id": pl.Utf8,
+            "item_id": pl.Int64,
+            "recommend": pl.Int64,
+            "timestamp": pl.Int64,
+            "line": pl.Int64,
+        },
     )
 
 

@@ -2,7 +2,8 @@
 
 `synthetic` (default) generates MovieLens-shaped data with planted tastes offline;
 `local` reads a folder of ML-1M `*.dat` or ML-100K `u.*` files; `download` fetches the
-official GroupLens archive (checksum-verified, cached, resumable).  The synthetic source also
+official GroupLens archive (checksum-verified, cached, resumable); `files`, `steam` and
+`steam-download` read any domain (docs/data_model.md).  The synthetic source also
 yields its hidden tastes (for tests that check later stages recover them) and its side
 information (metadata and posters); other sources yield empty frames there.
 

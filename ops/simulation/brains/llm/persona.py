@@ -30,6 +30,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import polars as pl
@@ -40,7 +41,6 @@ from ops.simulation.brains.llm.answers import (
     _parse,
     bounded_text,
     integer_range,
-    one_of_ids,
     strict_object,
 )
 
@@ -76,7 +76,7 @@ Reply with a JSON object with exactly these keys:
 RATING_TEMPLATE = """You are this person: {persona}
 Rate each of these movies from 1 to 5 stars as this person would, whether or not you have seen it:
 {movies}
-Reply with a JSON object: {{"ratings": [{{"movie_id": the id in brackets, "rating": 1-5}}, ... one per movie]}}"""
+Reply with a JSON object: {{"ratings": {{"<the id in brackets>": 1-5, ... one key per movie}}}}"""
 
 
 class PersonaCandidate(BaseModel):
@@ -108,9 +108,17 @@ class _Rating(BaseModel):
 
 
 class _Ratings(BaseModel):
+    """Keyed by movie id, as the prompt and the schema ask; the list of entries older prompts
+    asked for is still read (a model in json_object or text mode may answer either)."""
+
     model_config = ConfigDict(extra="ignore")
 
-    ratings: list[_Rating]
+    ratings: dict[int, Annotated[int, Field(ge=1, le=5)]] | list[_Rating]
+
+    def by_movie(self) -> dict[int, int]:
+        if isinstance(self.ratings, dict):
+            return dict(self.ratings)
+        return {r.movie_id: r.rating for r in self.ratings}
 
 
 def persona_schema() -> tuple[str, dict]:
@@ -133,10 +141,10 @@ def persona_schema() -> tuple[str, dict]:
 
 
 def ratings_schema(movie_ids: Sequence[int]) -> tuple[str, dict]:
-    """One rating 1-5 for each of `movie_ids` (ids from the list only, as many as listed)."""
-    n = len(movie_ids)
-    entry = strict_object({"movie_id": one_of_ids(movie_ids), "rating": integer_range(1, 5)})
-    return "ratings", strict_object({"ratings": {"type": "array", "items": entry, "minItems": n, "maxItems": n}})
+    """One rating 1-5 for each of `movie_ids`: an object keyed by the ids, every key required and
+    no other, so that a constrained decoder cannot rate a movie twice and skip another (Gemma 3
+    270M did, given an array of entries with the ids as an enum)."""
+    return "ratings", strict_object({"ratings": strict_object({str(int(m)): integer_range(1, 5) for m in movie_ids})})
 
 
 @dataclass(frozen=True)
@@ -325,7 +333,7 @@ SAMPLE_PERSONA = PersonaCandidate(
     hobbies=["hiking", "board games", "cooking"],
     taste="Loves clever science fiction and dry comedies; avoids horror and musicals.",
 )
-SAMPLE_RATING = '{"movie_id": 1234, "rating": 4}, '
+SAMPLE_RATING = '"1234": 4, '
 
 
 def personas_frame(matches: Mapping[int, PersonaMatch | None]) -> pl.DataFrame:
@@ -407,7 +415,7 @@ def _names(brain, movie_ids: Sequence[int]) -> str:
 
 def _check_ratings(text: str, truth: dict[int, int]) -> dict[int, int]:
     answer = _parse(text, _Ratings)
-    got = {r.movie_id: r.rating for r in answer.ratings}
+    got = answer.by_movie()
     missing = sorted(set(truth) - set(got))
     if missing:
         raise AnswerError(f"ratings are missing for movie ids {missing}; rate every movie listed")

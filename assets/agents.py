@@ -186,7 +186,7 @@ def llm_personas(
     the `llm` resource's max_cost_usd."""
     import numpy as np
 
-    from ops.simulation.brains.llm.persona import match_personas, persona_inputs, personas_frame
+    from ops.simulation.brains.llm.persona import drop_summary, match_personas, persona_inputs, personas_frame
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.cost import estimate_persona_cost
 
@@ -214,6 +214,20 @@ def llm_personas(
         matches = match_personas(brain, inputs, config.n_candidates, config.seed, progress=progress)
     table = personas_frame(matches)
     matched = table.filter(pl.col("persona").is_not_null())
+    # Why candidates were dropped (the per-candidate reasons are in the table's `dropped`).
+    drops = drop_summary(matches)
+    examples = (
+        table.select("user_id", "dropped")
+        .explode("dropped")
+        .drop_nulls("dropped")
+        .unique("dropped", keep="first", maintain_order=True)
+        .head(5)
+    )
+    context.log.info(
+        f"persona matching: {matched.height} of {table.height} agents matched; candidates dropped: "
+        + (", ".join(f"{n} {kind}" for kind, n in drops.items()) or "none")
+        + "".join(f"\n  user {u}: {why}" for u, why in examples.iter_rows())
+    )
     rmse = matched.get_column("rmse").mean() if matched.height else None
     with mlflow_tracking.asset_run(context, params={**config.model_dump(), **llm.describe()}):
         mlflow_tracking.log_metrics(
@@ -222,9 +236,11 @@ def llm_personas(
                 "matched": matched.height,
                 **({"rmse_kept_mean": rmse} if rmse is not None else {}),
                 "estimated_cost_usd": estimate.cost_usd,
+                **{f"candidates_dropped_{kind}": n for kind, n in drops.items()},
                 **{f"llm_{k}": v for k, v in brain.usage.as_dict().items()},
             }
         )
+        mlflow_tracking.set_tags({f"llm_{k}": v for k, v in brain.usage.facts().items()})
         mlflow_tracking.log_table(table.head(200), "llm_personas_sample")
     return Output(
         table,
@@ -232,6 +248,11 @@ def llm_personas(
             "agents": table.height,
             "matched": matched.height,
             "unmatched (keep the trait persona)": table.height - matched.height,
+            "candidates dropped": MetadataValue.json(drops),
+            "why candidates were dropped (examples)": MetadataValue.md(
+                examples.to_pandas().to_markdown(index=False) if examples.height else "none dropped"
+            ),
+            **{f"llm {k}": v for k, v in brain.usage.facts().items()},
             **({"mean RMSE of the kept persona": round(rmse, 4)} if rmse is not None else {}),
             "estimated calls": estimate.calls,
             "estimated cost (USD)": round(estimate.cost_usd, 4),

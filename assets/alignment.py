@@ -564,3 +564,4 @@ def _log_usage(mlflow_tracking: MlflowTracking, brain) -> None:
     usage = getattr(brain, "usage", None)
     if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
         mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
+        mlflow_tracking.set_tags({f"llm_{k}": v for k, v in usage.facts().items()})

@@ -391,6 +391,8 @@ def _events_result(
         )
         if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
+            # What the endpoint was found to take (structured output mode, vision): tags.
+            mlflow_tracking.set_tags({f"llm_{k}": v for k, v in usage.facts().items()})
         digest = mlflow_tracking.log_frame(events, f"simulation_events_{name}", role="output")
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, f"events_{name}.parquet")
@@ -407,6 +409,7 @@ def _events_result(
             "events": events.height,
             **fallbacks,
             **({"llm endpoint": brain_params["llm_endpoint"]} if brain_params else {}),
+            **({f"llm {k}": v for k, v in usage.facts().items()} if usage is not None else {}),
             "actions": MetadataValue.md(actions.to_pandas().to_markdown(index=False)),
             "trajectory viewer": MetadataValue.url(viewer),
         },

@@ -13,6 +13,14 @@ this order, from:
 3. `policy(body)`, a function of the request: `scripted_agent` plays a user who opens the
    first movie, watches it, pages on and leaves.
 
+The client's capability probes (`ops.simulation.brains.llm.client`: a tiny request with a
+json_schema, one with a 1x1 image) are answered apart — they take no scripted outcome and are
+not counted in `calls` or `requests`, but recorded in `probes` — and accepted unless told
+otherwise: `refuse_schema(status, message)` / `refuse_json_object(...)` refuse the response
+formats, `refuse_images(status, message)` every request carrying an image (llama.cpp's
+HTTP 500 "image input is not supported" for a text-only model), probe or not.
+`max_in_flight` is the most requests it was answering at once.
+
 Every answer reports `prompt_tokens` and `completion_tokens` — 1,000 and 50 unless told
 otherwise, or, with `count_tokens=True`, counted from the request really received and the
 answer sent (`ops.simulation.brains.llm.tokens`, the count the cost estimate uses) — and
@@ -87,6 +95,10 @@ class FakeOpenAI:
         self.script: deque[Outcome] = deque()
         self.rules: list[tuple[Callable[[dict], bool], Outcome]] = []
         self.calls = 0
+        self.probes: list[dict] = []
+        self.refusals: dict[str, Outcome] = {}  # "json_schema" | "json_object" | "image" -> the refusal
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self._lock = threading.Lock()
@@ -120,6 +132,32 @@ class FakeOpenAI:
         with self._lock:
             self.rules.append((predicate, Outcome(status=status, headers=dict(headers or {}))))
 
+    def refuse_schema(
+        self, status: int = 400, message: str = "response_format json_schema is not supported", keyword: str = ""
+    ) -> None:
+        """Every request with response_format json_schema is refused (an older server); with
+        `keyword`, only a schema that uses it (a strict mode without "maxLength")."""
+        self.refusals["json_schema"] = Outcome(status=status, message=message)
+        self.refused_keyword = keyword
+
+    def refuse_json_object(self, status: int = 400, message: str = "response_format json_object is not supported"):
+        """Every request with response_format json_object is refused."""
+        self.refusals["json_object"] = Outcome(status=status, message=message)
+
+    def refuse_images(self, status: int = 500, message: str = "image input is not supported") -> None:
+        """Every request carrying an image is refused (llama.cpp serving a text-only model)."""
+        self.refusals["image"] = Outcome(status=status, message=message)
+
+    def _refusal(self, body: dict) -> Outcome | None:
+        kind = (body.get("response_format") or {}).get("type")
+        if kind in self.refusals:
+            keyword = getattr(self, "refused_keyword", "") if kind == "json_schema" else ""
+            if not keyword or f'"{keyword}"' in json.dumps(body["response_format"]):
+                return self.refusals[kind]
+        if "image" in self.refusals and images(body, every=True):
+            return self.refusals["image"]
+        return None
+
     def _queue(self, outcome: Outcome) -> None:
         with self._lock:
             self.script.append(outcome)
@@ -128,12 +166,22 @@ class FakeOpenAI:
 
     def respond(self, body: dict, headers: dict[str, str]) -> tuple[Outcome, bytes]:
         """The outcome for one request and the body to send (the wait is the server's)."""
+        refusal = self._refusal(body)
+        if _is_probe(body):
+            with self._lock:
+                self.probes.append(body)
+                if refusal is None:  # a probe answered is paid for, as any call
+                    self.prompt_tokens += PROBE_TOKENS[0]
+                    self.completion_tokens += PROBE_TOKENS[1]
+            if refusal is not None:
+                return refusal, _json(_error(refusal.message or "refused", "invalid_request_error"))
+            return Outcome(), _json(completion(PROBE_REPLY, body.get("model", "test-model"), *PROBE_TOKENS))
         with self._lock:
             self.calls += 1
             if self.record:
                 self.requests.append(body)
                 self.auth.append(headers.get("Authorization"))
-            outcome = next((o for p, o in self.rules if p(body)), None)
+            outcome = next((o for p, o in self.rules if p(body)), refusal)
             if outcome is None:
                 outcome = self.script.popleft() if self.script else Outcome()
             policy = self.policy
@@ -176,7 +224,11 @@ class FakeOpenAI:
     @contextmanager
     def serve(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
         """Run on an aiohttp server on a thread of this process; yields the base URL a client
-        wants (".../v1") and stops the server at the end."""
+        wants (".../v1") and stops the server at the end.  What the client's probes found
+        about an earlier fake is forgotten (a new fake may sit on a port reused)."""
+        from ops.simulation.brains.llm.client import forget_probes
+
+        forget_probes()
         started = threading.Event()
         state: dict = {}
 
@@ -231,10 +283,17 @@ class FakeOpenAI:
                 body=_json(_error("the request body is not JSON", "invalid_request_error")),
                 content_type="application/json",
             )
-        outcome, payload = self.respond(body, dict(request.headers))
-        wait = self.latency_s + outcome.delay_s
-        if wait:
-            await asyncio.sleep(wait)
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            outcome, payload = self.respond(body, dict(request.headers))
+            wait = self.latency_s + outcome.delay_s
+            if wait:
+                await asyncio.sleep(wait)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
         headers = {"Content-Type": "application/json", **outcome.headers}
         if outcome.truncate:
             response = web.StreamResponse(status=200, headers=headers)
@@ -385,12 +444,31 @@ def system_text(body: dict) -> str:
     return next(m["content"] for m in body["messages"] if m["role"] == "system")
 
 
-def images(body: dict) -> list[str]:
-    """The image URLs of the first user message."""
-    content = [m for m in body["messages"] if m["role"] == "user"][0]["content"]
-    if isinstance(content, str):
-        return []
-    return [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+def images(body: dict, every: bool = False) -> list[str]:
+    """The image URLs of the first user message (`every`: of every message)."""
+    messages = body.get("messages") or []
+    chosen = messages if every else [m for m in messages if m.get("role") == "user"][:1]
+    urls = []
+    for message in chosen:
+        content = message.get("content")
+        if isinstance(content, list):
+            urls += [p["image_url"]["url"] for p in content if isinstance(p, dict) and p.get("type") == "image_url"]
+    return urls
+
+
+PROBE_REPLY = '{"ok": true, "word": "yes", "n": 1, "ids": []}'
+PROBE_TOKENS = (20, 10)  # prompt, completion tokens a probe's answer reports
+
+
+def _is_probe(body: dict) -> bool:
+    """A capability probe of `ops.simulation.brains.llm.client` (its prompts, word for word)."""
+    from ops.simulation.brains.llm.client import PROBE_IMAGE_PART, PROBE_JSON_PROMPT
+
+    messages = body.get("messages") or []
+    if len(messages) != 1:
+        return False
+    content = messages[0].get("content")
+    return content == PROBE_JSON_PROMPT or (isinstance(content, list) and PROBE_IMAGE_PART in content)
 
 
 def main(argv: list[str] | None = None) -> None:

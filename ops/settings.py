@@ -204,10 +204,23 @@ class Settings(BaseModel):
         resource="llm.api_key_env",
     )
     llm_api_key_required: bool | None = setting(
-        None, "SIMAB_LLM_API_KEY_REQUIRED", "false: a local server that needs no key", resource="llm.api_key_required"
+        None,
+        "SIMAB_LLM_API_KEY_REQUIRED",
+        "whether the endpoint needs a key (default: not on the loopback — 127.0.0.1, localhost, ::1 — else yes)",
+        resource="llm.api_key_required",
     )
-    llm_vision: bool | None = setting(
-        None, "SIMAB_LLM_VISION", "posters as images (true) or palette captions (false)", resource="llm.vision"
+    llm_vision: bool | Literal["auto"] | None = setting(
+        None,
+        "SIMAB_LLM_VISION",
+        "posters as images (true), palette captions (false), or auto (default: probe the endpoint once)",
+        resource="llm.vision",
+    )
+    llm_structured_output: Literal["auto", "json_schema", "json_object", "text"] | None = setting(
+        None,
+        "SIMAB_LLM_STRUCTURED_OUTPUT",
+        "response_format: a strict JSON schema per request, any JSON object, plain text, or auto (default: probe "
+        "the endpoint once, the first it takes)",
+        resource="llm.structured_output",
     )
     llm_concurrency: int | None = setting(
         None, "SIMAB_LLM_CONCURRENCY", "requests in flight at once", resource="llm.concurrency", ge=1
@@ -335,7 +348,14 @@ def _adapter(name: str) -> TypeAdapter:
 def allowed(name: str) -> str:
     """What a setting accepts, in words (for errors and the README)."""
     info = Settings.model_fields[name]
-    kind = _base_type(info.annotation)
+    kinds = _value_types(info.annotation)
+    if len(kinds) > 1:  # e.g. bool | Literal["auto"]
+        words = [allowed_type(k, info) for k in kinds]
+        return " or ".join(w.removeprefix("one of ") for w in words)
+    return allowed_type(kinds[0], info)
+
+
+def allowed_type(kind, info) -> str:
     bounds = {type(m).__name__: m for m in info.metadata}
     words = {"Ge": "≥", "Gt": ">", "Le": "≤", "Lt": "<"}
     limits = " and ".join(f"{words[k]} {getattr(m, k.lower())}" for k, m in bounds.items() if k in words)
@@ -353,11 +373,11 @@ def allowed(name: str) -> str:
     return "a path" if kind is Path else "text"
 
 
-def _base_type(annotation):
+def _value_types(annotation) -> list:
+    """The types a setting's value may take (None left out)."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0]
-    return annotation
+        return [a for a in typing.get_args(annotation) if a is not type(None)]
+    return [annotation]
 
 
 def markdown_table() -> str:

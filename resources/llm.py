@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from typing import Literal
 
 from dagster import ConfigurableResource, Failure, MetadataValue
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
-from ops.simulation.brains.llm.client import resolve_base_url
+from ops.simulation.brains.llm.client import key_required, resolve_base_url
 from ops.simulation.budget import bill_path
 from ops.simulation.cost import CostEstimate, CostLimitExceeded, RunBudget
 from ops.web import endpoint_host, safe_endpoint
@@ -38,13 +38,25 @@ class LLMResource(ConfigurableResource):
 
     base_url: str = Field("", description="empty: the client's default (api.openai.com or $OPENAI_BASE_URL)")
     model: str = _DEFAULTS.model
-    vision: bool = Field(_DEFAULTS.vision, description="posters as images; False: palette captions (text-only models)")
+    # A string, not bool | "auto": Dagster's config types have no such union.
+    vision: str = Field(
+        str(_DEFAULTS.vision).lower(),
+        description="posters as images (true), palette captions for text-only models (false), or auto: probe the "
+        "endpoint once with a 1x1 image",
+    )
     api_key_env: str = Field(_DEFAULTS.api_key_env, description="NAME of the environment variable holding the key")
-    api_key_required: bool = _DEFAULTS.api_key_required
+    api_key_required: bool | None = Field(
+        _DEFAULTS.api_key_required,
+        description="None: a key unless the endpoint is on the loopback (127.0.0.1, localhost, ::1, 0.0.0.0)",
+    )
     temperature: float | None = _DEFAULTS.temperature
     max_tokens: int = _DEFAULTS.max_tokens
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = _DEFAULTS.max_tokens_param
-    json_mode: bool = _DEFAULTS.json_mode
+    structured_output: Literal["auto", "json_schema", "json_object", "text"] = Field(
+        _DEFAULTS.structured_output,
+        description="response_format: json_schema (a strict schema per request), json_object, text, or auto: "
+        "probe the endpoint once for the first it takes",
+    )
     price_prompt_per_1m: float = Field(_DEFAULTS.price_prompt_per_1m, description="USD per 1M prompt tokens")
     price_completion_per_1m: float = Field(
         _DEFAULTS.price_completion_per_1m, description="USD per 1M completion tokens"
@@ -72,19 +84,32 @@ class LLMResource(ConfigurableResource):
         description="refuse an LLM simulation whose estimated cost (llm_cost_estimate) is above this many USD; 0: no limit ($SIMAB_MAX_COST_USD)",
     )
 
+    @field_validator("vision", mode="before")
+    @classmethod
+    def _vision_words(cls, value):
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        word = str(value).strip().lower()
+        if word not in ("true", "false", "auto"):
+            raise ValueError(f"vision must be true, false or auto, got {value!r}")
+        return word
+
+    def vision_setting(self) -> bool | Literal["auto"]:
+        return "auto" if self.vision == "auto" else self.vision == "true"
+
     def brain_config(self, **overrides) -> LLMBrainConfig:
         """The brain's configuration; `overrides` set fields the resource does not expose
         (e.g. `fatigue=` the simulation's FatigueConfig, so the agent is told the real costs)."""
         fields = {
             "base_url": self.base_url or None,
             "model": self.model,
-            "vision": self.vision,
+            "vision": self.vision_setting(),
             "api_key_env": self.api_key_env,
             "api_key_required": self.api_key_required,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "max_tokens_param": self.max_tokens_param,
-            "json_mode": self.json_mode,
+            "structured_output": self.structured_output,
             "price_prompt_per_1m": self.price_prompt_per_1m,
             "price_completion_per_1m": self.price_completion_per_1m,
             "cache": self.cache,
@@ -175,7 +200,7 @@ class LLMResource(ConfigurableResource):
         return self.cache_path or str(data_root() / "cache" / "llm" / "responses.sqlite")
 
     def has_credentials(self) -> bool:
-        return bool(os.environ.get(self.api_key_env)) or not self.api_key_required
+        return bool(os.environ.get(self.api_key_env)) or not key_required(self.api_key_required, self.base_url or None)
 
     def endpoint(self) -> str:
         """The endpoint the brain calls — `base_url`, else $OPENAI_BASE_URL, else OpenAI's —
@@ -198,7 +223,7 @@ class LLMResource(ConfigurableResource):
             "llm_vision": self.vision,
             "llm_temperature": self.temperature,
             "llm_max_tokens": self.max_tokens,
-            "llm_json_mode": self.json_mode,
+            "llm_structured_output": self.structured_output,
             "llm_price_prompt_per_1m": self.price_prompt_per_1m,
             "llm_price_completion_per_1m": self.price_completion_per_1m,
             "llm_cache": self.cache,
@@ -207,4 +232,5 @@ class LLMResource(ConfigurableResource):
             "llm_decision_deadline_s": self.decision_deadline_s,
             "llm_api_key_env": self.api_key_env,
             "llm_api_key_set": bool(os.environ.get(self.api_key_env)),
+            "llm_api_key_required": key_required(self.api_key_required, self.base_url or None),
         }

@@ -312,7 +312,7 @@ def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_sc
     pages = lists.group_by("ratio", "user_id").len().select(((pl.col("len") + 4) // 5).sum()).item()
     assert fake.calls == pages  # one request per home page, nothing else
     body = fake.requests[0]
-    assert body["response_format"] == {"type": "json_object"} and "role-playing" in body["messages"][0]["content"]
+    assert body["response_format"]["type"] == "json_schema" and "role-playing" in body["messages"][0]["content"]
 
     with FakeOpenAI(picker(True)).serve() as url:
         everything = taste_discrimination(
@@ -348,13 +348,25 @@ def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_work
     assert (
         fake.calls == 12 and result.distribution.filter(pl.col("star") == 4).get_column("simulated_share").item() == 1.0
     )
-    # An answer that stays invalid after the re-ask is recorded as unanswered, not guessed.
-    with FakeOpenAI(
-        lambda body: json.dumps({"action": "back", "interest": 3, "caught_eye": [], "reason": "no"})
-    ).serve() as url:
+    # An answer that stays invalid after the re-ask is recorded as unanswered, not guessed ...
+    four = pairs.head(4)
+    bad = int(four.get_column("movie_id")[0])
+    invalid = json.dumps({"action": "back", "interest": 3, "caught_eye": [], "reason": "no"})
+
+    def one_bad(body: dict) -> str:
+        # The request's own schema names the movie on its page.
+        shown = body["response_format"]["json_schema"]["schema"]["properties"]["caught_eye"]["items"]["enum"]
+        return invalid if shown == [bad] else rater(body)
+
+    expected = sum(m == bad for m in four.get_column("movie_id"))
+    assert expected <= 2
+    with FakeOpenAI(one_bad).serve() as url:
         refused = rating_alignment(
-            brain_ratings(_llm_brain(url, small), small["sessions"], pairs.head(2), small["catalogue"]),
-            train,
-            n_bootstrap=20,
+            brain_ratings(_llm_brain(url, small), small["sessions"], four, small["catalogue"]), train, n_bootstrap=20
         )
-    assert refused.unanswered == 2 and refused.pairs.is_empty()
+    assert refused.unanswered == expected and refused.pairs.height == 4 - expected
+    # ... and a protocol the brain mostly could not answer fails rather than reading out.
+    from ops.studies.alignment.lists import ProtocolFailed
+
+    with FakeOpenAI(lambda body: invalid).serve() as url, pytest.raises(ProtocolFailed, match="2 of 2 questions"):
+        brain_ratings(_llm_brain(url, small), small["sessions"], pairs.head(2), small["catalogue"])

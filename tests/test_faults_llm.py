@@ -624,7 +624,7 @@ def test_a_cached_row_of_the_wrong_shape_is_a_logged_miss_and_is_replaced(tmp_pa
             "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj",
             "SIMAB_LLM_VISION=false",
         ),
-        (400, "response_format type json_schema is not supported by this model", "json_mode false"),
+        (400, "response_format type json_schema is not supported by this model", "SIMAB_LLM_STRUCTURED_OUTPUT"),
     ],
 )
 def test_a_refused_feature_is_not_retried_and_names_the_setting_to_change(world, fake, key, status, message, setting):

@@ -106,7 +106,14 @@ def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, k
     assert brain.usage.requests == 1 and brain.usage.cost_usd == pytest.approx(d.cost_usd)
 
     body = fake.requests[0]
-    assert body["model"] == "test-model" and body["response_format"] == {"type": "json_object"}
+    assert body["model"] == "test-model" and body["response_format"]["type"] == "json_schema"
+    # The probe found that the endpoint takes a strict schema; the schema is this page's.
+    assert brain.usage.structured_output == "json_schema" and len(fake.probes) == 2  # json_schema, vision
+    schema = body["response_format"]["json_schema"]
+    assert schema["strict"] is True and schema["name"] == "home_page_answer"
+    props = schema["schema"]["properties"]
+    assert props["action"]["enum"] == list(obs.legal_actions)
+    assert props["movie_id"]["anyOf"][0]["enum"] == ids and props["caught_eye"]["items"]["enum"] == ids
     assert isinstance(body["seed"], int) and body["temperature"] == 0.7 and body["max_tokens"] == 300
     system = body["messages"][0]["content"]
     profile = world["profiles"][1]
@@ -400,12 +407,36 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ke
 
 def test_a_missing_key_names_the_variable(world, fake, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
-    with pytest.raises(RuntimeError, match=KEY_ENV):
-        make_brain(fake, world).decide(session(world), home(world), rng())
-    assert not fake.requests
+    with pytest.raises(RuntimeError, match=KEY_ENV):  # a key asked for explicitly, even on the loopback
+        make_brain(fake, world, api_key_required=True).decide(session(world), home(world), rng())
+    assert not fake.requests and not fake.probes
     fake.reply(answer(action=EXIT))  # a local server without a key
     d = make_brain(fake, world, api_key_required=False).decide(session(world), home(world), rng())
     assert d.action == EXIT
+
+
+def test_an_endpoint_on_the_loopback_needs_no_key_a_remote_one_does(world, fake, monkeypatch):
+    from ops.simulation.brains.llm.client import is_loopback, key_required
+    from resources.llm import LLMResource
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    # The default (api_key_required unset) on the fake at 127.0.0.1: no key, a placeholder sent.
+    fake.reply(answer(action=EXIT))
+    d = make_brain(fake, world).decide(session(world), home(world), rng())
+    assert d.action == EXIT and fake.auth[-1] == "Bearer no-key-needed"
+    for url in ("http://localhost:11434/v1", "http://127.0.0.1:8080/v1", "http://[::1]:8000/v1", "http://0.0.0.0:8080"):
+        assert is_loopback(url) and not key_required(None, url), url
+        assert LLMResource(base_url=url, api_key_env=KEY_ENV).has_credentials()
+    for url in ("https://api.openai.com/v1", "http://10.0.0.5:8000/v1", "http://gpu-box:8000/v1", None):
+        assert key_required(None, url), url
+        assert not LLMResource(base_url=url or "", api_key_env=KEY_ENV).has_credentials()
+    assert key_required(True, "http://127.0.0.1:8080/v1") and not key_required(False, "https://api.openai.com/v1")
+    # A remote endpoint without its key stops before any request, naming the variable.
+    remote = LLMBrain(LLMBrainConfig(base_url="http://192.0.2.1:9/v1", api_key_env=KEY_ENV, model="m"))
+    with pytest.raises(RuntimeError, match=KEY_ENV):
+        remote.decide(session(world), home(world), rng())
+    remote.close()
 
 
 # -- whole sessions ---------------------------------------------------------------------------

@@ -144,11 +144,16 @@ def test_llm_personas_keep_the_best_candidate_and_the_simulation_shows_it(world,
         # Three candidates, one per genre: the kept one loves the user's genre and scores best.
         assert len(row["candidates"]) == 3 and f"loves {favourite[row['user_id']]}" in row["persona"]
         assert row["rmse"] == min(row["scores"]) and sorted(row["scores"])[1] > row["rmse"]
+        # Each candidate not kept says why: here, each rated the movies worse than the kept one.
+        assert sum(d is None for d in row["dropped"]) == 1
+        assert all(d.startswith("worse: RMSE") for d in row["dropped"] if d is not None)
     (event,) = [m for m in result.get_asset_materialization_events() if m.asset_key.to_user_string() == "llm_personas"]
     metadata = event.materialization.metadata
     # The bill was estimated before the run from the prompts it would send: every call counted.
     assert (
         metadata["matched"].value == 3
+        and metadata["candidates dropped"].value == {"worse": 6}
+        and metadata["llm structured_output"].value == "json_schema"
         and metadata["estimated calls"].value == fake.calls
         and metadata["estimated cost (USD)"].value > 0
     )

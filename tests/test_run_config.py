@@ -192,7 +192,7 @@ def test_the_llm_settings_reach_the_resource_and_a_local_server_needs_no_key():
         llm.concurrency,
         llm.timeout_s,
         llm.max_cost_usd,
-    ) == ("http://127.0.0.1:8080/v1", "gemma-3-270m", False, False, 2, 90.0, 1.5)
+    ) == ("http://127.0.0.1:8080/v1", "gemma-3-270m", False, "false", 2, 90.0, 1.5)  # vision: true|false|auto
     assert llm.has_credentials()
     config = llm.brain_config()
     assert (config.base_url, config.model, config.vision, config.concurrency) == (

@@ -160,3 +160,47 @@ def _never_rated(rng: np.random.Generator, catalogue: np.ndarray, rated: set, n:
                 if len(got) == n:
                     break
     return np.asarray(got, dtype=np.int64)
+
+
+def brain_workers(brain) -> int:
+    """Questions a protocol may put to `brain` at once: its `concurrency` (the LLM brain: the
+    requests its endpoint takes in parallel), else 1 — the embedded brain answers in this
+    process, from state that is not shared across threads."""
+    return max(1, int(getattr(brain, "concurrency", 1) or 1))
+
+
+def map_in_order(fn, items: Sequence, workers: int = 1, progress=None) -> list:
+    """`[fn(x) for x in items]`, on a pool of `workers` threads when more than one (every
+    question has its own random stream, so the answers do not depend on the order they
+    finish in); `progress` wraps the results as they come, in order (tqdm)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wrap = progress or (lambda it: it)
+    if workers <= 1 or len(items) <= 1:
+        return list(wrap(fn(x) for x in items))
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="simab-protocol") as pool:
+        return list(wrap(pool.map(fn, items)))
+
+
+# A protocol whose questions the brain mostly could not answer (an LLM's invalid answers,
+# a failing endpoint) would read out as an agent that picks or rates nothing — F1 0, no
+# ratings — rather than as what it is.  Past this share it fails instead.
+MAX_FALLBACK_SHARE = 0.5
+
+
+class ProtocolFailed(RuntimeError):
+    """Most of a protocol's questions ended in a fallback: the share and examples."""
+
+
+def check_fallbacks(protocol: str, reasons: Sequence[str | None], max_share: float = MAX_FALLBACK_SHARE) -> None:
+    """Raise ProtocolFailed when more than `max_share` of `reasons` (one per question asked:
+    the decision's fallback reason, None when it was answered) are fallbacks."""
+    failed = [r for r in reasons if r]
+    if not reasons or len(failed) <= max_share * len(reasons):
+        return
+    examples = "; ".join(list(dict.fromkeys(r[:200] for r in failed))[:3])
+    raise ProtocolFailed(
+        f"{protocol}: {len(failed)} of {len(reasons)} questions ({len(failed) / len(reasons):.0%}) got no usable "
+        f"answer from the brain (more than {max_share:.0%}); its result would describe the fallbacks, not the "
+        f"agents. E.g. {examples}"
+    )

@@ -35,7 +35,7 @@ from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import WATCH_AND_RATE
 from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox
-from ops.studies.alignment.lists import fresh_session
+from ops.studies.alignment.lists import brain_workers, check_fallbacks, fresh_session, map_in_order
 
 STARS = (1, 2, 3, 4, 5)
 PREDICTION = {
@@ -118,21 +118,28 @@ def brain_ratings(
         raise ValueError(f"rating prediction: no agent for user(s) {missing[:10]}")
     movies = pairs.group_by("user_id").agg("movie_id")
     brain.prepare([by_user[u] for u in movies.get_column("user_id").to_list()], dict(movies.iter_rows()))
-    out = []
-    for user, movie in tqdm(
-        pairs.select("user_id", "movie_id").iter_rows(),
-        total=pairs.height,
-        desc="rating prediction",
-        disable=not progress,
-        mininterval=2.0,
-    ):
+    questions = list(pairs.select("user_id", "movie_id").iter_rows())
+    outcomes: list[str | None] = []  # every decision's fallback reason (None: answered)
+
+    def rate(question) -> int | None:
+        user, movie = question
         sandbox = Sandbox([movie], catalogue)
         sandbox.click_movie(movie)
         observation = replace(sandbox.observe(), legal_actions=(WATCH_AND_RATE,))
         decision = brain.decide(
             fresh_session(by_user[user], fatigue), observation, agent_rng(seed, user, f"rate {movie}")
         )
-        out.append(decision.rating if decision.action == WATCH_AND_RATE else None)
+        outcomes.append(decision.fallback_reason)
+        return decision.rating if decision.action == WATCH_AND_RATE else None
+
+    # As many pairs at once as the endpoint serves (each pair has its own random stream).
+    out = map_in_order(
+        rate,
+        questions,
+        brain_workers(brain),
+        lambda it: tqdm(it, total=len(questions), desc="rating prediction", disable=not progress, mininterval=2.0),
+    )
+    check_fallbacks("rating prediction", outcomes)
     return pairs.with_columns(pl.Series("simulated", out, dtype=pl.Int64))
 
 

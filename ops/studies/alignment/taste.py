@@ -45,7 +45,15 @@ from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import CLICK_MOVIE, NEXT_PAGE, Decision
 from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox, SandboxConfig
-from ops.studies.alignment.lists import fresh_session, mean_intervals, mixed_lists, ratio_name
+from ops.studies.alignment.lists import (
+    brain_workers,
+    check_fallbacks,
+    fresh_session,
+    map_in_order,
+    mean_intervals,
+    mixed_lists,
+    ratio_name,
+)
 
 # SimUSER and Agent4Rec's ratios, then A/B Agent's 1:4 (§3.3.1).
 TASTE_RATIOS: tuple[int, ...] = (1, 3, 9, 4)
@@ -128,14 +136,26 @@ def taste_discrimination(
     users = sorted(set(grouped.get_column("user_id").to_list()))
     items = lists.group_by("user_id").agg(pl.col("movie_id").unique())
     brain.prepare([by_user[u] for u in users], {u: ms for u, ms in items.iter_rows()})
-    rows = []
-    for ratio, user, movies, relevant in tqdm(
-        grouped.iter_rows(), total=grouped.height, desc="taste discrimination", disable=not progress, mininterval=2.0
-    ):
-        picked = would_watch(brain, by_user[user], movies, catalogue, agent_rng(seed, user, f"taste {ratio}"), fatigue)
+    questions = list(grouped.iter_rows())
+    outcomes: list[str | None] = []  # every decision's fallback reason (None: answered)
+
+    def judge(question) -> tuple:
+        ratio, user, movies, relevant = question
+        rng = agent_rng(seed, user, f"taste {ratio}")
+        picked = would_watch(brain, by_user[user], movies, catalogue, rng, fatigue, outcomes)
         y = np.asarray(relevant, dtype=bool)
         p = np.array([m in picked for m in movies], dtype=bool)
-        rows.append((ratio, user, len(movies), int(y.sum()), *_confusion(y, p)))
+        return (ratio, user, len(movies), int(y.sum()), *_confusion(y, p))
+
+    # One list per thread, as many as the endpoint serves at once (one at a time made 0.28
+    # calls/s on a server that serves 2; issue 21).
+    rows = map_in_order(
+        judge,
+        questions,
+        brain_workers(brain),
+        lambda it: tqdm(it, total=len(questions), desc="taste discrimination", disable=not progress, mininterval=2.0),
+    )
+    check_fallbacks("taste discrimination (sandbox)", outcomes)
     per_agent = _with_metrics(
         pl.DataFrame(
             rows,
@@ -162,15 +182,19 @@ def would_watch(
     catalogue: Catalogue,
     rng: np.random.Generator,
     fatigue: FatigueConfig | None = None,
+    outcomes: list | None = None,
 ) -> set[int]:
     """The movies of `movies` the agent would watch: page by page, what catches its eye on a
-    first visit and what it clicks."""
+    first visit and what it clicks.  `outcomes` gets each decision's fallback reason (None
+    when the brain answered)."""
     sandbox = Sandbox(movies, catalogue, SandboxConfig(list_length=max(len(movies), 1)))
     picked: set[int] = set()
     for page in range(1, sandbox.n_pages + 1):
         if page > 1:
             sandbox.apply(Decision(NEXT_PAGE, 3, "next page of the list being judged"))
         decision = brain.decide(fresh_session(template, fatigue), sandbox.observe(), rng)
+        if outcomes is not None:
+            outcomes.append(decision.fallback_reason)
         on_page = set(sandbox.page_items())
         picked |= on_page & set(decision.caught_eye)
         if decision.action == CLICK_MOVIE and decision.movie_id in on_page:
@@ -245,10 +269,12 @@ def taste_per_item(
     n_bootstrap: int = 2000,
     confidence: float = 0.95,
     progress: bool = False,
+    workers: int | None = None,
 ) -> TasteDiscrimination:
     """The papers' protocol: every list of `lists` (mixed_lists) shown whole, a yes / no for
     every item from `answer` (`threshold_answerer`, `llm_answerer`), scored as
-    `taste_discrimination` scores the sandbox's picks."""
+    `taste_discrimination` scores the sandbox's picks.  `workers` lists are asked at once
+    (default: the answerer's `concurrency`, 1 when it has none)."""
     from tqdm.auto import tqdm
 
     by_user = {s.user_id: s for s in sessions}
@@ -260,14 +286,23 @@ def taste_per_item(
         .group_by("ratio", "user_id", maintain_order=True)
         .agg("movie_id", "relevant")
     )
-    rows = []
-    for ratio, user, movies, relevant in tqdm(
-        grouped.iter_rows(), total=grouped.height, desc="taste, per item", disable=not progress, mininterval=2.0
-    ):
+    questions = list(grouped.iter_rows())
+
+    def judge(question) -> tuple:
+        ratio, user, movies, relevant = question
         picked = answer(by_user[user], movies, ratio)
         y = np.asarray(relevant, dtype=bool)
         p = np.array([m in picked for m in movies], dtype=bool)
-        rows.append((ratio, user, len(movies), int(y.sum()), *_confusion(y, p)))
+        return (ratio, user, len(movies), int(y.sum()), *_confusion(y, p))
+
+    rows = map_in_order(
+        judge,
+        questions,
+        brain_workers(answer) if workers is None else workers,
+        lambda it: tqdm(it, total=len(questions), desc="taste, per item", disable=not progress, mininterval=2.0),
+    )
+    if getattr(answer, "outcomes", None) is not None:  # an answerer that can fail (the LLM's)
+        check_fallbacks("taste discrimination (per item)", answer.outcomes)
     per_agent = _with_metrics(
         pl.DataFrame(
             rows,
@@ -373,9 +408,9 @@ def _best_threshold(items: list[tuple[np.ndarray, np.ndarray]]) -> float:
 
 
 # The LLM brain's per-item answer: the ids it would watch, nothing else.  `list_answer_schema`
-# is the same answer as a JSON schema with the list's ids as an enum (for endpoints that take
-# `response_format: json_schema`); the prompt states it and `check_list_answer` enforces it
-# either way.
+# is the same answer as a strict JSON schema with the list's ids as an enum, sent as the
+# endpoint's structured output mode asks; the prompt states it and `check_list_answer`
+# enforces it either way.
 LIST_ANSWER = (
     'Answer with JSON only, exactly {{"watch": [ids]}}: the ids (numbers in brackets) of every movie above you would '
     "watch, from {ids}; [] if none."
@@ -383,13 +418,14 @@ LIST_ANSWER = (
 
 
 def list_answer_schema(movies: Sequence[int]) -> dict:
+    # uniqueItems is left out: OpenAI's strict mode refuses it; a repeated id counts once.
     return {
         "type": "object",
         "properties": {
             "watch": {
                 "type": "array",
                 "items": {"type": "integer", "enum": [int(m) for m in movies]},
-                "uniqueItems": True,
+                "maxItems": len(movies),
             }
         },
         "required": ["watch"],
@@ -443,15 +479,38 @@ def list_messages(brain, template: AgentSession, movies: Sequence[int], catalogu
 
 
 def llm_answerer(brain, catalogue: Catalogue, seed: int = 0) -> Answerer:
-    """One structured request per list; a list the endpoint never answered validly counts as
-    no picks (counted in `brain.usage` as every failed request is)."""
+    """One structured request per list (`list_answer_schema`); a list the endpoint never
+    answered validly counts as no picks (counted in `brain.usage` as every failed request
+    is).  The answerer carries the brain's `concurrency` (`taste_per_item` asks that many
+    lists at once) and `outcomes`, each list's failure (None when answered), which
+    `taste_per_item` checks (`lists.check_fallbacks`)."""
 
-    def answer(template: AgentSession, movies: Sequence[int], ratio: str) -> set[int]:
+    async def ask(template: AgentSession, movies: Sequence[int], ratio: str):
+        from ops.simulation.brains.llm.client import LLMTransportError
+
+        try:
+            await brain.aready()  # vision probed before the list's posters are written
+        except LLMTransportError as exc:
+            answer.outcomes.append(f"transport: {exc}")
+            return None
         messages = list_messages(brain, fresh_session(template), movies, catalogue)
         request_seed = int(named_rng(seed, "taste per item", int(template.user_id), ratio).integers(2**31))
-        got, _, _, _ = brain.transport.run_sync(
-            brain._ask, messages, lambda text: check_list_answer(text, movies), request_seed, None
+        got, _, errors, failure = await brain._ask(
+            messages,
+            lambda text: check_list_answer(text, movies),
+            request_seed,
+            None,
+            ("list_answer", list_answer_schema(movies)),
         )
+        if got is None and failure is None:
+            failure = f"invalid_answer: invalid {len(errors)} times (last: {errors[-1] if errors else 'none'})"
+        answer.outcomes.append(failure)
+        return got
+
+    def answer(template: AgentSession, movies: Sequence[int], ratio: str) -> set[int]:
+        got = brain.transport.run_sync(ask, template, movies, ratio)
         return set() if got is None else got
 
+    answer.concurrency = brain_workers(brain)
+    answer.outcomes = []
     return answer

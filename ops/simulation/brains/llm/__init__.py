@@ -9,7 +9,12 @@ URLs of the poster files, downscaled); text-only models get a caption that says 
 is: a palette description measured from the image's pixels (`ops.agents.embeddings.poster_look`),
 not a description of what the poster shows.
 
-Every answer is JSON validated against a schema (`PageAnswer`) and against the page (the
+Every request asks for its answer as a strict JSON schema built from the answer and the page
+(`answers.page_schema`: the legal actions, the ids shown, ratings in range, a bounded reason),
+sent as `response_format: json_schema` where the endpoint takes it, else `json_object`, else
+nothing (`structured_output`; `auto` probes the endpoint once, as `vision: auto` does with a
+1x1 image; `client.LLMClient.aresolve`).  Every answer is JSON validated against a schema
+(`PageAnswer`) and against the page (the
 action must be legal, a clicked movie must be on the page, a rating in range).  An answer
 that fails is re-asked ONCE with the error; if it fails again the brain records a safe
 action — `exit` on a home page, `back` on a detail page — with `Decision.fallback_reason`

@@ -109,6 +109,88 @@ def check_reflection(text: str, config: LLMBrainConfig) -> ReflectionAnswer:
     return answer
 
 
+# -- strict JSON schemas (response_format json_schema) ------------------------------------------
+#
+# One per request, from the answer model and the page: what the checks above refuse is, as far
+# as JSON Schema can say it, left out of the schema, so an endpoint that enforces it while
+# decoding cannot produce it.  Written in the subset that llama.cpp's grammar converter, vLLM,
+# Ollama and OpenAI's strict mode share: every key required, additionalProperties false, an
+# optional value as anyOf [..., null], small integer ranges as enums.  The checks stay: an
+# endpoint may ignore the schema, and a schema cannot say "movie_id only with click_movie".
+
+
+def strict_object(properties: dict) -> dict:
+    """An object schema with exactly `properties`, all required."""
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def integer_range(lo: int, hi: int) -> dict:
+    return {"type": "integer", "enum": list(range(int(lo), int(hi) + 1))}
+
+
+def one_of_ids(ids) -> dict:
+    return {"type": "integer", "enum": [int(i) for i in ids]}
+
+
+def nullable(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def bounded_text(max_chars: int) -> dict:
+    return {"type": "string", "minLength": 1, "maxLength": int(max_chars)}
+
+
+def page_schema(observation: Observation, config: LLMBrainConfig) -> tuple[str, dict]:
+    """(name, schema) of the answer to one page: the page's legal actions, the ids it shows
+    (a detail page: its movie), interest and rating in range, a bounded reason."""
+    legal = list(observation.legal_actions)
+    common = {"interest": integer_range(*config.interest_range)}
+    reason = {"reason": bounded_text(config.reason_max_chars)}
+    if observation.page_type == "home":
+        ids = [card.movie_id for card in observation.items]
+        if CLICK_MOVIE not in legal or not ids:
+            movie = {"type": "null"}
+        else:
+            movie = one_of_ids(ids) if legal == [CLICK_MOVIE] else nullable(one_of_ids(ids))
+        eye = (
+            {"type": "array", "items": one_of_ids(ids), "maxItems": len(ids)}
+            if ids
+            else {"type": "array", "maxItems": 0}
+        )
+        props = {"action": {"type": "string", "enum": legal}, "movie_id": movie, **common, "caught_eye": eye, **reason}
+        return "home_page_answer", strict_object(props)
+    shown = observation.detail.card.movie_id
+    if WATCH_AND_RATE not in legal:
+        rating = {"type": "null"}
+    else:
+        scale = integer_range(*config.rating_range)
+        rating = scale if legal == [WATCH_AND_RATE] else nullable(scale)
+    props = {
+        "action": {"type": "string", "enum": legal},
+        "rating": rating,
+        **common,
+        "caught_eye": {"type": "array", "items": one_of_ids([shown]), "maxItems": 1},
+        **reason,
+    }
+    return "detail_page_answer", strict_object(props)
+
+
+def interview_schema(config: LLMBrainConfig) -> tuple[str, dict]:
+    return "exit_interview", strict_object(
+        {"satisfaction": integer_range(*config.satisfaction_range), "reason": bounded_text(config.reason_max_chars)}
+    )
+
+
+def reflection_schema(config: LLMBrainConfig) -> tuple[str, dict]:
+    return "reflection", strict_object(
+        {
+            "preferences": bounded_text(2 * config.reason_max_chars),
+            "satisfaction": integer_range(*config.satisfaction_range),
+            "fatigue": integer_range(*config.interest_range),
+        }
+    )
+
+
 def _parse(text: str, model: type[BaseModel]):
     body = text.strip()
     # Some local models wrap JSON in a Markdown fence despite JSON mode.

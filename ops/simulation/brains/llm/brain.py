@@ -18,7 +18,15 @@ import numpy as np
 from ops.agents.memory import LongTermMemory, describe_short_term
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm import answers, prompts
-from ops.simulation.brains.llm.answers import AnswerError, check_answer, check_interview, check_reflection
+from ops.simulation.brains.llm.answers import (
+    AnswerError,
+    check_answer,
+    check_interview,
+    check_reflection,
+    interview_schema,
+    page_schema,
+    reflection_schema,
+)
 from ops.simulation.brains.llm.client import LLMClient, LLMTransportError, Reply
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.observation import (
@@ -51,17 +59,35 @@ class LLMBrain:
     def __init__(self, config: LLMBrainConfig | None = None, catalogue=None, client=None) -> None:
         self.config = config or LLMBrainConfig()
         self.catalogue = catalogue
+        # From the configuration, not the probe: the name keys checkpoints before any call.
         self.name = f"llm:{self.config.model}" + ("" if self.config.vision else ":no-vision")
         self.transport = LLMClient(self.config, client)
         self.usage = self.transport.usage
         # user id -> tokens, cost, cached, fallback of that agent's exit interview (the
         # interview returns only (satisfaction, reason), so its cost is kept here).
         self.interview_accounting: dict[int, dict] = {}
-        self._posters: OrderedDict[tuple[str, str], list[dict]] = OrderedDict()
+        self._posters: OrderedDict[tuple[str, str, bool], list[dict]] = OrderedDict()
         self._recalled: OrderedDict[tuple, tuple] = OrderedDict()  # (user, page type, movies) -> (memory, lines)
         # user id -> (short-term length when it reflected, the reflection as prompts show it)
         self._reflections: dict[int, tuple[int, str | None]] = {}
         self._posters_lock = threading.Lock()  # guards both memos and the reflections
+
+    @property
+    def vision(self) -> bool:
+        """Whether posters go as images: the configuration's, or what the endpoint's probe
+        found; before the probe of `vision: auto`, True (a prompt only priced is priced at
+        its dearest)."""
+        found = self.transport.vision
+        return bool(self.config.vision) if found is None else found
+
+    @property
+    def concurrency(self) -> int:
+        """Requests the endpoint takes at once (the protocols' thread pools size to it)."""
+        return self.config.concurrency
+
+    async def aready(self) -> None:
+        """Probe what the configuration leaves to `auto` (before prompts with posters are written)."""
+        await self.transport.aresolve()
 
     # -- the Brain protocol ---------------------------------------------------------------
 
@@ -83,9 +109,19 @@ class LLMBrain:
         started = time.perf_counter()
         seed = int(rng.integers(0, 2**31 - 1))
         reflection = await self._reflect(session, rng)
+        try:
+            await self.aready()
+        except LLMTransportError as exc:  # the probe could not reach the endpoint: as any request
+            accounting = self._accounting([], [])
+            latency = time.perf_counter() - started
+            return self._fallback(observation, [], f"{FALLBACK_TRANSPORT}: {exc}", latency, accounting)
         messages = self.page_messages(session, observation)
         answer, replies, errors, failure = await self._ask(
-            messages, lambda text: check_answer(text, observation, self.config), seed, observation
+            messages,
+            lambda text: check_answer(text, observation, self.config),
+            seed,
+            observation,
+            page_schema(observation, self.config),
         )
         latency = time.perf_counter() - started
         accounting = self._accounting(replies, errors)
@@ -117,7 +153,7 @@ class LLMBrain:
         messages = self.interview_messages(session)
         started = time.perf_counter()
         answer, replies, errors, failure = await self._ask(
-            messages, lambda text: check_interview(text, self.config), seed, None
+            messages, lambda text: check_interview(text, self.config), seed, None, interview_schema(self.config)
         )
         accounting = self._accounting(replies, errors)
         fallback_reason = None
@@ -208,7 +244,7 @@ class LLMBrain:
             return None
         seed = int(rng.integers(0, 2**31 - 1))
         answer, replies, errors, failure = await self._ask(
-            self.reflection_messages(session), lambda text: check_reflection(text, c), seed, None
+            self.reflection_messages(session), lambda text: check_reflection(text, c), seed, None, reflection_schema(c)
         )
         accounting = self._accounting(replies, errors)
         with self._posters_lock:
@@ -326,11 +362,18 @@ class LLMBrain:
     # -- asking -----------------------------------------------------------------------------
 
     async def _ask(
-        self, messages: list[dict], check: Callable[[str], object], seed: int, observation: Observation | None
+        self,
+        messages: list[dict],
+        check: Callable[[str], object],
+        seed: int,
+        observation: Observation | None,
+        schema: tuple[str, dict] | None = None,
     ):
         """Ask, validate, re-ask with the error up to `reasks` times, all within the
-        decision's deadline.  Returns (answer or None, replies, errors, failure): failure is
-        the fallback reason when the endpoint failed or the deadline passed, else None."""
+        decision's deadline; `schema` (name, JSON schema) constrains the answer where the
+        endpoint takes one (`LLMClient.request`).  Returns (answer or None, replies, errors,
+        failure): failure is the fallback reason when the endpoint failed or the deadline
+        passed, else None."""
         c = self.config
         replies: list[Reply] = []
         errors: list[str] = []
@@ -338,7 +381,7 @@ class LLMBrain:
         try:
             async with asyncio.timeout(c.decision_deadline_s):
                 for attempt in range(1 + c.reasks):
-                    reply, answer, error = await self._answer(conversation, seed, check)
+                    reply, answer, error = await self._answer(conversation, seed, check, schema)
                     replies.append(reply)
                     if error is None:
                         self.transport.remember(reply)  # only answers that passed the checks
@@ -365,10 +408,12 @@ class LLMBrain:
             )
         return None, replies, errors, None
 
-    async def _answer(self, conversation: list[dict], seed: int, check: Callable[[str], object]):
+    async def _answer(
+        self, conversation: list[dict], seed: int, check: Callable[[str], object], schema: tuple[str, dict] | None
+    ):
         """One reply and its check: (reply, answer, None) or (reply, None, error).  A cached
         reply that fails today's checks is dropped from the cache and asked afresh."""
-        reply = await self.transport.acomplete(conversation, seed)
+        reply = await self.transport.acomplete(conversation, seed, schema=schema)
         try:
             return reply, check(reply.content), None
         except AnswerError as exc:
@@ -376,7 +421,7 @@ class LLMBrain:
                 return reply, None, str(exc)
             log.info("LLM brain: cached answer %s fails the checks (%s); asking the endpoint", reply.key[:16], exc)
             self.transport.forget(reply)
-        reply = await self.transport.acomplete(conversation, seed, use_cache=False)
+        reply = await self.transport.acomplete(conversation, seed, use_cache=False, schema=schema)
         try:
             return reply, check(reply.content), None
         except AnswerError as exc:
@@ -452,7 +497,7 @@ class LLMBrain:
 
     def _poster_parts(self, path: str | None, size: str) -> list[dict]:
         """Image part (vision) or palette caption (text-only) for one poster; memoised."""
-        key = (str(path), size)
+        key = (str(path), size, self.vision)  # a probe may turn vision off after a priced prompt
         with self._posters_lock:
             if key in self._posters:
                 self._posters.move_to_end(key)
@@ -468,7 +513,7 @@ class LLMBrain:
         c = self.config
         if not path:
             return [{"type": "text", "text": "Poster: none."}]
-        if c.vision:
+        if self.vision:
             side = c.image_max_side_small if size == "small" else c.image_max_side_large
             try:
                 url = prompts.poster_data_url(path, side, c.image_jpeg_quality)

@@ -14,7 +14,15 @@ message names the endpoint as `ops.web.safe_endpoint` writes it — scheme, host
 path, never user info or query — and passes through `ops.web.redact`.
 
 The endpoint is `config.base_url`, else `$OPENAI_BASE_URL`, else OpenAI's; whichever it is,
-`LLMClient.endpoint` names it without credentials (recorded in MLflow by the resource).
+`LLMClient.endpoint` names it without credentials (recorded in MLflow by the resource).  An
+endpoint on the loopback needs no key unless `api_key_required` says so (`key_required`).
+
+Capabilities (`aresolve`): what the configuration leaves to `auto` — the structured output
+mode (`response_format`: a strict json_schema per request, json_object, or none) and vision
+— is settled by one tiny probe request each before the first call, remembered per endpoint
+and model for the process, charged to the run's bill and recorded in `usage.facts()`.  A
+probe refused with 400/415/422 or "not supported" means the feature is not there; a bad key
+or a wrong model (401/403/404) is raised as it is.
 
 Cache (`ResponseCache`): one SQLite row per request, keyed by `request_key` — the endpoint
 without credentials plus the whole request (model, messages, sampling, seed, format).
@@ -101,10 +109,23 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    probes: int = 0  # capability probes sent (structured output, vision): apart from the requests above
+    probe_cost_usd: float = 0.0
+    # What the endpoint was found to take ("" until known): run facts, not metrics.
+    structured_output: str = ""
+    vision: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "lock"}
+        """The counts (MLflow metrics)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("lock", *_FACTS)}
+
+    def facts(self) -> dict[str, str]:
+        """What the endpoint was found to take, as the run records it (MLflow tags)."""
+        return {k: getattr(self, k) for k in _FACTS if getattr(self, k)}
+
+
+_FACTS = ("structured_output", "vision")
 
 
 class LLMTransportError(RuntimeError):
@@ -112,7 +133,12 @@ class LLMTransportError(RuntimeError):
 
 
 class LLMEndpointError(RuntimeError):
-    """The endpoint refused the request (bad key, bad request): retrying cannot help."""
+    """The endpoint refused the request (bad key, bad request): retrying cannot help.
+    `status`: the HTTP status of the refusal."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class MalformedReply(Exception):
@@ -143,28 +169,66 @@ class LLMClient:
         self._sync_loop: _LoopThread | None = None
         self._cache = ResponseCache(config.cache_path) if config.cache_path and config.cache != "off" else None
         self._budget = RunBudget(config.budget_path, config.budget_cap_usd) if config.budget_path else None
+        # What the endpoint takes: the configuration's, else found by a probe (`aresolve`),
+        # remembered per endpoint and model for the process.
+        self.structured_output: str | None = (
+            _known(self.endpoint, config.model, "structured_output")
+            if config.structured_output == "auto"
+            else config.structured_output
+        )
+        self.vision: bool | None = (
+            _known(self.endpoint, config.model, "vision") if config.vision == "auto" else bool(config.vision)
+        )
+        self._probe_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> asyncio.Lock
+        self._record_facts()
         # A client dropped without close() still closes its private loop's connections.
         self._sync_holder: dict = {}
         weakref.finalize(self, _release_sync_loop, self._sync_holder, self._loops, client is None)
 
     # -- requests ------------------------------------------------------------------------
 
-    def request(self, messages: list[dict], seed: int | None = None) -> dict:
-        """The chat-completion request for `messages` (what is sent and what is keyed)."""
+    def request(self, messages: list[dict], seed: int | None = None, schema: tuple[str, dict] | None = None) -> dict:
+        """The chat-completion request for `messages` (what is sent and what is keyed);
+        `schema` (name, JSON schema) is the answer's, sent as the structured output mode
+        asks (`response_format`)."""
         c = self.config
         request: dict = {"model": c.model, "messages": messages, c.max_tokens_param: c.max_tokens}
         if c.temperature is not None:
             request["temperature"] = c.temperature
         if c.send_seed and seed is not None:
             request["seed"] = seed
-        if c.json_mode:
-            request["response_format"] = {"type": "json_object"}
+        # Not yet probed (a request only written, e.g. priced): as the best mode would send it.
+        response_format = self.response_format(self.structured_output or "json_schema", schema)
+        if response_format is not None:
+            request["response_format"] = response_format
         return request
 
-    async def acomplete(self, messages: list[dict], seed: int | None = None, use_cache: bool = True) -> Reply:
+    @staticmethod
+    def response_format(mode: str, schema: tuple[str, dict] | None) -> dict | None:
+        """What `response_format` carries in `mode` (json_schema | json_object | text, or
+        UNBOUNDED_SCHEMA: a schema without string lengths); a request without a schema asks
+        for a JSON object in either schema mode."""
+        if mode in ("json_schema", UNBOUNDED_SCHEMA) and schema is not None:
+            name, body = schema
+            if mode == UNBOUNDED_SCHEMA:
+                body = without_keywords(body, STRING_LENGTHS)
+            return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": body}}
+        if mode in ("json_schema", UNBOUNDED_SCHEMA, "json_object"):
+            return {"type": "json_object"}
+        return None
+
+    async def acomplete(
+        self,
+        messages: list[dict],
+        seed: int | None = None,
+        use_cache: bool = True,
+        schema: tuple[str, dict] | None = None,
+    ) -> Reply:
         """One chat completion: from the cache when it holds this request, else from the
-        endpoint (retried).  Nothing is stored here: see `remember`."""
-        request = self.request(messages, seed)
+        endpoint (retried).  Nothing is stored here: see `remember`.  The endpoint's
+        capabilities are probed first where the configuration leaves them to `auto`."""
+        await self.aresolve()
+        request = self.request(messages, seed, schema)
         # The key is a canonical JSON dump and a hash of a ~4 kB request: only with a cache.
         key = request_key(request, self.endpoint) if self._cache is not None else ""
         if self._cache is not None and use_cache:
@@ -224,6 +288,93 @@ class LLMClient:
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         c = self.config
         return (prompt_tokens * c.price_prompt_per_1m + completion_tokens * c.price_completion_per_1m) / 1e6
+
+    # -- capabilities ------------------------------------------------------------------------
+
+    async def aresolve(self) -> None:
+        """Settle what `auto` leaves open — the structured output mode and vision — by one
+        probe each, once per endpoint and model in this process (a probe's transport failure
+        is not remembered: the next call probes again)."""
+        if self.structured_output is not None and self.vision is not None:
+            return
+        loop = asyncio.get_running_loop()
+        with self._loops_lock:
+            lock = self._probe_locks.setdefault(loop, asyncio.Lock())
+        async with lock:  # the agents that start together wait for one probe
+            if self.structured_output is None:
+                self.structured_output = await self._settle("structured_output", self._probe_structured_output)
+            if self.vision is None:
+                self.vision = await self._settle("vision", self._probe_vision)
+            self._record_facts()
+
+    def resolve(self) -> None:
+        """`aresolve` from synchronous code."""
+        if self.structured_output is None or self.vision is None:
+            self.run_sync(self.aresolve)
+
+    async def _settle(self, feature: str, probe: Callable):
+        key = (self.endpoint, self.config.model, feature)
+        with _PROBED_LOCK:
+            if key in _PROBED:
+                return _PROBED[key]
+        value = await probe()
+        with _PROBED_LOCK:
+            _PROBED.setdefault(key, value)
+        log.info("LLM endpoint %s (model %s): %s %s (probed once)", self.endpoint, self.config.model, feature, value)
+        return value
+
+    async def _probe(self, messages: list[dict], response_format: dict | None = None) -> bool:
+        """One tiny request: True when the endpoint answers it, False when it refuses it as a
+        request it cannot serve (400, 415, 422, or a "not supported" 500/501).  A bad key or a
+        wrong path or model (401, 403, 404) is no answer about a feature: raised as it is."""
+        c = self.config
+        request: dict = {"model": c.model, "messages": messages, c.max_tokens_param: PROBE_MAX_TOKENS}
+        if c.temperature is not None:
+            request["temperature"] = c.temperature
+        if response_format is not None:
+            request["response_format"] = response_format
+        with self.usage.lock:
+            self.usage.probes += 1
+        # Charged to the run's bill like any call: a tiny prompt (an image's tokens included).
+        budget, ceiling = self._budget, self.cost(PROBE_PROMPT_TOKENS, PROBE_MAX_TOKENS)
+        if budget is not None:
+            budget.reserve(ceiling, self.config.budget_label)
+        spent = 0.0
+        try:
+            _, pt, ct, _ = await self._create(request)
+            spent = self.cost(pt, ct)
+            with self.usage.lock:
+                self.usage.probe_cost_usd += spent
+        except LLMEndpointError as exc:
+            if exc.status in (401, 403, 404):
+                raise
+            log.info("LLM endpoint %s refused a probe: %s", self.endpoint, exc)
+            return False
+        finally:
+            if budget is not None:
+                budget.settle(ceiling, spent, self.config.budget_label)
+        return True
+
+    async def _probe_structured_output(self) -> str:
+        """The first the endpoint takes of: json_schema; a schema without string lengths
+        (strict modes that refuse minLength / maxLength — a reason may then run long, the
+        rest is still enforced); json_object; else text."""
+        messages = [{"role": "user", "content": PROBE_JSON_PROMPT}]
+        for mode in ("json_schema", UNBOUNDED_SCHEMA, "json_object"):
+            if await self._probe(messages, self.response_format(mode, PROBE_SCHEMA)):
+                return mode
+        return "text"
+
+    async def _probe_vision(self) -> bool:
+        content = [{"type": "text", "text": "What colour is this image? One word."}, PROBE_IMAGE_PART]
+        return await self._probe([{"role": "user", "content": content}])
+
+    def _record_facts(self) -> None:
+        with self.usage.lock:
+            if self.structured_output is not None:
+                self.usage.structured_output = self.structured_output
+            if self.vision is not None:
+                self.usage.vision = "true" if self.vision else "false"
 
     # -- event loops -----------------------------------------------------------------------
 
@@ -308,7 +459,8 @@ class LLMClient:
                 raise self._exhausted(exc) from None
             hint = f"; {refusal_hint(str(exc))}" if _refused_feature(exc) else ""
             raise LLMEndpointError(
-                f"LLM endpoint {self.endpoint} (model {c.model}) refused the request: {_describe(exc)}{hint}"
+                f"LLM endpoint {self.endpoint} (model {c.model}) refused the request: {_describe(exc)}{hint}",
+                status=exc.status_code,
             ) from None
         except (openai.APIConnectionError, MalformedReply) as exc:
             raise self._exhausted(exc) from None
@@ -360,10 +512,11 @@ class LLMClient:
         c = self.config
         key = os.environ.get(c.api_key_env) if c.api_key_env else None
         if not key:
-            if c.api_key_required:
+            if key_required(c.api_key_required, self._base_url):
                 raise RuntimeError(
-                    f"LLM brain needs an API key in the environment variable {c.api_key_env!r} "
-                    "(or api_key_required=False for a local server)"
+                    f"LLM brain needs an API key in the environment variable {c.api_key_env!r} for {self.endpoint} "
+                    "(an endpoint on this machine needs none; api_key_required false, SIMAB_LLM_API_KEY_REQUIRED=false, "
+                    "for a remote one that takes no key)"
                 )
             key = "no-key-needed"  # the client insists on a non-empty key
         register_secrets([key], _HTTP_LOGGERS)
@@ -386,6 +539,28 @@ class LLMClient:
         return openai.AsyncOpenAI(
             api_key=key, base_url=base_url, default_query=query, timeout=c.timeout_s, max_retries=0, http_client=http
         )
+
+
+def key_required(setting: bool | None, base_url: str | None) -> bool:
+    """Whether an API key is needed: as `setting` says, else (None) unless the endpoint is on
+    the loopback — a local llama.cpp, vLLM or Ollama takes none, a remote endpoint does."""
+    if setting is not None:
+        return bool(setting)
+    return not is_loopback(resolve_base_url(base_url))
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url`'s host is this machine: localhost, 127.0.0.0/8, ::1 or 0.0.0.0."""
+    import ipaddress
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 def resolve_base_url(base_url: str | None) -> str:
@@ -577,6 +752,65 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{args.cache} is damaged ({exc.__cause__}); moved it aside to {moved}: the next run starts a new cache")
 
 
+# -- capability probes ----------------------------------------------------------------------------
+
+# (endpoint, model, feature) -> what the probe found, for this process.
+_PROBED: dict[tuple[str, str, str], object] = {}
+_PROBED_LOCK = threading.Lock()
+PROBE_MAX_TOKENS = 32
+PROBE_PROMPT_TOKENS = 400  # the bill's ceiling for a probe's prompt: ~50 tokens of text, an image at most ~255
+PROBE_JSON_PROMPT = 'Reply with the JSON object {"ok": true, "word": "yes", "n": 1}.'
+# The keywords the answers' schemas use (enum, anyOf with null, maxLength, maxItems): an endpoint
+# that refuses one of them refuses this probe too.
+PROBE_SCHEMA = (
+    "probe",
+    {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "word": {"type": "string", "minLength": 1, "maxLength": 8},
+            "n": {"anyOf": [{"type": "integer", "enum": [1, 2, 3]}, {"type": "null"}]},
+            "ids": {"type": "array", "items": {"type": "integer", "enum": [1, 2]}, "maxItems": 2},
+        },
+        "required": ["ok", "word", "n", "ids"],
+        "additionalProperties": False,
+    },
+)
+# A 1x1 white PNG.
+PROBE_IMAGE_PART = {
+    "type": "image_url",
+    "image_url": {
+        "url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4//8/AAX+Av4N70a4AAAAAElFTkSuQmCC",
+        "detail": "low",
+    },
+}
+
+
+# The schema mode of an endpoint whose strict mode refuses string lengths.
+UNBOUNDED_SCHEMA = "json_schema without string lengths"
+STRING_LENGTHS = ("minLength", "maxLength")
+
+
+def without_keywords(schema, keywords: tuple[str, ...]):
+    """`schema` with `keywords` removed at every level."""
+    if isinstance(schema, dict):
+        return {k: without_keywords(v, keywords) for k, v in schema.items() if k not in keywords}
+    if isinstance(schema, list):
+        return [without_keywords(v, keywords) for v in schema]
+    return schema
+
+
+def _known(endpoint: str, model: str, feature: str):
+    with _PROBED_LOCK:
+        return _PROBED.get((endpoint, model, feature))
+
+
+def forget_probes() -> None:
+    """Forget what the probes found (tests; an endpoint restarted with other features)."""
+    with _PROBED_LOCK:
+        _PROBED.clear()
+
+
 # -- helpers ------------------------------------------------------------------------------------
 
 
@@ -644,8 +878,11 @@ def refusal_hint(text: str) -> str:
     text = text.lower()
     if "image" in text or "vision" in text or "multimodal" in text:
         return "the endpoint takes no images: set vision false (SIMAB_LLM_VISION=false, the llm resource's vision)"
-    if "response_format" in text or "json" in text or "grammar" in text:
-        return "the endpoint refuses the JSON response format: set json_mode false (the llm resource's json_mode)"
+    if "response_format" in text or "json" in text or "grammar" in text or "schema" in text:
+        return (
+            "the endpoint refuses the response format asked for: set structured_output json_object or text "
+            "(SIMAB_LLM_STRUCTURED_OUTPUT, the llm resource's structured_output)"
+        )
     if "seed" in text:
         return "the endpoint refuses the seed parameter: set send_seed false"
     return "the endpoint does not support a feature this request uses: check the llm resource's settings"

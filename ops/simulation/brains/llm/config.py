@@ -19,12 +19,16 @@ class LLMBrainConfig(BaseModel):
     model: str = "gpt-4o-mini"
     # Posters as images (A/B Agent's multimodal perception, §2.4.2); False for text-only
     # models, which get a palette caption instead (also the "w/o vision" ablation, Table 5).
-    vision: bool = True
+    # "auto": one probe of the endpoint (a 1x1 image) decides, cached per endpoint and model
+    # for the process — a text-only server (llama.cpp: HTTP 500 "image input is not
+    # supported") would otherwise fail every page.
+    vision: bool | Literal["auto"] = "auto"
     # The NAME of the environment variable holding the key, never the key itself.
     api_key_env: str = "OPENAI_API_KEY"
-    # Local servers (vLLM, Ollama) need no key: False sends a placeholder when the
-    # variable is unset.
-    api_key_required: bool = True
+    # None: a key is needed unless the endpoint is on the loopback (127.0.0.0/8, localhost,
+    # ::1, 0.0.0.0: a local llama.cpp, vLLM or Ollama); True / False say so explicitly.
+    # Without a needed key the client sends a placeholder.
+    api_key_required: bool | None = None
 
     # -- sampling ------------------------------------------------------------------------
     # Not given by the papers; people differ, so answers are sampled, with the seed drawn
@@ -35,8 +39,17 @@ class LLMBrainConfig(BaseModel):
     max_tokens: int = Field(300, ge=16)  # a JSON answer with a one-sentence reason
     # Newer OpenAI reasoning models accept only "max_completion_tokens".
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    # response_format={"type": "json_object"}: supported by OpenAI, vLLM and Ollama.
-    json_mode: bool = True
+    # How answers are constrained (`response_format`): "json_schema" sends a strict schema
+    # built per request from the answer and the page (legal actions, the ids shown, bounded
+    # strings; `answers.page_schema`) — llama.cpp, vLLM, Ollama and OpenAI enforce it while
+    # decoding, and a small model's answers go from 0 % to ~100 % valid (issue 21);
+    # "json_object" asks for any JSON object; "text" sends none (the prompt states the
+    # format either way, and every answer is checked after).  "auto": one probe request
+    # finds the first the endpoint accepts, cached per endpoint and model for the process.
+    structured_output: Literal["auto", "json_schema", "json_object", "text"] = "auto"
+    # Longest `reason` the schema allows: a model writing on would otherwise run to
+    # max_tokens and cut its JSON off.
+    reason_max_chars: int = Field(200, ge=16)
 
     # -- answers (docs/definitions.md: "re-asked once when malformed") -----------------------------
     reasks: int = Field(1, ge=0)

@@ -10,16 +10,23 @@ scored on held-out ratings as the issue asks rather than SimUSER's "this user vs
 comparison.  The kept persona replaces the profile's deterministic one
 (`ops.agents.persona`), so every prompt of the LLM brain shows it (`with_persona`).
 
-Every answer is schema-checked and re-asked like a page answer (`LLMBrain._ask`), and comes
-from the brain's response cache when it holds the request, so matching again is free.
-`match_personas` matches many users at once (the transport bounds the requests in flight);
+Every answer is schema-checked and re-asked like a page answer (`LLMBrain._ask`), asked with a
+strict JSON schema where the endpoint takes one (`persona_schema`, `ratings_schema`: the ages
+listed, traits 1-3, bounded strings; exactly the validation movies' ids), and comes from the
+brain's response cache when it holds the request, so matching again is free.  Every candidate
+that is not kept says why (`PersonaMatch.dropped`: it could not be written, could not rate the
+movies, or rated them worse than the kept one), logged and stored beside it.
+`match_personas` matches many users, and each user's candidates, at once (the transport's
+`concurrency` bounds the requests in flight);
 the asset `llm_personas` stores `personas_frame`, and a simulation with `persona: matched`
 applies it (`apply_personas`); `ops.simulation.cost.estimate_persona_cost` is its bill.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +34,16 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from ops.simulation.brains.llm.answers import AnswerError, _parse
+from ops.simulation.brains.llm.answers import (
+    AnswerError,
+    _parse,
+    bounded_text,
+    integer_range,
+    one_of_ids,
+    strict_object,
+)
+
+log = logging.getLogger(__name__)
 
 AGES = ("Under 18", "18-24", "25-34", "35-44", "45-49", "50-55", "56+")
 OCCUPATIONS_HINT = (
@@ -96,16 +112,44 @@ class _Ratings(BaseModel):
     ratings: list[_Rating]
 
 
+def persona_schema() -> tuple[str, dict]:
+    """The candidate persona as a strict JSON schema (PersonaCandidate, with the ages listed)."""
+    trait = integer_range(1, 3)
+    return "persona", strict_object(
+        {
+            "age": {"type": "string", "enum": list(AGES)},
+            "openness": trait,
+            "conscientiousness": trait,
+            "extraversion": trait,
+            "agreeableness": trait,
+            "neuroticism": trait,
+            "occupation": bounded_text(60),
+            "background": bounded_text(300),
+            "hobbies": {"type": "array", "items": bounded_text(40), "maxItems": 3},
+            "taste": bounded_text(300),
+        }
+    )
+
+
+def ratings_schema(movie_ids: Sequence[int]) -> tuple[str, dict]:
+    """One rating 1-5 for each of `movie_ids` (ids from the list only, as many as listed)."""
+    n = len(movie_ids)
+    entry = strict_object({"movie_id": one_of_ids(movie_ids), "rating": integer_range(1, 5)})
+    return "ratings", strict_object({"ratings": {"type": "array", "items": entry, "minItems": n, "maxItems": n}})
+
+
 @dataclass(frozen=True)
 class PersonaMatch:
-    """The kept persona and how every candidate did (RMSE on the held-out ratings; None
-    for a candidate the model could not write or rate)."""
+    """The kept persona (None: no candidate could be scored; the user keeps its trait
+    persona) and how every candidate did: its RMSE on the held-out ratings (None for a
+    candidate the model could not write or rate) and why it was dropped (None for the kept one)."""
 
     user_id: int
-    persona: str
-    rmse: float
+    persona: str | None
+    rmse: float | None
     candidates: tuple[str, ...]
     scores: tuple[float | None, ...]
+    dropped: tuple[str | None, ...] = ()
 
 
 async def amatch_persona(
@@ -119,40 +163,79 @@ async def amatch_persona(
 ) -> PersonaMatch | None:
     """SimUSER persona matching for one user (module docstring).  `brain` is an
     `LLMBrain` (its transport, cache, checks and movie names); `history` and `validation`
-    are (movie id, rating) pairs of the train and validation windows.  None when no
-    candidate could be scored."""
+    are (movie id, rating) pairs of the train and validation windows.  The candidates are
+    asked at once; each has its own two seeds, drawn in order, so the match is the same
+    whatever order the answers arrive in."""
     rng, prompt = persona_prompt(brain, user_id, history, seed, history_sample)
     movies = rating_movies(brain, validation)
     truth = {int(m): int(r) for m, r in validation}
-    candidates: list[str] = []
-    scores: list[float | None] = []
-    best: tuple[float, str] | None = None
-    for _ in range(n_candidates):
-        written, *_ = await brain._ask(
+    seeds = [(int(rng.integers(0, 2**31 - 1)), int(rng.integers(0, 2**31 - 1))) for _ in range(n_candidates)]
+
+    async def candidate(write_seed: int, rate_seed: int) -> tuple[str, float | None, str | None]:
+        written, _, errors, failure = await brain._ask(
             [{"role": "user", "content": prompt}],
             lambda t: _parse(t, PersonaCandidate),
-            int(rng.integers(0, 2**31 - 1)),
+            write_seed,
             None,
+            persona_schema(),
         )
         if written is None:
-            candidates.append("")
-            scores.append(None)
-            continue
+            return "", None, f"not written: {_why(errors, failure)}"
         text = written.text()
-        rated, *_ = await brain._ask(
+        rated, _, errors, failure = await brain._ask(
             [{"role": "user", "content": RATING_TEMPLATE.format(persona=text, movies=movies)}],
             lambda t: _check_ratings(t, truth),
-            int(rng.integers(0, 2**31 - 1)),
+            rate_seed,
             None,
+            ratings_schema(list(truth)),
         )
-        score = None if rated is None else float(np.sqrt(np.mean([(rated[m] - r) ** 2 for m, r in truth.items()])))
-        candidates.append(text)
-        scores.append(score)
-        if score is not None and (best is None or score < best[0]):
-            best = (score, text)
-    if best is None:
-        return None
-    return PersonaMatch(user_id, best[1], best[0], tuple(candidates), tuple(scores))
+        if rated is None:
+            return text, None, f"not rated: {_why(errors, failure)}"
+        return text, float(np.sqrt(np.mean([(rated[m] - r) ** 2 for m, r in truth.items()]))), None
+
+    results = await asyncio.gather(*(candidate(w, r) for w, r in seeds))
+    candidates = tuple(text for text, _, _ in results)
+    scores = tuple(score for _, score, _ in results)
+    scored = [i for i, s in enumerate(scores) if s is not None]
+    kept = min(scored, key=lambda i: (scores[i], i)) if scored else None  # the first of equals, as asked
+    dropped = tuple(
+        None
+        if i == kept
+        else why
+        if why is not None
+        else f"worse: RMSE {scores[i]:.3f} against the kept candidate's {scores[kept]:.3f}"
+        for i, (_, _, why) in enumerate(results)
+    )
+    for i, why in enumerate(dropped):
+        if why is not None:
+            log.info("persona matching: user %s, candidate %d of %d dropped: %s", user_id, i + 1, n_candidates, why)
+    if kept is None:
+        log.warning(
+            "persona matching: user %s keeps its trait persona, none of %d candidates could be scored (%s)",
+            user_id,
+            n_candidates,
+            "; ".join(sorted(set(dropped))),
+        )
+        return PersonaMatch(user_id, None, None, candidates, scores, dropped)
+    return PersonaMatch(user_id, candidates[kept], scores[kept], candidates, scores, dropped)
+
+
+def _why(errors: Sequence[str], failure: str | None) -> str:
+    """Why an answer was not had: the endpoint's failure, or the last check it failed."""
+    if failure:
+        return failure
+    return f"invalid_answer: invalid {len(errors)} times (last: {errors[-1]})" if errors else "no answer"
+
+
+def drop_summary(matches: Mapping[int, PersonaMatch | None]) -> dict[str, int]:
+    """How many candidates were dropped for each kind of reason (not written, not rated, worse)."""
+    out: dict[str, int] = {}
+    for m in matches.values():
+        for why in m.dropped if m else ():
+            if why is not None:
+                kind = why.split(":", 1)[0]
+                out[kind] = out.get(kind, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def match_persona(
@@ -172,8 +255,6 @@ async def amatch_personas(
     """`amatch_persona` for every user of `inputs` (user id -> (train history, validation
     pairs)), all in flight at once: the brain's transport bounds the requests (its
     `concurrency`).  `progress(done, total)` is called as users finish."""
-    import asyncio
-
     done = 0
 
     async def one(user_id: int):
@@ -241,7 +322,8 @@ SAMPLE_RATING = '{"movie_id": 1234, "rating": 4}, '
 
 def personas_frame(matches: Mapping[int, PersonaMatch | None]) -> pl.DataFrame:
     """One row per user: the kept persona and its RMSE (null when no candidate could be
-    scored: the user keeps its trait persona), every candidate and its score."""
+    scored: the user keeps its trait persona), every candidate, its score and why it was
+    dropped (null for the kept one)."""
     rows = [
         {
             "user_id": u,
@@ -249,6 +331,7 @@ def personas_frame(matches: Mapping[int, PersonaMatch | None]) -> pl.DataFrame:
             "rmse": m.rmse if m else None,
             "candidates": list(m.candidates) if m else [],
             "scores": list(m.scores) if m else [],
+            "dropped": list(m.dropped) if m else [],
         }
         for u, m in sorted(matches.items())
     ]
@@ -258,6 +341,7 @@ def personas_frame(matches: Mapping[int, PersonaMatch | None]) -> pl.DataFrame:
         "rmse": pl.Float64,
         "candidates": pl.List(pl.Utf8),
         "scores": pl.List(pl.Float64),
+        "dropped": pl.List(pl.Utf8),
     }
     return pl.DataFrame(rows, schema=schema)
 

@@ -38,6 +38,9 @@ class AugmentationAssetConfig(Config):
         description="positive: a click is a positive example | watched: the rating of the watch that followed, else a negative",
     )
     max_epochs: int = Field(default=0, description="≤ 20 in Appendix B; 0 = default ($SIMAB_MAX_EPOCHS)")
+    validation_negatives: float = Field(
+        default=0.0, ge=0, description="as recommender_arm's ($SIMAB_VALIDATION_NEGATIVES; implicit feedback: 1)"
+    )
     seed: int = Field(default=1024, description="torch / sampling seed, the same for original and augmented models")
     seeds: int = Field(
         default=1,
@@ -80,6 +83,8 @@ def augmentation_metrics(
     overrides = {"seed": config.seed, "device": config.device, "use_metadata": config.use_metadata}
     if config.max_epochs:
         overrides["max_epochs"] = config.max_epochs
+    if config.validation_negatives:
+        overrides["validation_negatives"] = config.validation_negatives
     params = {**config.model_dump(), "models": ",".join(models), "not_applicable": ",".join(not_applicable)}
 
     with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm}):

@@ -2,7 +2,8 @@
 
 `synthetic` (default) generates MovieLens-shaped data with planted tastes offline;
 `local` reads a folder of ML-1M `*.dat` or ML-100K `u.*` files; `download` fetches the
-official GroupLens archive (checksum-verified, cached, resumable).  The synthetic source also
+official GroupLens archive (checksum-verified, cached, resumable); `files`, `steam` and
+`steam-download` read any domain (docs/data_model.md).  The synthetic source also
 yields its hidden tastes (for tests that check later stages recover them) and its side
 information (metadata and posters); other sources yield empty frames there.
 
@@ -26,12 +27,27 @@ from resources.storage import data_root, frame_digest
 GROUP = "ingestion"
 
 
+def default_steam_path() -> str:
+    """$SIMAB_SHARED_DATA/steam-australian: the reference copy beside the clone (never shipped)."""
+    from ops.settings import load
+
+    return str(load().shared_data / "steam-australian")
+
+
 class IngestionConfig(Config):
     """Which MovieLens source to use ($SIMAB_SOURCE, $SIMAB_LOCAL_PATH, $SIMAB_DATASET fill it
     in through `pipelines.run_config`)."""
 
-    source: Source = Field(default="synthetic", description="synthetic | local | download")
+    source: Source = Field(
+        default="synthetic", description="synthetic | local | download | files | steam | steam-download"
+    )
     local_path: str = Field(default="", description="folder for source=local")
+    files_path: str = Field(default="", description="folder for source=files (docs/data_model.md)")
+    steam_path: str = Field(default="", description="folder for source=steam (interactions.csv, items.jsonl)")
+    steam_min_interactions: int = Field(default=5, ge=1, description="steam: keep users with at least this many")
+    steam_url: str = Field(default="", description="steam-download: base URL of the two files (default: the lab's)")
+    steam_sha256_reviews: str = Field(default="", description="steam-download: pinned SHA-256 of the reviews file")
+    steam_sha256_games: str = Field(default="", description="steam-download: pinned SHA-256 of the games file")
     dataset: Dataset = Field(default="ml-1m", description="archive for source=download")
     seed: int = Field(default=0, description="seed of the synthetic generator")
     synthetic_users: int = Field(default=0, description="synthetic: number of users (0 = generator default)")
@@ -51,7 +67,9 @@ class IngestionConfig(Config):
             group_name=GROUP, code_version="1", description="synthetic source only: each user's hidden tastes"
         ),
         "synthetic_side_info": AssetOut(
-            group_name=GROUP, code_version="1", description="synthetic source only: metadata and posters"
+            group_name=GROUP,
+            code_version="1",
+            description="the source's own side information (synthetic, files, steam): metadata and images",
         ),
     },
     compute_kind="polars",
@@ -61,6 +79,7 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
     from ops.data.plots import activity_and_popularity, rating_distribution
 
     tastes = pl.DataFrame(schema=HIDDEN_TASTES)
+    extra_meta: dict[str, str] = {}
     side_info = pl.DataFrame(schema=METADATA)
     if config.source == "synthetic":
         from ops.data.synthetic import SyntheticConfig, generate
@@ -79,6 +98,36 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
             data.metadata,
         )
         origin = f"synthetic(seed={config.seed})"
+    elif config.source in ("files", "steam", "steam-download"):
+        if config.source == "steam-download":
+            from ops.data.steam_download import CITATION_NOTICE, download_steam, load_steam_download
+
+            context.log.info(CITATION_NOTICE)
+            files = download_steam(
+                data_root() / "downloads" / "steam",
+                base_url=config.steam_url,
+                sha256={"reviews": config.steam_sha256_reviews, "games": config.steam_sha256_games},
+            )
+            # What was downloaded, so that a later run can pin it (SIMAB_STEAM_SHA256_*).
+            extra_meta = {f"sha256 {name}": digest for name, digest in files.sha256.items()}
+            context.log.info(f"Steam files: {files.sha256} from {files.urls}")
+            tables = load_steam_download(files, config.steam_min_interactions)
+            origin = f"steam-download:{files.reviews.parent}"
+        elif config.source == "files":
+            from ops.data.domain import load_files
+
+            if not config.files_path:
+                raise ValueError("source 'files' needs files_path (SIMAB_FILES_PATH): a folder in docs/data_model.md")
+            tables = load_files(config.files_path)
+            origin = f"files:{Path(config.files_path).expanduser()}"
+        else:
+            from ops.data.steam import load_steam
+
+            tables = load_steam(config.steam_path or default_steam_path(), config.steam_min_interactions)
+            origin = f"steam:{Path(config.steam_path or default_steam_path()).expanduser()}"
+            context.log.info("Steam data (UCSD McAuley lab): research use with citation; never redistribute it.")
+        users, movies, ratings, side_info = tables.users, tables.movies, tables.ratings, tables.metadata
+        context.log.info(f"{origin}: {tables.counts}")
     else:
         from ops.data.movielens import load_local
         from ops.data.movielens_download import download
@@ -103,7 +152,9 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
         stored="users, movies, ratings, planted_tastes, synthetic_side_info",
     )
     density = ratings.height / max(users.height * movies.height, 1)
-    with mlflow_tracking.asset_run(context, params={"source": config.source, "origin": origin, "seed": config.seed}):
+    params = {"source": config.source, "origin": origin, "seed": config.seed}
+    params.update({key.replace(" ", "_"): value for key, value in extra_meta.items()})
+    with mlflow_tracking.asset_run(context, params=params):
         mlflow_tracking.tag_parent(context, {"data_source": config.source})
         mlflow_tracking.log_metrics(
             {
@@ -125,7 +176,7 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
     context.log.info(
         f"{origin}: {users.height} users, {movies.height} movies, {ratings.height} ratings (density {density:.4f})"
     )
-    meta = {"source": origin}
+    meta = {"source": origin, **extra_meta}
     yield MaterializeResult(
         asset_key="users",
         value=users,

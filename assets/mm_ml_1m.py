@@ -51,13 +51,14 @@ def movie_metadata(
     """Per-movie overview, vote average and count, release date, genres, directors, actors, posters."""
     source = config.source
     if source == "auto":
+        # The source's own side information when it has some (synthetic, files, steam).
         source = "synthetic" if synthetic_side_info.height else "none"
     links = _read_links(config.links_path) if config.links_path else None
     failures = None
     if source == "synthetic":
         if synthetic_side_info.height == 0:
             raise ValueError(
-                "metadata source 'synthetic' needs the synthetic MovieLens source (ingestion source=synthetic)"
+                "metadata source 'synthetic' needs a source with side information (ingestion source synthetic, files or steam)"
             )
         metadata = synthetic_side_info
     elif source == "local":
@@ -78,6 +79,9 @@ def movie_metadata(
     # The contract before anything is stored (data_contracts.checks says why).
     stop_before_storing({"movie_metadata": metadata_verdict(metadata, movies)}, stored="movie_metadata")
 
+    if source == "synthetic" and metadata.height:
+        # files / steam side information travels the synthetic path; name it as it is.
+        source = metadata.get_column("metadata_source").drop_nulls().head(1).str.split(":").list.first().item()
     with mlflow_tracking.asset_run(context, params={"source": source, "links": bool(links is not None)}):
         mlflow_tracking.log_metrics(
             {

@@ -26,6 +26,11 @@ class ArmTrainingConfig(Config):
         default=True, description="add MM-ML-1M vote average, log vote count, release year when present"
     )
     registered_model_prefix: str = Field(default="simab", description="MLflow Model Registry name: <prefix>-<arm>")
+    validation_negatives: float = Field(
+        default=0.0,
+        ge=0,
+        description="unrated pairs per validation row added as negatives for early stopping (0: rated pairs only; implicit feedback: 1, $SIMAB_VALIDATION_NEGATIVES)",
+    )
     divergence_guard: bool = Field(
         default=True,
         description="stop an arm whose loss is NaN, whose log loss explodes or whose validation AUC stays near 0.5 (ops.arms.recommenders.DivergenceGuard) instead of registering it",
@@ -57,6 +62,8 @@ def recommender_arm(
         overrides["divergence"] = {"enabled": False}
     if config.max_epochs:
         overrides["max_epochs"] = config.max_epochs
+    if config.validation_negatives:
+        overrides["validation_negatives"] = config.validation_negatives
     model = make_arm(arm, **overrides)
     # Test users only (no labels): the users a lists file must cover, ranked once downstream.
     data = FitData(train_ratings, valid_ratings, users, mm_ml_1m, rank_users=ranking_users(train_ratings, test_ratings))

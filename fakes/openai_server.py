@@ -96,6 +96,7 @@ class FakeOpenAI:
         self.rules: list[tuple[Callable[[dict], bool], Outcome]] = []
         self.calls = 0
         self.probes: list[dict] = []
+        self.probe_tokens = 0  # prompt and completion tokens of the probes answered
         self.refusals: dict[str, Outcome] = {}  # "json_schema" | "json_object" | "image" -> the refusal
         self.in_flight = 0
         self.max_in_flight = 0
@@ -170,9 +171,8 @@ class FakeOpenAI:
         if _is_probe(body):
             with self._lock:
                 self.probes.append(body)
-                if refusal is None:  # a probe answered is paid for, as any call
-                    self.prompt_tokens += PROBE_TOKENS[0]
-                    self.completion_tokens += PROBE_TOKENS[1]
+                if refusal is None:  # a probe answered is paid for, counted apart from the calls
+                    self.probe_tokens += sum(PROBE_TOKENS)
             if refusal is not None:
                 return refusal, _json(_error(refusal.message or "refused", "invalid_request_error"))
             return Outcome(), _json(completion(PROBE_REPLY, body.get("model", "test-model"), *PROBE_TOKENS))

@@ -99,8 +99,16 @@ METADATA = {
     "actors": pl.List(pl.Utf8),  # billing order
     "poster_small": pl.Utf8,  # absolute path of the home-page poster file
     "poster_large": pl.Utf8,  # absolute path of the detail-page poster file
-    "metadata_source": pl.Utf8,  # "tmdb", "local:<file>", "synthetic"
+    "metadata_source": pl.Utf8,  # "tmdb", "local:<file>", "synthetic", "files:<folder>", "steam:<folder>"
+    # Any domain (docs/data_model.md): the item's further attributes as one JSON object
+    # (e.g. {"author": ..., "price": ...}), and the domain's noun ("movie", "book", "game").
+    "attributes": pl.Utf8,
+    "item_noun": pl.Utf8,
 }
+
+# Columns added after tables were first stored: `conform` fills them with nulls where a
+# frame (a stored asset, a loader written before them) lacks them.
+OPTIONAL_COLUMNS = frozenset({"attributes", "item_noun"})
 
 # Hidden tastes planted by the synthetic generator, one row per user, so that tests can
 # check that later stages recover them.  Weights are over GENRES (same order).
@@ -186,6 +194,9 @@ def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], table: str) -> pl.
     Raises ValueError naming the table and the missing columns, or the column that
     cannot be cast.
     """
+    fill = [c for c in schema if c not in df.columns and c in OPTIONAL_COLUMNS]
+    if fill:
+        df = df.with_columns([pl.lit(None, dtype=schema[c]).alias(c) for c in fill])
     missing = [c for c in schema if c not in df.columns]
     if missing:
         raise ValueError(f"table {table!r} lacks column(s) {missing}; it has {df.columns}")

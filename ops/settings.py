@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 # The values the asset configs accept, defined here once and imported by them.
-Source = Literal["synthetic", "local", "download"]
+Source = Literal["synthetic", "local", "download", "files", "steam", "steam-download"]
 Dataset = Literal["ml-1m", "ml-100k"]
 MetadataSource = Literal["auto", "synthetic", "local", "tmdb", "none"]
 BrainName = Literal["embedded", "llm"]
@@ -70,8 +70,50 @@ class Settings(BaseModel):
     source: Source | None = setting(
         None,
         "SIMAB_SOURCE",
-        "MovieLens source: synthetic (default, offline) | local | download",
+        "data source: synthetic (default, offline) | local | download (MovieLens) | files (your own, docs/data_model.md) | steam "
+        "| steam-download (the UCSD originals)",
         ops=("movielens.source",),
+    )
+    files_path: str | None = setting(
+        None,
+        "SIMAB_FILES_PATH",
+        "folder of interactions, items (CSV or Parquet), optional users, images/, dataset.json (source files)",
+        ops=("movielens.files_path",),
+    )
+    steam_path: str | None = setting(
+        None,
+        "SIMAB_STEAM_PATH",
+        "folder of the Steam interactions.csv and items.jsonl (source steam; default $SIMAB_SHARED_DATA/steam-australian)",
+        ops=("movielens.steam_path",),
+    )
+    steam_url: str | None = setting(
+        None,
+        "SIMAB_STEAM_URL",
+        "source steam-download: a base URL serving australian_user_reviews.json.gz and steam_games.json.gz "
+        "(default: the UCSD McAuley lab's addresses, ops/data/steam_download.py)",
+        ops=("movielens.steam_url",),
+    )
+    steam_sha256_reviews: str | None = setting(
+        None,
+        "SIMAB_STEAM_SHA256_REVIEWS",
+        "source steam-download: SHA-256 australian_user_reviews.json.gz must have (default: none pinned; "
+        "the digest downloaded is recorded in the ingestion metadata)",
+        ops=("movielens.steam_sha256_reviews",),
+        pattern=r"^[0-9a-fA-F]{64}$",
+    )
+    steam_sha256_games: str | None = setting(
+        None,
+        "SIMAB_STEAM_SHA256_GAMES",
+        "source steam-download: SHA-256 steam_games.json.gz must have (default: none pinned)",
+        ops=("movielens.steam_sha256_games",),
+        pattern=r"^[0-9a-fA-F]{64}$",
+    )
+    steam_min_interactions: int | None = setting(
+        None,
+        "SIMAB_STEAM_MIN_INTERACTIONS",
+        "sources steam, steam-download: keep users with at least this many dated reviews of games with metadata (default 5)",
+        ops=("movielens.steam_min_interactions",),
+        ge=1,
     )
     local_path: str | None = setting(
         None,
@@ -120,6 +162,13 @@ class Settings(BaseModel):
             "filter_bubble.max_epochs",
         ),
         ge=1,
+    )
+    validation_negatives: float | None = setting(
+        None,
+        "SIMAB_VALIDATION_NEGATIVES",
+        "unrated pairs per validation row added as negatives for the CTR arms' early stopping (default 0; implicit feedback such as steam: 1)",
+        ops=("recommender_arm.validation_negatives", "augmentation_metrics.validation_negatives"),
+        ge=0,
     )
     control: str | None = setting(
         None, "SIMAB_CONTROL", "the control arm of the read-out (default pop)", ops=("ab_readout.control",)
@@ -364,6 +413,8 @@ def allowed_type(kind, info) -> str:
     bounds = {type(m).__name__: m for m in info.metadata}
     words = {"Ge": "≥", "Gt": ">", "Le": "≤", "Lt": "<"}
     limits = " and ".join(f"{words[k]} {getattr(m, k.lower())}" for k, m in bounds.items() if k in words)
+    if any(getattr(m, "pattern", None) == r"^[0-9a-fA-F]{64}$" for m in info.metadata):
+        return "64 hexadecimal digits (a SHA-256)"
     if typing.get_origin(kind) is Literal:
         return "one of " + ", ".join(typing.get_args(kind))
     if kind is bool:

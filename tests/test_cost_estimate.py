@@ -45,7 +45,7 @@ def world(tmp_path_factory):
 
 @pytest.mark.parametrize("reflect_every", [0, 3])
 def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, reflect_every):
-    from fakes.openai_server import PROBE_TOKENS, FakeOpenAI, uniform_agent, user_text
+    from fakes.openai_server import FakeOpenAI, uniform_agent, user_text
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
     from ops.simulation.brains.random_policy import UniformRandomBrain
     from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
@@ -93,10 +93,8 @@ def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, ref
     assert estimate.calls == pytest.approx(counted["calls"], rel=0.25)
     assert estimate.prompt_tokens == pytest.approx(counted["prompt_tokens"], rel=0.25)
     assert estimate.completion_tokens == pytest.approx(counted["completion_tokens"], rel=0.25)
-    # The events' accounting (what the endpoint reported) is what the fake counted, less the
-    # capability probes (paid, but no page's decision).
-    probe_tokens = len(fake.probes) * PROBE_TOKENS[0]
-    assert events.get_column("prompt_tokens").sum() + probe_tokens == counted["prompt_tokens"]
+    # The events' accounting (what the endpoint reported) is what the fake counted.
+    assert events.get_column("prompt_tokens").sum() == counted["prompt_tokens"]
     # The ceiling bounds the real run; the expected cost is priced from the table.
     assert estimate.ceiling_calls >= counted["calls"] and estimate.ceiling_prompt_tokens >= counted["prompt_tokens"]
     assert estimate.cost_usd == pytest.approx((estimate.prompt_tokens * 0.15 + estimate.completion_tokens * 0.60) / 1e6)

@@ -217,9 +217,10 @@ def test_invalid_answers_are_never_cached_and_the_key_includes_the_endpoint(worl
         from ops.simulation.brains.llm.client import ResponseCache
 
         stored = ResponseCache(cache)
-        assert len(stored) == 1  # the re-ask's valid answer; the invalid one is not kept
+        # The re-ask's valid answer (the invalid one is not kept), and what the probe found.
+        assert len(stored) == 2
         texts = [json.loads(r[0])["content"] for r in stored._db.execute("SELECT response FROM completions")]
-        assert texts == [answer(action=NEXT_PAGE)]
+        assert sorted(texts) == sorted([answer(action=NEXT_PAGE), json.dumps("json_schema")])
         stored.close()
         # The same request to another endpoint is another request: asked, not replayed.
         second.reply(answer(action=EXIT))

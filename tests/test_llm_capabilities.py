@@ -67,7 +67,8 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 
 def test_the_schema_of_a_page_enumerates_exactly_its_ids_and_legal_actions(world):
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
+
     from ops.simulation.brains.llm.answers import page_schema
 
     config = LLMBrainConfig(reason_max_chars=40)
@@ -457,3 +458,24 @@ def test_a_probe_that_cannot_reach_the_endpoint_is_a_transport_fallback_and_is_a
     assert brain.decide(session(world), pages(world)[0], rng()).fallback_reason is None
     assert len(fake.probes) == 3 and brain.usage.facts()["structured_output"] == "json_schema"
     brain.close()
+
+
+def test_what_a_probe_found_is_kept_in_the_response_cache_for_a_rerun_without_the_endpoint(world, fake, tmp_path):
+    from ops.simulation.brains.llm.client import forget_probes
+
+    fake.refuse_images()
+    fake.reply(answer(action=EXIT))
+    cache = str(tmp_path / "responses.sqlite")
+    brain = make_brain(fake, world, cache="readwrite", cache_path=cache)
+    first = brain.decide(session(world), pages(world)[0], rng())
+    brain.close()
+    assert first.fallback_reason is None and len(fake.probes) == 2 and fake.calls == 1
+    # Another process (nothing remembered in memory), the same cache: no probe, no call, the
+    # same request keys, the same decision.
+    forget_probes()
+    again = make_brain(fake, world, cache="readwrite", cache_path=cache)
+    second = again.decide(session(world), pages(world)[0], rng())
+    again.close()
+    assert len(fake.probes) == 2 and fake.calls == 1 and again.usage.probes == 0
+    assert second.extra["request_keys"] == first.extra["request_keys"] and second.action == EXIT
+    assert again.usage.facts() == {"structured_output": "json_schema", "vision": "false"}

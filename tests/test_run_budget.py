@@ -85,7 +85,7 @@ def test_an_arm_stops_before_the_call_that_would_pass_the_run_cap(tmp_path):
     bill = RunBudget(path, cap).bill()
     assert fake.calls >= 1 and bill["spent"] <= cap
     # What the endpoint was paid for is what the bill says was spent, charged to the arm.
-    paid = (fake.prompt_tokens + fake.completion_tokens) * 1000.0 / 1e6
+    paid = (fake.prompt_tokens + fake.completion_tokens + fake.probe_tokens) * 1000.0 / 1e6  # the probes too
     assert bill["spent"] == pytest.approx(paid) and bill["spend"] == {"simulation_events[pop]": pytest.approx(paid)}
 
 

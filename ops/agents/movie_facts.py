@@ -31,6 +31,10 @@ class MovieFacts:
     directors: list[tuple[str, ...]]
     actors: list[tuple[str, ...]]
     overview: list[str]
+    # The category names of `genres`' columns: MovieLens's 18 genres on a MovieLens
+    # catalogue, the catalogue's own categories (sorted) on any other (docs/data_model.md).
+    genre_names: tuple[str, ...] = GENRES
+    item_noun: str = "movie"  # what the domain calls an item (dataset.json)
 
     def row(self, movie_id: int) -> int:
         i = int(np.searchsorted(self.movie_ids, movie_id))
@@ -53,6 +57,8 @@ class MovieFacts:
                 "overview": self.overview,
                 "directors": [list(d) for d in self.directors],
                 "actors": [list(a) for a in self.actors],
+                "genre_names": list(self.genre_names),
+                "item_noun": self.item_noun,
             },
         )
 
@@ -68,6 +74,9 @@ class MovieFacts:
             overview=meta["overview"],
             directors=[tuple(d) for d in meta["directors"]],
             actors=[tuple(a) for a in meta["actors"]],
+            # Facts saved before other domains were MovieLens's.
+            genre_names=tuple(meta.get("genre_names", GENRES)),
+            item_noun=meta.get("item_noun", "movie"),
         )
 
 
@@ -82,8 +91,9 @@ def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFact
         .join(table.select("movie_id"), on="movie_id", how="right")
         .sort("movie_id")
     )
-    genre_index = {g: j for j, g in enumerate(GENRES)}
-    multi_hot = np.zeros((len(ids), len(GENRES)), dtype=np.float32)
+    names = genre_vocabulary(table)
+    genre_index = {g: j for j, g in enumerate(names)}
+    multi_hot = np.zeros((len(ids), len(names)), dtype=np.float32)
     for i, gs in enumerate(table.get_column("genres").to_list()):
         for g in gs or ():
             if g in genre_index:
@@ -102,7 +112,24 @@ def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFact
         directors=[tuple(x or ()) for x in table.get_column("directors").to_list()],
         actors=[tuple(x or ()) for x in table.get_column("actors").to_list()],
         overview=[x or "" for x in table.get_column("overview").to_list()],
+        genre_names=names,
+        item_noun=item_noun(table),
     )
+
+
+def genre_vocabulary(catalogue: pl.DataFrame) -> tuple[str, ...]:
+    """MovieLens's genres (in their order, so MovieLens figures stay as they were) when the
+    catalogue's categories are among them, else the catalogue's own categories, sorted."""
+    seen = set(catalogue.get_column("genres").explode().drop_nulls().to_list())
+    return GENRES if seen <= set(GENRES) else tuple(sorted(seen))
+
+
+def item_noun(catalogue: pl.DataFrame) -> str:
+    """The domain's noun from the catalogue's `item_noun` column; "movie" when it has none."""
+    if "item_noun" not in catalogue.columns:
+        return "movie"
+    nouns = catalogue.get_column("item_noun").drop_nulls()
+    return str(nouns[0]) if nouns.len() else "movie"
 
 
 # The numeric fields, saved as one `.npz`.

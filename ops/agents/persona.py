@@ -105,9 +105,13 @@ def trait_persona(
     neuroticism = 1 + (rating_spread >= spread_cuts[0]) + (rating_spread >= spread_cuts[1])
     who = {"M": "man", "F": "woman"}.get(gender, "person")
     region = ZIP_REGIONS.get((zip_code or "")[:1])
-    background = f"A {age_label} {who} working as {occupation_label}" + (
-        f", living in the {region} of the US." if region else "."
-    )
+    if not (age_label or occupation_label or gender):
+        # A domain without demographics (docs/data_model.md): nothing invented.
+        background = "A person known only by what they rated."
+    else:
+        background = f"A {age_label} {who} working as {occupation_label}" + (
+            f", living in the {region} of the US." if region else "."
+        )
     hobbies = tuple(dict.fromkeys(GENRE_HOBBIES[g] for g in liked_genres if g in GENRE_HOBBIES))[:max_hobbies]
     return Persona(
         openness=int(openness),

@@ -32,7 +32,7 @@ from ops.agents.embeddings import POSTER_LOOKS
 from ops.agents.memory import LongTermMemory
 from ops.agents.movie_facts import MovieFacts, build_movie_facts
 from ops.agents.persona import trait_persona
-from ops.schema import AGE_LABELS, GENRES, OCCUPATIONS, RATINGS, USERS, conform
+from ops.schema import AGE_LABELS, OCCUPATIONS, RATINGS, USERS, conform
 
 TIERS = ("low", "medium", "high")
 PICKINESS = ("not picky", "moderately picky", "extremely picky")  # SimUSER §3.2.1
@@ -220,7 +220,7 @@ def build_profiles(
     )
     demo = {r["user_id"]: r for r in users.iter_rows(named=True)}
     return {
-        row["user_id"]: _profile(demo[row["user_id"]], row, stats, i, credits, population, config)
+        row["user_id"]: _profile(demo[row["user_id"]], row, stats, i, credits, population, config, facts)
         for i, row in enumerate(traits.iter_rows(named=True))
     }
 
@@ -457,15 +457,16 @@ def movie_keywords(facts: MovieFacts, config: ProfileConfig | None = None) -> li
 
 
 def _profile(
-    demo, traits, stats: HistoryStats, i: int, credits: Credits, population: PopulationStats, config
+    demo, traits, stats: HistoryStats, i: int, credits: Credits, population: PopulationStats, config, facts: MovieFacts
 ) -> AgentProfile:
     lift, dev, count = stats.genre_lift[i], stats.genre_deviation[i], stats.genre_count[i]
     score = lift + dev
-    liked_genres = tuple(GENRES[j] for j in np.argsort(-score, kind="stable") if count[j] >= 1 and score[j] > 0)[
+    names, noun = facts.genre_names, facts.item_noun
+    liked_genres = tuple(names[j] for j in np.argsort(-score, kind="stable") if count[j] >= 1 and score[j] > 0)[
         : config.top_genres
     ]
     disliked_genres = tuple(
-        GENRES[j]
+        names[j]
         for j in np.argsort(dev, kind="stable")
         if count[j] >= config.min_genre_count and dev[j] <= -config.dislike_gap
     )[: config.top_genres]
@@ -488,16 +489,23 @@ def _profile(
     actors = _top(stats.liked_actors, i, credits.actors, config.min_people_count, config.top_people)
     plot_themes = _top(stats.liked_keywords, i, credits.keywords, config.min_people_count, config.top_themes)
 
-    home = _home_text(liked_genres, disliked_genres, looks, vote_pref, vote_liked)
+    home = _home_text(liked_genres, disliked_genres, looks, vote_pref, vote_liked, noun)
     detail = _detail_text(directors, actors, eras, plot_themes)
-    age_label = AGE_LABELS.get(demo["age"], str(demo["age"]))
-    occupation_label = OCCUPATIONS.get(demo["occupation"], str(demo["occupation"]))
+    # A domain without demographics (docs/data_model.md): traits from behaviour only.
+    has_demographics = demo["gender"] is not None or demo["age"] is not None or demo["occupation"] is not None
+    age_label = AGE_LABELS.get(demo["age"], str(demo["age"])) if demo["age"] is not None else ""
+    occupation_label = (
+        OCCUPATIONS.get(demo["occupation"], str(demo["occupation"])) if demo["occupation"] is not None else ""
+    )
     who = f"A {age_label} {'man' if demo['gender'] == 'M' else 'woman' if demo['gender'] == 'F' else 'person'}"
+    plural = "movies" if noun == "movie" else f"{noun}s"
+    kind = "genre" if noun == "movie" else "category"
     summary = (
-        f"{who} ({occupation_label}, zip {demo['zip']}) who has rated {traits['activity']} movies "
+        (f"{who} ({occupation_label}, zip {demo['zip']})" if has_demographics else "A person")
+        + f" who has rated {traits['activity']} {plural} "
         f"(activity {traits['activity_tier']}), averaging {traits['mean_rating']:.2f} stars ({traits['pickiness']}); "
-        f"{traits['conformity_tier']} conformity with the crowd's ratings and {traits['diversity_tier']} genre "
-        f"diversity ({traits['diversity']} genres). {home} {detail}"
+        f"{traits['conformity_tier']} conformity with the crowd's ratings and {traits['diversity_tier']} {kind} "
+        f"diversity ({traits['diversity']} {'genres' if noun == 'movie' else 'categories'}). {home} {detail}"
     )
     persona = trait_persona(
         age_label=age_label,
@@ -553,13 +561,16 @@ def _profile(
     )
 
 
-def _home_text(liked, disliked, looks, vote_pref, vote_liked: float) -> str:
+def _home_text(liked, disliked, looks, vote_pref, vote_liked: float, noun: str = "movie") -> str:
     parts = []
-    parts.append(f"Enjoys {_join(liked)} movies" if liked else "Has no marked genre preference")
+    if noun == "movie":
+        parts.append(f"Enjoys {_join(liked)} movies" if liked else "Has no marked genre preference")
+    else:
+        parts.append(f"Enjoys {noun}s in {_join(liked)}" if liked else "Has no marked category preference")
     if disliked:
         parts[-1] += f" and rates {_join(disliked)} below average"
     if looks:
-        parts.append(f"drawn to {_join(looks)} posters")
+        parts.append(f"drawn to {_join(looks)} {'posters' if noun == 'movie' else 'images'}")
     if vote_pref == "acclaimed":
         parts.append(f"favours well-reviewed titles (liked ones average {vote_liked:.1f}/10)")
     elif vote_pref == "offbeat":
@@ -621,7 +632,7 @@ def _pickiness(mean: pl.Expr, config: ProfileConfig) -> pl.Expr:
 
 
 def _diversity(train: pl.DataFrame, facts: MovieFacts) -> pl.DataFrame:
-    genre_lists = [[GENRES[j] for j in np.flatnonzero(row)] for row in facts.genres]
+    genre_lists = [[facts.genre_names[j] for j in np.flatnonzero(row)] for row in facts.genres]
     genres = pl.DataFrame(
         {"movie_id": facts.movie_ids, "genre": genre_lists}, schema={"movie_id": pl.Int64, "genre": pl.List(pl.Utf8)}
     )

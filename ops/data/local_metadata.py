@@ -37,7 +37,19 @@ from ops.schema import METADATA, conform
 log = logging.getLogger(__name__)
 
 # The MeLU / OMDb dump of ML-1M (shared/data README, "ml-1m-metadata").
-OMDB_FIELDS = ("movie_id", "title", "year", "rated", "released", "genre", "director", "writer", "actors", "plot", "poster_url")
+OMDB_FIELDS = (
+    "movie_id",
+    "title",
+    "year",
+    "rated",
+    "released",
+    "genre",
+    "director",
+    "writer",
+    "actors",
+    "plot",
+    "poster_url",
+)
 OMDB_COLUMNS = {
     "movie_id": "movie_id",
     "overview": "plot",
@@ -110,7 +122,12 @@ def load_local_metadata(
     records = read_metadata_file(config.metadata_path, config) if config.metadata_path else {}
     unknown = sorted(set(records) - set(titles))
     if unknown:
-        log.warning("%s has %d movie ids not in the movies table (ignored), e.g. %s", config.metadata_path, len(unknown), unknown[:5])
+        log.warning(
+            "%s has %d movie ids not in the movies table (ignored), e.g. %s",
+            config.metadata_path,
+            len(unknown),
+            unknown[:5],
+        )
     tmdb_ids = links_to_tmdb_ids(links) if links is not None else {}
 
     posters, poster_failures = build_posters(movie_ids, out, config)
@@ -119,10 +136,23 @@ def load_local_metadata(
         rec = records.get(movie_id)
         poster = posters.get(movie_id)
         if rec is None and config.metadata_path:
-            failures.append({"movie_id": movie_id, "title": titles[movie_id], "stage": "match",
-                             "reason": f"movie id not in {config.metadata_path.name}"})
+            failures.append(
+                {
+                    "movie_id": movie_id,
+                    "title": titles[movie_id],
+                    "stage": "match",
+                    "reason": f"movie id not in {config.metadata_path.name}",
+                }
+            )
         if movie_id in poster_failures:
-            failures.append({"movie_id": movie_id, "title": titles[movie_id], "stage": "poster", "reason": poster_failures[movie_id]})
+            failures.append(
+                {
+                    "movie_id": movie_id,
+                    "title": titles[movie_id],
+                    "stage": "poster",
+                    "reason": poster_failures[movie_id],
+                }
+            )
         if rec is None and poster is None:
             continue
         row = {name: None for name in METADATA}
@@ -134,7 +164,9 @@ def load_local_metadata(
             row["poster_small"], row["poster_large"] = poster["poster_small"], poster["poster_large"]
         row["metadata_source"] = source
         rows.append(row)
-    metadata = conform(pl.DataFrame(rows, schema=METADATA) if rows else pl.DataFrame(schema=METADATA), METADATA, "metadata")
+    metadata = conform(
+        pl.DataFrame(rows, schema=METADATA) if rows else pl.DataFrame(schema=METADATA), METADATA, "metadata"
+    )
     failures_df = pl.DataFrame(failures, schema=FAILURES).sort("movie_id", "stage", maintain_order=True)
     stats = {
         "movies": len(movie_ids),
@@ -162,14 +194,18 @@ def read_metadata_file(path: str | Path, config: LocalMetadataConfig) -> dict[in
         where = f"{path}:{line_no}"
         movie_id = _parse_int(raw.get(config.columns["movie_id"]), config)
         if movie_id is None:
-            raise ValueError(f"{where}: column {config.columns['movie_id']!r} is not a movie id: {raw.get(config.columns['movie_id'])!r}")
+            raise ValueError(
+                f"{where}: column {config.columns['movie_id']!r} is not a movie id: {raw.get(config.columns['movie_id'])!r}"
+            )
         if movie_id in out:
             raise ValueError(f"{where}: movie id {movie_id} appears twice")
         out[movie_id] = _typed_fields(raw, config, where)
     return out
 
 
-def build_posters(movie_ids: list[int], out_dir: Path, config: LocalMetadataConfig) -> tuple[dict[int, dict], dict[int, str]]:
+def build_posters(
+    movie_ids: list[int], out_dir: Path, config: LocalMetadataConfig
+) -> tuple[dict[int, dict], dict[int, str]]:
     """({movie_id: {"poster_small", "poster_large"}}, {movie_id: reason}) for the poster folders."""
     from tqdm import tqdm
 
@@ -194,7 +230,9 @@ def build_posters(movie_ids: list[int], out_dir: Path, config: LocalMetadataConf
         return rec
 
     with ThreadPoolExecutor(max_workers=config.workers) as pool:
-        for rec in tqdm(pool.map(work, todo), total=len(todo), desc="posters", unit="movie", disable=not config.progress):
+        for rec in tqdm(
+            pool.map(work, todo), total=len(todo), desc="posters", unit="movie", disable=not config.progress
+        ):
             checkpoint.append(rec)
     posters, failures = {}, {}
     for movie_id in sources:
@@ -239,7 +277,9 @@ def _read_rows(path: Path, config: LocalMetadataConfig):
         yield from ((i + 2, row) for i, row in enumerate(frame.to_dicts()))
     elif suffix == ".parquet":
         frame = pl.read_parquet(path)
-        yield from ((i + 1, {k: None if v is None else v for k, v in row.items()}) for i, row in enumerate(frame.to_dicts()))
+        yield from (
+            (i + 1, {k: None if v is None else v for k, v in row.items()}) for i, row in enumerate(frame.to_dicts())
+        )
     elif suffix in (".jsonl", ".ndjson"):
         with open(path, encoding=config.encoding) as fh:
             for i, line in enumerate(fh, start=1):
@@ -257,7 +297,9 @@ def _read_rows(path: Path, config: LocalMetadataConfig):
                         continue
                     parts = line.split(config.separator)
                     if len(parts) != len(config.fields):
-                        raise ValueError(f"{path}:{i}: {len(parts)} fields separated by {config.separator!r}, expected {len(config.fields)} {config.fields}")
+                        raise ValueError(
+                            f"{path}:{i}: {len(parts)} fields separated by {config.separator!r}, expected {len(config.fields)} {config.fields}"
+                        )
                     yield i, dict(zip(config.fields, parts))
         except UnicodeDecodeError as exc:
             raise ValueError(f"{path}: not {config.encoding} text ({exc})") from None

@@ -50,16 +50,21 @@ def build_mm_ml_1m(movies: pl.DataFrame, metadata: pl.DataFrame | None = None) -
         raise ValueError(f"metadata has several rows for movie ids {dup.head(10).to_list()}")
     orphans = metadata.join(movies.select("movie_id"), on="movie_id", how="anti")["movie_id"].sort()
     if orphans.len():
-        raise ValueError(f"metadata has {orphans.len()} movie ids not in the movies table, e.g. {orphans.head(10).to_list()}")
+        raise ValueError(
+            f"metadata has {orphans.len()} movie ids not in the movies table, e.g. {orphans.head(10).to_list()}"
+        )
     joined = movies.join(metadata, on="movie_id", how="left")
     return conform(joined, MM_ML_1M, "mm_ml_1m").sort("movie_id")
-
 
 
 def has_metadata(catalogue: pl.DataFrame) -> bool:
     """Whether any movie of the catalogue carries metadata (a source other than 'none')."""
     fields = [name for name in METADATA if name != "movie_id" and name in catalogue.columns]
-    return bool(catalogue.select(pl.any_horizontal(pl.col(fields).is_not_null()).any()).item()) if fields and catalogue.height else False
+    return (
+        bool(catalogue.select(pl.any_horizontal(pl.col(fields).is_not_null()).any()).item())
+        if fields and catalogue.height
+        else False
+    )
 
 
 def coverage_table(
@@ -78,7 +83,9 @@ def coverage_table(
 
     mm = conform(mm, MM_ML_1M, "mm_ml_1m")
     has_meta = mm.filter(pl.col("metadata_source").is_not_null())
-    titles = pl.Series("title", [parse_movielens_title(t).title if t else None for t in has_meta["title"].to_list()], pl.Utf8)
+    titles = pl.Series(
+        "title", [parse_movielens_title(t).title if t else None for t in has_meta["title"].to_list()], pl.Utf8
+    )
 
     rows = [
         _text_row("Title", titles),
@@ -89,8 +96,11 @@ def coverage_table(
         _date_row("Release Date", mm["release_date"]),
         _text_row("Directors", _joined(mm["directors"])),
         _text_row("Actors", _joined(mm["actors"])),
-        _plain_row("Poster", "Image",
-                   mm.filter(pl.col("poster_small").is_not_null() & pl.col("poster_large").is_not_null()).height),
+        _plain_row(
+            "Poster",
+            "Image",
+            mm.filter(pl.col("poster_small").is_not_null() & pl.col("poster_large").is_not_null()).height,
+        ),
     ]
     if ratings is not None:
         n_users = users.height if users is not None else ratings["user_id"].n_unique()
@@ -98,9 +108,16 @@ def coverage_table(
         rows.append(_plain_row("User Count", "-", n_users))
         rows.append(_plain_row("Movie Count", "-", n_movies))
         sparsity = ratings.height / (n_users * n_movies) if n_users and n_movies else None
-        rows.append({**_plain_row("Sparsity", "-", None), "min_value": sparsity, "max_value": sparsity,
-                     "min": None if sparsity is None else f"{sparsity:.4f}", "max": None if sparsity is None else f"{sparsity:.4f}",
-                     "range": "-" if sparsity is None else f"{sparsity:.4f}"})
+        rows.append(
+            {
+                **_plain_row("Sparsity", "-", None),
+                "min_value": sparsity,
+                "max_value": sparsity,
+                "min": None if sparsity is None else f"{sparsity:.4f}",
+                "max": None if sparsity is None else f"{sparsity:.4f}",
+                "range": "-" if sparsity is None else f"{sparsity:.4f}",
+            }
+        )
     return pl.DataFrame(rows, schema=COVERAGE)
 
 
@@ -133,13 +150,23 @@ def _date_row(feature: str, values: pl.Series) -> dict:
 def _range_row(feature: str, kind: str, count: int, lo, hi) -> dict:
     row = _plain_row(feature, kind, count)
     if lo is not None:
-        row.update(min_value=float(lo), max_value=float(hi), min=_fmt(lo), max=_fmt(hi), range=f"[{_fmt(lo)}, {_fmt(hi)}]")
+        row.update(
+            min_value=float(lo), max_value=float(hi), min=_fmt(lo), max=_fmt(hi), range=f"[{_fmt(lo)}, {_fmt(hi)}]"
+        )
     return row
 
 
 def _plain_row(feature: str, kind: str, count: int | None) -> dict:
-    return {"feature": feature, "type": kind, "count": count, "min_value": None, "max_value": None,
-            "min": None, "max": None, "range": "-"}
+    return {
+        "feature": feature,
+        "type": kind,
+        "count": count,
+        "min_value": None,
+        "max_value": None,
+        "min": None,
+        "max": None,
+        "range": "-",
+    }
 
 
 def _fmt(value) -> str:

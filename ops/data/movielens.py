@@ -99,7 +99,9 @@ def load_local(folder: Path | str) -> MovieLensTables:
     """Read an unzipped ML-1M or ML-100K folder (or a folder holding exactly one of them)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise MovieLensFormatError(folder, "folder does not exist (point the local source at the unzipped MovieLens folder)")
+        raise MovieLensFormatError(
+            folder, "folder does not exist (point the local source at the unzipped MovieLens folder)"
+        )
     source_format, files = _find_tables(folder)
     if source_format == "ml-1m":
         users = _parse_ml1m_users(files["users"])
@@ -153,7 +155,9 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 
 def _find_tables(folder: Path) -> tuple[Dataset, dict[str, Path]]:
     """Sniff every file of `folder` and pick the format whose three tables are all present."""
-    kinds = {path: _sniff(path) for path in sorted(folder.iterdir()) if path.is_file() and not path.name.startswith(".")}
+    kinds = {
+        path: _sniff(path) for path in sorted(folder.iterdir()) if path.is_file() and not path.name.startswith(".")
+    }
     by_role: dict[tuple[str, str], list[Path]] = {}
     for path, kind in kinds.items():
         if kind[0] in DATASETS:
@@ -179,7 +183,9 @@ def _find_tables(folder: Path) -> tuple[Dataset, dict[str, Path]]:
             candidates = official or candidates
         if len(candidates) > 1:
             names = ", ".join(p.name for p in candidates)
-            raise MovieLensFormatError(folder, f"several files look like the {fmt} {table} table ({names}); keep only one")
+            raise MovieLensFormatError(
+                folder, f"several files look like the {fmt} {table} table ({names}); keep only one"
+            )
         files[table] = candidates[0]
     return fmt, files  # type: ignore[return-value]
 
@@ -268,7 +274,9 @@ def _parse_ml1m_users(path: Path) -> pl.DataFrame:
         if occupation not in OCCUPATIONS:
             raise MovieLensFormatError(path, f"occupation code {occupation} is not in 0..{max(OCCUPATIONS)}", n, line)
         rows.append((_id(path, n, line, f[0], "user id"), gender, age, occupation, f[4].strip()))
-    return _unique_ids(path, pl.DataFrame(rows, schema=["user_id", "gender", "age", "occupation", "zip"], orient="row"), "user_id")
+    return _unique_ids(
+        path, pl.DataFrame(rows, schema=["user_id", "gender", "age", "occupation", "zip"], orient="row"), "user_id"
+    )
 
 
 def _parse_ml1m_movies(path: Path) -> pl.DataFrame:
@@ -304,7 +312,9 @@ def _parse_ml100k_users(path: Path) -> pl.DataFrame:
             occupation = ML100K_K12_STUDENT
         age_code = next(code for code, top in ML100K_AGE_UPPER_BOUNDS.items() if age <= top)
         rows.append((_id(path, n, line, f[0], "user id"), gender, age_code, occupation, f[4].strip()))
-    return _unique_ids(path, pl.DataFrame(rows, schema=["user_id", "gender", "age", "occupation", "zip"], orient="row"), "user_id")
+    return _unique_ids(
+        path, pl.DataFrame(rows, schema=["user_id", "gender", "age", "occupation", "zip"], orient="row"), "user_id"
+    )
 
 
 def _parse_ml100k_movies(path: Path) -> pl.DataFrame:
@@ -361,7 +371,9 @@ def _read_text(path: Path) -> str:
             return data[len(_UTF8_BOM) :].decode("utf-8")
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
-            raise MovieLensFormatError(path, f"starts with a UTF-8 byte-order mark but byte {exc.start} is not UTF-8", line) from exc
+            raise MovieLensFormatError(
+                path, f"starts with a UTF-8 byte-order mark but byte {exc.start} is not UTF-8", line
+            ) from exc
     # The official files are latin-1, whose accented letters are never valid UTF-8 next to
     # ASCII; a file that decodes as UTF-8 was re-saved as UTF-8 and is read as such.
     try:
@@ -379,7 +391,9 @@ def _check_bytes(path: Path, data: bytes) -> None:
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
         raise MovieLensFormatError(
-            path, f"unknown encoding: NUL byte at offset {nul} (UTF-16/UTF-32 or binary?); MovieLens files are latin-1 text", line
+            path,
+            f"unknown encoding: NUL byte at offset {nul} (UTF-16/UTF-32 or binary?); MovieLens files are latin-1 text",
+            line,
         )
 
 
@@ -458,7 +472,10 @@ def _raise_first_duplicate_rating(path: Path, data: bytes, separator: str) -> No
         user, movie = (int(x) for x in line.split(separator)[:2])
         if (user, movie) in first_line:
             raise MovieLensFormatError(
-                path, f"user {user} rated movie {movie} twice (first on line {first_line[user, movie]}); keep one rating per (user, movie)", n, line
+                path,
+                f"user {user} rated movie {movie} twice (first on line {first_line[user, movie]}); keep one rating per (user, movie)",
+                n,
+                line,
             )
         first_line[user, movie] = n
 
@@ -495,4 +512,6 @@ def _raise_first_bad_rating(
         if movie not in movies:
             raise MovieLensFormatError(path, f"movie {movie} is not in the movies table", n, line)
     if not allow_none:
-        raise MovieLensFormatError(path, f"cannot be read as ratings (UserID{separator}MovieID{separator}Rating{separator}Timestamp): {cause}")
+        raise MovieLensFormatError(
+            path, f"cannot be read as ratings (UserID{separator}MovieID{separator}Rating{separator}Timestamp): {cause}"
+        )

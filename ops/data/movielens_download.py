@@ -240,9 +240,17 @@ def _fetch(url: str, part: Path, config: DownloadConfig, progress: bool) -> None
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             mode = "wb"
-        with part.open(mode) as fh, tqdm(
-            total=total, initial=offset, unit="B", unit_scale=True, desc=part.name.removesuffix(".part"), disable=not progress
-        ) as bar:
+        with (
+            part.open(mode) as fh,
+            tqdm(
+                total=total,
+                initial=offset,
+                unit="B",
+                unit_scale=True,
+                desc=part.name.removesuffix(".part"),
+                disable=not progress,
+            ) as bar,
+        ):
             for chunk in response.iter_content(chunk_size=config.chunk_bytes):
                 fh.write(chunk)
                 bar.update(len(chunk))

@@ -47,7 +47,11 @@ def split_timeline(split_frames: dict[str, pl.DataFrame]):
         if frame.height == 0:
             continue
         weeks = (frame.get_column("timestamp") // (7 * 86400)).value_counts().sort("timestamp")
-        ax.plot((weeks.get_column("timestamp") * 7).to_list(), weeks.get_column("count").to_list(), label=f"{name} ({frame.height:,})")
+        ax.plot(
+            (weeks.get_column("timestamp") * 7).to_list(),
+            weeks.get_column("count").to_list(),
+            label=f"{name} ({frame.height:,})",
+        )
     ax.set_xlabel("days since 1970-01-01")
     ax.set_ylabel("ratings per week")
     ax.set_yscale("log")

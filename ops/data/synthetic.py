@@ -46,12 +46,49 @@ from ops.schema import AGE_CODES, GENRES, HIDDEN_TASTES, METADATA, MOVIES, OCCUP
 # Code-set frequencies of ML-1M users.dat / movies.dat (6,040 users, 3,883 movies), used as
 # the defaults so that the synthetic demographics and catalogue look like ML-1M.
 ML1M_AGE_COUNTS = {1: 222, 18: 1103, 25: 2096, 35: 1193, 45: 550, 50: 496, 56: 380}
-ML1M_OCCUPATION_COUNTS = (711, 528, 267, 173, 759, 112, 236, 679, 17, 92, 195, 129, 388, 142, 302, 144, 241, 502, 70, 72, 281)
+ML1M_OCCUPATION_COUNTS = (
+    711,
+    528,
+    267,
+    173,
+    759,
+    112,
+    236,
+    679,
+    17,
+    92,
+    195,
+    129,
+    388,
+    142,
+    302,
+    144,
+    241,
+    502,
+    70,
+    72,
+    281,
+)
 ML1M_ZIP_FIRST_DIGIT_COUNTS = (662, 662, 441, 386, 607, 659, 430, 419, 306, 1468)
 ML1M_GENRE_COUNTS = {
-    "Drama": 1603, "Comedy": 1200, "Action": 503, "Thriller": 492, "Romance": 471, "Horror": 343,
-    "Adventure": 283, "Sci-Fi": 276, "Children's": 251, "Crime": 211, "War": 143, "Documentary": 127,
-    "Musical": 114, "Mystery": 106, "Animation": 105, "Fantasy": 68, "Western": 68, "Film-Noir": 44,
+    "Drama": 1603,
+    "Comedy": 1200,
+    "Action": 503,
+    "Thriller": 492,
+    "Romance": 471,
+    "Horror": 343,
+    "Adventure": 283,
+    "Sci-Fi": 276,
+    "Children's": 251,
+    "Crime": 211,
+    "War": 143,
+    "Documentary": 127,
+    "Musical": 114,
+    "Mystery": 106,
+    "Animation": 105,
+    "Fantasy": 68,
+    "Western": 68,
+    "Film-Noir": 44,
 }
 
 # Genres that appear together in ML-1M titles ("Action|Adventure|Sci-Fi", "Animation|Children's").
@@ -80,17 +117,66 @@ GENRE_COMPANIONS = {
 # Directions follow the ML-1M rating patterns (women rate more romance and musicals, teens
 # more horror, older users more westerns, war films and noir, programmers more sci-fi).
 GENDER_GENRE_SHIFT = {
-    "F": {"Romance": 1.0, "Drama": 0.4, "Musical": 0.8, "Children's": 0.4, "Comedy": 0.2, "Action": -0.6, "War": -0.7, "Western": -0.6, "Sci-Fi": -0.5, "Horror": -0.3},
+    "F": {
+        "Romance": 1.0,
+        "Drama": 0.4,
+        "Musical": 0.8,
+        "Children's": 0.4,
+        "Comedy": 0.2,
+        "Action": -0.6,
+        "War": -0.7,
+        "Western": -0.6,
+        "Sci-Fi": -0.5,
+        "Horror": -0.3,
+    },
     "M": {"Action": 0.4, "Sci-Fi": 0.4, "War": 0.4, "Western": 0.3, "Crime": 0.2, "Romance": -0.4, "Musical": -0.4},
 }
 AGE_GENRE_SHIFT = {
-    1: {"Children's": 1.5, "Animation": 1.5, "Comedy": 0.5, "Fantasy": 0.6, "Drama": -0.8, "Film-Noir": -1.5, "War": -0.8, "Documentary": -1.0, "Western": -0.8},
-    18: {"Comedy": 0.5, "Horror": 0.9, "Action": 0.5, "Sci-Fi": 0.4, "Thriller": 0.3, "Western": -0.8, "Film-Noir": -0.8, "Musical": -0.5, "War": -0.3},
+    1: {
+        "Children's": 1.5,
+        "Animation": 1.5,
+        "Comedy": 0.5,
+        "Fantasy": 0.6,
+        "Drama": -0.8,
+        "Film-Noir": -1.5,
+        "War": -0.8,
+        "Documentary": -1.0,
+        "Western": -0.8,
+    },
+    18: {
+        "Comedy": 0.5,
+        "Horror": 0.9,
+        "Action": 0.5,
+        "Sci-Fi": 0.4,
+        "Thriller": 0.3,
+        "Western": -0.8,
+        "Film-Noir": -0.8,
+        "Musical": -0.5,
+        "War": -0.3,
+    },
     25: {"Action": 0.3, "Thriller": 0.3, "Crime": 0.3, "Sci-Fi": 0.2, "Western": -0.4},
     35: {"Drama": 0.3, "Crime": 0.2, "Mystery": 0.2},
     45: {"Drama": 0.5, "War": 0.4, "Mystery": 0.4, "Western": 0.3, "Horror": -0.4, "Animation": -0.3},
-    50: {"Drama": 0.5, "War": 0.6, "Western": 0.6, "Film-Noir": 0.5, "Musical": 0.4, "Mystery": 0.4, "Horror": -0.8, "Animation": -0.5},
-    56: {"War": 0.9, "Western": 1.0, "Film-Noir": 0.9, "Musical": 0.8, "Documentary": 0.5, "Horror": -1.0, "Sci-Fi": -0.5, "Animation": -0.7},
+    50: {
+        "Drama": 0.5,
+        "War": 0.6,
+        "Western": 0.6,
+        "Film-Noir": 0.5,
+        "Musical": 0.4,
+        "Mystery": 0.4,
+        "Horror": -0.8,
+        "Animation": -0.5,
+    },
+    56: {
+        "War": 0.9,
+        "Western": 1.0,
+        "Film-Noir": 0.9,
+        "Musical": 0.8,
+        "Documentary": 0.5,
+        "Horror": -1.0,
+        "Sci-Fi": -0.5,
+        "Animation": -0.7,
+    },
 }
 OCCUPATION_GENRE_SHIFT = {
     1: {"Documentary": 0.7, "Drama": 0.3},
@@ -107,7 +193,13 @@ OCCUPATION_GENRE_SHIFT = {
     20: {"Drama": 0.5, "Film-Noir": 0.5, "Documentary": 0.4},
 }
 # Occupations made likelier at some ages (K-12 students are under 18, retirees 56+).
-OCCUPATION_AGE_BOOST = {1: {10: 25.0, 19: 2.0}, 18: {4: 4.0, 10: 0.5}, 25: {4: 0.7}, 50: {13: 3.0}, 56: {13: 12.0, 4: 0.1, 10: 0.0}}
+OCCUPATION_AGE_BOOST = {
+    1: {10: 25.0, 19: 2.0},
+    18: {4: 4.0, 10: 0.5},
+    25: {4: 0.7},
+    50: {13: 3.0},
+    56: {13: 12.0, 4: 0.1, 10: 0.0},
+}
 # Centre of the preferred release decade by age code: people prefer films of their youth.
 ERA_CENTRE_BY_AGE = {1: 1993, 18: 1990, 25: 1985, 35: 1978, 45: 1970, 50: 1964, 56: 1955}
 # ML-1M rating shares of 1..5 (1,000,209 ratings): 1: 5.6 %, 2: 10.8 %, 3: 26.1 %, 4: 34.9 %, 5: 22.6 %.
@@ -229,7 +321,9 @@ class SyntheticConfig(BaseModel):
         if unknown or set(self.genre_counts) != set(GENRES):
             raise ValueError(f"SyntheticConfig.genre_counts must give every genre of GENRES once; unknown {unknown}")
         if len(self.occupation_counts) != len(OCCUPATIONS):
-            raise ValueError(f"SyntheticConfig.occupation_counts needs {len(OCCUPATIONS)} entries, got {len(self.occupation_counts)}")
+            raise ValueError(
+                f"SyntheticConfig.occupation_counts needs {len(OCCUPATIONS)} entries, got {len(self.occupation_counts)}"
+            )
         if set(self.age_counts) != set(AGE_CODES):
             raise ValueError(f"SyntheticConfig.age_counts must cover the ML-1M age codes {AGE_CODES}")
         if self.min_ratings_per_user > self.max_ratings_share * self.n_movies:
@@ -253,7 +347,9 @@ class SyntheticData:
 def generate(config: SyntheticConfig, poster_dir: Path) -> SyntheticData:
     """Draw the whole synthetic data set and write its posters under `poster_dir`."""
     streams = np.random.SeedSequence(config.seed).spawn(8)
-    rng_people, rng_movies, rng_users, rng_tastes, rng_pick, rng_rate, rng_time, rng_text = (np.random.default_rng(s) for s in streams)
+    rng_people, rng_movies, rng_users, rng_tastes, rng_pick, rng_rate, rng_time, rng_text = (
+        np.random.default_rng(s) for s in streams
+    )
 
     directors, director_genres, director_weight = _directors(config, rng_people)
     actors, actor_weight = _actors(config, rng_people)
@@ -305,7 +401,9 @@ def _zipf_weights(rng: np.random.Generator, n: int, exponent: float) -> np.ndarr
     return w / w.sum()
 
 
-def _directors(config: SyntheticConfig, rng: np.random.Generator) -> tuple[list[str], list[tuple[str, ...]], np.ndarray]:
+def _directors(
+    config: SyntheticConfig, rng: np.random.Generator
+) -> tuple[list[str], list[tuple[str, ...]], np.ndarray]:
     """Director names, each with 1-2 typical genres and a productivity weight."""
     names = _unique_names(rng, config.n_directors, set())
     prior = _genre_prior(config)
@@ -403,7 +501,9 @@ def _catalogue(
     popularity_z = (latent - latent.mean()) / latent.std()
 
     titles = _titles(config, rng, genres, years)
-    return _Catalogue(titles, years, genres, multi_hot, main_family, director, directors, cast, quality, popularity, popularity_z)
+    return _Catalogue(
+        titles, years, genres, multi_hot, main_family, director, directors, cast, quality, popularity, popularity_z
+    )
 
 
 def _titles(config: SyntheticConfig, rng: np.random.Generator, genres: list[list[str]], years: np.ndarray) -> list[str]:
@@ -528,7 +628,9 @@ def _hidden_tastes(
                 shift[GENRES.index(genre)] += value
         logits = log_prior + config.demographic_strength * shift
         k = int(rng.choice(config.favourite_genre_counts))
-        chosen = np.argsort(-(logits + rng.gumbel(size=n_genres)), kind="stable")[:k]  # Gumbel top-k: sampling without replacement
+        chosen = np.argsort(-(logits + rng.gumbel(size=n_genres)), kind="stable")[
+            :k
+        ]  # Gumbel top-k: sampling without replacement
         alpha = np.full(n_genres, config.other_concentration)
         alpha[chosen] = config.favourite_concentration
         weights[i] = rng.dirichlet(alpha)
@@ -557,7 +659,9 @@ def _hidden_tastes(
         director_names.append([directors[d] for d in picked])
 
     top_family = np.array([PALETTE_FAMILIES.index(palette_family(f[0], config.posters)) for f in favourites])
-    palette = np.where(rng.random(n) < config.palette_follows_taste, top_family, rng.integers(0, len(PALETTE_FAMILIES), n))
+    palette = np.where(
+        rng.random(n) < config.palette_follows_taste, top_family, rng.integers(0, len(PALETTE_FAMILIES), n)
+    )
     lo, hi = config.taste_strength_range
     strength = rng.uniform(lo, hi, n)
     bias = config.rating_bias_sd * rng.standard_normal(n)
@@ -598,7 +702,12 @@ def _affinity(config: SyntheticConfig, tastes: _Tastes, catalogue: _Catalogue) -
     era = np.exp(-0.5 * ((catalogue.years[None, :] - (tastes.era[:, None] + 5)) / config.era_width_years) ** 2)
     director = tastes.favourite_directors[:, catalogue.director].astype(float)
     palette = (tastes.palette[:, None] == catalogue.main_family[None, :]).astype(float)
-    taste = config.genre_weight * genre + config.era_weight * era + config.director_weight * director + config.palette_weight * palette
+    taste = (
+        config.genre_weight * genre
+        + config.era_weight * era
+        + config.director_weight * director
+        + config.palette_weight * palette
+    )
     return tastes.strength[:, None] * taste
 
 
@@ -621,7 +730,11 @@ def _who_rates_what(
     counts = np.minimum(counts, cap)
     n_first = np.clip(np.round(rng.beta(*config.burst_share_beta, n_users) * counts), 1, counts).astype(int)
     log_pop = np.log(catalogue.popularity)[None, :]
-    first = config.first_session_popularity * log_pop + config.first_session_taste * affinity + rng.gumbel(size=affinity.shape)
+    first = (
+        config.first_session_popularity * log_pop
+        + config.first_session_taste * affinity
+        + rng.gumbel(size=affinity.shape)
+    )
     later = config.return_popularity * log_pop + config.return_taste * affinity + rng.gumbel(size=affinity.shape)
     picks = []
     for i in range(n_users):
@@ -655,19 +768,21 @@ def _ratings(
     rating = np.searchsorted(cuts, latent, side="right") + 1
 
     timestamps = _timestamps(config, rng_time, [len(p) for p in picks], n_first_session)
-    return pl.DataFrame(
-        {"user_id": users + 1, "movie_id": movies + 1, "rating": rating, "timestamp": timestamps}
-    ).sort(["user_id", "timestamp", "movie_id"])
+    return pl.DataFrame({"user_id": users + 1, "movie_id": movies + 1, "rating": rating, "timestamp": timestamps}).sort(
+        ["user_id", "timestamp", "movie_id"]
+    )
 
 
-def _timestamps(config: SyntheticConfig, rng: np.random.Generator, counts: list[int], n_first_session: np.ndarray) -> np.ndarray:
+def _timestamps(
+    config: SyntheticConfig, rng: np.random.Generator, counts: list[int], n_first_session: np.ndarray
+) -> np.ndarray:
     """Each user arrives once, rates a burst in the first session, then returns now and then.
 
     Times follow the order of `_who_rates_what`: a user's first `n_first_session` movies
     get first-session times, the others times in the returning window.
     """
-    start = int(dt.datetime.combine(config.start_date, dt.time(), tzinfo=dt.timezone.utc).timestamp())
-    end = int(dt.datetime.combine(config.end_date, dt.time(23, 59, 59), tzinfo=dt.timezone.utc).timestamp())
+    start = int(dt.datetime.combine(config.start_date, dt.time(), tzinfo=dt.UTC).timestamp())
+    end = int(dt.datetime.combine(config.end_date, dt.time(23, 59, 59), tzinfo=dt.UTC).timestamp())
     span = end - start
     burst = config.burst_hours * 3600
     out = []
@@ -676,7 +791,10 @@ def _timestamps(config: SyntheticConfig, rng: np.random.Generator, counts: list[
         window = min(rng.lognormal(np.log(config.return_days_median * 86400), config.return_days_sigma), end - arrival)
         # Returns start after the first session, so the two phases keep their order in time.
         times = np.concatenate(
-            [arrival + rng.uniform(0, burst, n_burst), arrival + burst + rng.uniform(0, max(window - burst, 0.0), n - n_burst)]
+            [
+                arrival + rng.uniform(0, burst, n_burst),
+                arrival + burst + rng.uniform(0, max(window - burst, 0.0), n - n_burst),
+            ]
         )
         out.append(np.clip(times, start, end))
     return np.concatenate(out).astype(np.int64)
@@ -699,12 +817,16 @@ def _metadata(
     n = len(movie_ids)
     tmdb_ids = rng.choice(np.arange(10_000, 10_000 + 50 * n), size=n, replace=False)
     vote_average = np.clip(
-        config.vote_average_mean + config.vote_average_quality_scale * catalogue.quality + config.vote_average_noise * rng.standard_normal(n),
+        config.vote_average_mean
+        + config.vote_average_quality_scale * catalogue.quality
+        + config.vote_average_noise * rng.standard_normal(n),
         0.0,
         10.0,
     ).round(1)
     vote_count = np.exp(
-        config.vote_count_log_mean + config.vote_count_log_popularity_scale * catalogue.popularity_z + config.vote_count_log_noise * rng.standard_normal(n)
+        config.vote_count_log_mean
+        + config.vote_count_log_popularity_scale * catalogue.popularity_z
+        + config.vote_count_log_noise * rng.standard_normal(n)
     ).astype(np.int64)
     release = [dt.date(int(y), 1, 1) + dt.timedelta(days=int(rng.integers(0, 365))) for y in catalogue.years]
     overviews = [_overview(rng, gs) for gs in catalogue.genres]
@@ -734,6 +856,8 @@ def _overview(rng: np.random.Generator, genres: list[str]) -> str:
     sentences = [f"{rng.choice(vocab.SETTINGS)}, {who[0].lower()}{who[1:]} {hook}."]
     if len(genres) > 1:
         other = str(rng.choice(vocab.PROTAGONISTS))
-        sentences.append(f"Meanwhile, {other[0].lower()}{other[1:]} {rng.choice(vocab.GENRE_WORDS[genres[1]]['hooks'])}.")
+        sentences.append(
+            f"Meanwhile, {other[0].lower()}{other[1:]} {rng.choice(vocab.GENRE_WORDS[genres[1]]['hooks'])}."
+        )
     sentences.append(str(rng.choice(vocab.CLOSERS)))
     return " ".join(sentences)

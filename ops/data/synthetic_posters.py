@@ -49,24 +49,132 @@ class GenrePalette(BaseModel):
 # adventure / romance / western warm (western in sepia); sci-fi / drama / documentary /
 # war cool.
 DEFAULT_PALETTES: dict[str, GenrePalette] = {
-    "Action": GenrePalette(family="warm", top=(205, 60, 20), bottom=(250, 165, 40), accents=((30, 20, 20), (255, 230, 90), (120, 20, 10)), text=(255, 245, 220)),
-    "Adventure": GenrePalette(family="warm", top=(235, 175, 70), bottom=(130, 150, 60), accents=((90, 60, 20), (250, 220, 120), (40, 100, 60)), text=(255, 250, 230)),
-    "Animation": GenrePalette(family="bright", top=(255, 185, 225), bottom=(255, 240, 110), accents=((80, 200, 255), (255, 120, 80), (140, 230, 120)), text=(60, 30, 90)),
-    "Children's": GenrePalette(family="bright", top=(130, 215, 255), bottom=(255, 240, 130), accents=((255, 140, 60), (255, 90, 140), (120, 220, 100)), text=(40, 40, 120)),
-    "Comedy": GenrePalette(family="bright", top=(255, 225, 70), bottom=(255, 160, 60), accents=((235, 60, 60), (60, 160, 240), (255, 255, 255)), text=(40, 20, 20)),
-    "Crime": GenrePalette(family="dark", top=(18, 18, 24), bottom=(70, 25, 25), accents=((200, 160, 60), (140, 20, 20), (90, 90, 100)), text=(230, 200, 120)),
-    "Documentary": GenrePalette(family="cool", top=(205, 212, 218), bottom=(95, 125, 135), accents=((40, 60, 70), (240, 240, 235), (150, 170, 160)), text=(20, 30, 40)),
-    "Drama": GenrePalette(family="cool", top=(65, 85, 115), bottom=(155, 175, 195), accents=((230, 225, 210), (35, 45, 70), (120, 140, 170)), text=(245, 245, 240)),
-    "Fantasy": GenrePalette(family="bright", top=(185, 145, 255), bottom=(255, 215, 240), accents=((255, 240, 150), (120, 80, 200), (150, 255, 220)), text=(60, 20, 90)),
-    "Film-Noir": GenrePalette(family="dark", top=(10, 10, 10), bottom=(75, 75, 75), accents=((220, 220, 220), (40, 40, 40), (140, 140, 140)), text=(235, 235, 235)),
-    "Horror": GenrePalette(family="dark", top=(15, 4, 8), bottom=(65, 0, 12), accents=((160, 10, 20), (205, 195, 175), (40, 60, 30)), text=(225, 30, 30)),
-    "Musical": GenrePalette(family="bright", top=(255, 125, 205), bottom=(255, 215, 95), accents=((255, 255, 255), (120, 40, 160), (255, 240, 60)), text=(90, 10, 70)),
-    "Mystery": GenrePalette(family="dark", top=(18, 12, 38), bottom=(55, 45, 85), accents=((170, 140, 230), (230, 220, 180), (30, 20, 60)), text=(220, 210, 250)),
-    "Romance": GenrePalette(family="warm", top=(245, 130, 160), bottom=(185, 30, 65), accents=((255, 235, 240), (220, 50, 90), (255, 190, 200)), text=(255, 245, 250)),
-    "Sci-Fi": GenrePalette(family="cool", top=(8, 28, 85), bottom=(40, 145, 205), accents=((120, 240, 255), (200, 220, 255), (20, 60, 140)), text=(210, 245, 255)),
-    "Thriller": GenrePalette(family="dark", top=(10, 16, 26), bottom=(45, 50, 66), accents=((230, 200, 40), (150, 160, 175), (120, 20, 20)), text=(240, 220, 80)),
-    "War": GenrePalette(family="cool", top=(60, 72, 55), bottom=(115, 125, 95), accents=((40, 40, 30), (190, 170, 120), (150, 40, 30)), text=(235, 230, 210)),
-    "Western": GenrePalette(family="warm", top=(210, 170, 110), bottom=(125, 82, 42), accents=((70, 40, 20), (240, 215, 160), (160, 90, 40)), text=(60, 30, 10)),
+    "Action": GenrePalette(
+        family="warm",
+        top=(205, 60, 20),
+        bottom=(250, 165, 40),
+        accents=((30, 20, 20), (255, 230, 90), (120, 20, 10)),
+        text=(255, 245, 220),
+    ),
+    "Adventure": GenrePalette(
+        family="warm",
+        top=(235, 175, 70),
+        bottom=(130, 150, 60),
+        accents=((90, 60, 20), (250, 220, 120), (40, 100, 60)),
+        text=(255, 250, 230),
+    ),
+    "Animation": GenrePalette(
+        family="bright",
+        top=(255, 185, 225),
+        bottom=(255, 240, 110),
+        accents=((80, 200, 255), (255, 120, 80), (140, 230, 120)),
+        text=(60, 30, 90),
+    ),
+    "Children's": GenrePalette(
+        family="bright",
+        top=(130, 215, 255),
+        bottom=(255, 240, 130),
+        accents=((255, 140, 60), (255, 90, 140), (120, 220, 100)),
+        text=(40, 40, 120),
+    ),
+    "Comedy": GenrePalette(
+        family="bright",
+        top=(255, 225, 70),
+        bottom=(255, 160, 60),
+        accents=((235, 60, 60), (60, 160, 240), (255, 255, 255)),
+        text=(40, 20, 20),
+    ),
+    "Crime": GenrePalette(
+        family="dark",
+        top=(18, 18, 24),
+        bottom=(70, 25, 25),
+        accents=((200, 160, 60), (140, 20, 20), (90, 90, 100)),
+        text=(230, 200, 120),
+    ),
+    "Documentary": GenrePalette(
+        family="cool",
+        top=(205, 212, 218),
+        bottom=(95, 125, 135),
+        accents=((40, 60, 70), (240, 240, 235), (150, 170, 160)),
+        text=(20, 30, 40),
+    ),
+    "Drama": GenrePalette(
+        family="cool",
+        top=(65, 85, 115),
+        bottom=(155, 175, 195),
+        accents=((230, 225, 210), (35, 45, 70), (120, 140, 170)),
+        text=(245, 245, 240),
+    ),
+    "Fantasy": GenrePalette(
+        family="bright",
+        top=(185, 145, 255),
+        bottom=(255, 215, 240),
+        accents=((255, 240, 150), (120, 80, 200), (150, 255, 220)),
+        text=(60, 20, 90),
+    ),
+    "Film-Noir": GenrePalette(
+        family="dark",
+        top=(10, 10, 10),
+        bottom=(75, 75, 75),
+        accents=((220, 220, 220), (40, 40, 40), (140, 140, 140)),
+        text=(235, 235, 235),
+    ),
+    "Horror": GenrePalette(
+        family="dark",
+        top=(15, 4, 8),
+        bottom=(65, 0, 12),
+        accents=((160, 10, 20), (205, 195, 175), (40, 60, 30)),
+        text=(225, 30, 30),
+    ),
+    "Musical": GenrePalette(
+        family="bright",
+        top=(255, 125, 205),
+        bottom=(255, 215, 95),
+        accents=((255, 255, 255), (120, 40, 160), (255, 240, 60)),
+        text=(90, 10, 70),
+    ),
+    "Mystery": GenrePalette(
+        family="dark",
+        top=(18, 12, 38),
+        bottom=(55, 45, 85),
+        accents=((170, 140, 230), (230, 220, 180), (30, 20, 60)),
+        text=(220, 210, 250),
+    ),
+    "Romance": GenrePalette(
+        family="warm",
+        top=(245, 130, 160),
+        bottom=(185, 30, 65),
+        accents=((255, 235, 240), (220, 50, 90), (255, 190, 200)),
+        text=(255, 245, 250),
+    ),
+    "Sci-Fi": GenrePalette(
+        family="cool",
+        top=(8, 28, 85),
+        bottom=(40, 145, 205),
+        accents=((120, 240, 255), (200, 220, 255), (20, 60, 140)),
+        text=(210, 245, 255),
+    ),
+    "Thriller": GenrePalette(
+        family="dark",
+        top=(10, 16, 26),
+        bottom=(45, 50, 66),
+        accents=((230, 200, 40), (150, 160, 175), (120, 20, 20)),
+        text=(240, 220, 80),
+    ),
+    "War": GenrePalette(
+        family="cool",
+        top=(60, 72, 55),
+        bottom=(115, 125, 95),
+        accents=((40, 40, 30), (190, 170, 120), (150, 40, 30)),
+        text=(235, 230, 210),
+    ),
+    "Western": GenrePalette(
+        family="warm",
+        top=(210, 170, 110),
+        bottom=(125, 82, 42),
+        accents=((70, 40, 20), (240, 215, 160), (160, 90, 40)),
+        text=(60, 30, 10),
+    ),
 }
 
 
@@ -121,7 +229,10 @@ def write_posters(
     small_paths, large_paths = [], []
     for movie_id, title, year, genres in zip(movie_ids, titles, years, main_genres, strict=True):
         spec = poster_spec(int(movie_id), title, int(year), list(genres), config, seed)
-        for size, folder, paths in ((config.small_size, small_dir, small_paths), (config.large_size, large_dir, large_paths)):
+        for size, folder, paths in (
+            (config.small_size, small_dir, small_paths),
+            (config.large_size, large_dir, large_paths),
+        ):
             path = folder / f"{int(movie_id)}{suffix}"
             _write_if_changed(path, _encode(render_poster(spec, size), config))
             paths.append(str(path))
@@ -186,8 +297,14 @@ def poster_spec(movie_id: int, title: str, year: int, genres: list[str], config:
     towards = 0 if _luminance(main.text) >= 80 else 255
     band = tuple(int((1 - config.title_band_mix) * b + config.title_band_mix * towards) for b in bottom)
     return PosterSpec(
-        title=title, year=year, top=top, bottom=bottom, shapes=tuple(shapes),
-        band=band, band_height=config.title_band_height, text=main.text,  # type: ignore[arg-type]
+        title=title,
+        year=year,
+        top=top,
+        bottom=bottom,
+        shapes=tuple(shapes),
+        band=band,
+        band_height=config.title_band_height,
+        text=main.text,  # type: ignore[arg-type]
     )
 
 

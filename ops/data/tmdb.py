@@ -25,23 +25,24 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import polars as pl
 from pydantic import BaseModel, Field
 
 from ops.atomic import atomic_write_parquet
 from ops.checkpoint import JsonlCheckpoint
-from ops.web import redact
-from ops.web import parse_retry_after as _parse_retry_after
-from ops.web import register_secrets as register_web_secrets
 from ops.data.poster_store import PosterError, PosterStoreConfig, store_poster
-from ops.schema import METADATA, conform
 from ops.data.tmdb_match import MatchConfig, ParsedTitle, choose_candidate, parse_movielens_title, search_plan
+from ops.schema import METADATA, conform
+from ops.web import parse_retry_after as _parse_retry_after
+from ops.web import redact
+from ops.web import register_secrets as register_web_secrets
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def crawl_tmdb(
     out_dir: str | Path,
     config: TmdbConfig | None = None,
     links: pl.DataFrame | None = None,
-    credentials: "TmdbCredentials | None" = None,
+    credentials: TmdbCredentials | None = None,
 ) -> CrawlResult:
     """Crawl TMDB metadata and posters for `movies` (MOVIES schema) into `out_dir`.
 
@@ -128,7 +129,12 @@ def crawl_tmdb(
     known_ids = links_to_tmdb_ids(links) if links is not None else {}
     checkpoint = JsonlCheckpoint(out / "checkpoint.jsonl", key="movie_id")
     todo = [m for m in movie_rows if _needs_crawl(checkpoint.get(m["movie_id"]), config)]
-    log.info("TMDB crawl: %d movies, %d done in checkpoint, %d to crawl", len(movie_rows), len(movie_rows) - len(todo), len(todo))
+    log.info(
+        "TMDB crawl: %d movies, %d done in checkpoint, %d to crawl",
+        len(movie_rows),
+        len(movie_rows) - len(todo),
+        len(todo),
+    )
 
     started = time.monotonic()
     requests_made = retries = 0
@@ -182,7 +188,9 @@ def records_to_frames(records: Iterable[dict | None]) -> tuple[pl.DataFrame, pl.
         if rec.get("row") is not None:
             rows.append(rec["row"])
         for f in rec.get("failures", []):
-            problems.append({"movie_id": rec["movie_id"], "title": rec.get("title"), "stage": f["stage"], "reason": f["reason"]})
+            problems.append(
+                {"movie_id": rec["movie_id"], "title": rec.get("title"), "stage": f["stage"], "reason": f["reason"]}
+            )
     metadata = pl.DataFrame(rows, schema=_JSON_METADATA) if rows else pl.DataFrame(schema=_JSON_METADATA)
     metadata = metadata.with_columns(pl.col("release_date").str.to_date("%Y-%m-%d", strict=False))
     metadata = conform(metadata, METADATA, "metadata").sort("movie_id")
@@ -202,14 +210,19 @@ class TmdbCredentials:
     read_token: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None,
-                 api_key_var: str = API_KEY_ENV, read_token_var: str = READ_TOKEN_ENV) -> "TmdbCredentials":
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        api_key_var: str = API_KEY_ENV,
+        read_token_var: str = READ_TOKEN_ENV,
+    ) -> TmdbCredentials:
         env = os.environ if environ is None else environ
         creds = cls(api_key=env.get(api_key_var) or None, read_token=env.get(read_token_var) or None)
         if not (creds.api_key or creds.read_token):
             raise MissingCredentialsError(
                 f"no TMDB credentials: set {read_token_var} (read-access token) or {api_key_var} (v3 API key) "
-                "in the environment, or use the local metadata source (ops.data.local_metadata)")
+                "in the environment, or use the local metadata source (ops.data.local_metadata)"
+            )
         return creds
 
     @property
@@ -252,7 +265,9 @@ class PermanentHttpError(Exception):
 class RateLimiter:
     """Spaces request starts 1/rps apart across threads; a 429 pushes every slot back."""
 
-    def __init__(self, rps: float, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, rps: float, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         self.interval = 1.0 / rps
         self._clock, self._sleep = clock, sleep
         self._next = clock()
@@ -288,8 +303,12 @@ class TmdbClient:
         self.retries = 0
 
     def search_movie(self, query: str, year: int | None) -> list[dict]:
-        params: dict[str, Any] = {"query": query, "include_adult": str(self.config.include_adult).lower(),
-                                  "language": self.config.language, "page": 1}
+        params: dict[str, Any] = {
+            "query": query,
+            "include_adult": str(self.config.include_adult).lower(),
+            "language": self.config.language,
+            "page": 1,
+        }
         if year is not None:
             params["year"] = year
         data = self._get_json("/search/movie", params)
@@ -299,7 +318,9 @@ class TmdbClient:
         return results
 
     def movie_details(self, tmdb_id: int) -> dict:
-        return self._get_json(f"/movie/{int(tmdb_id)}", {"append_to_response": "credits", "language": self.config.language})
+        return self._get_json(
+            f"/movie/{int(tmdb_id)}", {"append_to_response": "credits", "language": self.config.language}
+        )
 
     def image(self, size: str, poster_path: str) -> bytes:
         # Image hosts need no key: none is sent, so none can leak from this request.
@@ -342,8 +363,9 @@ class TmdbClient:
         with self._lock:
             self.requests_made += 1
         try:
-            resp = self._session().get(url, params=params, headers=headers,
-                                       timeout=(self.config.connect_timeout_s, self.config.read_timeout_s))
+            resp = self._session().get(
+                url, params=params, headers=headers, timeout=(self.config.connect_timeout_s, self.config.read_timeout_s)
+            )
         except requests.Timeout as exc:
             raise TransientHttpError(f"timeout on {where}: {redact(exc)}") from None
         except requests.ConnectionError as exc:
@@ -353,7 +375,9 @@ class TmdbClient:
             retry_after = _parse_retry_after(resp.headers.get("Retry-After"))
             if retry_after is not None:
                 self.limiter.pause(min(retry_after, self.config.max_retry_after_s))
-            raise TransientHttpError(f"HTTP 429 on {where} (Retry-After {resp.headers.get('Retry-After')!r})", retry_after)
+            raise TransientHttpError(
+                f"HTTP 429 on {where} (Retry-After {resp.headers.get('Retry-After')!r})", retry_after
+            )
         if status >= 500:
             raise TransientHttpError(f"HTTP {status} on {where}")
         if status == 401:
@@ -379,8 +403,13 @@ class TmdbClient:
         with self._lock:
             self.retries += 1
         exc = retry_state.outcome.exception()
-        log.info("retry %d/%d in %.2f s after: %s", retry_state.attempt_number, self.config.max_attempts,
-                 retry_state.next_action.sleep if retry_state.next_action else 0.0, redact(exc))
+        log.info(
+            "retry %d/%d in %.2f s after: %s",
+            retry_state.attempt_number,
+            self.config.max_attempts,
+            retry_state.next_action.sleep if retry_state.next_action else 0.0,
+            redact(exc),
+        )
 
     def _session(self):
         session = getattr(self._local, "session", None)
@@ -417,8 +446,9 @@ def _path_of(url: str) -> str:
 # One movie: match, details, posters
 
 
-def crawl_movie(movie: dict, client: TmdbClient, config: TmdbConfig, poster_dir: Path,
-                known_tmdb_id: int | None) -> dict:
+def crawl_movie(
+    movie: dict, client: TmdbClient, config: TmdbConfig, poster_dir: Path, known_tmdb_id: int | None
+) -> dict:
     """Everything TMDB has for one movie, as a checkpoint record.
 
     {"movie_id", "title", "row": METADATA row as JSON or None, "failures": [{"stage",
@@ -441,7 +471,11 @@ def crawl_movie(movie: dict, client: TmdbClient, config: TmdbConfig, poster_dir:
             except PermanentHttpError as exc:
                 if exc.status != 404:
                     raise
-                log.info("movie %s: links table's TMDB id %s is gone (404); searching by title", movie["movie_id"], known_tmdb_id)
+                log.info(
+                    "movie %s: links table's TMDB id %s is gone (404); searching by title",
+                    movie["movie_id"],
+                    known_tmdb_id,
+                )
         if details is None:
             stage = "match"
             tmdb_id, reason = match_movie(parsed, client, config.match)
@@ -469,8 +503,10 @@ def crawl_movie(movie: dict, client: TmdbClient, config: TmdbConfig, poster_dir:
         if not isinstance(poster_path, str) or not poster_path:
             fail("poster", "TMDB has no poster for this movie", retryable=False)
         else:
-            for column, stage, size in (("poster_small", "poster_small", config.poster_small_size),
-                                        ("poster_large", "poster_large", config.poster_large_size)):
+            for column, stage, size in (
+                ("poster_small", "poster_small", config.poster_small_size),
+                ("poster_large", "poster_large", config.poster_large_size),
+            ):
                 try:
                     row[column] = str(store_poster(client.image(size, poster_path), poster_dir, config.posters))
                 except TmdbAuthError:
@@ -504,15 +540,19 @@ def details_to_row(details: dict, movie_id: int, config: TmdbConfig) -> dict:
     crew = credits.get("crew") or []
     cast = credits.get("cast") or []
     directors = _unique(c.get("name") for c in crew if isinstance(c, dict) and c.get("job") == "Director")
-    billed = sorted((c for c in cast if isinstance(c, dict) and c.get("name")),
-                    key=lambda c: c.get("order") if isinstance(c.get("order"), int) else 10**6)
+    billed = sorted(
+        (c for c in cast if isinstance(c, dict) and c.get("name")),
+        key=lambda c: c.get("order") if isinstance(c.get("order"), int) else 10**6,
+    )
     actors = _unique(c["name"] for c in billed)[: config.top_actors]
     genres = _unique(g.get("name") for g in details.get("genres") or [] if isinstance(g, dict))
     return {
         "movie_id": movie_id,
         "tmdb_id": tmdb_id,
         "overview": _text(details.get("overview")),
-        "vote_average": float(details["vote_average"]) if isinstance(details.get("vote_average"), (int, float)) else None,
+        "vote_average": float(details["vote_average"])
+        if isinstance(details.get("vote_average"), (int, float))
+        else None,
         "vote_count": int(details["vote_count"]) if isinstance(details.get("vote_count"), (int, float)) else None,
         "release_date": _iso_date(details.get("release_date")),
         "meta_genres": genres,
@@ -531,8 +571,14 @@ def details_to_row(details: dict, movie_id: int, config: TmdbConfig) -> dict:
 _JSON_METADATA = {**METADATA, "release_date": pl.Utf8}
 
 
-def _run_pool(todo: list[dict], client: TmdbClient, config: TmdbConfig, poster_dir: Path,
-              known_ids: dict[int, int | None], checkpoint: JsonlCheckpoint) -> None:
+def _run_pool(
+    todo: list[dict],
+    client: TmdbClient,
+    config: TmdbConfig,
+    poster_dir: Path,
+    known_ids: dict[int, int | None],
+    checkpoint: JsonlCheckpoint,
+) -> None:
     from tqdm import tqdm
 
     if not todo:
@@ -574,8 +620,12 @@ def _crawl_safely(movie: dict, client: TmdbClient, config: TmdbConfig, poster_di
         raise
     except Exception as exc:  # a bug or an unforeseen response must not end a long crawl
         log.exception("movie %s: unexpected error", movie["movie_id"])
-        return {"movie_id": movie["movie_id"], "title": movie["title"], "row": None,
-                "failures": [{"stage": "internal", "reason": redact(f"{type(exc).__name__}: {exc}"), "retryable": True}]}
+        return {
+            "movie_id": movie["movie_id"],
+            "title": movie["title"],
+            "row": None,
+            "failures": [{"stage": "internal", "reason": redact(f"{type(exc).__name__}: {exc}"), "retryable": True}],
+        }
 
 
 def _needs_crawl(record: dict | None, config: TmdbConfig) -> bool:

@@ -37,8 +37,33 @@ class MatchConfig(BaseModel):
     year_gap_penalty: float = Field(0.05, ge=0.0)
     # Articles MovieLens moves to the end of a title ("American President, The").
     articles: tuple[str, ...] = (
-        "The", "A", "An", "La", "Le", "Les", "L'", "Il", "Lo", "Gli", "I", "Der", "Die", "Das",
-        "Den", "Det", "De", "El", "Los", "Las", "Un", "Une", "Una", "Uno", "O", "Os", "As",
+        "The",
+        "A",
+        "An",
+        "La",
+        "Le",
+        "Les",
+        "L'",
+        "Il",
+        "Lo",
+        "Gli",
+        "I",
+        "Der",
+        "Die",
+        "Das",
+        "Den",
+        "Det",
+        "De",
+        "El",
+        "Los",
+        "Las",
+        "Un",
+        "Une",
+        "Una",
+        "Uno",
+        "O",
+        "Os",
+        "As",
     )
 
 
@@ -110,9 +135,7 @@ def search_plan(parsed: ParsedTitle, config: MatchConfig) -> list[SearchStep]:
     return [SearchStep(q, y) for y in years for q in parsed.queries]
 
 
-def choose_candidate(
-    parsed: ParsedTitle, results: list[dict], config: MatchConfig
-) -> MatchDecision:
+def choose_candidate(parsed: ParsedTitle, results: list[dict], config: MatchConfig) -> MatchDecision:
     """The best TMDB search result for `parsed`, or a decision with tmdb_id None and a note.
 
     Similarity is the best SequenceMatcher ratio between any of our titles and the
@@ -132,7 +155,9 @@ def choose_candidate(
         cand_year = _year_of(r.get("release_date"))
         gap = abs(cand_year - parsed.year) if (cand_year and parsed.year) else 0
         pop = r.get("popularity") if isinstance(r.get("popularity"), (int, float)) else 0.0
-        score = sim + config.popularity_weight * min(math.log1p(max(pop, 0.0)), 5.0) - config.year_gap_penalty * min(gap, 5)
+        score = (
+            sim + config.popularity_weight * min(math.log1p(max(pop, 0.0)), 5.0) - config.year_gap_penalty * min(gap, 5)
+        )
         if best is None or score > best.score:
             best = MatchDecision(r["id"], score, sim, names[0], cand_year)
     if best is None:
@@ -144,8 +169,10 @@ def choose_candidate(
             best.similarity,
             best.candidate_title,
             best.candidate_year,
-            [f"best candidate {best.candidate_title!r} ({best.candidate_year}) has title similarity "
-             f"{best.similarity:.2f} < {config.min_title_similarity}"],
+            [
+                f"best candidate {best.candidate_title!r} ({best.candidate_year}) has title similarity "
+                f"{best.similarity:.2f} < {config.min_title_similarity}"
+            ],
         )
     return best
 
@@ -170,7 +197,7 @@ def normalise_title(title: str) -> str:
 
 
 def restore_article(title: str, articles: tuple[str, ...]) -> str:
-    """"American President, The" -> "The American President"; "Appartement, L'" -> "L'Appartement"."""
+    """ "American President, The" -> "The American President"; "Appartement, L'" -> "L'Appartement"."""
     for art in articles:
         suffix = ", " + art
         if title.endswith(suffix):

@@ -32,12 +32,15 @@ class MovieInfo:
     directors: tuple[str, ...] = ()
     actors: tuple[str, ...] = ()
     poster_large: str | None = None
+    attributes: tuple[tuple[str, str], ...] = ()  # any domain: (name, value), docs/data_model.md
 
 
 class Catalogue:
     """The movies the sandbox can show, by movie id."""
 
-    def __init__(self, movies: Mapping[int, MovieInfo] | Iterable[MovieInfo]) -> None:
+    def __init__(self, movies: Mapping[int, MovieInfo] | Iterable[MovieInfo], item_noun: str = "movie") -> None:
+        # What the domain calls an item: the prompts and pages say it (dataset.json).
+        self.item_noun = item_noun
         self._cards: dict[tuple[int, int], ItemCard] = {}
         if isinstance(movies, Mapping):
             self._movies = dict(movies)
@@ -75,9 +78,11 @@ class Catalogue:
                     directors=tuple(columns["directors"][i] or ()),
                     actors=tuple(columns["actors"][i] or ()),
                     poster_large=columns["poster_large"][i],
+                    attributes=attribute_pairs(columns["attributes"][i]),
                 )
             )
-        return cls(infos)
+        nouns = [n for n in columns["item_noun"] if n]
+        return cls(infos, item_noun=nouns[0] if nouns else "movie")
 
     def card(self, movie_id: int, position: int) -> ItemCard:
         """The home-page card of a movie at a list position (cards are immutable, so one
@@ -110,3 +115,19 @@ class Catalogue:
 
     def movie_ids(self) -> list[int]:
         return list(self._movies)
+
+
+def attribute_pairs(text: str | None) -> tuple[tuple[str, str], ...]:
+    """The `attributes` JSON object as (name, value) pairs to show; lists joined by commas."""
+    if not text:
+        return ()
+    import json
+
+    def shown(value) -> str:
+        if isinstance(value, list):
+            return ", ".join(str(v) for v in value)
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return str(value)
+
+    return tuple((str(k).replace("_", " "), shown(v)) for k, v in json.loads(text).items() if v not in (None, "", []))

@@ -67,6 +67,9 @@ class DetailCard:
     directors: tuple[str, ...]
     actors: tuple[str, ...]
     poster_large: str | None
+    # Any domain (docs/data_model.md): the item's further attributes, (name, value) in the
+    # items file's order; empty on MovieLens.
+    attributes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -291,6 +291,7 @@ class Sandbox:
             directors=info.directors,
             actors=info.actors,
             poster_large=info.poster_large,
+            attributes=info.attributes,
         )
         return Observation("detail", self.page_number, legal, detail=detail)
 
@@ -316,5 +317,7 @@ def describe(observation: Observation) -> str:
         )
         lines.append(f"Directors: {', '.join(d.directors) or 'n/a'}. Cast: {', '.join(d.actors) or 'n/a'}.")
         lines.append(f"Overview: {d.overview or 'n/a'}")
+        if d.attributes:
+            lines.append("; ".join(f"{name}: {value}" for name, value in d.attributes) + ".")
     lines.append(f"Legal actions: {', '.join(observation.legal_actions) or 'none (the session has ended)'}.")
     return "\n".join(lines)

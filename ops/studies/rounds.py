@@ -344,12 +344,13 @@ def _clock_after(train: pl.DataFrame, written: pl.DataFrame, added: pl.DataFrame
 
 
 def _genre_matrix(catalogue_frame: pl.DataFrame) -> dict[int, np.ndarray]:
-    from ops.schema import GENRES
+    from ops.agents.movie_facts import genre_vocabulary
 
-    index = {g: j for j, g in enumerate(GENRES)}
+    vocabulary = genre_vocabulary(catalogue_frame)
+    index = {g: j for j, g in enumerate(vocabulary)}
     out = {}
     for movie_id, names in catalogue_frame.select("movie_id", "genres").iter_rows():
-        row = np.zeros(len(GENRES), dtype=bool)
+        row = np.zeros(len(vocabulary), dtype=bool)
         for g in names or ():
             if g in index:
                 row[index[g]] = True

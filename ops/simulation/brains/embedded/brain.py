@@ -11,7 +11,6 @@ import numpy as np
 from ops.agents.memory import LongTermMemory, ShortTermEntry
 from ops.agents.profile import DECADES
 from ops.agents.session import AgentSession
-from ops.schema import GENRES
 from ops.simulation.brains.embedded.config import FEATURES, EmbeddedBrainConfig, EmbeddedBrainParams, LinearModel
 from ops.simulation.brains.embedded.features import AgentState, BrainContext, PairScores, agent_states, pair_features
 from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, Decision, Observation
@@ -323,7 +322,7 @@ class EmbeddedBrain:
         return "; ".join(phrases)
 
     def _genre_names(self, row: int) -> list[str]:
-        return [GENRES[j] for j in np.flatnonzero(self.ctx.facts.genres[row])]
+        return [self.ctx.facts.genre_names[j] for j in np.flatnonzero(self.ctx.facts.genres[row])]
 
     def _phrase(self, session: AgentSession, scores: PairScores, i: int, feature: str, positive: bool) -> str | None:
         facts = self.ctx.facts
@@ -334,12 +333,16 @@ class EmbeddedBrain:
             genres = self._genre_names(movie_row)
             if not genres:
                 return None
+            names = facts.genre_names
             pref = {
-                g: stats.genre_lift[srow, GENRES.index(g)] + stats.genre_deviation[srow, GENRES.index(g)]
-                for g in genres
+                g: stats.genre_lift[srow, names.index(g)] + stats.genre_deviation[srow, names.index(g)] for g in genres
             }
             g = max(pref, key=pref.get) if positive else min(pref, key=pref.get)
-            return f"{g} matches my taste" if positive else f"{g} is not my genre"
+            return (
+                f"{g} matches my taste"
+                if positive
+                else f"{g} is not my {'genre' if facts.item_noun == 'movie' else 'kind of thing'}"
+            )
         if feature in ("text_affinity", "text_familiarity", "poster_affinity", "poster_familiarity"):
             nn = scores.poster_neighbour[i] if feature.startswith("poster") else scores.text_neighbour[i]
             what = "poster" if feature.startswith("poster") else "story"

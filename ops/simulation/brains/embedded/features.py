@@ -328,9 +328,11 @@ def _demographic_lift(train: pl.DataFrame, users: pl.DataFrame | None, facts: Mo
     if users is None or not {"user_id", "gender", "age"} <= set(users.columns) or train.height == 0:
         return np.zeros((0, len(facts.movie_ids)), dtype=np.float32), {}
     rows = {int(m): i for i, m in enumerate(facts.movie_ids.tolist())}
-    joined = train.select("user_id", "movie_id").join(
-        users.select("user_id", "gender", "age"), on="user_id", how="inner"
-    )
+    joined = (
+        train.select("user_id", "movie_id")
+        .join(users.select("user_id", "gender", "age"), on="user_id", how="inner")
+        .drop_nulls(["gender", "age"])
+    )  # a domain without demographics (docs/data_model.md) has no groups
     keys = sorted({demographic_group(g, a) for g, a in joined.select("gender", "age").unique().iter_rows()} - {None})
     groups = {k: i for i, k in enumerate(keys)}
     counts = np.zeros((len(keys), len(rows)))

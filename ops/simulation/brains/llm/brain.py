@@ -59,6 +59,8 @@ class LLMBrain:
     def __init__(self, config: LLMBrainConfig | None = None, catalogue=None, client=None) -> None:
         self.config = config or LLMBrainConfig()
         self.catalogue = catalogue
+        # The domain's noun ("movie", "book", "game"): the prompts say it (docs/data_model.md).
+        self.noun = getattr(catalogue, "item_noun", None) or "movie"
         # From the configuration, not the probe: the name keys checkpoints before any call.
         self.name = f"llm:{self.config.model}" + ("" if self.config.vision else ":no-vision")
         self.transport = LLMClient(self.config, client)
@@ -269,9 +271,11 @@ class LLMBrain:
 
     def reflection_messages(self, session: AgentSession) -> list[dict]:
         c = self.config
-        system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
+        system = prompts.system_prompt(
+            session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max, self.noun
+        )
         text = prompts.reflection_text(
-            self._short_term(session), self._watched(session), c.satisfaction_range, c.interest_range
+            self._short_term(session), self._watched(session), c.satisfaction_range, c.interest_range, self.noun
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
@@ -280,7 +284,9 @@ class LLMBrain:
     def page_messages(self, session: AgentSession, observation: Observation) -> list[dict]:
         """The chat messages for one page (system: who the agent is; user: the rest)."""
         c = self.config
-        system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
+        system = prompts.system_prompt(
+            session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max, self.noun
+        )
         movie_ids = (
             [card.movie_id for card in observation.items]
             if observation.page_type == "home"
@@ -291,7 +297,7 @@ class LLMBrain:
             "\n\n".join(
                 [
                     prompts.fatigue_text(session),
-                    prompts.memories_text(self.recall(session, movie_ids, observation.page_type)),
+                    prompts.memories_text(self.recall(session, movie_ids, observation.page_type), self.noun),
                     prompts.short_term_text(self._short_term(session)),
                     *([reflected] if reflected else []),
                 ]
@@ -299,14 +305,20 @@ class LLMBrain:
             + "\n"
         )
         parts = [{"type": "text", "text": context}]
-        parts += prompts.page_parts(observation, self._poster_parts)
-        parts.append({"type": "text", "text": "\n" + prompts.answer_instructions(observation, c.rating_range)})
+        parts += prompts.page_parts(observation, self._poster_parts, self.noun)
+        parts.append(
+            {"type": "text", "text": "\n" + prompts.answer_instructions(observation, c.rating_range, self.noun)}
+        )
         return [{"role": "system", "content": system}, {"role": "user", "content": prompts.merge_text_parts(parts)}]
 
     def interview_messages(self, session: AgentSession) -> list[dict]:
         c = self.config
-        system = prompts.system_prompt(session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max)
-        text = prompts.interview_text(self._short_term(session), self._watched(session), c.satisfaction_range)
+        system = prompts.system_prompt(
+            session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max, self.noun
+        )
+        text = prompts.interview_text(
+            self._short_term(session), self._watched(session), c.satisfaction_range, self.noun
+        )
         return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
     def recall(self, session: AgentSession, movie_ids: Sequence[int], page_type: str) -> list[str]:
@@ -493,7 +505,7 @@ class LLMBrain:
             info = cat[movie_id]
             genres = ", ".join(getattr(info, "genres", ()) or ())
             return f"{info.title}" + (f" ({genres})" if genres else "")
-        return f"movie {movie_id}"
+        return f"{self.noun} {movie_id}"
 
     def _poster_parts(self, path: str | None, size: str) -> list[dict]:
         """Image part (vision) or palette caption (text-only) for one poster; memoised."""

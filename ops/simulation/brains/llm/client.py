@@ -317,10 +317,20 @@ class LLMClient:
         with _PROBED_LOCK:
             if key in _PROBED:
                 return _PROBED[key]
-        value = await probe()
+        # The response cache keeps what was found beside the answers it shaped, so a re-run
+        # from the cache needs no endpoint (and gets the same requests, so the same keys).
+        cache_key = request_key({"capability": feature, "model": self.config.model}, self.endpoint)
+        held = self._cache.get(cache_key) if self._cache is not None else None
+        if held is not None:
+            value, how = json.loads(held["content"]), "from the response cache"
+        else:
+            value, how = await probe(), "probed once"
+            if self._cache is not None and self.config.cache == "readwrite":
+                content = json.dumps(value)
+                self._cache.put(cache_key, self.endpoint, self.config.model, _capability_row(content))
         with _PROBED_LOCK:
             _PROBED.setdefault(key, value)
-        log.info("LLM endpoint %s (model %s): %s %s (probed once)", self.endpoint, self.config.model, feature, value)
+        log.info("LLM endpoint %s (model %s): %s %s (%s)", self.endpoint, self.config.model, feature, value, how)
         return value
 
     async def _probe(self, messages: list[dict], response_format: dict | None = None) -> bool:
@@ -798,6 +808,11 @@ def without_keywords(schema, keywords: tuple[str, ...]):
     if isinstance(schema, list):
         return [without_keywords(v, keywords) for v in schema]
     return schema
+
+
+def _capability_row(content: str) -> dict:
+    """A probe's finding as a row of the response cache (a reply's shape, no tokens)."""
+    return {"content": content, "prompt_tokens": 0, "completion_tokens": 0, "usage_known": True}
 
 
 def _known(endpoint: str, model: str, feature: str):

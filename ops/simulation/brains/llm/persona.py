@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -183,7 +184,14 @@ async def amatch_persona(
             return "", None, f"not written: {_why(errors, failure)}"
         text = written.text()
         rated, _, errors, failure = await brain._ask(
-            [{"role": "user", "content": RATING_TEMPLATE.format(persona=text, movies=movies)}],
+            [
+                {
+                    "role": "user",
+                    "content": in_domain(
+                        RATING_TEMPLATE.format(persona=text, movies=movies), getattr(brain, "noun", "movie")
+                    ),
+                }
+            ],
             lambda t: _check_ratings(t, truth),
             rate_seed,
             None,
@@ -376,7 +384,17 @@ def persona_prompt(brain, user_id: int, history, seed: int, history_sample: int)
         ages=", ".join(AGES),
         occupations=", ".join(OCCUPATIONS_HINT),
     )
-    return rng, prompt
+    return rng, in_domain(prompt, getattr(brain, "noun", "movie"))
+
+
+def in_domain(text: str, noun: str) -> str:
+    """A persona prompt for a domain whose items are `noun`s (docs/data_model.md); the JSON
+    key `movie_id` stays, it is the protocol."""
+    if noun == "movie":
+        return text
+    text = re.sub(r"\bMovies\b", f"{noun.capitalize()}s", text)
+    text = re.sub(r"\bmovies\b", f"{noun}s", text)
+    return re.sub(r"\bmovie\b(?!_)", noun, text)
 
 
 def rating_movies(brain, validation) -> str:

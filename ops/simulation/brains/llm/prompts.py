@@ -34,6 +34,26 @@ from ops.simulation.observation import (
     Observation,
 )
 
+MOVIE = "movie"
+
+
+def plural(noun: str) -> str:
+    return f"{noun}s"
+
+
+def action_meanings(noun: str = MOVIE) -> dict[str, str]:
+    """What each action means on a domain whose items are `noun`s (the action names stay:
+    they are the sandbox's protocol)."""
+    if noun == MOVIE:
+        return ACTION_MEANINGS
+    return {
+        **ACTION_MEANINGS,
+        CLICK_MOVIE: f"open a {noun}'s detail page (give its movie_id)",
+        WATCH_AND_RATE: f"choose this {noun} (read, play or use it, as one does with a {noun}) and rate it (give a rating)",
+        BACK: "return to the home page without choosing it",
+    }
+
+
 # What each action means, in the words the agent reads (A/B Agent §2.3.1).
 ACTION_MEANINGS = {
     CLICK_MOVIE: "open a movie's detail page (give its movie_id)",
@@ -52,6 +72,21 @@ Who you are:
 How the website works:
 - The home page shows five recommended movies at a time (poster, title, vote average, genres); next_page is offered while more recommendations remain. On the home page you can: {home_actions}.
 - A movie's detail page adds the overview, vote count, release date, directors, cast and a larger poster. There you can: {detail_actions}.
+- Fatigue: every action tires you. Base costs: {costs}. An action costs less when the page interests you (interest 5 multiplies the cost by {phi_min:g}) and more when it bores you (interest 1 multiplies it by {phi_max:g}). When your fatigue budget is spent you leave. Like a real person, you do not explore forever: you leave when you are tired or bored.
+
+Answer with ONE JSON object and nothing else."""
+
+# Any other domain (docs/data_model.md): the same site, told in the domain's noun, showing
+# what its items have (title, categories, an image only where there is one, a description,
+# further attributes).
+SYSTEM_TEMPLATE_ANY = """You are role-playing one real person browsing a website that recommends {nouns}. Act as this person would, following their tastes, habits and mood, not as an assistant.
+
+Who you are:
+{profile}
+
+How the website works:
+- The home page shows five recommended {nouns} at a time (title, categories, and an image where the {noun} has one); next_page is offered while more recommendations remain. On the home page you can: {home_actions}.
+- A {noun}'s detail page adds its description, release date and further details, and a larger image where there is one. There you can: {detail_actions}.
 - Fatigue: every action tires you. Base costs: {costs}. An action costs less when the page interests you (interest 5 multiplies the cost by {phi_min:g}) and more when it bores you (interest 1 multiplies it by {phi_max:g}). When your fatigue budget is spent you leave. Like a real person, you do not explore forever: you leave when you are tired or bored.
 
 Answer with ONE JSON object and nothing else."""
@@ -79,21 +114,49 @@ REFLECTION_ANSWER = """Reply with a JSON object with exactly these keys:
 {{"preferences": one or two first-person sentences on what you want to watch now and what you want to avoid, "satisfaction": your satisfaction with the recommendations so far, an integer from {lo} to {hi}, "fatigue": how tired you are, an integer from {flo} (fresh) to {fhi} (exhausted)}}"""
 
 
+def _in_domain(text: str, noun: str) -> str:
+    """A movie sentence told for another domain: movies -> the plural, watched -> chosen."""
+    if noun == MOVIE:
+        return text
+    for old, new in (
+        ("Movies", plural(noun).capitalize()),
+        ("movies", plural(noun)),
+        ("this movie", f"this {noun}"),
+        ("the movie to open", f"the {noun} to open"),
+        ("the movie caught", f"the {noun} caught"),
+        ("You have watched nothing yet", "You have chosen nothing yet"),
+        ("You watched nothing", "You chose nothing"),
+        ("you watched", "you chose"),
+        ("you want to watch now", "you want now"),
+        ("remember watching", "remember choosing"),
+        ("your viewing history", "your history"),
+    ):
+        text = text.replace(old, new)
+    return text
+
+
 def reflection_text(
-    session_described: str, watched: Sequence[str], satisfaction_range: tuple[int, int], fatigue_range: tuple[int, int]
+    session_described: str,
+    watched: Sequence[str],
+    satisfaction_range: tuple[int, int],
+    fatigue_range: tuple[int, int],
+    noun: str = MOVIE,
 ) -> str:
     """The reflection prompt (Agent4Rec §2.1.2): the session so far, then the question."""
-    seen = "\n".join(watched) if watched else "You have watched nothing yet."
+    seen = "\n".join(watched) if watched else _in_domain("You have watched nothing yet.", noun)
     return (
         "This session so far:\n"
         + (session_described or "nothing yet.")
-        + "\nMovies you watched and your ratings:\n"
+        + _in_domain("\nMovies you watched and your ratings:\n", noun)
         + seen
         + "\n\n"
-        + REFLECTION_QUESTION
+        + _in_domain(REFLECTION_QUESTION, noun)
         + "\n"
-        + REFLECTION_ANSWER.format(
-            lo=satisfaction_range[0], hi=satisfaction_range[1], flo=fatigue_range[0], fhi=fatigue_range[1]
+        + _in_domain(
+            REFLECTION_ANSWER.format(
+                lo=satisfaction_range[0], hi=satisfaction_range[1], flo=fatigue_range[0], fhi=fatigue_range[1]
+            ),
+            noun,
         )
     )
 
@@ -103,31 +166,45 @@ def reflection_state_text(preferences: str, satisfaction: int, fatigue: int) -> 
     return f"Your reflection on this session so far: {preferences} (satisfaction {satisfaction}, tiredness {fatigue})."
 
 
-def system_prompt(profile: object, base_costs: Mapping[str, float], phi_min: float, phi_max: float) -> str:
+def system_prompt(
+    profile: object, base_costs: Mapping[str, float], phi_min: float, phi_max: float, noun: str = MOVIE
+) -> str:
     costs = ", ".join(f"{a} {c:g}" for a, c in base_costs.items())
-    return SYSTEM_TEMPLATE.format(
-        profile=profile_text(profile),
-        home_actions="; ".join(f"{a} ({ACTION_MEANINGS[a]})" for a in (CLICK_MOVIE, NEXT_PAGE, PREVIOUS_PAGE, EXIT)),
-        detail_actions="; ".join(f"{a} ({ACTION_MEANINGS[a]})" for a in (WATCH_AND_RATE, BACK)),
+    meanings = action_meanings(noun)
+    template = SYSTEM_TEMPLATE if noun == MOVIE else SYSTEM_TEMPLATE_ANY
+    return template.format(
+        profile=profile_text(profile, noun),
+        home_actions="; ".join(f"{a} ({meanings[a]})" for a in (CLICK_MOVIE, NEXT_PAGE, PREVIOUS_PAGE, EXIT)),
+        detail_actions="; ".join(f"{a} ({meanings[a]})" for a in (WATCH_AND_RATE, BACK)),
         costs=costs,
         phi_min=phi_min,
         phi_max=phi_max,
+        noun=noun,
+        nouns=plural(noun),
     )
 
 
-def profile_text(profile: object) -> str:
-    """The agent's profile (A/B Agent §2.4.1): demographics, Agent4Rec social traits,
-    SimUSER pickiness, the preference summary and the per-page preferences."""
+def profile_text(profile: object, noun: str = MOVIE) -> str:
+    """The agent's profile (A/B Agent §2.4.1): demographics where the users have them,
+    Agent4Rec social traits, SimUSER pickiness, the preference summary and the per-page
+    preferences."""
     get = lambda name, default=None: getattr(profile, name, default)  # noqa: E731 - loosely typed on purpose
     if get("age_label") is None:
         # Not an ops.agents.profile.AgentProfile: say what there is rather than invent fields.
         return str(get("summary") or profile)
     gender = {"M": "man", "F": "woman"}.get(get("gender"), "person")
+    kinds = "Genre" if noun == MOVIE else "Category"
+    # No demographics (a domain without them): traits from behaviour only, nothing invented.
+    who = (
+        [f"- A {get('age_label')} {gender}, {get('occupation_label')}, living in zip code {get('zip')}."]
+        if get("gender") is not None or get("age") is not None or get("occupation") is not None
+        else []
+    )
     lines = [
-        f"- A {get('age_label')} {gender}, {get('occupation_label')}, living in zip code {get('zip')}.",
-        f"- Activity: {get('activity_tier')} (you have rated {get('activity')} movies). "
-        f"Conformity with the crowd's ratings: {get('conformity_tier')}. Genre diversity: {get('diversity_tier')} "
-        f"({get('diversity')} genres).",
+        *who,
+        f"- Activity: {get('activity_tier')} (you have rated {get('activity')} {plural(noun)}). "
+        f"Conformity with the crowd's ratings: {get('conformity_tier')}. {kinds} diversity: {get('diversity_tier')} "
+        f"({get('diversity')} {'genres' if noun == MOVIE else 'categories'}).",
         f"- Pickiness: {get('pickiness')} (your average rating is {get('mean_rating'):.2f} out of 5).",
         f"- {get('home_page_preferences')}",
         f"- {get('detail_page_preferences')}",
@@ -145,10 +222,12 @@ def fatigue_text(session: AgentSession) -> str:
     )
 
 
-def memories_text(lines: Sequence[str]) -> str:
+def memories_text(lines: Sequence[str], noun: str = MOVIE) -> str:
     if not lines:
-        return "Movies you remember watching that resemble this page: none found."
-    return "Movies you remember watching that resemble this page (from your viewing history):\n" + "\n".join(lines)
+        return _in_domain("Movies you remember watching that resemble this page: none found.", noun)
+    return _in_domain(
+        "Movies you remember watching that resemble this page (from your viewing history):\n", noun
+    ) + "\n".join(lines)
 
 
 def short_term_text(described: str) -> str:
@@ -158,10 +237,13 @@ def short_term_text(described: str) -> str:
 def page_parts(
     observation: Observation,
     poster: Callable[[str | None, str], list[dict]],
+    noun: str = MOVIE,
 ) -> list[dict]:
     """The page as content parts.  `poster(path, size)` returns the parts for one poster:
     an image part for vision models, a caption text part for text-only models."""
     parts: list[dict] = []
+    if noun != MOVIE:
+        return _page_parts_any(observation, poster, noun)
     if observation.page_type == "home":
         parts.append(_text(f"You are on home page {observation.page_number}. It shows:"))
         for card in observation.items:
@@ -194,12 +276,51 @@ def page_parts(
     return parts
 
 
-def answer_instructions(observation: Observation, rating_range: tuple[int, int]) -> str:
+def _page_parts_any(observation: Observation, image: Callable[[str | None, str], list[dict]], noun: str) -> list[dict]:
+    """A page of any domain: the title, categories, an image only where the item has one
+    (never a stand-in), and on the detail page its description, date and attributes."""
+    parts: list[dict] = []
+    if observation.page_type == "home":
+        parts.append(_text(f"You are on home page {observation.page_number}. It shows:"))
+        for card in observation.items:
+            vote = "" if card.vote_average is None else f" | rating: {card.vote_average:.1f}/10"
+            parts.append(
+                _text(
+                    f"[{card.movie_id}] {card.title} (recommendation #{card.position}) | categories: {', '.join(card.genres) or 'n/a'}{vote}"
+                )
+            )
+            if card.poster_small:
+                parts.extend(image(card.poster_small, "small"))
+    else:
+        d = observation.detail
+        card = d.card
+        lines = [
+            f"You are on the detail page of the {noun} [{card.movie_id}] {card.title} (opened from home page {observation.page_number}).",
+            f"Categories: {', '.join(card.genres) or 'n/a'}",
+        ]
+        if d.release_date:
+            lines.append(f"Release date: {d.release_date}")
+        lines += [f"{name.capitalize()}: {value}" for name, value in d.attributes]
+        lines.append(f"Description: {d.overview or 'n/a'}")
+        parts.append(_text("\n".join(lines)))
+        if d.poster_large or card.poster_small:
+            parts.extend(image(d.poster_large or card.poster_small, "large"))
+    parts.append(_text(f"Legal actions: {', '.join(observation.legal_actions)}."))
+    return parts
+
+
+def answer_instructions(observation: Observation, rating_range: tuple[int, int], noun: str = MOVIE) -> str:
     legal = ", ".join(f'"{a}"' for a in observation.legal_actions)
     if observation.page_type == "home":
-        return HOME_ANSWER.format(legal=legal)
-    return DETAIL_ANSWER.format(
-        legal=legal, rating_min=rating_range[0], rating_max=rating_range[1], movie_id=observation.detail.card.movie_id
+        return _in_domain(HOME_ANSWER.format(legal=legal), noun)
+    return _in_domain(
+        DETAIL_ANSWER.format(
+            legal=legal,
+            rating_min=rating_range[0],
+            rating_max=rating_range[1],
+            movie_id=observation.detail.card.movie_id,
+        ),
+        noun,
     )
 
 
@@ -208,13 +329,15 @@ def reask_text(error: str, observation: Observation | None) -> str:
     return REASK_TEMPLATE.format(error=error, legal=legal)
 
 
-def interview_text(session_described: str, watched: Sequence[str], satisfaction_range: tuple[int, int]) -> str:
+def interview_text(
+    session_described: str, watched: Sequence[str], satisfaction_range: tuple[int, int], noun: str = MOVIE
+) -> str:
     lo, hi = satisfaction_range
-    seen = "\n".join(watched) if watched else "You watched nothing."
+    seen = "\n".join(watched) if watched else _in_domain("You watched nothing.", noun)
     return (
         "You have left the website. This was your session:\n"
         + (session_described or "You left at once.")
-        + "\nMovies you watched and your ratings:\n"
+        + _in_domain("\nMovies you watched and your ratings:\n", noun)
         + seen
         + "\n\nQuestion: "
         + INTERVIEW_QUESTION.format(lo=lo, hi=hi)

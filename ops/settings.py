@@ -298,6 +298,11 @@ class Settings(BaseModel):
         resource="llm.max_cost_usd",
         ge=0,
     )
+    # -- a real model for tests/test_real_llm.py (CI: `eval "$(.ci/llama_server.sh)"`)
+    llama_server: Path | None = setting(
+        None, "SIMAB_LLAMA_SERVER", "llama.cpp's `llama-server` binary the real-LLM test starts on 127.0.0.1"
+    )
+    llama_model: Path | None = setting(None, "SIMAB_LLAMA_MODEL", "the GGUF model that test serves (Gemma 3 270M)")
     # -- scale
     shards: int = setting(1, "SIMAB_SHARDS", "user shards of the simulation (1: one partition per arm)", ge=1)
     partition_lock_timeout_s: float = setting(

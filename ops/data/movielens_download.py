@@ -168,7 +168,13 @@ def _fetch_with_retries(url: str, part: Path, config: DownloadConfig, progress: 
 
 
 def _with_retries(call, url: str, config: DownloadConfig, dataset: str):
-    """Bounded retries with exponential back-off; each attempt resumes from what is on disk."""
+    return with_retries(call, url, config, MovieLensDownloadError, _local_hint(dataset))
+
+
+def with_retries(call, url: str, config: DownloadConfig, error: type[Exception], hint: str):
+    """Bounded retries with exponential back-off; each attempt resumes from what is on disk.
+    A refusal (404, 403, ...) or the last failure is raised as `error`, with `hint` saying what
+    to do instead (any source that downloads a file shares this)."""
     import tenacity
 
     retrying = tenacity.Retrying(
@@ -183,11 +189,11 @@ def _with_retries(call, url: str, config: DownloadConfig, dataset: str):
     try:
         return retrying(call)
     except _FatalHTTPError as exc:
-        raise MovieLensDownloadError(f"{url}: {exc}. {_local_hint(dataset)}") from exc
+        raise error(f"{url}: {exc}. {hint}") from exc
     except _TRANSIENT as exc:
-        raise MovieLensDownloadError(
+        raise error(
             f"could not download {url} after {config.max_attempts} attempt(s): {exc}. "
-            f"Any partial download is kept and resumes on the next call. {_local_hint(dataset)}"
+            f"Any partial download is kept and resumes on the next call. {hint}"
         ) from exc
 
 

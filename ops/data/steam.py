@@ -198,6 +198,12 @@ def _read_reviews(path: Path, counts: dict[str, int]) -> pl.DataFrame:
         lines.append(line)
     counts["reviews_read"] = len(users)
     counts["yearless_dates_assumed_crawl_year"] = yearless
+    return reviews_frame(users, items, liked, stamps, lines)
+
+
+def reviews_frame(users, items, liked, stamps, lines) -> pl.DataFrame:
+    """The reviews as both Steam readers hand them on: `line` orders duplicate pairs (the later
+    review stands) and names a row in errors."""
     return pl.DataFrame(
         {"user_id": users, "item_id": items, "recommend": liked, "timestamp": stamps, "line": lines},
         schema={

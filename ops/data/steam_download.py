@@ -34,12 +34,11 @@ import polars as pl
 
 from ops.data.domain import DataFileError, DomainTables
 from ops.data.movielens_download import (  # the resumable fetch is the same for any file
-    _TRANSIENT,
     DownloadConfig,
-    _FatalHTTPError,
     _fetch,
+    with_retries,
 )
-from ops.data.steam import games_frame, posted_timestamp, steam_tables
+from ops.data.steam import games_frame, posted_timestamp, reviews_frame, steam_tables
 
 logger = logging.getLogger(__name__)
 
@@ -176,16 +175,7 @@ def _reviews_frame(path: Path, counts: dict[str, int]) -> pl.DataFrame:
             stamps.append(seconds)
             order.append(len(order))  # file order breaks timestamp ties between duplicate pairs
     counts.update(user_records_read=records, reviews_read=len(users), yearless_dates_assumed_crawl_year=yearless)
-    return pl.DataFrame(
-        {"user_id": users, "item_id": items, "recommend": liked, "timestamp": stamps, "line": order},
-        schema={
-            "user_id": pl.Utf8,
-            "item_id": pl.Int64,
-            "recommend": pl.Int64,
-            "timestamp": pl.Int64,
-            "line": pl.Int64,
-        },
-    )
+    return reviews_frame(users, items, liked, stamps, order)
 
 
 # --------------------------------------------------------------------------------------
@@ -235,30 +225,11 @@ def _fetch_verified(
 
 
 def _with_retries(call, url: str, config: DownloadConfig):
-    import tenacity
-
-    retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(config.max_attempts),
-        wait=tenacity.wait_exponential(multiplier=config.backoff_initial_s, max=config.backoff_max_s),
-        retry=tenacity.retry_if_exception_type(_TRANSIENT),
-        before_sleep=lambda state: logger.warning(
-            "attempt %d for %s failed (%s); retrying", state.attempt_number, url, state.outcome.exception()
-        ),
-        reraise=True,
-    )
     hint = (
         "Offline, or the lab's site moved? Put the two files on a reachable server and set SIMAB_STEAM_URL "
         "to its folder, or use SIMAB_SOURCE=steam with a flattened copy."
     )
-    try:
-        return retrying(call)
-    except _FatalHTTPError as exc:
-        raise SteamDownloadError(f"{url}: {exc}. {hint}") from exc
-    except _TRANSIENT as exc:
-        raise SteamDownloadError(
-            f"could not download {url} after {config.max_attempts} attempt(s): {exc}. "
-            f"The partial download is kept and resumes on the next call. {hint}"
-        ) from exc
+    return with_retries(call, url, config, SteamDownloadError, hint)
 
 
 def _gzip_problem(path: Path) -> str | None:

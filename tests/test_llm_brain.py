@@ -363,6 +363,16 @@ def test_text_models_get_palette_captions_instead(world, fake, key):
         assert expected[poster_look(load_poster(card.poster_small))] in caption
 
 
+def test_another_domains_images_are_not_called_posters(world, fake, key):
+    fake.policy = lambda body: answer(action=NEXT_PAGE)
+    brain = make_brain(fake, world, vision=False)
+    brain.noun = "book"  # what a catalogue with item_noun "book" sets
+    brain.decide(session(world), home(world), rng())
+    content = [m for m in fake.requests[0]["messages"] if m["role"] == "user"][0]["content"]
+    assert len(re.findall(r"Image \(palette measured from the image's colours", content)) == 5
+    assert "Poster" not in content
+
+
 # -- secrets ----------------------------------------------------------------------------------
 
 

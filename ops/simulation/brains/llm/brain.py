@@ -523,18 +523,20 @@ class LLMBrain:
 
     def _render_poster(self, path: str | None, size: str) -> list[dict]:
         c = self.config
+        # A book's cover or a game's screenshot is not a poster: only movies keep the word.
+        word = "Poster" if self.noun == prompts.MOVIE else "Image"
         if not path:
-            return [{"type": "text", "text": "Poster: none."}]
+            return [{"type": "text", "text": f"{word}: none."}]
         if self.vision:
             side = c.image_max_side_small if size == "small" else c.image_max_side_large
             try:
                 url = prompts.poster_data_url(path, side, c.image_jpeg_quality)
             except ValueError as exc:
                 log.warning("LLM brain: %s", exc)
-                return [{"type": "text", "text": "Poster: unavailable."}]
+                return [{"type": "text", "text": f"{word}: unavailable."}]
             return [{"type": "image_url", "image_url": {"url": url, "detail": c.image_detail}}]
         try:
-            return [{"type": "text", "text": prompts.poster_caption(path)}]
+            return [{"type": "text", "text": prompts.poster_caption(path, word)}]
         except ValueError as exc:
             log.warning("LLM brain: %s", exc)
-            return [{"type": "text", "text": "Poster: unavailable."}]
+            return [{"type": "text", "text": f"{word}: unavailable."}]

@@ -369,12 +369,13 @@ _LOOK_WORDS = {
 }
 
 
-def poster_caption(path: str) -> str:
-    """What a text-only model is told about a poster: its palette, measured from pixels."""
+def poster_caption(path: str, word: str = "Poster") -> str:
+    """What a text-only model is told about a poster (or another domain's image, `word`):
+    its palette, measured from pixels."""
     from ops.agents.embeddings import load_poster, poster_look
 
     look = poster_look(load_poster(path))
-    return f"Poster (palette measured from the image's colours; the picture itself is not described): {_LOOK_WORDS.get(look, look)}."
+    return f"{word} (palette measured from the image's colours; the picture itself is not described): {_LOOK_WORDS.get(look, look)}."
 
 
 def merge_text_parts(parts: list[dict]) -> str | list[dict]:

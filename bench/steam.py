@@ -37,7 +37,7 @@ PAPERS = {"SimUSER": (0.794, 0.399), "Agent4Rec": (0.679, 0.282)}
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", default="random,pop,fm,deepfm")
+    parser.add_argument("--arms", default="random,pop,fm,deepfm,afn")
     parser.add_argument("--agents", type=int, default=300, help="agents simulated per arm (SIMAB_AGENTS)")
     parser.add_argument("--epochs", type=int, default=0, help="max epochs of the CTR arms (0: their default, 20)")
     parser.add_argument("--min-interactions", type=int, default=5, help="SIMAB_STEAM_MIN_INTERACTIONS")

@@ -334,7 +334,7 @@ def main() -> None:
     )
     print(
         f"rating rule crowd: weight {after.params.rating_crowd_weight}, spread {after.params.rating_spread}, chosen on the "
-        f"held-out users of the validation window: {chosen}"
+        f"validation window: {chosen}"
     )
     results["rating_crowd_grid"] = after.params.rating_crowd_grid
     for rule, update in rules.items():

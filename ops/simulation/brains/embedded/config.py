@@ -116,7 +116,7 @@ class EmbeddedBrainConfig(BaseModel):
     # "crowd" (`rating_rule` module) moves μ away from the crowd's rating for independent
     # agents and towards it for conformists by `rating_crowd_weight`, and cuts it `rating_spread`
     # of the way from rounding to the "matched" cuts; both None = the values the fit chose on
-    # its held-out validation users, within `rating_rmse_budget` of rounding's RMSE.
+    # the validation window, within `rating_rmse_budget` of rounding's RMSE.
     rating_rule: Literal["expected", "matched", "sampled", "personal", "crowd"] = "expected"
     rating_noise: float = 1.0  # "sampled" and "personal"
     rating_conformity_weight: float = Field(0.8, ge=0, le=1)  # "personal" only
@@ -204,8 +204,8 @@ class EmbeddedBrainParams(BaseModel):
     # The rating rule "matched": the four cut points on the rating model's mean between 1|2,
     # 2|3, 3|4 and 4|5 stars, fitted on the validation window's ratings.
     rating_cuts: list[float] | None = None
-    # The rating rule "crowd": the weight and spread chosen on the held-out users of the
-    # validation window, and every pair tried (`rating_rule.choose_crowd_rule`).
+    # The rating rule "crowd": the weight and spread chosen on the validation window, and
+    # every pair tried (`rating_rule.choose_crowd_rule`).
     rating_crowd_weight: float = 0.0
     rating_spread: float = 0.0
     rating_crowd_grid: list[dict] = Field(default_factory=list)

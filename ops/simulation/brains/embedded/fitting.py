@@ -188,20 +188,21 @@ def fit(
     like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], detail, config)
     rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], detail, config)
     cuts = rating_cut_points(rating.score(Xp[~hp], detail), rp[~hp], config.rating_range)
-    crowd_weight, spread, crowd_grid = 0.0, 0.0, []
-    if hp.any():
-        crowd_weight, spread, crowd_grid = choose_crowd_rule(
-            rating.score(Xp[hp], detail),
-            crowd_p[hp],
-            np.array([states[int(u)].conformity for u in up[hp]]),
-            rp[hp],
-            up[hp],
-            [getattr(profiles.get(int(u)), "conformity_tier", None) for u in up[hp]],
-            ctx.facts.mean_rating[rows_p[hp]],
-            cuts,
-            config.rating_range,
-            config.rating_rmse_budget,
-        )
+    # The rule "crowd"'s weight and spread, on every fit user's validation ratings: a ρ over
+    # users needs more of them than the held-out share holds (ML-1M users 1–1999: 74 of 369),
+    # and the ridge's in-sample edge is the same for every pair of values tried.
+    crowd_weight, spread, crowd_grid = choose_crowd_rule(
+        rating.score(Xp, detail),
+        crowd_p,
+        np.array([states[int(u)].conformity for u in up]),
+        rp,
+        up,
+        [getattr(profiles.get(int(u)), "conformity_tier", None) for u in up],
+        ctx.facts.mean_rating[rows_p],
+        cuts,
+        config.rating_range,
+        config.rating_rmse_budget,
+    )
 
     return EmbeddedBrainParams(
         click=click,

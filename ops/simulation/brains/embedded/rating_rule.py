@@ -15,10 +15,12 @@ validation window's star shares).  Both are deterministic: no draw adds error.
 
 Why small steps pay: μ is the least-squares prediction, so a small weight or spread costs
 RMSE to second order while it moves the gap's ρ and the star distribution to first order.
-`choose_crowd_rule` picks both on the fit's held-out users of the validation window (the
-test window is never read): among the pairs whose RMSE stays within `rmse_budget` of
-rounding μ, the one with the smallest Wasserstein distance to the real stars plus distance
-between the simulated and the real ρ(conformity tier, rating gap).
+`choose_crowd_rule` picks both in the fit, on the validation window's ratings of the fit's
+users (the test window is never read, and the alignment protocols' leakage guard,
+`ops.studies.alignment.windows.check_held_out`, already covers every rating the fit read):
+among the pairs whose RMSE stays within `rmse_budget` of rounding μ, the one with the
+smallest Wasserstein distance to the real stars plus distance between the simulated and the
+real ρ(conformity tier, rating gap).
 """
 
 from __future__ import annotations

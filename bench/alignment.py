@@ -123,7 +123,8 @@ def main() -> None:
     ap.add_argument(
         "--sandbox-rules",
         default="expected",
-        help="rating rules whose sandbox sessions' social traits are printed beside the default's (comma-separated)",
+        help="rating rules whose sandbox sessions' social traits are printed beside the default's (comma-separated; "
+        "crowd:WEIGHT:SPREAD sets the rule crowd's weight and spread)",
     )
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -324,6 +325,7 @@ def main() -> None:
     rule_rows = []
     rules = {r: {"rating_rule": r} for r in ("expected", "matched", "sampled", "personal", "crowd")}
     rules["personal, weight 0.4"] = {"rating_rule": "personal", "rating_conformity_weight": 0.4}
+    rules["crowd, weight 1, spread 0.3"] = _rule_update("crowd:1:0.3")
     chosen = next(
         (
             g
@@ -428,7 +430,7 @@ def main() -> None:
                     lists,
                     sessions,
                     catalogue,
-                    after.brain(after.config.model_copy(update={"rating_rule": rule})),
+                    after.brain(after.config.model_copy(update=_rule_update(rule))),
                     SimulationConfig(progress=False),
                     seed=args.seed,
                 )
@@ -567,6 +569,17 @@ def _arms(args, split, users, frame) -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(arms[name]))
     return arms
+
+
+def _rule_update(rule: str) -> dict:
+    """A rating rule as the brain configuration's fields: "crowd:W:S" is the rule "crowd"
+    with weight W and spread S instead of the fitted ones."""
+    name, *values = rule.split(":")
+    if not values:
+        return {"rating_rule": name}
+    if name != "crowd" or len(values) != 2:
+        raise SystemExit(f"--sandbox-rules: {rule!r} is not RULE or crowd:WEIGHT:SPREAD")
+    return {"rating_rule": name, "rating_crowd_weight": float(values[0]), "rating_spread": float(values[1])}
 
 
 def _bench_agents():

@@ -115,6 +115,17 @@ def main() -> None:
         default=600,
         help="validation-window agents the per-item taste thresholds are fitted on",
     )
+    ap.add_argument(
+        "--skip-taste",
+        action="store_true",
+        help="skip the taste, list-quality and click-ablation protocols (rating rules and social traits only)",
+    )
+    ap.add_argument(
+        "--sandbox-rules",
+        default="expected",
+        help="rating rules whose sandbox sessions' social traits are printed beside the default's (comma-separated; "
+        "crowd:WEIGHT:SPREAD sets the rule crowd's weight and spread)",
+    )
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -244,61 +255,64 @@ def main() -> None:
     clock.lap("arm simulations")
 
     test_users = sorted(set(split.test.get_column("user_id").to_list()) & set(agents.profiles))
-    taste_lists = mixed_lists(
-        split.test, known, frame.get_column("movie_id"), TASTE_RATIOS, 20, args.seed, test_users, "taste"
-    )
-    liked = split.test.filter(pl.col("rating") >= 4)
-    quality_lists = mixed_lists(
-        liked,
-        known,
-        frame.get_column("movie_id"),
-        QUALITY_RATIOS,
-        20,
-        args.seed,
-        test_users,
-        "quality",
-        full_lists_only=True,
-    )
-    taste, quality = {}, {}
-    movie_ids = frame.get_column("movie_id").to_numpy()
-    threshold_args = (
-        sessions,
-        split.valid,
-        {"train": split.train},
-        split.test,
-        movie_ids,
-        TASTE_RATIOS,
-        20,
-        args.seed,
-        args.threshold_agents,
-    )
-    per_item_brain = after.brain()
-    thresholds = fit_taste_thresholds(embedded_scorer(per_item_brain), *threshold_args)
-    answer = threshold_answerer(embedded_scorer(per_item_brain), thresholds)
-    taste["per item, after"] = taste_per_item(answer, sessions, taste_lists, args.seed, n_bootstrap=args.n_bootstrap)
-    print("per-item thresholds (validation window): " + ", ".join(f"{r} {t:.3f}" for r, t in thresholds.items()))
-    results["taste_thresholds"] = thresholds
-    _print_ablation(before, after, split, agents, sessions, threshold_args, taste_lists, args)
-    clock.lap("per-item taste and ablation")
-    for name, model in (("before", before), ("after", after)):
-        taste[name] = taste_discrimination(
-            model.brain(), sessions, taste_lists, catalogue, args.seed, n_bootstrap=args.n_bootstrap
+    if not args.skip_taste:
+        taste_lists = mixed_lists(
+            split.test, known, frame.get_column("movie_id"), TASTE_RATIOS, 20, args.seed, test_users, "taste"
         )
-        quality[name] = list_quality(
-            simulate_lists(model.brain(), sessions, quality_lists, catalogue, seed=args.seed),
-            quality_lists,
+        liked = split.test.filter(pl.col("rating") >= 4)
+        quality_lists = mixed_lists(
+            liked,
+            known,
+            frame.get_column("movie_id"),
+            QUALITY_RATIOS,
+            20,
+            args.seed,
+            test_users,
+            "quality",
+            full_lists_only=True,
+        )
+        taste, quality = {}, {}
+        movie_ids = frame.get_column("movie_id").to_numpy()
+        threshold_args = (
+            sessions,
+            split.valid,
+            {"train": split.train},
             split.test,
-            n_bootstrap=args.n_bootstrap,
-            seed=args.seed,
+            movie_ids,
+            TASTE_RATIOS,
+            20,
+            args.seed,
+            args.threshold_agents,
         )
-    clock.lap("taste and list quality")
-    _print_taste(taste)
-    results["taste"] = {k: v.summary.to_dicts() for k, v in taste.items()}
-    _print_quality(quality)
-    results["list_quality"] = {
-        k: {"arms": v.readout.arms.to_dicts(), "elasticity": v.elasticity.to_dicts(), "rises": v.rises}
-        for k, v in quality.items()
-    }
+        per_item_brain = after.brain()
+        thresholds = fit_taste_thresholds(embedded_scorer(per_item_brain), *threshold_args)
+        answer = threshold_answerer(embedded_scorer(per_item_brain), thresholds)
+        taste["per item, after"] = taste_per_item(
+            answer, sessions, taste_lists, args.seed, n_bootstrap=args.n_bootstrap
+        )
+        print("per-item thresholds (validation window): " + ", ".join(f"{r} {t:.3f}" for r, t in thresholds.items()))
+        results["taste_thresholds"] = thresholds
+        _print_ablation(before, after, split, agents, sessions, threshold_args, taste_lists, args)
+        clock.lap("per-item taste and ablation")
+        for name, model in (("before", before), ("after", after)):
+            taste[name] = taste_discrimination(
+                model.brain(), sessions, taste_lists, catalogue, args.seed, n_bootstrap=args.n_bootstrap
+            )
+            quality[name] = list_quality(
+                simulate_lists(model.brain(), sessions, quality_lists, catalogue, seed=args.seed),
+                quality_lists,
+                split.test,
+                n_bootstrap=args.n_bootstrap,
+                seed=args.seed,
+            )
+        clock.lap("taste and list quality")
+        _print_taste(taste)
+        results["taste"] = {k: v.summary.to_dicts() for k, v in taste.items()}
+        _print_quality(quality)
+        results["list_quality"] = {
+            k: {"arms": v.readout.arms.to_dicts(), "elasticity": v.elasticity.to_dicts(), "rises": v.rises}
+            for k, v in quality.items()
+        }
 
     pairs = rating_pairs(split.test, test_users, args.rating_pairs, args.seed)
     predictors = offline_rating_predictors(arms, split.valid, seed=args.seed)
@@ -309,8 +323,22 @@ def main() -> None:
     results["rating"] = {}
     movie_mean = split.train.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
     rule_rows = []
-    rules = {r: {"rating_rule": r} for r in ("expected", "matched", "sampled", "personal")}
+    rules = {r: {"rating_rule": r} for r in ("expected", "matched", "sampled", "personal", "crowd")}
     rules["personal, weight 0.4"] = {"rating_rule": "personal", "rating_conformity_weight": 0.4}
+    rules["crowd, weight 1, spread 0.3"] = _rule_update("crowd:1:0.3")
+    chosen = next(
+        (
+            g
+            for g in after.params.rating_crowd_grid
+            if (g["weight"], g["spread"]) == (after.params.rating_crowd_weight, after.params.rating_spread)
+        ),
+        None,
+    )
+    print(
+        f"rating rule crowd: weight {after.params.rating_crowd_weight}, spread {after.params.rating_spread}, chosen on the "
+        f"validation window: {chosen}"
+    )
+    results["rating_crowd_grid"] = after.params.rating_crowd_grid
     for rule, update in rules.items():
         brain = after.brain(after.config.model_copy(update=update))
         rated = brain_ratings(brain, sessions, pairs, catalogue, args.seed)
@@ -391,6 +419,37 @@ def main() -> None:
         args.n_bootstrap,
         seed=args.seed,
     )
+    # The same sessions under other rating rules (same seed: the same draws, so the same
+    # clicks and watches; only the stars differ), for the conformity row.
+    social_rows = [social.with_columns(pl.lit(after.config.rating_rule).alias("rule"))]
+    for rule in [r for r in args.sandbox_rules.split(",") if r and r != after.config.rating_rule]:
+        other = pl.concat(
+            [
+                simulate_arm(
+                    arm,
+                    lists,
+                    sessions,
+                    catalogue,
+                    after.brain(after.config.model_copy(update=_rule_update(rule))),
+                    SimulationConfig(progress=False),
+                    seed=args.seed,
+                )
+                for arm in arms
+            ]
+        )
+        social_rows.append(
+            social_traits_alignment(
+                tiers_frame(agents.profiles),
+                real_behaviour(split.test, movie_mean, genres),
+                simulated_behaviour(other, movie_mean, genres),
+                args.n_bootstrap,
+                seed=args.seed,
+            ).with_columns(pl.lit(rule).alias("rule"))
+        )
+    by_rule = pl.concat(social_rows).filter(pl.col("trait") == "conformity")
+    print("\n== Conformity in the sandbox sessions per rating rule (real: the test window) ==")
+    print(_md(by_rule.select("rule", "side", "agents", "rho", "ci_low", "ci_high", "mean_low", "mean_high"), ".3f"))
+    results["social_by_rule"] = by_rule.to_dicts()
     print(
         "\n== Social traits: Spearman ρ of tier against behaviour, real (test window) beside simulated (the arms' sessions) =="
     )
@@ -510,6 +569,17 @@ def _arms(args, split, users, frame) -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(arms[name]))
     return arms
+
+
+def _rule_update(rule: str) -> dict:
+    """A rating rule as the brain configuration's fields: "crowd:W:S" is the rule "crowd"
+    with weight W and spread S instead of the fitted ones."""
+    name, *values = rule.split(":")
+    if not values:
+        return {"rating_rule": name}
+    if name != "crowd" or len(values) != 2:
+        raise SystemExit(f"--sandbox-rules: {rule!r} is not RULE or crowd:WEIGHT:SPREAD")
+    return {"rating_rule": name, "rating_crowd_weight": float(values[0]), "rating_spread": float(values[1])}
 
 
 def _bench_agents():

@@ -434,6 +434,25 @@ def test_rating_rules_round_the_mean_match_the_validation_shares_or_sample(world
     assert len(set(ratings["sampled"])) > 1  # the noise spreads the stars
 
 
+def test_the_crowd_rule_pulls_conformists_to_the_crowd_and_pushes_independents_away(world):
+    bundle = world["bundle"]
+    params = bundle.params
+    assert 0 <= params.rating_crowd_weight <= 1 and 0 <= params.rating_spread <= 1
+    assert params.rating_crowd_grid and all(g["rmse"] > 0 for g in params.rating_crowd_grid)
+    brain = bundle.brain(EmbeddedBrainConfig(rating_rule="crowd", rating_crowd_weight=0.8, rating_spread=0.0))
+    # μ 4.4 against a crowd at 3.0: 3.0 + (1 − 0.8 c)·1.4 is 3.28, 4.4, 5.52 for c = +1, 0, −1.
+    assert [brain._rating(4.4, 0.0, c, 3.0) for c in (1.0, 0.0, -1.0)] == [3, 4, 5]
+    # Weight and spread 0 through `decide`: rounding μ, as "expected" does.
+    uid, movie = 3, _unrated(world, 3, True, 1)[0]
+    stars = {}
+    for rule in ("expected", "crowd"):
+        b = bundle.brain(
+            EmbeddedBrainConfig(rating_rule=rule, rating_crowd_weight=0.0, rating_spread=0.0, watch_bias=30.0)
+        )
+        stars[rule] = b.decide(_session(bundle, uid), _detail(movie), np.random.default_rng(0)).rating
+    assert stars["crowd"] == stars["expected"] is not None
+
+
 def test_asked_to_rate_without_a_back_button_the_agent_always_rates(world):
     bundle = world["bundle"]
     brain = bundle.brain(EmbeddedBrainConfig(watch_bias=-30.0))  # would never watch by choice

@@ -13,7 +13,10 @@ from ops.agents.profile import DECADES
 from ops.agents.session import AgentSession
 from ops.simulation.brains.embedded.config import FEATURES, EmbeddedBrainConfig, EmbeddedBrainParams, LinearModel
 from ops.simulation.brains.embedded.features import AgentState, BrainContext, PairScores, agent_states, pair_features
+from ops.simulation.brains.embedded.rating_rule import crowd_cuts
 from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, Decision, Observation
+
+_CROWD = FEATURES.index("crowd_rating")
 
 
 class EmbeddedBrain:
@@ -38,6 +41,7 @@ class EmbeddedBrain:
         self._like_terms = _terms(params.like)
         self._scores: dict[int, PairScores] = {}
         self._reflected: dict[int, int] = {}  # user -> session watches its state reflects
+        self._crowd_cuts: dict[float, np.ndarray] = {}  # spread -> the rule "crowd"'s cut points
 
     # -- batch work --------------------------------------------------------------------
 
@@ -139,7 +143,12 @@ class EmbeddedBrain:
         # watches and rates; the same draws are made either way.
         must_rate = BACK not in obs.legal_actions
         if WATCH_AND_RATE in obs.legal_actions and (must_rate or u < _sigmoid1(like_logit + c.watch_bias)):
-            rating = self._rating(float(scores.rating_mean[i]), z, self._agents[session.user_id].conformity)
+            rating = self._rating(
+                float(scores.rating_mean[i]),
+                z,
+                self._agents[session.user_id].conformity,
+                float(scores.features[i, _CROWD]) + self.params.global_mean_rating,
+            )
             liked = rating >= c.like_threshold
             return Decision(
                 action=WATCH_AND_RATE,
@@ -151,12 +160,21 @@ class EmbeddedBrain:
         reason = "not for me: " + self._reason(session, scores, i, self._like_terms, positive=False)
         return Decision(BACK, interest, reason, movie_id=movie_id)
 
-    def _rating(self, mean: float, z: float, conformity: float = 0.0) -> int:
+    def _rating(self, mean: float, z: float, conformity: float = 0.0, crowd: float | None = None) -> int:
         """The star rating for a predicted mean `mean` under the configured rule (z: the
         step's standard normal draw, used by "sampled" and "personal" only; conformity: the
-        agent's, −1 … +1, used by "personal")."""
+        agent's, −1 … +1, used by "personal" and "crowd"; crowd: the movie's crowd rating,
+        used by "crowd")."""
         c = self.config
         lo, hi = c.rating_range
+        if c.rating_rule == "crowd":
+            weight = self.params.rating_crowd_weight if c.rating_crowd_weight is None else c.rating_crowd_weight
+            spread = self.params.rating_spread if c.rating_spread is None else c.rating_spread
+            cuts = self._crowd_cuts.get(spread)
+            if cuts is None:
+                cuts = self._crowd_cuts[spread] = crowd_cuts(self.params.rating_cuts, spread, c.rating_range)
+            moved = mean if crowd is None else crowd + (1.0 - weight * conformity) * (mean - crowd)
+            return lo + int(np.searchsorted(cuts, moved, side="right"))
         if c.rating_rule == "matched" and self.params.rating_cuts:
             return lo + int(np.searchsorted(self.params.rating_cuts, mean, side="right"))
         noise = c.rating_noise * self.params.rating_residual_sd * z if c.rating_rule in ("sampled", "personal") else 0.0

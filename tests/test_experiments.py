@@ -107,6 +107,10 @@ def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_o
                     "training_set": name,
                     "seed": seed,
                     "added_rows": 0 if i == 0 else 10 + i,
+                    "added_users": 0 if i == 0 else 3,
+                    "added_items": 0 if i == 0 else 7 + i,
+                    "added_positive_share": None if i == 0 else (1.0 if "click" in name else 0.25),
+                    "train_positive_share": 0.575,
                     "test_auc": base + 0.001 * i,
                     "auc_difference": 0.001 * i,
                 }
@@ -121,6 +125,10 @@ def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_o
     assert (
         sum(line.startswith("| deepfm ") for line in text.splitlines()) == 4 and "gain" in text
     )  # the four augmented rows, each with its verdict over seeds
+    # The added rows, in Table 5's row order, with their label balance beside train's.
+    added = [line for line in text.splitlines() if line.startswith("| +")][-4:]
+    assert [line.split("|")[1].strip() for line in added] == list(ROWS[1:])
+    assert [cell.strip() for cell in added[0].split("|")[3:8]] == ["11", "3", "8", "1", "0.575"]
 
 
 def test_each_experiment_command_runs_what_its_table_needs():

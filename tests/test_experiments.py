@@ -174,6 +174,13 @@ def test_each_experiment_command_runs_what_its_table_needs():
         ["ab_agent_table5.simulated_arm=fm", 'ab_agent_table5.models=["fm", "wdl"]', "ab_agent_table5.seeds=2"],
     )
     assert [s.label for s in plan("table5", tuned)][2] == "experiment_simulation[fm|embedded]"
+    # Without the §3.5 ablation only the with-vision simulation runs.
+    vision_only = with_overrides(settings, ["ab_agent_table5.vision_ablation=false"])
+    assert [s.label for s in plan("table5", vision_only)][1:] == [
+        "experiment_arm[deepfm]",
+        "experiment_simulation[deepfm|embedded]",
+        "experiment_table5",
+    ]
     assert run_config_for("experiment_table5", tuned) == {
         "ops": {"ab_agent_table5": {"config": {"simulated_arm": "fm", "models": ["fm", "wdl"], "seeds": 2}}}
     }

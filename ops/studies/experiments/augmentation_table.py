@@ -155,3 +155,42 @@ def added_rows_markdown(long: pl.DataFrame) -> list[str]:
         added.to_pandas().to_markdown(index=False),
         "",
     ]
+
+
+def combine(paths: Sequence[str]) -> pl.DataFrame:
+    """The long tables (`table.csv`) of several Table 5 runs — one per training seed, say,
+    where a machine cannot run them all in one job — as one; a (model, seed, training set)
+    present twice is an error, since its mean over seeds would count it twice."""
+    from pathlib import Path
+
+    parts = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"Table 5: no table at {path} (a run's $SIMAB_HOME/experiments/table5/table.csv)")
+        parts.append(pl.read_csv(path, infer_schema_length=None))
+    long = pl.concat(parts, how="diagonal_relaxed")
+    twice = long.filter(pl.struct("arm", "seed", "training_set").is_duplicated())
+    if twice.height:
+        row = twice.row(0, named=True)
+        raise ValueError(
+            f"Table 5: {row['arm']} seed {row['seed']} {row['training_set']!r} is in more than one of {list(paths)}"
+        )
+    return long
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """python -m ops.studies.experiments.augmentation_table RUN1/table.csv RUN2/table.csv …:
+    print Table 5 (means and intervals over every seed of the runs) from several runs."""
+    import sys
+
+    from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
+
+    paths = list(sys.argv[1:] if argv is None else argv)
+    if not paths:
+        raise SystemExit(main.__doc__)
+    print("\n".join(augmentation_markdown(combine(paths), TABLE5, TABLE5_MODELS)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -298,6 +298,11 @@ class Table5Config(Config):
     seed: int = Field(default=1024, description="first training seed (deepctr's default)")
     max_epochs: int = Field(default=0, description="≤ 20 in Appendix B; 0 = default ($SIMAB_MAX_EPOCHS)")
     device: str = Field(default="auto", description="auto (GPU when torch sees one) | cpu | cuda")
+    vision_ablation: bool = Field(
+        default=True,
+        description="also refit on the no-vision simulation (§3.5); False: the with-vision rows only, "
+        "one simulation and 2 refits per (model, seed) fewer",
+    )
 
 
 @asset(
@@ -332,7 +337,9 @@ def ab_agent_table5(
     from ops.studies.experiments.papers import TABLE5_MODELS as PAPER_MODELS
 
     runs = _by_arm_and_condition(experiment_simulation_events)
-    wanted = {WITH_VISION: condition_name(config.brain, True), WITHOUT_VISION: condition_name(config.brain, False)}
+    wanted = {WITH_VISION: condition_name(config.brain, True)}
+    if config.vision_ablation:
+        wanted[WITHOUT_VISION] = condition_name(config.brain, False)
     missing = [c for c in wanted.values() if (config.simulated_arm, c) not in runs]
     if missing:
         raise Failure(

@@ -51,10 +51,11 @@ def plan(name: str, settings) -> list[Step]:
     if name == "table5":
         cfg = ops.get("ab_agent_table5", {})
         arm, brain = cfg.get("simulated_arm", "deepfm"), cfg.get("brain", "embedded")
+        visions = (True, False) if cfg.get("vision_ablation", True) else (True,)
         return [
             prepare,
             Step("experiment_arm", arm),
-            *(Step("experiment_simulation", f"{arm}|{condition_name(brain, v)}") for v in (True, False)),
+            *(Step("experiment_simulation", f"{arm}|{condition_name(brain, v)}") for v in visions),
             own,
         ]
     if name == "thumbnails":

@@ -174,6 +174,10 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
     assert out["train_rows"].to_list() == [train.height, train.height + 150, train.height + 400]
     assert out["added_positive_share"][1] == 1.0  # clicks are positives
     assert out["added_positive_share"][2] == pytest.approx(float((sample["rating"] >= 4).mean()))
+    # What the added rows touch, and the real rows' label balance to set them against.
+    assert out["added_users"].to_list() == [0, clicks["user_id"].n_unique(), sample["user_id"].n_unique()]
+    assert out["added_items"].to_list() == [0, clicks["movie_id"].n_unique(), sample["movie_id"].n_unique()]
+    assert out["train_positive_share"].to_list() == pytest.approx([float((train["rating"] >= 4).mean())] * 3)
     assert set(out["simulated_arm"]) == {"deepfm"} and out["brain"][0] == "embedded,planted"
     assert out["auc_difference"].to_list() == pytest.approx((out["test_auc"] - out["test_auc"][0]).to_list())
     assert out["auc_difference"][1] != 0 and out["auc_difference"][2] != 0

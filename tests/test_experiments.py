@@ -91,13 +91,12 @@ def test_the_embedded_brain_shown_other_posters_changes_only_those_rows_and_keep
     )
 
 
-def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_over_seeds():
+def _table5_long(seeds=((1024, 0.70), (1025, 0.71))) -> pl.DataFrame:
     from ops.readout.augmentation_summary import AUGMENTATION_METRICS
-    from ops.studies.experiments.augmentation_table import ROWS, augmentation_markdown
-    from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
+    from ops.studies.experiments.augmentation_table import ROWS
 
     rows = []
-    for seed, base in ((1024, 0.70), (1025, 0.71)):
+    for seed, base in seeds:
         for i, name in enumerate(ROWS):
             rows.append(
                 {
@@ -107,20 +106,51 @@ def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_o
                     "training_set": name,
                     "seed": seed,
                     "added_rows": 0 if i == 0 else 10 + i,
+                    "added_users": 0 if i == 0 else 3,
+                    "added_items": 0 if i == 0 else 7 + i,
+                    "added_positive_share": None if i == 0 else (1.0 if "click" in name else 0.25),
+                    "train_positive_share": 0.575,
                     "test_auc": base + 0.001 * i,
                     "auc_difference": 0.001 * i,
                 }
             )
-    long = pl.DataFrame(rows).with_columns(
+    return pl.DataFrame(rows).with_columns(
         [pl.lit(None, dtype=t).alias(c) for c, t in AUGMENTATION_METRICS.items() if c not in rows[0]]
     )
-    text = "\n".join(augmentation_markdown(long, TABLE5, TABLE5_MODELS))
+
+
+def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_over_seeds():
+    from ops.studies.experiments.augmentation_table import ROWS, augmentation_markdown
+    from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
+
+    text = "\n".join(augmentation_markdown(_table5_long(), TABLE5, TABLE5_MODELS))
     # Mean over the two seeds, then the paper's DeepFM cell of the same row.
     assert "| original | 0.7050 / 0.7520 |" in text
     assert "| +view (w/ vision) | 0.7090 / 0.7542 |" in text
     assert (
         sum(line.startswith("| deepfm ") for line in text.splitlines()) == 4 and "gain" in text
     )  # the four augmented rows, each with its verdict over seeds
+    # The added rows, in Table 5's row order, with their label balance beside train's.
+    added = [line for line in text.splitlines() if line.startswith("| +")][-4:]
+    assert [line.split("|")[1].strip() for line in added] == list(ROWS[1:])
+    assert [cell.strip() for cell in added[0].split("|")[3:8]] == ["11", "3", "8", "1", "0.575"]
+
+
+def test_table5_runs_of_one_seed_each_combine_into_the_table_over_seeds(tmp_path, capsys):
+    from ops.studies.experiments.augmentation_table import main
+
+    paths = []
+    for seed, base in ((1024, 0.70), (1025, 0.71)):
+        paths.append(str(tmp_path / f"seed{seed}.csv"))
+        _table5_long([(seed, base)]).write_csv(paths[-1])
+    assert main(paths) == 0
+    text = capsys.readouterr().out
+    assert "mean over 2 training seed(s)" in text and "| original | 0.7050 / 0.7520 |" in text
+    # A seed in two runs would be counted twice in the mean.
+    with pytest.raises(ValueError, match="seed 1024 'original' is in more than one"):
+        main([paths[0], paths[0]])
+    with pytest.raises(FileNotFoundError, match="no table at"):
+        main([str(tmp_path / "absent.csv")])
 
 
 def test_each_experiment_command_runs_what_its_table_needs():
@@ -166,6 +196,13 @@ def test_each_experiment_command_runs_what_its_table_needs():
         ["ab_agent_table5.simulated_arm=fm", 'ab_agent_table5.models=["fm", "wdl"]', "ab_agent_table5.seeds=2"],
     )
     assert [s.label for s in plan("table5", tuned)][2] == "experiment_simulation[fm|embedded]"
+    # Without the §3.5 ablation only the with-vision simulation runs.
+    vision_only = with_overrides(settings, ["ab_agent_table5.vision_ablation=false"])
+    assert [s.label for s in plan("table5", vision_only)][1:] == [
+        "experiment_arm[deepfm]",
+        "experiment_simulation[deepfm|embedded]",
+        "experiment_table5",
+    ]
     assert run_config_for("experiment_table5", tuned) == {
         "ops": {"ab_agent_table5": {"config": {"simulated_arm": "fm", "models": ["fm", "wdl"], "seeds": 2}}}
     }

@@ -19,7 +19,10 @@ AUGMENTATION_METRICS: dict[str, pl.DataType] = {
     "training_set": pl.Utf8,  # "original", "+click", "+view"
     "seed": pl.Int64,  # the training seed (the same for a model's original and augmented sets)
     "added_rows": pl.Int64,  # simulated rows added to train (after dropping pairs already there)
+    "added_users": pl.Int64,  # distinct users among the added rows
+    "added_items": pl.Int64,  # distinct movies among the added rows
     "added_positive_share": pl.Float64,  # share of the added rows labelled positive
+    "train_positive_share": pl.Float64,  # share of the real train rows labelled positive, to set it against
     "overlap_test_pairs": pl.Int64,  # added (user, movie) pairs that are also test pairs
     "train_rows": pl.Int64,
     "best_epoch": pl.Int64,

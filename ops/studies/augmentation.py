@@ -118,6 +118,8 @@ def refit_and_evaluate(
     test = conform(test, RATINGS, "test")
     movie_ids = catalogue.get_column("movie_id").to_numpy()
     provenance = _provenance(events)
+    # The added rows' label balance is read against the real rows' (before sampled negatives).
+    train_positive_share = _positive_share(train, threshold)
 
     training_sets: list[tuple[str, pl.DataFrame]] = [(ORIGINAL, train.clear())]
     for signal in signals:
@@ -134,7 +136,10 @@ def refit_and_evaluate(
             "arm": arm_name,
             "training_set": name,
             "added_rows": added.height,
+            "added_users": added.get_column("user_id").n_unique(),
+            "added_items": added.get_column("movie_id").n_unique(),
             "added_positive_share": _positive_share(added, threshold),
+            "train_positive_share": train_positive_share,
             "overlap_test_pairs": added.join(test, on=["user_id", "movie_id"], how="semi").height,
             "train_rows": train.height + added.height,
             "seed": arm_cfg.seed if builtin else int(arm_overrides.get("seed", 0)),

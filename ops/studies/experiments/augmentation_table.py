@@ -127,17 +127,70 @@ def augmentation_markdown(
             show.to_pandas().to_markdown(index=False),
             "",
         ]
-    added = (
-        long.filter(pl.col("training_set") != ORIGINAL)
-        .group_by("training_set")
-        .agg(pl.col("added_rows").first(), pl.col("brain").first())
-        .sort("training_set")
-    )
-    if added.height:
-        lines += [
-            "Simulated rows added to train (pairs already in train dropped; the paper: 2,518 clicks, 1,884 views):",
-            "",
-            added.to_pandas().to_markdown(index=False),
-            "",
-        ]
+    lines += added_rows_markdown(long)
     return lines
+
+
+def added_rows_markdown(long: pl.DataFrame) -> list[str]:
+    """What each augmented set adds: rows, the users and movies they touch, and their share
+    of positives beside the real train rows' — the first thing to read an AUC change against
+    (a set of all-positive clicks shifts the label balance the model learns)."""
+    columns = ["added_rows", "added_users", "added_items", "added_positive_share", "train_positive_share"]
+    augmented = long.filter(pl.col("training_set") != ORIGINAL)
+    if augmented.height == 0:
+        return []
+    # The same rows for every model and seed (simulated_interactions is deterministic).
+    added = (
+        augmented.group_by("training_set")
+        .agg(pl.col("brain").first(), *(pl.col(c).first() for c in columns), pl.col("overlap_test_pairs").first())
+        .with_columns(pl.col("added_positive_share").round(3), pl.col("train_positive_share").round(3))
+    )
+    order = {name: i for i, name in enumerate(ROWS)}
+    added = added.sort(pl.col("training_set").replace_strict(order, default=len(order)), "training_set")
+    return [
+        "Simulated rows added to train (pairs already in train dropped; the paper: 2,518 clicks, 1,884 views), "
+        "the users and movies they touch, and their share of positives (rating >= 4; a click counts as a positive) "
+        "beside the real train rows' share:",
+        "",
+        added.to_pandas().to_markdown(index=False),
+        "",
+    ]
+
+
+def combine(paths: Sequence[str]) -> pl.DataFrame:
+    """The long tables (`table.csv`) of several Table 5 runs — one per training seed, say,
+    where a machine cannot run them all in one job — as one; a (model, seed, training set)
+    present twice is an error, since its mean over seeds would count it twice."""
+    from pathlib import Path
+
+    parts = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"Table 5: no table at {path} (a run's $SIMAB_HOME/experiments/table5/table.csv)")
+        parts.append(pl.read_csv(path, infer_schema_length=None))
+    long = pl.concat(parts, how="diagonal_relaxed")
+    twice = long.filter(pl.struct("arm", "seed", "training_set").is_duplicated())
+    if twice.height:
+        row = twice.row(0, named=True)
+        raise ValueError(
+            f"Table 5: {row['arm']} seed {row['seed']} {row['training_set']!r} is in more than one of {list(paths)}"
+        )
+    return long
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """python -m ops.studies.experiments.augmentation_table RUN1/table.csv RUN2/table.csv …:
+    print Table 5 (means and intervals over every seed of the runs) from several runs."""
+    import sys
+
+    from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
+
+    paths = list(sys.argv[1:] if argv is None else argv)
+    if not paths:
+        raise SystemExit(main.__doc__)
+    print("\n".join(augmentation_markdown(combine(paths), TABLE5, TABLE5_MODELS)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -44,8 +44,17 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=SHARED_DATA / "steam-australian")
     parser.add_argument("--home", type=Path, default=ROOT / "data" / "steam")
     parser.add_argument("--print-only", action="store_true", help="print the tables of the run in --home")
+    parser.add_argument(
+        "--table2-only",
+        action="store_true",
+        help="Table 2, tau and the pairs from the arms' stored assets in --home, without the report "
+        "(for a run stopped before its read-out, e.g. during AFN's augmentation refits)",
+    )
     args = parser.parse_args()
     home = args.home.resolve()
+    if args.table2_only:
+        print(table2_from_assets(home, args.arms.split(",")))
+        return 0
     if not args.print_only:
         if not (args.data / "interactions.csv").is_file():
             raise SystemExit(f"bench/steam.py: no Steam data in {args.data} (--data, $SIMAB_SHARED_DATA)")
@@ -72,6 +81,52 @@ def main() -> int:
             return code
     print(tables(home, args.arms.split(",")))
     return 0
+
+
+def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str:
+    """Table 2 as the report's read-out computes it (ab_readout, fidelity, pairwise_agreement
+    with the asset's defaults: 2,000 bootstrap replicates, seed 0), from each arm's stored
+    simulation_events, top20_lists and offline_metrics."""
+    import polars as pl
+
+    from ops.readout.ab_readout import ReadoutConfig, ab_readout
+    from ops.readout.fidelity import agreement_summary, fidelity, offline_per_user, pairwise_agreement
+
+    assets = home / "assets"
+    events = pl.concat([pl.read_parquet(assets / "simulation_events" / f"{a}.parquet") for a in arms])
+    readout = ab_readout(events, control=control, config=ReadoutConfig(n_bootstrap=2000, seed=0))
+    offline = pl.concat(
+        [pl.read_parquet(assets / "offline_metrics" / f"{a}.parquet") for a in arms], how="vertical_relaxed"
+    )
+    lists = {a: pl.read_parquet(assets / "top20_lists" / f"{a}.parquet") for a in arms}
+    per_user = offline_per_user(lists, pl.read_parquet(assets / "test_ratings.parquet"))
+    fid = fidelity(readout.arms, offline, per_user)
+    pairs = pairwise_agreement(readout.per_agent, per_user, paired=readout.design == "paired", seed=0)
+    ctr = readout.arms.filter(pl.col("metric") == "ctr")
+    lines = [
+        "Table 2 on Steam (implicit; offline on the test window, CTR over agents with its 95 % interval)",
+        "",
+        "| arm | Recall@20 | NDCG@20 | AUC | simulated CTR |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for arm in arms:
+        off = offline.filter(pl.col("arm") == arm).row(0, named=True)
+        c = ctr.filter(pl.col("arm") == arm).row(0, named=True)
+        auc = "n/a" if off.get("test_auc") is None else f"{off['test_auc']:.4f}"
+        lines.append(
+            f"| {arm} | {off['recall_at_k']:.4f} | {off['ndcg_at_k']:.4f} | {auc} | "
+            f"{c['mean']:.4f} [{c['ci_low']:.4f}, {c['ci_high']:.4f}] |"
+        )
+    tau = fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).row(0, named=True)
+    lines += ["", f"τ(CTR, NDCG@20) = {tau['kendall_tau']:.2f}; same best arm: {tau['same_best_arm']}"]
+    lines += [f"Arm against arm: {agreement_summary(pairs)}"]
+    lines += [
+        f"- {r['arm_a']} − {r['arm_b']}: NDCG@20 {r['offline_difference']:+.4f} "
+        f"[{r['offline_ci_low']:+.4f}, {r['offline_ci_high']:+.4f}], CTR {r['simulated_difference']:+.4f} "
+        f"[{r['simulated_ci_low']:+.4f}, {r['simulated_ci_high']:+.4f}]: {r['verdict']}"
+        for r in pairs.iter_rows(named=True)
+    ]
+    return "\n".join(lines)
 
 
 def tables(home: Path, arms: list[str]) -> str:

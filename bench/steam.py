@@ -83,26 +83,20 @@ def main() -> int:
     return 0
 
 
-def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str:
-    """Table 2 as the report's read-out computes it (ab_readout, fidelity, pairwise_agreement
-    with the asset's defaults: 2,000 bootstrap replicates, seed 0), from each arm's stored
-    simulation_events, top20_lists and offline_metrics."""
+def _offline(assets: Path, arms: list[str]):
     import polars as pl
 
-    from ops.readout.ab_readout import ReadoutConfig, ab_readout
-    from ops.readout.fidelity import agreement_summary, fidelity, offline_per_user, pairwise_agreement
-
-    assets = home / "assets"
-    events = pl.concat([pl.read_parquet(assets / "simulation_events" / f"{a}.parquet") for a in arms])
-    readout = ab_readout(events, control=control, config=ReadoutConfig(n_bootstrap=2000, seed=0))
-    offline = pl.concat(
+    # Relaxed: Random's and Pop's AUC columns may be all null.
+    return pl.concat(
         [pl.read_parquet(assets / "offline_metrics" / f"{a}.parquet") for a in arms], how="vertical_relaxed"
     )
-    lists = {a: pl.read_parquet(assets / "top20_lists" / f"{a}.parquet") for a in arms}
-    per_user = offline_per_user(lists, pl.read_parquet(assets / "test_ratings.parquet"))
-    fid = fidelity(readout.arms, offline, per_user)
-    pairs = pairwise_agreement(readout.per_agent, per_user, paired=readout.design == "paired", seed=0)
-    ctr = readout.arms.filter(pl.col("metric") == "ctr")
+
+
+def table2_lines(arms: list[str], offline, readout_arms) -> list[str]:
+    """Table 2's markdown rows: each arm's offline metrics and simulated CTR with its interval."""
+    import polars as pl
+
+    ctr = readout_arms.filter(pl.col("metric") == "ctr")
     lines = [
         "Table 2 on Steam (implicit; offline on the test window, CTR over agents with its 95 % interval)",
         "",
@@ -117,6 +111,27 @@ def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str
             f"| {arm} | {off['recall_at_k']:.4f} | {off['ndcg_at_k']:.4f} | {auc} | "
             f"{c['mean']:.4f} [{c['ci_low']:.4f}, {c['ci_high']:.4f}] |"
         )
+    return lines
+
+
+def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str:
+    """Table 2 as the report's read-out computes it (ab_readout, fidelity, pairwise_agreement
+    with the asset's defaults: 2,000 bootstrap replicates, seed 0), from each arm's stored
+    simulation_events, top20_lists and offline_metrics."""
+    import polars as pl
+
+    from ops.readout.ab_readout import ReadoutConfig, ab_readout
+    from ops.readout.fidelity import agreement_summary, fidelity, offline_per_user, pairwise_agreement
+
+    assets = home / "assets"
+    events = pl.concat([pl.read_parquet(assets / "simulation_events" / f"{a}.parquet") for a in arms])
+    readout = ab_readout(events, control=control, config=ReadoutConfig(n_bootstrap=2000, seed=0))
+    offline = _offline(assets, arms)
+    lists = {a: pl.read_parquet(assets / "top20_lists" / f"{a}.parquet") for a in arms}
+    per_user = offline_per_user(lists, pl.read_parquet(assets / "test_ratings.parquet"))
+    fid = fidelity(readout.arms, offline, per_user)
+    pairs = pairwise_agreement(readout.per_agent, per_user, paired=readout.design == "paired", seed=0)
+    lines = table2_lines(arms, offline, readout.arms)
     tau = fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).row(0, named=True)
     lines += ["", f"τ(CTR, NDCG@20) = {tau['kendall_tau']:.2f}; same best arm: {tau['same_best_arm']}"]
     lines += [f"Arm against arm: {agreement_summary(pairs)}"]
@@ -134,20 +149,7 @@ def tables(home: Path, arms: list[str]) -> str:
 
     assets = home / "assets"
     readout = next(assets.glob("ab_readout.*.d"))
-    ctr = pl.read_parquet(readout / "arms.parquet").filter(pl.col("metric") == "ctr")
-    lines = [
-        "Table 2 on Steam (implicit; offline on the test window, CTR over agents with its 95 % interval)",
-        "",
-        "| arm | Recall@20 | NDCG@20 | AUC | simulated CTR |",
-        "| --- | ---: | ---: | ---: | --- |",
-    ]
-    for arm in arms:
-        off = pl.read_parquet(assets / "offline_metrics" / f"{arm}.parquet").row(0, named=True)
-        c = ctr.filter(pl.col("arm") == arm).row(0, named=True)
-        lines.append(
-            f"| {arm} | {off['recall_at_k']:.4f} | {off['ndcg_at_k']:.4f} | {off['test_auc']:.4f} | "
-            f"{c['mean']:.4f} [{c['ci_low']:.4f}, {c['ci_high']:.4f}] |"
-        )
+    lines = table2_lines(arms, _offline(assets, arms), pl.read_parquet(readout / "arms.parquet"))
     report = max((home / "reports").glob("*/report.md"), key=lambda p: p.stat().st_mtime).read_text()
     verdict = [line for line in report.splitlines() if line.startswith("- fidelity") or line.startswith("- trust")]
     pairs = report.split("## Fidelity arm against arm", 1)[1].split("\n## ", 1)[0]

@@ -83,6 +83,25 @@ def load(data: str):
     return users, tables.movies, tables.ratings, meta, None
 
 
+def prepare(data: str, text, cache: Path):
+    """The benches' common start: `load(data)`, the chronological 7:2:1 split, MM-ML-1M and
+    the agents built on the train window with `text` as the text embedder, cached in `cache`.
+    Returns (users, movies, ratings, split, frame, agents)."""
+    users, movies, ratings, meta, _ = load(data)
+    split = chronological_split(ratings)
+    frame = build_mm_ml_1m(movies, meta)
+    agents = build_agents(
+        split.train,
+        users,
+        frame,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        text,
+        PaletteLayoutPosterEmbedder(),
+        cache,
+    )
+    return users, movies, ratings, split, frame, agents
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", choices=("synthetic", "ml1m"), default="synthetic")

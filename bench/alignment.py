@@ -43,11 +43,8 @@ from scipy.stats import kendalltau
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
-from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
+from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
 from ops.simulation.brains.embedded import (  # noqa: E402
@@ -134,17 +131,8 @@ def main() -> None:
     started = time.perf_counter()
     clock = _Clock()
 
-    users, movies, ratings, meta, _ = _bench_agents().load(args.data)
-    split = chronological_split(ratings)
-    frame = build_mm_ml_1m(movies, meta)
-    agents = build_agents(
-        split.train,
-        users,
-        frame,
-        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        MiniLMTextEmbedder(),
-        PaletteLayoutPosterEmbedder(),
-        OUT / f"agents-cache-{args.data}",
+    users, movies, ratings, split, frame, agents = _bench_agents().prepare(
+        args.data, MiniLMTextEmbedder(), OUT / f"agents-cache-{args.data}"
     )
     catalogue = Catalogue.from_frame(frame)
     sessions = agents.sessions()

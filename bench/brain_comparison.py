@@ -103,26 +103,13 @@ def prepare(home: Path, max_epochs: int, seed: int):
     spec.loader.exec_module(bench_agents)
     bench_agents.OUT = home  # the metadata cache goes under --home
 
-    from ops.agents.build import AgentsConfig, build_agents
-    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
     from ops.arms.recommenders import arm_config, top_k, train_arm
-    from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.data.split import chronological_split
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
 
     t = time.perf_counter()
-    users, movies, ratings, meta, _ = bench_agents.load("ml1m")
-    split = chronological_split(ratings)
-    frame = build_mm_ml_1m(movies, meta)
-    agents = build_agents(
-        split.train,
-        users,
-        frame,
-        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        bench_agents.HashTextEmbedder(),
-        PaletteLayoutPosterEmbedder(),
-        home / "agents-cache",
+    users, _, _, split, frame, agents = bench_agents.prepare(
+        "ml1m", bench_agents.HashTextEmbedder(), home / "agents-cache"
     )
     print(f"data and agents: {time.perf_counter() - t:.0f} s, {len(agents.profiles)} agents", flush=True)
     t = time.perf_counter()

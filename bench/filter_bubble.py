@@ -25,11 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
-from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
+from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
 from ops.figures import save_figure  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
@@ -58,17 +55,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
-    users, movies, ratings, meta, _ = _bench_agents().load(args.data)
-    split = chronological_split(ratings)
-    frame = build_mm_ml_1m(movies, meta)
-    agents = build_agents(
-        split.train,
-        users,
-        frame,
-        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        MiniLMTextEmbedder(),
-        PaletteLayoutPosterEmbedder(),
-        OUT / f"agents-cache-{args.data}",
+    users, movies, ratings, split, frame, agents = _bench_agents().prepare(
+        args.data, MiniLMTextEmbedder(), OUT / f"agents-cache-{args.data}"
     )
     model = fit_embedded_brain(agents, split.train, split.valid, users)
     # As the `embedded_brain` asset does: the click decision calibrated to list quality.

@@ -14,7 +14,7 @@ import pytest
 
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm.answers import AnswerError
-from ops.studies.alignment.lists import mixed_lists
+from ops.studies.alignment.lists import history_holdout, mixed_lists
 from ops.studies.alignment.taste import (
     PER_ITEM,
     check_list_answer,
@@ -22,6 +22,7 @@ from ops.studies.alignment.taste import (
     list_answer_schema,
     taste_per_item,
     threshold_answerer,
+    thresholds_on_lists,
 )
 from ops.studies.alignment.windows import LeakageError, check_threshold_window
 
@@ -132,6 +133,39 @@ def test_the_threshold_never_reads_the_test_window(world):
     with pytest.raises(LeakageError, match="older"):
         check_threshold_window(late, world.test, "taste threshold")
     check_threshold_window(world.valid, world.test, "taste threshold")  # the chronological split passes
+
+
+def test_the_papers_history_holdout_draws_disjoint_sets_and_keeps_the_profile(world):
+    positives, tuning = history_holdout(world.train, [1, 2, 3, 99_999], n=3, seed=7)
+    train = {(u, m) for u, m, *_ in world.train.iter_rows()}
+    drawn_pos = set(positives.iter_rows())
+    drawn_tune = set(tuning.iter_rows())
+    assert drawn_pos and not drawn_pos & drawn_tune and (drawn_pos | drawn_tune) <= train
+    # 15 train ratings each: a quarter is 3, so 3 + 3 drawn and 9 kept for the profile; a user
+    # without ratings draws nothing.
+    assert positives.group_by("user_id").len().sort("user_id").rows() == [(1, 3), (2, 3), (3, 3)]
+    # Its own stream per user: asking for more users changes none of these three's draws.
+    again, _ = history_holdout(world.train, [1, 2, 3, 4, 5], n=3, seed=7)
+    assert drawn_pos <= set(again.iter_rows())
+    other, _ = history_holdout(world.train, [1, 2, 3], n=3, seed=8)
+    assert set(other.iter_rows()) != drawn_pos
+    with pytest.raises(ValueError, match="n must be"):
+        history_holdout(world.train, [1], n=0)
+
+
+def test_thresholds_fitted_on_the_second_history_draw_score_the_first(world):
+    # The bench's papers' protocol on the plant: thresholds from one draw, F1 on the other.
+    positives, tuning = history_holdout(world.train, range(1, N_USERS + 1), n=3, seed=0)
+    known = pl.concat([world.train, world.valid, world.test]).select("user_id", "movie_id")
+    movies = np.arange(1, N_MOVIES + 1)
+    score = _knows_the_plant(world, noise=0.5)
+    thresholds = thresholds_on_lists(
+        score, world.sessions, mixed_lists(tuning, known, movies, (1, 9), 20, 0, None, "taste threshold")
+    )
+    assert set(thresholds) == {"1:1", "1:9"} and all(0.5 < t < 1.5 for t in thresholds.values())
+    lists = mixed_lists(positives, known, movies, (1, 9), 20, 0, None, "taste")
+    result = taste_per_item(threshold_answerer(score, thresholds), world.sessions, lists, n_bootstrap=100)
+    assert result.summary.filter(pl.col("metric") == "f1").get_column("mean").to_list() == [1.0, 1.0]
 
 
 def test_the_llm_list_answer_is_checked_against_the_list():

@@ -95,6 +95,34 @@ def mixed_lists(
     return pl.DataFrame(rows, schema=LIST_SCHEMA, orient="row")
 
 
+def history_holdout(
+    ratings: pl.DataFrame, users: Iterable[int], n: int, seed: int = 0
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The papers' hold-out (Agent4Rec §3.1: items "the user has interacted with but [that
+    were] not utilized for profile initialization"): per user of `users`, up to `n` of its
+    `ratings` drawn at random as positives and as many more, disjoint, for fitting the
+    answer's thresholds; each at most a quarter of the user's rows, so at least half stays
+    for its profile.  (positives, threshold positives) as (user_id, movie_id) frames; each
+    user draws from its own named stream, so adding a user changes no other's draw.  The
+    caller builds the agents and fits the brain on `ratings` without both."""
+    if n < 1:
+        raise ValueError(f"history hold-out: n must be >= 1, got {n}")
+    wanted = sorted({int(u) for u in users})
+    picked: list[tuple[int, int]] = []
+    tuned: list[tuple[int, int]] = []
+    grouped = ratings.filter(pl.col("user_id").is_in(wanted)).group_by("user_id").agg(pl.col("movie_id").unique())
+    for user, movies in sorted(grouped.iter_rows()):
+        movies = np.sort(np.asarray(movies, dtype=np.int64))
+        k = min(n, movies.size // 4)
+        if k < 1:
+            continue
+        order = named_rng(seed, "history hold-out", int(user)).permutation(movies.size)
+        picked += [(int(user), int(m)) for m in movies[order[:k]]]
+        tuned += [(int(user), int(m)) for m in movies[order[k : 2 * k]]]
+    schema = {"user_id": pl.Int64, "movie_id": pl.Int64}
+    return pl.DataFrame(picked, schema=schema, orient="row"), pl.DataFrame(tuned, schema=schema, orient="row")
+
+
 def fresh_session(template: AgentSession, fatigue: FatigueConfig | None = None) -> AgentSession:
     """The agent arriving on the site: no fatigue spent, its tier's budget, empty short-term memory."""
     fatigue = fatigue or FatigueConfig()

@@ -379,6 +379,15 @@ def fit_taste_thresholds(
     if not users:
         raise ValueError("taste threshold: no agent has ratings in the threshold window")
     lists = mixed_lists(window, known, movie_ids, ratios, list_length, seed, users, stream="taste threshold")
+    return thresholds_on_lists(score, sessions, lists)
+
+
+def thresholds_on_lists(score: Scorer, sessions: Sequence[AgentSession], lists: pl.DataFrame) -> dict[str, float]:
+    """Per ratio, the threshold on `score` that maximises the mean F1 over agents on
+    `lists` (mixed_lists rows).  The caller owns which labels these are: they must not be
+    the lists the thresholds will be scored on (`fit_taste_thresholds` builds them from the
+    validation window; `bench/taste_holdout.py` from a second set of held-out ratings)."""
+    by_user = {s.user_id: s for s in sessions}
     grouped = (
         lists.sort("ratio", "user_id", "position")
         .group_by("ratio", "user_id", maintain_order=True)

@@ -314,6 +314,9 @@ def main() -> None:
     rules = {r: {"rating_rule": r} for r in ("expected", "matched", "sampled", "personal", "crowd")}
     rules["personal, weight 0.4"] = {"rating_rule": "personal", "rating_conformity_weight": 0.4}
     rules["crowd, weight 1, spread 0.3"] = _rule_update("crowd:1:0.3")
+    # The --sandbox-rules with their own weight and spread, so each has its ρ on the pairs
+    # beside its ρ in the sandbox (the two can want different weights).
+    rules |= {r: _rule_update(r) for r in args.sandbox_rules.split(",") if ":" in r}
     chosen = next(
         (
             g
@@ -435,6 +438,18 @@ def main() -> None:
             ).with_columns(pl.lit(rule).alias("rule"))
         )
     by_rule = pl.concat(social_rows).filter(pl.col("trait") == "conformity")
+    # The real side again on the validation window: what a choice among the rules may read
+    # (the sandbox sessions do not depend on the window, only the real side does).
+    valid_real = social_traits_alignment(
+        tiers_frame(agents.profiles),
+        real_behaviour(split.valid, movie_mean, genres),
+        simulated_behaviour(events["after"], movie_mean, genres),
+        args.n_bootstrap,
+        seed=args.seed,
+    ).filter((pl.col("trait") == "conformity") & (pl.col("side") == "real"))
+    by_rule = pl.concat(
+        [by_rule, valid_real.with_columns(pl.lit("validation").alias("side"), pl.lit("(real)").alias("rule"))]
+    )
     print("\n== Conformity in the sandbox sessions per rating rule (real: the test window) ==")
     print(_md(by_rule.select("rule", "side", "agents", "rho", "ci_low", "ci_high", "mean_low", "mean_high"), ".3f"))
     results["social_by_rule"] = by_rule.to_dicts()

@@ -18,6 +18,7 @@ from ops.studies.alignment.lists import mixed_lists
 from ops.studies.alignment.rating import brain_ratings, rating_alignment, rating_distribution
 from ops.studies.alignment.social import (
     real_behaviour,
+    real_session_behaviour,
     simulated_behaviour,
     social_traits_alignment,
     tiers_frame,
@@ -329,6 +330,25 @@ def test_behaviours_are_counted_from_events_and_held_out_ratings():
     sim = simulated_behaviour(events, movie_mean, movies).row(0, named=True)
     # arm a: 2 interactions, 1 click, gap (5 - 4)^2, 2 genres; arm b: 1, 1, no rating, 0 genres.
     assert sim == {"user_id": 7, "interactions": 1.5, "clicks": 1.0, "rating_gap": 1.0, "genres": 1.0}
+
+
+def test_real_sessions_split_where_an_hour_passes_without_a_rating():
+    movies = pl.DataFrame({"movie_id": [1, 2, 3], "genres": [["Drama"], ["Comedy", "Drama"], ["Horror"]]})
+    # User 7: two ratings a minute apart, then one two hours later; user 8: one rating.
+    held = pl.DataFrame(
+        {"user_id": [7, 7, 7, 8], "movie_id": [3, 1, 2, 2], "rating": [5, 2, 4, 3], "timestamp": [7260, 0, 60, 50]}
+    )
+    got = real_session_behaviour(held, movies, gap_s=3600).rows(named=True)
+    # 7: sessions {1, 2} (2 ratings, genres Drama + Comedy) and {3} (1 rating, Horror).
+    assert got == [
+        {"user_id": 7, "interactions": 1.5, "sessions": 2.0, "genres": 1.5},
+        {"user_id": 8, "interactions": 1.0, "sessions": 1.0, "genres": 2.0},
+    ]
+    # A gap longer than every pause: one session holding the window, as real_behaviour counts it.
+    whole = real_session_behaviour(held, movies, gap_s=10_000).row(0, named=True)
+    assert (whole["interactions"], whole["sessions"], whole["genres"]) == (3.0, 1.0, 3.0)
+    with pytest.raises(ValueError, match="timestamp"):
+        real_session_behaviour(held.drop("timestamp"), movies)
 
 
 def test_tiers_come_from_the_profiles():

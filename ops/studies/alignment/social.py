@@ -76,6 +76,36 @@ def real_behaviour(held_out: pl.DataFrame, movie_mean: pl.DataFrame, movies: pl.
     )
 
 
+def real_session_behaviour(held_out: pl.DataFrame, movies: pl.DataFrame, gap_s: int = 3600) -> pl.DataFrame:
+    """user_id, interactions, sessions, genres of every user active in the held-out window,
+    per SESSION as the sandbox measures them: a user's ratings split wherever `gap_s`
+    seconds pass without one; interactions = mean ratings per session, genres = mean
+    distinct genres per session, sessions = how many.  `real_behaviour` counts the whole
+    window instead, which mixes how often a user comes with how much it does per visit.
+    `held_out` needs a timestamp (seconds); `movies`: movie_id, genres."""
+    if "timestamp" not in held_out.columns:
+        raise ValueError("real_session_behaviour: the held-out window has no timestamp column")
+    rated = held_out.sort("user_id", "timestamp").with_columns(
+        (pl.col("timestamp").diff().over("user_id").fill_null(gap_s + 1) > gap_s)
+        .cum_sum()
+        .over("user_id")
+        .alias("_session")
+    )
+    per_session = (
+        rated.join(movies.select("movie_id", "genres"), on="movie_id", how="left")
+        .group_by("user_id", "_session")
+        .agg(
+            pl.len().cast(pl.Float64).alias("interactions"),
+            pl.col("genres").explode().drop_nulls().n_unique().cast(pl.Float64).alias("genres"),
+        )
+    )
+    return (
+        per_session.group_by("user_id")
+        .agg(pl.col("interactions").mean(), pl.len().cast(pl.Float64).alias("sessions"), pl.col("genres").mean())
+        .sort("user_id")
+    )
+
+
 def simulated_behaviour(events: pl.DataFrame, movie_mean: pl.DataFrame, movies: pl.DataFrame) -> pl.DataFrame:
     """user_id, interactions, clicks, rating_gap, genres per agent, each averaged over the
     agent's sessions (one per arm) of the simulation `events` (ops.schema.EVENTS)."""

@@ -28,7 +28,6 @@ Results also go to bench/out/alignment-<data>.json.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import pickle
@@ -43,6 +42,7 @@ from scipy.stats import kendalltau
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
@@ -132,7 +132,7 @@ def main() -> None:
     started = time.perf_counter()
     clock = _Clock()
 
-    users, movies, ratings, split, frame, agents = _bench_agents().prepare(
+    users, movies, ratings, split, frame, agents = bench_agents.prepare(
         args.data, MiniLMTextEmbedder(), OUT / f"agents-cache-{args.data}"
     )
     catalogue = Catalogue.from_frame(frame)
@@ -622,14 +622,6 @@ def _rule_update(rule: str) -> dict:
     if name != "crowd" or len(values) != 2:
         raise SystemExit(f"--sandbox-rules: {rule!r} is not RULE or crowd:WEIGHT:SPREAD")
     return {"rating_rule": name, "rating_crowd_weight": float(values[0]), "rating_spread": float(values[1])}
-
-
-def _bench_agents():
-    """bench/agents.py's data loading (the demo-ml1m settings), not copied."""
-    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _md(frame: pl.DataFrame, floatfmt: str | None) -> str:

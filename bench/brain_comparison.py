@@ -84,6 +84,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 
@@ -95,12 +96,6 @@ def prepare(home: Path, max_epochs: int, seed: int):
     path = home / f"prepared-e{max_epochs}.pkl"
     if path.exists():
         return pickle.loads(path.read_bytes())
-    sys.path.insert(0, str(ROOT / "bench"))
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
-    bench_agents = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_agents)
     bench_agents.OUT = home  # the metadata cache goes under --home
 
     from ops.arms.recommenders import arm_config, top_k, train_arm
@@ -208,13 +203,8 @@ def summarise(label: str, events: pl.DataFrame, wall: float, n_bootstrap: int, s
 
 def windows(home: Path):
     """(train, valid, test, movie ids) of the same split as `prepare` (the metadata cached)."""
-    import importlib.util
-
     from ops.data.split import chronological_split
 
-    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
-    bench_agents = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_agents)
     bench_agents.OUT = home
     _, movies, ratings, _, _ = bench_agents.load("ml1m")
     split = chronological_split(ratings)

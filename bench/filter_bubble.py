@@ -15,7 +15,6 @@ table and the wall time; writes bench/out/filter_bubble-<data>.{json,png}.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config  # noqa: E402
 from ops.figures import save_figure  # noqa: E402
@@ -55,7 +55,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
-    users, movies, ratings, split, frame, agents = _bench_agents().prepare(
+    users, movies, ratings, split, frame, agents = bench_agents.prepare(
         args.data, MiniLMTextEmbedder(), OUT / f"agents-cache-{args.data}"
     )
     model = fit_embedded_brain(agents, split.train, split.valid, users)
@@ -118,14 +118,6 @@ def main() -> None:
     (OUT / f"filter_bubble-{args.data}.json").write_text(
         json.dumps({"args": vars(args), "wall_s": wall, "metrics": metrics.to_dicts()}, indent=1)
     )
-
-
-def _bench_agents():
-    """bench/agents.py's data loading (the demo-ml1m settings), not copied."""
-    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ per-item score does not read the list response).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -40,6 +39,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
 from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
 from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
@@ -57,13 +57,6 @@ from ops.studies.alignment.taste import (  # noqa: E402
 OUT = ROOT / "bench" / "out"
 
 
-def _bench_agents():
-    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", choices=("ml1m", "synthetic"), default="ml1m")
@@ -79,9 +72,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
-    bench = _bench_agents()
     cache = OUT / f"agents-cache-{args.data}"
-    users, movies, ratings, split, frame, agents = bench.prepare(args.data, MiniLMTextEmbedder(), cache)
+    users, movies, ratings, split, frame, agents = bench_agents.prepare(args.data, MiniLMTextEmbedder(), cache)
     movie_ids = frame.get_column("movie_id").to_numpy()
     known = pl.concat([f.select("user_id", "movie_id") for f in (split.train, split.valid, split.test)])
     judged = sorted(set(split.test.get_column("user_id").to_list()) & set(agents.profiles))

@@ -90,8 +90,14 @@ def prepare(data: str, text, cache: Path):
     users, movies, ratings, meta, _ = load(data)
     split = chronological_split(ratings)
     frame = build_mm_ml_1m(movies, meta)
-    agents = build_agents(
-        split.train,
+    return users, movies, ratings, split, frame, agents_on(split.train, users, frame, text, cache)
+
+
+def agents_on(train, users, frame, text, cache: Path):
+    """The agents the benches build: profiles and memories of `train`, `text` as the text
+    embedder, the palette poster features, the catalogue embedding cached in `cache`."""
+    return build_agents(
+        train,
         users,
         frame,
         AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
@@ -99,7 +105,6 @@ def prepare(data: str, text, cache: Path):
         PaletteLayoutPosterEmbedder(),
         cache,
     )
-    return users, movies, ratings, split, frame, agents
 
 
 def main() -> None:
@@ -119,15 +124,7 @@ def main() -> None:
     text = MiniLMTextEmbedder() if args.text == "minilm" else HashTextEmbedder()
     t = time.perf_counter()
     catalogue_frame = build_mm_ml_1m(movies, meta)
-    bundle = build_agents(
-        split.train,
-        users,
-        catalogue_frame,
-        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        text,
-        PaletteLayoutPosterEmbedder(),
-        cache,
-    )
+    bundle = agents_on(split.train, users, catalogue_frame, text, cache)
     model = fit_embedded_brain(bundle, split.train, split.valid, users)
     bundle.timings_s.update(model.timings_s)
     build_s = time.perf_counter() - t

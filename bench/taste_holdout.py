@@ -40,8 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
-from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
-from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
+from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.studies.alignment import papers  # noqa: E402
 from ops.studies.alignment.lists import history_holdout, mixed_lists  # noqa: E402
@@ -96,15 +95,7 @@ def main() -> None:
     # The papers': random ratings of the history, kept out of the agents and the brain.
     positives, tuning = history_holdout(split.train, judged, args.held_out, args.seed)
     kept = split.train.join(pl.concat([positives, tuning]), on=["user_id", "movie_id"], how="anti")
-    agents_h = build_agents(
-        kept,
-        users,
-        frame,
-        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        MiniLMTextEmbedder(),
-        PaletteLayoutPosterEmbedder(),
-        cache,
-    )
+    agents_h = bench_agents.agents_on(kept, users, frame, MiniLMTextEmbedder(), cache)
     model_h = fit_embedded_brain(agents_h, kept, split.valid, users)
     score_h = embedded_scorer(model_h.brain())
     sessions_h = agents_h.sessions()
@@ -128,18 +119,11 @@ def main() -> None:
         [r.table().insert_column(0, pl.lit(name).alias("hold-out")) for name, r in results.items()],
         how="diagonal_relaxed",
     )
-    print(_md(table.select("hold-out", "ratio", "agents", "f1", "precision", "recall")))
+    print(table.select("hold-out", "ratio", "agents", "f1", "precision", "recall").to_pandas().to_markdown(index=False))
     print("\nreported (their hold-out is the random history):")
     for name, table1 in (("SimUSER", papers.SIMUSER_TABLE1), ("Agent4Rec", papers.AGENT4REC_TABLE1)):
         print(f"  {name}: " + ", ".join(f"{m} F1 {row[3]:.3f}" for m, row in table1.items()))
     print(f"\n{time.perf_counter() - started:.0f} s in all")
-
-
-def _md(frame: pl.DataFrame) -> str:
-    head = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "---|" * frame.width
-    rows = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
-    return "\n".join([head, rule, *rows])
 
 
 if __name__ == "__main__":

@@ -65,12 +65,14 @@ from ops.studies.alignment.rating import (  # noqa: E402
     rating_pairs,
 )
 from ops.studies.alignment.social import (  # noqa: E402
+    SOCIAL,
     conformity_on_pairs,
     real_behaviour,
     real_session_behaviour,
     simulated_behaviour,
     social_traits_alignment,
     tiers_frame,
+    trait_row,
     verdicts,
 )
 from ops.studies.alignment.taste import (  # noqa: E402
@@ -404,12 +406,10 @@ def main() -> None:
     clock.lap("rating prediction")
 
     genres = frame.select("movie_id", "genres")
+    tiers = tiers_frame(agents.profiles)
+    real_test = real_behaviour(split.test, movie_mean, genres)
     social = social_traits_alignment(
-        tiers_frame(agents.profiles),
-        real_behaviour(split.test, movie_mean, genres),
-        simulated_behaviour(events["after"], movie_mean, genres),
-        args.n_bootstrap,
-        seed=args.seed,
+        tiers, real_test, simulated_behaviour(events["after"], movie_mean, genres), args.n_bootstrap, seed=args.seed
     )
     # The same sessions under other rating rules (same seed: the same draws, so the same
     # clicks and watches; only the stars differ), for the conformity row.
@@ -431,25 +431,23 @@ def main() -> None:
         )
         social_rows.append(
             social_traits_alignment(
-                tiers_frame(agents.profiles),
-                real_behaviour(split.test, movie_mean, genres),
-                simulated_behaviour(other, movie_mean, genres),
-                args.n_bootstrap,
-                seed=args.seed,
+                tiers, real_test, simulated_behaviour(other, movie_mean, genres), args.n_bootstrap, seed=args.seed
             ).with_columns(pl.lit(rule).alias("rule"))
         )
     by_rule = pl.concat(social_rows).filter(pl.col("trait") == "conformity")
     # The real side again on the validation window: what a choice among the rules may read
     # (the sandbox sessions do not depend on the window, only the real side does).
-    valid_real = social_traits_alignment(
-        tiers_frame(agents.profiles),
+    valid_real = trait_row(
+        tiers,
         real_behaviour(split.valid, movie_mean, genres),
-        simulated_behaviour(events["after"], movie_mean, genres),
+        "conformity",
+        "rating_gap",
+        "validation",
         args.n_bootstrap,
         seed=args.seed,
-    ).filter((pl.col("trait") == "conformity") & (pl.col("side") == "real"))
+    )
     by_rule = pl.concat(
-        [by_rule, valid_real.with_columns(pl.lit("validation").alias("side"), pl.lit("(real)").alias("rule"))]
+        [by_rule, pl.DataFrame([valid_real], schema=SOCIAL).with_columns(pl.lit("(real)").alias("rule"))]
     )
     print("\n== Conformity in the sandbox sessions per rating rule (real: the test window) ==")
     print(_md(by_rule.select("rule", "side", "agents", "rho", "ci_low", "ci_high", "mean_low", "mean_high"), ".3f"))
@@ -479,31 +477,19 @@ def main() -> None:
     results["social"] = social.to_dicts()
     # The real side per session (ratings split at an hour without one), the sandbox's unit:
     # the window's count above mixes how often a user comes with how much it does per visit.
-    sessions_real = real_session_behaviour(split.test, genres).with_columns(
-        pl.lit(None, dtype=pl.Float64).alias("clicks"), pl.lit(None, dtype=pl.Float64).alias("rating_gap")
-    )
-    per_visit = []
-    for label, frame_real in (
-        ("per session (1 h gap)", sessions_real),
-        ("sessions in the window", sessions_real.with_columns(pl.col("sessions").alias("interactions"))),
-    ):
-        per_visit.append(
-            social_traits_alignment(
-                tiers_frame(agents.profiles),
-                frame_real,
-                simulated_behaviour(events["after"], movie_mean, genres),
-                args.n_bootstrap,
-                seed=args.seed,
+    sessions_real = real_session_behaviour(split.test, genres)
+    per_visit = pl.DataFrame(
+        [
+            {
+                "real, counted": label,
+                **trait_row(tiers, sessions_real, trait, behaviour, "real", args.n_bootstrap, seed=args.seed),
+            }
+            for label, trait, behaviour in (
+                ("per session (1 h gap)", "activity", "interactions"),
+                ("per session (1 h gap)", "diversity", "genres"),
+                ("sessions in the window", "activity", "sessions"),
             )
-            .filter(
-                (pl.col("side") == "real")
-                & pl.col("trait").is_in(["activity", "diversity"])
-                & (pl.col("behaviour") != "clicks")
-            )
-            .with_columns(pl.lit(label).alias("real, counted"))
-        )
-    per_visit = pl.concat(per_visit).filter(
-        (pl.col("real, counted") == "per session (1 h gap)") | (pl.col("trait") == "activity")
+        ]
     )
     print("\nreal side counted per session (test window), beside the window counts above:")
     print(

@@ -152,24 +152,36 @@ def social_traits_alignment(
     """SOCIAL rows: per trait, its behaviour, real and simulated (and the click count per
     activity tier, simulated only), Spearman's ρ of tier against behaviour with interval,
     p-value and the behaviour's mean per tier."""
-    rows = []
     pairs = [(t, b) for t, b in TRAIT_BEHAVIOUR.items()] + [("activity", "clicks")]
-    for trait, behaviour in pairs:
-        for side, frame in (("real", real), ("simulated", simulated)):
-            joined = (
-                tiers.select("user_id", trait)
-                .join(frame.select("user_id", behaviour), on="user_id", how="inner")
-                .drop_nulls()
-            )
-            rows.append(
-                {
-                    "trait": trait,
-                    "behaviour": behaviour,
-                    "side": side,
-                    **_spearman(joined, trait, behaviour, n_bootstrap, confidence, seed),
-                }
-            )
+    rows = [
+        trait_row(tiers, frame, trait, behaviour, side, n_bootstrap, confidence, seed)
+        for trait, behaviour in pairs
+        for side, frame in (("real", real), ("simulated", simulated))
+    ]
     return pl.DataFrame(rows, schema=SOCIAL)
+
+
+def trait_row(
+    tiers: pl.DataFrame,
+    frame: pl.DataFrame,
+    trait: str,
+    behaviour: str,
+    side: str,
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict:
+    """One SOCIAL row: Spearman's ρ of `trait`'s tier against `frame`'s `behaviour` column
+    over the users in both, with interval, p-value and the behaviour's mean per tier."""
+    joined = (
+        tiers.select("user_id", trait).join(frame.select("user_id", behaviour), on="user_id", how="inner").drop_nulls()
+    )
+    return {
+        "trait": trait,
+        "behaviour": behaviour,
+        "side": side,
+        **_spearman(joined, trait, behaviour, n_bootstrap, confidence, seed),
+    }
 
 
 def verdicts(table: pl.DataFrame) -> pl.DataFrame:

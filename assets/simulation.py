@@ -40,7 +40,7 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, arm_partitions
-from ops.settings import BrainName, Persona
+from ops.settings import ActivityDrives, BrainName, Persona
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager, data_root
@@ -66,6 +66,14 @@ class AgentSampleConfig(Config):
         default=1,
         ge=1,
         description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
+    )
+    activity_drives: ActivityDrives = Field(
+        default="session_length",
+        description="what the activity tier changes: session_length (A/B Agent Table 8: the session's fatigue budget) or visits (every session the medium budget, the agent comes back visits_per_tier times, as real ML-1M users do) ($SIMAB_ACTIVITY_DRIVES)",
+    )
+    visits_per_tier: list[int] = Field(
+        default=[1, 2, 3],
+        description="activity_drives=visits: sessions per agent and arm for the low, medium and high activity tiers, times sessions_per_agent ($SIMAB_VISITS)",
     )
     persona: Persona = Field(
         default="traits",
@@ -292,10 +300,10 @@ def _simulate(
 
     from ops.checkpoint import partition_lock
     from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.runner import SimulationConfig, simulate_visits
 
     catalogue = Catalogue.from_frame(mm_ml_1m)
-    sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share)
+    sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=_visits(config))
     concurrency, brain_params = (llm.concurrency, llm.describe()) if config.brain == "llm" else (1, {})
     if brain_params:
         context.log.info(
@@ -324,24 +332,19 @@ def _simulate(
             **({} if config.vision else {"vision": False}),
         ) as brain,
     ):
-        events = pl.concat(
-            [
-                simulate_arm(
-                    arm,
-                    top20_lists,
-                    agents.sessions(chosen),
-                    catalogue,
-                    brain,
-                    sim_config,
-                    seed=config.seed,
-                    run_id=context.run.run_id,
-                    users=chosen,
-                    concurrency=concurrency,
-                    checkpoint_dir=checkpoint_dir,
-                    session=session,
-                )
-                for session in range(config.sessions_per_agent)
-            ]
+        events = simulate_visits(
+            arm,
+            top20_lists,
+            agents.sessions(chosen),
+            catalogue,
+            brain,
+            sim_config,
+            sessions_per_agent=config.sessions_per_agent,
+            users=chosen,
+            seed=config.seed,
+            run_id=context.run.run_id,
+            concurrency=concurrency,
+            checkpoint_dir=checkpoint_dir,
         )
     extra = {} if shard is None else {"shard": shard[0], "shards": shard[1]}
     params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen), **extra}
@@ -354,7 +357,6 @@ def _simulate(
         params=params,
         brain_params=brain_params,
         usage=getattr(brain, "usage", None),
-        sessions_per_agent=config.sessions_per_agent,
         agents=len(chosen),
     )
 
@@ -377,7 +379,8 @@ def _events_result(
 
     brain_params = brain_params or {}
     agents = events.get_column("user_id").n_unique() if agents is None else agents
-    sessions_per_agent = events.get_column("session").n_unique() if sessions_per_agent is None else sessions_per_agent
+    if sessions_per_agent is None:  # the mean: with visits by activity, agents differ
+        sessions_per_agent = events.select("user_id", "session").unique().height / max(agents, 1)
     fallbacks = fallback_counts(events)
     name = f"{arm}_shard{extra['shard']}" if "shard" in extra else arm
     viewer = viewer_url("/agents", arm=arm)
@@ -434,7 +437,7 @@ def _cost_estimate(
 
     chosen = _agents_of(arm, config, top20_lists, agents)
     catalogue = Catalogue.from_frame(mm_ml_1m)
-    sim_config = SimulationConfig()
+    sim_config = SimulationConfig(visits=_visits(config))
     overrides = {} if config.vision else {"vision": False}
     llm_brain = llm.brain(catalogue, fatigue=sim_config.fatigue, cache="off", **overrides)
     behaviour = _embedded(embedded_brain, config.vision)
@@ -453,7 +456,11 @@ def _cost_estimate(
             chosen,
             estimate_config,
         )
-        return estimate.over_sessions(config.sessions_per_agent)
+        from ops.simulation.runner import activity_tier_of
+        from ops.simulation.visits import mean_sessions
+
+        tiers = [activity_tier_of(a, None) for a in agents.sessions(chosen)]
+        return estimate.over_sessions(mean_sessions(tiers, config.sessions_per_agent, sim_config.visits))
     finally:
         llm_brain.close()
 
@@ -495,6 +502,12 @@ def _with_personas(agents, config: AgentSampleConfig, io_manager: SimabIOManager
             allow_retries=False,
         )
     return _MatchedPersonas(agents, io_manager.stored("llm_personas"))
+
+
+def _visits(config: AgentSampleConfig):
+    from ops.simulation.visits import visits_config
+
+    return visits_config(config.activity_drives, config.visits_per_tier)
 
 
 def _embedded(embedded_brain, vision: bool):

@@ -53,7 +53,8 @@ from ops.simulation.brains.embedded import (  # noqa: E402
     fit_embedded_brain,  # noqa: E402
 )
 from ops.simulation.catalogue import Catalogue  # noqa: E402
-from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
+from ops.simulation.runner import SimulationConfig, simulate_arm, simulate_visits  # noqa: E402
+from ops.simulation.visits import VisitsConfig  # noqa: E402
 from ops.studies.alignment import papers  # noqa: E402
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
@@ -70,6 +71,7 @@ from ops.studies.alignment.social import (  # noqa: E402
     real_behaviour,
     real_session_behaviour,
     simulated_behaviour,
+    simulated_session_behaviour,
     social_traits_alignment,
     tiers_frame,
     trait_row,
@@ -475,32 +477,64 @@ def main() -> None:
     print(_md(verdicts(social), ".3f"))
     print(f"A/B Agent Fig. 6, clicks per session low / medium / high activity: {papers.AB_AGENT_FIG6_CLICKS}")
     results["social"] = social.to_dicts()
-    # The real side per session (ratings split at an hour without one), the sandbox's unit:
-    # the window's count above mixes how often a user comes with how much it does per visit.
+    # Activity and diversity per session, the sandbox's unit (the real ratings split at an
+    # hour without one), beside the window counts above, under both designs of what the
+    # activity tier changes (`ops.simulation.visits`): the session's budget (the default,
+    # the sessions above) or how often the agent comes.
     sessions_real = real_session_behaviour(split.test, genres)
+    visits_config = SimulationConfig(progress=False, visits=VisitsConfig(activity_drives="visits"))
+    events["visits"] = pl.concat(
+        [simulate_visits(arm, lists, sessions, catalogue, after.brain(), visits_config, seed=args.seed) for arm in arms]
+    )
+    sides = [("real", "real", real_test, sessions_real)] + [
+        (
+            "simulated",
+            design,
+            simulated_behaviour(events[name], movie_mean, genres),
+            simulated_session_behaviour(events[name], genres),
+        )
+        for design, name in (("session_length", "after"), ("visits", "visits"))
+    ]
+    counted = (
+        ("in the window", "activity", "interactions", 2),
+        ("per session", "activity", "interactions", 3),
+        ("sessions", "activity", "sessions", 3),
+        ("in the window", "diversity", "genres", 2),
+        ("per session", "diversity", "genres", 3),
+    )
     per_visit = pl.DataFrame(
         [
             {
-                "real, counted": label,
-                **trait_row(tiers, sessions_real, trait, behaviour, "real", args.n_bootstrap, seed=args.seed),
+                "design": design,
+                "counted": label,
+                **trait_row(tiers, frames[index - 2], trait, behaviour, side, args.n_bootstrap, seed=args.seed),
             }
-            for label, trait, behaviour in (
-                ("per session (1 h gap)", "activity", "interactions"),
-                ("per session (1 h gap)", "diversity", "genres"),
-                ("sessions in the window", "activity", "sessions"),
-            )
+            for label, trait, behaviour, index in counted
+            for side, design, *frames in sides
         ]
     )
-    print("\nreal side counted per session (test window), beside the window counts above:")
+    print(
+        "\n== Activity and diversity counted in the window and per session (1 h gap), real (test window) beside both "
+        "designs of what the activity tier changes (ops/simulation/visits.py) =="
+    )
     print(
         _md(
             per_visit.select(
-                "real, counted", "trait", "behaviour", "agents", "rho", "ci_low", "ci_high", "mean_low", "mean_high"
+                "trait",
+                "counted",
+                "design",
+                "agents",
+                "rho",
+                "ci_low",
+                "ci_high",
+                "mean_low",
+                "mean_medium",
+                "mean_high",
             ),
             ".3f",
         )
     )
-    results["social_real_per_session"] = per_visit.to_dicts()
+    results["social_per_session"] = per_visit.to_dicts()
     clock.lap("social traits")
 
     total = time.perf_counter() - started

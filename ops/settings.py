@@ -38,6 +38,7 @@ Dataset = Literal["ml-1m", "ml-100k"]
 MetadataSource = Literal["auto", "synthetic", "local", "tmdb", "none"]
 BrainName = Literal["embedded", "llm"]
 Persona = Literal["traits", "matched"]
+ActivityDrives = Literal["session_length", "visits"]
 Nightly = Literal["fresh", "continue"]
 Deployment = Literal["local", "server"]
 Executor = Literal["multiprocess", "celery"]
@@ -203,6 +204,19 @@ class Settings(BaseModel):
         "independent sessions of every agent on an arm (default 1)",
         ops=("simulation_events.sessions_per_agent", "llm_cost_estimate.sessions_per_agent"),
         ge=1,
+    )
+    activity_drives: ActivityDrives | None = setting(
+        None,
+        "SIMAB_ACTIVITY_DRIVES",
+        "what the activity tier changes: session_length (default, A/B Agent) | visits (how often the agent comes)",
+        ops=("simulation_events.activity_drives", "llm_cost_estimate.activity_drives"),
+    )
+    visits: list[int] | None = setting(
+        None,
+        "SIMAB_VISITS",
+        "with visits: sessions per agent for the low, medium, high activity tiers, e.g. 1,2,3 (default)",
+        ops=("simulation_events.visits_per_tier", "llm_cost_estimate.visits_per_tier"),
+        sep=",",
     )
     persona: Persona | None = setting(
         None,

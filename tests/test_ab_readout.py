@@ -131,6 +131,11 @@ def test_several_sessions_per_agent_are_averaged_per_agent():
     )  # mean clicks ÷ mean impressions per session, summed over agents
     assert r.sessions_per_agent == 2 and "2 sessions per agent, averaged per agent" in r.to_markdown()
     assert r.per_session.height == 6 and set(r.per_session.get_column("session").to_list()) == {0, 1}
+    # Visits by activity: agents with different numbers of sessions, each still one unit.
+    uneven = events.filter(~((pl.col("user_id") == 1) & (pl.col("session") == 1)))
+    u = ab_readout(uneven, control="A", config=ReadoutConfig(n_bootstrap=200))
+    assert "1–2 sessions per agent, averaged per agent" in u.to_markdown()
+    assert per_agent_metrics(uneven).sort("user_id").get_column("ctr").to_list() == pytest.approx([0.1, 0.3, 0.1])
     # Events written before sessions existed (no column) read as one session: today's figures.
     old = per_agent_metrics(frame(hand_log()).drop("session")).sort("user_id")
     assert old.equals(per_agent_metrics(frame(hand_log())).sort("user_id")) and "sessions" not in old.columns

@@ -182,3 +182,7 @@ def test_sessions_per_agent_multiply_the_bill_and_widen_its_interval_by_their_ro
         check_cost_limit(four, 0.5)  # the limit sees every session's calls
     with pytest.raises(ValueError, match="sessions must be >= 1"):
         one.over_sessions(0)
+    # Visits by activity tier: a mean of 1.5 sessions per agent; counts stay whole numbers.
+    half = one.over_sessions(1.5)
+    assert (half.calls, half.ceiling_calls, half.completion_tokens) == (1350, 6900, 75_000)
+    assert half.cost_usd == pytest.approx(0.495) and half.cost_high_usd == pytest.approx(0.495 + 0.03 * 1.5**0.5)

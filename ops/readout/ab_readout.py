@@ -185,7 +185,14 @@ class ABReadout:
 
     def to_markdown(self) -> str:
         sessions = self.sessions_per_agent
-        unit = f"; {sessions} sessions per agent, averaged per agent" if sessions > 1 else ""
+        fewest = (
+            int(self.per_session.group_by("arm", "user_id").len().get_column("len").min())
+            if self.per_session is not None and not self.per_session.is_empty()
+            else sessions
+        )
+        # Visits by activity tier (ops/simulation/visits.py): agents come a different number of times.
+        count = f"{fewest}–{sessions}" if fewest < sessions else f"{sessions}"
+        unit = f"; {count} sessions per agent, averaged per agent" if sessions > 1 else ""
         lines = [
             f"### Arms ({self.design} design, {self.config.confidence:.0%} bootstrap intervals over agents{unit})",
             "",

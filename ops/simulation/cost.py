@@ -43,9 +43,10 @@ from ops.simulation.budget import (  # noqa: F401  (re-exported: the bill's erro
     RunBudget,
 )
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.fatigue import fatigue_budget, fatigue_cost
+from ops.simulation.fatigue import fatigue_cost
 from ops.simulation.observation import EXIT, Decision, Observation
-from ops.simulation.runner import SimulationConfig, _activity_tier, simulate_arm
+from ops.simulation.runner import SimulationConfig, activity_tier_of, simulate_arm
+from ops.simulation.visits import session_budget
 
 
 class CostEstimateConfig(BaseModel):
@@ -83,28 +84,19 @@ class CostEstimate:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def over_sessions(self, sessions: int) -> CostEstimate:
-        """The bill of `sessions` independent sessions per agent: expected calls, tokens,
-        cost and ceiling times `sessions`; the interval's half-widths times √sessions (the
-        sessions draw independently, so their spreads add in variance)."""
+    def over_sessions(self, sessions: float) -> CostEstimate:
+        """The bill of `sessions` independent sessions per agent (a mean when agents come a
+        different number of times, `ops.simulation.visits`): expected calls, tokens, cost and
+        ceiling times `sessions` (counts rounded up); the interval's half-widths times
+        √sessions (the sessions draw independently, so their spreads add in variance)."""
         if sessions == 1:
             return self
         if sessions < 1:
             raise ValueError(f"cost estimate: sessions must be >= 1, got {sessions}")
         root = sessions**0.5
-        scaled = {
-            name: getattr(self, name) * sessions
-            for name in (
-                "calls",
-                "prompt_tokens",
-                "completion_tokens",
-                "cost_usd",
-                "ceiling_calls",
-                "ceiling_prompt_tokens",
-                "ceiling_completion_tokens",
-                "ceiling_cost_usd",
-            )
-        }
+        counts = ("calls", "prompt_tokens", "completion_tokens", "ceiling_calls", "ceiling_prompt_tokens")
+        scaled = {name: math.ceil(getattr(self, name) * sessions) for name in (*counts, "ceiling_completion_tokens")}
+        scaled |= {name: getattr(self, name) * sessions for name in ("cost_usd", "ceiling_cost_usd")}
         low = scaled["cost_usd"] - (self.cost_usd - self.cost_low_usd) * root
         high = scaled["cost_usd"] + (self.cost_high_usd - self.cost_usd) * root
         return replace(self, **scaled, cost_low_usd=max(low, 0.0), cost_high_usd=high)
@@ -347,7 +339,7 @@ def _ceiling_calls(agent: AgentSession, config: SimulationConfig, reflect_every:
     `reflect_every` of those steps, and the interview."""
     fatigue = config.fatigue
     cheapest = min(fatigue_cost(a, fatigue.interest_max, fatigue) for a in fatigue.base_costs if a != EXIT)
-    budget = fatigue_budget(_activity_tier(agent, None), fatigue)
+    budget = session_budget(activity_tier_of(agent, None), fatigue, config.visits)
     steps = config.max_steps if cheapest <= 0 else min(config.max_steps, math.ceil(budget / cheapest))
     reflections = (steps - 1) // reflect_every if reflect_every else 0
     return steps + reflections + 1

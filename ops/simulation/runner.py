@@ -51,9 +51,10 @@ from ops.checkpoint import JsonlCheckpoint, partition_lock
 from ops.schema import EVENTS, TOP_K, conform
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.fatigue import FatigueConfig, fatigue_budget, interest_modifier
+from ops.simulation.fatigue import FatigueConfig, interest_modifier
 from ops.simulation.observation import AGENT_FAILURES, EXIT, EXIT_INTERVIEW, Observation, fallback_kind
 from ops.simulation.sandbox import Sandbox, SandboxConfig
+from ops.simulation.visits import VisitsConfig, agents_by_session, session_budget
 from ops.web import redact
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,9 @@ class SimulationConfig(BaseModel):
     max_failed_agents_share: float = Field(0.05, ge=0, le=1)
     # A tqdm bar when the output is a terminal; none in a log file or a pipe.
     progress: bool = True
+    # What the activity tier changes: the session's fatigue budget (A/B Agent, the default)
+    # or how many times the agent comes back (`ops.simulation.visits`).
+    visits: VisitsConfig = Field(default_factory=VisitsConfig)
 
 
 def simulate_arm(
@@ -161,14 +165,14 @@ def simulate_arm(
     sessions = []
     for user_id in chosen:
         template = by_user[user_id]
-        tier = _activity_tier(template, activity_tiers)
+        tier = activity_tier_of(template, activity_tiers)
         sessions.append(
             AgentSession(
                 user_id=user_id,
                 profile=template.profile,
                 memory=template.memory,
                 fatigue_spent=0.0,
-                fatigue_budget=fatigue_budget(tier, config.fatigue),
+                fatigue_budget=session_budget(tier, config.fatigue, config.visits),
                 short_term=[],
             )
         )
@@ -185,6 +189,50 @@ def simulate_arm(
         return _simulate_sessions(
             arm, run_id, chosen, sessions, lists, catalogue, brain, config, seed, session, concurrency, checkpoint_dir
         )
+
+
+def simulate_visits(
+    arm: str,
+    top_k: pl.DataFrame,
+    agents: Sequence[AgentSession],
+    catalogue: Catalogue,
+    brain: Brain,
+    config: SimulationConfig | None = None,
+    sessions_per_agent: int = 1,
+    users: Iterable[int] | None = None,
+    activity_tiers: Mapping[int, str] | None = None,
+    **kwargs,
+) -> pl.DataFrame:
+    """Every session of every agent (or those in `users`) on `arm`: `simulate_arm` once per
+    session number, each time for the agents that have that session
+    (`ops.simulation.visits.agents_by_session`: `sessions_per_agent` each, times the visits
+    of the agent's activity tier when `config.visits.activity_drives` is "visits").  The
+    other keyword arguments go to `simulate_arm`."""
+    config = config or SimulationConfig()
+    by_user = {a.user_id: a for a in agents}
+    chosen = sorted(by_user) if users is None else sorted(set(int(u) for u in users))
+    tiers = {u: activity_tier_of(by_user[u], activity_tiers) for u in chosen if u in by_user}
+    if len(tiers) < len(chosen):
+        unknown = [u for u in chosen if u not in by_user]
+        raise ValueError(f"simulation of arm {arm!r}: no agent for user(s) {unknown[:10]}")
+    frames = [
+        simulate_arm(
+            arm,
+            top_k,
+            agents,
+            catalogue,
+            brain,
+            config,
+            users=session_users,
+            activity_tiers=activity_tiers,
+            session=session,
+            **kwargs,
+        )
+        for session, session_users in enumerate(agents_by_session(chosen, tiers, sessions_per_agent, config.visits))
+    ]
+    if not frames:  # no agent chosen: simulate_arm says what an empty run gives
+        return simulate_arm(arm, top_k, agents, catalogue, brain, config, users=chosen, **kwargs)
+    return pl.concat(frames)
 
 
 def _simulate_sessions(
@@ -888,7 +936,7 @@ def _list_column(name: str, lists: Sequence[list[int]]) -> pl.Series:
     return pl.Series(name, array, dtype=pl.List(pl.Int64))
 
 
-def _activity_tier(agent: AgentSession, activity_tiers: Mapping[int, str] | None) -> str:
+def activity_tier_of(agent: AgentSession, activity_tiers: Mapping[int, str] | None) -> str:
     if activity_tiers is not None:
         if agent.user_id not in activity_tiers:
             raise ValueError(f"simulation: activity_tiers has no tier for user {agent.user_id}")

@@ -107,8 +107,9 @@ def real_session_behaviour(held_out: pl.DataFrame, movies: pl.DataFrame, gap_s: 
 
 
 def simulated_behaviour(events: pl.DataFrame, movie_mean: pl.DataFrame, movies: pl.DataFrame) -> pl.DataFrame:
-    """user_id, interactions, clicks, rating_gap, genres per agent, each averaged over the
-    agent's sessions (one per arm) of the simulation `events` (ops.schema.EVENTS)."""
+    """user_id, interactions, clicks, rating_gap, genres per agent over everything it did on
+    an arm (every session of it: the simulated window), averaged over the arms, of the
+    simulation `events` (ops.schema.EVENTS).  With one session per arm that is per session."""
     acts = events.filter(pl.col("action").is_in([CLICK_MOVIE, WATCH_AND_RATE]))
     watched = (
         events.filter(pl.col("action") == WATCH_AND_RATE)
@@ -139,6 +140,39 @@ def simulated_behaviour(events: pl.DataFrame, movie_mean: pl.DataFrame, movies: 
         .agg(pl.col("interactions", "clicks", "rating_gap", "genres").cast(pl.Float64).mean())
         .sort("user_id")
     )
+
+
+def simulated_session_behaviour(events: pl.DataFrame, movies: pl.DataFrame) -> pl.DataFrame:
+    """user_id, interactions, sessions, genres per agent, as `real_session_behaviour` counts
+    them: interactions (clicks and watch-and-rates) and distinct genres watched are means per
+    session, sessions the mean number of sessions per arm (`ops.simulation.visits`)."""
+    session = pl.col("session").fill_null(0) if "session" in events.columns else pl.lit(0)
+    events = events.with_columns(session.cast(pl.Int64).alias("session"))
+    keys = ["arm", "user_id", "session"]
+    per_session = (
+        events.select(keys)
+        .unique()
+        .join(
+            events.filter(pl.col("action").is_in([CLICK_MOVIE, WATCH_AND_RATE]))
+            .group_by(keys)
+            .agg(pl.len().alias("interactions")),
+            on=keys,
+            how="left",
+        )
+        .join(
+            events.filter(pl.col("action") == WATCH_AND_RATE)
+            .join(movies.select("movie_id", "genres"), on="movie_id", how="left")
+            .group_by(keys)
+            .agg(pl.col("genres").explode().drop_nulls().n_unique().alias("genres")),
+            on=keys,
+            how="left",
+        )
+        .with_columns(pl.col("interactions", "genres").fill_null(0).cast(pl.Float64))
+    )
+    per_arm = per_session.group_by("arm", "user_id").agg(
+        pl.col("interactions", "genres").mean(), pl.len().cast(pl.Float64).alias("sessions")
+    )
+    return per_arm.group_by("user_id").agg(pl.col("interactions", "sessions", "genres").mean()).sort("user_id")
 
 
 def social_traits_alignment(

@@ -81,6 +81,20 @@ def test_variance_split_and_plan_on_a_hand_worked_case():
     assert sessions_needed(0.01, comp, 3, PowerConfig()) is None
 
 
+def test_agents_with_different_numbers_of_sessions_split_the_variance_by_their_mean_inverse():
+    """Visits by activity tier: agent 4 comes once (difference 0.5), the hand-worked three
+    twice.  Agent means 0.2, 0.1, 0.3, 0.5 (mean 0.275): Var_i = 0.0875 / 3; σ²_within from
+    the agents with two sessions, 0.04 / 3; mean 1/n = (3 × 1/2 + 1) / 4 = 5/8, so
+    σ²_between = 0.0875 / 3 − 0.04 / 3 × 5/8 = 0.0625 / 3 (with 1/2 for every agent, as if
+    all had two sessions: 0.0675 / 3)."""
+    rows = hand_worked().vstack(per_session([("a", 4, 0, 0.7), ("b", 4, 0, 0.2)]))
+    comp = variance_components(rows, "a", "b")
+    assert (comp.agents, comp.sessions) == (4, 2)
+    assert comp.agent_variance == pytest.approx(0.0875 / 3)
+    assert comp.within == pytest.approx(0.04 / 3)
+    assert comp.between == pytest.approx(0.0625 / 3)
+
+
 def test_power_analysis_per_pair_on_a_hand_worked_case():
     frame = hand_worked()
     # Arm c: the simulation prefers it to a (CTR 0.5 everywhere) while the offline metric

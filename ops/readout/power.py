@@ -322,11 +322,14 @@ def variance_components(per_session: pl.DataFrame, arm_a: str, arm_b: str, metri
     mean_a, mean_b = float(per_agent.get_column("a").mean()), float(per_agent.get_column("b").mean())
     if sessions < 2:
         return VarianceComponents(agents, 1, mean_a, mean_b, float(means.mean()), agent_variance, None, None)
-    # Agents with fewer sessions than the rest (a run cut short) still give a within
-    # variance when they have two; the between part uses the usual session count.
+    # Agents with fewer sessions than the rest (visits by activity tier, a run cut short)
+    # still give a within variance when they have two.  An agent with n sessions has a
+    # mean difference of variance σ²_between + σ²_within / n, so the between part takes off
+    # σ²_within times the agents' mean 1/n (1/S when every agent has S).
     within_values = per_agent.get_column("var").drop_nulls().to_numpy()
     within = float(within_values.mean()) if within_values.size else 0.0
-    between = max(0.0, agent_variance - within / sessions)
+    inverse = float((1.0 / per_agent.get_column("n").cast(pl.Float64)).mean())
+    between = max(0.0, agent_variance - within * inverse)
     return VarianceComponents(agents, sessions, mean_a, mean_b, float(means.mean()), agent_variance, between, within)
 
 

@@ -370,7 +370,14 @@ def social_traits_alignment(
     """Spearman's ρ between each social trait's tier and the behaviour it should drive, real
     (test window) beside simulated (the arms' sandbox sessions) (Agent4Rec Fig. 4, A/B Agent Fig. 6)."""
     from ops.studies.alignment.plots import social_figure
-    from ops.studies.alignment.social import real_behaviour, simulated_behaviour, tiers_frame, verdicts
+    from ops.studies.alignment.social import (
+        real_behaviour,
+        real_session_behaviour,
+        simulated_behaviour,
+        simulated_session_behaviour,
+        tiers_frame,
+        verdicts,
+    )
     from ops.studies.alignment.social import social_traits_alignment as score
     from ops.studies.alignment.windows import check_held_out
 
@@ -398,6 +405,8 @@ def social_traits_alignment(
         simulated_behaviour(events, movie_mean, movies),
         config.n_bootstrap,
         seed=config.seed,
+        real_sessions=real_session_behaviour(test_ratings, movies),
+        simulated_sessions=simulated_session_behaviour(events, movies),
     )
     with mlflow_tracking.asset_run(
         context, params={"arms": ",".join(sorted(simulation_events)), "n_bootstrap": config.n_bootstrap}

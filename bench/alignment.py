@@ -535,6 +535,24 @@ def main() -> None:
         )
     )
     results["social_per_session"] = per_visit.to_dicts()
+    # What the design does to the A/B read-out itself: each arm's CTR (agents the unit).
+    ctr = {
+        design: {a: per_agent_metrics(events[name].filter(pl.col("arm") == a))["ctr"].mean() for a in arms}
+        for design, name in (("session_length", "after"), ("visits", "visits"))
+    }
+    by_design = pl.DataFrame(
+        {
+            "arm": list(arms),
+            **{f"CTR {d}": [ctr[d][a] for a in arms] for d in ctr},
+            "offline NDCG@20": [ndcg[a] for a in arms],
+        }
+    )
+    print("\nthe arms' CTR under each design, and Kendall τ against offline NDCG@20:")
+    print(_md(by_design, ".4f"))
+    for design in ctr:
+        tau = kendalltau([ctr[design][a] for a in arms], [ndcg[a] for a in arms]).statistic
+        print(f"  {design}: τ(CTR, NDCG@20) = {tau:.2f}")
+    results["arms_by_design"] = by_design.to_dicts()
     clock.lap("social traits")
 
     total = time.perf_counter() - started

@@ -273,6 +273,8 @@ def test_list_quality_rises_for_an_oracle_and_stays_flat_for_a_coin(world):
 
 # -- social traits -------------------------------------------------------------------------------
 
+TRAITS = ("activity", "conformity", "diversity")
+
 
 def test_social_traits_find_a_planted_rise_and_call_a_flat_simulation_a_tie():
     tiers = pl.DataFrame(
@@ -304,6 +306,31 @@ def test_social_traits_find_a_planted_rise_and_call_a_flat_simulation_a_tie():
         (pl.col("trait") == "activity") & (pl.col("behaviour") == "interactions") & (pl.col("side") == "real")
     ).row(0, named=True)
     assert (low_high["mean_low"], low_high["mean_medium"], low_high["mean_high"]) == (1.0, 2.0, 3.0)
+
+
+def test_per_session_rows_tell_how_often_from_how_much():
+    """Planted: a more active user comes more often with shorter visits (ML-1M's shape);
+    the simulation gives more sessions of the same length.  The window rows cannot tell
+    the two apart; the per-session rows can."""
+    tiers = pl.DataFrame({"user_id": range(1, 91), **{t: ["low", "medium", "high"] * 30 for t in TRAITS}})
+    level = tiers.get_column("activity").replace_strict({"low": 1.0, "medium": 2.0, "high": 3.0}).to_numpy()
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0, 0.01, 90)
+    window = pl.DataFrame(
+        {"user_id": range(1, 91), "interactions": 12.0 + noise, "rating_gap": noise, "genres": noise, "clicks": noise}
+    )
+    real_sessions = pl.DataFrame(
+        {"user_id": range(1, 91), "interactions": 12.0 / level + noise, "sessions": level, "genres": 3.0 + noise}
+    )
+    sim_sessions = real_sessions.with_columns(pl.Series("interactions", 6.0 + noise))
+    table = social_traits_alignment(
+        tiers, window, window, n_bootstrap=200, real_sessions=real_sessions, simulated_sessions=sim_sessions
+    )
+    verdict = {(r["trait"], r["behaviour"]): r["verdict"] for r in verdicts(table).iter_rows(named=True)}
+    assert verdict[("activity", "sessions")] == "agree"
+    assert verdict[("activity", "interactions_per_session")] == "simulated tie"
+    assert verdict[("diversity", "genres_per_session")] == "real tie"
+    assert table.height == 8 + 6  # the four window rows and three per-session rows, real and simulated
 
 
 def test_behaviours_are_counted_from_events_and_held_out_ratings():

@@ -49,7 +49,9 @@ DISTRIBUTION_DIFFERENCE = (
 SOCIAL_DIFFERENCE = (
     "Agent4Rec Fig. 4 and A/B Agent Fig. 6 show simulated behaviour per tier only (A/B Agent: 3.2 / 4.0 / 5.8 clicks per session from "
     "low to high activity). Here the real behaviour in the test window stands beside the simulated one, as Spearman's ρ of tier "
-    "against behaviour."
+    "against behaviour, counted in the window and per session (a real session ends at an hour without a rating). Under the "
+    "default design the activity tier sets the session's budget, as in A/B Agent; SIMAB_ACTIVITY_DRIVES=visits makes it set how "
+    "often the agent comes instead, which is what the real ML-1M users do (docs/definitions.md#visits)."
 )
 LIST_QUALITY_DIFFERENCE = (
     "A/B Agent Fig. 5 shows CTR, CVR and AR rising from 1:9 to 1:1 (no numbers in the text). Here: the same ratios with test-window "

@@ -6,9 +6,12 @@ drive moves with the tier in the simulation as it does in the real data:
 
 | trait | behaviour | real (held-out window) | simulated (sandbox sessions) |
 | --- | --- | --- | --- |
-| activity | interactions | ratings in the window | clicks + watch-and-rates per session |
-| conformity | rating gap to the crowd | mean squared gap between the user's rating and the movie's train mean | the same over the session's ratings |
-| diversity | genres | distinct genres of the movies rated | distinct genres of the movies watched per session |
+| activity | interactions | ratings in the window | clicks + watch-and-rates on an arm (all its sessions) |
+| conformity | rating gap to the crowd | mean squared gap between the user's rating and the movie's train mean | the same over the ratings on an arm |
+| diversity | genres | distinct genres of the movies rated | distinct genres of the movies watched on an arm |
+| activity | interactions_per_session | ratings per session (a session ends at an hour without one) | clicks + watch-and-rates per sandbox session |
+| activity | sessions | sessions in the window | sessions per arm (`ops.simulation.visits`) |
+| diversity | genres_per_session | distinct genres per session | distinct genres watched per sandbox session |
 
 Spearman's ρ between the tier (low < medium < high) and the behaviour, real beside
 simulated, each with a percentile-bootstrap interval over users / agents and its p-value;
@@ -18,8 +21,9 @@ one, not a sign fixed in advance.
 
 Choices: the real side is the test window (the window the brain never read), over the
 users who rated anything in it — a user absent from a window says nothing about how many
-movies an active session holds; the simulated side averages an agent over every session
-it had (all arms).  A/B Agent's Fig. 6 counts clicks only; the issue's "interactions" adds
+movies an active session holds; the simulated side averages an agent over the arms.  The
+window counts mix how often a user comes with how much it does per visit, hence the
+per-session rows: on ML-1M the activity tier goes with how often, and against how much.  A/B Agent's Fig. 6 counts clicks only; the issue's "interactions" adds
 the watches, and the click count per tier is reported beside it.
 """
 
@@ -33,6 +37,9 @@ from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
 
 TIERS = ("low", "medium", "high")
 TRAIT_BEHAVIOUR = {"activity": "interactions", "conformity": "rating_gap", "diversity": "genres"}
+# Counted per session as well (a session: ratings without an hour-long gap on the real side,
+# one sandbox session on the simulated side): how much a visit holds, and how many visits.
+PER_SESSION = (("activity", "interactions_per_session"), ("activity", "sessions"), ("diversity", "genres_per_session"))
 SOCIAL = {
     "trait": pl.Utf8,
     "behaviour": pl.Utf8,
@@ -182,17 +189,32 @@ def social_traits_alignment(
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    real_sessions: pl.DataFrame | None = None,
+    simulated_sessions: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """SOCIAL rows: per trait, its behaviour, real and simulated (and the click count per
     activity tier, simulated only), Spearman's ρ of tier against behaviour with interval,
-    p-value and the behaviour's mean per tier."""
+    p-value and the behaviour's mean per tier.  With `real_sessions` and
+    `simulated_sessions` (`real_session_behaviour`, `simulated_session_behaviour`) also the
+    per-session rows: interactions and genres per session, and sessions (`PER_SESSION`)."""
     pairs = [(t, b) for t, b in TRAIT_BEHAVIOUR.items()] + [("activity", "clicks")]
     rows = [
         trait_row(tiers, frame, trait, behaviour, side, n_bootstrap, confidence, seed)
         for trait, behaviour in pairs
         for side, frame in (("real", real), ("simulated", simulated))
     ]
+    if real_sessions is not None and simulated_sessions is not None:
+        rows += [
+            trait_row(tiers, per_session_columns(frame), trait, behaviour, side, n_bootstrap, confidence, seed)
+            for trait, behaviour in PER_SESSION
+            for side, frame in (("real", real_sessions), ("simulated", simulated_sessions))
+        ]
     return pl.DataFrame(rows, schema=SOCIAL)
+
+
+def per_session_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """A per-session behaviour frame with its columns named as the SOCIAL rows name them."""
+    return frame.rename({"interactions": "interactions_per_session", "genres": "genres_per_session"}, strict=False)
 
 
 def trait_row(

@@ -22,6 +22,7 @@ from dagster import (
 from pydantic import Field
 
 from ops.settings import BrainName
+from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 
@@ -45,6 +46,14 @@ class AlignmentConfig(Config):
     n_bootstrap: int = Field(default=1000, description="bootstrap replicates of the 95 % intervals")
 
 
+class TasteAlignmentConfig(AlignmentConfig):
+    papers_holdout: int = Field(
+        default=10,
+        ge=0,
+        description="the per-item protocol again under the papers' hold-out: this many ratings per judged user drawn from its train window as positives (and as many for the thresholds), the agents rebuilt and the embedded brain refitted without them; 0 = off",
+    )
+
+
 class RatingAlignmentConfig(AlignmentConfig):
     max_pairs_per_agent: int = Field(
         default=20, description="held-out ratings asked per agent (one request each for the LLM brain); 0 = all"
@@ -54,17 +63,21 @@ class RatingAlignmentConfig(AlignmentConfig):
 @asset(group_name=GROUP, code_version="1", compute_kind="python")
 def taste_alignment(
     context: AssetExecutionContext,
-    config: AlignmentConfig,
+    config: TasteAlignmentConfig,
     agents,
     embedded_brain,
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
+    users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
+    embeddings: EmbeddingsResource,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ):
-    """Taste discrimination at 1:1, 1:3, 1:9 and 1:4 (SimUSER Table 1, Agent4Rec Table 1)."""
+    """Taste discrimination at 1:1, 1:3, 1:9 and 1:4 (SimUSER Table 1, Agent4Rec Table 1):
+    the sandbox protocol, the papers' per-item protocol on the test window, and the per-item
+    protocol under the papers' hold-out (`papers_holdout`)."""
     from ops.studies.alignment.lists import mixed_lists
     from ops.studies.alignment.plots import taste_figure
     from ops.studies.alignment.taste import (
@@ -77,6 +90,7 @@ def taste_alignment(
         threshold_answerer,
     )
 
+    people = users
     try:
         brain, catalogue, users = _setup(
             context,
@@ -107,9 +121,10 @@ def taste_alignment(
 
     def dry_run(meter):  # both protocols, every prompt written and counted, nothing sent
         taste_discrimination(meter, sessions, lists, catalogue, config.seed, n_bootstrap=10, progress=False)
-        taste_per_item(
-            _counted_list_answers(meter, catalogue), sessions, lists, config.seed, n_bootstrap=10, progress=False
-        )
+        for _ in range(2 if config.papers_holdout else 1):  # the papers' hold-out: about as many lists again
+            taste_per_item(
+                _counted_list_answers(meter, catalogue), sessions, lists, config.seed, n_bootstrap=10, progress=False
+            )
 
     _check_bill(context, config, llm, embedded_brain, catalogue, len(users), dry_run)
     result = taste_discrimination(
@@ -137,6 +152,23 @@ def taste_alignment(
         answer = threshold_answerer(scorer, thresholds)
     per_item = taste_per_item(answer, sessions, lists, config.seed, n_bootstrap=config.n_bootstrap, progress=True)
     result = result.with_per_item(per_item, thresholds)
+    if config.papers_holdout:
+        holdout, holdout_thresholds = _papers_holdout(
+            context,
+            config,
+            brain,
+            catalogue,
+            embedded_brain,
+            embeddings,
+            train_ratings,
+            valid_ratings,
+            people,
+            mm_ml_1m,
+            users,
+            known,
+        )
+        if holdout is not None:
+            result = result.with_holdout(holdout, holdout_thresholds)
     result.brain = brain.name
     with mlflow_tracking.asset_run(
         context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users)}
@@ -153,9 +185,19 @@ def taste_alignment(
         mlflow_tracking.log_metrics(
             {f"per_item_threshold_1_{k.split(':')[1]}": v for k, v in (thresholds or {}).items()}
         )
+        if result.holdout is not None:
+            mlflow_tracking.log_metrics(
+                {
+                    f"papers_holdout_{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"]
+                    for r in result.holdout.iter_rows(named=True)
+                }
+            )
+            mlflow_tracking.log_table(result.holdout, "taste_discrimination_papers_holdout")
         mlflow_tracking.log_table(result.summary, "taste_discrimination")
         mlflow_tracking.log_table(per_item.summary, "taste_discrimination_per_item")
-        mlflow_tracking.log_figure(taste_figure(result.summary, result.per_item), "plots/alignment_taste.png")
+        mlflow_tracking.log_figure(
+            taste_figure(result.summary, result.per_item, result.holdout), "plots/alignment_taste.png"
+        )
         _log_usage(mlflow_tracking, brain)
     return Output(
         result,
@@ -488,6 +530,64 @@ def _not_measured(context: AssetExecutionContext, exc: NotMeasurable) -> Output:
     the report says "Not run" for it and the asset's metadata and the log say why."""
     context.log.warning(f"{exc}: not measured")
     return Output({"not_measured": str(exc)}, metadata={"not measured": str(exc)})
+
+
+def _papers_holdout(
+    context, config, brain, catalogue, embedded_brain, embeddings, train, valid, people, mm_ml_1m, judged, known
+):
+    """The per-item protocol under the papers' hold-out (`ops.studies.alignment.taste.
+    papers_holdout_taste`): (result, thresholds), or (None, None) when no judged user has
+    enough train ratings for the draw."""
+    from ops.agents.build import AgentsConfig, build_agents
+    from ops.simulation.brains.embedded import fit_embedded_brain
+    from ops.studies.alignment.taste import (
+        embedded_scorer,
+        llm_answerer,
+        papers_holdout_taste,
+        threshold_answerer,
+        thresholds_on_lists,
+    )
+    from resources.storage import data_root
+
+    def rebuild(kept: pl.DataFrame):
+        return build_agents(
+            kept,
+            people,
+            mm_ml_1m,
+            AgentsConfig(),
+            embeddings.text_embedder(),
+            embeddings.poster_embedder(),
+            cache_dir=data_root() / "cache" / "embeddings",
+        )
+
+    def answerer_for(agents_h, kept: pl.DataFrame, threshold_lists: pl.DataFrame):
+        if config.brain == "llm":  # the same brain, asked about the rebuilt agents
+            return llm_answerer(brain, catalogue, config.seed), None
+        model = fit_embedded_brain(agents_h, kept, valid, people, embedded_brain.config)
+        scorer = embedded_scorer(
+            model.brain(None if config.vision else model.config.model_copy(update={"use_posters": False}))
+        )
+        cuts = thresholds_on_lists(scorer, agents_h.sessions(), threshold_lists)
+        return threshold_answerer(scorer, cuts), cuts
+
+    try:
+        return papers_holdout_taste(
+            answerer_for,
+            rebuild,
+            train,
+            judged,
+            known,
+            mm_ml_1m.get_column("movie_id").to_numpy(),
+            held_out=config.papers_holdout,
+            seed=config.seed,
+            n_bootstrap=config.n_bootstrap,
+            progress=True,
+        )
+    except ValueError as exc:
+        if "no judged user" not in str(exc):
+            raise
+        context.log.warning(f"taste under the papers' hold-out not measured: {exc}")
+        return None, None
 
 
 def _setup(

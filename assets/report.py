@@ -258,7 +258,7 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
     plots = folder / "plots"
     figures = {}
     if taste is not None:
-        figure = taste_figure(taste.summary, getattr(taste, "per_item", None))
+        figure = taste_figure(taste.summary, getattr(taste, "per_item", None), getattr(taste, "holdout", None))
         figures["taste"] = save_figure(figure, plots / "alignment_taste.png")
     if rating is not None:
         figures["rating"] = save_figure(

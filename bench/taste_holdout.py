@@ -43,11 +43,12 @@ from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the be
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.studies.alignment import papers  # noqa: E402
-from ops.studies.alignment.lists import history_holdout, mixed_lists  # noqa: E402
+from ops.studies.alignment.lists import mixed_lists  # noqa: E402
 from ops.studies.alignment.taste import (  # noqa: E402
     TASTE_RATIOS,
     embedded_scorer,
     fit_taste_thresholds,
+    papers_holdout_taste,
     taste_per_item,
     threshold_answerer,
     thresholds_on_lists,
@@ -92,26 +93,27 @@ def main() -> None:
     )
     print(f"test window: thresholds {cuts}; {time.perf_counter() - started:.0f} s")
 
-    # The papers': random ratings of the history, kept out of the agents and the brain.
-    positives, tuning = history_holdout(split.train, judged, args.held_out, args.seed)
-    kept = split.train.join(pl.concat([positives, tuning]), on=["user_id", "movie_id"], how="anti")
-    agents_h = bench_agents.agents_on(kept, users, frame, MiniLMTextEmbedder(), cache)
-    model_h = fit_embedded_brain(agents_h, kept, split.valid, users)
-    score_h = embedded_scorer(model_h.brain())
-    sessions_h = agents_h.sessions()
-    users_h = sorted(set(positives.get_column("user_id").to_list()) & set(agents_h.profiles))
-    cuts_h = thresholds_on_lists(
-        score_h,
-        sessions_h,
-        mixed_lists(tuning, known, movie_ids, TASTE_RATIOS, 20, args.seed, users_h, "taste threshold"),
-    )
-    lists_h = mixed_lists(positives, known, movie_ids, TASTE_RATIOS, 20, args.seed, users_h, "taste")
-    results["random history"] = taste_per_item(
-        threshold_answerer(score_h, cuts_h), sessions_h, lists_h, args.seed, n_bootstrap=args.n_bootstrap
+    # The papers': random ratings of the history, kept out of the agents and the brain
+    # (the product's taste_alignment runs the same function).
+    def answerer_for(agents_h, kept, threshold_lists):
+        score_h = embedded_scorer(fit_embedded_brain(agents_h, kept, split.valid, users).brain())
+        cuts_h = thresholds_on_lists(score_h, agents_h.sessions(), threshold_lists)
+        return threshold_answerer(score_h, cuts_h), cuts_h
+
+    results["random history"], cuts_h = papers_holdout_taste(
+        answerer_for,
+        lambda kept: bench_agents.agents_on(kept, users, frame, MiniLMTextEmbedder(), cache),
+        split.train,
+        judged,
+        known,
+        movie_ids,
+        held_out=args.held_out,
+        seed=args.seed,
+        n_bootstrap=args.n_bootstrap,
     )
     print(
-        f"random history: {positives.height} positives and {tuning.height} threshold positives drawn from "
-        f"{len(users_h)} users' train windows; thresholds {cuts_h}; {time.perf_counter() - started:.0f} s"
+        f"random history: {args.held_out} positives per user and as many for the thresholds drawn from the "
+        f"train window; thresholds {cuts_h}; {time.perf_counter() - started:.0f} s"
     )
 
     print("\n== Taste discrimination per item (F1, mean over agents [95 % interval]) by hold-out ==")

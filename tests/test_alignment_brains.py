@@ -199,12 +199,15 @@ def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(ti
         valid_ratings=split.valid,
         test_ratings=split.test,
         mm_ml_1m=synthetic["frame"],
+        users=synthetic["data"].users,
         recommender_arm={},
         simulation_events={"pop": _events(split)},
     )
     wanted = set(asset.op.ins) | set(asset.required_resource_keys)
     resources = dict(
-        llm=alignment.LLMResource(), mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:")
+        llm=alignment.LLMResource(),
+        mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"),
+        embeddings=alignment.EmbeddingsResource(),
     )
     kwargs = {k: v for k, v in {**inputs, **resources}.items() if k in wanted}
     with pytest.raises(LeakageError, match="reached the held-out window|fitted on"):

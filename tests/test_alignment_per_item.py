@@ -239,3 +239,54 @@ def test_both_protocols_stand_side_by_side_named_in_the_result_and_the_report_se
     assert back.per_item.equals(per_item.summary) and back.thresholds == pytest.approx(thresholds)
     text = "\n".join(trust_section(taste=back))
     assert "*per item*" in text and "*sandbox*" in text and "validation window" in text
+
+
+def test_the_papers_holdout_rebuilds_the_agents_without_both_draws_and_reports_a_third_row(world, tmp_path):
+    from dataclasses import replace
+
+    from ops.studies.alignment.taste import PAPERS_HOLDOUT, TasteDiscrimination, papers_holdout_taste
+    from ops.studies.alignment.trust import trust_section
+
+    known = pl.concat([world.train, world.valid, world.test]).select("user_id", "movie_id")
+    movies = np.arange(1, N_MOVIES + 1)
+    seen = {}
+
+    def rebuild(kept):
+        seen["kept"] = kept
+        return SimpleNamespace(
+            profiles={s.user_id: None for s in world.sessions},
+            sessions=lambda users=None: [s for s in world.sessions if users is None or s.user_id in set(users)],
+        )
+
+    def answerer_for(agents, kept, threshold_lists):
+        seen["threshold_lists"] = threshold_lists
+        score = _knows_the_plant(world, noise=0.5)
+        cuts = thresholds_on_lists(score, agents.sessions(), threshold_lists)
+        return threshold_answerer(score, cuts), cuts
+
+    judged = list(range(1, 41))
+    result, cuts = papers_holdout_taste(
+        answerer_for, rebuild, world.train, judged, known, movies, held_out=3, ratios=(1, 9), n_bootstrap=100
+    )
+    positives, tuning = history_holdout(world.train, judged, 3, 0)
+    kept = {(u, m) for u, m, *_ in seen["kept"].iter_rows()}
+    # Neither draw reaches the rebuilt agents; everything else of the train window does.
+    assert not kept & (set(positives.iter_rows()) | set(tuning.iter_rows()))
+    assert len(kept) == world.train.height - positives.height - tuning.height
+    # The thresholds are fitted on the second draw, the F1 scored on the first.
+    tuned = seen["threshold_lists"].filter(pl.col("relevant")).select("user_id", "movie_id")
+    assert set(tuned.iter_rows()) <= set(tuning.iter_rows())
+    assert result.protocol == PAPERS_HOLDOUT and set(result.per_agent.get_column("user_id").to_list()) == set(judged)
+    assert result.summary.filter(pl.col("metric") == "f1").get_column("mean").to_list() == [1.0, 1.0]
+    # Beside the other two protocols, saved and shown in the report's section.
+    rng = np.random.default_rng(2)
+    sandbox = replace(
+        taste_per_item(lambda s, m, r: {x for x in m if rng.random() < 0.3}, world.sessions, world.lists, n_bootstrap=50),
+        protocol="sandbox",
+    )
+    three = sandbox.with_per_item(sandbox, None).with_holdout(result, cuts)
+    three.save(tmp_path / "taste")
+    back = TasteDiscrimination.load(tmp_path / "taste")
+    assert back.holdout.equals(result.summary) and back.holdout_thresholds == pytest.approx(cuts)
+    assert back.table().get_column("protocol").to_list()[-2:] == [PAPERS_HOLDOUT] * 2
+    assert "*per item, papers' hold-out*" in "\n".join(trust_section(taste=back))

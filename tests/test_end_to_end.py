@@ -128,7 +128,7 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     first = text.split("\n## ", 2)[1]
     assert first.startswith("Verdict") and "the control pop" in first and "[" in first
     assert "fidelity: Kendall" in first and "rating RMSE" in first
-    assert "trust in the agents: taste F1 (per item protocol)" in first
+    assert "trust in the agents: taste F1 (per item protocol)" in first and "under the papers' hold-out 1:1" in first
     # Arm against arm: every pair of the three arms with a verdict, and its figure.
     pairs_section = text.split("## Fidelity arm against arm", 1)[1].split("\n## ", 1)[0]
     assert sum(v in pairs_section for v in ("| agree", "| disagree", "| offline tie", "| simulation tie")) >= 1
@@ -232,6 +232,8 @@ def test_the_readout_runs_the_alignment_protocols_warns_on_fidelity_and_reports_
     runs = client.search_runs([MlflowTracking().experiment_id()], "tags.dagster_asset = 'taste_alignment'")
     assert len(runs) == 1 and "f1_1_1" in runs[0].data.metrics and "per_item_f1_1_9" in runs[0].data.metrics
     assert "*per item*" in section and "| per item" in section and "| sandbox" in section
+    # The papers' hold-out: a third protocol, its F1 logged beside the test window's.
+    assert "| per item, papers' hold-out" in section and "papers_holdout_f1_1_9" in runs[0].data.metrics
     assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")} == {"plots/alignment_taste.png"}
 
 

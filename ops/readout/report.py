@@ -181,6 +181,11 @@ def _trust_figures(taste, rating) -> dict:
         out["taste_f1"] = {
             r["ratio"]: r["mean"] for r in summary.filter(pl.col("metric") == "f1").iter_rows(named=True)
         }
+        holdout = getattr(taste, "holdout", None)
+        if holdout is not None:
+            out["taste_f1_papers_holdout"] = {
+                r["ratio"]: r["mean"] for r in holdout.filter(pl.col("metric") == "f1").iter_rows(named=True)
+            }
     if rating is not None and not isinstance(rating, dict):
         rows = {r["predictor"]: r for r in rating.prediction.iter_rows(named=True)}
         if "brain" in rows:
@@ -222,6 +227,11 @@ def verdict_lines(headline: dict) -> list[str]:
         parts.append(
             f"taste F1 ({t.get('taste_protocol')} protocol) "
             + ", ".join(f"{r} {f:.2f}" for r, f in t["taste_f1"].items() if f is not None)
+        )
+    if t.get("taste_f1_papers_holdout"):
+        parts.append(
+            "under the papers' hold-out "
+            + ", ".join(f"{r} {f:.2f}" for r, f in t["taste_f1_papers_holdout"].items() if f is not None)
         )
     if t.get("rmse") is not None:
         best = (

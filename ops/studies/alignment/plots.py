@@ -13,10 +13,10 @@ from ops.studies.alignment.social import TIERS
 _METRIC_INDEX = {"accuracy": 0, "precision": 1, "recall": 2, "f1": 3}
 
 
-def taste_figure(summary: pl.DataFrame, per_item: pl.DataFrame | None = None):
+def taste_figure(summary: pl.DataFrame, per_item: pl.DataFrame | None = None, holdout: pl.DataFrame | None = None):
     """Accuracy, precision, recall and F1 per ratio with intervals, SimUSER's and Agent4Rec's
     MovieLens values beside them; `per_item`: the per-item protocol's summary, drawn beside
-    the sandbox protocol's."""
+    the sandbox protocol's; `holdout`: the per-item protocol under the papers' hold-out."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 4, figsize=(12, 3.2), sharey=True)
     ratios = summary.get_column("ratio").unique(maintain_order=True).to_list()
@@ -28,12 +28,14 @@ def taste_figure(summary: pl.DataFrame, per_item: pl.DataFrame | None = None):
         hi = np.array([_nan(rows[r]["ci_high"]) for r in ratios])
         label = "simab, sandbox" if per_item is not None else "simab"
         ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], fmt="o", capsize=4, label=label)
-        if per_item is not None:
-            other = {r["ratio"]: r for r in per_item.filter(pl.col("metric") == metric).iter_rows(named=True)}
+        for shift, frame, fmt, name in ((0.15, per_item, "D", "per item"), (0.3, holdout, "v", "papers' hold-out")):
+            if frame is None:
+                continue
+            other = {r["ratio"]: r for r in frame.filter(pl.col("metric") == metric).iter_rows(named=True)}
             m2 = np.array([_nan(other[r]["mean"]) if r in other else np.nan for r in ratios])
             l2 = np.array([_nan(other[r]["ci_low"]) if r in other else np.nan for r in ratios])
             h2 = np.array([_nan(other[r]["ci_high"]) if r in other else np.nan for r in ratios])
-            ax.errorbar(x + 0.15, m2, yerr=[m2 - l2, h2 - m2], fmt="D", capsize=4, label="simab, per item")
+            ax.errorbar(x + shift, m2, yerr=[m2 - l2, h2 - m2], fmt=fmt, capsize=4, label=f"simab, {name}")
         for paper, values, marker in (("SimUSER", SIMUSER_TABLE1, "s"), ("Agent4Rec", AGENT4REC_TABLE1, "^")):
             ys = [values[r][_METRIC_INDEX[metric]] if r in values else np.nan for r in ratios]
             ax.plot(x, ys, marker, linestyle="none", alpha=0.7, label=paper)

@@ -26,12 +26,20 @@ Two protocols, reported side by side (issue 22, item 1):
   (`fit_taste_thresholds`, guarded by `windows.check_threshold_window`: the test window is
   never read); the LLM brain gives one structured answer listing the ids it would watch
   (`llm_answerer`, `LIST_ANSWER`).
+
+And the per-item protocol once more under the papers' hold-out (`papers_holdout_taste`):
+their positives are "items the user has interacted with but [that were] not utilized for
+profile initialization" (Agent4Rec §3.1), drawn from anywhere in the history.  From each
+judged user's train window `held_out` ratings are drawn at random as positives and as many
+for the thresholds (`lists.history_holdout`); the agents are rebuilt without either set,
+and the embedded brain refitted on what is left (train) + validation.  The test-window
+protocol stays the headline: an A/B test asks about the future.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +57,7 @@ from ops.studies.alignment.lists import (
     brain_workers,
     check_fallbacks,
     fresh_session,
+    history_holdout,
     map_in_order,
     mean_intervals,
     mixed_lists,
@@ -75,6 +84,11 @@ class TasteDiscrimination:
     per_item_agents: pl.DataFrame | None = None
     per_item: pl.DataFrame | None = None
     thresholds: dict | None = None
+    # The per-item protocol under the papers' hold-out (`papers_holdout_taste`): per_agent,
+    # summary and the embedded brain's thresholds (fitted on the second drawn set).
+    holdout_agents: pl.DataFrame | None = None
+    holdout: pl.DataFrame | None = None
+    holdout_thresholds: dict | None = None
 
     def save(self, folder: Path) -> None:
         """Into `folder` without pickle (`ops.codec.save_fields`)."""
@@ -97,6 +111,8 @@ class TasteDiscrimination:
             _wide(self.summary).insert_column(0, pl.lit(self.protocol).alias("protocol")),
             _wide(self.per_item).insert_column(0, pl.lit(PER_ITEM).alias("protocol")),
         ]
+        if self.holdout is not None:
+            tables.append(_wide(self.holdout).insert_column(0, pl.lit(PAPERS_HOLDOUT).alias("protocol")))
         return pl.concat(tables, how="diagonal_relaxed")
 
     def with_per_item(
@@ -104,9 +120,14 @@ class TasteDiscrimination:
     ) -> TasteDiscrimination:
         """This result with the per-item protocol's (`taste_per_item`) beside it."""
         cuts = None if thresholds is None else {k: float(v) for k, v in thresholds.items()}
-        return TasteDiscrimination(
-            self.per_agent, self.summary, self.brain, self.protocol, result.per_agent, result.summary, cuts
-        )
+        return replace(self, per_item_agents=result.per_agent, per_item=result.summary, thresholds=cuts)
+
+    def with_holdout(
+        self, result: TasteDiscrimination, thresholds: Mapping[str, float] | None = None
+    ) -> TasteDiscrimination:
+        """This result with the per-item protocol under the papers' hold-out beside it."""
+        cuts = None if thresholds is None else {k: float(v) for k, v in thresholds.items()}
+        return replace(self, holdout_agents=result.per_agent, holdout=result.summary, holdout_thresholds=cuts)
 
 
 def taste_discrimination(
@@ -253,6 +274,7 @@ def _wide(summary: pl.DataFrame) -> pl.DataFrame:
 # -- the papers' per-item protocol (issue 22, item 1) -------------------------------------------
 
 PER_ITEM = "per item"
+PAPERS_HOLDOUT = "per item, papers' hold-out"
 SANDBOX = "sandbox"
 
 # An answerer: (agent template, the list's movies, its ratio name) -> the movies it would watch.
@@ -523,3 +545,39 @@ def llm_answerer(brain, catalogue: Catalogue, seed: int = 0) -> Answerer:
     answer.concurrency = brain_workers(brain)
     answer.outcomes = []
     return answer
+
+
+def papers_holdout_taste(
+    answerer_for: Callable[[object, pl.DataFrame, pl.DataFrame], tuple[Answerer, dict | None]],
+    rebuild_agents: Callable[[pl.DataFrame], object],
+    train: pl.DataFrame,
+    judged: Sequence[int],
+    known: pl.DataFrame,
+    movie_ids: Sequence[int] | np.ndarray,
+    held_out: int = 10,
+    ratios: Sequence[int] = TASTE_RATIOS,
+    list_length: int = 20,
+    seed: int = 0,
+    n_bootstrap: int = 2000,
+    progress: bool = False,
+) -> tuple[TasteDiscrimination, dict | None]:
+    """The per-item protocol under the papers' hold-out (module docstring): `held_out`
+    positives and as many threshold positives drawn per judged user from `train`
+    (`history_holdout`), `rebuild_agents(kept)` the agents of the train window without them,
+    `answerer_for(agents, kept, threshold_lists)` the answerer and its thresholds (the
+    embedded brain refitted on `kept` and its thresholds fitted on the threshold lists; the
+    LLM brain asks, with no thresholds).  Negatives are movies the user has no row of in
+    `known` (every window).  Returns the per-item result and the thresholds."""
+    positives, tuning = history_holdout(train, judged, held_out, seed)
+    kept = train.join(
+        pl.concat([positives, tuning]).select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti"
+    )
+    agents = rebuild_agents(kept)
+    users = sorted(set(positives.get_column("user_id").to_list()) & set(agents.profiles))
+    if not users:
+        raise ValueError("taste (papers' hold-out): no judged user kept an agent after the draw")
+    threshold_lists = mixed_lists(tuning, known, movie_ids, ratios, list_length, seed, users, "taste threshold")
+    answer, thresholds = answerer_for(agents, kept, threshold_lists)
+    lists = mixed_lists(positives, known, movie_ids, ratios, list_length, seed, users, "taste")
+    result = taste_per_item(answer, agents.sessions(users), lists, seed, n_bootstrap, progress=progress)
+    return replace(result, protocol=PAPERS_HOLDOUT), thresholds

@@ -104,6 +104,14 @@ def trust_section(
                 f"item whether it would watch it{how}.",
                 "",
             ]
+            if getattr(taste, "holdout", None) is not None:
+                lines += [
+                    "*per item, papers' hold-out*: the per-item protocol with the papers' positives — ratings drawn at "
+                    "random from each user's train window and kept out of its agent (rebuilt) and of the brain "
+                    "(refitted), the thresholds fitted on a second drawn set. The test-window rows ask about the "
+                    "future, as an A/B test does; these ask what the papers asked.",
+                    "",
+                ]
         lines += [_md(taste.table()), "", "The papers, MovieLens (accuracy / precision / recall / F1):", ""]
         lines += [_md(_paper_taste()), "", f"Protocol difference: {papers.TASTE_DIFFERENCE}", ""] + figure("taste")
     else:

@@ -281,7 +281,9 @@ def test_the_papers_holdout_rebuilds_the_agents_without_both_draws_and_reports_a
     # Beside the other two protocols, saved and shown in the report's section.
     rng = np.random.default_rng(2)
     sandbox = replace(
-        taste_per_item(lambda s, m, r: {x for x in m if rng.random() < 0.3}, world.sessions, world.lists, n_bootstrap=50),
+        taste_per_item(
+            lambda s, m, r: {x for x in m if rng.random() < 0.3}, world.sessions, world.lists, n_bootstrap=50
+        ),
         protocol="sandbox",
     )
     three = sandbox.with_per_item(sandbox, None).with_holdout(result, cuts)

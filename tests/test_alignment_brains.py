@@ -189,9 +189,10 @@ def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(ti
         model.config,
     )
     asset = getattr(alignment, asset_name)
-    config = (alignment.RatingAlignmentConfig if asset_name == "rating_alignment" else alignment.AlignmentConfig)(
-        n_agents=5
-    )
+    config = {
+        "rating_alignment": alignment.RatingAlignmentConfig,
+        "taste_alignment": alignment.TasteAlignmentConfig,
+    }.get(asset_name, alignment.AlignmentConfig)(n_agents=5)
     inputs = dict(
         agents=synthetic["agents"],
         embedded_brain=leaky,

@@ -109,7 +109,10 @@ def test_an_alignment_protocol_is_estimated_and_refused_above_the_cap_before_any
     monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
     split = synthetic["split"]
     asset = getattr(alignment, asset_name)
-    config_class = alignment.RatingAlignmentConfig if asset_name == "rating_alignment" else alignment.AlignmentConfig
+    config_class = {
+        "rating_alignment": alignment.RatingAlignmentConfig,
+        "taste_alignment": alignment.TasteAlignmentConfig,
+    }.get(asset_name, alignment.AlignmentConfig)
     inputs = dict(
         agents=synthetic["agents"],
         embedded_brain=synthetic["model"],
@@ -117,6 +120,7 @@ def test_an_alignment_protocol_is_estimated_and_refused_above_the_cap_before_any
         valid_ratings=split.valid,
         test_ratings=split.test,
         mm_ml_1m=synthetic["frame"],
+        users=synthetic["data"].users,
         recommender_arm={},
     )
     fake = FakeOpenAI(scripted_agent)
@@ -124,7 +128,11 @@ def test_an_alignment_protocol_is_estimated_and_refused_above_the_cap_before_any
         llm = alignment.LLMResource(
             base_url=url, model="test-model", api_key_required=False, cache="off", max_cost_usd=0.0001
         )
-        resources = dict(llm=llm, mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"))
+        resources = dict(
+            llm=llm,
+            mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"),
+            embeddings=alignment.EmbeddingsResource(),
+        )
         wanted = set(asset.op.ins) | set(asset.required_resource_keys)
         kwargs = {k: v for k, v in {**inputs, **resources}.items() if k in wanted}
         with pytest.raises(

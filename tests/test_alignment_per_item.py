@@ -292,3 +292,21 @@ def test_the_papers_holdout_rebuilds_the_agents_without_both_draws_and_reports_a
     assert back.holdout.equals(result.summary) and back.holdout_thresholds == pytest.approx(cuts)
     assert back.table().get_column("protocol").to_list()[-2:] == [PAPERS_HOLDOUT] * 2
     assert "*per item, papers' hold-out*" in "\n".join(trust_section(taste=back))
+
+
+def test_the_embedded_answer_reads_an_item_against_its_list():
+    from ops.studies.alignment.taste import embedded_scorer
+
+    class Shifted:
+        """Log-probabilities that rank alike for every agent, at a level that differs by agent."""
+
+        def click_and_watch_log_probability(self, session, movies):
+            return np.array([-0.1 * m for m in movies]) - 3.0 * session.user_id
+
+    movies = [1, 2, 3, 4]
+    relative, absolute = embedded_scorer(Shifted()), embedded_scorer(Shifted(), relative=False)
+    a, b = (AgentSession(u, SimpleNamespace(activity_tier="medium"), None, 0.0, 0.0) for u in (1, 5))
+    np.testing.assert_allclose(relative(a, movies), relative(b, movies))
+    assert relative(a, movies).mean() == pytest.approx(0.0) and relative(a, movies).std() == pytest.approx(1.0)
+    assert absolute(a, movies)[0] - absolute(b, movies)[0] == pytest.approx(12.0)
+    assert relative(a, [7]).tolist() == [0.0]

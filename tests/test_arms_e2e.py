@@ -11,6 +11,9 @@ from dagster import DagsterInstance
 
 from fakes.arm_packages import install_tiny_arm_package, uninstall
 
+# Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit): tests/test_end_to_end.py checks it.
+NO_PAPERS_HOLDOUT = {"ops": {"taste_alignment": {"config": {"papers_holdout": 0}}}}
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ARM_CONFIG = {
@@ -84,7 +87,7 @@ def world(tmp_path_factory):
         for arm in names
     }
     results["readout"] = defs.resolve_job_def("simab_readout").execute_in_process(
-        instance=instance, raise_on_error=False
+        instance=instance, raise_on_error=False, run_config=NO_PAPERS_HOLDOUT
     )
     yield dict(home=home, defs=defs, instance=instance, results=results, names=names)
     for name in names:

@@ -30,6 +30,9 @@ import pytest
 from fakes.planted_data import planted_movielens
 from tests.storage_checks import Touch, contains_pickle
 
+# Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit): tests/test_end_to_end.py checks it.
+NO_PAPERS_HOLDOUT = {"ops": {"taste_alignment": {"config": {"papers_holdout": 0}}}}
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -83,7 +86,12 @@ def good_run(tmp_path_factory, movielens_folder):
     results = {"prepare": run(defs, instance, "simab_prepare", prepare_config(movielens_folder))}
     for arm in ("random", "fm"):
         results[arm] = run(defs, instance, "simab_arm", ARM_CONFIG, arm)
-    results["readout"] = run(defs, instance, "simab_readout", {"ops": {"ab_readout": {"config": {"n_bootstrap": 200}}}})
+    results["readout"] = run(
+        defs,
+        instance,
+        "simab_readout",
+        {"ops": {"ab_readout": {"config": {"n_bootstrap": 200}}, **NO_PAPERS_HOLDOUT["ops"]}},
+    )
     assert all(r.success for r in results.values()), {k: r.success for k, r in results.items()}
     events = pl.read_parquet(home / "assets" / "simulation_events" / "random.parquet")
     yield home, defs, instance, events

@@ -90,7 +90,7 @@ def taste_alignment(
         threshold_answerer,
     )
 
-    people = users
+    users_frame = users  # `users` becomes the sampled agents below
     try:
         brain, catalogue, users = _setup(
             context,
@@ -162,7 +162,7 @@ def taste_alignment(
             embeddings,
             train_ratings,
             valid_ratings,
-            people,
+            users_frame,
             mm_ml_1m,
             users,
             known,
@@ -533,11 +533,11 @@ def _not_measured(context: AssetExecutionContext, exc: NotMeasurable) -> Output:
 
 
 def _papers_holdout(
-    context, config, brain, catalogue, embedded_brain, embeddings, train, valid, people, mm_ml_1m, judged, known
+    context, config, brain, catalogue, embedded_brain, embeddings, train, valid, users_frame, mm_ml_1m, judged, known
 ):
     """The per-item protocol under the papers' hold-out (`ops.studies.alignment.taste.
     papers_holdout_taste`): (result, thresholds), or (None, None) when no judged user has
-    enough train ratings for the draw."""
+    enough train ratings for the draw.  `users_frame`: every user (the agents' rebuild)."""
     from ops.agents.build import AgentsConfig, build_agents
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.studies.alignment.taste import (
@@ -552,7 +552,7 @@ def _papers_holdout(
     def rebuild(kept: pl.DataFrame):
         return build_agents(
             kept,
-            people,
+            users_frame,
             mm_ml_1m,
             AgentsConfig(),
             embeddings.text_embedder(),
@@ -563,31 +563,28 @@ def _papers_holdout(
     def answerer_for(agents_h, kept: pl.DataFrame, threshold_lists: pl.DataFrame):
         if config.brain == "llm":  # the same brain, asked about the rebuilt agents
             return llm_answerer(brain, catalogue, config.seed), None
-        model = fit_embedded_brain(agents_h, kept, valid, people, embedded_brain.config)
+        model = fit_embedded_brain(agents_h, kept, valid, users_frame, embedded_brain.config)
         scorer = embedded_scorer(
             model.brain(None if config.vision else model.config.model_copy(update={"use_posters": False}))
         )
         cuts = thresholds_on_lists(scorer, agents_h.sessions(), threshold_lists)
         return threshold_answerer(scorer, cuts), cuts
 
-    try:
-        return papers_holdout_taste(
-            answerer_for,
-            rebuild,
-            train,
-            judged,
-            known,
-            mm_ml_1m.get_column("movie_id").to_numpy(),
-            held_out=config.papers_holdout,
-            seed=config.seed,
-            n_bootstrap=config.n_bootstrap,
-            progress=True,
-        )
-    except ValueError as exc:
-        if "no judged user" not in str(exc):
-            raise
-        context.log.warning(f"taste under the papers' hold-out not measured: {exc}")
-        return None, None
+    result, cuts = papers_holdout_taste(
+        answerer_for,
+        rebuild,
+        train,
+        judged,
+        known,
+        mm_ml_1m.get_column("movie_id").to_numpy(),
+        held_out=config.papers_holdout,
+        seed=config.seed,
+        n_bootstrap=config.n_bootstrap,
+        progress=True,
+    )
+    if result is None:
+        context.log.warning("taste under the papers' hold-out not measured: no judged user has train ratings to draw")
+    return result, cuts
 
 
 def _setup(

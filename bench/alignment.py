@@ -88,6 +88,8 @@ from ops.studies.alignment.taste import (  # noqa: E402
 from ops.studies.alignment.windows import check_held_out  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
+# The columns of a social-traits row the tables print.
+ROW_COLUMNS = ("agents", "rho", "ci_low", "ci_high", "mean_low", "mean_medium", "mean_high")
 
 
 def main() -> None:
@@ -410,9 +412,22 @@ def main() -> None:
     genres = frame.select("movie_id", "genres")
     tiers = tiers_frame(agents.profiles)
     real_test = real_behaviour(split.test, movie_mean, genres)
-    social = social_traits_alignment(
-        tiers, real_test, simulated_behaviour(events["after"], movie_mean, genres), args.n_bootstrap, seed=args.seed
-    )
+    # The real side per session too (ratings split at an hour without one), the sandbox's unit.
+    sessions_real = real_session_behaviour(split.test, genres)
+
+    def traits(name: str):
+        """The social-traits table of the sessions `events[name]`, window and per session."""
+        return social_traits_alignment(
+            tiers,
+            real_test,
+            simulated_behaviour(events[name], movie_mean, genres),
+            args.n_bootstrap,
+            seed=args.seed,
+            real_sessions=sessions_real,
+            simulated_sessions=simulated_session_behaviour(events[name], genres),
+        )
+
+    social = traits("after")
     # The same sessions under other rating rules (same seed: the same draws, so the same
     # clicks and watches; only the stars differ), for the conformity row.
     social_rows = [social.with_columns(pl.lit(after.config.rating_rule).alias("rule"))]
@@ -459,88 +474,41 @@ def main() -> None:
     )
     print(
         _md(
-            social.select(
-                "trait",
-                "behaviour",
-                "side",
-                "agents",
-                "rho",
-                "ci_low",
-                "ci_high",
-                "mean_low",
-                "mean_medium",
-                "mean_high",
-            ),
+            social.select("trait", "behaviour", "side", *ROW_COLUMNS),
             ".3f",
         )
     )
     print(_md(verdicts(social), ".3f"))
     print(f"A/B Agent Fig. 6, clicks per session low / medium / high activity: {papers.AB_AGENT_FIG6_CLICKS}")
     results["social"] = social.to_dicts()
-    # Activity and diversity per session, the sandbox's unit (the real ratings split at an
-    # hour without one), beside the window counts above, under both designs of what the
-    # activity tier changes (`ops.simulation.visits`): the session's budget (the default,
-    # the sessions above) or how often the agent comes.
-    sessions_real = real_session_behaviour(split.test, genres)
+    # Activity and diversity under both designs of what the activity tier changes
+    # (`ops.simulation.visits`): the session's budget (the default, the sessions above) or
+    # how often the agent comes.
     visits_config = SimulationConfig(progress=False, visits=VisitsConfig(activity_drives="visits"))
     events["visits"] = pl.concat(
         [simulate_visits(arm, lists, sessions, catalogue, after.brain(), visits_config, seed=args.seed) for arm in arms]
     )
-    sides = [("real", "real", real_test, sessions_real)] + [
-        (
-            "simulated",
-            design,
-            simulated_behaviour(events[name], movie_mean, genres),
-            simulated_session_behaviour(events[name], genres),
-        )
-        for design, name in (("session_length", "after"), ("visits", "visits"))
-    ]
-    counted = (
-        ("in the window", "activity", "interactions", 2),
-        ("per session", "activity", "interactions", 3),
-        ("sessions", "activity", "sessions", 3),
-        ("in the window", "diversity", "genres", 2),
-        ("per session", "diversity", "genres", 3),
-    )
-    per_visit = pl.DataFrame(
-        [
-            {
-                "design": design,
-                "counted": label,
-                **trait_row(tiers, frames[index - 2], trait, behaviour, side, args.n_bootstrap, seed=args.seed),
-            }
-            for label, trait, behaviour, index in counted
-            for side, design, *frames in sides
+    by_design = {"session_length": social, "visits": traits("visits")}
+    shown = (pl.col("trait") != "conformity") & (pl.col("behaviour") != "clicks")
+    per_visit = pl.concat(
+        [social.filter(shown & (pl.col("side") == "real")).with_columns(pl.lit("real").alias("design"))]
+        + [
+            table.filter(shown & (pl.col("side") == "simulated")).with_columns(pl.lit(design).alias("design"))
+            for design, table in by_design.items()
         ]
-    )
+    ).sort("trait", "behaviour", maintain_order=True)
     print(
         "\n== Activity and diversity counted in the window and per session (1 h gap), real (test window) beside both "
         "designs of what the activity tier changes (ops/simulation/visits.py) =="
     )
-    print(
-        _md(
-            per_visit.select(
-                "trait",
-                "counted",
-                "design",
-                "agents",
-                "rho",
-                "ci_low",
-                "ci_high",
-                "mean_low",
-                "mean_medium",
-                "mean_high",
-            ),
-            ".3f",
-        )
-    )
+    print(_md(per_visit.select("trait", "behaviour", "design", *ROW_COLUMNS), ".3f"))
     results["social_per_session"] = per_visit.to_dicts()
     # What the design does to the A/B read-out itself: each arm's CTR (agents the unit).
     ctr = {
         design: {a: per_agent_metrics(events[name].filter(pl.col("arm") == a))["ctr"].mean() for a in arms}
         for design, name in (("session_length", "after"), ("visits", "visits"))
     }
-    by_design = pl.DataFrame(
+    ctr_table = pl.DataFrame(
         {
             "arm": list(arms),
             **{f"CTR {d}": [ctr[d][a] for a in arms] for d in ctr},
@@ -548,11 +516,11 @@ def main() -> None:
         }
     )
     print("\nthe arms' CTR under each design, and Kendall τ against offline NDCG@20:")
-    print(_md(by_design, ".4f"))
+    print(_md(ctr_table, ".4f"))
     for design in ctr:
         tau = kendalltau([ctr[design][a] for a in arms], [ndcg[a] for a in arms]).statistic
         print(f"  {design}: τ(CTR, NDCG@20) = {tau:.2f}")
-    results["arms_by_design"] = by_design.to_dicts()
+    results["arms_by_design"] = ctr_table.to_dicts()
     clock.lap("social traits")
 
     total = time.perf_counter() - started

@@ -94,8 +94,15 @@ class CostEstimate:
         if sessions < 1:
             raise ValueError(f"cost estimate: sessions must be >= 1, got {sessions}")
         root = sessions**0.5
-        counts = ("calls", "prompt_tokens", "completion_tokens", "ceiling_calls", "ceiling_prompt_tokens")
-        scaled = {name: math.ceil(getattr(self, name) * sessions) for name in (*counts, "ceiling_completion_tokens")}
+        counts = (
+            "calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "ceiling_calls",
+            "ceiling_prompt_tokens",
+            "ceiling_completion_tokens",
+        )
+        scaled = {name: math.ceil(getattr(self, name) * sessions) for name in counts}
         scaled |= {name: getattr(self, name) * sessions for name in ("cost_usd", "ceiling_cost_usd")}
         low = scaled["cost_usd"] - (self.cost_usd - self.cost_low_usd) * root
         high = scaled["cost_usd"] + (self.cost_high_usd - self.cost_usd) * root

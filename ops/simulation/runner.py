@@ -211,10 +211,10 @@ def simulate_visits(
     config = config or SimulationConfig()
     by_user = {a.user_id: a for a in agents}
     chosen = sorted(by_user) if users is None else sorted(set(int(u) for u in users))
-    tiers = {u: activity_tier_of(by_user[u], activity_tiers) for u in chosen if u in by_user}
-    if len(tiers) < len(chosen):
-        unknown = [u for u in chosen if u not in by_user]
+    unknown = [u for u in chosen if u not in by_user]
+    if unknown:
         raise ValueError(f"simulation of arm {arm!r}: no agent for user(s) {unknown[:10]}")
+    tiers = {u: activity_tier_of(by_user[u], activity_tiers) for u in chosen}
     frames = [
         simulate_arm(
             arm,

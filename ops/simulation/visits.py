@@ -11,7 +11,7 @@ Two designs:
   often and does about as much per visit.  This is the shape of the real data: on ML-1M
   users 1–1999 (test window, sessions cut at an hour without a rating) the train-window
   activity tier goes WITH the number of sessions (ρ +0.24 [+0.13, +0.35]) and slightly
-  AGAINST the ratings per session (ρ −0.16 [−0.26, −0.04]), where the session-length
+  AGAINST the ratings per session (ρ −0.16 [−0.27, −0.06]), where the session-length
   design makes it go with the ratings per session (+0.59).  `bench/alignment.py` prints
   both designs beside the real data.
 

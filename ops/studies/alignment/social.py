@@ -23,8 +23,9 @@ Choices: the real side is the test window (the window the brain never read), ove
 users who rated anything in it — a user absent from a window says nothing about how many
 movies an active session holds; the simulated side averages an agent over the arms.  The
 window counts mix how often a user comes with how much it does per visit, hence the
-per-session rows: on ML-1M the activity tier goes with how often, and against how much.  A/B Agent's Fig. 6 counts clicks only; the issue's "interactions" adds
-the watches, and the click count per tier is reported beside it.
+per-session rows: on ML-1M the activity tier goes with how often, and against how much.
+A/B Agent's Fig. 6 counts clicks only; the issue's "interactions" adds the watches, and
+the click count per tier is reported beside it.
 """
 
 from __future__ import annotations
@@ -117,33 +118,9 @@ def simulated_behaviour(events: pl.DataFrame, movie_mean: pl.DataFrame, movies: 
     """user_id, interactions, clicks, rating_gap, genres per agent over everything it did on
     an arm (every session of it: the simulated window), averaged over the arms, of the
     simulation `events` (ops.schema.EVENTS).  With one session per arm that is per session."""
-    acts = events.filter(pl.col("action").is_in([CLICK_MOVIE, WATCH_AND_RATE]))
-    watched = (
-        events.filter(pl.col("action") == WATCH_AND_RATE)
-        .join(movie_mean, on="movie_id", how="left")
-        .join(movies.select("movie_id", "genres"), on="movie_id", how="left")
-    )
-    sessions = events.select("arm", "user_id").unique()
-    per_session = (
-        sessions.join(
-            acts.group_by("arm", "user_id").agg(
-                pl.len().alias("interactions"), (pl.col("action") == CLICK_MOVIE).sum().alias("clicks")
-            ),
-            on=["arm", "user_id"],
-            how="left",
-        )
-        .join(
-            watched.group_by("arm", "user_id").agg(
-                ((pl.col("rating") - pl.col("mean")) ** 2).mean().alias("rating_gap"),
-                pl.col("genres").explode().drop_nulls().n_unique().alias("genres"),
-            ),
-            on=["arm", "user_id"],
-            how="left",
-        )
-        .with_columns(pl.col("interactions", "clicks", "genres").fill_null(0))
-    )
+    per_arm = _counted(events, ["arm", "user_id"], movie_mean, movies)
     return (
-        per_session.group_by("user_id")
+        per_arm.group_by("user_id")
         .agg(pl.col("interactions", "clicks", "rating_gap", "genres").cast(pl.Float64).mean())
         .sort("user_id")
     )
@@ -155,31 +132,43 @@ def simulated_session_behaviour(events: pl.DataFrame, movies: pl.DataFrame) -> p
     session, sessions the mean number of sessions per arm (`ops.simulation.visits`)."""
     session = pl.col("session").fill_null(0) if "session" in events.columns else pl.lit(0)
     events = events.with_columns(session.cast(pl.Int64).alias("session"))
-    keys = ["arm", "user_id", "session"]
-    per_session = (
+    per_session = _counted(events, ["arm", "user_id", "session"], None, movies)
+    per_arm = per_session.group_by("arm", "user_id").agg(
+        pl.col("interactions", "genres").cast(pl.Float64).mean(), pl.len().cast(pl.Float64).alias("sessions")
+    )
+    return per_arm.group_by("user_id").agg(pl.col("interactions", "sessions", "genres").mean()).sort("user_id")
+
+
+def _counted(
+    events: pl.DataFrame, keys: list[str], movie_mean: pl.DataFrame | None, movies: pl.DataFrame
+) -> pl.DataFrame:
+    """Per `keys` group of `events`: interactions (clicks + watch-and-rates), clicks, distinct
+    genres watched (0 where none) and, with `movie_mean`, the mean squared rating gap."""
+    acts = events.filter(pl.col("action").is_in([CLICK_MOVIE, WATCH_AND_RATE]))
+    watched = events.filter(pl.col("action") == WATCH_AND_RATE).join(
+        movies.select("movie_id", "genres"), on="movie_id", how="left"
+    )
+    gap = []
+    if movie_mean is not None:
+        watched = watched.join(movie_mean, on="movie_id", how="left")
+        gap = [((pl.col("rating") - pl.col("mean")) ** 2).mean().alias("rating_gap")]
+    return (
         events.select(keys)
         .unique()
         .join(
-            events.filter(pl.col("action").is_in([CLICK_MOVIE, WATCH_AND_RATE]))
-            .group_by(keys)
-            .agg(pl.len().alias("interactions")),
+            acts.group_by(keys).agg(
+                pl.len().alias("interactions"), (pl.col("action") == CLICK_MOVIE).sum().alias("clicks")
+            ),
             on=keys,
             how="left",
         )
         .join(
-            events.filter(pl.col("action") == WATCH_AND_RATE)
-            .join(movies.select("movie_id", "genres"), on="movie_id", how="left")
-            .group_by(keys)
-            .agg(pl.col("genres").explode().drop_nulls().n_unique().alias("genres")),
+            watched.group_by(keys).agg(*gap, pl.col("genres").explode().drop_nulls().n_unique().alias("genres")),
             on=keys,
             how="left",
         )
-        .with_columns(pl.col("interactions", "genres").fill_null(0).cast(pl.Float64))
+        .with_columns(pl.col("interactions", "clicks", "genres").fill_null(0))
     )
-    per_arm = per_session.group_by("arm", "user_id").agg(
-        pl.col("interactions", "genres").mean(), pl.len().cast(pl.Float64).alias("sessions")
-    )
-    return per_arm.group_by("user_id").agg(pl.col("interactions", "sessions", "genres").mean()).sort("user_id")
 
 
 def social_traits_alignment(

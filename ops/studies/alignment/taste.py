@@ -573,22 +573,23 @@ def papers_holdout_taste(
     seed: int = 0,
     n_bootstrap: int = 2000,
     progress: bool = False,
-) -> tuple[TasteDiscrimination, dict | None]:
+) -> tuple[TasteDiscrimination | None, dict | None]:
     """The per-item protocol under the papers' hold-out (module docstring): `held_out`
     positives and as many threshold positives drawn per judged user from `train`
     (`history_holdout`), `rebuild_agents(kept)` the agents of the train window without them,
     `answerer_for(agents, kept, threshold_lists)` the answerer and its thresholds (the
     embedded brain refitted on `kept` and its thresholds fitted on the threshold lists; the
     LLM brain asks, with no thresholds).  Negatives are movies the user has no row of in
-    `known` (every window).  Returns the per-item result and the thresholds."""
+    `known` (every window).  Returns the per-item result and the thresholds; (None, None)
+    when no judged user has enough train ratings for a draw."""
     positives, tuning = history_holdout(train, judged, held_out, seed)
     kept = train.join(
         pl.concat([positives, tuning]).select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti"
     )
     agents = rebuild_agents(kept)
     users = sorted(set(positives.get_column("user_id").to_list()) & set(agents.profiles))
-    if not users:
-        raise ValueError("taste (papers' hold-out): no judged user kept an agent after the draw")
+    if not users:  # no judged user has train ratings enough for a draw
+        return None, None
     threshold_lists = mixed_lists(tuning, known, movie_ids, ratios, list_length, seed, users, "taste threshold")
     answer, thresholds = answerer_for(agents, kept, threshold_lists)
     lists = mixed_lists(positives, known, movie_ids, ratios, list_length, seed, users, "taste")

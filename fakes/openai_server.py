@@ -34,7 +34,9 @@ requests can be in flight on two cores:
 - `python -m fakes.openai_server --latency-ms 300` runs it in a process of its own and
   prints its base URL (the benchmark and the kill -9 tests, so that the client's CPU is
   measured apart from the server's); `GET /fake/stats` returns its counts and CPU time.
-  `spawn()` starts one and stops it.
+  It stops on SIGTERM or SIGINT, or when its standard input ends if that is a pipe or a
+  terminal, so it runs in the background too (`... > url.txt &`, `nohup`).  `spawn()`
+  starts one and stops it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -472,7 +477,10 @@ def _is_probe(body: dict) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Serve until stdin closes (or the process is stopped); print the base URL first."""
+    """Serve until SIGTERM or SIGINT, or until standard input ends when it is a pipe or a
+    terminal (`spawn` closes it); print the base URL first.  Started in the background
+    (`&`, `nohup`, a supervisor) its standard input is /dev/null or a file, which is not
+    watched: a signal stops it."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -489,11 +497,24 @@ def main(argv: list[str] | None = None) -> None:
         print(url, flush=True)
         loop = asyncio.get_running_loop()
         closed = asyncio.Event()
-        loop.add_reader(sys.stdin.fileno(), lambda: closed.set() if not sys.stdin.readline() else None)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, closed.set)
+        if _watchable(sys.stdin):
+            loop.add_reader(sys.stdin.fileno(), lambda: closed.set() if not sys.stdin.readline() else None)
         await closed.wait()
         await runner.cleanup()
 
     asyncio.run(run())
+
+
+def _watchable(stream) -> bool:
+    """Whether the end of `stream` is worth waiting for: a pipe, a socket or a terminal.  A
+    regular file or /dev/null is at its end at once (and the event loop cannot poll one)."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # closed, or no descriptor at all
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(stream.fileno())
 
 
 def _error(message: str, kind: str) -> dict:

@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         bill = lifecycle_bill(settings)
         if args.bill:
             night = night_bill(settings)
-            print("\n".join([bill.limit.text(), *(bill.lines() or ["no LLM bill"]), "a night of the schedule:"]))
-            print("\n".join(night.lines()[1:] or ["  no LLM bill"]))
+            print("\n".join([bill.limit.text(), *(bill.lines() or ["no LLM bill"])]))
+            print("\n".join(night.lines() or ["a night of the schedule: no LLM bill"]))
             return 0
         if not bill.fits:
             raise SystemExit("\n".join([*bill.lines(), bill.refusal(settings)]))

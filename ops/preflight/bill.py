@@ -134,6 +134,7 @@ class LifecycleBill:
     price_completion_per_1m: float
     limit: CostLimit
     unknown: str = ""  # what cannot be priced before the data is read (then nothing is)
+    scope: str = "lifecycle"  # or "night" (`night_bill`)
 
     @property
     def usd(self) -> float:
@@ -155,7 +156,7 @@ class LifecycleBill:
         if not self.steps and not self.unknown:
             return []
         head = (
-            f"LLM bill of this lifecycle, from the settings ({self.model} at ${self.price_prompt_per_1m:g} / "
+            f"LLM bill of this {self.scope}, from the settings ({self.model} at ${self.price_prompt_per_1m:g} / "
             f"${self.price_completion_per_1m:g} per 1M prompt / completion tokens):"
         )
         if self.unknown:
@@ -163,8 +164,10 @@ class LifecycleBill:
         return [
             head,
             *(s.line() for s in self.steps),
-            f"  {'whole lifecycle':<28}${self.usd:,.2f} expected, at most ${self.usd_at_most:,.2f} — "
+            f"  {'whole ' + self.scope:<28}${self.usd:,.2f} expected, at most ${self.usd_at_most:,.2f} — "
             "the arms' lists are not known before they are trained: 'at most' holds whatever they are",
+            "  (persona matching and the papers' experiments are not part of the lifecycle: their jobs estimate "
+            "their own bill before the first call)",
         ]
 
     def refusal(self, settings: Settings) -> str:
@@ -184,11 +187,11 @@ class LifecycleBill:
                 "they show as not measured)"
             )
             agents = _fitting_trust_agents(settings, limit - (self.usd - trust))
-            if agents:
+            if 0 < agents < max(s.agents for s in self.steps if s.trust):
                 ways.append(f"fewer trust agents (SIMAB_ALIGNMENT_AGENTS={agents}, or a wider SIMAB_TRUST_HALF_WIDTH)")
         arms = [s for s in self.steps if not s.trust]
         agents = _fitting_agents(settings, limit - trust)
-        if arms and agents:
+        if arms and 0 < agents < max(s.agents for s in arms):
             ways.append(f"fewer agents (SIMAB_AGENTS={agents})")
         ways.append(
             f"a model at least {self.usd / limit:,.1f}× cheaper (SIMAB_LLM_MODEL with SIMAB_LLM_PRICE_PROMPT_PER_1M "
@@ -197,7 +200,7 @@ class LifecycleBill:
             else "a local server priced at 0"
         )
         return (
-            f"simab: the LLM bill of this lifecycle is expected at ${self.usd:,.2f} ({over}), above the cost limit "
+            f"simab: the LLM bill of this {self.scope} is expected at ${self.usd:,.2f} ({over}), above the cost limit "
             f"${limit:,.2f} ({self.limit.why}); nothing was run. To bring it under: " + "; ".join(ways) + "."
         )
 
@@ -241,7 +244,7 @@ def night_bill(settings: Settings) -> LifecycleBill:
     """A night of the schedule (`SIMAB_NIGHTLY`): fresh — every arm simulated again, then
     read out by the sensor with its trust protocols; continue — each arm's next round, which
     the read-out sensor does not follow."""
-    bill = lifecycle_bill(settings)
+    bill = replace(lifecycle_bill(settings), scope="night")
     if settings.nightly == "continue":
         bill = replace(bill, steps=tuple(s for s in bill.steps if not s.trust))
     return bill

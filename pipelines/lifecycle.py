@@ -7,8 +7,15 @@ shards ($SIMAB_SHARDS > 1) followed by `simab_simulate` per shard and `simab_com
 `simab_readout`, each with the run config the environment asks for
 (`pipelines.run_config`).
 
-The console shows one line per stage with a progress bar and its time, the LLM bill before
-a simulation, and at the end the per-arm table, the fidelity verdict and where to look
+Before the first step every value the settings name is checked and the whole LLM bill is
+estimated from the settings alone (`ops.preflight`): a bad value, or a bill expected above
+the spending limit in force, stops the runner in seconds with one line naming the variable
+(or the steps and the settings that would bring the bill under), before anything is stored;
+`--bill` prints the bill and runs nothing (docs/cost.md).
+
+The console opens on the arms, the brain and the limit in force, then the bill; it shows
+one line per stage with a progress bar and its time, the LLM bill before a simulation, and
+at the end the per-arm table, the fidelity verdict and where to look
 (`pipelines.console`); the full log — Dagster's event log, library messages — goes to
 $SIMAB_HOME/logs/lifecycle-<time>.log.  `--verbose` prints everything as it comes instead.
 

@@ -86,10 +86,10 @@ class CostLimit:
 def cost_limit(settings: Settings) -> CostLimit:
     """The limit a lifecycle with these settings runs under, in words for its first line."""
     if not settings.calls_llm:
-        return CostLimit(None, "no LLM call (embedded brain): no cost limit needed")
+        return CostLimit(None, "no LLM cost, no limit needed")
     config = llm_config(settings)
     if not (config.price_prompt_per_1m or config.price_completion_per_1m):
-        return CostLimit(None, "the endpoint is priced at $0 (SIMAB_LLM_PRICE_*): no cost limit needed")
+        return CostLimit(None, "endpoint priced at $0 (SIMAB_LLM_PRICE_*): no cost limit needed")
     if settings.max_cost_usd == NO_LIMIT:
         return CostLimit(None, "NO cost limit (SIMAB_MAX_COST_USD=none)")
     if settings.max_cost_usd is None:

@@ -700,7 +700,7 @@ def _check_bill(
     """With the LLM brain and a cost limit: the protocol's bill before its first call — the
     protocol dry-run with every prompt the LLM brain would send written and counted while the
     embedded brain decides — recorded in the run's bill; NotMeasurable above what the run has left."""
-    if config.brain != "llm" or not llm.cap_usd:
+    if not _pays(config) or not llm.cap_usd:
         return
     from ops.simulation.cost import estimate_protocol_cost
 
@@ -722,10 +722,15 @@ def _check_bill(
         )
 
 
+def _pays(config: AlignmentConfig) -> bool:
+    """Whether the protocol's brain is one whose calls are billed (the `llm` resource's)."""
+    return config.brain == "llm"
+
+
 def _settings_estimate(context, config: AlignmentConfig, llm: LLMResource) -> str:
     """What the protocol would cost by the settings alone (`ops.preflight.bill`), in words;
     "" for the embedded brain (nothing to pay)."""
-    if config.brain != "llm":
+    if not _pays(config):
         return ""
     from ops.preflight.bill import protocol_bill
 

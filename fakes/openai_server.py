@@ -380,10 +380,14 @@ def completion(
 
 
 def scripted_agent(body: dict) -> str:
-    """A user who opens the first movie of page 1, watches it, then pages on and leaves."""
+    """A user who opens the first movie of page 1, watches it, then pages on and leaves; asked
+    about a whole list (the per-item taste question), who would watch its first movie."""
     text = user_text(body)
     if "Question: Do you feel satisfied" in text:
         return json.dumps({"satisfaction": 7, "reason": "I found a film I liked"})
+    listed = list_ids(text)
+    if listed is not None:
+        return json.dumps({"watch": listed[:1]})
     legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
     if "You are on the detail page" in text:
         return answer(action=WATCH_AND_RATE, rating=4, interest=5)
@@ -407,6 +411,9 @@ def uniform_agent(body: dict) -> str:
     reason = "a uniform random choice"
     if "Question: Do you feel satisfied" in text:
         return json.dumps({"satisfaction": int(rng.integers(1, 11)), "reason": reason})
+    listed = list_ids(text)
+    if listed is not None:  # the per-item taste question: each movie of the list, a coin flip
+        return json.dumps({"watch": [m for m in listed if rng.random() < 0.5]})
     if "Pause and reflect" in text:  # the reflection prompt (Agent4Rec §2.1.2)
         return json.dumps(
             {
@@ -434,6 +441,17 @@ def answer(**fields) -> str:
     """A valid page answer as JSON text: `fields` over a neutral default."""
     base = {"interest": 3, "caught_eye": [], "reason": "it fits my taste"}
     return json.dumps({**base, **fields})
+
+
+LIST_QUESTION = "Here is a list of movies. For each one, decide whether you would watch it."
+
+
+def list_ids(text: str) -> list[int] | None:
+    """The ids of the list of a per-item question (`ops.studies.alignment.taste.list_messages`),
+    in order; None when `text` is not one."""
+    if LIST_QUESTION not in text:
+        return None
+    return [int(m) for m in re.findall(r"^\[(\d+)\]", text.split(LIST_QUESTION, 1)[1], re.M)]
 
 
 def user_text(body: dict) -> str:

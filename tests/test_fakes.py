@@ -82,3 +82,26 @@ def test_the_fake_endpoint_runs_in_the_background_and_stops_on_a_signal(tmp_path
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_fakes_policies_answer_the_per_item_taste_question_with_ids_of_the_list():
+    # Without it, every per-item question of the taste protocol was an HTTP 500, retried with back-off.
+    from fakes.openai_server import scripted_agent, uniform_agent
+    from ops.studies.alignment.taste import LIST_ANSWER, check_list_answer
+
+    movies = [12, 13, 14]
+    text = "\n".join(
+        [
+            "You remember: [5] An old favourite",
+            "Here is a list of movies. For each one, decide whether you would watch it.",
+            *(f"[{m}] Movie {m} | genres: Drama | n/a" for m in movies),
+            LIST_ANSWER.format(ids=movies),
+        ]
+    )
+    body = {
+        "model": "m",
+        "seed": 7,
+        "messages": [{"role": "system", "content": "who"}, {"role": "user", "content": text}],
+    }
+    assert check_list_answer(scripted_agent(body), movies) == {12}
+    assert check_list_answer(uniform_agent(body), movies) <= set(movies)

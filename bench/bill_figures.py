@@ -25,8 +25,8 @@ def main() -> None:
     from ops.preflight import bill
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
     from ops.simulation.catalogue import Catalogue
-    from ops.simulation.cost import _PromptMeter
-    from ops.simulation.runner import SimulationConfig, sample_agents, simulate_arm
+    from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
+    from ops.simulation.runner import SimulationConfig, sample_agents
     from resources.storage import SimabIOManager
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,7 +37,7 @@ def main() -> None:
     io = SimabIOManager()
     agents, model, frame = io.stored("agents"), io.stored("embedded_brain"), io.stored("mm_ml_1m")
     catalogue = Catalogue.from_frame(frame)
-    print("arm     vision  agents  calls/session (max)  prompt tokens/call mean (longest)  answer tokens/call")
+    print("arm     vision  agents  calls/session  prompt tokens/call mean (longest)  answer tokens/call")
     ratios = []
     for arm in args.arms.split(","):
         top = io.stored("top20_lists", arm)
@@ -47,20 +47,25 @@ def main() -> None:
                 vision=vision, cache="off", base_url="http://127.0.0.1:9/v1", api_key_required=False
             )
             brain = LLMBrain(config, catalogue=catalogue)
-            try:
-                meter = _PromptMeter(brain, model.brain())
-                simulate_arm(
-                    arm, top, agents.sessions(users), catalogue, meter, SimulationConfig(progress=False), users=users
+            try:  # every sampled agent dry-run: nothing extrapolated, nothing sent
+                e = estimate_llm_cost(
+                    arm,
+                    top,
+                    agents.sessions(users),
+                    catalogue,
+                    brain,
+                    model.brain(),
+                    SimulationConfig(),
+                    users,
+                    CostEstimateConfig(sample_agents=len(users)),
                 )
             finally:
                 brain.close()
-            prompts = [t for v in meter.prompt.values() for t in v]
-            answers = [t for v in meter.completion.values() for t in v]
-            per_session = len(prompts) / len(users)
-            mean, longest = sum(prompts) / len(prompts), max(prompts)
+            per_session, mean = e.calls / e.agents, e.prompt_tokens / e.calls
+            longest = e.ceiling_prompt_tokens // e.ceiling_calls
             print(
-                f"{arm:<8}{vision!s:<8}{len(users):<8}{per_session:>6.1f} ({max(len(v) for v in meter.prompt.values())})"
-                f"{mean:>24.0f} ({longest}){sum(answers) / len(answers):>26.0f}"
+                f"{arm:<8}{vision!s:<8}{e.agents:<8}{per_session:>13.1f}{mean:>24.0f} ({longest})"
+                f"{e.completion_tokens / e.calls:>26.0f}"
             )
             if vision:  # the bill's figures are the vision ones (the default, and the dearer)
                 ratios.append(
@@ -68,7 +73,8 @@ def main() -> None:
                 )
     print()
     print(
-        f"measured / the bill's constant (calls {bill.SESSION_CALLS:g}, prompt {bill.PAGE_PROMPT:,}, longest {bill.PAGE_PROMPT_LONGEST:,})"
+        f"measured / the bill's constant (calls {bill.SESSION_CALLS:g}, prompt {bill.PAGE_PROMPT:,}, "
+        f"longest {bill.PAGE_PROMPT_LONGEST:,})"
     )
     for arm, calls, prompt, longest in ratios:
         print(f"  {arm:<8}calls {calls:.2f}  prompt {prompt:.2f}  longest {longest:.2f}")

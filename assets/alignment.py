@@ -11,11 +11,13 @@ The three protocols that ask the brain never stop the read-out: one switched off
 (`enabled: false`, $SIMAB_TRUST_PROTOCOLS=off), refused by the run's cost limit before its
 first call, stopped at the limit or failed on the endpoint stores a "not measured" record
 (the reason and the protocol's estimate) instead of failing, and the report says so beside
-the A/B verdict.  Dagster skips an asset whose input failed, so a failed protocol would
-leave no report at all; a record keeps the graph, the lineage and the verdict.
+the A/B verdict; so does one that breaks (its traceback in the log).  Dagster skips an
+asset whose input failed, so a failed protocol would leave no report at all; a record keeps
+the graph, the lineage and the verdict.
 """
 
 import functools
+import traceback
 
 import polars as pl
 from dagster import (
@@ -88,7 +90,9 @@ class RatingAlignmentConfig(AlignmentConfig):
 
 def _degrades(protocol):
     """A protocol asset that stores a not-measured record (`_not_measured`) instead of
-    failing when it cannot be measured or the LLM stops it: the report depends on it."""
+    failing — it cannot be measured, the LLM or its cost limit stops it, or it breaks — so
+    that the report, which depends on it, still gives the A/B verdict.  An error that is not
+    the LLM's is logged with its traceback: the step shows a warning, not a success."""
 
     @functools.wraps(protocol)
     def measured(*args, **kwargs):
@@ -97,12 +101,15 @@ def _degrades(protocol):
             return protocol(*args, **kwargs)
         except NotMeasurable as exc:
             return _not_measured(context, exc)
-        except _LLM_FAILURES as exc:
+        except Exception as exc:  # noqa: BLE001 - a trust check that breaks must not take the verdict with it
+            if not isinstance(exc, _LLM_FAILURES):
+                context.log.error(f"{context.asset_key.to_user_string()} broke:\n{traceback.format_exc()}")
             llm, name = kwargs.get("llm"), context.asset_key.to_user_string()
             known = llm.bill_of(context).bill()["estimates"].get(name) if llm is not None else None
             estimate = f"estimated ${known:,.2f} by its dry run" if known is not None else ""
             stopped = "stopped at the cost limit" if isinstance(exc, CostLimitExceeded) else "failed"
-            return _not_measured(context, NotMeasurable(f"{name}: {stopped}: {exc}", stopped, estimate))
+            said = str(exc) if isinstance(exc, _LLM_FAILURES) else f"{type(exc).__name__}: {exc}"
+            return _not_measured(context, NotMeasurable(f"{name}: {stopped}: {said}", stopped, estimate))
 
     return measured
 

@@ -201,21 +201,27 @@ def test_an_arms_lists_file_is_checked_as_far_as_its_header(tmp_path):
                 ARMS.remove(name)
 
 
-def test_an_mlflow_model_uri_must_resolve_in_the_store(tmp_path):
+def test_an_mlflow_model_uri_must_resolve_in_the_store(tmp_path, monkeypatch):
     from assets.partitions import ARMS
     from ops.arms.catalog import forget
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    arms = ["prod_gone=mlflow:models:/nobody/3", "run_gone=mlflow:runs:/0123abc/model"]
     try:
-        said = _refused(
-            _settings(["prod_gone=mlflow:models:/nobody/3"]),
-            "not found in the MLflow store",
-            tracking_uri=lambda: store,
-        )
+        # The local store not made yet: nothing is in it, and asking would create it.
+        store = tmp_path / "mlflow.db"
+        said = _refused(_settings(arms[:1]), f"no MLflow store at {store}", tracking_uri=lambda: f"sqlite:///{store}")
         assert said.startswith("SIMAB_ARMS='prod_gone=mlflow:models:/nobody/3': arm prod_gone")
+        assert not store.exists()
+        # A store that answers (a folder store: no migrations to wait for) and lacks the model, the run.
+        monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+        folder = f"file://{tmp_path / 'mlruns'}"
+        _refused(_settings(arms[:1]), "Registered Model with name=nobody not found", tracking_uri=lambda: folder)
+        _refused(_settings(arms[1:]), "Run '0123abc' not found", tracking_uri=lambda: folder)
     finally:
-        forget("prod_gone")
-        ARMS.remove("prod_gone")
+        for name in ("prod_gone", "run_gone"):
+            forget(name)
+            if name in ARMS:
+                ARMS.remove(name)
 
 
 def test_the_data_sources_folders_and_files_are_checked(tmp_path):

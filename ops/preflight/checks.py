@@ -72,6 +72,10 @@ def mlflow_problem(uri: str, tracking_uri: str | None) -> str | None:
     from ops.arms.mlflow_model import resolve_uri
 
     parts = urlsplit(uri)
+    if parts.scheme in ("models", "runs") and (tracking_uri or "").startswith("sqlite:///"):
+        store = Path(tracking_uri.removeprefix("sqlite:///"))
+        if not store.is_file():  # asking would create the store (seconds of migrations) to find it empty
+            return f"there is no MLflow store at {store} yet, so no model in it"
     try:
         if parts.scheme in ("models", "runs"):
             resolved = resolve_uri(uri, tracking_uri)

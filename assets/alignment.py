@@ -3,9 +3,21 @@ the fidelity warning as a (non-blocking) asset check.
 
 Every protocol holds out the test window and asks the brain the run config names
 (`brain: embedded | llm`, as the simulation asset; `$SIMAB_BRAIN`) through its sandbox
-decision path, on a seeded sample of agents (`n_agents`, 200 by default so the demo stays
-short; 0 = every agent with held-out ratings).  `ops.studies.alignment` says how.
+decision path, on a seeded sample of agents: as many as the 95 % intervals of its figures
+need to be ±`half_width` at most (`ops.studies.alignment.sizing`: 97 agents for ±0.10), or
+`n_agents` (0 = every agent with held-out ratings).  `ops.studies.alignment` says how.
+
+The three protocols that ask the brain never stop the read-out: one switched off
+(`enabled: false`, $SIMAB_TRUST_PROTOCOLS=off), refused by the run's cost limit before its
+first call, stopped at the limit or failed on the endpoint stores a "not measured" record
+(the reason and the protocol's estimate) instead of failing, and the report says so beside
+the A/B verdict; so does one that breaks (its traceback in the log).  Dagster skips an
+asset whose input failed, so a failed protocol would leave no report at all; a record keeps
+the graph, the lineage and the verdict.
 """
+
+import functools
+import traceback
 
 import polars as pl
 from dagster import (
@@ -22,6 +34,11 @@ from dagster import (
 from pydantic import Field
 
 from ops.settings import BrainName
+from ops.simulation.brains.llm import LLMEndpointError, LLMTransportError
+from ops.simulation.budget import CostLimitExceeded
+from ops.simulation.runner import SimulationFailed
+from ops.studies.alignment.lists import ProtocolFailed
+from ops.studies.alignment.sizing import DEFAULT_HALF_WIDTH, protocol_agents
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -37,10 +54,21 @@ class AlignmentConfig(Config):
     vision: bool = Field(
         default=True, description="False: the brain without posters, as the simulation's vision ablation"
     )
-    n_agents: int = Field(
-        default=200,
+    n_agents: int | None = Field(
+        default=None,
         ge=0,
-        description="agents sampled among those with held-out (test-window) ratings; 0 = all ($SIMAB_ALIGNMENT_AGENTS)",
+        description="agents sampled among those with held-out (test-window) ratings; null: as many as half_width "
+        "needs; 0 = all ($SIMAB_ALIGNMENT_AGENTS)",
+    )
+    half_width: float = Field(
+        default=DEFAULT_HALF_WIDTH,
+        gt=0,
+        le=0.5,
+        description="without n_agents: the 95 % intervals' half-width the sample is sized for ($SIMAB_TRUST_HALF_WIDTH)",
+    )
+    enabled: bool = Field(
+        default=True,
+        description="false: not run, stored as not measured (the protocols that ask the brain; $SIMAB_TRUST_PROTOCOLS)",
     )
     seed: int = Field(default=0, description="seed of the sample, the lists and every decision")
     n_bootstrap: int = Field(default=1000, description="bootstrap replicates of the 95 % intervals")
@@ -60,7 +88,34 @@ class RatingAlignmentConfig(AlignmentConfig):
     )
 
 
+def _degrades(protocol):
+    """A protocol asset that stores a not-measured record (`_not_measured`) instead of
+    failing — it cannot be measured, the LLM or its cost limit stops it, or it breaks — so
+    that the report, which depends on it, still gives the A/B verdict.  An error that is not
+    the LLM's is logged with its traceback: the step shows a warning, not a success."""
+
+    @functools.wraps(protocol)
+    def measured(*args, **kwargs):
+        context = kwargs.get("context", args[0] if args else None)
+        try:
+            return protocol(*args, **kwargs)
+        except NotMeasurable as exc:
+            return _not_measured(context, exc)
+        except Exception as exc:  # noqa: BLE001 - a trust check that breaks must not take the verdict with it
+            if not isinstance(exc, _LLM_FAILURES):
+                context.log.error(f"{context.asset_key.to_user_string()} broke:\n{traceback.format_exc()}")
+            llm, name = kwargs.get("llm"), context.asset_key.to_user_string()
+            known = llm.bill_of(context).bill()["estimates"].get(name) if llm is not None else None
+            estimate = f"estimated ${known:,.2f} by its dry run" if known is not None else ""
+            stopped = "stopped at the cost limit" if isinstance(exc, CostLimitExceeded) else "failed"
+            said = str(exc) if isinstance(exc, _LLM_FAILURES) else f"{type(exc).__name__}: {exc}"
+            return _not_measured(context, NotMeasurable(f"{name}: {stopped}: {said}", stopped, estimate))
+
+    return measured
+
+
 @asset(group_name=GROUP, code_version="1", compute_kind="python")
+@_degrades
 def taste_alignment(
     context: AssetExecutionContext,
     config: TasteAlignmentConfig,
@@ -147,7 +202,7 @@ def taste_alignment(
             TASTE_RATIOS,
             20,
             config.seed,
-            config.n_agents,
+            protocol_agents(config.n_agents, config.half_width),
         )
         answer = threshold_answerer(scorer, thresholds)
     per_item = taste_per_item(answer, sessions, lists, config.seed, n_bootstrap=config.n_bootstrap, progress=True)
@@ -210,6 +265,7 @@ def taste_alignment(
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="python", ins={"recommender_arm": AssetIn("recommender_arm")})
+@_degrades
 def rating_alignment(
     context: AssetExecutionContext,
     config: RatingAlignmentConfig,
@@ -295,6 +351,7 @@ def rating_alignment(
 
 
 @asset(group_name=GROUP, code_version="1", compute_kind="python")
+@_degrades
 def list_quality_alignment(
     context: AssetExecutionContext,
     config: AlignmentConfig,
@@ -522,14 +579,27 @@ ALIGNMENT_CHECKS = [fidelity_trust]
 
 
 class NotMeasurable(ValueError):
-    """The data hold no agent a protocol can be measured on (a small data set)."""
+    """A protocol that cannot be measured: the data hold no agent for it (a small data set),
+    it is switched off, or the run's cost limit refuses it.  `why`: the reason in a few
+    words; `estimate`: what it would have cost, in words, where known."""
+
+    def __init__(self, message: str, why: str = "", estimate: str = "") -> None:
+        super().__init__(message)
+        self.why, self.estimate = why or message, estimate
+
+
+# What stops a protocol that asks the LLM without being a fault of the code: the run's cost
+# limit (a call refused before it is sent), the endpoint, most answers unusable.
+_LLM_FAILURES = (CostLimitExceeded, LLMEndpointError, LLMTransportError, ProtocolFailed, SimulationFailed)
 
 
 def _not_measured(context: AssetExecutionContext, exc: NotMeasurable) -> Output:
-    """{"not_measured": why} stored for the protocol, so the read-out and the report go on;
-    the report says "Not run" for it and the asset's metadata and the log say why."""
+    """{"not_measured": the reason, "why": in a few words, "estimate": what it would have
+    cost} stored for the protocol, so the read-out and the report go on; the report and the
+    console say "not measured" with the reason, and the asset's metadata and log too."""
     context.log.warning(f"{exc}: not measured")
-    return Output({"not_measured": str(exc)}, metadata={"not measured": str(exc)})
+    record = {"not_measured": str(exc), "why": exc.why, "estimate": exc.estimate}
+    return Output(record, metadata={"not measured": str(exc), **({"estimate": exc.estimate} if exc.estimate else {})})
 
 
 def _papers_holdout(
@@ -607,11 +677,17 @@ def _setup(
     from ops.simulation.runner import sample_agents
     from ops.studies.alignment.windows import check_held_out
 
+    if not config.enabled:
+        raise NotMeasurable(
+            f"{protocol}: switched off (SIMAB_TRUST_PROTOCOLS=off)",
+            "switched off",
+            _settings_estimate(context, config, llm),
+        )
     fitted_through = embedded_brain.params.fit_last_timestamp if config.brain == "embedded" else None
     check_held_out(test, {"train": train, "validation": valid}, protocol, fitted_through)
     counts = (test if held is None else held).group_by("user_id").len().filter(pl.col("len") >= min_items)
     candidates = sorted(set(counts.get_column("user_id").to_list()) & set(agents.profiles))
-    users = sample_agents(candidates, config.n_agents, config.seed)
+    users = sample_agents(candidates, protocol_agents(config.n_agents, config.half_width), config.seed)
     if not users:
         raise NotMeasurable(f"{protocol}: no agent has {min_items} or more ratings in the held-out (test) window")
     catalogue = Catalogue.from_frame(mm_ml_1m)
@@ -628,10 +704,10 @@ def _setup(
 def _check_bill(
     context, config: AlignmentConfig, llm: LLMResource, embedded_brain, catalogue, agents: int, dry_run
 ) -> None:
-    """With the LLM brain and max_cost_usd set: the protocol's bill before its first call — the
+    """With the LLM brain and a cost limit: the protocol's bill before its first call — the
     protocol dry-run with every prompt the LLM brain would send written and counted while the
-    embedded brain decides — recorded in the run's bill and refused above what the run has left."""
-    if config.brain != "llm" or not llm.max_cost_usd:
+    embedded brain decides — recorded in the run's bill; NotMeasurable above what the run has left."""
+    if not _pays(config) or not llm.cap_usd:
         return
     from ops.simulation.cost import estimate_protocol_cost
 
@@ -644,7 +720,30 @@ def _check_bill(
         estimate = estimate_protocol_cost(llm.label_of(context), writer, behaviour, dry_run, agents)
     finally:
         writer.close()
-    llm.check_estimate(context, estimate)
+    refused = llm.refusal(context, estimate)
+    if refused is not None:
+        raise NotMeasurable(
+            refused,
+            f"refused by the cost limit: ${llm.cap_usd:,.2f}",
+            f"estimated ${estimate.cost_usd:,.2f} ({estimate.calls:,} calls) by its dry run",
+        )
+
+
+def _pays(config: AlignmentConfig) -> bool:
+    """Whether the protocol's brain is one whose calls are billed (the `llm` resource's)."""
+    return config.brain == "llm"
+
+
+def _settings_estimate(context, config: AlignmentConfig, llm: LLMResource) -> str:
+    """What the protocol would cost by the settings alone (`ops.preflight.bill`), in words;
+    "" for the embedded brain (nothing to pay)."""
+    if not _pays(config):
+        return ""
+    from ops.preflight.bill import protocol_bill
+
+    agents = protocol_agents(config.n_agents, config.half_width)
+    bill = protocol_bill(context.asset_key.to_user_string(), agents, llm.brain_config())
+    return f"about ${bill.usd:,.2f} for {agents} agents (at most ${bill.usd_at_most:,.2f}), from the settings"
 
 
 def _counted_list_answers(meter, catalogue):

@@ -167,13 +167,25 @@ def simab_report(
     if power is not None and power.pairs.height:
         plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
     trust = _trust_section(folder, taste_alignment, rating_alignment, social_traits_alignment, list_quality_alignment)
-    from ops.studies.alignment.trust import fidelity_warning
+    from ops.studies.alignment.trust import fidelity_warning, not_measured_summary
+
+    unmeasured = not_measured_summary(
+        taste=taste_alignment, rating=rating_alignment, list_quality=list_quality_alignment
+    )
 
     warned = fidelity_warning(fid, pairs, config.tau_floor) if fid.height else None
     # The same figures open the report and close the console's output (verdict_lines).
     warnings = [warned.description] if warned is not None and not warned.passed else []
     headline = report_summary(
-        ab_readout, intervals, fid, summary, taste_alignment, rating_alignment, warnings, config.primary_metric
+        ab_readout,
+        intervals,
+        fid,
+        summary,
+        taste_alignment,
+        rating_alignment,
+        warnings,
+        config.primary_metric,
+        unmeasured,
     )
     text = report_markdown(
         ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust, headline
@@ -253,7 +265,9 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
     )
     from ops.studies.alignment.trust import trust_section
 
-    # A protocol the data could not measure ({"not_measured": why}) has no figure and reads "Not run".
+    # A protocol that could not be measured ({"not_measured": why, ...}) has no figure; its reason is said.
+    records = {"taste": taste, "rating": rating, "list_quality": list_quality}
+    not_measured = {k: r for k, r in records.items() if isinstance(r, dict)}
     taste, rating, list_quality = (None if isinstance(r, dict) else r for r in (taste, rating, list_quality))
     plots = folder / "plots"
     figures = {}
@@ -279,5 +293,13 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
         )
     brain = next((r.brain for r in (taste, rating, list_quality) if r is not None), "")
     return trust_section(
-        taste, rating, social, list_quality, brain=brain, plots=figures, folder=folder, calibration=calibration
+        taste,
+        rating,
+        social,
+        list_quality,
+        brain=brain,
+        plots=figures,
+        folder=folder,
+        calibration=calibration,
+        not_measured=not_measured,
     )

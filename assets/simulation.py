@@ -132,7 +132,7 @@ def llm_cost_estimate(
     context.log.info(f"LLM bill before the run: {estimate.describe()}")
     with mlflow_tracking.asset_run(
         context,
-        params={**config.model_dump(), **llm.describe(), "max_cost_usd": llm.max_cost_usd},
+        params={**config.model_dump(), **llm.describe(), "max_cost_usd": llm.max_cost_usd or "none"},
         tags={"arm": context.partition_key},
     ):
         mlflow_tracking.log_metrics({k: v for k, v in estimate.as_dict().items() if isinstance(v, (int, float))})

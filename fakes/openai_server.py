@@ -34,7 +34,9 @@ requests can be in flight on two cores:
 - `python -m fakes.openai_server --latency-ms 300` runs it in a process of its own and
   prints its base URL (the benchmark and the kill -9 tests, so that the client's CPU is
   measured apart from the server's); `GET /fake/stats` returns its counts and CPU time.
-  `spawn()` starts one and stops it.
+  It stops on SIGTERM or SIGINT, or when its standard input ends if that is a pipe or a
+  terminal, so it runs in the background too (`... > url.txt &`, `nohup`).  `spawn()`
+  starts one and stops it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -375,10 +380,14 @@ def completion(
 
 
 def scripted_agent(body: dict) -> str:
-    """A user who opens the first movie of page 1, watches it, then pages on and leaves."""
+    """A user who opens the first movie of page 1, watches it, then pages on and leaves; asked
+    about a whole list (the per-item taste question), who would watch its first movie."""
     text = user_text(body)
     if "Question: Do you feel satisfied" in text:
         return json.dumps({"satisfaction": 7, "reason": "I found a film I liked"})
+    listed = list_ids(text)
+    if listed is not None:
+        return json.dumps({"watch": listed[:1]})
     legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
     if "You are on the detail page" in text:
         return answer(action=WATCH_AND_RATE, rating=4, interest=5)
@@ -402,6 +411,9 @@ def uniform_agent(body: dict) -> str:
     reason = "a uniform random choice"
     if "Question: Do you feel satisfied" in text:
         return json.dumps({"satisfaction": int(rng.integers(1, 11)), "reason": reason})
+    listed = list_ids(text)
+    if listed is not None:  # the per-item taste question: each movie of the list, a coin flip
+        return json.dumps({"watch": [m for m in listed if rng.random() < 0.5]})
     if "Pause and reflect" in text:  # the reflection prompt (Agent4Rec §2.1.2)
         return json.dumps(
             {
@@ -429,6 +441,17 @@ def answer(**fields) -> str:
     """A valid page answer as JSON text: `fields` over a neutral default."""
     base = {"interest": 3, "caught_eye": [], "reason": "it fits my taste"}
     return json.dumps({**base, **fields})
+
+
+LIST_QUESTION = "Here is a list of movies. For each one, decide whether you would watch it."
+
+
+def list_ids(text: str) -> list[int] | None:
+    """The ids of the list of a per-item question (`ops.studies.alignment.taste.list_messages`),
+    in order; None when `text` is not one."""
+    if LIST_QUESTION not in text:
+        return None
+    return [int(m) for m in re.findall(r"^\[(\d+)\]", text.split(LIST_QUESTION, 1)[1], re.M)]
 
 
 def user_text(body: dict) -> str:
@@ -472,7 +495,10 @@ def _is_probe(body: dict) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Serve until stdin closes (or the process is stopped); print the base URL first."""
+    """Serve until SIGTERM or SIGINT, or until standard input ends when it is a pipe or a
+    terminal (`spawn` closes it); print the base URL first.  Started in the background
+    (`&`, `nohup`, a supervisor) its standard input is /dev/null or a file, which is not
+    watched: a signal stops it."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -489,11 +515,24 @@ def main(argv: list[str] | None = None) -> None:
         print(url, flush=True)
         loop = asyncio.get_running_loop()
         closed = asyncio.Event()
-        loop.add_reader(sys.stdin.fileno(), lambda: closed.set() if not sys.stdin.readline() else None)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, closed.set)
+        if _watchable(sys.stdin):
+            loop.add_reader(sys.stdin.fileno(), lambda: closed.set() if not sys.stdin.readline() else None)
         await closed.wait()
         await runner.cleanup()
 
     asyncio.run(run())
+
+
+def _watchable(stream) -> bool:
+    """Whether the end of `stream` is worth waiting for: a pipe, a socket or a terminal.  A
+    regular file or /dev/null is at its end at once (and the event loop cannot poll one)."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # closed, or no descriptor at all
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(stream.fileno())
 
 
 def _error(message: str, kind: str) -> dict:

@@ -28,9 +28,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from annotated_types import Gt
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+# The LLM spending limit of a run where the endpoint has a price and nobody set one
+# (`SIMAB_MAX_COST_USD`; `none` lifts it): a few dollars, docs/cost.md.
+DEFAULT_MAX_COST_USD = 5.0
+# A setting whose value is this word lifts the resource field it feeds (None there).
+NO_LIMIT = "none"
 
 # The values the asset configs accept, defined here once and imported by them.
 Source = Literal["synthetic", "local", "download", "files", "steam", "steam-download"]
@@ -58,7 +65,8 @@ def setting(
     return Field(default, description=help, json_schema_extra=extra, **bounds)
 
 
-_ALIGNMENT = ("taste_alignment", "rating_alignment", "list_quality_alignment", "social_traits_alignment")
+_ASKING = ("taste_alignment", "rating_alignment", "list_quality_alignment")  # the protocols that ask the brain
+_ALIGNMENT = (*_ASKING, "social_traits_alignment")
 
 
 class Settings(BaseModel):
@@ -234,9 +242,24 @@ class Settings(BaseModel):
     alignment_agents: int | None = setting(
         None,
         "SIMAB_ALIGNMENT_AGENTS",
-        "agents of each alignment protocol (default 200; 0 = all)",
+        "agents of each alignment protocol (default: as many as SIMAB_TRUST_HALF_WIDTH needs, 97 for ±0.10; 0 = all)",
         ops=tuple(f"{op}.n_agents" for op in _ALIGNMENT),
         ge=0,
+    )
+    trust_protocols: bool | None = setting(
+        None,
+        "SIMAB_TRUST_PROTOCOLS",
+        "the trust protocols that ask the brain (taste, rating, list quality): on (default) | off — not run, "
+        "reported as not measured; the A/B verdict and the fidelity need no LLM call and stay",
+        ops=tuple(f"{op}.enabled" for op in _ASKING),
+    )
+    trust_half_width: float | None = setting(
+        None,
+        "SIMAB_TRUST_HALF_WIDTH",
+        "the half-width of the 95 % intervals (taste F1, click rates) the trust protocols are sized for (default 0.1)",
+        ops=tuple(f"{op}.half_width" for op in _ASKING),
+        gt=0,
+        le=0.5,
     )
     fidelity_tau_floor: float | None = setting(
         None,
@@ -305,12 +328,12 @@ class Settings(BaseModel):
         resource="llm.price_completion_per_1m",
         ge=0,
     )
-    max_cost_usd: float | None = setting(
+    max_cost_usd: Annotated[float, Gt(0)] | Literal["none"] | None = setting(
         None,
         "SIMAB_MAX_COST_USD",
-        "refuse LLM work estimated above this many USD (0: no limit)",
+        f"the LLM spending limit of a run, in USD (default {DEFAULT_MAX_COST_USD:g} where the endpoint has a price); "
+        "none: no limit, said explicitly (docs/cost.md)",
         resource="llm.max_cost_usd",
-        ge=0,
     )
     # -- a real model for tests/test_real_llm.py (CI: `eval "$(.ci/llama_server.sh)"`)
     llama_server: Path | None = setting(
@@ -357,6 +380,11 @@ class Settings(BaseModel):
     # above the environment as a launchpad edit would be.
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
+    @property
+    def calls_llm(self) -> bool:
+        """Whether the LLM brain decides: then the run has an LLM bill."""
+        return self.brain == "llm"
+
     def op_config(self) -> dict[str, dict[str, Any]]:
         """op name -> {config field: value} for every setting the environment set."""
         ops: dict[str, dict[str, Any]] = {}
@@ -376,8 +404,9 @@ class Settings(BaseModel):
         out = {}
         for name, info in declared().items():
             target = _extra(info)["resource"]
-            if target and target.split(".")[0] == resource and getattr(self, name) is not None:
-                out[target.split(".")[1]] = getattr(self, name)
+            value = getattr(self, name)
+            if target and target.split(".")[0] == resource and value is not None:
+                out[target.split(".")[1]] = None if value == NO_LIMIT else value
         return out
 
 
@@ -400,6 +429,8 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         if raw is None or not raw.strip():
             continue
         raw = raw.strip()
+        if raw.lower() == NO_LIMIT:
+            raw = NO_LIMIT
         value: Any = [p.strip() for p in raw.split(extra["sep"]) if p.strip()] if extra["sep"] else raw
         try:
             values[name] = _adapter(name).validate_python(value)
@@ -424,7 +455,11 @@ def allowed(name: str) -> str:
 
 
 def allowed_type(kind, info) -> str:
-    bounds = {type(m).__name__: m for m in info.metadata}
+    metadata = list(info.metadata)
+    if typing.get_origin(kind) is Annotated:  # a bound on one member of a union (a number > 0 or "none")
+        metadata += list(kind.__metadata__)
+        kind = typing.get_args(kind)[0]
+    bounds = {type(m).__name__: m for m in metadata}
     words = {"Ge": "≥", "Gt": ">", "Le": "≤", "Lt": "<"}
     limits = " and ".join(f"{words[k]} {getattr(m, k.lower())}" for k, m in bounds.items() if k in words)
     if any(getattr(m, "pattern", None) == r"^[0-9a-fA-F]{64}$" for m in info.metadata):
@@ -432,7 +467,7 @@ def allowed_type(kind, info) -> str:
     if typing.get_origin(kind) is Literal:
         return "one of " + ", ".join(typing.get_args(kind))
     if kind is bool:
-        return "true or false (1/0, yes/no)"
+        return "true or false (1/0, yes/no, on/off)"
     if kind is int:
         return "a whole number" + (f" {limits}" if limits else "")
     if kind is float:

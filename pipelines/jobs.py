@@ -14,6 +14,12 @@ once, on as many workers as the executor has) and `simab_combine` (the shards co
 `simulation_events`, then the refit).  The nightly schedule re-simulates every arm × shard;
 the `combine_after_shards` sensor combines an arm once all its shards are newer than its
 events, and the read-out sensor follows as before.
+
+What spends is opt-in: with the LLM brain on an endpoint that has a price, the nightly
+schedule and the read-out sensor start stopped, and their descriptions in the Dagster UI
+say what a night costs at these settings (`ops.preflight.bill.night_bill`) and the limit it
+runs under.  Turned on, the runs of one night share one bill (tag `simab/lifecycle` =
+`night-<date>`), so the limit holds for the night as a whole: every arm and the read-out.
 """
 
 from __future__ import annotations
@@ -52,7 +58,9 @@ from assets import (
 )
 from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
+from ops.preflight.bill import night_bill
 from pipelines.run_config import EXPERIMENT_ASSETS, OP_SETTINGS, RunSettings, uses_llm
+from resources.llm import LIFECYCLE_TAG
 
 ASSET_MODULES = [
     ingestion,
@@ -219,23 +227,29 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
 
     rounds_config = run_config_for("simab_rounds", settings)
     continuing = settings.nightly == "continue"
+    spends, cost = night_cost(settings)
+    # What spends starts stopped: a person turns it on knowing what a night costs.
+    schedule_status = DefaultScheduleStatus.STOPPED if spends else DefaultScheduleStatus.RUNNING
+    sensor_status = DefaultSensorStatus.STOPPED if spends else DefaultSensorStatus.RUNNING
 
     @schedule(
         job=jobs["simab_rounds" if continuing else "simab_resimulate"],
         cron_schedule="0 2 * * *",
-        default_status=DefaultScheduleStatus.RUNNING,
+        default_status=schedule_status,
+        description="Every night at 02:00, every configured arm ($SIMAB_ARMS), each of its user shards, is simulated "
+        "again: afresh from the train-window memories, or ($SIMAB_NIGHTLY=continue) as its next round, from the "
+        f"memories the last round left (a longitudinal A/B test). {cost}",
     )
     def nightly_resimulation(context: ScheduleEvaluationContext):
-        """Every night, every configured arm ($SIMAB_ARMS), each of its user shards, is simulated again: afresh from
-        the train-window memories, or ($SIMAB_NIGHTLY=continue) as its next round, from the
-        memories the last round left (a longitudinal A/B test)."""
         night = context.scheduled_execution_time.strftime("%Y-%m-%d")
+        # One bill per night: its runs (every arm, the read-out after them) share the limit.
+        tags = {"simab/night": night, LIFECYCLE_TAG: f"night-{night}"}
         if not continuing:
             for key in partitions:
                 yield RunRequest(
                     run_key=f"{night}-{key}",
                     partition_key=key,
-                    tags={"simab/night": night},
+                    tags=tags,
                     run_config=resimulate_config,
                 )
             return
@@ -246,25 +260,36 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
                 context.log.info(f"arm {arm!r}: all {settings.rounds} rounds simulated ($SIMAB_ROUNDS)")
                 continue
             key = MultiPartitionKey({"arm": arm, "round": str(next_round)})
-            yield RunRequest(
-                run_key=f"{night}-{key}", partition_key=key, tags={"simab/night": night}, run_config=rounds_config
-            )
+            yield RunRequest(run_key=f"{night}-{key}", partition_key=key, tags=tags, run_config=rounds_config)
 
-    @sensor(job=jobs["simab_readout"], minimum_interval_seconds=300, default_status=DefaultSensorStatus.RUNNING)
+    @sensor(
+        job=jobs["simab_readout"],
+        minimum_interval_seconds=300,
+        default_status=sensor_status,
+        description="Reads out once every configured arm has been simulated since the last read-out; after a night "
+        f"of the schedule, on that night's bill. {cost}",
+    )
     def readout_after_simulation(context: SensorEvaluationContext):
-        """Read out once every configured arm has been simulated since the last read-out."""
         instance = context.instance
         last_readout = instance.get_latest_materialization_event(AssetKey("ab_readout"))
         since = last_readout.timestamp if last_readout else 0.0
-        newest = []
+        newest, nights = [], set()
         for arm in arms:
             event = _latest_partition_materialization(instance, arm)
             if event is None or event.timestamp <= since:
                 return SkipReason(f"arm {arm!r} not simulated since the last read-out")
             newest.append(event.timestamp)
+            run = instance.get_run_by_id(event.run_id) if event.run_id else None
+            nights.add(run.tags.get(LIFECYCLE_TAG) if run is not None else None)
+        # The arms of one night: the read-out joins their bill, and the night's limit.
+        night = next(iter(nights)) if len(nights) == 1 and None not in nights else None
         # Millisecond run keys: a key repeated within one second would be dropped by Dagster
         # as a duplicate and the second round of simulations never read out.
-        return RunRequest(run_key=f"readout-{max(newest) * 1000:.0f}", run_config=readout_config)
+        return RunRequest(
+            run_key=f"readout-{max(newest) * 1000:.0f}",
+            run_config=readout_config,
+            tags={LIFECYCLE_TAG: night} if night else {},
+        )
 
     if shards == 1:
         return [nightly_resimulation], [readout_after_simulation]
@@ -299,6 +324,24 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
         )
 
     return [nightly_resimulation], [readout_after_simulation, combine_after_shards]
+
+
+def night_cost(settings: RunSettings) -> tuple[bool, str]:
+    """Whether a night of the schedule spends on the LLM, and what it costs and under which
+    limit, in words for the schedule's and the sensor's descriptions."""
+    bill = night_bill(settings)
+    if not bill.steps or not bill.usd:
+        return False, "No LLM bill at these settings (embedded brain, or an endpoint priced at $0)."
+    limit = (
+        f"its runs share one bill of at most ${bill.limit.usd:,.2f} per night ({bill.limit.why})"
+        if bill.limit.usd is not None
+        else "NO limit per night (SIMAB_MAX_COST_USD=none)"
+    )
+    return True, (
+        f"LLM brain ({bill.model}): a night costs about ${bill.usd:,.2f} at these settings (at most "
+        f"${bill.usd_at_most:,.2f}); {limit}. Stopped by default: turn it on in Overview → Automation, or "
+        "`dagster schedule start` / `dagster sensor start` (docs/cost.md)."
+    )
 
 
 def next_round_of(arm: str, materialised: set[str]) -> int:

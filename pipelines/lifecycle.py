@@ -7,8 +7,15 @@ shards ($SIMAB_SHARDS > 1) followed by `simab_simulate` per shard and `simab_com
 `simab_readout`, each with the run config the environment asks for
 (`pipelines.run_config`).
 
-The console shows one line per stage with a progress bar and its time, the LLM bill before
-a simulation, and at the end the per-arm table, the fidelity verdict and where to look
+Before the first step every value the settings name is checked and the whole LLM bill is
+estimated from the settings alone (`ops.preflight`): a bad value, or a bill expected above
+the spending limit in force, stops the runner in seconds with one line naming the variable
+(or the steps and the settings that would bring the bill under), before anything is stored;
+`--bill` prints the bill and runs nothing (docs/cost.md).
+
+The console opens on the arms, the brain and the limit in force, then the bill; it shows
+one line per stage with a progress bar and its time, the LLM bill before a simulation, and
+at the end the per-arm table, the fidelity verdict and where to look
 (`pipelines.console`); the full log — Dagster's event log, library messages — goes to
 $SIMAB_HOME/logs/lifecycle-<time>.log.  `--verbose` prints everything as it comes instead.
 
@@ -63,11 +70,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--verbose", action="store_true", help="print the whole log on the console instead of the stage lines"
     )
+    parser.add_argument(
+        "--bill",
+        action="store_true",
+        help="print the LLM bill of the lifecycle and of a night of the schedule at these settings, and run nothing",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from ops.preflight.bill import lifecycle_bill, night_bill
+
     try:
-        prepared = checked_plan(args.arms)
+        settings = checked_settings(args.arms)
+        # The whole bill from the settings, before the definitions are even built: a bill
+        # above the limit stops the runner in seconds, with what would bring it under.
+        bill = lifecycle_bill(settings)
+        if args.bill:
+            night = night_bill(settings)
+            print("\n".join([bill.limit.text(), *(bill.lines() or ["no LLM bill"])]))
+            print("\n".join(night.lines() or ["a night of the schedule: no LLM bill"]))
+            return 0
+        if not bill.fits:
+            raise SystemExit("\n".join([*bill.lines(), bill.refusal(settings)]))
+        prepared = planned(settings)
     except SettingError as exc:
         if args.verbose:
             raise
@@ -79,28 +104,44 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with named_storage_errors(os.environ.get("DAGSTER_HOME")):
             if args.verbose:
-                return run_lifecycle(prepared, args.resume, None)
+                return run_lifecycle(prepared, args.resume, None, bill=bill)
             from resources.storage import data_root
 
             log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
             from pipelines.console import to_log_file
 
             with to_log_file(log) as terminal:
-                return run_lifecycle(prepared, args.resume, terminal, log)
+                return run_lifecycle(prepared, args.resume, terminal, log, bill=bill)
     except (DagsterStorageError, TrackingStoreError) as exc:  # a store that cannot be read: one line, no traceback
         raise SystemExit(str(exc)) from None
 
 
 def checked_plan(arms_arg: str | None = None, environ=None):
     """The settings, the definitions and the steps of a lifecycle, every step's run config
-    checked against its job's config schema: a bad setting stops the runner before the first
-    step (SettingError naming the variable), not after the steps before the one it breaks."""
-    from pipelines.definitions import build_definitions
-    from pipelines.run_config import settings_from_env, with_arms
+    checked against its job's config schema and every value the settings name checked
+    (`ops.preflight.checks`: files, folders, model URIs, the LLM endpoint): a bad setting
+    stops the runner before the first step (SettingError naming the variable), not after the
+    steps before the one it breaks."""
+    return planned(checked_settings(arms_arg, environ), environ)
+
+
+def checked_settings(arms_arg: str | None = None, environ=None):
+    """The environment's settings (with `--arms`), every value they name checked."""
+    from ops.preflight.checks import check_values
+    from pipelines.run_config import settings_from_env, uses_llm, with_arms
+    from resources.mlflow_tracking import MlflowTracking
 
     settings = settings_from_env(environ)
     if arms_arg:
         settings = with_arms(settings, [a.strip() for a in arms_arg.split(",") if a.strip()])
+    check_values(settings, environ, uses_llm(settings), tracking_uri=lambda: MlflowTracking().resolved_uri())
+    return settings
+
+
+def planned(settings, environ=None):
+    """(settings, definitions, steps), every step's run config checked against its job."""
+    from pipelines.definitions import build_definitions
+
     defs = build_definitions(settings, environ)
     plan = lifecycle_plan(settings)
     check_run_configs(settings, defs, [step.job for step in plan])
@@ -163,10 +204,12 @@ def _config_problem(exc, job: str, config: dict, setting_of) -> str:
     return f"the run config of job {job} is not valid: {exc.errors[0].message if exc.errors else exc}"
 
 
-def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
-    """The three jobs in order; `terminal` None: the plain, verbose output."""
+def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
+    """The three jobs in order; `terminal` None: the plain, verbose output; `bill` the
+    lifecycle's LLM bill from its settings (`ops.preflight.bill`), shown first."""
     from dagster import DagsterInstance
 
+    from ops.preflight.bill import lifecycle_bill
     from pipelines.console import LifecycleConsole, failure_text
     from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
     from pipelines.jobs import run_config_for
@@ -182,9 +225,14 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
             print(text, flush=True)
 
     settings, defs, plan = prepared
+    bill = bill or lifecycle_bill(settings)
     brain = settings.brain or "embedded"
+    cap = bill.limit.usd or 0.0
+    first = f"simab lifecycle: arms {', '.join(settings.arms)} · {brain} brain · {bill.limit.text()}"
     if console is not None:
-        console.line(f"simab lifecycle: arms {', '.join(settings.arms)} · {brain} brain · full log {log}")
+        console.line(f"{first} · full log {log}")
+    for line in [*([] if console is not None else [first]), *bill.lines()]:
+        say(line)
 
     home = os.environ.get("DAGSTER_HOME")
     if resume and not home:
@@ -254,12 +302,10 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
                 else ""
             )
             # The reasons go in the exit message: it reaches the terminal in either console mode.
-            bill: list[str] = []
-            _say_bill(
-                bill.append, lifecycle, settings.max_cost_usd or 0.0
-            )  # what the run spent of its LLM cap, also when it stopped on it
+            spent: list[str] = []
+            _say_bill(spent.append, lifecycle, cap)  # what the run spent of its LLM cap, also when it stopped on it
             raise SystemExit(
-                "\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, *bill, f"See {where}.{again}"])
+                "\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, *spent, f"See {where}.{again}"])
             )
         return result
 
@@ -293,7 +339,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
             ("full log", str(log)),
         ]
         console.summary(report["summary"].value, places)
-        _say_bill(console.line, lifecycle, settings.max_cost_usd or 0.0)
+        _say_bill(console.line, lifecycle, cap)
         console.line(f"done in {time.time() - started:.0f} s")
         return 0
     out = terminal or sys.stdout
@@ -305,7 +351,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None) -> int:
         print(f"  MLflow run:    {report_run[0].info.run_id} (report); parent runs per Dagster run:", file=out)
     for label, run_id, _ in runs:
         print(f"    {label:22s} Dagster run {run_id}", file=out)
-    _say_bill(lambda text: print(text, file=out), lifecycle, settings.max_cost_usd or 0.0)
+    _say_bill(lambda text: print(text, file=out), lifecycle, cap)
     print("  MLflow UI:     make mlflow-ui   → http://127.0.0.1:5000", file=out)
     print(f"  Dagster UI:    make ui          → http://127.0.0.1:3000 (DAGSTER_HOME={home or 'ephemeral'})", file=out)
     return 0

@@ -58,7 +58,7 @@ def with_arms(settings: Settings, arms: list[str]) -> Settings:
 
 def uses_llm(settings: Settings) -> bool:
     """Whether the simulation runs the LLM brain (then the jobs estimate its bill first)."""
-    return settings.brain == "llm"
+    return settings.calls_llm
 
 
 def setting_of(op: str, field: str) -> str | None:

@@ -21,6 +21,7 @@ from typing import Literal
 from dagster import ConfigurableResource, Failure, MetadataValue
 from pydantic import Field, field_validator
 
+from ops.settings import DEFAULT_MAX_COST_USD
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.brains.llm.client import key_required, resolve_base_url
 from ops.simulation.budget import bill_path
@@ -78,10 +79,11 @@ class LLMResource(ConfigurableResource):
         _DEFAULTS.decision_deadline_s, description="one decision, every attempt and re-ask included"
     )
     http_client: Literal["aiohttp", "httpx"] = _DEFAULTS.http_client
-    max_cost_usd: float = Field(
-        0.0,
-        ge=0,
-        description="refuse an LLM simulation whose estimated cost (llm_cost_estimate) is above this many USD; 0: no limit ($SIMAB_MAX_COST_USD)",
+    max_cost_usd: float | None = Field(
+        DEFAULT_MAX_COST_USD,
+        gt=0,
+        description="the run's LLM spending limit in USD: every call is refused past it, and a step estimated above "
+        "what the run has left is refused before its first call; null: no limit ($SIMAB_MAX_COST_USD, `none`)",
     )
 
     @field_validator("vision", mode="before")
@@ -127,11 +129,17 @@ class LLMResource(ConfigurableResource):
         """A fresh LLM brain; `catalogue` (ops.simulation.sandbox.Catalogue) names remembered movies."""
         return LLMBrain(self.brain_config(**overrides), catalogue=catalogue)
 
+    @property
+    def cap_usd(self) -> float:
+        """The limit as the run's bill takes it: 0.0 when there is none."""
+        return self.max_cost_usd or 0.0
+
     def bill_of(self, context) -> RunBudget:
         """The bill of the run `context` belongs to: one per lifecycle (all its steps, every
-        arm and the read-out), else one per Dagster run; under $SIMAB_HOME/bills/."""
+        arm and the read-out) or per night of the schedule, else one per Dagster run; under
+        $SIMAB_HOME/bills/."""
         tags = context.run_tags  # (context.run is not set when an asset is invoked directly)
-        return RunBudget(bill_path(data_root(), tags.get(LIFECYCLE_TAG), context.run_id), self.max_cost_usd)
+        return RunBudget(bill_path(data_root(), tags.get(LIFECYCLE_TAG), context.run_id), self.cap_usd)
 
     @contextmanager
     def open_brain(
@@ -151,7 +159,7 @@ class LLMResource(ConfigurableResource):
         if kind != "llm":
             brain = embedded()
         else:
-            if estimate is not None and self.max_cost_usd:
+            if estimate is not None and self.cap_usd:
                 self.check_estimate(context, estimate())
             brain = self.charged_brain(context, catalogue, **overrides)
         try:
@@ -170,21 +178,34 @@ class LLMResource(ConfigurableResource):
     def check_estimate(self, context, guess: CostEstimate) -> None:
         """Record a step's estimate in the run's bill and refuse the step (before any call)
         when it is above what the run has left of max_cost_usd."""
-        bill, label = self.bill_of(context), self.label_of(context)
-        bill.record_estimate(label, guess.cost_usd)
-        left = max(0.0, self.max_cost_usd - bill.bill()["spent"])
-        context.log.info(
-            f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${self.max_cost_usd:,.2f} left"
-        )
-        if self.max_cost_usd and guess.cost_usd > left:
+        refused = self.refusal(context, guess)
+        if refused is not None:
             raise Failure(
-                description=f"{label} is estimated at ${guess.cost_usd:,.4f} ({guess.calls:,} calls), above "
-                f"max_cost_usd=${self.max_cost_usd:,.4f} less what this run has spent (${left:,.4f} left): raise the "
-                "limit ($SIMAB_MAX_COST_USD), ask for fewer agents ($SIMAB_AGENTS, $SIMAB_ALIGNMENT_AGENTS) or choose a "
-                "cheaper model",
+                description=refused,
                 metadata={"estimate": MetadataValue.md(guess.to_markdown())},
                 allow_retries=False,
             )
+
+    def refusal(self, context, guess: CostEstimate) -> str | None:
+        """Record a step's estimate in the run's bill; why the step must not start (its
+        estimate is above what the run has left of max_cost_usd), or None."""
+        bill, label = self.bill_of(context), self.label_of(context)
+        bill.record_estimate(label, guess.cost_usd)
+        if not self.cap_usd:
+            context.log.info(f"LLM bill before {label}: {guess.describe()}; no cost limit")
+            return None
+        left = max(0.0, self.cap_usd - bill.bill()["spent"])
+        context.log.info(
+            f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${self.cap_usd:,.2f} left"
+        )
+        if guess.cost_usd <= left:
+            return None
+        return (
+            f"{label} is estimated at ${guess.cost_usd:,.4f} ({guess.calls:,} calls), above "
+            f"max_cost_usd=${self.cap_usd:,.4f} less what this run has spent (${left:,.4f} left): raise the "
+            "limit ($SIMAB_MAX_COST_USD), ask for fewer agents ($SIMAB_AGENTS, $SIMAB_ALIGNMENT_AGENTS) or choose a "
+            "cheaper model"
+        )
 
     def charged_brain(self, context, catalogue=None, **overrides) -> LLMBrain:
         """A fresh LLM brain whose every call is charged to the run's bill (`bill_of`) under
@@ -192,7 +213,7 @@ class LLMResource(ConfigurableResource):
         label = self.label_of(context)
         budget = self.bill_of(context)
         return self.brain(
-            catalogue, budget_path=str(budget.path), budget_cap_usd=self.max_cost_usd, budget_label=label, **overrides
+            catalogue, budget_path=str(budget.path), budget_cap_usd=self.cap_usd, budget_label=label, **overrides
         )
 
     def cache_file(self) -> str:
@@ -228,7 +249,7 @@ class LLMResource(ConfigurableResource):
             "llm_price_completion_per_1m": self.price_completion_per_1m,
             "llm_cache": self.cache,
             "llm_concurrency": self.concurrency,
-            "llm_max_cost_usd": self.max_cost_usd,
+            "llm_max_cost_usd": self.max_cost_usd if self.max_cost_usd is not None else "none",
             "llm_decision_deadline_s": self.decision_deadline_s,
             "llm_api_key_env": self.api_key_env,
             "llm_api_key_set": bool(os.environ.get(self.api_key_env)),

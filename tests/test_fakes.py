@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import pytest
 import requests
 
 from fakes.openai_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeOpenAI, user_text
+from fakes.openai_server import stats as fake_stats
 
 
 def test_the_fake_endpoint_answers_requests_in_parallel_and_counts_them_all():
@@ -47,3 +54,54 @@ def test_without_a_script_or_a_policy_the_fake_says_so():
         r = requests.post(f"{base_url}/chat/completions", json={"model": "m", "messages": []}, timeout=10)
     assert r.status_code == 500 and "no scripted reply and no policy" in r.json()["error"]["message"]
     assert fake.calls == 1 and fake.prompt_tokens == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_the_fake_endpoint_runs_in_the_background_and_stops_on_a_signal(tmp_path, signum):
+    # In the background (`&`, nohup) standard input is /dev/null: the server must not need it.
+    out = tmp_path / "url.txt"
+    with open(out, "w") as stdout:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fakes.openai_server"],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            start_new_session=True,  # no terminal, as under nohup
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not out.read_text().strip() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read().decode()
+        url = out.read_text().strip()
+        assert fake_stats(url)["calls"] == 0  # it serves
+        proc.send_signal(signum)
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_fakes_policies_answer_the_per_item_taste_question_with_ids_of_the_list():
+    # Without it, every per-item question of the taste protocol was an HTTP 500, retried with back-off.
+    from fakes.openai_server import scripted_agent, uniform_agent
+    from ops.studies.alignment.taste import LIST_ANSWER, check_list_answer
+
+    movies = [12, 13, 14]
+    text = "\n".join(
+        [
+            "You remember: [5] An old favourite",
+            "Here is a list of movies. For each one, decide whether you would watch it.",
+            *(f"[{m}] Movie {m} | genres: Drama | n/a" for m in movies),
+            LIST_ANSWER.format(ids=movies),
+        ]
+    )
+    body = {
+        "model": "m",
+        "seed": 7,
+        "messages": [{"role": "system", "content": "who"}, {"role": "user", "content": text}],
+    }
+    assert check_list_answer(scripted_agent(body), movies) == {12}
+    assert check_list_answer(uniform_agent(body), movies) <= set(movies)

@@ -475,7 +475,8 @@ def test_an_llm_simulation_through_dagster_leaves_no_secret_under_simab_home(wor
             "io_manager": SimabIOManager(),
             "mem": mem_io_manager,
             "mlflow_tracking": MlflowTracking(),
-            "llm": LLMResource(model="fault-model", api_key_env=KEY_ENV, vision=False),
+            # No limit: the stub brain above cannot stand in for the estimate's dry run.
+            "llm": LLMResource(model="fault-model", api_key_env=KEY_ENV, vision=False, max_cost_usd=None),
         },
         run_config={"ops": {"simulation_events": {"config": {"brain": "llm", "arms": ["pop"]}}}},
     )

@@ -73,7 +73,7 @@ def _materialise(
     monkeypatch,
     selection: str,
     run_config: dict,
-    max_cost_usd: float = 0.0,
+    max_cost_usd: float | None = None,
     raise_on_error: bool = True,
 ):
     from dagster import DagsterInstance, asset, materialize, mem_io_manager

@@ -96,12 +96,12 @@ def synthetic(tmp_path_factory):
     return _synthetic_world(tmp_path_factory.mktemp("bill-world"), n_users=80, n_movies=150)
 
 
-@pytest.mark.parametrize("asset_name", ["taste_alignment", "rating_alignment", "list_quality_alignment"])
-def test_an_alignment_protocol_is_estimated_and_refused_above_the_cap_before_any_call(
-    synthetic, tmp_path, monkeypatch, asset_name
-):
-    # Today's main let the read-out's protocols call the LLM with no estimate and no cap.
-    from dagster import Failure, build_asset_context
+PROTOCOLS = ["taste_alignment", "rating_alignment", "list_quality_alignment"]
+
+
+def _protocol(synthetic, tmp_path, monkeypatch, asset_name, fake, cap, lifecycle="refused", **config):
+    """Materialise one alignment protocol with the LLM brain against `fake` (its value)."""
+    from dagster import build_asset_context
 
     import assets.alignment as alignment
     from resources.llm import LIFECYCLE_TAG
@@ -123,10 +123,9 @@ def test_an_alignment_protocol_is_estimated_and_refused_above_the_cap_before_any
         users=synthetic["data"].users,
         recommender_arm={},
     )
-    fake = FakeOpenAI(scripted_agent)
     with fake.serve() as url:
         llm = alignment.LLMResource(
-            base_url=url, model="test-model", api_key_required=False, cache="off", max_cost_usd=0.0001
+            base_url=url, model="test-model", api_key_required=False, cache="off", max_cost_usd=cap
         )
         resources = dict(
             llm=llm,
@@ -135,14 +134,53 @@ def test_an_alignment_protocol_is_estimated_and_refused_above_the_cap_before_any
         )
         wanted = set(asset.op.ins) | set(asset.required_resource_keys)
         kwargs = {k: v for k, v in {**inputs, **resources}.items() if k in wanted}
-        with pytest.raises(
-            Failure, match=rf"{asset_name} is estimated at \$[\d.]+ \([\d,]+ calls\), above max_cost_usd"
-        ):
-            asset(
-                build_asset_context(run_tags={LIFECYCLE_TAG: "refused"}),
-                config_class(brain="llm", n_agents=4),
-                **kwargs,
-            )
+        output = asset(
+            build_asset_context(run_tags={LIFECYCLE_TAG: lifecycle}),
+            config_class(brain="llm", n_agents=4, **config),
+            **kwargs,
+        )
+    return output.value
+
+
+@pytest.mark.parametrize("asset_name", PROTOCOLS)
+def test_an_alignment_protocol_above_the_cap_is_not_measured_before_any_call(
+    synthetic, tmp_path, monkeypatch, asset_name
+):
+    # The read-out's protocols used to fail above the cap, and the report that depends on them
+    # with them: the A/B verdict was never shown.  Now the protocol stores why, and the estimate.
+    fake = FakeOpenAI(scripted_agent)
+    record = _protocol(synthetic, tmp_path, monkeypatch, asset_name, fake, cap=0.0001)
     assert fake.calls == 0  # refused before the first call
+    assert "above max_cost_usd" in record["not_measured"] and record["why"].startswith("refused by the cost limit")
     bill = RunBudget(tmp_path / "bills" / "lifecycle-refused.json", 0.0001).bill()
     assert bill["estimates"][asset_name] > 0.0001 and bill["spent"] == 0.0
+    assert record["estimate"] == f"estimated ${bill['estimates'][asset_name]:,.2f} ({record['estimate'].split('(')[1]}"
+    assert "by its dry run" in record["estimate"]
+
+
+def test_a_protocol_switched_off_asks_nothing_and_says_what_it_would_cost(synthetic, tmp_path, monkeypatch):
+    fake = FakeOpenAI(scripted_agent)
+    record = _protocol(synthetic, tmp_path, monkeypatch, "taste_alignment", fake, cap=None, enabled=False)
+    assert fake.calls == 0 and not fake.probes
+    assert record["why"] == "switched off" and "SIMAB_TRUST_PROTOCOLS=off" in record["not_measured"]
+    assert record["estimate"].startswith("about $") and "for 4 agents" in record["estimate"]
+
+
+def test_a_protocol_the_endpoint_refuses_is_not_measured_and_says_why(synthetic, tmp_path, monkeypatch):
+    fake = FakeOpenAI(scripted_agent)
+    fake.fail_when(lambda body: True, 401)  # a bad key: the client stops at once
+    record = _protocol(synthetic, tmp_path, monkeypatch, "rating_alignment", fake, cap=None)
+    assert record["why"] == "failed" and "401" in record["not_measured"]
+
+
+def test_a_protocol_that_breaks_is_not_measured_and_names_the_error(synthetic, tmp_path, monkeypatch):
+    # A plotting fault on degenerate intervals once failed list quality, and the report with it.
+    import ops.studies.alignment.rating as rating
+
+    def broken(*args, **kwargs):
+        raise ValueError("'yerr' must not contain negative values")
+
+    monkeypatch.setattr(rating, "rating_pairs", broken)
+    record = _protocol(synthetic, tmp_path, monkeypatch, "rating_alignment", FakeOpenAI(scripted_agent), cap=None)
+    assert record["why"] == "failed"
+    assert record["not_measured"] == "rating_alignment: failed: ValueError: 'yerr' must not contain negative values"

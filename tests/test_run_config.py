@@ -129,7 +129,8 @@ def test_importing_the_code_location_reads_no_environment(monkeypatch):
         ("SIMAB_AGENTS", "-5", "≥ 0"),  # not "every agent": with the LLM brain a typo would pay for all of them
         ("SIMAB_SHARDS", "0", "≥ 1"),
         ("SIMAB_SESSIONS", "abc", "whole number"),
-        ("SIMAB_MAX_COST_USD", "-5", "≥ 0"),
+        ("SIMAB_MAX_COST_USD", "-5", "a number > 0 or none"),
+        ("SIMAB_MAX_COST_USD", "0", "a number > 0 or none"),  # 0 no longer means "no limit": `none` says it
         ("SIMAB_ROUNDS", "-1", "≥ 1"),
         ("SIMAB_BRAIN", "foo", "one of embedded, llm"),
         ("SIMAB_PERSONA", "zzz", "one of traits, matched"),

@@ -94,3 +94,60 @@ def test_a_continuing_nightly_schedule_runs_each_arms_next_round_from_the_last_r
     assert requests[0].run_config["ops"]["agent_round"]["config"]["n_agents"] == 30
     with pytest.raises(ValueError, match="SIMAB_NIGHTLY"):
         settings_from_env({"SIMAB_NIGHTLY": "sometimes"})
+
+
+def _automation(env: dict):
+    settings = settings_from_env({"SIMAB_ARMS": "random,pop", "SIMAB_AGENTS": "30", **env})
+    (nightly,), (readout,) = build_schedules_and_sensors(settings, build_jobs(settings))
+    return nightly, readout
+
+
+def test_what_spends_on_the_llm_starts_stopped_and_says_what_a_night_costs():
+    from dagster import DefaultScheduleStatus, DefaultSensorStatus
+
+    nightly, readout = _automation({"SIMAB_BRAIN": "llm"})  # gpt-4o-mini's prices, the default limit
+    assert nightly.default_status == DefaultScheduleStatus.STOPPED
+    assert readout.default_status == DefaultSensorStatus.STOPPED
+    for described in (nightly.description, readout.description):
+        assert "a night costs about $" in described and "at most $5.00 per night" in described
+        assert "Overview → Automation" in described
+    lifted, _ = _automation({"SIMAB_BRAIN": "llm", "SIMAB_MAX_COST_USD": "none"})
+    assert lifted.default_status == DefaultScheduleStatus.STOPPED and "NO limit per night" in lifted.description
+    # Nothing to pay: running from the start, as before.
+    for env in (
+        {},
+        {"SIMAB_BRAIN": "llm", "SIMAB_LLM_PRICE_PROMPT_PER_1M": "0", "SIMAB_LLM_PRICE_COMPLETION_PER_1M": "0"},
+    ):
+        nightly, readout = _automation(env)
+        assert nightly.default_status == DefaultScheduleStatus.RUNNING
+        assert readout.default_status == DefaultSensorStatus.RUNNING
+        assert "No LLM bill" in nightly.description
+
+
+def test_the_runs_of_one_night_share_one_bill_and_the_read_out_joins_it():
+    from dagster import StaticPartitionsDefinition, asset, materialize, mem_io_manager
+
+    from resources.llm import LIFECYCLE_TAG
+
+    nightly, readout = _automation({"SIMAB_BRAIN": "llm"})
+    night = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
+    requests = list(nightly(build_schedule_context(scheduled_execution_time=night)))
+    assert {r.tags[LIFECYCLE_TAG] for r in requests} == {"night-2026-11-22"}
+
+    @asset(name="simulation_events", partitions_def=StaticPartitionsDefinition(["random", "pop"]))
+    def simulated() -> int:
+        return 1
+
+    with DagsterInstance.ephemeral() as instance:
+        for arm in ("random", "pop"):
+            tags = {LIFECYCLE_TAG: "night-2026-11-22"}
+            materialize(
+                [simulated], instance=instance, partition_key=arm, tags=tags, resources={"io_manager": mem_io_manager}
+            )
+        request = readout(build_sensor_context(instance=instance))
+        assert isinstance(request, RunRequest) and request.tags == {LIFECYCLE_TAG: "night-2026-11-22"}
+        # An arm simulated by hand since: the read-out is nobody's night, it has a bill of its own.
+        time.sleep(0.01)
+        materialize([simulated], instance=instance, partition_key="pop", resources={"io_manager": mem_io_manager})
+        request = readout(build_sensor_context(instance=instance))
+        assert isinstance(request, RunRequest) and LIFECYCLE_TAG not in request.tags

@@ -135,6 +135,8 @@ def _run(home, environ: dict, selection: list[str], simulation: dict):
 
 
 def test_the_bill_is_shown_before_the_simulation_and_stops_it_above_the_limit(home, monkeypatch):
+    from ops.settings import DEFAULT_MAX_COST_USD
+
     # An endpoint where nothing listens: a call would be a transport failure, not silence.
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
@@ -146,9 +148,10 @@ def test_the_bill_is_shown_before_the_simulation_and_stops_it_above_the_limit(ho
         metadata["agents"].value == agents and metadata["calls"].value >= agents * 2
     )  # a page and the interview at least
     assert metadata["cost (USD)"].value > 0 and metadata["ceiling (USD)"].value >= metadata["cost (USD)"].value
-    assert "expected" in metadata["estimate"].value and metadata["max_cost_usd"].value == "no limit"
+    # A priced endpoint has a limit unless one says none: the default.
+    assert "expected" in metadata["estimate"].value and metadata["max_cost_usd"].value == DEFAULT_MAX_COST_USD
     # The lifecycle runner prints the bill under the arm's line.
-    assert f"LLM bill before the simulation: {metadata['calls'].value:,} calls" in screen and "no cost limit" in screen
+    assert f"LLM bill before the simulation: {metadata['calls'].value:,} calls" in screen and "limit $5.00" in screen
 
     limited, screen = _run(
         home, {"SIMAB_MAX_COST_USD": "0.000001"}, ["llm_cost_estimate", "simulation_events"], {"brain": "llm"}

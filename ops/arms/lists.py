@@ -39,7 +39,7 @@ class ListsFileError(ValueError):
     """A lists file that simab will not use; the message names file, row and field."""
 
     def __init__(self, path: Path | str, row: str, field: str, what: str):
-        self.path, self.row, self.field = str(path), row, field
+        self.path, self.row, self.field, self.what = str(path), row, field, what
         super().__init__(f"{path}: {row}: field {field!r}: {what}")
 
 
@@ -158,6 +158,26 @@ def check_lists(
         )
     kept = kept.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
     return kept.select("user_id", "rank", "movie_id", "score"), has_scores
+
+
+def check_lists_file(path: Path | str) -> None:
+    """What can be known of a lists file before the data it refers to is read: its format,
+    that it exists and is readable, and its header; ListsFileError naming the fault."""
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".pq", ".csv"):
+        raise ListsFileError(path, "file", "-", f"unknown format {suffix!r}: a lists file is .parquet, .pq or .csv")
+    if not path.is_file():
+        raise ListsFileError(path, "file", "-", "no such file")
+    try:
+        columns = list(pl.read_parquet_schema(path)) if suffix != ".csv" else pl.read_csv(path, n_rows=0).columns
+    except Exception as exc:  # noqa: BLE001 - any reader fault is the file's; say which
+        raise ListsFileError(path, "file", "-", f"not readable as {suffix[1:]}: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in COLUMNS if c not in columns]
+    if missing:
+        raise ListsFileError(
+            path, "header", missing[0], f"column missing; the file has {columns}, needs {list(COLUMNS)} [+ score]"
+        )
 
 
 def _read(path: Path) -> tuple[pl.DataFrame, bool]:

@@ -202,15 +202,15 @@ class MlflowArm(ArmBase):
         return arm
 
 
-def resolve_uri(uri: str) -> dict[str, Any]:
+def resolve_uri(uri: str, tracking_uri: str | None = None) -> dict[str, Any]:
     """What a model URI points at: for `models:/name/version|stage` and `models:/name@alias`
     the registered name, the version number, its run and a URI pinned to that version; for
-    `runs:/id/path` the run id."""
+    `runs:/id/path` the run id.  `tracking_uri`: the store to ask (default: MLflow's own)."""
     import mlflow
 
     models = _MODELS_URI.match(uri)
     if models:
-        client = mlflow.MlflowClient()
+        client = mlflow.MlflowClient(tracking_uri)
         name = models["name"]
         if models["alias"]:
             version = client.get_model_version_by_alias(name, models["alias"])

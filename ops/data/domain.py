@@ -110,6 +110,38 @@ def find_file(folder: Path, stem: str, required: bool = True) -> Path | None:
     return None
 
 
+def check_files_folder(folder: Path | str) -> None:
+    """What `load_files` needs, checked without reading the rows: the folder, `dataset.json`
+    when there is one, the items and interactions files and the columns of their headers
+    (and of a users file); DataFileError on the first fault."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise DataFileError(folder, None, None, "not a folder (SIMAB_FILES_PATH)")
+    description = read_description(folder)
+    signal = "liked" if description.feedback == "implicit" else "rating"
+    wanted = {"items": ("item_id", "title"), "interactions": ("user_id", "item_id", signal, "timestamp"), "users": ()}
+    for stem, columns in wanted.items():
+        path = find_file(folder, stem, required=stem != "users")
+        if path is None:
+            continue
+        header = table_header(path)
+        missing = [c for c in columns if c not in header]
+        if missing:
+            unit = "row" if path.suffix == ".parquet" else "line"
+            raise DataFileError(path, 1, missing[0], f"missing column; the file has {header}", unit)
+
+
+def table_header(path: Path) -> list[str]:
+    """The column names of a CSV or Parquet file, reading no row; DataFileError when it
+    cannot be read."""
+    try:
+        if path.suffix == ".parquet":
+            return list(pl.read_parquet_schema(path))
+        return pl.read_csv(path, n_rows=0, infer_schema=False).columns
+    except Exception as exc:  # noqa: BLE001 - any reader fault is the file's; say which
+        raise DataFileError(path, None, None, f"not readable: {str(exc).splitlines()[0]}") from None
+
+
 def read_table(path: Path) -> _Table:
     if path.suffix == ".parquet":
         frame = pl.read_parquet(path)

@@ -153,6 +153,17 @@ _BOMS = (  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
+def find_tables(folder: Path | str) -> tuple[Dataset, dict[str, Path]]:
+    """The format of a local MovieLens folder and its users, movies and ratings files, from
+    their first lines (nothing else is read); MovieLensFormatError naming what is wrong."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise MovieLensFormatError(
+            folder, "folder does not exist (point the local source at the unzipped MovieLens folder)"
+        )
+    return _find_tables(folder)
+
+
 def _find_tables(folder: Path) -> tuple[Dataset, dict[str, Path]]:
     """Sniff every file of `folder` and pick the format whose three tables are all present."""
     kinds = {

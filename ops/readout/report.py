@@ -112,6 +112,7 @@ def report_summary(
     rating=None,
     warnings: list[str] | None = None,
     primary: str = "ctr",
+    not_measured: dict[str, str] | None = None,
 ) -> dict:
     """The few figures a person reads first, as plain data (the console's closing summary,
     the report's first section, Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20,
@@ -121,7 +122,8 @@ def report_summary(
     arm-against-arm counts; the trust figures — taste F1 per ratio (the papers' per-item
     protocol where it ran, else the sandbox one; `taste` a TasteDiscrimination) and the
     brain's rating RMSE beside the best offline arm's (`rating` a RatingAlignment); and the
-    `warnings` of the checks that warned."""
+    `warnings` of the checks that warned; `not_measured`: the trust protocols that could
+    not be measured, each with its reason and estimate in a few words."""
 
     def cells(frame: pl.DataFrame, key: str) -> dict:
         return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
@@ -143,7 +145,7 @@ def report_summary(
     return {
         "control": readout.control,
         "verdict": _winner(readout, primary),
-        "trust": _trust_figures(taste, rating),
+        "trust": {**_trust_figures(taste, rating), **({"not_measured": not_measured} if not_measured else {})},
         "warnings": list(warnings or []),
         "arms": arms,
         "fidelity": {
@@ -240,6 +242,8 @@ def verdict_lines(headline: dict) -> list[str]:
             else ""
         )
         parts.append(f"rating RMSE {t['rmse']:.3f}{best}")
+    if t.get("not_measured"):
+        parts.append("not measured: " + "; ".join(f"{k} ({why})" for k, why in t["not_measured"].items()))
     lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
     lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]
     return lines

@@ -341,12 +341,16 @@ class _PromptMeter:
 
 
 def _ceiling_calls(agent: AgentSession, config: SimulationConfig, reflect_every: int = 0) -> int:
-    """The most brain calls one session can take: steps until the budget is spent on the
-    cheapest costing action at the highest interest, capped by max_steps, a reflection every
-    `reflect_every` of those steps, and the interview."""
+    return ceiling_session_calls(activity_tier_of(agent, None), config, reflect_every)
+
+
+def ceiling_session_calls(activity_tier: str, config: SimulationConfig, reflect_every: int = 0) -> int:
+    """The most brain calls one session of an agent of `activity_tier` can take: steps until
+    the budget is spent on the cheapest costing action at the highest interest, capped by
+    max_steps, a reflection every `reflect_every` of those steps, and the interview."""
     fatigue = config.fatigue
     cheapest = min(fatigue_cost(a, fatigue.interest_max, fatigue) for a in fatigue.base_costs if a != EXIT)
-    budget = session_budget(activity_tier_of(agent, None), fatigue, config.visits)
+    budget = session_budget(activity_tier, fatigue, config.visits)
     steps = config.max_steps if cheapest <= 0 else min(config.max_steps, math.ceil(budget / cheapest))
     reflections = (steps - 1) // reflect_every if reflect_every else 0
     return steps + reflections + 1

@@ -27,7 +27,7 @@ def taste_figure(summary: pl.DataFrame, per_item: pl.DataFrame | None = None, ho
         lo = np.array([_nan(rows[r]["ci_low"]) for r in ratios])
         hi = np.array([_nan(rows[r]["ci_high"]) for r in ratios])
         label = "simab, sandbox" if per_item is not None else "simab"
-        ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], fmt="o", capsize=4, label=label)
+        ax.errorbar(x, mean, yerr=_spans(mean, lo, hi), fmt="o", capsize=4, label=label)
         for shift, frame, fmt, name in ((0.15, per_item, "D", "per item"), (0.3, holdout, "v", "papers' hold-out")):
             if frame is None:
                 continue
@@ -35,7 +35,7 @@ def taste_figure(summary: pl.DataFrame, per_item: pl.DataFrame | None = None, ho
             m2 = np.array([_nan(other[r]["mean"]) if r in other else np.nan for r in ratios])
             l2 = np.array([_nan(other[r]["ci_low"]) if r in other else np.nan for r in ratios])
             h2 = np.array([_nan(other[r]["ci_high"]) if r in other else np.nan for r in ratios])
-            ax.errorbar(x + shift, m2, yerr=[m2 - l2, h2 - m2], fmt=fmt, capsize=4, label=f"simab, {name}")
+            ax.errorbar(x + shift, m2, yerr=_spans(m2, l2, h2), fmt=fmt, capsize=4, label=f"simab, {name}")
         for paper, values, marker in (("SimUSER", SIMUSER_TABLE1, "s"), ("Agent4Rec", AGENT4REC_TABLE1, "^")):
             ys = [values[r][_METRIC_INDEX[metric]] if r in values else np.nan for r in ratios]
             ax.plot(x, ys, marker, linestyle="none", alpha=0.7, label=paper)
@@ -117,7 +117,7 @@ def list_quality_figure(readout_arms: pl.DataFrame, order: list[str]):
         mean = np.array([_nan(rows.get(r, {}).get("mean")) for r in order])
         lo = np.array([_nan(rows.get(r, {}).get("ci_low")) for r in order])
         hi = np.array([_nan(rows.get(r, {}).get("ci_high")) for r in order])
-        ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], fmt="o-", capsize=4)
+        ax.errorbar(x, mean, yerr=_spans(mean, lo, hi), fmt="o-", capsize=4)
         ax.set_xticks(x, order)
         ax.set_title(f"{label} by positive:negative ratio", fontsize=9)
     fig.suptitle("List quality (95 % CI over agents; cf. A/B Agent Fig. 5)", fontsize=9)
@@ -149,3 +149,9 @@ def _nan(value) -> float:
 
 def _fmt(value) -> str:
     return "n/a" if value is None else f"{value:.2f}"
+
+
+def _spans(mean: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The error bars below and above each mean: an interval that collapses on its mean
+    (every agent alike) can put a bound a rounding error past it, which matplotlib refuses."""
+    return np.clip(np.array([mean - lo, hi - mean], dtype=float), 0, None)

@@ -9,6 +9,7 @@ against the offline metric with both intervals clear of 0 ("disagree").
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,12 +66,21 @@ def trust_section(
     plots: dict[str, Path] | None = None,
     folder: Path | None = None,
     calibration=None,
+    not_measured: Mapping[str, Mapping] | None = None,
 ) -> list[str]:
     """The report's "How far to trust the agents" lines (Markdown).  Each argument is a
     protocol's result (None: not run): `taste` TasteDiscrimination, `rating`
     RatingAlignment, `social` the social-traits table, `list_quality` ListQuality,
-    `calibration` the embedded brain's ListResponse; `plots` maps a protocol to its figure."""
+    `calibration` the embedded brain's ListResponse; `plots` maps a protocol to its figure;
+    `not_measured` maps "taste", "rating", "list_quality" to the record a protocol stored
+    when it could not be measured (its reason and estimate are said in its place)."""
     plots = plots or {}
+    not_measured = not_measured or {}
+
+    def not_run(name: str, default: str = "Not run.") -> list[str]:
+        record = not_measured.get(name)
+        return [not_measured_text(record) if record else default, ""]
+
     lines = ["## How far to trust the agents", ""]
     lines += [
         f"The papers' alignment protocols on the held-out test window{f' for the {brain} brain' if brain else ''} "
@@ -115,7 +125,7 @@ def trust_section(
         lines += [_md(taste.table()), "", "The papers, MovieLens (accuracy / precision / recall / F1):", ""]
         lines += [_md(_paper_taste()), "", f"Protocol difference: {papers.TASTE_DIFFERENCE}", ""] + figure("taste")
     else:
-        lines += ["Not run.", ""]
+        lines += not_run("taste")
 
     lines += ["### Rating prediction (SimUSER Table 2) and rating distribution (Agent4Rec Fig. 3)", ""]
     if rating is not None:
@@ -152,7 +162,7 @@ def trust_section(
             "",
         ] + figure("rating")
     else:
-        lines += ["Not run.", ""]
+        lines += not_run("rating")
 
     lines += ["### Social traits (Agent4Rec Fig. 4, A/B Agent Fig. 6)", ""]
     if social is not None and social.height:
@@ -185,7 +195,7 @@ def trust_section(
         lines += [f"With the ratio (means increasing and 1:1 above 1:9 with an interval clear of 0): {rising}.", ""]
         lines += [f"Protocol difference: {papers.LIST_QUALITY_DIFFERENCE}", ""] + figure("list_quality")
     else:
-        lines += ["Not run.", ""]
+        lines += not_run("list_quality")
 
     if calibration is not None:
         lines += [
@@ -197,6 +207,23 @@ def trust_section(
             "",
         ] + figure("calibration")
     return lines
+
+
+def not_measured_text(record: Mapping) -> str:
+    """A protocol's not-measured record (`{"not_measured": reason, "why", "estimate"}`) as
+    the report's sentence."""
+    estimate = record.get("estimate")
+    return f"**Not measured**: {record['not_measured']}" + (f"; {estimate}" if estimate else "") + "."
+
+
+def not_measured_summary(**records) -> dict[str, str]:
+    """protocol name -> its reason in a few words and its estimate, for the protocols whose
+    result is a not-measured record (the verdict's line on trust)."""
+    return {
+        name.replace("_", " "): "; ".join(p for p in (r.get("why") or r["not_measured"], r.get("estimate")) if p)
+        for name, r in records.items()
+        if isinstance(r, Mapping) and "not_measured" in r
+    }
 
 
 def _paper_taste() -> pl.DataFrame:

@@ -336,3 +336,30 @@ def test_divergence_guard_stops_an_arm_stuck_near_half_after_the_configured_epoc
     )
     off = config.model_copy(update={"divergence": config.divergence.model_copy(update={"enabled": False})})
     assert len(train_arm(off, noise, valid, users, build_mm_ml_1m(movies)).history) >= 2
+
+
+def test_on_implicit_feedback_early_stopping_judges_interactions_without_being_told(data):
+    """A liked / not-liked log whose 'liked' flag is noise but whose interactions follow the
+    planted tastes: judged on the rated pairs alone (recommended or not) the arm looks stuck
+    at 0.5 and the guard stops it; the domain's own default adds unrated validation pairs, so
+    the same arm is judged on what it learns (reviewed or not) and trains."""
+    from ops.arms.recommenders import ArmDivergedError, implicit_settings
+    from ops.data.domain import IMPLICIT_LIKED, IMPLICIT_NOT_LIKED, feedback_of
+
+    users, movies, split = data
+    rng = np.random.default_rng(3)
+
+    def implicit(frame: pl.DataFrame) -> pl.DataFrame:
+        liked = rng.random(frame.height) < 0.88
+        return frame.with_columns(pl.Series("rating", np.where(liked, IMPLICIT_LIKED, IMPLICIT_NOT_LIKED)))
+
+    train, valid = implicit(split.train.head(4000)), implicit(split.valid.head(1200))
+    assert feedback_of(train) == "implicit" and feedback_of(split.train) == "explicit"
+    config = arm_config("fm", **{**FAST, "max_epochs": 3})
+    assert implicit_settings(config, train) == {"validation_negatives": 1.0}
+    assert implicit_settings(config, split.train) == {"validation_negatives": 0.0}
+    trained = train_arm(config, train, valid, users, build_mm_ml_1m(movies))
+    assert max(h["val_auc"] for h in trained.history) > 0.6
+    rated_only = config.model_copy(update={"validation_negatives": 0.0})
+    with pytest.raises(ArmDivergedError, match="best validation AUC"):
+        train_arm(rated_only, train, valid, users, build_mm_ml_1m(movies))

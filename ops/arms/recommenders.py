@@ -33,6 +33,7 @@ from ops.arms.base import FitData, _top_of_block, excluded_cells
 from ops.arms.features import FeatureConfig, FeatureEncoder, FeatureSet, fit_encoder
 from ops.arms.metrics import auc, log_loss, relevant_items
 from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold
+from ops.data.domain import feedback_of
 from ops.schema import TOP_K
 
 ModelName = Literal["random", "pop", "fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn"]
@@ -146,7 +147,9 @@ class ArmConfig(BaseModel):
     # the papers) keeps the rated pairs alone.  Implicit feedback needs it: on Steam,
     # "recommended or not, among reviewed games" is nearly unpredictable (FM's validation AUC
     # 0.50 after 2 epochs, stopped by the guard) while the arms learn "reviewed or not".
-    validation_negatives: float = Field(0.0, ge=0)
+    # None (the default): 1 where the train window is implicit feedback
+    # (`ops.data.domain.feedback_of`), 0 otherwise: the domain says, no setting needed.
+    validation_negatives: float | None = Field(None, ge=0)
     # Pop: rank by number of train interactions (Steck 2011) or by train positives.
     popularity_of: Literal["interactions", "positives"] = "interactions"
     divergence: DivergenceGuard = Field(default_factory=DivergenceGuard)
@@ -474,10 +477,11 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
     y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
     valid_labels = (valid["rating"].to_numpy() >= config.positive_threshold).astype(np.float64)
     valid_users, valid_items = valid["user_id"].to_numpy(), valid["movie_id"].to_numpy()
-    if config.validation_negatives > 0 and valid.height:
+    validation_negatives = implicit_settings(config, train)["validation_negatives"]
+    if validation_negatives > 0 and valid.height:
         seen = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")])
         neg_u, neg_m = _unrated_pairs(
-            valid, catalogue, config.validation_negatives, np.random.default_rng(config.seed + 1), _rated_keys(seen)
+            valid, catalogue, validation_negatives, np.random.default_rng(config.seed + 1), _rated_keys(seen)
         )
         valid_users = np.concatenate([valid_users, neg_u])
         valid_items = np.concatenate([valid_items, neg_m])
@@ -565,6 +569,14 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
     return TrainedArm(
         config=config, encoder=encoder, model=model, history=history, best_epoch=best_epoch, train_rows=train.height
     )
+
+
+def implicit_settings(config: ArmConfig, train: pl.DataFrame) -> dict[str, float]:
+    """The settings that follow the feedback kind, resolved for this train window: what the
+    arm's configuration leaves to the domain (None) is taken from `feedback_of(train)`."""
+    implicit = feedback_of(train) == "implicit"
+    negatives = config.validation_negatives
+    return {"validation_negatives": (1.0 if implicit else 0.0) if negatives is None else float(negatives)}
 
 
 def _check_divergence(config: ArmConfig, epoch: int, metrics: dict[str, float], best_val_auc: float) -> None:

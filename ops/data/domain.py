@@ -32,6 +32,7 @@ Feedback = Literal["explicit", "implicit"]
 # "disliked" (rating < 3) mean exactly the positive and the negative signal.
 IMPLICIT_LIKED, IMPLICIT_NOT_LIKED = 5, 1
 
+
 def feedback_of(ratings: pl.DataFrame) -> Feedback:
     """The feedback a ratings table (RATINGS) carries, as the later stages can tell it:
     "implicit" where every rating is IMPLICIT_LIKED or IMPLICIT_NOT_LIKED — what the implicit

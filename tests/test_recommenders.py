@@ -356,9 +356,12 @@ def test_on_implicit_feedback_early_stopping_judges_interactions_without_being_t
     train, valid = implicit(split.train.head(4000)), implicit(split.valid.head(1200))
     assert feedback_of(train) == "implicit" and feedback_of(split.train) == "explicit"
     config = arm_config("fm", **{**FAST, "max_epochs": 3})
-    assert implicit_settings(config, train) == {"validation_negatives": 1.0}
-    assert implicit_settings(config, split.train) == {"validation_negatives": 0.0}
-    trained = train_arm(config, train, valid, users, build_mm_ml_1m(movies))
+    assert implicit_settings(config, valid) == {"validation_negatives": 1.0}
+    assert implicit_settings(config, split.valid) == {"validation_negatives": 0.0}
+    # A refit on augmented data (the agents' clicks rated 4 beside the 1/5 log) is still implicit.
+    augmented = pl.concat([train, split.train.tail(500).with_columns(pl.lit(4, dtype=pl.Int64).alias("rating"))])
+    assert feedback_of(augmented) == "explicit"
+    trained = train_arm(config, augmented, valid, users, build_mm_ml_1m(movies))
     assert max(h["val_auc"] for h in trained.history) > 0.6
     rated_only = config.model_copy(update={"validation_negatives": 0.0})
     with pytest.raises(ArmDivergedError, match="best validation AUC"):

@@ -147,7 +147,7 @@ class ArmConfig(BaseModel):
     # the papers) keeps the rated pairs alone.  Implicit feedback needs it: on Steam,
     # "recommended or not, among reviewed games" is nearly unpredictable (FM's validation AUC
     # 0.50 after 2 epochs, stopped by the guard) while the arms learn "reviewed or not".
-    # None (the default): 1 where the train window is implicit feedback
+    # None (the default): 1 where the validation window is implicit feedback
     # (`ops.data.domain.feedback_of`), 0 otherwise: the domain says, no setting needed.
     validation_negatives: float | None = Field(None, ge=0)
     # Pop: rank by number of train interactions (Steck 2011) or by train positives.
@@ -477,7 +477,7 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
     y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
     valid_labels = (valid["rating"].to_numpy() >= config.positive_threshold).astype(np.float64)
     valid_users, valid_items = valid["user_id"].to_numpy(), valid["movie_id"].to_numpy()
-    validation_negatives = implicit_settings(config, train)["validation_negatives"]
+    validation_negatives = implicit_settings(config, valid)["validation_negatives"]
     if validation_negatives > 0 and valid.height:
         seen = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")])
         neg_u, neg_m = _unrated_pairs(
@@ -571,10 +571,11 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
     )
 
 
-def implicit_settings(config: ArmConfig, train: pl.DataFrame) -> dict[str, float]:
-    """The settings that follow the feedback kind, resolved for this train window: what the
-    arm's configuration leaves to the domain (None) is taken from `feedback_of(train)`."""
-    implicit = feedback_of(train) == "implicit"
+def implicit_settings(config: ArmConfig, valid: pl.DataFrame) -> dict[str, float]:
+    """The settings that follow the feedback kind: what the arm's configuration leaves to the
+    domain (None) is taken from `feedback_of(valid)` — the validation window, which no
+    augmentation touches (a refit's train window holds the agents' clicks, rated 4)."""
+    implicit = feedback_of(valid) == "implicit"
     negatives = config.validation_negatives
     return {"validation_negatives": (1.0 if implicit else 0.0) if negatives is None else float(negatives)}
 

@@ -366,3 +366,37 @@ def test_on_implicit_feedback_early_stopping_judges_interactions_without_being_t
     rated_only = config.model_copy(update={"validation_negatives": 0.0})
     with pytest.raises(ArmDivergedError, match="best validation AUC"):
         train_arm(rated_only, train, valid, users, build_mm_ml_1m(movies))
+
+
+def test_a_log_loss_past_the_limit_after_sane_epochs_ends_training_with_the_best_epoch_kept(data):
+    """Over-fitting, not divergence: once a kept epoch passed the guard, a validation log loss
+    that climbs past the limit ends training there (as early stopping would), the best epoch
+    restored; the same limit before any sane epoch still stops the arm."""
+    from ops.arms.recommenders import ArmDivergedError
+
+    users, movies, split = data
+    catalogue = build_mm_ml_1m(movies)
+    # A step 3 times FAST's: the validation log loss climbs from epoch 1 while the AUC holds.
+    config = arm_config("fm", batch_size=256, learning_rate=0.03, max_epochs=5, patience=5)
+    free = train_arm(
+        config.model_copy(update={"divergence": config.divergence.model_copy(update={"enabled": False})}),
+        split.train,
+        split.valid,
+        users,
+        catalogue,
+    )
+    losses = [h["val_log_loss"] for h in free.history]
+    assert losses[-1] > losses[0] and free.history[0]["val_auc"] >= 0.55  # it over-fits after a sane start
+    limit = (losses[0] + max(losses)) / 2  # between the first epoch's and the worst
+    trips = next(i for i, v in enumerate(losses) if v > limit) + 1
+    guarded = config.model_copy(
+        update={"divergence": config.divergence.model_copy(update={"max_log_loss": limit, "auc_epochs": 1})}
+    )
+    stopped = train_arm(guarded, split.train, split.valid, users, catalogue)
+    assert len(stopped.history) == trips and stopped.best_epoch < trips
+    same = ("epoch", "train_loss", "val_auc", "val_log_loss")  # the same training up to the stop
+    assert [{k: h[k] for k in same} for h in stopped.history] == [{k: h[k] for k in same} for h in free.history[:trips]]
+    # Past the limit at epoch 1, with nothing sane before: the arm is stopped.
+    strict = guarded.model_copy(update={"divergence": guarded.divergence.model_copy(update={"max_log_loss": 1e-3})})
+    with pytest.raises(ArmDivergedError, match="diverged at epoch 1"):
+        train_arm(strict, split.train, split.valid, users, catalogue)

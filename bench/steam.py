@@ -67,7 +67,7 @@ def main() -> int:
     args = parser.parse_args()
     home = args.home.resolve()
     if args.table2_only:
-        print(table2_from_assets(home, args.arms.split(",")))
+        print(table2_from_assets(home, arm_names(args.arms)))
         return 0
     if not args.print_only:
         if not (args.data / "interactions.csv").is_file():
@@ -93,8 +93,13 @@ def main() -> int:
         code = subprocess.call(command, cwd=ROOT, env=env)
         if code:
             return code
-    print(tables(home, args.arms.split(",")))
+    print(tables(home, arm_names(args.arms)))
     return 0
+
+
+def arm_names(arms: str) -> list[str]:
+    """The arms' names in an --arms value: `als=lists:FILE` is the arm "als"."""
+    return [spec.split("=", 1)[0].strip() for spec in arms.split(",") if spec.strip()]
 
 
 def _offline(assets: Path, arms: list[str]):

@@ -71,7 +71,7 @@ class EmbeddedBrainAssetConfig(Config):
     )
 
 
-@asset(group_name=GROUP, code_version="2", compute_kind="scikit-learn")
+@asset(group_name=GROUP, code_version="3", compute_kind="scikit-learn")
 def embedded_brain(
     context: AssetExecutionContext,
     config: EmbeddedBrainAssetConfig,
@@ -92,18 +92,17 @@ def embedded_brain(
     skipped = ""
     if config.calibrate_list_response:
         from ops.simulation.catalogue import Catalogue
-        from ops.studies.alignment.calibration import CalibrationConfig, TooFewAgents, calibrate_list_response
+        from ops.studies.alignment.calibration import CalibrationConfig, calibrate_if_possible
 
         started = time.perf_counter()
         calibration = CalibrationConfig(n_agents=config.calibration_agents, seed=config.seed)
-        try:
-            model = calibrate_list_response(
-                model, agents.sessions(), train_ratings, valid_ratings, Catalogue.from_frame(mm_ml_1m), calibration
-            )
-            model.timings_s["calibration"] = time.perf_counter() - started
-        except TooFewAgents as exc:
-            # A tiny data set: the brain stays as fitted, and says so, rather than stopping the lifecycle.
-            skipped = f"{exc}; the click decision is left uncalibrated"
+        model = calibrate_if_possible(
+            model, agents.sessions(), train_ratings, valid_ratings, Catalogue.from_frame(mm_ml_1m), calibration
+        )
+        model.timings_s["calibration"] = time.perf_counter() - started
+        # A tiny data set: the brain stays as fitted and says so (the verdict warns too).
+        skipped = model.params.list_response_skipped or ""
+        if skipped:
             context.log.warning(skipped)
     params = model.params
     holdout = {
@@ -121,6 +120,8 @@ def embedded_brain(
             "list_response_after": response.elasticity_after,
             "click_scale": params.click_scale,
             "click_shift": params.click_shift,
+            "list_response_agents": response.agents,
+            "list_response_list_length": response.list_length,
         }
     )
     # The click model's collaborative ablation (issue 22, item 2): each variant's held-out AUC.

@@ -366,13 +366,15 @@ def list_quality_alignment(
 ):
     """Sandbox sessions on lists of rising quality, 1:9, 1:4, 1:1 (A/B Agent Fig. 5)."""
     from ops.simulation.runner import SimulationConfig
-    from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
-    from ops.studies.alignment.lists import mixed_lists, ratio_name
+    from ops.studies.alignment.list_quality import list_quality, simulate_lists
+    from ops.studies.alignment.lists import LADDERS, Ladder, choose_ladder, mixed_lists
     from ops.studies.alignment.plots import list_quality_figure
 
     liked = test_ratings.filter(pl.col("rating") >= embedded_brain.config.like_threshold)
-    # Full lists of 20 at every ratio: 10 liked held-out items at 1:1 (ops.studies.alignment.lists).
-    need = max(20 // (m + 1) for m in QUALITY_RATIOS)
+    # Full lists at every ratio: the papers' 20 (10 liked held-out items at 1:1) where enough
+    # agents hold them, shorter lists where users like few items (ops.studies.alignment.lists).
+    ladder = choose_ladder(liked, agents.profiles) or Ladder(*LADDERS[0], 0)
+    need = ladder.need
     try:
         brain, catalogue, users = _setup(
             context,
@@ -395,8 +397,8 @@ def list_quality_alignment(
         liked,
         known,
         mm_ml_1m.get_column("movie_id").to_numpy(),
-        QUALITY_RATIOS,
-        20,
+        ladder.ratios,
+        ladder.list_length,
         config.seed,
         users,
         stream="quality",
@@ -436,7 +438,7 @@ def list_quality_alignment(
         mlflow_tracking.log_table(result.readout.arms, "list_quality")
         mlflow_tracking.log_table(result.elasticity, "list_quality_elasticity")
         mlflow_tracking.log_figure(
-            list_quality_figure(result.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]),
+            list_quality_figure(result.readout.arms, result.ratios),
             "plots/alignment_list_quality.png",
         )
         _log_usage(mlflow_tracking, brain)
@@ -445,6 +447,7 @@ def list_quality_alignment(
         metadata={
             "brain": brain.name,
             "agents": len(users),
+            "lists": f"{ladder.list_length} items at " + ", ".join(result.ratios),
             "rises": str(result.rises),
             "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False)),
         },

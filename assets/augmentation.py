@@ -39,7 +39,7 @@ class AugmentationAssetConfig(Config):
     )
     max_epochs: int = Field(default=0, description="≤ 20 in Appendix B; 0 = default ($SIMAB_MAX_EPOCHS)")
     validation_negatives: float = Field(
-        default=0.0, ge=0, description="as recommender_arm's ($SIMAB_VALIDATION_NEGATIVES; implicit feedback: 1)"
+        default=0.0, ge=0, description="as recommender_arm's ($SIMAB_VALIDATION_NEGATIVES; 0: the domain's default)"
     )
     seed: int = Field(default=1024, description="torch / sampling seed, the same for original and augmented models")
     seeds: int = Field(

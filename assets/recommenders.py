@@ -29,7 +29,7 @@ class ArmTrainingConfig(Config):
     validation_negatives: float = Field(
         default=0.0,
         ge=0,
-        description="unrated pairs per validation row added as negatives for early stopping (0: rated pairs only; implicit feedback: 1, $SIMAB_VALIDATION_NEGATIVES)",
+        description="unrated pairs per validation row added as negatives for early stopping (0: the domain's default, 1 for implicit feedback and none for ratings; $SIMAB_VALIDATION_NEGATIVES)",
     )
     divergence_guard: bool = Field(
         default=True,

@@ -114,6 +114,7 @@ def simab_report(
     rating_alignment,
     social_traits_alignment: pl.DataFrame,
     list_quality_alignment,
+    embedded_brain,
     mlflow_tracking: MlflowTracking,
     llm: LLMResource,
 ):
@@ -176,6 +177,8 @@ def simab_report(
     warned = fidelity_warning(fid, pairs, config.tau_floor) if fid.height else None
     # The same figures open the report and close the console's output (verdict_lines).
     warnings = [warned.description] if warned is not None and not warned.passed else []
+    from ops.studies.alignment.calibration import list_response_status
+
     headline = report_summary(
         ab_readout,
         intervals,
@@ -186,6 +189,7 @@ def simab_report(
         warnings,
         config.primary_metric,
         unmeasured,
+        list_response_status(embedded_brain.params),
     )
     text = report_markdown(
         ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust, headline
@@ -254,8 +258,6 @@ def simab_report(
 def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) -> list[str]:
     """ "How far to trust the agents": the alignment results and their figures under `folder`/plots."""
     from ops.figures import save_figure
-    from ops.studies.alignment.list_quality import QUALITY_RATIOS
-    from ops.studies.alignment.lists import ratio_name
     from ops.studies.alignment.plots import (
         calibration_figure,
         list_quality_figure,
@@ -280,7 +282,7 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
         )
     if list_quality is not None:
         figures["list_quality"] = save_figure(
-            list_quality_figure(list_quality.readout.arms, [ratio_name(m) for m in QUALITY_RATIOS]),
+            list_quality_figure(list_quality.readout.arms, list_quality.ratios),
             plots / "alignment_list_quality.png",
         )
     if social is not None and social.height:

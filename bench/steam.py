@@ -16,6 +16,13 @@ embedded brain's eye on the sandbox's pages answers (per item protocol, test win
 
     .venv/bin/python bench/steam.py --agents 300            # about 10-15 min on 2 cores
     .venv/bin/python bench/steam.py --agents 300 --print-only   # the tables of a finished run
+    # an outside model's lists (bench/als_lists.py) and the Agent4Rec plug-in's arms beside them
+    .venv/bin/python bench/als_lists.py --out /tmp/als-steam.parquet
+    .venv/bin/python bench/steam.py --plugin --arms random,pop,fm,deepfm,mf,lightgcn,als=lists:/tmp/als-steam.parquet
+
+Besides Table 2 it prints the verdict's first lines (the list-response calibration is in the
+trust line: the yardstick's lists and the elasticity before and after) and the list-quality
+protocol's table on the test window (CTR, CVR and AR by ratio, poorest lists first).
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fakes.arm_packages import PLUGIN_SOURCE, install_agent4rec_plugin  # noqa: E402
 from fakes.shared_data import SHARED_DATA  # noqa: E402
 
 # Taste discrimination on Steam, F1 at 1:1 and 1:9, as the papers report them (issue 23 quotes them).
@@ -45,6 +54,11 @@ def main() -> int:
     parser.add_argument("--home", type=Path, default=ROOT / "data" / "steam")
     parser.add_argument("--print-only", action="store_true", help="print the tables of the run in --home")
     parser.add_argument(
+        "--plugin",
+        action="store_true",
+        help="make the Agent4Rec plug-in's arms (mf, multvae, lightgcn) importable in the run, as the tests install it",
+    )
+    parser.add_argument(
         "--table2-only",
         action="store_true",
         help="Table 2, tau and the pairs from the arms' stored assets in --home, without the report "
@@ -53,7 +67,7 @@ def main() -> int:
     args = parser.parse_args()
     home = args.home.resolve()
     if args.table2_only:
-        print(table2_from_assets(home, args.arms.split(",")))
+        print(table2_from_assets(home, arm_names(args.arms)))
         return 0
     if not args.print_only:
         if not (args.data / "interactions.csv").is_file():
@@ -67,20 +81,25 @@ def main() -> int:
             "SIMAB_STEAM_MIN_INTERACTIONS": str(args.min_interactions),
             "SIMAB_AGENTS": str(args.agents),
             "SIMAB_CONTROL": "pop",
-            # Implicit feedback: early stopping on reviewed vs unreviewed, as the arms train
-            # (ops.arms.recommenders.ArmConfig.validation_negatives says why).
-            "SIMAB_VALIDATION_NEGATIVES": "1",
         }
         if args.epochs:
             env["SIMAB_MAX_EPOCHS"] = str(args.epochs)
+        if args.plugin:
+            site = install_agent4rec_plugin(Path(tempfile.mkdtemp()))
+            env["PYTHONPATH"] = os.pathsep.join([str(site), str(PLUGIN_SOURCE), str(ROOT)])
         resume = ["--resume"] if (home / "dagster_home").is_dir() else []
         command = [sys.executable, "-m", "pipelines.lifecycle", *resume, "--arms", args.arms]
         print(f"SIMAB_HOME={home} SIMAB_SOURCE=steam {' '.join(command[1:])}", flush=True)
         code = subprocess.call(command, cwd=ROOT, env=env)
         if code:
             return code
-    print(tables(home, args.arms.split(",")))
+    print(tables(home, arm_names(args.arms)))
     return 0
+
+
+def arm_names(arms: str) -> list[str]:
+    """The arms' names in an --arms value: `als=lists:FILE` is the arm "als"."""
+    return [spec.split("=", 1)[0].strip() for spec in arms.split(",") if spec.strip()]
 
 
 def _offline(assets: Path, arms: list[str]):
@@ -158,7 +177,9 @@ def tables(home: Path, arms: list[str]) -> str:
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) == 7 and cells[0] == "per item" and cells[1] in ("1:1", "1:9"):
             taste[cells[1]] = cells[6]
-    lines += ["", *verdict, "", "Arm against arm" + pairs.rstrip(), ""]
+    quality = report.split("### List quality", 1)[1].split("\n## ", 1)[0] if "### List quality" in report else ""
+    quality = "\n".join(line for line in quality.splitlines() if not line.startswith("!["))
+    lines += ["", *verdict, "", "Arm against arm" + pairs.rstrip(), "", "List quality" + quality.rstrip(), ""]
     lines += ["Taste discrimination F1 on Steam (1:1, 1:9)", "", "| who | 1:1 | 1:9 |", "| --- | --- | --- |"]
     lines.append(f"| simab, embedded brain (per item) | {taste.get('1:1', 'n/a')} | {taste.get('1:9', 'n/a')} |")
     lines += [f"| {paper} (reported) | {a:.3f} | {b:.3f} |" for paper, (a, b) in PAPERS.items()]

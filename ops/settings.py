@@ -175,7 +175,7 @@ class Settings(BaseModel):
     validation_negatives: float | None = setting(
         None,
         "SIMAB_VALIDATION_NEGATIVES",
-        "unrated pairs per validation row added as negatives for the CTR arms' early stopping (default 0; implicit feedback such as steam: 1)",
+        "unrated pairs per validation row added as negatives for the CTR arms' early stopping (default: 1 where the data is implicit feedback, e.g. steam, else 0)",
         ops=("recommender_arm.validation_negatives", "augmentation_metrics.validation_negatives"),
         ge=0,
     )

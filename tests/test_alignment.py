@@ -14,7 +14,7 @@ from ops.agents.session import AgentSession
 from ops.simulation.catalogue import Catalogue, MovieInfo
 from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, Decision
 from ops.studies.alignment.list_quality import list_quality, simulate_lists
-from ops.studies.alignment.lists import mixed_lists
+from ops.studies.alignment.lists import choose_ladder, mixed_lists
 from ops.studies.alignment.rating import brain_ratings, rating_alignment, rating_distribution
 from ops.studies.alignment.social import (
     real_behaviour,
@@ -269,6 +269,48 @@ def test_list_quality_rises_for_an_oracle_and_stays_flat_for_a_coin(world):
     flat = coin.elasticity.filter(pl.col("metric") == "ctr").row(0, named=True)
     assert flat["ci_low"] < 0 < flat["ci_high"] and abs(flat["elasticity"]) < 0.1
     assert not coin.rises["ctr"]
+
+
+def test_the_yardstick_keeps_the_papers_lists_where_users_like_enough_and_shortens_them_where_they_do_not():
+    def liked(counts):  # counts[u]: liked held-out items of user u
+        return pl.DataFrame(
+            [(u, 1000 * u + i) for u, n in enumerate(counts) for i in range(n)],
+            schema={"user_id": pl.Int64, "movie_id": pl.Int64},
+            orient="row",
+        )
+
+    # MovieLens-like: many users with 10+ liked items -> the papers' 20 items at 1:9, 1:4, 1:1.
+    rich = choose_ladder(liked([12] * 60 + [2] * 100), min_agents=50)
+    assert (rich.list_length, rich.ratios, rich.agents, rich.need) == (20, (9, 4, 1), 60, 10)
+    # Steam-like: nobody likes 10 and few like 5; 3 liked items fill lists of 6 at 1:5, 1:2, 1:1.
+    sparse = choose_ladder(liked([3] * 70 + [1] * 500 + [5] * 10), min_agents=50)
+    assert (sparse.list_length, sparse.ratios, sparse.agents, sparse.need) == (6, (5, 2, 1), 80, 3)
+    # Fewer than min_agents anywhere: the shape most users can fill; the longest among equals.
+    few = choose_ladder(liked([2] * 8 + [1] * 30), min_agents=50)
+    assert (few.list_length, few.ratios, few.agents) == (4, (3, 1), 8)
+    assert choose_ladder(liked([1] * 30), min_agents=50) is None
+    # Only the given users count.
+    assert choose_ladder(liked([12] * 60), users=range(5), min_agents=5).agents == 5
+
+
+def test_list_quality_on_a_short_yardstick_reads_against_its_poorest_lists(world):
+    lists = mixed_lists(
+        world.test.filter(pl.col("rating") >= 4),
+        world.known,
+        np.arange(1, N_MOVIES + 1),
+        (5, 2, 1),
+        6,
+        0,
+        world.users,
+        "short",
+        full_lists_only=True,
+    )
+    assert lists.group_by("ratio", "user_id").len().get_column("len").unique().to_list() == [6]
+    liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "movie_id").iter_rows()}
+    oracle = list_quality(simulate_lists(OracleBrain(liked), world.sessions, lists, world.catalogue), lists, world.test)
+    assert oracle.ratios == ["1:5", "1:2", "1:1"] and oracle.readout.control == "1:5"
+    assert oracle.shares["1:1"] == pytest.approx(0.5) and oracle.rises["ctr"] and oracle.rises["cvr"]
+    assert oracle.table().get_column("ratio").to_list() == ["1:5", "1:2", "1:1"]
 
 
 # -- social traits -------------------------------------------------------------------------------

@@ -16,7 +16,12 @@ import pytest
 from fakes.agents import HashTextEmbedder
 from fakes.openai_server import FakeOpenAI, answer, user_text
 from ops.simulation.observation import EXIT, NEXT_PAGE, WATCH_AND_RATE
-from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
+from ops.studies.alignment.calibration import (
+    CalibrationConfig,
+    calibrate_if_possible,
+    calibrate_list_response,
+    list_response_status,
+)
 from ops.studies.alignment.list_quality import list_quality, simulate_lists
 from ops.studies.alignment.lists import mixed_lists
 from ops.studies.alignment.rating import brain_ratings, rating_alignment
@@ -168,6 +173,45 @@ def test_the_calibration_reads_neither_the_test_window_nor_more_than_it_is_given
     negatives = lists.filter(~pl.col("relevant")).select("user_id", "movie_id")
     known = pl.concat([split.train, split.valid]).select("user_id", "movie_id")
     assert negatives.join(known, on=["user_id", "movie_id"], how="semi").is_empty()
+
+
+def test_on_a_sparse_validation_window_the_calibration_runs_on_shorter_lists_and_tries_uniform_negatives(tiny):
+    """No user likes 10 validation items (the papers' 1:1 list of 20 needs them): the
+    yardstick shortens to lists of 6 at 1:5, 1:2, 1:1 instead of leaving the click decision
+    uncalibrated, and the click model refitted on uniform negatives is tried beside the
+    fitted one, the kept one recorded in the record and in the configuration."""
+    split, agents = tiny["split"], tiny["agents"]
+    liked = split.valid.filter(pl.col("rating") >= 4)
+    # At most 3 liked validation items per user (the rest of the window as it was).
+    kept = liked.with_columns(pl.int_range(pl.len()).over("user_id").alias("i")).filter(pl.col("i") < 3).drop("i")
+    sparse = pl.concat([split.valid.filter(pl.col("rating") < 4), kept]).sort("timestamp", "user_id", "movie_id")
+    assert sparse.filter(pl.col("rating") >= 4).group_by("user_id").len().get_column("len").max() == 3
+    config = CalibrationConfig(n_agents=40, scales=(1.0, 4.0), min_agents=10, n_bootstrap=50, progress=False)
+    calibrated = calibrate_list_response(
+        tiny["model"], agents.sessions(), split.train, sparse, tiny["catalogue"], config
+    )
+    response = calibrated.params.list_response
+    assert (response.list_length, response.ratios) == (6, [5, 2, 1]) and response.agents >= 10
+    assert {g["popular_negative_share"] for g in response.grid} == {0.5, 0.0}
+    assert response.popular_negative_share in (0.5, 0.0)
+    assert calibrated.config.popular_negative_share == response.popular_negative_share
+    # Only the click model may change: the like and rating models are the fitted ones.
+    assert (
+        calibrated.params.like == tiny["model"].params.like and calibrated.params.rating == tiny["model"].params.rating
+    )
+    status = list_response_status(calibrated.params)
+    assert status["calibrated"] and status["list_length"] == 6
+
+
+def test_a_window_too_sparse_for_any_yardstick_leaves_the_brain_as_fitted_and_says_why(tiny):
+    split, agents = tiny["split"], tiny["agents"]
+    one_each = split.valid.filter(pl.col("rating") >= 4).unique("user_id", keep="first")
+    model = calibrate_if_possible(
+        tiny["model"], agents.sessions(), split.train, one_each, tiny["catalogue"], CalibrationConfig(progress=False)
+    )
+    assert model.params.list_response is None and model.params.click == tiny["model"].params.click
+    status = list_response_status(model.params)
+    assert not status["calibrated"] and "0 agents" in status["reason"] and "uncalibrated" in status["reason"]
 
 
 @pytest.mark.parametrize(

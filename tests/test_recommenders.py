@@ -336,3 +336,67 @@ def test_divergence_guard_stops_an_arm_stuck_near_half_after_the_configured_epoc
     )
     off = config.model_copy(update={"divergence": config.divergence.model_copy(update={"enabled": False})})
     assert len(train_arm(off, noise, valid, users, build_mm_ml_1m(movies)).history) >= 2
+
+
+def test_on_implicit_feedback_early_stopping_judges_interactions_without_being_told(data):
+    """A liked / not-liked log whose 'liked' flag is noise but whose interactions follow the
+    planted tastes: judged on the rated pairs alone (recommended or not) the arm looks stuck
+    at 0.5 and the guard stops it; the domain's own default adds unrated validation pairs, so
+    the same arm is judged on what it learns (reviewed or not) and trains."""
+    from ops.arms.recommenders import ArmDivergedError, implicit_settings
+    from ops.data.domain import IMPLICIT_LIKED, IMPLICIT_NOT_LIKED, feedback_of
+
+    users, movies, split = data
+    rng = np.random.default_rng(3)
+
+    def implicit(frame: pl.DataFrame) -> pl.DataFrame:
+        liked = rng.random(frame.height) < 0.88
+        return frame.with_columns(pl.Series("rating", np.where(liked, IMPLICIT_LIKED, IMPLICIT_NOT_LIKED)))
+
+    train, valid = implicit(split.train.head(4000)), implicit(split.valid.head(1200))
+    assert feedback_of(train) == "implicit" and feedback_of(split.train) == "explicit"
+    config = arm_config("fm", **{**FAST, "max_epochs": 3})
+    assert implicit_settings(config, valid) == {"validation_negatives": 1.0}
+    assert implicit_settings(config, split.valid) == {"validation_negatives": 0.0}
+    # A refit on augmented data (the agents' clicks rated 4 beside the 1/5 log) is still implicit.
+    augmented = pl.concat([train, split.train.tail(500).with_columns(pl.lit(4, dtype=pl.Int64).alias("rating"))])
+    assert feedback_of(augmented) == "explicit"
+    trained = train_arm(config, augmented, valid, users, build_mm_ml_1m(movies))
+    assert max(h["val_auc"] for h in trained.history) > 0.6
+    rated_only = config.model_copy(update={"validation_negatives": 0.0})
+    with pytest.raises(ArmDivergedError, match="best validation AUC"):
+        train_arm(rated_only, train, valid, users, build_mm_ml_1m(movies))
+
+
+def test_a_log_loss_past_the_limit_after_sane_epochs_ends_training_with_the_best_epoch_kept(data):
+    """Over-fitting, not divergence: once a kept epoch passed the guard, a validation log loss
+    that climbs past the limit ends training there (as early stopping would), the best epoch
+    restored; the same limit before any sane epoch still stops the arm."""
+    from ops.arms.recommenders import ArmDivergedError
+
+    users, movies, split = data
+    catalogue = build_mm_ml_1m(movies)
+    # A step 3 times FAST's: the validation log loss climbs from epoch 1 while the AUC holds.
+    config = arm_config("fm", batch_size=256, learning_rate=0.03, max_epochs=5, patience=5)
+    free = train_arm(
+        config.model_copy(update={"divergence": config.divergence.model_copy(update={"enabled": False})}),
+        split.train,
+        split.valid,
+        users,
+        catalogue,
+    )
+    losses = [h["val_log_loss"] for h in free.history]
+    assert losses[-1] > losses[0] and free.history[0]["val_auc"] >= 0.55  # it over-fits after a sane start
+    limit = (losses[0] + max(losses)) / 2  # between the first epoch's and the worst
+    trips = next(i for i, v in enumerate(losses) if v > limit) + 1
+    guarded = config.model_copy(
+        update={"divergence": config.divergence.model_copy(update={"max_log_loss": limit, "auc_epochs": 1})}
+    )
+    stopped = train_arm(guarded, split.train, split.valid, users, catalogue)
+    assert len(stopped.history) == trips and stopped.best_epoch < trips
+    same = ("epoch", "train_loss", "val_auc", "val_log_loss")  # the same training up to the stop
+    assert [{k: h[k] for k in same} for h in stopped.history] == [{k: h[k] for k in same} for h in free.history[:trips]]
+    # Past the limit at epoch 1, with nothing sane before: the arm is stopped.
+    strict = guarded.model_copy(update={"divergence": guarded.divergence.model_copy(update={"max_log_loss": 1e-3})})
+    with pytest.raises(ArmDivergedError, match="diverged at epoch 1"):
+        train_arm(strict, split.train, split.valid, users, catalogue)

@@ -84,3 +84,39 @@ def test_the_verdict_block_fills_the_first_screen_in_headless_chromium(report, t
         assert browser.find_element(By.XPATH, "//h2[text()='A detailed section']").rect["y"] > box["y"] + box["height"]
     finally:
         browser.quit()
+
+
+def test_a_click_decision_left_uncalibrated_is_said_in_the_verdict_and_a_calibrated_one_is_named(report):
+    readout = report["readout"]
+    fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [0.33], "same_best_arm": [True]})
+    summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "simulation tie": 0, "agreement": 1.0}
+    why = "list-response calibration: 0 agents have liked validation items and a memory; need >= 2"
+    blind = report_summary(
+        readout,
+        pl.DataFrame(),
+        fid,
+        summary,
+        warnings=["a fidelity warning"],
+        list_response={"calibrated": False, "reason": why},
+    )
+    said = verdict_lines(blind)
+    assert "click decision NOT calibrated to list quality" in said[2]
+    # The first warning, before the checks' own.
+    assert said[3].startswith("WARNING: the embedded brain's click decision is not calibrated") and why in said[3]
+    assert said[4] == "WARNING: a fidelity warning"
+
+    calibrated = {
+        "calibrated": True,
+        "agents": 245,
+        "list_length": 6,
+        "ratios": [5, 2, 1],
+        "real": 1.0,
+        "before": 0.327,
+        "after": 0.668,
+    }
+    seeing = verdict_lines(report_summary(readout, pl.DataFrame(), fid, summary, list_response=calibrated))
+    assert (
+        "click decision calibrated to list quality on 245 agents (lists of 6 at 1:5, 1:2, 1:1; "
+        "elasticity 0.33 -> 0.67, real 1.00)"
+    ) in seeing[2]
+    assert not any(line.startswith("WARNING") for line in seeing)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import logging
 import math
 import re
 import time
@@ -33,6 +34,7 @@ from ops.arms.base import FitData, _top_of_block, excluded_cells
 from ops.arms.features import FeatureConfig, FeatureEncoder, FeatureSet, fit_encoder
 from ops.arms.metrics import auc, log_loss, relevant_items
 from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold
+from ops.data.domain import feedback_of
 from ops.schema import TOP_K
 
 ModelName = Literal["random", "pop", "fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn"]
@@ -45,6 +47,7 @@ ALL_ARMS = ("random", "pop", *DEEPCTR_MODELS)
 VARIANT_ARMS = ("deepfm_data50", "deepfm_data75", "deepfm_user_id_only", "deepfm_movie_id_only")
 
 EpochCallback = Callable[[int, dict[str, float]], None]
+log = logging.getLogger(__name__)
 
 
 class DivergenceGuard(BaseModel):
@@ -57,7 +60,9 @@ class DivergenceGuard(BaseModel):
     # Mean log loss, train or validation, above this stops the arm after the epoch.  A
     # constant 0.5 scores ln 2 = 0.69 and the base rate less; the sane arms score
     # 0.45-0.75 on ML-1M validation (bench/arms.py); 2.0 is reached only by confident wrong
-    # predictions, like AFN's 14.2 at epoch 1 (issue 16).
+    # predictions, like AFN's 14.2 at epoch 1 (issue 16).  After a kept epoch that passed
+    # every check, a log loss past it ends training there instead (over-fitting: the best
+    # epoch is kept, a warning logged), as early stopping would.
     max_log_loss: float = Field(2.0, gt=0)
     # Best validation AUC so far below this after `auc_epochs` epochs stops the arm: "near
     # 0.5", i.e. the model ranks a positive above a negative hardly more often than a coin.
@@ -146,7 +151,9 @@ class ArmConfig(BaseModel):
     # the papers) keeps the rated pairs alone.  Implicit feedback needs it: on Steam,
     # "recommended or not, among reviewed games" is nearly unpredictable (FM's validation AUC
     # 0.50 after 2 epochs, stopped by the guard) while the arms learn "reviewed or not".
-    validation_negatives: float = Field(0.0, ge=0)
+    # None (the default): 1 where the validation window is implicit feedback
+    # (`ops.data.domain.feedback_of`), 0 otherwise: the domain says, no setting needed.
+    validation_negatives: float | None = Field(None, ge=0)
     # Pop: rank by number of train interactions (Steck 2011) or by train positives.
     popularity_of: Literal["interactions", "positives"] = "interactions"
     divergence: DivergenceGuard = Field(default_factory=DivergenceGuard)
@@ -474,10 +481,11 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
     y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
     valid_labels = (valid["rating"].to_numpy() >= config.positive_threshold).astype(np.float64)
     valid_users, valid_items = valid["user_id"].to_numpy(), valid["movie_id"].to_numpy()
-    if config.validation_negatives > 0 and valid.height:
+    validation_negatives = implicit_settings(config, valid)["validation_negatives"]
+    if validation_negatives > 0 and valid.height:
         seen = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")])
         neg_u, neg_m = _unrated_pairs(
-            valid, catalogue, config.validation_negatives, np.random.default_rng(config.seed + 1), _rated_keys(seen)
+            valid, catalogue, validation_negatives, np.random.default_rng(config.seed + 1), _rated_keys(seen)
         )
         valid_users = np.concatenate([valid_users, neg_u])
         valid_items = np.concatenate([valid_items, neg_m])
@@ -551,6 +559,20 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
         history.append({"epoch": epoch, **metrics})
         if on_epoch is not None:
             on_epoch(epoch, metrics)  # before the guard, so that the figures that stop an arm are logged
+        if guard.enabled and _overfits(config, metrics, best_auc, best_state is not None):
+            # A sane, learning epoch came before and its weights are kept: a log loss that
+            # climbs past the limit now is over-fitting (the small implicit sets: deepfm's
+            # refit on Steam at epoch 8, validation AUC 0.64, log loss 2.3), which early
+            # stopping ends, not a divergence that must stop the lifecycle.
+            log.warning(
+                "arm %r: log loss past %g at epoch %d after a sane epoch %s: stopped there, epoch %s kept",
+                config.name,
+                guard.max_log_loss,
+                epoch,
+                best_epoch,
+                best_epoch,
+            )
+            break
         if guard.enabled:
             _check_divergence(config, epoch, metrics, max(h["val_auc"] for h in history))
         if metrics["val_auc"] > best_auc:
@@ -564,6 +586,28 @@ def _train_deepctr(config, train, valid, users, catalogue, on_epoch) -> TrainedA
     model.eval()
     return TrainedArm(
         config=config, encoder=encoder, model=model, history=history, best_epoch=best_epoch, train_rows=train.height
+    )
+
+
+def implicit_settings(config: ArmConfig, valid: pl.DataFrame) -> dict[str, float]:
+    """The settings that follow the feedback kind: what the arm's configuration leaves to the
+    domain (None) is taken from `feedback_of(valid)` — the validation window, which no
+    augmentation touches (a refit's train window holds the agents' clicks, rated 4)."""
+    implicit = feedback_of(valid) == "implicit"
+    negatives = config.validation_negatives
+    return {"validation_negatives": (1.0 if implicit else 0.0) if negatives is None else float(negatives)}
+
+
+def _overfits(config: ArmConfig, metrics: dict[str, float], best_auc: float, has_best: bool) -> bool:
+    """Whether this epoch's log loss, finite but above the guard's limit, comes after a kept
+    epoch that passed the guard with a validation AUC at or above its floor."""
+    guard = config.divergence
+    losses = [metrics["train_loss"], metrics["val_log_loss"]]
+    return (
+        has_best
+        and best_auc >= guard.min_val_auc
+        and all(math.isfinite(v) for v in losses)
+        and any(v > guard.max_log_loss for v in losses)
     )
 
 

@@ -32,6 +32,18 @@ Feedback = Literal["explicit", "implicit"]
 # "disliked" (rating < 3) mean exactly the positive and the negative signal.
 IMPLICIT_LIKED, IMPLICIT_NOT_LIKED = 5, 1
 
+
+def feedback_of(ratings: pl.DataFrame) -> Feedback:
+    """The feedback a ratings table (RATINGS) carries, as the later stages can tell it:
+    "implicit" where every rating is IMPLICIT_LIKED or IMPLICIT_NOT_LIKED — what the implicit
+    sources (`files` with `"feedback": "implicit"`, `steam`) write — else "explicit".  A log
+    of nothing but 1- and 5-star ratings reads as implicit: it is a liked / not-liked log."""
+    if ratings.height == 0 or "rating" not in ratings.columns:
+        return "explicit"
+    values = ratings.get_column("rating").unique().to_list()
+    return "implicit" if set(values) <= {IMPLICIT_LIKED, IMPLICIT_NOT_LIKED} else "explicit"
+
+
 # The item columns the data model names; every other column of the items file is an attribute.
 ITEM_FIELDS = ("item_id", "title", "categories", "description", "image", "release_date")
 USER_DEMOGRAPHICS = ("gender", "age", "occupation", "zip")

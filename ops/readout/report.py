@@ -113,6 +113,7 @@ def report_summary(
     warnings: list[str] | None = None,
     primary: str = "ctr",
     not_measured: dict[str, str] | None = None,
+    list_response: dict | None = None,
 ) -> dict:
     """The few figures a person reads first, as plain data (the console's closing summary,
     the report's first section, Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20,
@@ -123,7 +124,10 @@ def report_summary(
     protocol where it ran, else the sandbox one; `taste` a TasteDiscrimination) and the
     brain's rating RMSE beside the best offline arm's (`rating` a RatingAlignment); and the
     `warnings` of the checks that warned; `not_measured`: the trust protocols that could
-    not be measured, each with its reason and estimate in a few words."""
+    not be measured, each with its reason and estimate in a few words; `list_response`
+    (`ops.studies.alignment.calibration.list_response_status`): whether the embedded brain's
+    click decision was calibrated to list quality — a brain left uncalibrated is a warning of
+    its own, first of them."""
 
     def cells(frame: pl.DataFrame, key: str) -> dict:
         return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
@@ -142,11 +146,21 @@ def report_summary(
     tau = (
         fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).to_dicts() if fid.height else []
     )
+    trust = _trust_figures(taste, rating)
+    warned = list(warnings or [])
+    if list_response is not None:
+        trust["list_response"] = list_response
+        if not list_response.get("calibrated"):
+            warned.insert(
+                0,
+                "the embedded brain's click decision is not calibrated to list quality "
+                f"({list_response.get('reason') or 'not run'}): its agents may tie arms that real users tell apart",
+            )
     return {
         "control": readout.control,
         "verdict": _winner(readout, primary),
-        "trust": {**_trust_figures(taste, rating), **({"not_measured": not_measured} if not_measured else {})},
-        "warnings": list(warnings or []),
+        "trust": {**trust, **({"not_measured": not_measured} if not_measured else {})},
+        "warnings": warned,
         "arms": arms,
         "fidelity": {
             "kendall_tau_ctr_ndcg": tau[0]["kendall_tau"] if tau else None,
@@ -244,6 +258,16 @@ def verdict_lines(headline: dict) -> list[str]:
         parts.append(f"rating RMSE {t['rmse']:.3f}{best}")
     if t.get("not_measured"):
         parts.append("not measured: " + "; ".join(f"{k} ({why})" for k, why in t["not_measured"].items()))
+    response = t.get("list_response") or {}
+    if response.get("calibrated"):
+        ratios = ", ".join(f"1:{m}" for m in response.get("ratios") or [])
+        parts.append(
+            f"click decision calibrated to list quality on {response.get('agents')} agents "
+            f"(lists of {response.get('list_length')} at {ratios}; elasticity {response['before']:.2f} -> "
+            f"{response['after']:.2f}, real {response['real']:.2f})"
+        )
+    elif response:
+        parts.append("click decision NOT calibrated to list quality")
     lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
     lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]
     return lines

@@ -2,10 +2,13 @@
 
 Sandbox sessions — the one runner, `ops.simulation.runner.simulate_arm`, every agent on
 its own list — on lists of 20 that mix held-out liked items (rated >= 4) with items the
-user never rated, at 1:9, 1:4 and 1:1.  If the agents share their users' tastes, CTR, CVR
+user never rated, at 1:9, 1:4 and 1:1 — or, where users like too few held-out items for
+those, shorter lists at the ratios they can fill (`ops.studies.alignment.lists.choose_ladder`:
+on Steam, 6 items at 1:5, 1:2, 1:1).  If the agents share their users' tastes, CTR, CVR
 and AR rise with the ratio.  The read-out is the A/B read-out's (`ops.readout.ab_readout`,
-each ratio an "arm", 1:9 the control): per ratio the mean over agents with its bootstrap
-interval, each ratio against 1:9 paired over agents and Holm-corrected.
+each ratio an "arm", the poorest lists the control): per ratio the mean over agents with its
+bootstrap interval, each ratio against the poorest paired over agents and Holm-corrected;
+`ListQuality.ratios` orders them by their share of relevant items.
 
 The strength of the response is summarised as an elasticity: the least-squares slope of
 log(metric) on log(share of relevant items in the list) over the three ratios, with a
@@ -32,7 +35,6 @@ from ops.schema import TOP_K
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.runner import SimulationConfig, simulate_arm
-from ops.studies.alignment.lists import ratio_name
 
 # A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
 QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)
@@ -73,8 +75,13 @@ class ListQuality:
 
         return load_fields(cls, folder, "ListQuality", 1, {"readout": ABReadout, "calibration": ListResponse})
 
+    @property
+    def ratios(self) -> list[str]:
+        """The ratios' names from the poorest lists to the richest (by share of relevant items)."""
+        return quality_order(self.shares)
+
     def table(self) -> pl.DataFrame:
-        order = {ratio_name(m): i for i, m in enumerate(QUALITY_RATIOS)}
+        order = {r: i for i, r in enumerate(self.ratios)}
         table = self.readout.table()
         keep = ["arm"] + [c for c in ("CTR", "CVR", "AR") if c in table.columns]
         return (
@@ -127,11 +134,6 @@ def list_quality(
 ) -> ListQuality:
     """The read-out of `simulate_lists`' events; `window` (the held-out ratings the positives
     came from) adds real users' response on the same lists."""
-    readout = ab_readout(
-        events,
-        control=ratio_name(max(QUALITY_RATIOS)),
-        config=ReadoutConfig(n_bootstrap=n_bootstrap, seed=seed, confidence=confidence),
-    )
     shares = dict(
         lists.group_by("ratio", "user_id")
         .agg(pl.col("relevant").mean())
@@ -139,13 +141,20 @@ def list_quality(
         .agg(pl.col("relevant").mean())
         .iter_rows()
     )
+    order = quality_order(shares)
+    # The control is the poorest lists: 1:9 on the papers' yardstick, 1:5 or 1:3 on a shorter one.
+    readout = ab_readout(
+        events,
+        control=order[0],
+        config=ReadoutConfig(n_bootstrap=n_bootstrap, seed=seed, confidence=confidence),
+    )
     per_agent = readout.per_agent.select("arm", "user_id", *QUALITY_METRICS).rename({"arm": "ratio"})
     frames = [elasticity(per_agent, shares, m, "simulated", n_bootstrap, confidence, seed) for m in QUALITY_METRICS]
     if window is not None:
         frames.append(
             elasticity(real_response(lists, window), shares, "rated_share", "real", n_bootstrap, confidence, seed)
         )
-    rises = {m: _rises(readout, m) for m in QUALITY_METRICS}
+    rises = {m: _rises(readout, m, order) for m in QUALITY_METRICS}
     return ListQuality(readout, pl.concat(frames), rises, shares)
 
 
@@ -217,8 +226,12 @@ def _slope(x: np.ndarray, means: np.ndarray) -> float:
     return float(np.polyfit(x, np.log(means), 1)[0])
 
 
-def _rises(readout: ABReadout, metric: str) -> bool:
-    order = [ratio_name(m) for m in QUALITY_RATIOS]
+def quality_order(shares: dict[str, float]) -> list[str]:
+    """Ratio names by their share of relevant items, poorest first."""
+    return sorted(shares, key=lambda r: (shares[r], r))
+
+
+def _rises(readout: ABReadout, metric: str, order: Sequence[str]) -> bool:
     means = {r["arm"]: r["mean"] for r in readout.arms.filter(pl.col("metric") == metric).iter_rows(named=True)}
     if any(means.get(r) is None for r in order):
         return False

@@ -14,11 +14,19 @@ Choices the papers leave open (SimUSER §4.1, Agent4Rec §3.1, A/B Agent §3.3.1
   window ("items the user has not interacted with"); uniform, not by popularity, as the
   papers sample them;
 - the list is shuffled, so position says nothing about the label.
+
+Sparse windows (`choose_ladder`): where too few users hold the 10 liked held-out items a
+list of 20 at 1:1 needs (Steam: no user of the reference copy does, in either window), the
+list-quality yardstick keeps its design — every list of one length at every ratio, the
+same agents at every ratio — on shorter lists: the first of `LADDERS` that enough users
+can fill.  A shorter list has fewer slots for unrelated items, so at the same ratio the
+task is no easier; the shares of relevant items differ (`ListQuality.shares` says which).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -34,6 +42,47 @@ LIST_SCHEMA = {
     "movie_id": pl.Int64,
     "relevant": pl.Boolean,
 }
+
+
+# List-quality yardsticks, the papers' first (A/B Agent §3.3.1: lists of 20 at 1:9, 1:4, 1:1),
+# then shorter lists for windows where users hold few liked items: (list length, ratios).
+LADDERS: tuple[tuple[int, tuple[int, ...]], ...] = ((20, (9, 4, 1)), (10, (9, 4, 1)), (6, (5, 2, 1)), (4, (3, 1)))
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """A list-quality yardstick: lists of `list_length` at each ratio 1:m of `ratios`, the
+    richest ratio needing `need` positives per user; `agents`: the users who have them."""
+
+    list_length: int
+    ratios: tuple[int, ...]
+    agents: int
+
+    @property
+    def need(self) -> int:
+        return max(max(self.list_length // (m + 1), 1) for m in self.ratios)
+
+
+def choose_ladder(
+    positives: pl.DataFrame,
+    users: Iterable[int] | None = None,
+    min_agents: int = 50,
+    ladders: Sequence[tuple[int, tuple[int, ...]]] = LADDERS,
+) -> Ladder | None:
+    """The first of `ladders` at least `min_agents` users (of `users`, default all) can fill
+    from their `positives` (user_id, movie_id), else the one most users can fill (the
+    longest on a tie); None when no user can fill any."""
+    frame = positives.select("user_id", "movie_id").unique()
+    if users is not None:
+        frame = frame.filter(pl.col("user_id").is_in(sorted({int(u) for u in users})))
+    counts = frame.group_by("user_id").len().get_column("len").to_numpy()
+    shapes = [Ladder(length, tuple(ratios), 0) for length, ratios in ladders]
+    shapes = [Ladder(s.list_length, s.ratios, int((counts >= s.need).sum())) for s in shapes]
+    for shape in shapes:
+        if shape.agents >= min_agents:
+            return shape
+    best = max(shapes, key=lambda s: s.agents)  # max keeps the first (longest) of equals
+    return best if best.agents > 0 else None
 
 
 def ratio_name(m: int) -> str:

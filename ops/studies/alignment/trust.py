@@ -192,7 +192,11 @@ def trust_section(
     if list_quality is not None:
         lines += [_md(list_quality.table()), "", _md(list_quality.elasticity), ""]
         rising = ", ".join(f"{m}: {'rises' if ok else 'does NOT rise'}" for m, ok in list_quality.rises.items())
-        lines += [f"With the ratio (means increasing and 1:1 above 1:9 with an interval clear of 0): {rising}.", ""]
+        poorest, richest = list_quality.ratios[0], list_quality.ratios[-1]
+        lines += [
+            f"With the ratio (means increasing and {richest} above {poorest} with an interval clear of 0): {rising}.",
+            "",
+        ]
         lines += [f"Protocol difference: {papers.LIST_QUALITY_DIFFERENCE}", ""] + figure("list_quality")
     else:
         lines += not_run("list_quality")

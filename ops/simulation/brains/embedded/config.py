@@ -168,6 +168,12 @@ class ListResponse(BaseModel):
     agents: int  # validation-window agents the yardstick was measured on
     seed: int
     grid: list[dict] = Field(default_factory=list)  # every scale tried, with its elasticities
+    # The yardstick's lists (`ops.studies.alignment.lists.choose_ladder`): the papers' 20 items
+    # at 1:9, 1:4, 1:1 where the window allows, shorter lists where users like few items.
+    list_length: int = 20
+    ratios: list[int] = Field(default_factory=lambda: [9, 4, 1])
+    # The share of popularity-drawn negatives the kept click model was fitted on (None: as configured).
+    popular_negative_share: float | None = None
 
 
 class EmbeddedBrainParams(BaseModel):
@@ -199,6 +205,8 @@ class EmbeddedBrainParams(BaseModel):
     click_scale: float = 1.0
     click_shift: float = 0.0
     list_response: ListResponse | None = None
+    # Why the click decision was left uncalibrated (e.g. too few agents for any yardstick).
+    list_response_skipped: str | None = None
     # The click model's collaborative variants (none / collab / collab+recent) with their
     # held-out click AUC, and the one chosen (`EmbeddedBrainConfig.click_collaborative`).
     click_ablation: list[dict] = Field(default_factory=list)

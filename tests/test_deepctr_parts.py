@@ -154,14 +154,22 @@ def test_top_20_lists_are_those_of_the_pair_by_pair_ranking(world, name):
     assert lists.join(exclude, on=["user_id", "movie_id"], how="semi").height == 0
 
 
-def test_afn_exact_path_when_a_factor_would_overflow(world, monkeypatch):
+@pytest.mark.parametrize("overflowing", ["both", "items"])
+def test_afn_exact_path_when_a_factor_would_overflow(world, monkeypatch, overflowing):
     """AFN's per-side factors exp(share) are used only where float32 holds them; otherwise
     the logarithmic layer's exp is taken of the summed shares, pair by pair."""
     arm = _arm(world, "afn")
     user_ids, movie_ids = _grid(world)
     expected = _reference(arm, user_ids, movie_ids)
-    monkeypatch.setattr(deepctr_parts, "_afn_factors_of", lambda side: None)
+    factors_of = deepctr_parts._afn_factors_of
+    monkeypatch.setattr(
+        deepctr_parts,
+        "_afn_factors_of",
+        lambda side: None if overflowing == "both" or not side.is_user else factors_of(side),
+    )
     np.testing.assert_allclose(arm.score_matrix(user_ids, movie_ids), expected, rtol=2e-5, atol=2e-6)
+    u, m = np.repeat(user_ids[:5], 7), np.tile(movie_ids[:7], 5)
+    np.testing.assert_allclose(arm.score(u, m), expected[:5, :7].ravel(), rtol=2e-5, atol=2e-6)
 
 
 def test_a_model_class_without_a_head_is_scored_by_its_forward(world, monkeypatch):

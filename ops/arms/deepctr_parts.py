@@ -61,6 +61,7 @@ def forward_scores(
 class Side:
     """The parts of one side, one row per user (or item) asked for."""
 
+    is_user: bool
     rows: torch.Tensor  # (n, columns) the encoder's rows of the side
     fields: torch.Tensor  # (n, F_side, E) embeddings of the side's sparse fields, in the model's order
     dense: torch.Tensor  # (n, D_side) the side's dense values
@@ -161,6 +162,7 @@ class PartsScorer:
         fields = torch.cat(embedded, dim=1) if embedded else x.new_zeros((x.shape[0], 0, self.embedding_dim))
         dense = [x[:, slice(*model.feature_index[c.name])] for c in self.dense[is_user]]
         part = Side(
+            is_user=is_user,
             rows=rows,
             fields=fields,
             dense=torch.cat(dense, dim=1) if dense else x.new_zeros((x.shape[0], 0)),
@@ -264,16 +266,14 @@ class PartsScorer:
         """(user factors, item factors), float32, whose products are the logits the
         prediction layer's sigmoid turns into the scores (its bias included), where the
         model's logit decomposes so (FM, a linear model); None otherwise."""
-        if self.head is None or self.head.factors is None or self.model.out.task != "binary":
+        head = self.head
+        if head is None or head.factors is None or not head.decomposes(self.model) or self.model.out.task != "binary":
             return None
         self.model.eval()
         with torch.inference_mode():
             users = self.side(np.asarray(user_ids, dtype=np.int64), is_user=True)
             items = self.side(np.asarray(movie_ids, dtype=np.int64), is_user=False)
-            blocks = self.head.factors(self, users, items)
-            if blocks is None:
-                return None
-            left, right = blocks
+            left, right = head.factors(self, users, items)
             if self.model.out.use_bias:  # a column of ones meets the bias on the item side
                 left = torch.cat([left, torch.ones_like(left[:, :1])], dim=1)
                 right = torch.cat([right, self.model.out.bias.expand(right.shape[0], 1)], dim=1)
@@ -284,13 +284,14 @@ class PartsScorer:
 class Head:
     """How one deepctr-torch model class is scored from parts: `prepare(scorer, side,
     is_user)` adds the side's precomputed parts to `side.extra`; `logit(scorer, users,
-    items, pairs)` gives the logit per pair; `factors(scorer, users, items)`, where the logit
-    is a product of user and item factors, gives them; `user_per_pass`: in a users x items
+    items, pairs)` gives the logit per pair; `factors(scorer, users, items)` gives user and
+    item factors whose product is the logit, for a model where `decomposes(model)`; `user_per_pass`: in a users x items
     block, a pass scores one user against every item."""
 
     prepare: Callable
     logit: Callable
     factors: Callable | None = None
+    decomposes: Callable = lambda model: True  # whether this model's logit is `factors`' product
     # A block pass scores one user against the whole catalogue (AFN: what a pass holds is
     # per user, the folded first layer, plus one row of the first layer's width per item).
     user_per_pass: bool = False
@@ -386,8 +387,6 @@ def _deepfm_logit(scorer, users, items, pairs) -> torch.Tensor:
 def _deepfm_factors(scorer, users, items):
     """FM (DeepFM without its DNN): logit = [S_u, c_u, 1] . [S_i, 1, c_i], S the sums of
     the embeddings, c the linear share plus the side's own second-order term."""
-    if scorer.model.use_dnn:
-        return None
     if not scorer.model.use_fm:
         users.extra["sum"] = users.fields.new_zeros((users.fields.shape[0], 0))
         items.extra["sum"] = items.fields.new_zeros((items.fields.shape[0], 0))
@@ -408,8 +407,6 @@ def _wdl_logit(scorer, users, items, pairs) -> torch.Tensor:
 
 
 def _wdl_factors(scorer, users, items):
-    if scorer.model.use_dnn:
-        return None
     one_u, one_i = torch.ones_like(users.linear)[:, None], torch.ones_like(items.linear)[:, None]
     return torch.cat([users.linear[:, None], one_u], dim=1), torch.cat([one_i, items.linear[:, None]], dim=1)
 
@@ -453,13 +450,24 @@ def _side_fields(scorer: PartsScorer, is_user: bool) -> torch.Tensor:
 
 
 def _afn_factors_of(side: Side) -> torch.Tensor | None:
-    """exp of the side's share, (n, E*H); None where a factor would overflow or vanish in
-    float32 (|share| > 80), which the product of the two might not: the exact path then."""
+    """exp of the side's share, (n, E*H), in place of the share; None where a factor would
+    overflow or vanish in float32 (|share| > 80), which the product of the two might not:
+    the exact path then."""
     if "exp" not in side.extra:
         share = side.extra["ltl"]
         fits = share.numel() == 0 or float(share.abs().max()) < 80.0
-        side.extra["exp"] = torch.exp(share).flatten(1) if fits else None
+        side.extra["exp"] = share.exp_().flatten(1) if fits else None
+        if fits:
+            del side.extra["ltl"]
     return side.extra["exp"]
+
+
+def _afn_share(side: Side, hidden: int) -> torch.Tensor:
+    """The side's share of the logarithmic layer, (n, E, H), back from its exp if need be."""
+    if "ltl" in side.extra:
+        return side.extra["ltl"]
+    values = side.extra["exp"]
+    return torch.log(values).reshape(values.shape[0], -1, hidden)
 
 
 def _afn_first_layer(model, items: Side) -> tuple[torch.Tensor, torch.Tensor]:
@@ -482,7 +490,8 @@ def _afn_logit(scorer, users, items, pairs) -> torch.Tensor:
     pu, pi = _afn_factors_of(users), _afn_factors_of(items)
     logit = pairs.add(users.linear, items.linear)
     if pu is None or pi is None:
-        ltl_out = ltl.bn[1](torch.exp(pairs.add(users.extra["ltl"], items.extra["ltl"]))).flatten(1)
+        hidden = ltl.ltl_weights.shape[1]
+        ltl_out = ltl.bn[1](torch.exp(pairs.add(_afn_share(users, hidden), _afn_share(items, hidden)))).flatten(1)
         return logit + model.afn_dnn_linear(dnn(ltl_out)).reshape(-1)
     weight, bias = _afn_first_layer(model, items)
     if pairs.block:
@@ -555,8 +564,8 @@ def _pnn_logit(scorer, users, items, pairs) -> torch.Tensor:
 
 
 HEADS: dict[str, Head] = {
-    "DeepFM": Head(_deepfm_prepare, _deepfm_logit, _deepfm_factors),
-    "WDL": Head(_nothing, _wdl_logit, _wdl_factors),
+    "DeepFM": Head(_deepfm_prepare, _deepfm_logit, _deepfm_factors, decomposes=lambda model: not model.use_dnn),
+    "WDL": Head(_nothing, _wdl_logit, _wdl_factors, decomposes=lambda model: not model.use_dnn),
     "NFM": Head(_nfm_prepare, _nfm_logit),
     "AFN": Head(_afn_prepare, _afn_logit, user_per_pass=True),
     "xDeepFM": Head(_nothing, _xdeepfm_logit),

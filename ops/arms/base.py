@@ -10,7 +10,10 @@ names them is `ops.arms.catalog`.
 An outside arm subclasses `ArmBase` and is constructed as `cls(name, **params)`, the params
 being those of its spec (`ops.arms.catalog.ArmSpec`).  It implements `fit` and either
 `score` (then `rank` is derived, in passes sized to `score_memory_mb`) or `rank` itself,
-and `save` / `load` so that its fitted state is stored without pickle.
+and `save` / `load` so that its fitted state is stored without pickle.  An arm whose score
+is a product of a user vector and an item vector (a factorisation model) says so with
+`factors`: it is then ranked by one matrix product per block of users, the fastest a
+ranking gets (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -205,10 +205,10 @@ def gemm_flops_per_second() -> float:
 
 def flops_per_pair(arm: TrainedArm, users: np.ndarray, items: np.ndarray) -> tuple[float, float]:
     """Matrix-product FLOPs per pair of the previous path and of the current one, counted by
-    torch on 16 users x the catalogue (the current path's per-side work included)."""
+    torch on 4 users x the catalogue (the current path's per-side work included)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    block = users[:16]
+    block = users[:4]
     pairs = block.size * items.size
     with FlopCounterMode(display=False) as before:
         score_before(arm, np.repeat(block, items.size), np.tile(items, block.size))

@@ -34,7 +34,8 @@ EpochCallback = Callable[[int, dict[str, float]], None]
 # Ranking blocks (`_rank_blocks`), in scores.  On ML-1M (1,746 users x 3,883 items, 2 cores
 # shared): one block of every user ranked Pop and Random at 0.4-0.6x the speed of 262,144-
 # score blocks, and 262,144-score blocks ranked FM at 0.3x the speed of 4 M-score ones (its
-# BLAS product runs threads that small blocks keep waiting); hence two sizes.
+# BLAS product runs threads that small blocks keep waiting); hence factor products in large
+# blocks, and the top k, and any other arm's scores, in small ones.
 TOP_CELLS = 262_144
 SCORE_CELLS = 4_194_304
 
@@ -176,7 +177,14 @@ def rank_arm(
     if factors is None:
         return rank_by_score(arm.name, arm.score_matrix, user_ids, item_ids, exclude, k, memory_mb)
     return _rank_blocks(
-        arm.name, lambda start, stop: factors.scores(slice(start, stop)), user_ids, item_ids, exclude, k, memory_mb
+        arm.name,
+        lambda start, stop: factors.scores(slice(start, stop)),
+        user_ids,
+        item_ids,
+        exclude,
+        k,
+        memory_mb,
+        score_cells=SCORE_CELLS,
     )
 
 
@@ -199,11 +207,13 @@ def rank_by_score(
     )
 
 
-def _rank_blocks(name, block_scores, user_ids, item_ids, exclude, k, memory_mb) -> pl.DataFrame:
+def _rank_blocks(
+    name, block_scores, user_ids, item_ids, exclude, k, memory_mb, score_cells: int = TOP_CELLS
+) -> pl.DataFrame:
     """`block_scores(start, stop)`: the (users[start:stop], items) scores, float32 or float64.
 
-    Two block sizes: the scores are asked for SCORE_CELLS at a time (a product or a forward
-    pass is most efficient on large blocks: BLAS threads, batch size), the top k is taken
+    Two block sizes: the scores are asked for `score_cells` at a time (SCORE_CELLS for a
+    product of factors, whose BLAS threads pay off on large blocks), the top k is taken
     TOP_CELLS at a time (the partial sort's arrays stay in cache and are reused), both within
     `memory_mb` (the score block and three float64 copies of a top block)."""
     n_items = item_ids.size
@@ -212,7 +222,7 @@ def _rank_blocks(name, block_scores, user_ids, item_ids, exclude, k, memory_mb) 
     blocked_rows, blocked_cols = excluded_cells(exclude, user_ids, item_ids)
     budget = memory_mb * 2**20 / (8 * n_items)  # float64 rows within memory_mb
     top_rows = max(1, min(TOP_CELLS // n_items, int(budget / 4)))
-    score_rows = max(top_rows, min(SCORE_CELLS // n_items, int(budget / 2)) // top_rows * top_rows)
+    score_rows = max(top_rows, min(score_cells // n_items, int(budget / 2)) // top_rows * top_rows)
     parts = []
     for start in range(0, user_ids.size, score_rows):
         stop = min(start + score_rows, user_ids.size)

@@ -34,8 +34,9 @@ EpochCallback = Callable[[int, dict[str, float]], None]
 # Ranking blocks (`_rank_blocks`), in scores.  On ML-1M (1,746 users x 3,883 items, 2 cores
 # shared): one block of every user ranked Pop and Random at 0.4-0.6x the speed of 262,144-
 # score blocks, and 262,144-score blocks ranked FM at 0.3x the speed of 4 M-score ones (its
-# BLAS product runs threads that small blocks keep waiting); hence factor products in large
-# blocks, and the top k, and any other arm's scores, in small ones.
+# BLAS product runs threads that small blocks keep waiting); hence products in large blocks,
+# the top k in small ones, and scores computed in small chunks anyway (Random's hash, the
+# DeepCTR arms' passes: `score_block_cells`) in small ones too.
 TOP_CELLS = 262_144
 SCORE_CELLS = 4_194_304
 
@@ -175,7 +176,8 @@ def rank_arm(
     factors_of = getattr(arm, "factors", None)
     factors = factors_of(user_ids, item_ids) if factors_of is not None and user_ids.size and item_ids.size else None
     if factors is None:
-        return rank_by_score(arm.name, arm.score_matrix, user_ids, item_ids, exclude, k, memory_mb)
+        cells = getattr(arm, "score_block_cells", SCORE_CELLS)
+        return rank_by_score(arm.name, arm.score_matrix, user_ids, item_ids, exclude, k, memory_mb, cells)
     return _rank_blocks(
         arm.name,
         lambda start, stop: factors.scores(slice(start, stop)),
@@ -196,14 +198,24 @@ def rank_by_score(
     exclude: pl.DataFrame | None,
     k: int,
     memory_mb: float,
+    score_cells: int = SCORE_CELLS,
 ) -> pl.DataFrame:
     """The `k` best-scored candidates of each user without its `exclude` pairs, as a TOP_K
     frame sorted by user and rank, ties broken by item id.  `matrix(users, items)` scores a
-    block of users x the catalogue; blocks are sized so that it stays within `memory_mb`."""
+    block of users x the catalogue, about `score_cells` scores (an arm's
+    `score_block_cells`: large for a product, small for scores computed pair by pair); blocks
+    are sized so that it stays within `memory_mb`."""
     user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
     item_ids = np.unique(np.asarray(item_ids, dtype=np.int64))
     return _rank_blocks(
-        name, lambda start, stop: matrix(user_ids[start:stop], item_ids), user_ids, item_ids, exclude, k, memory_mb
+        name,
+        lambda start, stop: matrix(user_ids[start:stop], item_ids),
+        user_ids,
+        item_ids,
+        exclude,
+        k,
+        memory_mb,
+        score_cells,
     )
 
 
@@ -213,7 +225,7 @@ def _rank_blocks(
     """`block_scores(start, stop)`: the (users[start:stop], items) scores, float32 or float64.
 
     Two block sizes: the scores are asked for `score_cells` at a time (SCORE_CELLS for a
-    product of factors, whose BLAS threads pay off on large blocks), the top k is taken
+    matrix product, whose BLAS threads pay off on large blocks), the top k is taken
     TOP_CELLS at a time (the partial sort's arrays stay in cache and are reused), both within
     `memory_mb` (the score block and three float64 copies of a top block)."""
     n_items = item_ids.size

@@ -23,13 +23,13 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.arms.base import Factors, FitData, rank_arm, sigmoid
+from ops.arms.base import TOP_CELLS, Factors, FitData, rank_arm, sigmoid
 from ops.arms.features import FeatureConfig, FeatureEncoder, FeatureSet, fit_encoder
 from ops.arms.metrics import auc, log_loss, relevant_items
 from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold
@@ -234,6 +234,9 @@ class TrainedArm:
     history: list[dict[str, float]] = field(default_factory=list)
     best_epoch: int | None = None
     train_rows: int = 0
+    # Scores per `score_matrix` call when ranking: Random's hash and the DeepCTR passes work
+    # in small chunks anyway, and a small block stays in cache for the top k (base.TOP_CELLS).
+    score_block_cells: ClassVar[int] = TOP_CELLS
 
     @property
     def scores_are_probabilities(self) -> bool:

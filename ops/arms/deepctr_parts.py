@@ -183,11 +183,11 @@ class PartsScorer:
     def pair_fields(self, users: Side, items: Side, pairs: Pairs) -> torch.Tensor:
         """(pairs, F, E): every field's embedding per pair, in the model's order."""
         stack = torch.cat([pairs.user(users.fields), pairs.item(items.fields)], dim=1)
-        return stack if self.field_order is None else stack[:, self.field_order]
+        return stack if self.field_order is None else stack[:, self.field_order.to(stack.device)]
 
     def pair_dense(self, users: Side, items: Side, pairs: Pairs) -> torch.Tensor:
         values = torch.cat([pairs.user(users.dense), pairs.item(items.dense)], dim=1)
-        return values if self.dense_order is None else values[:, self.dense_order]
+        return values if self.dense_order is None else values[:, self.dense_order.to(values.device)]
 
     def dnn_input(self, users: Side, items: Side, pairs: Pairs) -> torch.Tensor:
         """deepctr's `combined_dnn_input`: the flattened embeddings, then the dense values."""
@@ -232,7 +232,11 @@ class PartsScorer:
             unique_items, item_at = np.unique(movie_ids, return_inverse=True)
             users = self.side(unique_users, is_user=True)
             items = self.side(unique_items, is_user=False)
-            user_at, item_at = torch.from_numpy(user_at.ravel()), torch.from_numpy(item_at.ravel())
+            device = self.model.device
+            user_at, item_at = (
+                torch.from_numpy(user_at.ravel()).to(device),
+                torch.from_numpy(item_at.ravel()).to(device),
+            )
             for start in range(0, user_ids.size, self.max_pairs):
                 stop = start + self.max_pairs
                 pairs = Pairs(user_at[start:stop], item_at[start:stop], block=False)
@@ -435,7 +439,7 @@ def _afn_prepare(scorer, side, is_user) -> None:
             x = changed[0]
     logs = torch.log(torch.clamp(torch.abs(x), min=1e-7)).transpose(1, 2)  # (n, E, F_side)
     logs = ltl.bn[0](logs)  # eval mode: an affine map per embedding component
-    weights = ltl.ltl_weights[_side_fields(scorer, is_user)]  # (F_side, H)
+    weights = ltl.ltl_weights[_side_fields(scorer, is_user).to(ltl.ltl_weights.device)]  # (F_side, H)
     share = logs @ weights
     if is_user:
         share = share + ltl.ltl_biases

@@ -14,12 +14,16 @@ stored asset stays byte-identical and downstream runs keep working on the previo
 The asset checks stay: the Dagster UI shows each contract on the stored table (its
 description and metadata list every failed expectation with offending examples), and they
 still guard a table produced by anything else.  Both paths call the same `*_verdict`
-functions, so they cannot disagree.
+functions, so they cannot disagree; within one process a verdict is kept for the content it
+was reached on (the frames' digests, the poster files' sizes and times), so the check that
+follows its producing step reads the step's verdict instead of validating the same table
+again, and a table produced anywhere else, or changed since, is validated afresh.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -36,6 +40,11 @@ from data_contracts.suites import (
 )
 from data_contracts.validate import ContractReport, validate_frame
 from ops.data.poster_store import verify_poster_file
+from resources.storage import frame_digest
+
+# Verdicts reached in this process, by what they were reached on (`_remembered`).
+_VERDICTS: dict[tuple, Verdict] = {}
+_REMEMBERED = 32
 
 
 @dataclass(frozen=True)
@@ -54,24 +63,63 @@ class Verdict:
 
 
 def users_verdict(users: pl.DataFrame) -> Verdict:
+    return _remembered(("users", frame_digest(users)), lambda: _users_verdict(users))
+
+
+def movies_verdict(movies: pl.DataFrame) -> Verdict:
+    return _remembered(
+        ("movies", frame_digest(movies)), lambda: _verdict(validate_frame(movies, movies_suite(ContractConfig())))
+    )
+
+
+def ratings_verdict(ratings: pl.DataFrame, users: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
+    key = ("ratings", frame_digest(ratings), frame_digest(users), frame_digest(movies))
+    return _remembered(key, lambda: _ratings_verdict(ratings, users, movies))
+
+
+def metadata_verdict(movie_metadata: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
+    """Value ranges and dates (great-expectations), coverage floor, posters that decode."""
+    key = ("metadata", frame_digest(movie_metadata), frame_digest(movies), *_poster_stats(movie_metadata))
+    return _remembered(key, lambda: _metadata_verdict(movie_metadata, movies))
+
+
+def _remembered(key: tuple, reach: Callable[[], Verdict]) -> Verdict:
+    """The verdict reached on `key` in this process, reached now if it was not (module
+    docstring): the producing step's verdict serves the asset check that follows it."""
+    if key not in _VERDICTS:
+        if len(_VERDICTS) >= _REMEMBERED:
+            del _VERDICTS[next(iter(_VERDICTS))]
+        _VERDICTS[key] = reach()
+    return _VERDICTS[key]
+
+
+def _poster_stats(metadata: pl.DataFrame) -> list[tuple]:
+    """(path, size, modification time) of every poster file the metadata names, so that a
+    poster written, changed or removed since gives another key."""
+    out = []
+    for path in _poster_paths(metadata):
+        try:
+            stat = os.stat(path)
+            out.append((path, stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            out.append((path, None, None))
+    return out
+
+
+def _users_verdict(users: pl.DataFrame) -> Verdict:
     # MovieLens users all carry demographics, a zip among them; a domain's users may have none.
     demographics = users.get_column("gender").is_not_null().all()
     return _verdict(validate_frame(users, users_suite(ContractConfig(), demographics=demographics)))
 
 
-def movies_verdict(movies: pl.DataFrame) -> Verdict:
-    return _verdict(validate_frame(movies, movies_suite(ContractConfig())))
-
-
-def ratings_verdict(ratings: pl.DataFrame, users: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
+def _ratings_verdict(ratings: pl.DataFrame, users: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
     suite = ratings_suite(
         users.get_column("user_id").to_list(), movies.get_column("movie_id").to_list(), ContractConfig()
     )
     return _verdict(validate_frame(ratings, suite))
 
 
-def metadata_verdict(movie_metadata: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
-    """Value ranges and dates (great-expectations), coverage floor, posters that decode."""
+def _metadata_verdict(movie_metadata: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
     if movie_metadata.height == 0:
         # No metadata source configured: nothing to check, and later stages use MovieLens fields only.
         return Verdict("metadata", 0, 0, "no metadata (source 'none')")
@@ -155,13 +203,14 @@ def movie_metadata_contract(movie_metadata: pl.DataFrame, movies: pl.DataFrame) 
 
 def undecodable_posters(metadata: pl.DataFrame) -> list[str]:
     """The reason for every referenced poster file that is missing or does not decode."""
-    paths = (
-        pl.concat([metadata.get_column("poster_small"), metadata.get_column("poster_large")])
-        .drop_nulls()
-        .unique()
-        .sort()
-    )
-    return [reason for reason in map(verify_poster_file, paths.to_list()) if reason]
+    return [reason for reason in map(verify_poster_file, _poster_paths(metadata)) if reason]
+
+
+def _poster_paths(metadata: pl.DataFrame) -> list[str]:
+    if metadata.height == 0:
+        return []
+    paths = pl.concat([metadata.get_column("poster_small"), metadata.get_column("poster_large")])
+    return paths.drop_nulls().unique().sort().to_list()
 
 
 CONTRACT_CHECKS = [users_contract, movies_contract, ratings_contract, movie_metadata_contract]

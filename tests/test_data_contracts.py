@@ -136,3 +136,33 @@ def test_coverage_floor_is_over_all_movies_and_skips_votes_for_local_sources():
     assert any("overview" in p for p in coverage_problems(md, n_movies=10, floor=0.5))  # 3 of 10 movies
     tmdb = md.with_columns(pl.lit("tmdb").alias("metadata_source"))
     assert any(p.startswith("metadata.vote_average") for p in coverage_problems(tmdb, n_movies=4, floor=0.5))
+
+
+def test_a_verdict_is_reached_once_per_content(tables, tmp_path, monkeypatch):
+    """The asset check after a producing step reads the step's verdict on the same frames;
+    other frames, or a poster file changed since, are validated afresh."""
+    import data_contracts.checks as checks
+    from ops.schema import METADATA
+
+    calls = []
+    monkeypatch.setattr(
+        checks, "validate_frame", lambda frame, suite: calls.append(frame) or validate_frame(frame, suite)
+    )
+    monkeypatch.setattr(checks, "_VERDICTS", {})
+    users, movies, ratings = tables
+    first = checks.ratings_verdict(ratings, users, movies)
+    assert checks.ratings_verdict(ratings, users, movies) is first and len(calls) == 1
+    changed = ratings.with_columns(pl.Series("rating", [4, 5, 7]))
+    assert not checks.ratings_verdict(changed, users, movies).passed and len(calls) == 2
+
+    poster = tmp_path / "p.jpg"
+    poster.write_bytes(b"not an image")
+    row = {**{k: None for k in METADATA}, "movie_id": 10, "poster_small": str(poster), "metadata_source": "local:x"}
+    metadata = pl.DataFrame([row], schema=METADATA)
+    broken = checks.metadata_verdict(metadata, movies)
+    assert any("does not decode" in p for p in broken.problems)
+    assert checks.metadata_verdict(metadata, movies) is broken
+    from PIL import Image
+
+    Image.new("RGB", (40, 60)).save(poster, format="JPEG")
+    assert not any("does not decode" in p for p in checks.metadata_verdict(metadata, movies).problems)

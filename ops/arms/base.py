@@ -10,7 +10,10 @@ names them is `ops.arms.catalog`.
 An outside arm subclasses `ArmBase` and is constructed as `cls(name, **params)`, the params
 being those of its spec (`ops.arms.catalog.ArmSpec`).  It implements `fit` and either
 `score` (then `rank` is derived, in passes sized to `score_memory_mb`) or `rank` itself,
-and `save` / `load` so that its fitted state is stored without pickle.
+and `save` / `load` so that its fitted state is stored without pickle.  An arm whose score
+is a product of a user vector and an item vector (a factorisation model) says so with
+`factors`: it is then ranked by one matrix product per block of users, the fastest a
+ranking gets (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -27,6 +30,15 @@ import polars as pl
 from ops.schema import TOP_K
 
 EpochCallback = Callable[[int, dict[str, float]], None]
+
+# Ranking blocks (`_rank_blocks`), in scores.  On ML-1M (1,746 users x 3,883 items, 2 cores
+# shared): one block of every user ranked Pop and Random at 0.4-0.6x the speed of 262,144-
+# score blocks, and 262,144-score blocks ranked FM at 0.3x the speed of 4 M-score ones (its
+# BLAS product runs threads that small blocks keep waiting); hence products in large blocks,
+# the top k in small ones, and scores computed in small chunks anyway (Random's hash, the
+# DeepCTR arms' passes: `score_block_cells`) in small ones too.
+TOP_CELLS = 262_144
+SCORE_CELLS = 4_194_304
 
 
 class ScoresNotAvailable(NotImplementedError):
@@ -71,6 +83,31 @@ class Arm(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+@dataclass(frozen=True)
+class Factors:
+    """An arm's scores as a product: score(user k, item j) = link(users[k] . items[j]), the
+    rows of `users` and `items` aligned with the user and item ids they were asked for.
+    `link` is elementwise and non-decreasing (None: the identity) and may work in place."""
+
+    users: np.ndarray  # (users, d)
+    items: np.ndarray  # (items, d)
+    link: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def scores(self, rows: slice = slice(None)) -> np.ndarray:
+        """The (users[rows], items) score matrix: one matrix product."""
+        product = self.users[rows] @ self.items.T
+        return product if self.link is None else self.link(product)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)), in place on a float array."""
+    with np.errstate(over="ignore"):
+        np.negative(x, out=x)
+        np.exp(x, out=x)
+    x += 1
+    return np.reciprocal(x, out=x)
+
+
 class ArmBase:
     """Defaults for an outside arm: `rank` from `score`, `refit` as a fresh fit with the same
     parameters, `describe` from the constructor's params, `save` / `load` of the params."""
@@ -90,9 +127,18 @@ class ArmBase:
     def score(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         raise ScoresNotAvailable(f"arm {self.name!r} ({type(self).__name__}) gives no scores")
 
+    def factors(self, user_ids: np.ndarray, item_ids: np.ndarray) -> Factors | None:
+        """User and item factor blocks whose products are the arm's scores, where its score
+        decomposes so (a factorisation model); None, the default, where it does not.  An arm
+        that gives them is ranked by one matrix product per block of users."""
+        return None
+
     def score_matrix(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
-        """Scores of every user x item, shape (users, items).  From `score` pair by pair by
-        default; a factor model overrides it with one matrix product per block of users."""
+        """Scores of every user x item, shape (users, items): from `factors` where the arm
+        gives them, else from `score` pair by pair."""
+        factors = self.factors(user_ids, item_ids)
+        if factors is not None:
+            return factors.scores()
         return np.asarray(
             self.score(np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size)), dtype=np.float64
         ).reshape(user_ids.size, item_ids.size)
@@ -100,7 +146,7 @@ class ArmBase:
     def rank(
         self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20
     ) -> pl.DataFrame:
-        return rank_by_score(self.name, self.score_matrix, user_ids, item_ids, exclude, k, self.score_memory_mb)
+        return rank_arm(self, user_ids, item_ids, exclude, k, self.score_memory_mb)
 
     def refit(self, data: FitData) -> ArmBase:
         fresh = type(self)(self.name, **self.params)
@@ -120,6 +166,30 @@ class ArmBase:
         return cls(name, **params)
 
 
+def rank_arm(
+    arm: Any, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None, k: int, memory_mb: float
+) -> pl.DataFrame:
+    """`rank_by_score` of an arm: by matrix products of its `factors` where it gives them
+    (computed once for all the users and items), by its `score_matrix` otherwise."""
+    user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
+    item_ids = np.unique(np.asarray(item_ids, dtype=np.int64))
+    factors_of = getattr(arm, "factors", None)
+    factors = factors_of(user_ids, item_ids) if factors_of is not None and user_ids.size and item_ids.size else None
+    if factors is None:
+        cells = getattr(arm, "score_block_cells", SCORE_CELLS)
+        return rank_by_score(arm.name, arm.score_matrix, user_ids, item_ids, exclude, k, memory_mb, cells)
+    return _rank_blocks(
+        arm.name,
+        lambda start, stop: factors.scores(slice(start, stop)),
+        user_ids,
+        item_ids,
+        exclude,
+        k,
+        memory_mb,
+        score_cells=SCORE_CELLS,
+    )
+
+
 def rank_by_score(
     name: str,
     matrix: Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -128,33 +198,67 @@ def rank_by_score(
     exclude: pl.DataFrame | None,
     k: int,
     memory_mb: float,
+    score_cells: int = SCORE_CELLS,
 ) -> pl.DataFrame:
     """The `k` best-scored candidates of each user without its `exclude` pairs, as a TOP_K
     frame sorted by user and rank, ties broken by item id.  `matrix(users, items)` scores a
-    block of users x the catalogue; blocks are sized so that it stays within `memory_mb`."""
+    block of users x the catalogue, about `score_cells` scores (an arm's
+    `score_block_cells`: large for a product, small for scores computed pair by pair); blocks
+    are sized so that it stays within `memory_mb`."""
     user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
     item_ids = np.unique(np.asarray(item_ids, dtype=np.int64))
+    return _rank_blocks(
+        name,
+        lambda start, stop: matrix(user_ids[start:stop], item_ids),
+        user_ids,
+        item_ids,
+        exclude,
+        k,
+        memory_mb,
+        score_cells,
+    )
+
+
+def _rank_blocks(
+    name, block_scores, user_ids, item_ids, exclude, k, memory_mb, score_cells: int = TOP_CELLS
+) -> pl.DataFrame:
+    """`block_scores(start, stop)`: the (users[start:stop], items) scores, float32 or float64.
+
+    Two block sizes: the scores are asked for `score_cells` at a time (SCORE_CELLS for a
+    matrix product, whose BLAS threads pay off on large blocks), the top k is taken
+    TOP_CELLS at a time (the partial sort's arrays stay in cache and are reused), both within
+    `memory_mb` (the score block and three float64 copies of a top block)."""
     n_items = item_ids.size
     if user_ids.size == 0 or n_items == 0 or k <= 0:
         return pl.DataFrame(schema=TOP_K)
     blocked_rows, blocked_cols = excluded_cells(exclude, user_ids, item_ids)
-    # Three users x catalogue arrays live at once (ids, scores, argpartition).
-    block = max(1, int(memory_mb * 2**20 // (3 * 8 * n_items)))
+    budget = memory_mb * 2**20 / (8 * n_items)  # float64 rows within memory_mb
+    top_rows = max(1, min(TOP_CELLS // n_items, int(budget / 4)))
+    score_rows = max(top_rows, min(score_cells // n_items, int(budget / 2)) // top_rows * top_rows)
     parts = []
-    for start in range(0, user_ids.size, block):
-        users_block = user_ids[start : start + block]
-        scores = np.array(matrix(users_block, item_ids), dtype=np.float64).reshape(users_block.size, n_items)
-        parts.append(_top_of_block(name, users_block, item_ids, scores, blocked_rows, blocked_cols, start, k))
+    for start in range(0, user_ids.size, score_rows):
+        stop = min(start + score_rows, user_ids.size)
+        scores = np.asarray(block_scores(start, stop)).reshape(stop - start, n_items)
+        if scores.dtype not in (np.float32, np.float64) or not scores.flags.writeable:
+            scores = scores.astype(np.float64)
+        for top in range(start, stop, top_rows):
+            end = min(top + top_rows, stop)
+            part = scores[top - start : end - start]
+            parts.append(_top_of_block(name, user_ids[top:end], item_ids, part, blocked_rows, blocked_cols, top, k))
     return pl.concat(parts).filter(pl.col("score").is_finite())
 
 
 def _top_of_block(name, users_block, item_ids, scores, blocked_rows, blocked_cols, start, k) -> pl.DataFrame:
+    """The block's top-k rows; `scores` (float32 or float64, written in place) may be the
+    model's own dtype: ranking float32 values in float64 changes no order."""
     in_block = (blocked_rows >= start) & (blocked_rows < start + users_block.size)
     scores[blocked_rows[in_block] - start, blocked_cols[in_block]] = -np.inf
-    scores[np.isnan(scores)] = -np.inf  # a NaN never ranks (and would break the tie cut)
+    nan = np.isnan(scores)
+    if nan.any():
+        scores[nan] = -np.inf  # a NaN never ranks (and would break the tie cut)
     kk = min(k, item_ids.size)
     best = _best_columns(scores, kk)
-    best_scores = np.take_along_axis(scores, best, axis=1)
+    best_scores = np.take_along_axis(scores, best, axis=1).astype(np.float64)
     order = np.lexsort((item_ids[best], -best_scores), axis=1)
     best = np.take_along_axis(best, order, axis=1)
     best_scores = np.take_along_axis(best_scores, order, axis=1)
@@ -171,9 +275,28 @@ def _top_of_block(name, users_block, item_ids, scores, blocked_rows, blocked_col
 
 
 def _best_columns(scores: np.ndarray, kk: int) -> np.ndarray:
-    """The columns of each row's `kk` highest scores, a tie at the cut going to the lower
-    column (item ids are sorted, so the lower id): the same items whatever `kk` is, which
-    argpartition alone does not promise."""
+    """The columns of each row's `kk` highest scores, in column order, a tie at the cut going
+    to the lower column (item ids are sorted, so the lower id): the same items whatever `kk`
+    is, which a partial sort alone does not promise.  A partial sort of the values finds each
+    row's kk-th highest (np.partition: a third of np.argpartition's time on a catalogue-wide
+    row); a row with more than `kk` scores at or above it has a tie across the cut and is
+    settled by column."""
+    rows, n = scores.shape
+    if kk >= n:
+        return np.broadcast_to(np.arange(n), scores.shape).copy()
+    cut = np.partition(scores, n - kk, axis=1)[:, n - kk : n - kk + 1]
+    chosen = scores >= cut
+    tied = chosen.sum(axis=1) > kk
+    if not tied.any():
+        return np.nonzero(chosen)[1].reshape(rows, kk)
+    best = np.empty((rows, kk), dtype=np.int64)
+    best[~tied] = np.nonzero(chosen[~tied])[1].reshape(-1, kk)
+    best[tied] = _best_columns_by_column(scores[tied], kk)
+    return best
+
+
+def _best_columns_by_column(scores: np.ndarray, kk: int) -> np.ndarray:
+    """`_best_columns` of rows with a tie at the cut: the lower columns win it."""
     cut = -np.partition(-scores, kk - 1, axis=1)[:, kk - 1 : kk]
     above = scores > cut
     tied = scores == cut

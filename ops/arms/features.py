@@ -136,10 +136,15 @@ class FeatureEncoder:
         movie_ids = np.asarray(movie_ids, dtype=np.int64)
         if user_ids.shape != movie_ids.shape:
             raise ValueError(f"transform: {user_ids.shape[0]} user ids but {movie_ids.shape[0]} movie ids")
-        return np.concatenate(
-            [self.user_rows[_row_of(self.user_ids, user_ids)], self.movie_rows[_row_of(self.movie_ids, movie_ids)]],
-            axis=1,
-        )
+        return np.concatenate([self.encoded_users(user_ids), self.encoded_movies(movie_ids)], axis=1)
+
+    def encoded_users(self, user_ids: np.ndarray) -> np.ndarray:
+        """The user columns of `transform`'s rows, one row per raw user id."""
+        return self.user_rows[_row_of(self.user_ids, np.asarray(user_ids, dtype=np.int64))]
+
+    def encoded_movies(self, movie_ids: np.ndarray) -> np.ndarray:
+        """The movie columns of `transform`'s rows, one row per raw movie id."""
+        return self.movie_rows[_row_of(self.movie_ids, np.asarray(movie_ids, dtype=np.int64))]
 
     def feature_columns(self, embedding_dim: int) -> list:
         """deepctr-torch feature columns in the same order as `transform`'s columns."""

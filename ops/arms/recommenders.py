@@ -24,18 +24,17 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.arms.base import FitData, _top_of_block, excluded_cells
+from ops.arms.base import TOP_CELLS, Factors, FitData, rank_arm, sigmoid
 from ops.arms.features import FeatureConfig, FeatureEncoder, FeatureSet, fit_encoder
 from ops.arms.metrics import auc, log_loss, relevant_items
 from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold
 from ops.data.domain import feedback_of
-from ops.schema import TOP_K
 
 ModelName = Literal["random", "pop", "fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn"]
 DEEPCTR_MODELS = ("fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn")
@@ -242,6 +241,9 @@ class TrainedArm:
     history: list[dict[str, float]] = field(default_factory=list)
     best_epoch: int | None = None
     train_rows: int = 0
+    # Scores per `score_matrix` call when ranking: Random's hash and the DeepCTR passes work
+    # in small chunks anyway, and a small block stays in cache for the top k (base.TOP_CELLS).
+    score_block_cells: ClassVar[int] = TOP_CELLS
 
     @property
     def scores_are_probabilities(self) -> bool:
@@ -282,12 +284,38 @@ class TrainedArm:
         if self.config.model == "random":
             return _uniform_hash(self.config.seed, user_ids, movie_ids)
         if self.config.model == "pop":
-            ids, scores = self.popularity
-            if ids.size == 0:
-                return np.zeros(movie_ids.shape)
-            position = np.clip(np.searchsorted(ids, movie_ids), 0, ids.size - 1)
-            return np.where(ids[position] == movie_ids, scores[position], 0.0)
+            return self._popularity_of(movie_ids)
         return _predict(self.model, self.encoder, user_ids, movie_ids, rows_per_forward(self.model, self.config))
+
+    def factors(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> Factors | None:
+        """Pop's scores and FM's logits are products of user and item factors (`ArmBase.factors`)."""
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        if self.config.model == "pop":
+            return Factors(np.ones((user_ids.size, 1)), self._popularity_of(movie_ids)[:, None])
+        if self.config.model not in DEEPCTR_MODELS:
+            return None
+        blocks = _scorer(self).factors(user_ids, movie_ids)
+        return None if blocks is None else Factors(*blocks, link=sigmoid)
+
+    def score_matrix(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+        """Scores of every user x movie, (users, movies): a matrix product where the arm has
+        `factors`; each user's and each movie's parts computed once for a DeepCTR model."""
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        factors = self.factors(user_ids, movie_ids)
+        if factors is not None:
+            return factors.scores()
+        if self.config.model == "random":
+            return _uniform_hash_matrix(self.config.seed, user_ids, movie_ids)
+        return _scorer(self).score_matrix(user_ids, movie_ids)
+
+    def _popularity_of(self, movie_ids: np.ndarray) -> np.ndarray:
+        ids, scores = self.popularity
+        if ids.size == 0:
+            return np.zeros(movie_ids.shape)
+        position = np.clip(np.searchsorted(ids, movie_ids), 0, ids.size - 1)
+        return np.where(ids[position] == movie_ids, scores[position], 0.0)
 
 
 def arm_params(trained: TrainedArm) -> dict[str, Any]:
@@ -341,28 +369,12 @@ def top_k(
     `movie_ids` is the candidate catalogue; `exclude` has user_id and movie_id columns
     (the train interactions).  Returns a TOP_K frame sorted by user and rank; a user with
     fewer than `k` candidates left gets fewer rows.  Users are scored in blocks of
-    users x catalogue pairs, so there is no Python loop per pair.
+    users x catalogue: one matrix product per block where the arm has `factors` (Pop, FM),
+    per-user and per-item parts computed once for the other DeepCTR models.
     """
     if not isinstance(trained, TrainedArm):
         return trained.rank(user_ids, movie_ids, exclude, k)
-    user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
-    movie_ids = np.unique(np.asarray(movie_ids, dtype=np.int64))
-    n_items = movie_ids.size
-    if user_ids.size == 0 or n_items == 0 or k <= 0:
-        return pl.DataFrame(schema=TOP_K)
-    blocked_rows, blocked_cols = excluded_cells(exclude, user_ids, movie_ids)
-    block = max(1, trained.config.score_batch_size // n_items)
-    parts = []
-    for start in range(0, user_ids.size, block):
-        users_block = user_ids[start : start + block]
-        scores = trained.score(np.repeat(users_block, n_items), np.tile(movie_ids, users_block.size))
-        # Ties broken by movie id, so lists are reproducible.
-        scores = scores.reshape(users_block.size, n_items).astype(np.float64)
-        parts.append(
-            _top_of_block(trained.config.name, users_block, movie_ids, scores, blocked_rows, blocked_cols, start, k)
-        )
-    frame = pl.concat(parts)
-    return frame.filter(pl.col("score").is_finite())
+    return rank_arm(trained, user_ids, movie_ids, exclude, k, trained.config.score_memory_mb)
 
 
 def evaluate_arm(
@@ -698,17 +710,19 @@ def rows_per_forward(model, config: ArmConfig) -> int:
     return max(256, min(config.score_batch_size, fit))
 
 
-def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int) -> np.ndarray:
-    import torch
+def _scorer(trained: TrainedArm):
+    # torch is a heavy import: loaded when a DeepCTR arm first scores.
+    from ops.arms.deepctr_parts import PartsScorer
 
-    model.eval()
-    device = model.device
-    out = np.empty(len(user_ids), dtype=np.float64)
-    with torch.no_grad():
-        for start in range(0, len(user_ids), batch):
-            x = torch.from_numpy(encoder.transform(user_ids[start : start + batch], movie_ids[start : start + batch]))
-            out[start : start + batch] = model(x.to(device)).squeeze(-1).double().cpu().numpy()
-    return out
+    return PartsScorer(trained.model, trained.encoder, rows_per_forward(trained.model, trained.config))
+
+
+def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int) -> np.ndarray:
+    """The model's probability per (user, movie) pair, `batch` pairs a pass, from each user's
+    and each movie's parts computed once (`ops.arms.deepctr_parts`)."""
+    from ops.arms.deepctr_parts import PartsScorer
+
+    return PartsScorer(model, encoder, batch).score_pairs(user_ids, movie_ids)
 
 
 # ---------------------------------------------------------------------------------------
@@ -719,16 +733,43 @@ def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np
 def _uniform_hash(seed: int, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
     """A uniform (0, 1) number per (seed, user, movie): the same pair always gets the same
     score, so Random's lists and its test scores agree (splitmix64 finaliser)."""
+    return _mixed(_user_key(seed, user_ids) ^ _movie_key(movie_ids))
+
+
+def _uniform_hash_matrix(seed: int, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    """`_uniform_hash` of every user x movie, (users, movies): each id's key computed once,
+    the mixing in place on blocks of ~64k pairs, which stay in cache."""
+    users, movies = _user_key(seed, user_ids), _movie_key(movie_ids)
+    out = np.empty((users.size, movies.size), dtype=np.float64)
+    step = max(1, 65_536 // max(movies.size, 1))
+    for start in range(0, users.size, step):
+        out[start : start + step] = _mixed(users[start : start + step, None] ^ movies[None, :])
+    return out
+
+
+def _user_key(seed: int, user_ids: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        x = (
-            (user_ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-            ^ (movie_ids.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F))
-            ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
-        )
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
-    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+        return (user_ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+
+
+def _movie_key(movie_ids: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return movie_ids.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+def _mixed(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on the keys (written in place), as uniform (0, 1) floats."""
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    x >>= np.uint64(11)
+    out = x.astype(np.float64)
+    out += 0.5
+    out /= float(1 << 53)
+    return out
 
 
 def _popularity(train: pl.DataFrame, config: ArmConfig) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,579 @@
+"""Scoring the DeepCTR arms from per-user and per-item parts.
+
+A deepctr-torch model takes one encoded feature row per (user, item) pair and looks up every
+embedding of that row: ranking a catalogue that way looks each user's embeddings up once per
+item, pools each item's genres once per user, and multiplies the whole concatenated input
+by the first layer of the DNN once per pair.  Here whatever depends on one side only is
+computed once per user and once per item, from the model's own tables and layers, and only
+what couples a user with an item is computed per pair:
+
+- per side: the embedding of every sparse field (multi-hot genres pooled as deepctr pools
+  them), the dense values and the side's share of the linear (wide) logit;
+- FM's second-order term is <sum of user embeddings, sum of item embeddings> plus one
+  constant per side, so FM's whole logit is one matrix product (`PartsScorer.factors`);
+- the first layer of a DNN that reads the concatenated embeddings splits by columns,
+  W x + b = W_user x_user + (W_item x_item + b): one product per side, a sum per pair;
+- AFN's logarithmic layer is exp(sum over fields of w log|e|), the product of a user factor
+  and an item factor, and its batch norms are affine in eval mode, so the first layer of
+  its DNN over a user and the whole catalogue is one matrix product;
+- NFM's bi-interaction is a per-side constant plus the elementwise product of the two sides'
+  embedding sums;
+- xDeepFM's CIN, AutoInt's attention, PNN's products and DCN's cross network take the
+  per-pair stack of embeddings, gathered from the per-side tables.
+
+Scores equal the model's forward up to float rounding (tests/test_deepctr_parts.py); a model
+class without a head here is scored by its own forward on encoded pairs (`forward_scores`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from deepctr_torch.inputs import (
+    DenseFeat,
+    SparseFeat,
+    VarLenSparseFeat,
+    get_varlen_pooling_list,
+    varlen_embedding_lookup,
+)
+
+from ops.arms.features import FeatureEncoder
+
+
+def forward_scores(
+    model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int
+) -> np.ndarray:
+    """The model's own forward on the encoded pairs, `batch` pairs a pass: the reference the
+    parts are checked against, and the path of a model class with no head here."""
+    model.eval()
+    out = np.empty(len(user_ids), dtype=np.float64)
+    with torch.inference_mode():
+        for start in range(0, len(user_ids), batch):
+            x = torch.from_numpy(encoder.transform(user_ids[start : start + batch], movie_ids[start : start + batch]))
+            out[start : start + batch] = model(x.to(model.device)).squeeze(-1).double().cpu().numpy()
+    return out
+
+
+@dataclass
+class Side:
+    """The parts of one side, one row per user (or item) asked for."""
+
+    is_user: bool
+    rows: torch.Tensor  # (n, columns) the encoder's rows of the side
+    fields: torch.Tensor  # (n, F_side, E) embeddings of the side's sparse fields, in the model's order
+    dense: torch.Tensor  # (n, D_side) the side's dense values
+    linear: torch.Tensor  # (n,) the side's share of the linear logit
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)  # what a head precomputes
+
+
+class Pairs:
+    """Which pairs a pass scores: aligned rows (`users[k]`, `items[k]`, index tensors), or
+    every user of the slice `users` with every item of the slice `items` (`block`,
+    user-major, as a users x items matrix; slices read the side tables without a copy)."""
+
+    def __init__(self, users: torch.Tensor | slice, items: torch.Tensor | slice, block: bool):
+        self.users, self.items, self.block = users, items, block
+        if block:
+            self.n_users, self.n_items = users.stop - users.start, items.stop - items.start
+            self.size = self.n_users * self.n_items
+        else:
+            self.size = users.numel()
+
+    def user(self, table: torch.Tensor) -> torch.Tensor:
+        part = table[self.users]
+        if not self.block:
+            return part
+        rest = part.shape[1:]
+        return part.unsqueeze(1).expand(-1, self.n_items, *rest).reshape(self.size, *rest)
+
+    def item(self, table: torch.Tensor) -> torch.Tensor:
+        part = table[self.items]
+        if not self.block:
+            return part
+        rest = part.shape[1:]
+        return part.unsqueeze(0).expand(self.n_users, -1, *rest).reshape(self.size, *rest)
+
+    def add(self, user: torch.Tensor, item: torch.Tensor) -> torch.Tensor:
+        if not self.block:
+            return user[self.users] + item[self.items]
+        total = user[self.users].unsqueeze(1) + item[self.items].unsqueeze(0)
+        return total.reshape(self.size, *total.shape[2:])
+
+    def multiply(self, user: torch.Tensor, item: torch.Tensor) -> torch.Tensor:
+        if not self.block:
+            return user[self.users] * item[self.items]
+        product = user[self.users].unsqueeze(1) * item[self.items].unsqueeze(0)
+        return product.reshape(self.size, *product.shape[2:])
+
+    def dot(self, user: torch.Tensor, item: torch.Tensor) -> torch.Tensor:
+        if not self.block:
+            return (user[self.users] * item[self.items]).sum(-1)
+        return (user[self.users] @ item[self.items].T).reshape(self.size)
+
+
+class PartsScorer:
+    """Scores of a fitted deepctr-torch `model` from per-side parts (module docstring).
+    `max_pairs`: pairs per pass, the memory bound of `rows_per_forward`."""
+
+    def __init__(self, model, encoder: FeatureEncoder, max_pairs: int):
+        self.model, self.encoder, self.max_pairs = model, encoder, max(1, int(max_pairs))
+        self.head = HEADS.get(type(model).__name__)
+        columns = list(model.dnn_feature_columns)
+        user_names = set(encoder.user_columns)
+        # deepctr's order: the SparseFeat embeddings, then the pooled VarLenSparseFeat ones.
+        sparse = [c for c in columns if isinstance(c, SparseFeat)] + [
+            c for c in columns if isinstance(c, VarLenSparseFeat)
+        ]
+        dense = [c for c in columns if isinstance(c, DenseFeat)]
+        self.sparse = {
+            True: [c for c in sparse if c.name in user_names],
+            False: [c for c in sparse if c.name not in user_names],
+        }
+        self.dense = {
+            True: [c for c in dense if c.name in user_names],
+            False: [c for c in dense if c.name not in user_names],
+        }
+        # Positions in the model's order of the user fields followed by the item fields.
+        self.field_order = _order([c.name for c in sparse], [c.name for c in self.sparse[True] + self.sparse[False]])
+        self.dense_order = _order([c.name for c in dense], [c.name for c in self.dense[True] + self.dense[False]])
+        self.embedding_dim = sparse[0].embedding_dim if sparse else 0
+        self._item_cache: tuple[np.ndarray, Side] | None = None
+
+    # -- the two sides ------------------------------------------------------------------
+
+    def side(self, ids: np.ndarray, is_user: bool) -> Side:
+        """The parts of users (`is_user`) or items `ids` (raw ids; unknown ones get the
+        encoder's all-unseen row, as `FeatureEncoder.transform` gives them)."""
+        enc = self.encoder
+        encoded = enc.encoded_users(ids) if is_user else enc.encoded_movies(ids)
+        rows = torch.from_numpy(encoded).to(self.model.device)
+        # A full-width input with this side's columns filled: deepctr's own lookups read it.
+        width = enc.user_rows.shape[1]
+        x = rows.new_zeros((rows.shape[0], enc.width))
+        if is_user:
+            x[:, :width] = rows
+        else:
+            x[:, width:] = rows
+        model = self.model
+        embedded = [model.input_from_feature_columns(x, [c], model.embedding_dict)[0][0] for c in self.sparse[is_user]]
+        fields = torch.cat(embedded, dim=1) if embedded else x.new_zeros((x.shape[0], 0, self.embedding_dim))
+        dense = [x[:, slice(*model.feature_index[c.name])] for c in self.dense[is_user]]
+        part = Side(
+            is_user=is_user,
+            rows=rows,
+            fields=fields,
+            dense=torch.cat(dense, dim=1) if dense else x.new_zeros((x.shape[0], 0)),
+            linear=_linear_share(model.linear_model, x, set(enc.user_columns), is_user),
+        )
+        if self.head is not None:
+            self.head.prepare(self, part, is_user)
+        return part
+
+    def items(self, movie_ids: np.ndarray) -> Side:
+        """The item side of `movie_ids`, computed once for the catalogue a ranking reads."""
+        if self._item_cache is None or not np.array_equal(self._item_cache[0], movie_ids):
+            self._item_cache = (np.array(movie_ids, copy=True), self.side(movie_ids, is_user=False))
+        return self._item_cache[1]
+
+    # -- what couples them -------------------------------------------------------------
+
+    def pair_fields(self, users: Side, items: Side, pairs: Pairs) -> torch.Tensor:
+        """(pairs, F, E): every field's embedding per pair, in the model's order."""
+        stack = torch.cat([pairs.user(users.fields), pairs.item(items.fields)], dim=1)
+        return stack if self.field_order is None else stack[:, self.field_order.to(stack.device)]
+
+    def pair_dense(self, users: Side, items: Side, pairs: Pairs) -> torch.Tensor:
+        values = torch.cat([pairs.user(users.dense), pairs.item(items.dense)], dim=1)
+        return values if self.dense_order is None else values[:, self.dense_order.to(values.device)]
+
+    def dnn_input(self, users: Side, items: Side, pairs: Pairs) -> torch.Tensor:
+        """deepctr's `combined_dnn_input`: the flattened embeddings, then the dense values."""
+        return torch.cat(
+            [self.pair_fields(users, items, pairs).flatten(1), self.pair_dense(users, items, pairs)], dim=1
+        )
+
+    def first_layer_share(self, dnn, side: Side, is_user: bool) -> torch.Tensor:
+        """The side's product with the first linear layer of `dnn` (whose input is
+        `dnn_input`), the bias on the item side: the two shares sum to the layer's output."""
+        first = dnn.linears[0]
+        e = self.embedding_dim
+        n_user_fields, n_user_dense = len(self.sparse[True]), len(self.dense[True])
+        field_at = _positions(self.field_order, n_user_fields + len(self.sparse[False]))
+        dense_at = _positions(self.dense_order, n_user_dense + len(self.dense[False]))
+        fields = field_at[:n_user_fields] if is_user else field_at[n_user_fields:]
+        dense = dense_at[:n_user_dense] if is_user else dense_at[n_user_dense:]
+        n_fields = len(field_at)
+        columns = [k for f in fields for k in range(f * e, f * e + e)] + [n_fields * e + d for d in dense]
+        inputs = torch.cat([side.fields.flatten(1), side.dense], dim=1)
+        share = inputs @ first.weight[:, torch.tensor(columns, dtype=torch.long, device=first.weight.device)].T
+        return share if is_user else share + first.bias
+
+    def probabilities(self, users: Side, items: Side, pairs: Pairs) -> torch.Tensor:
+        """The model's output per pair: its prediction layer (bias, sigmoid) on the head's logit."""
+        if self.head is None:  # the model's own forward on the encoded pairs
+            return self.model(torch.cat([pairs.user(users.rows), pairs.item(items.rows)], dim=1)).reshape(-1)
+        return self.model.out(self.head.logit(self, users, items, pairs).reshape(-1, 1)).reshape(-1)
+
+    # -- scores ---------------------------------------------------------------------------
+
+    def score_pairs(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+        """One probability per aligned (user, movie) pair, as float64 (the model's float32 output)."""
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        out = np.empty(user_ids.size, dtype=np.float64)
+        if user_ids.size == 0:
+            return out
+        self.model.eval()
+        with torch.inference_mode():
+            unique_users, user_at = np.unique(user_ids, return_inverse=True)
+            unique_items, item_at = np.unique(movie_ids, return_inverse=True)
+            users = self.side(unique_users, is_user=True)
+            items = self.side(unique_items, is_user=False)
+            device = self.model.device
+            user_at, item_at = (
+                torch.from_numpy(user_at.ravel()).to(device),
+                torch.from_numpy(item_at.ravel()).to(device),
+            )
+            for start in range(0, user_ids.size, self.max_pairs):
+                stop = start + self.max_pairs
+                pairs = Pairs(user_at[start:stop], item_at[start:stop], block=False)
+                out[start:stop] = self.probabilities(users, items, pairs).double().cpu().numpy()
+        return out
+
+    def score_matrix(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+        """Probabilities of every user x movie, (users, movies) float32 (the model's dtype)."""
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        out = np.empty((user_ids.size, movie_ids.size), dtype=np.float32)
+        if out.size == 0:
+            return out
+        self.model.eval()
+        with torch.inference_mode():
+            items = self.items(movie_ids)
+            users = self.side(user_ids, is_user=True)
+            n_users, n_items = user_ids.size, movie_ids.size
+            if self.head is not None and self.head.user_per_pass:
+                user_step, item_step = 1, n_items
+            else:
+                user_step, item_step = max(1, self.max_pairs // n_items), min(n_items, self.max_pairs)
+            for u in range(0, n_users, user_step):
+                for i in range(0, n_items, item_step):
+                    pairs = Pairs(slice(u, min(u + user_step, n_users)), slice(i, min(i + item_step, n_items)), True)
+                    scores = self.probabilities(users, items, pairs).reshape(pairs.n_users, pairs.n_items)
+                    out[pairs.users, pairs.items] = scores.float().cpu().numpy()
+        return out
+
+    def factors(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(user factors, item factors), float32, whose products are the logits the
+        prediction layer's sigmoid turns into the scores (its bias included), where the
+        model's logit decomposes so (FM, a linear model); None otherwise."""
+        head = self.head
+        if head is None or head.factors is None or not head.decomposes(self.model) or self.model.out.task != "binary":
+            return None
+        self.model.eval()
+        with torch.inference_mode():
+            users = self.side(np.asarray(user_ids, dtype=np.int64), is_user=True)
+            items = self.side(np.asarray(movie_ids, dtype=np.int64), is_user=False)
+            left, right = head.factors(self, users, items)
+            if self.model.out.use_bias:  # a column of ones meets the bias on the item side
+                left = torch.cat([left, torch.ones_like(left[:, :1])], dim=1)
+                right = torch.cat([right, self.model.out.bias.expand(right.shape[0], 1)], dim=1)
+            return left.float().cpu().numpy(), right.float().cpu().numpy()
+
+
+@dataclass(frozen=True)
+class Head:
+    """How one deepctr-torch model class is scored from parts: `prepare(scorer, side,
+    is_user)` adds the side's precomputed parts to `side.extra`; `logit(scorer, users,
+    items, pairs)` gives the logit per pair; `factors(scorer, users, items)` gives user and
+    item factors whose product is the logit, for a model where `decomposes(model)`; `user_per_pass`: in a users x items
+    block, a pass scores one user against every item."""
+
+    prepare: Callable
+    logit: Callable
+    factors: Callable | None = None
+    decomposes: Callable = lambda model: True  # whether this model's logit is `factors`' product
+    # A block pass scores one user against the whole catalogue (AFN: what a pass holds is
+    # per user, the folded first layer, plus one row of the first layer's width per item).
+    user_per_pass: bool = False
+
+
+def _order(model_names: list[str], gathered: list[str]) -> torch.Tensor | None:
+    """The permutation taking the gathered order (user fields, then item fields) to the
+    model's; None when they agree (every encoder of simab puts the user side first)."""
+    at = {name: k for k, name in enumerate(gathered)}
+    order = [at[name] for name in model_names]
+    return None if order == list(range(len(order))) else torch.tensor(order)
+
+
+def _positions(order: torch.Tensor | None, n: int) -> list[int]:
+    """Model position of each gathered field (inverse of `_order`)."""
+    if order is None:
+        return list(range(n))
+    positions = [0] * n
+    for model_position, gathered in enumerate(order.tolist()):
+        positions[gathered] = model_position
+    return positions
+
+
+def _linear_share(linear, x: torch.Tensor, user_names: set[str], is_user: bool) -> torch.Tensor:
+    """The part of deepctr's `Linear` logit that the side's features give (`Linear.forward`
+    restricted to them): summed over both sides it is the model's linear logit."""
+    total = x.new_zeros(x.shape[0])
+    mine = lambda c: (c.name in user_names) == is_user  # noqa: E731
+    index = linear.feature_index
+    for c in filter(mine, linear.sparse_feature_columns):
+        total += linear.embedding_dict[c.embedding_name](x[:, slice(*index[c.name])].long()).reshape(-1)
+    varlen = [c for c in linear.varlen_sparse_feature_columns if mine(c)]
+    if varlen:
+        looked_up = varlen_embedding_lookup(x, linear.embedding_dict, index, varlen)
+        for pooled in get_varlen_pooling_list(looked_up, x, index, varlen, linear.device):
+            total += pooled.reshape(-1)
+    offset = 0
+    for c in linear.dense_feature_columns:
+        if mine(c):
+            total += (x[:, slice(*index[c.name])] @ linear.weight[offset : offset + c.dimension]).reshape(-1)
+        offset += c.dimension
+    return total
+
+
+def _dnn_after_first(dnn, fc: torch.Tensor) -> torch.Tensor:
+    """deepctr's `DNN.forward` from the first layer's output on (eval mode: no dropout)."""
+    for k in range(len(dnn.linears)):
+        if k:
+            fc = dnn.linears[k](fc)
+        if dnn.use_bn:
+            fc = dnn.bn[k](fc)
+        fc = dnn.activation_layers[k](fc)
+    return fc
+
+
+def _deep_part(scorer: PartsScorer, users: Side, items: Side, pairs: Pairs, dnn) -> torch.Tensor:
+    """`dnn(dnn_input)` with its first layer summed from the two sides' shares."""
+    for side, is_user in ((users, True), (items, False)):
+        if "first" not in side.extra:
+            side.extra["first"] = scorer.first_layer_share(dnn, side, is_user)
+    return _dnn_after_first(dnn, pairs.add(users.extra["first"], items.extra["first"]))
+
+
+def _fm_prepare(side: Side) -> None:
+    total = side.fields.sum(dim=1)
+    side.extra["sum"] = total
+    side.extra["fm"] = 0.5 * (total.pow(2).sum(-1) - side.fields.pow(2).sum(dim=(1, 2)))
+
+
+# -- heads, one per model class ---------------------------------------------------------
+
+
+def _nothing(scorer, side, is_user) -> None:
+    return None
+
+
+def _deepfm_prepare(scorer, side, is_user) -> None:
+    _fm_prepare(side)
+
+
+def _deepfm_logit(scorer, users, items, pairs) -> torch.Tensor:
+    model = scorer.model
+    if model.use_fm and users.fields.shape[1] + items.fields.shape[1] > 0:
+        logit = pairs.add(users.linear + users.extra["fm"], items.linear + items.extra["fm"])
+        logit = logit + pairs.dot(users.extra["sum"], items.extra["sum"])
+    else:
+        logit = pairs.add(users.linear, items.linear)
+    if model.use_dnn:
+        logit = logit + model.dnn_linear(_deep_part(scorer, users, items, pairs, model.dnn)).reshape(-1)
+    return logit
+
+
+def _deepfm_factors(scorer, users, items):
+    """FM (DeepFM without its DNN): logit = [S_u, c_u, 1] . [S_i, 1, c_i], S the sums of
+    the embeddings, c the linear share plus the side's own second-order term."""
+    if not scorer.model.use_fm:
+        users.extra["sum"] = users.fields.new_zeros((users.fields.shape[0], 0))
+        items.extra["sum"] = items.fields.new_zeros((items.fields.shape[0], 0))
+        users.extra["fm"] = torch.zeros_like(users.linear)
+        items.extra["fm"] = torch.zeros_like(items.linear)
+    one_u, one_i = torch.ones_like(users.linear)[:, None], torch.ones_like(items.linear)[:, None]
+    left = torch.cat([users.extra["sum"], (users.linear + users.extra["fm"])[:, None], one_u], dim=1)
+    right = torch.cat([items.extra["sum"], one_i, (items.linear + items.extra["fm"])[:, None]], dim=1)
+    return left, right
+
+
+def _wdl_logit(scorer, users, items, pairs) -> torch.Tensor:
+    model = scorer.model
+    logit = pairs.add(users.linear, items.linear)
+    if model.use_dnn:
+        logit = logit + model.dnn_linear(_deep_part(scorer, users, items, pairs, model.dnn)).reshape(-1)
+    return logit
+
+
+def _wdl_factors(scorer, users, items):
+    one_u, one_i = torch.ones_like(users.linear)[:, None], torch.ones_like(items.linear)[:, None]
+    return torch.cat([users.linear[:, None], one_u], dim=1), torch.cat([one_i, items.linear[:, None]], dim=1)
+
+
+def _nfm_prepare(scorer, side, is_user) -> None:
+    _fm_prepare(side)
+    total = side.extra["sum"]
+    side.extra["bi"] = 0.5 * (total.pow(2) - side.fields.pow(2).sum(dim=1))
+
+
+def _nfm_logit(scorer, users, items, pairs) -> torch.Tensor:
+    """NFM's bi-interaction 0.5((S_u + S_i)^2 - Q_u - Q_i) = bi_u + bi_i + S_u * S_i."""
+    model = scorer.model
+    bi = pairs.add(users.extra["bi"], items.extra["bi"]) + pairs.multiply(users.extra["sum"], items.extra["sum"])
+    dnn_input = torch.cat([bi, scorer.pair_dense(users, items, pairs)], dim=1)
+    return pairs.add(users.linear, items.linear) + model.dnn_linear(model.dnn(dnn_input)).reshape(-1)
+
+
+def _afn_prepare(scorer, side, is_user) -> None:
+    """exp of the side's share of the logarithmic layer (bias on the user side), as (n, E*H)."""
+    ltl = scorer.model.ltl
+    x = side.fields
+    for hook in ltl._forward_pre_hooks.values():  # simab's floor on |e| (an elementwise clamp)
+        changed = hook(ltl, (x,))
+        if changed is not None:
+            x = changed[0]
+    logs = torch.log(torch.clamp(torch.abs(x), min=1e-7)).transpose(1, 2)  # (n, E, F_side)
+    logs = ltl.bn[0](logs)  # eval mode: an affine map per embedding component
+    weights = ltl.ltl_weights[_side_fields(scorer, is_user).to(ltl.ltl_weights.device)]  # (F_side, H)
+    share = logs @ weights
+    if is_user:
+        share = share + ltl.ltl_biases
+    side.extra["ltl"] = share  # (n, E, H)
+
+
+def _side_fields(scorer: PartsScorer, is_user: bool) -> torch.Tensor:
+    """Model positions of the side's fields (rows of AFN's ltl_weights)."""
+    n_user = len(scorer.sparse[True])
+    positions = _positions(scorer.field_order, n_user + len(scorer.sparse[False]))
+    return torch.tensor(positions[:n_user] if is_user else positions[n_user:], dtype=torch.long)
+
+
+def _afn_factors_of(side: Side) -> torch.Tensor | None:
+    """exp of the side's share, (n, E*H), in place of the share; None where a factor would
+    overflow or vanish in float32 (|share| > 80), which the product of the two might not:
+    the exact path then."""
+    if "exp" not in side.extra:
+        share = side.extra["ltl"]
+        fits = share.numel() == 0 or float(share.abs().max()) < 80.0
+        side.extra["exp"] = share.exp_().flatten(1) if fits else None
+        if fits:
+            del side.extra["ltl"]
+    return side.extra["exp"]
+
+
+def _afn_share(side: Side, hidden: int) -> torch.Tensor:
+    """The side's share of the logarithmic layer, (n, E, H), back from its exp if need be."""
+    if "ltl" in side.extra:
+        return side.extra["ltl"]
+    values = side.extra["exp"]
+    return torch.log(values).reshape(values.shape[0], -1, hidden)
+
+
+def _afn_first_layer(model, items: Side) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first layer of AFN's DNN with bn[1] folded in: bn[1] (eval) is y = a x + t per
+    embedding component, so W (a x + t) + b = (W a) x + (W t + b).  Kept with the item side."""
+    if "afn_weight" not in items.extra:
+        ltl, first = model.ltl, model.afn_dnn.linears[0]
+        bn = ltl.bn[1]
+        a = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+        t = bn.bias - bn.running_mean * a
+        hidden = ltl.ltl_weights.shape[1]
+        items.extra["afn_weight"] = first.weight * a.repeat_interleave(hidden)  # (H1, E*H)
+        items.extra["afn_bias"] = first.bias + first.weight @ t.repeat_interleave(hidden)
+    return items.extra["afn_weight"], items.extra["afn_bias"]
+
+
+def _afn_logit(scorer, users, items, pairs) -> torch.Tensor:
+    model = scorer.model
+    ltl, dnn = model.ltl, model.afn_dnn
+    pu, pi = _afn_factors_of(users), _afn_factors_of(items)
+    logit = pairs.add(users.linear, items.linear)
+    if pu is None or pi is None:
+        hidden = ltl.ltl_weights.shape[1]
+        ltl_out = ltl.bn[1](torch.exp(pairs.add(_afn_share(users, hidden), _afn_share(items, hidden)))).flatten(1)
+        return logit + model.afn_dnn_linear(dnn(ltl_out)).reshape(-1)
+    weight, bias = _afn_first_layer(model, items)
+    if pairs.block:
+        # Per user: (items, E*H) @ (E*H, H1), the user's factor folded into the weights.
+        folded = weight.unsqueeze(0) * pu[pairs.users].unsqueeze(1)  # (users, H1, E*H)
+        fc = torch.matmul(pi[pairs.items], folded.transpose(1, 2)).reshape(pairs.size, -1) + bias
+    else:
+        fc = torch.addmm(bias, pairs.multiply(pu, pi), weight.T)
+    return logit + model.afn_dnn_linear(_dnn_after_first(dnn, fc)).reshape(-1)
+
+
+def _xdeepfm_logit(scorer, users, items, pairs) -> torch.Tensor:
+    model = scorer.model
+    logit = pairs.add(users.linear, items.linear)
+    if model.use_cin:
+        logit = logit + model.cin_linear(model.cin(scorer.pair_fields(users, items, pairs))).reshape(-1)
+    if model.use_dnn:
+        logit = logit + model.dnn_linear(_deep_part(scorer, users, items, pairs, model.dnn)).reshape(-1)
+    return logit
+
+
+def _dcn_logit(scorer, users, items, pairs) -> torch.Tensor:
+    model = scorer.model
+    logit = pairs.add(users.linear, items.linear)
+    deep = len(model.dnn_hidden_units) > 0
+    if deep:
+        deep_out = _deep_part(scorer, users, items, pairs, model.dnn)
+    if model.cross_num > 0:
+        cross_out = model.crossnet(scorer.dnn_input(users, items, pairs))
+    if deep and model.cross_num > 0:
+        logit = logit + model.dnn_linear(torch.cat((cross_out, deep_out), dim=-1)).reshape(-1)
+    elif deep:
+        logit = logit + model.dnn_linear(deep_out).reshape(-1)
+    elif model.cross_num > 0:
+        logit = logit + model.dnn_linear(cross_out).reshape(-1)
+    return logit
+
+
+def _autoint_logit(scorer, users, items, pairs) -> torch.Tensor:
+    model = scorer.model
+    logit = pairs.add(users.linear, items.linear)
+    deep = len(model.dnn_hidden_units) > 0
+    if model.att_layer_num > 0:
+        att = scorer.pair_fields(users, items, pairs)
+        for layer in model.int_layers:
+            att = layer(att)
+        att_output = torch.flatten(att, start_dim=1)
+    if deep:
+        deep_out = _deep_part(scorer, users, items, pairs, model.dnn)
+    if deep and model.att_layer_num > 0:
+        logit = logit + model.dnn_linear(torch.cat([att_output, deep_out], dim=-1)).reshape(-1)
+    elif deep:
+        logit = logit + model.dnn_linear(deep_out).reshape(-1)
+    elif model.att_layer_num > 0:
+        logit = logit + model.dnn_linear(att_output).reshape(-1)
+    return logit
+
+
+def _pnn_logit(scorer, users, items, pairs) -> torch.Tensor:
+    model = scorer.model
+    stack = scorer.pair_fields(users, items, pairs)
+    embedded = list(stack.split(1, dim=1))
+    parts = [stack.flatten(1)]
+    if model.use_inner:
+        parts.append(torch.flatten(model.innerproduct(embedded), start_dim=1))
+    if model.use_outter:
+        parts.append(model.outterproduct(embedded))
+    dnn_input = torch.cat([torch.cat(parts, dim=1), scorer.pair_dense(users, items, pairs)], dim=1)
+    return model.dnn_linear(model.dnn(dnn_input)).reshape(-1)
+
+
+HEADS: dict[str, Head] = {
+    "DeepFM": Head(_deepfm_prepare, _deepfm_logit, _deepfm_factors, decomposes=lambda model: not model.use_dnn),
+    "WDL": Head(_nothing, _wdl_logit, _wdl_factors, decomposes=lambda model: not model.use_dnn),
+    "NFM": Head(_nfm_prepare, _nfm_logit),
+    "AFN": Head(_afn_prepare, _afn_logit, user_per_pass=True),
+    "xDeepFM": Head(_nothing, _xdeepfm_logit),
+    "DCN": Head(_nothing, _dcn_logit),
+    "AutoInt": Head(_nothing, _autoint_logit),
+    "PNN": Head(_nothing, _pnn_logit),
+}

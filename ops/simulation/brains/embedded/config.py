@@ -69,6 +69,12 @@ class EmbeddedBrainConfig(BaseModel):
     # `collab_recent` most recent ones ("collab_recent": tastes drift).  0 factors: off.
     collab_factors: int = Field(48, ge=0)
     collab_recent: int = Field(20, ge=1)
+    # Which model family the collaborative score comes from: "puresvd", the item factors
+    # above (a factor model, as the FM family and ALS are); "itemknn", an item-item
+    # neighbourhood: the movie's cosine similarity (over the train window's binary user
+    # columns) to each remembered movie, averaged — no factorisation.  docs/trust.md has
+    # the measurements behind the default.
+    collab_family: Literal["puresvd", "itemknn"] = "puresvd"
     # Which collaborative features the click model uses: "auto" picks, among none / collab /
     # collab + recent, the one with the best click AUC on the fit's held-out users
     # (validation window); the others force a variant.

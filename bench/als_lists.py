@@ -1,0 +1,159 @@
+"""An outside factor model's lists as an arm: implicit's ALS on simab's own train window,
+written as a lists file (`als=lists:FILE`, `ops.arms.lists`).
+
+The model simab has never seen, brought in as a team would: alternating least squares for
+implicit feedback (Hu, Koren & Volinsky 2008) from the `implicit` package (the optional extra
+`bench`: `pip install -e '.[bench]'`; without it a numpy ALS of the same objective runs),
+64 factors, 15 iterations, positives = ratings >= 4 of the chronological 7:2:1 split's train
+window, confidence 1 + alpha x positive.  Every user simab ranks (the train and the test
+users) gets its 100 best-scored items that are not among its train items; a user the train
+window never saw gets the most popular positives.
+
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/als_lists.py --out data/als_ml1m.parquet
+    SIMAB_ARMS=random,pop,als=lists:data/als_ml1m.parquet make demo-ml1m   # then as any arm
+
+Prints the fit's seconds and which ALS ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from scipy import sparse
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ops.arms.ranking import ranking_users  # noqa: E402
+
+FACTORS, ITERATIONS, REGULARIZATION, ALPHA = 64, 15, 0.01, 1.0
+
+
+def als_factors(
+    matrix: sparse.csr_matrix, factors: int, iterations: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(user factors, item factors, which implementation) of implicit ALS on a users x items
+    confidence matrix (0 = unobserved)."""
+    try:
+        from implicit.cpu.als import AlternatingLeastSquares
+    except ImportError:
+        users, items = numpy_als(matrix, factors, iterations, REGULARIZATION, seed)
+        return users, items, "numpy ALS (implicit not installed)"
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, "blas"):  # implicit's own threads; BLAS threads inside them only contend
+        model = AlternatingLeastSquares(
+            factors=factors, iterations=iterations, regularization=REGULARIZATION, random_state=seed
+        )
+        model.fit(matrix, show_progress=False)
+    import implicit
+
+    return np.asarray(model.user_factors), np.asarray(model.item_factors), f"implicit {implicit.__version__}"
+
+
+def numpy_als(matrix: sparse.csr_matrix, factors: int, iterations: int, regularization: float, seed: int):
+    """Hu et al.'s ALS, solved exactly per row: (YᵀY + Yᵀ(Cᵤ − I)Y + λI) xᵤ = YᵀCᵤp(u)."""
+    rng = np.random.default_rng(seed)
+    n_users, n_items = matrix.shape
+    X = rng.normal(0, 0.01, (n_users, factors))
+    Y = rng.normal(0, 0.01, (n_items, factors))
+    by_user, by_item = matrix.tocsr(), matrix.T.tocsr()
+
+    def solve(fixed: np.ndarray, rows: sparse.csr_matrix, out: np.ndarray) -> None:
+        gram = fixed.T @ fixed + regularization * np.eye(factors)
+        for r in range(rows.shape[0]):
+            lo, hi = rows.indptr[r], rows.indptr[r + 1]
+            idx, conf = rows.indices[lo:hi], rows.data[lo:hi]
+            Yi = fixed[idx]
+            out[r] = np.linalg.solve(gram + (Yi.T * (conf - 1.0)) @ Yi, Yi.T @ conf)
+
+    for _ in range(iterations):
+        solve(Y, by_user, X)
+        solve(X, by_item, Y)
+    return X, Y
+
+
+def als_lists(
+    train: pl.DataFrame,
+    rank_users: np.ndarray,
+    item_ids: np.ndarray,
+    per_user: int = 100,
+    factors: int = FACTORS,
+    iterations: int = ITERATIONS,
+    seed: int = 0,
+) -> tuple[pl.DataFrame, str]:
+    """user_id, rank, item_id, score: each of `rank_users`' `per_user` best ALS items, its
+    train items left out; and which ALS ran."""
+    positives = train.filter(pl.col("rating") >= 4).select("user_id", "movie_id").unique()
+    users = np.unique(positives.get_column("user_id").to_numpy())
+    items = np.unique(np.asarray(item_ids, dtype=np.int64))
+    u = np.searchsorted(users, positives.get_column("user_id").to_numpy())
+    i = np.searchsorted(items, positives.get_column("movie_id").to_numpy())
+    matrix = sparse.csr_matrix((np.full(u.size, 1.0 + ALPHA, dtype=np.float32), (u, i)), shape=(users.size, items.size))
+    user_f, item_f, which = als_factors(matrix, factors, iterations, seed)
+    seen = train.select("user_id", "movie_id").unique()
+    seen_rows = {
+        int(k[0]): np.searchsorted(items, g.get_column("movie_id").to_numpy())
+        for k, g in seen.group_by("user_id", maintain_order=True)
+    }
+    popular = np.asarray(matrix.sum(axis=0)).ravel().astype(np.float64)
+    frames = []
+    for user in np.asarray(rank_users, dtype=np.int64):
+        at = np.searchsorted(users, user)
+        known = at < users.size and users[at] == user
+        scores = item_f @ user_f[at] if known else popular.copy()
+        scores[seen_rows.get(int(user), np.zeros(0, np.int64))] = -np.inf
+        best = np.argsort(-scores, kind="stable")[:per_user]
+        frames.append(
+            pl.DataFrame(
+                {
+                    "user_id": np.full(best.size, user, dtype=np.int64),
+                    "rank": np.arange(1, best.size + 1, dtype=np.int64),
+                    "item_id": items[best],
+                    "score": scores[best].astype(np.float64),
+                }
+            )
+        )
+    return pl.concat(frames), which
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", choices=("ml1m", "synthetic"), default="ml1m")
+    parser.add_argument("--out", type=Path, required=True, help="the lists file to write (.parquet or .csv)")
+    parser.add_argument("--per-user", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    from bench.agents import load
+    from ops.data.split import chronological_split
+
+    users, movies, ratings, _, _ = load(args.data)
+    split = chronological_split(ratings)
+    started = time.perf_counter()
+    lists, which = als_lists(
+        split.train,
+        ranking_users(split.train, split.test),
+        movies.get_column("movie_id").to_numpy(),
+        args.per_user,
+        seed=args.seed,
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.out.suffix == ".csv":
+        lists.write_csv(args.out)
+    else:
+        lists.write_parquet(args.out)
+    print(
+        f"{which}: {FACTORS} factors, {ITERATIONS} iterations, positives = ratings >= 4 of the train window "
+        f"({split.train.height} rows); {lists.get_column('user_id').n_unique()} users x {args.per_user} items "
+        f"-> {args.out} in {time.perf_counter() - started:.1f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

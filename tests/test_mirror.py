@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import polars as pl
 import pytest
@@ -124,7 +126,9 @@ def test_the_bias_read_out_measures_the_mirrors_excess_and_warns_when_residuals_
     few = simulator_bias(
         *_frames({a: ctr[a] for a in three}, {a: ndcg[a] for a in three}, overlap), ["mirror"], n_bootstrap=100
     )
-    assert few.rho is not None and few.min_p_value == pytest.approx(1 / 6) and few.p_value >= 1 / 6 and few.warning is None
+    assert (
+        few.rho is not None and few.min_p_value == pytest.approx(1 / 6) and few.p_value >= 1 / 6 and few.warning is None
+    )
     assert "this test cannot warn with so few arms" in few.to_markdown()
 
 
@@ -140,3 +144,33 @@ def test_without_a_mirror_the_bias_is_not_measured_and_says_how_to_measure_it():
 def test_spearman_one_sided_p_is_exact_over_the_orderings():
     rho, p = spearman_one_sided(np.array([1.0, 2.0, 3.0, 4.0]), np.array([10.0, 20.0, 40.0, 30.0]))
     assert rho == pytest.approx(0.8) and p == pytest.approx(4 / 24)  # the identity and the 3 adjacent swaps
+
+
+def test_the_item_knn_family_scores_a_movie_by_its_mean_co_watch_cosine_to_the_agents_memories(world):
+    from ops.simulation.brains.embedded import EmbeddedBrainConfig, agent_states, pair_features
+    from ops.simulation.brains.embedded.config import FEATURES
+    from ops.simulation.brains.embedded.features import item_neighbourhood_vectors
+
+    train, agents = world["train"], world["agents"]
+    config = EmbeddedBrainConfig(collab_family="itemknn")
+    model = fit_embedded_brain(agents, train, world["valid"], world["users"], config)
+    ctx = model.context
+    users = sorted(set(train.get_column("user_id").to_list()))
+    assert ctx.collab.shape == (len(ctx.facts.movie_ids), len(users))  # one column per train user: no factors
+    # Cosine of two movies' binary user columns, by hand.
+    watched = {m: set(g.get_column("user_id")) for (m,), g in train.group_by("movie_id")}
+    a, b = sorted(watched)[:2]
+    rows = ctx.vectors.rows_of([a, b])
+    cosine = len(watched[a] & watched[b]) / np.sqrt(len(watched[a]) * len(watched[b]))
+    assert float(ctx.collab[rows[0]] @ ctx.collab[rows[1]]) == pytest.approx(cosine, rel=1e-5)
+    # The feature: the candidate's mean cosine to the agent's remembered movies, through the
+    # agent-by-agent path a catalogue of users wider than the factor path takes.
+    wide = dataclasses.replace(ctx, collab=np.repeat(ctx.collab, 10, axis=1) / np.sqrt(10))
+    uid = users[0]
+    state = agent_states({uid: agents.memories[uid]}, agents.profiles, wide, config)[uid]
+    candidates = np.arange(len(ctx.facts.movie_ids))[:7]
+    X, _, _ = pair_features([state], [candidates], wide, config)
+    expected = (ctx.collab[candidates] @ ctx.collab[state.rows].mean(axis=0)).astype(float)
+    assert wide.collab.shape[1] > 256 and X[:, FEATURES.index("collab")] == pytest.approx(expected, rel=1e-4)
+    assert item_neighbourhood_vectors(train, ctx.facts.movie_ids, 0).shape == (len(ctx.facts.movie_ids), 0)
+    assert model.params.click_variant in ("none", "collab", "collab+recent")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import mimetypes
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -112,6 +113,7 @@ def report_summary(
     rating=None,
     warnings: list[str] | None = None,
     primary: str = "ctr",
+    exclude: Sequence[str] = (),
 ) -> dict:
     """The few figures a person reads first, as plain data (the console's closing summary,
     the report's first section, Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20,
@@ -121,7 +123,8 @@ def report_summary(
     arm-against-arm counts; the trust figures — taste F1 per ratio (the papers' per-item
     protocol where it ran, else the sandbox one; `taste` a TasteDiscrimination) and the
     brain's rating RMSE beside the best offline arm's (`rating` a RatingAlignment); and the
-    `warnings` of the checks that warned."""
+    `warnings` of the checks that warned.  Arms in `exclude` (diagnostic arms such as the
+    mirror, `ops.arms.mirror`) are never named the winner."""
 
     def cells(frame: pl.DataFrame, key: str) -> dict:
         return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
@@ -142,7 +145,7 @@ def report_summary(
     )
     return {
         "control": readout.control,
-        "verdict": _winner(readout, primary),
+        "verdict": _winner(readout, primary, exclude),
         "trust": _trust_figures(taste, rating),
         "warnings": list(warnings or []),
         "arms": arms,
@@ -154,9 +157,11 @@ def report_summary(
     }
 
 
-def _winner(readout, metric: str) -> dict:
+def _winner(readout, metric: str, exclude: Sequence[str] = ()) -> dict:
     """The non-control arm with the largest difference against the control on `metric`."""
-    comps = readout.comparisons.filter((pl.col("metric") == metric) & pl.col("difference").is_not_null())
+    comps = readout.comparisons.filter(
+        (pl.col("metric") == metric) & pl.col("difference").is_not_null() & ~pl.col("arm").is_in(list(exclude))
+    )
     if not comps.height:
         return {"metric": metric, "arm": None, "control": readout.control}
     best = comps.sort("difference", descending=True).row(0, named=True)
@@ -241,6 +246,8 @@ def verdict_lines(headline: dict) -> list[str]:
         )
         parts.append(f"rating RMSE {t['rmse']:.3f}{best}")
     lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
+    if headline.get("simulator_bias"):
+        lines.append(headline["simulator_bias"])
     lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]
     return lines
 

@@ -10,7 +10,8 @@ users) gets its 100 best-scored items that are not among its train items; a user
 window never saw gets the most popular positives.
 
     SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/als_lists.py --out data/als_ml1m.parquet
-    SIMAB_ARMS=random,pop,als=lists:data/als_ml1m.parquet make demo-ml1m   # then as any arm
+    .venv/bin/python -m pipelines.lifecycle --arms random,pop,fm,als=lists:data/als_ml1m.parquet
+                                    # then as any arm (with the Makefile's ML1M_ENV for the data)
 
 Prints the fit's seconds and which ALS ran.
 """

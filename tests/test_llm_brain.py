@@ -503,6 +503,15 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     first = events.filter(pl.col("user_id") == users[0]).sort("step")
     assert first.get_column("fatigue_after").to_list()[:2] == pytest.approx([1.5, 6.5])
     assert len(fake.requests) == 5 * len(users)
+    # One order per page visit: coming back from the detail page shows page 1 as before; and
+    # the shuffle is not the list's order for every agent.
+    first_user = [user_text(b) for b in fake.requests[:5]]
+    cards = [re.findall(r"^\[(\d+)\]", text, re.M) for text in first_user]
+    assert "detail page" in first_user[1] and cards[0] == cards[2] and len(cards[0]) == 5
+    orders = [
+        [c.movie_id for c in make_brain(fake, world).displayed(session(world, u), home(world, u)).items] for u in users
+    ]
+    assert any(order != world["lists"][u][:5] for order, u in zip(orders, users))
 
     # Agents in flight at once give the same events; the cache makes the re-run free.
     brain = make_brain(fake, world, cache_path=cache)

@@ -543,6 +543,7 @@ class FidelityCheckConfig(Config):
 def fidelity_trust(
     config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame
 ) -> AssetCheckResult:
+    from ops.arms.catalog import has_capability
     from ops.readout.fidelity import fidelity, offline_per_user, pairwise_agreement
     from ops.studies.alignment.trust import fidelity_warning
 
@@ -552,9 +553,15 @@ def fidelity_trust(
         else pl.DataFrame({"arm": []})
     )
     per_user = offline_per_user(top20_lists, test_ratings)
-    fid = fidelity(ab_readout.arms, offline, per_user) if offline_metrics else pl.DataFrame()
+    # As the report: a diagnostic arm (the mirror, ops.arms.mirror) is no candidate.
+    candidate = ~pl.col("arm").is_in([a for a in top20_lists if has_capability(a, "diagnostic")])
+    per_user = per_user.filter(candidate)
+    fid = fidelity(ab_readout.arms.filter(candidate), offline, per_user) if offline_metrics else pl.DataFrame()
     pairs = pairwise_agreement(
-        ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed
+        ab_readout.per_agent.filter(candidate),
+        per_user,
+        paired=ab_readout.design == "paired",
+        seed=ab_readout.config.seed,
     )
     warning = fidelity_warning(fid, pairs, config.tau_floor)
     table = (

@@ -4,14 +4,16 @@ Arms are partitions (`assets.partitions`); which of them a full run uses is run
 configuration.  Every arm reads the one catalogue, `mm_ml_1m`.
 """
 
+import dataclasses
+
 import numpy as np
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, Output, asset
+from dagster import AssetExecutionContext, Config, DataVersion, Failure, MaterializeResult, Output, ResourceParam, asset
 from pydantic import Field
 
 from assets.partitions import arm_partitions
 from resources.mlflow_tracking import MlflowTracking
-from resources.storage import frame_digest
+from resources.storage import SimabIOManager, frame_digest
 
 GROUP = "recommenders"
 
@@ -47,10 +49,12 @@ def recommender_arm(
     users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
+    io_manager: ResourceParam[SimabIOManager],
 ):
-    """One arm (`ops.arms.catalog`: a built-in, a plug-in, a lists file, an MLflow model)
-    fitted on the train split (early stop on validation AUC); the built-ins are registered in
-    MLflow, the others have their spec, parameters and source recorded."""
+    """One arm (`ops.arms.catalog`: a built-in, a plug-in, a lists file, an MLflow model,
+    the brain's own ranking) fitted on the train split (early stop on validation AUC); the
+    built-ins are registered in MLflow, the others have their spec, parameters and source
+    recorded."""
     from ops.arms.base import FitData
     from ops.arms.catalog import make_arm
     from ops.arms.ranking import ranking_users
@@ -68,6 +72,8 @@ def recommender_arm(
     # Test users only (no labels): the users a lists file must cover, ranked once downstream.
     data = FitData(train_ratings, valid_ratings, users, mm_ml_1m, rank_users=ranking_users(train_ratings, test_ratings))
     builtin = isinstance(model, TrainedArm)
+    if getattr(model, "mirrors_brain", False):
+        data = dataclasses.replace(data, brain_scores=_brain_scores(arm, io_manager))
     if not builtin:
         # Before the MLflow run opens: a lists file or a model that fails its checks leaves
         # neither a stored arm nor a run behind.
@@ -106,6 +112,21 @@ def recommender_arm(
             **{k: str(v) for k, v in described.items() if k.startswith("mlflow_") or k in ("uri", "path", "sha256")},
         },
     )
+
+
+def _brain_scores(arm: str, io_manager: SimabIOManager):
+    """The stored embedded brain's click scores, for an arm that ranks by them (`ops.arms.mirror`).
+    Read from storage rather than as an input: every other arm would wait for the brain."""
+    from ops.studies.mirror import brain_scores
+
+    missing = [asset for asset in ("agents", "embedded_brain") if not io_manager.has_stored(asset)]
+    if missing:
+        raise Failure(
+            description=f"arm {arm!r} ranks by the embedded brain's click scores, but {' and '.join(missing)} "
+            "has not been materialised: run the job simab_prepare first",
+            allow_retries=False,
+        )
+    return brain_scores(io_manager.stored("embedded_brain"), io_manager.stored("agents"))
 
 
 def _params(described: dict) -> dict:

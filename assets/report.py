@@ -123,9 +123,11 @@ def simab_report(
     the simulated test (minimum detectable CTR difference, agents × sessions needed,
     sensitivity ratio per pair), and how far to trust the agents (the alignment protocols,
     each beside the paper's figure)."""
+    from ops.arms.catalog import has_capability
     from ops.atomic import atomic_write_bytes
     from ops.figures import save_figure
     from ops.links import viewer_url
+    from ops.readout.bias import simulator_bias
     from ops.readout.fidelity import (
         agreement_summary,
         fidelity,
@@ -136,6 +138,7 @@ def simab_report(
     from ops.readout.plots import fidelity_pairs, power_figure, write_ab_figures
     from ops.readout.power import power_analysis
     from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
+    from ops.readout.slots import slot_warning, slots_markdown
 
     # Relaxed: arms without a CTR model (random, pop) have all-null AUC columns.
     offline = (
@@ -144,11 +147,32 @@ def simab_report(
         else pl.DataFrame({"arm": []})
     )
     per_user = offline_per_user(top20_lists, test_ratings)
+    # An arm that measures the simulator (the mirror: the brain's own ranking) is no
+    # candidate: it stays out of τ, the arm pairs and the winner, and into the bias section.
+    diagnostic = sorted(
+        a for a in set(top20_lists) | set(ab_readout.per_agent.get_column("arm")) if has_capability(a, "diagnostic")
+    )
+    candidate = ~pl.col("arm").is_in(diagnostic)
     # τ over the same users as the arm pairs and the intervals (offline_for_fidelity says why).
-    fid = fidelity(ab_readout.arms, offline, per_user) if offline_metrics else pl.DataFrame()
+    fid = (
+        fidelity(ab_readout.arms.filter(candidate), offline, per_user.filter(candidate))
+        if offline_metrics
+        else pl.DataFrame()
+    )
     intervals = offline_intervals(per_user, seed=ab_readout.config.seed)
     pairs = pairwise_agreement(
-        ab_readout.per_agent, per_user, paired=ab_readout.design == "paired", seed=ab_readout.config.seed
+        ab_readout.per_agent.filter(candidate),
+        per_user.filter(candidate),
+        paired=ab_readout.design == "paired",
+        seed=ab_readout.config.seed,
+    )
+    bias = simulator_bias(
+        ab_readout.per_agent,
+        per_user,
+        top20_lists,
+        diagnostic,
+        paired=ab_readout.design == "paired",
+        seed=ab_readout.config.seed,
     )
     summary = agreement_summary(pairs)
     # The power figures assume the paired design (each agent its own control).
@@ -177,6 +201,10 @@ def simab_report(
     warned = fidelity_warning(fid, pairs, config.tau_floor) if fid.height else None
     # The same figures open the report and close the console's output (verdict_lines).
     warnings = [warned.description] if warned is not None and not warned.passed else []
+    warnings += [bias.warning] if bias.warning else []
+    clicks = getattr(ab_readout, "slot_clicks", None)  # None in a read-out stored before it was kept
+    slot_warned = slot_warning(clicks) if clicks is not None else None
+    warnings += [slot_warned] if slot_warned else []
     from ops.studies.alignment.calibration import list_response_status
 
     headline = report_summary(
@@ -190,7 +218,10 @@ def simab_report(
         config.primary_metric,
         unmeasured,
         list_response_status(embedded_brain.params),
+        exclude=diagnostic,
     )
+    headline["simulator_bias"] = bias.verdict_line()
+    trust = [*trust, bias.to_markdown(), *([slots_markdown(clicks)] if clicks is not None else [])]
     text = report_markdown(
         ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust, headline
     )
@@ -221,6 +252,9 @@ def simab_report(
         mlflow_tracking.log_artifacts(folder / "plots", artifact_path="plots")
         if fid.height:
             mlflow_tracking.log_table(fid, "fidelity")
+        mlflow_tracking.log_table(bias.arms, "simulator_bias")
+        if bias.excess is not None:
+            mlflow_tracking.log_metrics({"mirror_excess_ctr": bias.excess})
         if pairs.height:
             mlflow_tracking.log_table(pairs, "fidelity_pairs")
             mlflow_tracking.log_table(intervals, "offline_intervals")

@@ -1,23 +1,21 @@
-"""An outside model's lists file: implicit's ALS (Hu, Koren & Volinsky 2008) trained on simab's
-own train window, written as the `lists:FILE` arm reads it (`ops.arms.lists`).
+"""An outside factor model's lists as an arm: implicit's ALS on simab's own train window,
+written as a lists file (`als=lists:FILE`, `ops.arms.lists`).
 
-What a team that brings its own recommender does: fit on the train window simab cuts, rank
-the catalogue for every user, hand simab the file.  The model here is the one issue
-reports tried — implicit's `AlternatingLeastSquares`, 64 factors, 15 iterations, positives
-the train rows rated >= 4 (on implicit data: the liked interactions), 100 items per user —
-with the package's other defaults (regularisation 0.01, alpha 1.0), a model nobody tuned.
-A user without a train positive (first seen later) gets the train window's most popular
-items, as simab's own factor arms do.
+The model simab has never seen, brought in as a team would: alternating least squares for
+implicit feedback (Hu, Koren & Volinsky 2008) from the `implicit` package (the optional extra
+`bench`: `pip install -e '.[bench]'`; without it a numpy ALS of the same objective runs),
+64 factors, 15 iterations, positives = ratings >= 4 of the chronological 7:2:1 split's train
+window, confidence 1 + alpha x positive.  Every user simab ranks (the train and the test
+users) gets its 100 best-scored items that are not among its train items; a user the train
+window never saw gets the most popular positives.
 
-The windows are cut as the lifecycle cuts them: `--home` reads a run's stored
-`train_ratings` / `ratings` assets (any source: ML-1M users 1-1999 after `make demo-ml1m`);
-without it, the Steam reference copy is loaded and split chronologically here, which gives
-the same train window (the split is a pure function of the data: the lists written both
-ways from the reference copy are equal).
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/als_lists.py --out data/als_ml1m.parquet
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/als_lists.py --data steam --out /tmp/als-steam.parquet
+    .venv/bin/python bench/als_lists.py --home data/steam --out /tmp/als-steam.parquet   # a run's stored windows
+    .venv/bin/python -m pipelines.lifecycle --arms random,pop,fm,als=lists:data/als_ml1m.parquet
+                                    # then as any arm (with the Makefile's ML1M_ENV for the data)
 
-    pip install 'simab[als]'     # implicit 0.7.3
-    .venv/bin/python bench/als_lists.py --source steam --out /tmp/als-steam.parquet
-    .venv/bin/python bench/steam.py --arms random,pop,fm,deepfm,als=lists:/tmp/als-steam.parquet
+Prints the fit's seconds and which ALS ran.
 """
 
 from __future__ import annotations
@@ -30,122 +28,146 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 from scipy import sparse
-from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
-from ops.data.steam import load_steam  # noqa: E402
+from ops.arms.ranking import ranking_users  # noqa: E402
+
+FACTORS, ITERATIONS, REGULARIZATION, ALPHA = 64, 15, 0.01, 1.0
 
 
-def windows_from_source(source: str, data: Path, min_interactions: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(all ratings, train window) of a source, split as the lifecycle splits it."""
-    if source != "steam":
-        raise SystemExit(
-            f"bench/als_lists.py: --source {source!r}: only steam is cut here; use --home for a run's windows"
+def als_factors(
+    matrix: sparse.csr_matrix, factors: int, iterations: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(user factors, item factors, which implementation) of implicit ALS on a users x items
+    confidence matrix (0 = unobserved)."""
+    try:
+        from implicit.cpu.als import AlternatingLeastSquares
+    except ImportError:
+        users, items = numpy_als(matrix, factors, iterations, REGULARIZATION, seed)
+        return users, items, "numpy ALS (implicit not installed)"
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, "blas"):  # implicit's own threads; BLAS threads inside them only contend
+        model = AlternatingLeastSquares(
+            factors=factors, iterations=iterations, regularization=REGULARIZATION, random_state=seed
         )
-    ratings = load_steam(data, min_interactions).ratings
-    return ratings, chronological_split(ratings).train
+        model.fit(matrix, show_progress=False)
+    import implicit
+
+    return np.asarray(model.user_factors), np.asarray(model.item_factors), f"implicit {implicit.__version__}"
+
+
+def numpy_als(matrix: sparse.csr_matrix, factors: int, iterations: int, regularization: float, seed: int):
+    """Hu et al.'s ALS, solved exactly per row: (YᵀY + Yᵀ(Cᵤ − I)Y + λI) xᵤ = YᵀCᵤp(u)."""
+    rng = np.random.default_rng(seed)
+    n_users, n_items = matrix.shape
+    X = rng.normal(0, 0.01, (n_users, factors))
+    Y = rng.normal(0, 0.01, (n_items, factors))
+    by_user, by_item = matrix.tocsr(), matrix.T.tocsr()
+
+    def solve(fixed: np.ndarray, rows: sparse.csr_matrix, out: np.ndarray) -> None:
+        gram = fixed.T @ fixed + regularization * np.eye(factors)
+        for r in range(rows.shape[0]):
+            lo, hi = rows.indptr[r], rows.indptr[r + 1]
+            idx, conf = rows.indices[lo:hi], rows.data[lo:hi]
+            Yi = fixed[idx]
+            out[r] = np.linalg.solve(gram + (Yi.T * (conf - 1.0)) @ Yi, Yi.T @ conf)
+
+    for _ in range(iterations):
+        solve(Y, by_user, X)
+        solve(X, by_item, Y)
+    return X, Y
 
 
 def als_lists(
-    ratings: pl.DataFrame,
     train: pl.DataFrame,
-    factors: int = 64,
-    iterations: int = 15,
-    n_items: int = 100,
-    min_rating: int = 4,
+    rank_users: np.ndarray,
+    item_ids: np.ndarray,
+    per_user: int = 100,
+    factors: int = FACTORS,
+    iterations: int = ITERATIONS,
     seed: int = 0,
-) -> pl.DataFrame:
-    """user_id, rank, item_id, score: ALS's top `n_items` unseen items for every user of
-    `ratings`; popularity for users without a train positive."""
-    # implicit is an optional extra (simab[als]): only this bench needs it.
-    from implicit.als import AlternatingLeastSquares
-
-    items = np.unique(ratings.get_column("movie_id").to_numpy())
-    users = np.unique(ratings.get_column("user_id").to_numpy())
-    positives = train.filter(pl.col("rating") >= min_rating).select("user_id", "movie_id").unique()
+) -> tuple[pl.DataFrame, str]:
+    """user_id, rank, item_id, score: each of `rank_users`' `per_user` best ALS items, its
+    train items left out; and which ALS ran."""
+    positives = train.filter(pl.col("rating") >= 4).select("user_id", "movie_id").unique()
+    users = np.unique(positives.get_column("user_id").to_numpy())
+    items = np.unique(np.asarray(item_ids, dtype=np.int64))
     u = np.searchsorted(users, positives.get_column("user_id").to_numpy())
     i = np.searchsorted(items, positives.get_column("movie_id").to_numpy())
-    matrix = sparse.csr_matrix((np.ones(u.size, np.float32), (u, i)), shape=(users.size, items.size))
-    model = AlternatingLeastSquares(factors=factors, iterations=iterations, random_state=seed, num_threads=1)
-    with threadpool_limits(limits=1, user_api="blas"):  # implicit's own advice: its solver runs its own threads
-        model.fit(matrix, show_progress=False)
+    matrix = sparse.csr_matrix((np.full(u.size, 1.0 + ALPHA, dtype=np.float32), (u, i)), shape=(users.size, items.size))
+    user_f, item_f, which = als_factors(matrix, factors, iterations, seed)
     seen = train.select("user_id", "movie_id").unique()
-    seen_matrix = sparse.csr_matrix(
-        (
-            np.ones(seen.height, np.float32),
-            (
-                np.searchsorted(users, seen.get_column("user_id").to_numpy()),
-                np.searchsorted(items, seen.get_column("movie_id").to_numpy()),
-            ),
-        ),
-        shape=matrix.shape,
-    )
-    warm = np.flatnonzero(np.asarray(matrix.sum(axis=1)).ravel() > 0)
-    ids, scores = model.recommend(warm, seen_matrix[warm], N=n_items, filter_already_liked_items=True)
-    frames = [
-        pl.DataFrame(
-            {
-                "user_id": np.repeat(users[warm], n_items),
-                "rank": np.tile(np.arange(1, n_items + 1), warm.size),
-                "item_id": items[ids.ravel()],
-                "score": scores.ravel().astype(np.float64),
-            }
-        ).filter(pl.col("score").is_finite())
-    ]
-    cold = np.setdiff1d(np.arange(users.size), warm)
-    if cold.size:
-        popular = train.group_by("movie_id").len().sort(["len", "movie_id"], descending=[True, False]).head(n_items)
-        k = popular.height
+    seen_rows = {
+        int(k[0]): np.searchsorted(items, g.get_column("movie_id").to_numpy())
+        for k, g in seen.group_by("user_id", maintain_order=True)
+    }
+    popular = np.asarray(matrix.sum(axis=0)).ravel().astype(np.float64)
+    frames = []
+    for user in np.asarray(rank_users, dtype=np.int64):
+        at = np.searchsorted(users, user)
+        known = at < users.size and users[at] == user
+        scores = item_f @ user_f[at] if known else popular.copy()
+        scores[seen_rows.get(int(user), np.zeros(0, np.int64))] = -np.inf
+        best = np.argsort(-scores, kind="stable")[:per_user]
         frames.append(
             pl.DataFrame(
                 {
-                    "user_id": np.repeat(users[cold], k),
-                    "rank": np.tile(np.arange(1, k + 1), cold.size),
-                    "item_id": np.tile(popular.get_column("movie_id").to_numpy(), cold.size),
-                    "score": np.tile(-np.arange(k, dtype=np.float64), cold.size),
+                    "user_id": np.full(best.size, user, dtype=np.int64),
+                    "rank": np.arange(1, best.size + 1, dtype=np.int64),
+                    "item_id": items[best],
+                    "score": scores[best].astype(np.float64),
                 }
             )
         )
-    return pl.concat(frames).with_columns(pl.col("user_id").cast(pl.Int64), pl.col("item_id").cast(pl.Int64))
+    return pl.concat(frames), which
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--source", default="steam", choices=("steam",))
-    parser.add_argument("--data", type=Path, default=None, help="the source's folder (default: the reference copy)")
-    parser.add_argument("--min-interactions", type=int, default=5, help="SIMAB_STEAM_MIN_INTERACTIONS")
-    parser.add_argument("--home", type=Path, help="a run's $SIMAB_HOME: read its stored windows instead")
-    parser.add_argument("--factors", type=int, default=64)
-    parser.add_argument("--iterations", type=int, default=15)
-    parser.add_argument("--items", type=int, default=100, help="items listed per user")
+    parser.add_argument("--data", choices=("ml1m", "synthetic", "steam"), default="ml1m")
+    parser.add_argument(
+        "--min-interactions", type=int, default=5, help="with --data steam: SIMAB_STEAM_MIN_INTERACTIONS"
+    )
+    parser.add_argument("--home", type=Path, help="a run's $SIMAB_HOME: its stored windows instead of --data")
     parser.add_argument("--out", type=Path, required=True, help="the lists file to write (.parquet or .csv)")
+    parser.add_argument("--per-user", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    try:
-        import implicit  # noqa: F401
-    except ImportError:
-        raise SystemExit("bench/als_lists.py needs the `implicit` package: pip install 'simab[als]'") from None
-    started = time.perf_counter()
+    from ops.data.split import chronological_split
+
     if args.home is not None:
-        assets = args.home / "assets"
-        ratings = pl.read_parquet(assets / "ratings.parquet")
-        train = pl.read_parquet(assets / "train_ratings.parquet")
+        ratings = pl.read_parquet(args.home / "assets" / "ratings.parquet")
+        split = chronological_split(ratings)
+        item_ids = ratings.get_column("movie_id").unique().to_numpy()
+    elif args.data == "steam":
+        from fakes.shared_data import SHARED_DATA
+        from ops.data.steam import load_steam
+
+        steam = load_steam(SHARED_DATA / "steam-australian", args.min_interactions)
+        split = chronological_split(steam.ratings)
+        item_ids = steam.ratings.get_column("movie_id").unique().to_numpy()
     else:
-        data = args.data or SHARED_DATA / "steam-australian"
-        ratings, train = windows_from_source(args.source, data, args.min_interactions)
-    lists = als_lists(ratings, train, args.factors, args.iterations, args.items)
+        from bench.agents import load
+
+        _, movies, ratings, _, _ = load(args.data)
+        split = chronological_split(ratings)
+        item_ids = movies.get_column("movie_id").to_numpy()
+    started = time.perf_counter()
+    lists, which = als_lists(
+        split.train, ranking_users(split.train, split.test), item_ids, args.per_user, seed=args.seed
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.out.suffix == ".csv":
         lists.write_csv(args.out)
     else:
         lists.write_parquet(args.out)
     print(
-        f"{args.out}: {lists.get_column('user_id').n_unique()} users x {args.items} items "
-        f"(ALS {args.factors} factors, {args.iterations} iterations, train window {train.height} rows) "
-        f"in {time.perf_counter() - started:.1f} s"
+        f"{which}: {FACTORS} factors, {ITERATIONS} iterations, positives = ratings >= 4 of the train window "
+        f"({split.train.height} rows); {lists.get_column('user_id').n_unique()} users x {args.per_user} items "
+        f"-> {args.out} in {time.perf_counter() - started:.1f} s"
     )
     return 0
 

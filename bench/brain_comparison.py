@@ -86,6 +86,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
+from ops.readout.slots import click_share_by_slot, slot_clicks, slot_test  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
 
 ARMS = ("random", "pop", "fm")
@@ -198,7 +199,25 @@ def summarise(label: str, events: pl.DataFrame, wall: float, n_bootstrap: int, s
     for a, b in zip(order, order[1:]):
         text += (" = " if rows[a]["ctr"][0] == rows[b]["ctr"][0] else " > ") + b
     print("arm ordering by CTR: " + text)
-    return {"rows": rows, "order": order, "wall": wall}
+    # Where on the page it clicked: displayed slot (shuffled per agent for the LLM brain) vs
+    # the card's place in the arm's order (ops.readout.slots).
+    clicks = slot_clicks(events)
+    shares = click_share_by_slot(clicks)
+    for arm in ARMS:
+        part = shares.filter(pl.col("arm") == arm)
+        if part.height:
+            shown = " ".join(f"{d if d is not None else float('nan'):.2f}" for d in part.get_column("displayed_share"))
+            listed = " ".join(f"{x:.2f}" for x in part.get_column("list_share"))
+            print(
+                f"{arm:<8} clicks {part.get_column('clicks')[0]:>4}: share by displayed slot 1-5 {shown}; by list slot {listed}"
+            )
+    test = slot_test(clicks)
+    if test is not None:
+        print(
+            f"shuffled pages: displayed slot {test['top_slot']} took {test['top_share']:.0%} of {test['clicks']} clicks "
+            f"(uniform {test['fair_share']:.0%}), χ² p = {test['p_value']:.3g}"
+        )
+    return {"rows": rows, "order": order, "wall": wall, "slot_test": test}
 
 
 def windows(home: Path):

@@ -17,7 +17,7 @@ embedded brain's eye on the sandbox's pages answers (per item protocol, test win
     .venv/bin/python bench/steam.py --agents 300            # about 10-15 min on 2 cores
     .venv/bin/python bench/steam.py --agents 300 --print-only   # the tables of a finished run
     # an outside model's lists (bench/als_lists.py) and the Agent4Rec plug-in's arms beside them
-    .venv/bin/python bench/als_lists.py --out /tmp/als-steam.parquet
+    .venv/bin/python bench/als_lists.py --data steam --out /tmp/als-steam.parquet
     .venv/bin/python bench/steam.py --plugin --arms random,pop,fm,deepfm,mf,lightgcn,als=lists:/tmp/als-steam.parquet
 
 Besides Table 2 it prints the verdict's first lines (the list-response calibration is in the

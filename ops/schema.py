@@ -108,7 +108,7 @@ METADATA = {
 
 # Columns added after tables were first stored: `conform` fills them with nulls where a
 # frame (a stored asset, a loader written before them) lacks them.
-OPTIONAL_COLUMNS = frozenset({"attributes", "item_noun"})
+OPTIONAL_COLUMNS = frozenset({"attributes", "item_noun", "slot"})
 
 # Hidden tastes planted by the synthetic generator, one row per user, so that tests can
 # check that later stages recover them.  Weights are over GENRES (same order).
@@ -151,6 +151,11 @@ EVENTS: dict[str, pl.DataType] = {
     "action": pl.Utf8,  # an action of ops.simulation.observation.ACTIONS, or "exit_interview"
     "movie_id": pl.Int64,  # click_movie, watch_and_rate, back: the movie concerned
     "position": pl.Int64,  # that movie's rank 1..20 in the arm's list
+    # click_movie: the card's slot 1..5 on the page as the brain was shown it (the LLM
+    # brain shows each page visit in an order shuffled per agent; otherwise the list's
+    # order, so the slot is the card's place on the page).  Null elsewhere and in events
+    # stored before it existed.
+    "slot": pl.Int64,
     "shown": pl.List(pl.Int64),  # the movie ids on the page (home: its cards; detail: the movie)
     "caught_eye": pl.List(pl.Int64),  # what the brain says caught its eye (short-term memory)
     "interest": pl.Int64,  # 1..5 stated by the brain; null on forced exits and the interview

@@ -342,7 +342,7 @@ def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_sc
         def policy(body: dict) -> str:
             text = user_text(body)
             assert "You are on home page" in text and "Legal actions:" in text  # the sandbox's own page prompt
-            cards = re.findall(r"^\[(\d+)\] (.*?) \(recommendation #", text, re.M)
+            cards = re.findall(r"^\[(\d+)\] (.*?) \| genres", text, re.M)
             caught = [int(m) for m, title in cards if everything or title_genre[title] == "Sci-Fi"]
             legal = re.search(r"Legal actions: (.*)\.", text).group(1).split(", ")
             action = NEXT_PAGE if NEXT_PAGE in legal else EXIT

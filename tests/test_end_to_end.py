@@ -8,6 +8,7 @@ from dagster import DagsterInstance
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ARMS = ("random", "pop", "fm")
+MIRROR = "mirror"  # the brain's own ranking, run beside the arms: no candidate
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def lifecycle(tmp_path_factory):
             "augmentation_metrics": {"config": {"max_epochs": 2, "seeds": 2}},
         }
     }
-    for arm in ARMS:
+    for arm in (*ARMS, MIRROR):
         results[arm] = defs.resolve_job_def("simab_arm").execute_in_process(
             instance=instance, partition_key=arm, run_config=arm_config
         )
@@ -129,6 +130,21 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     assert first.startswith("Verdict") and "the control pop" in first and "[" in first
     assert "fidelity: Kendall" in first and "rating RMSE" in first
     assert "trust in the agents: taste F1 (per item protocol)" in first and "under the papers' hold-out 1:1" in first
+    # The mirror (the brain's own top-20) is simulated and measured, never a candidate: not
+    # the winner, in no pair, in the bias section with its excess and each arm's overlap.
+    assert "simulator bias: the mirror (mirror) is " in first and "CTR beyond what its NDCG@20 predicts" in first
+    assert "Winner on CTR: mirror" not in first and "the best, mirror" not in first
+    bias = text.split("## Simulator bias: the brain's own ranking (mirror arm)", 1)[1].split("\n## ", 1)[0]
+    assert "| mirror | mirror" in bias and all(f"| {arm} " in bias and "candidate" in bias for arm in ARMS)
+    mirror_lists = pl.read_parquet(home / "assets" / "top20_lists" / "mirror.parquet")
+    train = pl.read_parquet(home / "assets" / "train_ratings.parquet")
+    assert (
+        mirror_lists.get_column("rank").max() == 20
+        and not mirror_lists.join(train, on=["user_id", "movie_id"], how="semi").height
+    )
+    # Where on the page the agents click: the embedded brain sees the list's order (displayed = list).
+    slots = text.split("## Clicks by slot on the page", 1)[1].split("\n## ", 1)[0]
+    assert all(f"| {arm} " in slots for arm in (*ARMS, MIRROR)) and "| False " in slots and "| True " not in slots
     # Arm against arm: every pair of the three arms with a verdict, and its figure.
     pairs_section = text.split("## Fidelity arm against arm", 1)[1].split("\n## ", 1)[0]
     assert sum(v in pairs_section for v in ("| agree", "| disagree", "| offline tie", "| simulation tie")) >= 1
@@ -149,7 +165,7 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     assert (home / "reports" / results["readout"].run_id / "plots" / "power.png").stat().st_size > 1000
     # Table 5: FM refit on its own simulated clicks and views; Random and Pop have no model to refit.
     augmentation = text.split("## Data augmentation (A/B Agent Table 5)", 1)[1].split("\n## ", 1)[0]
-    assert "Not applicable (no CTR model to refit for this arm's partition): pop, random." in augmentation
+    assert "Not applicable (no CTR model to refit for this arm's partition): mirror, pop, random." in augmentation
     table = pl.read_parquet(home / "assets" / "augmentation_metrics" / "fm.parquet")
     # Two training seeds: each seed has its own original, so every difference is like for like.
     assert table["training_set"].to_list() == ["original", "+click", "+view"] * 2 and set(table["arm"]) == {"fm"}

@@ -359,7 +359,7 @@ def test_text_models_get_palette_captions_instead(world, fake, key):
     )
     assert len(captions) == 5
     expected = {"warm": "warm", "cool": "cool", "dark": "dark", "bright": "bright"}
-    for card, caption in zip(obs.items, captions):
+    for card, caption in zip(brain.displayed(session(world), obs).items, captions):  # in the order shown
         assert expected[poster_look(load_poster(card.poster_small))] in caption
 
 
@@ -474,10 +474,19 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     )
 
     conform(events, EVENTS, "events")
+    shown_first = {}
     for u in users:
         mine = events.filter(pl.col("user_id") == u).sort("step")
         assert mine.get_column("action").to_list() == [CLICK_MOVIE, WATCH_AND_RATE, NEXT_PAGE, EXIT, EXIT_INTERVIEW]
-        assert mine.get_column("movie_id").to_list()[:2] == [world["lists"][u][0]] * 2
+        # The page is shown shuffled per agent: the scripted user opens the first card it
+        # READS, recorded in displayed slot 1, wherever the arm ranked it on the page.
+        displayed = make_brain(fake, world).displayed(session(world, u), home(world, u))
+        shown_first[u] = displayed.items[0].movie_id
+        assert sorted(c.movie_id for c in displayed.items) == sorted(world["lists"][u][:5])
+        assert mine.get_column("movie_id").to_list()[:2] == [shown_first[u]] * 2
+        click = mine.row(0, named=True)
+        assert click["slot"] == 1 and click["position"] == world["lists"][u].index(shown_first[u]) + 1
+        assert mine.get_column("slot").to_list()[1:] == [None] * 4
         assert mine.get_column("rating").to_list()[1] == 4 and mine.get_column("satisfaction").to_list()[-1] == 7
         assert mine.get_column("page_number").to_list()[:4] == [1, 1, 1, 2]
         assert not mine.get_column("forced").any()
@@ -494,6 +503,15 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     first = events.filter(pl.col("user_id") == users[0]).sort("step")
     assert first.get_column("fatigue_after").to_list()[:2] == pytest.approx([1.5, 6.5])
     assert len(fake.requests) == 5 * len(users)
+    # One order per page visit: coming back from the detail page shows page 1 as before; and
+    # the shuffle is not the list's order for every agent.
+    first_user = [user_text(b) for b in fake.requests[:5]]
+    cards = [re.findall(r"^\[(\d+)\]", text, re.M) for text in first_user]
+    assert "detail page" in first_user[1] and cards[0] == cards[2] and len(cards[0]) == 5
+    orders = [
+        [c.movie_id for c in make_brain(fake, world).displayed(session(world, u), home(world, u)).items] for u in users
+    ]
+    assert any(order != world["lists"][u][:5] for order, u in zip(orders, users))
 
     # Agents in flight at once give the same events; the cache makes the re-run free.
     brain = make_brain(fake, world, cache_path=cache)
@@ -521,6 +539,17 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     )
     assert len(fake.requests) == 10 * len(users)  # really asked
     assert serial.drop("latency_s").equals(events.drop("latency_s"))
+
+    # Unshuffled (the papers' prompt): the first card read is the arm's first, with its rank shown.
+    plain = simulate_arm(
+        "pop", top_k, agents, world["catalogue"], make_brain(fake, world, shuffle_page=False), config, seed=3
+    )
+    clicks = plain.filter(pl.col("action") == CLICK_MOVIE)
+    assert clicks.get_column("movie_id").to_list() == [world["lists"][u][0] for u in users]
+    assert clicks.get_column("slot").to_list() == [1] * len(users) and "(recommendation #1)" in user_text(
+        fake.requests[-5]
+    )
+    assert "(recommendation #" not in user_text(fake.requests[0])
 
 
 # -- reflection (Agent4Rec §2.1.2) ----------------------------------------------------------------

@@ -52,7 +52,10 @@ class FitData:
 
     `rank_users`: the users whose lists will be asked for (train and test users), for arms
     that cannot rank a user they were not told of (a lists file must cover them).
-    `on_epoch(epoch, metrics)`: called after each epoch by arms that train in epochs."""
+    `on_epoch(epoch, metrics)`: called after each epoch by arms that train in epochs.
+    `brain_scores(user_ids, item_ids)`: the simulation brain's own score of every user x
+    item (higher = likelier clicked), handed only to an arm that ranks by it (one whose
+    class sets `mirrors_brain`, `ops.arms.mirror`): this package cannot reach the brain."""
 
     train: pl.DataFrame
     valid: pl.DataFrame
@@ -60,6 +63,7 @@ class FitData:
     catalogue: pl.DataFrame
     rank_users: np.ndarray | None = None
     on_epoch: EpochCallback | None = None
+    brain_scores: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
 
 @runtime_checkable

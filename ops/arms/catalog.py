@@ -8,6 +8,7 @@ An arm is named by a spec, one entry of `$SIMAB_ARMS` (comma-separated):
                                        deepfm_half=deepfm;train_fraction=0.5;feature_set=user_id_only
     name=lists:/path/lists.parquet     a lists file (`ops.arms.lists`): Parquet or CSV
     name=mlflow:models:/prod/3         an MLflow model by URI (`ops.arms.mlflow_model`)
+    mirror                             the simulation brain's own ranking (`ops.arms.mirror`)
 
 `name` is the arm's partition key in Dagster and its MLflow registered-model suffix, so it is
 kept to lower-case letters, digits, `_` and `-` (`ARM_NAME`).  Values are read as JSON when
@@ -34,6 +35,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
+
+from ops.arms.mirror import MirrorArm
 
 ENTRY_POINT_GROUP = "simab.arms"
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -165,6 +168,21 @@ def known_arm_names() -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def has_capability(name: str, capability: str) -> bool:
+    """Whether the arm `name` (declared or a registered kind) is of a class that sets the
+    class attribute `capability` true (`mirrors_brain`, `diagnostic`: `ops.arms.mirror`);
+    read from the class, no arm is made.  A lists file, an MLflow model and the built-ins
+    set none."""
+    spec = spec_of(name)
+    if spec.kind in (LISTS, MLFLOW):
+        return False
+    _load_entry_points()
+    factory = KINDS.get(spec.target)
+    if isinstance(factory, _LazyEntryPoint):
+        factory = factory.arm_class()
+    return isinstance(factory, type) and bool(getattr(factory, capability, False))
+
+
 def _resolvable(target: str) -> bool:
     _load_entry_points()
     return target in KINDS or _alias_config(target) is not None
@@ -282,6 +300,7 @@ class _LazyEntryPoint:
 
 for _model in ("random", "pop", "fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn"):
     register(_model, _builtin_factory(_model))
+register("mirror", MirrorArm)
 
 
 # ---------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
+from ops.readout.slots import slot_clicks
 from ops.readout.statistics import (
     bootstrap_means,
     holm,
@@ -122,6 +123,8 @@ class ABReadout:
     # arm, agents, fallback_events, fallback_agents, failed_agents (see `fallback_counts`)
     fallbacks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FALLBACKS))
     per_session: pl.DataFrame | None = None  # arm, user_id, session, counts, metrics (the power analysis reads it)
+    # One row per home-page click: displayed and list slot (`ops.readout.slots`, the report's clicks by slot).
+    slot_clicks: pl.DataFrame | None = None
 
     @property
     def sessions_per_agent(self) -> int:
@@ -156,6 +159,8 @@ class ABReadout:
             save_table(folder / f"{name}.parquet", getattr(self, name))
         if self.per_session is not None:
             save_table(folder / "per_session.parquet", self.per_session)
+        if self.slot_clicks is not None:
+            save_table(folder / "slot_clicks.parquet", self.slot_clicks)
         save_json(
             folder / "readout.json",
             {
@@ -176,6 +181,8 @@ class ABReadout:
         tables = {name: load_table(folder / f"{name}.parquet") for name in _TABLES}
         if (folder / "per_session.parquet").exists():
             tables["per_session"] = load_table(folder / "per_session.parquet")
+        if (folder / "slot_clicks.parquet").exists():
+            tables["slot_clicks"] = load_table(folder / "slot_clicks.parquet")
         return cls(
             **tables,
             control=meta["control"],
@@ -274,7 +281,9 @@ def ab_readout(
     fallbacks = pl.DataFrame(
         [{"arm": arm, **fallback_counts(events.filter(pl.col("arm") == arm))} for arm in arms], schema=FALLBACKS
     )
-    return ABReadout(per_agent, arm_table, comparison_table, control, design, config, fallbacks, per_session)
+    return ABReadout(
+        per_agent, arm_table, comparison_table, control, design, config, fallbacks, per_session, slot_clicks(events)
+    )
 
 
 FALLBACKS = {

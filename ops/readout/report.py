@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import mimetypes
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -114,6 +115,7 @@ def report_summary(
     primary: str = "ctr",
     not_measured: dict[str, str] | None = None,
     list_response: dict | None = None,
+    exclude: Sequence[str] = (),
 ) -> dict:
     """The few figures a person reads first, as plain data (the console's closing summary,
     the report's first section, Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20,
@@ -127,7 +129,8 @@ def report_summary(
     not be measured, each with its reason and estimate in a few words; `list_response`
     (`ops.studies.alignment.calibration.list_response_status`): whether the embedded brain's
     click decision was calibrated to list quality — a brain left uncalibrated is a warning of
-    its own, first of them."""
+    its own, first of them.  Arms in `exclude` (diagnostic arms such as the mirror,
+    `ops.arms.mirror`) are never named the winner."""
 
     def cells(frame: pl.DataFrame, key: str) -> dict:
         return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
@@ -158,7 +161,7 @@ def report_summary(
             )
     return {
         "control": readout.control,
-        "verdict": _winner(readout, primary),
+        "verdict": _winner(readout, primary, exclude),
         "trust": {**trust, **({"not_measured": not_measured} if not_measured else {})},
         "warnings": warned,
         "arms": arms,
@@ -170,9 +173,11 @@ def report_summary(
     }
 
 
-def _winner(readout, metric: str) -> dict:
+def _winner(readout, metric: str, exclude: Sequence[str] = ()) -> dict:
     """The non-control arm with the largest difference against the control on `metric`."""
-    comps = readout.comparisons.filter((pl.col("metric") == metric) & pl.col("difference").is_not_null())
+    comps = readout.comparisons.filter(
+        (pl.col("metric") == metric) & pl.col("difference").is_not_null() & ~pl.col("arm").is_in(list(exclude))
+    )
     if not comps.height:
         return {"metric": metric, "arm": None, "control": readout.control}
     best = comps.sort("difference", descending=True).row(0, named=True)
@@ -269,6 +274,8 @@ def verdict_lines(headline: dict) -> list[str]:
     elif response:
         parts.append("click decision NOT calibrated to list quality")
     lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
+    if headline.get("simulator_bias"):
+        lines.append(headline["simulator_bias"])
     lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]
     return lines
 

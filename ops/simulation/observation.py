@@ -91,6 +91,10 @@ class Decision:
     movie_id: int | None = None  # click_movie: which card
     rating: int | None = None  # watch_and_rate: 1..5
     caught_eye: tuple[int, ...] = ()  # movie ids that caught the eye (short-term memory)
+    # click_movie: the card's slot (1 = first) on the page as the brain was shown it, when
+    # it showed the cards in another order than the sandbox's (the LLM brain's shuffle);
+    # None: the sandbox's order, the runner records the card's place on the page.
+    slot: int | None = None
     latency_s: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0

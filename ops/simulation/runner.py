@@ -52,7 +52,7 @@ from ops.schema import EVENTS, TOP_K, conform
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig, interest_modifier
-from ops.simulation.observation import AGENT_FAILURES, EXIT, EXIT_INTERVIEW, Observation, fallback_kind
+from ops.simulation.observation import AGENT_FAILURES, CLICK_MOVIE, EXIT, EXIT_INTERVIEW, Observation, fallback_kind
 from ops.simulation.sandbox import Sandbox, SandboxConfig
 from ops.simulation.visits import VisitsConfig, agents_by_session, session_budget
 from ops.web import redact
@@ -535,6 +535,9 @@ def _session_loop(
         shown = [c.movie_id for c in observation.items] if page_type == "home" else [observation.detail.card.movie_id]
         caught = list(decision.caught_eye)
         fallback_reason = decision.fallback_reason
+        slot = None
+        if page_type == "home" and decision.action == CLICK_MOVIE and result.movie_id in shown:
+            slot = decision.slot if decision.slot is not None else shown.index(result.movie_id) + 1
         rows.append(
             (
                 run_id,
@@ -546,6 +549,7 @@ def _session_loop(
                 decision.action,
                 result.movie_id,
                 result.position,
+                slot,
                 shown,
                 caught,
                 int(decision.interest),
@@ -631,6 +635,7 @@ def _session_loop(
             EXIT_INTERVIEW,
             None,
             None,
+            None,
             [],
             [],
             None,
@@ -672,6 +677,7 @@ def _forced_exit(
             observation.page_type,
             observation.page_number,
             EXIT,
+            None,
             None,
             None,
             shown,

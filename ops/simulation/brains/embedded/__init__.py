@@ -27,8 +27,10 @@ Features of a (user, movie) pair, all from the TRAIN window (`pair_features`):
 - collab, collab_recent: the collaborative score — the movie's item factor (a truncated SVD
   of the train window's user x movie matrix, less its leading, popularity factor, rows at
   unit length) dotted with the mean factor of the agent's remembered movies / of its
-  `collab_recent` most recent ones; the click model keeps them where they raise its click
-  AUC on the fit's held-out users (`click_collaborative`; ML-1M users 1-1999: 0.752 -> 0.778);
+  `collab_recent` most recent ones, or (`collab_family="itemknn"`) an item-item cosine
+  neighbourhood instead of factors; the click model leaves them out by default
+  (`click_collaborative="none"`): they raise its held-out click AUC (ML-1M users 1-1999:
+  0.752 -> 0.778) but make the simulation favour factor models' lists (docs/trust.md);
 - director_match, actor_match (detail page only: the home page does not show credits):
   how often the user liked movies by the same director / with the same top actors.
 

@@ -143,6 +143,7 @@ class BrainContext:
         demographic_prior: float = 5.0,
         crowd_rating_prior: float = 10.0,
         collab_factors: int = 0,
+        collab_family: str = "puresvd",
     ) -> BrainContext:
         if not np.array_equal(vectors.movie_ids, facts.movie_ids):
             raise ValueError("MovieVectors and MovieFacts must cover the same movies in the same order")
@@ -175,7 +176,9 @@ class BrainContext:
             decade=decade_index(facts.year),
             demographic_lift=lift,
             demographic_groups=groups,
-            collab=collab_item_factors(train, facts.movie_ids, collab_factors),
+            collab=(item_neighbourhood_vectors if collab_family == "itemknn" else collab_item_factors)(
+                train, facts.movie_ids, collab_factors
+            ),
         )
 
 
@@ -210,6 +213,28 @@ def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> n
     _, sigma, vt = svds(matrix, k=k, v0=np.full(min(matrix.shape), 1.0 / np.sqrt(min(matrix.shape))))
     factors = np.delete(vt.T * sigma, int(np.argmax(sigma)), axis=1)
     return (factors / np.maximum(np.linalg.norm(factors, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
+def item_neighbourhood_vectors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> np.ndarray:
+    """Each movie's column of the train window's binary user x movie matrix at unit length,
+    one row per movie of `movie_ids` (zeros for a movie nobody watched): the dot product of
+    two rows is the movies' cosine similarity, so the collaborative score — a movie's row
+    dotted with the mean row of the agent's remembered movies — is its mean item-item
+    similarity to them, an item-kNN score over the whole memory with no factorisation.
+    (n, 0) when `k` (collab_factors, here only on / off) is 0 or the window is empty."""
+    from scipy import sparse
+
+    n = len(movie_ids)
+    if k <= 0 or train.height == 0:
+        return np.zeros((n, 0), dtype=np.float32)
+    rows = {int(m): i for i, m in enumerate(np.asarray(movie_ids).tolist())}
+    pairs = train.select("user_id", "movie_id").unique()
+    users = {u: i for i, u in enumerate(sorted(set(pairs.get_column("user_id").to_list())))}
+    m_idx = np.array([rows.get(int(m), -1) for m in pairs.get_column("movie_id").to_list()], dtype=np.int64)
+    u_idx = np.array([users[int(u)] for u in pairs.get_column("user_id").to_list()], dtype=np.int64)
+    ok = m_idx >= 0
+    columns = sparse.csr_matrix((np.ones(int(ok.sum())), (m_idx[ok], u_idx[ok])), shape=(n, len(users))).toarray()
+    return (columns / np.maximum(np.linalg.norm(columns, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 def demographic_group(gender: object, age: object) -> str | None:
@@ -438,6 +463,10 @@ def _collab_profiles(agents, ctx: BrainContext) -> tuple[np.ndarray, np.ndarray]
     return every, recent
 
 
+# Collaborative vectors wider than this are dotted agent by agent (`_rest_of_features`).
+_WIDE_COLLAB = 256
+
+
 def _round_up(n: int) -> int:
     """n rounded up to one of 8 steps per power of two (at most 12.5 % padding)."""
     n = max(int(n), 8)
@@ -463,7 +492,16 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
     group = np.array([a.group for a in agents], dtype=np.int64)[pa]
     if ctx.demographic_lift.shape[0]:
         X[:, col["demographic_lift"]] = np.where(group >= 0, ctx.demographic_lift[np.maximum(group, 0), pm], 0.0)
-    if ctx.collab.shape[1]:
+    if ctx.collab.shape[1] > _WIDE_COLLAB:
+        # One column per train user (item-kNN): agent by agent, so that no pairs x users
+        # array is built (the mirror scores every movie for each agent).
+        every, recent = _collab_profiles(agents, ctx)
+        offsets = np.r_[0, np.cumsum(lengths)]
+        for i in range(len(agents)):
+            lo, hi = offsets[i], offsets[i + 1]
+            item = ctx.collab[pm[lo:hi]].astype(np.float64)
+            X[lo:hi, col["collab"]], X[lo:hi, col["collab_recent"]] = item @ every[i], item @ recent[i]
+    elif ctx.collab.shape[1]:
         every, recent = _collab_profiles(agents, ctx)
         item = ctx.collab[pm].astype(np.float64)
         X[:, col["collab"]] = (every[pa] * item).sum(axis=1)

@@ -92,6 +92,7 @@ def fit_embedded_brain(
         users,
         crowd_rating_prior=config.crowd_rating_prior,
         collab_factors=config.collab_factors,
+        collab_family=config.collab_family,
     )
     params = fit(train, valid, agents.memories, agents.profiles, context, config)
     return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started})

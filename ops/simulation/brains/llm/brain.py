@@ -5,6 +5,7 @@ The endpoint, retries and cache are `client.LLMClient`'s.  See the package docst
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import inspect
 import logging
@@ -36,6 +37,8 @@ from ops.simulation.observation import (
     FALLBACK_DEADLINE,
     FALLBACK_INVALID_ANSWER,
     FALLBACK_TRANSPORT,
+    NEXT_PAGE,
+    PREVIOUS_PAGE,
     WATCH_AND_RATE,
     Decision,
     Observation,
@@ -134,10 +137,13 @@ class LLMBrain:
         if answer is None:
             return self._fallback(observation, errors, failure, latency, accounting)
         movie_id = answer.movie_id
+        slot = None
         if observation.page_type == "detail":
             movie_id = observation.detail.card.movie_id
         elif answer.action != CLICK_MOVIE:
             movie_id = None
+        elif self.config.shuffle_page:
+            slot = [card.movie_id for card in self.displayed(session, observation).items].index(movie_id) + 1
         return Decision(
             action=answer.action,
             interest=answer.interest,
@@ -145,6 +151,7 @@ class LLMBrain:
             movie_id=movie_id,
             rating=answer.rating if answer.action == WATCH_AND_RATE else None,
             caught_eye=tuple(dict.fromkeys(answer.caught_eye)),
+            slot=slot,
             latency_s=latency,
             **accounting,
         )
@@ -281,9 +288,24 @@ class LLMBrain:
 
     # -- prompts ----------------------------------------------------------------------------
 
+    def displayed(self, session: AgentSession, observation: Observation) -> Observation:
+        """The page as the agent is shown it: with `shuffle_page`, a home page's cards in an
+        order drawn per agent and page visit (the same while the agent comes back to the page
+        from its detail pages, a new one when it turns the page), so that a model that clicks
+        by place on the page rather than by content shows in the events' `slot` and the
+        report's click share by slot.  The sandbox's list keeps the arm's order."""
+        if not self.config.shuffle_page or observation.page_type != "home" or len(observation.items) < 2:
+            return observation
+        visit = sum(e.action in (NEXT_PAGE, PREVIOUS_PAGE) for e in session.short_term)
+        rng = np.random.default_rng([self.config.shuffle_seed, int(session.user_id), observation.page_number, visit])
+        order = rng.permutation(len(observation.items))
+        return dataclasses.replace(observation, items=tuple(observation.items[i] for i in order))
+
     def page_messages(self, session: AgentSession, observation: Observation) -> list[dict]:
-        """The chat messages for one page (system: who the agent is; user: the rest)."""
+        """The chat messages for one page (system: who the agent is; user: the rest), the
+        cards in the order `displayed` gives."""
         c = self.config
+        observation = self.displayed(session, observation)
         system = prompts.system_prompt(
             session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max, self.noun
         )
@@ -305,7 +327,8 @@ class LLMBrain:
             + "\n"
         )
         parts = [{"type": "text", "text": context}]
-        parts += prompts.page_parts(observation, self._poster_parts, self.noun)
+        # A shuffled page does not say the arm's rank either: it would give the order back.
+        parts += prompts.page_parts(observation, self._poster_parts, self.noun, show_rank=not c.shuffle_page)
         parts.append(
             {"type": "text", "text": "\n" + prompts.answer_instructions(observation, c.rating_range, self.noun)}
         )

@@ -105,6 +105,13 @@ class LLMBrainConfig(BaseModel):
     # recommendations, its fatigue — and the page prompts that follow carry that summary
     # as its preference state.  0: never (no extra request).
     reflect_every: int = Field(0, ge=0)
+    # A home page's cards are shown in an order shuffled per agent and page visit (seeded by
+    # `shuffle_seed`), without the arm's rank beside them, and each click records the slot
+    # it was shown in (events' `slot`): a model that clicks the first card it reads, whatever
+    # it is, shows as clicks bunched on slot 1 and spread over the list's positions.  False:
+    # the sandbox's order with "recommendation #N", as the papers' prompts show it.
+    shuffle_page: bool = True
+    shuffle_seed: int = 0
     # Posters sent to vision models: longest side in pixels and JPEG quality.  OpenAI
     # "low" detail reads a 512 px image for a flat 85 tokens.
     image_max_side_small: int = Field(256, ge=16)

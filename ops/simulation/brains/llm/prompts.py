@@ -238,12 +238,14 @@ def page_parts(
     observation: Observation,
     poster: Callable[[str | None, str], list[dict]],
     noun: str = MOVIE,
+    show_rank: bool = True,
 ) -> list[dict]:
-    """The page as content parts.  `poster(path, size)` returns the parts for one poster:
-    an image part for vision models, a caption text part for text-only models."""
+    """The page as content parts, the cards in the observation's order.  `poster(path,
+    size)` returns the parts for one poster: an image part for vision models, a caption text
+    part for text-only models.  `show_rank`: each card says its rank in the arm's list."""
     parts: list[dict] = []
     if noun != MOVIE:
-        return _page_parts_any(observation, poster, noun)
+        return _page_parts_any(observation, poster, noun, show_rank)
     if observation.page_type == "home":
         parts.append(_text(f"You are on home page {observation.page_number}. It shows:"))
         for card in observation.items:
@@ -251,7 +253,7 @@ def page_parts(
             genres = ", ".join(card.genres) or "n/a"
             parts.append(
                 _text(
-                    f"[{card.movie_id}] {card.title} (recommendation #{card.position}) | genres: {genres} | vote average: {vote}"
+                    f"[{card.movie_id}] {card.title}{_rank(card, show_rank)} | genres: {genres} | vote average: {vote}"
                 )
             )
             parts.extend(poster(card.poster_small, "small"))
@@ -276,7 +278,13 @@ def page_parts(
     return parts
 
 
-def _page_parts_any(observation: Observation, image: Callable[[str | None, str], list[dict]], noun: str) -> list[dict]:
+def _rank(card, show: bool) -> str:
+    return f" (recommendation #{card.position})" if show else ""
+
+
+def _page_parts_any(
+    observation: Observation, image: Callable[[str | None, str], list[dict]], noun: str, show_rank: bool = True
+) -> list[dict]:
     """A page of any domain: the title, categories, an image only where the item has one
     (never a stand-in), and on the detail page its description, date and attributes."""
     parts: list[dict] = []
@@ -286,7 +294,7 @@ def _page_parts_any(observation: Observation, image: Callable[[str | None, str],
             vote = "" if card.vote_average is None else f" | rating: {card.vote_average:.1f}/10"
             parts.append(
                 _text(
-                    f"[{card.movie_id}] {card.title} (recommendation #{card.position}) | categories: {', '.join(card.genres) or 'n/a'}{vote}"
+                    f"[{card.movie_id}] {card.title}{_rank(card, show_rank)} | categories: {', '.join(card.genres) or 'n/a'}{vote}"
                 )
             )
             if card.poster_small:

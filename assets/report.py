@@ -89,11 +89,21 @@ class ReportConfig(Config):
     primary_metric: str = Field(
         default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)"
     )
+    # 0.02: the CTR points a brain gains on lists with five times the share of liked items
+    # (1:1 against 1:9) when it responds with a twentieth of real users' elasticity, at the
+    # CTR of 0.3-0.4 the embedded brain shows (docs/definitions.md#list-quality-spread).
+    spread_floor: float = Field(
+        default=0.02,
+        ge=0,
+        le=1,
+        description="the verdict warns that the brain cannot tell lists apart when its list-quality CTR spread "
+        "(1:1 lists minus 1:9 lists) is below this or its interval holds 0 ($SIMAB_LIST_QUALITY_SPREAD_FLOOR)",
+    )
 
 
 @asset(
     group_name=GROUP,
-    code_version="5",
+    code_version="6",
     compute_kind="markdown",
     ins={
         "offline_metrics": AssetIn("offline_metrics"),
@@ -114,6 +124,7 @@ def simab_report(
     rating_alignment,
     social_traits_alignment: pl.DataFrame,
     list_quality_alignment,
+    list_sensitivity,
     mlflow_tracking: MlflowTracking,
     llm: LLMResource,
 ):
@@ -166,14 +177,28 @@ def simab_report(
         plots.append(save_figure(fidelity_pairs(pairs), folder / "plots" / "fidelity_pairs.png"))
     if power is not None and power.pairs.height:
         plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
-    trust = _trust_section(folder, taste_alignment, rating_alignment, social_traits_alignment, list_quality_alignment)
-    from ops.studies.alignment.trust import fidelity_warning
+    trust = _trust_section(
+        folder, taste_alignment, rating_alignment, social_traits_alignment, list_quality_alignment, list_sensitivity
+    )
+    from ops.studies.alignment.trust import fidelity_warning, list_quality_warning, sensitivity_headline
 
     warned = fidelity_warning(fid, pairs, config.tau_floor) if fid.height else None
     # The same figures open the report and close the console's output (verdict_lines).
     warnings = [warned.description] if warned is not None and not warned.passed else []
+    blind = list_quality_warning(list_quality_alignment, config.spread_floor)
+    warnings += [blind] if blind else []
     headline = report_summary(
-        ab_readout, intervals, fid, summary, taste_alignment, rating_alignment, warnings, config.primary_metric
+        ab_readout,
+        intervals,
+        fid,
+        summary,
+        taste_alignment,
+        rating_alignment,
+        warnings,
+        config.primary_metric,
+        power=power,
+        list_quality=list_quality_alignment,
+        sensitivity=sensitivity_headline(list_sensitivity),
     )
     text = report_markdown(
         ab_readout, offline, fid, plots, folder, intervals, pairs, summary, augmentation_metrics, power, trust, headline
@@ -208,7 +233,9 @@ def simab_report(
         if pairs.height:
             mlflow_tracking.log_table(pairs, "fidelity_pairs")
             mlflow_tracking.log_table(intervals, "offline_intervals")
-            mlflow_tracking.log_metrics({f"pairs_{k.replace(' ', '_')}": v for k, v in summary.items()})
+            mlflow_tracking.log_metrics(
+                {f"pairs_{k.replace(' ', '_')}": v for k, v in summary.items() if isinstance(v, (int, float))}
+            )
         if power is not None and power.pairs.height:
             mlflow_tracking.log_table(power.pairs, "power")
             mlflow_tracking.log_table(power.plan, "power_plan")
@@ -239,7 +266,7 @@ def simab_report(
     )
 
 
-def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) -> list[str]:
+def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality, sensitivity=None) -> list[str]:
     """ "How far to trust the agents": the alignment results and their figures under `folder`/plots."""
     from ops.figures import save_figure
     from ops.studies.alignment.list_quality import QUALITY_RATIOS
@@ -248,13 +275,17 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
         calibration_figure,
         list_quality_figure,
         rating_figure,
+        sensitivity_figure,
         social_figure,
         taste_figure,
     )
     from ops.studies.alignment.trust import trust_section
 
     # A protocol the data could not measure ({"not_measured": why}) has no figure and reads "Not run".
-    taste, rating, list_quality = (None if isinstance(r, dict) else r for r in (taste, rating, list_quality))
+    skipped = sensitivity.get("not_measured") if isinstance(sensitivity, dict) else None
+    taste, rating, list_quality, sensitivity = (
+        None if isinstance(r, dict) else r for r in (taste, rating, list_quality, sensitivity)
+    )
     plots = folder / "plots"
     figures = {}
     if taste is not None:
@@ -271,6 +302,8 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
         )
     if social is not None and social.height:
         figures["social"] = save_figure(social_figure(social), plots / "alignment_social.png")
+    if sensitivity is not None:
+        figures["sensitivity"] = save_figure(sensitivity_figure(sensitivity), plots / "sensitivity_ladder.png")
     calibration = getattr(list_quality, "calibration", None)
     if calibration is not None:
         figures["calibration"] = save_figure(
@@ -279,5 +312,14 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
         )
     brain = next((r.brain for r in (taste, rating, list_quality) if r is not None), "")
     return trust_section(
-        taste, rating, social, list_quality, brain=brain, plots=figures, folder=folder, calibration=calibration
+        taste,
+        rating,
+        social,
+        list_quality,
+        brain=brain,
+        plots=figures,
+        folder=folder,
+        calibration=calibration,
+        sensitivity=sensitivity,
+        sensitivity_skipped=skipped,
     )

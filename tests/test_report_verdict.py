@@ -23,7 +23,7 @@ def report(tmp_path):
     folder = tmp_path / "run"
     plots = write_ab_figures(readout, folder / "plots")
     fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [0.33], "same_best_arm": [True]})
-    summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "simulation tie": 0, "agreement": 1.0}
+    summary = {"pairs": 1, "agree": 1, "disagree": 0, "missed": 0, "offline tie": 0, "separated": 1, "agreement": 1.0}
     headline = report_summary(
         readout, pl.DataFrame(), fid, summary, warnings=["Kendall τ(ctr, ndcg_at_k) = 0.330 is below the floor 0.60."]
     )

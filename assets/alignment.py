@@ -435,7 +435,7 @@ def list_sensitivity(
     degradation the simulation detects (`ops.studies.alignment.sensitivity`)."""
     from ops.simulation.catalogue import Catalogue
     from ops.studies.alignment.plots import sensitivity_figure
-    from ops.studies.alignment.sensitivity import run_agents, sensitivity_study
+    from ops.studies.alignment.sensitivity import run_agents, sensitivity_study, skip_reason
 
     control = ab_readout.control
     if control not in top20_lists:
@@ -446,14 +446,9 @@ def list_sensitivity(
     with llm.open_brain(
         context, config.brain, lambda: _embedded_brain(embedded_brain, config.vision), catalogue, **vision
     ) as brain:
-        if not getattr(brain, "decides_offline", False) and not config.metered_brain:
-            return _not_measured(
-                context,
-                NotMeasurable(
-                    f"sensitivity: the {brain.name} brain pays for every decision and the ladder simulates the run's "
-                    f"{len(run)} agents five times over; set metered_brain to run it"
-                ),
-            )
+        skipped = skip_reason(brain, len(run), config.metered_brain)
+        if skipped:
+            return _not_measured(context, NotMeasurable(f"sensitivity ladder: {skipped}"))
         result = sensitivity_study(
             brain,
             agents.sessions(sorted(run)),

@@ -103,3 +103,19 @@ def test_an_agent_who_sees_list_quality_notices_five_slots_and_a_coin_notices_no
     skipped = sensitivity_headline({"not_measured": "the llm:x brain pays for every decision"})
     assert sensitivity_verdict(skipped) == "sensitivity: not measured (the llm:x brain pays for every decision)"
     assert "Not measured: the llm:x brain" in "\n".join(trust_section(sensitivity_skipped="the llm:x brain pays"))
+
+
+def test_the_ladder_is_skipped_for_a_brain_that_pays_per_decision_unless_asked():
+    from ops.simulation.brains.embedded.brain import EmbeddedBrain
+    from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+    from ops.simulation.brains.random_policy import UniformRandomBrain
+    from ops.studies.alignment.sensitivity import skip_reason
+
+    llm = LLMBrain(LLMBrainConfig(model="m", base_url="http://127.0.0.1:9/v1"))
+    try:
+        said = skip_reason(llm, 300)
+        assert said.startswith("the llm:m brain pays for every decision") and "300 agents five times over" in said
+        assert skip_reason(llm, 300, metered_brain=True) is None
+    finally:
+        llm.close()
+    assert EmbeddedBrain.decides_offline and skip_reason(UniformRandomBrain(), 300) is None

@@ -177,6 +177,18 @@ class Sensitivity:
         return load_fields(cls, folder, "Sensitivity", 1, {"readout": ABReadout})
 
 
+def skip_reason(brain: Brain, agents: int, metered_brain: bool = False) -> str | None:
+    """Why the ladder does not run with `brain` (None: it runs): a brain that pays for every
+    decision (`decides_offline` False, the LLM brain) would be asked the run's `agents` five
+    times over, so it runs only when `metered_brain` asks for it."""
+    if getattr(brain, "decides_offline", False) or metered_brain:
+        return None
+    return (
+        f"the {getattr(brain, 'name', type(brain).__name__)} brain pays for every decision and the ladder simulates "
+        f"the run's {agents} agents five times over; list_sensitivity.metered_brain runs it"
+    )
+
+
 def run_agents(readout: ABReadout, arm: str) -> dict[int, int]:
     """user -> sessions the arm's agents had in `readout` (the run's agents)."""
     if readout.per_session is not None and not readout.per_session.is_empty():

@@ -376,6 +376,9 @@ def list_quality_alignment(
         mlflow_tracking.log_metrics(
             {f"elasticity_{r['metric']}_{r['side']}": r["elasticity"] for r in result.elasticity.iter_rows(named=True)}
         )
+        spread = result.spread()
+        if spread is not None:  # the trust figure of the verdict
+            mlflow_tracking.log_metrics({"spread_ctr": spread["difference"], "spread_ctr_ci_low": spread["ci_low"]})
         mlflow_tracking.log_table(result.readout.arms, "list_quality")
         mlflow_tracking.log_table(result.elasticity, "list_quality_elasticity")
         mlflow_tracking.log_figure(

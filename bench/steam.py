@@ -135,7 +135,7 @@ def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str
     lines = table2_lines(arms, offline, readout.arms)
     tau = fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).row(0, named=True)
     lines += ["", f"τ(CTR, NDCG@20) = {tau['kendall_tau']:.2f}; same best arm: {tau['same_best_arm']}"]
-    lines += [f"Arm against arm: of {pairs.height} pairs, {pair_counts(agreement_summary(pairs))}"]
+    lines += [f"Arm against arm: {pairs.height} pairs; {pair_counts(agreement_summary(pairs))}"]
     lines += [
         f"- {r['arm_a']} − {r['arm_b']}: NDCG@20 {r['offline_difference']:+.4f} "
         f"[{r['offline_ci_low']:+.4f}, {r['offline_ci_high']:+.4f}], CTR {r['simulated_difference']:+.4f} "

@@ -139,7 +139,7 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
     assert random.count("n/a") == 2
     assert (
         "Kendall τ(CTR, NDCG@20) = 0.67; same best arm; arm against arm, of the 2 pairs the offline metric "
-        "separates: 2 agree, 0 disagree, 0 missed; 1 offline ties" in text
+        "separates: 2 agree, 0 disagree, 0 missed; 1 offline tie" in text
     )
     assert "/x/report.html" in text and "http://127.0.0.1:8050/" in text
 

@@ -115,7 +115,7 @@ def test_a_simulation_that_ties_every_arm_misses_every_pair_offline_separates():
     assert "of the 3 pairs the offline metric separates: 0 agree, 0 disagree, 3 missed; 0 offline ties" in said
     none = agreement_summary(pairwise_agreement(flat, _per_unit({"pop": 0.1, "fm": 0.1}, "ndcg_at_k", 300, 0.1, 1)))
     assert none["separated"] == 0 and none["pair_tau"] is None
-    assert "separates none (1 offline ties)" in fidelity_verdict({"kendall_tau_ctr_ndcg": 0.0, **none})
+    assert "separates none (1 offline tie)" in fidelity_verdict({"kendall_tau_ctr_ndcg": 0.0, **none})
 
 
 def test_pairing_narrows_the_interval_and_unpaired_designs_still_work():

@@ -71,7 +71,7 @@ def report_markdown(
     if pairs.height:
         lines += ["## Fidelity arm against arm: simulated CTR vs offline NDCG@20, 95 % intervals on both sides", ""]
         lines += [
-            f"Of {summary['pairs']} pairs, {pair_counts(summary)}.  *agree* / *disagree*: both intervals clear of 0, "
+            f"{summary['pairs']} pairs of arms; {pair_counts(summary)}.  *agree* / *disagree*: both intervals clear of 0, "
             "ordered alike / the other way; *missed*: the offline metric separates the arms and the simulation does "
             "not; *offline tie*: the offline interval holds 0, nothing to agree with.",
             "",
@@ -290,11 +290,12 @@ def pair_counts(summary: dict) -> str:
     everything reads "0 agree, …, N missed", not "0 of 0"."""
     separated = summary.get("separated", 0)
     ties = summary.get("offline tie", 0)
+    tied = f"{ties} offline tie{'' if ties == 1 else 's'}"
     if not separated:
-        return f"the offline metric separates none ({ties} offline ties)"
+        return f"the offline metric separates none ({tied})"
     return (
         f"of the {separated} pairs the offline metric separates: {summary.get('agree', 0)} agree, "
-        f"{summary.get('disagree', 0)} disagree, {summary.get('missed', 0)} missed; {ties} offline ties"
+        f"{summary.get('disagree', 0)} disagree, {summary.get('missed', 0)} missed; {tied}"
     )
 
 

@@ -115,7 +115,7 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
     s = experiment.summary
     if s.get("pairs"):
         lines += [
-            f"Arm against arm (simulated CTR vs offline NDCG@20, 95 % intervals on both sides): of {s['pairs']} pairs, "
+            f"Arm against arm (simulated CTR vs offline NDCG@20, 95 % intervals on both sides): {s['pairs']} pairs; "
             f"{pair_counts(s)} (missed: the test set separates the pair, the simulation does not).",
             "",
         ]

@@ -67,10 +67,10 @@ def test_the_ladder_nests_its_rungs_and_never_draws_a_seen_item(world, control):
 
 def test_an_agent_who_sees_list_quality_notices_five_slots_and_a_coin_notices_none(world, control, tmp_path):  # noqa: F811
     liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "movie_id").iter_rows()}
-    # The run's agents: 120 of them, a third with two sessions (as with visits by activity).
-    run = {u: 2 if u % 3 == 0 else 1 for u in world.users[:120]}
+    # The run's agents: 90 of them, a third with two sessions (as with visits by activity).
+    run = {u: 2 if u % 3 == 0 else 1 for u in world.users[:90]}
     oracle = _run(world, control, OracleBrain(liked), run)
-    assert (oracle.agents, oracle.sessions, oracle.control, oracle.brain) == (120, 2, "ctl", "oracle")
+    assert (oracle.agents, oracle.sessions, oracle.control, oracle.brain) == (90, 2, "ctl", "oracle")
     assert oracle.readout.per_session.filter(pl.col("arm") == "0/20").height == sum(run.values())
     steps = oracle.steps.sort("slots")
     ctr = steps.get_column("ctr").to_list()
@@ -80,7 +80,7 @@ def test_an_agent_who_sees_list_quality_notices_five_slots_and_a_coin_notices_no
     assert (oracle.adjacent.get_column("minimum_detectable_difference") > 0).all()
     said = sensitivity_verdict(oracle.headline())
     assert said.startswith(
-        "sensitivity: at 120 agents the smallest degradation of ctl's lists the simulation detects is 5 of 20 slots"
+        "sensitivity: at 90 agents the smallest degradation of ctl's lists the simulation detects is 5 of 20 slots"
     )
     assert said in verdict_lines({"verdict": {}, "fidelity": {}, "sensitivity": sensitivity_headline(oracle)})
     from ops.figures import save_figure
@@ -92,10 +92,10 @@ def test_an_agent_who_sees_list_quality_notices_five_slots_and_a_coin_notices_no
     again = Sensitivity.load(tmp_path / "s")
     assert again.steps.equals(oracle.steps) and again.smallest_detected() == 5
 
-    coin = _run(world, control, CoinFlipBrain(), {u: 1 for u in world.users[:120]})
+    coin = _run(world, control, CoinFlipBrain(), {u: 1 for u in world.users[:90]})
     assert coin.smallest_detected() is None and not coin.adjacent.get_column("separated").any()
     assert sensitivity_verdict(coin.headline()) == (
-        "sensitivity: at 120 agents the simulation detects no degradation of ctl's lists, up to 20 of 20 slots "
+        "sensitivity: at 90 agents the simulation detects no degradation of ctl's lists, up to 20 of 20 slots "
         "replaced by random unseen items"
     )
     section = "\n".join(trust_section(sensitivity=coin))

@@ -442,7 +442,7 @@ def list_sensitivity(
 
     control = ab_readout.control
     if control not in top20_lists:
-        return _not_measured(context, NotMeasurable(f"sensitivity: the control arm {control!r} has no top-20 lists"))
+        return _not_measured(context, NotMeasurable(f"the control arm {control!r} has no top-20 lists"))
     catalogue = Catalogue.from_frame(mm_ml_1m)
     run = run_agents(ab_readout, control)
     vision = {} if config.vision else {"vision": False}
@@ -451,7 +451,7 @@ def list_sensitivity(
     ) as brain:
         skipped = skip_reason(brain, len(run), config.metered_brain)
         if skipped:
-            return _not_measured(context, NotMeasurable(f"sensitivity ladder: {skipped}"))
+            return _not_measured(context, NotMeasurable(skipped))
         result = sensitivity_study(
             brain,
             agents.sessions(sorted(run)),

@@ -181,7 +181,5 @@ def test_the_sensitivity_ladder_is_not_measured_with_a_brain_that_pays_per_decis
             mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"),
         )
     assert fake.calls == 0
-    assert result.value["not_measured"].startswith(
-        "sensitivity ladder: the llm:test-model brain pays for every decision"
-    )
+    assert result.value["not_measured"].startswith("the llm:test-model brain pays for every decision")
     assert "the run's 6 agents five times over" in result.value["not_measured"]

@@ -17,6 +17,7 @@ import polars as pl
 
 from ops.readout.ab_readout import LABELS
 from ops.readout.augmentation_summary import seed_summary
+from ops.readout.power import MISS_AGENTS
 
 
 def report_markdown(
@@ -325,7 +326,7 @@ def misses_verdict(misses: list[dict]) -> str | None:
         )
         implied = "n/a" if expected is None else f"{expected:+.4f}"
         detail = f"MDE {mde:.4f} at {m['agents']} agents, offline-implied difference {implied}"
-        if needed is not None and m["miss"] == "too few agents":
+        if needed is not None and m["miss"] == MISS_AGENTS:
             detail += f": about {needed:,} agents"
         parts.append(f"{m['arm_a']} vs {m['arm_b']} {m['miss']} ({detail})")
     return "missed pairs: " + "; ".join(parts)

@@ -165,10 +165,21 @@ def sensitivity_figure(sensitivity):
     hi = np.array([_nan(v) for v in steps.get_column("ctr_high").to_list()])
     left.errorbar(slots, ctr, yerr=[ctr - lo, hi - ctr], fmt="o-", capsize=4, color="#4c72b0")
     top = np.nanmax(hi) if np.isfinite(hi).any() else 1.0
+    gap = 0.08 * (slots.max() - slots.min() if slots.size > 1 else 1)
     for r in sensitivity.adjacent.iter_rows(named=True):
-        if r["separated"]:
-            left.plot([r["from_slots"], r["to_slots"]], [top * 1.04] * 2, color="#55a868", lw=3)
+        colour = "#55a868" if r["separated"] else "#c44e52"
+        left.plot([r["from_slots"] + gap, r["to_slots"] - gap], [top * 1.04] * 2, color=colour, lw=3)
+        left.annotate(
+            f"{r['difference']:+.3f}",
+            ((r["from_slots"] + r["to_slots"]) / 2, top * 1.04),
+            textcoords="offset points",
+            xytext=(0, 4),
+            ha="center",
+            fontsize=7,
+        )
     left.plot([], [], color="#55a868", lw=3, label="step separated (95 % interval)")
+    left.plot([], [], color="#c44e52", lw=3, label="step not separated")
+    left.set_ylim(top=top * 1.12)
     left.set_xticks(slots, [f"{s}/{sensitivity.list_length}" for s in slots])
     left.set_xlabel("slots replaced by random unseen items")
     left.set_ylabel("simulated CTR")

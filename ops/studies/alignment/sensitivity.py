@@ -143,9 +143,10 @@ class Sensitivity:
             pl.format(
                 "{} [{}, {}]", pl.col("difference").round(4), pl.col("ci_low").round(4), pl.col("ci_high").round(4)
             ).alias("vs the rung before"),
-            pl.col("separated").alias("step separated"),
-            pl.col("minimum_detectable_difference").round(4).alias("step MDE"),
+            _yes_no(pl.col("separated")).alias("step separated"),
+            pl.col("minimum_detectable_difference").round(4).cast(pl.Utf8).alias("step MDE"),
         )
+        intact = pl.col("slots") == 0  # the control: nothing to compare it with
         return (
             self.steps.select(
                 pl.format("{} of {}", pl.col("slots"), pl.lit(self.list_length)).alias("slots replaced"),
@@ -153,16 +154,22 @@ class Sensitivity:
                 pl.format(
                     "{} [{}, {}]", pl.col("ctr").round(4), pl.col("ctr_low").round(4), pl.col("ctr_high").round(4)
                 ).alias("CTR"),
-                pl.format(
-                    "{} [{}, {}]",
-                    pl.col("difference").round(4),
-                    pl.col("ci_low").round(4),
-                    pl.col("ci_high").round(4),
-                ).alias("vs intact lists"),
-                "detected",
+                pl.when(intact)
+                .then(pl.lit("—"))
+                .otherwise(
+                    pl.format(
+                        "{} [{}, {}]",
+                        pl.col("difference").round(4),
+                        pl.col("ci_low").round(4),
+                        pl.col("ci_high").round(4),
+                    )
+                )
+                .alias("vs intact lists"),
+                pl.when(intact).then(pl.lit("—")).otherwise(_yes_no(pl.col("detected"))).alias("detected"),
             )
             .join(adjacent, on="slots", how="left")
             .drop("slots")
+            .with_columns(pl.col("vs the rung before", "step separated", "step MDE").fill_null("—"))
         )
 
     def save(self, folder: Path) -> None:
@@ -175,6 +182,10 @@ class Sensitivity:
         from ops.codec import load_fields
 
         return load_fields(cls, folder, "Sensitivity", 1, {"readout": ABReadout})
+
+
+def _yes_no(flag: pl.Expr) -> pl.Expr:
+    return pl.when(flag).then(pl.lit("yes")).otherwise(pl.lit("no"))
 
 
 def skip_reason(brain: Brain, agents: int, metered_brain: bool = False) -> str | None:

@@ -89,9 +89,8 @@ class ReportConfig(Config):
     primary_metric: str = Field(
         default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)"
     )
-    # 0.02: the CTR points a brain gains on lists with five times the share of liked items
-    # (1:1 against 1:9) when it responds with a twentieth of real users' elasticity, at the
-    # CTR of 0.3-0.4 the embedded brain shows (docs/definitions.md#list-quality-spread).
+    # 0.02: about twice the CTR step a run of a thousand agents detects (docs/definitions.md#list-quality-spread):
+    # a brain whose response to a five-fold share of liked items is below it cannot show a run an arm difference.
     spread_floor: float = Field(
         default=0.02,
         ge=0,

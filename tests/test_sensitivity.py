@@ -82,6 +82,14 @@ def test_an_agent_who_sees_list_quality_notices_five_slots_and_a_coin_notices_no
     assert said.startswith(
         "sensitivity: at 90 agents the smallest degradation of ctl's lists the simulation detects is 5 of 20 slots"
     )
+    # Between the rungs: the CTR lost per slot and the first step's MDE give the finer figure.
+    assert oracle.slope == pytest.approx(np.polyfit(steps["slots"].to_numpy(), steps["ctr"].to_numpy(), 1)[0])
+    first_mde = oracle.adjacent.get_column("minimum_detectable_difference")[0]
+    assert oracle.detectable_slots == pytest.approx(first_mde / -oracle.slope) and oracle.detectable_slots < 5
+    assert said.endswith(
+        f"; about {oracle.detectable_slots:.1f} slots at the MDE of one step ({first_mde:.4f}; "
+        f"CTR {oracle.slope:+.4f} per slot)"
+    )
     assert said in verdict_lines({"verdict": {}, "fidelity": {}, "sensitivity": sensitivity_headline(oracle)})
     from ops.figures import save_figure
     from ops.studies.alignment.plots import sensitivity_figure

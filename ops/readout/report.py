@@ -349,10 +349,17 @@ def sensitivity_verdict(sensitivity: dict | None) -> str | None:
         )
     step = next(s for s in sensitivity["steps"] if s["slots"] == smallest)
     first = sensitivity["steps"][0]
+    finer = ""
+    if sensitivity.get("detectable_slots") is not None and sensitivity["detectable_slots"] < smallest:
+        mde = sensitivity["adjacent"][0]["minimum_detectable_difference"]
+        finer = (
+            f"; about {sensitivity['detectable_slots']:.1f} slots at the MDE of one step ({mde:.4f}; "
+            f"CTR {sensitivity['slope']:+.4f} per slot)"
+        )
     return (
         f"sensitivity: at {agents} agents the smallest degradation of {control}'s lists the simulation detects is "
         f"{smallest} of {length} slots replaced by random unseen items (CTR {first['ctr']:.3f} → {step['ctr']:.3f}, "
-        f"{step['difference']:+.4f} [{step['ci_low']:+.4f}, {step['ci_high']:+.4f}])"
+        f"{step['difference']:+.4f} [{step['ci_low']:+.4f}, {step['ci_high']:+.4f}]){finer}"
     )
 
 

@@ -17,7 +17,11 @@ degradation detected is comparable with the pairs the simulation separates; a ru
 interval lies above 0 (CTR rising as the lists get worse) is reported, not detected.  The
 smallest degradation detected, in slots of 20, is the verdict's figure: a simulation that
 needs 15 random slots of 20 before it notices cannot be expected to separate two trained
-arms a few NDCG points apart.
+arms a few NDCG points apart.  Between the rungs, the CTR lost per slot replaced (the
+least-squares slope over the rungs) and the MDE of the first step give the finer figure
+"about k slots": MDE ÷ |slope|, the degradation the run's agents would detect with 80 %
+power if CTR fell evenly with the slots (an upper estimate: fewer slots replaced also make
+the agents' differences less variable).
 
 Repeating five simulations is cheap with a brain that decides without a paid call (the
 embedded brain, `decides_offline`); with the LLM brain the study is skipped unless asked for.
@@ -115,6 +119,8 @@ class Sensitivity:
     sessions: int
     seed: int
     brain: str = ""
+    slope: float | None = None  # CTR per slot replaced, least squares over the rungs
+    detectable_slots: float | None = None  # the first step's MDE ÷ |slope|
 
     def smallest_detected(self) -> int | None:
         """The fewest slots replaced whose CTR drop the simulation detects; None when none."""
@@ -131,6 +137,8 @@ class Sensitivity:
             "sessions": self.sessions,
             "brain": self.brain,
             "smallest_detected": self.smallest_detected(),
+            "slope": self.slope,
+            "detectable_slots": self.detectable_slots,
             "steps": self.steps.to_dicts(),
             "adjacent": self.adjacent.to_dicts(),
         }
@@ -313,6 +321,10 @@ def ladder_readout(
         )
     sessions = readout.sessions_per_agent
     agents = int(readout.per_agent.filter(pl.col("arm") == intact).height)
+    points = [(s["slots"], s["ctr"]) for s in steps if s["ctr"] is not None]
+    slope = float(np.polyfit(*zip(*points), 1)[0]) if len(points) >= 2 else None
+    first_mde = adjacent[0]["minimum_detectable_difference"] if adjacent else None
+    detectable = first_mde / abs(slope) if slope and first_mde is not None else None
     return Sensitivity(
         readout,
         pl.DataFrame(steps, schema=STEPS),
@@ -323,4 +335,6 @@ def ladder_readout(
         sessions,
         seed,
         brain,
+        slope,
+        detectable,
     )

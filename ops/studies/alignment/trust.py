@@ -279,7 +279,13 @@ def trust_section(
             "replaced by random unseen items (neither in the user's train window nor in the list; the rungs nested, "
             f"seed {sensitivity.seed}), shown to the run's {sensitivity.agents} agents × {sensitivity.sessions} "
             f"session(s) by the {sensitivity.brain or 'run'} brain: {said} (CTR against the intact lists, 95 % "
-            "interval below 0).  Step MDE: the smallest CTR step this run's agents detect with 80 % power.",
+            "interval below 0).  Step MDE: the smallest CTR step this run's agents detect with 80 % power"
+            + (
+                f"; the CTR falls {abs(sensitivity.slope):.4f} per slot replaced, so the first step's MDE is about "
+                f"{sensitivity.detectable_slots:.1f} slots."
+                if sensitivity.slope is not None and sensitivity.detectable_slots is not None
+                else "."
+            ),
             "",
             _md(sensitivity.table()),
             "",

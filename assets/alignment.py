@@ -566,7 +566,8 @@ def social_traits_alignment(
 
 class FidelityCheckConfig(Config):
     tau_floor: float = Field(
-        default=0.6, description="Kendall τ(CTR, NDCG@20) below this warns ($SIMAB_FIDELITY_TAU_FLOOR)"
+        default=0.6,
+        description="Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
 
 

@@ -83,8 +83,8 @@ def ab_readout(
 class ReportConfig(Config):
     tau_floor: float = Field(
         default=0.6,
-        description="the verdict's warning when Kendall τ(CTR, NDCG@20) falls below "
-        "this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)",
+        description="the verdict's warning when Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair "
+        "counted as a tie, falls below this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
     primary_metric: str = Field(
         default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)"

@@ -243,7 +243,7 @@ class Settings(BaseModel):
     fidelity_tau_floor: float | None = setting(
         None,
         "SIMAB_FIDELITY_TAU_FLOOR",
-        "Kendall τ(CTR, NDCG@20) below this warns (default 0.6)",
+        "Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns (default 0.6)",
         ops=("ab_readout_fidelity_trust.tau_floor", "simab_report.tau_floor"),
         ge=-1,
         le=1,

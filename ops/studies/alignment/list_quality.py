@@ -74,11 +74,15 @@ class ListQuality:
         return load_fields(cls, folder, "ListQuality", 1, {"readout": ABReadout, "calibration": ListResponse})
 
     def spread(self, metric: str = "ctr") -> dict | None:
-        """The trust figure of this protocol: `metric` on the best lists (1:1) minus on the
-        worst (1:9), paired over agents, with its interval — how far the brain tells good lists
-        from bad ones at all (label, best, worst, agents, difference, ci_low, ci_high); None
-        when the read-out lacks the comparison."""
-        best, worst = ratio_name(min(QUALITY_RATIOS)), ratio_name(max(QUALITY_RATIOS))
+        """The trust figure of this protocol: `metric` on the richest lists (1:1) minus on the
+        poorest (1:9), by their share of relevant items, paired over agents, with its interval —
+        how far the brain tells good lists from bad ones at all (label, best, worst, agents,
+        difference, ci_low, ci_high); None when the read-out lacks the comparison (the poorest
+        lists are the read-out's control)."""
+        order = sorted(self.shares, key=lambda r: (self.shares[r], r))
+        if len(order) < 2:
+            return None
+        best, worst = order[-1], order[0]
         rows = self.readout.comparisons.filter(
             (pl.col("metric") == metric) & (pl.col("arm") == best) & (pl.col("control") == worst)
         )

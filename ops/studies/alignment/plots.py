@@ -163,7 +163,10 @@ def sensitivity_figure(sensitivity):
     ctr = np.array([_nan(v) for v in steps.get_column("ctr").to_list()])
     lo = np.array([_nan(v) for v in steps.get_column("ctr_low").to_list()])
     hi = np.array([_nan(v) for v in steps.get_column("ctr_high").to_list()])
-    left.errorbar(slots, ctr, yerr=[ctr - lo, hi - ctr], fmt="o-", capsize=4, color="#4c72b0")
+    # Clipped at 0: an interval that collapses on its mean may put a bound a rounding error past it.
+    left.errorbar(
+        slots, ctr, yerr=[np.clip(ctr - lo, 0, None), np.clip(hi - ctr, 0, None)], fmt="o-", capsize=4, color="#4c72b0"
+    )
     top = np.nanmax(hi) if np.isfinite(hi).any() else 1.0
     gap = 0.08 * (slots.max() - slots.min() if slots.size > 1 else 1)
     for r in sensitivity.adjacent.iter_rows(named=True):
@@ -194,7 +197,8 @@ def sensitivity_figure(sensitivity):
     detected = steps.get_column("detected").to_list()
     for i, s in enumerate(slots):
         colour = "#55a868" if detected[i] else "#8c8c8c"
-        right.errorbar(s, d[i], yerr=[[d[i] - dlo[i]], [dhi[i] - d[i]]], fmt="o", capsize=4, color=colour)
+        spans = [[max(d[i] - dlo[i], 0.0)], [max(dhi[i] - d[i], 0.0)]]
+        right.errorbar(s, d[i], yerr=spans, fmt="o", capsize=4, color=colour)
     mde = [v for v in sensitivity.adjacent.get_column("minimum_detectable_difference").to_list() if v is not None]
     if mde:
         right.axhline(-float(np.median(mde)), color="#dd8452", ls="--", lw=1, label="− MDE of one step")

@@ -435,6 +435,9 @@ def list_quality_alignment(
         mlflow_tracking.log_metrics(
             {f"elasticity_{r['metric']}_{r['side']}": r["elasticity"] for r in result.elasticity.iter_rows(named=True)}
         )
+        spread = result.spread()
+        if spread is not None:  # the trust figure of the verdict
+            mlflow_tracking.log_metrics({"spread_ctr": spread["difference"], "spread_ctr_ci_low": spread["ci_low"]})
         mlflow_tracking.log_table(result.readout.arms, "list_quality")
         mlflow_tracking.log_table(result.elasticity, "list_quality_elasticity")
         mlflow_tracking.log_figure(
@@ -449,6 +452,104 @@ def list_quality_alignment(
             "agents": len(users),
             "lists": f"{ladder.list_length} items at " + ", ".join(result.ratios),
             "rises": str(result.rises),
+            "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False)),
+        },
+    )
+
+
+class SensitivityConfig(Config):
+    brain: BrainName = Field(
+        default="embedded",
+        description="the brain of the run ($SIMAB_BRAIN); a brain that pays per decision (llm) is skipped unless metered_brain",
+    )
+    vision: bool = Field(default=True, description="False: the brain without posters")
+    slots: list[int] = Field(
+        default=[0, 5, 10, 15, 20],
+        description="the ladder's rungs: slots of the control's top-20 lists replaced by random unseen items (0 included: the control)",
+    )
+    metered_brain: bool = Field(
+        default=False,
+        description="run the ladder with a brain that pays per decision too (five simulations of the run's agents)",
+    )
+    seed: int = Field(default=0, description="seed of the replaced slots and items and of every decision")
+    n_bootstrap: int = Field(default=1000, description="bootstrap replicates of the 95 % intervals")
+
+
+@asset(
+    group_name=GROUP,
+    code_version="1",
+    compute_kind="python",
+    ins={"ab_readout": AssetIn("ab_readout"), "top20_lists": AssetIn("top20_lists")},
+)
+@_degrades
+def list_sensitivity(
+    context: AssetExecutionContext,
+    config: SensitivityConfig,
+    ab_readout,
+    top20_lists: dict,
+    agents,
+    embedded_brain,
+    train_ratings: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    llm: LLMResource,
+    mlflow_tracking: MlflowTracking,
+):
+    """The control's lists degraded step by step (0, 5, 10, 15, 20 of 20 slots replaced by
+    random unseen items), simulated with the run's agents: CTR per rung and the smallest
+    degradation the simulation detects (`ops.studies.alignment.sensitivity`)."""
+    from ops.simulation.catalogue import Catalogue
+    from ops.studies.alignment.plots import sensitivity_figure
+    from ops.studies.alignment.sensitivity import run_agents, sensitivity_study, skip_reason
+
+    control = ab_readout.control
+    if control not in top20_lists:
+        return _not_measured(context, NotMeasurable(f"the control arm {control!r} has no top-20 lists"))
+    catalogue = Catalogue.from_frame(mm_ml_1m)
+    run = run_agents(ab_readout, control)
+    vision = {} if config.vision else {"vision": False}
+    with llm.open_brain(
+        context, config.brain, lambda: _embedded_brain(embedded_brain, config.vision), catalogue, **vision
+    ) as brain:
+        skipped = skip_reason(brain, len(run), config.metered_brain)
+        if skipped:
+            return _not_measured(context, NotMeasurable(skipped))
+        result = sensitivity_study(
+            brain,
+            agents.sessions(sorted(run)),
+            run,
+            control,
+            top20_lists[control],
+            train_ratings.select("user_id", "movie_id"),
+            catalogue,
+            mm_ml_1m.get_column("movie_id").to_numpy(),
+            config.slots,
+            config.seed,
+            config.n_bootstrap,
+            concurrency=getattr(brain, "concurrency", 1),
+        )
+    smallest = result.smallest_detected()
+    with mlflow_tracking.asset_run(
+        context, params={**config.model_dump(), "brain_name": brain.name, "control": control, "agents": result.agents}
+    ):
+        mlflow_tracking.log_metrics(
+            {
+                f"sensitivity_ctr_{r['slots']}_of_{result.list_length}": r["ctr"]
+                for r in result.steps.iter_rows(named=True)
+            }
+        )
+        if smallest is not None:
+            mlflow_tracking.log_metrics({"sensitivity_smallest_detected_slots": smallest})
+        mlflow_tracking.log_table(result.steps, "sensitivity_steps")
+        mlflow_tracking.log_table(result.adjacent, "sensitivity_adjacent")
+        mlflow_tracking.log_figure(sensitivity_figure(result), "plots/sensitivity_ladder.png")
+        _log_usage(mlflow_tracking, brain)
+    return Output(
+        result,
+        metadata={
+            "brain": brain.name,
+            "control": control,
+            "agents": result.agents,
+            "smallest detected (slots)": smallest if smallest is not None else "none",
             "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False)),
         },
     )
@@ -526,7 +627,8 @@ def social_traits_alignment(
 
 class FidelityCheckConfig(Config):
     tau_floor: float = Field(
-        default=0.6, description="Kendall τ(CTR, NDCG@20) below this warns ($SIMAB_FIDELITY_TAU_FLOOR)"
+        default=0.6,
+        description="Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
 
 
@@ -538,7 +640,7 @@ class FidelityCheckConfig(Config):
         "top20_lists": AssetIn("top20_lists"),
         "test_ratings": AssetIn("test_ratings"),
     },
-    description="warns (does not block) when Kendall τ between simulated CTR and offline NDCG@20 is below the floor, or any pair of arms disagrees",
+    description="warns (does not block) when Kendall τ between simulated CTR and offline NDCG@20 is below the floor, the pairs' τ (missed pairs counted as ties) is below it, or any pair of arms disagrees",
 )
 def fidelity_trust(
     config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame
@@ -577,6 +679,8 @@ def fidelity_trust(
             "kendall_tau": warning.tau if warning.tau is not None else float("nan"),
             "tau_floor": config.tau_floor,
             "disagreements": len(warning.disagreements),
+            "misses": len(warning.misses),
+            "pair_tau": warning.pair_tau if warning.pair_tau is not None else float("nan"),
             "pairs": MetadataValue.md(table.to_pandas().to_markdown(index=False, floatfmt=".4f")),
         },
     )
@@ -773,6 +877,10 @@ def _counted_list_answers(meter, catalogue):
         return set()
 
     return answer
+
+
+def _embedded_brain(embedded_brain, vision: bool):
+    return embedded_brain.brain(None if vision else embedded_brain.config.model_copy(update={"use_posters": False}))
 
 
 def _log_usage(mlflow_tracking: MlflowTracking, brain) -> None:

@@ -83,17 +83,26 @@ def ab_readout(
 class ReportConfig(Config):
     tau_floor: float = Field(
         default=0.6,
-        description="the verdict's warning when Kendall τ(CTR, NDCG@20) falls below "
-        "this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)",
+        description="the verdict's warning when Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair "
+        "counted as a tie, falls below this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
     primary_metric: str = Field(
         default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)"
+    )
+    # 0.02: about twice the CTR step a run of a thousand agents detects (docs/definitions.md#list-quality-spread):
+    # a brain whose response to a five-fold share of liked items is below it cannot show a run an arm difference.
+    spread_floor: float = Field(
+        default=0.02,
+        ge=0,
+        le=1,
+        description="the verdict warns that the brain cannot tell lists apart when its list-quality CTR spread "
+        "(1:1 lists minus 1:9 lists) is below this or its interval holds 0 ($SIMAB_LIST_QUALITY_SPREAD_FLOOR)",
     )
 
 
 @asset(
     group_name=GROUP,
-    code_version="5",
+    code_version="6",
     compute_kind="markdown",
     ins={
         "offline_metrics": AssetIn("offline_metrics"),
@@ -115,6 +124,7 @@ def simab_report(
     social_traits_alignment: pl.DataFrame,
     list_quality_alignment,
     embedded_brain,
+    list_sensitivity,
     mlflow_tracking: MlflowTracking,
     llm: LLMResource,
 ):
@@ -191,8 +201,15 @@ def simab_report(
         plots.append(save_figure(fidelity_pairs(pairs), folder / "plots" / "fidelity_pairs.png"))
     if power is not None and power.pairs.height:
         plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
-    trust = _trust_section(folder, taste_alignment, rating_alignment, social_traits_alignment, list_quality_alignment)
-    from ops.studies.alignment.trust import fidelity_warning, not_measured_summary
+    trust = _trust_section(
+        folder, taste_alignment, rating_alignment, social_traits_alignment, list_quality_alignment, list_sensitivity
+    )
+    from ops.studies.alignment.trust import (
+        fidelity_warning,
+        list_quality_warning,
+        not_measured_summary,
+        sensitivity_headline,
+    )
 
     unmeasured = not_measured_summary(
         taste=taste_alignment, rating=rating_alignment, list_quality=list_quality_alignment
@@ -205,6 +222,8 @@ def simab_report(
     clicks = getattr(ab_readout, "slot_clicks", None)  # None in a read-out stored before it was kept
     slot_warned = slot_warning(clicks) if clicks is not None else None
     warnings += [slot_warned] if slot_warned else []
+    blind = list_quality_warning(list_quality_alignment, config.spread_floor)
+    warnings += [blind] if blind else []
     from ops.studies.alignment.calibration import list_response_status
 
     headline = report_summary(
@@ -219,6 +238,9 @@ def simab_report(
         unmeasured,
         list_response_status(embedded_brain.params),
         exclude=diagnostic,
+        power=power,
+        list_quality=list_quality_alignment,
+        sensitivity=sensitivity_headline(list_sensitivity),
     )
     headline["simulator_bias"] = bias.verdict_line()
     trust = [*trust, bias.to_markdown(), *([slots_markdown(clicks)] if clicks is not None else [])]
@@ -258,7 +280,9 @@ def simab_report(
         if pairs.height:
             mlflow_tracking.log_table(pairs, "fidelity_pairs")
             mlflow_tracking.log_table(intervals, "offline_intervals")
-            mlflow_tracking.log_metrics({f"pairs_{k.replace(' ', '_')}": v for k, v in summary.items()})
+            mlflow_tracking.log_metrics(
+                {f"pairs_{k.replace(' ', '_')}": v for k, v in summary.items() if isinstance(v, (int, float))}
+            )
         if power is not None and power.pairs.height:
             mlflow_tracking.log_table(power.pairs, "power")
             mlflow_tracking.log_table(power.plan, "power_plan")
@@ -289,13 +313,14 @@ def simab_report(
     )
 
 
-def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) -> list[str]:
+def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality, sensitivity=None) -> list[str]:
     """ "How far to trust the agents": the alignment results and their figures under `folder`/plots."""
     from ops.figures import save_figure
     from ops.studies.alignment.plots import (
         calibration_figure,
         list_quality_figure,
         rating_figure,
+        sensitivity_figure,
         social_figure,
         taste_figure,
     )
@@ -304,7 +329,10 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
     # A protocol that could not be measured ({"not_measured": why, ...}) has no figure; its reason is said.
     records = {"taste": taste, "rating": rating, "list_quality": list_quality}
     not_measured = {k: r for k, r in records.items() if isinstance(r, dict)}
-    taste, rating, list_quality = (None if isinstance(r, dict) else r for r in (taste, rating, list_quality))
+    skipped = sensitivity.get("not_measured") if isinstance(sensitivity, dict) else None
+    taste, rating, list_quality, sensitivity = (
+        None if isinstance(r, dict) else r for r in (taste, rating, list_quality, sensitivity)
+    )
     plots = folder / "plots"
     figures = {}
     if taste is not None:
@@ -321,6 +349,8 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
         )
     if social is not None and social.height:
         figures["social"] = save_figure(social_figure(social), plots / "alignment_social.png")
+    if sensitivity is not None:
+        figures["sensitivity"] = save_figure(sensitivity_figure(sensitivity), plots / "sensitivity_ladder.png")
     calibration = getattr(list_quality, "calibration", None)
     if calibration is not None:
         figures["calibration"] = save_figure(
@@ -338,4 +368,6 @@ def _trust_section(folder, taste, rating, social: pl.DataFrame, list_quality) ->
         folder=folder,
         calibration=calibration,
         not_measured=not_measured,
+        sensitivity=sensitivity,
+        sensitivity_skipped=skipped,
     )

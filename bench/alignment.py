@@ -47,6 +47,7 @@ from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
+from ops.readout.report import pair_counts  # noqa: E402
 from ops.simulation.brains.embedded import (  # noqa: E402
     EmbeddedBrainModel,
     fit,
@@ -228,7 +229,7 @@ def main() -> None:
                 / (pl.col("offline_difference") / pl.col("arm_b").replace_strict(ndcg, return_dtype=pl.Float64))
             ).alias("sensitivity")
         )
-        print(f"{name} calibration: Kendall τ(CTR, NDCG@20) = {tau:.3f}; {agreement_summary(pairs)}")
+        print(f"{name} calibration: Kendall τ(CTR, NDCG@20) = {tau:.3f}; {pair_counts(agreement_summary(pairs))}")
         print(
             _md(
                 relative.select(

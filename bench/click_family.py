@@ -258,7 +258,7 @@ def table(results: list[dict]) -> str:
         lines.append(
             f"| {r['variant']} | {r['click_variant']} | {r['click_auc_holdout']:.3f} | {c[0]:+.3f} [{c[1]:+.3f}, {c[2]:+.3f}] | "
             f"{n[0]:+.3f} [{n[1]:+.3f}, {n[2]:+.3f}] | {r['ctr']['mirror']:.3f} | {excess} | {correlation} | {r['tau']:.2f} | "
-            f"{s['agree']} / {s['disagree']} / {s['simulation tie']} / {s['offline tie']} |"
+            f"{s['agree']} / {s['disagree']} / {s['missed']} / {s['offline tie']} |"
         )
     return "\n".join(lines)
 

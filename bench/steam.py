@@ -141,6 +141,7 @@ def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str
 
     from ops.readout.ab_readout import ReadoutConfig, ab_readout
     from ops.readout.fidelity import agreement_summary, fidelity, offline_per_user, pairwise_agreement
+    from ops.readout.report import pair_counts
 
     assets = home / "assets"
     events = pl.concat([pl.read_parquet(assets / "simulation_events" / f"{a}.parquet") for a in arms])
@@ -153,7 +154,7 @@ def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str
     lines = table2_lines(arms, offline, readout.arms)
     tau = fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).row(0, named=True)
     lines += ["", f"τ(CTR, NDCG@20) = {tau['kendall_tau']:.2f}; same best arm: {tau['same_best_arm']}"]
-    lines += [f"Arm against arm: {agreement_summary(pairs)}"]
+    lines += [f"Arm against arm: {pairs.height} pairs; {pair_counts(agreement_summary(pairs))}"]
     lines += [
         f"- {r['arm_a']} − {r['arm_b']}: NDCG@20 {r['offline_difference']:+.4f} "
         f"[{r['offline_ci_low']:+.4f}, {r['offline_ci_high']:+.4f}], CTR {r['simulated_difference']:+.4f} "

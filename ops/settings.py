@@ -155,7 +155,8 @@ class Settings(BaseModel):
         None,
         "SIMAB_ARMS",
         "the arms of a full run, the schedule and the sensor (default random,pop,fm,deepfm): names or specs, "
-        "`name=lists:PATH`, `name=mlflow:models:/m/1`, `name=kind;param=value` (README, Bring your own model)",
+        "`name=lists:PATH`, `name=mlflow:models:/m/1`, `name=kind;param=value` (README, Bring your own model), "
+        "`pop@5` (Pop's lists with 5 of 20 slots replaced by random unseen items)",
         sep=",",
         ops=("simulation_events.arms", "llm_cost_estimate.arms", "ab_agent_table2.arms", "brain_comparison.arms"),
     )
@@ -204,6 +205,7 @@ class Settings(BaseModel):
             "simulation_events.brain",
             "agent_round.brain",
             *(f"{op}.brain" for op in _ALIGNMENT if op != "social_traits_alignment"),
+            "list_sensitivity.brain",
         ),
     )
     sessions: int | None = setting(
@@ -264,9 +266,18 @@ class Settings(BaseModel):
     fidelity_tau_floor: float | None = setting(
         None,
         "SIMAB_FIDELITY_TAU_FLOOR",
-        "Kendall τ(CTR, NDCG@20) below this warns (default 0.6)",
+        "Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns (default 0.6)",
         ops=("ab_readout_fidelity_trust.tau_floor", "simab_report.tau_floor"),
         ge=-1,
+        le=1,
+    )
+    list_quality_spread_floor: float | None = setting(
+        None,
+        "SIMAB_LIST_QUALITY_SPREAD_FLOOR",
+        "the brain's CTR on the list-quality protocol's 1:1 lists minus on its 1:9 lists below this warns that it "
+        "cannot tell lists apart (default 0.02)",
+        ops=("simab_report.spread_floor",),
+        ge=0,
         le=1,
     )
     primary_metric: str | None = setting(

@@ -67,6 +67,7 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.studies.alignment.taste.TasteDiscrimination": ("", ""),
     "ops.studies.alignment.rating.RatingAlignment": ("", ""),
     "ops.studies.alignment.list_quality.ListQuality": ("", ""),
+    "ops.studies.alignment.sensitivity.Sensitivity": ("", ""),
     "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
     # Any other arm (a plug-in, a lists file, an MLflow model): its spec and its own save/load.
     "ops.arms.catalog.PluggedArm": ("", ""),

@@ -25,7 +25,7 @@ from ops.studies.alignment.social import (
     verdicts,
 )
 from ops.studies.alignment.taste import taste_discrimination
-from ops.studies.alignment.trust import fidelity_warning
+from ops.studies.alignment.trust import fidelity_warning, list_quality_warning
 from ops.studies.alignment.windows import LeakageError, check_held_out
 
 N_MOVIES = 400
@@ -269,6 +269,18 @@ def test_list_quality_rises_for_an_oracle_and_stays_flat_for_a_coin(world):
     flat = coin.elasticity.filter(pl.col("metric") == "ctr").row(0, named=True)
     assert flat["ci_low"] < 0 < flat["ci_high"] and abs(flat["elasticity"]) < 0.1
     assert not coin.rises["ctr"]
+    # The spread, a trust figure: CTR on the 1:1 lists minus on the 1:9 lists, paired over agents.
+    sees, blind = oracle.spread(), coin.spread()
+    assert (sees["best"], sees["worst"], sees["label"]) == ("1:1", "1:9", "CTR")
+    assert sees["ci_low"] > 0.1 and sees["agents"] == oracle.readout.per_agent.get_column("user_id").n_unique()
+    assert blind["ci_low"] < 0 < blind["ci_high"]
+    assert list_quality_warning(oracle, floor=0.02) is None
+    assert list_quality_warning(oracle, floor=sees["difference"] + 0.01).endswith(
+        "($SIMAB_LIST_QUALITY_SPREAD_FLOOR); a difference between arms in this run says little about real users"
+    )
+    warned = list_quality_warning(coin, floor=0.02)
+    assert warned.startswith("the brain cannot tell lists apart: its CTR on") and "its interval holding 0" in warned
+    assert list_quality_warning({"not_measured": "no agent"}, 0.02) is None
 
 
 def test_the_yardstick_keeps_the_papers_lists_where_users_like_enough_and_shortens_them_where_they_do_not():
@@ -455,3 +467,20 @@ def test_the_fidelity_warning_names_a_low_tau_and_every_disagreeing_pair():
     assert ok.passed and "no pair of arms disagrees" in ok.description
     undefined = fidelity_warning(pl.DataFrame(), pl.DataFrame(), tau_floor=0.6)
     assert not undefined.passed and "undefined" in undefined.description
+
+
+def test_the_fidelity_warning_counts_missed_pairs_as_ties_against_the_same_floor():
+    fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [1.0]})
+    verdicts = ["agree", "agree", "missed", "missed", "offline tie"]
+    pairs = pl.DataFrame({"arm_a": list("abcde"), "arm_b": ["z"] * 5, "verdict": verdicts})
+    # τ over the means is perfect, but of 4 pairs separated offline the simulation saw 2: (2 − 0) / 4.
+    warning = fidelity_warning(fid, pairs, tau_floor=0.6)
+    assert not warning.passed and warning.pair_tau == 0.5 and warning.misses == ["c vs z", "d vs z"]
+    assert "the pairs' τ (a missed pair counted as a tie) = 0.500 is below the floor 0.60" in warning.description
+    assert "missed: c vs z, d vs z" in warning.description
+    # Three of four seen: 0.75 passes, the miss still named.
+    passing = fidelity_warning(fid, pairs.with_columns(pl.Series("verdict", ["agree"] * 3 + verdicts[3:])), 0.6)
+    assert passing.passed and passing.pair_tau == 0.75 and "(1 missed)" in passing.description
+    # Nothing separated offline: the pairs' τ is undefined and does not warn by itself.
+    ties = fidelity_warning(fid, pairs.with_columns(pl.lit("offline tie").alias("verdict")), 0.6)
+    assert ties.passed and ties.pair_tau is None

@@ -119,7 +119,8 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
             "agree": 2,
             "disagree": 0,
             "offline tie": 1,
-            "simulation tie": 0,
+            "missed": 0,
+            "separated": 2,
         },
     }
     stream = io.StringIO()
@@ -136,7 +137,10 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
     assert lines[fm + 1].split() == ["[0.190,", "0.230]", "[0.040,", "0.060]", "[3.80,", "4.00]", "[0.055,", "0.067]"]
     random = next(line for line in lines if line.startswith("random"))
     assert random.count("n/a") == 2
-    assert "Kendall τ(CTR, NDCG@20) = 0.67; same best arm; arm against arm: 2 of the 2 pairs" in text
+    assert (
+        "Kendall τ(CTR, NDCG@20) = 0.67; same best arm; arm against arm, of the 2 pairs the offline metric "
+        "separates: 2 agree, 0 disagree, 0 missed; 1 offline tie" in text
+    )
     assert "/x/report.html" in text and "http://127.0.0.1:8050/" in text
 
 
@@ -172,7 +176,8 @@ def test_the_console_opens_on_the_same_verdict_lines_as_the_report():
             "agree": 1,
             "disagree": 0,
             "offline tie": 0,
-            "simulation tie": 0,
+            "missed": 0,
+            "separated": 1,
         },
     }
     said = verdict_lines(headline)

@@ -84,7 +84,7 @@ def test_pairs_get_verdicts_from_both_intervals():
     verdict = {frozenset((r["arm_a"], r["arm_b"])): r["verdict"] for r in pairs.iter_rows(named=True)}
     assert verdict[frozenset(("pop", "random"))] == "agree"
     assert verdict[frozenset(("fm", "pop"))] == "disagree"
-    assert verdict[frozenset(("deepfm", "random"))] == "simulation tie"
+    assert verdict[frozenset(("deepfm", "random"))] == "missed"
     assert verdict[frozenset(("fm", "deepfm"))] == "offline tie"
     row = pairs.filter((pl.col("arm_a") == "pop") & (pl.col("arm_b") == "random")).row(0, named=True)
     assert row["offline_ci_low"] < row["offline_difference"] < row["offline_ci_high"]
@@ -92,9 +92,30 @@ def test_pairs_get_verdicts_from_both_intervals():
     summary = agreement_summary(pairs)
     assert (
         summary["pairs"] == 6
-        and summary["agree"] + summary["disagree"] + summary["offline tie"] + summary["simulation tie"] == 6
+        and summary["agree"] + summary["disagree"] + summary["missed"] + summary["offline tie"] == 6
+    )
+    assert (
+        summary["separated"] == summary["agree"] + summary["disagree"] + summary["missed"] == 6 - summary["offline tie"]
     )
     assert summary["agreement"] == pytest.approx(summary["agree"] / (summary["agree"] + summary["disagree"]))
+    # A miss counts against the simulation: a tie, between an agreement and a disagreement.
+    assert summary["pair_tau"] == pytest.approx((summary["agree"] - summary["disagree"]) / summary["separated"])
+    assert summary["recovered"] == pytest.approx(summary["agree"] / summary["separated"])
+
+
+def test_a_simulation_that_ties_every_arm_misses_every_pair_offline_separates():
+    from ops.readout.report import fidelity_verdict
+
+    offline = _per_unit({"random": 0.02, "pop": 0.10, "fm": 0.18}, "ndcg_at_k", 300, 0.1, 1)
+    flat = _per_unit({"random": 0.30, "pop": 0.30, "fm": 0.30}, "ctr", 300, 0.2, 2)
+    summary = agreement_summary(pairwise_agreement(flat, offline, n_bootstrap=500))
+    assert (summary["separated"], summary["agree"], summary["disagree"], summary["missed"]) == (3, 0, 0, 3)
+    assert summary["pair_tau"] == 0 and summary["recovered"] == 0 and summary["agreement"] is None
+    said = fidelity_verdict({"kendall_tau_ctr_ndcg": 1.0, "same_best_arm": True, **summary})
+    assert "of the 3 pairs the offline metric separates: 0 agree, 0 disagree, 3 missed; 0 offline ties" in said
+    none = agreement_summary(pairwise_agreement(flat, _per_unit({"pop": 0.1, "fm": 0.1}, "ndcg_at_k", 300, 0.1, 1)))
+    assert none["separated"] == 0 and none["pair_tau"] is None
+    assert "separates none (1 offline tie)" in fidelity_verdict({"kendall_tau_ctr_ndcg": 0.0, **none})
 
 
 def test_pairing_narrows_the_interval_and_unpaired_designs_still_work():

@@ -174,3 +174,45 @@ def test_the_minimum_detectable_difference_has_the_stated_power_in_simulated_exp
     needed = agents_needed(0.03, sd**2)
     d = rng.normal(0.03, sd, size=(2000, needed))
     assert stats.ttest_1samp(d, 0.0, axis=1).pvalue.__lt__(0.05).mean() >= 0.77
+
+
+def test_a_missed_pair_is_put_down_to_too_few_agents_only_below_the_mde():
+    from ops.readout.power import MISS_AGENTS, MISS_RESPONSE, response_elasticity
+    from ops.readout.report import misses_verdict
+
+    rng = np.random.default_rng(5)
+    n = 200
+    means = {"a": 0.44, "b": 0.40, "c": 0.44, "d": 0.40}  # a > b seen; a ≈ c and b ≈ d missed
+    frame = per_session([(arm, u, 0, mu + rng.normal(0, 0.01)) for arm, mu in means.items() for u in range(n)])
+    offline = {"a": 0.20, "b": 0.10, "c": 0.19, "d": 0.02}
+    pairs = pl.DataFrame(
+        {
+            "arm_a": ["a", "a", "b"],
+            "arm_b": ["b", "c", "d"],
+            "offline": ["ndcg_at_k"] * 3,
+            "offline_ci_low": [0.05, 0.001, 0.05],
+            "offline_ci_high": [0.15, 0.02, 0.11],
+            "verdict": ["agree", "missed", "missed"],
+        }
+    )
+    result = power_analysis(frame, pairs, offline)
+    rows = {(r["arm_a"], r["arm_b"]): r for r in result.pairs.iter_rows(named=True)}
+    # The elasticity is fitted over every pair the offline metric separates, misses included.
+    fitted = response_elasticity(
+        [(offline[a], offline[b], r["simulated_a"], r["simulated_b"]) for (a, b), r in rows.items()]
+    )
+    assert result.elasticity == pytest.approx(fitted) and 0 < fitted < 0.05
+    for (a, b), r in rows.items():
+        assert r["expected_difference"] == pytest.approx(r["simulated_b"] * ((offline[a] / offline[b]) ** fitted - 1))
+    # NDCG 0.20 against 0.19 implies a CTR difference far below what 200 agents detect ...
+    near = rows[("a", "c")]
+    assert near["expected_difference"] < near["minimum_detectable_difference"] and near["miss"] == MISS_AGENTS
+    assert near["expected_agents_needed"] > n
+    # ... NDCG five times higher implies one above it: not a matter of agents.
+    far = rows[("b", "d")]
+    assert far["expected_difference"] > far["minimum_detectable_difference"] and far["miss"] == MISS_RESPONSE
+    assert rows[("a", "b")]["miss"] is None  # seen: nothing to explain
+    said = misses_verdict(result.misses())
+    assert said.startswith("missed pairs: a vs c too few agents (MDE ")
+    assert f"about {near['expected_agents_needed']:,} agents" in said and "b vs d not for want of agents" in said
+    assert "| missed pair" in result.to_markdown() and "elasticity" in result.to_markdown()

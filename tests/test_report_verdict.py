@@ -23,7 +23,7 @@ def report(tmp_path):
     folder = tmp_path / "run"
     plots = write_ab_figures(readout, folder / "plots")
     fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [0.33], "same_best_arm": [True]})
-    summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "simulation tie": 0, "agreement": 1.0}
+    summary = {"pairs": 1, "agree": 1, "disagree": 0, "missed": 0, "offline tie": 0, "separated": 1, "agreement": 1.0}
     headline = report_summary(
         readout, pl.DataFrame(), fid, summary, warnings=["Kendall τ(ctr, ndcg_at_k) = 0.330 is below the floor 0.60."]
     )
@@ -89,7 +89,7 @@ def test_the_verdict_block_fills_the_first_screen_in_headless_chromium(report, t
 def test_a_click_decision_left_uncalibrated_is_said_in_the_verdict_and_a_calibrated_one_is_named(report):
     readout = report["readout"]
     fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [0.33], "same_best_arm": [True]})
-    summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "simulation tie": 0, "agreement": 1.0}
+    summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "missed": 0, "agreement": 1.0}
     why = "list-response calibration: 0 agents have liked validation items and a memory; need >= 2"
     blind = report_summary(
         readout,

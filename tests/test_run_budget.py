@@ -4,6 +4,7 @@ protocols), whichever step makes the call."""
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 from fakes.agents import llm_world
@@ -184,3 +185,39 @@ def test_a_protocol_that_breaks_is_not_measured_and_names_the_error(synthetic, t
     record = _protocol(synthetic, tmp_path, monkeypatch, "rating_alignment", FakeOpenAI(scripted_agent), cap=None)
     assert record["why"] == "failed"
     assert record["not_measured"] == "rating_alignment: failed: ValueError: 'yerr' must not contain negative values"
+
+
+def test_the_sensitivity_ladder_is_not_measured_with_a_brain_that_pays_per_decision(synthetic, tmp_path, monkeypatch):
+    # Five simulations of the run's agents: with the LLM brain the ladder says why it did not run, and calls nothing.
+    from types import SimpleNamespace
+
+    from dagster import build_asset_context
+
+    import assets.alignment as alignment
+
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
+    split = synthetic["split"]
+    users = sorted(synthetic["agents"].profiles)[:6]
+    readout = SimpleNamespace(
+        control="pop",
+        per_session=pl.DataFrame({"arm": "pop", "user_id": users, "session": 0}),
+        per_agent=pl.DataFrame({"arm": "pop", "user_id": users}),
+    )
+    fake = FakeOpenAI(scripted_agent)
+    with fake.serve() as url:
+        llm = alignment.LLMResource(base_url=url, model="test-model", api_key_required=False, cache="off")
+        result = alignment.list_sensitivity(
+            build_asset_context(),
+            alignment.SensitivityConfig(brain="llm"),
+            ab_readout=readout,
+            top20_lists={"pop": pl.DataFrame({"user_id": users})},
+            agents=synthetic["agents"],
+            embedded_brain=synthetic["model"],
+            train_ratings=split.train,
+            mm_ml_1m=synthetic["frame"],
+            llm=llm,
+            mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"),
+        )
+    assert fake.calls == 0
+    assert result.value["not_measured"].startswith("the llm:test-model brain pays for every decision")
+    assert "the run's 6 agents five times over" in result.value["not_measured"]

@@ -46,6 +46,7 @@ def test_each_job_gets_only_its_own_ops_settings():
         "taste_alignment": llm,
         "rating_alignment": llm,
         "list_quality_alignment": llm,
+        "list_sensitivity": llm,  # which then says "not measured" unless told to pay for it
     }
     assert run_config_for("simab_readout", settings) == {"ops": readout}
     assert run_config_for("simab_alignment", settings) == {

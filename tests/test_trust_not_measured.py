@@ -36,7 +36,7 @@ RECORDS = {
 def test_with_no_trust_protocol_measured_the_verdict_and_the_fidelity_still_open_the_report():
     readout = ab_readout(shifted_world(n=60), control="A", config=ReadoutConfig(n_bootstrap=300, seed=0))
     fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [1.0], "same_best_arm": [True]})
-    summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "simulation tie": 0, "agreement": 1.0}
+    summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "missed": 0, "agreement": 1.0}
     unmeasured = not_measured_summary(
         taste=RECORDS["taste"], rating=RECORDS["rating"], list_quality=RECORDS["list_quality"]
     )

@@ -9,6 +9,10 @@ An arm is named by a spec, one entry of `$SIMAB_ARMS` (comma-separated):
     name=lists:/path/lists.parquet     a lists file (`ops.arms.lists`): Parquet or CSV
     name=mlflow:models:/prod/3         an MLflow model by URI (`ops.arms.mlflow_model`)
     mirror                             the simulation brain's own ranking (`ops.arms.mirror`)
+    name=degraded;base=pop;slots=5     an arm's lists with 5 of their 20 slots replaced by random
+                                       unseen items (`ops.arms.degraded`); `pop@5` is short for
+                                       `pop-at-5=degraded;base=pop;slots=5` (a quality ladder:
+                                       pop,pop@5,pop@10,pop@15,pop@20)
 
 `name` is the arm's partition key in Dagster and its MLflow registered-model suffix, so it is
 kept to lower-case letters, digits, `_` and `-` (`ARM_NAME`).  Values are read as JSON when
@@ -41,6 +45,8 @@ from ops.arms.mirror import MirrorArm
 ENTRY_POINT_GROUP = "simab.arms"
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 LISTS, MLFLOW = "lists", "mlflow"
+DEGRADED = "degraded"  # ops.arms.degraded.DEGRADED, named here so that listing arms imports nothing
+LADDER = re.compile(r"^(?P<base>[a-z0-9][a-z0-9_-]{0,50})@(?P<slots>[0-9]{1,3})$")
 
 Factory = Callable[..., Any]  # factory(name, **params) -> an unfitted Arm
 
@@ -84,6 +90,10 @@ def parse_arm_spec(text: str) -> ArmSpec:
     """An `ArmSpec` from one `$SIMAB_ARMS` entry (module docstring); ValueError naming the
     entry and what is wrong."""
     text = text.strip()
+    ladder = LADDER.match(text)
+    if ladder:  # base@slots: a rung of a quality ladder (ops.arms.degraded)
+        base, slots = ladder["base"], int(ladder["slots"])
+        return ArmSpec(f"{base}-at-{slots}", DEGRADED, {"base": base, "slots": slots})
     head, _, rest = text.partition("=")
     name = head.strip()
     if not ARM_NAME.match(name):
@@ -201,6 +211,12 @@ def make_arm(arm: ArmSpec | str, **overrides: Any) -> Any:
         from ops.arms.mlflow_model import MlflowArm
 
         return PluggedArm(spec, MlflowArm(spec.name, uri=spec.source, **spec.params))
+    if spec.target == DEGRADED:
+        from ops.arms.degraded import DegradedArm
+
+        params = dict(spec.params)
+        base = make_arm(str(params.get("base", "pop")), **overrides)
+        return PluggedArm(spec, DegradedArm(spec.name, **params, base_arm=base))
     _load_entry_points()
     factory = KINDS.get(spec.target)
     if factory is None:

@@ -114,9 +114,10 @@ def pairwise_agreement(
     offline), the offline difference gets a paired bootstrap interval over the test users
     (every arm ranks the same users) and the simulated difference one over the agents
     (paired when the same agents saw both arms, else each arm resampled on its own).
-    verdict: "agree" / "disagree" when both intervals exclude 0; "offline tie" when the
-    offline interval holds 0 (no ground truth to agree with); "simulation tie" when only
-    the simulated one does.
+    verdict (`PAIR_VERDICTS`): "agree" / "disagree" when both intervals exclude 0; "missed"
+    when the offline interval excludes 0 and the simulated one holds it (the offline metric
+    separates the arms, the simulation does not); "offline tie" when the offline interval
+    holds 0 (no ground truth to agree with); "too few users" when a side has under two.
     `simulated_per_agent`: arm, user_id, <simulated> (ABReadout.per_agent);
     `offline_per_user`: arm, user_id, <offline> (ops.arms.metrics.per_user_metrics per arm).
     """
@@ -166,25 +167,42 @@ def pairwise_agreement(
     return pl.DataFrame(rows, schema=PAIRWISE)
 
 
+# The verdicts of a pair of arms; the first three are the pairs the offline metric separates.
+AGREE, DISAGREE, MISSED, OFFLINE_TIE, TOO_FEW = "agree", "disagree", "missed", "offline tie", "too few users"
+PAIR_VERDICTS = (AGREE, DISAGREE, MISSED, OFFLINE_TIE)
+
+
 def agreement_summary(pairs: pl.DataFrame) -> dict[str, float | int | None]:
-    """Counts of each verdict and the share of decided pairs (both intervals clear of 0)
-    that the simulation orders as the offline metric does."""
-    counts = {
-        v: int((pairs.get_column("verdict") == v).sum()) for v in ("agree", "disagree", "offline tie", "simulation tie")
+    """Counts of each verdict (`PAIR_VERDICTS`) and, over the pairs the offline metric
+    separates (`separated` = agree + disagree + missed):
+    - `agreement`: the share of the decided ones (agree + disagree) ordered alike;
+    - `recovered`: the share the simulation separates in the offline direction (agree ÷
+      separated) — a simulator that ties everything scores 0 here, not "0 of 0";
+    - `pair_tau`: (agree − disagree) ÷ separated, Kendall's concordance over those pairs
+      with a missed pair counted as a tie (0): +1 all agree, 0 all missed, −1 all reversed."""
+    verdicts = pairs.get_column("verdict") if pairs.height else pl.Series([], dtype=pl.Utf8)
+    counts = {v: int((verdicts == v).sum()) for v in PAIR_VERDICTS}
+    decided = counts[AGREE] + counts[DISAGREE]
+    separated = decided + counts[MISSED]
+    return {
+        "pairs": pairs.height,
+        **counts,
+        "separated": separated,
+        "agreement": counts[AGREE] / decided if decided else None,
+        "recovered": counts[AGREE] / separated if separated else None,
+        "pair_tau": (counts[AGREE] - counts[DISAGREE]) / separated if separated else None,
     }
-    decided = counts["agree"] + counts["disagree"]
-    return {"pairs": pairs.height, **counts, "agreement": counts["agree"] / decided if decided else None}
 
 
 def _verdict(lo_off, hi_off, lo_sim, hi_sim) -> str:
     if lo_off is None or lo_sim is None:
-        return "too few users"
+        return TOO_FEW
     off, sim = interval_sign(lo_off, hi_off), interval_sign(lo_sim, hi_sim)
     if off == 0:
-        return "offline tie"
+        return OFFLINE_TIE
     if sim == 0:
-        return "simulation tie"
-    return "agree" if off == sim else "disagree"
+        return MISSED
+    return AGREE if off == sim else DISAGREE
 
 
 def offline_for_fidelity(

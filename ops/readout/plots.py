@@ -69,13 +69,21 @@ def ab_metric_figure(readout: ABReadout, metric: str):
     return fig
 
 
+# The pair verdicts' colours (ops.readout.fidelity.PAIR_VERDICTS).
+VERDICT_COLOURS = {"agree": "#55a868", "disagree": "#c44e52", "missed": "#dd8452", "offline tie": "#8c8c8c"}
+
+
 def fidelity_pairs(pairs: pl.DataFrame):
     """Offline difference against simulated difference per pair of arms, with both
-    intervals: points in the upper-right quadrant are pairs the simulation orders right."""
+    intervals, coloured by verdict: points in the upper-right quadrant are pairs the
+    simulation orders right; a missed pair sits right of 0 with its simulated interval
+    across 0."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
+    shown = set()
     for r in pairs.drop_nulls(["offline_difference", "simulated_difference"]).iter_rows(named=True):
         x, y = r["offline_difference"], r["simulated_difference"]
+        verdict = r.get("verdict")
         ax.errorbar(
             x,
             y,
@@ -83,13 +91,18 @@ def fidelity_pairs(pairs: pl.DataFrame):
             yerr=[[y - r["simulated_ci_low"]], [r["simulated_ci_high"] - y]],
             fmt="o",
             capsize=3,
+            color=VERDICT_COLOURS.get(verdict, "#4c72b0"),
+            label=verdict if verdict not in shown else None,
         )
+        shown.add(verdict)
         ax.annotate(f"{r['arm_a']} − {r['arm_b']}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.axhline(0, color="grey", lw=0.8)
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_xlabel("offline NDCG@20 difference (a − b)")
     ax.set_ylabel("simulated CTR difference (a − b)")
     ax.set_title("Fidelity arm against arm (95 % intervals)")
+    if shown:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -30,6 +30,20 @@ Sensitivity ratio of a pair: the relative simulated difference (CTR_a − CTR_b)
 divided by the relative offline difference (NDCG_a − NDCG_b) / NDCG_b, b being the arm the
 offline metric ranks lower: 1 means the agents react to a better list in proportion to how
 much better the offline metric says it is; 0.1 means their CTR moves a tenth as much.
+
+A missed pair (the offline metric separates it, the simulation's interval holds 0:
+`ops.readout.fidelity`) is either a matter of agents or of the agents themselves.  Its
+offline-implied simulated difference comes from how this run's agents respond to the offline
+metric across every pair it separates: the elasticity e, the least-squares slope through the
+origin of log(CTR_a / CTR_b) on log(NDCG_a / NDCG_b) over those pairs (missed ones included,
+so that the pairs the simulation happened to separate do not inflate it), then
+
+    expected difference = CTR_b · ((NDCG_a / NDCG_b)^e − 1)
+
+The miss is explained by too few agents when the expected difference lies below this run's
+MDE (the agents needed for it are given); when it lies above it, the run could have seen
+the difference the other pairs imply, and the agents do not respond to this pair as they
+respond to the others.
 """
 
 from __future__ import annotations
@@ -43,6 +57,7 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from ops.readout.ab_readout import LABELS
+from ops.readout.fidelity import MISSED
 from ops.readout.statistics import interval_sign
 
 POWER = {
@@ -69,11 +84,22 @@ POWER = {
     "agents_needed": pl.Int64,  # at this run's sessions; null when there is nothing to detect
     "agents_needed_one_session": pl.Int64,
     "sessions_needed": pl.Int64,  # at this run's agents; null when no number of sessions suffices
+    # The simulated difference the offline one implies at this run's elasticity (module
+    # docstring); null where either metric is not positive or no elasticity could be fitted.
+    "expected_difference": pl.Float64,
+    "expected_agents_needed": pl.Int64,  # agents to detect the expected difference, at this run's sessions
+    # Missed pairs only (the fidelity verdict "missed"): MISS_AGENTS or MISS_RESPONSE, or
+    # MISS_UNKNOWN where no expected difference could be derived.
+    "miss": pl.Utf8,
     # "powered" (|difference| >= MDE), "underpowered", "opposite direction" (to the offline
     # metric's), "offline tie" (the offline interval holds 0: nothing to separate).
     "verdict": pl.Utf8,
 }
 
+
+MISS_AGENTS = "too few agents"
+MISS_RESPONSE = "not for want of agents"
+MISS_UNKNOWN = "no expected difference"
 
 PLAN = {"arm_a": pl.Utf8, "arm_b": pl.Utf8, "sessions": pl.Int64, "agents_needed": pl.Int64, "agent_sessions": pl.Int64}
 
@@ -103,17 +129,25 @@ def power_analysis(
     computed on, for the relative offline difference."""
     config = config or PowerConfig()
     rows, plan = [], []
+    measured = []
     for pair in pairs.iter_rows(named=True):
-        a, b = pair["arm_a"], pair["arm_b"]
         try:
-            comp = variance_components(per_session, a, b, metric)
+            measured.append((pair, variance_components(per_session, pair["arm_a"], pair["arm_b"], metric)))
         except ValueError:
             continue  # an arm without simulated sessions: nothing to say about its power
+    elasticity = response_elasticity(
+        [
+            (offline_means.get(p["arm_a"]), offline_means.get(p["arm_b"]), c.mean_a, c.mean_b)
+            for p, c in measured
+            if _offline_sign(p) != 0
+        ]
+    )
+    for pair, comp in measured:
+        a, b = pair["arm_a"], pair["arm_b"]
         variance = comp.variance_at(comp.sessions)
         mde = minimum_detectable_difference(variance, comp.agents, config.alpha, config.power)
         delta = comp.mean_difference
-        low, high = pair.get("offline_ci_low"), pair.get("offline_ci_high")
-        offline_sign = 0 if low is None or high is None else interval_sign(low, high)
+        offline_sign = _offline_sign(pair)
         off_a, off_b = offline_means.get(a), offline_means.get(b)
         relative_sim = delta / comp.mean_b if comp.mean_b else None
         relative_off = (off_a - off_b) / off_b if off_a is not None and off_b else None
@@ -125,6 +159,12 @@ def power_analysis(
             needed_one = agents_needed(delta, comp.variance_at(1), config.alpha, config.power)
         elif wanted and comp.sessions == 1:
             needed_one = agents_needed(delta, variance, config.alpha, config.power)
+        expected = expected_difference(off_a, off_b, comp.mean_b, elasticity)
+        expected_needed = (
+            agents_needed(expected, variance, config.alpha, config.power)
+            if expected is not None and expected > 0
+            else None
+        )
         rows.append(
             {
                 "arm_a": a,
@@ -150,6 +190,9 @@ def power_analysis(
                 "agents_needed": agents_needed(delta, variance, config.alpha, config.power) if wanted else None,
                 "agents_needed_one_session": needed_one,
                 "sessions_needed": sessions_needed(delta, comp, comp.agents, config) if wanted else None,
+                "expected_difference": expected,
+                "expected_agents_needed": expected_needed,
+                "miss": _miss(expected, mde) if pair.get("verdict") == MISSED else None,
                 "verdict": _verdict(offline_sign, delta, mde),
             }
         )
@@ -159,7 +202,34 @@ def power_analysis(
                 n = agents_needed(delta, comp.variance_at(sessions), config.alpha, config.power)
                 plan.append((a, b, sessions, n, n * sessions if n is not None else None))
     plan_frame = pl.DataFrame(plan, schema=PLAN, orient="row")
-    return PowerAnalysis(pl.DataFrame(rows, schema=POWER), plan_frame, config)
+    return PowerAnalysis(pl.DataFrame(rows, schema=POWER), plan_frame, config, elasticity)
+
+
+def response_elasticity(pairs: list[tuple[float | None, float | None, float, float]]) -> float | None:
+    """How the run's simulated metric responds to the offline one across arm pairs: the
+    least-squares slope through the origin of log(sim_a / sim_b) on log(off_a / off_b), from
+    (off_a, off_b, sim_a, sim_b) tuples; pairs with a metric that is not positive are left
+    out.  None when no pair is left."""
+    x, y = [], []
+    for off_a, off_b, sim_a, sim_b in pairs:
+        if off_a is None or off_b is None or min(off_a, off_b, sim_a, sim_b) <= 0 or off_a == off_b:
+            continue
+        x.append(math.log(off_a / off_b))
+        y.append(math.log(sim_a / sim_b))
+    if not x:
+        return None
+    xs, ys = np.asarray(x), np.asarray(y)
+    return float(xs @ ys / (xs @ xs))
+
+
+def expected_difference(
+    offline_a: float | None, offline_b: float | None, simulated_b: float, elasticity: float | None
+) -> float | None:
+    """The simulated difference a − b that the offline means imply at `elasticity`
+    (module docstring); None where it cannot be derived."""
+    if elasticity is None or offline_a is None or offline_b is None or offline_a <= 0 or offline_b <= 0:
+        return None
+    return float(simulated_b * ((offline_a / offline_b) ** elasticity - 1.0))
 
 
 @dataclass
@@ -171,6 +241,24 @@ class PowerAnalysis:
     pairs: pl.DataFrame
     plan: pl.DataFrame
     config: PowerConfig
+    elasticity: float | None = None  # the run's response elasticity (`response_elasticity`)
+
+    def misses(self) -> list[dict]:
+        """The missed pairs: arm_a, arm_b, miss, the MDE, the expected difference and the
+        agents it needs (the verdict's line on misses)."""
+        rows = self.pairs.filter(pl.col("miss").is_not_null()).sort("arm_a", "arm_b")
+        return [
+            {
+                "arm_a": r["arm_a"],
+                "arm_b": r["arm_b"],
+                "miss": r["miss"],
+                "agents": r["agents"],
+                "minimum_detectable_difference": r["minimum_detectable_difference"],
+                "expected_difference": r["expected_difference"],
+                "expected_agents_needed": r["expected_agents_needed"],
+            }
+            for r in rows.iter_rows(named=True)
+        ]
 
     def to_markdown(self) -> str:
         c = self.config
@@ -198,9 +286,20 @@ class PowerAnalysis:
             pl.col("sensitivity_ratio").round(3).alias("sensitivity"),
             pl.col("agents_needed").cast(pl.Utf8).fill_null("—").alias(f"agents needed ({run['sessions']} sess.)"),
             pl.col("sessions_needed").cast(pl.Utf8).fill_null("—").alias(f"sessions needed ({run['agents']} agents)"),
+            pl.col("expected_difference").round(4).alias("offline-implied a − b"),
             "verdict",
+            pl.col("miss").fill_null("").alias("missed pair"),
         )
         lines += [_markdown_table(show), ""]
+        if self.pairs.get_column("miss").is_not_null().any():
+            e = "n/a" if self.elasticity is None else f"{self.elasticity:.3f}"
+            lines += [
+                "Missed pairs (the offline metric separates them, the simulation does not): the offline-implied "
+                f"difference is what this run's agents' response to the offline metric (elasticity {e}, fitted over "
+                "every pair the offline metric separates) predicts; below the MDE the miss is a matter of too few "
+                "agents, above it the agents do not respond to that pair as they do to the others.",
+                "",
+            ]
         if not self.plan.is_empty():
             wide = self.plan.with_columns(pl.col("sessions").cast(pl.Utf8).alias("sessions")).pivot(
                 on="sessions", index=["arm_a", "arm_b"], values="agents_needed"
@@ -334,6 +433,18 @@ def variance_components(per_session: pl.DataFrame, arm_a: str, arm_b: str, metri
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+
+def _offline_sign(pair: Mapping) -> int:
+    low, high = pair.get("offline_ci_low"), pair.get("offline_ci_high")
+    return 0 if low is None or high is None else interval_sign(low, high)
+
+
+def _miss(expected: float | None, mde: float) -> str:
+    if expected is None:
+        return MISS_UNKNOWN
+    # A response against the offline direction (e < 0) is no matter of agents either.
+    return MISS_AGENTS if 0 < expected < mde else MISS_RESPONSE
 
 
 def _verdict(offline_sign: int, delta: float, mde: float) -> str:

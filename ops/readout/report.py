@@ -18,6 +18,7 @@ import polars as pl
 
 from ops.readout.ab_readout import LABELS
 from ops.readout.augmentation_summary import seed_summary
+from ops.readout.power import MISS_AGENTS
 
 
 def report_markdown(
@@ -71,12 +72,10 @@ def report_markdown(
         lines += [fid.to_pandas().to_markdown(index=False, floatfmt=".3f"), ""]
     if pairs.height:
         lines += ["## Fidelity arm against arm: simulated CTR vs offline NDCG@20, 95 % intervals on both sides", ""]
-        decided = summary["agree"] + summary["disagree"]
-        share = f"{summary['agreement']:.0%}" if summary["agreement"] is not None else "n/a"
         lines += [
-            f"Of {summary['pairs']} pairs, the offline metric separates {summary['pairs'] - summary['offline tie']}; the simulation "
-            f"orders {summary['agree']} of the {decided} pairs both separate as the offline metric does ({share}); "
-            f"offline ties: {summary['offline tie']}, simulation ties: {summary['simulation tie']}.",
+            f"{summary['pairs']} pairs of arms; {pair_counts(summary)}.  *agree* / *disagree*: both intervals clear of 0, "
+            "ordered alike / the other way; *missed*: the offline metric separates the arms and the simulation does "
+            "not; *offline tie*: the offline interval holds 0, nothing to agree with.",
             "",
         ]
         show = pairs.select(
@@ -116,6 +115,9 @@ def report_summary(
     not_measured: dict[str, str] | None = None,
     list_response: dict | None = None,
     exclude: Sequence[str] = (),
+    power=None,
+    list_quality=None,
+    sensitivity=None,
 ) -> dict:
     """The few figures a person reads first, as plain data (the console's closing summary,
     the report's first section, Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20,
@@ -124,13 +126,15 @@ def report_summary(
     verdict — Kendall τ of CTR against NDCG@20, whether both pick the same best arm, and the
     arm-against-arm counts; the trust figures — taste F1 per ratio (the papers' per-item
     protocol where it ran, else the sandbox one; `taste` a TasteDiscrimination) and the
-    brain's rating RMSE beside the best offline arm's (`rating` a RatingAlignment); and the
-    `warnings` of the checks that warned; `not_measured`: the trust protocols that could
-    not be measured, each with its reason and estimate in a few words; `list_response`
-    (`ops.studies.alignment.calibration.list_response_status`): whether the embedded brain's
-    click decision was calibrated to list quality — a brain left uncalibrated is a warning of
-    its own, first of them.  Arms in `exclude` (diagnostic arms such as the mirror,
-    `ops.arms.mirror`) are never named the winner."""
+    brain's rating RMSE beside the best offline arm's (`rating` a RatingAlignment), the
+    list-quality spread (`list_quality` a ListQuality); the missed pairs with their power
+    (`power` a PowerAnalysis); the sensitivity ladder (`sensitivity`: its `headline()`
+    dict, or {"measured": False, "reason": …}); and the `warnings` of the checks that warned;
+    `not_measured`: the trust protocols that could not be measured, each with its reason and
+    estimate in a few words; `list_response` (`ops.studies.alignment.calibration.
+    list_response_status`): whether the embedded brain's click decision was calibrated to list
+    quality — a brain left uncalibrated is a warning of its own, first of them.  Arms in
+    `exclude` (diagnostic arms such as the mirror, `ops.arms.mirror`) are never named the winner."""
 
     def cells(frame: pl.DataFrame, key: str) -> dict:
         return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
@@ -149,7 +153,7 @@ def report_summary(
     tau = (
         fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).to_dicts() if fid.height else []
     )
-    trust = _trust_figures(taste, rating)
+    trust = _trust_figures(taste, rating, list_quality)
     warned = list(warnings or [])
     if list_response is not None:
         trust["list_response"] = list_response
@@ -159,7 +163,7 @@ def report_summary(
                 "the embedded brain's click decision is not calibrated to list quality "
                 f"({list_response.get('reason') or 'not run'}): its agents may tie arms that real users tell apart",
             )
-    return {
+    headline = {
         "control": readout.control,
         "verdict": _winner(readout, primary, exclude),
         "trust": {**trust, **({"not_measured": not_measured} if not_measured else {})},
@@ -169,8 +173,12 @@ def report_summary(
             "kendall_tau_ctr_ndcg": tau[0]["kendall_tau"] if tau else None,
             "same_best_arm": tau[0]["same_best_arm"] if tau else None,
             **{k: v for k, v in summary.items()},
+            "misses": power.misses() if power is not None else [],
         },
     }
+    if sensitivity is not None:
+        headline["sensitivity"] = sensitivity
+    return headline
 
 
 def _winner(readout, metric: str, exclude: Sequence[str] = ()) -> dict:
@@ -193,8 +201,11 @@ def _winner(readout, metric: str, exclude: Sequence[str] = ()) -> dict:
     }
 
 
-def _trust_figures(taste, rating) -> dict:
+def _trust_figures(taste, rating, list_quality=None) -> dict:
     out: dict = {}
+    spread = list_quality.spread() if list_quality is not None and not isinstance(list_quality, dict) else None
+    if spread is not None:
+        out["list_quality_spread"] = spread
     if taste is not None and not isinstance(taste, dict):
         per_item = getattr(taste, "per_item", None)
         summary = per_item if per_item is not None else taste.summary
@@ -241,7 +252,10 @@ def verdict_lines(headline: dict) -> list[str]:
                 f"No arm beats the control {v['control']} on {metric}: the best, {v['arm']}, differs by {diff} "
                 f"(95 % interval; Holm p = {p})"
             )
-    lines.append(fidelity_verdict(headline.get("fidelity", {})))
+    fidelity = headline.get("fidelity", {})
+    lines.append(fidelity_verdict(fidelity))
+    lines += [line for line in (misses_verdict(fidelity.get("misses") or []),) if line]
+    lines += [line for line in (sensitivity_verdict(headline.get("sensitivity")),) if line]
     t = headline.get("trust") or {}
     parts = []
     if t.get("taste_f1"):
@@ -273,6 +287,12 @@ def verdict_lines(headline: dict) -> list[str]:
         )
     elif response:
         parts.append("click decision NOT calibrated to list quality")
+    spread = t.get("list_quality_spread")
+    if spread is not None:
+        parts.append(
+            f"list-quality spread {spread['label']} {spread['best']} − {spread['worst']} "
+            f"{spread['difference']:+.3f} [{spread['ci_low']:+.3f}, {spread['ci_high']:+.3f}]"
+        )
     lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
     if headline.get("simulator_bias"):
         lines.append(headline["simulator_bias"])
@@ -299,6 +319,22 @@ def verdict_markdown(headline: dict, plots: list[Path], folder: Path) -> list[st
     return lines
 
 
+def pair_counts(summary: dict) -> str:
+    """The arm-against-arm counts in words (`ops.readout.fidelity.agreement_summary`): the
+    pairs the offline metric separates, split into agree / disagree / missed, then the
+    offline ties — a missed pair counts against the simulation, so a simulator that ties
+    everything reads "0 agree, …, N missed", not "0 of 0"."""
+    separated = summary.get("separated", 0)
+    ties = summary.get("offline tie", 0)
+    tied = f"{ties} offline tie{'' if ties == 1 else 's'}"
+    if not separated:
+        return f"the offline metric separates none ({tied})"
+    return (
+        f"of the {separated} pairs the offline metric separates: {summary.get('agree', 0)} agree, "
+        f"{summary.get('disagree', 0)} disagree, {summary.get('missed', 0)} missed; {tied}"
+    )
+
+
 def fidelity_verdict(fidelity: dict) -> str:
     """One sentence on how far to trust the ordering of the arms (`report_summary`'s fidelity)."""
     tau, best = fidelity.get("kendall_tau_ctr_ndcg"), fidelity.get("same_best_arm")
@@ -306,12 +342,60 @@ def fidelity_verdict(fidelity: dict) -> str:
         return "fidelity: not measured (fewer than two arms with offline metrics)"
     parts = [f"Kendall τ(CTR, NDCG@20) = {tau:.2f}", "same best arm" if best else "a different best arm"]
     if fidelity.get("pairs"):
-        decided = fidelity.get("agree", 0) + fidelity.get("disagree", 0)
-        parts.append(
-            f"arm against arm: {fidelity.get('agree', 0)} of the {decided} pairs both sides separate ordered alike, "
-            f"{fidelity.get('offline tie', 0)} offline ties"
-        )
+        parts.append(f"arm against arm, {pair_counts(fidelity)}")
     return "fidelity: " + "; ".join(parts)
+
+
+def misses_verdict(misses: list[dict]) -> str | None:
+    """One sentence on the missed pairs (`ops.readout.power.PowerAnalysis.misses`): for each,
+    whether too few agents explain it — this run's MDE against the difference the offline
+    metric implies at the run's response elasticity."""
+    if not misses:
+        return None
+    parts = []
+    for m in misses:
+        mde, expected, needed = (
+            m["minimum_detectable_difference"],
+            m["expected_difference"],
+            m["expected_agents_needed"],
+        )
+        implied = "n/a" if expected is None else f"{expected:+.4f}"
+        detail = f"MDE {mde:.4f} at {m['agents']} agents, offline-implied difference {implied}"
+        if needed is not None and m["miss"] == MISS_AGENTS:
+            detail += f": about {needed:,} agents"
+        parts.append(f"{m['arm_a']} vs {m['arm_b']} {m['miss']} ({detail})")
+    return "missed pairs: " + "; ".join(parts)
+
+
+def sensitivity_verdict(sensitivity: dict | None) -> str | None:
+    """One sentence on the smallest degradation of the control's lists the simulation detects
+    (`ops.studies.alignment.sensitivity.Sensitivity.headline`); None when the study is absent."""
+    if sensitivity is None:
+        return None
+    if not sensitivity.get("measured"):
+        return f"sensitivity: not measured ({sensitivity.get('reason', 'not run')})"
+    length, agents, control = sensitivity["list_length"], sensitivity["agents"], sensitivity["control"]
+    smallest = sensitivity.get("smallest_detected")
+    if smallest is None:
+        worst = sensitivity["steps"][-1]
+        return (
+            f"sensitivity: at {agents} agents the simulation detects no degradation of {control}'s lists, "
+            f"up to {worst['slots']} of {length} slots replaced by random unseen items"
+        )
+    step = next(s for s in sensitivity["steps"] if s["slots"] == smallest)
+    first = sensitivity["steps"][0]
+    finer = ""
+    if sensitivity.get("detectable_slots") is not None and sensitivity["detectable_slots"] < smallest:
+        mde = sensitivity["adjacent"][0]["minimum_detectable_difference"]
+        finer = (
+            f"; about {sensitivity['detectable_slots']:.1f} slots at the MDE of one step ({mde:.4f}; "
+            f"CTR {sensitivity['slope']:+.4f} per slot)"
+        )
+    return (
+        f"sensitivity: at {agents} agents the smallest degradation of {control}'s lists the simulation detects is "
+        f"{smallest} of {length} slots replaced by random unseen items (CTR {first['ctr']:.3f} → {step['ctr']:.3f}, "
+        f"{step['difference']:+.4f} [{step['ci_low']:+.4f}, {step['ci_high']:+.4f}]){finer}"
+    )
 
 
 def augmentation_section(augmentation: dict) -> list[str]:

@@ -7,7 +7,10 @@ same meaning — `adecide`, `aexit_interview` — and `aclose_connections` (call
 runner's event loop ends); the runner then keeps many agents in flight on one event loop.
 A brain may offer `fingerprint()`: what, besides its name, determines its decisions (the
 checkpoint key of `simulate_arm(checkpoint_dir=…)`); without it the runner uses the brain's
-class and its pydantic `config` / `params`.  Implementations: `ops.simulation.brains.embedded` (offline default),
+class and its pydantic `config` / `params`.  `decides_offline` (default False) says that a
+decision costs no request to a metered endpoint, so that a study may repeat simulations
+freely (the sensitivity ladder, `ops.studies.alignment.sensitivity`, runs only then unless
+asked).  Implementations: `ops.simulation.brains.embedded` (offline default),
 `ops.simulation.brains.llm` (any OpenAI-compatible endpoint) and
 `ops.simulation.brains.random_policy` (a uniform baseline).
 """
@@ -28,6 +31,7 @@ class Brain(Protocol):
     """How an agent decides; pluggable (docs/definitions.md#brains)."""
 
     name: str
+    decides_offline: bool
 
     def prepare(self, sessions: Sequence[AgentSession], shown: Mapping[int, Sequence[int]]) -> None:
         """Optional batch work before the sessions run: `shown` maps user id -> the movie ids of

@@ -32,6 +32,7 @@ class UniformRandomBrain:
     """Uniform over the legal actions; uniform movie, rating, interest and satisfaction."""
 
     name = "uniform_random"
+    decides_offline = True  # no call per decision: studies may repeat its simulations freely
 
     def __init__(self, config: UniformRandomConfig | None = None) -> None:
         self.config = config or UniformRandomConfig()

@@ -21,7 +21,7 @@ embedded brain is calibrated to (`ops.studies.alignment.calibration`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
+from ops.readout.ab_readout import LABELS, ABReadout, ReadoutConfig, ab_readout
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import TOP_K
 from ops.simulation.brains.protocol import Brain
@@ -80,6 +80,33 @@ class ListQuality:
         """The ratios' names from the poorest lists to the richest (by share of relevant items)."""
         return quality_order(self.shares)
 
+    def spread(self, metric: str = "ctr") -> dict | None:
+        """The trust figure of this protocol: `metric` on the richest lists (1:1) minus on the
+        poorest (1:9), by their share of relevant items, paired over agents, with its interval —
+        how far the brain tells good lists from bad ones at all (label, best, worst, agents,
+        difference, ci_low, ci_high); None when the read-out lacks the comparison (the poorest
+        lists are the read-out's control)."""
+        order = self.ratios
+        if len(order) < 2:
+            return None
+        best, worst = order[-1], order[0]
+        rows = self.readout.comparisons.filter(
+            (pl.col("metric") == metric) & (pl.col("arm") == best) & (pl.col("control") == worst)
+        )
+        if not rows.height or rows.get_column("difference")[0] is None:
+            return None
+        r = rows.row(0, named=True)
+        return {
+            "metric": metric,
+            "label": LABELS.get(metric, metric),
+            "best": best,
+            "worst": worst,
+            "agents": r["n"],
+            "difference": r["difference"],
+            "ci_low": r["ci_low"],
+            "ci_high": r["ci_high"],
+        }
+
     def table(self) -> pl.DataFrame:
         order = {r: i for i, r in enumerate(self.ratios)}
         table = self.readout.table()
@@ -108,19 +135,38 @@ def simulate_lists(
     config: SimulationConfig | None = None,
     seed: int = 0,
     concurrency: int = 1,
+    sessions_per_agent: Mapping[int, int] | None = None,
 ) -> pl.DataFrame:
     """Every agent's sandbox session on its list at every ratio: the events of all ratios
-    (`concurrency` agents at once, for a brain that waits on the network)."""
+    (`concurrency` agents at once, for a brain that waits on the network).  `lists`: ratio
+    (each value simulated as an "arm"), user_id, position, movie_id — the mixed lists of
+    LIST_SCHEMA, or any lists in that shape (`ops.studies.alignment.sensitivity`).
+    `sessions_per_agent`: user -> independent sessions of that agent on every list (session
+    numbers 0, 1, …, as the simulation numbers them); default one each."""
     config = config or SimulationConfig(progress=False)
     top = as_top_k(lists)
     frames = []
     for ratio in top.get_column("arm").unique(maintain_order=True).to_list():
-        users = top.filter(pl.col("arm") == ratio).get_column("user_id").unique().to_list()
-        frames.append(
-            simulate_arm(
-                ratio, top, sessions, catalogue, brain, config, seed=seed, users=users, concurrency=concurrency
+        users = sorted(top.filter(pl.col("arm") == ratio).get_column("user_id").unique().to_list())
+        counts = {u: (sessions_per_agent or {}).get(u, 1) for u in users}
+        for session in range(max(counts.values(), default=1)):
+            chosen = [u for u in users if counts[u] > session]
+            if not chosen and session:
+                continue
+            frames.append(
+                simulate_arm(
+                    ratio,
+                    top,
+                    sessions,
+                    catalogue,
+                    brain,
+                    config,
+                    seed=seed,
+                    users=chosen,
+                    concurrency=concurrency,
+                    session=session,
+                )
             )
-        )
     return pl.concat(frames)
 
 

@@ -155,3 +155,61 @@ def _spans(mean: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The error bars below and above each mean: an interval that collapses on its mean
     (every agent alike) can put a bound a rounding error past it, which matplotlib refuses."""
     return np.clip(np.array([mean - lo, hi - mean], dtype=float), 0, None)
+
+
+def sensitivity_figure(sensitivity):
+    """The sensitivity ladder (`ops.studies.alignment.sensitivity.Sensitivity`): left, CTR per
+    rung with its interval, a bar between two rungs whose step the simulation separates;
+    right, each rung's CTR difference against the intact lists with its interval (green:
+    detected), and minus the MDE of a step at this run's agents, dashed."""
+    plt = pyplot()
+    steps = sensitivity.steps.sort("slots")
+    slots = steps.get_column("slots").to_numpy()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    ctr = np.array([_nan(v) for v in steps.get_column("ctr").to_list()])
+    lo = np.array([_nan(v) for v in steps.get_column("ctr_low").to_list()])
+    hi = np.array([_nan(v) for v in steps.get_column("ctr_high").to_list()])
+    left.errorbar(slots, ctr, yerr=_spans(ctr, lo, hi), fmt="o-", capsize=4, color="#4c72b0")
+    top = np.nanmax(hi) if np.isfinite(hi).any() else 1.0
+    gap = 0.08 * (slots.max() - slots.min() if slots.size > 1 else 1)
+    for r in sensitivity.adjacent.iter_rows(named=True):
+        colour = "#55a868" if r["separated"] else "#c44e52"
+        left.plot([r["from_slots"] + gap, r["to_slots"] - gap], [top * 1.04] * 2, color=colour, lw=3)
+        left.annotate(
+            f"{r['difference']:+.3f}",
+            ((r["from_slots"] + r["to_slots"]) / 2, top * 1.04),
+            textcoords="offset points",
+            xytext=(0, 4),
+            ha="center",
+            fontsize=7,
+        )
+    left.plot([], [], color="#55a868", lw=3, label="step separated (95 % interval)")
+    left.plot([], [], color="#c44e52", lw=3, label="step not separated")
+    left.set_ylim(top=top * 1.12)
+    left.set_xticks(slots, [f"{s}/{sensitivity.list_length}" for s in slots])
+    left.set_xlabel("slots replaced by random unseen items")
+    left.set_ylabel("simulated CTR")
+    left.set_title(
+        f"{sensitivity.control}'s lists degraded: {sensitivity.agents} agents × {sensitivity.sessions} session(s)",
+        fontsize=9,
+    )
+    left.legend(fontsize=8, loc="lower left")
+    d = np.array([_nan(v) for v in steps.get_column("difference").to_list()])
+    dlo = np.array([_nan(v) for v in steps.get_column("ci_low").to_list()])
+    dhi = np.array([_nan(v) for v in steps.get_column("ci_high").to_list()])
+    detected = steps.get_column("detected").to_list()
+    for i, s in enumerate(slots):
+        colour = "#55a868" if detected[i] else "#8c8c8c"
+        spans = [[max(d[i] - dlo[i], 0.0)], [max(dhi[i] - d[i], 0.0)]]
+        right.errorbar(s, d[i], yerr=spans, fmt="o", capsize=4, color=colour)
+    mde = [v for v in sensitivity.adjacent.get_column("minimum_detectable_difference").to_list() if v is not None]
+    if mde:
+        right.axhline(-float(np.median(mde)), color="#dd8452", ls="--", lw=1, label="− MDE of one step")
+        right.legend(fontsize=8, loc="lower left")
+    right.axhline(0.0, color="#999999", lw=0.8)
+    right.set_xticks(slots, [f"{s}/{sensitivity.list_length}" for s in slots])
+    right.set_xlabel("slots replaced by random unseen items")
+    right.set_ylabel("CTR − CTR on the intact lists")
+    right.set_title("against the intact lists (green: detected)", fontsize=9)
+    fig.tight_layout()
+    return fig

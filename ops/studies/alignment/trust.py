@@ -3,8 +3,11 @@ section of that name (item 8), every protocol beside the paper's figure for it.
 
 The fidelity warning reads the read-out's fidelity (`ops.readout.fidelity`): it fails — as
 a warning, the run is not stopped — when Kendall's τ between the simulated metric and the
-offline one is below a floor, or undefined, or when the simulation orders any pair of arms
-against the offline metric with both intervals clear of 0 ("disagree").
+offline one is below a floor, or undefined; when the arm pairs' τ, which counts a missed pair
+(`fidelity_warning` says how), is below the same floor; or when the simulation orders any
+pair of arms against the offline metric with both intervals clear of 0 ("disagree").
+The list-quality warning (`list_quality_warning`) fails when the brain's CTR on the best
+lists of the list-quality protocol is not clearly above its CTR on the worst.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ops.readout.fidelity import DISAGREE, MISSED, agreement_summary
 from ops.studies.alignment import papers
 from ops.studies.alignment.social import verdicts
 
@@ -25,20 +29,42 @@ class FidelityWarning:
     description: str
     tau: float | None
     disagreements: list[str] = field(default_factory=list)
+    pair_tau: float | None = None
+    misses: list[str] = field(default_factory=list)
 
 
 def fidelity_warning(
     fid: pl.DataFrame, pairs: pl.DataFrame, tau_floor: float, simulated: str = "ctr", offline: str = "ndcg_at_k"
 ) -> FidelityWarning:
     """Whether the simulation can be trusted to rank the arms: τ(simulated, offline) at or
-    above `tau_floor` and no pair of arms in disagreement."""
+    above `tau_floor`, the pairs' τ at or above it too, and no pair of arms in disagreement.
+
+    How misses count.  τ over the arms' means gives a pair the simulation cannot tell apart
+    the sign of its noise: a simulator that ties every arm still scores a τ, and a lucky one
+    a high τ.  The pairs' τ (`ops.readout.fidelity.agreement_summary`'s `pair_tau`) is
+    Kendall's concordance over the pairs the offline metric separates, with the simulation's
+    intervals deciding each pair: agree +1, disagree −1, missed 0 — a missed pair is counted
+    as a tie, the same as τ-b does with tied values, so it is not evidence either way but it
+    does dilute the score: a simulator that ties everything scores 0, and one that agrees on
+    k of n separated pairs and misses the rest scores k / n.  A miss costs half of what a
+    disagreement costs against an agreement (seeing nothing is better than seeing it the
+    wrong way round), and the one floor applies to both τs, so a run passes only when its
+    arms' ordering and its pair-by-pair evidence both reach it.  With no pair separated
+    offline the pairs' τ is undefined and says nothing (the offline metric has no ground
+    truth to offer); τ over the means still applies."""
     row = fid.filter((pl.col("simulated") == simulated) & (pl.col("offline") == offline)) if fid.height else fid
     tau = row.get_column("kendall_tau")[0] if row.height else None
-    disagree = (
-        [f"{r['arm_a']} vs {r['arm_b']}" for r in pairs.filter(pl.col("verdict") == "disagree").iter_rows(named=True)]
-        if pairs.height
-        else []
-    )
+
+    def named(verdict: str) -> list[str]:
+        if not pairs.height:
+            return []
+        return [
+            f"{r['arm_a']} vs {r['arm_b']}" for r in pairs.filter(pl.col("verdict") == verdict).iter_rows(named=True)
+        ]
+
+    disagree, missed = named(DISAGREE), named(MISSED)
+    summary = agreement_summary(pairs) if pairs.height else {"pair_tau": None, "separated": 0}
+    pair_tau = summary["pair_tau"]
     problems = []
     if tau is None:
         problems.append(
@@ -46,6 +72,12 @@ def fidelity_warning(
         )
     elif tau < tau_floor:
         problems.append(f"Kendall τ({simulated}, {offline}) = {tau:.3f} is below the floor {tau_floor:.2f}")
+    if pair_tau is not None and pair_tau < tau_floor:
+        problems.append(
+            f"over the {summary['separated']} pair(s) {offline} separates, the pairs' τ (a missed pair counted as a tie) "
+            f"= {pair_tau:.3f} is below the floor {tau_floor:.2f}"
+            + (f"; missed: {', '.join(missed)}" if missed else "")
+        )
     if disagree:
         problems.append(
             f"the simulation orders {len(disagree)} pair(s) of arms against {offline}, both intervals clear of 0: {', '.join(disagree)}"
@@ -53,8 +85,43 @@ def fidelity_warning(
     if problems:
         text = "Do not trust this simulated A/B result as it stands: " + "; ".join(problems) + "."
     else:
-        text = f"Kendall τ({simulated}, {offline}) = {tau:.3f} ≥ {tau_floor:.2f} and no pair of arms disagrees."
-    return FidelityWarning(not problems, text, tau, disagree)
+        pairs_said = f", the pairs' τ {pair_tau:.3f}" if pair_tau is not None else ""
+        text = (
+            f"Kendall τ({simulated}, {offline}) = {tau:.3f}{pairs_said} ≥ {tau_floor:.2f} and no pair of arms disagrees"
+            + (f" ({len(missed)} missed)" if missed else "")
+            + "."
+        )
+    return FidelityWarning(not problems, text, tau, disagree, pair_tau, missed)
+
+
+def list_quality_warning(list_quality, floor: float) -> str | None:
+    """The warning when the brain cannot tell lists apart: the list-quality protocol's spread
+    (`ListQuality.spread`, CTR on the 1:1 lists minus on the 1:9 ones) below `floor`, or its
+    interval holding 0.  None when it passes or the protocol did not run."""
+    spread = list_quality.spread() if list_quality is not None and not isinstance(list_quality, dict) else None
+    if spread is None:
+        return None
+    d, lo, hi = spread["difference"], spread["ci_low"], spread["ci_high"]
+    if d >= floor and lo > 0:
+        return None
+    said = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    return (
+        f"the brain cannot tell lists apart: its {spread['label']} on the list-quality protocol's best lists "
+        f"({spread['best']}) minus on the worst ({spread['worst']}) is {said} over {spread['agents']} agents, "
+        + ("its interval holding 0" if lo <= 0 else f"below the floor {floor:.3f}")
+        + " ($SIMAB_LIST_QUALITY_SPREAD_FLOOR); a difference between arms in this run says little about real users"
+    )
+
+
+def sensitivity_headline(sensitivity) -> dict | None:
+    """The verdict's figures of the sensitivity ladder (`Sensitivity.headline`); for a ladder
+    not measured ({"not_measured": why}) {"measured": False, "reason": why}; None when the
+    study is absent."""
+    if sensitivity is None:
+        return None
+    if isinstance(sensitivity, dict):
+        return {"measured": False, "reason": sensitivity.get("not_measured", "not run")}
+    return sensitivity.headline()
 
 
 def trust_section(
@@ -67,11 +134,14 @@ def trust_section(
     folder: Path | None = None,
     calibration=None,
     not_measured: Mapping[str, Mapping] | None = None,
+    sensitivity=None,
+    sensitivity_skipped: str | None = None,
 ) -> list[str]:
     """The report's "How far to trust the agents" lines (Markdown).  Each argument is a
     protocol's result (None: not run): `taste` TasteDiscrimination, `rating`
     RatingAlignment, `social` the social-traits table, `list_quality` ListQuality,
-    `calibration` the embedded brain's ListResponse; `plots` maps a protocol to its figure;
+    `calibration` the embedded brain's ListResponse, `sensitivity` the ladder's Sensitivity
+    (`sensitivity_skipped`: why it was not measured); `plots` maps a protocol to its figure;
     `not_measured` maps "taste", "rating", "list_quality" to the record a protocol stored
     when it could not be measured (its reason and estimate are said in its place)."""
     plots = plots or {}
@@ -197,9 +267,45 @@ def trust_section(
             f"With the ratio (means increasing and {richest} above {poorest} with an interval clear of 0): {rising}.",
             "",
         ]
+        spread = list_quality.spread()
+        if spread is not None:
+            lines += [
+                f"Spread (a trust figure of the verdict): {spread['label']} on the best lists ({spread['best']}) minus on "
+                f"the worst ({spread['worst']}) = {spread['difference']:+.4f} [{spread['ci_low']:+.4f}, "
+                f"{spread['ci_high']:+.4f}] over {spread['agents']} agents, paired.  A brain that cannot tell lists "
+                "apart scores 0 here, whatever arms it is shown.",
+                "",
+            ]
         lines += [f"Protocol difference: {papers.LIST_QUALITY_DIFFERENCE}", ""] + figure("list_quality")
     else:
         lines += not_run("list_quality")
+
+    lines += ["### Sensitivity: the control's lists degraded step by step", ""]
+    if sensitivity is not None:
+        smallest = sensitivity.smallest_detected()
+        said = (
+            f"the smallest degradation it detects is {smallest} of {sensitivity.list_length} slots"
+            if smallest is not None
+            else "it detects none of these degradations"
+        )
+        lines += [
+            f"The control arm's ({sensitivity.control}) top-{sensitivity.list_length} lists with a share of their slots "
+            "replaced by random unseen items (neither in the user's train window nor in the list; the rungs nested, "
+            f"seed {sensitivity.seed}), shown to the run's {sensitivity.agents} agents × {sensitivity.sessions} "
+            f"session(s) by the {sensitivity.brain or 'run'} brain: {said} (CTR against the intact lists, 95 % "
+            "interval below 0).  Step MDE: the smallest CTR step this run's agents detect with 80 % power"
+            + (
+                f"; the CTR falls {abs(sensitivity.slope):.4f} per slot replaced, so the first step's MDE is about "
+                f"{sensitivity.detectable_slots:.1f} slots."
+                if sensitivity.slope is not None and sensitivity.detectable_slots is not None
+                else "."
+            ),
+            "",
+            _md(sensitivity.table()),
+            "",
+        ] + figure("sensitivity")
+    else:
+        lines += [f"Not measured: {sensitivity_skipped}." if sensitivity_skipped else "Not run.", ""]
 
     if calibration is not None:
         lines += [

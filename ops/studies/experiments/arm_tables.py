@@ -18,6 +18,7 @@ import polars as pl
 
 from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
 from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
+from ops.readout.report import pair_counts
 
 SIMULATED = ("ctr", "cvr", "average_rating")
 OFFLINE = ("recall_at_k", "ndcg_at_k")
@@ -113,11 +114,9 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
         ]
     s = experiment.summary
     if s.get("pairs"):
-        decided = s["agree"] + s["disagree"]
         lines += [
-            f"Arm against arm (simulated CTR vs offline NDCG@20, 95 % intervals on both sides): of {s['pairs']} pairs the "
-            f"test set separates {s['pairs'] - s['offline tie']}; the simulation orders {s['agree']} of the {decided} pairs both "
-            f"separate as the test set does; offline ties {s['offline tie']}, simulation ties {s['simulation tie']}.",
+            f"Arm against arm (simulated CTR vs offline NDCG@20, 95 % intervals on both sides): {s['pairs']} pairs; "
+            f"{pair_counts(s)} (missed: the test set separates the pair, the simulation does not).",
             "",
         ]
         show = experiment.pairs.select(

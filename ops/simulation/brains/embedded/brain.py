@@ -22,6 +22,8 @@ _CROWD = FEATURES.index("crowd_rating")
 class EmbeddedBrain:
     """Brain protocol (ops.simulation.brains.protocol.Brain) with fitted parameters; no network."""
 
+    decides_offline = True  # no call per decision: studies may repeat its simulations freely
+
     def __init__(
         self, params: EmbeddedBrainParams, ctx: BrainContext, config: EmbeddedBrainConfig | None = None
     ) -> None:

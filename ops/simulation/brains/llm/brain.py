@@ -59,6 +59,8 @@ class LLMBrain:
     flight); `decide` / `exit_interview` run them from synchronous code (the Brain protocol).
     """
 
+    decides_offline = False  # every decision is a request to the endpoint, charged to the run's bill
+
     def __init__(self, config: LLMBrainConfig | None = None, catalogue=None, client=None) -> None:
         self.config = config or LLMBrainConfig()
         self.catalogue = catalogue

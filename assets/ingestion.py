@@ -20,7 +20,7 @@ from pydantic import Field
 
 from data_contracts.checks import movies_verdict, ratings_verdict, stop_before_storing, users_verdict
 from ops.schema import HIDDEN_TASTES, METADATA
-from ops.settings import Dataset, Source
+from ops.settings import Dataset, Source, current
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root, frame_digest
 
@@ -29,9 +29,7 @@ GROUP = "ingestion"
 
 def default_steam_path() -> str:
     """$SIMAB_SHARED_DATA/steam-australian: the reference copy beside the clone (never shipped)."""
-    from ops.settings import load
-
-    return str(load().shared_data / "steam-australian")
+    return str(current().shared_data / "steam-australian")
 
 
 class IngestionConfig(Config):

@@ -450,6 +450,31 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
     return Settings(**values)
 
 
+# The settings the edge read (`install`), for the places below it that are not handed them.
+_installed: Settings | None = None
+
+
+def install(settings: Settings) -> Settings:
+    """Make `settings` this process's: the edges (the code location, the lifecycle and
+    experiments CLIs, the viewer) read the environment once with `load` and install the
+    result, so every place below them sees the same values as the run config they built."""
+    global _installed
+    _installed = settings
+    return settings
+
+
+def current() -> Settings:
+    """The settings the edge installed.  Where no edge ran (a test or a benchmark calling a
+    function directly) the environment's, read now."""
+    return _installed if _installed is not None else load()
+
+
+def uninstall() -> None:
+    """Forget the installed settings (between tests, so one test's edge does not leak)."""
+    global _installed
+    _installed = None
+
+
 def _adapter(name: str) -> TypeAdapter:
     info = Settings.model_fields[name]
     return TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)

@@ -19,8 +19,6 @@ def lifecycle(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("SIMAB_HOME", str(home))
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    mp.setenv("GX_ANALYTICS_ENABLED", "False")
-    mp.setenv("HF_HUB_OFFLINE", "1")
     from pipelines.definitions import build_definitions
 
     defs = build_definitions(environ={"SIMAB_HOME": str(home)})

@@ -498,9 +498,10 @@ _installed: Settings | None = None
 
 
 def install(settings: Settings) -> Settings:
-    """Make `settings` this process's: the edges (the code location, the lifecycle and
-    experiments CLIs, the viewer) read the environment once with `load` and install the
-    result, so every place below them sees the same values as the run config they built."""
+    """Make `settings` this process's: the code location installs the settings it is built
+    from (`pipelines.definitions.build_definitions`, which the lifecycle and experiments
+    runners and the viewer build too), so every place below it sees the values its run
+    config and resources were made of."""
     global _installed
     _installed = settings
     return settings

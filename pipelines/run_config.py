@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from assets.partitions import ARMS, DEFAULT_ARMS, declare_arms
-from ops.settings import SettingError, Settings, declared, install, load
+from ops.settings import SettingError, Settings, declared, load
 
 # Each experiment of `python -m pipelines.experiments` and the asset that prints its table.
 EXPERIMENT_ASSETS = {
@@ -31,11 +31,10 @@ RunSettings = Settings  # the name the callers knew
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
-    """The environment's settings with the arm list resolved, installed as the process's
-    (`ops.settings.current`); raises SettingError (a ValueError) naming the variable of the
-    first bad value."""
+    """The environment's settings with the arm list resolved; raises SettingError (a
+    ValueError) naming the variable of the first bad value."""
     settings = load(environ)
-    return install(with_arms(settings, settings.arms or list(DEFAULT_ARMS)))
+    return with_arms(settings, settings.arms or list(DEFAULT_ARMS))
 
 
 def with_arms(settings: Settings, arms: list[str]) -> Settings:

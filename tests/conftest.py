@@ -16,7 +16,8 @@ offline_defaults()
 
 @pytest.fixture(autouse=True)
 def _no_installed_settings():
-    """Each test starts without the settings an earlier test's edge installed."""
+    """Each test starts without the settings an earlier test's (or a module's) edge installed."""
+    uninstall()
     yield
     uninstall()
 

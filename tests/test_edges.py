@@ -96,11 +96,13 @@ def test_the_scan_sees_every_way_of_calling_load():
 
 
 def test_the_edge_installs_what_it_read(tmp_path, monkeypatch):
-    from pipelines.run_config import settings_from_env
+    from pipelines.definitions import build_definitions
     from resources.storage import data_root
 
-    settings = settings_from_env({"SIMAB_HOME": str(tmp_path)})
-    assert current() is settings
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path / "env"))
+    build_definitions(environ={"SIMAB_HOME": str(tmp_path)})  # the mapping it is given wins
+    settings = current()
+    assert settings.home == tmp_path
     assert data_root() == tmp_path.resolve()
     install(settings.model_copy(update={"home": tmp_path / "other"}))
     assert data_root() == (tmp_path / "other").resolve()

@@ -285,7 +285,9 @@ def experiments(lifecycle):
     from pipelines.experiments import run_experiments, with_overrides
     from pipelines.run_config import settings_from_env
 
-    settings = settings_from_env({"SIMAB_ARMS": ",".join(ARMS), "SIMAB_AGENTS": "60", "SIMAB_MAX_EPOCHS": "1"})
+    settings = settings_from_env(
+        {"SIMAB_HOME": str(home), "SIMAB_ARMS": ",".join(ARMS), "SIMAB_AGENTS": "60", "SIMAB_MAX_EPOCHS": "1"}
+    )
     settings = with_overrides(
         settings,
         [

@@ -2,8 +2,6 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-export GX_ANALYTICS_ENABLED := False
-export HF_HUB_OFFLINE := 1
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
 .PHONY: setup demo demo-ml1m experiments experiments-ml1m resume test ui mlflow-ui viewer bench clean

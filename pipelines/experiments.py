@@ -23,6 +23,7 @@ import os
 import sys
 import time
 
+from ops.environment import offline_defaults
 from pipelines.lifecycle import Step
 from pipelines.run_config import EXPERIMENT_ASSETS
 
@@ -185,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         help="override one run-config field (JSON value)",
     )
     args = parser.parse_args(argv)
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     from ops.settings import SettingError
     from pipelines.run_config import settings_from_env, with_arms
 

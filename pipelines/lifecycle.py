@@ -40,6 +40,7 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
 
+from ops.environment import offline_defaults
 from ops.settings import SettingError
 from resources.llm import (
     LIFECYCLE_TAG,  # one id per invocation of the runner (kept by --resume); its steps share one LLM bill
@@ -76,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         help="print the LLM bill of the lifecycle and of a night of the schedule at these settings, and run nothing",
     )
     args = parser.parse_args(argv)
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     from ops.preflight.bill import lifecycle_bill, night_bill
 
     try:

@@ -95,9 +95,9 @@ def mlflow_ui(rest: list[str]) -> int:
 
 
 def viewer(rest: list[str]) -> int:
-    from viewer.__main__ import main as serve
-
-    return serve(rest)
+    """The viewer in a process of its own (the layering keeps `viewer` out of `pipelines`)."""
+    print(f"simab viewer: assets of {simab_home()}", flush=True)
+    return _serve([sys.executable, "-m", "viewer", *rest])
 
 
 def settings(rest: list[str]) -> int:

@@ -150,7 +150,9 @@ def test_the_uis_are_started_on_the_homes_stores(tmp_path, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert cli.main(["ui"]) == 0 and cli.main(["mlflow", "--port", "5055"]) == 0
-    (dagster, dagster_env), (mlflow, mlflow_env) = started
+    assert cli.main(["viewer", "--port", "8055"]) == 0
+    (dagster, dagster_env), (mlflow, mlflow_env), (viewer, viewer_env) = started
+    assert viewer[1:] == ["-m", "viewer", "--port", "8055"] and viewer_env["SIMAB_HOME"] == str(tmp_path / "home")
     assert dagster[1:3] == ["dev", "-w"] and dagster_env["DAGSTER_HOME"] == str(tmp_path / "home" / "dagster_home")
     assert (tmp_path / "home" / "dagster_home" / "dagster.yaml").is_file()
     store = mlflow[mlflow.index("--backend-store-uri") + 1]
@@ -173,3 +175,25 @@ def test_settings_shows_the_homes_stores_and_no_password(tmp_path, monkeypatch, 
     assert main(["settings", "--markdown"]) == 0 and "| `SIMAB_HOME` |" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="no report under"):
         main(["report"])
+
+
+def test_the_lifecycle_parameters_name_the_model_only_where_the_llm_decides():
+    from ops.settings import load
+    from resources.lifecycle_run import lifecycle_params, verdict_metrics
+
+    llm = lifecycle_params(load({"SIMAB_BRAIN": "llm", "SIMAB_LLM_MODEL": "gemma-3-270m", "SIMAB_AGENTS": "7"}))
+    assert (llm["brain"], llm["model"], llm["agents"]) == ("llm", "gemma-3-270m", "7")
+    assert lifecycle_params(load({}), {"source": "synthetic"})["source"] == "synthetic"
+    assert lifecycle_params(load({}))["model"] == "none (no LLM)"
+    # An interval cell becomes three metrics; what was not measured is left out, not 0.
+    metrics = verdict_metrics(
+        {"arms": {"fm": {"ctr": [0.2, 0.1, 0.3], "ndcg_at_k": None}}, "trust": {"taste_f1": {"1:3": 0.5}}}, 0.25
+    )
+    assert metrics == {
+        "fm_ctr": 0.2,
+        "fm_ctr_ci_low": 0.1,
+        "fm_ctr_ci_high": 0.3,
+        "taste_f1_1_3": 0.5,
+        "warnings": 0.0,
+        "bill_usd": 0.25,
+    }

@@ -2,8 +2,6 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-export GX_ANALYTICS_ENABLED := False
-export HF_HUB_OFFLINE := 1
 # Every store follows $SIMAB_HOME (data/ unless set): the Dagster instance is
 # $SIMAB_HOME/dagster_home unless DAGSTER_HOME is set, the MLflow store $SIMAB_HOME/mlflow.db
 # (pipelines/home.py); `simab` is the project's console script (pipelines/cli.py).

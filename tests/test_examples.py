@@ -7,6 +7,7 @@ import ast
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,10 +53,11 @@ def test_no_example_imports_fakes():
 def test_the_entry_point_example_installs_with_pip_and_its_arm_ranks(tmp_path):
     if importlib.util.find_spec("setuptools") is None:
         pytest.skip("setuptools (the example package's build backend) is not installed")
-    target = tmp_path / "site"
+    target, source = tmp_path / "site", tmp_path / "itemmean_arm"
+    shutil.copytree(EXAMPLES / "itemmean_arm", source)  # setuptools builds in the source folder
     pip = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
-        + ["--target", str(target), str(EXAMPLES / "itemmean_arm")],
+        + ["--target", str(target), str(source)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -19,8 +19,6 @@ def home_from_args(description: str) -> Path:
     parser.add_argument("--home", default=os.environ.get("SIMAB_HOME") or "data/examples", help="the simab home")
     home = Path(parser.parse_args().home).resolve()
     os.environ["SIMAB_HOME"] = str(home)
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return home
 
 

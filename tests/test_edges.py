@@ -20,11 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # The modules allowed to call `ops.settings.load()` (besides ops/settings.py, which defines it
 # and falls back on it in `current()` where no edge ran): the one reader behind the code
 # location and the lifecycle and experiments runners (`settings_from_env`), the Celery
-# worker's config, the `simab` command's home (read before any code location is built), and
+# worker's config, the `simab` command and its home (read before any code location is built), and
 # the reference data's locator that tests and benchmarks share.
 LOAD_CALLERS = {
     "pipelines/run_config.py",
     "pipelines/home.py",
+    "pipelines/cli.py",
     "deploy/dagster_celery_config.py",
     "fakes/shared_data.py",
 }

@@ -31,8 +31,6 @@ def _environ(home: Path, folder: Path) -> dict[str, str]:
         SIMAB_LOCAL_PATH=str(folder),
         SIMAB_ARMS="random,pop",
         SIMAB_AGENTS="12",
-        GX_ANALYTICS_ENABLED="False",
-        HF_HUB_OFFLINE="1",
         PYTHONPATH=str(PROJECT),
     )
     return env

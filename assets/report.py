@@ -15,6 +15,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
 
+from ops.settings import DEFAULT_CONTROL
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
@@ -23,7 +24,9 @@ GROUP = "report"
 
 
 class ReadoutAssetConfig(Config):
-    control: str = Field(default="pop", description="the control arm (A/B Agent compares against Pop; $SIMAB_CONTROL)")
+    control: str = Field(
+        default=DEFAULT_CONTROL, description="the control arm (A/B Agent compares against Pop; $SIMAB_CONTROL)"
+    )
     n_bootstrap: int = Field(default=2000, description="bootstrap replicates for the 95 % intervals")
     seed: int = Field(default=0, description="bootstrap seed")
 

@@ -1,11 +1,11 @@
-"""Every arm a class found by name: a kind is one file in ops/arms/kinds/, found with no
-other edit; what it can do is a class attribute; and no module outside ops/arms compares a
-value with a built-in arm's name."""
+"""Every arm a class found by name: a kind is one file in ops/arms/kinds/ (or one class a
+package names by entry point), found with no other edit; what it can do is a class
+attribute; and no module outside ops/arms/kinds compares a value with a built-in arm's name."""
 
 from __future__ import annotations
 
 import ast
-import os
+import importlib
 import sys
 from pathlib import Path
 
@@ -14,7 +14,15 @@ import pytest
 
 from fakes.planted_data import planted_movielens
 from ops.arms.base import ArmBase, FitData
-from ops.arms.catalog import PluggedArm, has_capability, known_arm_names, make_arm, parse_arm_spec
+from ops.arms.catalog import (
+    PluggedArm,
+    control_arm,
+    has_capability,
+    known_arm_names,
+    make_arm,
+    parse_arm_spec,
+    reload_entry_points,
+)
 from ops.arms.lookup import KINDS_PACKAGE, kind_class, kind_names
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
 from ops.arms.recommenders import TrainedArm, arm_config
@@ -22,10 +30,8 @@ from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS_DIR = ROOT / "ops" / "arms" / "kinds"
-# The project's packages (.importlinter's root packages) and the arms' own folder.
+# The project's packages (.importlinter's root packages).
 PACKAGES = ("ops", "assets", "pipelines", "resources", "viewer", "data_contracts")
-ARMS_DIR = ROOT / "ops" / "arms"
 # A value compared with "random" under this name is the randomised A/B design
 # (ops.simulation.runner.assign_agents), the one word the Random arm shares.
 HOMONYMS = {"design"}
@@ -89,14 +95,14 @@ def _builtin_names() -> set[str]:
 
 
 def name_comparisons(root: Path, names: set[str]) -> list[str]:
-    """`path:line: source` of every comparison, outside ops/arms, of a value with one of
+    """`path:line: source` of every comparison, outside ops/arms/kinds, of a value with one of
     `names` (==, !=, in, not in, is, against a string or a literal tuple, list or set of
     them, and `case "name":`), bar the HOMONYMS."""
     found = []
-    arms = root / "ops" / "arms"
+    kinds = root / "ops" / "arms" / "kinds"
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
-            if arms in path.parents:
+            if kinds in path.parents:
                 continue
             source = path.read_text()
             for node in ast.walk(ast.parse(source, str(path))):
@@ -132,7 +138,7 @@ def test_no_module_outside_the_arms_compares_a_value_with_a_built_in_arm_name():
     assert {"random", "pop", "fm", "afn", "deepfm", "mirror", "deepfm_data50"} <= names
     offenders = name_comparisons(ROOT, names)
     assert not offenders, (
-        "arm names compared outside ops/arms (say it with a class attribute, ops.arms.base.ArmBase, "
+        "arm names compared outside ops/arms/kinds (say it with a class attribute, ops.arms.base.ArmBase, "
         "read with ops.arms.catalog.has_capability):\n" + "\n".join(offenders)
     )
 
@@ -140,28 +146,33 @@ def test_no_module_outside_the_arms_compares_a_value_with_a_built_in_arm_name():
 def test_the_scan_finds_a_comparison_of_an_arm_name(tmp_path):
     """The scan is not blind: a module that branches on "afn" or on a tuple holding "pop" is
     named, the randomised design's "random" is not."""
-    package = tmp_path / "assets"
-    package.mkdir()
+    package = tmp_path / "ops" / "arms"
+    package.mkdir(parents=True)
     (package / "bad.py").write_text(
         'def f(a, design):\n    if a != "afn" and a not in ("pop", "x") and design == "random":\n        return 1\n'
         '    match a:\n        case "mirror":\n            return 2\n'
     )
+    (package / "kinds").mkdir()
+    (package / "kinds" / "afn.py").write_text('def own(a):\n    return a == "afn"\n')  # its own file may
     found = name_comparisons(tmp_path, _builtin_names())
     assert [line.split(": ", 1)[1] for line in found] == ['a != "afn"', 'a not in ("pop", "x")', "case 'mirror'"]
 
 
 @pytest.fixture
-def new_kind():
-    """A kind dropped into ops/arms/kinds/ as one new file, taken out again afterwards."""
-    name = f"zz_toprated_{os.getpid()}"
-    path = KINDS_DIR / f"{name}.py"
-    path.write_text(NEW_KIND)
+def new_kind(tmp_path, monkeypatch):
+    """A kind added as one new file in the kinds folder.  The folder searched is
+    ops/arms/kinds/ plus a temporary one (the package's `__path__`), so that the test never
+    writes into the source tree; the lookup is the same as for a file in ops/arms/kinds/."""
+    folder = tmp_path / "kinds"
+    folder.mkdir()
+    name = "zz_toprated"
+    (folder / f"{name}.py").write_text(NEW_KIND)
+    package = importlib.import_module(KINDS_PACKAGE)
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+    importlib.invalidate_caches()
     try:
         yield name
     finally:
-        path.unlink(missing_ok=True)
-        for cached in (KINDS_DIR / "__pycache__").glob(f"{name}.*"):
-            cached.unlink(missing_ok=True)
         sys.modules.pop(f"{KINDS_PACKAGE}.{name}", None)
 
 
@@ -191,10 +202,62 @@ def test_a_kind_added_as_one_file_is_found_by_name_made_fitted_ranked_and_stored
 
 def test_the_kind_is_gone_with_its_file(new_kind):
     assert new_kind in known_arm_names()
-    (KINDS_DIR / f"{new_kind}.py").unlink()
+    next(
+        Path(p) for p in importlib.import_module(KINDS_PACKAGE).__path__ if (Path(p) / f"{new_kind}.py").is_file()
+    ).joinpath(f"{new_kind}.py").unlink()
     assert new_kind not in kind_names() and new_kind not in known_arm_names()
     with pytest.raises(ValueError, match=f"unknown arm kind {new_kind!r}"):
         make_arm(f"x={new_kind}")
+
+
+def test_a_kind_named_by_an_installed_package_s_entry_point_is_found_made_and_ranked(tmp_path):
+    """The same class as an outside package would ship it: one module and its distribution's
+    `simab.arms` entry point, registered through the same catalogue as the built-ins."""
+    site = tmp_path / "site"
+    (site / "zz_toprated_pkg").mkdir(parents=True)
+    (site / "zz_toprated_pkg" / "__init__.py").write_text(NEW_KIND)
+    info = site / "zz_toprated_pkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zz-toprated-pkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[simab.arms]\ntoprated = zz_toprated_pkg:TopRated\npop = zz_toprated_pkg:TopRated\n"
+    )
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    try:
+        reload_entry_points()
+        assert "toprated" in known_arm_names() and has_capability("toprated", "slow_to_train")
+        # A package never takes over a built-in's name.
+        assert type(make_arm("pop")).__name__ == "Pop"
+        users, movies, ratings = planted_movielens(seed=7, n_users=40, n_movies=60, ratings_per_user=20)
+        split = chronological_split(ratings)
+        catalogue = build_mm_ml_1m(movies)
+        arm = make_arm("top=toprated;shrinkage=5")
+        arm.fit(FitData(split.train, split.valid, users, catalogue))
+        ranking = rank_once(arm, split.train, split.test, catalogue.get_column("movie_id").to_numpy())
+        assert ranking.group_by("user_id").len().get_column("len").min() == 20
+        assert arm.describe()["arm_kind"] == "toprated" and arm.params == {"shrinkage": 5.0}
+    finally:
+        sys.path.remove(str(site))
+        sys.modules.pop("zz_toprated_pkg", None)
+        importlib.invalidate_caches()
+        reload_entry_points()
+    assert "toprated" not in known_arm_names()
+
+
+def test_the_control_falls_back_to_a_candidate_never_to_a_diagnostic_arm():
+    assert control_arm("pop", ["fm", "pop", "mirror"]) == "pop"
+    assert control_arm("pop", ["mirror", "fm"]) == "fm"  # the mirror sorts first but is no candidate
+    assert control_arm("pop", ["mirror"]) == "mirror"  # nothing else simulated
+    assert not has_capability("mirror", "control_candidate") and has_capability("random", "control_candidate")
+
+
+def test_a_kind_checks_its_own_source_before_a_run(tmp_path):
+    """The preflight asks the kind (`source_problem`), never compares kind names."""
+    missing = tmp_path / "none.parquet"
+    assert str(missing) in kind_class("lists").source_problem(str(missing))
+    assert "no MLflow model" in kind_class("mlflow").source_problem(str(tmp_path / "model"), lambda: None)
+    assert kind_class("pop").source_problem("anything") is None
 
 
 def test_capabilities_are_class_attributes_of_the_built_ins():

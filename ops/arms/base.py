@@ -134,6 +134,9 @@ class ArmBase:
     mirrors_brain: ClassVar[bool] = False
     # Measures the simulator, is no candidate: kept out of the verdict, tau and the arm pairs.
     diagnostic: ClassVar[bool] = False
+    # May stand as the read-out's control when the named control was not simulated (a
+    # diagnostic arm never does: it is no candidate to compare against).
+    control_candidate: ClassVar[bool] = True
     # The constructor parameter that `name=<kind>:<source>` fills (a lists file's path, an
     # MLflow model's URI); None: the kind takes no source.
     source_param: ClassVar[str | None] = None
@@ -157,6 +160,14 @@ class ArmBase:
         device, max_epochs, …): passed on where the constructor names them.  `make(spec)`
         makes another arm with the same settings, for a kind built on another arm."""
         return cls(name, **{**params, **accepted_settings(cls, settings)})
+
+    @classmethod
+    def source_problem(cls, source: str, tracking_uri: Callable[[], str | None] | None = None) -> str | None:
+        """Why the source of `name=<kind>:<source>` cannot serve, checked before a run starts
+        (a lists file's header, an MLflow model's URI); None when it can.  `tracking_uri()`:
+        the MLflow store the run uses.  The default checks nothing: the arm finds out when it
+        is fitted."""
+        return None
 
     def fit(self, data: FitData) -> None:
         raise NotImplementedError(f"arm {self.name!r} ({type(self).__name__}) does not implement fit")

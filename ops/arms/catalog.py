@@ -53,9 +53,6 @@ from ops.arms.recommenders import TrainedArm, arm_config
 
 ENTRY_POINT_GROUP = "simab.arms"
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-# The kinds whose spec carries a source, `name=lists:PATH` and `name=mlflow:URI`: the
-# preflight checks those sources before a run.
-LISTS, MLFLOW = "lists", "mlflow"
 # `base@slots`: a rung of a quality ladder, the kind `degraded` (ops/arms/kinds/degraded.py).
 LADDER = re.compile(r"^(?P<base>[a-z0-9][a-z0-9_-]{0,50})@(?P<slots>[0-9]{1,3})$")
 LADDER_KIND = "degraded"
@@ -214,6 +211,16 @@ def has_capability(name: str, attribute: str) -> bool:
     (`ops.arms.base.ArmBase`: `can_refit`, `uses_gpu`, `slow_to_train`, `mirrors_brain`,
     `diagnostic`, …); read from the class, no arm is made.  False for an unknown name."""
     return bool(getattr(arm_class(name), attribute, False))
+
+
+def control_arm(wanted: str, arms: Iterable[str]) -> str:
+    """The read-out's control: `wanted` where it is among `arms`, else the first of `arms`
+    (sorted) whose class is a `control_candidate` (never a diagnostic arm such as the
+    mirror), else the first of them."""
+    arms = sorted(arms)
+    if wanted in arms:
+        return wanted
+    return next((a for a in arms if arm_class(a) is None or has_capability(a, "control_candidate")), arms[0])
 
 
 def _resolvable(target: str) -> bool:

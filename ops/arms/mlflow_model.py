@@ -6,7 +6,11 @@ run, or the run of a `runs:/` URI.  The MLflow model as an arm is `ops/arms/kind
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from ops.web import redact
 
 _MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:/(?P<version>[^/]+)|@(?P<alias>.+))$")
 _RUNS_URI = re.compile(r"^runs:/(?P<run_id>[^/]+)/")
@@ -41,3 +45,29 @@ def resolve_uri(uri: str, tracking_uri: str | None = None) -> dict[str, Any]:
     if runs:
         return {"run_id": runs["run_id"], "pinned_uri": uri}
     return {"pinned_uri": uri}
+
+
+def uri_problem(uri: str, tracking_uri: str | None) -> str | None:
+    """Why an MLflow model URI does not resolve in the store at `tracking_uri`, or None (the
+    preflight asks before a run, through the MLflow kind's `source_problem`)."""
+    parts = urlsplit(uri)
+    if parts.scheme in ("models", "runs") and (tracking_uri or "").startswith("sqlite:///"):
+        store = Path(tracking_uri.removeprefix("sqlite:///"))
+        if not store.is_file():  # asking would create the store (seconds of migrations) to find it empty
+            return f"there is no MLflow store at {store} yet, so no model in it"
+    try:
+        if parts.scheme in ("models", "runs"):
+            resolved = resolve_uri(uri, tracking_uri)
+            if parts.scheme == "runs":
+                import mlflow
+
+                mlflow.MlflowClient(tracking_uri).get_run(resolved["run_id"])
+            return None
+    except Exception as exc:  # noqa: BLE001 - MLflow raises its own, REST and SQL errors alike; the first line says which
+        where = redact(tracking_uri or "MLflow's default store")
+        return f"not found in the MLflow store {where}: {redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}"
+    if parts.scheme in ("", "file"):
+        path = Path(parts.path if parts.scheme == "file" else uri).expanduser()
+        if not (path / "MLmodel").is_file() and not path.is_file():
+            return f"no MLflow model at {path} (no MLmodel file)"
+    return None  # another store (s3:, gs:, …): resolved when the arm downloads it

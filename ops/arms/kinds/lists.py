@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from ops.arms.base import ArmBase, FitData, ScoresNotAvailable
-from ops.arms.lists import MIN_ITEMS, read_lists
+from ops.arms.lists import MIN_ITEMS, ListsFileError, check_lists_file, read_lists
 from ops.schema import TOP_K
 
 
@@ -35,6 +35,15 @@ class ListsArm(ArmBase):
         self.lists: pl.DataFrame | None = None
         self.has_scores = False
         self.sha256 = ""
+
+    @classmethod
+    def source_problem(cls, source: str, tracking_uri=None) -> str | None:
+        """The lists file exists, is readable and has the columns (as far as its header)."""
+        try:
+            check_lists_file(source)
+        except ListsFileError as exc:
+            return f"{exc.path}: {exc.what}" if exc.row == "file" else str(exc)
+        return None
 
     def fit(self, data: FitData) -> None:
         required = (

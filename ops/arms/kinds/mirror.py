@@ -40,6 +40,7 @@ class MirrorArm(ListsArm):
     # The read-out keeps an arm with this capability out of the verdict, τ and the arm
     # pairs: it measures the simulator, it is not a candidate.
     diagnostic: ClassVar[bool] = True
+    control_candidate: ClassVar[bool] = False
     # Unlike a lists file, it needs no source: `mirror` alone is the arm.
     source_param: ClassVar[str | None] = None
     standalone: ClassVar[bool] = True

@@ -33,7 +33,7 @@ import polars as pl
 
 from ops.arms.base import ArmBase, FitData, ScoresNotAvailable, rank_by_score
 from ops.arms.lists import check_lists
-from ops.arms.mlflow_model import resolve_uri
+from ops.arms.mlflow_model import resolve_uri, uri_problem
 from ops.schema import TOP_K
 
 ITEM_COLUMNS = ("item_id", "movie_id")
@@ -47,6 +47,11 @@ class MlflowArm(ArmBase):
     # `name=mlflow:URI`: the model's URI; no arm without one.
     source_param = "uri"
     standalone = False
+
+    @classmethod
+    def source_problem(cls, source: str, tracking_uri=None) -> str | None:
+        """The model URI resolves in the run's MLflow store (`ops.arms.mlflow_model.uri_problem`)."""
+        return uri_problem(source, tracking_uri() if tracking_uri else None)
 
     def __init__(
         self,

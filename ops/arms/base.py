@@ -56,7 +56,7 @@ class FitData:
     `on_epoch(epoch, metrics)`: called after each epoch by arms that train in epochs.
     `brain_scores(user_ids, item_ids)`: the simulation brain's own score of every user x
     item (higher = likelier clicked), handed only to an arm that ranks by it (one whose
-    class sets `mirrors_brain`, `ops.arms.mirror`): this package cannot reach the brain."""
+    class sets `mirrors_brain`, `ops/arms/kinds/mirror.py`): this package cannot reach the brain."""
 
     train: pl.DataFrame
     valid: pl.DataFrame

@@ -9,7 +9,7 @@ An arm is named by a spec, one entry of `$SIMAB_ARMS` (comma-separated):
                                        deepfm_half=deepfm;train_fraction=0.5;feature_set=user_id_only
     name=lists:/path/lists.parquet     a lists file (`ops.arms.lists`): Parquet or CSV
     name=mlflow:models:/prod/3         an MLflow model by URI (`ops.arms.mlflow_model`)
-    mirror                             the simulation brain's own ranking (`ops.arms.mirror`)
+    mirror                             the simulation brain's own ranking (`ops/arms/kinds/mirror.py`)
     name=degraded;base=pop;slots=5     an arm's lists with 5 of their 20 slots replaced by random
                                        unseen items (`ops.arms.degraded`); `pop@5` is short for
                                        `pop-at-5=degraded;base=pop;slots=5` (a quality ladder:

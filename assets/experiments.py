@@ -32,16 +32,17 @@ from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, condition_name, experiment_partitions
 from assets.simulation import AgentSampleConfig, _cost_estimate, _embedded
-from ops.settings import config_default
+from ops.settings import DEFAULT_CONTROL, config_default
+from ops.studies.experiments.papers import TABLE3, TABLE4, TABLE5_MODELS
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root, frame_digest
 
 GROUP = "experiments"
-TABLE3_ARMS = ("deepfm_data50", "deepfm_data75", "deepfm")
-TABLE4_ARMS = ("deepfm_user_id_only", "deepfm_movie_id_only", "deepfm")
-TABLE5_MODELS = ("nfm", "xdeepfm", "wdl", "dcn", "deepfm", "afn", "autoint", "pnn")
+# The papers' line-ups, as their tables list them (ops.studies.experiments.papers).
+TABLE3_ARMS = tuple(TABLE3)
+TABLE4_ARMS = tuple(TABLE4)
 
 
 class ExperimentSimulationConfig(Config):
@@ -167,7 +168,7 @@ def ab_agent_table2(
         TABLE2,
         "the paper's Table 2 (ML, A/B Agent with GPT-4o-mini; Real-World Recall / NDCG)",
         list(DEFAULT_ARMS),
-        "pop",
+        DEFAULT_CONTROL,
         offline_metrics,
         top20_lists,
         simulation_events,

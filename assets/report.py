@@ -15,6 +15,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
 
+from ops.arms.catalog import control_arm
 from ops.settings import config_default
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -46,7 +47,7 @@ def ab_readout(
     if not simulation_events:
         raise ValueError("no simulated arm yet: materialise simulation_events for at least the control arm")
     arms = sorted(simulation_events)
-    control = config.control if config.control in simulation_events else arms[0]
+    control = control_arm(config.control, arms)
     if control != config.control:
         context.log.warning(f"control arm {config.control!r} was not simulated; using {control!r}")
     events = pl.concat([simulation_events[a] for a in arms])

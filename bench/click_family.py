@@ -5,7 +5,7 @@ window: a factor model, as FM and an outside ALS are.  Agents whose taste is a f
 may favour a factor model's lists whatever those lists are worth.  For each click-model
 variant this bench fits the brain (train + validation, calibrated to list quality on the
 validation window as the `embedded_brain` asset does), ranks the mirror arm by it
-(`ops.arms.mirror`), simulates every arm and the mirror on the same agents, and prints:
+(`ops/arms/kinds/mirror.py`), simulates every arm and the mirror on the same agents, and prints:
 held-out click AUC; the ALS − Pop simulated CTR gap beside the offline NDCG@20 gap (both
 with 95 % intervals); the mirror's excess CTR and ρ(residual, overlap with the mirror)
 (`ops.readout.bias`); Kendall τ(CTR, NDCG@20) and the arm-pair verdicts over the candidate

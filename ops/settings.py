@@ -36,6 +36,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # The LLM spending limit of a run where the endpoint has a price and nobody set one
 # (`SIMAB_MAX_COST_USD`; `none` lifts it): a few dollars, docs/cost.md.
 DEFAULT_MAX_COST_USD = 5.0
+# The control arm of the read-out where nobody names one (`SIMAB_CONTROL`): A/B Agent
+# compares every arm against Pop (Table 2).
+DEFAULT_CONTROL = "pop"
 # A setting whose value is this word lifts the resource field it feeds (None there).
 NO_LIMIT = "none"
 
@@ -204,7 +207,11 @@ class Settings(BaseModel):
         ge=0,
     )
     control: str | None = setting(
-        None, "SIMAB_CONTROL", "the control arm of the read-out", ops=("ab_readout.control",), config_default="pop"
+        None,
+        "SIMAB_CONTROL",
+        "the control arm of the read-out",
+        ops=("ab_readout.control",),
+        config_default=DEFAULT_CONTROL,
     )
     # -- simulation
     agents: int | None = setting(

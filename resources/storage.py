@@ -68,6 +68,7 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.studies.alignment.rating.RatingAlignment": ("", ""),
     "ops.studies.alignment.list_quality.ListQuality": ("", ""),
     "ops.studies.alignment.sensitivity.Sensitivity": ("", ""),
+    # Random, Pop and the DeepCTR family (ops/arms/kinds/): its class is named in the folder.
     "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
     # Any other arm (a plug-in, a lists file, an MLflow model): its spec and its own save/load.
     "ops.arms.catalog.PluggedArm": ("", ""),
@@ -256,8 +257,10 @@ def _exists(stem: Path) -> bool:
 
 
 def _type_name(obj: Any) -> str:
-    cls = type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """The qualified name of the value's class, or of the nearest base class in VALUE_TYPES
+    (every trained built-in arm, Random's class or DeepFM's, is stored as a TrainedArm)."""
+    names = [f"{cls.__module__}.{cls.__qualname__}" for cls in type(obj).__mro__]
+    return next((name for name in names if name in VALUE_TYPES), names[0])
 
 
 def _codec(type_name: str, which: int):

@@ -13,6 +13,8 @@ import pytest
 from fakes.planted_data import planted_movielens
 from tests.test_faults_storage import write_ml1m
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
@@ -33,6 +35,8 @@ def world(tmp_path_factory):
         "SIMAB_ARMS": "random,pop",
         "SIMAB_AGENTS": "12",
         "SIMAB_TRUST_PROTOCOLS": "off",
+        # One epoch: a trained arm on 40 users stops on its divergence guard after two.
+        "SIMAB_MAX_EPOCHS": "1",
         "GX_ANALYTICS_ENABLED": "False",
         "HF_HUB_OFFLINE": "1",
     }
@@ -91,8 +95,6 @@ def test_a_changed_report_setting_recomputes_the_report_only(world, capfd):
     assert "simab_report: settings changed" in said, said
     # The stored version now carries the new value: the same settings again reuse it.
     assert world(capfd, SIMAB_PRIMARY_METRIC="cvr")[1] == set()
-    # and the old value is no longer what is stored: back to it computes the report again.
-    assert _assets(world(capfd)[1]) == {"simab_report"}
 
 
 def test_a_new_arm_trains_only_that_arm(world, capfd):
@@ -119,8 +121,8 @@ def test_a_code_change_recomputes_the_assets_of_that_code_and_what_follows(world
 
     monkeypatch.setattr(versions, "source_digest", changed)
     said, stored = world(capfd)
-    assert stored and {asset for asset in _assets(stored)} <= {"simab_report", "ab_agent_table2"}, stored
-    assert "simab_report" in _assets(stored)
+    # Both assets of that module and the one that reads ab_readout; nothing before the read-out.
+    assert _assets(stored) == {"ab_readout", "simab_report", "list_sensitivity"}, stored
     assert "simab_report: code changed" in said, said
     assert "arm pop: unchanged, reused" in said
 

@@ -33,7 +33,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from ops.settings import BrainName
+from ops.settings import BrainName, config_default
 from ops.simulation.brains.llm import LLMEndpointError, LLMTransportError
 from ops.simulation.budget import CostLimitExceeded
 from ops.simulation.runner import SimulationFailed
@@ -48,7 +48,7 @@ GROUP = "alignment"
 
 class AlignmentConfig(Config):
     brain: BrainName = Field(
-        default="embedded",
+        default=config_default("brain"),
         description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)",
     )
     vision: bool = Field(
@@ -67,7 +67,7 @@ class AlignmentConfig(Config):
         description="without n_agents: the 95 % intervals' half-width the sample is sized for ($SIMAB_TRUST_HALF_WIDTH)",
     )
     enabled: bool = Field(
-        default=True,
+        default=config_default("trust_protocols"),
         description="false: not run, stored as not measured (the protocols that ask the brain; $SIMAB_TRUST_PROTOCOLS)",
     )
     seed: int = Field(default=0, description="seed of the sample, the lists and every decision")
@@ -459,7 +459,7 @@ def list_quality_alignment(
 
 class SensitivityConfig(Config):
     brain: BrainName = Field(
-        default="embedded",
+        default=config_default("brain"),
         description="the brain of the run ($SIMAB_BRAIN); a brain that pays per decision (llm) is skipped unless metered_brain",
     )
     vision: bool = Field(default=True, description="False: the brain without posters")
@@ -627,7 +627,7 @@ def social_traits_alignment(
 
 class FidelityCheckConfig(Config):
     tau_floor: float = Field(
-        default=0.6,
+        default=config_default("fidelity_tau_floor"),
         description="Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
 

@@ -32,6 +32,7 @@ from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, condition_name, experiment_partitions
 from assets.simulation import AgentSampleConfig, _cost_estimate, _embedded
+from ops.settings import config_default
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -45,7 +46,7 @@ TABLE5_MODELS = ("nfm", "xdeepfm", "wdl", "dcn", "deepfm", "afn", "autoint", "pn
 
 class ExperimentSimulationConfig(Config):
     n_agents: int = Field(
-        default=0,
+        default=config_default("agents"),
         ge=0,
         description="agents sampled from users with a top-20 list (the same sample in every arm and condition); 0 = all ($SIMAB_AGENTS)",
     )

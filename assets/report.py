@@ -15,6 +15,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
 
+from ops.settings import config_default
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
@@ -23,7 +24,10 @@ GROUP = "report"
 
 
 class ReadoutAssetConfig(Config):
-    control: str = Field(default="pop", description="the control arm (A/B Agent compares against Pop; $SIMAB_CONTROL)")
+    control: str = Field(
+        default=config_default("control"),
+        description="the control arm (A/B Agent compares against Pop; $SIMAB_CONTROL)",
+    )
     n_bootstrap: int = Field(default=2000, description="bootstrap replicates for the 95 % intervals")
     seed: int = Field(default=0, description="bootstrap seed")
 
@@ -82,17 +86,18 @@ def ab_readout(
 
 class ReportConfig(Config):
     tau_floor: float = Field(
-        default=0.6,
+        default=config_default("fidelity_tau_floor"),
         description="the verdict's warning when Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair "
         "counted as a tie, falls below this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
     primary_metric: str = Field(
-        default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)"
+        default=config_default("primary_metric"),
+        description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)",
     )
     # 0.02: about twice the CTR step a run of a thousand agents detects (docs/definitions.md#list-quality-spread):
     # a brain whose response to a five-fold share of liked items is below it cannot show a run an arm difference.
     spread_floor: float = Field(
-        default=0.02,
+        default=config_default("list_quality_spread_floor"),
         ge=0,
         le=1,
         description="the verdict warns that the brain cannot tell lists apart when its list-quality CTR spread "

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import sys
 import time
@@ -46,6 +45,7 @@ from bench.als_lists import als_lists  # noqa: E402
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.base import rank_by_score  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
+from ops.environment import offline_defaults  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.readout.bias import simulator_bias  # noqa: E402
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
@@ -83,7 +83,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     import torch
 
     torch.set_num_threads(args.threads)

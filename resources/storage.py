@@ -53,7 +53,7 @@ from ops.atomic import (
     remove_folder_value,
     verify_folder,
 )
-from ops.settings import load as load_settings
+from ops.settings import current
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,8 +96,9 @@ class StoredDataError(StoredValueError):
 
 
 def data_root() -> Path:
-    """The data folder: $SIMAB_HOME, or `data/` in the project."""
-    return load_settings().home.resolve()
+    """The data folder: $SIMAB_HOME as the edge read it (`ops.settings.current`), or `data/`
+    in the project."""
+    return current().home.resolve()
 
 
 def frame_digest(df: pl.DataFrame) -> str:

@@ -1,6 +1,7 @@
 """The `simab` command: the lifecycle and every UI over one home.
 
-    simab run [--arms …] [--bill] [--verbose]   the whole lifecycle (`pipelines.lifecycle`)
+    simab run [--arms …] [--bill] [--verbose]   the whole lifecycle (`pipelines.lifecycle`); what is
+                                                 unchanged is reused, `--force` computes it all again
     simab resume                                 continue the last lifecycle after a kill or a failure
     simab ui [dagster dev options]               the Dagster UI on workspace.yaml
     simab mlflow [mlflow ui options]             the MLflow UI on the home's tracking store

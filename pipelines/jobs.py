@@ -59,7 +59,8 @@ from assets import (
 from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
 from ops.preflight.bill import night_bill
-from pipelines.run_config import EXPERIMENT_ASSETS, OP_SETTINGS, RunSettings, uses_llm
+from pipelines.run_config import EXPERIMENT_ASSETS, RunSettings, op_config_for, uses_llm
+from pipelines.versions import versioned_assets
 from resources.llm import LIFECYCLE_TAG
 
 ASSET_MODULES = [
@@ -151,8 +152,10 @@ LLM_BILL_JOBS = {False: ("simab_arm", "simab_resimulate", "experiment_arm"), Tru
 
 
 def build_assets(settings: RunSettings) -> tuple[list, list]:
-    """The asset graph's shape for these settings: (assets, asset checks)."""
-    return _build_assets(settings.shards, settings.rounds)
+    """The asset graph for these settings: (assets, asset checks), each asset's code version
+    covering its source and the settings it is computed with (`pipelines.versions`)."""
+    assets, checks = _build_assets(settings.shards, settings.rounds)
+    return versioned_assets(assets, checks, settings), checks
 
 
 @functools.cache
@@ -182,7 +185,7 @@ def job_ops(name: str, settings: RunSettings) -> dict[str, set[str]]:
     to which job is written once."""
     if name not in (SHARDED_JOB_SELECTIONS if settings.shards > 1 else JOB_SELECTIONS):
         return {}
-    assets, checks = build_assets(settings)
+    assets, checks = _build_assets(settings.shards, settings.rounds)
     keys = job_selection(name, settings)[0].resolve(assets)
     nodes = [a.node_def for a in assets if set(a.keys) & keys]
     nodes += [c.node_def for c in checks if any(spec.asset_key in keys for spec in c.check_specs)]
@@ -196,11 +199,9 @@ def run_config_for(job_name: str, settings: RunSettings) -> dict:
     """The run config of one job: of the environment's settings, those of the ops it runs
     that their config accepts (the combining `simulation_events` of a sharded run takes
     none); then the `--set` overrides, unfiltered, so that a misspelt field is refused."""
-    fields = settings.model_copy(update={"overrides": {}}).op_config()
     ops = {}
     for op, accepts in job_ops(job_name, settings).items():
-        config = {k: v for k, v in fields.get(OP_SETTINGS.get(op, op), {}).items() if k in accepts}
-        config.update(settings.overrides.get(op, {}))
+        config = op_config_for(op, accepts, settings)
         if config:
             ops[op] = {"config": config}
     return {"ops": ops} if ops else {}

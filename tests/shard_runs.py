@@ -1,5 +1,6 @@
-"""A tiny lifecycle, unsharded, for the sharding tests to set their sharded runs beside:
-the synthetic MovieLens (60 users), arms random and pop (no training), the embedded brain."""
+"""A tiny lifecycle, unsharded, for the sharding tests to set their sharded runs beside: the
+session's prepared synthetic world (tests/conftest.py), arms random and pop (no training),
+the embedded brain."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 import polars as pl
 
 ARMS = ("random", "pop")
-PREPARE = {"ops": {"movielens": {"config": {"synthetic_users": 60, "synthetic_movies": 80, "seed": 3}}}}
 SIMULATION = {"n_agents": 20, "sessions_per_agent": 2, "seed": 11}
 # What differs between two runs of the same seed: the Dagster run, the measured latency.
 RUN_COLUMNS = ["run_id", "latency_s"]
@@ -22,12 +22,11 @@ def environ(home: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def prepare_and_simulate(home: Path, instance) -> dict[str, pl.DataFrame]:
-    """Prepare, then each arm unsharded; the events of each arm (run columns dropped)."""
+def simulate(home: Path, instance) -> dict[str, pl.DataFrame]:
+    """Each arm unsharded on a prepared `home`; the events of each arm (run columns dropped)."""
     from pipelines.definitions import build_definitions
 
     defs = build_definitions(environ=environ(home))
-    run(defs, instance, "simab_prepare", PREPARE)
     arm_config = {"ops": {"simulation_events": {"config": SIMULATION}}}
     for arm in ARMS:
         run(defs, instance, "simab_arm", arm_config, arm)

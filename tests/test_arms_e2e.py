@@ -11,8 +11,14 @@ from dagster import DagsterInstance
 
 from fakes.arm_packages import install_tiny_arm_package, uninstall
 
-# Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit): tests/test_end_to_end.py checks it.
-NO_PAPERS_HOLDOUT = {"ops": {"taste_alignment": {"config": {"papers_holdout": 0}}}}
+# Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit) and draw
+# 200 bootstrap replicates instead of 2,000: tests/test_end_to_end.py checks both at their defaults.
+READOUT = {
+    "ops": {
+        "taste_alignment": {"config": {"papers_holdout": 0}},
+        "ab_readout": {"config": {"n_bootstrap": 200}},
+    }
+}
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -44,29 +50,20 @@ def _lists(home, drop_user: bool = False) -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(prepared_copy, tmp_path_factory):
+    """The session's prepared synthetic world (tests/conftest.py), this module's copy."""
     import mlflow
 
-    home = tmp_path_factory.mktemp("simab_home")
+    home, _, prepared = prepared_copy
+    assert prepared.success
+    # No step here reads the prepare run's records: an in-memory instance (faster than the copy's SQLite one).
+    instance = DagsterInstance.ephemeral()
     site = tmp_path_factory.mktemp("site")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SIMAB_HOME", str(home))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
     install_tiny_arm_package(site)
     from assets.partitions import declare_arms
     from ops.arms.catalog import forget
     from pipelines.definitions import build_definitions
 
-    instance = DagsterInstance.ephemeral()
-    prepare = (
-        build_definitions(environ={"SIMAB_HOME": str(home)})
-        .resolve_job_def("simab_prepare")
-        .execute_in_process(
-            instance=instance,
-            run_config={"ops": {"movielens": {"config": {"synthetic_users": 120, "synthetic_movies": 160, "seed": 3}}}},
-        )
-    )
-    assert prepare.success
     # The team's own: a lists file and a model in the registry simab writes to.
     _lists(home).write_parquet(home / "ours.parquet")
     mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow.db'}")
@@ -85,13 +82,12 @@ def world(tmp_path_factory):
         for arm in names
     }
     results["readout"] = defs.resolve_job_def("simab_readout").execute_in_process(
-        instance=instance, raise_on_error=False, run_config=NO_PAPERS_HOLDOUT
+        instance=instance, raise_on_error=False, run_config=READOUT
     )
     yield dict(home=home, defs=defs, instance=instance, results=results, names=names)
     for name in names:
         forget(name)
     uninstall(site)
-    mp.undo()
 
 
 def _materialised(result) -> set[str]:

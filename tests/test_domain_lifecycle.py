@@ -12,8 +12,14 @@ from dagster import DagsterInstance
 from fakes.steam_data import write_steam_fixture
 from ops.settings import PROJECT_ROOT
 
-# Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit): tests/test_end_to_end.py checks it.
-NO_PAPERS_HOLDOUT = {"ops": {"taste_alignment": {"config": {"papers_holdout": 0}}}}
+# Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit) and draw
+# 200 bootstrap replicates instead of 2,000: tests/test_end_to_end.py checks both at their defaults.
+READOUT = {
+    "ops": {
+        "taste_alignment": {"config": {"papers_holdout": 0}},
+        "ab_readout": {"config": {"n_bootstrap": 200}},
+    }
+}
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -41,7 +47,7 @@ def _run(home, ingestion: dict, n_agents: int):
             )
         # The papers' hold-out (an agent rebuild and a brain refit) is the end-to-end test's to check.
         results["readout"] = defs.resolve_job_def("simab_readout").execute_in_process(
-            instance=instance, run_config=NO_PAPERS_HOLDOUT
+            instance=instance, run_config=READOUT
         )
         return results
     finally:

@@ -5,7 +5,8 @@ import re
 
 import polars as pl
 import pytest
-from dagster import DagsterInstance
+
+from tests.conftest import PreparedRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -14,20 +15,14 @@ MIRROR = "mirror"  # the brain's own ranking, run beside the arms: no candidate
 
 
 @pytest.fixture(scope="module")
-def lifecycle(tmp_path_factory):
-    home = tmp_path_factory.mktemp("simab_home")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SIMAB_HOME", str(home))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+def lifecycle(prepared_copy):
+    """The session's prepared synthetic world (150 users, 200 movies), then `simab_arm` per
+    arm and `simab_readout` on this module's copy of it."""
+    home, instance, prepared = prepared_copy
     from pipelines.definitions import build_definitions
 
     defs = build_definitions(environ={"SIMAB_HOME": str(home)})
-    instance = DagsterInstance.ephemeral()
-    results = {}
-    prepare_config = {"ops": {"movielens": {"config": {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}}}}
-    results["prepare"] = defs.resolve_job_def("simab_prepare").execute_in_process(
-        instance=instance, run_config=prepare_config
-    )
+    results = {"prepare": prepared}
     arm_config = {
         "ops": {
             "recommender_arm": {"config": {"max_epochs": 2}},
@@ -40,11 +35,12 @@ def lifecycle(tmp_path_factory):
             instance=instance, partition_key=arm, run_config=arm_config
         )
     results["readout"] = defs.resolve_job_def("simab_readout").execute_in_process(instance=instance)
-    yield home, results, instance
-    mp.undo()
+    return home, results, instance
 
 
 def _materialised(result) -> set[str]:
+    if isinstance(result, PreparedRun):
+        return set(result.materialised)
     return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
 
 
@@ -63,8 +59,7 @@ def test_every_stage_materialises_and_every_contract_passes(lifecycle):
         "agents",
         "embedded_brain",
     } <= _materialised(results["prepare"])
-    checks = {c.check_name: c.passed for c in results["prepare"].get_asset_check_evaluations()}
-    assert checks == {
+    assert results["prepare"].checks == {
         "users_contract": True,
         "movies_contract": True,
         "ratings_contract": True,

@@ -37,8 +37,6 @@ def world(tmp_path_factory):
         "SIMAB_TRUST_PROTOCOLS": "off",
         # One epoch: a trained arm on 40 users stops on its divergence guard after two.
         "SIMAB_MAX_EPOCHS": "1",
-        "GX_ANALYTICS_ENABLED": "False",
-        "HF_HUB_OFFLINE": "1",
     }
     mp = pytest.MonkeyPatch()
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -127,18 +127,15 @@ def test_the_combine_sensor_waits_for_every_shard_of_an_arm():
 
 
 @pytest.fixture(scope="module")
-def unsharded(tmp_path_factory):
-    """Prepare and simulate both arms unsharded in one $SIMAB_HOME: the reference."""
-    from tests.shard_runs import prepare_and_simulate
+def unsharded(prepared_copy):
+    """Both arms simulated unsharded in this module's copy of the session's prepared world:
+    the reference."""
+    from tests.shard_runs import simulate
 
-    home = tmp_path_factory.mktemp("shards") / "home"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SIMAB_HOME", str(home))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+    home, _, _ = prepared_copy
+    # No step here reads the prepare run's records: an in-memory instance (faster than the copy's SQLite one).
     instance = DagsterInstance.ephemeral()
-    events = prepare_and_simulate(home, instance)
-    yield home, instance, events
-    mp.undo()
+    return home, instance, simulate(home, instance)
 
 
 @pytest.mark.slow

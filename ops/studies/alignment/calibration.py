@@ -73,6 +73,10 @@ class CalibrationConfig(BaseModel):
     min_agents: int = Field(50, ge=2)
     # Log-odds scales tried (1 = the fitted click model as it is).
     scales: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+    # Click levels tried: the anchor lists' mean first-look click probability as a share of
+    # the fitted model's (module docstring, "Level").  1 first: a lower level is kept only
+    # where it brings the response closer to the real one by more than `tolerance`.
+    levels: tuple[float, ...] = (1.0, 0.5, 0.25, 0.125)
     # The metric matched: watch-and-rate per impression is what MovieLens records as a rating.
     metric: str = "cvr"
     # The ratio whose mean first-look click probability every scale keeps.
@@ -125,12 +129,12 @@ def calibrate_list_response(
     for share, params in candidates.items():
         z = _anchor_logits(model, params, chosen, lists, ratio_name(anchor))
         target = float(_sigmoid(z).mean())
-        for scale in tqdm(
-            config.scales,
+        for level, scale in tqdm(
+            [(level, scale) for level in config.levels for scale in config.scales],
             desc=f"list-response calibration ({len(users)} agents, popular negatives {share:g})",
             disable=not config.progress,
         ):
-            shift = 0.0 if scale == 1.0 else _solve_shift(z, scale, target)
+            shift = 0.0 if scale == 1.0 and level == 1.0 else _solve_shift(z, scale, target * level)
             brain = EmbeddedBrainModel(
                 params.model_copy(update={"click_scale": scale, "click_shift": shift}), model.context, model.config
             ).brain()
@@ -144,6 +148,7 @@ def calibrate_list_response(
             grid.append(
                 {
                     "popular_negative_share": share,
+                    "level": level,
                     "scale": scale,
                     "shift": shift,
                     "elasticity_ctr": el.get(("ctr", "simulated")),
@@ -169,6 +174,7 @@ def calibrate_list_response(
         elasticity_after=pick[key],
         click_scale=pick["scale"],
         click_shift=pick["shift"],
+        level=pick["level"],
         agents=len(users),
         seed=config.seed,
         grid=grid,
@@ -314,5 +320,6 @@ def list_response_status(params: EmbeddedBrainParams) -> dict:
         "before": response.elasticity_before,
         "after": response.elasticity_after,
         "click_scale": response.click_scale,
+        "level": response.level,
         "popular_negative_share": response.popular_negative_share,
     }

@@ -16,10 +16,18 @@ validation items:
   the click decision is saturated, CTR differences between good arms come from the
   interest, which sets what each action costs in fatigue.
 
-The test window is never read.
+The test window is read only by `--pairs`, to score the arms offline after every brain
+decision is made: with it the script simulates every arm on the agents and prints each
+arm's CTR with its 95 % interval, Kendall τ(CTR, NDCG@20) and the arm pairs' verdicts as
+the read-out computes them.  `--refit` fits and calibrates the brain from the home's train
+and validation windows with this checkout's code, as the `embedded_brain` asset does (the
+default configuration, seed 0), and writes it to `--out`: a run made before a change of
+the brain can so be compared with the brain after it, on the same arms' lists and agents.
 
     SIMAB_HOME=data/steam .venv/bin/python bench/click_saturation.py --arms random,pop,fm,deepfm,mf,als
     .venv/bin/python bench/click_saturation.py --home /tmp/steam --arms random,pop,fm --brain /tmp/other_brain.d
+    .venv/bin/python bench/click_saturation.py --home /tmp/ml1m --arms random,pop,fm,deepfm,als --pairs
+    .venv/bin/python bench/click_saturation.py --home /tmp/ml1m --arms random,pop,fm,deepfm,als --refit --out /tmp/b.d --pairs
 """
 
 from __future__ import annotations
@@ -35,11 +43,15 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scipy.stats import kendalltau  # noqa: E402
+
 from ops.agents.build import Agents  # noqa: E402
-from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
-from ops.simulation.brains.embedded import EmbeddedBrainModel  # noqa: E402
+from ops.readout.ab_readout import ReadoutConfig, ab_readout, per_agent_metrics  # noqa: E402
+from ops.readout.fidelity import PAIR_VERDICTS, agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
+from ops.simulation.brains.embedded import EmbeddedBrainConfig, EmbeddedBrainModel, fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, sample_agents, simulate_arm  # noqa: E402
+from ops.studies.alignment.calibration import CalibrationConfig, calibrate_if_possible  # noqa: E402
 
 BANDS = ((0, 5), (5, 10), (10, 20))
 
@@ -50,13 +62,29 @@ def main() -> None:
     parser.add_argument("--arms", default="random,pop,fm")
     parser.add_argument("--brain", type=Path, default=None, help="an embedded brain folder (default: the run's)")
     parser.add_argument("--agents", type=int, default=300, help="simulated agents (sampled as the lifecycle does)")
+    parser.add_argument("--refit", action="store_true", help="fit and calibrate the brain with this checkout's code")
+    parser.add_argument("--out", type=Path, default=None, help="where --refit writes the brain")
+    parser.add_argument(
+        "--pairs", action="store_true", help="CTR intervals, τ and pair verdicts (reads the test window)"
+    )
     args = parser.parse_args()
     assets = args.home / "assets"
     arms = args.arms.split(",")
     agents = Agents.load(next(assets.glob("agents.*.d")))
-    model = EmbeddedBrainModel.load(args.brain or next(assets.glob("embedded_brain.*.d")))
     valid = pl.read_parquet(assets / "valid_ratings.parquet")
     catalogue = Catalogue.from_frame(pl.read_parquet(next(assets.glob("mm_*.parquet"))))
+    if args.refit:
+        train = pl.read_parquet(assets / "train_ratings.parquet")
+        model = fit_embedded_brain(
+            agents, train, valid, pl.read_parquet(assets / "users.parquet"), EmbeddedBrainConfig()
+        )
+        model = calibrate_if_possible(
+            model, agents.sessions(), train, valid, catalogue, CalibrationConfig(n_agents=300, progress=False)
+        )
+        if args.out:
+            model.save(args.out)
+    else:
+        model = EmbeddedBrainModel.load(args.brain or next(assets.glob("embedded_brain.*.d")))
     lists = {a: pl.read_parquet(assets / "top20_lists" / f"{a}.parquet") for a in arms}
     p = model.params
     response = p.list_response
@@ -101,6 +129,35 @@ def main() -> None:
         ctr = [_ctr(a, lists[a], sessions, catalogue, b, chosen) for b in (model.brain(), held.brain())]
         cells = " ".join(f"{probs[:, lo:hi].mean():.3f}" for lo, hi in BANDS)
         print(f"{a:>8}: {cells} (≥ 0.95: {(probs >= 0.95).mean():.2f}) | CTR {ctr[0]:.3f} / {ctr[1]:.3f}")
+    if args.pairs:
+        _pairs(arms, lists, sessions, catalogue, model, chosen, pl.read_parquet(assets / "test_ratings.parquet"))
+
+
+def _pairs(arms, lists, sessions, catalogue, model, users, test) -> None:
+    """The read-out's CTR table, τ and arm pairs for the arms simulated with `model`."""
+    config = SimulationConfig(progress=False)
+    events = pl.concat(
+        [simulate_arm(a, lists[a], sessions, catalogue, model.brain(), config, seed=0, users=users) for a in arms]
+    )
+    readout = ab_readout(events, control="pop" if "pop" in arms else arms[0], config=ReadoutConfig(n_bootstrap=2000))
+    per_user = offline_per_user(lists, test)
+    ndcg = dict(per_user.group_by("arm").agg(pl.col("ndcg_at_k").mean()).iter_rows())
+    ctr = readout.arms.filter(pl.col("metric") == "ctr").sort("arm")
+    print("\nArms (test window offline; CTR over the simulated agents, 95 % intervals):")
+    for r in ctr.iter_rows(named=True):
+        print(
+            f"{r['arm']:>8}: NDCG@20 {ndcg[r['arm']]:.4f} | CTR {r['mean']:.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
+        )
+    tau = kendalltau(ctr.get_column("mean").to_list(), [ndcg[a] for a in ctr.get_column("arm")]).statistic
+    pairs = pairwise_agreement(readout.per_agent, per_user, paired=readout.design == "paired", seed=0)
+    summary = agreement_summary(pairs)
+    print(f"τ(CTR, NDCG@20) = {tau:.2f}; pairs: " + ", ".join(f"{k} {summary[k]}" for k in PAIR_VERDICTS))
+    for r in pairs.iter_rows(named=True):
+        print(
+            f"  {r['arm_a']} − {r['arm_b']}: NDCG@20 {r['offline_difference']:+.4f} [{r['offline_ci_low']:+.4f}, "
+            f"{r['offline_ci_high']:+.4f}], CTR {r['simulated_difference']:+.4f} [{r['simulated_ci_low']:+.4f}, "
+            f"{r['simulated_ci_high']:+.4f}]: {r['verdict']}"
+        )
 
 
 def _shown(frame: pl.DataFrame, users) -> dict[int, list[int]]:

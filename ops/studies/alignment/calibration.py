@@ -49,8 +49,13 @@ action costs in fatigue and so how many cards an agent clicks before it leaves �
 the click preference.  So the grid also lowers the pivot: the anchor's mean first-look
 click probability at `levels` × the fitted model's, the scale and shift re-solved at each.
 The fitted level comes first; a lower one is kept only where it brings the response
-closer to the real one by more than `tolerance` (ML-1M's yardstick keeps its level where
-the fitted level already reaches it).  docs/trust.md has the measurements.
+closer to the real one by more than `tolerance`.  Only on implicit feedback (a liked /
+not-liked log, `ops.data.domain.feedback_of`): there an interaction is the choice the
+click decision models and the arms' lists sit at the head where it saturates.  On rating
+logs the fitted level is kept: lower levels there reordered ML-1M's offline-tied arms
+(τ 0.80 -> 0.40, the pairs unchanged) and left the synthetic generator's agents picking
+their planted tastes no better than chance at their pick rate.  docs/trust.md has the
+measurements.
 
 It reads the train and validation windows and the fitted brain, nothing else: the test
 window never reaches it (`tests/test_alignment_brains.py` checks that).
@@ -64,6 +69,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.data.domain import feedback_of
 from ops.readout.statistics import named_rng
 from ops.simulation.brains.embedded import EmbeddedBrainModel, EmbeddedBrainParams, ListResponse, fit
 from ops.simulation.catalogue import Catalogue
@@ -74,6 +80,9 @@ from ops.studies.alignment.lists import LADDERS, Ladder, choose_ladder, mixed_li
 
 class TooFewAgents(ValueError):
     """The validation window holds too few agents to measure their response to list quality."""
+
+
+IMPLICIT_LEVELS = (1.0, 0.5, 0.25, 0.125)
 
 
 class CalibrationConfig(BaseModel):
@@ -88,8 +97,10 @@ class CalibrationConfig(BaseModel):
     scales: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
     # Click levels tried: the anchor lists' mean first-look click probability as a share of
     # the fitted model's (module docstring, "Level").  1 first: a lower level is kept only
-    # where it brings the response closer to the real one by more than `tolerance`.
-    levels: tuple[float, ...] = (1.0, 0.5, 0.25, 0.125)
+    # where it brings the response closer to the real one by more than `tolerance`.  None:
+    # `IMPLICIT_LEVELS` on implicit feedback (`ops.data.domain.feedback_of` of the
+    # validation window), the fitted level alone on ratings.
+    levels: tuple[float, ...] | None = None
     # The metric matched: watch-and-rate per impression is what MovieLens records as a rating.
     metric: str = "cvr"
     # The ratio whose mean first-look click probability every scale keeps.
@@ -131,6 +142,7 @@ def calibrate_list_response(
     by_user = {s.user_id: s for s in sessions}
     chosen = [by_user[u] for u in users]
     anchor = config.anchor_ratio if config.anchor_ratio in ladder.ratios else ladder.ratios[len(ladder.ratios) // 2]
+    levels = config.levels or (IMPLICIT_LEVELS if feedback_of(valid) == "implicit" else (1.0,))
     fitted_share = model.config.popular_negative_share
     candidates = {fitted_share: base}
     for share in config.negative_shares:
@@ -143,7 +155,7 @@ def calibrate_list_response(
         z = _anchor_logits(model, params, chosen, lists, ratio_name(anchor))
         target = float(_sigmoid(z).mean())
         for level, scale in tqdm(
-            [(level, scale) for level in config.levels for scale in config.scales],
+            [(level, scale) for level in levels for scale in config.scales],
             desc=f"list-response calibration ({len(users)} agents, popular negatives {share:g})",
             disable=not config.progress,
         ):

@@ -71,7 +71,7 @@ class EmbeddedBrainAssetConfig(Config):
     )
 
 
-@asset(group_name=GROUP, code_version="3", compute_kind="scikit-learn")
+@asset(group_name=GROUP, code_version="4", compute_kind="scikit-learn")
 def embedded_brain(
     context: AssetExecutionContext,
     config: EmbeddedBrainAssetConfig,

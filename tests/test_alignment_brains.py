@@ -203,6 +203,37 @@ def test_on_a_sparse_validation_window_the_calibration_runs_on_shorter_lists_and
     assert status["calibrated"] and status["list_length"] == 6
 
 
+def test_a_lower_click_level_is_solved_on_the_anchor_lists_and_kept_only_when_it_responds_better(tiny):
+    """Each level of the grid pivots the click decision so that the anchor lists' mean
+    first-look click probability is that share of the fitted model's; the kept cell is the
+    first, in grid order (fitted level first), within `tolerance` of the best response."""
+    from ops.studies.alignment.calibration import _anchor_logits, _sigmoid, validation_lists, yardstick
+
+    split, agents = tiny["split"], tiny["agents"]
+    config = CalibrationConfig(
+        n_agents=40, scales=(1.0, 4.0), levels=(1.0, 0.25), negative_shares=(), n_bootstrap=50, progress=False
+    )
+    model = tiny["model"]
+    calibrated = calibrate_list_response(model, agents.sessions(), split.train, split.valid, tiny["catalogue"], config)
+    response = calibrated.params.list_response
+    assert [(g["level"], g["scale"]) for g in response.grid] == [(1.0, 1.0), (1.0, 4.0), (0.25, 1.0), (0.25, 4.0)]
+    ladder = yardstick(model, agents.sessions(), split.valid, config)
+    lists = validation_lists(model, agents.sessions(), split.train, split.valid, config, ladder)
+    users = set(lists.get_column("user_id").to_list())
+    sessions = [s for s in agents.sessions() if s.user_id in users]
+    anchor = "1:4" if 4 in ladder.ratios else f"1:{ladder.ratios[len(ladder.ratios) // 2]}"
+    z = _anchor_logits(
+        model, model.params.model_copy(update={"click_scale": 1.0, "click_shift": 0.0}), sessions, lists, anchor
+    )
+    fitted = _sigmoid(z).mean()
+    for g in response.grid:
+        assert _sigmoid(g["scale"] * z + g["shift"]).mean() == pytest.approx(g["level"] * fitted, rel=1e-6)
+    gaps = [abs(g["elasticity_cvr"] - g["real"]) for g in response.grid]
+    kept = next(i for i, gap in enumerate(gaps) if gap <= min(gaps) + config.tolerance)
+    assert (response.level, response.click_scale) == (response.grid[kept]["level"], response.grid[kept]["scale"])
+    assert list_response_status(calibrated.params)["level"] == response.level
+
+
 def test_a_window_too_sparse_for_any_yardstick_leaves_the_brain_as_fitted_and_says_why(tiny):
     split, agents = tiny["split"], tiny["agents"]
     one_each = split.valid.filter(pl.col("rating") >= 4).unique("user_id", keep="first")

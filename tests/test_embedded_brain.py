@@ -404,6 +404,24 @@ def test_crowd_rating_is_the_movies_train_mean_shrunk_towards_the_global_mean(wo
     assert brain._scores[1].features[0, FEATURES.index("crowd_rating")] == pytest.approx(expected)
 
 
+def test_the_popularity_head_is_the_squared_log_popularity_above_the_mean_and_zero_below(world):
+    bundle = world["bundle"]
+    ctx = bundle.context
+    z = ctx.popularity_z
+    head, tail = int(np.argmax(z)), int(np.argmin(z))
+    assert z[head] > 0 > z[tail]
+    movies = [int(ctx.facts.movie_ids[head]), int(ctx.facts.movie_ids[tail])]
+    brain = bundle.brain()
+    brain.click_probability(_session(bundle, 1), movies)
+    scores = brain._scores[1]
+    col = FEATURES.index("popularity_head")
+    assert scores.features[scores.index[movies[0]], col] == pytest.approx(z[head] ** 2)
+    assert scores.features[scores.index[movies[1]], col] == 0.0
+    # The click model fitted on popularity-drawn negatives leaves it out (fitting.py says why).
+    assert bundle.config.popular_negative_share > 0 and "popularity_head" not in bundle.params.click.features
+    assert "popularity_head" in bundle.params.like.features
+
+
 def test_the_click_scale_and_shift_sharpen_the_click_log_odds(world):
     bundle = world["bundle"]
     movies = _unrated(world, 2, True, 2) + _unrated(world, 2, False, 2)

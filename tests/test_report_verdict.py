@@ -120,3 +120,7 @@ def test_a_click_decision_left_uncalibrated_is_said_in_the_verdict_and_a_calibra
         "elasticity 0.33 -> 0.67, real 1.00)"
     ) in seeing[2]
     assert not any(line.startswith("WARNING") for line in seeing)
+    lowered = verdict_lines(
+        report_summary(readout, pl.DataFrame(), fid, summary, list_response={**calibrated, "level": 0.25})
+    )
+    assert "elasticity 0.33 -> 0.67, real 1.00; click level × 0.25)" in lowered[2]

@@ -283,7 +283,9 @@ def verdict_lines(headline: dict) -> list[str]:
         parts.append(
             f"click decision calibrated to list quality on {response.get('agents')} agents "
             f"(lists of {response.get('list_length')} at {ratios}; elasticity {response['before']:.2f} -> "
-            f"{response['after']:.2f}, real {response['real']:.2f})"
+            f"{response['after']:.2f}, real {response['real']:.2f}"
+            + (f"; click level × {response['level']:g}" if response.get("level", 1.0) != 1.0 else "")
+            + ")"
         )
     elif response:
         parts.append("click decision NOT calibrated to list quality")

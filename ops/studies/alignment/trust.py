@@ -313,7 +313,8 @@ def trust_section(
             "",
             f"Elasticity of the sandbox {calibration.metric.upper()} to the share of relevant items: real users {calibration.real_elasticity:.2f}; "
             f"the brain {calibration.elasticity_before:.2f} before calibration, {calibration.elasticity_after:.2f} after "
-            f"(click log-odds × {calibration.click_scale:g} {calibration.click_shift:+.2f}; {calibration.agents} agents, seed {calibration.seed}).",
+            f"(click log-odds × {calibration.click_scale:g} {calibration.click_shift:+.2f}, the anchor lists' click "
+            f"probability at {calibration.level:g} × the fitted model's; {calibration.agents} agents, seed {calibration.seed}).",
             "",
         ] + figure("calibration")
     return lines

@@ -387,7 +387,7 @@ class EmbeddedBrain:
             if not np.isfinite(mean):
                 return None
             return f"people rate it {mean:.1f}/5 on average" if positive else f"people rate it only {mean:.1f}/5"
-        if feature in ("popularity", "popularity_x_conformity"):
+        if feature in ("popularity", "popularity_x_conformity", "popularity_head"):
             return "a popular pick" if positive else "too obscure for me"
         if feature == "director_match":
             directors = facts.directors[movie_row]

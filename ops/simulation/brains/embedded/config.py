@@ -26,6 +26,7 @@ HOME_FEATURES = (
     "vote_x_conformity",
     "popularity",
     "popularity_x_conformity",
+    "popularity_head",
     "crowd_rating",
     "crowd_rating_x_conformity",
     "demographic_lift",
@@ -186,6 +187,9 @@ class ListResponse(BaseModel):
     ratios: list[int] = Field(default_factory=lambda: [9, 4, 1])
     # The share of popularity-drawn negatives the kept click model was fitted on (None: as configured).
     popular_negative_share: float | None = None
+    # The kept click level: the yardstick's anchor lists' mean first-look click probability as
+    # a share of what the fitted click model gives them (1: the fitted model's level).
+    level: float = 1.0
 
 
 class EmbeddedBrainParams(BaseModel):

@@ -487,6 +487,9 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
     X[:, col["vote_x_conformity"]] = ctx.vote_z[pm] * conformity
     X[:, col["popularity"]] = ctx.popularity_z[pm]
     X[:, col["popularity_x_conformity"]] = ctx.popularity_z[pm] * conformity
+    # The head of the popularity curve: on logs where a few items take most interactions
+    # (Steam) the rate of interaction grows faster than exp(linear in log popularity) there.
+    X[:, col["popularity_head"]] = np.maximum(ctx.popularity_z[pm], 0.0) ** 2
     X[:, col["crowd_rating"]] = ctx.crowd_rating[pm]
     X[:, col["crowd_rating_x_conformity"]] = ctx.crowd_rating[pm] * conformity
     group = np.array([a.group for a in agents], dtype=np.int64)[pa]

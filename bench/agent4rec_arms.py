@@ -1,4 +1,4 @@
-"""Agent4Rec's arms through the plug-in beside simab's built-ins, offline (issue 25).
+"""Agent4Rec's arms through the plug-in beside simab's built-ins,.
 
 On ../shared/data/ml-1m (users 1-1999), chronological 7:2:1 split, relevant = test items
 rated >= 4, the catalogue minus each user's train items ranked once per arm: Recall@20,

@@ -1,4 +1,4 @@
-"""Brain comparison on a real small model (issue 21 item 8, A/B Agent's "backbone robustness"):
+"""Brain comparison on a real small model (A/B Agent's "backbone robustness"):
 the same arms (random, pop, fm) on the same sample of ML-1M agents (users 1-1999), simulated
 by the embedded brain and by an LLM brain behind an OpenAI-compatible server.
 

@@ -1,4 +1,4 @@
-"""The whole lifecycle on a second real domain: Steam (issue 23), beside the papers.
+"""The whole lifecycle on a second real domain: Steam, beside the papers.
 
 Runs `python -m pipelines.lifecycle` with `SIMAB_SOURCE=steam` on the reference copy
 (`$SIMAB_SHARED_DATA/steam-australian`, never shipped; docs/data_model.md says how its

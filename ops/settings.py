@@ -14,8 +14,8 @@ naming the variable, the value and what is allowed; the lifecycle runner prints 
 before any work.
 
 Adding a setting: one `setting(...)` field below (variable, help, the op config fields or the
-resource field it feeds); the README's settings table is generated from these declarations
-(`python -m ops.settings --markdown`) and a test checks the README carries it.
+resource field it feeds); the settings table of docs/settings.md is generated from these declarations
+(`python -m ops.settings --markdown`) and a test checks docs/settings.md carries it.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def setting(
     ("op.field"), `resource` the resource field it sets ("llm.model"), `sep` the separator of
     a list value; `config_default` the value those op config fields take when the variable
     is not set, written here once (the asset configs read it with `config_default(name)`, the
-    README's table shows it); `bounds` are pydantic's (ge, le, ...)."""
+    settings table shows it); `bounds` are pydantic's (ge, le, ...)."""
     extra = {"env": env, "ops": list(ops), "resource": resource, "sep": sep}
     if config_default is not _UNDECLARED:
         extra["config_default"] = config_default
@@ -89,7 +89,7 @@ _ALIGNMENT = (*_ASKING, "social_traits_alignment")
 
 class Settings(BaseModel):
     """What the environment asked for.  None: not set, the asset's or resource's own default
-    stays (the default shown in the README is that one)."""
+    stays (the default shown in docs/settings.md is that one)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -181,7 +181,7 @@ class Settings(BaseModel):
         None,
         "SIMAB_ARMS",
         "the arms of a full run, the schedule and the sensor (default random,pop,fm,deepfm): names or specs, "
-        "`name=lists:PATH`, `name=mlflow:models:/m/1`, `name=kind;param=value` (README, Bring your own model), "
+        "`name=lists:PATH`, `name=mlflow:models:/m/1`, `name=kind;param=value` (docs/arms.md), "
         "`pop@5` (Pop's lists with 5 of 20 slots replaced by random unseen items)",
         sep=",",
         ops=("simulation_events.arms", "llm_cost_estimate.arms", "ab_agent_table2.arms", "brain_comparison.arms"),
@@ -532,7 +532,7 @@ def _adapter(name: str) -> TypeAdapter:
 
 
 def allowed(name: str) -> str:
-    """What a setting accepts, in words (for errors and the README)."""
+    """What a setting accepts, in words (for errors and docs/settings.md)."""
     info = Settings.model_fields[name]
     kinds = _value_types(info.annotation)
     if len(kinds) > 1:  # e.g. bool | Literal["auto"]
@@ -573,7 +573,7 @@ def _value_types(annotation) -> list:
 
 
 def markdown_table() -> str:
-    """The README's settings table, generated from the declarations above."""
+    """The settings table of docs/settings.md, generated from the declarations above."""
     rows = ["| variable | allowed | default | what it sets |", "| --- | --- | --- | --- |"]
     for name, info in declared().items():
         extra = _extra(info)

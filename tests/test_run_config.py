@@ -223,14 +223,14 @@ def test_settings_are_read_from_the_environment_in_one_module_only():
     assert offenders == []
 
 
-def test_the_readme_carries_the_settings_table_generated_from_the_declarations():
+def test_docs_settings_carries_the_settings_table_generated_from_the_declarations():
     from pathlib import Path
 
     from ops.settings import markdown_table
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text(encoding="utf-8")
     table = readme.split("<!-- settings:begin -->")[1].split("<!-- settings:end -->")[0].strip()
-    assert table == markdown_table(), "README settings table is stale: python -m ops.settings --markdown"
+    assert table == markdown_table(), "docs/settings.md settings table is stale: python -m ops.settings --markdown"
 
 
 def test_arm_specs_in_the_environment_become_arm_partitions_named_in_run_config(tmp_path):

@@ -1,5 +1,5 @@
 """Each default of a setting is written once: in `ops.settings` (`config_default`), read by
-the asset configs it fills and shown in the README's table; where a setting's help states a
+the asset configs it fills and shown in docs/settings.md's table; where a setting's help states a
 default that lives elsewhere (an arm's epochs, a resource field, a computed sample size), the
 statement is checked against it here."""
 

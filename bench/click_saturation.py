@@ -33,7 +33,6 @@ the brain can so be compared with the brain after it, on the same arms' lists an
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from scipy.stats import kendalltau  # noqa: E402
 from ops.agents.build import Agents  # noqa: E402
 from ops.readout.ab_readout import ReadoutConfig, ab_readout, per_agent_metrics  # noqa: E402
 from ops.readout.fidelity import PAIR_VERDICTS, agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
+from ops.settings import current  # noqa: E402
 from ops.simulation.brains.embedded import EmbeddedBrainConfig, EmbeddedBrainModel, fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, sample_agents, simulate_arm  # noqa: E402
@@ -58,7 +58,7 @@ BANDS = ((0, 5), (5, 10), (10, 20))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--home", type=Path, default=Path(os.environ.get("SIMAB_HOME", ROOT / "data")))
+    parser.add_argument("--home", type=Path, default=current().home, help="the run's home (default: $SIMAB_HOME)")
     parser.add_argument("--arms", default="random,pop,fm")
     parser.add_argument("--brain", type=Path, default=None, help="an embedded brain folder (default: the run's)")
     parser.add_argument("--agents", type=int, default=300, help="simulated agents (sampled as the lifecycle does)")

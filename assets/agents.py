@@ -10,6 +10,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, Failure, MetadataValue, Output, asset
 from pydantic import Field
 
+from ops.simulation.kinds.llm import LLM
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -200,12 +201,13 @@ def llm_personas(
             description="llm_personas: no agent has a validation-window rating to score candidate personas on",
             allow_retries=False,
         )
-    catalogue = Catalogue.from_frame(mm_ml_1m)
+    # SimUSER's persona matching asks the LLM brain: the persona is a text it writes and reads.
+    kind, sources = LLM(), llm.sources(context, Catalogue.from_frame(mm_ml_1m))
     # Priced by the transport's own cost() on the prompts it would send (nothing is sent).
-    with llm.open_brain(context, "llm", None, catalogue) as pricing:
+    with llm.open_brain(context, kind, sources) as pricing:
         estimate = estimate_persona_cost(pricing, inputs, config.n_candidates, config.seed)
     context.log.info(f"LLM bill before persona matching: {estimate.describe()}")
-    with llm.open_brain(context, "llm", None, catalogue, estimate=lambda: estimate) as brain:
+    with llm.open_brain(context, kind, sources, estimate=lambda: estimate) as brain:
         step = max(1, len(inputs) // 10)
 
         def progress(done: int, total: int) -> None:

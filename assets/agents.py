@@ -10,6 +10,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, Failure, MetadataValue, Output, asset
 from pydantic import Field
 
+from ops.agents.build import Agents, AgentsConfig, build_agents
 from ops.simulation.kinds.llm import LLM
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
@@ -17,6 +18,22 @@ from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 
 GROUP = "agents"
+
+
+def build_population(
+    ratings: pl.DataFrame, users: pl.DataFrame, mm_ml_1m: pl.DataFrame, embeddings: EmbeddingsResource
+) -> Agents:
+    """The agents of `users` built from `ratings` (the train window, or what a hold-out keeps)
+    with the embeddings resource's embedders, through the run's embeddings cache."""
+    return build_agents(
+        ratings,
+        users,
+        mm_ml_1m,
+        AgentsConfig(),
+        embeddings.text_embedder(),
+        embeddings.poster_embedder(),
+        cache_dir=data_root() / "cache" / "embeddings",
+    )
 
 
 @asset(group_name=GROUP, code_version="4", compute_kind="numpy")
@@ -29,18 +46,9 @@ def agents(
     mlflow_tracking: MlflowTracking,
 ):
     """Profiles (demographics, social traits, pickiness, per-page preferences) and memories."""
-    from ops.agents.build import AgentsConfig, build_agents
     from ops.agents.profile import profiles_frame
 
-    population = build_agents(
-        train_ratings,
-        users,
-        mm_ml_1m,
-        AgentsConfig(),
-        embeddings.text_embedder(),
-        embeddings.poster_embedder(),
-        cache_dir=data_root() / "cache" / "embeddings",
-    )
+    population = build_population(train_ratings, users, mm_ml_1m, embeddings)
     table = profiles_frame(population.profiles)
     with mlflow_tracking.asset_run(context, params={**embeddings.describe(), "agents": len(population.profiles)}):
         mlflow_tracking.log_metrics({f"seconds_{k}": v for k, v in population.timings_s.items()})

@@ -33,7 +33,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from ops.agents.build import AgentsConfig, build_agents
+from assets.agents import build_population
 from ops.arms.catalog import has_capability
 from ops.preflight.bill import protocol_bill
 from ops.readout.fidelity import arm_agreement
@@ -75,9 +75,10 @@ from ops.studies.alignment.windows import check_held_out
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
-from resources.storage import data_root
 
 GROUP = "alignment"
+# An arm that measures the simulator (the mirror, ops.arms.mirror) is no candidate.
+_is_diagnostic = functools.partial(has_capability, capability="diagnostic")
 
 
 class AlignmentConfig(Config):
@@ -170,15 +171,7 @@ def taste_alignment(
     protocol under the papers' hold-out (`papers_holdout`)."""
 
     def rebuild(kept: pl.DataFrame):  # the agents from the ratings the papers' hold-out keeps
-        return build_agents(
-            kept,
-            users,
-            mm_ml_1m,
-            AgentsConfig(),
-            embeddings.text_embedder(),
-            embeddings.poster_embedder(),
-            cache_dir=data_root() / "cache" / "embeddings",
-        )
+        return build_population(kept, users, mm_ml_1m, embeddings)
 
     with _open(
         context,
@@ -551,14 +544,7 @@ class FidelityCheckConfig(Config):
 def fidelity_trust(
     config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame
 ) -> AssetCheckResult:
-    # As the report: a diagnostic arm (the mirror, ops.arms.mirror) is no candidate.
-    agreement = arm_agreement(
-        ab_readout,
-        offline_metrics,
-        top20_lists,
-        test_ratings,
-        functools.partial(has_capability, capability="diagnostic"),
-    )
+    agreement = arm_agreement(ab_readout, offline_metrics, top20_lists, test_ratings, _is_diagnostic)
     fid, pairs = agreement.fid, agreement.pairs
     warning = fidelity_warning(fid, pairs, config.tau_floor)
     table = (

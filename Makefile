@@ -2,11 +2,12 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-export GX_ANALYTICS_ENABLED := False
-export HF_HUB_OFFLINE := 1
-export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
+# Every store follows $SIMAB_HOME (data/ unless set): the Dagster instance is
+# $SIMAB_HOME/dagster_home unless DAGSTER_HOME is set, the MLflow store $SIMAB_HOME/mlflow.db
+# (pipelines/home.py); `simab` is the project's console script (pipelines/cli.py).
+SIMAB := $(BIN)/simab
 
-.PHONY: setup demo demo-ml1m experiments experiments-ml1m resume test ui mlflow-ui viewer bench clean
+.PHONY: setup demo demo-ml1m experiments experiments-ml1m resume test ui mlflow-ui viewer settings report bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,23 +20,23 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
-# The lifecycle runner writes $(DAGSTER_HOME)/dagster.yaml itself (pipelines/instance.py).
+# The lifecycle runner writes the instance's dagster.yaml itself (pipelines/instance.py).
 demo: setup
-	$(BIN)/python -m pipelines.lifecycle
+	$(SIMAB) run
 
 # After a kill or a failure: skip the steps that succeeded, re-run only what was not stored.
 resume: setup
-	$(BIN)/python -m pipelines.lifecycle --resume
+	$(SIMAB) resume
 
 # The real-data run of the closing notes: ML-1M (users 1-1999) with the local metadata and
 # posters from ../shared/data, in its own $SIMAB_HOME so it never mixes with the demo.
 SHARED ?= $(CURDIR)/../shared/data
 ML1M_HOME ?= $(CURDIR)/data/ml1m
-ML1M_ENV = SIMAB_HOME=$(ML1M_HOME) DAGSTER_HOME=$(ML1M_HOME)/dagster_home SIMAB_SOURCE=local SIMAB_LOCAL_PATH=$(SHARED)/ml-1m \
+ML1M_ENV = SIMAB_HOME=$(ML1M_HOME) SIMAB_SOURCE=local SIMAB_LOCAL_PATH=$(SHARED)/ml-1m \
 	SIMAB_METADATA_SOURCE=local SIMAB_METADATA_PATH=$(SHARED)/ml-1m-metadata/movies_extrainfos.dat \
 	SIMAB_POSTER_DIRS=$(SHARED)/ml-1m-posters-tmdb:$(SHARED)/ml-1m-posters SIMAB_LINKS_PATH=$(SHARED)/ml-1m-links/ml1m_links.csv
 demo-ml1m: setup
-	$(ML1M_ENV) $(BIN)/python -m pipelines.lifecycle --arms random,pop,fm,deepfm
+	$(ML1M_ENV) $(SIMAB) run --arms random,pop,fm,deepfm
 
 # The papers' experiments, each printing its table beside the paper's (pipelines/experiments.py);
 # tables under $(SIMAB_HOME)/experiments/<name>/.  Steps already materialised are reused.
@@ -52,18 +53,25 @@ test: setup
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# The instance config (telemetry off, run monitoring on) and runs of killed runners marked failed.
+# The instance config (telemetry off, run monitoring on) and runs of killed runners marked failed,
+# then `dagster dev` on the home's instance.
 ui: setup
-	$(BIN)/python -m pipelines.instance $(DAGSTER_HOME)
-	$(BIN)/dagster dev -w workspace.yaml
+	$(SIMAB) ui
 
+# The MLflow UI on the home's tracking store.
 mlflow-ui: setup
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui --workers 1 --backend-store-uri sqlite:///$(CURDIR)/data/mlflow.db
+	$(SIMAB) mlflow
 
 # The trajectory viewer over the stored assets (data/ or $SIMAB_HOME), on 127.0.0.1 only.
 VIEWER_PORT ?= 8050
 viewer: setup
-	$(BIN)/python -m viewer --port $(VIEWER_PORT)
+	$(SIMAB) viewer --port $(VIEWER_PORT)
+
+settings: setup
+	$(SIMAB) settings
+
+report: setup
+	$(SIMAB) report
 
 clean:
 	rm -rf data/assets data/mlflow.db data/mlartifacts data/dagster_home

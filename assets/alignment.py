@@ -37,6 +37,7 @@ from assets.agents import build_population
 from ops.arms.catalog import has_capability
 from ops.preflight.bill import protocol_bill
 from ops.readout.fidelity import arm_agreement
+from ops.settings import config_default
 from ops.simulation.brains.llm import LLMEndpointError, LLMTransportError
 from ops.simulation.budget import CostLimitExceeded
 from ops.simulation.catalogue import Catalogue
@@ -103,7 +104,7 @@ class AlignmentConfig(Config):
         description="without n_agents: the 95 % intervals' half-width the sample is sized for ($SIMAB_TRUST_HALF_WIDTH)",
     )
     enabled: bool = Field(
-        default=True,
+        default=config_default("trust_protocols"),
         description="false: not run, stored as not measured (the protocols that ask the brain; $SIMAB_TRUST_PROTOCOLS)",
     )
     seed: int = Field(default=0, description="seed of the sample, the lists and every decision")
@@ -526,7 +527,7 @@ def social_traits_alignment(
 
 class FidelityCheckConfig(Config):
     tau_floor: float = Field(
-        default=0.6,
+        default=config_default("fidelity_tau_floor"),
         description="Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
 

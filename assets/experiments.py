@@ -34,12 +34,20 @@ from assets.partitions import DEFAULT_ARMS, condition_name, experiment_partition
 from assets.simulation import SimulationAssetConfig, agents_of, simulate_partition
 from ops.agents.embeddings import load_poster
 from ops.figures import save_figure
+from ops.settings import DEFAULT_CONTROL, config_default
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
 from ops.simulation.kinds.llm import LLM
 from ops.simulation.runner import SimulationConfig, sample_agents
 from ops.studies.experiments.arm_tables import interval_cell
-from ops.studies.experiments.papers import DIFFERENCES, EMBEDDED_POSTER_FEATURES, THUMBNAILS
+from ops.studies.experiments.papers import (
+    DIFFERENCES,
+    EMBEDDED_POSTER_FEATURES,
+    TABLE3,
+    TABLE4,
+    TABLE5_MODELS,
+    THUMBNAILS,
+)
 from ops.studies.experiments.thumbnails import (
     ORIGINAL,
     VERSIONS,
@@ -57,14 +65,14 @@ from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root, frame_digest
 
 GROUP = "experiments"
-TABLE3_ARMS = ("deepfm_data50", "deepfm_data75", "deepfm")
-TABLE4_ARMS = ("deepfm_user_id_only", "deepfm_movie_id_only", "deepfm")
-TABLE5_MODELS = ("nfm", "xdeepfm", "wdl", "dcn", "deepfm", "afn", "autoint", "pnn")
+# The papers' line-ups, as their tables list them (ops.studies.experiments.papers).
+TABLE3_ARMS = tuple(TABLE3)
+TABLE4_ARMS = tuple(TABLE4)
 
 
 class ExperimentSimulationConfig(Config):
     n_agents: int = Field(
-        default=0,
+        default=config_default("agents"),
         ge=0,
         description="agents sampled from users with a top-20 list (the same sample in every arm and condition); 0 = all ($SIMAB_AGENTS)",
     )
@@ -158,7 +166,7 @@ def ab_agent_table2(
         TABLE2,
         "the paper's Table 2 (ML, A/B Agent with GPT-4o-mini; Real-World Recall / NDCG)",
         list(DEFAULT_ARMS),
-        "pop",
+        DEFAULT_CONTROL,
         offline_metrics,
         top20_lists,
         simulation_events,

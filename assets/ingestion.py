@@ -20,7 +20,7 @@ from pydantic import Field
 
 from data_contracts.checks import movies_verdict, ratings_verdict, stop_before_storing, users_verdict
 from ops.schema import HIDDEN_TASTES, METADATA
-from ops.settings import Dataset, Source
+from ops.settings import Dataset, Source, config_default, current
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root, frame_digest
 
@@ -29,9 +29,7 @@ GROUP = "ingestion"
 
 def default_steam_path() -> str:
     """$SIMAB_SHARED_DATA/steam-australian: the reference copy beside the clone (never shipped)."""
-    from ops.settings import load
-
-    return str(load().shared_data / "steam-australian")
+    return str(current().shared_data / "steam-australian")
 
 
 class IngestionConfig(Config):
@@ -39,16 +37,18 @@ class IngestionConfig(Config):
     in through `pipelines.run_config`)."""
 
     source: Source = Field(
-        default="synthetic", description="synthetic | local | download | files | steam | steam-download"
+        default=config_default("source"), description="synthetic | local | download | files | steam | steam-download"
     )
     local_path: str = Field(default="", description="folder for source=local")
     files_path: str = Field(default="", description="folder for source=files (docs/data_model.md)")
     steam_path: str = Field(default="", description="folder for source=steam (interactions.csv, items.jsonl)")
-    steam_min_interactions: int = Field(default=5, ge=1, description="steam: keep users with at least this many")
+    steam_min_interactions: int = Field(
+        default=config_default("steam_min_interactions"), ge=1, description="steam: keep users with at least this many"
+    )
     steam_url: str = Field(default="", description="steam-download: base URL of the two files (default: the lab's)")
     steam_sha256_reviews: str = Field(default="", description="steam-download: pinned SHA-256 of the reviews file")
     steam_sha256_games: str = Field(default="", description="steam-download: pinned SHA-256 of the games file")
-    dataset: Dataset = Field(default="ml-1m", description="archive for source=download")
+    dataset: Dataset = Field(default=config_default("dataset"), description="archive for source=download")
     seed: int = Field(default=0, description="seed of the synthetic generator")
     synthetic_users: int = Field(default=0, description="synthetic: number of users (0 = generator default)")
     synthetic_movies: int = Field(default=0, description="synthetic: number of movies (0 = generator default)")

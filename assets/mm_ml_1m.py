@@ -15,7 +15,7 @@ from pydantic import Field
 
 from data_contracts.checks import metadata_verdict, stop_before_storing
 from ops.schema import METADATA, conform
-from ops.settings import MetadataSource
+from ops.settings import MetadataSource, config_default
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 from resources.tmdb import TmdbResource
@@ -27,7 +27,9 @@ class MetadataConfig(Config):
     """Where metadata and posters come from ($SIMAB_METADATA_SOURCE, $SIMAB_METADATA_PATH,
     $SIMAB_POSTER_DIRS, $SIMAB_LINKS_PATH fill it in through `pipelines.run_config`)."""
 
-    source: MetadataSource = Field(default="auto", description="auto | synthetic | local | tmdb | none")
+    source: MetadataSource = Field(
+        default=config_default("metadata_source"), description="auto | synthetic | local | tmdb | none"
+    )
     metadata_path: str = Field(
         default="", description="local: metadata file (e.g. movies_extrainfos.dat); empty = posters only"
     )

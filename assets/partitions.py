@@ -1,9 +1,9 @@
 """The partitions of the asset graph: one per recommender arm, and arm × user shard for the
 simulation when it is sharded.
 
-Arms are every name the arm registry knows (`ops.arms.catalog`): A/B Agent's (Table 2:
-random, pop, fm, afn, deepfm; Table 5: the DeepCTR family) and the aliases of DeepFM's
-data-scale and feature-set variants (Tables 3 and 4), the installed plug-ins' arms, and the
+Arms are every name the arm registry knows (`ops.arms.catalog`): the kinds of
+`ops/arms/kinds/` (A/B Agent's Random, Pop and DeepCTR family, the mirror) and the aliases of
+DeepFM's data-scale and feature-set variants (Tables 3 and 4), the installed plug-ins' arms, and the
 arms declared from `$SIMAB_ARMS` specs (`declare_arms`: a lists file, an MLflow model, a kind
 with parameters).  Which of them a full run uses is run configuration (`pipelines.run_config`).
 
@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
 
-from ops.arms.catalog import declare, known_arm_names, specs
-from ops.arms.recommenders import TABLE2_ARMS
+from ops.arms.catalog import declare, has_capability, known_arm_names, specs
 from ops.simulation.kinds import brain_kind, brain_names
+from ops.studies.experiments.papers import TABLE2
 
 # Every arm name known when the code location loads: the built-ins and their aliases, the
 # installed plug-ins' arms (`simab.arms` entry points) and the arms declared so far.  A list,
 # extended in place by `declare_arms`: the partitions definition below holds this very list.
 ARMS: list[str] = known_arm_names()
-# A/B Agent Table 2's arms without AFN, whose CPU training is 14x DeepFM's
-# (../shared/docs/dependencies.md): what a run uses unless told otherwise.
-DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in TABLE2_ARMS if a != "afn")
+# A/B Agent Table 2's arms without those slow to train (AFN, whose CPU training is 14x
+# DeepFM's, ../shared/docs/dependencies.md): what a run uses unless told otherwise.
+DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in TABLE2 if not has_capability(a, "slow_to_train"))
 
 arm_partitions = StaticPartitionsDefinition(ARMS)
 

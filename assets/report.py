@@ -16,8 +16,9 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
 
-from ops.arms.catalog import has_capability
+from ops.arms.catalog import control_arm, has_capability
 from ops.readout.fidelity import agreement_summary, arm_agreement, offline_intervals
+from ops.settings import config_default
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
@@ -26,7 +27,10 @@ GROUP = "report"
 
 
 class ReadoutAssetConfig(Config):
-    control: str = Field(default="pop", description="the control arm (A/B Agent compares against Pop; $SIMAB_CONTROL)")
+    control: str = Field(
+        default=config_default("control"),
+        description="the control arm (A/B Agent compares against Pop; $SIMAB_CONTROL)",
+    )
     n_bootstrap: int = Field(default=2000, description="bootstrap replicates for the 95 % intervals")
     seed: int = Field(default=0, description="bootstrap seed")
 
@@ -45,7 +49,7 @@ def ab_readout(
     if not simulation_events:
         raise ValueError("no simulated arm yet: materialise simulation_events for at least the control arm")
     arms = sorted(simulation_events)
-    control = config.control if config.control in simulation_events else arms[0]
+    control = control_arm(config.control, arms)
     if control != config.control:
         context.log.warning(f"control arm {config.control!r} was not simulated; using {control!r}")
     events = pl.concat([simulation_events[a] for a in arms])
@@ -85,17 +89,18 @@ def ab_readout(
 
 class ReportConfig(Config):
     tau_floor: float = Field(
-        default=0.6,
+        default=config_default("fidelity_tau_floor"),
         description="the verdict's warning when Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair "
         "counted as a tie, falls below this, as the fidelity_trust check ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
     primary_metric: str = Field(
-        default="ctr", description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)"
+        default=config_default("primary_metric"),
+        description="the metric the verdict names a winner on (ctr, cvr, average_rating, ...)",
     )
     # 0.02: about twice the CTR step a run of a thousand agents detects (docs/definitions.md#list-quality-spread):
     # a brain whose response to a five-fold share of liked items is below it cannot show a run an arm difference.
     spread_floor: float = Field(
-        default=0.02,
+        default=config_default("list_quality_spread_floor"),
         ge=0,
         le=1,
         description="the verdict warns that the brain cannot tell lists apart when its list-quality CTR spread "

@@ -39,6 +39,7 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import ARMS
+from ops.settings import config_default
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, BrainFactory, brain_kind
 from ops.simulation.runner import SimulationConfig
@@ -54,7 +55,9 @@ ROUND_OUTPUTS = ("round_events", "memory_after_round", "round_training_rows")
 
 class RoundAssetConfig(Config):
     n_agents: int = Field(
-        default=0, ge=0, description="agents sampled (the same in every round and arm); 0 = all ($SIMAB_AGENTS)"
+        default=config_default("agents"),
+        ge=0,
+        description="agents sampled (the same in every round and arm); 0 = all ($SIMAB_AGENTS)",
     )
     seed: int = Field(default=0, description="seed of agent sampling, of the pool split and of every agent's decisions")
     pages: int = Field(default=5, ge=1, description="home pages per session, 5 movies each (Agent4Rec §4.1: up to 5)")
@@ -77,7 +80,7 @@ class FilterBubbleConfig(Config):
     split_pool: bool = Field(
         default=True, description="the movie pool split in `rounds` equal parts, one per round (Agent4Rec §4.1)"
     )
-    n_agents: int = Field(default=0, ge=0, description="agents sampled; 0 = all ($SIMAB_AGENTS)")
+    n_agents: int = Field(default=config_default("agents"), ge=0, description="agents sampled; 0 = all ($SIMAB_AGENTS)")
     seed: int = 0
     max_epochs: int = Field(default=0, description="0 = Appendix B default ($SIMAB_MAX_EPOCHS)")
     n_bootstrap: int = Field(default=1000, ge=10)

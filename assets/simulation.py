@@ -49,7 +49,7 @@ from assets.partitions import ARM_DIMENSION, DEFAULT_ARMS, SHARD_DIMENSION, arm_
 from ops.checkpoint import partition_lock
 from ops.links import viewer_url
 from ops.readout.ab_readout import fallback_counts
-from ops.settings import ActivityDrives, Persona
+from ops.settings import ActivityDrives, Persona, config_default
 from ops.simulation.brains.llm.persona import apply_personas
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.cost import CostEstimateConfig, CostLimitExceeded, check_cost_limit
@@ -75,7 +75,9 @@ class AgentSampleConfig(Config):
     """Which agents browse the arm, and what they perceive: shared by the simulation and its cost estimate."""
 
     n_agents: int = Field(
-        default=0, ge=0, description="agents sampled from users with a top-20 list; 0 = all ($SIMAB_AGENTS)"
+        default=config_default("agents"),
+        ge=0,
+        description="agents sampled from users with a top-20 list; 0 = all ($SIMAB_AGENTS)",
     )
     design: Literal["paired", "random"] = Field(
         default="paired", description="paired: same agents in every arm; random: one arm per agent"
@@ -86,20 +88,20 @@ class AgentSampleConfig(Config):
     )
     seed: int = Field(default=0, description="seed of agent sampling and of every agent's decisions")
     sessions_per_agent: int = Field(
-        default=1,
+        default=config_default("sessions"),
         ge=1,
         description="independent sessions of every agent on the arm (the same in every arm, paired); the read-out averages them per agent; more sessions average away session noise, not how agents differ ($SIMAB_SESSIONS)",
     )
     activity_drives: ActivityDrives = Field(
-        default="session_length",
+        default=config_default("activity_drives"),
         description="what the activity tier changes: session_length (A/B Agent Table 8: the session's fatigue budget) or visits (every session the medium budget, the agent comes back visits_per_tier times, as real ML-1M users do) ($SIMAB_ACTIVITY_DRIVES)",
     )
     visits_per_tier: list[int] = Field(
-        default=[1, 2, 3],
+        default=config_default("visits"),
         description="activity_drives=visits: sessions per agent and arm for the low, medium and high activity tiers, times sessions_per_agent ($SIMAB_VISITS)",
     )
     persona: Persona = Field(
-        default="traits",
+        default=config_default("persona"),
         description="LLM brain: traits shows the persona derived from the agent's traits; matched the one SimUSER's consistency check kept (asset llm_personas, job simab_personas; agents it could not score keep theirs) ($SIMAB_PERSONA)",
     )
     vision: bool = Field(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -41,6 +40,7 @@ from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLa
 from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
+from ops.environment import offline_defaults  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
@@ -114,7 +114,7 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="drop the embedding cache first (cold embedding)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
 
     users, movies, ratings, meta, hidden = load(args.data)
     split = chronological_split(ratings)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import sys
 import time
@@ -45,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
+from ops.environment import offline_defaults  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
 from ops.readout.report import pair_counts  # noqa: E402
@@ -132,7 +132,7 @@ def main() -> None:
         "crowd:WEIGHT:SPREAD sets the rule crowd's weight and spread)",
     )
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     import torch
 
     torch.set_num_threads(args.threads)

@@ -40,7 +40,14 @@ sys.path.insert(0, str(ROOT))
 
 from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.arms.metrics import relevant_items  # noqa: E402
-from ops.arms.recommenders import ALL_ARMS, ArmDivergedError, arm_config, evaluate_arm, top_k, train_arm  # noqa: E402
+from ops.arms.recommenders import (  # noqa: E402
+    ArmDivergedError,
+    arm_config,
+    evaluate_arm,
+    top_k,
+    train_arm,
+    trained_kind_names,
+)
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.movielens import load_local  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
@@ -55,7 +62,7 @@ PAPER_TABLE5_AUC = dict(zip(TABLE5_MODELS, TABLE5["original"]))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", nargs="+", default=list(ALL_ARMS))
+    parser.add_argument("--arms", nargs="+", default=trained_kind_names())
     parser.add_argument("--data", choices=("ml-1m", "ml-100k"), default="ml-1m")
     parser.add_argument("--no-metadata", action="store_true", help="ML-1M without the local MM-ML-1M metadata")
     parser.add_argument("--threads", type=int, default=2)

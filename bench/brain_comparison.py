@@ -72,7 +72,6 @@ to quote; the 270M model follows the schema perfectly and the task not at all.
 from __future__ import annotations
 
 import argparse
-import os
 import pickle
 import sys
 import time
@@ -85,6 +84,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
+from ops.environment import offline_defaults  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.readout.slots import click_share_by_slot, slot_clicks, slot_test  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
@@ -278,7 +278,7 @@ def main() -> None:
     ap.add_argument("--alignment-agents", type=int, default=0, help="agents for taste F1 / rating RMSE (0: none)")
     ap.add_argument("--rating-pairs", type=int, default=3, help="held-out ratings asked per alignment agent")
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     args.home.mkdir(parents=True, exist_ok=True)
 
     prepared = prepare(args.home, args.max_epochs, args.seed)

@@ -5,7 +5,7 @@ window: a factor model, as FM and an outside ALS are.  Agents whose taste is a f
 may favour a factor model's lists whatever those lists are worth.  For each click-model
 variant this bench fits the brain (train + validation, calibrated to list quality on the
 validation window as the `embedded_brain` asset does), ranks the mirror arm by it
-(`ops.arms.mirror`), simulates every arm and the mirror on the same agents, and prints:
+(`ops/arms/kinds/mirror.py`), simulates every arm and the mirror on the same agents, and prints:
 held-out click AUC; the ALS − Pop simulated CTR gap beside the offline NDCG@20 gap (both
 with 95 % intervals); the mirror's excess CTR and ρ(residual, overlap with the mirror)
 (`ops.readout.bias`); Kendall τ(CTR, NDCG@20) and the arm-pair verdicts over the candidate
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import sys
 import time
@@ -46,6 +45,7 @@ from bench.als_lists import als_lists  # noqa: E402
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.base import rank_by_score  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
+from ops.environment import offline_defaults  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
 from ops.readout.bias import simulator_bias  # noqa: E402
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
@@ -83,7 +83,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     import torch
 
     torch.set_num_threads(args.threads)

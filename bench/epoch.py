@@ -61,7 +61,7 @@ def main() -> None:
     config = arm_config(
         args.arm, max_epochs=args.epochs, patience=args.epochs, device="cpu", divergence={"enabled": False}
     )
-    arm = TrainedArm(config=config)
+    arm = TrainedArm.of(config)
     last = [time.process_time()]
 
     def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
@@ -85,8 +85,8 @@ def main() -> None:
 
 
 def validation_scoring(arm: TrainedArm, valid: pl.DataFrame) -> None:
+    from ops.arms.deepctr import rows_per_forward
     from ops.arms.deepctr_parts import forward_scores
-    from ops.arms.recommenders import rows_per_forward
 
     users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("movie_id").to_numpy()
     batch = rows_per_forward(arm.model, arm.config)

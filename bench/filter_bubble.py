@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
 from ops.arms.recommenders import arm_config  # noqa: E402
+from ops.environment import offline_defaults  # noqa: E402
 from ops.figures import save_figure  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     import torch
 
     torch.set_num_threads(args.threads)

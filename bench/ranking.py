@@ -52,8 +52,9 @@ sys.path.insert(0, str(ROOT))
 
 from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.arms.base import FitData, excluded_cells  # noqa: E402
+from ops.arms.deepctr import DeepCTRArm, rows_per_forward  # noqa: E402
 from ops.arms.ranking import ranking_users  # noqa: E402
-from ops.arms.recommenders import DEEPCTR_MODELS, TrainedArm, arm_config, rows_per_forward  # noqa: E402
+from ops.arms.recommenders import TrainedArm, arm_config  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.schema import TOP_K  # noqa: E402
@@ -117,9 +118,9 @@ def run(data: str, args, before_users: dict[str, int]) -> None:
     rng = np.random.default_rng(0)
     for name in args.arms:
         overrides = dict(max_epochs=args.max_epochs, device="cpu", divergence={"enabled": False})
-        if name in DEEPCTR_MODELS:
-            overrides["train_fraction"] = args.train_fraction
-        arm = TrainedArm(config=arm_config(name, **overrides))
+        arm = TrainedArm.of(arm_config(name, **overrides))
+        if isinstance(arm, DeepCTRArm):
+            arm = TrainedArm.of(arm_config(name, **overrides, train_fraction=args.train_fraction))
         arm.fit(FitData(split.train, split.valid, tables.users, catalogue))
         sample_before = _sample(users, before_users.get(name), rng)
         sample_after = _sample(users, AFTER_USERS.get(name), rng)
@@ -132,7 +133,7 @@ def run(data: str, args, before_users: dict[str, int]) -> None:
         after_rate = sample_after.size * items.size / (time.perf_counter() - started)
         check = compare(before, after.filter(pl.col("user_id").is_in(pl.Series(sample_before).implode())))
         work, bound = "", ""
-        if name in DEEPCTR_MODELS and arm.factors(users[:1], items[:1]) is None:
+        if isinstance(arm, DeepCTRArm) and arm.factors(users[:1], items[:1]) is None:
             flops_before, flops_after = flops_per_pair(arm, users, items)
             work = f"{flops_before / 1e3:,.1f} > {flops_after / 1e3:,.1f}"
             bound = f"{after_rate / (gemm / flops_after):.2f}"
@@ -238,7 +239,7 @@ def rank_before(arm: TrainedArm, user_ids: np.ndarray, item_ids: np.ndarray, exc
 
 def score_before(arm: TrainedArm, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
     """`TrainedArm.score` as it was: the DeepCTR models' forward on encoded pairs."""
-    if arm.config.model not in DEEPCTR_MODELS:
+    if not isinstance(arm, DeepCTRArm):
         return arm.score(user_ids, movie_ids)  # Random's hash and Pop's lookup are unchanged
     import torch
 

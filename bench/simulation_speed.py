@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
+from ops.environment import offline_defaults  # noqa: E402
 from ops.simulation.brains.random_policy import UniformRandomBrain  # noqa: E402
 from ops.simulation.catalogue import Catalogue  # noqa: E402
 from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--uniform-only", action="store_true", help="skip building agents and the embedded brain")
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
 
     from ops.data.split import chronological_split
     from ops.data.synthetic import SyntheticConfig, generate

@@ -29,7 +29,6 @@ per-item score does not read the list response).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
+from ops.environment import offline_defaults  # noqa: E402
 from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
 from ops.studies.alignment import papers  # noqa: E402
 from ops.studies.alignment.lists import mixed_lists  # noqa: E402
@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     import torch
 
     torch.set_num_threads(args.threads)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from ops.environment import offline_defaults
 from ops.schema import AGE_CODES, GENDERS, OCCUPATIONS
 
 
@@ -216,9 +217,7 @@ def _suite(name: str, expectations: list) -> Contract:
 
 
 def _gx():
-    import os
-
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    offline_defaults()
     import great_expectations as gx
 
     return gx

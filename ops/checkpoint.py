@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ops.settings import current
+
 log = logging.getLogger(__name__)
 
 
@@ -73,9 +75,7 @@ def partition_lock(
                 _held[key] -= 1
         return
     if timeout_s is None:
-        from ops.settings import load
-
-        timeout_s = load().partition_lock_timeout_s
+        timeout_s = current().partition_lock_timeout_s
     # No soft-lock fallback: a soft lock (a file that exists) would outlive a killed process.
     lock = FileLock(folder / LOCK_NAME, fallback_to_soft=False)
     info = folder / HOLDER_NAME

@@ -7,22 +7,22 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from ops.settings import load
+from ops.settings import current
 
 
 def viewer_url(path: str = "/", **query: object) -> str:
     """A page of the trajectory viewer: `viewer_url("/agents", arm="pop")`.  Query values
     that are None are left out."""
-    base = load().viewer_url.rstrip("/")
+    base = current().viewer_url.rstrip("/")
     params = {k: v for k, v in query.items() if v is not None}
     return base + path + (f"?{urlencode(params)}" if params else "")
 
 
 def mlflow_run_url(experiment_id: str, run_id: str) -> str:
     """A run in the MLflow UI (the address `make mlflow-ui` serves, or $SIMAB_MLFLOW_UI_URL)."""
-    base = load().mlflow_ui_url.rstrip("/")
+    base = current().mlflow_ui_url.rstrip("/")
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def dagster_ui_url() -> str:
-    return load().dagster_ui_url.rstrip("/")
+    return current().dagster_ui_url.rstrip("/")

@@ -36,6 +36,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # The LLM spending limit of a run where the endpoint has a price and nobody set one
 # (`SIMAB_MAX_COST_USD`; `none` lifts it): a few dollars, docs/cost.md.
 DEFAULT_MAX_COST_USD = 5.0
+# The control arm of the read-out where nobody names one (`SIMAB_CONTROL`): A/B Agent
+# compares every arm against Pop (Table 2).
+DEFAULT_CONTROL = "pop"
 # A setting whose value is this word lifts the resource field it feeds (None there).
 NO_LIMIT = "none"
 
@@ -54,13 +57,28 @@ class SettingError(ValueError):
     """A setting the environment got wrong: one line, variable, value, what is allowed."""
 
 
+_UNDECLARED = object()
+
+
 def setting(
-    default: Any, env: str, help: str, *, ops: tuple[str, ...] = (), resource: str = "", sep: str = "", **bounds
+    default: Any,
+    env: str,
+    help: str,
+    *,
+    ops: tuple[str, ...] = (),
+    resource: str = "",
+    sep: str = "",
+    config_default: Any = _UNDECLARED,
+    **bounds,
 ):
     """A settings field: `env` its variable, `ops` the op config fields it fills
     ("op.field"), `resource` the resource field it sets ("llm.model"), `sep` the separator of
-    a list value; `bounds` are pydantic's (ge, le, ...)."""
+    a list value; `config_default` the value those op config fields take when the variable
+    is not set, written here once (the asset configs read it with `config_default(name)`, the
+    README's table shows it); `bounds` are pydantic's (ge, le, ...)."""
     extra = {"env": env, "ops": list(ops), "resource": resource, "sep": sep}
+    if config_default is not _UNDECLARED:
+        extra["config_default"] = config_default
     return Field(default, description=help, json_schema_extra=extra, **bounds)
 
 
@@ -78,9 +96,10 @@ class Settings(BaseModel):
     source: Source | None = setting(
         None,
         "SIMAB_SOURCE",
-        "data source: synthetic (default, offline) | local | download (MovieLens) | files (your own, docs/data_model.md) | steam "
+        "data source: synthetic (offline) | local | download (MovieLens) | files (your own, docs/data_model.md) | steam "
         "| steam-download (the UCSD originals)",
         ops=("movielens.source",),
+        config_default="synthetic",
     )
     files_path: str | None = setting(
         None,
@@ -119,8 +138,9 @@ class Settings(BaseModel):
     steam_min_interactions: int | None = setting(
         None,
         "SIMAB_STEAM_MIN_INTERACTIONS",
-        "sources steam, steam-download: keep users with at least this many dated reviews of games with metadata (default 5)",
+        "sources steam, steam-download: keep users with at least this many dated reviews of games with metadata",
         ops=("movielens.steam_min_interactions",),
+        config_default=5,
         ge=1,
     )
     local_path: str | None = setting(
@@ -129,9 +149,15 @@ class Settings(BaseModel):
         "folder of ML-1M `*.dat` or ML-100K `u.*` files (source local)",
         ops=("movielens.local_path",),
     )
-    dataset: Dataset | None = setting(None, "SIMAB_DATASET", "archive for source download", ops=("movielens.dataset",))
+    dataset: Dataset | None = setting(
+        None, "SIMAB_DATASET", "archive for source download", ops=("movielens.dataset",), config_default="ml-1m"
+    )
     metadata_source: MetadataSource | None = setting(
-        None, "SIMAB_METADATA_SOURCE", "metadata and posters (default auto)", ops=("movie_metadata.source",)
+        None,
+        "SIMAB_METADATA_SOURCE",
+        "metadata and posters",
+        ops=("movie_metadata.source",),
+        config_default="auto",
     )
     metadata_path: str | None = setting(
         None,
@@ -180,13 +206,17 @@ class Settings(BaseModel):
         ge=0,
     )
     control: str | None = setting(
-        None, "SIMAB_CONTROL", "the control arm of the read-out (default pop)", ops=("ab_readout.control",)
+        None,
+        "SIMAB_CONTROL",
+        "the control arm of the read-out",
+        ops=("ab_readout.control",),
+        config_default=DEFAULT_CONTROL,
     )
     # -- simulation
     agents: int | None = setting(
         None,
         "SIMAB_AGENTS",
-        "agents simulated per arm, a seeded sample (default 0 = every user with a list)",
+        "agents simulated per arm, a seeded sample (0 = every user with a list)",
         ops=(
             "simulation_events.n_agents",
             "llm_cost_estimate.n_agents",
@@ -194,45 +224,51 @@ class Settings(BaseModel):
             "agent_round.n_agents",
             "filter_bubble.n_agents",
         ),
+        config_default=0,
         ge=0,
     )
     brain: str | None = setting(
         None,
         "SIMAB_BRAIN",
-        "who decides, a brain of the registry (`python -m ops.simulation.kinds` lists them): embedded (default, "
-        "offline), embedded-no-vision, llm (the `llm` resource), llm-no-vision, uniform-random, or a plug-in's",
+        "who decides, a brain of the registry (`python -m ops.simulation.kinds` lists them): embedded (offline), "
+        "embedded-no-vision, llm (the `llm` resource), llm-no-vision, uniform-random, or a plug-in's",
         ops=(
             "simulation_events.brain",
             "agent_round.brain",
             *(f"{op}.brain" for op in _ALIGNMENT if op != "social_traits_alignment"),
             "list_sensitivity.brain",
         ),
+        config_default="embedded",
     )
     sessions: int | None = setting(
         None,
         "SIMAB_SESSIONS",
-        "independent sessions of every agent on an arm (default 1)",
+        "independent sessions of every agent on an arm",
         ops=("simulation_events.sessions_per_agent", "llm_cost_estimate.sessions_per_agent"),
+        config_default=1,
         ge=1,
     )
     activity_drives: ActivityDrives | None = setting(
         None,
         "SIMAB_ACTIVITY_DRIVES",
-        "what the activity tier changes: session_length (default, A/B Agent) | visits (how often the agent comes)",
+        "what the activity tier changes: session_length (A/B Agent) | visits (how often the agent comes)",
         ops=("simulation_events.activity_drives", "llm_cost_estimate.activity_drives"),
+        config_default="session_length",
     )
     visits: list[int] | None = setting(
         None,
         "SIMAB_VISITS",
-        "with visits: sessions per agent for the low, medium, high activity tiers, e.g. 1,2,3 (default)",
+        "with visits: sessions per agent for the low, medium, high activity tiers",
         ops=("simulation_events.visits_per_tier", "llm_cost_estimate.visits_per_tier"),
+        config_default=[1, 2, 3],
         sep=",",
     )
     persona: Persona | None = setting(
         None,
         "SIMAB_PERSONA",
-        "LLM brain: traits (default) | matched (job simab_personas first)",
+        "LLM brain: traits | matched (job simab_personas first)",
         ops=("simulation_events.persona", "llm_cost_estimate.persona"),
+        config_default="traits",
     )
     rounds: int = setting(4, "SIMAB_ROUNDS", "round partitions of `agent_round` (Agent4Rec: 4)", ge=1)
     nightly: Nightly = setting(
@@ -251,23 +287,26 @@ class Settings(BaseModel):
     trust_protocols: bool | None = setting(
         None,
         "SIMAB_TRUST_PROTOCOLS",
-        "the trust protocols that ask the brain (taste, rating, list quality): on (default) | off — not run, "
+        "the trust protocols that ask the brain (taste, rating, list quality): on | off — not run, "
         "reported as not measured; the A/B verdict and the fidelity need no LLM call and stay",
         ops=tuple(f"{op}.enabled" for op in _ASKING),
+        config_default=True,
     )
     trust_half_width: float | None = setting(
         None,
         "SIMAB_TRUST_HALF_WIDTH",
-        "the half-width of the 95 % intervals (taste F1, click rates) the trust protocols are sized for (default 0.1)",
+        "the half-width of the 95 % intervals (taste F1, click rates) the trust protocols are sized for",
         ops=tuple(f"{op}.half_width" for op in _ASKING),
+        config_default=0.1,
         gt=0,
         le=0.5,
     )
     fidelity_tau_floor: float | None = setting(
         None,
         "SIMAB_FIDELITY_TAU_FLOOR",
-        "Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns (default 0.6)",
+        "Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns",
         ops=("ab_readout_fidelity_trust.tau_floor", "simab_report.tau_floor"),
+        config_default=0.6,
         ge=-1,
         le=1,
     )
@@ -275,16 +314,18 @@ class Settings(BaseModel):
         None,
         "SIMAB_LIST_QUALITY_SPREAD_FLOOR",
         "the brain's CTR on the list-quality protocol's 1:1 lists minus on its 1:9 lists below this warns that it "
-        "cannot tell lists apart (default 0.02)",
+        "cannot tell lists apart",
         ops=("simab_report.spread_floor",),
+        config_default=0.02,
         ge=0,
         le=1,
     )
     primary_metric: str | None = setting(
         None,
         "SIMAB_PRIMARY_METRIC",
-        "the metric the report's verdict opens on (default ctr)",
+        "the metric the report's verdict opens on",
         ops=("simab_report.primary_metric",),
+        config_default="ctr",
     )
     # -- the LLM endpoint (resource `llm`)
     llm_base_url: str | None = setting(
@@ -421,6 +462,15 @@ def declared() -> dict:
     return {name: info for name, info in Settings.model_fields.items() if info.json_schema_extra}
 
 
+def config_default(name: str) -> Any:
+    """The default of the op config fields setting `name` fills (a fresh copy of a list)."""
+    extra = _extra(Settings.model_fields[name])
+    if "config_default" not in extra:
+        raise KeyError(f"setting {name} ({extra['env']}) declares no config_default")
+    value = extra["config_default"]
+    return list(value) if isinstance(value, list) else value
+
+
 def _extra(info) -> dict:
     return info.json_schema_extra  # type: ignore[return-value]
 
@@ -443,6 +493,32 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         except ValidationError:
             raise SettingError(f"{extra['env']}={raw!r}: {allowed(name)}") from None
     return Settings(**values)
+
+
+# The settings the edge read (`install`), for the places below it that are not handed them.
+_installed: Settings | None = None
+
+
+def install(settings: Settings) -> Settings:
+    """Make `settings` this process's: the code location installs the settings it is built
+    from (`pipelines.definitions.build_definitions`, which the lifecycle and experiments
+    runners and the viewer build too), so every place below it sees the values its run
+    config and resources were made of."""
+    global _installed
+    _installed = settings
+    return settings
+
+
+def current() -> Settings:
+    """The settings the edge installed.  Where no edge ran (a test or a benchmark calling a
+    function directly) the environment's, read now."""
+    return _installed if _installed is not None else load()
+
+
+def uninstall() -> None:
+    """Forget the installed settings (between tests, so one test's edge does not leak)."""
+    global _installed
+    _installed = None
 
 
 def _adapter(name: str) -> TypeAdapter:
@@ -496,7 +572,11 @@ def markdown_table() -> str:
     rows = ["| variable | allowed | default | what it sets |", "| --- | --- | --- | --- |"]
     for name, info in declared().items():
         extra = _extra(info)
-        default = info.default
+        default = info.default if info.default is not None else extra.get("config_default")
+        if isinstance(default, bool):
+            default = str(default).lower()
+        elif isinstance(default, list):
+            default = extra["sep"].join(str(v) for v in default)
         shown = (
             "–"
             if default is None

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 from dagster import Definitions, definitions
 
+from ops.environment import offline_defaults
+from ops.settings import install
 from pipelines.jobs import build_assets, build_jobs, build_schedules_and_sensors
 from pipelines.resources import executor_for_deployment, resources_for_deployment
 from pipelines.run_config import RunSettings, settings_from_env
@@ -19,7 +21,8 @@ from pipelines.run_config import RunSettings, settings_from_env
 
 def build_definitions(settings: RunSettings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:
     """The whole code location for these settings (default: read from `environ`)."""
-    settings = settings or settings_from_env(environ)
+    offline_defaults()
+    settings = install(settings or settings_from_env(environ))
     jobs = build_jobs(settings)
     schedules, sensors = build_schedules_and_sensors(settings, jobs)
     assets, checks = build_assets(settings)

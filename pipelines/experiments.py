@@ -2,8 +2,8 @@
 
     python -m pipelines.experiments table2 [table3 table4 table5 thumbnails brains] [--reuse]
 
-Each experiment runs the same jobs the Dagster UI shows, in order, against the instance in
-$DAGSTER_HOME (ephemeral without it): `simab_prepare`, `experiment_arm` for each arm it needs
+Each experiment runs the same jobs the Dagster UI shows, in order, against the home's
+instance ($DAGSTER_HOME, by default `$SIMAB_HOME/dagster_home`: `pipelines.home`): `simab_prepare`, `experiment_arm` for each arm it needs
 (train, top-20, offline metrics, simulation — no augmentation refits), `experiment_simulation`
 for each (arm, condition) it needs (Table 5: the simulated arm with and without vision; the
 brain comparison: every arm under each brain), then its own job (`experiment_<name>`), which
@@ -23,6 +23,7 @@ import os
 import sys
 import time
 
+from ops.environment import offline_defaults
 from pipelines.lifecycle import Step
 from pipelines.run_config import EXPERIMENT_ASSETS
 
@@ -101,12 +102,12 @@ def run_experiments(names: list[str], settings, reuse: bool = False, instance=No
 
     defs = build_definitions(settings)
     if instance is None:
-        home = os.environ.get("DAGSTER_HOME")
-        if home:
-            from pipelines.instance import write_instance_config
+        from pipelines.home import dagster_home
+        from pipelines.instance import write_instance_config
 
-            write_instance_config(home)
-        instance = DagsterInstance.get() if home else DagsterInstance.ephemeral()
+        home = str(dagster_home())
+        write_instance_config(home)
+        instance = DagsterInstance.from_config(home)
     done: set[str] = set()
     results = {}
     for name in names:
@@ -185,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         help="override one run-config field (JSON value)",
     )
     args = parser.parse_args(argv)
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     from ops.settings import SettingError
     from pipelines.run_config import settings_from_env, with_arms
 

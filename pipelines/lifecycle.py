@@ -1,11 +1,12 @@
 """Run the whole lifecycle from the command line: `python -m pipelines.lifecycle`.
 
 It executes the same jobs the Dagster UI launches, against the persistent Dagster instance
-($DAGSTER_HOME, whose `dagster.yaml` it writes: `pipelines.instance`), so `make ui` shows
-the runs afterwards: `simab_prepare`, `simab_arm` once per arm ($SIMAB_ARMS) — with user
+of the home ($DAGSTER_HOME, by default `$SIMAB_HOME/dagster_home`: `pipelines.home`; it
+writes its `dagster.yaml`: `pipelines.instance`), so `simab ui` shows the runs afterwards: `simab_prepare`, `simab_arm` once per arm ($SIMAB_ARMS) — with user
 shards ($SIMAB_SHARDS > 1) followed by `simab_simulate` per shard and `simab_combine` —,
 `simab_readout`, each with the run config the environment asks for
-(`pipelines.run_config`).
+(`pipelines.run_config`).  In MLflow the lifecycle is one top-level run, with the Dagster
+runs nested under it and the verdict as its metrics (`resources.lifecycle_run`).
 
 Before the first step every value the settings name is checked and the whole LLM bill is
 estimated from the settings alone (`ops.preflight`): a bad value, or a bill expected above
@@ -33,14 +34,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 import uuid
-from contextlib import nullcontext
 from dataclasses import dataclass
 
+from ops.environment import offline_defaults
 from ops.settings import SettingError
+from pipelines.home import dagster_home
 from resources.llm import (
     LIFECYCLE_TAG,  # one id per invocation of the runner (kept by --resume); its steps share one LLM bill
 )
@@ -76,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         help="print the LLM bill of the lifecycle and of a night of the schedule at these settings, and run nothing",
     )
     args = parser.parse_args(argv)
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
     from ops.preflight.bill import lifecycle_bill, night_bill
 
     try:
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from resources.mlflow_tracking import TrackingStoreError
 
     try:
-        with named_storage_errors(os.environ.get("DAGSTER_HOME")):
+        with named_storage_errors(dagster_home()):
             if args.verbose:
                 return run_lifecycle(prepared, args.resume, None, bill=bill)
             from resources.storage import data_root
@@ -213,6 +213,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
     from pipelines.console import LifecycleConsole, failure_text
     from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
     from pipelines.jobs import run_config_for
+    from resources.lifecycle_run import lifecycle_params, lifecycle_run, resolved_values
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import data_root
 
@@ -234,19 +235,13 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
     for line in [*([] if console is not None else [first]), *bill.lines()]:
         say(line)
 
-    home = os.environ.get("DAGSTER_HOME")
-    if resume and not home:
-        raise SystemExit(
-            "--resume needs $DAGSTER_HOME: without it runs go to a temporary instance and there is nothing to resume"
-        )
-    if home:
-        # A fresh $DAGSTER_HOME is created rather than refused: the runner is the first thing
-        # people start, and Dagster insists the folder exists.
-        write_instance_config(home)
-    instance = DagsterInstance.get() if home else DagsterInstance.ephemeral()
-    if home:
-        for run_id in mark_dead_runs_failed(instance, home, MlflowTracking()):
-            say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
+    home = str(dagster_home())
+    # A fresh $DAGSTER_HOME is created rather than refused: the runner is the first thing
+    # people start, and Dagster insists the folder exists.
+    write_instance_config(home)
+    instance = DagsterInstance.from_config(home)
+    for run_id in mark_dead_runs_failed(instance, home, MlflowTracking()):
+        say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
 
     digest = _plan_digest(plan, {s.job: run_config_for(s.job, settings) for s in plan})
     lifecycle, done, left = (
@@ -295,12 +290,8 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
         runs.append((label, result.run_id, result.success))
         if not result.success:
             reasons = [f"    {e.step_key}: {failure_text(e)}" for e in result.all_events if e.is_failure][:5]
-            where = f"the full log {log}" if log else "the Dagster UI (make ui) for the whole log"
-            again = (
-                " Fix the cause, then `python -m pipelines.lifecycle --resume` re-runs only what is left."
-                if home
-                else ""
-            )
+            where = f"the full log {log}" if log else "the Dagster UI (simab ui) for the whole log"
+            again = " Fix the cause, then `simab resume` re-runs only what is left."
             # The reasons go in the exit message: it reaches the terminal in either console mode.
             spent: list[str] = []
             _say_bill(spent.append, lifecycle, cap)  # what the run spent of its LLM cap, also when it stopped on it
@@ -310,11 +301,18 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
         return result
 
     readout = None
-    with runner_lock(home) if home else nullcontext("") as runner:
+    tracking = MlflowTracking()
+    configs = {job: run_config_for(job, settings) for job in dict.fromkeys(s.job for s in plan)}
+    params = lifecycle_params(settings, resolved_values(defs, configs))
+    with runner_lock(home) as runner, lifecycle_run(tracking, lifecycle, params) as tracked:
         for step in plan:
             readout = execute(step, runner)
+        if readout is not None:
+            tracked.finish(
+                readout.asset_materializations_for_node("simab_report")[-1].metadata["summary"].value,
+                _spent(lifecycle, cap),
+            )
 
-    tracking = MlflowTracking()
     client = tracking.client()
     report_run = client.search_runs(
         [tracking.experiment_id()],
@@ -328,14 +326,12 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
         folder = data_root() / "reports" / runs[-1][1]
         places = [
             ("report", f"{folder / 'report.html'} (Markdown beside it)"),
-            ("viewer", f"make viewer → {viewer_url('/')}"),
+            ("viewer", f"simab viewer → {viewer_url('/')}"),
             (
                 "MLflow run",
-                f"{report_run[0].info.run_id} → make mlflow-ui → {mlflow_run_url(tracking.experiment_id(), report_run[0].info.run_id)}"
-                if report_run
-                else f"{tracking.resolved_uri()}",
+                f"lifecycle {tracked.run_id} → simab mlflow → {mlflow_run_url(tracking.experiment_id(), tracked.run_id)}",
             ),
-            ("Dagster UI", f"make ui → {dagster_ui_url()} (DAGSTER_HOME={home or 'ephemeral'})"),
+            ("Dagster UI", f"simab ui → {dagster_ui_url()} (DAGSTER_HOME={home})"),
             ("full log", str(log)),
         ]
         console.summary(report["summary"].value, places)
@@ -347,14 +343,24 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None) -> int:
     print(f"simab lifecycle done in {time.time() - started:.0f} s on arms {', '.join(settings.arms)}", file=out)
     print(f"  report:        {data_root() / 'reports' / runs[-1][1] / 'report.md'}", file=out)
     print(f"  MLflow store:  {tracking.resolved_uri()} (experiment '{tracking.experiment}')", file=out)
+    print(f"  MLflow run:    {tracked.run_id} (the lifecycle; its Dagster runs nested under it)", file=out)
     if report_run:
-        print(f"  MLflow run:    {report_run[0].info.run_id} (report); parent runs per Dagster run:", file=out)
+        print(f"  report run:    {report_run[0].info.run_id}; Dagster runs:", file=out)
     for label, run_id, _ in runs:
         print(f"    {label:22s} Dagster run {run_id}", file=out)
     _say_bill(lambda text: print(text, file=out), lifecycle, cap)
-    print("  MLflow UI:     make mlflow-ui   → http://127.0.0.1:5000", file=out)
-    print(f"  Dagster UI:    make ui          → http://127.0.0.1:3000 (DAGSTER_HOME={home or 'ephemeral'})", file=out)
+    print("  MLflow UI:     simab mlflow     → http://127.0.0.1:5000", file=out)
+    print(f"  Dagster UI:    simab ui         → http://127.0.0.1:3000 (DAGSTER_HOME={home})", file=out)
     return 0
+
+
+def _spent(lifecycle: str, cap: float) -> float:
+    """What the lifecycle spent on the LLM, in dollars (0 where it never called one)."""
+    from ops.simulation.budget import RunBudget, bill_path
+    from resources.storage import data_root
+
+    path = bill_path(data_root(), lifecycle)
+    return float(RunBudget(path, cap).bill()["spent"]) if path.exists() else 0.0
 
 
 def _say_bill(say, lifecycle: str, cap: float) -> None:

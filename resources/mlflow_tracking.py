@@ -1,10 +1,14 @@
-"""MLflow tracking for the asset graph: one parent MLflow run per Dagster run.
+"""MLflow tracking for the asset graph: one parent MLflow run per Dagster run, and one
+top-level run per lifecycle above them.
 
 Each Dagster run becomes one parent MLflow run, tagged with the Dagster run id, the job,
 the code version and (once ingestion has run) the data source.  Each asset materialisation
 is a child run nested under it, named after the asset and partition, holding that asset's
 parameters, metrics, dataset digests and artefacts — so the MLflow UI shows a run as a
-tree and params of different assets never collide.
+tree and params of different assets never collide.  A Dagster run started by the lifecycle
+runner (tagged `simab/lifecycle`) has its parent nested under that lifecycle's own run
+(`lifecycle_run_id`, tag `simab_role=lifecycle`), which carries the lifecycle's parameters
+and verdict metrics (`resources.lifecycle_run`): two lifecycles compare side by side.
 
 A thin `ConfigurableResource` over the plain mlflow client: dagster-mlflow is an op-era
 resource that caps pandas < 3.  With the multiprocess executor several steps may ask for
@@ -37,9 +41,11 @@ from typing import Any
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
+from resources.llm import LIFECYCLE_TAG
 from resources.storage import PROJECT_ROOT, data_root
 
 PARENT_ROLE = "dagster_run"
+LIFECYCLE_ROLE = "lifecycle"
 ENDED_BADLY = ("FAILED", "KILLED")  # a parent in either keeps it
 
 
@@ -154,12 +160,47 @@ class MlflowTracking(ConfigurableResource):
             artifacts = (data_root() / "mlartifacts").as_uri() if uri.startswith("sqlite:") else None
             return client.create_experiment(self.experiment, artifact_location=artifacts)
 
-    def parent_run_id(self, dagster_run_id: str, job_name: str = "", tags: dict[str, str] | None = None) -> str:
-        """The parent MLflow run of a Dagster run, created on first use."""
-        with self._store_errors():
-            return self._parent_run_id(dagster_run_id, job_name, tags)
+    def lifecycle_run_id(self, lifecycle: str, params: dict[str, Any] | None = None) -> str:
+        """The top-level MLflow run of a lifecycle (the runner's `simab/lifecycle` id), created
+        on first use, with `params` logged (a resumed lifecycle logs the same ones again)."""
+        from mlflow.entities import Param
 
-    def _parent_run_id(self, dagster_run_id: str, job_name: str, tags: dict[str, str] | None) -> str:
+        with self._store_errors():
+            client = self.client()
+            exp = self.experiment_id()
+            query = f"tags.simab_lifecycle = '{lifecycle}' and tags.simab_role = '{LIFECYCLE_ROLE}'"
+            with _lock("lifecycle"):
+                runs = client.search_runs([exp], filter_string=query, max_results=1)
+                if runs:
+                    run_id = runs[0].info.run_id
+                else:
+                    run_id = client.create_run(
+                        exp,
+                        run_name=f"lifecycle {lifecycle}",
+                        tags={
+                            "simab_lifecycle": lifecycle,
+                            "simab_role": LIFECYCLE_ROLE,
+                            "code_version": code_version(),
+                        },
+                    ).info.run_id
+            if params:
+                logged = client.get_run(run_id).data.params
+                fresh = [Param(k, str(_param(v))) for k, v in params.items() if k not in logged]
+                if fresh:
+                    client.log_batch(run_id, params=fresh)
+            return run_id
+
+    def parent_run_id(
+        self, dagster_run_id: str, job_name: str = "", tags: dict[str, str] | None = None, lifecycle: str | None = None
+    ) -> str:
+        """The parent MLflow run of a Dagster run, created on first use; nested under the
+        lifecycle's run when the Dagster run belongs to `lifecycle`."""
+        with self._store_errors():
+            return self._parent_run_id(dagster_run_id, job_name, tags, lifecycle)
+
+    def _parent_run_id(
+        self, dagster_run_id: str, job_name: str, tags: dict[str, str] | None, lifecycle: str | None = None
+    ) -> str:
         client = self.client()
         exp = self.experiment_id()
         query = f"tags.dagster_run_id = '{dagster_run_id}' and tags.simab_role = '{PARENT_ROLE}'"
@@ -168,10 +209,17 @@ class MlflowTracking(ConfigurableResource):
             if runs:
                 run_id = runs[0].info.run_id
             else:
+                # Lock order parent → lifecycle, never the other way round.
+                nested = (
+                    {"mlflow.parentRunId": self.lifecycle_run_id(lifecycle), "simab_lifecycle": lifecycle}
+                    if lifecycle
+                    else {}
+                )
                 run = client.create_run(
                     exp,
                     run_name=f"{job_name or 'materialize'} {dagster_run_id[:8]}",
                     tags={
+                        **nested,
                         "dagster_run_id": dagster_run_id,
                         "dagster_job": job_name,
                         "simab_role": PARENT_ROLE,
@@ -194,7 +242,7 @@ class MlflowTracking(ConfigurableResource):
         with self._store_errors():
             client = self.client()
             dagster_run_id = context.run.run_id
-            parent = self.parent_run_id(dagster_run_id, context.run.job_name)
+            parent = self.parent_run_id(dagster_run_id, context.run.job_name, lifecycle=_lifecycle_of(context))
             name = _step_name(context)
             child = client.create_run(
                 self.experiment_id(),
@@ -256,7 +304,7 @@ class MlflowTracking(ConfigurableResource):
             ) from exc
 
     def tag_parent(self, context: Any, tags: dict[str, str]) -> None:
-        self.parent_run_id(context.run.run_id, context.run.job_name, tags)
+        self.parent_run_id(context.run.run_id, context.run.job_name, tags, lifecycle=_lifecycle_of(context))
 
     # -- logging (call inside asset_run: everything lands in the asset's child run) ------
 
@@ -348,6 +396,11 @@ class MlflowTracking(ConfigurableResource):
         if log_table:
             mlflow.log_table(df.to_pandas(), artifact_file=f"tables/{name}.json")
         return digest
+
+
+def _lifecycle_of(context: Any) -> str | None:
+    """The lifecycle id of the Dagster run (tagged by the lifecycle runner), or None."""
+    return (getattr(context.run, "tags", None) or {}).get(LIFECYCLE_TAG)
 
 
 def _step_name(context: Any) -> str:

@@ -53,7 +53,7 @@ from ops.atomic import (
     remove_folder_value,
     verify_folder,
 )
-from ops.settings import load as load_settings
+from ops.settings import current
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,6 +68,7 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.studies.alignment.rating.RatingAlignment": ("", ""),
     "ops.studies.alignment.list_quality.ListQuality": ("", ""),
     "ops.studies.alignment.sensitivity.Sensitivity": ("", ""),
+    # Random, Pop and the DeepCTR family (ops/arms/kinds/): its class is named in the folder.
     "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
     # Any other arm (a plug-in, a lists file, an MLflow model): its spec and its own save/load.
     "ops.arms.catalog.PluggedArm": ("", ""),
@@ -96,8 +97,9 @@ class StoredDataError(StoredValueError):
 
 
 def data_root() -> Path:
-    """The data folder: $SIMAB_HOME, or `data/` in the project."""
-    return load_settings().home.resolve()
+    """The data folder: $SIMAB_HOME as the edge read it (`ops.settings.current`), or `data/`
+    in the project."""
+    return current().home.resolve()
 
 
 def frame_digest(df: pl.DataFrame) -> str:
@@ -255,8 +257,10 @@ def _exists(stem: Path) -> bool:
 
 
 def _type_name(obj: Any) -> str:
-    cls = type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """The qualified name of the value's class, or of the nearest base class in VALUE_TYPES
+    (every trained built-in arm, Random's class or DeepFM's, is stored as a TrainedArm)."""
+    names = [f"{cls.__module__}.{cls.__qualname__}" for cls in type(obj).__mro__]
+    return next((name for name in names if name in VALUE_TYPES), names[0])
 
 
 def _codec(type_name: str, which: int):

@@ -8,6 +8,18 @@ from pathlib import Path
 import pytest
 
 from fakes.shared_data import SHARED_DATA
+from ops.environment import offline_defaults
+from ops.settings import uninstall
+
+offline_defaults()
+
+
+@pytest.fixture(autouse=True)
+def _no_installed_settings():
+    """Each test starts without the settings an earlier test's (or a module's) edge installed."""
+    uninstall()
+    yield
+    uninstall()
 
 
 @pytest.fixture

@@ -18,8 +18,6 @@ def environ(home: Path, **extra: str) -> dict[str, str]:
     return {
         "SIMAB_HOME": str(home),
         "SIMAB_ARMS": ",".join(ARMS),
-        "GX_ANALYTICS_ENABLED": "False",
-        "HF_HUB_OFFLINE": "1",
         **extra,
     }
 

@@ -52,8 +52,6 @@ def world(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("SIMAB_HOME", str(home))
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    mp.setenv("GX_ANALYTICS_ENABLED", "False")
-    mp.setenv("HF_HUB_OFFLINE", "1")
     install_tiny_arm_package(site)
     from assets.partitions import declare_arms
     from ops.arms.catalog import forget

@@ -10,15 +10,10 @@ import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
 from ops.arms.base import _best_columns, rank_by_score
-from ops.arms.recommenders import (
-    DEEPCTR_MODELS,
-    TrainedArm,
-    _popularity,
-    _uniform_hash,
-    arm_config,
-    build_model,
-    rows_per_forward,
-)
+from ops.arms.deepctr import build_model, deepctr_kinds, rows_per_forward
+from ops.arms.kinds.pop import _popularity
+from ops.arms.kinds.random import _uniform_hash
+from ops.arms.recommenders import TrainedArm, arm_config
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 
@@ -61,7 +56,7 @@ def _arm(world, name: str, metadata: bool = True, seed: int = 3, **overrides) ->
                 module.running_mean.copy_(torch.randn(module.running_mean.shape, generator=generator) * 0.3)
                 module.running_var.copy_(torch.rand(module.running_var.shape, generator=generator) + 0.5)
     model.eval()
-    return TrainedArm(config=config, encoder=encoder, model=model, train_rows=train.height)
+    return TrainedArm.of(config, encoder=encoder, model=model, train_rows=train.height)
 
 
 def _grid(world):
@@ -77,7 +72,7 @@ def _reference(arm: TrainedArm, user_ids: np.ndarray, movie_ids: np.ndarray) -> 
     return forward_scores(arm.model, arm.encoder, u, m, 997).reshape(user_ids.size, movie_ids.size)
 
 
-CASES = [*DEEPCTR_MODELS, "deepfm_user_id_only", "deepfm_movie_id_only", "afn_movie_id_only", "nfm_user_id_only"]
+CASES = [*deepctr_kinds(), "deepfm_user_id_only", "deepfm_movie_id_only", "afn_movie_id_only", "nfm_user_id_only"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -117,14 +112,14 @@ def test_fm_and_pop_are_ranked_by_factors(world):
     assert _arm(world, "deepfm").factors(user_ids, movie_ids) is None  # a DNN does not decompose
     _, _, train, _ = world
     config = arm_config("pop")
-    pop = TrainedArm(config=config, popularity=_popularity(train, config))
+    pop = TrainedArm.of(config, popularity=_popularity(train, config))
     expected = pop.score(np.repeat(user_ids, movie_ids.size), np.tile(movie_ids, user_ids.size))
     np.testing.assert_array_equal(pop.factors(user_ids, movie_ids).scores().ravel(), expected)
 
 
 def test_random_matrix_is_its_pair_hash(world):
     user_ids, movie_ids = _grid(world)
-    arm = TrainedArm(config=arm_config("random"))
+    arm = TrainedArm.of(arm_config("random"))
     expected = _uniform_hash(arm.config.seed, np.repeat(user_ids, movie_ids.size), np.tile(movie_ids, user_ids.size))
     np.testing.assert_array_equal(arm.score_matrix(user_ids, movie_ids).ravel(), expected)
 

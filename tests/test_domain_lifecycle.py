@@ -24,8 +24,6 @@ def _run(home, ingestion: dict, n_agents: int):
     mp = pytest.MonkeyPatch()
     mp.setenv("SIMAB_HOME", str(home))
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    mp.setenv("GX_ANALYTICS_ENABLED", "False")
-    mp.setenv("HF_HUB_OFFLINE", "1")
     try:
         from pipelines.definitions import build_definitions
 

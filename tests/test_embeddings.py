@@ -27,6 +27,7 @@ from ops.agents.embeddings import (
     poster_look,
 )
 from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.environment import OFFLINE_DEFAULTS
 
 QUIET = EmbeddingConfig(show_progress=False)
 
@@ -191,14 +192,14 @@ def test_open_clip_refuses_to_run_without_local_weights(tmp_path):
 
 
 def test_minilm_embeds_offline_with_packaged_weights():
-    # A subprocess with HF_HUB_OFFLINE set before Python starts (dependencies.md), so a
+    # A subprocess with the offline defaults set before Python starts (dependencies.md), so a
     # missing weight file fails fast instead of trying the network.
     code = (
         "from ops.agents.embeddings import MiniLMTextEmbedder; import numpy as np;"
         "e = MiniLMTextEmbedder(); v = e.embed(['a robot explores a distant planet', 'an android travels to another world', 'a recipe for apple pie']);"
         "print(v.shape[1], round(float(np.linalg.norm(v[0])), 4), float(v[0] @ v[1] - v[0] @ v[2]) > 0.2)"
     )
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = dict(os.environ, **OFFLINE_DEFAULTS, TOKENIZERS_PARALLELISM="false")
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -19,8 +19,6 @@ def lifecycle(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("SIMAB_HOME", str(home))
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    mp.setenv("GX_ANALYTICS_ENABLED", "False")
-    mp.setenv("HF_HUB_OFFLINE", "1")
     from pipelines.definitions import build_definitions
 
     defs = build_definitions(environ={"SIMAB_HOME": str(home)})
@@ -287,7 +285,9 @@ def experiments(lifecycle):
     from pipelines.experiments import run_experiments, with_overrides
     from pipelines.run_config import settings_from_env
 
-    settings = settings_from_env({"SIMAB_ARMS": ",".join(ARMS), "SIMAB_AGENTS": "60", "SIMAB_MAX_EPOCHS": "1"})
+    settings = settings_from_env(
+        {"SIMAB_HOME": str(home), "SIMAB_ARMS": ",".join(ARMS), "SIMAB_AGENTS": "60", "SIMAB_MAX_EPOCHS": "1"}
+    )
     settings = with_overrides(
         settings,
         [

@@ -75,8 +75,6 @@ def good_run(tmp_path_factory, movielens_folder):
     mp = pytest.MonkeyPatch()
     mp.setenv("SIMAB_HOME", str(home))
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    mp.setenv("GX_ANALYTICS_ENABLED", "False")
-    mp.setenv("HF_HUB_OFFLINE", "1")
     from dagster import DagsterInstance
 
     from pipelines.definitions import build_definitions
@@ -213,8 +211,6 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movie
         "SIMAB_LOCAL_PATH": str(movielens_folder),
         "SIMAB_ARMS": "random,pop",
         "SIMAB_AGENTS": "12",
-        "GX_ANALYTICS_ENABLED": "False",
-        "HF_HUB_OFFLINE": "1",
     }
     env.pop("MLFLOW_TRACKING_URI", None)
     command = [sys.executable, "-m", "pipelines.lifecycle"]

@@ -25,7 +25,8 @@ LEARNS = 0.60  # DeepFM on the slice, well above a coin (0.5) though not yet abo
 def test_every_deepctr_arm_is_within_003_of_deepfm_on_ml1m_validation():
     import torch
 
-    from ops.arms.recommenders import DEEPCTR_MODELS, arm_config, train_arm
+    from ops.arms.deepctr import deepctr_kinds
+    from ops.arms.recommenders import arm_config, train_arm
     from ops.data.mm_ml_1m import build_mm_ml_1m
     from ops.data.movielens import load_local
     from ops.data.split import chronological_split
@@ -40,7 +41,7 @@ def test_every_deepctr_arm_is_within_003_of_deepfm_on_ml1m_validation():
     torch.set_num_threads(1)
     try:
         val_auc = {}
-        for name in DEEPCTR_MODELS:
+        for name in deepctr_kinds():
             config = arm_config(name, train_fraction=TRAIN_FRACTION, max_epochs=1)
             val_auc[name] = train_arm(config, split.train, valid, tables.users, catalogue).history[0]["val_auc"]
     finally:

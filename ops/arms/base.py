@@ -18,6 +18,7 @@ ranking gets (docs/performance.md).
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ class FitData:
     `on_epoch(epoch, metrics)`: called after each epoch by arms that train in epochs.
     `brain_scores(user_ids, item_ids)`: the simulation brain's own score of every user x
     item (higher = likelier clicked), handed only to an arm that ranks by it (one whose
-    class sets `mirrors_brain`, `ops.arms.mirror`): this package cannot reach the brain."""
+    class sets `mirrors_brain`, `ops/arms/kinds/mirror.py`): this package cannot reach the brain."""
 
     train: pl.DataFrame
     valid: pl.DataFrame
@@ -113,17 +114,60 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 class ArmBase:
-    """Defaults for an outside arm: `rank` from `score`, `refit` as a fresh fit with the same
-    parameters, `describe` from the constructor's params, `save` / `load` of the params."""
+    """Every arm kind's base: `rank` from `score`, `refit` as a fresh fit with the same
+    parameters, `describe` from the constructor's params, `save` / `load` of the params.
 
+    What a kind can do is said by its class, never by its name: the class attributes below
+    are read by the catalogue, the assets and the studies (`ops.arms.catalog.capability`),
+    so that nothing outside the kind's own file compares arm names."""
+
+    # Trains again on the train rows plus simulated ones (A/B Agent Table 5); a ranking
+    # that nothing learns (Random, Pop, a lists file, an MLflow model) cannot.
     can_refit: ClassVar[bool] = True
+    # Its scores are probabilities of a click (log loss is then measured).
     scores_are_probabilities: ClassVar[bool] = False
+    # Trains with torch, on the GPU when torch sees one.
+    uses_gpu: ClassVar[bool] = False
+    # Much slower to train on a CPU than the rest: left out of a run's default arms.
+    slow_to_train: ClassVar[bool] = False
+    # Ranks by the simulation brain's own scores (`FitData.brain_scores` is handed to it).
+    mirrors_brain: ClassVar[bool] = False
+    # Measures the simulator, is no candidate: kept out of the verdict, tau and the arm pairs.
+    diagnostic: ClassVar[bool] = False
+    # May stand as the read-out's control when the named control was not simulated (a
+    # diagnostic arm never does: it is no candidate to compare against).
+    control_candidate: ClassVar[bool] = True
+    # The constructor parameter that `name=<kind>:<source>` fills (a lists file's path, an
+    # MLflow model's URI); None: the kind takes no source.
+    source_param: ClassVar[str | None] = None
+    # Its bare name is an arm (a partition key); False for a kind that means nothing
+    # without its source or parameters (a lists file, an MLflow model, degraded lists).
+    standalone: ClassVar[bool] = True
+    # Other names this kind answers to as an arm (partition keys), e.g. a model's variants.
+    aliases: ClassVar[tuple[str, ...]] = ()
     # Memory a ranking pass may take for its users x catalogue score matrix (float64).
     score_memory_mb: float = 512.0
 
     def __init__(self, name: str, **params: Any):
         self.name = name
         self.params = dict(params)
+
+    @classmethod
+    def from_spec(
+        cls, name: str, params: dict[str, Any], settings: dict[str, Any], make: Callable[[str], Any]
+    ) -> ArmBase:
+        """An unfitted arm of this kind for a spec's `params`.  `settings` are the run's (seed,
+        device, max_epochs, …): passed on where the constructor names them.  `make(spec)`
+        makes another arm with the same settings, for a kind built on another arm."""
+        return cls(name, **{**params, **accepted_settings(cls, settings)})
+
+    @classmethod
+    def source_problem(cls, source: str, tracking_uri: Callable[[], str | None] | None = None) -> str | None:
+        """Why the source of `name=<kind>:<source>` cannot serve, checked before a run starts
+        (a lists file's header, an MLflow model's URI); None when it can.  `tracking_uri()`:
+        the MLflow store the run uses.  The default checks nothing: the arm finds out when it
+        is fitted."""
+        return None
 
     def fit(self, data: FitData) -> None:
         raise NotImplementedError(f"arm {self.name!r} ({type(self).__name__}) does not implement fit")
@@ -168,6 +212,15 @@ class ArmBase:
     @classmethod
     def load(cls, name: str, params: dict[str, Any], folder: Path) -> ArmBase:
         return cls(name, **params)
+
+
+def accepted_settings(cls: type, settings: dict[str, Any]) -> dict[str, Any]:
+    """The run settings that `cls`'s constructor takes by name."""
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {k: v for k, v in settings.items() if k in parameters}
 
 
 def rank_arm(

@@ -2,13 +2,14 @@
 
 An arm is named by a spec, one entry of `$SIMAB_ARMS` (comma-separated):
 
-    name                               a registered arm: random, pop, fm, deepfm, afn, …, or an
-                                       entry point of group "simab.arms" (mf, multvae, …)
+    name                               a registered arm: a kind of ops/arms/kinds/ (random, pop,
+                                       fm, deepfm, afn, …) or an entry point of group
+                                       "simab.arms" (mf, multvae, …)
     name=kind;key=value;…              a registered kind with parameters, e.g.
                                        deepfm_half=deepfm;train_fraction=0.5;feature_set=user_id_only
     name=lists:/path/lists.parquet     a lists file (`ops.arms.lists`): Parquet or CSV
     name=mlflow:models:/prod/3         an MLflow model by URI (`ops.arms.mlflow_model`)
-    mirror                             the simulation brain's own ranking (`ops.arms.mirror`)
+    mirror                             the simulation brain's own ranking (`ops/arms/kinds/mirror.py`)
     name=degraded;base=pop;slots=5     an arm's lists with 5 of their 20 slots replaced by random
                                        unseen items (`ops.arms.degraded`); `pop@5` is short for
                                        `pop-at-5=degraded;base=pop;slots=5` (a quality ladder:
@@ -20,16 +21,21 @@ they parse (0.5, true, [64, 32]) and as text otherwise.  The DeepCTR variants of
 Tables 3 and 4 are parameters (`train_fraction`, `feature_set`); their old names
 (`deepfm_data50`, `deepfm_user_id_only`, …) stay as aliases.
 
-Kinds are registered by name in one table, `KINDS`: the built-ins when this module is
-imported, the installed packages' entry points (`[project.entry-points."simab.arms"]`, each
-naming an `ops.arms.base.ArmBase` subclass) when first asked for, through the same
-`register`.  An arm spec declared with `declare` (the settings do it for `$SIMAB_ARMS`)
+Kinds are registered by name in one table, `KINDS`, through the same `register`: the
+built-ins, one file each in `ops/arms/kinds/` (`ops.arms.lookup`: a new file is a new kind,
+found by its name), and the installed packages' entry points
+(`[project.entry-points."simab.arms"]`, each naming an `ops.arms.base.ArmBase` subclass);
+a built-in name is never taken over by a package.  `name=<kind>:<source>` gives the source
+to the constructor parameter its class names (`source_param`: a lists file's `path`, an
+MLflow model's `uri`).  What an arm can do is read from its class (`has_capability`), never from
+its name.  An arm spec declared with `declare` (the settings do it for `$SIMAB_ARMS`)
 becomes a known arm name.  Nothing here imports torch, deepctr, mlflow or a plug-in until an
 arm of theirs is made.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -40,13 +46,18 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ops.arms.mirror import MirrorArm
+from ops.arms.base import ArmBase, accepted_settings
+from ops.arms.degraded import ladder_name
+from ops.arms.lookup import kind_class, kind_names
+from ops.arms.recommenders import TrainedArm, arm_config
 
 ENTRY_POINT_GROUP = "simab.arms"
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-LISTS, MLFLOW = "lists", "mlflow"
-DEGRADED = "degraded"  # ops.arms.degraded.DEGRADED, named here so that listing arms imports nothing
+# `base@slots`: a rung of a quality ladder, the kind `degraded` (ops/arms/kinds/degraded.py).
 LADDER = re.compile(r"^(?P<base>[a-z0-9][a-z0-9_-]{0,50})@(?P<slots>[0-9]{1,3})$")
+LADDER_KIND = "degraded"
+# `name=<kind>:<source>`: a kind whose constructor takes a source (its `source_param`).
+SOURCED = re.compile(r"^(?P<kind>[a-z0-9][a-z0-9_-]{0,63}):(?P<source>.+)$", re.DOTALL)
 
 Factory = Callable[..., Any]  # factory(name, **params) -> an unfitted Arm
 
@@ -62,15 +73,15 @@ class ArmSpec:
 
     @property
     def kind(self) -> str:
-        for prefix in (LISTS, MLFLOW):
-            if self.target.startswith(prefix + ":"):
-                return prefix
-        return self.target
+        sourced = SOURCED.match(self.target)
+        return sourced["kind"] if sourced else self.target
 
     @property
     def source(self) -> str:
-        """The path of a lists file, the URI of an MLflow model; "" for a registered kind."""
-        return self.target.split(":", 1)[1] if self.kind in (LISTS, MLFLOW) else ""
+        """The path of a lists file, the URI of an MLflow model: what follows `<kind>:`; ""
+        for a kind named alone."""
+        sourced = SOURCED.match(self.target)
+        return sourced["source"] if sourced else ""
 
     def text(self) -> str:
         """The spec as written in `$SIMAB_ARMS`."""
@@ -93,7 +104,7 @@ def parse_arm_spec(text: str) -> ArmSpec:
     ladder = LADDER.match(text)
     if ladder:  # base@slots: a rung of a quality ladder (ops.arms.degraded)
         base, slots = ladder["base"], int(ladder["slots"])
-        return ArmSpec(f"{base}-at-{slots}", DEGRADED, {"base": base, "slots": slots})
+        return ArmSpec(ladder_name(base, slots), LADDER_KIND, {"base": base, "slots": slots})
     head, _, rest = text.partition("=")
     name = head.strip()
     if not ARM_NAME.match(name):
@@ -104,7 +115,7 @@ def parse_arm_spec(text: str) -> ArmSpec:
     if not _:
         return ArmSpec(name, name)
     target, params = rest, {}
-    if not rest.startswith((LISTS + ":", MLFLOW + ":")):
+    if not SOURCED.match(rest):  # a source keeps its ';' (a path, a URI)
         target, *pairs = rest.split(";")
         for pair in pairs:
             key, eq, value = pair.partition("=")
@@ -131,12 +142,14 @@ def _value(text: str) -> Any:
 # ---------------------------------------------------------------------------------------
 
 KINDS: dict[str, Factory] = {}
+BUILT_IN = "ops/arms/kinds"  # the origin of a kind found in the kinds package
 _DECLARED: dict[str, ArmSpec] = {}
 _entry_points_loaded = False
 
 
 def register(kind: str, factory: Factory, replace: bool = False) -> None:
-    """Register `factory(name, **params) -> Arm` as arm kind `kind`."""
+    """Register `factory(name, **params) -> Arm` (an `ArmBase` subclass, or a lazy one) as arm
+    kind `kind`."""
     if not ARM_NAME.match(kind):
         raise ValueError(f"arm kind {kind!r}: must be 1-64 of a-z, 0-9, '_' and '-'")
     if kind in KINDS and KINDS[kind] is not factory and not replace:
@@ -170,104 +183,107 @@ def spec_of(name: str) -> ArmSpec:
 
 
 def known_arm_names() -> list[str]:
-    """Built-ins, their aliases, the installed plug-ins' arms and the declared arms."""
-    from ops.arms.recommenders import ALL_ARMS, VARIANT_ARMS
+    """Every registered kind that is an arm by its bare name (`standalone`) with the names it
+    answers to besides (`aliases`: DeepFM's Table 3 and 4 variants), then the declared arms."""
+    _load_kinds()
+    names: list[str] = []
+    for kind, factory in KINDS.items():
+        cls = _class_of(factory)
+        if cls is None or getattr(cls, "standalone", True):
+            names.extend([kind, *getattr(cls, "aliases", ())])
+    return list(dict.fromkeys([*names, *_DECLARED]))
 
-    _load_entry_points()
-    names = [*ALL_ARMS, *VARIANT_ARMS, *sorted(set(KINDS) - set(ALL_ARMS)), *_DECLARED]
-    return list(dict.fromkeys(names))
 
-
-def has_capability(name: str, capability: str) -> bool:
-    """Whether the arm `name` (declared or a registered kind) is of a class that sets the
-    class attribute `capability` true (`mirrors_brain`, `diagnostic`: `ops.arms.mirror`);
-    read from the class, no arm is made.  A lists file, an MLflow model and the built-ins
-    set none."""
+def arm_class(name: str) -> type | None:
+    """The class of arm `name` (declared, a registered kind or a trained built-in's variant),
+    read without making an arm; None for an unknown name or a factory that is no class."""
     spec = spec_of(name)
-    if spec.kind in (LISTS, MLFLOW):
-        return False
-    _load_entry_points()
-    factory = KINDS.get(spec.target)
-    if isinstance(factory, _LazyEntryPoint):
-        factory = factory.arm_class()
-    return isinstance(factory, type) and bool(getattr(factory, capability, False))
+    _load_kinds()
+    factory = KINDS.get(spec.kind)
+    if factory is None:
+        config = _alias_config(spec.target)
+        return None if config is None else kind_class(config.model)
+    return _class_of(factory)
+
+
+def has_capability(name: str, attribute: str) -> bool:
+    """Whether the arm `name` is of a class that sets the class attribute `attribute` true
+    (`ops.arms.base.ArmBase`: `can_refit`, `uses_gpu`, `slow_to_train`, `mirrors_brain`,
+    `diagnostic`, …); read from the class, no arm is made.  False for an unknown name."""
+    return bool(getattr(arm_class(name), attribute, False))
+
+
+def control_arm(wanted: str, arms: Iterable[str]) -> str:
+    """The read-out's control: `wanted` where it is among `arms`, else the first of `arms`
+    (sorted) whose class is a `control_candidate` (never a diagnostic arm such as the
+    mirror), else the first of them."""
+    arms = sorted(arms)
+    if wanted in arms:
+        return wanted
+    return next((a for a in arms if arm_class(a) is None or has_capability(a, "control_candidate")), arms[0])
 
 
 def _resolvable(target: str) -> bool:
-    _load_entry_points()
+    _load_kinds()
     return target in KINDS or _alias_config(target) is not None
 
 
-def make_arm(arm: ArmSpec | str, **overrides: Any) -> Any:
-    """An unfitted Arm for a name (declared or registered) or a spec's text.  `overrides`
-    (seed, device, max_epochs, …: the asset's settings) go to the built-ins whole and to an
-    outside arm's constructor where it takes them by name."""
+def make_arm(arm: ArmSpec | str, **settings: Any) -> Any:
+    """An unfitted Arm for a name (declared or registered) or a spec's text.  `settings`
+    (seed, device, max_epochs, …: the asset's) go to the trained built-ins whole and to any
+    other arm's constructor where it takes them by name (`ArmBase.from_spec`).  A trained
+    built-in (`ops.arms.recommenders.TrainedArm`) is returned as it is: its configuration is
+    its spec; any other arm comes wrapped with its spec (`PluggedArm`), for storage."""
     spec = arm if isinstance(arm, ArmSpec) else (_DECLARED.get(arm) or parse_arm_spec(arm))
-    if spec.kind == LISTS:
-        from ops.arms.lists import ListsArm
-
-        return PluggedArm(spec, ListsArm(spec.name, path=spec.source, **spec.params))
-    if spec.kind == MLFLOW:
-        from ops.arms.mlflow_model import MlflowArm
-
-        return PluggedArm(spec, MlflowArm(spec.name, uri=spec.source, **spec.params))
-    if spec.target == DEGRADED:
-        from ops.arms.degraded import DegradedArm
-
-        params = dict(spec.params)
-        base = make_arm(str(params.get("base", "pop")), **overrides)
-        return PluggedArm(spec, DegradedArm(spec.name, **params, base_arm=base))
-    _load_entry_points()
-    factory = KINDS.get(spec.target)
+    _load_kinds()
+    factory = KINDS.get(spec.kind)
     if factory is None:
-        alias = _alias_config(spec.target)
-        if alias is None:
+        config = _alias_config(spec.target)
+        if config is None or spec.source:
             raise ValueError(
-                f"arm {spec.name!r}: unknown arm kind {spec.target!r}; known: {sorted(KINDS)} "
+                f"arm {spec.name!r}: unknown arm kind {spec.kind!r}; known: {sorted(KINDS)} "
                 "(or lists:PATH, mlflow:URI, or an installed package's 'simab.arms' entry point)"
             )
-        return _builtin(spec.target, spec.name, {**spec.params, **overrides})
-    if getattr(factory, "builtin", False):
-        return factory(spec.name, **{**spec.params, **overrides})
-    accepted = _accepted(factory, overrides)
-    return PluggedArm(spec, factory(spec.name, **{**spec.params, **accepted}))
+        # A variant spelled into the name (deepfm_data50: ops.arms.recommenders.arm_config).
+        config = arm_config(spec.target, **{**spec.params, **settings})
+        return TrainedArm.of(config.model_copy(update={"name": spec.name}))
+    params = dict(spec.params)
+    cls = _class_of(factory)
+    if spec.source:
+        source_param = getattr(cls, "source_param", None)
+        if not source_param:
+            raise ValueError(f"arm {spec.name!r}: kind {spec.kind!r} takes no source ({spec.target!r})")
+        params[source_param] = spec.source
+    if cls is not None and issubclass(cls, ArmBase):
+        made = cls.from_spec(spec.name, params, settings, lambda text: make_arm(text, **settings))
+    else:
+        made = factory(spec.name, **{**params, **accepted_settings(factory, settings)})
+    return made if isinstance(made, TrainedArm) else PluggedArm(spec, made)
 
 
-def _accepted(factory: Factory, overrides: dict[str, Any]) -> dict[str, Any]:
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return {}
-    return {k: v for k, v in overrides.items() if k in parameters}
+def _class_of(factory: Factory) -> type | None:
+    if isinstance(factory, _Lazy):
+        return factory.arm_class()
+    return factory if isinstance(factory, type) else None
 
 
 def _alias_config(target: str):
-    from ops.arms.recommenders import arm_config
-
     try:
         return arm_config(target)
     except ValueError:
         return None
 
 
-def _builtin(model: str, name: str, params: dict[str, Any]):
-    from ops.arms.recommenders import TrainedArm, arm_config
-
-    return TrainedArm(config=arm_config(model, **params).model_copy(update={"name": name}))
-
-
-def _builtin_factory(model: str) -> Factory:
-    def factory(name: str, **params: Any):
-        return _builtin(model, name, params)
-
-    factory.builtin = True  # type: ignore[attr-defined]
-    factory.__doc__ = f"the built-in arm {model!r} (ops.arms.recommenders)"
-    return factory
-
-
-def _load_entry_points() -> None:
-    """Register the installed packages' `simab.arms` entry points (once per process)."""
+def _load_kinds() -> None:
+    """Register the kinds of ops/arms/kinds/ not registered yet (a file added is found), then
+    the installed packages' `simab.arms` entry points (once per process)."""
     global _entry_points_loaded
+    built_in = kind_names()
+    for name in [k for k, f in KINDS.items() if isinstance(f, _Lazy) and f.origin == BUILT_IN and k not in built_in]:
+        del KINDS[name]  # its file is gone
+    for name in built_in:
+        if name not in KINDS or (isinstance(KINDS[name], _Lazy) and KINDS[name].origin != BUILT_IN):
+            register(name, _Lazy(functools.partial(kind_class, name), BUILT_IN), replace=True)
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
@@ -281,29 +297,29 @@ def _load_entry_points() -> None:
                 stacklevel=2,
             )
             continue
-        register(point.name, _LazyEntryPoint(point))
+        register(point.name, _Lazy(point.load, f"entry point {point.value}"))
 
 
 def reload_entry_points() -> None:
     """Look for entry points again (after installing a package in this process)."""
     global _entry_points_loaded
-    for kind in [k for k, f in KINDS.items() if isinstance(f, _LazyEntryPoint)]:
+    for kind in [k for k, f in KINDS.items() if isinstance(f, _Lazy) and f.origin != BUILT_IN]:
         del KINDS[kind]
     _entry_points_loaded = False
-    _load_entry_points()
+    _load_kinds()
 
 
-class _LazyEntryPoint:
-    """An entry point imported when its first arm is made, so that listing the arm names
-    imports no plug-in."""
+class _Lazy:
+    """A kind's class imported when it is first needed (its first arm, a capability asked),
+    so that listing the arm names imports no plug-in and no heavy module."""
 
-    def __init__(self, point):
-        self.point = point
-        self._class = None
+    def __init__(self, load: Callable[[], type], origin: str):
+        self.load, self.origin = load, origin
+        self._class: type | None = None
 
-    def arm_class(self):
+    def arm_class(self) -> type:
         if self._class is None:
-            self._class = self.point.load()
+            self._class = self.load()
         return self._class
 
     def __call__(self, name: str, **params: Any):
@@ -312,11 +328,6 @@ class _LazyEntryPoint:
     @property
     def __signature__(self):
         return inspect.signature(self.arm_class())
-
-
-for _model in ("random", "pop", "fm", "deepfm", "afn", "wdl", "xdeepfm", "dcn", "nfm", "autoint", "pnn"):
-    register(_model, _builtin_factory(_model))
-register("mirror", MirrorArm)
 
 
 # ---------------------------------------------------------------------------------------

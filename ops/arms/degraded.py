@@ -8,31 +8,23 @@ with the same items, so the rungs of a ladder are nested and differ only by the 
 The kept items stay in their slots, the list's length and order elsewhere unchanged; every
 row's score is its rank read backwards (k for the first slot), so the order reads from it.
 
-`DegradedArm` is that as an arm kind (`ops.arms.catalog`): `pop@5` (named `pop-at-5`) or
-`name=degraded;base=pop;slots=5[;seed=0]` is Pop with 5 of the 20 slots of every list
-replaced, simulated through the usual lifecycle (`--arms pop,pop@5,pop@10,pop@15,pop@20`).
-Fitting fits the base arm on the same data (a trained base trains again, with the run's
-settings and seed) and keeps the degraded lists of every user the lifecycle ranks; the arm
-then ranks from them, as a lists file does.  It gives no score per pair (no test AUC) and
-cannot be refit (nothing learns).  The list-quality sensitivity study
+The arm kind `degraded` (`ops/arms/kinds/degraded.py`) is that as an arm: `pop@5` (named
+`pop-at-5`) or `name=degraded;base=pop;slots=5[;seed=0]` is Pop with 5 of the 20 slots of
+every list replaced, simulated through the usual lifecycle
+(`--arms pop,pop@5,pop@10,pop@15,pop@20`).  The list-quality sensitivity study
 (`ops.studies.alignment.sensitivity`) degrades the control arm's stored lists with the same
 function, so `pop@5` shows the agents the lists of its 5-slot rung for the same seed.
 """
 
 from __future__ import annotations
 
-import json
 import zlib
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ArmBase, FitData, ScoresNotAvailable
 from ops.schema import TOP_K
 
-DEGRADED = "degraded"
 LIST_LENGTH = 20  # the sandbox's top-20 list (docs/definitions.md#top-20-list)
 _STREAM = zlib.crc32(b"degraded lists")
 
@@ -85,74 +77,3 @@ def degrade_lists(
 def ladder_name(base: str, slots: int) -> str:
     """The arm name of `base@slots` (`ops.arms.catalog`'s shorthand)."""
     return f"{base}-at-{slots}"
-
-
-class DegradedArm(ArmBase):
-    """The base arm's lists with `slots` of `list_length` replaced by random unseen items
-    (module docstring).  `base_arm`: the unfitted base arm (`ops.arms.catalog.make_arm`
-    makes it from `base`); not needed to load a fitted one."""
-
-    can_refit = False
-    scores_are_probabilities = False
-
-    def __init__(
-        self,
-        name: str,
-        base: str = "pop",
-        slots: int = 10,
-        seed: int = 0,
-        list_length: int = LIST_LENGTH,
-        base_arm: Any = None,
-    ):
-        if not isinstance(slots, int) or not 0 <= slots <= list_length:
-            raise ValueError(f"arm {name!r}: slots must be a whole number from 0 to {list_length}, got {slots!r}")
-        if not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"arm {name!r}: seed must be a whole number >= 0, got {seed!r}")
-        super().__init__(name, base=str(base), slots=slots, seed=seed, list_length=int(list_length))
-        self.base_arm = base_arm
-        self.lists: pl.DataFrame | None = None
-
-    def fit(self, data: FitData) -> None:
-        if self.base_arm is None:
-            raise RuntimeError(f"arm {self.name!r}: no base arm to fit (make it with ops.arms.catalog.make_arm)")
-        self.base_arm.fit(data)
-        users = data.rank_users if data.rank_users is not None else data.train.get_column("user_id").unique().to_numpy()
-        items = data.catalogue.get_column("movie_id").to_numpy()
-        seen = data.train.select("user_id", "movie_id")
-        base = self.base_arm.rank(np.asarray(users), items, seen, self.params["list_length"])
-        self.lists = degrade_lists(base, self.params["slots"], seen, items, self.params["seed"], arm=self.name)
-
-    def _fitted(self) -> pl.DataFrame:
-        if self.lists is None:
-            raise RuntimeError(f"arm {self.name!r}: not fitted yet")
-        return self.lists
-
-    def rank(self, user_ids, item_ids, exclude=None, k: int = LIST_LENGTH) -> pl.DataFrame:
-        lists = self._fitted().filter(
-            pl.col("user_id").is_in(pl.Series(np.asarray(user_ids, dtype=np.int64)).implode()),
-            pl.col("movie_id").is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
-        )
-        if exclude is not None and exclude.height:
-            lists = lists.join(
-                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)),
-                on=["user_id", "movie_id"],
-                how="anti",
-            )
-        lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
-        return lists.filter(pl.col("rank") <= k).with_columns(pl.lit(self.name).alias("arm")).cast(TOP_K)
-
-    def score(self, user_ids, item_ids) -> np.ndarray:
-        raise ScoresNotAvailable(f"arm {self.name!r}: degraded lists rank, they give no score per pair")
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "users": self._fitted().get_column("user_id").n_unique()}
-
-    def save(self, folder: Path) -> None:
-        self._fitted().write_parquet(folder / "lists.parquet")
-        (folder / "params.json").write_text(json.dumps(self.params, sort_keys=True))
-
-    @classmethod
-    def load(cls, name: str, params: dict[str, Any], folder: Path) -> DegradedArm:
-        arm = cls(name, **params)
-        arm.lists = pl.read_parquet(folder / "lists.parquet")
-        return arm

@@ -1,12 +1,14 @@
 """A trained arm on disk and in the MLflow Model Registry (docs/definitions.md#lifecycle, steps 5 and 11).
 
-`save_arm(trained, folder)` writes everything needed to score again: the arm's
-configuration, the train-fitted encoders, the model weights (DeepCTR arms) or the item
-popularity (Pop), and the training history.  `load_arm(folder)` rebuilds a `TrainedArm`
-that scores exactly as the saved one.  Nothing is pickled: JSON, `.npz` read with
-`allow_pickle=False`, and the weights as a safetensors file (a JSON header and raw tensor
-bytes).  Folders saved before safetensors hold `weights.pt`, read with
-`torch.load(weights_only=True)`.
+`save_arm(trained, folder)` writes everything needed to score again, atomically: the arm's
+configuration and training history (`arm.json`) and what its class learnt: the train-fitted
+encoders and the model weights (DeepCTR arms), the item popularity (Pop)
+(`ops.arms.recommenders.TrainedArm.save`).  `load_arm(folder)` rebuilds the arm, of the
+class its configuration's model names (`ops/arms/kinds/<model>.py`), scoring exactly as the
+saved one; a folder whose model is no kind of this checkout fails naming the folder.
+Nothing is pickled: JSON, `.npz` read with `allow_pickle=False`, and the weights as a
+safetensors file (a JSON header and raw tensor bytes).  Folders saved before safetensors
+hold `weights.pt`, read with `torch.load(weights_only=True)`.
 
 `log_and_register(trained, registered_name)` logs the arm to the ACTIVE MLflow run as a
 pyfunc model (input: a frame with user_id and movie_id; output: one score per row) and
@@ -20,18 +22,12 @@ object); loading it needs `ops` importable, or pass `code_paths`.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
-from ops.arms.features import FeatureEncoder
-from ops.arms.recommenders import ArmConfig, TrainedArm, arm_params, build_model  # noqa: F401 - arm_params re-exported
-
-FORMAT_VERSION = 1
+from ops.arms.recommenders import FORMAT_VERSION, TrainedArm, arm_params, load_trained  # noqa: F401 - re-exported
 
 
 def save_arm(trained: TrainedArm, folder: Path | str) -> Path:
@@ -40,26 +36,7 @@ def save_arm(trained: TrainedArm, folder: Path | str) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "config": trained.config.model_dump(mode="json"),
-            "history": trained.history,
-            "best_epoch": trained.best_epoch,
-            "train_rows": trained.train_rows,
-        }
-        (staging / "arm.json").write_text(json.dumps(manifest, indent=1))
-        if trained.encoder is not None:
-            (staging / "encoder.json").write_text(trained.encoder.to_json())
-            np.savez(staging / "encoder.npz", allow_pickle=False, **trained.encoder.arrays())
-        if trained.popularity is not None:
-            ids, scores = trained.popularity
-            np.savez(staging / "popularity.npz", allow_pickle=False, movie_ids=ids, scores=scores)
-        if trained.model is not None:
-            from safetensors.torch import save_file
-
-            # Copies: safetensors refuses tensors that share memory (tied weights, views).
-            state = {k: v.detach().cpu().clone().contiguous() for k, v in trained.model.state_dict().items()}
-            save_file(state, staging / "weights.safetensors")
+        trained.save(staging)
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(staging, folder)
@@ -72,43 +49,7 @@ def save_arm(trained: TrainedArm, folder: Path | str) -> Path:
 def load_arm(folder: Path | str, device: str | None = None) -> TrainedArm:
     """Rebuild the arm saved in `folder`; DeepCTR weights go to `device` (default: the
     arm's configured device, i.e. the GPU when torch sees one)."""
-    folder = Path(folder)
-    manifest_path = folder / "arm.json"
-    if not manifest_path.is_file():
-        raise FileNotFoundError(f"{manifest_path}: not a saved arm (no arm.json)")
-    manifest = json.loads(manifest_path.read_text())
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{manifest_path}: format_version {manifest.get('format_version')!r}, expected {FORMAT_VERSION}"
-        )
-    config = ArmConfig(**manifest["config"])
-    trained = TrainedArm(
-        config=config, history=manifest["history"], best_epoch=manifest["best_epoch"], train_rows=manifest["train_rows"]
-    )
-    if (folder / "encoder.json").is_file():
-        with np.load(folder / "encoder.npz", allow_pickle=False) as arrays:
-            trained.encoder = FeatureEncoder.from_saved((folder / "encoder.json").read_text(), dict(arrays))
-    if (folder / "popularity.npz").is_file():
-        with np.load(folder / "popularity.npz", allow_pickle=False) as arrays:
-            trained.popularity = (arrays["movie_ids"], arrays["scores"])
-    weights = [path for path in (folder / "weights.safetensors", folder / "weights.pt") if path.is_file()]
-    if weights:
-        import torch
-
-        from ops.arms.recommenders import resolve_device
-
-        device = device or resolve_device(config)
-        model = build_model(config, trained.encoder, device)
-        if weights[0].suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            state = load_file(weights[0], device=str(device))
-        else:
-            state = torch.load(weights[0], map_location=device, weights_only=True)
-        model.load_state_dict(state)
-        model.eval()
-        trained.model = model
-    return trained
+    return load_trained(folder, device)
 
 
 def log_and_register(

@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ops.arms.catalog import LISTS, MLFLOW, spec_of
-from ops.arms.lists import ListsFileError, check_lists_file
+from ops.arms.catalog import arm_class, spec_of
 from ops.data.domain import DataFileError, check_files_folder
 from ops.data.movielens import MovieLensFormatError, find_tables
 from ops.preflight.bill import brain_of
@@ -52,48 +51,15 @@ def check_values(
 
 
 def check_arms(settings: Settings, tracking_uri: Callable[[], str] | None = None) -> None:
-    """Each arm's lists file (exists, readable, header) and MLflow model (resolvable)."""
+    """Each arm's source, as its kind checks it (`ArmBase.source_problem`: a lists file's
+    header, an MLflow model's URI)."""
     written = ",".join(spec_of(name).text() for name in settings.arms or ())
     for name in settings.arms or ():
         spec = spec_of(name)
-        variable = f"SIMAB_ARMS={written!r}: arm {name}"
-        if spec.kind == LISTS:
-            try:
-                check_lists_file(spec.source)
-            except ListsFileError as exc:
-                said = f"{exc.path}: {exc.what}" if exc.row == "file" else str(exc)
-                raise SettingError(f"{variable}: {said}") from None
-        elif spec.kind == MLFLOW:
-            problem = mlflow_problem(spec.source, tracking_uri() if tracking_uri else None)
-            if problem:
-                raise SettingError(f"{variable}: {problem}")
-
-
-def mlflow_problem(uri: str, tracking_uri: str | None) -> str | None:
-    """Why an MLflow model URI does not resolve in the store at `tracking_uri`, or None."""
-    from ops.arms.mlflow_model import resolve_uri
-
-    parts = urlsplit(uri)
-    if parts.scheme in ("models", "runs") and (tracking_uri or "").startswith("sqlite:///"):
-        store = Path(tracking_uri.removeprefix("sqlite:///"))
-        if not store.is_file():  # asking would create the store (seconds of migrations) to find it empty
-            return f"there is no MLflow store at {store} yet, so no model in it"
-    try:
-        if parts.scheme in ("models", "runs"):
-            resolved = resolve_uri(uri, tracking_uri)
-            if parts.scheme == "runs":
-                import mlflow
-
-                mlflow.MlflowClient(tracking_uri).get_run(resolved["run_id"])
-            return None
-    except Exception as exc:  # noqa: BLE001 - MLflow raises its own, REST and SQL errors alike; the first line says which
-        where = redact(tracking_uri or "MLflow's default store")
-        return f"not found in the MLflow store {where}: {redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}"
-    if parts.scheme in ("", "file"):
-        path = Path(parts.path if parts.scheme == "file" else uri).expanduser()
-        if not (path / "MLmodel").is_file() and not path.is_file():
-            return f"no MLflow model at {path} (no MLmodel file)"
-    return None  # another store (s3:, gs:, …): resolved when the arm downloads it
+        kind = arm_class(name)
+        problem = kind.source_problem(spec.source, tracking_uri) if spec.source and kind is not None else None
+        if problem:
+            raise SettingError(f"SIMAB_ARMS={written!r}: arm {name}: {problem}")
 
 
 def check_source(settings: Settings) -> None:

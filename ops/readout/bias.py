@@ -2,7 +2,7 @@
 own taste, beyond what they are worth offline?
 
 Two figures, from what the read-out already has (the agents' CTR per arm, each test user's
-NDCG@20 per arm, the top-20 lists); the mirror arm (`ops.arms.mirror`: the brain's own
+NDCG@20 per arm, the top-20 lists); the mirror arm (`ops/arms/kinds/mirror.py`: the brain's own
 ranking, simulated like an arm) makes them possible.
 
 - **The line.**  Across the candidate arms (every simulated arm but the mirror), simulated

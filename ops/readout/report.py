@@ -134,7 +134,7 @@ def report_summary(
     estimate in a few words; `list_response` (`ops.studies.alignment.calibration.
     list_response_status`): whether the embedded brain's click decision was calibrated to list
     quality — a brain left uncalibrated is a warning of its own, first of them.  Arms in
-    `exclude` (diagnostic arms such as the mirror, `ops.arms.mirror`) are never named the winner."""
+    `exclude` (diagnostic arms such as the mirror, `ops/arms/kinds/mirror.py`) are never named the winner."""
 
     def cells(frame: pl.DataFrame, key: str) -> dict:
         return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}

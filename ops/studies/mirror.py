@@ -1,4 +1,4 @@
-"""The brain's own scorer as an arm's input: the scores the mirror arm (`ops.arms.mirror`)
+"""The brain's own scorer as an arm's input: the scores the mirror arm (`ops/arms/kinds/mirror.py`)
 ranks the catalogue by.
 
 For the embedded brain the scorer is its click decision's log-odds before the position

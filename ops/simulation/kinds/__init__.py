@@ -42,9 +42,11 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
+from ops.settings import config_default
+
 ENTRY_POINT_GROUP = "simab.brains"
-# Who decides when nothing says: the offline brain, no network and nothing to pay.
-DEFAULT_BRAIN = "embedded"
+# Who decides when nothing says ($SIMAB_BRAIN's default: the offline brain, nothing to pay).
+DEFAULT_BRAIN: str = config_default("brain")
 BRAIN_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 # The trust protocols a brain may answer (ops.studies.alignment).
 PROTOCOLS = ("taste", "rating", "list_quality", "sensitivity")

@@ -14,10 +14,12 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
+from ops.settings import config_default
+
 # The half-width the protocols are sized for unless told otherwise ($SIMAB_TRUST_HALF_WIDTH):
 # wide enough to tell the papers' 1:1 from 1:9 taste F1 (0.6–0.8 apart), at half the
 # agents 200 took.
-DEFAULT_HALF_WIDTH = 0.10
+DEFAULT_HALF_WIDTH = config_default("trust_half_width")
 WORST_SD = 0.5  # the largest standard deviation of a figure in [0, 1]
 
 

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ops.settings import load as load_settings
+from ops.settings import current
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.brains.llm.tokens import prompt_tokens
 from ops.simulation.budget import RunBudget
@@ -734,7 +734,7 @@ def main(argv: list[str] | None = None) -> None:
     [--endpoint URL]`: what the response cache holds, or delete (some of) it."""
     import argparse
 
-    default = load_settings().home / "cache" / "llm" / "responses.sqlite"
+    default = current().home / "cache" / "llm" / "responses.sqlite"
     parser = argparse.ArgumentParser(
         prog="python -m ops.simulation.brains.llm.client", description=main.__doc__.split(":", 1)[1].strip()
     )

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from ops.arms.base import ArmBase, FitData, ScoresNotAvailable, rank_by_score
-from ops.arms.lists import ListsArm
+from ops.arms.kinds.lists import ListsArm
 
 
 class MirrorArm(ListsArm):
@@ -40,6 +40,10 @@ class MirrorArm(ListsArm):
     # The read-out keeps an arm with this capability out of the verdict, τ and the arm
     # pairs: it measures the simulator, it is not a candidate.
     diagnostic: ClassVar[bool] = True
+    control_candidate: ClassVar[bool] = False
+    # Unlike a lists file, it needs no source: `mirror` alone is the arm.
+    source_param: ClassVar[str | None] = None
+    standalone: ClassVar[bool] = True
 
     def __init__(self, name: str, depth: int = 20):
         if int(depth) < 1:

@@ -1,0 +1,409 @@
+"""The DeepCTR family's common machinery: what FM, DeepFM, AFN, WDL, xDeepFM, DCN, NFM,
+AutoInt and PNN (A/B Agent §3.2, Appendix B) share, each model being a `DeepCTRArm` subclass
+in its own file under `ops/arms/kinds/` that names its deepctr-torch class and keeps its
+Appendix B adjustments (and, for AFN, xDeepFM and AutoInt, what only they need).
+
+`DeepCTRArm` builds the deepctr-torch module of its configuration (`build_model`), trains it
+with binary cross-entropy, Adam and early stopping on the validation AUC, the best epoch's
+weights restored and a `DivergenceGuard` watching (`train_deepctr`), and scores in passes
+sized to `score_memory_mb` from each user's and each item's parts computed once
+(`ops.arms.deepctr_parts`).  torch and deepctr are imported inside the functions that use
+them, so that listing or configuring arms imports neither.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import polars as pl
+
+from ops.arms.base import Factors, FitData, sigmoid
+from ops.arms.features import FeatureConfig, FeatureEncoder, fit_encoder
+from ops.arms.lookup import kind_class, kind_names
+from ops.arms.metrics import auc, log_loss
+from ops.arms.recommenders import ArmConfig, ArmDivergedError, TrainedArm, trained_kind
+from ops.data.domain import feedback_of
+
+log = logging.getLogger(__name__)
+
+
+def deepctr_kinds() -> list[str]:
+    """The DeepCTR models among the arm kinds (those whose class is a `DeepCTRArm`)."""
+    return [k for k in kind_names() if issubclass(kind_class(k), DeepCTRArm)]
+
+
+@dataclass
+class DeepCTRArm(TrainedArm):
+    """A deepctr-torch model as an arm (module docstring).  A model's class names
+    `deepctr_class` (the deepctr_torch.models class), `dnn_argument` (its DNN-layers
+    argument), whether it has a linear part (`has_linear`: it takes `l2_reg_linear`) and
+    whether it takes the linear feature columns (`linear_columns`)."""
+
+    encoder: FeatureEncoder | None = None
+    model: Any = None  # the deepctr-torch module
+    can_refit: ClassVar[bool] = True
+    scores_are_probabilities: ClassVar[bool] = True
+    uses_gpu: ClassVar[bool] = True
+    deepctr_class: ClassVar[str] = ""
+    dnn_argument: ClassVar[str] = "dnn_hidden_units"
+    has_linear: ClassVar[bool] = True
+    linear_columns: ClassVar[bool] = True
+
+    def _fit(self, train: pl.DataFrame, data: FitData) -> None:
+        train_deepctr(self, train, data)
+
+    def score(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        if user_ids.shape != movie_ids.shape:
+            raise ValueError(f"score: {user_ids.shape} user ids but {movie_ids.shape} movie ids")
+        return _predict(self.model, self.encoder, user_ids, movie_ids, rows_per_forward(self.model, self.config))
+
+    def factors(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> Factors | None:
+        """FM's logits are products of user and item factors (`ArmBase.factors`); the other
+        models' are not."""
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        blocks = _scorer(self).factors(user_ids, movie_ids)
+        return None if blocks is None else Factors(*blocks, link=sigmoid)
+
+    def score_matrix(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+        """Scores of every user x movie, (users, movies): a matrix product where the model
+        has `factors`, else each user's and each movie's parts computed once."""
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        factors = self.factors(user_ids, movie_ids)
+        if factors is not None:
+            return factors.scores()
+        return _scorer(self).score_matrix(user_ids, movie_ids)
+
+    # -- what a model's own file may change -------------------------------------------
+
+    @classmethod
+    def adjust_model(cls, model, config: ArmConfig) -> None:
+        """Changes to the built deepctr-torch module (none: AFN registers what deepctr leaves out)."""
+
+    @classmethod
+    def activation_floats_per_row(cls, model, config: ArmConfig) -> int:
+        """About how many floats the widest intermediate tensors of one forward pass hold per
+        scored pair: near fields x embedding for most models (AFN, xDeepFM and AutoInt say
+        otherwise in their files)."""
+        fields = max(1, len(getattr(model, "embedding_dict", {}) or {}))
+        return fields * config.embedding_dim * 4 + 2 * sum(config.dnn_hidden_units)
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def _save_state(self, folder) -> None:
+        from safetensors.torch import save_file
+
+        if self.encoder is None or self.model is None:
+            raise RuntimeError(f"arm {self.name!r}: nothing to save (fit first)")
+        (folder / "encoder.json").write_text(self.encoder.to_json())
+        np.savez(folder / "encoder.npz", allow_pickle=False, **self.encoder.arrays())
+        # Copies: safetensors refuses tensors that share memory (tied weights, views).
+        state = {k: v.detach().cpu().clone().contiguous() for k, v in self.model.state_dict().items()}
+        save_file(state, folder / "weights.safetensors")
+
+    def _load_state(self, folder, device: str | None) -> None:
+        """The encoder and the weights: safetensors, or `weights.pt` in folders saved before
+        safetensors, read with `torch.load(weights_only=True)`."""
+        import torch
+
+        with np.load(folder / "encoder.npz", allow_pickle=False) as arrays:
+            self.encoder = FeatureEncoder.from_saved((folder / "encoder.json").read_text(), dict(arrays))
+        weights = [path for path in (folder / "weights.safetensors", folder / "weights.pt") if path.is_file()]
+        if not weights:
+            raise FileNotFoundError(f"{folder}: a saved {self.config.model} arm without its weights")
+        device = device or resolve_device(self.config)
+        model = build_model(self.config, self.encoder, device)
+        if weights[0].suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            state = load_file(weights[0], device=str(device))
+        else:
+            state = torch.load(weights[0], map_location=device, weights_only=True)
+        model.load_state_dict(state)
+        model.eval()
+        self.model = model
+
+
+def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
+    """The deepctr-torch module for `config`, as its model's class describes it."""
+    from deepctr_torch import models
+
+    kind = trained_kind(config.model)
+    if not issubclass(kind, DeepCTRArm):
+        raise ValueError(f"arm {config.name!r}: model {config.model!r} is not a DeepCTR model")
+    columns = encoder.feature_columns(config.embedding_dim)
+    common = dict(
+        l2_reg_embedding=config.l2_reg_embedding,
+        l2_reg_dnn=config.l2_reg_dnn,
+        seed=config.seed,
+        dnn_dropout=config.dnn_dropout,
+        task="binary",
+        device=device,
+    )
+    model_class = getattr(models, kind.deepctr_class)
+    column_args = (columns, columns) if kind.linear_columns else (columns,)
+    kwargs = {kind.dnn_argument: config.dnn_hidden_units, **common, **config.model_kwargs}
+    if kind.has_linear:
+        kwargs["l2_reg_linear"] = config.l2_reg_linear
+    model = model_class(*column_args, **kwargs)
+    if config.embedding_init_std is not None:
+        _reinitialise_embeddings(model, config.embedding_init_std, config.seed)
+    kind.adjust_model(model, config)
+    return model
+
+
+def activation_floats_per_row(model, config: ArmConfig) -> int:
+    """`DeepCTRArm.activation_floats_per_row` of `config`'s model."""
+    return trained_kind(config.model).activation_floats_per_row(model, config)
+
+
+def rows_per_forward(model, config: ArmConfig) -> int:
+    """Pairs per forward pass when scoring: score_batch_size, or fewer so that one pass's
+    widest tensors stay within score_memory_mb (never fewer than 256)."""
+    fit = int(config.score_memory_mb * 2**20 // (4 * activation_floats_per_row(model, config)))
+    return max(256, min(config.score_batch_size, fit))
+
+
+def _scorer(trained: DeepCTRArm):
+    # torch is a heavy import: loaded when a DeepCTR arm first scores.
+    from ops.arms.deepctr_parts import PartsScorer
+
+    return PartsScorer(trained.model, trained.encoder, rows_per_forward(trained.model, trained.config))
+
+
+def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int) -> np.ndarray:
+    """The model's probability per (user, movie) pair, `batch` pairs a pass, from each user's
+    and each movie's parts computed once (`ops.arms.deepctr_parts`)."""
+    from ops.arms.deepctr_parts import PartsScorer
+
+    return PartsScorer(model, encoder, batch).score_pairs(user_ids, movie_ids)
+
+
+def _reinitialise_embeddings(model, std: float, seed: int) -> None:
+    """Embeddings drawn afresh from N(0, std²), from their own seeded generator so that
+    torch's global random stream (dropout) is left as deepctr's seeding set it."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for table in model.embedding_dict.values():
+            table.weight.copy_(torch.randn(table.weight.shape, generator=generator) * std)
+
+
+def resolve_device(config: ArmConfig) -> str:
+    import torch
+
+    if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available()):
+        return "cuda:0"
+    return "cpu"
+
+
+def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
+    """Fit `arm`'s model on `train` (already sampled) with early stopping on the validation
+    AUC, the best epoch's weights kept; its guard (`DivergenceGuard`) may stop it."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
+    config, valid, users, catalogue, on_epoch = arm.config, data.valid, data.users, data.catalogue, data.on_epoch
+    device = resolve_device(config)
+    torch.manual_seed(config.seed)
+    encoder = fit_encoder(
+        FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
+    )
+    x_train = torch.from_numpy(encoder.transform(train["user_id"].to_numpy(), train["movie_id"].to_numpy()))
+    y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
+    valid_labels = (valid["rating"].to_numpy() >= config.positive_threshold).astype(np.float64)
+    valid_users, valid_items = valid["user_id"].to_numpy(), valid["movie_id"].to_numpy()
+    validation_negatives = implicit_settings(config, valid)["validation_negatives"]
+    if validation_negatives > 0 and valid.height:
+        seen = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")])
+        neg_u, neg_m = _unrated_pairs(
+            valid, catalogue, validation_negatives, np.random.default_rng(config.seed + 1), _rated_keys(seen)
+        )
+        valid_users = np.concatenate([valid_users, neg_u])
+        valid_items = np.concatenate([valid_items, neg_m])
+        valid_labels = np.concatenate([valid_labels, np.zeros(neg_u.size)])
+    if valid.height == 0 or valid_labels.min() == valid_labels.max():
+        raise ValueError(f"arm {config.name!r}: the validation split needs both positive and negative labels")
+    model = build_model(config, encoder, device)  # re-seeds torch with config.seed
+    optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    shuffle = np.random.default_rng(config.seed)
+    rated = _rated_keys(train) if config.sampled_negatives > 0 else None
+
+    history: list[dict[str, float]] = []
+    guard = config.divergence
+    best_auc, best_epoch, best_state, stale = -np.inf, None, None, 0
+    for epoch in range(1, config.max_epochs + 1):
+        started = time.perf_counter()
+        model.train()
+        x_epoch, y_epoch = x_train, y_train
+        if config.sampled_negatives > 0:
+            x_neg = torch.from_numpy(
+                _sampled_negatives(train, catalogue, encoder, config.sampled_negatives, shuffle, rated)
+            )
+            x_epoch = torch.cat([x_train, x_neg])
+            y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
+        order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))
+        total = 0.0
+        batches = range(0, x_epoch.shape[0], config.batch_size)
+        for start in tqdm(batches, desc=f"{config.name} epoch {epoch}", leave=False, disable=None):
+            idx = order[start : start + config.batch_size]
+            x = x_epoch[idx].to(device)
+            y = y_epoch[idx].to(device)
+            prediction = model(x).squeeze(-1)
+            if guard.enabled and not bool(torch.isfinite(prediction).all()):
+                # torch's BCE refuses NaN inputs with an error that names neither arm nor epoch.
+                bad = int((~torch.isfinite(prediction)).sum())
+                raise ArmDivergedError(
+                    config.name,
+                    epoch,
+                    f"batch {start // config.batch_size + 1} gives {bad} predictions that are not numbers",
+                    {"train_loss_so_far": total / max(start, 1)},
+                )
+            # deepctr's own fit: summed BCE plus the registered L2 terms plus aux loss.
+            loss = F.binary_cross_entropy(prediction, y, reduction="sum")
+            objective = loss + model.get_regularization_loss() + model.aux_loss
+            optimiser.zero_grad()
+            objective.backward()
+            optimiser.step()
+            batch_loss = float(loss.detach())
+            if guard.enabled and not math.isfinite(batch_loss):
+                raise ArmDivergedError(
+                    config.name,
+                    epoch,
+                    f"the loss of batch {start // config.batch_size + 1} is {batch_loss}",
+                    {"train_loss_so_far": total / max(start, 1)},
+                )
+            total += batch_loss
+        valid_scores = _predict(model, encoder, valid_users, valid_items, rows_per_forward(model, config))
+        if guard.enabled and not np.all(np.isfinite(valid_scores)):
+            raise ArmDivergedError(
+                config.name,
+                epoch,
+                f"{int((~np.isfinite(valid_scores)).sum())} validation predictions are not numbers",
+                {"train_loss": total / x_epoch.shape[0]},
+            )
+        metrics = {
+            "train_loss": total / x_epoch.shape[0],
+            "val_auc": auc(valid_labels, valid_scores),
+            "val_log_loss": log_loss(valid_labels, valid_scores),
+            "epoch_seconds": time.perf_counter() - started,
+        }
+        history.append({"epoch": epoch, **metrics})
+        if on_epoch is not None:
+            on_epoch(epoch, metrics)  # before the guard, so that the figures that stop an arm are logged
+        if guard.enabled and _overfits(config, metrics, best_auc, best_state is not None):
+            # A sane, learning epoch came before and its weights are kept: a log loss that
+            # climbs past the limit now is over-fitting (the small implicit sets: deepfm's
+            # refit on Steam at epoch 8, validation AUC 0.64, log loss 2.3), which early
+            # stopping ends, not a divergence that must stop the lifecycle.
+            log.warning(
+                "arm %r: log loss past %g at epoch %d after a sane epoch %s: stopped there, epoch %s kept",
+                config.name,
+                guard.max_log_loss,
+                epoch,
+                best_epoch,
+                best_epoch,
+            )
+            break
+        if guard.enabled:
+            _check_divergence(config, epoch, metrics, max(h["val_auc"] for h in history))
+        if metrics["val_auc"] > best_auc:
+            best_auc, best_epoch, stale = metrics["val_auc"], epoch, 0
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            stale += 1
+            if stale >= config.patience:
+                break
+    model.load_state_dict(best_state)
+    model.eval()
+    arm.encoder, arm.model, arm.history, arm.best_epoch = encoder, model, history, best_epoch
+
+
+def implicit_settings(config: ArmConfig, valid: pl.DataFrame) -> dict[str, float]:
+    """The settings that follow the feedback kind: what the arm's configuration leaves to the
+    domain (None) is taken from `feedback_of(valid)` — the validation window, which no
+    augmentation touches (a refit's train window holds the agents' clicks, rated 4)."""
+    implicit = feedback_of(valid) == "implicit"
+    negatives = config.validation_negatives
+    return {"validation_negatives": (1.0 if implicit else 0.0) if negatives is None else float(negatives)}
+
+
+def _overfits(config: ArmConfig, metrics: dict[str, float], best_auc: float, has_best: bool) -> bool:
+    """Whether this epoch's log loss, finite but above the guard's limit, comes after a kept
+    epoch that passed the guard with a validation AUC at or above its floor."""
+    guard = config.divergence
+    losses = [metrics["train_loss"], metrics["val_log_loss"]]
+    return (
+        has_best
+        and best_auc >= guard.min_val_auc
+        and all(math.isfinite(v) for v in losses)
+        and any(v > guard.max_log_loss for v in losses)
+    )
+
+
+def _check_divergence(config: ArmConfig, epoch: int, metrics: dict[str, float], best_val_auc: float) -> None:
+    """Raise ArmDivergedError when an epoch's figures break the arm's DivergenceGuard."""
+    guard = config.divergence
+    figures = {k: v for k, v in metrics.items() if k != "epoch_seconds"}
+    for name in ("train_loss", "val_log_loss"):
+        if not metrics[name] <= guard.max_log_loss:  # NaN fails too
+            raise ArmDivergedError(
+                config.name, epoch, f"{name.replace('_', ' ')} {metrics[name]:.4g} > {guard.max_log_loss:g}", figures
+            )
+    if epoch >= guard.auc_epochs and not best_val_auc >= guard.min_val_auc:
+        raise ArmDivergedError(
+            config.name,
+            epoch,
+            f"best validation AUC {best_val_auc:.4f} < {guard.min_val_auc:g} after {epoch} epochs",
+            figures,
+        )
+
+
+def _sampled_negatives(
+    train: pl.DataFrame,
+    movies: pl.DataFrame,
+    encoder: FeatureEncoder,
+    ratio: float,
+    rng: np.random.Generator,
+    rated: np.ndarray | None = None,
+) -> np.ndarray:
+    """Encoded (user, movie) pairs drawn uniformly from train users x catalogue, none of
+    them rated in train, `ratio` per train row: unrated items as negatives.  `rated`: the
+    train pairs' `_rated_keys`, computed once per training instead of once per epoch."""
+    u, m = _unrated_pairs(train, movies, ratio, rng, _rated_keys(train) if rated is None else rated)
+    return encoder.transform(u, m)
+
+
+def _unrated_pairs(
+    frame: pl.DataFrame, movies: pl.DataFrame, ratio: float, rng: np.random.Generator, rated: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(user ids, movie ids) drawn uniformly from `frame`'s users x catalogue, `ratio` per
+    row of `frame`, leaving out the pairs in `rated` (`_rated_keys`)."""
+    users = frame.get_column("user_id").to_numpy()
+    catalogue = movies.get_column("movie_id").unique().to_numpy()
+    n = int(round(ratio * users.size))
+    u = users[rng.integers(0, users.size, n)]  # users in proportion to their activity
+    m = catalogue[rng.integers(0, catalogue.size, n)]
+    keys = _pair_keys(u, m)
+    at = np.minimum(np.searchsorted(rated, keys), max(rated.size - 1, 0))
+    keep = rated[at] != keys if rated.size else np.ones(keys.size, dtype=bool)
+    return u[keep], m[keep]
+
+
+def _rated_keys(train: pl.DataFrame) -> np.ndarray:
+    """The train (user, movie) pairs as sorted unique int64 keys, for membership tests."""
+    return np.unique(_pair_keys(train.get_column("user_id").to_numpy(), train.get_column("movie_id").to_numpy()))
+
+
+def _pair_keys(user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    return user_ids.astype(np.int64) * (1 << 32) + movie_ids.astype(np.int64)

@@ -1,0 +1,68 @@
+"""Adaptive Factorization Network (Cheng et al. 2020), A/B Agent Tables 2 and 5: logarithmic
+neurons learn which cross features to multiply, exp(sum over fields of w log|e|), and a DNN
+reads them.  What only AFN needs lives here: its embedding start and log floor, the L2 that
+deepctr-torch forgets to register, and the memory its logarithmic layer takes per scored pair.
+On a CPU it trains about 14 times slower than DeepFM (../shared/docs/dependencies.md), so a
+run leaves it out unless asked (`slow_to_train`)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar
+
+from ops.arms.deepctr import DeepCTRArm
+from ops.arms.recommenders import ArmConfig
+
+
+class AFN(DeepCTRArm):
+    """deepctr-torch's AFN with the AFN authors' embedding start and log floor."""
+
+    deepctr_class: ClassVar[str] = "AFN"
+    dnn_argument: ClassVar[str] = "afn_dnn_hidden_units"
+    slow_to_train: ClassVar[bool] = True
+    # Appendix B, "Specific adjustments": no dropout, 256 logarithmic neurons.  Not in
+    # Appendix B, the fix of a divergence (validation AUC 0.56-0.60 and log loss 3-14 on
+    # ML-1M, against DeepFM's 0.67-0.70): AFN's logarithmic neurons compute
+    # exp(sum_f w_f log|e_f|), so every embedding must stay well away from 0.  deepctr-torch
+    # starts embeddings at 1e-4, below one Adam step (1e-3), so their components cross 0 in
+    # the first batches and log|e| is noise down to its floor log(1e-7) = -16; and the
+    # embedding of an id unseen in train (2 of 3 validation rows come from users first seen
+    # there) is pulled to ~0 by the L2 term and, at prediction time, sends exp() to 1e4 and
+    # beyond, which batch norm's running statistics cannot tame (batch statistics hide it
+    # in training).  The AFN authors' code (WeiyuCheng/AFN-AAAI-20, src/AFN.py) starts the
+    # embeddings at Glorot scale (~1e-2) and clips |e| at 1e-4; we do the same.  Measured on
+    # ML-1M users 1-1999, 10 % of train, one epoch: validation AUC 0.563 (deepctr as is),
+    # 0.603 (floor 1e-4 only), 0.670 (init 0.01 only), 0.676 (both); DeepFM 0.672.
+    appendix_b: ClassVar[dict[str, Any]] = {
+        "dnn_dropout": 0.0,
+        "model_kwargs": {"ltl_hidden_size": 256},
+        "embedding_init_std": 0.01,
+        "log_input_floor": 1e-4,
+    }
+
+    @classmethod
+    def adjust_model(cls, model, config: ArmConfig) -> None:
+        # deepctr's AFN accepts l2_reg_dnn but never registers it (every other model
+        # does): Appendix B's L2 on the DNN kernels, as DeepFM registers it.
+        model.add_regularization_weight(
+            [w for n, w in model.afn_dnn.named_parameters() if "weight" in n and "bn" not in n], l2=config.l2_reg_dnn
+        )
+        model.add_regularization_weight(model.afn_dnn_linear.weight, l2=config.l2_reg_dnn)
+        if config.log_input_floor is not None:
+            model.ltl.register_forward_pre_hook(functools.partial(_floor_log_input, config.log_input_floor))
+
+    @classmethod
+    def activation_floats_per_row(cls, model, config: ArmConfig) -> int:
+        """The logarithmic layer holds embedding x ltl_hidden_size per row through log, batch
+        norm, the product and exp (64 x 256 = 16,384 floats, 64 kB): with 262,144 pairs a
+        pass, AFN's offline metrics on ML-1M were killed for memory at 21.6 GB."""
+        return config.embedding_dim * int(config.model_kwargs.get("ltl_hidden_size", 256)) * 4
+
+
+def _floor_log_input(floor: float, module, args):
+    """Forward pre-hook of AFN's log layer: |e| clipped below at `floor` before the layer
+    takes its log (the layer's own abs and 1e-7 clip then change nothing).  A module-level
+    function, so that a trained arm still pickles."""
+    import torch
+
+    return (torch.clamp(torch.abs(args[0]), min=floor),)

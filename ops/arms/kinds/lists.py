@@ -1,0 +1,119 @@
+"""A team's own recommendations as an arm: `name=lists:PATH`, a lists file (Parquet or CSV;
+its format and its checks: `ops.arms.lists`).
+
+The arm ranks by the file: its Recall@k and NDCG@k are the lists' own; its test AUC comes
+from the scores, an unlisted test pair ranking below every listed one, and is "not
+available" when the file has no scores.  It cannot be refit (Table 5): nothing learns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ops.arms.base import ArmBase, FitData, ScoresNotAvailable
+from ops.arms.lists import MIN_ITEMS, ListsFileError, check_lists_file, read_lists
+from ops.schema import TOP_K
+
+
+class ListsArm(ArmBase):
+    """An arm that recommends what its lists file says (module docstring)."""
+
+    can_refit = False
+    scores_are_probabilities = False
+    # `name=lists:PATH`: the path; no arm without one.
+    source_param = "path"
+    standalone = False
+
+    def __init__(self, name: str, path: str, min_items: int = MIN_ITEMS):
+        super().__init__(name, path=str(path), min_items=int(min_items))
+        self.lists: pl.DataFrame | None = None
+        self.has_scores = False
+        self.sha256 = ""
+
+    @classmethod
+    def source_problem(cls, source: str, tracking_uri=None) -> str | None:
+        """The lists file exists, is readable and has the columns (as far as its header)."""
+        try:
+            check_lists_file(source)
+        except ListsFileError as exc:
+            return f"{exc.path}: {exc.what}" if exc.row == "file" else str(exc)
+        return None
+
+    def fit(self, data: FitData) -> None:
+        required = (
+            data.rank_users if data.rank_users is not None else data.train.get_column("user_id").unique().to_numpy()
+        )
+        self.lists, self.has_scores = read_lists(
+            self.params["path"],
+            data.users.get_column("user_id").to_numpy(),
+            data.catalogue.get_column("movie_id").to_numpy(),
+            required,
+            data.train,
+            self.params["min_items"],
+        )
+        self.sha256 = hashlib.sha256(Path(self.params["path"]).read_bytes()).hexdigest()
+
+    def _fitted(self) -> pl.DataFrame:
+        if self.lists is None:
+            raise RuntimeError(f"arm {self.name!r}: lists not read yet (fit first)")
+        return self.lists
+
+    def rank(self, user_ids, item_ids, exclude=None, k: int = 20) -> pl.DataFrame:
+        lists = self._fitted().filter(
+            pl.col("user_id").is_in(pl.Series(np.asarray(user_ids, dtype=np.int64)).implode()),
+            pl.col("movie_id").is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
+        )
+        if exclude is not None and exclude.height:
+            lists = lists.join(
+                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)),
+                on=["user_id", "movie_id"],
+                how="anti",
+            )
+        lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
+        return (
+            lists.filter(pl.col("rank") <= k)
+            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", "movie_id", "score")
+            .cast(TOP_K)
+        )
+
+    def score(self, user_ids, item_ids) -> np.ndarray:
+        """The file's score of each listed pair; an unlisted pair ranks below all of them."""
+        if not self.has_scores:
+            raise ScoresNotAvailable(f"arm {self.name!r}: the lists file {self.params['path']} has no score column")
+        lists = self._fitted()
+        pairs = pl.DataFrame(
+            {"user_id": np.asarray(user_ids, dtype=np.int64), "movie_id": np.asarray(item_ids, dtype=np.int64)}
+        )
+        floor = float(lists.get_column("score").min()) - 1.0
+        joined = pairs.with_row_index("_i").join(
+            lists.select("user_id", "movie_id", "score"), on=["user_id", "movie_id"], how="left"
+        )
+        return joined.sort("_i").get_column("score").fill_null(floor).to_numpy().astype(np.float64)
+
+    def describe(self) -> dict[str, Any]:
+        lists = self._fitted()
+        return {
+            **self.params,
+            "sha256": self.sha256,
+            "rows": lists.height,
+            "users": lists.get_column("user_id").n_unique(),
+            "has_scores": self.has_scores,
+        }
+
+    def save(self, folder: Path) -> None:
+        self._fitted().write_parquet(folder / "lists.parquet")
+        (folder / "lists.json").write_text(json.dumps({"has_scores": self.has_scores, "sha256": self.sha256}))
+
+    @classmethod
+    def load(cls, name: str, params: dict[str, Any], folder: Path) -> ListsArm:
+        arm = cls(name, **params)
+        arm.lists = pl.read_parquet(folder / "lists.parquet")
+        meta = json.loads((folder / "lists.json").read_text())
+        arm.has_scores, arm.sha256 = bool(meta["has_scores"]), meta["sha256"]
+        return arm

@@ -1,0 +1,67 @@
+"""Pop (Steck 2011; A/B Agent Table 2's control): every item scored by its count in the train
+window (interactions, or positives with `popularity_of="positives"`), scaled to [0, 1] by the
+largest, the same for every user.  A score that is one user factor (1) times one item
+factor (the popularity) ranks by one matrix product.  Nothing is learnt from the user: it
+cannot be refit, and its scores are no probabilities (no log loss)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import polars as pl
+
+from ops.arms.base import Factors, FitData
+from ops.arms.recommenders import ArmConfig, TrainedArm
+
+
+@dataclass
+class Pop(TrainedArm):
+    """Items ranked by their train popularity (module docstring)."""
+
+    popularity: tuple[np.ndarray, np.ndarray] | None = None  # (sorted movie ids, scores)
+    can_refit: ClassVar[bool] = False
+    scores_are_probabilities: ClassVar[bool] = False
+
+    def _fit(self, train: pl.DataFrame, data: FitData) -> None:
+        self.popularity = _popularity(train, self.config)
+
+    def score(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        if user_ids.shape != movie_ids.shape:
+            raise ValueError(f"score: {user_ids.shape} user ids but {movie_ids.shape} movie ids")
+        return self._popularity_of(movie_ids)
+
+    def factors(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> Factors:
+        user_ids = np.asarray(user_ids, dtype=np.int64)
+        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        return Factors(np.ones((user_ids.size, 1)), self._popularity_of(movie_ids)[:, None])
+
+    def _popularity_of(self, movie_ids: np.ndarray) -> np.ndarray:
+        ids, scores = self.popularity
+        if ids.size == 0:
+            return np.zeros(movie_ids.shape)
+        position = np.clip(np.searchsorted(ids, movie_ids), 0, ids.size - 1)
+        return np.where(ids[position] == movie_ids, scores[position], 0.0)
+
+    def _save_state(self, folder: Path) -> None:
+        ids, scores = self.popularity
+        np.savez(folder / "popularity.npz", allow_pickle=False, movie_ids=ids, scores=scores)
+
+    def _load_state(self, folder: Path, device: str | None) -> None:
+        with np.load(folder / "popularity.npz", allow_pickle=False) as arrays:
+            self.popularity = (arrays["movie_ids"], arrays["scores"])
+
+
+def _popularity(train: pl.DataFrame, config: ArmConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Pop (Steck 2011): an item's count in train, scaled to [0, 1] by the largest."""
+    rows = (
+        train if config.popularity_of == "interactions" else train.filter(pl.col("rating") >= config.positive_threshold)
+    )
+    counts = rows.group_by("movie_id").len().sort("movie_id")
+    ids = counts.get_column("movie_id").to_numpy().astype(np.int64)
+    values = counts.get_column("len").to_numpy().astype(np.float64)
+    return ids, values / values.max() if values.size else values

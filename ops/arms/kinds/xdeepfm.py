@@ -1,0 +1,26 @@
+"""xDeepFM (Lian et al. 2018), A/B Agent Table 5: a compressed interaction network (CIN)
+beside a DNN."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ops.arms.deepctr import DeepCTRArm
+from ops.arms.recommenders import ArmConfig
+
+
+class XDeepFM(DeepCTRArm):
+    """deepctr-torch's xDeepFM."""
+
+    deepctr_class: ClassVar[str] = "xDeepFM"
+    # Appendix B, "Specific adjustments": dropout 0.5.  Its "linear L2" value was lost from
+    # the text we have: ArmConfig's l2_reg_linear stands in.
+    appendix_b: ClassVar[dict[str, Any]] = {"dnn_dropout": 0.5}
+
+    @classmethod
+    def activation_floats_per_row(cls, model, config: ArmConfig) -> int:
+        """The CIN holds the outer product of a layer's feature maps with the fields, feature
+        maps x fields x embedding (128 x m x 64) per scored pair."""
+        fields = max(1, len(getattr(model, "embedding_dict", {}) or {}))
+        maps = (fields, *config.model_kwargs.get("cin_layer_size", (256, 128)))
+        return max(maps) * fields * config.embedding_dim * 2

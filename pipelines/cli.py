@@ -1,0 +1,169 @@
+"""The `simab` command: the lifecycle and every UI over one home.
+
+    simab run [--arms …] [--bill] [--verbose]   the whole lifecycle (`pipelines.lifecycle`)
+    simab resume                                 continue the last lifecycle after a kill or a failure
+    simab ui [dagster dev options]               the Dagster UI on workspace.yaml
+    simab mlflow [mlflow ui options]             the MLflow UI on the home's tracking store
+    simab viewer [--port …]                      the trajectory viewer over the stored assets
+    simab settings [--markdown]                  every SIMAB_* setting: its value here, or the table
+    simab report [--markdown] [--open]           the path of the latest report (or open it)
+
+All of them read `$SIMAB_HOME` (`data/` in the project unless set): the Dagster instance
+($DAGSTER_HOME, by default `$SIMAB_HOME/dagster_home`), the MLflow store
+($MLFLOW_TRACKING_URI, by default `$SIMAB_HOME/mlflow.db`), the reports and the logs live
+there (`pipelines.home`), so a run started with one home is shown by every UI started with
+the same home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from ops.settings import PROJECT_ROOT, SettingError
+from pipelines.home import dagster_home, home_environ, latest_report, simab_home
+
+COMMANDS = {
+    "run": "the whole lifecycle: prepare, each arm, the read-out (options: simab run --help)",
+    "resume": "continue the last lifecycle of this home: skip the steps that succeeded",
+    "ui": "the Dagster UI (dagster dev) on workspace.yaml, over this home's instance",
+    "mlflow": "the MLflow UI over this home's tracking store",
+    "viewer": "the trajectory viewer over this home's stored assets",
+    "settings": "every SIMAB_* setting and its value here (--markdown: the table of all of them)",
+    "report": "the path of the latest report of this home (--open: open it in a browser)",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(
+        prog="simab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("command", choices=list(COMMANDS), help="; ".join(f"{k}: {v}" for k, v in COMMANDS.items()))
+    if not args or args[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0 if args else 2
+    command, rest = parser.parse_args(args[:1]).command, args[1:]
+    try:
+        return {
+            "run": run,
+            "resume": resume,
+            "ui": ui,
+            "mlflow": mlflow_ui,
+            "viewer": viewer,
+            "settings": settings,
+            "report": report,
+        }[command](rest)
+    except SettingError as exc:
+        raise SystemExit(f"simab: {exc}") from None
+
+
+def run(rest: list[str]) -> int:
+    from pipelines.lifecycle import main as lifecycle
+
+    return lifecycle(rest)
+
+
+def resume(rest: list[str]) -> int:
+    from pipelines.lifecycle import main as lifecycle
+
+    return lifecycle(["--resume", *rest])
+
+
+def ui(rest: list[str]) -> int:
+    """`dagster dev` with DAGSTER_HOME in the home, after writing its config and marking the
+    runs of dead runners failed (`pipelines.instance`)."""
+    from pipelines.instance import main as prepare_instance
+
+    home = dagster_home()
+    prepare_instance([str(home)])
+    print(f"simab ui: Dagster instance {home}", flush=True)
+    return _serve([_tool("dagster"), "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"), *rest])
+
+
+def mlflow_ui(rest: list[str]) -> int:
+    """`mlflow ui` on the store the runs of this home were tracked in."""
+    from resources.mlflow_tracking import MlflowTracking
+
+    uri = MlflowTracking().resolved_uri()
+    print(f"simab mlflow: tracking store {uri} (experiment 'simab')", flush=True)
+    env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    return _serve([_tool("mlflow"), "ui", "--workers", "1", "--backend-store-uri", uri, *rest], env)
+
+
+def viewer(rest: list[str]) -> int:
+    """The viewer in a process of its own (the layering keeps `viewer` out of `pipelines`)."""
+    print(f"simab viewer: assets of {simab_home()}", flush=True)
+    return _serve([sys.executable, "-m", "viewer", *rest])
+
+
+def settings(rest: list[str]) -> int:
+    """The current value of every setting (URLs without their user and password), with the
+    stores they lead to; `--markdown`: the README's table of all of them."""
+    from ops.settings import _extra, declared, load, markdown_table
+    from resources.mlflow_tracking import MlflowTracking
+
+    if rest == ["--markdown"]:
+        print(markdown_table())
+        return 0
+    if rest:
+        raise SystemExit("usage: simab settings [--markdown]")
+    current = load()
+    width = max(len(_extra(info)["env"]) for info in declared().values())
+    for name, info in declared().items():
+        value = getattr(current, name)
+        shown = "" if value is None else ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        print(f"{_extra(info)['env']:<{width}}  {_without_password(shown)}")
+    print()
+    print(f"{'home':<{width}}  {simab_home()}")
+    print(f"{'Dagster instance':<{width}}  {dagster_home()}")
+    print(f"{'MLflow store':<{width}}  {_without_password(MlflowTracking().resolved_uri())}")
+    return 0
+
+
+def report(rest: list[str]) -> int:
+    """The latest report's path under the home (HTML, or Markdown with --markdown)."""
+    parser = argparse.ArgumentParser(prog="simab report")
+    parser.add_argument("--markdown", action="store_true", help="the Markdown report instead of the HTML page")
+    parser.add_argument("--open", action="store_true", help="open it in the default browser")
+    args = parser.parse_args(rest)
+    path = latest_report(suffix=".md" if args.markdown else ".html")
+    if path is None:
+        raise SystemExit(f"simab report: no report under {simab_home() / 'reports'} yet; `simab run` writes one")
+    print(path)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(path.as_uri())
+    return 0
+
+
+def _tool(name: str) -> str:
+    """A console script of this environment (beside its python), else from PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+def _serve(command: list[str], extra_env: dict[str, str] | None = None) -> int:
+    """Run a server in the foreground with the home's environment until it stops or ^C."""
+    env = {**home_environ(), **(extra_env or {})}
+    try:
+        return subprocess.call(command, cwd=PROJECT_ROOT, env=env)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _without_password(text: str) -> str:
+    """A URL with user:password@ replaced by ***@ (settings can name an endpoint with credentials)."""
+    if "://" not in text or "@" not in text:
+        return text
+    parts = urlsplit(text)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""The lifecycle's own MLflow run: one top-level run per lifecycle, so that MLflow's compare
+view puts two lifecycles side by side (docs/tracking.md).
+
+It is opened before the first step with the lifecycle's parameters; the parent run of every
+Dagster run of the lifecycle nests under it (`MlflowTracking.parent_run_id`, through the
+`simab/lifecycle` run tag), and each asset's run under that.  When the read-out is done it
+gets the verdict as metrics — per arm CTR, CVR and AR (and offline NDCG@20) with their 95 %
+interval bounds, the primary metric's difference against the control, Kendall τ, the
+arm-against-arm pairs, taste F1, the brain's rating RMSE — and the LLM bill in dollars; it
+ends FINISHED, or FAILED when a step failed (a resumed lifecycle reopens the same run).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ops.preflight.bill import brain_of
+from resources.mlflow_tracking import MlflowTracking
+
+# The settings a lifecycle is told apart by, as run parameters: name -> Settings field.
+PARAMS = {
+    "arms": "arms",
+    "source": "source",
+    "brain": "brain",
+    "agents": "agents",
+    "sessions": "sessions",
+    "model": "llm_model",
+    "control": "control",
+    "primary_metric": "primary_metric",
+    "persona": "persona",
+    "shards": "shards",
+}
+
+
+def lifecycle_params(settings, resolved: dict[str, Any] | None = None) -> dict[str, str]:
+    """The lifecycle's parameters: each setting's value, else `resolved[name]` (the value the
+    asset's own default gives, read from the validated run config), else "default".  The
+    model only where the LLM decides."""
+    resolved = resolved or {}
+    out = {}
+    for name, field in PARAMS.items():
+        if name == "model" and brain_of(settings).decides_offline:
+            out[name] = "none (no LLM)"
+            continue
+        value = getattr(settings, field, None)
+        if value is None:
+            value = resolved.get(name, "default")
+        out[name] = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    return out
+
+
+def resolved_values(defs, configs: dict[str, dict]) -> dict[str, Any]:
+    """name -> the value the jobs' validated run config gives a parameter's first op field
+    (the asset's default where the environment left it), for the `configs` of each job."""
+    from dagster._core.execution.validate_run_config import validate_run_config
+
+    from ops.settings import declared
+
+    found: dict[str, Any] = {}
+    for job, config in configs.items():
+        ops = validate_run_config(defs.resolve_job_def(job), config).get("ops", {})
+        for name, field in PARAMS.items():
+            info = declared().get(field)
+            for target in info.json_schema_extra["ops"] if info is not None and name not in found else ():
+                op, key = target.split(".")
+                value = ops.get(op, {}).get("config", {}).get(key)
+                if value is not None:
+                    found[name] = value
+                    break
+    return found
+
+
+def verdict_metrics(headline: dict, bill_usd: float | None = None) -> dict[str, float]:
+    """The verdict (`ops.readout.report.report_summary`'s dict) as flat MLflow metrics."""
+    out: dict[str, float] = {}
+
+    def put(key: str, value: Any) -> None:
+        if isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, int | float) and value == value:  # NaN: not measured, left out
+            out[_metric_name(key)] = float(value)
+
+    for arm, metrics in (headline.get("arms") or {}).items():
+        for metric, cell in (metrics or {}).items():
+            if cell:
+                mean, low, high = cell
+                put(f"{arm}_{metric}", mean)
+                put(f"{arm}_{metric}_ci_low", low)
+                put(f"{arm}_{metric}_ci_high", high)
+    verdict = headline.get("verdict") or {}
+    for key in ("difference", "ci_low", "ci_high", "p_holm", "significant"):
+        put(f"primary_{key}", verdict.get(key))
+    for key, value in (headline.get("fidelity") or {}).items():
+        put(key if key.startswith("kendall") or key.startswith("same_best") else f"pairs_{key}", value)
+    trust = headline.get("trust") or {}
+    for ratio, f1 in (trust.get("taste_f1") or {}).items():
+        put(f"taste_f1_{ratio}", f1)
+    put("rmse_brain", trust.get("rmse"))
+    put("rmse_best_arm", trust.get("rmse_best_arm"))
+    spread = trust.get("list_quality_spread")
+    if isinstance(spread, dict):
+        for key, value in spread.items():
+            put(f"list_quality_spread_{key}", value)
+    put("warnings", len(headline.get("warnings") or []))
+    if bill_usd is not None:
+        put("bill_usd", bill_usd)
+    return out
+
+
+def verdict_tags(headline: dict) -> dict[str, str]:
+    """The verdict's words as tags: the control, the primary metric, the winner (or none)."""
+    verdict = headline.get("verdict") or {}
+    winner = verdict.get("arm") if verdict.get("significant") and (verdict.get("difference") or 0) > 0 else None
+    return {
+        "simab.control": str(headline.get("control")),
+        "simab.primary_metric": str(verdict.get("metric")),
+        "simab.winner": str(winner or "none"),
+    }
+
+
+class LifecycleRun:
+    """A handle on the lifecycle's MLflow run while the lifecycle goes."""
+
+    def __init__(self, tracking: MlflowTracking, run_id: str) -> None:
+        self.tracking, self.run_id = tracking, run_id
+
+    def finish(self, headline: dict, bill_usd: float | None = None) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        client = self.tracking.client()
+        metrics = [Metric(k, v, 0, 0) for k, v in verdict_metrics(headline, bill_usd).items()]
+        tags = [RunTag(k, v) for k, v in verdict_tags(headline).items()]
+        client.log_batch(self.run_id, metrics=metrics, tags=tags)
+
+
+@contextmanager
+def lifecycle_run(tracking: MlflowTracking, lifecycle: str, params: dict[str, str]) -> Iterator[LifecycleRun]:
+    """The lifecycle's run, RUNNING inside the block; FINISHED after it, FAILED when it raised
+    (a failed step stops the runner with SystemExit)."""
+    client = tracking.client()
+    run_id = tracking.lifecycle_run_id(lifecycle, params)
+    client.update_run(run_id, status="RUNNING")
+    status = "FAILED"
+    try:
+        yield LifecycleRun(tracking, run_id)
+        status = "FINISHED"
+    finally:
+        client.set_terminated(run_id, status=status)
+
+
+def _metric_name(key: str) -> str:
+    """MLflow takes letters, digits, `_ - . / ` and spaces; a ratio's colon becomes `_`."""
+    return re.sub(r"[^A-Za-z0-9_.\-/]+", "_", key)

@@ -8,17 +8,21 @@ import argparse
 import os
 from pathlib import Path
 
+from pipelines.home import simab_home
+
 # Small enough to run in a minute or two on a laptop: 120 users, 160 movies, 30 agents per arm.
 PREPARE = {"ops": {"movielens": {"config": {"synthetic_users": 120, "synthetic_movies": 160, "seed": 3}}}}
 RUN_SETTINGS = {"SIMAB_AGENTS": "30", "SIMAB_SESSIONS": "1", "SIMAB_MAX_EPOCHS": "1", "SIMAB_TRUST_PROTOCOLS": "off"}
 
 
 def home_from_args(description: str) -> Path:
-    """--home (default $SIMAB_HOME, else data/examples): exported as SIMAB_HOME for simab."""
+    """--home (default $SIMAB_HOME, else data/): exported as SIMAB_HOME for simab."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--home", default=os.environ.get("SIMAB_HOME") or "data/examples", help="the simab home")
-    home = Path(parser.parse_args().home).resolve()
-    os.environ["SIMAB_HOME"] = str(home)
+    parser.add_argument("--home", help="the simab home (default: $SIMAB_HOME, else data/)")
+    given = parser.parse_args().home
+    # The home as simab itself resolves it, so the UIs started with the same SIMAB_HOME show the run.
+    home = Path(given).resolve() if given else simab_home()
+    os.environ.update({"SIMAB_HOME": str(home)})
     return home
 
 

@@ -79,7 +79,7 @@ from resources.mlflow_tracking import MlflowTracking
 
 GROUP = "alignment"
 # An arm that measures the simulator (the mirror, ops.arms.mirror) is no candidate.
-_is_diagnostic = functools.partial(has_capability, capability="diagnostic")
+_is_diagnostic = functools.partial(has_capability, attribute="diagnostic")
 
 
 class AlignmentConfig(Config):

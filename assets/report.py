@@ -152,7 +152,7 @@ def simab_report(
 
     # Simulated against offline, once: τ, the arm pairs, the diagnostic arms (the mirror:
     # the brain's own ranking, no candidate; it goes to the bias section).
-    is_diagnostic = functools.partial(has_capability, capability="diagnostic")
+    is_diagnostic = functools.partial(has_capability, attribute="diagnostic")
     agreement = arm_agreement(ab_readout, offline_metrics, top20_lists, test_ratings, is_diagnostic)
     offline, per_user, diagnostic, fid, pairs = (
         agreement.offline,

@@ -10,12 +10,30 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, Failure, MetadataValue, Output, asset
 from pydantic import Field
 
+from ops.agents.build import Agents, AgentsConfig, build_agents
+from ops.simulation.kinds.llm import LLM
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 
 GROUP = "agents"
+
+
+def build_population(
+    ratings: pl.DataFrame, users: pl.DataFrame, mm_ml_1m: pl.DataFrame, embeddings: EmbeddingsResource
+) -> Agents:
+    """The agents of `users` built from `ratings` (the train window, or what a hold-out keeps)
+    with the embeddings resource's embedders, through the run's embeddings cache."""
+    return build_agents(
+        ratings,
+        users,
+        mm_ml_1m,
+        AgentsConfig(),
+        embeddings.text_embedder(),
+        embeddings.poster_embedder(),
+        cache_dir=data_root() / "cache" / "embeddings",
+    )
 
 
 @asset(group_name=GROUP, code_version="4", compute_kind="numpy")
@@ -28,18 +46,9 @@ def agents(
     mlflow_tracking: MlflowTracking,
 ):
     """Profiles (demographics, social traits, pickiness, per-page preferences) and memories."""
-    from ops.agents.build import AgentsConfig, build_agents
     from ops.agents.profile import profiles_frame
 
-    population = build_agents(
-        train_ratings,
-        users,
-        mm_ml_1m,
-        AgentsConfig(),
-        embeddings.text_embedder(),
-        embeddings.poster_embedder(),
-        cache_dir=data_root() / "cache" / "embeddings",
-    )
+    population = build_population(train_ratings, users, mm_ml_1m, embeddings)
     table = profiles_frame(population.profiles)
     with mlflow_tracking.asset_run(context, params={**embeddings.describe(), "agents": len(population.profiles)}):
         mlflow_tracking.log_metrics({f"seconds_{k}": v for k, v in population.timings_s.items()})
@@ -200,12 +209,13 @@ def llm_personas(
             description="llm_personas: no agent has a validation-window rating to score candidate personas on",
             allow_retries=False,
         )
-    catalogue = Catalogue.from_frame(mm_ml_1m)
+    # SimUSER's persona matching asks the LLM brain: the persona is a text it writes and reads.
+    kind, sources = LLM(), llm.sources(context, Catalogue.from_frame(mm_ml_1m))
     # Priced by the transport's own cost() on the prompts it would send (nothing is sent).
-    with llm.open_brain(context, "llm", None, catalogue) as pricing:
+    with llm.open_brain(context, kind, sources) as pricing:
         estimate = estimate_persona_cost(pricing, inputs, config.n_candidates, config.seed)
     context.log.info(f"LLM bill before persona matching: {estimate.describe()}")
-    with llm.open_brain(context, "llm", None, catalogue, estimate=lambda: estimate) as brain:
+    with llm.open_brain(context, kind, sources, estimate=lambda: estimate) as brain:
         step = max(1, len(inputs) // 10)
 
         def progress(done: int, total: int) -> None:

@@ -31,9 +31,34 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import DEFAULT_ARMS, condition_name, experiment_partitions
-from assets.simulation import AgentSampleConfig, _cost_estimate, _embedded
+from assets.simulation import SimulationAssetConfig, agents_of, simulate_partition
+from ops.agents.embeddings import load_poster
+from ops.figures import save_figure
 from ops.settings import DEFAULT_CONTROL, config_default
-from ops.studies.experiments.papers import TABLE3, TABLE4, TABLE5_MODELS
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
+from ops.simulation.kinds.llm import LLM
+from ops.simulation.runner import SimulationConfig, sample_agents
+from ops.studies.experiments.arm_tables import interval_cell
+from ops.studies.experiments.papers import (
+    DIFFERENCES,
+    EMBEDDED_POSTER_FEATURES,
+    TABLE3,
+    TABLE4,
+    TABLE5_MODELS,
+    THUMBNAILS,
+)
+from ops.studies.experiments.thumbnails import (
+    ORIGINAL,
+    VERSIONS,
+    sample_movies,
+    simulate_versions,
+    thumbnail_figure,
+    thumbnail_lists,
+    thumbnail_table,
+    version_sources,
+    write_versions,
+)
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -69,62 +94,35 @@ def experiment_simulation_events(
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
-    """An arm simulated under one condition — `embedded`, `embedded-no-vision`, `llm`,
-    `llm-no-vision` — for the experiments (same agents and seed as `simulation_events`)."""
-    from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import SimulationConfig, agents_of_arm, simulate_arm
-
+    """An arm simulated under one condition — a brain of the registry, `embedded`,
+    `embedded-no-vision`, `llm`, `llm-no-vision`, … — for the experiments (same agents and
+    seed as `simulation_events`), through the lifecycle's simulation path."""
     keys = context.partition_key.keys_by_dimension
     arm, condition = keys["arm"], keys["condition"]
-    brain_kind, vision = condition.split("-")[0], not condition.endswith("-no-vision")
-    sample = AgentSampleConfig(n_agents=config.n_agents, seed=config.seed, vision=vision, arms=[arm])
-    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
-    chosen = agents_of_arm(candidates, arm, config.n_agents, "paired", [arm], config.seed)
-    catalogue = Catalogue.from_frame(mm_ml_1m)
-    sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share)
-    concurrency, brain_params = (llm.concurrency, llm.describe()) if brain_kind == "llm" else (1, {})
+    sample = SimulationAssetConfig(
+        brain=condition,
+        n_agents=config.n_agents,
+        seed=config.seed,
+        arms=[arm],
+        max_failed_agents_share=config.max_failed_agents_share,
+    )
     folder = (
         data_root() / "checkpoints" / "experiment_simulation_events" / arm / condition if config.checkpoint else None
     )
-    with llm.open_brain(
+    return simulate_partition(
         context,
-        brain_kind,
-        lambda: _embedded(embedded_brain, vision),
-        catalogue,
-        estimate=lambda: _cost_estimate(arm, sample, top20_lists, agents, embedded_brain, mm_ml_1m, llm),
-        fatigue=sim_config.fatigue,
-        **({} if vision else {"vision": False}),
-    ) as brain:
-        events = simulate_arm(
-            arm,
-            top20_lists,
-            agents.sessions(chosen),
-            catalogue,
-            brain,
-            sim_config,
-            seed=config.seed,
-            run_id=context.run.run_id,
-            users=chosen,
-            concurrency=concurrency,
-            checkpoint_dir=folder,
-        )
-    with mlflow_tracking.asset_run(
-        context,
-        params={**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen)},
-        tags={"arm": arm, "condition": condition},
-    ):
-        mlflow_tracking.log_metrics({"events": events.height, "agents": len(chosen)})
-        digest = mlflow_tracking.log_frame(events, f"experiment_simulation_events_{arm}_{condition}", role="output")
-    return MaterializeResult(
-        value=events,
-        data_version=DataVersion(digest),
-        metadata={
-            "arm": arm,
-            "condition": condition,
-            "brain": brain.name,
-            "agents": len(chosen),
-            "events": events.height,
-        },
+        arm,
+        agents_of(arm, sample, top20_lists, agents),
+        sample,
+        top20_lists,
+        agents,
+        embedded_brain,
+        mm_ml_1m,
+        llm,
+        mlflow_tracking,
+        folder,
+        dataset=f"experiment_simulation_events_{arm}_{condition}",
+        tags={"condition": condition},
     )
 
 
@@ -290,7 +288,10 @@ def _arm_table(
 
 class Table5Config(Config):
     simulated_arm: str = Field(default="deepfm", description="the arm the agents browsed (the paper: DeepFM)")
-    brain: str = Field(default="embedded", description="embedded | llm: whose vision and no-vision runs are compared")
+    brain: str = Field(
+        default=DEFAULT_BRAIN,
+        description="a brain of the registry (embedded, llm, …): whose vision and no-vision runs are compared",
+    )
     models: list[str] = Field(
         default=list(TABLE5_MODELS), description="the downstream DeepCTR models refit (the paper's eight)"
     )
@@ -382,7 +383,9 @@ def ab_agent_table5(
 
 class ThumbnailConfig(Config):
     brain: str = Field(
-        default="embedded", description="embedded | llm (the `llm` resource's endpoint, images sent when it has vision)"
+        default=DEFAULT_BRAIN,
+        description="a brain of the registry: embedded, llm (the `llm` resource's endpoint, images sent when it has "
+        "vision), …",
     )
     n_movies: int = Field(default=100, ge=1, description="movies sampled (SimUSER: 100)")
     n_agents: int = Field(default=100, ge=1, description="agents sampled (SimUSER: 100)")
@@ -408,75 +411,21 @@ def simuser_thumbnail_quality(
 ) -> MaterializeResult:
     """SimUSER App. C.7 / Figure 10: click rate with the original poster, a blue-filtered
     poster and a background crop standing in for a trailer screenshot, with intervals."""
-    from ops.agents.embeddings import load_poster
-    from ops.figures import save_figure
-    from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import SimulationConfig, sample_agents
-    from ops.studies.experiments.papers import DIFFERENCES, EMBEDDED_POSTER_FEATURES, THUMBNAILS
-    from ops.studies.experiments.thumbnails import (
-        ORIGINAL,
-        VERSIONS,
-        embedded_with_posters,
-        sample_movies,
-        simulate_versions,
-        thumbnail_figure,
-        thumbnail_lists,
-        thumbnail_table,
-        write_versions,
-    )
-
     folder = data_root() / "experiments" / "thumbnails"
+    kind = brain_kind(config.brain)
     movie_ids = sample_movies(mm_ml_1m, config.n_movies, config.seed)
     users = sample_agents(sorted(agents.profiles), config.n_agents, config.seed)
     lists = thumbnail_lists(users, movie_ids, train_ratings, config.list_length, config.seed)
     users = sorted(set(lists.get_column("user_id").to_list()))
     frames = write_versions(mm_ml_1m, movie_ids, folder / "posters")
-    catalogues = {v: Catalogue.from_frame(frames[v]) for v in VERSIONS}
-    if config.brain == "llm":
-
-        def brain_for(version):
-            return llm.charged_brain(context, catalogues[version], fatigue=SimulationConfig().fatigue)
-
-        concurrency = llm.concurrency
-    else:
-        embedder = embeddings.poster_embedder()
-        model_name = embedded_brain.context.vectors.poster_model
-        if embedder is None or embedder.name != model_name:
-            raise Failure(
-                description=f"the embedded brain's posters were embedded with {model_name!r}; the embeddings resource gives "
-                f"{getattr(embedder, 'name', 'none')!r}: configure the same poster embedder",
-                allow_retries=False,
-            )
-        posters = {
-            v: {
-                m: embedder.embed_images(
-                    [load_poster(frames[v].filter(pl.col("movie_id") == m).get_column("poster_large")[0])]
-                )[0]
-                for m in movie_ids
-            }
-            for v in VERSIONS
-            if v != ORIGINAL
-        }
-
-        def brain_for(version):
-            # The original poster is what the catalogue was embedded with: the fitted brain as it is.
-            return (
-                embedded_brain if version == ORIGINAL else embedded_with_posters(embedded_brain, posters[version])
-            ).brain()
-
-        concurrency = 1
+    posters = _version_posters(frames, movie_ids, embedded_brain, embeddings) if kind.reads_poster_vectors else {}
+    sources = llm.sources(context, embedded=embedded_brain, fatigue=SimulationConfig().fatigue)
+    by_version = {v: version_sources(sources, Catalogue.from_frame(frames[v]), posters.get(v)) for v in VERSIONS}
     events = simulate_versions(
-        lists,
-        agents.sessions(users),
-        catalogues,
-        brain_for,
-        seed=config.seed,
-        run_id=context.run.run_id,
-        concurrency=concurrency,
+        lists, agents.sessions(users), kind, by_version, seed=config.seed, run_id=context.run.run_id
     )
     table, _ = thumbnail_table(events)
     figure = save_figure(thumbnail_figure(table), folder / "plots" / "thumbnails.png")
-    from ops.studies.experiments.arm_tables import interval_cell
 
     shown = table.select(
         "thumbnail",
@@ -502,7 +451,7 @@ def simuser_thumbnail_quality(
     ]
     notes = (
         ["## What the embedded brain's poster features can and cannot see", "", EMBEDDED_POSTER_FEATURES]
-        if config.brain == "embedded"
+        if kind.reads_poster_vectors
         else []
     )
     return _publish(
@@ -520,10 +469,34 @@ def simuser_thumbnail_quality(
     )
 
 
+def _version_posters(frames: dict, movie_ids, embedded_brain, embeddings: EmbeddingsResource) -> dict:
+    """version -> movie id -> its poster's vector, embedded as the embedded brain's posters
+    were (the original version is the fitted brain's own)."""
+    embedder = embeddings.poster_embedder()
+    model_name = embedded_brain.context.vectors.poster_model
+    if embedder is None or embedder.name != model_name:
+        raise Failure(
+            description=f"the embedded brain's posters were embedded with {model_name!r}; the embeddings resource gives "
+            f"{getattr(embedder, 'name', 'none')!r}: configure the same poster embedder",
+            allow_retries=False,
+        )
+    return {
+        v: {
+            m: embedder.embed_images(
+                [load_poster(frames[v].filter(pl.col("movie_id") == m).get_column("poster_large")[0])]
+            )[0]
+            for m in movie_ids
+        }
+        for v in VERSIONS
+        if v != ORIGINAL
+    }
+
+
 class BrainComparisonConfig(Config):
     arms: list[str] = Field(default=list(DEFAULT_ARMS), description="the arms simulated by every brain ($SIMAB_ARMS)")
     brains: list[str] = Field(
-        default=["embedded", "llm"], description="the brains compared; the first is the reference"
+        default=[DEFAULT_BRAIN, LLM.name],
+        description="the brains compared (registry names); the first is the reference",
     )
     vision: bool = Field(default=True, description="compare the brains with (True) or without vision")
     n_bootstrap: int = Field(default=2000)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
 
 from ops.arms.catalog import declare, has_capability, known_arm_names, specs
+from ops.simulation.kinds import brain_kind, brain_names
 from ops.studies.experiments.papers import TABLE2
 
 # Every arm name known when the code location loads: the built-ins and their aliases, the
@@ -70,11 +71,12 @@ def arm_shard_key(arm: str, shard: int) -> str:
 # The experiments' own simulations (issue 13): arm x condition, so the vision and no-vision
 # runs of A/B Agent Table 5 and the embedded and LLM runs of the brain comparison coexist
 # beside the lifecycle's `simulation_events` (one partition per arm, never overwritten here).
-CONDITIONS: tuple[str, ...] = ("embedded", "embedded-no-vision", "llm", "llm-no-vision")
+# A condition is a brain of the registry (its no-vision twins are brains of their own).
+CONDITIONS: tuple[str, ...] = tuple(brain_names())
 condition_partitions = StaticPartitionsDefinition(list(CONDITIONS))
 experiment_partitions = MultiPartitionsDefinition({"arm": arm_partitions, "condition": condition_partitions})
 
 
 def condition_name(brain: str, vision: bool) -> str:
     """The condition partition of a brain with or without vision."""
-    return brain + ("" if vision else "-no-vision")
+    return brain_kind(brain).seeing(vision).name

@@ -9,13 +9,15 @@ page with the figures embedded (`report.html`), and logs it all to MLflow; its m
 the HTML report and the trajectory viewer, and holds the figures the console prints.
 """
 
+import functools
 import tempfile
 
 import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
 
-from ops.arms.catalog import control_arm
+from ops.arms.catalog import control_arm, has_capability
+from ops.readout.fidelity import agreement_summary, arm_agreement, offline_intervals
 from ops.settings import config_default
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -139,49 +141,27 @@ def simab_report(
     the simulated test (minimum detectable CTR difference, agents × sessions needed,
     sensitivity ratio per pair), and how far to trust the agents (the alignment protocols,
     each beside the paper's figure)."""
-    from ops.arms.catalog import has_capability
     from ops.atomic import atomic_write_bytes
     from ops.figures import save_figure
     from ops.links import viewer_url
     from ops.readout.bias import simulator_bias
-    from ops.readout.fidelity import (
-        agreement_summary,
-        fidelity,
-        offline_intervals,
-        offline_per_user,
-        pairwise_agreement,
-    )
     from ops.readout.plots import fidelity_pairs, power_figure, write_ab_figures
     from ops.readout.power import power_analysis
     from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
     from ops.readout.slots import slot_warning, slots_markdown
 
-    # Relaxed: arms without a CTR model (random, pop) have all-null AUC columns.
-    offline = (
-        pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed")
-        if offline_metrics
-        else pl.DataFrame({"arm": []})
-    )
-    per_user = offline_per_user(top20_lists, test_ratings)
-    # An arm that measures the simulator (the mirror: the brain's own ranking) is no
-    # candidate: it stays out of τ, the arm pairs and the winner, and into the bias section.
-    diagnostic = sorted(
-        a for a in set(top20_lists) | set(ab_readout.per_agent.get_column("arm")) if has_capability(a, "diagnostic")
-    )
-    candidate = ~pl.col("arm").is_in(diagnostic)
-    # τ over the same users as the arm pairs and the intervals (offline_for_fidelity says why).
-    fid = (
-        fidelity(ab_readout.arms.filter(candidate), offline, per_user.filter(candidate))
-        if offline_metrics
-        else pl.DataFrame()
+    # Simulated against offline, once: τ, the arm pairs, the diagnostic arms (the mirror:
+    # the brain's own ranking, no candidate; it goes to the bias section).
+    is_diagnostic = functools.partial(has_capability, attribute="diagnostic")
+    agreement = arm_agreement(ab_readout, offline_metrics, top20_lists, test_ratings, is_diagnostic)
+    offline, per_user, diagnostic, fid, pairs = (
+        agreement.offline,
+        agreement.per_user,
+        agreement.diagnostic,
+        agreement.fid,
+        agreement.pairs,
     )
     intervals = offline_intervals(per_user, seed=ab_readout.config.seed)
-    pairs = pairwise_agreement(
-        ab_readout.per_agent.filter(candidate),
-        per_user.filter(candidate),
-        paired=ab_readout.design == "paired",
-        seed=ab_readout.config.seed,
-    )
     bias = simulator_bias(
         ab_readout.per_agent,
         per_user,

@@ -20,8 +20,6 @@ How many rounds there are is the code location's setting (`$SIMAB_ROUNDS`, 4 by 
 Agent4Rec's four rounds), so the partitions are built by `build_round_assets`.
 """
 
-from types import SimpleNamespace
-
 import polars as pl
 from dagster import (
     AssetExecutionContext,
@@ -41,7 +39,10 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import ARMS
-from ops.settings import BrainName, config_default
+from ops.settings import config_default
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.kinds import DEFAULT_BRAIN, BrainFactory, brain_kind
+from ops.simulation.runner import SimulationConfig
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager
@@ -66,8 +67,9 @@ class RoundAssetConfig(Config):
     max_epochs: int = Field(
         default=0, description="the arm's epochs per round; 0 = Appendix B default ($SIMAB_MAX_EPOCHS)"
     )
-    brain: BrainName = Field(
-        default=config_default("brain"), description="embedded (offline default) | llm ($SIMAB_BRAIN)"
+    brain: str = Field(
+        default=DEFAULT_BRAIN,
+        description="who decides, a brain of the registry: embedded (offline default), llm, … ($SIMAB_BRAIN)",
     )
 
 
@@ -168,7 +170,9 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         )
         chosen = sample_agents(agents.profiles, config.n_agents, config.seed)
         overrides = {"max_epochs": config.max_epochs} if config.max_epochs else {}
-        brains = _brains(context, config.brain, embedded_brain, mm_ml_1m, llm)
+        kind = brain_kind(config.brain)
+        # The agent is told the fatigue costs it is charged; an LLM brain's calls go on the run's bill.
+        sources = llm.sources(context, Catalogue.from_frame(mm_ml_1m), embedded_brain, SimulationConfig().fatigue)
         result = simulate_round(
             arm_config(arm, **overrides),
             r,
@@ -177,13 +181,13 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
             users,
             mm_ml_1m,
             agents,
-            brains,
+            BrainFactory(kind, sources),
             written,
             added,
             rounds_config,
             chosen,
             pool,
-            concurrency=llm.concurrency if config.brain == "llm" else 1,
+            concurrency=kind.concurrency(sources),
         )
         events = result.events.with_columns(round=pl.lit(r, dtype=pl.Int64))
         per_agent = per_agent_metrics(result.events)
@@ -293,14 +297,3 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         )
 
     return [agent_round, filter_bubble]
-
-
-def _brains(context, kind: str, embedded_brain, mm_ml_1m: pl.DataFrame, llm: LLMResource):
-    """Something with `.brain()`: a fresh brain for each round."""
-    if kind == "embedded":
-        return embedded_brain
-    from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import SimulationConfig
-
-    catalogue = Catalogue.from_frame(mm_ml_1m)
-    return SimpleNamespace(brain=lambda: llm.charged_brain(context, catalogue, fatigue=SimulationConfig().fatigue))

@@ -21,26 +21,49 @@ frame per arm, equal to one unsharded run's for the same seed.  With the LLM bra
 cost limit, every shard checks the whole arm's bill against it (the limit is per arm).
 """
 
+import functools
 import os
 import tempfile
+from contextlib import nullcontext
+from dataclasses import replace
 from typing import Literal
 
 import polars as pl
 from dagster import (
+    AssetDep,
     AssetExecutionContext,
+    AssetIn,
     Config,
     DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
+    MultiToSingleDimensionPartitionMapping,
     Output,
     ResourceParam,
     asset,
 )
 from pydantic import Field
 
-from assets.partitions import DEFAULT_ARMS, arm_partitions
-from ops.settings import ActivityDrives, BrainName, Persona, config_default
+from assets.partitions import ARM_DIMENSION, DEFAULT_ARMS, SHARD_DIMENSION, arm_partitions, arm_shard_partitions
+from ops.checkpoint import partition_lock
+from ops.links import viewer_url
+from ops.readout.ab_readout import fallback_counts
+from ops.settings import ActivityDrives, Persona, config_default
+from ops.simulation.brains.llm.persona import apply_personas
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.cost import CostEstimateConfig, CostLimitExceeded, check_cost_limit
+from ops.simulation.kinds import DEFAULT_BRAIN, BrainKind, BrainSources, brain_kind
+from ops.simulation.kinds.llm import LLM
+from ops.simulation.runner import (
+    SimulationConfig,
+    activity_tier_of,
+    agents_of_arm,
+    agents_of_shard,
+    combine_shards,
+    simulate,
+)
+from ops.simulation.visits import mean_sessions, visits_config
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager, data_root
@@ -88,9 +111,10 @@ class AgentSampleConfig(Config):
 
 
 class SimulationAssetConfig(AgentSampleConfig):
-    brain: BrainName = Field(
-        default=config_default("brain"),
-        description="embedded (offline default) | llm (the `llm` resource's endpoint) ($SIMAB_BRAIN)",
+    brain: str = Field(
+        default=DEFAULT_BRAIN,
+        description="who decides, a brain of the registry (ops.simulation.kinds): embedded (offline default), llm "
+        "(the `llm` resource's endpoint), uniform-random, or a plug-in's ($SIMAB_BRAIN)",
     )
     max_failed_agents_share: float = Field(
         default=0.05,
@@ -125,12 +149,10 @@ def llm_cost_estimate(
     """What simulating this arm with the LLM brain will cost: calls, tokens and dollars
     (expected, 95 % interval, ceiling), from a dry run that sends nothing.  Fails when the
     estimate is above the `llm` resource's max_cost_usd."""
-    from ops.simulation.cost import CostLimitExceeded, check_cost_limit
-
     agents = _with_personas(agents, config, io_manager)
-    estimate = _cost_estimate(
-        context.partition_key, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm, config.sample_agents
-    )
+    kind = LLM().seeing(config.vision)
+    sources = llm.sources(catalogue=Catalogue.from_frame(mm_ml_1m), embedded=embedded_brain)
+    estimate = _cost_estimate(context.partition_key, config, top20_lists, agents, kind, sources, config.sample_agents)
     context.log.info(f"LLM bill before the run: {estimate.describe()}")
     with mlflow_tracking.asset_run(
         context,
@@ -177,9 +199,9 @@ def simulation_events(
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
     arm = context.partition_key
     agents = _with_personas(agents, config, io_manager)
-    chosen = _agents_of(arm, config, top20_lists, agents)
+    chosen = agents_of(arm, config, top20_lists, agents)
     checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
-    return _simulate(
+    return simulate_partition(
         context,
         arm,
         chosen,
@@ -199,10 +221,6 @@ def sharded_simulation_assets(shards: int) -> list:
     simulates one shard's agents, and `simulation_events` (still one partition per arm, so
     everything downstream reads what it always read) combines the arm's shards into the
     events one unsharded run gives for the same seed, rows in the same order."""
-    from dagster import AssetDep, AssetIn, MultiToSingleDimensionPartitionMapping
-
-    from assets.partitions import ARM_DIMENSION, SHARD_DIMENSION, arm_shard_partitions
-
     per_arm = MultiToSingleDimensionPartitionMapping(partition_dimension_name=ARM_DIMENSION)
 
     @asset(
@@ -228,18 +246,16 @@ def sharded_simulation_assets(shards: int) -> list:
         """One user shard of an arm: the arm's sampled agents whose user id hashes to this
         shard (`ops.simulation.runner.user_shard`), each with the generator it has unsharded;
         a re-runnable partition with a checkpoint folder of its own."""
-        from ops.simulation.runner import agents_of_shard
-
         keys = context.partition_key.keys_by_dimension
         arm, shard = keys[ARM_DIMENSION], int(keys[SHARD_DIMENSION])
         agents = _with_personas(agents, config, io_manager)
-        chosen = agents_of_shard(_agents_of(arm, config, top20_lists, agents), shard, shards)
+        chosen = agents_of_shard(agents_of(arm, config, top20_lists, agents), shard, shards)
         checkpoint_dir = (
             data_root() / "checkpoints" / "simulation_events" / arm / f"shard-{shard}-of-{shards}"
             if config.checkpoint
             else None
         )
-        return _simulate(
+        return simulate_partition(
             context,
             arm,
             chosen,
@@ -266,8 +282,6 @@ def sharded_simulation_assets(shards: int) -> list:
         context: AssetExecutionContext, simulation_shard: dict, mlflow_tracking: MlflowTracking
     ) -> MaterializeResult:
         """The arm's events from all its user shards, as one unsharded run writes them."""
-        from ops.simulation.runner import combine_shards
-
         arm = context.partition_key
         by_shard = {int(key.split("|")[1]): frame for key, frame in simulation_shard.items()}  # keys `arm|shard`
         missing = [k for k in range(shards) if k not in by_shard]
@@ -283,7 +297,7 @@ def sharded_simulation_assets(shards: int) -> list:
     return [simulation_shard, combined_simulation_events]
 
 
-def _simulate(
+def simulate_partition(
     context,
     arm: str,
     chosen: list[int],
@@ -296,21 +310,21 @@ def _simulate(
     mlflow_tracking: MlflowTracking,
     checkpoint_dir,
     shard: tuple[int, int] | None = None,
+    dataset: str | None = None,
+    tags: dict | None = None,
 ) -> MaterializeResult:
-    """Simulate `chosen` on `arm` (every session), log the run to MLflow, and the asset's result."""
-    from contextlib import nullcontext
-
-    from ops.checkpoint import partition_lock
-    from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import SimulationConfig, simulate_visits
-
+    """Simulate `chosen` on `arm` with the brain `config` names (every session), log the run
+    to MLflow, and the asset's result: the simulation partitions of the lifecycle and of the
+    papers' experiments (`dataset`: the events' MLflow dataset, `tags`: the run's and the
+    metadata's, beside the arm)."""
+    kind = brain_kind(config.brain).seeing(config.vision)
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=_visits(config))
-    concurrency, brain_params = (llm.concurrency, llm.describe()) if config.brain == "llm" else (1, {})
-    if brain_params:
-        context.log.info(
-            f"LLM brain: {brain_params['llm_endpoint']} (from {brain_params['llm_endpoint_from']}), model {llm.model}, cache {llm.cache}"
-        )
+    # The agent is told the fatigue costs it is really charged.
+    sources = llm.sources(context, catalogue, embedded_brain, fatigue=sim_config.fatigue)
+    described = kind.describe(sources)
+    if not kind.decides_offline:
+        context.log.info(f"{kind.name} brain: " + ", ".join(f"{k}={v}" for k, v in described.items() if k != "brain"))
     # One run of a partition at a time, across all its sessions: a second materialisation
     # (a nightly run and a manual re-execute) waits, then finds the agents done, or fails
     # naming the run that holds it ($SIMAB_PARTITION_LOCK_TIMEOUT_S).
@@ -321,35 +335,24 @@ def _simulate(
         else nullcontext()
     )
     # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
-    # The agent is told the fatigue costs it is really charged.
-    with (
-        lock,
-        llm.open_brain(
-            context,
-            config.brain,
-            lambda: _embedded(embedded_brain, config.vision),
-            catalogue,
-            estimate=lambda: _cost_estimate(arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, llm),
-            fatigue=sim_config.fatigue,
-            **({} if config.vision else {"vision": False}),
-        ) as brain,
-    ):
-        events = simulate_visits(
-            arm,
-            top20_lists,
-            agents.sessions(chosen),
-            catalogue,
+    estimate = functools.partial(_cost_estimate, arm, config, top20_lists, agents, kind, sources)
+    with lock, llm.open_brain(context, kind, sources, estimate=estimate) as brain:
+        events = simulate(
             brain,
+            agents.sessions(chosen),
+            top20_lists,
+            catalogue,
             sim_config,
-            sessions_per_agent=config.sessions_per_agent,
+            arms=[arm],
             users=chosen,
+            sessions_per_agent=config.sessions_per_agent,
             seed=config.seed,
             run_id=context.run.run_id,
-            concurrency=concurrency,
+            concurrency=kind.concurrency(sources),
             checkpoint_dir=checkpoint_dir,
         )
     extra = {} if shard is None else {"shard": shard[0], "shards": shard[1]}
-    params = {**config.model_dump(), **brain_params, "brain_name": brain.name, "agents": len(chosen), **extra}
+    params = {**config.model_dump(), **described, "brain_name": brain.name, "agents": len(chosen), **extra}
     return _events_result(
         context,
         arm,
@@ -357,9 +360,12 @@ def _simulate(
         extra,
         mlflow_tracking,
         params=params,
-        brain_params=brain_params,
+        described=described,
         usage=getattr(brain, "usage", None),
         agents=len(chosen),
+        dataset=dataset,
+        tags=tags,
+        brain=brain.name,
     )
 
 
@@ -370,16 +376,16 @@ def _events_result(
     extra: dict,
     mlflow_tracking: MlflowTracking,
     params: dict | None = None,
-    brain_params: dict | None = None,
+    described: dict | None = None,
     usage=None,
     sessions_per_agent: int | None = None,
     agents: int | None = None,
+    dataset: str | None = None,
+    tags: dict | None = None,
+    brain: str | None = None,
 ) -> MaterializeResult:
     """MLflow (params, metrics, the events as dataset and artefact) and the asset's metadata."""
-    from ops.links import viewer_url
-    from ops.readout.ab_readout import fallback_counts
-
-    brain_params = brain_params or {}
+    described = described or {}
     agents = events.get_column("user_id").n_unique() if agents is None else agents
     if sessions_per_agent is None:  # the mean: with visits by activity, agents differ
         sessions_per_agent = events.select("user_id", "session").unique().height / max(agents, 1)
@@ -389,7 +395,7 @@ def _events_result(
     with mlflow_tracking.asset_run(
         context,
         params=params if params is not None else {"agents": agents, **extra},
-        tags={"arm": arm, "viewer_url": viewer},
+        tags={"arm": arm, "viewer_url": viewer, **(tags or {})},
     ):
         mlflow_tracking.log_metrics(
             {"events": events.height, "agents": agents, "sessions_per_agent": sessions_per_agent, **fallbacks}
@@ -398,7 +404,7 @@ def _events_result(
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
             # What the endpoint was found to take (structured output mode, vision): tags.
             mlflow_tracking.set_tags({f"llm_{k}": v for k, v in usage.facts().items()})
-        digest = mlflow_tracking.log_frame(events, f"simulation_events_{name}", role="output")
+        digest = mlflow_tracking.log_frame(events, dataset or f"simulation_events_{name}", role="output")
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, f"events_{name}.parquet")
             events.write_parquet(path)
@@ -410,10 +416,12 @@ def _events_result(
         metadata={
             "arm": arm,
             **extra,
+            **(tags or {}),
+            **({"brain": brain} if brain else {}),
             "agents": agents,
             "events": events.height,
             **fallbacks,
-            **({"llm endpoint": brain_params["llm_endpoint"]} if brain_params else {}),
+            **({"llm endpoint": described["llm_endpoint"]} if "llm_endpoint" in described else {}),
             **({f"llm {k}": v for k, v in usage.facts().items()} if usage is not None else {}),
             "actions": MetadataValue.md(actions.to_pandas().to_markdown(index=False)),
             "trajectory viewer": MetadataValue.url(viewer),
@@ -426,51 +434,30 @@ def _cost_estimate(
     config: AgentSampleConfig,
     top20_lists,
     agents,
-    embedded_brain,
-    mm_ml_1m,
-    llm: LLMResource,
+    kind: BrainKind,
+    sources: BrainSources,
     sample_agents: int | None = None,
 ):
-    """The LLM bill of simulating `arm` with these settings (ops.simulation.cost): the
-    agents the simulation would choose, the LLM brain's prompts, the embedded brain's decisions."""
-    from ops.simulation.catalogue import Catalogue
-    from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
-    from ops.simulation.runner import SimulationConfig
-
-    chosen = _agents_of(arm, config, top20_lists, agents)
-    catalogue = Catalogue.from_frame(mm_ml_1m)
+    """What simulating `arm` with these settings would cost with the brain of `kind`
+    (`kind.simulation_estimate`: for the LLM brain a dry run writing its prompts while the
+    embedded brain decides), over every session; None: the brain is free."""
+    chosen = agents_of(arm, config, top20_lists, agents)
     sim_config = SimulationConfig(visits=_visits(config))
-    overrides = {} if config.vision else {"vision": False}
-    llm_brain = llm.brain(catalogue, fatigue=sim_config.fatigue, cache="off", **overrides)
-    behaviour = _embedded(embedded_brain, config.vision)
     estimate_config = CostEstimateConfig(
         seed=config.seed, **({"sample_agents": sample_agents} if sample_agents else {})
     )
-    try:
-        estimate = estimate_llm_cost(
-            arm,
-            top20_lists,
-            agents.sessions(chosen),
-            catalogue,
-            llm_brain,
-            behaviour,
-            sim_config,
-            chosen,
-            estimate_config,
-        )
-        from ops.simulation.runner import activity_tier_of
-        from ops.simulation.visits import mean_sessions
-
-        tiers = [activity_tier_of(a, None) for a in agents.sessions(chosen)]
-        return estimate.over_sessions(mean_sessions(tiers, config.sessions_per_agent, sim_config.visits))
-    finally:
-        llm_brain.close()
+    sessions = agents.sessions(chosen)
+    estimate = kind.simulation_estimate(
+        replace(sources, fatigue=sim_config.fatigue), arm, top20_lists, sessions, sim_config, chosen, estimate_config
+    )
+    if estimate is None:
+        return None
+    tiers = [activity_tier_of(a, None) for a in sessions]
+    return estimate.over_sessions(mean_sessions(tiers, config.sessions_per_agent, sim_config.visits))
 
 
-def _agents_of(arm: str, config: AgentSampleConfig, top20_lists: pl.DataFrame, agents) -> list[int]:
+def agents_of(arm: str, config: AgentSampleConfig, top20_lists: pl.DataFrame, agents) -> list[int]:
     """The agents the arm simulates: sampled from the users with a list and a profile."""
-    from ops.simulation.runner import agents_of_arm
-
     candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
     return agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
 
@@ -484,8 +471,6 @@ class _MatchedPersonas:
         self.profiles = agents.profiles
 
     def sessions(self, user_ids=None):
-        from ops.simulation.brains.llm.persona import apply_personas
-
         return apply_personas(self._agents.sessions(user_ids), self._personas)
 
 
@@ -493,9 +478,11 @@ def _with_personas(agents, config: AgentSampleConfig, io_manager: SimabIOManager
     """`agents`, or with `persona: matched` the agents with the personas `llm_personas` kept."""
     if config.persona == "traits":
         return agents
-    if getattr(config, "brain", "llm") != "llm":
+    brain = getattr(config, "brain", None)  # the cost estimate prices the LLM brain, which reads them
+    if brain is not None and not brain_kind(brain).reads_personas:
         raise Failure(
-            description="persona: matched is the LLM brain's (SimUSER's persona matching); the embedded brain decides from the traits",
+            description=f"persona: matched is for a brain that reads SimUSER's matched personas (the LLM brain); "
+            f"the {brain} brain decides from the traits",
             allow_retries=False,
         )
     if not io_manager.has_stored("llm_personas"):
@@ -507,11 +494,4 @@ def _with_personas(agents, config: AgentSampleConfig, io_manager: SimabIOManager
 
 
 def _visits(config: AgentSampleConfig):
-    from ops.simulation.visits import visits_config
-
     return visits_config(config.activity_drives, config.visits_per_tier)
-
-
-def _embedded(embedded_brain, vision: bool):
-    """A fresh embedded brain; without vision it ignores posters (Table 5's ablation)."""
-    return embedded_brain.brain(None if vision else embedded_brain.config.model_copy(update={"use_posters": False}))

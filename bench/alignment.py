@@ -54,7 +54,7 @@ from ops.simulation.brains.embedded import (  # noqa: E402
     fit_embedded_brain,  # noqa: E402
 )
 from ops.simulation.catalogue import Catalogue  # noqa: E402
-from ops.simulation.runner import SimulationConfig, simulate_arm, simulate_visits  # noqa: E402
+from ops.simulation.runner import SimulationConfig, simulate, simulate_arm  # noqa: E402
 from ops.simulation.visits import VisitsConfig  # noqa: E402
 from ops.studies.alignment import papers  # noqa: E402
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
@@ -487,7 +487,7 @@ def main() -> None:
     # how often the agent comes.
     visits_config = SimulationConfig(progress=False, visits=VisitsConfig(activity_drives="visits"))
     events["visits"] = pl.concat(
-        [simulate_visits(arm, lists, sessions, catalogue, after.brain(), visits_config, seed=args.seed) for arm in arms]
+        [simulate(after.brain(), sessions, lists, catalogue, visits_config, arms=[arm], seed=args.seed) for arm in arms]
     )
     by_design = {"session_length": social, "visits": traits("visits")}
     shown = (pl.col("trait") != "conformity") & (pl.col("behaviour") != "clicks")

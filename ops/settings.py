@@ -46,7 +46,6 @@ NO_LIMIT = "none"
 Source = Literal["synthetic", "local", "download", "files", "steam", "steam-download"]
 Dataset = Literal["ml-1m", "ml-100k"]
 MetadataSource = Literal["auto", "synthetic", "local", "tmdb", "none"]
-BrainName = Literal["embedded", "llm"]
 Persona = Literal["traits", "matched"]
 ActivityDrives = Literal["session_length", "visits"]
 Nightly = Literal["fresh", "continue"]
@@ -228,10 +227,11 @@ class Settings(BaseModel):
         config_default=0,
         ge=0,
     )
-    brain: BrainName | None = setting(
+    brain: str | None = setting(
         None,
         "SIMAB_BRAIN",
-        "who decides: embedded (offline) | llm (the `llm` resource)",
+        "who decides, a brain of the registry (`python -m ops.simulation.kinds` lists them): embedded (offline), "
+        "embedded-no-vision, llm (the `llm` resource), llm-no-vision, uniform-random, or a plug-in's",
         ops=(
             "simulation_events.brain",
             "agent_round.brain",
@@ -431,11 +431,6 @@ class Settings(BaseModel):
     # Not from the environment: `--set OP.FIELD=VALUE` of `python -m pipelines.experiments`,
     # above the environment as a launchpad edit would be.
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-    @property
-    def calls_llm(self) -> bool:
-        """Whether the LLM brain decides: then the run has an LLM bill."""
-        return self.brain == "llm"
 
     def op_config(self) -> dict[str, dict[str, Any]]:
         """op name -> {config field: value} for every setting the environment set."""

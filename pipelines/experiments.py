@@ -30,7 +30,7 @@ from pipelines.run_config import EXPERIMENT_ASSETS
 
 def plan(name: str, settings) -> list[Step]:
     """The steps of one experiment under these settings (arms, run config)."""
-    from assets.experiments import TABLE3_ARMS, TABLE4_ARMS
+    from assets.experiments import TABLE3_ARMS, TABLE4_ARMS, BrainComparisonConfig, Table5Config
     from assets.partitions import condition_name
 
     ops = settings.op_config()
@@ -51,7 +51,7 @@ def plan(name: str, settings) -> list[Step]:
         return [prepare, *arm_steps(arms("ab_agent_table4", TABLE4_ARMS)), own]
     if name == "table5":
         cfg = ops.get("ab_agent_table5", {})
-        arm, brain = cfg.get("simulated_arm", "deepfm"), cfg.get("brain", "embedded")
+        arm, brain = cfg.get("simulated_arm", "deepfm"), cfg.get("brain", Table5Config().brain)
         visions = (True, False) if cfg.get("vision_ablation", True) else (True,)
         return [
             prepare,
@@ -64,7 +64,7 @@ def plan(name: str, settings) -> list[Step]:
     if name == "brains":
         cfg = ops.get("brain_comparison", {})
         names = arms("brain_comparison", settings.arms)
-        brains = cfg.get("brains", ["embedded", "llm"])
+        brains = cfg.get("brains", BrainComparisonConfig().brains)
         vision = cfg.get("vision", True)
         return [
             prepare,

@@ -228,7 +228,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
     runs whole."""
     from dagster import AssetKey, DagsterInstance
 
-    from ops.preflight.bill import lifecycle_bill
+    from ops.preflight.bill import brain_of, lifecycle_bill
     from pipelines.console import LifecycleConsole, failure_text
     from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
     from pipelines.jobs import run_config_for
@@ -247,7 +247,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
 
     settings, defs, plan = prepared
     bill = bill or lifecycle_bill(settings)
-    brain = settings.brain or "embedded"
+    brain = brain_of(settings).name
     cap = bill.limit.usd or 0.0
     first = f"simab lifecycle: arms {', '.join(settings.arms)} · {brain} brain · {bill.limit.text()}"
     if console is not None:

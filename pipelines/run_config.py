@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from assets.partitions import ARMS, DEFAULT_ARMS, declare_arms
+from ops.preflight.bill import brain_of
 from ops.settings import SettingError, Settings, declared, load
 
 # Each experiment of `python -m pipelines.experiments` and the asset that prints its table.
@@ -65,8 +66,9 @@ def op_config_for(op: str, accepts: set[str], settings: Settings) -> dict:
 
 
 def uses_llm(settings: Settings) -> bool:
-    """Whether the simulation runs the LLM brain (then the jobs estimate its bill first)."""
-    return settings.calls_llm
+    """Whether the brain the settings name pays per decision (the LLM brain): then the jobs
+    estimate its bill first and the endpoint is probed before the first step."""
+    return not brain_of(settings).decides_offline
 
 
 def setting_of(op: str, field: str) -> str | None:

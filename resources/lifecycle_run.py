@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ops.preflight.bill import brain_of
 from resources.mlflow_tracking import MlflowTracking
 
 # The settings a lifecycle is told apart by, as run parameters: name -> Settings field.
@@ -41,7 +42,7 @@ def lifecycle_params(settings, resolved: dict[str, Any] | None = None) -> dict[s
     resolved = resolved or {}
     out = {}
     for name, field in PARAMS.items():
-        if name == "model" and not settings.calls_llm:
+        if name == "model" and brain_of(settings).decides_offline:
             out[name] = "none (no LLM)"
             continue
         value = getattr(settings, field, None)

@@ -22,11 +22,13 @@ from dagster import ConfigurableResource, Failure, MetadataValue
 from pydantic import Field, field_validator
 
 from ops.settings import DEFAULT_MAX_COST_USD
-from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+from ops.simulation.brains.llm import LLMBrainConfig
 from ops.simulation.brains.llm.client import key_required, resolve_base_url
-from ops.simulation.budget import bill_path
+from ops.simulation.budget import bill_path, estimate_refusal
 from ops.simulation.cost import CostEstimate, CostLimitExceeded, RunBudget
-from ops.web import endpoint_host, safe_endpoint
+from ops.simulation.kinds import Bill, BrainKind, BrainSources
+from ops.simulation.kinds.llm import describe_endpoint
+from ops.web import safe_endpoint
 from resources.storage import data_root
 
 _DEFAULTS = LLMBrainConfig()
@@ -125,9 +127,15 @@ class LLMResource(ConfigurableResource):
         }
         return LLMBrainConfig(**{**fields, **overrides})
 
-    def brain(self, catalogue=None, **overrides) -> LLMBrain:
-        """A fresh LLM brain; `catalogue` (ops.simulation.sandbox.Catalogue) names remembered movies."""
-        return LLMBrain(self.brain_config(**overrides), catalogue=catalogue)
+    def sources(self, context=None, catalogue=None, embedded=None, fatigue=None) -> BrainSources:
+        """What a brain kind builds its brain from in a step (`ops.simulation.kinds.BrainSources`):
+        `catalogue`, the fitted embedded brain `embedded`, this resource's endpoint, and with a
+        step's `context` the run's bill (`bill_of`) the calls are charged to under the
+        asset's name; `fatigue`: the costs the agent is told (the simulation's)."""
+        bill = None
+        if context is not None:
+            bill = Bill(str(self.bill_of(context).path), self.cap_usd, self.label_of(context))
+        return BrainSources(catalogue=catalogue, embedded=embedded, llm=self.brain_config(), bill=bill, fatigue=fatigue)
 
     @property
     def cap_usd(self) -> float:
@@ -145,23 +153,20 @@ class LLMResource(ConfigurableResource):
     def open_brain(
         self,
         context,
-        kind: str,
-        embedded: Callable,
-        catalogue=None,
-        estimate: Callable[[], CostEstimate] | None = None,
-        **overrides,
+        kind: BrainKind,
+        sources: BrainSources,
+        estimate: Callable[[], CostEstimate | None] | None = None,
     ) -> Iterator:
-        """The brain a step asks for, built here for every asset that runs agents, and closed
-        after.  `kind` "embedded": `embedded()`.  "llm": this resource's brain, every call
-        charged to the run's bill (`bill_of`) and refused before it is sent past
-        max_cost_usd; with a limit, `estimate()` (the step's CostEstimate) is checked against
-        what the run has left before any call and recorded in the bill beside the spend."""
-        if kind != "llm":
-            brain = embedded()
-        else:
-            if estimate is not None and self.cap_usd:
-                self.check_estimate(context, estimate())
-            brain = self.charged_brain(context, catalogue, **overrides)
+        """The brain of `kind` a step asks for (`kind.brain(sources)`), closed after.  A kind
+        that pays per decision is charged to `sources.bill`, every call refused before it is
+        sent past max_cost_usd; with a limit, `estimate()` (the step's CostEstimate) is checked
+        against what the run has left before any call and recorded in the bill beside the
+        spend.  The run's bill refusing a call fails the step without retries."""
+        if estimate is not None and not kind.decides_offline and self.cap_usd:
+            guess = estimate()
+            if guess is not None:
+                self.check_estimate(context, guess)
+        brain = kind.brain(sources)
         try:
             yield brain
         except CostLimitExceeded as exc:  # the run's bill refused a call: the cap holds, the step stops
@@ -172,8 +177,11 @@ class LLMResource(ConfigurableResource):
                 close()
 
     def label_of(self, context) -> str:
-        """The asset (and partition) a step's LLM calls are charged to in the run's bill."""
-        return context.asset_key.to_user_string() + (f"[{context.partition_key}]" if context.has_partition_key else "")
+        """The asset (and partition) a step's LLM calls are charged to in the run's bill; a
+        step that makes several assets (a multi-asset) is named by its op."""
+        keys = context.selected_asset_keys if context.has_assets_def else set()
+        name = next(iter(keys)).to_user_string() if len(keys) == 1 else context.op_def.name
+        return name + (f"[{context.partition_key}]" if context.has_partition_key else "")
 
     def check_estimate(self, context, guess: CostEstimate) -> None:
         """Record a step's estimate in the run's bill and refuse the step (before any call)
@@ -189,32 +197,7 @@ class LLMResource(ConfigurableResource):
     def refusal(self, context, guess: CostEstimate) -> str | None:
         """Record a step's estimate in the run's bill; why the step must not start (its
         estimate is above what the run has left of max_cost_usd), or None."""
-        bill, label = self.bill_of(context), self.label_of(context)
-        bill.record_estimate(label, guess.cost_usd)
-        if not self.cap_usd:
-            context.log.info(f"LLM bill before {label}: {guess.describe()}; no cost limit")
-            return None
-        left = max(0.0, self.cap_usd - bill.bill()["spent"])
-        context.log.info(
-            f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${self.cap_usd:,.2f} left"
-        )
-        if guess.cost_usd <= left:
-            return None
-        return (
-            f"{label} is estimated at ${guess.cost_usd:,.4f} ({guess.calls:,} calls), above "
-            f"max_cost_usd=${self.cap_usd:,.4f} less what this run has spent (${left:,.4f} left): raise the "
-            "limit ($SIMAB_MAX_COST_USD), ask for fewer agents ($SIMAB_AGENTS, $SIMAB_ALIGNMENT_AGENTS) or choose a "
-            "cheaper model"
-        )
-
-    def charged_brain(self, context, catalogue=None, **overrides) -> LLMBrain:
-        """A fresh LLM brain whose every call is charged to the run's bill (`bill_of`) under
-        the asset's name, and refused before it is sent past max_cost_usd."""
-        label = self.label_of(context)
-        budget = self.bill_of(context)
-        return self.brain(
-            catalogue, budget_path=str(budget.path), budget_cap_usd=self.cap_usd, budget_label=label, **overrides
-        )
+        return estimate_refusal(self.bill_of(context), self.label_of(context), guess, context.log.info)
 
     def cache_file(self) -> str:
         """Where the response cache lives (the default is under $SIMAB_HOME)."""
@@ -231,27 +214,4 @@ class LLMResource(ConfigurableResource):
     def describe(self) -> dict[str, str | float | int | bool]:
         """Parameters safe to log (MLflow, Dagster metadata): no key, only whether one is
         set; the endpoint without credentials, and where it came from."""
-        return {
-            "brain": "llm",
-            "llm_endpoint": self.endpoint(),
-            "llm_endpoint_host": endpoint_host(self.endpoint()),
-            "llm_endpoint_from": "base_url"
-            if self.base_url
-            else "OPENAI_BASE_URL"
-            if os.environ.get("OPENAI_BASE_URL")
-            else "default",
-            "llm_model": self.model,
-            "llm_vision": self.vision,
-            "llm_temperature": self.temperature,
-            "llm_max_tokens": self.max_tokens,
-            "llm_structured_output": self.structured_output,
-            "llm_price_prompt_per_1m": self.price_prompt_per_1m,
-            "llm_price_completion_per_1m": self.price_completion_per_1m,
-            "llm_cache": self.cache,
-            "llm_concurrency": self.concurrency,
-            "llm_max_cost_usd": self.max_cost_usd if self.max_cost_usd is not None else "none",
-            "llm_decision_deadline_s": self.decision_deadline_s,
-            "llm_api_key_env": self.api_key_env,
-            "llm_api_key_set": bool(os.environ.get(self.api_key_env)),
-            "llm_api_key_required": key_required(self.api_key_required, self.base_url or None),
-        }
+        return describe_endpoint(self.brain_config(), self.max_cost_usd)

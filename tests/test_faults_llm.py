@@ -415,7 +415,7 @@ def test_credentials_in_the_endpoint_url_are_refused_or_redacted_everywhere(worl
     described = resource.describe()
     assert described["llm_endpoint"] == fake.url and described["llm_endpoint_from"] == "OPENAI_BASE_URL"
     assert described["llm_endpoint_host"] == fake.url.split("/")[2]
-    b = resource.brain(world["catalogue"], backoff_s=0.0)
+    b = LLMBrain(resource.brain_config(backoff_s=0.0), catalogue=world["catalogue"])
     session, page = first_page(world)
     fake.fail(503)
     fake.fail(503)

@@ -384,7 +384,7 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ke
         caplog.set_level(logging.DEBUG, logger=name)
     cache = tmp_path / "cache" / "llm.sqlite"
     resource = LLMResource(base_url=fake.url, model="test-model", api_key_env=KEY_ENV, cache_path=str(cache))
-    brain = resource.brain(world["catalogue"], backoff_s=0.0)
+    brain = LLMBrain(resource.brain_config(backoff_s=0.0), catalogue=world["catalogue"])
     fake.fail(429)
     fake.reply("not json")
     fake.reply(answer(action=NEXT_PAGE))

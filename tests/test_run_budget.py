@@ -176,12 +176,12 @@ def test_a_protocol_the_endpoint_refuses_is_not_measured_and_says_why(synthetic,
 
 def test_a_protocol_that_breaks_is_not_measured_and_names_the_error(synthetic, tmp_path, monkeypatch):
     # A plotting fault on degenerate intervals once failed list quality, and the report with it.
-    import ops.studies.alignment.rating as rating
+    import ops.studies.alignment.protocols as protocols
 
     def broken(*args, **kwargs):
         raise ValueError("'yerr' must not contain negative values")
 
-    monkeypatch.setattr(rating, "rating_pairs", broken)
+    monkeypatch.setattr(protocols, "rating_pairs", broken)
     record = _protocol(synthetic, tmp_path, monkeypatch, "rating_alignment", FakeOpenAI(scripted_agent), cap=None)
     assert record["why"] == "failed"
     assert record["not_measured"] == "rating_alignment: failed: ValueError: 'yerr' must not contain negative values"

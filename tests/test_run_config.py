@@ -133,7 +133,7 @@ def test_importing_the_code_location_reads_no_environment(monkeypatch):
         ("SIMAB_MAX_COST_USD", "-5", "a number > 0 or none"),
         ("SIMAB_MAX_COST_USD", "0", "a number > 0 or none"),  # 0 no longer means "no limit": `none` says it
         ("SIMAB_ROUNDS", "-1", "≥ 1"),
-        ("SIMAB_BRAIN", "foo", "one of embedded, llm"),
+        ("SIMAB_BRAIN", "foo", "unknown brain 'foo'; known: embedded, embedded-no-vision, llm"),
         ("SIMAB_PERSONA", "zzz", "one of traits, matched"),
         ("SIMAB_ARMS", "nonexistent", "unknown arm"),
         ("SIMAB_LLM_VISION", "maybe", "true or false"),

@@ -6,7 +6,7 @@ import pytest
 
 from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.fatigue import FatigueConfig
-from ops.simulation.runner import SimulationConfig, simulate_arm, simulate_visits
+from ops.simulation.runner import SimulationConfig, simulate, simulate_arm
 from ops.simulation.visits import (
     VisitsConfig,
     agents_by_session,
@@ -52,7 +52,7 @@ def test_bad_visits_are_errors_that_name_the_tier():
 def test_visits_give_active_agents_more_sessions_of_the_same_budget():
     cat, top_k, agents = world(12)  # user u's tier: ("low", "medium", "high")[u % 3]
     config = SimulationConfig(progress=False, visits=VISITS)
-    events = simulate_visits("A", top_k, agents, cat, Scripted(interest=3), config, seed=2, run_id="r")
+    events = simulate(Scripted(interest=3), agents, top_k, cat, config, seed=2, run_id="r")
     sessions = events.group_by("user_id").agg(pl.col("session").n_unique().alias("n"), pl.col("session").max())
     by_user = {u: (n, last) for u, n, last in sessions.iter_rows()}
     assert by_user[3] == (1, 0) and by_user[1] == (2, 1) and by_user[2] == (4, 3)
@@ -63,7 +63,7 @@ def test_visits_give_active_agents_more_sessions_of_the_same_budget():
     one = simulate_arm("A", top_k, agents, cat, Scripted(interest=3), config, seed=2, run_id="r", session=1)
     assert events.filter(pl.col("session") == 1).equals(one.filter(pl.col("user_id").is_in([1, 2, 4, 5, 7, 8, 10, 11])))
     # The default design: one session each, a longer one for a higher tier.
-    default = simulate_visits("A", top_k, agents, cat, Scripted(interest=3), CFG_DEFAULT, seed=2, run_id="r")
+    default = simulate(Scripted(interest=3), agents, top_k, cat, CFG_DEFAULT, seed=2, run_id="r")
     assert default.get_column("session").unique().to_list() == [0]
     per_agent = dict(default.group_by("user_id").len().iter_rows())
     assert per_agent[2] > per_agent[1] > per_agent[3]
@@ -77,14 +77,8 @@ def test_session_behaviour_separates_how_often_from_how_much():
     genres = pl.DataFrame({"movie_id": list(range(1, 101)), "genres": [["Drama"]] * 100})
     movie_mean = pl.DataFrame({"movie_id": list(range(1, 101)), "mean": [3.5] * 100})
     config = SimulationConfig(progress=False, visits=VISITS)
-    events = pl.concat(
-        [
-            simulate_visits(
-                arm, top_k.with_columns(pl.lit(arm).alias("arm")), agents, cat, UniformRandomBrain(), config, seed=4
-            )
-            for arm in ("A", "B")
-        ]
-    )
+    both = pl.concat([top_k.with_columns(pl.lit(arm).alias("arm")) for arm in ("A", "B")])
+    events = simulate(UniformRandomBrain(), agents, both, cat, config, seed=4)
     per_session = {r["user_id"]: r for r in simulated_session_behaviour(events, genres).iter_rows(named=True)}
     window = {r["user_id"]: r for r in simulated_behaviour(events, movie_mean, genres).iter_rows(named=True)}
     assert per_session[2]["sessions"] == 4.0 and per_session[3]["sessions"] == 1.0

@@ -39,10 +39,11 @@ import polars as pl
 
 from ops.data.domain import find_file
 from ops.data.movielens import find_tables
-from ops.settings import DEFAULT_MAX_COST_USD, NO_LIMIT, Settings
+from ops.settings import DEFAULT_MAX_COST_USD, NO_LIMIT, SettingError, Settings
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.cost import ceiling_session_calls
 from ops.simulation.fatigue import ACTIVITY_TIERS
+from ops.simulation.kinds import DEFAULT_BRAIN, BrainKind, UnknownBrain, brain_kind
 from ops.simulation.runner import SimulationConfig
 from ops.simulation.visits import visits_config
 from ops.studies.alignment.sizing import DEFAULT_HALF_WIDTH, agents_for_half_width
@@ -83,9 +84,18 @@ class CostLimit:
         return (f"cost limit ${self.usd:,.2f} ({self.why})" if self.usd is not None else self.why).strip()
 
 
+def brain_of(settings: Settings) -> BrainKind:
+    """The brain the settings name ($SIMAB_BRAIN; the registry's default when unset); a
+    SettingError naming the variable and the known brains when no brain is called so."""
+    try:
+        return brain_kind(settings.brain or DEFAULT_BRAIN)
+    except UnknownBrain as exc:
+        raise SettingError(f"SIMAB_BRAIN={settings.brain!r}: {exc}") from None
+
+
 def cost_limit(settings: Settings) -> CostLimit:
     """The limit a lifecycle with these settings runs under, in words for its first line."""
-    if not settings.calls_llm:
+    if brain_of(settings).decides_offline:
         return CostLimit(None, "no LLM cost, no limit needed")
     config = llm_config(settings)
     if not (config.price_prompt_per_1m or config.price_completion_per_1m):
@@ -216,7 +226,7 @@ def lifecycle_bill(settings: Settings, users: int | None = None) -> LifecycleBil
         price_completion_per_1m=config.price_completion_per_1m,
         limit=limit,
     )
-    if not settings.calls_llm:
+    if brain_of(settings).decides_offline:
         return LifecycleBill(steps=(), **bill)
     users = known_users(settings) if users is None else users
     agents = settings.agents or users

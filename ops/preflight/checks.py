@@ -1,5 +1,5 @@
-"""Every value the settings name, checked before the first step: the lists files and MLflow
-models of the arms, the data source's folders and files, the folders and files of the
+"""Every value the settings name, checked before the first step: the brain (a name of the
+brain registry), the lists files and MLflow models of the arms, the data source's folders and files, the folders and files of the
 metadata, the LLM endpoint (a well-formed URL, the key where one is needed and, with the
 LLM brain, one request that shows a server answers).  `check_values` raises `SettingError`
 on the first fault, one line naming the variable, its value and what is wrong, so the runner
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from ops.arms.catalog import arm_class, spec_of
 from ops.data.domain import DataFileError, check_files_folder
 from ops.data.movielens import MovieLensFormatError, find_tables
+from ops.preflight.bill import brain_of
 from ops.settings import SettingError, Settings
 from ops.simulation.brains.llm.client import OPENAI_DEFAULT_BASE_URL, key_required
 from ops.web import redact
@@ -42,6 +43,7 @@ def check_values(
     the LLM brain decides (then the endpoint is probed and its key required);
     `tracking_uri()`: the MLflow store the arms' model URIs resolve against."""
     env = os.environ if environ is None else environ
+    brain_of(settings)  # a brain of the registry, or SettingError naming the known ones
     check_arms(settings, tracking_uri)
     check_source(settings)
     check_paths(settings)

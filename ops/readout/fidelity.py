@@ -11,7 +11,8 @@ difference, and `offline_intervals` puts error bars on each arm's offline metric
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -280,3 +281,54 @@ def offline_per_user(top_lists: Mapping[str, pl.DataFrame], test: pl.DataFrame, 
         schema={"user_id": pl.Int64, "recall_at_k": pl.Float64, "ndcg_at_k": pl.Float64, "arm": pl.Utf8}
     )
     return pl.concat(frames) if frames else empty
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """What the read-out's fidelity section, its verdict and the `fidelity_trust` check
+    read, computed once (`arm_agreement`): the arms' offline metrics (`offline`), the
+    per-user offline metrics of every arm (`per_user`), the arms that measure the simulator
+    rather than compete (`diagnostic`: the mirror), Kendall τ over the candidate arms
+    (`fid`, FIDELITY rows) and the candidate arms compared two by two (`pairs`)."""
+
+    offline: pl.DataFrame
+    per_user: pl.DataFrame
+    diagnostic: list[str]
+    fid: pl.DataFrame
+    pairs: pl.DataFrame
+
+
+def arm_agreement(
+    readout,
+    offline_metrics: Mapping[str, pl.DataFrame],
+    top_lists: Mapping[str, pl.DataFrame],
+    test: pl.DataFrame,
+    is_diagnostic: Callable[[str], bool] = lambda arm: False,
+) -> Agreement:
+    """Simulated against offline for the arms of `readout` (an `ABReadout`): `offline_metrics`
+    arm -> its offline metrics row, `top_lists` arm -> its top-20 lists, `test` the held-out
+    ratings.  An arm `is_diagnostic` says measures the simulator (the mirror: the arm
+    registry's "diagnostic" capability) is no candidate: it stays out of τ and the arm pairs;
+    τ is taken over the same users as the pairs (`offline_for_fidelity` says why)."""
+    # Relaxed: arms without a CTR model (random, pop) have all-null AUC columns.
+    offline = (
+        pl.concat([offline_metrics[a] for a in sorted(offline_metrics)], how="vertical_relaxed")
+        if offline_metrics
+        else pl.DataFrame({"arm": []})
+    )
+    per_user = offline_per_user(top_lists, test)
+    arms = set(top_lists) | set(readout.per_agent.get_column("arm").to_list())
+    diagnostic = sorted(a for a in arms if is_diagnostic(a))
+    candidate = ~pl.col("arm").is_in(diagnostic)
+    fid = (
+        fidelity(readout.arms.filter(candidate), offline, per_user.filter(candidate))
+        if offline_metrics
+        else pl.DataFrame()
+    )
+    pairs = pairwise_agreement(
+        readout.per_agent.filter(candidate),
+        per_user.filter(candidate),
+        paired=readout.design == "paired",
+        seed=readout.config.seed,
+    )
+    return Agreement(offline, per_user, diagnostic, fid, pairs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
@@ -17,6 +18,27 @@ def bill_path(root: Path, lifecycle: str | None, run_id: str = "") -> Path:
     """Where a run's bill lives under the data folder `root`: one per lifecycle (all its steps,
     every arm and the read-out), else one per Dagster run."""
     return Path(root) / "bills" / (f"lifecycle-{lifecycle}.json" if lifecycle else f"run-{run_id}.json")
+
+
+def estimate_refusal(budget: RunBudget, label: str, guess, log: Callable[[str], None] = lambda _: None) -> str | None:
+    """Record a step's estimate (`ops.simulation.cost.CostEstimate`) in the run's bill under
+    `label` and say so through `log`; why the step must not start — its estimate is above what
+    the run has left of the cap — or None."""
+    budget.record_estimate(label, guess.cost_usd)
+    cap = budget.cap_usd
+    if not cap:
+        log(f"LLM bill before {label}: {guess.describe()}; no cost limit")
+        return None
+    left = max(0.0, cap - budget.bill()["spent"])
+    log(f"LLM bill before {label}: {guess.describe()}; the run has ${left:,.2f} of ${cap:,.2f} left")
+    if guess.cost_usd <= left:
+        return None
+    return (
+        f"{label} is estimated at ${guess.cost_usd:,.4f} ({guess.calls:,} calls), above "
+        f"max_cost_usd=${cap:,.4f} less what this run has spent (${left:,.4f} left): raise the "
+        "limit ($SIMAB_MAX_COST_USD), ask for fewer agents ($SIMAB_AGENTS, $SIMAB_ALIGNMENT_AGENTS) or choose a "
+        "cheaper model"
+    )
 
 
 class CostLimitExceeded(RuntimeError):

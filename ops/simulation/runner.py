@@ -10,9 +10,11 @@ with action `exit_interview`, so one partition is one file holding everything ab
 and a re-run replaces it whole.
 
 The loop is written once (`_session_loop`, a generator that yields what it needs from the
-brain) and driven three ways: serially, on threads, or — for a brain with coroutines
-(`adecide`, `aexit_interview`: the LLM brain) — as coroutines on one event loop, many
-agents in flight, which is what an endpoint with 300 ms per call needs.
+brain) and driven once (`_run`): every agent a coroutine on one event loop, `concurrency` in
+flight.  A brain with coroutines (`adecide`, `aexit_interview`: the LLM brain) is awaited,
+many agents waiting on the endpoint at once, which is what 300 ms per call needs; a
+synchronous brain (the embedded brain) is called in place, one agent at a time, or on
+threads when more are asked for.
 
 Randomness: each agent's generator comes from `SeedSequence([seed, user_id, crc32(arm)])`
 (with the session number appended for sessions 1, 2, … of `simulate_arm(session=…)`),
@@ -29,6 +31,7 @@ arms at random instead.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 import json
@@ -37,6 +40,7 @@ import math
 import threading
 import zlib
 from collections.abc import Generator, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
@@ -191,47 +195,70 @@ def simulate_arm(
         )
 
 
-def simulate_visits(
-    arm: str,
-    top_k: pl.DataFrame,
-    agents: Sequence[AgentSession],
-    catalogue: Catalogue,
+def simulate(
     brain: Brain,
+    agents: Sequence[AgentSession],
+    top_k: pl.DataFrame,
+    catalogue: Catalogue,
     config: SimulationConfig | None = None,
-    sessions_per_agent: int = 1,
+    *,
+    arms: Sequence[str] | None = None,
     users: Iterable[int] | None = None,
+    sessions_per_agent: int | Mapping[int, int] = 1,
     activity_tiers: Mapping[int, str] | None = None,
+    checkpoint_dir: str | Path | None = None,
     **kwargs,
 ) -> pl.DataFrame:
-    """Every session of every agent (or those in `users`) on `arm`: `simulate_arm` once per
-    session number, each time for the agents that have that session
-    (`ops.simulation.visits.agents_by_session`: `sessions_per_agent` each, times the visits
-    of the agent's activity tier when `config.visits.activity_drives` is "visits").  The
-    other keyword arguments go to `simulate_arm`."""
+    """The simulation, the one path every study takes (the lifecycle's arms, the papers'
+    experiments, rounds, the trust protocols): every session of every agent in `users`
+    (default: each arm's users with a list) on each arm of `arms` (default: every arm of
+    `top_k`, in the order they first appear), the events of all in one frame, arm by arm.
+
+    Each arm is `simulate_arm` once per session number, for the agents that have that session:
+    `sessions_per_agent` an int — that many each, times the visits of the agent's activity tier
+    when `config.visits.activity_drives` is "visits" (`ops.simulation.visits.agents_by_session`)
+    — or user -> sessions, taken as given.  `checkpoint_dir`: the folder of a single arm; with
+    several arms each has `<checkpoint_dir>/<arm>`.  The other keyword arguments (seed, run_id,
+    concurrency) go to `simulate_arm`."""
     config = config or SimulationConfig()
+    arms = list(dict.fromkeys(top_k.get_column("arm").to_list())) if arms is None else list(arms)
     by_user = {a.user_id: a for a in agents}
-    chosen = sorted(by_user) if users is None else sorted(set(int(u) for u in users))
-    unknown = [u for u in chosen if u not in by_user]
-    if unknown:
-        raise ValueError(f"simulation of arm {arm!r}: no agent for user(s) {unknown[:10]}")
-    tiers = {u: activity_tier_of(by_user[u], activity_tiers) for u in chosen}
-    frames = [
-        simulate_arm(
-            arm,
-            top_k,
-            agents,
-            catalogue,
-            brain,
-            config,
-            users=session_users,
-            activity_tiers=activity_tiers,
-            session=session,
-            **kwargs,
-        )
-        for session, session_users in enumerate(agents_by_session(chosen, tiers, sessions_per_agent, config.visits))
-    ]
-    if not frames:  # no agent chosen: simulate_arm says what an empty run gives
-        return simulate_arm(arm, top_k, agents, catalogue, brain, config, users=chosen, **kwargs)
+    frames = []
+    for arm in arms:
+        if users is None:
+            chosen = sorted(set(top_k.filter(pl.col("arm") == arm).get_column("user_id").to_list()))
+        else:
+            chosen = sorted(set(int(u) for u in users))
+        unknown = [u for u in chosen if u not in by_user]
+        if unknown:
+            raise ValueError(f"simulation of arm {arm!r}: no agent for user(s) {unknown[:10]}")
+        if isinstance(sessions_per_agent, Mapping):
+            counts = {u: int(sessions_per_agent.get(u, 1)) for u in chosen}
+            by_session = [sorted(u for u, n in counts.items() if n > s) for s in range(max(counts.values(), default=0))]
+        else:
+            tiers = {u: activity_tier_of(by_user[u], activity_tiers) for u in chosen}
+            by_session = agents_by_session(chosen, tiers, sessions_per_agent, config.visits)
+        folder = checkpoint_dir if checkpoint_dir is None or len(arms) == 1 else Path(checkpoint_dir) / arm
+        for session, session_users in enumerate(by_session or [[]]):
+            if not session_users and session:
+                continue
+            frames.append(
+                simulate_arm(
+                    arm,
+                    top_k,
+                    agents,
+                    catalogue,
+                    brain,
+                    config,
+                    users=session_users,
+                    activity_tiers=activity_tiers,
+                    session=session,
+                    checkpoint_dir=folder,
+                    **kwargs,
+                )
+            )
+    if not frames:
+        return pl.DataFrame(schema=EVENTS)
     return pl.concat(frames)
 
 
@@ -287,38 +314,9 @@ def _simulate_sessions(
         mininterval=2.0,
     )
     try:
-        if _is_async(brain):
-            fresh = _run_async(
-                arm,
-                run_id,
-                todo,
-                lists,
-                catalogue,
-                brain,
-                config,
-                seed,
-                session,
-                concurrency,
-                finish,
-                checkpoint,
-                progress,
-            )
-        else:
-            fresh = _run_sync(
-                arm,
-                run_id,
-                todo,
-                lists,
-                catalogue,
-                brain,
-                config,
-                seed,
-                session,
-                concurrency,
-                finish,
-                checkpoint,
-                progress,
-            )
+        fresh = _run(
+            arm, run_id, todo, lists, catalogue, brain, config, seed, session, concurrency, finish, checkpoint, progress
+        )
     finally:
         progress.close()
     if failures.users:
@@ -512,7 +510,7 @@ def _session_loop(
 ) -> Generator[Observation | None, object, None]:
     """One agent's session, written once for every way of calling the brain: yields an
     Observation when it needs a decision, None when it needs the exit interview, and is
-    sent the brain's answer (`_drive` calls the brain, `_drive_async` awaits it)."""
+    sent the brain's answer (`_drive`)."""
     sandbox = Sandbox(ranked, catalogue, config.sandbox)
     fatigue = config.fatigue
     budget = session.fatigue_budget
@@ -701,100 +699,74 @@ def _forced_exit(
     )
 
 
-def _drive(loop: Generator, brain: Brain, session: AgentSession, rng: np.random.Generator) -> None:
-    """Run a session loop, calling the brain's synchronous methods."""
+async def _drive(loop: Generator, decide, interview, brain: Brain, session: AgentSession, rng) -> None:
+    """Run a session loop, awaiting the brain's answers (`_brain_calls`)."""
     answer = None
     try:
         while True:
             ask = loop.send(answer)
             if ask is None:
-                satisfaction, reason = brain.exit_interview(session, rng)
+                satisfaction, reason = await interview(session, rng)
                 answer = (satisfaction, reason, _bill(brain, session.user_id))
             else:
-                answer = brain.decide(session, ask, rng)
+                answer = await decide(session, ask, rng)
     except StopIteration:
         return
 
 
-async def _drive_async(loop: Generator, brain, session: AgentSession, rng: np.random.Generator) -> None:
-    """Run a session loop, awaiting the brain's coroutines."""
-    answer = None
-    try:
-        while True:
-            ask = loop.send(answer)
-            if ask is None:
-                satisfaction, reason = await brain.aexit_interview(session, rng)
-                answer = (satisfaction, reason, _bill(brain, session.user_id))
-            else:
-                answer = await brain.adecide(session, ask, rng)
-    except StopIteration:
-        return
+def _brain_calls(brain: Brain, concurrency: int):
+    """(decide, exit_interview, awaited) with the first two coroutine functions: a brain's own
+    coroutines (`adecide`, `aexit_interview`: the LLM brain, many agents in flight on one
+    loop; awaited True); else its synchronous methods, called in place when one agent runs at
+    a time, or on threads when several do (the brain must then be thread-safe)."""
+    if all(inspect.iscoroutinefunction(getattr(brain, name, None)) for name in ("adecide", "aexit_interview")):
+        return brain.adecide, brain.aexit_interview, True
+    if concurrency == 1:
+
+        async def decide(session, observation, rng):
+            return brain.decide(session, observation, rng)
+
+        async def interview(session, rng):
+            return brain.exit_interview(session, rng)
+
+    else:
+
+        async def decide(session, observation, rng):
+            return await asyncio.to_thread(brain.decide, session, observation, rng)
+
+        async def interview(session, rng):
+            return await asyncio.to_thread(brain.exit_interview, session, rng)
+
+    return decide, interview, False
 
 
 def _bill(brain: Brain, user_id: int) -> dict:
     return getattr(brain, "interview_accounting", {}).get(user_id, {})
 
 
-def _is_async(brain: Brain) -> bool:
-    return all(inspect.iscoroutinefunction(getattr(brain, name, None)) for name in ("adecide", "aexit_interview"))
-
-
-def _agent(
-    arm, run_id, session, lists, catalogue, brain, config, seed, number
-) -> tuple[Generator, list[tuple], np.random.Generator]:
-    rows: list[tuple] = []
-    rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers, session=number)
-    return _session_loop(arm, run_id, session, lists[session.user_id], catalogue, brain.name, config, rows), rows, rng
-
-
-def _run_sync(
+def _run(
     arm, run_id, todo, lists, catalogue, brain, config, seed, number, concurrency, finish, checkpoint, progress
 ) -> dict[int, list[tuple]]:
-    """Serial, or `concurrency` threads sharing the brain."""
-
-    def one(session: AgentSession) -> list[tuple]:
-        loop, rows, rng = _agent(arm, run_id, session, lists, catalogue, brain, config, seed, number)
-        try:
-            _drive(loop, brain, session, rng)
-        except Exception as exc:
-            exc.add_note(f"while simulating user {session.user_id} on arm {arm!r}")
-            raise
-        record = finish(session.user_id, rows)
-        if record is not None and checkpoint is not None:
-            checkpoint.append(record)
-        progress.update()
-        return rows
-
-    if concurrency == 1 or len(todo) <= 1:
-        return {s.user_id: one(s) for s in todo}
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"simab-{arm}") as pool:
-        futures = {pool.submit(one, s): s.user_id for s in todo}
-        try:
-            return {futures[f]: f.result() for f in as_completed(futures)}
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # agents not started yet are dropped
-            raise
-
-
-def _run_async(
-    arm, run_id, todo, lists, catalogue, brain, config, seed, number, concurrency, finish, checkpoint, progress
-) -> dict[int, list[tuple]]:
-    """`concurrency` agents in flight as coroutines on one event loop (a fresh one, on a
-    thread of its own when the caller's thread already runs a loop)."""
-    import asyncio
+    """Every agent of `todo` as a coroutine on one event loop, `concurrency` in flight (a
+    fresh loop, on a thread of its own when the caller's thread already runs one); each
+    finished agent is checkpointed before it counts as done."""
+    decide, interview, awaited = _brain_calls(brain, concurrency)
 
     async def main() -> dict[int, list[tuple]]:
         results: dict[int, list[tuple]] = {}
         commit = _GroupCommit(checkpoint) if checkpoint is not None else None
         pending = iter(todo)  # shared by the workers: each takes the next agent
+        stopping = False
 
         async def worker() -> None:
             for session in pending:
-                loop, rows, rng = _agent(arm, run_id, session, lists, catalogue, brain, config, seed, number)
+                if stopping:
+                    return
+                rows: list[tuple] = []
+                rng = agent_rng(seed, session.user_id, arm, config.common_random_numbers, session=number)
+                loop = _session_loop(arm, run_id, session, lists[session.user_id], catalogue, brain.name, config, rows)
                 try:
-                    await _drive_async(loop, brain, session, rng)
+                    await _drive(loop, decide, interview, brain, session, rng)
                 except Exception as exc:
                     exc.add_note(f"while simulating user {session.user_id} on arm {arm!r}")
                     raise
@@ -808,8 +780,12 @@ def _run_async(
         try:
             await asyncio.gather(*tasks)
         except BaseException:
-            for task in tasks:
-                task.cancel()
+            # A failure stops the others: agents waiting on an endpoint are dropped; agents
+            # a thread is deciding for finish (a thread cannot be stopped) and are checkpointed.
+            stopping = True
+            if awaited:
+                for task in tasks:
+                    task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
         finally:
@@ -824,8 +800,6 @@ def _run_async(
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(main())
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"simab-{arm}-loop") as pool:
         return pool.submit(asyncio.run, main()).result()
 
@@ -840,8 +814,6 @@ class _GroupCommit:
         self.flushing = None
 
     async def add(self, record: dict) -> None:
-        import asyncio
-
         done = asyncio.get_running_loop().create_future()
         self.pending.append((record, done))
         if self.flushing is None:
@@ -849,8 +821,6 @@ class _GroupCommit:
         await done
 
     async def _flush(self) -> None:
-        import asyncio
-
         try:
             while self.pending:
                 batch, self.pending = self.pending, []

@@ -44,7 +44,10 @@ from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
+from ops.simulation.catalogue import Catalogue
 from ops.simulation.observation import WATCH_AND_RATE
+from ops.simulation.runner import SimulationConfig, simulate
+from ops.simulation.sandbox import SandboxConfig
 from ops.studies.augmentation import AugmentationConfig, Signal, augment, simulated_interactions
 
 FILTER_BUBBLE_METRICS = (
@@ -112,15 +115,13 @@ def simulate_round(
     train, rank the pool, simulate, write memories (module docstring).
 
     `agents` is `ops.agents.build.Agents` (train-window memories), `brain_model` anything
-    with `.brain()` (the fitted embedded brain, or a factory of LLM brains);
+    with `.brain()` that makes a fresh brain (the fitted embedded brain, a brain kind's
+    `ops.simulation.kinds.BrainFactory`);
     `written_before` / `added_before` the state after the previous round (empty tables for
     round 0); `pool` the movie ids this round may recommend (None: the whole catalogue);
     `concurrency` agents in flight (`simulate_arm`; the LLM brain's coroutines).
     """
     from ops.arms.recommenders import top_k, train_arm
-    from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import SimulationConfig, simulate_arm
-    from ops.simulation.sandbox import SandboxConfig
 
     config = config or RoundsConfig()
     written_before = conform(written_before, WRITTEN_MEMORIES, "written memories")
@@ -151,13 +152,13 @@ def simulate_round(
     )
     brain = brain_model.brain()
     try:
-        events = simulate_arm(
-            arm_config.name,
-            lists,
-            sessions,
-            Catalogue.from_frame(catalogue_frame),
+        events = simulate(
             brain,
+            sessions,
+            lists,
+            Catalogue.from_frame(catalogue_frame),
             sim_config,
+            arms=[arm_config.name],
             seed=round_seed(config.seed, round_index),
             run_id=f"round-{round_index}",
             users=chosen,

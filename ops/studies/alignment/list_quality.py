@@ -1,6 +1,6 @@
 """List quality (A/B Agent §3.3.1 / Fig. 5; issue 11, item 5; issue 16, item 4).
 
-Sandbox sessions — the one runner, `ops.simulation.runner.simulate_arm`, every agent on
+Sandbox sessions — the one simulation path, `ops.simulation.runner.simulate`, every agent on
 its own list — on lists of 20 that mix held-out liked items (rated >= 4) with items the
 user never rated, at 1:9, 1:4 and 1:1 — or, where users like too few held-out items for
 those, shorter lists at the ratios they can fill (`ops.studies.alignment.lists.choose_ladder`:
@@ -34,7 +34,7 @@ from ops.readout.statistics import bootstrap_means, named_rng, percentile_interv
 from ops.schema import TOP_K
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.simulation.runner import SimulationConfig, simulate
 
 # A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
 QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)
@@ -143,31 +143,16 @@ def simulate_lists(
     LIST_SCHEMA, or any lists in that shape (`ops.studies.alignment.sensitivity`).
     `sessions_per_agent`: user -> independent sessions of that agent on every list (session
     numbers 0, 1, …, as the simulation numbers them); default one each."""
-    config = config or SimulationConfig(progress=False)
-    top = as_top_k(lists)
-    frames = []
-    for ratio in top.get_column("arm").unique(maintain_order=True).to_list():
-        users = sorted(top.filter(pl.col("arm") == ratio).get_column("user_id").unique().to_list())
-        counts = {u: (sessions_per_agent or {}).get(u, 1) for u in users}
-        for session in range(max(counts.values(), default=1)):
-            chosen = [u for u in users if counts[u] > session]
-            if not chosen and session:
-                continue
-            frames.append(
-                simulate_arm(
-                    ratio,
-                    top,
-                    sessions,
-                    catalogue,
-                    brain,
-                    config,
-                    seed=seed,
-                    users=chosen,
-                    concurrency=concurrency,
-                    session=session,
-                )
-            )
-    return pl.concat(frames)
+    return simulate(
+        brain,
+        sessions,
+        as_top_k(lists),
+        catalogue,
+        config or SimulationConfig(progress=False),
+        seed=seed,
+        concurrency=concurrency,
+        sessions_per_agent=sessions_per_agent or {},
+    )
 
 
 def list_quality(

@@ -10,16 +10,17 @@ difference in click rate comes from the posters alone.  Click rate = clicks ÷ h
 impressions per agent (the read-out's CTR), with bootstrap intervals over agents and the
 paired difference against the original (`ops.readout.ab_readout`).
 
-How a version reaches a brain: the LLM brain is shown the version's image files (the
-catalogue's poster paths point at them); the embedded brain gets the version's poster
-features in place of the originals (`embedded_with_posters`) — see
-`papers.EMBEDDED_POSTER_FEATURES` for what those features can and cannot see.
+How a version reaches a brain (`version_sources`): the LLM brain is shown the version's image
+files (the catalogue's poster paths point at them); a brain that reads poster vectors (the
+embedded brain, `BrainKind.reads_poster_vectors`) gets the version's poster features in
+place of the originals (`embedded_with_posters`) — see `papers.EMBEDDED_POSTER_FEATURES` for
+what those features can and cannot see.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,8 @@ import polars as pl
 
 from ops.readout.ab_readout import ReadoutConfig, ab_readout
 from ops.readout.statistics import named_rng
+from ops.simulation.kinds import BrainKind, BrainSources
+from ops.simulation.runner import SimulationConfig, simulate
 
 ORIGINAL = "original"
 BLUE_FILTER = "blue_filter"
@@ -138,31 +141,28 @@ def thumbnail_lists(
 def simulate_versions(
     lists: pl.DataFrame,
     sessions,
-    catalogues: Mapping[str, object],
-    brain_for: Callable[[str], object],
+    kind: BrainKind,
+    sources: Mapping[str, BrainSources],
     seed: int = 0,
     run_id: str = "",
-    concurrency: int = 1,
 ) -> pl.DataFrame:
-    """Every agent on its list once per version; events with `arm` = the version.  The
-    agents' random draws are the same in every version (common random numbers)."""
-    from ops.simulation.runner import SimulationConfig, simulate_arm
-
+    """Every agent on its list once per version, each with a brain of `kind` made from that
+    version's sources (`version_sources`); events with `arm` = the version.  The agents'
+    random draws are the same in every version (common random numbers)."""
     config = SimulationConfig(common_random_numbers=True)
     frames = []
-    for version, catalogue in catalogues.items():
-        brain = brain_for(version)
+    for version, version_sources in sources.items():
+        brain = kind.brain(version_sources)
         try:
-            events = simulate_arm(
-                "thumbnails",
-                lists,
-                sessions,
-                catalogue,
+            events = simulate(
                 brain,
+                sessions,
+                lists,
+                version_sources.catalogue,
                 config,
                 seed=seed,
                 run_id=run_id,
-                concurrency=concurrency,
+                concurrency=kind.concurrency(version_sources),
             )
         finally:
             close = getattr(brain, "close", None)
@@ -170,6 +170,15 @@ def simulate_versions(
                 close()
         frames.append(events.with_columns(arm=pl.lit(version)))
     return pl.concat(frames, how="vertical_relaxed")
+
+
+def version_sources(sources: BrainSources, catalogue, poster_rows: Mapping[int, np.ndarray] | None) -> BrainSources:
+    """The sources a brain sees a version from: the version's catalogue (its poster files),
+    and for a brain that reads poster vectors (`BrainKind.reads_poster_vectors`) the fitted
+    embedded brain with the version's poster rows (`embedded_with_posters`); None: the
+    original posters."""
+    embedded = sources.embedded if not poster_rows else embedded_with_posters(sources.embedded, poster_rows)
+    return dataclasses.replace(sources, catalogue=catalogue, embedded=embedded)
 
 
 def thumbnail_table(events: pl.DataFrame, config: ReadoutConfig | None = None) -> tuple[pl.DataFrame, object]:

@@ -24,7 +24,7 @@ from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.runner import SimulationConfig, simulate
 
-EXPECTED = "7d35a8a814fa84e55bd30ea107b9bb8c77c2102f0fb06cb5e27432ae208fb458"
+EXPECTED = "a01c3ef71b11186264ae6790f8eea0e6200cb920cfaac96329f6b7dc22af435d"
 
 
 def embedded_events(root) -> pl.DataFrame:

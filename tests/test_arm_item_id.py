@@ -79,7 +79,7 @@ def test_a_plug_in_kind_written_against_item_id_trains_and_ranks_on_the_bookshop
     catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
     assert "movie_id" in split.train.columns and "movie_id" in catalogue.columns  # simab's own tables
     items = catalogue.get_column("movie_id").to_numpy()
-    arm = make_arm(f"{shelf};shrinkage=2")
+    arm = make_arm(f"books={shelf};shrinkage=2")
     assert isinstance(arm, PluggedArm)
     data = FitData(split.train, split.valid, tables.users, catalogue, rank_users=ranking_users(split.train, split.test))
     arm.fit(data)

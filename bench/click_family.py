@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from bench import agents as bench_agents  # noqa: E402
 from bench.als_lists import als_lists  # noqa: E402
 from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
-from ops.arms.base import rank_by_score  # noqa: E402
+from ops.arms.base import arm_frame, internal_frame, rank_by_score  # noqa: E402
 from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
 from ops.environment import offline_defaults  # noqa: E402
 from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
@@ -128,7 +128,9 @@ def main() -> int:
             CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed, progress=False),
         )
         fitted = time.perf_counter()
-        mirror = rank_by_score("mirror", brain_scores(model, agents), agent_ids, items, exclude, 20, 512.0)
+        mirror = internal_frame(
+            rank_by_score("mirror", brain_scores(model, agents), agent_ids, items, arm_frame(exclude), 20, 512.0)
+        )
         scored = time.perf_counter()
         all_lists = {**lists, "mirror": mirror}
         top = pl.concat(list(all_lists.values()))

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.arms.base import FitData, excluded_cells  # noqa: E402
+from ops.arms.base import FitData, arm_frame, excluded_cells, internal_frame  # noqa: E402
 from ops.arms.deepctr import DeepCTRArm, rows_per_forward  # noqa: E402
 from ops.arms.ranking import ranking_users  # noqa: E402
 from ops.arms.recommenders import TrainedArm, arm_config  # noqa: E402
@@ -96,7 +96,7 @@ def run(data: str, args, before_users: dict[str, int]) -> None:
     split = chronological_split(tables.ratings)
     users = ranking_users(split.train, split.test)
     items = np.unique(catalogue.get_column("movie_id").to_numpy())
-    exclude = split.train.select("user_id", "movie_id")
+    exclude = arm_frame(split.train.select("user_id", "movie_id"))  # the arm API's item_id
     limit = limit_pairs_per_second(users.size, items.size, 64)
     gemm = gemm_flops_per_second()
     print(
@@ -129,7 +129,7 @@ def run(data: str, args, before_users: dict[str, int]) -> None:
         before = rank_before(arm, sample_before, items, exclude)
         before_rate = sample_before.size * items.size / (time.perf_counter() - started)
         started = time.perf_counter()
-        after = arm.rank(sample_after, items, exclude, K)
+        after = internal_frame(arm.rank(sample_after, items, exclude, K))
         after_rate = sample_after.size * items.size / (time.perf_counter() - started)
         check = compare(before, after.filter(pl.col("user_id").is_in(pl.Series(sample_before).implode())))
         work, bound = "", ""

@@ -27,7 +27,8 @@ with tempfile.TemporaryDirectory() as posters:
     data = generate(SyntheticConfig(n_users=120, n_movies=160, seed=7), Path(posters))
 split, catalogue = chronological_split(data.ratings), build_mm_ml_1m(data.movies)
 arm = make_arm("strict=itemmean;shrinkage=20")
-arm.fit(FitData(split.train, split.valid, data.users, catalogue))
-ranking = rank_once(arm, split.train, split.test, catalogue["movie_id"].to_numpy())
+fit_data = FitData(split.train, split.valid, data.users, catalogue)  # what the arm sees: item_id
+arm.fit(fit_data)
+ranking = rank_once(arm, split.train, split.test, fit_data.catalogue["item_id"].to_numpy())
 print(arm.describe())
 print(metrics_from_lists(arm, ranking, split.test))

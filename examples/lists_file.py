@@ -16,22 +16,25 @@ from __future__ import annotations
 import polars as pl
 from _common import home_from_args, instance, prepare, run_arms, summary
 
+from ops.arms.base import arm_frame
+
 home = home_from_args(__doc__)
 dagster = instance()
 prepare(dagster)
 
-train = pl.read_parquet(home / "assets" / "train_ratings.parquet")
-test = pl.read_parquet(home / "assets" / "test_ratings.parquet")
-counts = train.group_by("movie_id").len("n")
+# arm_frame: the windows with the item column an arm sees (item_id).
+train = arm_frame(pl.read_parquet(home / "assets" / "train_ratings.parquet"))
+test = arm_frame(pl.read_parquet(home / "assets" / "test_ratings.parquet"))
+counts = train.group_by("item_id").len("n")
 users = pl.concat([train.select("user_id"), test.select("user_id")]).unique()
 lists = (
     users.join(counts, how="cross")
-    .join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti")  # never what they rated
-    .sort(["user_id", "n", "movie_id"], descending=[False, True, False])
+    .join(train.select("user_id", "item_id"), on=["user_id", "item_id"], how="anti")  # never what they rated
+    .sort(["user_id", "n", "item_id"], descending=[False, True, False])
     .group_by("user_id", maintain_order=True)
     .head(25)
     .with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
-    .select("user_id", "rank", pl.col("movie_id").alias("item_id"), pl.col("n").cast(pl.Float64).alias("score"))
+    .select("user_id", "rank", "item_id", pl.col("n").cast(pl.Float64).alias("score"))
 )
 path = home / "ours.parquet"
 lists.write_parquet(path)

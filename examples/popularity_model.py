@@ -11,7 +11,7 @@ from mlflow.pyfunc import PythonModel
 class Popularity(PythonModel):
     def load_context(self, context):
         counts = pd.read_csv(context.artifacts["counts"])
-        self.items = counts["movie_id"].to_numpy()
+        self.items = counts["item_id"].to_numpy()
         self.scores = counts["n"].to_numpy() / counts["n"].max()
 
     def predict(self, context, model_input, params=None):

@@ -35,11 +35,11 @@ class ItemMeanArm(ArmBase):
         self.fallback = 0.0
 
     def fit(self, data):
-        stats = data.train.group_by("movie_id").agg(pl.col("rating").sum().alias("s"), pl.len().alias("n"))
-        stats = stats.sort("movie_id")
+        stats = data.train.group_by("item_id").agg(pl.col("rating").sum().alias("s"), pl.len().alias("n"))
+        stats = stats.sort("item_id")
         self.fallback = float(data.train.get_column("rating").mean())
         k = self.params["shrinkage"]
-        self.item_ids = stats.get_column("movie_id").to_numpy().astype(np.int64)
+        self.item_ids = stats.get_column("item_id").to_numpy().astype(np.int64)
         self.means = ((stats["s"].to_numpy() + k * self.fallback) / (stats["n"].to_numpy() + k)).astype(np.float64)
 
     def score(self, user_ids, item_ids):

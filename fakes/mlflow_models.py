@@ -15,6 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
+from ops.arms.base import arm_frame
+
 MODEL_CODE = """
 import mlflow
 import numpy as np
@@ -25,7 +27,7 @@ from mlflow.pyfunc import PythonModel
 class Popularity(PythonModel):
     def load_context(self, context):
         counts = pd.read_csv(context.artifacts["counts"])
-        self.items = counts["movie_id"].to_numpy()
+        self.items = counts["item_id"].to_numpy()
         self.scores = counts["n"].to_numpy() / counts["n"].max()
 
     def predict(self, context, model_input, params=None):
@@ -57,7 +59,7 @@ def log_popularity_models(train: pl.DataFrame, folder: Path, name: str = "team-p
     code = folder / "popularity_model.py"
     code.write_text(MODEL_CODE)
     counts = folder / "counts.csv"
-    train.group_by("movie_id").len("n").sort("movie_id").write_csv(counts)
+    arm_frame(train).group_by("item_id").len("n").sort("item_id").write_csv(counts)
     pairs = pd.DataFrame({"user_id": [1, 1], "item_id": [1, 2]})
     users = pd.DataFrame({"user_id": [1]})
     listed = pd.DataFrame({"user_id": [1], "rank": [1], "item_id": [1], "score": [1.0]})

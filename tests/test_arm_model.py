@@ -89,8 +89,11 @@ def _register_and_check(arms, split):
     curve = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val_auc")
     assert [(m.step, m.value) for m in curve] == [(h["epoch"], pytest.approx(h["val_auc"])) for h in arm.history]
     model = mlflow.pyfunc.load_model("models:/simab-deepfm/2")
-    frame = pd.DataFrame({"user_id": split.test["user_id"].to_numpy(), "movie_id": split.test["movie_id"].to_numpy()})
+    # The registered arm takes the arm API's item column, and says so in its signature (which
+    # the `mlflow:` arm kind reads).
+    assert model.metadata.signature.inputs.input_names() == ["user_id", "item_id"]
+    frame = pd.DataFrame({"user_id": split.test["user_id"].to_numpy(), "item_id": split.test["movie_id"].to_numpy()})
     assert np.allclose(
-        np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["movie_id"].to_numpy())
+        np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["item_id"].to_numpy())
     )
     assert "features" in arm_params(arm) and arm_params(arms["pop"])["model"] == "pop"

@@ -10,7 +10,7 @@ import pytest
 
 from fakes.arm_packages import install_agent4rec_plugin, install_tiny_arm_package, uninstall
 from fakes.planted_data import planted_movielens
-from ops.arms.base import Arm, FitData, ScoresNotAvailable
+from ops.arms.base import Arm, FitData, ScoresNotAvailable, arm_frame
 from ops.arms.catalog import PluggedArm, declare, forget, known_arm_names, make_arm, parse_arm_spec
 from ops.arms.lists import ListsFileError, read_lists
 from ops.arms.ranking import lists_for, metrics_from_lists, rank_once, ranking_users
@@ -127,10 +127,11 @@ def _good_lists(data, n: int = 25, scores: bool = True) -> pl.DataFrame:
     ranking = pop.rank(
         ranking_users(split.train, split.test),
         catalogue.get_column("movie_id").to_numpy(),
-        split.train.select("user_id", "movie_id"),
+        arm_frame(split.train.select("user_id", "movie_id")),
         n,
     )
-    frame = ranking.select("user_id", "rank", pl.col("movie_id").alias("item_id"), "score")
+    assert "movie_id" not in ranking.columns  # an arm's ranking says item_id, as a lists file does
+    frame = ranking.select("user_id", "rank", "item_id", "score")
     return frame if scores else frame.drop("score")
 
 
@@ -141,7 +142,7 @@ def _read(path, data):
         users.get_column("user_id").to_numpy(),
         catalogue.get_column("movie_id").to_numpy(),
         ranking_users(split.train, split.test),
-        split.train,
+        arm_frame(split.train),  # the lists arm reads FitData's train window
     )
 
 
@@ -292,9 +293,7 @@ def test_the_agent4rec_plugin_arms_fit_rank_store_and_refit(data, tmp_path):
             assert metrics.ndcg_at_k > 0.5 * pop.ndcg_at_k and metrics.test_auc > 0.45, (name, metrics)
             arm.save(tmp_path / name)
             again = PluggedArm.load(tmp_path / name)
-            assert again.rank(
-                ranking_users(split.train, split.test), items, split.train.select("user_id", "movie_id")
-            ).equals(ranking)
+            assert rank_once(again, split.train, split.test, items).equals(ranking)
     finally:
         uninstall(tmp_path / "site")
 

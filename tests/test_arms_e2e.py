@@ -10,6 +10,7 @@ import pytest
 from dagster import DagsterInstance
 
 from fakes.arm_packages import install_tiny_arm_package, uninstall
+from ops.arms.base import arm_frame
 
 # Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit) and draw
 # 200 bootstrap replicates instead of 2,000: tests/test_end_to_end.py checks both at their defaults.
@@ -33,18 +34,19 @@ ARM_CONFIG = {
 
 def _lists(home, drop_user: bool = False) -> pl.DataFrame:
     """Every train and test user's 25 most-rated train movies it has not rated, with scores."""
-    train = pl.read_parquet(home / "assets" / "train_ratings.parquet")
-    test = pl.read_parquet(home / "assets" / "test_ratings.parquet")
-    counts = train.group_by("movie_id").len("n").sort(["n", "movie_id"], descending=[True, False])
+    # The stored windows with the item column a team's system sees (item_id), as examples/lists_file.py.
+    train = arm_frame(pl.read_parquet(home / "assets" / "train_ratings.parquet"))
+    test = arm_frame(pl.read_parquet(home / "assets" / "test_ratings.parquet"))
+    counts = train.group_by("item_id").len("n").sort(["n", "item_id"], descending=[True, False])
     users = pl.concat([train.select("user_id"), test.select("user_id")]).unique().sort("user_id")
     lists = (
         users.join(counts, how="cross")
-        .join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti")
-        .sort(["user_id", "n", "movie_id"], descending=[False, True, False])
+        .join(train.select("user_id", "item_id"), on=["user_id", "item_id"], how="anti")
+        .sort(["user_id", "n", "item_id"], descending=[False, True, False])
         .group_by("user_id", maintain_order=True)
         .head(25)
         .with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
-        .select("user_id", "rank", pl.col("movie_id").alias("item_id"), pl.col("n").cast(pl.Float64).alias("score"))
+        .select("user_id", "rank", "item_id", pl.col("n").cast(pl.Float64).alias("score"))
     )
     return lists.filter(pl.col("user_id") != lists.get_column("user_id").max()) if drop_user else lists
 

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
-from ops.arms.base import _best_columns, rank_by_score
+from ops.arms.base import _best_columns, arm_frame, rank_by_score
 from ops.arms.deepctr import build_model, deepctr_kinds, rows_per_forward
 from ops.arms.kinds.pop import _popularity
 from ops.arms.kinds.random import _uniform_hash
@@ -32,7 +32,7 @@ def world():
     users, movies, ratings = planted_movielens(seed=7, n_users=80, n_movies=70, ratings_per_user=20)
     split = chronological_split(ratings)
     # A train window without the last users and movies: they score through the unseen rows.
-    train = split.train.filter((pl.col("user_id") <= 70) & (pl.col("movie_id") <= 60))
+    train = arm_frame(split.train).filter((pl.col("user_id") <= 70) & (pl.col("item_id") <= 60))
     return users, movies, train, split.test
 
 
@@ -41,7 +41,7 @@ def _arm(world, name: str, metadata: bool = True, seed: int = 3, **overrides) ->
     statistics of a few units (an untrained deepctr model scores every pair alike)."""
     users, movies, train, _ = world
     config = arm_config(name, embedding_dim=8, **overrides)
-    catalogue = build_mm_ml_1m(movies, planted_metadata(movies) if metadata else None)
+    catalogue = arm_frame(build_mm_ml_1m(movies, planted_metadata(movies) if metadata else None))
     encoder = fit_encoder(
         FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
     )
@@ -62,14 +62,14 @@ def _arm(world, name: str, metadata: bool = True, seed: int = 3, **overrides) ->
 def _grid(world):
     users, movies, _, _ = world
     user_ids = np.append(users.get_column("user_id").to_numpy()[::3], UNKNOWN)
-    movie_ids = np.append(movies.get_column("movie_id").to_numpy(), UNKNOWN)
-    return user_ids, movie_ids
+    item_ids = np.append(arm_frame(movies).get_column("item_id").to_numpy(), UNKNOWN)
+    return user_ids, item_ids
 
 
-def _reference(arm: TrainedArm, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+def _reference(arm: TrainedArm, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
     """The model's forward on every encoded pair, (users, movies)."""
-    u, m = np.repeat(user_ids, movie_ids.size), np.tile(movie_ids, user_ids.size)
-    return forward_scores(arm.model, arm.encoder, u, m, 997).reshape(user_ids.size, movie_ids.size)
+    u, m = np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size)
+    return forward_scores(arm.model, arm.encoder, u, m, 997).reshape(user_ids.size, item_ids.size)
 
 
 CASES = [*deepctr_kinds(), "deepfm_user_id_only", "deepfm_movie_id_only", "afn_movie_id_only", "nfm_user_id_only"]
@@ -79,14 +79,14 @@ CASES = [*deepctr_kinds(), "deepfm_user_id_only", "deepfm_movie_id_only", "afn_m
 def test_parts_give_the_forward_scores(world, name):
     """Every model, feature sets without user or item side features, unknown users and items."""
     arm = _arm(world, name)
-    user_ids, movie_ids = _grid(world)
-    expected = _reference(arm, user_ids, movie_ids)
+    user_ids, item_ids = _grid(world)
+    expected = _reference(arm, user_ids, item_ids)
     assert expected.std() > 0.05  # the weights make scores differ, so the comparison means something
     # Small passes: blocks split across users and across items, pairs across both.
     scorer = PartsScorer(arm.model, arm.encoder, max_pairs=50)
-    np.testing.assert_allclose(scorer.score_matrix(user_ids, movie_ids), expected, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(scorer.score_matrix(user_ids, item_ids), expected, rtol=2e-5, atol=2e-6)
     rng = np.random.default_rng(0)
-    u, m = rng.choice(user_ids, 300), rng.choice(movie_ids, 300)
+    u, m = rng.choice(user_ids, 300), rng.choice(item_ids, 300)
     reference = forward_scores(arm.model, arm.encoder, u, m, 64)
     np.testing.assert_allclose(arm.score(u, m), reference, rtol=2e-5, atol=2e-6)
     np.testing.assert_allclose(scorer.score_pairs(u, m), reference, rtol=2e-5, atol=2e-6)
@@ -97,56 +97,56 @@ def test_parts_without_dense_features(world, name):
     """No metadata: no dense column (the dense split of the first layer is empty)."""
     arm = _arm(world, name, metadata=False)
     assert not arm.encoder.dense_stats
-    user_ids, movie_ids = _grid(world)
+    user_ids, item_ids = _grid(world)
     np.testing.assert_allclose(
-        arm.score_matrix(user_ids, movie_ids), _reference(arm, user_ids, movie_ids), rtol=2e-5, atol=2e-6
+        arm.score_matrix(user_ids, item_ids), _reference(arm, user_ids, item_ids), rtol=2e-5, atol=2e-6
     )
 
 
 def test_fm_and_pop_are_ranked_by_factors(world):
-    user_ids, movie_ids = _grid(world)
+    user_ids, item_ids = _grid(world)
     fm = _arm(world, "fm")
-    factors = fm.factors(user_ids, movie_ids)
+    factors = fm.factors(user_ids, item_ids)
     assert factors is not None and factors.users.shape == (user_ids.size, 8 + 3)
-    np.testing.assert_allclose(factors.scores(), _reference(fm, user_ids, movie_ids), rtol=2e-5, atol=2e-6)
-    assert _arm(world, "deepfm").factors(user_ids, movie_ids) is None  # a DNN does not decompose
+    np.testing.assert_allclose(factors.scores(), _reference(fm, user_ids, item_ids), rtol=2e-5, atol=2e-6)
+    assert _arm(world, "deepfm").factors(user_ids, item_ids) is None  # a DNN does not decompose
     _, _, train, _ = world
     config = arm_config("pop")
     pop = TrainedArm.of(config, popularity=_popularity(train, config))
-    expected = pop.score(np.repeat(user_ids, movie_ids.size), np.tile(movie_ids, user_ids.size))
-    np.testing.assert_array_equal(pop.factors(user_ids, movie_ids).scores().ravel(), expected)
+    expected = pop.score(np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size))
+    np.testing.assert_array_equal(pop.factors(user_ids, item_ids).scores().ravel(), expected)
 
 
 def test_random_matrix_is_its_pair_hash(world):
-    user_ids, movie_ids = _grid(world)
+    user_ids, item_ids = _grid(world)
     arm = TrainedArm.of(arm_config("random"))
-    expected = _uniform_hash(arm.config.seed, np.repeat(user_ids, movie_ids.size), np.tile(movie_ids, user_ids.size))
-    np.testing.assert_array_equal(arm.score_matrix(user_ids, movie_ids).ravel(), expected)
+    expected = _uniform_hash(arm.config.seed, np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size))
+    np.testing.assert_array_equal(arm.score_matrix(user_ids, item_ids).ravel(), expected)
 
 
 @pytest.mark.parametrize("name", ["fm", "deepfm", "afn", "nfm"])
 def test_top_20_lists_are_those_of_the_pair_by_pair_ranking(world, name):
     _, _, train, _ = world
     arm = _arm(world, name)
-    user_ids, movie_ids = _grid(world)
-    exclude = train.select("user_id", "movie_id")
-    lists = arm.rank(user_ids, movie_ids, exclude, 20)
-    forward = _reference(arm, user_ids, movie_ids)
-    reference = rank_by_score(arm.name, lambda u, m: _reference(arm, u, m), user_ids, movie_ids, exclude, 20, 512.0)
+    user_ids, item_ids = _grid(world)
+    exclude = train.select("user_id", "item_id")
+    lists = arm.rank(user_ids, item_ids, exclude, 20)
+    forward = _reference(arm, user_ids, item_ids)
+    reference = rank_by_score(arm.name, lambda u, m: _reference(arm, u, m), user_ids, item_ids, exclude, 20, 512.0)
     joined = lists.join(reference, on=["user_id", "rank"], suffix="_ref")
     assert joined.height == reference.height == lists.height > 0
     np.testing.assert_allclose(joined["score"], joined["score_ref"], rtol=2e-5, atol=2e-6)
     # A different item at a rank only where the forward scores both items alike (a tie).
     row = {u: k for k, u in enumerate(user_ids)}
-    col = {m: k for k, m in enumerate(movie_ids)}
+    col = {m: k for k, m in enumerate(item_ids)}
     for user, mine, theirs in (
-        joined.filter(pl.col("movie_id") != pl.col("movie_id_ref"))
-        .select("user_id", "movie_id", "movie_id_ref")
+        joined.filter(pl.col("item_id") != pl.col("item_id_ref"))
+        .select("user_id", "item_id", "item_id_ref")
         .iter_rows()
     ):
         assert abs(forward[row[user], col[mine]] - forward[row[user], col[theirs]]) <= 2e-6
     # No train item in a user's list.
-    assert lists.join(exclude, on=["user_id", "movie_id"], how="semi").height == 0
+    assert lists.join(exclude, on=["user_id", "item_id"], how="semi").height == 0
 
 
 @pytest.mark.parametrize("overflowing", ["both", "items"])
@@ -154,27 +154,27 @@ def test_afn_exact_path_when_a_factor_would_overflow(world, monkeypatch, overflo
     """AFN's per-side factors exp(share) are used only where float32 holds them; otherwise
     the logarithmic layer's exp is taken of the summed shares, pair by pair."""
     arm = _arm(world, "afn")
-    user_ids, movie_ids = _grid(world)
-    expected = _reference(arm, user_ids, movie_ids)
+    user_ids, item_ids = _grid(world)
+    expected = _reference(arm, user_ids, item_ids)
     factors_of = deepctr_parts._afn_factors_of
     monkeypatch.setattr(
         deepctr_parts,
         "_afn_factors_of",
         lambda side: None if overflowing == "both" or not side.is_user else factors_of(side),
     )
-    np.testing.assert_allclose(arm.score_matrix(user_ids, movie_ids), expected, rtol=2e-5, atol=2e-6)
-    u, m = np.repeat(user_ids[:5], 7), np.tile(movie_ids[:7], 5)
+    np.testing.assert_allclose(arm.score_matrix(user_ids, item_ids), expected, rtol=2e-5, atol=2e-6)
+    u, m = np.repeat(user_ids[:5], 7), np.tile(item_ids[:7], 5)
     np.testing.assert_allclose(arm.score(u, m), expected[:5, :7].ravel(), rtol=2e-5, atol=2e-6)
 
 
 def test_a_model_class_without_a_head_is_scored_by_its_forward(world, monkeypatch):
     arm = _arm(world, "deepfm")
-    user_ids, movie_ids = _grid(world)
-    expected = _reference(arm, user_ids, movie_ids)
+    user_ids, item_ids = _grid(world)
+    expected = _reference(arm, user_ids, item_ids)
     monkeypatch.delitem(deepctr_parts.HEADS, "DeepFM")
     scorer = PartsScorer(arm.model, arm.encoder, rows_per_forward(arm.model, arm.config))
-    assert scorer.head is None and scorer.factors(user_ids, movie_ids) is None
-    np.testing.assert_allclose(scorer.score_matrix(user_ids, movie_ids), expected, rtol=1e-6, atol=1e-7)
+    assert scorer.head is None and scorer.factors(user_ids, item_ids) is None
+    np.testing.assert_allclose(scorer.score_matrix(user_ids, item_ids), expected, rtol=1e-6, atol=1e-7)
 
 
 def test_best_columns_give_ties_at_the_cut_to_the_lower_column():

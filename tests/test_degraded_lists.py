@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_movielens
-from ops.arms.base import FitData, ScoresNotAvailable
+from ops.arms.base import FitData, ScoresNotAvailable, arm_frame, internal_frame
 from ops.arms.catalog import PluggedArm, declare, forget, make_arm, parse_arm_spec
 from ops.arms.degraded import degrade_lists
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
@@ -34,18 +34,19 @@ def pop_lists(data):
 
 def test_degraded_lists_replace_exactly_the_slots_asked_with_unseen_items_and_nest(data, pop_lists):
     _, catalogue, split = data
-    pop_lists = pop_lists.lists
+    # degrade_lists works in the arm API's words (item_id), as the degraded arm calls it.
+    pop_lists = arm_frame(pop_lists.lists)
     items = catalogue.get_column("movie_id").to_numpy()
-    seen = split.train.select("user_id", "movie_id")
+    seen = arm_frame(split.train.select("user_id", "movie_id"))
     rungs = {s: degrade_lists(pop_lists, s, seen, items, seed=3) for s in (0, 5, 10, 20)}
-    assert rungs[0].select("user_id", "rank", "movie_id").equals(pop_lists.select("user_id", "rank", "movie_id"))
+    assert rungs[0].select("user_id", "rank", "item_id").equals(pop_lists.select("user_id", "rank", "item_id"))
     train = {(u, m) for u, m in seen.iter_rows()}
-    base = pop_lists.select("user_id", "rank", pl.col("movie_id").alias("base"))
+    base = pop_lists.select("user_id", "rank", pl.col("item_id").alias("base"))
     replaced = {}
     for s, frame in rungs.items():
         assert frame.height == pop_lists.height and frame.get_column("arm").unique().to_list() == ["pop"]
         joined = frame.join(base, on=["user_id", "rank"])
-        changed = joined.filter(pl.col("movie_id") != pl.col("base"))
+        changed = joined.filter(pl.col("item_id") != pl.col("base"))
         # Every list loses exactly `s` slots (the catalogue leaves enough unseen items) ...
         assert changed.group_by("user_id").len().get_column("len").to_list() in (
             [],
@@ -53,13 +54,13 @@ def test_degraded_lists_replace_exactly_the_slots_asked_with_unseen_items_and_ne
         )
         assert changed.get_column("user_id").n_unique() == (pop_lists.get_column("user_id").n_unique() if s else 0)
         # ... to items the user never rated in train and that were not in its list, none twice.
-        originals = pop_lists.group_by("user_id").agg("movie_id")
+        originals = pop_lists.group_by("user_id").agg("item_id")
         in_list = {(u, m) for u, ms in originals.iter_rows() for m in ms}
         assert not any(
-            (u, m) in train or (u, m) in in_list for u, m in changed.select("user_id", "movie_id").iter_rows()
+            (u, m) in train or (u, m) in in_list for u, m in changed.select("user_id", "item_id").iter_rows()
         )
-        assert frame.group_by("user_id").agg(pl.col("movie_id").n_unique()).get_column("movie_id").min() == 20
-        replaced[s] = {(u, r, m) for u, r, m in changed.select("user_id", "rank", "movie_id").iter_rows()}
+        assert frame.group_by("user_id").agg(pl.col("item_id").n_unique()).get_column("item_id").min() == 20
+        replaced[s] = {(u, r, m) for u, r, m in changed.select("user_id", "rank", "item_id").iter_rows()}
     # Nested: the slots and items replaced at 5 are among those replaced at 10, and those at 20.
     assert replaced[5] < replaced[10] < replaced[20]
     # Seeded: the same seed gives the same lists, another seed others.
@@ -85,7 +86,9 @@ def test_pop_at_5_is_an_arm_with_the_rungs_lists_that_stores_and_ranks_worse_off
             assert isinstance(arm, PluggedArm) and not arm.can_refit
             arm.fit(fit)
             rungs[slots] = rank_once(arm, split.train, split.test, items)
-        expected = degrade_lists(pop_lists, 5, split.train.select("user_id", "movie_id"), items, seed=0)
+        expected = internal_frame(
+            degrade_lists(arm_frame(pop_lists), 5, arm_frame(split.train.select("user_id", "movie_id")), items, seed=0)
+        )
         assert rungs[5].drop("score").equals(expected.drop("score").with_columns(pl.lit("pop-at-5").alias("arm")))
         with pytest.raises(ScoresNotAvailable):
             arm.score(np.array([1]), np.array([1]))

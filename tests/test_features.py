@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from ops.arms.base import arm_frame
 from ops.arms.features import GENRE_PADDING, GENRE_UNSEEN, UNSEEN, FeatureConfig, FeatureEncoder, fit_encoder
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.schema import METADATA, MOVIES, RATINGS, USERS, conform
@@ -41,10 +42,12 @@ def tables():
         MOVIES,
         "movies",
     )
-    train = conform(
-        pl.DataFrame({"user_id": [1, 2, 1], "movie_id": [10, 20, 20], "rating": [5, 3, 4], "timestamp": [1, 2, 3]}),
-        RATINGS,
-        "ratings",
+    train = arm_frame(  # the train window as FitData hands it to an arm: item_id
+        conform(
+            pl.DataFrame({"user_id": [1, 2, 1], "movie_id": [10, 20, 20], "rating": [5, 3, 4], "timestamp": [1, 2, 3]}),
+            RATINGS,
+            "ratings",
+        )
     )
     metadata = pl.DataFrame(
         {
@@ -60,9 +63,14 @@ def tables():
     return users, movies, train, conform(metadata, METADATA, "metadata")
 
 
+def _catalogue(movies: pl.DataFrame, metadata: pl.DataFrame) -> pl.DataFrame:
+    """MM-ML-1M as FitData hands it to an arm (item_id)."""
+    return arm_frame(build_mm_ml_1m(movies, metadata))
+
+
 def test_vocabularies_come_from_train_only(tables):
     users, movies, train, metadata = tables
-    enc = fit_encoder(FeatureConfig(), train, users, build_mm_ml_1m(movies, metadata))
+    enc = fit_encoder(FeatureConfig(), train, users, _catalogue(movies, metadata))
     x = enc.transform(np.array([1, 3, 3]), np.array([10, 30, 20]))
     cols = enc.user_columns + enc.movie_columns
     assert cols[:5] == ["user_id", "gender", "age", "occupation", "zip"]
@@ -79,7 +87,7 @@ def test_vocabularies_come_from_train_only(tables):
 
 def test_genres_multi_hot_padding_and_unseen(tables):
     users, movies, train, metadata = tables
-    enc = fit_encoder(FeatureConfig(use_metadata=False), train, users, build_mm_ml_1m(movies, metadata))
+    enc = fit_encoder(FeatureConfig(use_metadata=False), train, users, _catalogue(movies, metadata))
     assert enc.genres_maxlen == 3
     assert enc.genre_vocabulary == ["Comedy", "Drama", "Romance"]  # genres of train movies 10 and 20
     x = enc.transform(np.array([1, 1, 1]), np.array([10, 20, 30]))
@@ -94,7 +102,7 @@ def test_genres_multi_hot_padding_and_unseen(tables):
 
 def test_dense_fields_standardised_on_train_movies(tables):
     users, movies, train, metadata = tables
-    enc = fit_encoder(FeatureConfig(), train, users, build_mm_ml_1m(movies, metadata))
+    enc = fit_encoder(FeatureConfig(), train, users, _catalogue(movies, metadata))
     assert enc.movie_columns[-3:] == ["vote_average", "log_vote_count", "release_year"]
     x = enc.transform(np.array([1, 1, 1]), np.array([10, 20, 30]))
     mean, std = enc.dense_stats["vote_average"]
@@ -124,7 +132,7 @@ def test_dense_fields_standardised_on_train_movies(tables):
 )
 def test_feature_sets_of_table_4(tables, feature_set, user_cols, movie_cols):
     users, movies, train, metadata = tables
-    enc = fit_encoder(FeatureConfig(feature_set=feature_set), train, users, build_mm_ml_1m(movies, metadata))
+    enc = fit_encoder(FeatureConfig(feature_set=feature_set), train, users, _catalogue(movies, metadata))
     assert enc.user_columns == user_cols and enc.movie_columns == movie_cols
 
 
@@ -132,7 +140,7 @@ def test_layout_matches_deepctr_feature_index_and_round_trips(tables):
     from deepctr_torch.inputs import build_input_features
 
     users, movies, train, metadata = tables
-    enc = fit_encoder(FeatureConfig(), train, users, build_mm_ml_1m(movies, metadata))
+    enc = fit_encoder(FeatureConfig(), train, users, _catalogue(movies, metadata))
     index = build_input_features(enc.feature_columns(embedding_dim=8))
     assert list(index) == enc.user_columns + enc.movie_columns
     assert max(end for _, end in index.values()) == enc.width
@@ -145,6 +153,6 @@ def test_layout_matches_deepctr_feature_index_and_round_trips(tables):
 def test_bad_input_names_the_table(tables):
     users, movies, train, metadata = tables
     with pytest.raises(ValueError, match="'users' lacks column"):
-        fit_encoder(FeatureConfig(), train, users.drop("zip"), build_mm_ml_1m(movies, metadata))
+        fit_encoder(FeatureConfig(), train, users.drop("zip"), _catalogue(movies, metadata))
     with pytest.raises(ValueError, match="train split is empty"):
-        fit_encoder(FeatureConfig(), train.clear(), users, build_mm_ml_1m(movies, metadata))
+        fit_encoder(FeatureConfig(), train.clear(), users, _catalogue(movies, metadata))

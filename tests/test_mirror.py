@@ -11,7 +11,7 @@ import pytest
 from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-from ops.arms.base import FitData, ScoresNotAvailable
+from ops.arms.base import FitData, ScoresNotAvailable, arm_frame
 from ops.arms.catalog import PluggedArm, has_capability, make_arm
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.readout.bias import WARN_P, simulator_bias, spearman_one_sided
@@ -51,22 +51,23 @@ def test_the_mirror_lists_each_users_unseen_items_by_the_brains_click_log_odds_a
     with pytest.raises(ValueError, match="embedded_brain"):
         arm.fit(data)  # without the brain's scores it refuses, naming what to materialise
     arm.fit(FitData(**{**data.__dict__, "brain_scores": brain_scores(model, agents)}))
-    ranked = arm.rank(np.r_[known, stranger], items, train.select("user_id", "movie_id"), k=20)
-    seen = {u: set(ms) for u, ms in train.group_by("user_id").agg("movie_id").iter_rows()}
+    train = arm_frame(train)  # the arm API's words: item_id in, item_id out
+    ranked = arm.rank(np.r_[known, stranger], items, train.select("user_id", "item_id"), k=20)
+    seen = {u: set(ms) for u, ms in train.group_by("user_id").agg("item_id").iter_rows()}
     brain = model.brain()
     for user in known[:5].tolist():
         unseen = [int(m) for m in items if m not in seen[user]]
         logits = brain.click_logits(agents.sessions([user])[0], unseen)
         expected = [unseen[i] for i in np.lexsort((unseen, -logits))[:20]]
-        assert ranked.filter(pl.col("user_id") == user).sort("rank").get_column("movie_id").to_list() == expected
+        assert ranked.filter(pl.col("user_id") == user).sort("rank").get_column("item_id").to_list() == expected
     # The stranger gets the brain's mean view of the agents: a full list, none of it their train items.
     assert ranked.filter(pl.col("user_id") == stranger).height == 20
-    assert not ranked.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="semi").height
+    assert not ranked.join(train.select("user_id", "item_id"), on=["user_id", "item_id"], how="semi").height
     with pytest.raises(ScoresNotAvailable):
         arm.score(known[:1], items[:1])
     arm.save(tmp_path / "mirror")
     again = PluggedArm.load(tmp_path / "mirror")
-    assert again.rank(np.r_[known, stranger], items, train.select("user_id", "movie_id"), k=20).equals(ranked)
+    assert again.rank(np.r_[known, stranger], items, train.select("user_id", "item_id"), k=20).equals(ranked)
     assert again.describe()["ranked_by"] == "the embedded brain's click model" and again.can_refit is False
 
 

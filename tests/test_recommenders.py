@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
+from ops.arms.base import arm_frame
 from ops.arms.deepctr import deepctr_kinds
 from ops.arms.recommenders import (
     arm_config,
@@ -255,22 +256,25 @@ def test_data_scale_variant_samples_the_train_split(data):
 
 def test_sampled_negatives_are_unrated_pairs(data):
     from ops.arms.deepctr import _sampled_negatives
-    from ops.arms.features import FeatureConfig, fit_encoder
+    from ops.arms.features import ITEM_FEATURE, FeatureConfig, fit_encoder
 
     users, movies, split = data
-    encoder = fit_encoder(FeatureConfig(), split.train, users, build_mm_ml_1m(movies))
-    x = _sampled_negatives(split.train, movies, encoder, 0.5, np.random.default_rng(0))
+    # What the arm reads (FitData's frames): item_id.
+    train, catalogue = arm_frame(split.train), arm_frame(build_mm_ml_1m(movies))
+    movies = arm_frame(movies)
+    encoder = fit_encoder(FeatureConfig(), train, users, catalogue)
+    x = _sampled_negatives(train, movies, encoder, 0.5, np.random.default_rng(0))
     # Collisions with rated pairs are dropped, so slightly fewer than half the rows.
-    assert 0.4 * split.train.height < x.shape[0] <= 0.5 * split.train.height
-    rated = set(zip(split.train["user_id"].to_list(), split.train["movie_id"].to_list()))
+    assert 0.4 * train.height < x.shape[0] <= 0.5 * train.height
+    rated = set(zip(train["user_id"].to_list(), train["item_id"].to_list()))
     user_index = {v: i + 1 for i, v in enumerate(encoder.vocabularies["user_id"])}
-    movie_index = {v: i + 1 for i, v in enumerate(encoder.vocabularies["movie_id"])}
+    movie_index = {v: i + 1 for i, v in enumerate(encoder.vocabularies[ITEM_FEATURE])}
     back_user = {i: int(v) for v, i in user_index.items()}
     back_movie = {i: int(v) for v, i in movie_index.items()}
     movie_col = len(encoder.user_columns)
     pairs = {(back_user[int(a)], back_movie.get(int(b))) for a, b in x[:, [0, movie_col]]}
     assert not pairs & rated
-    assert np.array_equal(x, _sampled_negatives(split.train, movies, encoder, 0.5, np.random.default_rng(0)))
+    assert np.array_equal(x, _sampled_negatives(train, movies, encoder, 0.5, np.random.default_rng(0)))
 
 
 def test_divergence_guard_stops_nan_predictions_at_their_batch(data):

@@ -32,6 +32,32 @@ from ops.schema import TOP_K
 
 EpochCallback = Callable[[int, dict[str, float]], None]
 
+# What an arm sees names the item `item_id`, whatever the domain (films, games, books):
+# FitData's frames, the `exclude` pairs and the ranking `rank` returns (RANKING).  simab's
+# own tables keep `movie_id`, the column of MovieLens's files they were first read from
+# (their rename is left for later); `arm_frame` and `internal_frame` are the one crossing,
+# used where FitData is built and where a ranking comes back (`ops.arms.ranking`).
+ITEM = "item_id"
+INTERNAL_ITEM = "movie_id"
+
+# An arm's ranking: TOP_K with the arm's item column.
+RANKING = {ITEM if column == INTERNAL_ITEM else column: dtype for column, dtype in TOP_K.items()}
+
+
+def arm_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` as an arm sees it: simab's `movie_id` column named `item_id`."""
+    if INTERNAL_ITEM in frame.columns and ITEM not in frame.columns:
+        return frame.rename({INTERNAL_ITEM: ITEM})
+    return frame
+
+
+def internal_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """An arm's frame (a RANKING) as simab's tables keep it: `item_id` named `movie_id`."""
+    if ITEM in frame.columns and INTERNAL_ITEM not in frame.columns:
+        return frame.rename({ITEM: INTERNAL_ITEM})
+    return frame
+
+
 # Ranking blocks (`_rank_blocks`), in scores.  On ML-1M (1,746 users x 3,883 items, 2 cores
 # shared): one block of every user ranked Pop and Random at 0.4-0.6x the speed of 262,144-
 # score blocks, and 262,144-score blocks ranked FM at 0.3x the speed of 4 M-score ones (its
@@ -49,7 +75,9 @@ class ScoresNotAvailable(NotImplementedError):
 @dataclass(frozen=True)
 class FitData:
     """What an arm is fitted on: RATINGS frames of the train and validation windows, the
-    USERS table and the catalogue (MM-ML-1M: movie_id and side features).
+    USERS table and the catalogue (item_id and side features: MM-ML-1M's genres and
+    metadata on MovieLens), the item column named `item_id` on every domain.  Frames built
+    from simab's tables (`movie_id`) are renamed here, the one place an arm's input crosses.
 
     `rank_users`: the users whose lists will be asked for (train and test users), for arms
     that cannot rank a user they were not told of (a lists file must cover them).
@@ -65,6 +93,10 @@ class FitData:
     rank_users: np.ndarray | None = None
     on_epoch: EpochCallback | None = None
     brain_scores: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("train", "valid", "catalogue"):
+            object.__setattr__(self, name, arm_frame(getattr(self, name)))
 
 
 @runtime_checkable
@@ -194,6 +226,8 @@ class ArmBase:
     def rank(
         self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20
     ) -> pl.DataFrame:
+        """Each user's `k` best items of `item_ids` without its `exclude` pairs (user_id,
+        item_id): a RANKING frame (arm, user_id, rank, item_id, score)."""
         return rank_arm(self, user_ids, item_ids, exclude, k, self.score_memory_mb)
 
     def refit(self, data: FitData) -> ArmBase:
@@ -257,8 +291,8 @@ def rank_by_score(
     memory_mb: float,
     score_cells: int = SCORE_CELLS,
 ) -> pl.DataFrame:
-    """The `k` best-scored candidates of each user without its `exclude` pairs, as a TOP_K
-    frame sorted by user and rank, ties broken by item id.  `matrix(users, items)` scores a
+    """The `k` best-scored candidates of each user without its `exclude` pairs (user_id,
+    item_id), as a RANKING frame sorted by user and rank, ties broken by item id.  `matrix(users, items)` scores a
     block of users x the catalogue, about `score_cells` scores (an arm's
     `score_block_cells`: large for a product, small for scores computed pair by pair); blocks
     are sized so that it stays within `memory_mb`."""
@@ -287,7 +321,7 @@ def _rank_blocks(
     `memory_mb` (the score block and three float64 copies of a top block)."""
     n_items = item_ids.size
     if user_ids.size == 0 or n_items == 0 or k <= 0:
-        return pl.DataFrame(schema=TOP_K)
+        return pl.DataFrame(schema=RANKING)
     blocked_rows, blocked_cols = excluded_cells(exclude, user_ids, item_ids)
     budget = memory_mb * 2**20 / (8 * n_items)  # float64 rows within memory_mb
     top_rows = max(1, min(TOP_CELLS // n_items, int(budget / 4)))
@@ -324,10 +358,10 @@ def _top_of_block(name, users_block, item_ids, scores, blocked_rows, blocked_col
             "arm": name,
             "user_id": np.repeat(users_block, kk),
             "rank": np.tile(np.arange(1, kk + 1), users_block.size),
-            "movie_id": item_ids[best].ravel(),
+            ITEM: item_ids[best].ravel(),
             "score": best_scores.ravel(),
         },
-        schema=TOP_K,
+        schema=RANKING,
     )
 
 
@@ -367,7 +401,7 @@ def excluded_cells(exclude: pl.DataFrame | None, user_ids: np.ndarray, item_ids:
     if exclude is None or exclude.height == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     u = exclude.get_column("user_id").to_numpy().astype(np.int64)
-    m = exclude.get_column("movie_id").to_numpy().astype(np.int64)
+    m = exclude.get_column(ITEM).to_numpy().astype(np.int64)
     row = np.clip(np.searchsorted(user_ids, u), 0, user_ids.size - 1)
     col = np.clip(np.searchsorted(item_ids, m), 0, item_ids.size - 1)
     keep = (user_ids[row] == u) & (item_ids[col] == m)

@@ -57,30 +57,30 @@ class DeepCTRArm(TrainedArm):
     def _fit(self, train: pl.DataFrame, data: FitData) -> None:
         train_deepctr(self, train, data)
 
-    def score(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    def score(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
-        if user_ids.shape != movie_ids.shape:
-            raise ValueError(f"score: {user_ids.shape} user ids but {movie_ids.shape} movie ids")
-        return _predict(self.model, self.encoder, user_ids, movie_ids, rows_per_forward(self.model, self.config))
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        if user_ids.shape != item_ids.shape:
+            raise ValueError(f"score: {user_ids.shape} user ids but {item_ids.shape} item ids")
+        return _predict(self.model, self.encoder, user_ids, item_ids, rows_per_forward(self.model, self.config))
 
-    def factors(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> Factors | None:
+    def factors(self, user_ids: np.ndarray, item_ids: np.ndarray) -> Factors | None:
         """FM's logits are products of user and item factors (`ArmBase.factors`); the other
         models' are not."""
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
-        blocks = _scorer(self).factors(user_ids, movie_ids)
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        blocks = _scorer(self).factors(user_ids, item_ids)
         return None if blocks is None else Factors(*blocks, link=sigmoid)
 
-    def score_matrix(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    def score_matrix(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         """Scores of every user x movie, (users, movies): a matrix product where the model
         has `factors`, else each user's and each movie's parts computed once."""
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
-        factors = self.factors(user_ids, movie_ids)
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        factors = self.factors(user_ids, item_ids)
         if factors is not None:
             return factors.scores()
-        return _scorer(self).score_matrix(user_ids, movie_ids)
+        return _scorer(self).score_matrix(user_ids, item_ids)
 
     # -- what a model's own file may change -------------------------------------------
 
@@ -179,12 +179,12 @@ def _scorer(trained: DeepCTRArm):
     return PartsScorer(trained.model, trained.encoder, rows_per_forward(trained.model, trained.config))
 
 
-def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int) -> np.ndarray:
+def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, item_ids: np.ndarray, batch: int) -> np.ndarray:
     """The model's probability per (user, movie) pair, `batch` pairs a pass, from each user's
     and each movie's parts computed once (`ops.arms.deepctr_parts`)."""
     from ops.arms.deepctr_parts import PartsScorer
 
-    return PartsScorer(model, encoder, batch).score_pairs(user_ids, movie_ids)
+    return PartsScorer(model, encoder, batch).score_pairs(user_ids, item_ids)
 
 
 def _reinitialise_embeddings(model, std: float, seed: int) -> None:
@@ -219,13 +219,13 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
     encoder = fit_encoder(
         FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
     )
-    x_train = torch.from_numpy(encoder.transform(train["user_id"].to_numpy(), train["movie_id"].to_numpy()))
+    x_train = torch.from_numpy(encoder.transform(train["user_id"].to_numpy(), train["item_id"].to_numpy()))
     y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
     valid_labels = (valid["rating"].to_numpy() >= config.positive_threshold).astype(np.float64)
-    valid_users, valid_items = valid["user_id"].to_numpy(), valid["movie_id"].to_numpy()
+    valid_users, valid_items = valid["user_id"].to_numpy(), valid["item_id"].to_numpy()
     validation_negatives = implicit_settings(config, valid)["validation_negatives"]
     if validation_negatives > 0 and valid.height:
-        seen = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")])
+        seen = pl.concat([train.select("user_id", "item_id"), valid.select("user_id", "item_id")])
         neg_u, neg_m = _unrated_pairs(
             valid, catalogue, validation_negatives, np.random.default_rng(config.seed + 1), _rated_keys(seen)
         )
@@ -387,10 +387,10 @@ def _sampled_negatives(
 def _unrated_pairs(
     frame: pl.DataFrame, movies: pl.DataFrame, ratio: float, rng: np.random.Generator, rated: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(user ids, movie ids) drawn uniformly from `frame`'s users x catalogue, `ratio` per
+    """(user ids, item ids) drawn uniformly from `frame`'s users x catalogue, `ratio` per
     row of `frame`, leaving out the pairs in `rated` (`_rated_keys`)."""
     users = frame.get_column("user_id").to_numpy()
-    catalogue = movies.get_column("movie_id").unique().to_numpy()
+    catalogue = movies.get_column("item_id").unique().to_numpy()
     n = int(round(ratio * users.size))
     u = users[rng.integers(0, users.size, n)]  # users in proportion to their activity
     m = catalogue[rng.integers(0, catalogue.size, n)]
@@ -402,8 +402,8 @@ def _unrated_pairs(
 
 def _rated_keys(train: pl.DataFrame) -> np.ndarray:
     """The train (user, movie) pairs as sorted unique int64 keys, for membership tests."""
-    return np.unique(_pair_keys(train.get_column("user_id").to_numpy(), train.get_column("movie_id").to_numpy()))
+    return np.unique(_pair_keys(train.get_column("user_id").to_numpy(), train.get_column("item_id").to_numpy()))
 
 
-def _pair_keys(user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
-    return user_ids.astype(np.int64) * (1 << 32) + movie_ids.astype(np.int64)
+def _pair_keys(user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
+    return user_ids.astype(np.int64) * (1 << 32) + item_ids.astype(np.int64)

@@ -44,7 +44,7 @@ from ops.arms.features import FeatureEncoder
 
 
 def forward_scores(
-    model, encoder: FeatureEncoder, user_ids: np.ndarray, movie_ids: np.ndarray, batch: int
+    model, encoder: FeatureEncoder, user_ids: np.ndarray, item_ids: np.ndarray, batch: int
 ) -> np.ndarray:
     """The model's own forward on the encoded pairs, `batch` pairs a pass: the reference the
     parts are checked against, and the path of a model class with no head here."""
@@ -52,7 +52,7 @@ def forward_scores(
     out = np.empty(len(user_ids), dtype=np.float64)
     with torch.inference_mode():
         for start in range(0, len(user_ids), batch):
-            x = torch.from_numpy(encoder.transform(user_ids[start : start + batch], movie_ids[start : start + batch]))
+            x = torch.from_numpy(encoder.transform(user_ids[start : start + batch], item_ids[start : start + batch]))
             out[start : start + batch] = model(x.to(model.device)).squeeze(-1).double().cpu().numpy()
     return out
 
@@ -172,10 +172,10 @@ class PartsScorer:
             self.head.prepare(self, part, is_user)
         return part
 
-    def items(self, movie_ids: np.ndarray) -> Side:
-        """The item side of `movie_ids`, computed once for the catalogue a ranking reads."""
-        if self._item_cache is None or not np.array_equal(self._item_cache[0], movie_ids):
-            self._item_cache = (np.array(movie_ids, copy=True), self.side(movie_ids, is_user=False))
+    def items(self, item_ids: np.ndarray) -> Side:
+        """The item side of `item_ids`, computed once for the catalogue a ranking reads."""
+        if self._item_cache is None or not np.array_equal(self._item_cache[0], item_ids):
+            self._item_cache = (np.array(item_ids, copy=True), self.side(item_ids, is_user=False))
         return self._item_cache[1]
 
     # -- what couples them -------------------------------------------------------------
@@ -219,17 +219,17 @@ class PartsScorer:
 
     # -- scores ---------------------------------------------------------------------------
 
-    def score_pairs(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    def score_pairs(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         """One probability per aligned (user, movie) pair, as float64 (the model's float32 output)."""
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        item_ids = np.asarray(item_ids, dtype=np.int64)
         out = np.empty(user_ids.size, dtype=np.float64)
         if user_ids.size == 0:
             return out
         self.model.eval()
         with torch.inference_mode():
             unique_users, user_at = np.unique(user_ids, return_inverse=True)
-            unique_items, item_at = np.unique(movie_ids, return_inverse=True)
+            unique_items, item_at = np.unique(item_ids, return_inverse=True)
             users = self.side(unique_users, is_user=True)
             items = self.side(unique_items, is_user=False)
             device = self.model.device
@@ -243,18 +243,18 @@ class PartsScorer:
                 out[start:stop] = self.probabilities(users, items, pairs).double().cpu().numpy()
         return out
 
-    def score_matrix(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    def score_matrix(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         """Probabilities of every user x movie, (users, movies) float32 (the model's dtype)."""
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
-        out = np.empty((user_ids.size, movie_ids.size), dtype=np.float32)
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        out = np.empty((user_ids.size, item_ids.size), dtype=np.float32)
         if out.size == 0:
             return out
         self.model.eval()
         with torch.inference_mode():
-            items = self.items(movie_ids)
+            items = self.items(item_ids)
             users = self.side(user_ids, is_user=True)
-            n_users, n_items = user_ids.size, movie_ids.size
+            n_users, n_items = user_ids.size, item_ids.size
             if self.head is not None and self.head.user_per_pass:
                 user_step, item_step = 1, n_items
             else:
@@ -266,7 +266,7 @@ class PartsScorer:
                     out[pairs.users, pairs.items] = scores.float().cpu().numpy()
         return out
 
-    def factors(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def factors(self, user_ids: np.ndarray, item_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """(user factors, item factors), float32, whose products are the logits the
         prediction layer's sigmoid turns into the scores (its bias included), where the
         model's logit decomposes so (FM, a linear model); None otherwise."""
@@ -276,7 +276,7 @@ class PartsScorer:
         self.model.eval()
         with torch.inference_mode():
             users = self.side(np.asarray(user_ids, dtype=np.int64), is_user=True)
-            items = self.side(np.asarray(movie_ids, dtype=np.int64), is_user=False)
+            items = self.side(np.asarray(item_ids, dtype=np.int64), is_user=False)
             left, right = head.factors(self, users, items)
             if self.model.out.use_bias:  # a column of ones meets the bias on the item side
                 left = torch.cat([left, torch.ones_like(left[:, :1])], dim=1)

@@ -23,7 +23,7 @@ import zlib
 import numpy as np
 import polars as pl
 
-from ops.schema import TOP_K
+from ops.arms.base import ITEM, RANKING
 
 LIST_LENGTH = 20  # the sandbox's top-20 list (docs/definitions.md#top-20-list)
 _STREAM = zlib.crc32(b"degraded lists")
@@ -37,24 +37,24 @@ def degrade_lists(
     seed: int = 0,
     arm: str | None = None,
 ) -> pl.DataFrame:
-    """`lists` (TOP_K: arm, user_id, rank, movie_id, score) with `slots` of each user's list
+    """`lists` (RANKING: arm, user_id, rank, item_id, score) with `slots` of each user's list
     replaced by random items of `item_ids` that are not in the user's `seen` pairs (user_id,
-    movie_id: the train window) nor in its list (module docstring); `arm` renames the rows.
+    item_id: the train window) nor in its list (module docstring); `arm` renames the rows.
     A list with fewer unseen candidates than slots keeps the rest of its items."""
     if slots < 0:
         raise ValueError(f"degraded lists: slots must be >= 0, got {slots}")
-    lists = lists.select("arm", "user_id", "rank", "movie_id", "score").cast(TOP_K).sort("user_id", "rank")
+    lists = lists.select("arm", "user_id", "rank", ITEM, "score").cast(RANKING).sort("user_id", "rank")
     renamed = [pl.lit(arm).alias("arm")] if arm is not None else []
     if lists.is_empty():
         return lists.with_columns(*renamed)
     catalogue = np.unique(np.asarray(item_ids, dtype=np.int64))
     seen_by_user = (
-        {u: np.asarray(ms, dtype=np.int64) for u, ms in seen.group_by("user_id").agg("movie_id").iter_rows()}
+        {u: np.asarray(ms, dtype=np.int64) for u, ms in seen.group_by("user_id").agg(ITEM).iter_rows()}
         if seen is not None and seen.height
         else {}
     )
     users, starts = np.unique(lists.get_column("user_id").to_numpy(), return_index=True)
-    movies = lists.get_column("movie_id").to_numpy().copy()
+    movies = lists.get_column(ITEM).to_numpy().copy()
     ends = np.append(starts[1:], movies.size)
     for user, start, end in zip(users.tolist(), starts.tolist(), ends.tolist()):
         length = end - start
@@ -68,10 +68,10 @@ def degrade_lists(
     ranks = lists.get_column("rank").to_numpy()
     top = int(lists.group_by("user_id").len().get_column("len").max())
     return lists.with_columns(
-        pl.Series("movie_id", movies, dtype=pl.Int64),
+        pl.Series(ITEM, movies, dtype=pl.Int64),
         pl.Series("score", (top - ranks + 1).astype(np.float64)),
         *renamed,
-    ).cast(TOP_K)
+    ).cast(RANKING)
 
 
 def ladder_name(base: str, slots: int) -> str:

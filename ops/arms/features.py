@@ -24,9 +24,16 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
+from ops.arms.base import ITEM
 from ops.data.mm_ml_1m import has_metadata
 
 FeatureSet = Literal["all", "user_id_only", "movie_id_only"]
+
+# The item's DeepCTR feature (embedding) keeps its first name: stored arms' weights
+# (`embedding_dict.movie_id`), encoder.json vocabularies and encoder.npz arrays
+# (`movie_ids`, `movie_rows`) are keyed by it, so renaming it would orphan them.  The item
+# column read from FitData is `item_id` (ops.arms.base.ITEM).
+ITEM_FEATURE = "movie_id"
 
 UNSEEN = 0  # reserved index of every sparse feature: a value absent from train
 GENRE_PADDING = 0  # masked out by deepctr's mean pooling
@@ -61,9 +68,9 @@ def fit_encoder(
     are encoded with the train vocabularies), so cold users keep their demographics.
     """
     for name, frame, columns in (
-        ("train", train, ("user_id", "movie_id")),
+        ("train", train, ("user_id", ITEM)),
         ("users", users, ("user_id", *config.user_features)),
-        ("mm_ml_1m", catalogue, ("movie_id", "genres")),
+        ("catalogue", catalogue, (ITEM, "genres")),
     ):
         missing = [c for c in columns if c not in frame.columns]
         if missing:
@@ -72,9 +79,9 @@ def fit_encoder(
         raise ValueError("fit_encoder: the train split is empty")
 
     train_users = train.get_column("user_id").unique()
-    train_movies = train.get_column("movie_id").unique()
+    train_movies = train.get_column(ITEM).unique()
     users = users.unique("user_id", keep="first").sort("user_id")
-    movies = catalogue.sort("movie_id")
+    movies = catalogue.sort(ITEM)
 
     user_side = list(config.user_features) if config.feature_set != "user_id_only" else []
     item_side = config.feature_set != "movie_id_only"
@@ -84,22 +91,22 @@ def fit_encoder(
     for name in user_side:
         seen = users.filter(pl.col("user_id").is_in(train_users.implode())).get_column(name)
         vocabularies[name] = _vocabulary(seen)
-    vocabularies["movie_id"] = _vocabulary(train_movies)
-    train_movie_rows = movies.filter(pl.col("movie_id").is_in(train_movies.implode()))
+    vocabularies[ITEM_FEATURE] = _vocabulary(train_movies)
+    train_movie_rows = movies.filter(pl.col(ITEM).is_in(train_movies.implode()))
     genre_vocabulary = _vocabulary(train_movie_rows.get_column("genres").explode()) if item_side else []
     genres_maxlen = max(1, int(movies.get_column("genres").list.len().max() or 1)) if item_side else 0
 
     dense_values = _dense_values(movies, dense)
     dense_stats = {}
     for name in dense:
-        values = dense_values.filter(pl.col("movie_id").is_in(train_movies.implode())).get_column(name).drop_nulls()
+        values = dense_values.filter(pl.col(ITEM).is_in(train_movies.implode())).get_column(name).drop_nulls()
         mean = float(values.mean()) if values.len() else 0.0
         std = float(values.std()) if values.len() > 1 else 1.0
         dense_stats[name] = (mean, std if std and std > 0 else 1.0)
 
     encoder = FeatureEncoder(
         user_columns=["user_id", *user_side],
-        movie_columns=["movie_id"] + (["genres"] if item_side else []) + dense,
+        movie_columns=[ITEM_FEATURE] + (["genres"] if item_side else []) + dense,
         vocabularies=vocabularies,
         genre_vocabulary=genre_vocabulary,
         genres_maxlen=genres_maxlen,
@@ -130,21 +137,21 @@ class FeatureEncoder:
     movie_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     movie_rows: np.ndarray = field(default_factory=lambda: np.zeros((1, 0), np.float32))
 
-    def transform(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    def transform(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         """Model input X (float32, one row per pair) for aligned arrays of raw ids."""
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
-        if user_ids.shape != movie_ids.shape:
-            raise ValueError(f"transform: {user_ids.shape[0]} user ids but {movie_ids.shape[0]} movie ids")
-        return np.concatenate([self.encoded_users(user_ids), self.encoded_movies(movie_ids)], axis=1)
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        if user_ids.shape != item_ids.shape:
+            raise ValueError(f"transform: {user_ids.shape[0]} user ids but {item_ids.shape[0]} item ids")
+        return np.concatenate([self.encoded_users(user_ids), self.encoded_movies(item_ids)], axis=1)
 
     def encoded_users(self, user_ids: np.ndarray) -> np.ndarray:
         """The user columns of `transform`'s rows, one row per raw user id."""
         return self.user_rows[_row_of(self.user_ids, np.asarray(user_ids, dtype=np.int64))]
 
-    def encoded_movies(self, movie_ids: np.ndarray) -> np.ndarray:
+    def encoded_movies(self, item_ids: np.ndarray) -> np.ndarray:
         """The movie columns of `transform`'s rows, one row per raw movie id."""
-        return self.movie_rows[_row_of(self.movie_ids, np.asarray(movie_ids, dtype=np.int64))]
+        return self.movie_rows[_row_of(self.movie_ids, np.asarray(item_ids, dtype=np.int64))]
 
     def feature_columns(self, embedding_dim: int) -> list:
         """deepctr-torch feature columns in the same order as `transform`'s columns."""
@@ -203,17 +210,17 @@ class FeatureEncoder:
         return _with_unseen_row(users.get_column("user_id").to_numpy(), np.stack(columns, axis=1))
 
     def _encode_movies(self, movies: pl.DataFrame, dense_values: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        blocks = [_index(movies.get_column("movie_id"), self.vocabularies["movie_id"])[:, None]]
+        blocks = [_index(movies.get_column(ITEM), self.vocabularies[ITEM_FEATURE])[:, None]]
         if "genres" in self.movie_columns:
             blocks.append(self._encode_genres(movies.get_column("genres")))
-        values = movies.select("movie_id").join(dense_values, on="movie_id", how="left")
+        values = movies.select(ITEM).join(dense_values, on=ITEM, how="left")
         for name in self.movie_columns:
             if name in self.dense_stats:
                 mean, std = self.dense_stats[name]
                 # A missing value becomes the train mean, i.e. 0 after standardising.
                 column = ((values.get_column(name).cast(pl.Float64) - mean) / std).fill_null(0.0).fill_nan(0.0)
                 blocks.append(column.to_numpy()[:, None])
-        return _with_unseen_row(movies.get_column("movie_id").to_numpy(), np.concatenate(blocks, axis=1))
+        return _with_unseen_row(movies.get_column(ITEM).to_numpy(), np.concatenate(blocks, axis=1))
 
     def _encode_genres(self, genres: pl.Series) -> np.ndarray:
         mapping = {g: i + 2 for i, g in enumerate(self.genre_vocabulary)}
@@ -255,13 +262,13 @@ def _row_of(known_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def _dense_values(catalogue: pl.DataFrame, names: list[str]) -> pl.DataFrame:
     """Raw dense values per movie: vote average, log(1 + vote count), release year."""
     if not names:
-        return catalogue.select("movie_id")
+        return catalogue.select(ITEM)
     title_year = pl.col("year") if "year" in catalogue.columns else pl.lit(None, pl.Int64)
-    missing = [c for c in ("movie_id", "vote_average", "vote_count", "release_date") if c not in catalogue.columns]
+    missing = [c for c in (ITEM, "vote_average", "vote_count", "release_date") if c not in catalogue.columns]
     if missing:
-        raise ValueError(f"table 'mm_ml_1m' lacks column(s) {missing}")
+        raise ValueError(f"the catalogue (MM-ML-1M's columns) lacks column(s) {missing}")
     frame = catalogue.select(
-        "movie_id",
+        ITEM,
         title_year.alias("title_year"),
         pl.col("vote_average").cast(pl.Float64),
         (pl.col("vote_count").cast(pl.Float64) + 1.0).log().alias("log_vote_count"),
@@ -270,4 +277,4 @@ def _dense_values(catalogue: pl.DataFrame, names: list[str]) -> pl.DataFrame:
         # The title's year stands in when the metadata source has no release date.
         pl.coalesce("release_year", pl.col("title_year").cast(pl.Float64)).alias("release_year")
     )
-    return frame.select("movie_id", *names)
+    return frame.select(ITEM, *names)

@@ -4,7 +4,7 @@
 The file is what the team's system produced for simab's users: Parquet (`.parquet`, `.pq`)
 or CSV (`.csv`, with a header) with one row per recommended item,
 
-    user_id (integer), rank (integer, 1 = first), item_id (integer: a movie_id of the catalogue)
+    user_id (integer), rank (integer, 1 = first), item_id (integer: an item of the catalogue)
     [, score (number: higher = better)]
 
 at least 20 items per user, every user simab ranks (the train and the test users) present.
@@ -43,7 +43,7 @@ def read_lists(
     train: pl.DataFrame | None = None,
     min_items: int = MIN_ITEMS,
 ) -> tuple[pl.DataFrame, bool]:
-    """The validated lists (user_id, rank 1.., movie_id, score; train items removed and
+    """The validated lists (user_id, rank 1.., item_id, score; train items removed and
     ranks closed up) and whether the file gave scores.  ListsFileError on the first fault."""
     frame, csv = _read(Path(path))
     return check_lists(frame, path, csv, users_known, items_known, required_users, train, min_items)
@@ -82,7 +82,7 @@ def check_lists(
             "_row": frame["_row"],
             "user_id": parsed["user_id"],
             "rank": parsed["rank"],
-            "movie_id": parsed["item_id"],
+            "item_id": parsed["item_id"],
             "score": score,
         }
     )
@@ -102,14 +102,14 @@ def check_lists(
         lambda r: f"unknown user {r['user_id']} (not among the data's users)",
     )
     first(
-        ~pl.col("movie_id").is_in(pl.Series(np.asarray(items_known, dtype=np.int64)).implode()),
+        ~pl.col("item_id").is_in(pl.Series(np.asarray(items_known, dtype=np.int64)).implode()),
         "item_id",
-        lambda r: f"unknown item {r['movie_id']} (not a movie_id of the catalogue)",
+        lambda r: f"unknown item {r['item_id']} (not an item_id of the catalogue)",
     )
     first(
-        pl.struct("user_id", "movie_id").is_duplicated() & ~pl.struct("user_id", "movie_id").is_first_distinct(),
+        pl.struct("user_id", "item_id").is_duplicated() & ~pl.struct("user_id", "item_id").is_first_distinct(),
         "item_id",
-        lambda r: f"item {r['movie_id']} listed twice for user {r['user_id']}",
+        lambda r: f"item {r['item_id']} listed twice for user {r['user_id']}",
     )
     first(
         pl.struct("user_id", "rank").is_duplicated() & ~pl.struct("user_id", "rank").is_first_distinct(),
@@ -118,8 +118,8 @@ def check_lists(
     )
 
     if train is not None and train.height:
-        seen = train.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)).unique()
-        kept = lists.join(seen, on=["user_id", "movie_id"], how="anti")
+        seen = train.select(pl.col("user_id").cast(pl.Int64), pl.col("item_id").cast(pl.Int64)).unique()
+        kept = lists.join(seen, on=["user_id", "item_id"], how="anti")
     else:
         kept = lists
     counts = (
@@ -149,7 +149,7 @@ def check_lists(
             "every train and test user needs one)",
         )
     kept = kept.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
-    return kept.select("user_id", "rank", "movie_id", "score"), has_scores
+    return kept.select("user_id", "rank", "item_id", "score"), has_scores
 
 
 def check_lists_file(path: Path | str) -> None:

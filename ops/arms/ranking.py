@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
-from ops.arms.base import ScoresNotAvailable
+from ops.arms.base import ScoresNotAvailable, arm_frame, internal_frame
 from ops.arms.metrics import auc, log_loss, ndcg_at_k, recall_at_k, relevant_items
 
 NOT_AVAILABLE = "not available"
@@ -47,7 +47,15 @@ def ranking_users(train: pl.DataFrame, test: pl.DataFrame) -> np.ndarray:
 def rank_once(arm: Any, train: pl.DataFrame, test: pl.DataFrame, item_ids: np.ndarray, k: int = 20) -> pl.DataFrame:
     """Each train or test user's `k` best items of the catalogue `item_ids` minus the user's
     train items: a TOP_K frame, the arm's one ranking pass."""
-    return arm.rank(ranking_users(train, test), np.asarray(item_ids), train.select("user_id", "movie_id"), k)
+    return ranked(arm, ranking_users(train, test), item_ids, train.select("user_id", "movie_id"), k)
+
+
+def ranked(arm: Any, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None, k: int) -> pl.DataFrame:
+    """`arm.rank` called from simab's side: `exclude` (user_id, movie_id: simab's tables)
+    handed over with the arm's item column, the arm's ranking (RANKING, item_id) brought back
+    as a TOP_K frame (movie_id), so that no arm reads or writes simab's column name."""
+    exclude = None if exclude is None else arm_frame(exclude)
+    return internal_frame(arm.rank(np.asarray(user_ids), np.asarray(item_ids), exclude, k))
 
 
 def lists_for(ranking: pl.DataFrame, users: np.ndarray | pl.Series) -> pl.DataFrame:

@@ -11,7 +11,7 @@ overridden: `arm_config("afn", max_epochs=3)`.
 
 `train_arm` fits one arm on the train split (`TrainedArm.of(config).fit`: the DeepCTR
 models with early stopping on validation AUC and the best epoch's weights restored,
-`ops.arms.deepctr`); `TrainedArm.score` scores aligned (user, movie) arrays; `top_k` ranks
+`ops.arms.deepctr`); `TrainedArm.score` scores aligned (user, item) arrays; `top_k` ranks
 the whole catalogue for many users at once, excluding each user's train items
 (docs/definitions.md#top-20-list); `evaluate_arm` gives the offline metrics of
 docs/definitions.md#lifecycle, step 6.  A fitted arm saves into a folder and loads back
@@ -37,7 +37,7 @@ from ops.arms.base import TOP_CELLS, ArmBase, FitData, rank_arm
 from ops.arms.features import FeatureSet
 from ops.arms.lookup import kind_class, kind_names
 from ops.arms.metrics import relevant_items
-from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold
+from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold, ranked
 
 EpochCallback = Callable[[int, dict[str, float]], None]
 # The version of a saved arm's folder (arm.json, `TrainedArm.save`).
@@ -253,7 +253,7 @@ class TrainedArm(ArmBase):
     def rank(
         self, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None = None, k: int = 20
     ) -> pl.DataFrame:
-        return top_k(self, user_ids, item_ids, exclude, k)
+        return rank_arm(self, user_ids, item_ids, exclude, k, self.config.score_memory_mb)
 
     def refit(self, data: FitData) -> TrainedArm:
         fresh = type(self)(config=self.config)
@@ -359,37 +359,35 @@ def train_arm(
 def top_k(
     trained: TrainedArm,
     user_ids: np.ndarray,
-    movie_ids: np.ndarray,
+    item_ids: np.ndarray,
     exclude: pl.DataFrame | None = None,
     k: int = 20,
 ) -> pl.DataFrame:
     """The `k` best-scored candidates per user, without the user's `exclude` pairs.
 
-    `movie_ids` is the candidate catalogue; `exclude` has user_id and movie_id columns
-    (the train interactions).  Returns a TOP_K frame sorted by user and rank; a user with
-    fewer than `k` candidates left gets fewer rows.  Users are scored in blocks of
+    `item_ids` is the candidate catalogue; `exclude` has simab's user_id and movie_id
+    columns (the train interactions).  Returns a TOP_K frame sorted by user and rank; a user
+    with fewer than `k` candidates left gets fewer rows.  Users are scored in blocks of
     users x catalogue: one matrix product per block where the arm has `factors` (Pop, FM),
     per-user and per-item parts computed once for the other DeepCTR models.
     """
-    if not isinstance(trained, TrainedArm):
-        return trained.rank(user_ids, movie_ids, exclude, k)
-    return rank_arm(trained, user_ids, movie_ids, exclude, k, trained.config.score_memory_mb)
+    return ranked(trained, user_ids, item_ids, exclude, k)
 
 
 def evaluate_arm(
     trained: TrainedArm,
     train: pl.DataFrame,
     test: pl.DataFrame,
-    movie_ids: np.ndarray,
+    item_ids: np.ndarray,
     k: int = 20,
 ) -> OfflineMetrics:
     """Test AUC and log-loss on the test pairs; Recall@k and NDCG@k by full ranking of the
-    catalogue `movie_ids` minus each user's train items, relevant = test items rated
+    catalogue `item_ids` minus each user's train items, relevant = test items rated
     >= the arm's positive threshold (docs/definitions.md#offline-metrics).  Ranks the users with a
     relevant test item only; the pipeline ranks once for lists and metrics
     (`ops.arms.ranking.rank_once`)."""
     ranked_users = relevant_items(test, positive_threshold(trained)).get_column("user_id").unique().to_numpy()
-    lists = top_k(trained, ranked_users, movie_ids, exclude=train.select("user_id", "movie_id"), k=k)
+    lists = top_k(trained, ranked_users, item_ids, exclude=train.select("user_id", "movie_id"), k=k)
     return metrics_from_lists(trained, lists, test, k)
 
 

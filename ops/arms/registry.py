@@ -11,7 +11,7 @@ safetensors file (a JSON header and raw tensor bytes).  Folders saved before saf
 hold `weights.pt`, read with `torch.load(weights_only=True)`.
 
 `log_and_register(trained, registered_name)` logs the arm to the ACTIVE MLflow run as a
-pyfunc model (input: a frame with user_id and movie_id; output: one score per row) and
+pyfunc model (input: a frame with user_id and item_id; output: one score per row) and
 registers it, one registered model per arm, a new version per training; it returns the
 version string so the asset can record which version it produced.
 
@@ -81,7 +81,7 @@ def log_and_register(
     with tempfile.TemporaryDirectory() as tmp:
         arm_dir = save_arm(trained, Path(tmp) / "arm")
         signature = ModelSignature(
-            inputs=Schema([ColSpec("long", "user_id"), ColSpec("long", "movie_id")]),
+            inputs=Schema([ColSpec("long", "user_id"), ColSpec("long", "item_id")]),
             outputs=Schema([ColSpec("double")]),
         )
         info = mlflow.pyfunc.log_model(
@@ -90,7 +90,7 @@ def log_and_register(
             artifacts={"arm": str(arm_dir)},
             registered_model_name=registered_name,
             signature=signature,
-            input_example=pd.DataFrame({"user_id": [1, 1], "movie_id": [1, 2]}),
+            input_example=pd.DataFrame({"user_id": [1, 1], "item_id": [1, 2]}),
             code_paths=code_paths,
             # Inferring requirements imports and probes the environment: slow and not
             # needed to load the model in this project's own venv.

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ArmBase, FitData, ScoresNotAvailable
+from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable, arm_frame
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
-from ops.schema import TOP_K
 
 # The control of A/B Agent Table 2, whose lists a ladder degrades unless told otherwise.
 DEFAULT_BASE = "pop"
@@ -63,8 +62,8 @@ class DegradedArm(ArmBase):
             raise RuntimeError(f"arm {self.name!r}: no base arm to fit (make it with ops.arms.catalog.make_arm)")
         self.base_arm.fit(data)
         users = data.rank_users if data.rank_users is not None else data.train.get_column("user_id").unique().to_numpy()
-        items = data.catalogue.get_column("movie_id").to_numpy()
-        seen = data.train.select("user_id", "movie_id")
+        items = data.catalogue.get_column(ITEM).to_numpy()
+        seen = data.train.select("user_id", ITEM)
         base = self.base_arm.rank(np.asarray(users), items, seen, self.params["list_length"])
         self.lists = degrade_lists(base, self.params["slots"], seen, items, self.params["seed"], arm=self.name)
 
@@ -76,16 +75,16 @@ class DegradedArm(ArmBase):
     def rank(self, user_ids, item_ids, exclude=None, k: int = LIST_LENGTH) -> pl.DataFrame:
         lists = self._fitted().filter(
             pl.col("user_id").is_in(pl.Series(np.asarray(user_ids, dtype=np.int64)).implode()),
-            pl.col("movie_id").is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
+            pl.col(ITEM).is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
         )
         if exclude is not None and exclude.height:
             lists = lists.join(
-                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)),
-                on=["user_id", "movie_id"],
+                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col(ITEM).cast(pl.Int64)),
+                on=["user_id", ITEM],
                 how="anti",
             )
         lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
-        return lists.filter(pl.col("rank") <= k).with_columns(pl.lit(self.name).alias("arm")).cast(TOP_K)
+        return lists.filter(pl.col("rank") <= k).with_columns(pl.lit(self.name).alias("arm")).cast(RANKING)
 
     def score(self, user_ids, item_ids) -> np.ndarray:
         raise ScoresNotAvailable(f"arm {self.name!r}: degraded lists rank, they give no score per pair")
@@ -100,5 +99,5 @@ class DegradedArm(ArmBase):
     @classmethod
     def load(cls, name: str, params: dict[str, Any], folder: Path) -> DegradedArm:
         arm = cls(name, **params)
-        arm.lists = pl.read_parquet(folder / "lists.parquet")
+        arm.lists = arm_frame(pl.read_parquet(folder / "lists.parquet"))  # older arms saved movie_id
         return arm

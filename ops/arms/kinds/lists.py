@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ArmBase, FitData, ScoresNotAvailable
+from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable, arm_frame
 from ops.arms.lists import MIN_ITEMS, ListsFileError, check_lists_file, read_lists
-from ops.schema import TOP_K
 
 
 class ListsArm(ArmBase):
@@ -52,7 +51,7 @@ class ListsArm(ArmBase):
         self.lists, self.has_scores = read_lists(
             self.params["path"],
             data.users.get_column("user_id").to_numpy(),
-            data.catalogue.get_column("movie_id").to_numpy(),
+            data.catalogue.get_column(ITEM).to_numpy(),
             required,
             data.train,
             self.params["min_items"],
@@ -67,19 +66,19 @@ class ListsArm(ArmBase):
     def rank(self, user_ids, item_ids, exclude=None, k: int = 20) -> pl.DataFrame:
         lists = self._fitted().filter(
             pl.col("user_id").is_in(pl.Series(np.asarray(user_ids, dtype=np.int64)).implode()),
-            pl.col("movie_id").is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
+            pl.col(ITEM).is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
         )
         if exclude is not None and exclude.height:
             lists = lists.join(
-                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)),
-                on=["user_id", "movie_id"],
+                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col(ITEM).cast(pl.Int64)),
+                on=["user_id", ITEM],
                 how="anti",
             )
         lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
         return (
             lists.filter(pl.col("rank") <= k)
-            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", "movie_id", "score")
-            .cast(TOP_K)
+            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", ITEM, "score")
+            .cast(RANKING)
         )
 
     def score(self, user_ids, item_ids) -> np.ndarray:
@@ -88,11 +87,11 @@ class ListsArm(ArmBase):
             raise ScoresNotAvailable(f"arm {self.name!r}: the lists file {self.params['path']} has no score column")
         lists = self._fitted()
         pairs = pl.DataFrame(
-            {"user_id": np.asarray(user_ids, dtype=np.int64), "movie_id": np.asarray(item_ids, dtype=np.int64)}
+            {"user_id": np.asarray(user_ids, dtype=np.int64), ITEM: np.asarray(item_ids, dtype=np.int64)}
         )
         floor = float(lists.get_column("score").min()) - 1.0
         joined = pairs.with_row_index("_i").join(
-            lists.select("user_id", "movie_id", "score"), on=["user_id", "movie_id"], how="left"
+            lists.select("user_id", ITEM, "score"), on=["user_id", ITEM], how="left"
         )
         return joined.sort("_i").get_column("score").fill_null(floor).to_numpy().astype(np.float64)
 
@@ -113,7 +112,7 @@ class ListsArm(ArmBase):
     @classmethod
     def load(cls, name: str, params: dict[str, Any], folder: Path) -> ListsArm:
         arm = cls(name, **params)
-        arm.lists = pl.read_parquet(folder / "lists.parquet")
+        arm.lists = arm_frame(pl.read_parquet(folder / "lists.parquet"))  # older arms saved movie_id
         meta = json.loads((folder / "lists.json").read_text())
         arm.has_scores, arm.sha256 = bool(meta["has_scores"]), meta["sha256"]
         return arm

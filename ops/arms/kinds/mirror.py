@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ArmBase, FitData, ScoresNotAvailable, rank_by_score
+from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, rank_by_score
 from ops.arms.kinds.lists import ListsArm
 
 
@@ -64,12 +64,12 @@ class MirrorArm(ListsArm):
             self.name,
             data.brain_scores,
             users,
-            data.catalogue.get_column("movie_id").to_numpy(),
-            data.train.select("user_id", "movie_id"),
+            data.catalogue.get_column(ITEM).to_numpy(),
+            data.train.select("user_id", ITEM),
             self.params["depth"],
             self.score_memory_mb,
         )
-        self.lists = ranked.select("user_id", "rank", "movie_id", "score")
+        self.lists = ranked.select("user_id", "rank", ITEM, "score")
         self.has_scores = True
         self.sha256 = _digest(self.lists)
 
@@ -91,6 +91,6 @@ class MirrorArm(ListsArm):
 
 def _digest(lists: pl.DataFrame) -> str:
     h = hashlib.sha256()
-    for column in ("user_id", "rank", "movie_id"):
+    for column in ("user_id", "rank", ITEM):
         h.update(np.ascontiguousarray(lists.get_column(column).to_numpy()).tobytes())
     return h.hexdigest()

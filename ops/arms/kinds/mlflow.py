@@ -5,7 +5,9 @@ The model is a pyfunc in one of two modes (`mode`, "auto" reads the model's sign
 
 - "score": it takes a frame of (user_id, item_id) rows and returns one score per row
   (higher = better); `item_column` names its item column when that is not `item_id`
-  (simab's own registered arms take `movie_id`, which "auto" finds in their signature).
+  (simab's own registered arms take `item_id`; those registered before the arm API said
+  `item_id` take `movie_id`, which "auto" finds in their signature, and a "topk" answer
+  with `movie_id` is read too).
   simab ranks the catalogue with it in passes sized to `score_memory_mb`, and its test AUC
   is the scores'.
 - "topk": it takes a frame of user_id and the param `k` and returns (user_id, rank,
@@ -31,12 +33,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ArmBase, FitData, ScoresNotAvailable, rank_by_score
+from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable, rank_by_score
 from ops.arms.lists import check_lists
 from ops.arms.mlflow_model import resolve_uri, uri_problem
-from ops.schema import TOP_K
 
-ITEM_COLUMNS = ("item_id", "movie_id")
+# An older model's `movie_id` is accepted: models registered by simab before its arm API
+# named the item `item_id` still serve.
+ITEM_COLUMNS = (ITEM, "movie_id")
 
 
 class MlflowArm(ArmBase):
@@ -94,7 +97,7 @@ class MlflowArm(ArmBase):
         )
         self._model = None
         self._resolve_mode()
-        self._known = (data.users.get_column("user_id").to_numpy(), data.catalogue.get_column("movie_id").to_numpy())
+        self._known = (data.users.get_column("user_id").to_numpy(), data.catalogue.get_column(ITEM).to_numpy())
         self._rank_users = data.rank_users
 
     def _pyfunc(self):
@@ -172,8 +175,8 @@ class MlflowArm(ArmBase):
         )
         return (
             lists.filter(pl.col("rank") <= k)
-            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", "movie_id", "score")
-            .cast(TOP_K)
+            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", ITEM, "score")
+            .cast(RANKING)
         )
 
     def describe(self) -> dict[str, Any]:

@@ -21,39 +21,41 @@ from ops.arms.recommenders import ArmConfig, TrainedArm
 class Pop(TrainedArm):
     """Items ranked by their train popularity (module docstring)."""
 
-    popularity: tuple[np.ndarray, np.ndarray] | None = None  # (sorted movie ids, scores)
+    popularity: tuple[np.ndarray, np.ndarray] | None = None  # (sorted item ids, scores)
     can_refit: ClassVar[bool] = False
     scores_are_probabilities: ClassVar[bool] = False
 
     def _fit(self, train: pl.DataFrame, data: FitData) -> None:
         self.popularity = _popularity(train, self.config)
 
-    def score(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    def score(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
-        if user_ids.shape != movie_ids.shape:
-            raise ValueError(f"score: {user_ids.shape} user ids but {movie_ids.shape} movie ids")
-        return self._popularity_of(movie_ids)
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        if user_ids.shape != item_ids.shape:
+            raise ValueError(f"score: {user_ids.shape} user ids but {item_ids.shape} item ids")
+        return self._popularity_of(item_ids)
 
-    def factors(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> Factors:
+    def factors(self, user_ids: np.ndarray, item_ids: np.ndarray) -> Factors:
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
-        return Factors(np.ones((user_ids.size, 1)), self._popularity_of(movie_ids)[:, None])
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        return Factors(np.ones((user_ids.size, 1)), self._popularity_of(item_ids)[:, None])
 
-    def _popularity_of(self, movie_ids: np.ndarray) -> np.ndarray:
+    def _popularity_of(self, item_ids: np.ndarray) -> np.ndarray:
         ids, scores = self.popularity
         if ids.size == 0:
-            return np.zeros(movie_ids.shape)
-        position = np.clip(np.searchsorted(ids, movie_ids), 0, ids.size - 1)
-        return np.where(ids[position] == movie_ids, scores[position], 0.0)
+            return np.zeros(item_ids.shape)
+        position = np.clip(np.searchsorted(ids, item_ids), 0, ids.size - 1)
+        return np.where(ids[position] == item_ids, scores[position], 0.0)
 
     def _save_state(self, folder: Path) -> None:
         ids, scores = self.popularity
-        np.savez(folder / "popularity.npz", allow_pickle=False, movie_ids=ids, scores=scores)
+        np.savez(folder / "popularity.npz", allow_pickle=False, item_ids=ids, scores=scores)
 
     def _load_state(self, folder: Path, device: str | None) -> None:
         with np.load(folder / "popularity.npz", allow_pickle=False) as arrays:
-            self.popularity = (arrays["movie_ids"], arrays["scores"])
+            # Arms saved before the arm API named the item `item_id` stored "movie_ids".
+            ids = arrays["item_ids"] if "item_ids" in arrays else arrays["movie_ids"]
+            self.popularity = (ids, arrays["scores"])
 
 
 def _popularity(train: pl.DataFrame, config: ArmConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +63,7 @@ def _popularity(train: pl.DataFrame, config: ArmConfig) -> tuple[np.ndarray, np.
     rows = (
         train if config.popularity_of == "interactions" else train.filter(pl.col("rating") >= config.positive_threshold)
     )
-    counts = rows.group_by("movie_id").len().sort("movie_id")
-    ids = counts.get_column("movie_id").to_numpy().astype(np.int64)
+    counts = rows.group_by("item_id").len().sort("item_id")
+    ids = counts.get_column("item_id").to_numpy().astype(np.int64)
     values = counts.get_column("len").to_numpy().astype(np.float64)
     return ids, values / values.max() if values.size else values

@@ -22,29 +22,29 @@ class Random(TrainedArm):
     def _fit(self, train: pl.DataFrame, data: FitData) -> None:
         """Nothing to learn."""
 
-    def score(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    def score(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         user_ids = np.asarray(user_ids, dtype=np.int64)
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
-        if user_ids.shape != movie_ids.shape:
-            raise ValueError(f"score: {user_ids.shape} user ids but {movie_ids.shape} movie ids")
-        return _uniform_hash(self.config.seed, user_ids, movie_ids)
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        if user_ids.shape != item_ids.shape:
+            raise ValueError(f"score: {user_ids.shape} user ids but {item_ids.shape} item ids")
+        return _uniform_hash(self.config.seed, user_ids, item_ids)
 
-    def score_matrix(self, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+    def score_matrix(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         return _uniform_hash_matrix(
-            self.config.seed, np.asarray(user_ids, dtype=np.int64), np.asarray(movie_ids, dtype=np.int64)
+            self.config.seed, np.asarray(user_ids, dtype=np.int64), np.asarray(item_ids, dtype=np.int64)
         )
 
 
-def _uniform_hash(seed: int, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+def _uniform_hash(seed: int, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
     """A uniform (0, 1) number per (seed, user, movie): the same pair always gets the same
     score, so Random's lists and its test scores agree (splitmix64 finaliser)."""
-    return _mixed(_user_key(seed, user_ids) ^ _movie_key(movie_ids))
+    return _mixed(_user_key(seed, user_ids) ^ _item_key(item_ids))
 
 
-def _uniform_hash_matrix(seed: int, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+def _uniform_hash_matrix(seed: int, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
     """`_uniform_hash` of every user x movie, (users, movies): each id's key computed once,
     the mixing in place on blocks of ~64k pairs, which stay in cache."""
-    users, movies = _user_key(seed, user_ids), _movie_key(movie_ids)
+    users, movies = _user_key(seed, user_ids), _item_key(item_ids)
     out = np.empty((users.size, movies.size), dtype=np.float64)
     step = max(1, 65_536 // max(movies.size, 1))
     for start in range(0, users.size, step):
@@ -57,9 +57,9 @@ def _user_key(seed: int, user_ids: np.ndarray) -> np.ndarray:
         return (user_ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
 
 
-def _movie_key(movie_ids: np.ndarray) -> np.ndarray:
+def _item_key(item_ids: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        return movie_ids.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
+        return item_ids.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 def _mixed(x: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
+from ops.arms.base import arm_frame, internal_frame
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
 from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
 from ops.readout.power import minimum_detectable_difference, variance_components
@@ -93,7 +94,7 @@ def ladder_lists(
         raise ValueError(f"sensitivity ladder: slots must lie in 0..{length}, got {list(slots)}")
     lists = control_lists if users is None else control_lists.filter(pl.col("user_id").is_in(list(users)))
     frames = [
-        degrade_lists(lists, s, seen, item_ids, seed).select(
+        internal_frame(degrade_lists(arm_frame(lists), s, arm_frame(seen), item_ids, seed)).select(
             pl.lit(step_name(s, length)).alias("ratio"),
             "user_id",
             pl.col("rank").alias("position"),

@@ -50,13 +50,13 @@ class _FactorArm(ArmBase):
     # -- fitting ---------------------------------------------------------------------
 
     def fit(self, data: FitData) -> None:
-        rows = data.train.filter(pl.col("rating") >= self.params["min_rating"]).select("user_id", "movie_id").unique()
+        rows = data.train.filter(pl.col("rating") >= self.params["min_rating"]).select("user_id", "item_id").unique()
         if rows.height == 0:
             raise ValueError(f"arm {self.name!r}: no train interactions with rating >= {self.params['min_rating']}")
         self.user_ids = np.unique(rows.get_column("user_id").to_numpy()).astype(np.int64)
-        self.item_ids = np.unique(rows.get_column("movie_id").to_numpy()).astype(np.int64)
+        self.item_ids = np.unique(rows.get_column("item_id").to_numpy()).astype(np.int64)
         u = np.searchsorted(self.user_ids, rows.get_column("user_id").to_numpy())
-        i = np.searchsorted(self.item_ids, rows.get_column("movie_id").to_numpy())
+        i = np.searchsorted(self.item_ids, rows.get_column("item_id").to_numpy())
         counts = np.bincount(i, minlength=self.item_ids.size).astype(np.float64)
         self.popularity = counts / counts.max()
         self._train(u, i, data)

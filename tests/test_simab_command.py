@@ -195,3 +195,42 @@ def test_the_lifecycle_parameters_name_the_model_only_where_the_llm_decides():
         "warnings": 0.0,
         "bill_usd": 0.25,
     }
+
+
+def _shape(line: str) -> tuple[str, ...]:
+    """What a console line is, whatever its figures, arms and paths: its first word and the
+    second where it is a word, not a path or a figure (a warning's first word only); a winner line and a no-winner line are one kind."""
+    words = re.sub(r"\d", "#", line).split()
+    if words[:1] == ["WARNING:"]:
+        return ("WARNING:",)
+    if words[0].startswith("[") or (len(words) > 1 and words[1].startswith("#") and words[0].isidentifier()):
+        return ("table row",)  # an arm's row of the read-out, or its intervals
+    shape = tuple(w for i, w in enumerate(words[:2]) if i == 0 or re.fullmatch(r"[A-Za-zτ(][\w()@-]*:?", w))
+    return ("Winner", "on") if shape == ("No", "arm") else shape
+
+
+def _readme_sample() -> list[str]:
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- demo:begin -->", 1)[1].split("<!-- demo:end -->", 1)[0]
+    body = block.strip().removeprefix("```text").removesuffix("```")
+    return [line for line in body.splitlines() if line.strip() and line.strip() != "…"]
+
+
+def test_the_readme_shows_what_the_demo_prints(lifecycle):
+    # The README's sample is a real `make demo` console; every kind of line in it must still be
+    # printed, in the same order, by `simab run` here (other arms, other figures).
+    _, _, printed = lifecycle
+    sample = _readme_sample()
+    assert len(sample) >= 8 and sample[0].startswith("simab lifecycle: arms")
+    shapes = [_shape(line) for line in printed.splitlines() if line.strip()]
+    at, previous = 0, None
+    for line in sample:
+        kind = _shape(line)
+        if kind == previous:  # more arms in the sample than here: one kind of line, repeated
+            continue
+        assert kind in shapes[at:], f"README sample line no longer printed by the demo: {line!r}\n{printed}"
+        at, previous = shapes.index(kind, at) + 1, kind
+    # The shape check itself tells lines apart.
+    assert _shape("Winner on CTR: fm, +0.1") == _shape("No arm beats the control pop on CTR: the best")
+    assert _shape("fidelity: Kendall τ 1.00") != _shape("trust in the agents: taste F1")
+    assert _shape("deepfm   0.507  0.466") == _shape("pop  0.188  0.139") == _shape("  [0.492, 0.522]  [0.450, 0.482]")

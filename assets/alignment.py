@@ -203,33 +203,8 @@ def taste_alignment(
     with mlflow_tracking.asset_run(
         context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(opening.users)}
     ):
-        mlflow_tracking.log_metrics(
-            {f"{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"] for r in result.summary.iter_rows(named=True)}
-        )
-        mlflow_tracking.log_metrics(
-            {
-                f"per_item_{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"]
-                for r in (result.per_item.iter_rows(named=True) if result.per_item is not None else ())
-            }
-        )
-        mlflow_tracking.log_metrics(
-            {f"per_item_threshold_1_{k.split(':')[1]}": v for k, v in (result.thresholds or {}).items()}
-        )
-        if result.holdout is not None:
-            mlflow_tracking.log_metrics(
-                {
-                    f"papers_holdout_{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"]
-                    for r in result.holdout.iter_rows(named=True)
-                }
-            )
-            mlflow_tracking.log_table(result.holdout, "taste_discrimination_papers_holdout")
-        mlflow_tracking.log_table(result.summary, "taste_discrimination")
-        if result.per_item is not None:
-            mlflow_tracking.log_table(result.per_item, "taste_discrimination_per_item")
-        mlflow_tracking.log_figure(
-            taste_figure(result.summary, result.per_item, result.holdout), "plots/alignment_taste.png"
-        )
-        _log_usage(mlflow_tracking, brain)
+        figure = taste_figure(result.summary, result.per_item, result.holdout)
+        _log_protocol(mlflow_tracking, result, brain, figure, "plots/alignment_taste.png")
     return Output(
         result,
         metadata={
@@ -283,17 +258,8 @@ def rating_alignment(
             "arms": ",".join(sorted(recommender_arm)),
         },
     ):
-        mlflow_tracking.log_metrics(
-            {f"rmse_{r['predictor']}": r["rmse"] for r in result.prediction.iter_rows(named=True)}
-        )
-        mlflow_tracking.log_metrics(
-            {f"mae_{r['predictor']}": r["mae"] for r in result.prediction.iter_rows(named=True)}
-        )
-        mlflow_tracking.log_metrics({"wasserstein": result.wasserstein, "unanswered": result.unanswered})
-        mlflow_tracking.log_table(result.prediction, "rating_prediction")
-        mlflow_tracking.log_table(result.distribution, "rating_distribution")
-        mlflow_tracking.log_figure(rating_figure(result.distribution, result.prediction), "plots/alignment_rating.png")
-        _log_usage(mlflow_tracking, brain)
+        figure = rating_figure(result.distribution, result.prediction)
+        _log_protocol(mlflow_tracking, result, brain, figure, "plots/alignment_rating.png")
     return Output(
         result,
         metadata={
@@ -345,25 +311,8 @@ def list_quality_alignment(
     with mlflow_tracking.asset_run(
         context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users)}
     ):
-        mlflow_tracking.log_metrics(
-            {
-                f"{r['arm'].replace(':', '_')}_{r['metric']}": r["mean"]
-                for r in result.readout.arms.iter_rows(named=True)
-            }
-        )
-        mlflow_tracking.log_metrics(
-            {f"elasticity_{r['metric']}_{r['side']}": r["elasticity"] for r in result.elasticity.iter_rows(named=True)}
-        )
-        spread = result.spread()
-        if spread is not None:  # the trust figure of the verdict
-            mlflow_tracking.log_metrics({"spread_ctr": spread["difference"], "spread_ctr_ci_low": spread["ci_low"]})
-        mlflow_tracking.log_table(result.readout.arms, "list_quality")
-        mlflow_tracking.log_table(result.elasticity, "list_quality_elasticity")
-        mlflow_tracking.log_figure(
-            list_quality_figure(result.readout.arms, result.ratios),
-            "plots/alignment_list_quality.png",
-        )
-        _log_usage(mlflow_tracking, brain)
+        figure = list_quality_figure(result.readout.arms, result.ratios)
+        _log_protocol(mlflow_tracking, result, brain, figure, "plots/alignment_list_quality.png")
     return Output(
         result,
         metadata={
@@ -446,18 +395,7 @@ def list_sensitivity(
     with mlflow_tracking.asset_run(
         context, params={**config.model_dump(), "brain_name": brain.name, "control": control, "agents": result.agents}
     ):
-        mlflow_tracking.log_metrics(
-            {
-                f"sensitivity_ctr_{r['slots']}_of_{result.list_length}": r["ctr"]
-                for r in result.steps.iter_rows(named=True)
-            }
-        )
-        if smallest is not None:
-            mlflow_tracking.log_metrics({"sensitivity_smallest_detected_slots": smallest})
-        mlflow_tracking.log_table(result.steps, "sensitivity_steps")
-        mlflow_tracking.log_table(result.adjacent, "sensitivity_adjacent")
-        mlflow_tracking.log_figure(sensitivity_figure(result), "plots/sensitivity_ladder.png")
-        _log_usage(mlflow_tracking, brain)
+        _log_protocol(mlflow_tracking, result, brain, sensitivity_figure(result), "plots/sensitivity_ladder.png")
     return Output(
         result,
         metadata={
@@ -632,6 +570,15 @@ def _settings_estimate(context, config: AlignmentConfig, llm: LLMResource) -> st
     agents = protocol_agents(config.n_agents, config.half_width)
     bill = protocol_bill(context.asset_key.to_user_string(), agents, llm.brain_config())
     return f"about ${bill.usd:,.2f} for {agents} agents (at most ${bill.usd_at_most:,.2f}), from the settings"
+
+
+def _log_protocol(mlflow_tracking: MlflowTracking, result, brain, figure, path: str) -> None:
+    """A protocol's figures, tables and plot into the open run, and what its brain spent."""
+    mlflow_tracking.log_metrics(result.metrics())
+    for name, table in result.tables().items():
+        mlflow_tracking.log_table(table, name)
+    mlflow_tracking.log_figure(figure, path)
+    _log_usage(mlflow_tracking, brain)
 
 
 def _log_usage(mlflow_tracking: MlflowTracking, brain) -> None:

@@ -19,10 +19,22 @@ from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResul
 from pydantic import Field
 
 from assets.partitions import arm_partitions
+from ops.readout.augmentation_summary import seed_summary
+from ops.readout.plots import augmentation_figure
+from ops.studies.augmentation import (
+    AugmentationConfig,
+    mean_differences,
+    metrics_by_seed,
+    refit_models,
+    refit_plan,
+    table_5_markdown,
+)
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import frame_digest
 
 GROUP = "augmentation"
+# The fields of AugmentationAssetConfig that `refit_models` takes as they are.
+REFIT_SETTINGS = {"seed", "seeds", "device", "use_metadata", "max_epochs", "validation_negatives"}
 
 
 class AugmentationAssetConfig(Config):
@@ -68,87 +80,41 @@ def augmentation_metrics(
 ) -> MaterializeResult:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
     train split and on it plus this arm's simulated clicks / views (Table 5)."""
-    from ops.arms.catalog import make_arm
-    from ops.readout.augmentation_summary import empty_metrics, seed_summary, table_5
-    from ops.readout.plots import augmentation_figure
-    from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
-
     arm = context.partition_key
-    aug_config = AugmentationConfig(signals=tuple(config.signals), click_label=config.click_label)
-    requested = list(config.models) or [arm]
-    # Arms that train refit (the DeepCTR family, the plug-ins'); Random, Pop, a lists file
-    # and an MLflow model say "not applicable".
-    models = [m for m in requested if make_arm(m).can_refit]
-    not_applicable = [m for m in requested if m not in models]
-    overrides = {"seed": config.seed, "device": config.device, "use_metadata": config.use_metadata}
-    if config.max_epochs:
-        overrides["max_epochs"] = config.max_epochs
-    if config.validation_negatives:
-        overrides["validation_negatives"] = config.validation_negatives
+    models, not_applicable = refit_plan(list(config.models) or [arm])
     params = {**config.model_dump(), "models": ",".join(models), "not_applicable": ",".join(not_applicable)}
-
     with mlflow_tracking.asset_run(context, params=params, tags={"arm": arm}):
         mlflow_tracking.log_frame(simulation_events, f"simulation_events_{arm}", role="training")
         mlflow_tracking.log_frame(train_ratings, "train_ratings", role="training")
         mlflow_tracking.log_frame(test_ratings, "test_ratings", role="evaluation")
-        parts = []
-        for model, offset in [(m, i) for m in models for i in range(config.seeds)]:
-            # The partition's own model is already trained on the original split: reused when
-            # its configuration is the one asked for.
-            part = refit_and_evaluate(
-                model,
-                train_ratings,
-                valid_ratings,
-                test_ratings,
-                users,
-                mm_ml_1m,
-                simulation_events,
-                config=aug_config,
-                original_model=recommender_arm if model == arm else None,
-                **{**overrides, "seed": config.seed + offset},
-            )
-            for row in part.iter_rows(named=True):
-                context.log.info(
-                    f"{model} {row['training_set']}: +{row['added_rows']} rows, test AUC {row['test_auc']:.4f} ({row['auc_difference']:+.4f})"
-                )
-            parts.append(part)
-        table = pl.concat(parts) if parts else empty_metrics()
-        for row in table.iter_rows(named=True):
-            key = f"{row['arm']}_{row['training_set'].lstrip('+')}"
-            # One step per training seed, so several seeds show as a metric history.
-            mlflow_tracking.log_metrics(
-                {
-                    f"{key}_test_auc": row["test_auc"],
-                    f"{key}_auc_difference": row["auc_difference"],
-                    f"{key}_added_rows": row["added_rows"],
-                },
-                step=int(row["seed"]),
-            )
+        table = refit_models(
+            arm,
+            models,
+            train_ratings,
+            valid_ratings,
+            test_ratings,
+            users,
+            mm_ml_1m,
+            simulation_events,
+            config=AugmentationConfig(signals=tuple(config.signals), click_label=config.click_label),
+            original_model=recommender_arm,
+            log=context.log.info,
+            **config.model_dump(include=REFIT_SETTINGS),
+        )
+        for step, metrics in metrics_by_seed(table):
+            mlflow_tracking.log_metrics(metrics, step=step)
         if config.seeds > 1 and table.height:
             spread = seed_summary(table)
             mlflow_tracking.log_table(spread, "augmentation_seed_summary")
-            mlflow_tracking.log_metrics(
-                {
-                    f"{row['arm']}_{row['training_set'].lstrip('+')}_auc_difference_mean": row["auc_difference"]
-                    for row in spread.iter_rows(named=True)
-                }
-            )
+            mlflow_tracking.log_metrics(mean_differences(spread))
         if not_applicable:
             mlflow_tracking.set_tags({"not_applicable": ",".join(not_applicable)})
         if table.height:
             mlflow_tracking.log_table(table, "augmentation_metrics")
             with tempfile.TemporaryDirectory() as tmp:
-                mlflow_tracking.log_artifact(
-                    augmentation_figure(table, os.path.join(tmp, f"augmentation_auc_{arm}.png")), artifact_path="plots"
-                )
+                figure = augmentation_figure(table, os.path.join(tmp, f"augmentation_auc_{arm}.png"))
+                mlflow_tracking.log_artifact(figure, artifact_path="plots")
         digest = mlflow_tracking.log_frame(table, f"augmentation_metrics_{arm}", role="output")
-
-    wide = table_5(table)
-    summary = (
-        wide.to_pandas().to_markdown(index=False, floatfmt=".4f")
-        if table.height
-        else f"not applicable: {', '.join(not_applicable)} has no model to refit"
-    )
     return MaterializeResult(
         value=table,
         data_version=DataVersion(digest or frame_digest(table)),
@@ -156,6 +122,6 @@ def augmentation_metrics(
             "arm": arm,
             "models": ", ".join(models) or "none",
             "not applicable": ", ".join(not_applicable) or "none",
-            "Table 5 (test AUC)": MetadataValue.md(summary),
+            "Table 5 (test AUC)": MetadataValue.md(table_5_markdown(table, not_applicable)),
         },
     )

@@ -34,31 +34,17 @@ from assets.partitions import DEFAULT_ARMS, condition_name, experiment_partition
 from assets.simulation import SimulationAssetConfig, agents_of, simulate_partition
 from ops.agents.embeddings import load_poster
 from ops.figures import save_figure
+from ops.readout.ab_readout import ReadoutConfig
 from ops.settings import DEFAULT_CONTROL, config_default
-from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
 from ops.simulation.kinds.llm import LLM
-from ops.simulation.runner import SimulationConfig, sample_agents
-from ops.studies.experiments.arm_tables import interval_cell
-from ops.studies.experiments.papers import (
-    DIFFERENCES,
-    EMBEDDED_POSTER_FEATURES,
-    TABLE3,
-    TABLE4,
-    TABLE5_MODELS,
-    THUMBNAILS,
-)
-from ops.studies.experiments.thumbnails import (
-    ORIGINAL,
-    VERSIONS,
-    sample_movies,
-    simulate_versions,
-    thumbnail_figure,
-    thumbnail_lists,
-    thumbnail_table,
-    version_sources,
-    write_versions,
-)
+from ops.simulation.runner import SimulationConfig
+from ops.studies.experiments.arm_tables import arm_experiment, arm_figure, arm_markdown, brain_figure, brain_markdown
+from ops.studies.experiments.arm_tables import brain_comparison as compare
+from ops.studies.experiments.augmentation_table import WITH_VISION, WITHOUT_VISION, table5, table5_events
+from ops.studies.experiments.output import experiment_markdown, write_experiment
+from ops.studies.experiments.papers import DIFFERENCES, TABLE2, TABLE3, TABLE4, TABLE5_MODELS
+from ops.studies.experiments.thumbnails import ORIGINAL, VERSIONS, thumbnail_experiment
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -156,8 +142,6 @@ def ab_agent_table2(
 ) -> MaterializeResult:
     """A/B Agent Table 2: every configured arm — offline AUC, Recall@20, NDCG@20, simulated
     CTR, CVR, AR with intervals — and the fidelity verdicts, beside the paper."""
-    from ops.studies.experiments.papers import TABLE2
-
     return _arm_table(
         context,
         config,
@@ -186,8 +170,6 @@ def ab_agent_table3(
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """A/B Agent Table 3: DeepFM on 50 %, 75 % and 100 % of the training data, offline and simulated."""
-    from ops.studies.experiments.papers import TABLE3
-
     return _arm_table(
         context,
         config,
@@ -216,8 +198,6 @@ def ab_agent_table4(
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """A/B Agent Table 4: DeepFM with user id only, movie id only, all features, offline and simulated."""
-    from ops.studies.experiments.papers import TABLE4
-
     return _arm_table(
         context,
         config,
@@ -250,11 +230,6 @@ def _arm_table(
     test_ratings: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ):
-    from ops.figures import save_figure
-    from ops.readout.ab_readout import ReadoutConfig
-    from ops.studies.experiments.arm_tables import arm_experiment, arm_figure, arm_markdown
-    from ops.studies.experiments.papers import DIFFERENCES
-
     arms = list(config.arms) or default_arms
     try:
         experiment = arm_experiment(
@@ -328,31 +303,14 @@ def ab_agent_table5(
     """A/B Agent Table 5 with the §3.5 ablation: every DeepCTR model on the original train
     split and with the clicks / views of the vision and the no-vision simulation added,
     several training seeds, all rows side by side."""
-    from ops.readout.plots import augmentation_figure
-    from ops.studies.augmentation import AugmentationConfig
-    from ops.studies.experiments.augmentation_table import (
-        WITH_VISION,
-        WITHOUT_VISION,
-        augmentation_experiment,
-        augmentation_markdown,
-    )
-    from ops.studies.experiments.papers import DIFFERENCES, TABLE5
-    from ops.studies.experiments.papers import TABLE5_MODELS as PAPER_MODELS
-
-    runs = _by_arm_and_condition(experiment_simulation_events)
-    wanted = {WITH_VISION: condition_name(config.brain, True)}
+    conditions = {WITH_VISION: condition_name(config.brain, True)}
     if config.vision_ablation:
-        wanted[WITHOUT_VISION] = condition_name(config.brain, False)
-    missing = [c for c in wanted.values() if (config.simulated_arm, c) not in runs]
-    if missing:
-        raise Failure(
-            description=f"Table 5 needs experiment_simulation_events for {config.simulated_arm} under {missing}: run experiment_simulation "
-            f"for partitions {[f'{config.simulated_arm}|{c}' for c in missing]} (python -m pipelines.experiments table5 does)",
-            allow_retries=False,
-        )
-    events = {label: runs[(config.simulated_arm, c)] for label, c in wanted.items()}
-    overrides = {"device": config.device, **({"max_epochs": config.max_epochs} if config.max_epochs else {})}
-    long = augmentation_experiment(
+        conditions[WITHOUT_VISION] = condition_name(config.brain, False)
+    try:
+        events = table5_events(_by_arm_and_condition(experiment_simulation_events), config.simulated_arm, conditions)
+    except ValueError as exc:
+        raise Failure(description=str(exc), allow_retries=False) from None
+    long, body, figure = table5(
         config.models,
         events,
         train_ratings,
@@ -360,13 +318,9 @@ def ab_agent_table5(
         test_ratings,
         users,
         mm_ml_1m,
-        seeds=[config.seed + i for i in range(config.seeds)],
-        config=AugmentationConfig(progress=False),
-        **overrides,
+        data_root() / "experiments" / "table5",
+        **config.model_dump(include={"seed", "seeds", "device", "max_epochs"}),
     )
-    folder = data_root() / "experiments" / "table5"
-    figure = augmentation_figure(long, folder / "plots" / "table5.png")
-    body = augmentation_markdown(long, TABLE5, PAPER_MODELS)
     return _publish(
         context,
         mlflow_tracking,
@@ -411,61 +365,31 @@ def simuser_thumbnail_quality(
 ) -> MaterializeResult:
     """SimUSER App. C.7 / Figure 10: click rate with the original poster, a blue-filtered
     poster and a background crop standing in for a trailer screenshot, with intervals."""
-    folder = data_root() / "experiments" / "thumbnails"
     kind = brain_kind(config.brain)
-    movie_ids = sample_movies(mm_ml_1m, config.n_movies, config.seed)
-    users = sample_agents(sorted(agents.profiles), config.n_agents, config.seed)
-    lists = thumbnail_lists(users, movie_ids, train_ratings, config.list_length, config.seed)
-    users = sorted(set(lists.get_column("user_id").to_list()))
-    frames = write_versions(mm_ml_1m, movie_ids, folder / "posters")
-    posters = _version_posters(frames, movie_ids, embedded_brain, embeddings) if kind.reads_poster_vectors else {}
-    sources = llm.sources(context, embedded=embedded_brain, fatigue=SimulationConfig().fatigue)
-    by_version = {v: version_sources(sources, Catalogue.from_frame(frames[v]), posters.get(v)) for v in VERSIONS}
-    events = simulate_versions(
-        lists, agents.sessions(users), kind, by_version, seed=config.seed, run_id=context.run.run_id
+    experiment = thumbnail_experiment(
+        kind,
+        llm.sources(context, embedded=embedded_brain, fatigue=SimulationConfig().fatigue),
+        agents,
+        mm_ml_1m,
+        train_ratings,
+        data_root() / "experiments" / "thumbnails",
+        run_id=context.run.run_id,
+        poster_vectors=lambda frames, movie_ids: _version_posters(frames, movie_ids, embedded_brain, embeddings),
+        **config.model_dump(),
     )
-    table, _ = thumbnail_table(events)
-    figure = save_figure(thumbnail_figure(table), folder / "plots" / "thumbnails.png")
-
-    shown = table.select(
-        "thumbnail",
-        "agents",
-        pl.struct("click_rate", "ci_low", "ci_high")
-        .map_elements(lambda r: interval_cell(r["click_rate"], r["ci_low"], r["ci_high"]), return_dtype=pl.Utf8)
-        .alias("click rate [95 % CI]"),
-        pl.struct("difference_vs_original", "difference_ci_low", "difference_ci_high")
-        .map_elements(
-            lambda r: interval_cell(r["difference_vs_original"], r["difference_ci_low"], r["difference_ci_high"]),
-            return_dtype=pl.Utf8,
-        )
-        .alias("vs original [95 % CI]"),
-        pl.col("p_value").round(4),
-    )
-    body = [
-        f"{len(movie_ids)} movies, {len(users)} agents, {config.brain} brain; click rate = clicks ÷ home impressions per agent.",
-        "",
-        shown.to_pandas().to_markdown(index=False),
-        "",
-        f"Paper: {THUMBNAILS}",
-        "",
-    ]
-    notes = (
-        ["## What the embedded brain's poster features can and cannot see", "", EMBEDDED_POSTER_FEATURES]
-        if kind.reads_poster_vectors
-        else []
-    )
+    events = experiment.events
     return _publish(
         context,
         mlflow_tracking,
         "thumbnails",
         "SimUSER App. C.7: thumbnail quality",
-        body,
+        experiment.body,
         DIFFERENCES["thumbnails"],
-        table,
+        experiment.table,
         {"events_per_version": events.group_by("arm", "action").len().sort("arm", "action")},
-        [figure],
+        [experiment.figure],
         config.model_dump(),
-        notes,
+        experiment.notes,
     )
 
 
@@ -517,12 +441,6 @@ def brain_comparison(
 ) -> MaterializeResult:
     """The same arms simulated by the embedded brain and by the LLM brain, in one table:
     CTR, CVR, AR with intervals per brain, their paired differences, and the arm orderings."""
-    from ops.figures import save_figure
-    from ops.readout.ab_readout import ReadoutConfig
-    from ops.studies.experiments.arm_tables import brain_comparison as compare
-    from ops.studies.experiments.arm_tables import brain_figure, brain_markdown
-    from ops.studies.experiments.papers import DIFFERENCES
-
     runs = _by_arm_and_condition(experiment_simulation_events)
     events = {
         (a, b): runs[(a, condition_name(b, config.vision))]
@@ -576,8 +494,6 @@ def _publish(
     notes=(),
 ) -> MaterializeResult:
     """Write the experiment's folder, log it to MLflow, print it to the run's log, and return the table."""
-    from ops.studies.experiments.output import experiment_markdown, write_experiment
-
     folder = data_root() / "experiments" / name
     markdown = experiment_markdown(title, body, differences, figures, folder, notes)
     paths = write_experiment(folder, markdown, table, extra)

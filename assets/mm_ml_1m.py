@@ -14,6 +14,8 @@ from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResul
 from pydantic import Field
 
 from data_contracts.checks import metadata_verdict, stop_before_storing
+from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
+from ops.data.mm_ml_1m import build_mm_ml_1m, coverage_table
 from ops.schema import METADATA, conform
 from ops.settings import MetadataSource, config_default
 from resources.mlflow_tracking import MlflowTracking
@@ -64,8 +66,6 @@ def movie_metadata(
             )
         metadata = synthetic_side_info
     elif source == "local":
-        from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
-
         local = LocalMetadataConfig(
             metadata_path=Path(config.metadata_path) if config.metadata_path else None,
             poster_dirs=[Path(p) for p in config.poster_dirs],
@@ -113,8 +113,6 @@ def mm_ml_1m(
 ) -> MaterializeResult:
     """The one catalogue: the movies table joined with metadata and poster paths (null where a
     movie has none), with its Table 1 coverage."""
-    from ops.data.mm_ml_1m import build_mm_ml_1m, coverage_table
-
     mm = build_mm_ml_1m(movies, movie_metadata)
     coverage = coverage_table(mm, ratings=ratings, users=users)
     with mlflow_tracking.asset_run(context):

@@ -5,6 +5,7 @@ configuration.  Every arm reads the one catalogue, `mm_ml_1m`.
 """
 
 import dataclasses
+import time
 
 import numpy as np
 import polars as pl
@@ -12,6 +13,11 @@ from dagster import AssetExecutionContext, Config, DataVersion, Failure, Materia
 from pydantic import Field
 
 from assets.partitions import arm_partitions
+from ops.arms.base import FitData
+from ops.arms.catalog import make_arm
+from ops.arms.ranking import NOT_AVAILABLE, lists_for, metrics_from_lists, rank_once, ranking_users
+from ops.arms.recommenders import TrainedArm
+from ops.studies.mirror import brain_scores
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager, frame_digest
 
@@ -55,11 +61,6 @@ def recommender_arm(
     the brain's own ranking) fitted on the train split (early stop on validation AUC); the
     built-ins are registered in MLflow, the others have their spec, parameters and source
     recorded."""
-    from ops.arms.base import FitData
-    from ops.arms.catalog import make_arm
-    from ops.arms.ranking import ranking_users
-    from ops.arms.recommenders import TrainedArm
-
     arm = context.partition_key
     overrides = {"seed": config.seed, "device": config.device, "use_metadata": config.use_metadata}
     if not config.divergence_guard:
@@ -117,8 +118,6 @@ def recommender_arm(
 def _brain_scores(arm: str, io_manager: SimabIOManager):
     """The stored embedded brain's click scores, for an arm that ranks by them (`ops.arms.mirror`).
     Read from storage rather than as an input: every other arm would wait for the brain."""
-    from ops.studies.mirror import brain_scores
-
     missing = [asset for asset in ("agents", "embedded_brain") if not io_manager.has_stored(asset)]
     if missing:
         raise Failure(
@@ -145,10 +144,6 @@ def arm_rankings(
 ) -> MaterializeResult:
     """The arm's one ranking pass: the 20 best movies of every train and test user, without
     their train items.  The top-20 lists and the offline metrics both read it."""
-    import time
-
-    from ops.arms.ranking import rank_once
-
     started = time.perf_counter()
     ranking = rank_once(recommender_arm, train_ratings, test_ratings, mm_ml_1m.get_column("movie_id").to_numpy(), k=20)
     seconds = time.perf_counter() - started
@@ -172,8 +167,6 @@ def top20_lists(
 ) -> MaterializeResult:
     """Each train user's 20 best-scored movies, excluding their train items: the sandbox's
     input, read from the arm's one ranking pass."""
-    from ops.arms.ranking import lists_for
-
     user_ids = train_ratings.get_column("user_id").unique().to_numpy()
     lists = lists_for(arm_rankings, user_ids)
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
@@ -197,8 +190,6 @@ def offline_metrics(
 ) -> MaterializeResult:
     """Test AUC and log-loss (where the arm scores pairs); Recall@20 and NDCG@20 from the
     arm's one ranking pass (docs/definitions.md#lifecycle, step 6)."""
-    from ops.arms.ranking import NOT_AVAILABLE, metrics_from_lists
-
     metrics = metrics_from_lists(recommender_arm, arm_rankings, test_ratings, k=20)
     values = metrics.model_dump()
     schema = {

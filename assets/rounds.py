@@ -39,10 +39,13 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import ARMS
+from ops.schema import RATINGS
 from ops.settings import config_default
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.kinds import DEFAULT_BRAIN, BrainFactory, brain_kind
+from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
 from ops.simulation.runner import SimulationConfig
+from ops.studies.rounds import RoundsConfig, empty_written_memories, filter_bubble_figure, play_round
+from ops.studies.rounds import filter_bubble as run_filter_bubble
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager
@@ -103,6 +106,20 @@ def round_key(arm: str, round_index: int) -> str:
     return str(MultiPartitionKey({"arm": arm, "round": str(round_index)}))
 
 
+def _state_before(io_manager: SimabIOManager, arm: str, r: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The memories and training rows round `r` of `arm` starts from: round r − 1's, read
+    from the store (round 0: empty), or a Failure naming the partition to materialise first."""
+    if r == 0:
+        return empty_written_memories(), pl.DataFrame(schema=RATINGS)
+    before = round_key(arm, r - 1)
+    if not all(io_manager.has_stored(name, before) for name in ("memory_after_round", "round_training_rows")):
+        raise Failure(
+            description=f"round {r} of arm {arm!r} needs round {r - 1}: materialise partition {before} first",
+            allow_retries=False,
+        )
+    return io_manager.stored("memory_after_round", before), io_manager.stored("round_training_rows", before)
+
+
 def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
     """The `rounds` group for R rounds: `agent_round` and `filter_bubble`."""
     partitions = round_partitions(rounds)
@@ -141,84 +158,43 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         mlflow_tracking: MlflowTracking,
     ):
         """One round of one arm with the memories of the round before (module docstring)."""
-        from ops.arms.recommenders import arm_config
-        from ops.readout.ab_readout import per_agent_metrics
-        from ops.schema import RATINGS
-        from ops.simulation.runner import sample_agents
-        from ops.studies.rounds import RoundsConfig, empty_written_memories, movie_pools, simulate_round
-
         keys = context.partition_key.keys_by_dimension
         arm, r = keys["arm"], int(keys["round"])
-        if r == 0:
-            written, added = empty_written_memories(), pl.DataFrame(schema=RATINGS)
-        else:
-            before = round_key(arm, r - 1)
-            if not all(io_manager.has_stored(name, before) for name in ("memory_after_round", "round_training_rows")):
-                raise Failure(
-                    description=f"round {r} of arm {arm!r} needs round {r - 1}: materialise partition {before} first",
-                    allow_retries=False,
-                )
-            written, added = (
-                io_manager.stored("memory_after_round", before),
-                io_manager.stored("round_training_rows", before),
-            )
-        rounds_config = RoundsConfig(rounds=rounds, pages=config.pages, split_pool=config.split_pool, seed=config.seed)
-        pool = (
-            movie_pools(mm_ml_1m.get_column("movie_id").to_numpy(), rounds, config.seed)[r]
-            if config.split_pool
-            else None
-        )
-        chosen = sample_agents(agents.profiles, config.n_agents, config.seed)
-        overrides = {"max_epochs": config.max_epochs} if config.max_epochs else {}
+        written, added = _state_before(io_manager, arm, r)
         kind = brain_kind(config.brain)
         # The agent is told the fatigue costs it is charged; an LLM brain's calls go on the run's bill.
         sources = llm.sources(context, Catalogue.from_frame(mm_ml_1m), embedded_brain, SimulationConfig().fatigue)
-        result = simulate_round(
-            arm_config(arm, **overrides),
+        rounds_config = RoundsConfig(rounds=rounds, pages=config.pages, split_pool=config.split_pool, seed=config.seed)
+        played = play_round(
+            arm,
             r,
+            rounds_config,
             train_ratings,
             valid_ratings,
             users,
             mm_ml_1m,
             agents,
-            BrainFactory(kind, sources),
+            kind,
+            sources,
             written,
             added,
-            rounds_config,
-            chosen,
-            pool,
-            concurrency=kind.concurrency(sources),
+            n_agents=config.n_agents,
+            max_epochs=config.max_epochs,
         )
-        events = result.events.with_columns(round=pl.lit(r, dtype=pl.Int64))
-        per_agent = per_agent_metrics(result.events)
-        summary = {
-            "agents": per_agent.height,
-            "events": events.height,
-            "train_rows": result.train_rows,
-            "memories_written": result.written.filter(pl.col("round") == r).height,
-            "memories_total": result.written.height,
-            "training_rows_added": result.added.height - added.height,
-            **{m: per_agent.get_column(m).mean() for m in ("ctr", "cvr", "average_rating", "satisfaction")},
-        }
         with mlflow_tracking.asset_run(
             context, params={**config.model_dump(), "rounds": rounds}, tags={"arm": arm, "round": str(r)}
         ):
-            mlflow_tracking.log_metrics(summary, step=r)
+            mlflow_tracking.log_metrics(played.summary, step=r)
             digests = {
-                "round_events": mlflow_tracking.log_frame(events, f"round_events_{arm}_{r}", role="output"),
-                "memory_after_round": mlflow_tracking.log_frame(
-                    result.written, f"memory_after_round_{arm}_{r}", role="output"
-                ),
-                "round_training_rows": mlflow_tracking.log_frame(
-                    result.added, f"round_training_rows_{arm}_{r}", role="output"
-                ),
+                name: mlflow_tracking.log_frame(frame, f"{name}_{arm}_{r}", role="output")
+                for name, frame in zip(ROUND_OUTPUTS, played.outputs)
             }
         metadata = {
             "arm": arm,
             "round": r,
-            **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items() if v is not None},
+            **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in played.summary.items() if v is not None},
         }
-        for name, value in zip(ROUND_OUTPUTS, (events, result.written, result.added)):
+        for name, value in zip(ROUND_OUTPUTS, played.outputs):
             yield MaterializeResult(
                 asset_key=name, value=value, data_version=DataVersion(digests[name]), metadata=metadata
             )
@@ -236,13 +212,6 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         mlflow_tracking: MlflowTracking,
     ) -> MaterializeResult:
         """Agent4Rec §4.1: the filter bubble over rounds of an MF-style arm, with intervals."""
-        import time
-
-        from ops.arms.recommenders import arm_config
-        from ops.simulation.runner import sample_agents
-        from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds
-
-        started = time.perf_counter()
         rounds_config = RoundsConfig(
             rounds=config.rounds,
             pages=config.pages,
@@ -250,21 +219,19 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
             seed=config.seed,
             n_bootstrap=config.n_bootstrap,
         )
-        overrides = {"max_epochs": config.max_epochs} if config.max_epochs else {}
-        chosen = sample_agents(agents.profiles, config.n_agents, config.seed)
-        results = simulate_rounds(
-            arm_config(config.arm, **overrides),
+        bubble = run_filter_bubble(
+            config.arm,
+            rounds_config,
             train_ratings,
             valid_ratings,
             users,
             mm_ml_1m,
             agents,
             embedded_brain,
-            rounds_config,
-            chosen,
+            n_agents=config.n_agents,
+            max_epochs=config.max_epochs,
         )
-        metrics = filter_bubble_metrics(results, mm_ml_1m, config.n_bootstrap, rounds_config.confidence, config.seed)
-        seconds = time.perf_counter() - started
+        metrics = bubble.metrics
         with mlflow_tracking.asset_run(context, params=config.model_dump(), tags={"arm": config.arm}):
             for row in metrics.iter_rows(named=True):
                 mlflow_tracking.log_metrics(
@@ -275,24 +242,19 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
                     },
                     step=row["round"],
                 )
-            mlflow_tracking.log_metrics({"seconds": seconds, "agents": len(chosen)})
+            mlflow_tracking.log_metrics({"seconds": bubble.seconds, "agents": bubble.agents})
             mlflow_tracking.log_table(metrics, "filter_bubble")
             mlflow_tracking.log_figure(filter_bubble_figure(metrics), "plots/filter_bubble.png")
             digest = mlflow_tracking.log_frame(metrics, "filter_bubble", role="output")
-        wide = metrics.with_columns(
-            pl.format(
-                "{} [{}, {}]", pl.col("mean").round(3), pl.col("ci_low").round(3), pl.col("ci_high").round(3)
-            ).alias("value")
-        ).pivot(on="round", index="metric", values="value")
         return MaterializeResult(
             value=metrics,
             data_version=DataVersion(digest),
             metadata={
                 "arm": config.arm,
                 "rounds": config.rounds,
-                "agents": len(chosen),
-                "seconds": round(seconds, 1),
-                "figures (mean [95 % interval]) by round": MetadataValue.md(wide.to_pandas().to_markdown(index=False)),
+                "agents": bubble.agents,
+                "seconds": round(bubble.seconds, 1),
+                "figures (mean [95 % interval]) by round": MetadataValue.md(bubble.table()),
             },
         )
 

@@ -4,6 +4,9 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, MaterializeResult, MetadataValue, multi_asset
 from pydantic import Field
 
+from ops.data.plots import split_timeline
+from ops.data.split import chronological_split as split
+from ops.data.split import split_statistics
 from resources.mlflow_tracking import MlflowTracking
 
 GROUP = "split"
@@ -29,10 +32,6 @@ def chronological_split(
     context: AssetExecutionContext, config: SplitConfig, ratings: pl.DataFrame, mlflow_tracking: MlflowTracking
 ):
     """Sort all interactions by time and cut at 70 % and 90 %."""
-    from ops.data.plots import split_timeline
-    from ops.data.split import chronological_split as split
-    from ops.data.split import split_statistics
-
     parts = split(ratings, (config.train, config.valid, config.test))
     stats = split_statistics(parts)
     with mlflow_tracking.asset_run(context, params=config.model_dump()):

@@ -29,14 +29,15 @@ each user's *original* train items), so Recall@20 and NDCG@20 compare too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.readout.augmentation_summary import AUGMENTATION_METRICS, ORIGINAL
+from ops.arms.catalog import make_arm
+from ops.readout.augmentation_summary import AUGMENTATION_METRICS, ORIGINAL, empty_metrics, table_5
 from ops.schema import RATINGS, conform
 from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
 
@@ -91,7 +92,6 @@ def refit_and_evaluate(
     from tqdm.auto import tqdm
 
     from ops.arms.base import FitData
-    from ops.arms.catalog import make_arm
     from ops.arms.recommenders import TrainedArm, evaluate_arm, train_arm
 
     config = config or AugmentationConfig()
@@ -184,6 +184,98 @@ def refit_and_evaluate(
             original = row
         rows.append(row)
     return pl.DataFrame(rows, schema=AUGMENTATION_METRICS)
+
+
+def refit_plan(requested: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The models of `requested` that refit (the arms that train: the DeepCTR family, the
+    plug-ins'), and those that have nothing to refit (Random, Pop, a lists file, an MLflow
+    model): Table 5 says "not applicable" for them."""
+    models = [m for m in requested if make_arm(m).can_refit]
+    return models, [m for m in requested if m not in models]
+
+
+def refit_models(
+    arm: str,
+    models: Sequence[str],
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    test: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue: pl.DataFrame,
+    events: pl.DataFrame,
+    *,
+    config: AugmentationConfig,
+    original_model: Any = None,
+    seed: int = 1024,
+    seeds: int = 1,
+    device: str = "auto",
+    use_metadata: bool = True,
+    max_epochs: int = 0,
+    validation_negatives: float = 0.0,
+    log: Callable[[str], None] = print,
+) -> pl.DataFrame:
+    """Table 5 for the events simulated under `arm`: `refit_and_evaluate` of each of `models`
+    with training seeds `seed`, `seed` + 1, … (`seeds` of them), stacked; an empty table when
+    no model refits.  `original_model` is `arm` trained on the original split, reused for
+    `arm` itself; `max_epochs` and `validation_negatives` at 0 leave the arm's default."""
+    overrides: dict[str, Any] = {"device": device, "use_metadata": use_metadata}
+    if max_epochs:
+        overrides["max_epochs"] = max_epochs
+    if validation_negatives:
+        overrides["validation_negatives"] = validation_negatives
+    parts = []
+    for model, offset in [(m, i) for m in models for i in range(seeds)]:
+        # The partition's own model is already trained on the original split: reused when
+        # its configuration is the one asked for.
+        part = refit_and_evaluate(
+            model,
+            train,
+            valid,
+            test,
+            users,
+            catalogue,
+            events,
+            config=config,
+            original_model=original_model if model == arm else None,
+            **{**overrides, "seed": seed + offset},
+        )
+        for row in part.iter_rows(named=True):
+            log(
+                f"{model} {row['training_set']}: +{row['added_rows']} rows, "
+                f"test AUC {row['test_auc']:.4f} ({row['auc_difference']:+.4f})"
+            )
+        parts.append(part)
+    return pl.concat(parts) if parts else empty_metrics()
+
+
+def metrics_by_seed(table: pl.DataFrame) -> list[tuple[int, dict[str, float]]]:
+    """(training seed, {"<arm>_<set>_test_auc", "…_auc_difference", "…_added_rows"}) per row
+    of Table 5: one step per seed, so several seeds show as a metric history."""
+    out = []
+    for row in table.iter_rows(named=True):
+        key = f"{row['arm']}_{row['training_set'].lstrip('+')}"
+        metrics = {
+            f"{key}_test_auc": row["test_auc"],
+            f"{key}_auc_difference": row["auc_difference"],
+            f"{key}_added_rows": row["added_rows"],
+        }
+        out.append((int(row["seed"]), metrics))
+    return out
+
+
+def mean_differences(spread: pl.DataFrame) -> dict[str, float]:
+    """ "<arm>_<set>_auc_difference_mean" of the seed summary (`seed_summary`)."""
+    return {
+        f"{row['arm']}_{row['training_set'].lstrip('+')}_auc_difference_mean": row["auc_difference"]
+        for row in spread.iter_rows(named=True)
+    }
+
+
+def table_5_markdown(table: pl.DataFrame, not_applicable: Sequence[str]) -> str:
+    """Table 5 (test AUC) in Markdown, or why there is none."""
+    if not table.height:
+        return f"not applicable: {', '.join(not_applicable)} has no model to refit"
+    return table_5(table).to_pandas().to_markdown(index=False, floatfmt=".4f")
 
 
 def simulated_interactions(

@@ -33,6 +33,7 @@ intervals over agents (`ops.readout.statistics`):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -42,11 +43,14 @@ from pydantic import BaseModel, Field
 
 from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
+from ops.arms.recommenders import arm_config
+from ops.readout.ab_readout import per_agent_metrics
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
 from ops.simulation.catalogue import Catalogue
+from ops.simulation.kinds import BrainFactory, BrainKind, BrainSources
 from ops.simulation.observation import WATCH_AND_RATE
-from ops.simulation.runner import SimulationConfig, simulate
+from ops.simulation.runner import SimulationConfig, sample_agents, simulate
 from ops.simulation.sandbox import SandboxConfig
 from ops.studies.augmentation import AugmentationConfig, Signal, augment, simulated_interactions
 
@@ -222,6 +226,120 @@ def simulate_rounds(
         written, added = result.written, result.added
         results.append(result)
     return results
+
+
+@dataclass(frozen=True)
+class PlayedRound:
+    """One (arm, round) partition: the three tables it stores and the figures it logs."""
+
+    events: pl.DataFrame  # EVENTS of the round, with its `round`
+    written: pl.DataFrame  # WRITTEN_MEMORIES up to this round
+    added: pl.DataFrame  # RATINGS: simulated training rows up to this round
+    summary: dict[str, float | int | None]
+
+    @property
+    def outputs(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """round_events, memory_after_round, round_training_rows, in that order."""
+        return self.events, self.written, self.added
+
+
+def play_round(
+    arm: str,
+    round_index: int,
+    config: RoundsConfig,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue_frame: pl.DataFrame,
+    agents,
+    kind: BrainKind,
+    sources: BrainSources,
+    written_before: pl.DataFrame,
+    added_before: pl.DataFrame,
+    *,
+    n_agents: int = 0,
+    max_epochs: int = 0,
+) -> PlayedRound:
+    """Round `round_index` of arm `arm` for a sample of `n_agents` agents (0: all), the brain
+    `kind` made from `sources`: the round's pool, `simulate_round`, and its summary figures."""
+    pool = (
+        movie_pools(catalogue_frame.get_column("movie_id").to_numpy(), config.rounds, config.seed)[round_index]
+        if config.split_pool
+        else None
+    )
+    chosen = sample_agents(agents.profiles, n_agents, config.seed)
+    overrides = {"max_epochs": max_epochs} if max_epochs else {}
+    result = simulate_round(
+        arm_config(arm, **overrides),
+        round_index,
+        train,
+        valid,
+        users,
+        catalogue_frame,
+        agents,
+        BrainFactory(kind, sources),
+        written_before,
+        added_before,
+        config,
+        chosen,
+        pool,
+        concurrency=kind.concurrency(sources),
+    )
+    events = result.events.with_columns(round=pl.lit(round_index, dtype=pl.Int64))
+    per_agent = per_agent_metrics(result.events)
+    summary = {
+        "agents": per_agent.height,
+        "events": events.height,
+        "train_rows": result.train_rows,
+        "memories_written": result.written.filter(pl.col("round") == round_index).height,
+        "memories_total": result.written.height,
+        "training_rows_added": result.added.height - added_before.height,
+        **{m: per_agent.get_column(m).mean() for m in ("ctr", "cvr", "average_rating", "satisfaction")},
+    }
+    return PlayedRound(events, result.written, result.added, summary)
+
+
+@dataclass(frozen=True)
+class FilterBubble:
+    """The filter-bubble experiment: its figures by round (`filter_bubble_metrics`)."""
+
+    metrics: pl.DataFrame
+    agents: int
+    seconds: float
+
+    def table(self) -> str:
+        """The figures as "mean [low, high]", one column a round, in Markdown."""
+        wide = self.metrics.with_columns(
+            pl.format(
+                "{} [{}, {}]", pl.col("mean").round(3), pl.col("ci_low").round(3), pl.col("ci_high").round(3)
+            ).alias("value")
+        ).pivot(on="round", index="metric", values="value")
+        return wide.to_pandas().to_markdown(index=False)
+
+
+def filter_bubble(
+    arm: str,
+    config: RoundsConfig,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue_frame: pl.DataFrame,
+    agents,
+    brain_model,
+    *,
+    n_agents: int = 0,
+    max_epochs: int = 0,
+) -> FilterBubble:
+    """Agent4Rec §4.1: `config.rounds` rounds of arm `arm` for `n_agents` agents (0: all),
+    and the filter-bubble figures with their intervals."""
+    started = time.perf_counter()
+    overrides = {"max_epochs": max_epochs} if max_epochs else {}
+    chosen = sample_agents(agents.profiles, n_agents, config.seed)
+    results = simulate_rounds(
+        arm_config(arm, **overrides), train, valid, users, catalogue_frame, agents, brain_model, config, chosen
+    )
+    metrics = filter_bubble_metrics(results, catalogue_frame, config.n_bootstrap, config.confidence, config.seed)
+    return FilterBubble(metrics, len(chosen), time.perf_counter() - started)
 
 
 def movie_pools(movie_ids: np.ndarray, parts: int, seed: int = 0) -> list[np.ndarray]:

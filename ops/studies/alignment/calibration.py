@@ -63,6 +63,7 @@ window never reaches it (`tests/test_alignment_brains.py` checks that).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -71,7 +72,14 @@ from pydantic import BaseModel, Field
 
 from ops.data.domain import feedback_of
 from ops.readout.statistics import named_rng
-from ops.simulation.brains.embedded import EmbeddedBrainModel, EmbeddedBrainParams, ListResponse, fit
+from ops.simulation.brains.embedded import (
+    EmbeddedBrainConfig,
+    EmbeddedBrainModel,
+    EmbeddedBrainParams,
+    ListResponse,
+    fit,
+    fit_embedded_brain,
+)
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.runner import SimulationConfig
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
@@ -349,3 +357,56 @@ def list_response_status(params: EmbeddedBrainParams) -> dict:
         "level": response.level,
         "popular_negative_share": response.popular_negative_share,
     }
+
+
+def fit_calibrated_brain(
+    agents,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue_frame: pl.DataFrame,
+    *,
+    seed: int = 0,
+    calibrate: bool = True,
+    calibration_agents: int = 300,
+) -> EmbeddedBrainModel:
+    """The embedded brain fitted on train + validation (`fit_embedded_brain`, seed `seed`),
+    its click decision then calibrated to real users' response to list quality on the
+    validation window when `calibrate` (`calibrate_if_possible`: a window too sparse leaves
+    it as fitted, the reason in `params.list_response_skipped`)."""
+    model = fit_embedded_brain(agents, train, valid, users, EmbeddedBrainConfig(fit_seed=seed))
+    if not calibrate:
+        return model
+    started = time.perf_counter()
+    config = CalibrationConfig(n_agents=calibration_agents, seed=seed)
+    model = calibrate_if_possible(model, agents.sessions(), train, valid, Catalogue.from_frame(catalogue_frame), config)
+    model.timings_s["calibration"] = time.perf_counter() - started
+    return model
+
+
+def brain_figures(params: EmbeddedBrainParams) -> tuple[dict, dict]:
+    """The fitted brain's figures: (held-out AUCs and RMSE, with the list response's
+    calibration when it ran) and the click model's collaborative ablation, each variant's
+    held-out AUC."""
+    shown = {
+        "click_auc_holdout": params.click_auc_holdout,
+        "like_auc_holdout": params.like_auc_holdout,
+        "rating_rmse_holdout": params.rating_rmse_holdout,
+    }
+    response = params.list_response
+    if response is not None:
+        shown |= {
+            "list_response_real": response.real_elasticity,
+            "list_response_before": response.elasticity_before,
+            "list_response_after": response.elasticity_after,
+            "click_scale": params.click_scale,
+            "click_shift": params.click_shift,
+            "list_response_agents": response.agents,
+            "list_response_list_length": response.list_length,
+        }
+    ablation = {
+        f"click_auc_holdout_{r['variant'].replace('+', '_')}": r["click_auc_holdout"]
+        for r in params.click_ablation
+        if r["click_auc_holdout"] is not None
+    }
+    return shown, ablation

@@ -115,6 +115,22 @@ class ListQuality:
             table.select(keep).rename({"arm": "ratio"}).sort(pl.col("ratio").replace_strict(order, default=len(order)))
         )
 
+    def metrics(self) -> dict[str, float]:
+        """Each ratio's means, the elasticities, and the CTR spread (the verdict's trust figure)."""
+        metrics = {
+            f"{r['arm'].replace(':', '_')}_{r['metric']}": r["mean"] for r in self.readout.arms.iter_rows(named=True)
+        }
+        metrics |= {
+            f"elasticity_{r['metric']}_{r['side']}": r["elasticity"] for r in self.elasticity.iter_rows(named=True)
+        }
+        spread = self.spread()
+        if spread is not None:
+            metrics |= {"spread_ctr": spread["difference"], "spread_ctr_ci_low": spread["ci_low"]}
+        return metrics
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        return {"list_quality": self.readout.arms, "list_quality_elasticity": self.elasticity}
+
 
 def as_top_k(lists: pl.DataFrame) -> pl.DataFrame:
     """The mixed lists (LIST_SCHEMA) as a TOP_K table, one "arm" per ratio, rank = position."""

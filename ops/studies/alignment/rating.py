@@ -79,6 +79,19 @@ class RatingAlignment:
 
         return load_fields(cls, folder, "RatingAlignment", 1)
 
+    def metrics(self) -> dict[str, float | int | None]:
+        """RMSE and MAE per predictor, the Wasserstein distance, the unanswered pairs."""
+        rows = list(self.prediction.iter_rows(named=True))
+        return {
+            **{f"rmse_{r['predictor']}": r["rmse"] for r in rows},
+            **{f"mae_{r['predictor']}": r["mae"] for r in rows},
+            "wasserstein": self.wasserstein,
+            "unanswered": self.unanswered,
+        }
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        return {"rating_prediction": self.prediction, "rating_distribution": self.distribution}
+
 
 def rating_pairs(held_out: pl.DataFrame, users: Sequence[int], max_per_agent: int = 0, seed: int = 0) -> pl.DataFrame:
     """user_id, movie_id, rating of the held-out window for `users`, at most `max_per_agent`

@@ -128,6 +128,19 @@ class Sensitivity:
         hit = self.steps.filter(pl.col("detected") & (pl.col("slots") > 0))
         return int(hit.get_column("slots").min()) if hit.height else None
 
+    def metrics(self) -> dict[str, float]:
+        """CTR per rung, and the smallest degradation detected when one is."""
+        metrics = {
+            f"sensitivity_ctr_{r['slots']}_of_{self.list_length}": r["ctr"] for r in self.steps.iter_rows(named=True)
+        }
+        smallest = self.smallest_detected()
+        if smallest is not None:
+            metrics["sensitivity_smallest_detected_slots"] = smallest
+        return metrics
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        return {"sensitivity_steps": self.steps, "sensitivity_adjacent": self.adjacent}
+
     def headline(self) -> dict:
         """The verdict's figures (`ops.readout.report.sensitivity_verdict`)."""
         return {

@@ -102,6 +102,32 @@ class TasteDiscrimination:
 
         return load_fields(cls, folder, "TasteDiscrimination", 1)
 
+    def metrics(self) -> dict[str, float]:
+        """The figures logged: each metric's mean per ratio ("<metric>_1_<n>"), the per-item
+        protocol's ("per_item_…") and its thresholds, the papers' hold-out's ("papers_holdout_…")."""
+
+        def means(summary: pl.DataFrame, prefix: str = "") -> dict[str, float]:
+            return {
+                f"{prefix}{r['metric']}_1_{r['ratio'].split(':')[1]}": r["mean"] for r in summary.iter_rows(named=True)
+            }
+
+        metrics = means(self.summary)
+        if self.per_item is not None:
+            metrics |= means(self.per_item, "per_item_")
+        metrics |= {f"per_item_threshold_1_{k.split(':')[1]}": v for k, v in (self.thresholds or {}).items()}
+        if self.holdout is not None:
+            metrics |= means(self.holdout, "papers_holdout_")
+        return metrics
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """The summaries, by the name they are logged under."""
+        tables = {"taste_discrimination": self.summary}
+        if self.per_item is not None:
+            tables["taste_discrimination_per_item"] = self.per_item
+        if self.holdout is not None:
+            tables["taste_discrimination_papers_holdout"] = self.holdout
+        return tables
+
     def table(self) -> pl.DataFrame:
         """One row per ratio, one "mean [low, high]" column per metric (the papers' Table 1
         layout); with the per-item protocol beside, one row per (protocol, ratio)."""

@@ -9,12 +9,15 @@ the rows differ only by the simulated data added."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from ops.readout.augmentation_summary import ORIGINAL, seed_summary, table_5
+from ops.readout.plots import augmentation_figure
 from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
+from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
 
 WITH_VISION = "w/ vision"
 WITHOUT_VISION = "w/o vision"
@@ -84,6 +87,56 @@ def augmentation_experiment(
                     )
                 )
     return pl.concat(parts, how="vertical_relaxed")
+
+
+def table5_events(
+    runs: Mapping[tuple[str, str], pl.DataFrame], simulated_arm: str, conditions: Mapping[str, str]
+) -> dict[str, pl.DataFrame]:
+    """WITH_VISION / WITHOUT_VISION -> the events simulated under `simulated_arm` in the
+    condition (brain) `conditions` names for it, from `runs` ((arm, condition) -> events);
+    a ValueError naming the partitions to simulate when one is missing."""
+    missing = [c for c in conditions.values() if (simulated_arm, c) not in runs]
+    if missing:
+        raise ValueError(
+            f"Table 5 needs experiment_simulation_events for {simulated_arm} under {missing}: run experiment_simulation "
+            f"for partitions {[f'{simulated_arm}|{c}' for c in missing]} (python -m pipelines.experiments table5 does)"
+        )
+    return {label: runs[(simulated_arm, c)] for label, c in conditions.items()}
+
+
+def table5(
+    models: Sequence[str],
+    events: Mapping[str, pl.DataFrame],
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    test: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue: pl.DataFrame,
+    folder: Path,
+    *,
+    seed: int = 1024,
+    seeds: int = 1,
+    device: str = "auto",
+    max_epochs: int = 0,
+) -> tuple[pl.DataFrame, list[str], Path]:
+    """Table 5 (`augmentation_experiment`) over training seeds `seed`, `seed` + 1, … (`seeds`
+    of them; `max_epochs` 0: the arm's default): the long table, its Markdown beside the
+    paper's (`augmentation_markdown`) and its figure, written under `folder`/plots."""
+    overrides = {"device": device, **({"max_epochs": max_epochs} if max_epochs else {})}
+    long = augmentation_experiment(
+        models,
+        events,
+        train,
+        valid,
+        test,
+        users,
+        catalogue,
+        seeds=[seed + i for i in range(seeds)],
+        config=AugmentationConfig(progress=False),
+        **overrides,
+    )
+    figure = augmentation_figure(long, folder / "plots" / "table5.png")
+    return long, augmentation_markdown(long, TABLE5, TABLE5_MODELS), figure
 
 
 def augmentation_markdown(

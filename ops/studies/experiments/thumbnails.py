@@ -20,16 +20,20 @@ what those features can and cannot see.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from ops.figures import save_figure
 from ops.readout.ab_readout import ReadoutConfig, ab_readout
 from ops.readout.statistics import named_rng
+from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import BrainKind, BrainSources
-from ops.simulation.runner import SimulationConfig, simulate
+from ops.simulation.runner import SimulationConfig, sample_agents, simulate
+from ops.studies.experiments.arm_tables import interval_cell
+from ops.studies.experiments.papers import EMBEDDED_POSTER_FEATURES, THUMBNAILS
 
 ORIGINAL = "original"
 BLUE_FILTER = "blue_filter"
@@ -250,3 +254,76 @@ def embedded_with_posters(model, poster_rows: Mapping[int, np.ndarray]):
     poster[rows] = np.vstack([np.asarray(poster_rows[m], dtype=np.float32) for m in poster_rows])
     context = dataclasses.replace(model.context, vectors=dataclasses.replace(vectors, poster=poster))
     return dataclasses.replace(model, context=context)
+
+
+@dataclasses.dataclass(frozen=True)
+class ThumbnailExperiment:
+    """SimUSER App. C.7 as run: the table (`thumbnail_table`), the events per version, the
+    figure, and the body and notes of its page."""
+
+    table: pl.DataFrame
+    events: pl.DataFrame
+    figure: Path
+    body: list[str]
+    notes: list[str]
+
+
+def thumbnail_experiment(
+    kind: BrainKind,
+    sources: BrainSources,
+    agents,
+    catalogue: pl.DataFrame,
+    train: pl.DataFrame,
+    folder: Path,
+    *,
+    brain: str,
+    n_movies: int = 100,
+    n_agents: int = 100,
+    list_length: int = 20,
+    seed: int = 0,
+    run_id: str = "",
+    poster_vectors: Callable[[dict, list[int]], dict] | None = None,
+) -> ThumbnailExperiment:
+    """Sample `n_movies` movies and `n_agents` agents, write each poster version under
+    `folder`/posters, give each agent a home page of `list_length` of the sampled movies it
+    never rated, and let brain `kind` (named `brain` in the text) browse it once per version.
+    A brain that reads poster vectors gets each version's from `poster_vectors(frames, movie_ids)`
+    (version -> movie id -> vector; the original version is the fitted brain's own)."""
+    movie_ids = sample_movies(catalogue, n_movies, seed)
+    users = sample_agents(sorted(agents.profiles), n_agents, seed)
+    lists = thumbnail_lists(users, movie_ids, train, list_length, seed)
+    users = sorted(set(lists.get_column("user_id").to_list()))
+    frames = write_versions(catalogue, movie_ids, folder / "posters")
+    posters = poster_vectors(frames, movie_ids) if kind.reads_poster_vectors and poster_vectors is not None else {}
+    by_version = {v: version_sources(sources, Catalogue.from_frame(frames[v]), posters.get(v)) for v in VERSIONS}
+    events = simulate_versions(lists, agents.sessions(users), kind, by_version, seed=seed, run_id=run_id)
+    table, _ = thumbnail_table(events)
+    figure = save_figure(thumbnail_figure(table), folder / "plots" / "thumbnails.png")
+    shown = table.select(
+        "thumbnail",
+        "agents",
+        pl.struct("click_rate", "ci_low", "ci_high")
+        .map_elements(lambda r: interval_cell(r["click_rate"], r["ci_low"], r["ci_high"]), return_dtype=pl.Utf8)
+        .alias("click rate [95 % CI]"),
+        pl.struct("difference_vs_original", "difference_ci_low", "difference_ci_high")
+        .map_elements(
+            lambda r: interval_cell(r["difference_vs_original"], r["difference_ci_low"], r["difference_ci_high"]),
+            return_dtype=pl.Utf8,
+        )
+        .alias("vs original [95 % CI]"),
+        pl.col("p_value").round(4),
+    )
+    body = [
+        f"{len(movie_ids)} movies, {len(users)} agents, {brain} brain; click rate = clicks ÷ home impressions per agent.",
+        "",
+        shown.to_pandas().to_markdown(index=False),
+        "",
+        f"Paper: {THUMBNAILS}",
+        "",
+    ]
+    notes = (
+        ["## What the embedded brain's poster features can and cannot see", "", EMBEDDED_POSTER_FEATURES]
+        if kind.reads_poster_vectors
+        else []
+    )
+    return ThumbnailExperiment(table, events, figure, body, notes)

@@ -420,3 +420,82 @@ def _check_ratings(text: str, truth: dict[int, int]) -> dict[int, int]:
     if missing:
         raise AnswerError(f"ratings are missing for movie ids {missing}; rate every movie listed")
     return {m: got[m] for m in truth}
+
+
+def persona_agents(user_ids: Sequence[int], n_agents: int = 0, seed: int = 0) -> list[int]:
+    """The agents persona matching runs on: a seeded sample of `n_agents` (0: all), sorted."""
+    users = sorted(user_ids)
+    if n_agents and n_agents < len(users):
+        users = sorted(np.random.default_rng(seed).choice(users, n_agents, replace=False).tolist())
+    return users
+
+
+def tenths(log, total: int):
+    """A `progress(done, total)` for `match_personas` that logs at every tenth of `total` agents."""
+    step = max(1, total // 10)
+
+    def progress(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            log(f"personas matched: {done}/{total} agents")
+
+    return progress
+
+
+@dataclass(frozen=True)
+class PersonaOutcome:
+    """What persona matching gave: one row per agent (`personas_frame`), those matched, the
+    count of dropped candidates per reason and a few examples of why."""
+
+    table: pl.DataFrame
+    matched: pl.DataFrame
+    drops: dict[str, int]
+    examples: pl.DataFrame  # user_id, dropped: the first agent of each distinct reason, five at most
+
+    @classmethod
+    def of(cls, matches: Mapping[int, PersonaMatch | None]) -> PersonaOutcome:
+        table = personas_frame(matches)
+        examples = (
+            table.select("user_id", "dropped")
+            .explode("dropped")
+            .drop_nulls("dropped")
+            .unique("dropped", keep="first", maintain_order=True)
+            .head(5)
+        )
+        return cls(table, table.filter(pl.col("persona").is_not_null()), drop_summary(matches), examples)
+
+    @property
+    def rmse(self) -> float | None:
+        """The mean RMSE of the kept personas; None when none was kept."""
+        return self.matched.get_column("rmse").mean() if self.matched.height else None
+
+    def describe(self) -> str:
+        """How many agents were matched, the dropped candidates by reason, and examples."""
+        return (
+            f"persona matching: {self.matched.height} of {self.table.height} agents matched; candidates dropped: "
+            + (", ".join(f"{n} {kind}" for kind, n in self.drops.items()) or "none")
+            + "".join(f"\n  user {u}: {why}" for u, why in self.examples.iter_rows())
+        )
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "agents": self.table.height,
+            "matched": self.matched.height,
+            "unmatched (keep the trait persona)": self.table.height - self.matched.height,
+        }
+
+    def metrics(self) -> dict[str, float | int]:
+        """agents, matched, rmse_kept_mean (when a persona was kept), candidates_dropped_<reason>."""
+        rmse = self.rmse
+        return {
+            "agents": self.table.height,
+            "matched": self.matched.height,
+            **({"rmse_kept_mean": rmse} if rmse is not None else {}),
+            **{f"candidates_dropped_{kind}": n for kind, n in self.drops.items()},
+        }
+
+    def examples_markdown(self) -> str:
+        return self.examples.to_pandas().to_markdown(index=False) if self.examples.height else "none dropped"
+
+    def personas_markdown(self, n: int = 5) -> str:
+        """The first `n` kept personas with their RMSE."""
+        return self.matched.select("user_id", "rmse", "persona").head(n).to_pandas().to_markdown(index=False)

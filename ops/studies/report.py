@@ -1,0 +1,267 @@
+"""The report of a run (docs/definitions.md#lifecycle, step 11), written: the A/B read-out
+beside the offline metrics, the fidelity of the simulation, the power of the test and how far
+to trust the agents (the alignment protocols), as Markdown and as one HTML page with its
+figures, under a folder of the run and as the latest report.
+
+The Markdown and HTML themselves are made by `ops.readout.report`; this module gathers what
+they hold, which needs the studies (the alignment protocols' trust section), so it sits
+above the read-out.  The `simab_report` asset calls `write_report` and logs the result.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from ops.arms.catalog import has_capability
+from ops.atomic import atomic_write_bytes
+from ops.figures import save_figure
+from ops.readout.bias import SimulatorBias, simulator_bias
+from ops.readout.fidelity import agreement_summary, arm_agreement, offline_intervals
+from ops.readout.plots import fidelity_pairs, power_figure, write_ab_figures
+from ops.readout.power import PowerAnalysis, power_analysis
+from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
+from ops.readout.slots import slot_warning, slots_markdown
+from ops.simulation.budget import RunBudget
+from ops.studies.alignment.calibration import list_response_status
+from ops.studies.alignment.plots import (
+    calibration_figure,
+    list_quality_figure,
+    rating_figure,
+    sensitivity_figure,
+    social_figure,
+    taste_figure,
+)
+from ops.studies.alignment.trust import (
+    fidelity_warning,
+    list_quality_warning,
+    not_measured_summary,
+    sensitivity_headline,
+    trust_section,
+)
+
+
+@dataclass(frozen=True)
+class Trust:
+    """The protocols' results the report reads: each a result, or {"not_measured": why, ...}."""
+
+    taste: object
+    rating: object
+    social: pl.DataFrame | None
+    list_quality: object
+    sensitivity: object = None
+    embedded_brain: object = None  # the fitted embedded brain: its list response's status
+
+
+@dataclass(frozen=True)
+class Report:
+    """A written report: where it lies, its text and headline, and the tables and figures
+    it logs (`metrics`, `tables`)."""
+
+    path: Path
+    html_path: Path
+    text: str
+    headline: dict
+    fid: pl.DataFrame
+    pairs: pl.DataFrame
+    intervals: pl.DataFrame
+    summary: dict
+    bias: SimulatorBias
+    power: PowerAnalysis | None
+
+    @property
+    def plots(self) -> Path:
+        return self.path.parent / "plots"
+
+    def metrics(self) -> dict[str, float]:
+        """Kendall τ per pair of rankings, the mirror's excess CTR, the arm pairs' counts,
+        and per pair of arms the minimum detectable CTR difference and sensitivity ratio."""
+        metrics = {
+            f"kendall_tau_{row['simulated']}_vs_{row['offline']}": row["kendall_tau"]
+            for row in self.fid.iter_rows(named=True)
+        }
+        if self.bias.excess is not None:
+            metrics["mirror_excess_ctr"] = self.bias.excess
+        if self.pairs.height:
+            metrics |= {
+                f"pairs_{k.replace(' ', '_')}": v for k, v in self.summary.items() if isinstance(v, (int, float))
+            }
+        if self.power is not None and self.power.pairs.height:
+            for row in self.power.pairs.iter_rows(named=True):
+                pair = f"{row['arm_a']}_vs_{row['arm_b']}"
+                metrics[f"mde_ctr_{pair}"] = row["minimum_detectable_difference"]
+                if row["sensitivity_ratio"] is not None:
+                    metrics[f"sensitivity_{pair}"] = row["sensitivity_ratio"]
+        return metrics
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """The tables behind the report, by the name they are logged under."""
+        tables = {"fidelity": self.fid} if self.fid.height else {}
+        tables["simulator_bias"] = self.bias.arms
+        if self.pairs.height:
+            tables |= {"fidelity_pairs": self.pairs, "offline_intervals": self.intervals}
+        if self.power is not None and self.power.pairs.height:
+            tables |= {"power": self.power.pairs, "power_plan": self.power.plan}
+        return tables
+
+
+def write_report(
+    folder: Path,
+    latest: Path,
+    ab_readout,
+    offline_metrics: dict,
+    top20_lists: dict,
+    test_ratings: pl.DataFrame,
+    augmentation_metrics: dict,
+    trust: Trust,
+    *,
+    tau_floor: float,
+    primary_metric: str,
+    spread_floor: float,
+    bill: RunBudget | None = None,
+) -> Report:
+    """Write the report under `folder` (report.md, report.html, plots/) and as `latest`/latest.md
+    and latest.html: the verdict first (`report_summary`), then the read-out, the offline
+    metrics, the fidelity pairs, the power, the augmentation table and the trust section;
+    `bill`, when the LLM was called in this run (its file exists), closes it with what each
+    asset spent."""
+    # Simulated against offline, once: τ, the arm pairs, the diagnostic arms (the mirror:
+    # the brain's own ranking, no candidate; it goes to the bias section).
+    is_diagnostic = functools.partial(has_capability, attribute="diagnostic")
+    agreement = arm_agreement(ab_readout, offline_metrics, top20_lists, test_ratings, is_diagnostic)
+    fid, pairs, diagnostic = agreement.fid, agreement.pairs, agreement.diagnostic
+    seed = ab_readout.config.seed
+    intervals = offline_intervals(agreement.per_user, seed=seed)
+    paired = ab_readout.design == "paired"
+    bias = simulator_bias(ab_readout.per_agent, agreement.per_user, top20_lists, diagnostic, paired=paired, seed=seed)
+    summary = agreement_summary(pairs)
+    power = _power(ab_readout, pairs, intervals)
+    folder.mkdir(parents=True, exist_ok=True)
+    plots = write_ab_figures(ab_readout, folder / "plots")
+    if pairs.height:
+        plots.append(save_figure(fidelity_pairs(pairs), folder / "plots" / "fidelity_pairs.png"))
+    if power is not None and power.pairs.height:
+        plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
+    sections = _trust_section(folder, trust)
+    unmeasured = not_measured_summary(taste=trust.taste, rating=trust.rating, list_quality=trust.list_quality)
+    clicks = getattr(ab_readout, "slot_clicks", None)  # None in a read-out stored before it was kept
+    # The same figures open the report and close the console's output (verdict_lines).
+    warnings = _warnings(fid, pairs, bias, clicks, trust.list_quality, tau_floor, spread_floor)
+    headline = report_summary(
+        ab_readout,
+        intervals,
+        fid,
+        summary,
+        trust.taste,
+        trust.rating,
+        warnings,
+        primary_metric,
+        unmeasured,
+        list_response_status(trust.embedded_brain.params),
+        exclude=diagnostic,
+        power=power,
+        list_quality=trust.list_quality,
+        sensitivity=sensitivity_headline(trust.sensitivity),
+    )
+    headline["simulator_bias"] = bias.verdict_line()
+    sections = [*sections, bias.to_markdown(), *([slots_markdown(clicks)] if clicks is not None else [])]
+    text = report_markdown(
+        ab_readout,
+        agreement.offline,
+        fid,
+        plots,
+        folder,
+        intervals,
+        pairs,
+        summary,
+        augmentation_metrics,
+        power,
+        sections,
+        headline,
+    )
+    if bill is not None and bill.path.exists():
+        text += "\n" + "\n".join(bill_lines(bill.bill()))
+    path, html_path = folder / "report.md", folder / "report.html"
+    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(latest / "latest.md", text.encode("utf-8"))
+    # The HTML page is made from the Markdown as written, so every section anyone adds to it is there.
+    page = report_html(text, folder).encode("utf-8")
+    atomic_write_bytes(html_path, page)
+    atomic_write_bytes(latest / "latest.html", page)
+    return Report(path, html_path, text, headline, fid, pairs, intervals, summary, bias, power)
+
+
+def _power(ab_readout, pairs: pl.DataFrame, intervals: pl.DataFrame) -> PowerAnalysis | None:
+    """The power of the simulated test; None unless the design is paired (each agent its own
+    control, which the power figures assume) and there are arm pairs."""
+    if ab_readout.design != "paired" or getattr(ab_readout, "per_session", None) is None or not pairs.height:
+        return None
+    ndcg = intervals.filter(pl.col("metric") == "ndcg_at_k")
+    return power_analysis(
+        ab_readout.per_session, pairs, dict(zip(ndcg.get_column("arm").to_list(), ndcg.get_column("mean").to_list()))
+    )
+
+
+def _warnings(fid, pairs, bias, clicks, list_quality, tau_floor: float, spread_floor: float) -> list[str]:
+    """The verdict's warnings: low fidelity, the simulator's bias, the slots' position
+    effect, a brain blind to list quality."""
+    warned = fidelity_warning(fid, pairs, tau_floor) if fid.height else None
+    warnings = [warned.description] if warned is not None and not warned.passed else []
+    warnings += [bias.warning] if bias.warning else []
+    slot_warned = slot_warning(clicks) if clicks is not None else None
+    warnings += [slot_warned] if slot_warned else []
+    blind = list_quality_warning(list_quality, spread_floor)
+    return warnings + ([blind] if blind else [])
+
+
+def _trust_section(folder: Path, trust: Trust) -> list[str]:
+    """ "How far to trust the agents": the alignment results and their figures under `folder`/plots."""
+    # A protocol that could not be measured ({"not_measured": why, ...}) has no figure; its reason is said.
+    records = {"taste": trust.taste, "rating": trust.rating, "list_quality": trust.list_quality}
+    not_measured = {k: r for k, r in records.items() if isinstance(r, dict)}
+    skipped = trust.sensitivity.get("not_measured") if isinstance(trust.sensitivity, dict) else None
+    taste, rating, list_quality, sensitivity = (
+        None if isinstance(r, dict) else r for r in (trust.taste, trust.rating, trust.list_quality, trust.sensitivity)
+    )
+    social = trust.social
+    plots = folder / "plots"
+    figures = {}
+    if taste is not None:
+        figure = taste_figure(taste.summary, getattr(taste, "per_item", None), getattr(taste, "holdout", None))
+        figures["taste"] = save_figure(figure, plots / "alignment_taste.png")
+    if rating is not None:
+        figures["rating"] = save_figure(
+            rating_figure(rating.distribution, rating.prediction), plots / "alignment_rating.png"
+        )
+    if list_quality is not None:
+        figures["list_quality"] = save_figure(
+            list_quality_figure(list_quality.readout.arms, list_quality.ratios),
+            plots / "alignment_list_quality.png",
+        )
+    if social is not None and social.height:
+        figures["social"] = save_figure(social_figure(social), plots / "alignment_social.png")
+    if sensitivity is not None:
+        figures["sensitivity"] = save_figure(sensitivity_figure(sensitivity), plots / "sensitivity_ladder.png")
+    calibration = getattr(list_quality, "calibration", None)
+    if calibration is not None:
+        figures["calibration"] = save_figure(
+            calibration_figure(calibration.grid, calibration.real_elasticity, calibration.click_scale),
+            plots / "list_response_calibration.png",
+        )
+    brain = next((r.brain for r in (taste, rating, list_quality) if r is not None), "")
+    return trust_section(
+        taste,
+        rating,
+        social,
+        list_quality,
+        brain=brain,
+        plots=figures,
+        folder=folder,
+        calibration=calibration,
+        not_measured=not_measured,
+        sensitivity=sensitivity,
+        sensitivity_skipped=skipped,
+    )

@@ -11,54 +11,12 @@ the same for the repository's plug-in under plugins/simab-agent4rec, without pip
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 PLUGIN_SOURCE = Path(__file__).resolve().parents[1] / "plugins" / "simab-agent4rec"
 
-TINY_ARM = '''
-"""An arm as a team would write it: each item's mean train rating, shrunk towards the global mean."""
-
-import json
-
-import numpy as np
-import polars as pl
-
-from ops.arms.base import ArmBase
-
-
-class ItemMeanArm(ArmBase):
-    def __init__(self, name, shrinkage=5.0, seed=0):
-        super().__init__(name, shrinkage=float(shrinkage), seed=int(seed))
-        self.item_ids = np.zeros(0, np.int64)
-        self.means = np.zeros(0)
-        self.fallback = 0.0
-
-    def fit(self, data):
-        stats = data.train.group_by("item_id").agg(pl.col("rating").sum().alias("s"), pl.len().alias("n"))
-        stats = stats.sort("item_id")
-        self.fallback = float(data.train.get_column("rating").mean())
-        k = self.params["shrinkage"]
-        self.item_ids = stats.get_column("item_id").to_numpy().astype(np.int64)
-        self.means = ((stats["s"].to_numpy() + k * self.fallback) / (stats["n"].to_numpy() + k)).astype(np.float64)
-
-    def score(self, user_ids, item_ids):
-        item_ids = np.asarray(item_ids, dtype=np.int64)
-        at = np.clip(np.searchsorted(self.item_ids, item_ids), 0, max(self.item_ids.size - 1, 0))
-        return np.where(self.item_ids[at] == item_ids, self.means[at], self.fallback)
-
-    def save(self, folder):
-        np.savez(folder / "means.npz", allow_pickle=False, item_ids=self.item_ids, means=self.means)
-        (folder / "fallback.json").write_text(json.dumps(self.fallback))
-
-    @classmethod
-    def load(cls, name, params, folder):
-        arm = cls(name, **params)
-        with np.load(folder / "means.npz", allow_pickle=False) as saved:
-            arm.item_ids, arm.means = saved["item_ids"], saved["means"]
-        arm.fallback = json.loads((folder / "fallback.json").read_text())
-        return arm
-'''
+# The team's arm of examples/itemmean_arm (one source for the example and the tests).
+TINY_ARM = Path(__file__).resolve().parents[1] / "examples" / "itemmean_arm" / "simab_itemmean.py"
 
 
 def _dist_info(root: Path, dist: str, version: str, entry_points: dict[str, str]) -> None:
@@ -83,7 +41,7 @@ def install_tiny_arm_package(root: Path, arm_name: str = "itemmean") -> Path:
     root = Path(root)
     package = root / "tiny_simab_arm"
     package.mkdir(parents=True, exist_ok=True)
-    (package / "__init__.py").write_text(textwrap.dedent(TINY_ARM))
+    (package / "__init__.py").write_text(TINY_ARM.read_text(encoding="utf-8"))
     _dist_info(root, "tiny-simab-arm", "0.1.0", {arm_name: "tiny_simab_arm:ItemMeanArm"})
     _activate(root)
     return root

@@ -48,6 +48,7 @@ def experiment(tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(experiment):
     """The viewer on 127.0.0.1 at a free port, for the module."""
+    import anyio
     import uvicorn
 
     from viewer.app import create_app
@@ -61,6 +62,10 @@ def served(experiment):
         newest_report(experiment["reports"]),
     )
     server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=0, log_level="warning"))
+    # anyio imports its file module on first use; done in the server's thread it raced pytest's
+    # assertion rewriter parsing a module in this one (CPython 3.11: "AST constructor recursion
+    # depth mismatch"), so it is imported here, before the thread starts.
+    anyio.open_file  # noqa: B018
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

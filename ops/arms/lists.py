@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ops.arms.base import ITEM, RANKING
+
 MIN_ITEMS = 20
 COLUMNS = ("user_id", "rank", "item_id")
 
@@ -223,3 +225,24 @@ def _numbers(frame: pl.DataFrame, column: str, path: Path, row_of) -> pl.Series:
             "empty" if r[column] in (None, "") else f"{r[column]!r} is not a finite number",
         )
     return parsed
+
+
+def rank_stored(lists: pl.DataFrame, arm: str, user_ids, item_ids, exclude=None, k: int = 20) -> pl.DataFrame:
+    """Stored lists (RANKING columns) as an arm's ranking: only the given users and items, the
+    excluded pairs dropped and the ranks closed up, at most `k` per user."""
+    lists = lists.filter(
+        pl.col("user_id").is_in(pl.Series(np.asarray(user_ids, dtype=np.int64)).implode()),
+        pl.col(ITEM).is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
+    )
+    if exclude is not None and exclude.height:
+        lists = lists.join(
+            exclude.select(pl.col("user_id").cast(pl.Int64), pl.col(ITEM).cast(pl.Int64)),
+            on=["user_id", ITEM],
+            how="anti",
+        )
+    lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
+    return (
+        lists.filter(pl.col("rank") <= k)
+        .select(pl.lit(arm).alias("arm"), "user_id", "rank", ITEM, "score")
+        .cast(RANKING)
+    )

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable, arm_frame
+from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, arm_frame
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
+from ops.arms.lists import rank_stored
 
 # The control of A/B Agent Table 2, whose lists a ladder degrades unless told otherwise.
 DEFAULT_BASE = "pop"
@@ -73,18 +74,7 @@ class DegradedArm(ArmBase):
         return self.lists
 
     def rank(self, user_ids, item_ids, exclude=None, k: int = LIST_LENGTH) -> pl.DataFrame:
-        lists = self._fitted().filter(
-            pl.col("user_id").is_in(pl.Series(np.asarray(user_ids, dtype=np.int64)).implode()),
-            pl.col(ITEM).is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
-        )
-        if exclude is not None and exclude.height:
-            lists = lists.join(
-                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col(ITEM).cast(pl.Int64)),
-                on=["user_id", ITEM],
-                how="anti",
-            )
-        lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
-        return lists.filter(pl.col("rank") <= k).with_columns(pl.lit(self.name).alias("arm")).cast(RANKING)
+        return rank_stored(self._fitted(), self.name, user_ids, item_ids, exclude, k)
 
     def score(self, user_ids, item_ids) -> np.ndarray:
         raise ScoresNotAvailable(f"arm {self.name!r}: degraded lists rank, they give no score per pair")

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable, arm_frame
-from ops.arms.lists import MIN_ITEMS, ListsFileError, check_lists_file, read_lists
+from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, arm_frame
+from ops.arms.lists import MIN_ITEMS, ListsFileError, check_lists_file, rank_stored, read_lists
 
 
 class ListsArm(ArmBase):
@@ -64,22 +64,7 @@ class ListsArm(ArmBase):
         return self.lists
 
     def rank(self, user_ids, item_ids, exclude=None, k: int = 20) -> pl.DataFrame:
-        lists = self._fitted().filter(
-            pl.col("user_id").is_in(pl.Series(np.asarray(user_ids, dtype=np.int64)).implode()),
-            pl.col(ITEM).is_in(pl.Series(np.asarray(item_ids, dtype=np.int64)).implode()),
-        )
-        if exclude is not None and exclude.height:
-            lists = lists.join(
-                exclude.select(pl.col("user_id").cast(pl.Int64), pl.col(ITEM).cast(pl.Int64)),
-                on=["user_id", ITEM],
-                how="anti",
-            )
-        lists = lists.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
-        return (
-            lists.filter(pl.col("rank") <= k)
-            .select(pl.lit(self.name).alias("arm"), "user_id", "rank", ITEM, "score")
-            .cast(RANKING)
-        )
+        return rank_stored(self._fitted(), self.name, user_ids, item_ids, exclude, k)
 
     def score(self, user_ids, item_ids) -> np.ndarray:
         """The file's score of each listed pair; an unlisted pair ranks below all of them."""

@@ -291,6 +291,9 @@ def test_the_agent4rec_plugin_arms_fit_rank_store_and_refit(data, tmp_path):
             metrics = metrics_from_lists(arm, ranking, split.test)
             # Planted tastes: each learns more than nothing (Random's NDCG is ~ a third of Pop's).
             assert metrics.ndcg_at_k > 0.5 * pop.ndcg_at_k and metrics.test_auc > 0.45, (name, metrics)
+            if name == "multvae":  # the same seed, the same model, whatever order a frame comes in
+                twin = _fit(make_arm(parse_arm_spec(text), seed=5), data)
+                assert rank_once(twin, split.train, split.test, items).equals(ranking)
             arm.save(tmp_path / name)
             again = PluggedArm.load(tmp_path / name)
             assert rank_once(again, split.train, split.test, items).equals(ranking)

@@ -50,7 +50,14 @@ class _FactorArm(ArmBase):
     # -- fitting ---------------------------------------------------------------------
 
     def fit(self, data: FitData) -> None:
-        rows = data.train.filter(pl.col("rating") >= self.params["min_rating"]).select("user_id", "item_id").unique()
+        # In a fixed order: the libraries number users and items by first appearance and batch
+        # in that order, so a shuffled frame gave another model for the same seed.
+        rows = (
+            data.train.filter(pl.col("rating") >= self.params["min_rating"])
+            .select("user_id", "item_id")
+            .unique()
+            .sort("user_id", "item_id")
+        )
         if rows.height == 0:
             raise ValueError(f"arm {self.name!r}: no train interactions with rating >= {self.params['min_rating']}")
         self.user_ids = np.unique(rows.get_column("user_id").to_numpy()).astype(np.int64)

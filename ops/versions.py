@@ -22,10 +22,13 @@ deeper): a data file edited in place under the same setting counts as a change.
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import hashlib
 import json
 import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +116,21 @@ def _parsed(path: Path) -> tuple[str, list[tuple[int, str, list[str] | None]]]:
 @functools.lru_cache(maxsize=1024)
 def _parse(path: Path, mtime_ns: int, size: int) -> tuple[str, list[tuple[int, str, list[str] | None]]]:
     del mtime_ns, size  # part of the cache key only: an edited file is parsed again
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    source = path.read_bytes()
+    # Parsing every project file took most of a new process's 1.5 s `build_definitions`
+    # (each `simab run`, Dagster code-location load, Celery worker): the results are kept on
+    # disk by the file's content (and the Python version, whose syntax trees they are).
+    key = hashlib.sha256(source + sys.version.encode()).hexdigest()
+    kept = _kept().get(key)
+    if kept is not None:
+        return kept[0], [(level, name, aliases) for level, name, aliases in kept[1]]
+    parsed = _parse_source(source, path)
+    _keep(key, parsed)
+    return parsed
+
+
+def _parse_source(source: bytes, path: Path) -> tuple[str, list[tuple[int, str, list[str] | None]]]:
+    tree = ast.parse(source.decode("utf-8"), filename=str(path))
     imports: list[tuple[int, str, list[str] | None]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -130,6 +147,47 @@ def _parse(path: Path, mtime_ns: int, size: int) -> tuple[str, list[tuple[int, s
             ):
                 node.body = body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.dump(tree).encode("utf-8")).hexdigest()[:DIGEST_CHARS], imports
+
+
+def _cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "simab" / "source-syntax.json"
+
+
+@functools.cache
+def _kept() -> dict[str, list]:
+    """The parsed files kept by earlier processes ({} where there is no readable cache)."""
+    try:
+        kept = json.loads(_cache_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def _keep(key: str, parsed: tuple[str, list]) -> None:
+    """Adds one parsed file to the cache, written when the process ends."""
+    kept = _kept()
+    if not _unsaved:
+        atexit.register(_save)
+    kept[key] = [parsed[0], [list(entry) for entry in parsed[1]]]
+    _unsaved.add(key)
+
+
+_unsaved: set[str] = set()
+
+
+def _save() -> None:
+    """The cache, written whole and atomically (a concurrent writer's entries may be lost,
+    never half-written); an unwritable cache only makes the next process slower."""
+    path = _cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as out:
+            json.dump(_kept(), out)
+        os.replace(out.name, path)
+    except OSError:
+        pass
+    _unsaved.clear()
 
 
 def path_fingerprint(value: Any) -> list:

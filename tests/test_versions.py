@@ -70,3 +70,29 @@ def _bump(path):
     """A later modification time, as an edit seconds later would leave."""
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+
+def test_parsed_files_are_kept_between_processes_by_their_content(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    _project(tmp_path / "project", FILES)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    code = f"from pathlib import Path; from ops.versions import source_digest; print(source_digest('pkg.top', Path({str(tmp_path / 'project')!r})))"
+
+    def digest() -> str:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = digest()
+    kept = tmp_path / "cache" / "simab" / "source-syntax.json"
+    assert len(json.loads(kept.read_text())) == 4  # the four files of pkg.top's closure
+    assert digest() == first == source_digest("pkg.top", tmp_path / "project")
+    # An edited file is keyed by its new content; a damaged cache is only ignored.
+    (tmp_path / "project" / "pkg" / "helper.py").write_text("X = 2\n")
+    edited = digest()
+    assert edited != first and len(json.loads(kept.read_text())) == 5
+    kept.write_text("{")
+    assert digest() == edited

@@ -49,7 +49,7 @@ ARM_CONFIG = {
 
 
 @pytest.fixture(autouse=True)
-def bounded(request):
+def bounded():
     """Each case gets a deadline: a hang fails the test instead of the suite."""
     deadline = 240
 
@@ -71,7 +71,8 @@ def movielens_folder(planted_lifecycle) -> Path:
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory, planted_lifecycle):
     """A whole lifecycle on a small ML-1M-format folder: a copy of the session's planted one
-    (prepare, arms random and pop, read-out) with arm fm added and the read-out run again."""
+    (prepare, arms random and pop, read-out) with arm fm added and the read-out run again, with
+    the trust protocols on (the planted one has them off): what they store is covered too."""
     from dagster import DagsterInstance
 
     from pipelines.definitions import build_definitions

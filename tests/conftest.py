@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -192,13 +192,26 @@ PLANTED_SETTINGS = {
 
 @dataclass(frozen=True)
 class PlantedWorld:
-    """The session's planted lifecycle: its ML-1M folder (read only), home and Dagster home,
-    and `record` (what the kill and the resume left: `tests/test_faults_storage.py`)."""
+    """The session's planted lifecycle under `root`: its ML-1M folder (read only), home and
+    Dagster home, and `record` (what the kill and the resume left: `tests/test_faults_storage.py`)."""
 
-    folder: Path
-    home: Path
-    dagster_home: Path
-    record: dict
+    root: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.root / "ml-1m"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.root / "dagster_home"
+
+    @property
+    def record(self) -> dict:
+        return json.loads((self.root / "record.json").read_text())
 
     def environ(self, home: Path, dagster_home: Path) -> dict[str, str]:
         """The lifecycle's settings, over `home` and `dagster_home` (the world's or a copy's)."""
@@ -218,16 +231,15 @@ def planted_lifecycle(tmp_path_factory) -> PlantedWorld:
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # as in `prepared_world`
-    folder = root / "planted_lifecycle"
-    world = PlantedWorld(folder / "ml-1m", folder / "home", folder / "dagster_home", {})
+    world = PlantedWorld(root / "planted_lifecycle")
     with FileLock(str(root / "planted_lifecycle.lock")):
-        if not (folder / "record.json").is_file():
-            shutil.rmtree(folder, ignore_errors=True)
+        if not (world.root / "record.json").is_file():
+            shutil.rmtree(world.root, ignore_errors=True)
             users, movies, ratings = planted_movielens(seed=5, n_users=40, n_movies=50, ratings_per_user=15)
             write_ml1m(world.folder, users, movies, ratings)
             record = kill_and_resume(world.environ(world.home, world.dagster_home))
-            (folder / "record.json").write_text(json.dumps(record))  # written last: the world is whole
-    return replace(world, record=json.loads((folder / "record.json").read_text()))
+            (world.root / "record.json").write_text(json.dumps(record))  # written last: the world is whole
+    return world
 
 
 def copy_planted(world: PlantedWorld, target: Path) -> tuple[Path, Path]:

@@ -166,7 +166,7 @@ def prepared_copy(prepared_world, tmp_path_factory):
 FIRST = (
     "test_end_to_end.py",  # the prepared world, four arms, the read-out and every experiment
     "test_real_llm.py",  # llama-server answering a short simulation (skipped without it)
-    "test_faults_storage.py",  # a whole lifecycle, then kill -9 and --resume in subprocesses
+    "test_faults_storage.py",  # the planted lifecycle (kill -9, --resume: subprocesses), arm fm on a copy
     "test_domain_lifecycle.py",  # two whole lifecycles (bookshop, Steam)
     "test_arms_e2e.py",
     "test_shards.py",
@@ -177,3 +177,93 @@ FIRST = (
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: a file's own order stays
+
+
+# ---------------------------------------------------------------------------------------
+# One planted lifecycle per session: the 40-user planted ML-1M folder and a whole lifecycle on
+# it (arms random and pop, 12 agents, one epoch, the trust protocols that ask the brain off),
+# run as a user runs it — started, killed -9 in its prepare step and completed by `--resume`
+# (`tests/test_faults_storage.py` asserts on that record).  Built once under a file lock
+# shared by the pytest-xdist workers; a module that runs more jobs on it works on its own
+# copy (`copy_planted`), whose settings are the same, so the runner reuses what is stored.
+# ---------------------------------------------------------------------------------------
+
+PLANTED_SETTINGS = {
+    "SIMAB_SOURCE": "local",
+    "SIMAB_ARMS": "random,pop",
+    "SIMAB_AGENTS": "12",
+    # The read-out's protocols that ask the brain are not what these modules are about
+    # (tests/test_end_to_end.py runs them): reported as not measured, the rest stays.
+    "SIMAB_TRUST_PROTOCOLS": "off",
+    # One epoch: a trained arm on 40 users stops on its divergence guard after two.
+    "SIMAB_MAX_EPOCHS": "1",
+}
+
+
+@dataclass(frozen=True)
+class PlantedWorld:
+    """The session's planted lifecycle under `root`: its ML-1M folder (read only), home and
+    Dagster home, and `record` (what the kill and the resume left: `tests/test_faults_storage.py`)."""
+
+    root: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.root / "ml-1m"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.root / "dagster_home"
+
+    @property
+    def record(self) -> dict:
+        return json.loads((self.root / "record.json").read_text())
+
+    def environ(self, home: Path, dagster_home: Path) -> dict[str, str]:
+        """The lifecycle's settings, over `home` and `dagster_home` (the world's or a copy's)."""
+        return {
+            **PLANTED_SETTINGS,
+            "SIMAB_LOCAL_PATH": str(self.folder),
+            "SIMAB_HOME": str(home),
+            "DAGSTER_HOME": str(dagster_home),
+        }
+
+
+@pytest.fixture(scope="session")
+def planted_lifecycle(tmp_path_factory) -> PlantedWorld:
+    from fakes.planted_data import planted_movielens
+    from tests.test_faults_storage import kill_and_resume, write_ml1m
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # as in `prepared_world`
+    world = PlantedWorld(root / "planted_lifecycle")
+    with FileLock(str(root / "planted_lifecycle.lock")):
+        if not (world.root / "record.json").is_file():
+            shutil.rmtree(world.root, ignore_errors=True)
+            users, movies, ratings = planted_movielens(seed=5, n_users=40, n_movies=50, ratings_per_user=15)
+            write_ml1m(world.folder, users, movies, ratings)
+            record = kill_and_resume(world.environ(world.home, world.dagster_home))
+            (world.root / "record.json").write_text(json.dumps(record))  # written last: the world is whole
+    return world
+
+
+def copy_planted(world: PlantedWorld, target: Path) -> tuple[Path, Path]:
+    """A copy of the world's home and Dagster home under `target`: (home, dagster_home).
+    MLflow's artefact locations are moved to the copy; the ML-1M folder stays shared (the
+    settings name it, and its size and time are part of the stored versions)."""
+    resumed = world.record["resume"]
+    assert resumed["returncode"] == 0, resumed["stdout"][-3000:] + resumed["stderr"][-3000:]
+    home, dagster_home = target / "home", target / "dagster_home"
+    shutil.copytree(world.home, home)
+    shutil.copytree(world.dagster_home, dagster_home)
+    old, new = world.home.as_uri(), home.as_uri()
+    with sqlite3.connect(home / "mlflow.db") as db:
+        db.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
+        db.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+    db.close()
+    return home, dagster_home

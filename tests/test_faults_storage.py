@@ -7,7 +7,9 @@
 - No stored asset is a pickle, over a whole small lifecycle; a `.pkl` dropped into the asset
   folder is refused with a message naming it, and never unpickled.
 - `kill -9` of the lifecycle runner mid-job leaves its run STARTED; the next runner marks it
-  failed, and `--resume` completes the lifecycle re-running only what was not stored.
+  failed, and `--resume` completes the lifecycle re-running only what was not stored.  The
+  session's planted lifecycle (tests/conftest.py) is built so (`kill_and_resume`); the other
+  cases run on a copy of it.
 
 Every case is bounded in time (SIGALRM), the subprocesses by their own timeouts.
 """
@@ -18,6 +20,7 @@ import hashlib
 import os
 import pickle
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +30,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from fakes.planted_data import planted_movielens
+from tests.conftest import copy_planted
 from tests.storage_checks import Touch, contains_pickle
 
 # Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit): tests/test_end_to_end.py checks it.
@@ -36,8 +39,6 @@ NO_PAPERS_HOLDOUT = {"ops": {"taste_alignment": {"config": {"papers_holdout": 0}
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROJECT = Path(__file__).resolve().parents[1]
-# Two runner processes, each importing the whole stack: more time than the in-process cases.
-DEADLINES = {"test_kill_9_mid_run_is_marked_failed_and_resume_completes_it": 540}
 ARM_CONFIG = {
     "ops": {
         "recommender_arm": {"config": {"max_epochs": 1}},
@@ -48,9 +49,9 @@ ARM_CONFIG = {
 
 
 @pytest.fixture(autouse=True)
-def bounded(request):
+def bounded():
     """Each case gets a deadline: a hang fails the test instead of the suite."""
-    deadline = DEADLINES.get(request.function.__name__, 240)
+    deadline = 240
 
     def expired(*_):
         raise TimeoutError(f"fault case ran past its {deadline} s deadline")
@@ -63,27 +64,28 @@ def bounded(request):
 
 
 @pytest.fixture(scope="module")
-def movielens_folder(tmp_path_factory) -> Path:
-    users, movies, ratings = planted_movielens(seed=5, n_users=40, n_movies=50, ratings_per_user=15)
-    return write_ml1m(tmp_path_factory.mktemp("ml") / "ml-1m", users, movies, ratings)
+def movielens_folder(planted_lifecycle) -> Path:
+    return planted_lifecycle.folder
 
 
 @pytest.fixture(scope="module")
-def good_run(tmp_path_factory, movielens_folder):
-    """The whole lifecycle (arms random and fm) on a small ML-1M-format folder."""
-    home = tmp_path_factory.mktemp("simab_home")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SIMAB_HOME", str(home))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+def good_run(tmp_path_factory, planted_lifecycle):
+    """A whole lifecycle on a small ML-1M-format folder: a copy of the session's planted one
+    (prepare, arms random and pop, read-out) with arm fm added and the read-out run again, with
+    the trust protocols on (the planted one has them off): what they store is covered too."""
     from dagster import DagsterInstance
 
     from pipelines.definitions import build_definitions
 
+    home, _ = copy_planted(planted_lifecycle, tmp_path_factory.mktemp("good_run"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SIMAB_HOME", str(home))
+    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
     defs = build_definitions(environ={"SIMAB_HOME": str(home)})
+    # The jobs here read what they need from the home's files: an instance in memory is enough
+    # (and cheaper than one writing an SQLite event log per run).
     instance = DagsterInstance.ephemeral()
-    results = {"prepare": run(defs, instance, "simab_prepare", prepare_config(movielens_folder))}
-    for arm in ("random", "fm"):
-        results[arm] = run(defs, instance, "simab_arm", ARM_CONFIG, arm)
+    results = {"fm": run(defs, instance, "simab_arm", ARM_CONFIG, "fm")}
     results["readout"] = run(
         defs,
         instance,
@@ -200,36 +202,16 @@ def test_a_pickle_dropped_into_the_asset_folder_is_refused_and_never_loaded(good
         dropped.unlink()
 
 
-def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movielens_folder):
+def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, planted_lifecycle):
     from dagster import DagsterInstance, DagsterRunStatus
 
-    env = {
-        **os.environ,
-        "SIMAB_HOME": str(tmp_path / "home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "SIMAB_SOURCE": "local",
-        "SIMAB_LOCAL_PATH": str(movielens_folder),
-        "SIMAB_ARMS": "random,pop",
-        "SIMAB_AGENTS": "12",
-        # The read-out's protocols that ask the brain are not what a kill and a resume are
-        # about (tests/test_end_to_end.py runs them): reported as not measured, the rest stays.
-        "SIMAB_TRUST_PROTOCOLS": "off",
-    }
-    env.pop("MLFLOW_TRACKING_URI", None)
-    command = [sys.executable, "-m", "pipelines.lifecycle"]
-    runner = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        # Killed in the agents step, after the catalogue is stored (its event logged a moment later).
-        wait_for_file(tmp_path / "home" / "assets" / "mm_ml_1m.parquet", runner, deadline_s=240)
-        time.sleep(1.0)
-        runner.kill()  # SIGKILL: no handler, no clean-up
-        runner.wait(30)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
+    # The session's planted lifecycle is this scenario (`kill_and_resume`); its Dagster home
+    # is read from a copy (other modules copy it too).
+    record = planted_lifecycle.record
+    ((killed, status),) = record["after_kill"]
+    assert status == DagsterRunStatus.STARTED.value  # what a killed runner leaves
+    shutil.copytree(planted_lifecycle.dagster_home, tmp_path / "dagster_home")
     with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
-        (killed,) = [r.run_id for r in instance.get_runs()]
-        assert instance.get_run_by_id(killed).status == DagsterRunStatus.STARTED  # what a killed runner leaves
         stored_before = materialised(instance, killed)
     assert {
         "users",
@@ -239,9 +221,9 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movie
         "mm_ml_1m",
     } <= stored_before and "agents" not in stored_before
 
-    resumed = subprocess.run([*command, "--resume"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=280)
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert f"run {killed}: its process is gone (killed or crashed); marked failed" in resumed.stdout
+    resumed = record["resume"]
+    assert resumed["returncode"] == 0, resumed["stdout"][-3000:] + resumed["stderr"][-3000:]
+    assert f"run {killed}: its process is gone (killed or crashed); marked failed" in resumed["stdout"]
     with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
         assert instance.get_run_by_id(killed).status == DagsterRunStatus.FAILURE
         runs = {r.run_id: r for r in instance.get_runs()}
@@ -274,7 +256,36 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, movie
             "agents",
             "embedded_brain",
         }
-    assert (tmp_path / "home" / "reports" / "latest.md").is_file()
+    assert (planted_lifecycle.home / "reports" / "latest.md").is_file()
+
+
+def kill_and_resume(environ: dict[str, str]) -> dict:
+    """Start the lifecycle runner with the settings `environ` adds, kill it (-9) in the agents
+    step of its prepare run, after the catalogue is stored, then run `--resume`: what the
+    Dagster instance held after the kill ({"after_kill": [[run id, status], ...]}) and what
+    the resume returned ({"resume": {"returncode", "stdout", "stderr"}})."""
+    from dagster import DagsterInstance
+
+    env = {**os.environ, **environ}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    command = [sys.executable, "-m", "pipelines.lifecycle"]
+    runner = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # Killed in the agents step, after the catalogue is stored (its event logged a moment later).
+        wait_for_file(Path(environ["SIMAB_HOME"]) / "assets" / "mm_ml_1m.parquet", runner, deadline_s=240)
+        time.sleep(1.0)
+        runner.kill()  # SIGKILL: no handler, no clean-up
+        runner.wait(30)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    with DagsterInstance.from_config(environ["DAGSTER_HOME"]) as instance:
+        after_kill = [[r.run_id, r.status.value] for r in instance.get_runs()]
+    resumed = subprocess.run([*command, "--resume"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=280)
+    return {
+        "after_kill": after_kill,
+        "resume": {"returncode": resumed.returncode, "stdout": resumed.stdout, "stderr": resumed.stderr},
+    }
 
 
 # ---------------------------------------------------------------------------------------

@@ -2,42 +2,31 @@
 versions that cover each asset's source and settings, the inputs' data versions) before each
 step, skips a step whose assets are all as stored and narrows one with some changed.
 
-One small world (a planted ML-1M folder of 40 users, arms random and pop, 12 agents) is
-built once; each test first brings it to its own starting settings (reused where they are
-those of the last test), then changes one thing and checks which assets were computed."""
+One small world (a copy of the session's planted lifecycle: an ML-1M folder of 40 users,
+arms random and pop, 12 agents) is the start; each test first brings it to its own starting
+settings (reused where they are those of the last test: the tests are in the order that
+leaves least to redo), then changes one thing and checks which assets were computed."""
 
 from __future__ import annotations
 
 import pytest
 
-from fakes.planted_data import planted_movielens
-from tests.test_faults_storage import write_ml1m
+from tests.conftest import copy_planted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, planted_lifecycle):
     """(run the lifecycle with extra settings and arguments -> (console text, the
-    {(asset, partition)} it stored)); the first lifecycle already run."""
+    {(asset, partition)} it stored)), on a copy of the session's planted lifecycle (whose
+    settings are these)."""
     from dagster import DagsterEventType, DagsterInstance, EventRecordsFilter
 
     from pipelines.lifecycle import main
 
-    root = tmp_path_factory.mktemp("reuse")
-    users, movies, ratings = planted_movielens(seed=5, n_users=40, n_movies=50, ratings_per_user=15)
-    folder = write_ml1m(root / "ml-1m", users, movies, ratings)
-    base = {
-        "SIMAB_HOME": str(root / "home"),
-        "DAGSTER_HOME": str(root / "dagster_home"),
-        "SIMAB_SOURCE": "local",
-        "SIMAB_LOCAL_PATH": str(folder),
-        "SIMAB_ARMS": "random,pop",
-        "SIMAB_AGENTS": "12",
-        "SIMAB_TRUST_PROTOCOLS": "off",
-        # One epoch: a trained arm on 40 users stops on its divergence guard after two.
-        "SIMAB_MAX_EPOCHS": "1",
-    }
+    home, dagster_home = copy_planted(planted_lifecycle, tmp_path_factory.mktemp("reuse"))
+    base = planted_lifecycle.environ(home, dagster_home)
     mp = pytest.MonkeyPatch()
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
 
@@ -57,7 +46,6 @@ def world(tmp_path_factory):
                 stored = {(r.asset_key.to_user_string(), r.event_log_entry.dagster_event.partition) for r in records}
         return said, stored
 
-    (root / "dagster_home").mkdir()
     yield lifecycle
     mp.undo()
 
@@ -76,13 +64,21 @@ def _assets(stored) -> set[str]:
 
 
 def test_a_second_lifecycle_with_nothing_changed_computes_nothing(world, capfd):
-    first, stored = world(capfd)
+    # The planted lifecycle was the first (in another process, in a home since copied).
     said, again = world(capfd)
     assert again == set(), again
     for step in ("prepare", "arm random", "arm pop", "read-out"):
         assert f"{step}: unchanged, reused" in said, said
     # The closing summary names the report stored by the run that computed it.
     assert said.count("(reused)") == 4
+
+
+def test_force_recomputes_every_step(world, capfd):
+    world(capfd)
+    said, stored = world(capfd, "--force")
+    assert "reused" not in said.split("simab lifecycle done")[0]
+    assert {"users", "recommender_arm", "simulation_events", "ab_readout", "simab_report"} <= _assets(stored)
+    assert {partition for _, partition in stored if partition} == {"random", "pop"}
 
 
 def test_a_changed_report_setting_recomputes_the_report_only(world, capfd):
@@ -123,11 +119,3 @@ def test_a_code_change_recomputes_the_assets_of_that_code_and_what_follows(world
     assert _assets(stored) == {"ab_readout", "simab_report", "list_sensitivity"}, stored
     assert "simab_report: code changed" in said, said
     assert "arm pop: unchanged, reused" in said
-
-
-def test_force_recomputes_every_step(world, capfd):
-    world(capfd)
-    said, stored = world(capfd, "--force")
-    assert "reused" not in said.split("simab lifecycle done")[0]
-    assert {"users", "recommender_arm", "simulation_events", "ab_readout", "simab_report"} <= _assets(stored)
-    assert {partition for _, partition in stored if partition} == {"random", "pop"}

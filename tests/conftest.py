@@ -131,6 +131,19 @@ def prepared_world(tmp_path_factory) -> Path:
     return folder
 
 
+def copy_home(home: Path, dagster_home: Path, target_home: Path, target_dagster_home: Path) -> Path:
+    """A copy of a lifecycle's home and Dagster home, MLflow's artefact locations moved to the
+    copy (what the home's files point at elsewhere, posters or a data folder, stays shared)."""
+    shutil.copytree(home, target_home)
+    shutil.copytree(dagster_home, target_dagster_home)
+    old, new = home.as_uri(), target_home.as_uri()
+    with sqlite3.connect(target_home / "mlflow.db") as db:
+        db.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
+        db.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+    db.close()
+    return target_home
+
+
 @pytest.fixture(scope="module")
 def prepared_copy(prepared_world, tmp_path_factory):
     """A module's own copy of the prepared world: (home, DagsterInstance, PreparedRun), with
@@ -139,14 +152,7 @@ def prepared_copy(prepared_world, tmp_path_factory):
     from dagster import DagsterInstance
 
     target = tmp_path_factory.mktemp("prepared")
-    shutil.copytree(prepared_world / "home", target / "home")
-    shutil.copytree(prepared_world / "dagster_home", target / "dagster_home")
-    home = target / "home"
-    old, new = (prepared_world / "home").as_uri(), home.as_uri()
-    with sqlite3.connect(home / "mlflow.db") as db:
-        db.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
-        db.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
-    db.close()
+    home = copy_home(prepared_world / "home", prepared_world / "dagster_home", target / "home", target / "dagster_home")
     run = json.loads((prepared_world / "run.json").read_text())
     prepared = PreparedRun(run["run_id"], run["success"], frozenset(run["materialised"]), run["checks"])
     mp = pytest.MonkeyPatch()
@@ -259,11 +265,5 @@ def copy_planted(world: PlantedWorld, target: Path) -> tuple[Path, Path]:
     resumed = world.record["resume"]
     assert resumed["returncode"] == 0, resumed["stdout"][-3000:] + resumed["stderr"][-3000:]
     home, dagster_home = target / "home", target / "dagster_home"
-    shutil.copytree(world.home, home)
-    shutil.copytree(world.dagster_home, dagster_home)
-    old, new = world.home.as_uri(), home.as_uri()
-    with sqlite3.connect(home / "mlflow.db") as db:
-        db.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
-        db.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
-    db.close()
+    copy_home(world.home, world.dagster_home, home, dagster_home)
     return home, dagster_home

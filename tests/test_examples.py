@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PREPARED_SYNTHETIC
+from tests.conftest import PREPARED_SYNTHETIC, copy_home
 
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLES = PROJECT / "examples"
@@ -41,14 +41,7 @@ def _run(script: str, *args: str, extra_path: Path | None = None, timeout: int =
 def _prepared_home(world: Path, home: Path) -> Path:
     """A home holding a copy of the prepared world (its Dagster instance where an example looks
     for it, $SIMAB_HOME/dagster_home), its MLflow artefact locations moved to the copy."""
-    shutil.copytree(world / "home", home)
-    shutil.copytree(world / "dagster_home", home / "dagster_home")
-    old, new = (world / "home").as_uri(), home.as_uri()
-    with sqlite3.connect(home / "mlflow.db") as db:
-        db.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
-        db.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
-    db.close()
-    return home
+    return copy_home(world / "home", world / "dagster_home", home, home / "dagster_home")
 
 
 def _reused_the_prepared_world(out: str) -> bool:

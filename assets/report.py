@@ -9,8 +9,6 @@ page with the figures embedded (`report.html`), and logs it all to MLflow; its m
 the HTML report and the trajectory viewer, and holds the figures the console prints.
 """
 
-import tempfile
-
 import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
@@ -72,9 +70,10 @@ def ab_readout(
                 for k in ("fallback_agents", "failed_agents")
             }
         )
-        with tempfile.TemporaryDirectory() as tmp:
-            write_ab_figures(result, tmp)
-            mlflow_tracking.log_artifacts(tmp, artifact_path="plots")
+        # Drawn into this run's report folder, where the report of the same run finds them.
+        plots = data_root() / "reports" / context.run.run_id / "plots"
+        write_ab_figures(result, plots)
+        mlflow_tracking.log_artifacts(str(plots), artifact_path="plots")
     return Output(
         result,
         metadata={

@@ -241,6 +241,11 @@ def test_figures_and_bad_input(tmp_path):
     assert [p.name for p in paths] == ["ab_ctr.png", "ab_satisfaction.png"] and all(
         p.stat().st_size > 1000 for p in paths
     )
+    # Figures the read-out's asset drew into the report folder are kept; a missing one is drawn.
+    stamps = {p: p.stat().st_mtime_ns for p in paths}
+    paths[1].unlink()
+    again = write_ab_figures(r, tmp_path, drawn=True)
+    assert again == paths and paths[0].stat().st_mtime_ns == stamps[paths[0]] and paths[1].stat().st_size > 1000
     assert r.table().columns == ["arm", "CTR", "satisfaction"]
     with pytest.raises(ValueError, match="control arm 'Z'"):
         ab_readout(shifted_world(n=5), control="Z")

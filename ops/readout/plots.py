@@ -14,14 +14,15 @@ from ops.readout.ab_readout import LABELS, ABReadout
 from ops.readout.augmentation_summary import ORIGINAL
 
 
-def ab_figures(readout: ABReadout) -> dict[str, object]:
-    """One figure per metric of the read-out (`ab_metric_figure`)."""
-    return {m: ab_metric_figure(readout, m) for m in readout.config.metrics}
-
-
-def write_ab_figures(readout: ABReadout, folder: str | Path) -> list[Path]:
-    """The read-out's figures as PNG files `ab_<metric>.png`, for the report and MLflow."""
-    return [save_figure(fig, Path(folder) / f"ab_{metric}.png") for metric, fig in ab_figures(readout).items()]
+def write_ab_figures(readout: ABReadout, folder: str | Path, drawn: bool = False) -> list[Path]:
+    """The read-out's figures as PNG files `ab_<metric>.png`, for the report and MLflow.
+    `drawn`: the files already in `folder` were drawn from this read-out (by its asset, in the
+    report's own run folder) and are kept; only missing ones are drawn (a tenth of a second each)."""
+    paths = {metric: Path(folder) / f"ab_{metric}.png" for metric in readout.config.metrics}
+    for metric, path in paths.items():
+        if not (drawn and path.is_file()):
+            save_figure(ab_metric_figure(readout, metric), path)
+    return list(paths.values())
 
 
 def ab_metric_figure(readout: ABReadout, metric: str):

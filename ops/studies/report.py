@@ -140,7 +140,8 @@ def write_report(
     summary = agreement_summary(pairs)
     power = _power(ab_readout, pairs, intervals)
     folder.mkdir(parents=True, exist_ok=True)
-    plots = write_ab_figures(ab_readout, folder / "plots")
+    # The read-out's asset drew its figures into this folder when it ran in the same run.
+    plots = write_ab_figures(ab_readout, folder / "plots", drawn=True)
     if pairs.height:
         plots.append(save_figure(fidelity_pairs(pairs), folder / "plots" / "fidelity_pairs.png"))
     if power is not None and power.pairs.height:

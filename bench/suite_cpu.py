@@ -49,7 +49,7 @@ class Recorder:
         yield
         own2, children2 = _cpu()
         record = {"test": item.nodeid, "own": own2 - own, "children": children2 - children}
-        record["wall"] = time.perf_counter() - started
+        record.update(wall=time.perf_counter() - started, worker=self.path.stem)
         with self.path.open("a") as out:
             out.write(json.dumps(record) + "\n")
 
@@ -86,6 +86,10 @@ def main() -> None:
         row[3] += 1
     total = sum(row[0] for row in per_file.values())
     print(f"suite: {len(records)} tests, wall {wall:.0f} s, CPU {total:.0f} s (two cores at best: {total / 2:.0f} s)")
+    for worker in sorted({r["worker"] for r in records}):
+        mine = [r for r in records if r["worker"] == worker]
+        busy, cpu = sum(r["wall"] for r in mine), sum(r["own"] + r["children"] for r in mine)
+        print(f"  worker {worker}: {len(mine)} tests, {busy:.0f} s in tests, {cpu:.0f} s CPU")
     print(f"{'CPU s':>7} {'share':>6} {'of it in subprocesses':>22} {'wall s':>7} {'tests':>6}  file")
     for name, (cpu, children, file_wall, n) in sorted(per_file.items(), key=lambda kv: -kv[1][0])[: args.top]:
         print(f"{cpu:7.1f} {cpu / total:6.1%} {children:22.1f} {file_wall:7.1f} {n:6d}  {name}")

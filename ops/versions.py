@@ -123,7 +123,13 @@ def _parse(path: Path, mtime_ns: int, size: int) -> tuple[str, list[tuple[int, s
     key = hashlib.sha256(source + sys.version.encode()).hexdigest()
     kept = _kept().get(key)
     if kept is not None:
-        return kept[0], [(level, name, aliases) for level, name, aliases in kept[1]]
+        try:
+            digest, imports = kept
+            return str(digest), [
+                (int(level), str(name), aliases and list(map(str, aliases))) for level, name, aliases in imports
+            ]
+        except (TypeError, ValueError):
+            pass  # an entry of another shape: parsed again, and replaced
     parsed = _parse_source(source, path)
     _keep(key, parsed)
     return parsed
@@ -147,6 +153,9 @@ def _parse_source(source: bytes, path: Path) -> tuple[str, list[tuple[int, str, 
             ):
                 node.body = body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.dump(tree).encode("utf-8")).hexdigest()[:DIGEST_CHARS], imports
+
+
+CACHE_ENTRIES = 4096  # files' parsed syntax kept on disk, about 0.5 kB each
 
 
 def _cache_file() -> Path:
@@ -182,8 +191,11 @@ def _save() -> None:
     path = _cache_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        kept = _kept()
+        # The newest entries only: every edit of a file adds one, and the file is read whole.
+        newest = dict(list(kept.items())[-CACHE_ENTRIES:])
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as out:
-            json.dump(_kept(), out)
+            json.dump(newest, out)
         os.replace(out.name, path)
     except OSError:
         pass

@@ -96,3 +96,7 @@ def test_parsed_files_are_kept_between_processes_by_their_content(tmp_path):
     assert edited != first and len(json.loads(kept.read_text())) == 5
     kept.write_text("{")
     assert digest() == edited
+    entries = json.loads(kept.read_text())
+    assert len(entries) == 4
+    kept.write_text(json.dumps({key: ["x", [["not", "an import"]]] for key in entries}))  # another shape
+    assert digest() == edited

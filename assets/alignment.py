@@ -1,4 +1,4 @@
-"""How far to trust the agents (issue 11): the papers' alignment protocols as assets, and
+"""How far to trust the agents: the papers' alignment protocols as assets, and
 the fidelity warning as a (non-blocking) asset check.
 
 Every protocol holds out the test window and asks the brain the run config names

@@ -1,4 +1,4 @@
-"""The papers' experiments (issue 13): each one asset that writes its table — Markdown and
+"""The papers' experiments: each one asset that writes its table — Markdown and
 CSV under `$SIMAB_HOME/experiments/<name>/`, logged to MLflow — beside the paper's numbers
 with the protocol differences named (built by `ops.studies.experiments`).
 

@@ -68,7 +68,7 @@ def arm_shard_key(arm: str, shard: int) -> str:
     return f"{arm}|{shard}"
 
 
-# The experiments' own simulations (issue 13): arm x condition, so the vision and no-vision
+# The experiments' own simulations: arm x condition, so the vision and no-vision
 # runs of A/B Agent Table 5 and the embedded and LLM runs of the brain comparison coexist
 # beside the lifecycle's `simulation_events` (one partition per arm, never overwritten here).
 # A condition is a brain of the registry (its no-vision twins are brains of their own).

@@ -1,4 +1,4 @@
-"""Simulation over rounds (issue 12): living agents whose memories grow, and the filter
+"""Simulation over rounds: living agents whose memories grow, and the filter
 bubble experiment of Agent4Rec §4.1.  Group `rounds`; `ops.studies.rounds` says what a
 round does.
 

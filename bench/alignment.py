@@ -6,7 +6,7 @@ as `make demo-ml1m` reads them (or `--data synthetic`, the generator's default).
 Chronological 7:2:1 split; agents remember the train window; the embedded brain is fitted
 on train + validation and calibrated to list quality on the validation window; every
 protocol holds out the test window.  Prints:
-- the list-response calibration (issue 16 item 4): real users' elasticity on the
+- the list-response calibration: real users' elasticity on the
   validation yardstick, the brain's before and after, and what it does to the arms in the
   sandbox: CTR / CVR / AR, Kendall τ against offline NDCG@20, the arm-pair verdicts and
   each pair's sensitivity (relative CTR difference ÷ relative NDCG@20 difference);
@@ -180,7 +180,7 @@ def main() -> None:
         split.test, {"train": split.train, "validation": split.valid}, "bench", after.params.fit_last_timestamp
     )
 
-    # The arms' sandbox sessions, before and after calibration (issue 16 item 4's effect on per-arm figures).
+    # The arms' sandbox sessions, before and after calibration (its effect on per-arm figures).
     agent_ids = np.array(sorted(agents.profiles))
     lists = pl.concat(
         [
@@ -551,7 +551,7 @@ def _print_calibration(response) -> None:
 
 
 def _print_ablation(before, after, split, agents, sessions, threshold_args, taste_lists, args) -> None:
-    """Issue 22 item 2: the click model with and without its collaborative features — the
+    """The click model with and without its collaborative features — the
     held-out click AUC of the fit that chose, then each variant refitted alone (calibration
     of the default kept) with its per-item taste F1 on the test window."""
     print(

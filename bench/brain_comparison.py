@@ -50,7 +50,7 @@ epochs; hashed-word text embedding; embedded brain uncalibrated; 4 agents [784, 
     gemma-3-270m    0.561 [0.545, 0.580]  0.149 [0.056, 0.236]  2.550 [2.000, 3.000]
     gemma-3-270m: 16 calls, 0 re-asks, 0 fallbacks, tokens prompt 44,997 / completion 1,531, 283 s.
 
-    Re-run for the embedded brain after its default rating rule became `crowd` (issue 22), same
+    Re-run for the embedded brain after its default rating rule became `crowd`, same
     commands without --llm: CTR and CVR unchanged; AR random / pop / fm 5.000 / 4.500 / 5.000
     (was 4.000 / 4.250 / 4.667); taste F1 unchanged; rating RMSE 1.000 [0.707, 1.275] on the
     same 8 pairs (was 0.791) — 8 pairs, so the direction only; on 27,919 pairs `crowd` costs

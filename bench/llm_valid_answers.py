@@ -1,5 +1,5 @@
-"""The share of valid answers a real model gives the LLM brain, per structured output mode
-(issue 21): home and detail pages of the synthetic world, each asked `--repeats` times with
+"""The share of valid answers a real model gives the LLM brain, per structured output mode:
+home and detail pages of the synthetic world, each asked `--repeats` times with
 its own seed, every mode on the same pages.
 
     .venv/bin/python bench/llm_valid_answers.py --base-url http://127.0.0.1:8080/v1 --model gemma \

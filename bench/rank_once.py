@@ -1,4 +1,4 @@
-"""Rank once (issue 25): offline metrics + top-20 lists of one arm from one ranking pass,
+"""Rank once: offline metrics + top-20 lists of one arm from one ranking pass,
 against the two passes simab made before, timed in the same run on the same trained arm.
 
 Before: `offline_metrics` ranked the catalogue for the test users with a relevant item

@@ -1,5 +1,5 @@
 """Benchmark of the simulation loop: sessions per second of the embedded brain against the
-same run with the brain replaced by a uniform random policy (issue 5 goal: 6,040 agents ×
+same run with the brain replaced by a uniform random policy (the goal: 6,040 agents ×
 5 arms in under 60 s on 2 cores).  The ratio shows what the agent itself costs on top of
 the sandbox, fatigue and event bookkeeping.
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from fakes.arm_packages import PLUGIN_SOURCE, install_agent4rec_plugin  # noqa: E402
 from fakes.shared_data import SHARED_DATA  # noqa: E402
 
-# Taste discrimination on Steam, F1 at 1:1 and 1:9, as the papers report them (issue 23 quotes them).
+# Taste discrimination on Steam, F1 at 1:1 and 1:9, as the papers report them.
 PAPERS = {"SimUSER": (0.794, 0.399), "Agent4Rec": (0.679, 0.282)}
 
 

@@ -1,7 +1,7 @@
 """Taste discrimination, per item, under two hold-outs: simab's (the later, test window) and
 the papers' (ratings drawn at random from the user's history and kept out of its profile).
 
-Why (issue 22, item 2): the goal "taste F1 at 1:9 >= 0.55 by the papers' protocol" is set
+Why: the goal "taste F1 at 1:9 >= 0.55 by the papers' protocol" is set
 from SimUSER (0.497) and Agent4Rec (0.323), whose positives are "items the user has
 interacted with but [that were] not utilized for profile initialization" (Agent4Rec §3.1):
 drawn from anywhere in the user's history.  simab's alignment protocol takes them from the

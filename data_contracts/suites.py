@@ -31,7 +31,7 @@ class ContractConfig:
     latest_release_year: int = 2100
     # Sparsity: ratings / (users × movies).  ML-1M is 4.19 % dense (A/B Agent Table 1).
     max_density: float = 0.5
-    # Share of movies that must have each metadata field (issue 3: "coverage above a floor").
+    # Share of movies that must have each metadata field: a file covering too few movies fails the run.
     metadata_coverage_floor: float = 0.5
 
 

@@ -1,4 +1,4 @@
-"""The papers' per-item taste protocol (issue 22, item 1) on a planted-taste data set: a
+"""The papers' per-item taste protocol on a planted-taste data set: a
 scorer that knows the plant scores F1 = 1 with a threshold fitted on the validation window,
 a coin flip scores chance; the threshold never reads the test window; the LLM brain's
 structured list answer through a fake endpoint."""

@@ -1,4 +1,4 @@
-"""The Arm protocol and its registry (issue 25): specs, aliases, entry-point arms, lists
+"""The Arm protocol and its registry: specs, aliases, entry-point arms, lists
 files and their checks, MLflow models, the Agent4Rec plug-in, and ranking once with the
 built-ins' offline metrics unchanged."""
 

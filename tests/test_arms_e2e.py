@@ -1,4 +1,4 @@
-"""Brought arms through the whole graph (issue 25): an arm from a package installed for this
+"""Brought arms through the whole graph: an arm from a package installed for this
 test only (entry point), an MLflow-registered model and a lists file each trained, ranked
 once, simulated and read out beside Random, as `simab_prepare`, `simab_arm` per arm and
 `simab_readout` run them; and malformed lists files that stop their arm and store nothing."""

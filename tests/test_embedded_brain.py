@@ -246,7 +246,7 @@ def test_vision_ablation_zeroes_poster_features(world):
     assert (blind.name, seeing.name) == ("embedded:no-vision", "embedded")
 
 
-# -- acceptance on the synthetic generator (issue 5) ---------------------------------------
+# -- acceptance on the synthetic generator -------------------------------------------------
 
 
 def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_does(tmp_path):

@@ -264,7 +264,7 @@ def test_the_readout_runs_the_alignment_protocols_warns_on_fidelity_and_reports_
 
 
 # ---------------------------------------------------------------------------------------
-# The papers' experiments (issue 13) on the same data: every job's table has its rows and
+# The papers' experiments on the same data: every job's table has its rows and
 # columns, the intervals hold their values, Table 5's vision and no-vision simulations
 # coexist beside the lifecycle's partition, the thumbnail posters are written, and the
 # brain comparison reaches the (fake) LLM endpoint.

@@ -1,4 +1,4 @@
-"""The papers' experiments (issue 13), piece by piece and fast: the poster versions of the
+"""The papers' experiments, piece by piece and fast: the poster versions of the
 thumbnail experiment, the embedded brain shown other posters, the lists, the paper's
 numbers beside ours, and what each experiment's command runs.  The jobs themselves run on
 the synthetic lifecycle in tests/test_end_to_end.py (they reuse its prepared data)."""

@@ -1,4 +1,4 @@
-"""Fault suite for the LLM path (issue 10, items 2–5 and 8): every fault reproduced against the
+"""Fault suite for the LLM path: every fault reproduced against the
 local fake endpoint on 127.0.0.1 (`fakes.openai_server`, scripted faults) or by `kill -9` of
 a subprocess, each bounded in time, asserting the fixed behaviour:
 

@@ -1,4 +1,4 @@
-"""Faults against stored data, through the real asset graph (issue 10, items 1, 6, 7).
+"""Faults against stored data, through the real asset graph.
 
 - Bad inputs after a good run (a pair rated twice, a rating from 1970, a movie from 1700, a
   metadata file covering too few movies): the run fails, every file under

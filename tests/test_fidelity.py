@@ -161,7 +161,7 @@ def test_offline_per_user_ranks_only_the_users_who_have_a_list():
 
 def test_tau_compares_the_same_users_as_the_pairs():
     """offline_metrics ranks cold-start test users too, whom no agent represents; τ is taken
-    over the users with a list, as the arm pairs are (the ML-100K case of issue 16, where the
+    over the users with a list, as the arm pairs are (on ML-100K the
     two populations ordered FM and DeepFM differently)."""
     from ops.readout.fidelity import offline_for_fidelity
 

@@ -125,7 +125,7 @@ def _dead_runner(home) -> str:
     return out.stdout.strip()
 
 
-# -- killed runs told apart, Dagster's storage named (issue 26) ------------------------------------
+# -- killed runs told apart, Dagster's storage named -----------------------------------------------
 
 KILLED_MID_STEP = """
 import os, signal, sys

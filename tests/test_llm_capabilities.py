@@ -1,4 +1,4 @@
-"""What the LLM brain asks of its endpoint (issue 21), against the fake OpenAI server: a
+"""What the LLM brain asks of its endpoint, against the fake OpenAI server: a
 strict JSON schema per request built from the answer and the page; the structured output mode
 and vision probed once (`auto`), falling back on a refusal and recorded; a feature refused
 during the run not retried; the protocols and persona matching asking as many questions at

@@ -49,7 +49,7 @@ def test_environment_overrides_store(monkeypatch, tmp_path):
     assert MlflowTracking(tracking_uri="http://mlflow:5000").resolved_uri() == "http://mlflow:5000"
 
 
-# -- the parent's status follows the Dagster run (issue 26) ----------------------------------------
+# -- the parent's status follows the Dagster run ---------------------------------------------------
 
 
 def _parent(tracking, run_id: str):

@@ -1,4 +1,4 @@
-"""One run per simulation partition at a time (issue 21, item 4): a second run of the same
+"""One run per simulation partition at a time: a second run of the same
 partition waits for the first and then finds its agents done, or fails naming the holder;
 the checkpoint holds each agent once."""
 

@@ -1,4 +1,4 @@
-"""The rating rule "crowd" (issue 22, item 3): a synthetic case where independent users
+"""The rating rule "crowd": a synthetic case where independent users
 stray further from the crowd than conformists, as real ML-1M users do (Agent4Rec Fig. 4)."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The LLM brain against a real model (issue 21, item 6): llama.cpp's `llama-server` serving
+"""The LLM brain against a real model: llama.cpp's `llama-server` serving
 Gemma 3 270M on 127.0.0.1, as `.ci/run` builds and installs them (`.ci/llama_server.sh`).
 
 On the synthetic generator's data (small): arms random and pop, two agents each, a short

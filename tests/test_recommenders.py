@@ -214,8 +214,8 @@ def test_every_deepctr_arm_trains_and_personalises(data, name):
 
 @pytest.mark.parametrize("name", ["afn", "xdeepfm"])
 def test_scoring_passes_are_sized_to_the_memory_budget(data, name):
-    """AFN and xDeepFM hold far more than fields x embedding per scored pair (issue 16: AFN's
-    offline metrics on ML-1M were killed at 21.6 GB): the pairs per forward pass shrink so
+    """AFN and xDeepFM hold far more than fields x embedding per scored pair (AFN's
+    offline metrics on ML-1M were once killed at 21.6 GB): the pairs per forward pass shrink so
     that the widest tensors fit `score_memory_mb`, and the scores do not depend on it."""
     import torch
 

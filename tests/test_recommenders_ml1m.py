@@ -23,7 +23,7 @@ TRAIN_FRACTION = 0.02
 # xDeepFM, 10x DeepFM's time on this slice, is left to the bench.
 ARMS = ("deepfm", "afn", "pnn")
 VALID_ROWS = 5_000
-WITHIN = 0.03  # issue 16: every DeepCTR arm within 0.03 of DeepFM
+WITHIN = 0.03  # every DeepCTR arm within 0.03 of DeepFM
 LEARNS = 0.60  # DeepFM on the slice, well above a coin (0.5) though not yet above Pop (0.622)
 
 

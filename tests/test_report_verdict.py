@@ -1,4 +1,4 @@
-"""The report opens on its verdict (issue 22, item 5): the winning arm against the control
+"""The report opens on its verdict: the winning arm against the control
 with its interval, the fidelity verdict, the trust figures and the warnings come first, then
 the arms' figure, then the detailed tables; in headless Chromium the verdict block lies in
 the first screen."""

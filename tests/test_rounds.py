@@ -1,4 +1,4 @@
-"""Simulation over rounds (issue 12): memories that grow from round to round, retrained
+"""Simulation over rounds: memories that grow from round to round, retrained
 arms, reproducibility, earlier rounds left untouched, and the filter-bubble figures."""
 
 from __future__ import annotations

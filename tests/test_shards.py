@@ -1,4 +1,4 @@
-"""Arm × user shard partitions (issue 15 item 1): agents dealt to shards by a stable hash
+"""Arm × user shard partitions: agents dealt to shards by a stable hash
 of the user id, each shard a partition of its own, and the arm's events combined from its
 shards equal to one unsharded run with the same seed — events and read-out."""
 
@@ -180,7 +180,7 @@ def test_sharded_readout_equals_the_unsharded_one(unsharded, monkeypatch):
     assert after.per_agent.equals(before.per_agent) and after.arms.height > 0
 
 
-# -- the Celery executor (issue 15 item 2) ------------------------------------------------
+# -- the Celery executor ------------------------------------------------------------------
 
 
 def _celery_parts_or_skip() -> str:

@@ -350,7 +350,7 @@ def test_alignment_results_round_trip_without_pickle(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# stored data proves itself: checksums beside every file, checked on read (issue 26)
+# stored data proves itself: checksums beside every file, checked on read
 # ---------------------------------------------------------------------------------------
 
 

@@ -54,7 +54,7 @@ class DivergenceGuard(BaseModel):
     # Mean log loss, train or validation, above this stops the arm after the epoch.  A
     # constant 0.5 scores ln 2 = 0.69 and the base rate less; the sane arms score
     # 0.45-0.75 on ML-1M validation (bench/arms.py); 2.0 is reached only by confident wrong
-    # predictions, like AFN's 14.2 at epoch 1 (issue 16).  After a kept epoch that passed
+    # predictions, like AFN's 14.2 at epoch 1 on ML-1M.  After a kept epoch that passed
     # every check, a log loss past it ends training there instead (over-fitting: the best
     # epoch is kept, a warning logged), as early stopping would.
     max_log_loss: float = Field(2.0, gt=0)

@@ -1,5 +1,5 @@
-"""Visits: what an agent's activity tier changes in the simulation (issue 22, item 3;
-docs/definitions.md#visits).
+"""Visits: what an agent's activity tier changes in the simulation
+(docs/definitions.md#visits).
 
 Two designs:
 

@@ -1,4 +1,4 @@
-"""Simulation over rounds (issue 12; Agent4Rec §2.1.2 memory writing, §4.1 the filter bubble).
+"""Simulation over rounds (Agent4Rec §2.1.2 memory writing, §4.1 the filter bubble).
 
 One round of an arm, `simulate_round`:
 1. the arm is trained on the train split plus every click and view simulated in earlier

@@ -1,4 +1,4 @@
-"""How far to trust the agents: the papers' alignment protocols (issue 11), for every brain.
+"""How far to trust the agents: the papers' alignment protocols, for every brain.
 
 Each protocol asks the brain through the decision path it uses in the sandbox (the same
 `Brain.decide` on sandbox pages; for the LLM brain the same prompts and JSON schema) and
@@ -14,7 +14,7 @@ agents remember the train window — guarded by `windows.check_held_out`:
 - `list_quality`: sandbox sessions on lists of rising quality (A/B Agent Fig. 5): CTR,
   CVR, AR and their elasticity to the share of relevant items;
 - `calibration`: the embedded brain's click decision calibrated to real users' response
-  to list quality on the validation window (issue 16, item 4);
+  to list quality on the validation window;
 - `trust`: the fidelity warning (Kendall τ floor, arm-pair disagreements) and the
   report's section "How far to trust the agents", each figure beside the paper's;
 - `papers`: the papers' own figures for those comparisons; `plots`: the figures.

@@ -1,7 +1,7 @@
-"""Calibrating the embedded brain's response to list quality (issue 16, item 4).
+"""Calibrating the embedded brain's response to list quality.
 
-The simulated CTR of an arm moved far less than its offline metrics (issue 16: +2.5 %
-relative CTR for +15 % relative NDCG@20).  The yardstick is the list-quality protocol
+Uncalibrated, the simulated CTR of an arm moved far less than its offline metrics (FM vs Pop:
++2.5 % relative CTR for +15 % relative NDCG@20).  The yardstick is the list-quality protocol
 (`ops.studies.alignment.list_quality`) measured on the VALIDATION window — lists mixing
 the agent's validation-window liked items with movies it rated in neither the train nor
 the validation window, at 1:9, 1:4 and 1:1:

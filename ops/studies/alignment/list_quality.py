@@ -1,4 +1,4 @@
-"""List quality (A/B Agent §3.3.1 / Fig. 5; issue 11, item 5; issue 16, item 4).
+"""List quality (A/B Agent §3.3.1 / Fig. 5).
 
 Sandbox sessions — the one simulation path, `ops.simulation.runner.simulate`, every agent on
 its own list — on lists of 20 that mix held-out liked items (rated >= 4) with items the

@@ -1,5 +1,5 @@
 """Rating prediction and the rating distribution (SimUSER §4.2 / Table 2, Agent4Rec §3.1 /
-Fig. 3; issue 11, items 2 and 3).
+Fig. 3).
 
 Rating prediction: every agent rates movies its user rated in the held-out (test) window,
 through the sandbox's detail page with `watch_and_rate` as the only legal action (the agent

@@ -1,4 +1,4 @@
-"""Social traits (Agent4Rec §3.2 / Fig. 4, A/B Agent §3.3.2 / Fig. 6; issue 11, item 4).
+"""Social traits (Agent4Rec §3.2 / Fig. 4, A/B Agent §3.3.2 / Fig. 6).
 
 Each agent carries three traits cut into tiers from its train window (Agent4Rec §2.1.1,
 `ops.agents.profile.social_traits`).  A trait is believable when the behaviour it should
@@ -320,7 +320,7 @@ def conformity_on_pairs(
     movie_id, rating, simulated): each agent's mean squared gap between its rating and the
     movie's train mean, real (`rating`) beside simulated (`simulated`), as SOCIAL rows.  The
     same movies on both sides, so a rating rule is judged on how it rates, not on which
-    movies its sessions happened to watch (issue 22, item 3)."""
+    movies its sessions happened to watch."""
     joined = rated.drop_nulls("simulated").join(movie_mean, on="movie_id", how="inner")
     rows = []
     for side, column in (("real", "rating"), ("simulated", "simulated")):

@@ -1,4 +1,4 @@
-"""Taste discrimination (SimUSER §4.1 / Table 1, Agent4Rec §3.1 / Table 1; issue 11, item 1).
+"""Taste discrimination (SimUSER §4.1 / Table 1, Agent4Rec §3.1 / Table 1).
 
 Each agent is shown a list mixing movies its user rated in the held-out (test) window with
 movies the user never rated, at 1:1, 1:3, 1:9 (the papers') and 1:4 (A/B Agent's list
@@ -16,7 +16,7 @@ sandbox).  Why the home page and not the detail page: the papers show a title an
 description and ask for a choice, which is the home page's question; the detail page's
 watch decision is asked only of movies already chosen.
 
-Two protocols, reported side by side (issue 22, item 1):
+Two protocols, reported side by side:
 - "sandbox" (`taste_discrimination`): the decision path above; what an agent "would
   watch" is bounded by how much of the list one session gets through;
 - "per item" (`taste_per_item`): the papers' — the agent sees its whole list (title,
@@ -195,7 +195,7 @@ def taste_discrimination(
         return (ratio, user, len(movies), int(y.sum()), *_confusion(y, p))
 
     # One list per thread, as many as the endpoint serves at once (one at a time made 0.28
-    # calls/s on a server that serves 2; issue 21).
+    # calls/s on a server that serves 2).
     rows = map_in_order(
         judge,
         questions,
@@ -297,7 +297,7 @@ def _wide(summary: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-# -- the papers' per-item protocol (issue 22, item 1) -------------------------------------------
+# -- the papers' per-item protocol --------------------------------------------------------------
 
 PER_ITEM = "per item"
 PAPERS_HOLDOUT = "per item, papers' hold-out"

@@ -1,5 +1,5 @@
-"""How far to trust the agents: the fidelity warning (issue 11, item 6) and the report's
-section of that name (item 8), every protocol beside the paper's figure for it.
+"""How far to trust the agents: the fidelity warning and the report's
+section of that name, every protocol beside the paper's figure for it.
 
 The fidelity warning reads the read-out's fidelity (`ops.readout.fidelity`): it fails — as
 a warning, the run is not stopped — when Kendall's τ between the simulated metric and the

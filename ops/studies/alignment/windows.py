@@ -1,5 +1,5 @@
 """Which window each alignment protocol holds out, and the guard that keeps it out of the
-brain's fitting (issue 11, item 7).
+brain's fitting.
 
 Every protocol measures the brain on the TEST window: the embedded brain is fitted on the
 train and validation windows and the agents' memories hold the train window only, so the
@@ -61,6 +61,6 @@ def check_threshold_window(window: pl.DataFrame, held_out: pl.DataFrame, protoco
     """Raise LeakageError when the window a decision threshold is fitted on (the validation
     window) shares a (user, movie) pair with the held-out `held_out` window or holds a rating
     newer than the first held-out one: the threshold, like the brain, must never read the
-    window it is judged on (issue 22, item 1)."""
+    window it is judged on."""
     last = window.get_column("timestamp").max() if "timestamp" in window.columns and window.height else None
     check_held_out(held_out, {"threshold": window}, protocol, None if last is None else int(last))

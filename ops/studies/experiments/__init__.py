@@ -1,4 +1,4 @@
-"""The papers' experiments as tables, each beside the paper's own figures (issue 13).
+"""The papers' experiments as tables, each beside the paper's own figures.
 
 - `arm_tables`: A/B Agent Tables 2-4 (per arm: offline AUC, Recall@20, NDCG@20, simulated
   CTR, CVR, AR with intervals, and the fidelity verdicts) and the brain comparison;

@@ -64,7 +64,7 @@ class EmbeddedBrainConfig(BaseModel):
     # preference state that includes them.  0 (the default): never, so a session reads its
     # long-term memory only, as before reflection existed.
     reflect_every: int = Field(0, ge=0)
-    # Collaborative score (issue 22, item 2): item factors of a truncated SVD of the train
+    # Collaborative score: item factors of a truncated SVD of the train
     # window's user x movie matrix (PureSVD); the pair's score is the movie's factor dotted
     # with the mean factor of the agent's remembered movies ("collab") and of its
     # `collab_recent` most recent ones ("collab_recent": tastes drift).  0 factors: off.
@@ -125,7 +125,7 @@ class EmbeddedBrainConfig(BaseModel):
     # noise of rating_noise × the residual sd (spread matched, RMSE ~0.3 higher).
     # "personal" is "sampled" with the noise scaled by 1 − rating_conformity_weight ×
     # conformity (−1 … +1): independent agents stray further from the crowd-informed mean,
-    # conformists less (issue 22, item 3: the conformity tier must move the rating gap).
+    # conformists less (the conformity tier must move the rating gap, as it does for real users).
     # "crowd" (`rating_rule` module) moves μ away from the crowd's rating for independent
     # agents and towards it for conformists by `rating_crowd_weight`, and cuts it `rating_spread`
     # of the way from rounding to the "matched" cuts; both None = the values the fit chose on

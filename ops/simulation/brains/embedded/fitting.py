@@ -157,7 +157,7 @@ def fit(
     def auc(model: LinearModel, X, y):
         return float(roc_auc_score(y, model.score(X))) if len(np.unique(y)) == 2 else None
 
-    # The collaborative variants of the click model (issue 22, item 2), each scored on the
+    # The collaborative variants of the click model, each scored on the
     # held-out users; "auto" keeps the best, so a catalogue where the factors add nothing
     # (or are off) keeps the click model it had without them.
     ablation, models = [], {}

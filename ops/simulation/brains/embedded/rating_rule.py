@@ -1,4 +1,4 @@
-"""The rating rule "crowd" (issue 22, item 3): the conformity trait moves the rating gap.
+"""The rating rule "crowd": the conformity trait moves the rating gap.
 
 A real user's rating gap to the crowd (the squared gap between its rating and the movie's
 train mean) falls with its conformity tier (Agent4Rec Fig. 4; ML-1M users 1–1999, test

@@ -77,7 +77,7 @@ class EmbeddedBrainAssetConfig(Config):
     )
     calibrate_list_response: bool = Field(
         default=True,
-        description="calibrate the click decision to real users' response to list quality on the validation window (issue 16 item 4)",
+        description="calibrate the click decision to real users' response to list quality on the validation window",
     )
     calibration_agents: int = Field(
         default=300, description="validation-window agents the calibration's yardstick runs on"

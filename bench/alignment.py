@@ -112,7 +112,7 @@ def main() -> None:
         "--click-collaborative",
         default="auto",
         choices=("auto", "none", "collab", "collab+recent"),
-        help="the click model's collaborative features (none: the brain as before issue 22)",
+        help="the click model's collaborative features (none: the brain without them)",
     )
     ap.add_argument(
         "--threshold-agents",
@@ -390,10 +390,7 @@ def main() -> None:
         print(
             f"rating rule {rule}{default}: RMSE {brain_row['rmse']:.3f} MAE {brain_row['mae']:.3f}, Wasserstein {scored.wasserstein:.3f}, star shares {shares}"
         )
-    print(
-        "\nconformity tier vs rating gap on the same pairs (real ρ beside each rule's), with RMSE and Wasserstein "
-        "(issue 22 item 3):"
-    )
+    print("\nconformity tier vs rating gap on the same pairs (real ρ beside each rule's), with RMSE and Wasserstein:")
     print(_md(pl.DataFrame(rule_rows), ".3f"))
     results["rating_rules"] = rule_rows
     real_shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("real_share").to_list())
@@ -532,7 +529,7 @@ def main() -> None:
 
 
 def _print_calibration(response) -> None:
-    print("\n== List-response calibration on the validation window (issue 16 item 4) ==")
+    print("\n== List-response calibration on the validation window ==")
     print(
         f"real users' elasticity (share of list items rated in the window vs share relevant): {response.real_elasticity:.3f}"
     )

@@ -82,7 +82,7 @@ def main() -> None:
         type=int,
         nargs="*",
         default=[],
-        help="also run the arm as N user-shard processes (the shards of issue 15), c/N in flight each, e.g. --processes 2",
+        help="also run the arm as N user-shard processes (user shards, as SIMAB_SHARDS runs them), c/N in flight each, e.g. --processes 2",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

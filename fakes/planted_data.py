@@ -8,6 +8,8 @@ user x genre interaction carries more (a factorisation model beats Pop).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 
@@ -86,3 +88,12 @@ def planted_metadata(movies: pl.DataFrame, seed: int = 7) -> pl.DataFrame:
     )
     frame = frame.with_columns(*[pl.lit(None, dtype=t).alias(c) for c, t in METADATA.items() if c not in frame.columns])
     return conform(frame, METADATA, "metadata")
+
+
+def write_ml1m(folder: Path, users: pl.DataFrame, movies: pl.DataFrame, ratings: pl.DataFrame) -> Path:
+    """The planted tables as an ML-1M folder (users.dat, movies.dat, ratings.dat); `folder`."""
+    folder.mkdir(parents=True)
+    (folder / "users.dat").write_text("".join(f"{u}::{g}::{a}::{o}::{z}\n" for u, g, a, o, z, _ in users.iter_rows()))
+    (folder / "movies.dat").write_text("".join(f"{m}::{t}::{'|'.join(gs)}\n" for m, t, _, gs in movies.iter_rows()))
+    (folder / "ratings.dat").write_text("".join(f"{u}::{m}::{r}::{t}\n" for u, m, r, t in ratings.iter_rows()))
+    return folder

@@ -17,6 +17,9 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 import json  # noqa: E402
 import shutil  # noqa: E402
 import sqlite3  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -241,8 +244,7 @@ class PlantedWorld:
 
 @pytest.fixture(scope="session")
 def planted_lifecycle(tmp_path_factory) -> PlantedWorld:
-    from fakes.planted_data import planted_movielens
-    from tests.test_faults_storage import kill_and_resume, write_ml1m
+    from fakes.planted_data import planted_movielens, write_ml1m
 
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -267,3 +269,50 @@ def copy_planted(world: PlantedWorld, target: Path) -> tuple[Path, Path]:
     home, dagster_home = target / "home", target / "dagster_home"
     copy_home(world.home, world.dagster_home, home, dagster_home)
     return home, dagster_home
+
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def kill_and_resume(environ: dict[str, str]) -> dict:
+    """Start the lifecycle runner with the settings `environ` adds, kill it (-9) in the agents
+    step of its prepare run, after the catalogue is stored, then run `--resume`: what the
+    Dagster instance held after the kill ({"after_kill": [[run id, status], ...]}) and what
+    the resume returned ({"resume": {"returncode", "stdout", "stderr"}})."""
+    from dagster import DagsterInstance
+
+    env = {**os.environ, **environ}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    command = [sys.executable, "-m", "pipelines.lifecycle"]
+    runner = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # Killed in the agents step, after the catalogue is stored (its event logged a moment later).
+        wait_for_file(Path(environ["SIMAB_HOME"]) / "assets" / "mm_ml_1m.parquet", runner, deadline_s=240)
+        time.sleep(1.0)
+        runner.kill()  # SIGKILL: no handler, no clean-up
+        runner.wait(30)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    with DagsterInstance.from_config(environ["DAGSTER_HOME"]) as instance:
+        after_kill = [[r.run_id, r.status.value] for r in instance.get_runs()]
+    resumed = subprocess.run([*command, "--resume"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=280)
+    return {
+        "after_kill": after_kill,
+        "resume": {"returncode": resumed.returncode, "stdout": resumed.stdout, "stderr": resumed.stderr},
+    }
+
+
+def wait_for_file(path: Path, process, deadline_s: float) -> None:
+    """Wait for `path` to appear while `process` runs (the instance's SQLite files are left
+    alone: opening them while the runner creates them races its schema migration)."""
+    stop = time.monotonic() + deadline_s
+    while time.monotonic() < stop:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"the runner ended before it could be killed:\n{process.stdout.read().decode()[-3000:]}"
+            )
+        if path.exists():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{path} did not appear within {deadline_s} s")

@@ -17,14 +17,10 @@ Every case is bounded in time (SIGALRM), the subprocesses by their own timeouts.
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 import re
 import shutil
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import polars as pl
@@ -259,35 +255,6 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, plant
     assert (planted_lifecycle.home / "reports" / "latest.md").is_file()
 
 
-def kill_and_resume(environ: dict[str, str]) -> dict:
-    """Start the lifecycle runner with the settings `environ` adds, kill it (-9) in the agents
-    step of its prepare run, after the catalogue is stored, then run `--resume`: what the
-    Dagster instance held after the kill ({"after_kill": [[run id, status], ...]}) and what
-    the resume returned ({"resume": {"returncode", "stdout", "stderr"}})."""
-    from dagster import DagsterInstance
-
-    env = {**os.environ, **environ}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    command = [sys.executable, "-m", "pipelines.lifecycle"]
-    runner = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        # Killed in the agents step, after the catalogue is stored (its event logged a moment later).
-        wait_for_file(Path(environ["SIMAB_HOME"]) / "assets" / "mm_ml_1m.parquet", runner, deadline_s=240)
-        time.sleep(1.0)
-        runner.kill()  # SIGKILL: no handler, no clean-up
-        runner.wait(30)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-    with DagsterInstance.from_config(environ["DAGSTER_HOME"]) as instance:
-        after_kill = [[r.run_id, r.status.value] for r in instance.get_runs()]
-    resumed = subprocess.run([*command, "--resume"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=280)
-    return {
-        "after_kill": after_kill,
-        "resume": {"returncode": resumed.returncode, "stdout": resumed.stdout, "stderr": resumed.stderr},
-    }
-
-
 # ---------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------
@@ -301,14 +268,6 @@ def run(defs, instance, job, config, partition=None):
 
 def prepare_config(folder: Path) -> dict:
     return {"ops": {"movielens": {"config": {"source": "local", "local_path": str(folder)}}}}
-
-
-def write_ml1m(folder: Path, users: pl.DataFrame, movies: pl.DataFrame, ratings: pl.DataFrame) -> Path:
-    folder.mkdir(parents=True)
-    (folder / "users.dat").write_text("".join(f"{u}::{g}::{a}::{o}::{z}\n" for u, g, a, o, z, _ in users.iter_rows()))
-    (folder / "movies.dat").write_text("".join(f"{m}::{t}::{'|'.join(gs)}\n" for m, t, _, gs in movies.iter_rows()))
-    (folder / "ratings.dat").write_text("".join(f"{u}::{m}::{r}::{t}\n" for u, m, r, t in ratings.iter_rows()))
-    return folder
 
 
 def copy_folder(source: Path, target: Path) -> Path:
@@ -356,18 +315,3 @@ def materialised(instance, run_id: str) -> set[str]:
         e.asset_materialization.asset_key.to_user_string()
         for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
     }
-
-
-def wait_for_file(path: Path, process, deadline_s: float) -> None:
-    """Wait for `path` to appear while `process` runs (the instance's SQLite files are left
-    alone: opening them while the runner creates them races its schema migration)."""
-    stop = time.monotonic() + deadline_s
-    while time.monotonic() < stop:
-        if process.poll() is not None:
-            raise AssertionError(
-                f"the runner ended before it could be killed:\n{process.stdout.read().decode()[-3000:]}"
-            )
-        if path.exists():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{path} did not appear within {deadline_s} s")

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes.planted_data import planted_movielens
-from tests.test_faults_storage import write_ml1m
+from fakes.planted_data import planted_movielens, write_ml1m
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

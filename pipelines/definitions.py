@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from dagster import Definitions, definitions
 
 from ops.environment import offline_defaults
-from ops.settings import install
+from ops.settings import Settings, install
 from pipelines.jobs import build_assets, build_jobs, build_schedules_and_sensors
 from pipelines.resources import executor_for_deployment, resources_for_deployment
-from pipelines.run_config import RunSettings, settings_from_env
+from pipelines.run_config import settings_from_env
 
 
-def build_definitions(settings: RunSettings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:
+def build_definitions(settings: Settings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:
     """The whole code location for these settings (default: read from `environ`)."""
     offline_defaults()
     settings = install(settings or settings_from_env(environ))

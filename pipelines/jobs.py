@@ -59,7 +59,8 @@ from assets import (
 from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
 from ops.preflight.bill import night_bill
-from pipelines.run_config import EXPERIMENT_ASSETS, RunSettings, op_config_for, uses_llm
+from ops.settings import Settings
+from pipelines.run_config import EXPERIMENT_ASSETS, op_config_for, uses_llm
 from pipelines.versions import versioned_assets
 from resources.llm import LIFECYCLE_TAG
 
@@ -151,7 +152,7 @@ SHARDED_JOB_SELECTIONS = {
 LLM_BILL_JOBS = {False: ("simab_arm", "simab_resimulate", "experiment_arm"), True: ("simab_arm",)}
 
 
-def build_assets(settings: RunSettings) -> tuple[list, list]:
+def build_assets(settings: Settings) -> tuple[list, list]:
     """The asset graph for these settings: (assets, asset checks), each asset's code version
     covering its source and the settings it is computed with (`pipelines.versions`)."""
     assets, checks = _build_assets(settings.shards, settings.rounds)
@@ -169,7 +170,7 @@ def _build_assets(shards: int, rounds_: int) -> tuple[list, list]:
     return [*assets, *rounds.build_round_assets(rounds_)], [*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS]
 
 
-def job_selection(name: str, settings: RunSettings) -> tuple[AssetSelection, str]:
+def job_selection(name: str, settings: Settings) -> tuple[AssetSelection, str]:
     """A job's assets and description.  With the LLM brain, the jobs that simulate estimate
     the bill first (`llm_cost_estimate`)."""
     sharded = settings.shards > 1
@@ -179,7 +180,7 @@ def job_selection(name: str, settings: RunSettings) -> tuple[AssetSelection, str
     return selection, description
 
 
-def job_ops(name: str, settings: RunSettings) -> dict[str, set[str]]:
+def job_ops(name: str, settings: Settings) -> dict[str, set[str]]:
     """The ops (asset, multi-asset and check nodes) a job runs, each with the fields its
     config accepts: the job's selection resolved against the graph, so that which op belongs
     to which job is written once."""
@@ -195,7 +196,7 @@ def job_ops(name: str, settings: RunSettings) -> dict[str, set[str]]:
     }
 
 
-def run_config_for(job_name: str, settings: RunSettings) -> dict:
+def run_config_for(job_name: str, settings: Settings) -> dict:
     """The run config of one job: of the environment's settings, those of the ops it runs
     that their config accepts (the combining `simulation_events` of a sharded run takes
     none); then the `--set` overrides, unfiltered, so that a misspelt field is refused."""
@@ -207,7 +208,7 @@ def run_config_for(job_name: str, settings: RunSettings) -> dict:
     return {"ops": ops} if ops else {}
 
 
-def build_jobs(settings: RunSettings) -> dict:
+def build_jobs(settings: Settings) -> dict:
     """The lifecycle's jobs, each with the environment's run config as its default."""
     jobs = {}
     for name in SHARDED_JOB_SELECTIONS if settings.shards > 1 else JOB_SELECTIONS:
@@ -218,7 +219,7 @@ def build_jobs(settings: RunSettings) -> dict:
     return jobs
 
 
-def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list, list]:
+def build_schedules_and_sensors(settings: Settings, jobs: dict) -> tuple[list, list]:
     arms = list(settings.arms)
     shards = settings.shards
     resimulate_config = run_config_for("simab_resimulate", settings)
@@ -327,7 +328,7 @@ def build_schedules_and_sensors(settings: RunSettings, jobs: dict) -> tuple[list
     return [nightly_resimulation], [readout_after_simulation, combine_after_shards]
 
 
-def night_cost(settings: RunSettings) -> tuple[bool, str]:
+def night_cost(settings: Settings) -> tuple[bool, str]:
     """Whether a night of the schedule spends on the LLM, and what it costs and under which
     limit, in words for the schedule's and the sensor's descriptions."""
     bill = night_bill(settings)

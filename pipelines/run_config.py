@@ -28,8 +28,6 @@ EXPERIMENT_ASSETS = {
 # An op that takes another op's settings: the shards of the simulation take the simulation's.
 OP_SETTINGS = {"simulation_shard": "simulation_events"}
 
-RunSettings = Settings  # the name the callers knew
-
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
     """The environment's settings with the arm list resolved; raises SettingError (a

@@ -57,8 +57,9 @@ from dataclasses import dataclass, field
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
+from ops.settings import Settings
 from ops.versions import path_fingerprint, source_digest, value_digest
-from pipelines.run_config import RunSettings, op_config_for
+from pipelines.run_config import op_config_for
 
 OUTSIDE_INPUTS_TAG = "simab/outside_inputs"  # JSON {asset: digest of what it reads besides its inputs}
 # Stored values an asset reads through the IO manager instead of as an input, so that it does
@@ -95,7 +96,7 @@ CONDITIONAL_FIELDS = {
 PARTS = ("code", "settings")
 
 
-def versioned_assets(assets: list, checks: list, settings: RunSettings) -> list:
+def versioned_assets(assets: list, checks: list, settings: Settings) -> list:
     """`assets` with each code version composed as above."""
     checks_by_key = defaultdict(list)
     for check in checks:
@@ -119,7 +120,7 @@ def _with_parts(spec, parts: dict[str, str]):
     return spec.replace_attributes(code_version=f"{spec.code_version or '0'};{suffix}")
 
 
-def version_parts(nodes: list, resource_keys, settings: RunSettings) -> dict[str, str]:
+def version_parts(nodes: list, resource_keys, settings: Settings) -> dict[str, str]:
     """{"code": digest, "settings": digest} of the ops `nodes` (an asset's and its checks')."""
     modules = sorted({_module(node) for node in nodes})
     config = {node.name: resolved_config(node, op_config_for(node.name, _accepts(node), settings)) for node in nodes}

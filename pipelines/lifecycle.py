@@ -132,15 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(str(exc)) from None
 
 
-def checked_plan(arms_arg: str | None = None, environ=None):
-    """The settings, the definitions and the steps of a lifecycle, every step's run config
-    checked against its job's config schema and every value the settings name checked
-    (`ops.preflight.checks`: files, folders, model URIs, the LLM endpoint): a bad setting
-    stops the runner before the first step (SettingError naming the variable), not after the
-    steps before the one it breaks."""
-    return planned(checked_settings(arms_arg, environ), environ)
-
-
 def checked_settings(arms_arg: str | None = None, environ=None):
     """The environment's settings (with `--arms`), every value they name checked."""
     from ops.preflight.checks import check_values

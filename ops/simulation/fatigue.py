@@ -125,8 +125,3 @@ def fatigue_budget(activity_tier: str, config: FatigueConfig) -> float:
         raise ValueError(
             f"fatigue: unknown activity tier {activity_tier!r}; the tiers are {sorted(config.budgets)}"
         ) from None
-
-
-def budget_spent(spent: float, budget: float) -> bool:
-    """The session ends when the fatigue spent reaches the budget."""
-    return spent >= budget

@@ -636,7 +636,7 @@ def test_an_invalid_reflection_is_reasked_then_recorded_and_the_session_goes_on(
 def test_persona_matching_keeps_the_candidate_that_best_predicts_the_held_out_ratings_and_the_cache_replays_it(
     world, fake, key, tmp_path
 ):
-    from ops.simulation.brains.llm.persona import match_persona, with_persona
+    from ops.simulation.brains.llm.persona import match_personas, with_persona
     from ops.simulation.brains.llm.prompts import profile_text
 
     written = []
@@ -672,7 +672,7 @@ def test_persona_matching_keeps_the_candidate_that_best_predicts_the_held_out_ra
     held_out = list(ratings.tail(4).select("movie_id", "rating").iter_rows())
     cache = tmp_path / "responses.sqlite"
     brain = make_brain(fake, world, cache_path=str(cache))
-    match = match_persona(brain, 1, history, held_out, n_candidates=4)
+    match = match_personas(brain, {1: (history, held_out)}, n_candidates=4)[1]
     brain.close()
     assert written == ["Romance", "Sci-Fi"] * 2 and fake.calls == 8  # 4 candidates, each written then rating
     assert "loves Sci-Fi" in match.persona and match.rmse == min(s for s in match.scores if s is not None)
@@ -683,6 +683,6 @@ def test_persona_matching_keeps_the_candidate_that_best_predicts_the_held_out_ra
     profile = with_persona(world["profiles"][1], match.persona)
     assert f"Persona: {match.persona}" in profile_text(profile)
     again = make_brain(fake, world, cache_path=str(cache))
-    replay = match_persona(again, 1, history, held_out, n_candidates=4)
+    replay = match_personas(again, {1: (history, held_out)}, n_candidates=4)[1]
     again.close()
     assert replay == match and fake.calls == 8  # the cache answered everything

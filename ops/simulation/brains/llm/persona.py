@@ -254,13 +254,6 @@ def drop_summary(matches: Mapping[int, PersonaMatch | None]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def match_persona(
-    brain, user_id: int, history, validation, n_candidates: int = 5, seed: int = 0
-) -> PersonaMatch | None:
-    """`amatch_persona` from synchronous code."""
-    return brain.transport.run_sync(amatch_persona, brain, user_id, history, validation, n_candidates, seed)
-
-
 async def amatch_personas(
     brain,
     inputs: Mapping[int, tuple[Sequence[tuple[int, int]], Sequence[tuple[int, int]]]],

@@ -186,6 +186,15 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
         [table["test_auc"][2], table["test_auc"][5]]
     )
     assert {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")} == {"plots/augmentation_auc_fm.png"}
+    # A trained arm's run holds its learning curve, one step per epoch, beside the best epoch's figures.
+    trained = client.search_runs(
+        [MlflowTracking().experiment_id()], "tags.arm = 'fm' and tags.simab_role = 'asset' and metrics.best_val_auc > 0"
+    )
+    assert trained
+    for run in trained:
+        curve = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val_auc"))
+        assert [step for step, _ in curve] == list(range(1, len(curve) + 1))
+        assert run.data.metrics["best_val_auc"] == pytest.approx(max(value for _, value in curve))
 
 
 def test_a_resimulation_without_vision_replaces_the_partition_and_names_its_brain(lifecycle):

@@ -24,17 +24,11 @@ import polars as pl
 
 from ops.arms.base import Factors, FitData, sigmoid
 from ops.arms.features import FeatureConfig, FeatureEncoder, fit_encoder
-from ops.arms.lookup import kind_class, kind_names
 from ops.arms.metrics import auc, log_loss
 from ops.arms.recommenders import ArmConfig, ArmDivergedError, TrainedArm, trained_kind
 from ops.data.domain import feedback_of
 
 log = logging.getLogger(__name__)
-
-
-def deepctr_kinds() -> list[str]:
-    """The DeepCTR models among the arm kinds (those whose class is a `DeepCTRArm`)."""
-    return [k for k in kind_names() if issubclass(kind_class(k), DeepCTRArm)]
 
 
 @dataclass

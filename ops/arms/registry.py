@@ -101,18 +101,6 @@ def log_and_register(
     return str(info.registered_model_version)
 
 
-def mlflow_epoch_logger(prefix: str = ""):
-    """An `on_epoch` callback for `train_arm` that logs each epoch's metrics to the active
-    MLflow run with step = epoch."""
-
-    def log_epoch(epoch: int, metrics: dict[str, float]) -> None:
-        import mlflow
-
-        mlflow.log_metrics({f"{prefix}{k}": float(v) for k, v in metrics.items()}, step=epoch)
-
-    return log_epoch
-
-
 def _pip_requirements() -> list[str]:
     from importlib.metadata import PackageNotFoundError, version
 

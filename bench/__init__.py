@@ -8,7 +8,8 @@ docs/findings/ holds the figures they gave, each with its command.
 
 This package also holds what several benchmarks share: the data and the agents they start
 from (`load`, `prepare`, `agents_on`, `HashTextEmbedder`) and a lifecycle run in a home of
-its own (`run_lifecycle`).
+its own (`run_lifecycle`).  It imports nothing beyond the standard library at load, so a
+benchmark can still set its thread counts before numpy loads (bench.ranking does).
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
-
-import numpy as np
-import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
@@ -34,6 +32,8 @@ class HashTextEmbedder:
     dim = 256
 
     def embed(self, texts):
+        import numpy as np
+
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
             for word in text.lower().replace(",", " ").replace(".", " ").split():
@@ -51,6 +51,8 @@ def load(data: str, out: Path = OUT):
 
         d = generate(SyntheticConfig(), out / "agents-synthetic-posters")
         return d.users, d.movies, d.ratings, d.metadata, d.hidden_tastes
+    import polars as pl
+
     from fakes.shared_data import SHARED_DATA
     from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
     from ops.data.movielens import load_local

@@ -11,12 +11,12 @@ test user has train history, and their NDCG is over their own test sets; here th
 time over users 1-1999, so many test users are first seen in the test window (cold start: the
 factor models fall back to popularity) and the test window is later than all training.
 
-    .venv/bin/python bench/agent4rec_arms.py --epochs 1     # one epoch / BPR iteration each: a smoke run
-    .venv/bin/python bench/agent4rec_arms.py --epochs 20
+    .venv/bin/python -m bench.agent4rec_arms --epochs 1     # one epoch / BPR iteration each: a smoke run
+    .venv/bin/python -m bench.agent4rec_arms --epochs 20
     # the whole lifecycle (simulation, A/B read-out, fidelity) on the same data with these arms
-    .venv/bin/python bench/agent4rec_arms.py --simulate --epochs 5 --agents 600
+    .venv/bin/python -m bench.agent4rec_arms --simulate --epochs 5 --agents 600
     # each arm's default epochs (--epochs 0), LightGCN capped by its spec
-    .venv/bin/python bench/agent4rec_arms.py --simulate --epochs 0 --agents 600 --home data/ml1m-a4r-default \
+    .venv/bin/python -m bench.agent4rec_arms --simulate --epochs 0 --agents 600 --home data/ml1m-a4r-default \
         --arms random pop fm mf multvae "lightgcn5=lightgcn;n_epochs=5"
 """
 
@@ -28,17 +28,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from fakes.arm_packages import install_agent4rec_plugin  # noqa: E402
-from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.arms.base import FitData  # noqa: E402
-from ops.arms.catalog import make_arm  # noqa: E402
-from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
-from ops.data.movielens import load_local  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
+from bench import ROOT
+from fakes.arm_packages import install_agent4rec_plugin
+from fakes.shared_data import SHARED_DATA
+from ops.arms.base import FitData
+from ops.arms.catalog import make_arm
+from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
+from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.movielens import load_local
+from ops.data.split import chronological_split
 
 AGENT4REC = {"mf": (0.148, 0.355), "lightgcn": (0.175, 0.393)}  # Recall@20, NDCG@20 as reported, their split
 

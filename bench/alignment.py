@@ -16,12 +16,12 @@ protocol holds out the test window.  Prints:
 - social traits, real beside simulated (Agent4Rec Fig. 4, A/B Agent Fig. 6);
 - list quality at 1:9, 1:4, 1:1 (A/B Agent Fig. 5), before and after calibration.
 
-    SIMAB_SHARED_DATA=/path/to/shared/data .venv/bin/python bench/alignment.py
-    .venv/bin/python bench/alignment.py --arms pop,fm --max-epochs 5     # quicker arms
-    .venv/bin/python bench/alignment.py --data synthetic
+    SIMAB_SHARED_DATA=/path/to/shared/data .venv/bin/python -m bench.alignment
+    .venv/bin/python -m bench.alignment --arms pop,fm --max-epochs 5     # quicker arms
+    .venv/bin/python -m bench.alignment --data synthetic
 
 Trained arms are cached under bench/out/alignment-arms-*.pkl (--fresh-arms retrains); the
-catalogue embedding under bench/out/agents-cache-<data> (shared with bench/agents.py).
+catalogue embedding under bench/out/agents-cache-<data> (shared with `bench.simulation agents`).
 Results also go to bench/out/alignment-<data>.json.
 """
 
@@ -30,43 +30,38 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 from scipy.stats import kendalltau
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
-from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
-from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
-from ops.environment import offline_defaults  # noqa: E402
-from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
-from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement  # noqa: E402
-from ops.readout.report import pair_counts  # noqa: E402
-from ops.simulation.brains.embedded import (  # noqa: E402
+from bench import OUT, prepare
+from ops.agents.embeddings import MiniLMTextEmbedder
+from ops.arms.recommenders import arm_config, top_k, train_arm
+from ops.environment import offline_defaults
+from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement
+from ops.readout.report import pair_counts
+from ops.simulation.brains.embedded import (
     EmbeddedBrainModel,
     fit,
-    fit_embedded_brain,  # noqa: E402
+    fit_embedded_brain,
 )
-from ops.simulation.catalogue import Catalogue  # noqa: E402
-from ops.simulation.runner import SimulationConfig, simulate, simulate_arm  # noqa: E402
-from ops.simulation.visits import VisitsConfig  # noqa: E402
-from ops.studies.alignment import papers  # noqa: E402
-from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
-from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists  # noqa: E402
-from ops.studies.alignment.lists import mixed_lists, ratio_name  # noqa: E402
-from ops.studies.alignment.rating import (  # noqa: E402
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.runner import SimulationConfig, simulate, simulate_arm
+from ops.simulation.visits import VisitsConfig
+from ops.studies.alignment import papers
+from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
+from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
+from ops.studies.alignment.lists import mixed_lists, ratio_name
+from ops.studies.alignment.rating import (
     brain_ratings,
     offline_rating_predictors,
     rating_alignment,
     rating_pairs,
 )
-from ops.studies.alignment.social import (  # noqa: E402
+from ops.studies.alignment.social import (
     SOCIAL,
     conformity_on_pairs,
     real_behaviour,
@@ -78,7 +73,7 @@ from ops.studies.alignment.social import (  # noqa: E402
     trait_row,
     verdicts,
 )
-from ops.studies.alignment.taste import (  # noqa: E402
+from ops.studies.alignment.taste import (
     TASTE_RATIOS,
     embedded_scorer,
     fit_taste_thresholds,
@@ -86,9 +81,8 @@ from ops.studies.alignment.taste import (  # noqa: E402
     taste_per_item,
     threshold_answerer,
 )
-from ops.studies.alignment.windows import check_held_out  # noqa: E402
+from ops.studies.alignment.windows import check_held_out
 
-OUT = ROOT / "bench" / "out"
 # The columns of a social-traits row the tables print.
 ROW_COLUMNS = ("agents", "rho", "ci_low", "ci_high", "mean_low", "mean_medium", "mean_high")
 
@@ -139,7 +133,7 @@ def main() -> None:
     started = time.perf_counter()
     clock = _Clock()
 
-    users, movies, ratings, split, frame, agents = bench_agents.prepare(
+    users, movies, ratings, split, frame, agents = prepare(
         args.data, MiniLMTextEmbedder(), OUT / f"agents-cache-{args.data}"
     )
     catalogue = Catalogue.from_frame(frame)

@@ -9,9 +9,9 @@ window, confidence 1 + alpha x positive.  Every user simab ranks (the train and 
 users) gets its 100 best-scored items that are not among its train items; a user the train
 window never saw gets the most popular positives.
 
-    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/als_lists.py --out data/als_ml1m.parquet
-    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/als_lists.py --data steam --out /tmp/als-steam.parquet
-    .venv/bin/python bench/als_lists.py --home data/steam --out /tmp/als-steam.parquet   # a run's stored windows
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.als_lists --out data/als_ml1m.parquet
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.als_lists --data steam --out /tmp/als-steam.parquet
+    .venv/bin/python -m bench.als_lists --home data/steam --out /tmp/als-steam.parquet   # a run's stored windows
     .venv/bin/python -m pipelines.lifecycle --arms random,pop,fm,als=lists:data/als_ml1m.parquet
                                     # then as any arm (with the Makefile's ML1M_ENV for the data)
 
@@ -21,7 +21,6 @@ Prints the fit's seconds and which ALS ran.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -29,10 +28,7 @@ import numpy as np
 import polars as pl
 from scipy import sparse
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from ops.arms.ranking import ranking_users  # noqa: E402
+from ops.arms.ranking import ranking_users
 
 FACTORS, ITERATIONS, REGULARIZATION, ALPHA = 64, 15, 0.01, 1.0
 
@@ -150,7 +146,7 @@ def main() -> int:
         split = chronological_split(steam.ratings)
         item_ids = steam.ratings.get_column("movie_id").unique().to_numpy()
     else:
-        from bench.agents import load
+        from bench import load
 
         _, movies, ratings, _, _ = load(args.data)
         split = chronological_split(ratings)

@@ -13,12 +13,12 @@ on validation AUC (<= 20 epochs):
 - offline metrics: test AUC, log-loss, Recall@20, NDCG@20, printed beside the paper's
   Table 2 "Real-World" column (ML) and Table 5's "Original" AUC.
 
-    .venv/bin/python bench/arms.py                       # all 11 arms (AFN alone is ~1 h on 2 CPU cores)
-    .venv/bin/python bench/arms.py --threads 1 --cap afn=4 xdeepfm=3   # a shared machine: one thread, slow arms capped
-    .venv/bin/python bench/arms.py --arms random pop fm deepfm afn   # Table 2 arms
-    .venv/bin/python bench/arms.py --arms deepfm --l2-on embedding   # Appendix B's L2 on embeddings
-    .venv/bin/python bench/arms.py --arms afn --max-epochs-afn 2     # AFN is ~14x DeepFM on CPU
-    .venv/bin/python bench/arms.py --data ml-100k
+    .venv/bin/python -m bench.arms                       # all 11 arms (AFN alone is ~1 h on 2 CPU cores)
+    .venv/bin/python -m bench.arms --threads 1 --cap afn=4 xdeepfm=3   # a shared machine: one thread, slow arms capped
+    .venv/bin/python -m bench.arms --arms random pop fm deepfm afn   # Table 2 arms
+    .venv/bin/python -m bench.arms --arms deepfm --l2-on embedding   # Appendix B's L2 on embeddings
+    .venv/bin/python -m bench.arms --arms afn --max-epochs-afn 2     # AFN is ~14x DeepFM on CPU
+    .venv/bin/python -m bench.arms --data ml-100k
 
 Results also go to bench/out/arms.json.
 """
@@ -28,19 +28,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.arms.metrics import relevant_items  # noqa: E402
-from ops.arms.recommenders import (  # noqa: E402
+from bench import ROOT
+from fakes.shared_data import SHARED_DATA
+from ops.arms.metrics import relevant_items
+from ops.arms.recommenders import (
     ArmDivergedError,
     arm_config,
     evaluate_arm,
@@ -48,10 +45,10 @@ from ops.arms.recommenders import (  # noqa: E402
     train_arm,
     trained_kind_names,
 )
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
-from ops.data.movielens import load_local  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
-from ops.studies.experiments.papers import TABLE2, TABLE5, TABLE5_MODELS  # noqa: E402
+from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.movielens import load_local
+from ops.data.split import chronological_split
+from ops.studies.experiments.papers import TABLE2, TABLE5, TABLE5_MODELS
 
 # A/B Agent Table 2, MovieLens, "Real-World" column (Recall@20, NDCG@20), and Table 5,
 # "Original" AUC, for comparison only: the paper trains on the full ML-1M.  Transcribed once,

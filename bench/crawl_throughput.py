@@ -8,26 +8,22 @@ never above 1.0 + tolerance (the limiter must not overshoot).  The same crawl wi
 limit lifted is measured in the same run as the baseline (what latency × concurrency
 allow), so the ratio is read against a ceiling measured on this machine.
 
-    .venv/bin/python bench/crawl_throughput.py [--movies 150] [--rps 40] [--concurrency 8] [--latency-ms 50]
+    .venv/bin/python -m bench.crawl_throughput [--movies 150] [--rps 40] [--concurrency 8] [--latency-ms 50]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import tempfile
 import threading
 import time
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import polars as pl
 
-import polars as pl  # noqa: E402
-
-from fakes.tmdb_server import TEST_API_KEY, FakeMovie, FakeTmdb, StdlibHandler  # noqa: E402
-from ops.data.tmdb import TmdbConfig, TmdbCredentials, crawl_tmdb  # noqa: E402
+from fakes.tmdb_server import TEST_API_KEY, FakeMovie, FakeTmdb, StdlibHandler
+from ops.data.tmdb import TmdbConfig, TmdbCredentials, crawl_tmdb
 
 
 def main() -> None:

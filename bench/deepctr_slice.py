@@ -7,8 +7,8 @@ On ../shared/data/ml-1m (users 1-1999): chronological split, --train-fraction of
 window (as many sampled negatives), one epoch at Appendix B's settings, validation AUC on
 --valid-rows validation rows sampled with seed 0; torch on --threads threads:
 
-    SIMAB_SHARED_DATA=/work/shared/data nice -n 5 .venv/bin/python bench/deepctr_slice.py
-    .venv/bin/python bench/deepctr_slice.py --arms deepfm afn nfm
+    SIMAB_SHARED_DATA=/work/shared/data nice -n 5 .venv/bin/python -m bench.deepctr_slice
+    .venv/bin/python -m bench.deepctr_slice --arms deepfm afn nfm
 """
 
 from __future__ import annotations
@@ -16,16 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.arms.recommenders import DEEPCTR_MODELS, arm_config, train_arm  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
-from ops.data.movielens import load_local  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
+from fakes.shared_data import SHARED_DATA
+from ops.arms.recommenders import DEEPCTR_MODELS, arm_config, train_arm
+from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.movielens import load_local
+from ops.data.split import chronological_split
 
 WITHIN = 0.03
 

@@ -8,8 +8,8 @@ On ../shared/data/ml-1m users 1..--users, chronological split, the arm's Appendi
 settings, --epochs epochs without early stopping; deepctr-torch and the optimiser are
 imported before the first epoch (their one-off import is not an epoch's):
 
-    .venv/bin/python bench/epoch.py --arm deepfm --users 1000 --epochs 2
-    .venv/bin/python bench/epoch.py --arm deepfm --users 1000 --epochs 1 --profile
+    .venv/bin/python -m bench.epoch --arm deepfm --users 1000 --epochs 2
+    .venv/bin/python -m bench.epoch --arm deepfm --users 1000 --epochs 1 --profile
 """
 
 from __future__ import annotations
@@ -17,21 +17,16 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import sys
 import time
-from pathlib import Path
 
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.arms.base import FitData  # noqa: E402
-from ops.arms.recommenders import TrainedArm, arm_config  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
-from ops.data.movielens import load_local  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
+from fakes.shared_data import SHARED_DATA
+from ops.arms.base import FitData
+from ops.arms.recommenders import TrainedArm, arm_config
+from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.movielens import load_local
+from ops.data.split import chronological_split
 
 
 def main() -> None:

@@ -5,8 +5,8 @@ the movie pool split in four equal parts, the embedded brain; per round the pape
 figures for what was recommended and for what was watched, catalogue coverage and
 satisfaction, with 95 % bootstrap intervals over agents (`ops.studies.rounds`).
 
-    .venv/bin/python bench/filter_bubble.py --data synthetic
-    .venv/bin/python bench/filter_bubble.py --data ml1m
+    .venv/bin/python -m bench.filter_bubble --data synthetic
+    .venv/bin/python -m bench.filter_bubble --data ml1m
 
 The same experiment is the `filter_bubble` asset (job `simab_filter_bubble`).  Prints the
 table and the wall time; writes bench/out/filter_bubble-<data>.{json,png}.
@@ -16,25 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench import agents as bench_agents  # noqa: E402  (bench/agents.py: the benches' common data and agents)
-from ops.agents.embeddings import MiniLMTextEmbedder  # noqa: E402
-from ops.arms.recommenders import arm_config  # noqa: E402
-from ops.environment import offline_defaults  # noqa: E402
-from ops.figures import save_figure  # noqa: E402
-from ops.simulation.brains.embedded import fit_embedded_brain  # noqa: E402
-from ops.simulation.catalogue import Catalogue  # noqa: E402
-from ops.simulation.runner import sample_agents  # noqa: E402
-from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response  # noqa: E402
-from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds  # noqa: E402
-
-OUT = ROOT / "bench" / "out"
+from bench import OUT, prepare
+from ops.agents.embeddings import MiniLMTextEmbedder
+from ops.arms.recommenders import arm_config
+from ops.environment import offline_defaults
+from ops.figures import save_figure
+from ops.simulation.brains.embedded import fit_embedded_brain
+from ops.simulation.catalogue import Catalogue
+from ops.simulation.runner import sample_agents
+from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
+from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds
 
 
 def main() -> None:
@@ -55,7 +48,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
-    users, movies, ratings, split, frame, agents = bench_agents.prepare(
+    users, movies, ratings, split, frame, agents = prepare(
         args.data, MiniLMTextEmbedder(), OUT / f"agents-cache-{args.data}"
     )
     model = fit_embedded_brain(agents, split.train, split.valid, users)

@@ -18,7 +18,7 @@ CPU time is measured apart from the server's.  For each concurrency it prints:
 - whether the events equal those of the first concurrency (latencies aside), and a re-run
   from the response cache (0 calls, same events).
 
-    .venv/bin/python bench/llm_brain.py [--agents 1000] [--latency-ms 300] [--concurrency 64 256]
+    .venv/bin/python -m bench.llm_brain [--agents 1000] [--latency-ms 300] [--concurrency 64 256]
                                         [--http-client aiohttp httpx] [--processes 2]
 
 Measured 2026-11-24 00:10 on the 2-core machine, idle (load average < 1), 1,000 agents,
@@ -53,20 +53,17 @@ import json
 import logging
 import math
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from fakes.agents import llm_world  # noqa: E402
-from fakes.openai_server import spawn, stats  # noqa: E402
-from ops.agents.session import AgentSession  # noqa: E402
-from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig  # noqa: E402
-from ops.simulation.runner import SimulationConfig, simulate_arm  # noqa: E402
+from fakes.agents import llm_world
+from fakes.openai_server import spawn, stats
+from ops.agents.session import AgentSession
+from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+from ops.simulation.runner import SimulationConfig, simulate_arm
 
 CALLS_PER_SESSION = 5  # the scripted agent: click, watch, next page, exit, interview
 

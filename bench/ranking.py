@@ -24,9 +24,9 @@ Slow paths rank a seeded sample of users (the table says how many); pairs/s do n
 which users.  The top-20 lists of the two paths are compared on the users both ranked:
 identical, or differing only where two items' scores are within float rounding (ties).
 
-    .venv/bin/python bench/ranking.py                    # ML-1M users 1-1999 and Steam
-    .venv/bin/python bench/ranking.py --data ml-1m --arms fm deepfm
-    .venv/bin/python bench/ranking.py --sample afn=8 deepfm=64
+    .venv/bin/python -m bench.ranking                    # ML-1M users 1-1999 and Steam
+    .venv/bin/python -m bench.ranking --data ml-1m --arms fm deepfm
+    .venv/bin/python -m bench.ranking --sample afn=8 deepfm=64
 """
 
 from __future__ import annotations
@@ -42,14 +42,11 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+from bench import ROOT  # noqa: E402
 from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.arms.base import FitData, arm_frame, excluded_cells, internal_frame  # noqa: E402
 from ops.arms.deepctr import DeepCTRArm, rows_per_forward  # noqa: E402
@@ -152,7 +149,7 @@ def load(data: str):
 
         folder = SHARED_DATA / "steam-australian"
         if not (folder / "interactions.csv").is_file():
-            raise SystemExit(f"bench/ranking.py: no Steam data in {folder} (set SIMAB_SHARED_DATA)")
+            raise SystemExit(f"bench.ranking: no Steam data in {folder} (set SIMAB_SHARED_DATA)")
         tables = load_steam(folder)
         return tables, build_mm_ml_1m(tables.movies, tables.metadata)
     from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
@@ -160,7 +157,7 @@ def load(data: str):
 
     folder = SHARED_DATA / "ml-1m"
     if not folder.is_dir():
-        raise SystemExit(f"bench/ranking.py: no MovieLens-1M data in {folder} (set SIMAB_SHARED_DATA)")
+        raise SystemExit(f"bench.ranking: no MovieLens-1M data in {folder} (set SIMAB_SHARED_DATA)")
     tables = load_local(folder)
     metadata_file = SHARED_DATA / "ml-1m-metadata" / "movies_extrainfos.dat"
     if not metadata_file.is_file():

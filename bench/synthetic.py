@@ -10,9 +10,9 @@ test items rated >= 4.  Rankers:
   user x genre one-hot features (scikit-learn), a stand-in for an FM that learns tastes;
 - with --deepfm, the DeepFM arm of ops.arms.recommenders (Appendix B settings, CPU, minutes).
 
-    .venv/bin/python bench/synthetic.py                 # default config, posters to bench/out
-    .venv/bin/python bench/synthetic.py --deepfm
-    .venv/bin/python bench/synthetic.py --n-users 500 --n-movies 800
+    .venv/bin/python -m bench.synthetic                 # default config, posters to bench/out
+    .venv/bin/python -m bench.synthetic --deepfm
+    .venv/bin/python -m bench.synthetic --n-users 500 --n-movies 800
 
 Prints each ranker's NDCG@20 and its ratio to Pop's; results also go to bench/out/synthetic.json.
 """
@@ -22,20 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from ops.arms.metrics import ndcg_at_k, relevant_items  # noqa: E402
-from ops.data.split import chronological_split  # noqa: E402
-from ops.data.synthetic import SyntheticConfig, generate  # noqa: E402
-from ops.schema import GENRES  # noqa: E402
+from bench import ROOT
+from ops.arms.metrics import ndcg_at_k, relevant_items
+from ops.data.split import chronological_split
+from ops.data.synthetic import SyntheticConfig, generate
+from ops.schema import GENRES
 
 
 def main() -> None:

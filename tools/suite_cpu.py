@@ -5,7 +5,7 @@ Celery workers) — then printed per file, largest first, as seconds and as a sh
 whole suite's CPU, beside the suite's wall time and what two cores could do at best (half
 its CPU).  CPU seconds, unlike wall seconds, hardly move with what else the machine runs.
 
-    .venv/bin/python bench/suite_cpu.py [--top 25] [pytest arguments, e.g. tests/test_reuse.py]
+    .venv/bin/python -m tools.suite_cpu [--top 25] [pytest arguments, e.g. tests/test_reuse.py]
 
 With the real-model test: `eval "$(.ci/llama_server.sh)"` first, and CI=1 to fail instead of
 skipping what is missing.
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDS = "SIMAB_BENCH_CPU_RECORDS"  # the folder each worker appends its records to
+RECORDS = "SIMAB_SUITE_CPU_RECORDS"  # the folder each worker appends its records to
 
 
 def _cpu() -> tuple[float, float]:
@@ -55,7 +55,7 @@ class Recorder:
 
 
 def pytest_configure(config) -> None:
-    """Loaded in each worker with `-p bench.suite_cpu`: records where $SIMAB_BENCH_CPU_RECORDS says."""
+    """Loaded in each worker with `-p tools.suite_cpu`: records where $SIMAB_SUITE_CPU_RECORDS says."""
     if os.environ.get(RECORDS):
         config.pluginmanager.register(Recorder(Path(os.environ[RECORDS])), "suite-cpu-recorder")
 
@@ -71,7 +71,7 @@ def main() -> None:
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         }
         command = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
-        command += ["-p", "bench.suite_cpu", "-p", "no:cacheprovider", *pytest_args]
+        command += ["-p", "tools.suite_cpu", "-p", "no:cacheprovider", *pytest_args]
         started = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - started

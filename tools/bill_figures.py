@@ -8,17 +8,12 @@ The trust protocols' figures come from the same dry run the protocols make befor
 first call; a lifecycle run with the LLM brain logs them ("LLM bill before taste_alignment:
 … calls, … tokens"), docs/cost.md gives the command.
 
-    SIMAB_HOME=data/bill .venv/bin/python bench/bill_figures.py --arms random,pop --agents 200
+    SIMAB_HOME=data/bill .venv/bin/python -m tools.bill_figures --arms random,pop --agents 200
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:

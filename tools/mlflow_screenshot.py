@@ -1,6 +1,6 @@
 """Screenshot of MLflow's compare view of two lifecycles, in headless Chromium.
 
-    SIMAB_HOME=data/compare-demo .venv/bin/python bench/mlflow_screenshot.py [--out docs/img/mlflow-compare.png]
+    SIMAB_HOME=data/compare-demo .venv/bin/python -m tools.mlflow_screenshot [--out docs/img/mlflow-compare.png]
 
 It starts `mlflow ui` on the home's tracking store (as `simab mlflow` does), opens the
 compare-runs page of the two newest lifecycle runs (tag `simab_role=lifecycle`, or the run
@@ -28,10 +28,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT))
+from resources.mlflow_tracking import LIFECYCLE_ROLE, MlflowTracking
 
-from resources.mlflow_tracking import LIFECYCLE_ROLE, MlflowTracking  # noqa: E402
+PROJECT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:

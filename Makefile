@@ -73,5 +73,10 @@ settings: setup
 report: setup
 	$(SIMAB) report
 
+# The benchmarks under bench/, one line each: run one with `$(BIN)/python -m bench.<name> --help`
+# (docs/development.md#benchmarks says what each measures).
+bench: setup
+	@$(BIN)/python -c 'import ast, pathlib; [print(f"python -m bench.{p.stem:<18}", ast.get_docstring(ast.parse(p.read_text())).splitlines()[0]) for p in sorted(pathlib.Path("bench").glob("[a-z]*.py"))]'
+
 clean:
 	rm -rf data/assets data/mlflow.db data/mlartifacts data/dagster_home

@@ -1,5 +1,7 @@
-"""Benchmark of the alignment protocols (ops.studies.alignment) for the embedded brain on
-real MovieLens, printed beside SimUSER, Agent4Rec and A/B Agent (reference data, never shipped).
+"""The trust protocols for the embedded brain on real MovieLens, beside the papers.
+
+The alignment protocols (ops.studies.alignment) printed beside SimUSER, Agent4Rec and A/B
+Agent (reference data, never shipped).
 
 Data: ../shared/data/ml-1m (users 1-1999) with the local metadata and both poster folders,
 as `make demo-ml1m` reads them (or `--data synthetic`, the generator's default).

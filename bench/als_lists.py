@@ -1,5 +1,6 @@
-"""An outside factor model's lists as an arm: implicit's ALS on simab's own train window,
-written as a lists file (`als=lists:FILE`, `ops.arms.lists`).
+"""An outside model's lists as an arm: implicit's ALS on simab's own train window.
+
+Written as a lists file (`als=lists:FILE`, `ops.arms.lists`).
 
 The model simab has never seen, brought in as a team would: alternating least squares for
 implicit feedback (Hu, Koren & Volinsky 2008) from the `implicit` package (the optional extra

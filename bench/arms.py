@@ -1,5 +1,7 @@
-"""The recommender arms on real MovieLens (reference data, never shipped), beside the papers
-and against baselines measured in the same run.  Four measures, one per subcommand:
+"""The recommender arms on real MovieLens, beside the papers' tables.
+
+Reference data, never shipped; baselines measured in the same run.  Four measures, one per
+subcommand:
 
 `table` — for each arm (all 11 of the paper by default), on ../shared/data/ml-1m (users
 1-1999, with the local MM-ML-1M metadata as `make demo-ml1m` uses it; ml-100k with --data

@@ -1,6 +1,7 @@
-"""Benchmark of data augmentation (A/B Agent §3.4, Table 5): does adding the agents'
-simulated clicks / views to the train set raise a model's test AUC by more than the
-model's own seed-to-seed noise?
+"""Data augmentation (A/B Agent §3.4, Table 5) against a model's seed-to-seed noise.
+
+Does adding the agents' simulated clicks / views to the train set raise a model's test AUC
+by more than the model's own seed-to-seed noise?
 
 The paper reports gains of 0.002–0.004 AUC from one training per cell.  A single seed
 cannot tell a gain that small from noise, so this trains the original and each augmented

@@ -1,5 +1,6 @@
-"""Brain comparison on a real small model (A/B Agent's "backbone robustness"):
-the same arms (random, pop, fm) on the same sample of ML-1M agents (users 1-1999), simulated
+"""An LLM brain on a real small model beside the embedded brain, on the same agents.
+
+A/B Agent's "backbone robustness": the same arms (random, pop, fm) on the same sample of ML-1M agents (users 1-1999), simulated
 by the embedded brain and by an LLM brain behind an OpenAI-compatible server.
 
 Per brain it prints CTR / CVR / AR per arm with 95 % bootstrap intervals over agents, the arm

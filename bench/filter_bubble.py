@@ -1,5 +1,6 @@
-"""The filter bubble experiment of Agent4Rec §4.1 (Figure 8) outside Dagster, on the
-synthetic default or the real ML-1M copy (users 1-1999, local metadata and posters, as
+"""Agent4Rec's filter bubble experiment (§4.1, Figure 8) outside Dagster.
+
+On the synthetic default or the real ML-1M copy (users 1-1999, local metadata and posters, as
 `make demo-ml1m` reads them): an MF-style arm (FM), four rounds, up to 5 pages a session,
 the movie pool split in four equal parts, the embedded brain; per round the paper's two
 figures for what was recommended and for what was watched, catalogue coverage and

@@ -1,5 +1,6 @@
-"""LLM brain throughput against a fake OpenAI-compatible endpoint with a fixed latency per call:
-≥ 1,000 agents, many in flight (`simulate_arm(..., concurrency=n)` runs the LLM
+"""LLM brain throughput against a fake OpenAI-compatible endpoint with a fixed latency.
+
+A fixed latency per call, ≥ 1,000 agents, many in flight (`simulate_arm(..., concurrency=n)` runs the LLM
 brain's sessions as coroutines on one event loop, `openai.AsyncOpenAI` behind a semaphore).
 
 The fake (`fakes.openai_server`, aiohttp) runs in a process of its own, so that the client's

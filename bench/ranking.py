@@ -1,5 +1,7 @@
-"""Ranking speed per arm: the previous ranking path against the current one, beside the
-limit of this machine, measured in one run on the same users.
+"""Ranking speed per arm, against the previous path and this machine's limit.
+
+The previous ranking path against the current one, beside the limit of this machine,
+measured in one run on the same users.
 
 Each arm is trained for --max-epochs on --train-fraction of the train window (how well it
 learnt does not change what ranking it costs), then ranks the lifecycle's ranking users

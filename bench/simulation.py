@@ -1,5 +1,6 @@
-"""The simulation's cost: the agents and the session loop, each against a baseline brain
-measured in the same run.
+"""The simulation's cost: the agents and the session loop, against a baseline brain.
+
+Each measure sets the embedded brain against a uniform random one in the same run.
 
 `agents`: what building the agents costs, and what the embedded brain costs per simulated
 session against the uniform random brain (`ops.simulation.brains.random_policy`).  Data: the

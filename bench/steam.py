@@ -86,7 +86,7 @@ def main() -> int:
     parser.add_argument("--ease-l2", type=float, default=200.0, help="--offline: EASE's L2")
     args = parser.parse_args()
     if args.offline:
-        return offline(args.arms or "random,pop,fm,mf,ease", args.data, args.min_interactions, args)
+        return offline(args)
     arms = args.arms or "random,pop,fm,deepfm,afn"
     home = args.home.resolve()
     if args.table2_only:
@@ -196,8 +196,8 @@ def tables(home: Path, arms: list[str]) -> str:
     return "\n".join(lines)
 
 
-def offline(arm_specs: str, data: Path, min_interactions: int, args) -> int:
-    """The arms fitted and ranked on the copy (or `args.user_share` of its users), their NDCG@20
+def offline(args) -> int:
+    """The arms fitted and ranked on the copy (or `--user-share` of its users), their NDCG@20
     and Recall@20 with intervals, NDCG@20 as a ratio to Pop's where Pop is among them."""
     from ops.arms.base import FitData
     from ops.arms.catalog import make_arm
@@ -208,9 +208,10 @@ def offline(arm_specs: str, data: Path, min_interactions: int, args) -> int:
     from ops.data.steam import load_steam
     from ops.readout.fidelity import offline_intervals, offline_per_user
 
+    arm_specs = args.arms or "random,pop,fm,mf,ease"
     if any(a.split(":")[0] in ("mf", "lightgcn", "multvae") for a in arm_specs.split(",")):
         install_agent4rec_plugin(Path(tempfile.mkdtemp()))
-    steam = load_steam(data, min_interactions)
+    steam = load_steam(args.data, args.min_interactions)
     ratings = steam.ratings
     if args.user_share < 1:
         ids = ratings.get_column("user_id").unique().sort().to_numpy()

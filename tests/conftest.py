@@ -290,6 +290,8 @@ def kill_and_resume(environ: dict[str, str], audit: Path | None = None) -> dict:
 
     env = {**os.environ, **environ}
     env.pop("MLFLOW_TRACKING_URI", None)
+    if audit is not None:
+        env = socket_audit.as_a_person_runs(env)
     command = (
         [sys.executable, "-m", "pipelines.lifecycle"]
         if audit is None

@@ -69,6 +69,16 @@ def install(record: Path | str) -> None:
     sys.addaudithook(hook)
 
 
+# What libraries read to tell a test runner or a CI service from a person's machine (MLflow's
+# telemetry keeps quiet under either): an audited run goes without them, as a person's would.
+TEST_OR_CI = ("PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE")
+
+
+def as_a_person_runs(environ: dict[str, str]) -> dict[str, str]:
+    """`environ` without the variables that say a test or CI service runs it (`TEST_OR_CI`)."""
+    return {k: v for k, v in environ.items() if k not in TEST_OR_CI}
+
+
 def command(record: Path | str, module: str) -> list[str]:
     """`python -m module` under the hook, recording into `record` (arguments follow)."""
     return [sys.executable, "-c", "from tests.socket_audit import run; run()", str(record), module]

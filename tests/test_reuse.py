@@ -9,6 +9,7 @@ leaves least to redo), then changes one thing and checks which assets were compu
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -62,7 +63,8 @@ def world(tmp_path_factory, planted_lifecycle):
 def _audited(audit: Path, *args: str) -> str:
     """The lifecycle runner in a fresh interpreter under tests/socket_audit.py: what it printed."""
     command = socket_audit.command(audit, "pipelines.lifecycle")
-    out = subprocess.run([*command, *args], cwd=PROJECT, capture_output=True, text=True, timeout=600)
+    env = socket_audit.as_a_person_runs(dict(os.environ))
+    out = subprocess.run([*command, *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout
 
@@ -113,7 +115,8 @@ def test_a_new_arm_trains_only_that_arm_and_the_lifecycle_reaches_no_other_host(
 ):
     # The planted lifecycle's runners (prepare, random, pop, the read-out) tried no socket
     # beyond 127.0.0.1; nor does a fresh runner that trains fm, importing deepctr-torch, whose
-    # version check asked PyPI (off: ops/environment.py).
+    # version check asked PyPI, and tracks in MLflow, whose telemetry asked for its config (both
+    # off: ops/environment.py; the runners run without the variables that say "a test or CI").
     assert planted_lifecycle.outbound.read_text() == ""
     world(capfd)
     audit = tmp_path / "outbound.txt"

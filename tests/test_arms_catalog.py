@@ -49,6 +49,13 @@ def test_specs_name_an_arm_its_kind_and_its_parameters():
     lists = parse_arm_spec("mine=lists:/data/x;y.parquet")  # a path keeps its ';'
     assert (lists.kind, lists.source) == ("lists", "/data/x;y.parquet")
     assert parse_arm_spec("prod=mlflow:models:/prod/3").source == "models:/prod/3"
+    # After a source, the `;key=value` pairs that end the spec are parameters; the long form names the source.
+    short = parse_arm_spec("prod=mlflow:models:/prod/3;mode=topk;request=200")
+    assert (short.source, short.params) == ("models:/prod/3", {"mode": "topk", "request": 200})
+    assert parse_arm_spec(short.text()) == short
+    assert make_arm(short).arm.params["mode"] == "topk"
+    assert make_arm(parse_arm_spec("cand=mlflow;uri=models:/prod/3;request=200")).arm.params["request"] == 200
+    assert parse_arm_spec("ours=lists:/data/x;y.parquet;fill=pop").params == {"fill": "pop"}
     for bad, why in (
         ("Bad=pop", "must be"),
         ("x/y", "must be"),

@@ -322,7 +322,7 @@ UNWORKABLE = {
     "a parameter of a source arm its kind does not take": (
         ["pop", "ours_x=lists:LISTS;colour=red"],
         {},
-        "arm ours_x: kind 'lists' takes no parameter 'colour'; it takes fill, min_items",
+        "arm ours_x: kind 'lists' takes no parameter 'colour'; it takes fill, min_items, path",
     ),
     "a rung of a quality ladder past the list": (
         ["pop", "pop@25"],

@@ -196,8 +196,9 @@ class ArmBase:
     @classmethod
     def spec_parameters(cls) -> frozenset[str] | None:
         """The parameters a spec may give this kind (`name=kind;key=value`): its constructor's
-        but the name and the source (`source_param`); None where it takes any (`**kwargs`)."""
-        return constructor_parameters(cls, exclude={"name", cls.source_param or "name"})
+        but the name (the source too: `name=mlflow;uri=…` is the long form of `mlflow:…`);
+        None where it takes any (`**kwargs`)."""
+        return constructor_parameters(cls, exclude={"name"})
 
     @classmethod
     def source_problem(cls, source: str, tracking_uri: Callable[[], str | None] | None = None) -> str | None:

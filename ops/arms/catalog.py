@@ -270,7 +270,7 @@ def make_arm(arm: ArmSpec | str, **settings: Any) -> Any:
     if cls is not None and issubclass(cls, ArmBase):
         _check_parameters(spec, cls.spec_parameters())
     else:
-        _check_parameters(spec, constructor_parameters(factory, {"name", getattr(cls, "source_param", None) or "name"}))
+        _check_parameters(spec, constructor_parameters(factory, {"name"}))
     if spec.source:
         source_param = getattr(cls, "source_param", None)
         if not source_param:

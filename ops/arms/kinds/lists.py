@@ -38,6 +38,9 @@ class ListsArm(ArmBase):
     # `name=lists:PATH`: the path; no arm without one.
     source_param = "path"
     standalone = False
+    # With a fill: users whose list was shorter than min_items, items fill=pop added.
+    short_users = 0
+    filled = 0
 
     def __init__(self, name: str, path: str, min_items: int = MIN_ITEMS, fill: str | None = None):
         if fill is not None and fill not in FILLS:
@@ -52,8 +55,6 @@ class ListsArm(ArmBase):
         self.lists: pl.DataFrame | None = None
         self.has_scores = False
         self.sha256 = ""
-        self.filled = 0  # items added by fill=pop
-        self.short_users = 0  # users whose list is shorter than min_items, as the file gave it
 
     @classmethod
     def source_problem(cls, source: str, tracking_uri=None) -> str | None:
@@ -118,21 +119,17 @@ class ListsArm(ArmBase):
             "rows": lists.height,
             "users": lists.get_column("user_id").n_unique(),
             "has_scores": self.has_scores,
-            "short_users": self.short_users,
-            "filled_items": self.filled,
+            **self._fill_counts(),
         }
+
+    def _fill_counts(self) -> dict[str, int]:
+        """How short the lists were and what filled them, where the arm says what a short list becomes."""
+        return {"short_users": self.short_users, "filled_items": self.filled} if self.params.get("fill") else {}
 
     def save(self, folder: Path) -> None:
         self._fitted().write_parquet(folder / "lists.parquet")
         (folder / "lists.json").write_text(
-            json.dumps(
-                {
-                    "has_scores": self.has_scores,
-                    "sha256": self.sha256,
-                    "short_users": self.short_users,
-                    "filled_items": self.filled,
-                }
-            )
+            json.dumps({"has_scores": self.has_scores, "sha256": self.sha256, **self._fill_counts()})
         )
 
     @classmethod

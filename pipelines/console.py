@@ -3,6 +3,12 @@ time, the LLM bill before a simulation, the per-arm result and where to look.  E
 else — Dagster's event log, library messages, inner progress bars — goes to the full log
 under $SIMAB_HOME/logs/.
 
+When a step fails, the cause comes first: the line after the bars is the failing step's
+own error (`failure_lines`: the file, line and field where it names them), once.  What only
+follows from it stays in the full log: Dagster's "Dependencies for step … failed … Not
+executing" for each step after the failed one, and the run's failure, which repeats the
+step's.
+
 `to_log_file(path)` sends the process's standard output and error (file descriptors 1 and 2,
 so C libraries and subprocesses too) to the log and yields a stream on the real terminal;
 `LifecycleConsole` draws on that stream with rich.  `LifecycleConsole.watch(instance, run_id)`
@@ -81,8 +87,9 @@ class LifecycleConsole:
                 raise
             finally:
                 stage.finish() if stage.succeeded else stage.fail()
-        for note in stage.notes:
-            self.line(f"    {note}")
+        if stage.succeeded:  # a failed stage's notes come after its cause (the runner prints both)
+            for note in stage.notes:
+                self.line(f"    {note}")
 
     def summary(self, headline: dict, places: list[tuple[str, str]]) -> None:
         """The verdict — the same lines the report opens on (`verdict_lines`: the winning arm
@@ -124,6 +131,7 @@ class Stage:
         self.progress, self.task = progress, task
         self.notes: list[str] = []
         self.failed_steps: list[str] = []
+        self.started_steps: set[str] = set()
         self.succeeded = True
 
     def watch(self, instance, run_id: str) -> None:
@@ -136,11 +144,14 @@ class Stage:
     def _on_event(self, entry) -> None:
         event = entry.dagster_event
         if event is None:
-            if entry.level >= 30 and entry.user_message:  # a warning an asset logged for people
-                self.notes.append(f"{entry.step_key or ''}: {entry.user_message}".strip(": "))
+            # A warning an asset logged for people, from a step that ran: Dagster's own line
+            # for each step it does not execute after a failure names a step that never started.
+            if entry.level >= 30 and entry.user_message and (entry.step_key or "") in self.started_steps:
+                self.notes.append(f"{entry.step_key}: {entry.user_message}")
             return
         kind = event.event_type_value
         if kind == "STEP_START":
+            self.started_steps.add(event.step_key or "")
             self.progress.update(self.task, step=event.step_key or "")
         elif kind in ("STEP_SUCCESS", "STEP_SKIPPED"):
             self.progress.advance(self.task)
@@ -164,10 +175,26 @@ class Stage:
         self.progress.update(self.task, completed=self.progress.tasks[0].total, step=step)
 
 
+def failure_lines(events, most: int = 5) -> list[str]:
+    """The causes of a failed run, first first: `step: its error` for each step that failed
+    (at most `most`), each said once; the run's own failure, which repeats them, only where
+    no step failed (a run that could not start)."""
+    events = list(events)
+    failed = [e for e in events if e.is_step_failure] or [e for e in events if e.is_failure][:1]
+    lines: list[str] = []
+    for event in failed:
+        text = failure_text(event)
+        line = f"{event.step_key}: {text}" if event.step_key else text
+        if line not in lines:
+            lines.append(line)
+    return lines[:most]
+
+
 def failure_text(event) -> str:
     """What a failed step says to a person: the description an asset gave its `Failure`
     (e.g. the cost limit, naming the estimate), else the user's own exception — the
-    innermost cause, since Dagster wraps it — in full (a broken contract lists every problem)."""
+    innermost cause, since Dagster wraps it — in full (a broken contract lists every problem),
+    its class named without its module (`DataFileError: …`)."""
     data = event.event_specific_data
     described = getattr(getattr(data, "user_failure_data", None), "description", None)
     if described:
@@ -176,7 +203,11 @@ def failure_text(event) -> str:
     while error is not None and error.cause is not None:
         error = error.cause
     if error is not None and error.message:
-        return error.message.strip()
+        message = error.message.strip()
+        head, colon, rest = message.partition(": ")
+        if colon and error.cls_name and head.endswith("." + error.cls_name) and " " not in head:
+            return f"{error.cls_name}: {rest}"
+        return message
     return event.message or "failed"
 
 

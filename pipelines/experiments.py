@@ -132,11 +132,16 @@ def run_experiments(names: list[str], settings, reuse: bool = False, instance=No
             )
             seconds = time.perf_counter() - t0
             if not result.success:
-                from pipelines.console import failure_text
+                from pipelines.console import failure_lines
 
-                reasons = [f"    {e.step_key}: {failure_text(e)}" for e in result.all_events if e.is_failure][:5]
+                # The cause first: each failed step's own error, then the run.
                 raise SystemExit(
-                    "\n".join([f"experiment {name}: {step.label} failed (Dagster run {result.run_id}):", *reasons])
+                    "\n".join(
+                        [
+                            *failure_lines(result.all_events),
+                            f"experiment {name}: {step.label} failed (Dagster run {result.run_id})",
+                        ]
+                    )
                 )
             say(f"{name}: {step.label} done in {seconds:.0f} s")
             steps.append((step.label, seconds, False))

@@ -220,7 +220,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
     from dagster import AssetKey, DagsterInstance
 
     from ops.preflight.bill import brain_of, lifecycle_bill
-    from pipelines.console import LifecycleConsole, failure_text
+    from pipelines.console import LifecycleConsole, failure_lines
     from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
     from pipelines.jobs import run_config_for
     from pipelines.versions import OUTSIDE_INPUTS_TAG, judge_step, latest_materialization, outside_inputs
@@ -323,14 +323,22 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
                 stage.succeeded = result.success
         runs.append((label, result.run_id, "ran" if result.success else "failed"))
         if not result.success:
-            reasons = [f"    {e.step_key}: {failure_text(e)}" for e in result.all_events if e.is_failure][:5]
             where = f"the full log {log}" if log else "the Dagster UI (simab ui) for the whole log"
             again = " Fix the cause, then `simab resume` re-runs only what is left."
-            # The reasons go in the exit message: it reaches the terminal in either console mode.
+            # The cause first, in the exit message (it reaches the terminal in either console
+            # mode): each failed step's own error; what the stage noted, and the run, after it.
+            notes = [f"    {n}" for n in stage.notes] if console is not None else []
             spent: list[str] = []
             _say_bill(spent.append, lifecycle, cap)  # what the run spent of its LLM cap, also when it stopped on it
             raise SystemExit(
-                "\n".join([f"{label} failed (Dagster run {result.run_id}):", *reasons, *spent, f"See {where}.{again}"])
+                "\n".join(
+                    [
+                        *failure_lines(result.all_events),
+                        *notes,
+                        *spent,
+                        f"{label} failed (Dagster run {result.run_id}). See {where}.{again}",
+                    ]
+                )
             )
         return result
 

@@ -29,6 +29,7 @@ from filelock import FileLock  # noqa: E402
 from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.environment import offline_defaults  # noqa: E402
 from ops.settings import uninstall  # noqa: E402
+from tests import socket_audit  # noqa: E402
 
 offline_defaults()
 
@@ -229,6 +230,11 @@ class PlantedWorld:
         return self.root / "dagster_home"
 
     @property
+    def outbound(self) -> Path:
+        """The sockets beyond 127.0.0.1 its runner processes tried (refused: tests/socket_audit.py)."""
+        return self.root / "outbound.txt"
+
+    @property
     def record(self) -> dict:
         return json.loads((self.root / "record.json").read_text())
 
@@ -255,7 +261,7 @@ def planted_lifecycle(tmp_path_factory) -> PlantedWorld:
             shutil.rmtree(world.root, ignore_errors=True)
             users, movies, ratings = planted_movielens(seed=5, n_users=40, n_movies=50, ratings_per_user=15)
             write_ml1m(world.folder, users, movies, ratings)
-            record = kill_and_resume(world.environ(world.home, world.dagster_home))
+            record = kill_and_resume(world.environ(world.home, world.dagster_home), audit=world.outbound)
             (world.root / "record.json").write_text(json.dumps(record))  # written last: the world is whole
     return world
 
@@ -274,16 +280,23 @@ def copy_planted(world: PlantedWorld, target: Path) -> tuple[Path, Path]:
 PROJECT = Path(__file__).resolve().parents[1]
 
 
-def kill_and_resume(environ: dict[str, str]) -> dict:
+def kill_and_resume(environ: dict[str, str], audit: Path | None = None) -> dict:
     """Start the lifecycle runner with the settings `environ` adds, kill it (-9) in the agents
     step of its prepare run, after the catalogue is stored, then run `--resume`: what the
     Dagster instance held after the kill ({"after_kill": [[run id, status], ...]}) and what
-    the resume returned ({"resume": {"returncode", "stdout", "stderr"}})."""
+    the resume returned ({"resume": {"returncode", "stdout", "stderr"}}).  `audit`: both runners
+    under tests/socket_audit.py, what they tried beyond 127.0.0.1 recorded there."""
     from dagster import DagsterInstance
 
     env = {**os.environ, **environ}
     env.pop("MLFLOW_TRACKING_URI", None)
-    command = [sys.executable, "-m", "pipelines.lifecycle"]
+    if audit is not None:
+        env = socket_audit.as_a_person_runs(env)
+    command = (
+        [sys.executable, "-m", "pipelines.lifecycle"]
+        if audit is None
+        else socket_audit.command(audit, "pipelines.lifecycle")
+    )
     runner = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         # Killed in the agents step, after the catalogue is stored (its event logged a moment later).

@@ -49,6 +49,13 @@ def test_specs_name_an_arm_its_kind_and_its_parameters():
     lists = parse_arm_spec("mine=lists:/data/x;y.parquet")  # a path keeps its ';'
     assert (lists.kind, lists.source) == ("lists", "/data/x;y.parquet")
     assert parse_arm_spec("prod=mlflow:models:/prod/3").source == "models:/prod/3"
+    # After a source, the `;key=value` pairs that end the spec are parameters; the long form names the source.
+    short = parse_arm_spec("prod=mlflow:models:/prod/3;mode=topk;request=200")
+    assert (short.source, short.params) == ("models:/prod/3", {"mode": "topk", "request": 200})
+    assert parse_arm_spec(short.text()) == short
+    assert make_arm(short).arm.params["mode"] == "topk"
+    assert make_arm(parse_arm_spec("cand=mlflow;uri=models:/prod/3;request=200")).arm.params["request"] == 200
+    assert parse_arm_spec("ours=lists:/data/x;y.parquet;fill=pop").params == {"fill": "pop"}
     for bad, why in (
         ("Bad=pop", "must be"),
         ("x/y", "must be"),
@@ -334,3 +341,55 @@ def test_an_mlflow_model_scores_or_returns_top_k_and_records_its_version(data, t
     assert again.describe()["mlflow_model_version"] == "1"
     assert np.array_equal(again.score(np.array([1, 2]), items[:2]), scored.score(np.array([1, 2]), items[:2]))
     forget("prod")
+
+
+def test_a_short_list_is_refused_naming_the_fills_filled_from_popularity_or_simulated_as_it_is(data, tmp_path):
+    users, catalogue, split = data
+    good = _good_lists(data)  # 25 of Pop's order per user
+    ranked = good.get_column("user_id").unique().sort().to_list()
+    thin, empty = ranked[:3], ranked[3]
+    short = good.filter(~pl.col("user_id").is_in(thin) | (pl.col("rank") <= 9))
+    short.write_parquet(tmp_path / "short.parquet")
+    with pytest.raises(ListsFileError, match=r"fewer than 20 \(3 user\(s\) short\); .*`;fill=pop`.*`;fill=none`"):
+        _fit(make_arm(parse_arm_spec(f"short=lists:{tmp_path / 'short.parquet'}")), data)
+    items = catalogue.get_column("movie_id").to_numpy()
+    pop = _fit(make_arm("pop"), data)
+    pop_top = rank_once(pop, split.train, split.test, items)
+
+    # fill=pop: each short list goes on in Pop's order, so here it becomes Pop's own list.
+    filled = _fit(make_arm(parse_arm_spec(f"filled=lists:{tmp_path / 'short.parquet'};fill=pop")), data)
+    ranking = rank_once(filled, split.train, split.test, items)
+    for user in thin:
+        mine = ranking.filter(pl.col("user_id") == user).sort("rank").get_column("movie_id").to_list()
+        assert mine == pop_top.filter(pl.col("user_id") == user).sort("rank").get_column("movie_id").to_list()
+        assert len(mine) == 20
+    assert filled.describe()["short_users"] == 3 and filled.describe()["filled_items"] == 3 * 11
+    scored = filled.lists.filter(pl.col("user_id") == thin[0]).sort("rank").get_column("score")
+    assert scored.head(9).is_not_null().all() and scored.tail(11).is_null().all()  # filled: no score of the team's
+    assert 0.4 < metrics_from_lists(filled, ranking, split.test).test_auc < 1
+
+    # fill=none: the short lists stay short, and are measured as they are.
+    as_is = _fit(make_arm(parse_arm_spec(f"as_is=lists:{tmp_path / 'short.parquet'};fill=none")), data)
+    ranking = rank_once(as_is, split.train, split.test, items)
+    lengths = dict(ranking.group_by("user_id").len().iter_rows())
+    assert {lengths[u] for u in thin} == {9} and lengths[ranked[-1]] == 20
+    metrics = metrics_from_lists(as_is, ranking, split.test)
+    assert 0 <= metrics.recall_at_k <= metrics_from_lists(pop, pop_top, split.test).recall_at_k
+
+    # A list left with nothing: filled whole from popularity; as it is, refused (no home page to show).
+    seen = split.train.filter(pl.col("user_id") == empty).get_column("movie_id").head(5).to_list()
+    nothing = pl.concat(
+        [
+            short.filter(pl.col("user_id") != empty).drop("score"),
+            pl.DataFrame({"user_id": [empty] * len(seen), "rank": list(range(1, len(seen) + 1)), "item_id": seen}),
+        ]
+    ).with_columns(pl.col("user_id", "rank", "item_id").cast(pl.Int64))
+    nothing.write_parquet(tmp_path / "nothing.parquet")
+    with pytest.raises(
+        ListsFileError, match=rf"user {empty} has 0 items once its 5 train item\(s\) are removed.*fill=pop"
+    ):
+        _fit(make_arm(parse_arm_spec(f"none0=lists:{tmp_path / 'nothing.parquet'};fill=none")), data)
+    whole = _fit(make_arm(parse_arm_spec(f"pop0=lists:{tmp_path / 'nothing.parquet'};fill=pop")), data)
+    assert whole.lists.filter(pl.col("user_id") == empty).height == 20
+    with pytest.raises(ValueError, match="fill='zeros': one of pop, none"):
+        make_arm(parse_arm_spec(f"z=lists:{tmp_path / 'short.parquet'};fill=zeros"))

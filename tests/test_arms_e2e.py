@@ -197,3 +197,54 @@ def test_a_malformed_lists_file_stops_its_arm_and_stores_nothing(world, tmp_path
         assert not list((home / "assets").rglob(f"{name}*")), "nothing of the broken arm is stored"
     finally:
         forget(name)
+
+
+def test_short_lists_run_filled_from_popularity_or_as_they_are(world, tmp_path):
+    from assets.partitions import declare_arms
+    from ops.arms.catalog import forget
+    from ops.readout.ab_readout import ab_readout
+    from pipelines.definitions import build_definitions
+
+    home = world["home"]
+    full = _lists(home)  # 25 items of the train window's popularity order per user
+    (full.filter(pl.col("rank") <= 9)).write_parquet(tmp_path / "nine.parquet")  # every list 9 items long
+    names = declare_arms(
+        [f"nine-pop=lists:{tmp_path / 'nine.parquet'};fill=pop", f"nine=lists:{tmp_path / 'nine.parquet'};fill=none"]
+    )
+    try:
+        defs = build_definitions(environ={"SIMAB_HOME": str(home), "SIMAB_ARMS": ",".join(["random", *names])})
+        for name in names:
+            result = defs.resolve_job_def("simab_arm").execute_in_process(
+                instance=world["instance"], partition_key=name, run_config=ARM_CONFIG, raise_on_error=False
+            )
+            assert result.success, name
+        lists = {a: pl.read_parquet(home / "assets" / "top20_lists" / f"{a}.parquet") for a in ("ours", *names)}
+        # fill=pop: the nine, then the popularity order: the 20 the full file's lists begin with.
+        assert (
+            lists["nine-pop"]
+            .select("user_id", "rank", "movie_id")
+            .equals(lists["ours"].select("user_id", "rank", "movie_id"))
+        )
+        # fill=none: nine items a user, two home pages, never a third.
+        assert set(lists["nine"].group_by("user_id").len().get_column("len").to_list()) == {9}
+        events = {
+            a: pl.read_parquet(home / "assets" / "simulation_events" / f"{a}.parquet") for a in ("random", *names)
+        }
+        assert events["nine"].get_column("page_number").max() <= 2
+        assert events["nine"].get_column("user_id").n_unique() == 30
+        readout = ab_readout(pl.concat(list(events.values()), how="diagonal_relaxed"), control="random")
+        per_agent = readout.per_agent
+        assert per_agent.filter(pl.col("arm") == "nine").get_column("impressions").max() <= 9
+        assert per_agent.filter(pl.col("arm") == "nine-pop").get_column("impressions").max() > 9
+        ctr = readout.arms.filter((pl.col("arm") == "nine") & (pl.col("metric") == "ctr")).row(0, named=True)
+        assert 0 < ctr["mean"] <= 1 and ctr["ci_low"] <= ctr["mean"] <= ctr["ci_high"]
+        offline = {
+            a: pl.read_parquet(home / "assets" / "offline_metrics" / f"{a}.parquet").row(0, named=True) for a in names
+        }
+        assert 0 <= offline["nine"]["recall_at_k"] <= offline["nine-pop"]["recall_at_k"] <= 1
+        assert offline["nine-pop"]["ndcg_at_k"] == pytest.approx(
+            pl.read_parquet(home / "assets" / "offline_metrics" / "ours.parquet").row(0, named=True)["ndcg_at_k"]
+        )
+    finally:
+        for name in names:
+            forget(name)

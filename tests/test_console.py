@@ -93,6 +93,80 @@ def test_a_failed_stage_says_so():
     assert line.startswith("✗ read-out") and "failed: broken" in line
 
 
+def test_a_failed_stage_keeps_its_warnings_for_after_the_cause_and_drops_the_cascade():
+    from pipelines.console import LifecycleConsole, failure_lines
+
+    @asset
+    def reads(context):
+        context.log.warning("3 rows without a timestamp were dropped")
+        raise ValueError("interactions.csv, line 3, field 'rating': '7' is not a whole rating 1..5")
+
+    @asset
+    def splits(reads):
+        return reads
+
+    @asset
+    def trains(splits):
+        return splits
+
+    job = Definitions(assets=[reads, splits, trains], jobs=[define_asset_job("j", selection="*")]).resolve_job_def("j")
+    instance = DagsterInstance.ephemeral()
+    stream = io.StringIO()
+    run_id = str(uuid.uuid4())
+    with LifecycleConsole(stream).stage("prepare", 3) as stage:
+        stage.watch(instance, run_id)
+        result = job.execute_in_process(instance=instance, run_id=run_id, raise_on_error=False)
+        stage.succeeded = result.success
+    assert [line for line in stream.getvalue().splitlines() if line.strip()][-1].startswith("✗ prepare")
+    assert stage.notes == ["reads: 3 rows without a timestamp were dropped"]  # not Dagster's "Not executing" lines
+    # One line per failed step, the step's own error; not the run's failure repeating it.
+    assert failure_lines(result.all_events) == [
+        "reads: ValueError: interactions.csv, line 3, field 'rating': '7' is not a whole rating 1..5"
+    ]
+
+
+def test_the_console_opens_a_failure_on_its_cause_a_bad_row_named_by_file_line_and_field(tmp_path, capfd, monkeypatch):
+    import shutil
+
+    import pytest
+
+    from ops.settings import PROJECT_ROOT
+    from pipelines.lifecycle import main
+
+    shop = tmp_path / "shop"
+    shutil.copytree(PROJECT_ROOT / "examples" / "bookshop", shop, ignore=shutil.ignore_patterns("*.py"))
+    lines = (shop / "interactions.csv").read_text().splitlines(keepends=True)
+    user, item, _, when = lines[2].split(",")
+    lines[2] = f"{user},{item},7,{when}"  # line 3 of the file: a rating of 7
+    (shop / "interactions.csv").write_text("".join(lines))
+    settings = {
+        "SIMAB_HOME": tmp_path / "home",
+        "SIMAB_SOURCE": "files",
+        "SIMAB_FILES_PATH": shop,
+        # A folder store: no SQLite migrations to wait for (seconds), the runner's console the same.
+        "SIMAB_DEPLOYMENT": "server",
+        "MLFLOW_TRACKING_URI": (tmp_path / "mlruns").as_uri(),
+        "MLFLOW_ALLOW_FILE_STORE": "true",
+    }
+    for name, value in settings.items():
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        main(["--arms", "random,pop"])
+    screen = capfd.readouterr().out.splitlines() + str(stopped.value.code).splitlines()
+    bar = next(i for i, line in enumerate(screen) if line.startswith("✗ prepare"))
+    cause = screen[bar + 1]
+    assert cause.startswith("movielens: DataFileError: ") and cause.endswith(
+        f"{shop / 'interactions.csv'}, line 3, field 'rating': '7' is not a whole rating 1..5"
+    ), screen
+    rest = "\n".join(screen[bar + 2 :])
+    assert "Not executing" not in rest and "None:" not in rest and "line 3" not in rest, rest
+    assert rest.startswith("simab_prepare failed (Dagster run ") and "simab resume" in rest
+    log = next((tmp_path / "home" / "logs").glob("lifecycle-*.log")).read_text()
+    assert "Not executing" in log  # the cascade is in the full log
+
+
 def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look():
     from pipelines.console import LifecycleConsole
 

@@ -9,11 +9,14 @@ edges of their own (they build settings from the mappings they choose) and are n
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 from ops.environment import OFFLINE_DEFAULTS, offline_defaults
 from ops.settings import Settings, current, install, uninstall
+from tests import socket_audit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,3 +144,40 @@ def test_offline_defaults_keep_what_a_person_set(monkeypatch):
 
     assert os.environ["HF_HUB_OFFLINE"] == "0"
     assert os.environ["GX_ANALYTICS_ENABLED"] == "False"
+
+
+def test_deepctr_torch_and_mlflow_ask_no_one_anything(tmp_path):
+    # deepctr-torch 0.3.0's __init__ starts a thread that asks PyPI for its newest release;
+    # MLflow 3's first run, a thread that asks its telemetry service for a config (quiet only
+    # under a test runner or CI, so the process runs without their variables).  A fresh
+    # interpreter with the edges' fixes, every socket beyond 127.0.0.1 refused and recorded
+    # (tests/socket_audit.py), both used, then every thread they started waited for.
+    record = tmp_path / "outbound.txt"
+    script = (
+        "import sys, threading\n"
+        "from tests.socket_audit import install\n"
+        "install(sys.argv[1])\n"
+        "from ops.environment import offline_defaults\n"
+        "offline_defaults()\n"
+        "import deepctr_torch, mlflow\n"
+        "mlflow.set_tracking_uri(sys.argv[2])\n"
+        "with mlflow.start_run():\n"
+        "    mlflow.log_param('a', 1)\n"
+        "for thread in threading.enumerate():\n"
+        "    if thread is not threading.current_thread():\n"
+        "        thread.join(10)\n"
+        "print(deepctr_torch.utils.check_version.__module__)\n"
+    )
+    env = {**socket_audit.as_a_person_runs(dict(os.environ)), "MLFLOW_ALLOW_FILE_STORE": "true"}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(record), (tmp_path / "mlruns").as_uri()],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ops.environment"]  # the installed package's own check_version replaced
+    assert not record.exists(), record.read_text()
+    assert "check the latest version" not in out.stdout + out.stderr

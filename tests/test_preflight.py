@@ -270,9 +270,144 @@ def test_the_llm_endpoint_is_well_formed_keyed_and_answering():
     assert said.startswith("SIMAB_LLM_API_KEY_ENV='OPENAI_API_KEY'")
 
 
+# -- values each allowed that cannot work together ---------------------------------------------
+
+# (arms, settings, what the one line says): each refused by check_values before the first step.
+UNWORKABLE = {
+    "a control that is no arm": (
+        ["random", "pop"],
+        {"SIMAB_CONTROL": "zzz"},
+        "SIMAB_CONTROL='zzz': not one of the arms (random, pop)",
+    ),
+    "a diagnostic arm as the control": (
+        ["random", "pop", "mirror"],
+        {"SIMAB_CONTROL": "mirror"},
+        "SIMAB_CONTROL='mirror': arm mirror measures the simulator and is no candidate",
+    ),
+    "more shards than agents": (
+        ["random", "pop"],
+        {"SIMAB_SHARDS": 5, "SIMAB_AGENTS": 3},
+        "SIMAB_SHARDS=5: more user shards than the 3 agents per arm (SIMAB_AGENTS)",
+    ),
+    "more shards than users": (
+        ["random", "pop"],
+        {"SIMAB_SHARDS": 1001},
+        "SIMAB_SHARDS=1001: more user shards than the 1000 users of source synthetic",
+    ),
+    "visits for two tiers": (
+        ["random", "pop"],
+        {"SIMAB_ACTIVITY_DRIVES": "visits", "SIMAB_VISITS": "1,2"},
+        "SIMAB_VISITS='1,2': one whole number ≥ 1 per activity tier (low, medium, high)",
+    ),
+    "no visit for a tier": (
+        ["random", "pop"],
+        {"SIMAB_ACTIVITY_DRIVES": "visits", "SIMAB_VISITS": "0,1,2"},
+        "SIMAB_VISITS='0,1,2': one whole number ≥ 1 per activity tier",
+    ),
+    "visits the design does not read": (
+        ["random", "pop"],
+        {"SIMAB_VISITS": "2,3,4"},
+        "SIMAB_VISITS='2,3,4': read only with SIMAB_ACTIVITY_DRIVES=visits (here session_length",
+    ),
+    "an arm parameter its kind does not take": (
+        ["pop", "deep_x=deepfm;dropout=0.1"],
+        {},
+        "arm deep_x: kind 'deepfm' takes no parameter 'dropout'; it takes batch_size, ",
+    ),
+    "an arm parameter value its kind refuses": (
+        ["pop", "deep_y=deepfm;train_fraction=2"],
+        {},
+        "arm deep_y: parameter train_fraction=2: Input should be less than or equal to 1",
+    ),
+    "a parameter of a source arm its kind does not take": (
+        ["pop", "ours_x=lists:LISTS;colour=red"],
+        {},
+        "arm ours_x: kind 'lists' takes no parameter 'colour'; it takes fill, min_items, path",
+    ),
+    "a rung of a quality ladder past the list": (
+        ["pop", "pop@25"],
+        {},
+        "arm pop-at-25: slots must be a whole number from 0 to 20, got 25",
+    ),
+    "matched personas for the embedded brain": (
+        ["random", "pop"],
+        {"SIMAB_PERSONA": "matched"},
+        "SIMAB_PERSONA='matched': the embedded brain decides from the traits",
+    ),
+    "a primary metric the read-out lacks": (
+        ["random", "pop"],
+        {"SIMAB_PRIMARY_METRIC": "ndcg"},
+        "SIMAB_PRIMARY_METRIC='ndcg': one of ctr, cvr, ",
+    ),
+    "synthetic metadata on MovieLens": (
+        ["random", "pop"],
+        {"SIMAB_SOURCE": "download", "SIMAB_METADATA_SOURCE": "synthetic"},
+        "SIMAB_METADATA_SOURCE='synthetic': source download has no side information",
+    ),
+    "local metadata with nothing named": (
+        ["random", "pop"],
+        {"SIMAB_METADATA_SOURCE": "local"},
+        "SIMAB_METADATA_SOURCE='local': needs SIMAB_METADATA_PATH (a metadata file) and/or SIMAB_POSTER_DIRS",
+    ),
+    "TMDB metadata without a credential": (
+        ["random", "pop"],
+        {"SIMAB_METADATA_SOURCE": "tmdb"},
+        "SIMAB_METADATA_SOURCE='tmdb': neither $TMDB_READ_TOKEN nor $TMDB_API_KEY is set",
+    ),
+}
+
+
+@pytest.fixture
+def declared_arms():
+    """The arm specs a test declares, forgotten afterwards."""
+    from assets.partitions import ARMS
+    from ops.arms.catalog import forget
+
+    before = list(ARMS)
+    yield
+    for name in [a for a in ARMS if a not in before]:
+        forget(name)
+        ARMS.remove(name)
+
+
+@pytest.mark.parametrize("case", list(UNWORKABLE))
+def test_values_that_cannot_work_together_are_refused_before_the_first_step(case, tmp_path, declared_arms):
+    arms, env, said = UNWORKABLE[case]
+    lists = tmp_path / "lists.csv"
+    pl.DataFrame({"user_id": [1], "rank": [1], "item_id": [3]}).write_csv(lists)
+    arms = [a.replace("LISTS", str(lists)) for a in arms]
+    home = tmp_path / "home"
+    started = time.monotonic()
+    _refused(_settings(arms, SIMAB_HOME=home, **env), said, environ={})
+    assert time.monotonic() - started < 30  # seconds: nothing is read but headers and counts
+    assert not home.exists()  # nothing stored
+
+
+def test_the_same_values_made_workable_pass(tmp_path, declared_arms):
+    home = tmp_path / "home"
+    lists = tmp_path / "lists.csv"
+    pl.DataFrame({"user_id": [1], "rank": [1], "item_id": [3]}).write_csv(lists)
+    for arms, env in [
+        (["random", "pop"], {"SIMAB_CONTROL": "random"}),
+        (["random", "pop", "mirror"], {"SIMAB_CONTROL": "pop"}),
+        (["random", "pop"], {"SIMAB_SHARDS": 3, "SIMAB_AGENTS": 3}),
+        (["random", "pop"], {"SIMAB_SHARDS": 4}),
+        (["random", "pop"], {"SIMAB_ACTIVITY_DRIVES": "visits", "SIMAB_VISITS": "1,1,4"}),
+        (["pop", "deep_z=deepfm;train_fraction=0.5;dnn_dropout=0.1", "pop@20"], {}),
+        (["pop", f"ours_y=lists:{lists};fill=pop", f"ours_z=lists:{lists};fill=none"], {}),
+        (["random", "pop"], {"SIMAB_PRIMARY_METRIC": "like_ratio"}),
+        (["random", "pop"], {"SIMAB_SOURCE": "download", "SIMAB_METADATA_SOURCE": "none"}),
+        (["random", "pop"], {"SIMAB_METADATA_SOURCE": "local", "SIMAB_POSTER_DIRS": tmp_path}),
+    ]:
+        check_values(_settings(arms, SIMAB_HOME=home, **env), environ={})
+    check_values(_settings(SIMAB_METADATA_SOURCE="tmdb"), environ={"TMDB_API_KEY": "k"})
+    assert not home.exists()
+
+
 @pytest.mark.parametrize(
     "env, said",
     [
+        ({"SIMAB_CONTROL": "zzz"}, "simab: SIMAB_CONTROL='zzz': not one of the arms (random, pop, fm, deepfm)"),
         (
             {"SIMAB_ARMS": "x=lists:/nope.parquet"},
             "simab: SIMAB_ARMS='x=lists:/nope.parquet': arm x: /nope.parquet: no such file",

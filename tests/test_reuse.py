@@ -9,9 +9,14 @@ leaves least to redo), then changes one thing and checks which assets were compu
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from tests.conftest import copy_planted
+from tests import socket_audit
+from tests.conftest import PROJECT, copy_planted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -30,15 +35,20 @@ def world(tmp_path_factory, planted_lifecycle):
     mp = pytest.MonkeyPatch()
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
 
-    def lifecycle(capfd, *args: str, **extra: str) -> tuple[str, set[tuple[str, str | None]]]:
+    def lifecycle(
+        capfd, *args: str, audit: Path | None = None, **extra: str
+    ) -> tuple[str, set[tuple[str, str | None]]]:
         with pytest.MonkeyPatch.context() as env:
             for name, value in {**base, **extra}.items():
                 env.setenv(name, value)
             with DagsterInstance.from_config(base["DAGSTER_HOME"]) as instance:
                 before = _last_event(instance)
             capfd.readouterr()
-            assert main(["--verbose", *args]) == 0
-            said = capfd.readouterr().out
+            if audit is None:
+                assert main(["--verbose", *args]) == 0
+                said = capfd.readouterr().out
+            else:  # a process of its own, every socket beyond 127.0.0.1 refused and recorded in `audit`
+                said = _audited(audit, "--verbose", *args)
             with DagsterInstance.from_config(base["DAGSTER_HOME"]) as instance:
                 records = instance.get_event_records(
                     EventRecordsFilter(DagsterEventType.ASSET_MATERIALIZATION, after_cursor=before)
@@ -48,6 +58,15 @@ def world(tmp_path_factory, planted_lifecycle):
 
     yield lifecycle
     mp.undo()
+
+
+def _audited(audit: Path, *args: str) -> str:
+    """The lifecycle runner in a fresh interpreter under tests/socket_audit.py: what it printed."""
+    command = socket_audit.command(audit, "pipelines.lifecycle")
+    env = socket_audit.as_a_person_runs(dict(os.environ))
+    out = subprocess.run([*command, *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
 
 
 def _last_event(instance) -> int | None:
@@ -91,9 +110,19 @@ def test_a_changed_report_setting_recomputes_the_report_only(world, capfd):
     assert world(capfd, SIMAB_PRIMARY_METRIC="cvr")[1] == set()
 
 
-def test_a_new_arm_trains_only_that_arm(world, capfd):
+def test_a_new_arm_trains_only_that_arm_and_the_lifecycle_reaches_no_other_host(
+    world, capfd, tmp_path, planted_lifecycle
+):
+    # The planted lifecycle's runners (prepare, random, pop, the read-out) tried no socket
+    # beyond 127.0.0.1; nor does a fresh runner that trains fm, importing deepctr-torch, whose
+    # version check asked PyPI, and tracks in MLflow, whose telemetry asked for its config (both
+    # off: ops/environment.py; the runners run without the variables that say "a test or CI").
+    assert planted_lifecycle.outbound.read_text() == ""
     world(capfd)
-    said, stored = world(capfd, SIMAB_ARMS="random,pop,fm")
+    audit = tmp_path / "outbound.txt"
+    said, stored = world(capfd, audit=audit, SIMAB_ARMS="random,pop,fm")
+    assert audit.read_text() == ""
+    assert "check the latest version" not in said
     arms = {partition for _, partition in stored if partition is not None}
     assert arms == {"fm"}, stored
     assert {"recommender_arm", "simulation_events"} <= _assets(stored)

@@ -194,6 +194,13 @@ class ArmBase:
         return cls(name, **{**params, **accepted_settings(cls, settings)})
 
     @classmethod
+    def spec_parameters(cls) -> frozenset[str] | None:
+        """The parameters a spec may give this kind (`name=kind;key=value`): its constructor's
+        but the name (the source too: `name=mlflow;uri=…` is the long form of `mlflow:…`);
+        None where it takes any (`**kwargs`)."""
+        return constructor_parameters(cls, exclude={"name"})
+
+    @classmethod
     def source_problem(cls, source: str, tracking_uri: Callable[[], str | None] | None = None) -> str | None:
         """Why the source of `name=<kind>:<source>` cannot serve, checked before a run starts
         (a lists file's header, an MLflow model's URI); None when it can.  `tracking_uri()`:
@@ -255,6 +262,19 @@ def accepted_settings(cls: type, settings: dict[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError):
         return {}
     return {k: v for k, v in settings.items() if k in parameters}
+
+
+def constructor_parameters(factory: Callable[..., Any], exclude: set[str]) -> frozenset[str] | None:
+    """The keyword parameters `factory` takes, less `exclude`; None where it takes any
+    (`**kwargs`) or its signature cannot be read."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in parameters if p.kind in kinds) - exclude
 
 
 def rank_arm(

@@ -7,7 +7,9 @@ An arm is named by a spec, one entry of `$SIMAB_ARMS` (comma-separated):
                                        "simab.arms" (mf, multvae, …)
     name=kind;key=value;…              a registered kind with parameters, e.g.
                                        deepfm_half=deepfm;train_fraction=0.5;feature_set=user_id_only
-    name=lists:/path/lists.parquet     a lists file (`ops.arms.lists`): Parquet or CSV
+    name=lists:/path/lists.parquet     a lists file (`ops.arms.lists`): Parquet or CSV;
+                                       `;fill=pop` or `;fill=none` after it says what a
+                                       list shorter than 20 becomes (`ops/arms/kinds/lists.py`)
     name=mlflow:models:/prod/3         an MLflow model by URI (`ops.arms.mlflow_model`)
     mirror                             the simulation brain's own ranking (`ops/arms/kinds/mirror.py`)
     name=degraded;base=pop;slots=5     an arm's lists with 5 of their 20 slots replaced by random
@@ -27,7 +29,8 @@ found by its name), and the installed packages' entry points
 (`[project.entry-points."simab.arms"]`, each naming an `ops.arms.base.ArmBase` subclass);
 a built-in name is never taken over by a package.  `name=<kind>:<source>` gives the source
 to the constructor parameter its class names (`source_param`: a lists file's `path`, an
-MLflow model's `uri`).  What an arm can do is read from its class (`has_capability`), never from
+MLflow model's `uri`); `;key=value` pairs after the source are parameters.  A parameter its
+kind does not take (`ArmBase.spec_parameters`) is refused when the arm is made.  What an arm can do is read from its class (`has_capability`), never from
 its name.  An arm spec declared with `declare` (the settings do it for `$SIMAB_ARMS`)
 becomes a known arm name.  Nothing here imports torch, deepctr, mlflow or a plug-in until an
 arm of theirs is made.
@@ -46,7 +49,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ops.arms.base import ArmBase, accepted_settings
+from pydantic import ValidationError
+
+from ops.arms.base import ArmBase, accepted_settings, constructor_parameters
 from ops.arms.degraded import ladder_name
 from ops.arms.lookup import kind_class, kind_names
 from ops.arms.recommenders import TrainedArm, arm_config
@@ -58,6 +63,8 @@ LADDER = re.compile(r"^(?P<base>[a-z0-9][a-z0-9_-]{0,50})@(?P<slots>[0-9]{1,3})$
 LADDER_KIND = "degraded"
 # `name=<kind>:<source>`: a kind whose constructor takes a source (its `source_param`).
 SOURCED = re.compile(r"^(?P<kind>[a-z0-9][a-z0-9_-]{0,63}):(?P<source>.+)$", re.DOTALL)
+# `;key=value` after a source: a parameter of the kind (`fill=pop`), never part of a path.
+SOURCE_PARAMETER = re.compile(r"^[a-z_][a-z0-9_]*=[^/]*$")
 
 Factory = Callable[..., Any]  # factory(name, **params) -> an unfitted Arm
 
@@ -114,20 +121,30 @@ def parse_arm_spec(text: str) -> ArmSpec:
         )
     if not _:
         return ArmSpec(name, name)
-    target, params = rest, {}
-    if not SOURCED.match(rest):  # a source keeps its ';' (a path, a URI)
-        target, *pairs = rest.split(";")
-        for pair in pairs:
-            key, eq, value = pair.partition("=")
-            if not eq or not key.strip():
-                raise ValueError(f"arm spec {text!r}: parameter {pair!r} is not key=value")
-            params[key.strip()] = _value(value.strip())
-        target = target.strip()
+    params = {}
+    # A source keeps its ';' (a path, a URI) but for the `;key=value` pairs that end it.
+    target, *pairs = _source_and_parameters(rest) if SOURCED.match(rest) else rest.split(";")
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"arm spec {text!r}: parameter {pair!r} is not key=value")
+        params[key.strip()] = _value(value.strip())
+    target = target.strip()
     if not target or target.endswith(":"):
         raise ValueError(
             f"arm spec {text!r}: nothing after '=' names what the arm is (a kind, lists:PATH or mlflow:URI)"
         )
     return ArmSpec(name, target, params)
+
+
+def _source_and_parameters(rest: str) -> list[str]:
+    """`kind:source;key=value;…` as [`kind:source`, `key=value`, …]: the trailing pairs whose
+    value holds no '/' are parameters (`ours=lists:/data/ours.csv;fill=pop`), the rest the source."""
+    parts = rest.split(";")
+    cut = len(parts)
+    while cut > 1 and SOURCE_PARAMETER.match(parts[cut - 1].strip()):
+        cut -= 1
+    return [";".join(parts[:cut]), *parts[cut:]]
 
 
 def _value(text: str) -> Any:
@@ -245,10 +262,15 @@ def make_arm(arm: ArmSpec | str, **settings: Any) -> Any:
                 "(or lists:PATH, mlflow:URI, or an installed package's 'simab.arms' entry point)"
             )
         # A variant spelled into the name (deepfm_data50: ops.arms.recommenders.arm_config).
+        _check_parameters(spec, kind_class(config.model).spec_parameters())
         config = arm_config(spec.target, **{**spec.params, **settings})
         return TrainedArm.of(config.model_copy(update={"name": spec.name}))
     params = dict(spec.params)
     cls = _class_of(factory)
+    if cls is not None and issubclass(cls, ArmBase):
+        _check_parameters(spec, cls.spec_parameters())
+    else:
+        _check_parameters(spec, constructor_parameters(factory, {"name"}))
     if spec.source:
         source_param = getattr(cls, "source_param", None)
         if not source_param:
@@ -259,6 +281,30 @@ def make_arm(arm: ArmSpec | str, **settings: Any) -> Any:
     else:
         made = factory(spec.name, **{**params, **accepted_settings(factory, settings)})
     return made if isinstance(made, TrainedArm) else PluggedArm(spec, made)
+
+
+def _check_parameters(spec: ArmSpec, accepted: frozenset[str] | None) -> None:
+    """ValueError naming the first parameter of `spec` its kind does not take (`accepted`;
+    None: any), and those it does."""
+    unknown = [key for key in spec.params if accepted is not None and key not in accepted]
+    if unknown:
+        takes = ", ".join(sorted(accepted or ())) or "no parameter"
+        raise ValueError(f"arm {spec.name!r}: kind {spec.kind!r} takes no parameter {unknown[0]!r}; it takes {takes}")
+
+
+def spec_problem(spec: ArmSpec) -> str | None:
+    """Why no arm can be made of `spec` — a parameter its kind does not take, a value it
+    refuses — asked of the arm made unfitted, without the run's settings (nothing is read or
+    trained: seconds); None when one can."""
+    try:
+        make_arm(spec)
+    except ValidationError as exc:  # a trained built-in's ArmConfig
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"]) or "?"
+        return f"parameter {field}={error.get('input')!r}: {error['msg']}"
+    except (ValueError, TypeError) as exc:
+        return str(exc).splitlines()[0].removeprefix(f"arm {spec.name!r}: ")
+    return None
 
 
 def _class_of(factory: Factory) -> type | None:

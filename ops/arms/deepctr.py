@@ -27,6 +27,7 @@ from ops.arms.features import FeatureConfig, FeatureEncoder, fit_encoder
 from ops.arms.metrics import auc, log_loss
 from ops.arms.recommenders import ArmConfig, ArmDivergedError, TrainedArm, trained_kind
 from ops.data.domain import feedback_of
+from ops.environment import offline_defaults
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ class DeepCTRArm(TrainedArm):
 
 def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
     """The deepctr-torch module for `config`, as its model's class describes it."""
+    offline_defaults()  # deepctr-torch's version check off before its first import (ops.environment)
     from deepctr_torch import models
 
     kind = trained_kind(config.model)

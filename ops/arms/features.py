@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from ops.arms.base import ITEM
 from ops.data.mm_ml_1m import has_metadata
+from ops.environment import offline_defaults
 
 FeatureSet = Literal["all", "user_id_only", "movie_id_only"]
 
@@ -155,6 +156,7 @@ class FeatureEncoder:
 
     def feature_columns(self, embedding_dim: int) -> list:
         """deepctr-torch feature columns in the same order as `transform`'s columns."""
+        offline_defaults()  # deepctr-torch's version check off before its first import (ops.environment)
         from deepctr_torch.inputs import DenseFeat, SparseFeat, VarLenSparseFeat
 
         columns = []

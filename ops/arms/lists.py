@@ -7,12 +7,22 @@ or CSV (`.csv`, with a header) with one row per recommended item,
     user_id (integer), rank (integer, 1 = first), item_id (integer: an item of the catalogue)
     [, score (number: higher = better)]
 
-at least 20 items per user, every user simab ranks (the train and the test users) present.
-`read_lists` validates it whole before anything is kept and stops at the first fault with
-one line naming the file, the row (1-based; CSV also the line) and the field: a missing
-column, a value that is not a whole number / number, an empty value, a rank below 1, an
-unknown user or item, an item or a rank listed twice for a user, fewer than 20 items for a
-user (the user's train items, which simab never recommends, removed first), a user missing.
+every user simab ranks (the train and the test users) present, with at least 20 items once
+the user's train items, which simab never recommends, are removed — unless the arm says what
+a shorter list becomes (`FILLS`, `name=lists:PATH;fill=…`):
+
+- `pop`: filled up to 20 with the most popular items of the train window (interactions per
+  item, ties by item id: the order of the Pop arm, the default control) the user has neither
+  rated in train nor been listed; the filled items carry no score;
+- `none`: simulated as it is — a home page of fewer than 5 items, fewer than 4 pages
+  (`ops.simulation.sandbox`); a user left with no item at all is still refused, since an
+  agent with an empty home page could not be compared across arms.
+
+`read_lists` validates the file whole before anything is kept and stops at the first fault
+with one line naming the file, the row (1-based; CSV also the line) and the field: a
+missing column, a value that is not a whole number / number, an empty value, a rank below
+1, an unknown user or item, an item or a rank listed twice for a user, a list too short for
+the arm's fill (the line names `;fill=pop` and `;fill=none`), a user missing.
 `check_lists_file` is what can be checked before the data is loaded (the preflight).
 """
 
@@ -27,6 +37,8 @@ from ops.arms.base import ITEM, RANKING
 
 MIN_ITEMS = 20
 COLUMNS = ("user_id", "rank", "item_id")
+# What a list shorter than MIN_ITEMS becomes (module docstring); None: it is refused.
+FILLS = ("pop", "none")
 
 
 class ListsFileError(ValueError):
@@ -44,11 +56,14 @@ def read_lists(
     required_users: np.ndarray,
     train: pl.DataFrame | None = None,
     min_items: int = MIN_ITEMS,
+    fill: str | None = None,
 ) -> tuple[pl.DataFrame, bool]:
-    """The validated lists (user_id, rank 1.., item_id, score; train items removed and
-    ranks closed up) and whether the file gave scores.  ListsFileError on the first fault."""
+    """The validated lists (user_id, rank 1.., item_id, score; train items removed, ranks
+    closed up) and whether the file gave scores.  ListsFileError on the first fault, a list
+    shorter than `min_items` among them unless `fill` says what it becomes (then it is
+    returned as it is: `fill_from_popularity` fills it)."""
     frame, csv = _read(Path(path))
-    return check_lists(frame, path, csv, users_known, items_known, required_users, train, min_items)
+    return check_lists(frame, path, csv, users_known, items_known, required_users, train, min_items, fill)
 
 
 def check_lists(
@@ -60,8 +75,11 @@ def check_lists(
     required_users: np.ndarray,
     train: pl.DataFrame | None = None,
     min_items: int = MIN_ITEMS,
+    fill: str | None = None,
 ) -> tuple[pl.DataFrame, bool]:
     """`read_lists` of a frame already read (`path` names it in errors; `csv`: all text)."""
+    if fill is not None and fill not in FILLS:
+        raise ValueError(f"fill {fill!r}: one of {', '.join(FILLS)} (or no fill: a short list is refused)")
 
     def row_of(index: int) -> str:
         return f"row {index + 1} (line {index + 2})" if csv else f"row {index + 1}"
@@ -130,15 +148,24 @@ def check_lists(
         .join(kept.group_by("user_id").agg(pl.len().alias("kept")), on="user_id", how="left")
         .with_columns(pl.col("kept").fill_null(0))
     )
-    short = counts.filter(pl.col("kept") < min_items).sort("first_row")
+    # The fewest items a list may keep: with fill=pop any (it is filled), with none one.
+    floor = {None: min_items, "none": 1, "pop": 0}[fill]
+    short = counts.filter(pl.col("kept") < floor).sort("first_row")
     if short.height:
         r = short.row(0, named=True)
         note = f" once its {r['listed'] - r['kept']} train item(s) are removed" if r["listed"] != r["kept"] else ""
+        remedy = (
+            "`;fill=pop` after the path fills it with the train window's most popular items"
+            if fill == "none"
+            else "say what a short list becomes after the path: `;fill=pop` (filled with the train window's most "
+            "popular items) or `;fill=none` (simulated as it is)"
+        )
         raise ListsFileError(
             path,
             row_of(r["first_row"]),
             "item_id",
-            f"user {r['user_id']} has {r['kept']} items{note}, fewer than {min_items} ({short.height} user(s) short)",
+            f"user {r['user_id']} has {r['kept']} items{note}, fewer than {floor} "
+            f"({short.height} user(s) short); {remedy}",
         )
     required = np.unique(np.asarray(required_users, dtype=np.int64))
     absent = np.setdiff1d(required, counts.get_column("user_id").to_numpy())
@@ -152,6 +179,53 @@ def check_lists(
         )
     kept = kept.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
     return kept.select("user_id", "rank", "item_id", "score"), has_scores
+
+
+def fill_from_popularity(
+    lists: pl.DataFrame, users: pl.Series, items_known: np.ndarray, train: pl.DataFrame | None, min_items: int
+) -> pl.DataFrame:
+    """`lists` (user_id, rank 1.., item_id, score) with each of `users`' lists shorter than
+    `min_items` filled up to it, after its own items, from the popularity order of the train
+    window (interactions per item, most first, ties by item id; items never interacted with
+    last): the items the user has neither in train nor listed already.  Filled rows carry no
+    score (they rank below every listed item, as an unlisted one does)."""
+    train = train if train is not None else pl.DataFrame(schema={"user_id": pl.Int64, "item_id": pl.Int64})
+    seen = train.select(pl.col("user_id").cast(pl.Int64), pl.col("item_id").cast(pl.Int64)).unique()
+    listed = (
+        pl.DataFrame({"user_id": users.cast(pl.Int64)})
+        .unique()
+        .join(lists.group_by("user_id").agg(pl.len().alias("listed")), on="user_id", how="left")
+        .with_columns(pl.col("listed").fill_null(0).cast(pl.Int64))
+    )
+    short = listed.filter(pl.col("listed") < min_items)
+    if short.height == 0:
+        return lists
+    counts = train.group_by(pl.col("item_id").cast(pl.Int64)).agg(pl.len().alias("n"))  # every row, as Pop counts
+    order = (
+        pl.DataFrame({"item_id": np.unique(np.asarray(items_known, dtype=np.int64))})
+        .join(counts, on="item_id", how="left")
+        .with_columns(pl.col("n").fill_null(0))
+        .sort(["n", "item_id"], descending=[True, False])
+        .with_row_index("order")
+    )
+    # The first (min_items + what a short user excludes) items of the order are enough for any of them.
+    excluded = short.join(seen.group_by("user_id").agg(pl.len().alias("seen")), on="user_id", how="left")
+    depth = int(excluded.select(pl.col("listed") + pl.col("seen").fill_null(0)).max().item()) + min_items
+    filled = (
+        short.join(order.head(depth), how="cross")
+        .join(seen, on=["user_id", "item_id"], how="anti")
+        .join(lists.select("user_id", "item_id"), on=["user_id", "item_id"], how="anti")
+        .sort(["user_id", "order"])
+        .with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("added"))
+        .filter(pl.col("added") <= min_items - pl.col("listed"))
+        .select(
+            "user_id",
+            (pl.col("listed") + pl.col("added")).alias("rank"),
+            "item_id",
+            pl.lit(None, dtype=pl.Float64).alias("score"),
+        )
+    )
+    return pl.concat([lists, filled.cast(lists.schema)]).sort("user_id", "rank")
 
 
 def check_lists_file(path: Path | str) -> None:

@@ -237,6 +237,11 @@ class TrainedArm(ArmBase):
         config = arm_config(kind, **{**params, **settings})
         return cls(config=config.model_copy(update={"name": name}))
 
+    @classmethod
+    def spec_parameters(cls) -> frozenset[str]:
+        """Every ArmConfig field but the name and the model, which the spec gives itself."""
+        return frozenset(ArmConfig.model_fields) - {"name", "model"}
+
     # The Arm protocol (ops.arms.base): the built-ins meet it as an outside arm does.
     @property
     def name(self) -> str:

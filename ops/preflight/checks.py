@@ -1,7 +1,11 @@
 """Every value the settings name, checked before the first step: the brain (a name of the
-brain registry), the lists files and MLflow models of the arms, the data source's folders and files, the folders and files of the
-metadata, the LLM endpoint (a well-formed URL, the key where one is needed and, with the
-LLM brain, one request that shows a server answers).  `check_values` raises `SettingError`
+brain registry), the arms' parameters, lists files and MLflow models, the data source's
+folders and files, the folders and files of the metadata, the LLM endpoint (a well-formed
+URL, the key where one is needed and, with the LLM brain, one request that shows a server
+answers); and the values that are each allowed but cannot work together: a control that is
+not an arm, synthetic metadata on a source with none, more user shards than agents, visits
+per tier the design does not read, matched personas for a brain that ignores them, a
+primary metric the read-out does not compute.  `check_values` raises `SettingError`
 on the first fault, one line naming the variable, its value and what is wrong, so the runner
 stops before any work instead of after the steps that come before the one the value breaks.
 
@@ -19,17 +23,23 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ops.arms.catalog import arm_class, spec_of
+from ops.arms.catalog import arm_class, spec_of, spec_problem
 from ops.data.domain import DataFileError, check_files_folder
 from ops.data.movielens import MovieLensFormatError, find_tables
-from ops.preflight.bill import brain_of
+from ops.data.tmdb import API_KEY_ENV as TMDB_API_KEY_ENV
+from ops.data.tmdb import READ_TOKEN_ENV as TMDB_READ_TOKEN_ENV
+from ops.preflight.bill import brain_of, known_users
+from ops.readout.ab_readout import METRICS
 from ops.settings import SettingError, Settings
 from ops.simulation.brains.llm.client import OPENAI_DEFAULT_BASE_URL, key_required
+from ops.simulation.fatigue import ACTIVITY_TIERS
 from ops.web import redact
 
 # One request to see that the endpoint answers: its list of models, which OpenAI, vLLM,
 # llama.cpp and Ollama serve without cost; any HTTP answer (even 404) shows a server is there.
 PROBE_PATH = "/models"
+# The sources whose items come with no side information of their own (MovieLens's three tables).
+SOURCES_WITHOUT_SIDE_INFO = ("local", "download")
 PROBE_TIMEOUT_S = 3.0
 
 
@@ -45,21 +55,48 @@ def check_values(
     env = os.environ if environ is None else environ
     brain_of(settings)  # a brain of the registry, or SettingError naming the known ones
     check_arms(settings, tracking_uri)
+    check_control(settings)
     check_source(settings)
+    check_metadata(settings, env)
     check_paths(settings)
+    check_simulation(settings)
+    check_report(settings)
     check_llm_endpoint(settings, env, probe=uses_llm)
 
 
 def check_arms(settings: Settings, tracking_uri: Callable[[], str] | None = None) -> None:
-    """Each arm's source, as its kind checks it (`ArmBase.source_problem`: a lists file's
-    header, an MLflow model's URI)."""
+    """Each arm's parameters, as its kind takes them (`ops.arms.catalog.spec_problem`: the
+    arm made, not fitted), and its source, as its kind checks it (`ArmBase.source_problem`:
+    a lists file's header, an MLflow model's URI)."""
     written = ",".join(spec_of(name).text() for name in settings.arms or ())
     for name in settings.arms or ():
         spec = spec_of(name)
         kind = arm_class(name)
-        problem = kind.source_problem(spec.source, tracking_uri) if spec.source and kind is not None else None
+        problem = spec_problem(spec)
+        if not problem and spec.source and kind is not None:
+            problem = kind.source_problem(spec.source, tracking_uri)
         if problem:
             raise SettingError(f"SIMAB_ARMS={written!r}: arm {name}: {problem}")
+
+
+def check_control(settings: Settings) -> None:
+    """The control the settings name is one of the arms, and one that can be compared
+    against (not a diagnostic arm such as the mirror).  Unset, the read-out takes Pop where
+    it is an arm, else a candidate of the arms (`ops.arms.catalog.control_arm`)."""
+    control, arms = settings.control, list(settings.arms or ())
+    if control is None:
+        return
+    if control not in arms:
+        raise SettingError(
+            f"SIMAB_CONTROL={control!r}: not one of the arms ({', '.join(arms)}); name one of them, "
+            "or add it to SIMAB_ARMS"
+        )
+    if not getattr(arm_class(control), "control_candidate", True):
+        candidates = [a for a in arms if getattr(arm_class(a), "control_candidate", True)]
+        raise SettingError(
+            f"SIMAB_CONTROL={control!r}: arm {control} measures the simulator and is no candidate to compare "
+            f"against; name another arm ({', '.join(candidates) or 'none of these can be'})"
+        )
 
 
 def check_source(settings: Settings) -> None:
@@ -92,6 +129,25 @@ def check_source(settings: Settings) -> None:
                 raise SettingError(f"{variable}={shown!r}: no {name} in {folder} (the steam source reads it)")
 
 
+def check_metadata(settings: Settings, environ: Mapping[str, str]) -> None:
+    """The metadata source against the data source and what it needs named: synthetic
+    metadata comes from a source's own side information (synthetic, files, steam; MovieLens
+    has none), local metadata from a file or poster folders, TMDB's with a credential."""
+    source, wanted = settings.source or "synthetic", settings.metadata_source
+    shown = f"SIMAB_METADATA_SOURCE={wanted!r}"
+    if wanted == "synthetic" and source in SOURCES_WITHOUT_SIDE_INFO:
+        raise SettingError(
+            f"{shown}: source {source} has no side information to take it from (synthetic, files and steam have); "
+            "use local (SIMAB_METADATA_PATH, SIMAB_POSTER_DIRS), tmdb or none"
+        )
+    if wanted == "local" and not settings.metadata_path and not settings.poster_dirs:
+        raise SettingError(f"{shown}: needs SIMAB_METADATA_PATH (a metadata file) and/or SIMAB_POSTER_DIRS (posters)")
+    if wanted == "tmdb" and not any(environ.get(v) for v in (TMDB_READ_TOKEN_ENV, TMDB_API_KEY_ENV)):
+        raise SettingError(
+            f"{shown}: neither ${TMDB_READ_TOKEN_ENV} nor ${TMDB_API_KEY_ENV} is set; the crawl needs one (docs/data_sources.md)"
+        )
+
+
 def check_paths(settings: Settings) -> None:
     """The metadata files and poster folders named, and the data folder's place."""
     for variable, value in (("SIMAB_METADATA_PATH", settings.metadata_path), ("SIMAB_LINKS_PATH", settings.links_path)):
@@ -108,6 +164,47 @@ def check_paths(settings: Settings) -> None:
         raise SettingError(f"SIMAB_HOME={str(settings.home)!r}: {existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise SettingError(f"SIMAB_HOME={str(settings.home)!r}: {existing} is not writable")
+
+
+def check_simulation(settings: Settings) -> None:
+    """What the simulation settings ask together: user shards that each hold an agent,
+    visits per activity tier that the design reads (three whole numbers ≥ 1, with
+    `SIMAB_ACTIVITY_DRIVES=visits`), matched personas for a brain that reads them."""
+    if settings.shards > 1:
+        users = known_users(settings)  # None where the source does not say before it is read
+        agents = min(n for n in (settings.agents, users, settings.shards) if n)
+        if settings.shards > agents:
+            who = (
+                f"the {agents} agents per arm (SIMAB_AGENTS)"
+                if agents == settings.agents
+                else f"the {users} users of source {settings.source or 'synthetic'}"
+            )
+            raise SettingError(
+                f"SIMAB_SHARDS={settings.shards}: more user shards than {who}: a shard would simulate no one; "
+                f"at most {agents}"
+            )
+    if settings.visits is not None:
+        shown = f"SIMAB_VISITS={','.join(str(v) for v in settings.visits)!r}"
+        if len(settings.visits) != len(ACTIVITY_TIERS) or any(v < 1 for v in settings.visits):
+            raise SettingError(
+                f"{shown}: one whole number ≥ 1 per activity tier ({', '.join(ACTIVITY_TIERS)}), e.g. 1,2,3"
+            )
+        if (settings.activity_drives or "session_length") != "visits":
+            raise SettingError(
+                f"{shown}: read only with SIMAB_ACTIVITY_DRIVES=visits (here {settings.activity_drives or 'session_length'}, "
+                "where the tier sets a session's length); set it, or unset SIMAB_VISITS"
+            )
+    if settings.persona == "matched" and not brain_of(settings).reads_personas:
+        raise SettingError(
+            f"SIMAB_PERSONA='matched': the {brain_of(settings).name} brain decides from the traits; matched personas "
+            "are for a brain that reads them (SIMAB_BRAIN=llm, after the job simab_personas)"
+        )
+
+
+def check_report(settings: Settings) -> None:
+    """The report's primary metric is one the read-out computes."""
+    if settings.primary_metric is not None and settings.primary_metric not in METRICS:
+        raise SettingError(f"SIMAB_PRIMARY_METRIC={settings.primary_metric!r}: one of {', '.join(METRICS)}")
 
 
 def check_llm_endpoint(settings: Settings, environ: Mapping[str, str], probe: bool = False) -> None:

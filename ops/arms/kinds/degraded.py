@@ -53,6 +53,11 @@ class DegradedArm(ArmBase):
         self.lists: pl.DataFrame | None = None
 
     @classmethod
+    def spec_parameters(cls) -> frozenset[str]:
+        """The constructor's but `base_arm`, which `from_spec` makes from `base`."""
+        return super().spec_parameters() - {"base_arm"}
+
+    @classmethod
     def from_spec(cls, name, params, settings, make) -> DegradedArm:
         """The base arm made too, with the run's settings (a trained base trains again)."""
         params = dict(params)

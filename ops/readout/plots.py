@@ -227,10 +227,12 @@ def gap_figure(gaps):
             mfc=colour if r["in_fit"] else "white",
         )
         ax.annotate(r["arm"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        span += [x, y]
+        span += [x, y, xlo, xhi, ylo, yhi]
     low, high = min(span), max(span)
     margin = max(0.1, 0.1 * (high - low))
     grid = np.linspace(low - margin, high + margin, 2)
+    ax.set_xlim(grid[0], grid[1])
+    ax.set_ylim(grid[0], grid[1])
     ax.plot(grid, grid, color="#999999", linestyle="--", linewidth=0.9, label="identity (gaps as logged)")
     if gaps.factor is not None:
         ax.plot(grid, gaps.factor * grid, color="#c44e52", linewidth=1.2, label=f"fitted: factor {gaps.factor:.2f}")

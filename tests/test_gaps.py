@@ -55,7 +55,8 @@ def test_each_arm_gets_its_simulated_and_logged_ratio_and_the_median_factor_is_n
     assert (x @ y) / (x @ x) < 0.4
     assert gaps.fitted == 3 and gaps.factor == pytest.approx(1.0, abs=0.1)
     assert gaps.ci_low < 1.0 < gaps.ci_high and gaps.warning is None
-    assert gaps.verdict_line().startswith(f"gap sizes: simulated gaps ≈ {gaps.factor:.1f} × the logged ones [")
+    shown = f"{gaps.factor:.1f}" if gaps.factor >= 1 else f"{gaps.factor:.2f}"  # two figures
+    assert gaps.verdict_line().startswith(f"gap sizes: simulated gaps ≈ {shown} × the logged ones [")
     assert "over 3 arms" in gaps.verdict_line() and "test window" in gaps.verdict_line()
     assert gaps.metrics()["gap_factor"] == gaps.factor and "| tie " in gaps.to_markdown()
 

@@ -127,7 +127,7 @@ def test_a_real_flat_response_still_warns_whichever_figure_decides():
     assert list_quality_seen(None, None, FLOOR) == {
         "source": None,
         "sees": None,
-        "line": None,
+        "line": "the agents see list quality: not measured (neither the list-quality protocol nor the ladder ran)",
         "warning": None,
         "spread": None,
     }

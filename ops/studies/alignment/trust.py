@@ -150,6 +150,7 @@ def list_quality_seen(list_quality, sensitivity: dict | None, floor: float) -> d
             )
         return out
     if status is None:
+        out["line"] = "the agents see list quality: not measured (neither the list-quality protocol nor the ladder ran)"
         return out
     out["source"] = "list-quality spread"
     out["sees"] = {"sees": True, "blind": False}.get(status["status"])

@@ -102,7 +102,9 @@ class ReportConfig(Config):
         ge=0,
         le=1,
         description="the verdict warns that the brain cannot tell lists apart when its list-quality CTR spread "
-        "(1:1 lists minus 1:9 lists) is below this or its interval holds 0 ($SIMAB_LIST_QUALITY_SPREAD_FLOOR)",
+        "(1:1 lists minus 1:9 lists) has its whole interval below this, or below the larger spread the sensitivity "
+        "ladder implies; short of it with an interval that reaches it, the spread is underpowered "
+        "($SIMAB_LIST_QUALITY_SPREAD_FLOOR)",
     )
 
 

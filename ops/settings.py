@@ -313,8 +313,8 @@ class Settings(BaseModel):
     list_quality_spread_floor: float | None = setting(
         None,
         "SIMAB_LIST_QUALITY_SPREAD_FLOOR",
-        "the brain's CTR on the list-quality protocol's 1:1 lists minus on its 1:9 lists below this warns that it "
-        "cannot tell lists apart",
+        "the brain's CTR on the list-quality protocol's 1:1 lists minus on its 1:9 lists with its whole interval "
+        "below this (or below the larger spread the sensitivity ladder implies) warns that it cannot tell lists apart",
         ops=("simab_report.spread_floor",),
         config_default=0.02,
         ge=0,

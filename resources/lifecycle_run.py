@@ -104,6 +104,9 @@ def verdict_metrics(headline: dict, bill_usd: float | None = None) -> dict[str, 
     if isinstance(spread, dict):
         for key, value in spread.items():
             put(f"list_quality_spread_{key}", value)
+    gaps = headline.get("gap_sizes") or {}
+    for key in ("factor", "ci_low", "ci_high"):
+        put("gap_factor" if key == "factor" else f"gap_factor_{key}", gaps.get(key))
     put("warnings", len(headline.get("warnings") or []))
     if bill_usd is not None:
         put("bill_usd", bill_usd)

@@ -25,7 +25,7 @@ from ops.studies.alignment.social import (
     verdicts,
 )
 from ops.studies.alignment.taste import taste_discrimination
-from ops.studies.alignment.trust import fidelity_warning, list_quality_warning
+from ops.studies.alignment.trust import fidelity_warning, list_quality_seen, list_quality_warning
 from ops.studies.alignment.windows import LeakageError, check_held_out
 
 N_MOVIES = 400
@@ -275,11 +275,20 @@ def test_list_quality_rises_for_an_oracle_and_stays_flat_for_a_coin(world):
     assert sees["ci_low"] > 0.1 and sees["agents"] == oracle.readout.per_agent.get_column("user_id").n_unique()
     assert blind["ci_low"] < 0 < blind["ci_high"]
     assert list_quality_warning(oracle, floor=0.02) is None
-    assert list_quality_warning(oracle, floor=sees["difference"] + 0.01).endswith(
-        "($SIMAB_LIST_QUALITY_SPREAD_FLOOR); a difference between arms in this run says little about real users"
+    # A floor inside the spread's interval: the protocol cannot tell whether the brain reaches it.
+    inside = list_quality_seen(oracle, None, floor=sees["difference"] + 0.01)
+    assert inside["warning"] is None and inside["spread"]["status"] == "underpowered" and inside["sees"] is None
+    assert list_quality_warning(oracle, floor=sees["ci_high"] + 0.01).endswith(
+        "floor ($SIMAB_LIST_QUALITY_SPREAD_FLOOR); a difference between arms in this run says little about real users"
     )
+    # The coin: a flat response whose interval lies below the floor — blind, warned ...
     warned = list_quality_warning(coin, floor=0.02)
     assert warned.startswith("the brain cannot tell lists apart: its CTR on") and "its interval holding 0" in warned
+    # ... where a smaller floor inside its interval could not be told from 0 by so few agents.
+    few = list_quality_seen(coin, None, floor=blind["ci_high"] / 2)
+    assert few["warning"] is None and few["line"].startswith(
+        f"the agents see list quality: not established, the list-quality spread is underpowered ({blind['agents']} agents"
+    )
     assert list_quality_warning({"not_measured": "no agent"}, 0.02) is None
 
 

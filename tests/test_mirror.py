@@ -14,7 +14,7 @@ from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.arms.base import FitData, ScoresNotAvailable, arm_frame
 from ops.arms.catalog import PluggedArm, has_capability, make_arm
 from ops.data.mm_ml_1m import build_mm_ml_1m
-from ops.readout.bias import WARN_P, simulator_bias, spearman_one_sided
+from ops.readout.bias import simulator_bias, spearman_one_sided
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.studies.mirror import brain_scores
 
@@ -98,7 +98,7 @@ def _frames(ctr: dict[str, float], ndcg: dict[str, float], overlap: dict[str, in
     return per_agent, per_user, lists
 
 
-def test_the_bias_read_out_measures_the_mirrors_excess_and_warns_when_residuals_follow_the_overlap():
+def test_the_bias_read_out_measures_the_mirrors_excess_and_warns_when_its_interval_is_clear_of_0():
     # Five candidates about the line CTR = 0.2 + 2 NDCG, the ones sharing more items with
     # the mirror further above it (bumps that the line cannot absorb: not in NDCG's order); the mirror sits 0.4 above its prediction.
     ndcg = {"a": 0.05, "b": 0.10, "c": 0.15, "d": 0.20, "e": 0.25, "mirror": 0.10}
@@ -112,25 +112,27 @@ def test_the_bias_read_out_measures_the_mirrors_excess_and_warns_when_residuals_
     table = {r["arm"]: r for r in bias.arms.iter_rows(named=True)}
     assert table["a"]["overlap_with_mirror"] == pytest.approx(0.4) and table["mirror"]["overlap_with_mirror"] == 1.0
     assert table["mirror"]["simulated_rank"] == 1 and table["mirror"]["offline_rank"] == 5
-    assert bias.rho == pytest.approx(1.0) and bias.p_value == pytest.approx(1 / 120) and bias.p_value <= WARN_P
-    assert "Spearman ρ = +1.00 over 5 arms" in bias.warning
+    assert bias.rho == pytest.approx(1.0) and bias.p_value == pytest.approx(1 / 120)
+    assert bias.warning.startswith("the simulation favours the brain's own ranking (mirror): its CTR beyond what")
+    assert f"{bias.excess:+.3f} [{bias.excess_ci_low:+.3f}, {bias.excess_ci_high:+.3f}], clear of 0" in bias.warning
     assert "simulator bias: the mirror (mirror) is 1st of 6 arms on CTR and 5th on NDCG@20" in bias.verdict_line()
+    assert "ρ(residual, overlap with it) = +1.00 over 5 arms" in bias.verdict_line()
     assert "## Simulator bias" in bias.to_markdown() and "| mirror" in bias.to_markdown()
 
-    # The residuals against the overlap reversed: no warning; and with three arms the test cannot warn at all.
-    reverse = {
-        a: 0.2 + 2 * v + {"a": -0.02, "b": 0.02, "c": -0.01, "d": 0.01, "e": 0.0}.get(a, 0.2) for a, v in ndcg.items()
-    }
-    quiet = simulator_bias(*_frames(reverse, ndcg, overlap), ["mirror"], n_bootstrap=100)
-    assert quiet.rho == pytest.approx(-1.0) and quiet.warning is None
-    three = [a for a in ("a", "b", "c", "mirror")]
+    # The mirror on the line: no warning, whatever ρ says (here +1, its smallest p over 5 arms).
+    level = {**ctr, "mirror": 0.2 + 2 * ndcg["mirror"]}
+    quiet = simulator_bias(*_frames(level, ndcg, overlap), ["mirror"], n_bootstrap=300)
+    assert quiet.excess_ci_low < 0 < quiet.excess_ci_high and quiet.rho == pytest.approx(1.0)
+    assert quiet.warning is None and "Information only" in quiet.to_markdown()
+    # Four candidates, where ρ can never reach a usual level: the excess alone warns.
+    four = ("a", "b", "c", "d", "mirror")
     few = simulator_bias(
-        *_frames({a: ctr[a] for a in three}, {a: ndcg[a] for a in three}, overlap), ["mirror"], n_bootstrap=100
+        *_frames({a: ctr[a] for a in four}, {a: ndcg[a] for a in four}, overlap), ["mirror"], n_bootstrap=300
     )
-    assert (
-        few.rho is not None and few.min_p_value == pytest.approx(1 / 6) and few.p_value >= 1 / 6 and few.warning is None
-    )
-    assert "this test cannot warn with so few arms" in few.to_markdown()
+    assert few.min_p_value == pytest.approx(1 / 24) and few.excess_ci_low > 0 and few.warning is not None
+    # Below its prediction and clear of 0: warned the other way.
+    low = simulator_bias(*_frames({**ctr, "mirror": 0.1}, ndcg, overlap), ["mirror"], n_bootstrap=300)
+    assert low.excess_ci_high < 0 and low.warning.startswith("the simulation disfavours the brain's own ranking")
 
 
 def test_without_a_mirror_the_bias_is_not_measured_and_says_how_to_measure_it():

@@ -19,12 +19,13 @@ ranking, simulated like an arm) makes them possible.
   (|A ∩ M| / 20).  If the simulation rewards resemblance to its own scorer, the arms that
   resemble it more get larger residuals.  The test: Spearman's ρ between residual and
   overlap over the candidate arms, one-sided (ρ > 0), its p-value exact over all n!
-  orderings of the arms (ties in either column averaged).  The verdict warns when
-  ρ > 0 and p ≤ `WARN_P` (0.10).  It can show little with few arms: the smallest p that n
-  arms can reach is 1/n! — 1/6 with 3 arms (never a warning), 1/24 with 4 (only a perfect
-  ordering warns), 1/120 with 5 — and a residual on a line fitted to the same few arms is
-  itself noisy.  No warning is no proof of no bias; the mirror's excess is the direct
-  figure.
+  orderings of the arms (ties in either column averaged).  It is information, not the
+  warning: it can show little with few arms — the smallest p that n arms can reach is 1/n!,
+  1/6 with 3 arms, 1/24 with 4, 1/120 with 5 — and a residual on a line fitted to the same
+  few arms is itself noisy.
+- **The warning.**  The verdict warns whenever the mirror's excess has its interval clear of
+  0: the simulation gives the brain's own ranking more CTR (or less) than its offline
+  standing predicts, which no count of arms can excuse.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from scipy.stats import rankdata
 
 from ops.readout.statistics import multiplicities, named_rng, percentile_interval
 
-WARN_P = 0.10
 EXACT_MAX_ARMS = 8  # 8! = 40,320 orderings; beyond, a seeded sample of them
 LIST_LENGTH = 20
 
@@ -76,13 +76,22 @@ class SimulatorBias:
 
     @property
     def warning(self) -> str | None:
-        """The verdict's warning, when residual and similarity correlate (module docstring)."""
-        if self.rho is None or self.p_value is None or not (self.rho > 0 and self.p_value <= WARN_P):
+        """The verdict's warning, when the mirror's excess has its interval clear of 0 (module docstring)."""
+        if self.excess is None or self.excess_ci_low is None or self.excess_ci_high is None:
             return None
+        if self.excess_ci_low <= 0 <= self.excess_ci_high:
+            return None
+        said = f"{self.excess:+.3f} [{self.excess_ci_low:+.3f}, {self.excess_ci_high:+.3f}]"
+        if self.excess_ci_low > 0:
+            return (
+                f"the simulation favours the brain's own ranking ({self.mirror}): its CTR beyond what its NDCG@20 "
+                f"predicts is {said}, clear of 0 — arms whose lists resemble the brain's click model may be favoured "
+                "beyond their offline standing too"
+            )
         return (
-            f"arms whose lists overlap more with the brain's own ranking ({self.mirror}) get more simulated CTR "
-            f"beyond their offline NDCG@20 (Spearman ρ = {self.rho:+.2f} over {self.candidates} arms, one-sided "
-            f"exact p = {self.p_value:.3f}): the simulation may favour recommenders that resemble its click model"
+            f"the simulation disfavours the brain's own ranking ({self.mirror}): its CTR beyond what its NDCG@20 "
+            f"predicts is {said}, clear of 0 — the simulated CTR does not follow the offline metric for lists unlike "
+            "the candidates'"
         )
 
     def verdict_line(self) -> str:
@@ -145,12 +154,7 @@ class SimulatorBias:
             lines.append(
                 f"- Spearman ρ(residual, overlap) = {self.rho:+.3f} over {self.candidates} candidate arms, one-sided "
                 f"exact p = {self.p_value:.3f}; the smallest p {self.candidates} arms can give is "
-                f"{self.min_p_value:.3f}, so "
-                + (
-                    "this test cannot warn with so few arms."
-                    if self.min_p_value > WARN_P
-                    else f"the verdict warns at p ≤ {WARN_P:g}."
-                )
+                f"{self.min_p_value:.3f}.  Information only: the warning rests on the mirror's excess."
             )
         return "\n".join(lines) + "\n\n"
 

@@ -199,3 +199,48 @@ def augmentation_figure(table: pl.DataFrame, path: str | Path) -> Path:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def gap_figure(gaps):
+    """Gap sizes (`ops.readout.gaps.GapSizes`): each candidate arm's log simulated ratio to the
+    control (log s) against its log logged ratio (log r), with both intervals; the identity
+    line (the simulation sizes gaps as the log does) and the fitted factor's line through the
+    origin.  Arms left out of the median are hollow."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    rows = gaps.arms.filter((pl.col("role") == "candidate") & pl.col("logged_ratio").is_not_null())
+    rows = rows.filter((pl.col("logged_ratio") > 0) & (pl.col("simulated_ratio") > 0))
+    span = [0.0]
+    for r in rows.iter_rows(named=True):
+        x, y = np.log(r["logged_ratio"]), np.log(r["simulated_ratio"])
+        xlo, xhi = (np.log(max(v, 1e-12)) for v in (r["logged_ratio_ci_low"], r["logged_ratio_ci_high"]))
+        ylo, yhi = (np.log(max(v, 1e-12)) for v in (r["simulated_ratio_ci_low"], r["simulated_ratio_ci_high"]))
+        colour = "#4c72b0" if r["in_fit"] else "#8c8c8c"
+        ax.errorbar(
+            x,
+            y,
+            xerr=[[max(x - xlo, 0)], [max(xhi - x, 0)]],
+            yerr=[[max(y - ylo, 0)], [max(yhi - y, 0)]],
+            fmt="o",
+            capsize=3,
+            color=colour,
+            mfc=colour if r["in_fit"] else "white",
+        )
+        ax.annotate(r["arm"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        span += [x, y, xlo, xhi, ylo, yhi]
+    low, high = min(span), max(span)
+    margin = max(0.1, 0.1 * (high - low))
+    grid = np.linspace(low - margin, high + margin, 2)
+    ax.set_xlim(grid[0], grid[1])
+    ax.set_ylim(grid[0], grid[1])
+    ax.plot(grid, grid, color="#999999", linestyle="--", linewidth=0.9, label="identity (gaps as logged)")
+    if gaps.factor is not None:
+        ax.plot(grid, gaps.factor * grid, color="#c44e52", linewidth=1.2, label=f"fitted: factor {gaps.factor:.2f}")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.axvline(0, color="grey", lw=0.6)
+    ax.set_xlabel(f"log r: logged ratio to {gaps.control} ({gaps.window} window's interactions with the lists)")
+    ax.set_ylabel(f"log s: simulated CTR ratio to {gaps.control}")
+    ax.set_title("Gap sizes: simulated against logged (95 % intervals; hollow: not in the median)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

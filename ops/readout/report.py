@@ -232,8 +232,10 @@ def _trust_figures(taste, rating, list_quality=None) -> dict:
 def verdict_lines(headline: dict) -> list[str]:
     """The verdict in plain sentences — the console's summary and the report's first
     section both print these, so they say the same: the winning arm against the control on
-    the primary metric, the fidelity verdict, the trust figures, then one line per warning
-    (each starting "WARNING:")."""
+    the primary metric, the fidelity verdict, the gap sizes (`ops.readout.gaps`), the trust
+    figures, whether the agents see list quality (one figure, named:
+    `ops.studies.alignment.trust.list_quality_seen`), the simulator's bias, then one line
+    per warning (each starting "WARNING:")."""
     lines = []
     v = headline.get("verdict") or {}
     metric = LABELS.get(v.get("metric"), str(v.get("metric", "CTR")).upper())
@@ -255,6 +257,8 @@ def verdict_lines(headline: dict) -> list[str]:
     fidelity = headline.get("fidelity", {})
     lines.append(fidelity_verdict(fidelity))
     lines += [line for line in (misses_verdict(fidelity.get("misses") or []),) if line]
+    if (headline.get("gap_sizes") or {}).get("line"):
+        lines.append(headline["gap_sizes"]["line"])
     lines += [line for line in (sensitivity_verdict(headline.get("sensitivity")),) if line]
     t = headline.get("trust") or {}
     parts = []
@@ -290,12 +294,17 @@ def verdict_lines(headline: dict) -> list[str]:
     elif response:
         parts.append("click decision NOT calibrated to list quality")
     spread = t.get("list_quality_spread")
+    seen = headline.get("list_quality_seen") or {}
     if spread is not None:
+        underpowered = (seen.get("spread") or {}).get("status") == "underpowered"
         parts.append(
             f"list-quality spread {spread['label']} {spread['best']} − {spread['worst']} "
             f"{spread['difference']:+.3f} [{spread['ci_low']:+.3f}, {spread['ci_high']:+.3f}]"
+            + (f" (underpowered: {spread['agents']} agents)" if underpowered else "")
         )
     lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
+    if seen.get("line"):
+        lines.append(seen["line"])
     if headline.get("simulator_bias"):
         lines.append(headline["simulator_bias"])
     lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]

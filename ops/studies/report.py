@@ -21,7 +21,8 @@ from ops.atomic import atomic_write_bytes
 from ops.figures import save_figure
 from ops.readout.bias import SimulatorBias, simulator_bias
 from ops.readout.fidelity import agreement_summary, arm_agreement, offline_intervals
-from ops.readout.plots import fidelity_pairs, power_figure, write_ab_figures
+from ops.readout.gaps import GapSizes, gap_sizes
+from ops.readout.plots import fidelity_pairs, gap_figure, power_figure, write_ab_figures
 from ops.readout.power import PowerAnalysis, power_analysis
 from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
 from ops.readout.slots import slot_warning, slots_markdown
@@ -37,7 +38,7 @@ from ops.studies.alignment.plots import (
 )
 from ops.studies.alignment.trust import (
     fidelity_warning,
-    list_quality_warning,
+    list_quality_seen,
     not_measured_summary,
     sensitivity_headline,
     trust_section,
@@ -71,20 +72,24 @@ class Report:
     summary: dict
     bias: SimulatorBias
     power: PowerAnalysis | None
+    gaps: GapSizes | None = None
 
     @property
     def plots(self) -> Path:
         return self.path.parent / "plots"
 
     def metrics(self) -> dict[str, float]:
-        """Kendall τ per pair of rankings, the mirror's excess CTR, the arm pairs' counts,
-        and per pair of arms the minimum detectable CTR difference and sensitivity ratio."""
+        """Kendall τ per pair of rankings, the mirror's excess CTR, the gap factor with each
+        arm's simulated and logged ratio, the arm pairs' counts, and per pair of arms the
+        minimum detectable CTR difference and sensitivity ratio."""
         metrics = {
             f"kendall_tau_{row['simulated']}_vs_{row['offline']}": row["kendall_tau"]
             for row in self.fid.iter_rows(named=True)
         }
         if self.bias.excess is not None:
             metrics["mirror_excess_ctr"] = self.bias.excess
+        if self.gaps is not None:
+            metrics |= self.gaps.metrics()
         if self.pairs.height:
             metrics |= {
                 f"pairs_{k.replace(' ', '_')}": v for k, v in self.summary.items() if isinstance(v, (int, float))
@@ -101,6 +106,8 @@ class Report:
         """The tables behind the report, by the name they are logged under."""
         tables = {"fidelity": self.fid} if self.fid.height else {}
         tables["simulator_bias"] = self.bias.arms
+        if self.gaps is not None and self.gaps.arms.height:
+            tables["gap_sizes"] = self.gaps.arms
         if self.pairs.height:
             tables |= {"fidelity_pairs": self.pairs, "offline_intervals": self.intervals}
         if self.power is not None and self.power.pairs.height:
@@ -139,6 +146,11 @@ def write_report(
     bias = simulator_bias(ab_readout.per_agent, agreement.per_user, top20_lists, diagnostic, paired=paired, seed=seed)
     summary = agreement_summary(pairs)
     power = _power(ab_readout, pairs, intervals)
+    # Gap sizes against the test window: the agents stand at its start, and the offline metrics read it too.
+    candidates = [a for a in ab_readout.per_agent.get_column("arm").unique().to_list() if a not in diagnostic]
+    gaps = gap_sizes(
+        ab_readout.per_agent, top20_lists, test_ratings, ab_readout.control, candidates, paired=paired, seed=seed
+    )
     folder.mkdir(parents=True, exist_ok=True)
     # The read-out's asset drew its figures into this folder when it ran in the same run.
     plots = write_ab_figures(ab_readout, folder / "plots", drawn=True)
@@ -146,11 +158,15 @@ def write_report(
         plots.append(save_figure(fidelity_pairs(pairs), folder / "plots" / "fidelity_pairs.png"))
     if power is not None and power.pairs.height:
         plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
+    if gaps.arms.height:
+        plots.append(save_figure(gap_figure(gaps), folder / "plots" / "gap_sizes.png"))
     sections = _trust_section(folder, trust)
     unmeasured = not_measured_summary(taste=trust.taste, rating=trust.rating, list_quality=trust.list_quality)
     clicks = getattr(ab_readout, "slot_clicks", None)  # None in a read-out stored before it was kept
     # The same figures open the report and close the console's output (verdict_lines).
-    warnings = _warnings(fid, pairs, bias, clicks, trust.list_quality, tau_floor, spread_floor)
+    sensitivity = sensitivity_headline(trust.sensitivity)
+    seen = list_quality_seen(trust.list_quality, sensitivity, spread_floor)
+    warnings = _warnings(fid, pairs, bias, clicks, gaps, seen, tau_floor)
     headline = report_summary(
         ab_readout,
         intervals,
@@ -165,10 +181,17 @@ def write_report(
         exclude=diagnostic,
         power=power,
         list_quality=trust.list_quality,
-        sensitivity=sensitivity_headline(trust.sensitivity),
+        sensitivity=sensitivity,
     )
     headline["simulator_bias"] = bias.verdict_line()
-    sections = [*sections, bias.to_markdown(), *([slots_markdown(clicks)] if clicks is not None else [])]
+    headline["gap_sizes"] = gaps.headline()
+    headline["list_quality_seen"] = seen
+    sections = [
+        gaps.to_markdown(),
+        *sections,
+        bias.to_markdown(),
+        *([slots_markdown(clicks)] if clicks is not None else []),
+    ]
     text = report_markdown(
         ab_readout,
         agreement.offline,
@@ -192,7 +215,7 @@ def write_report(
     page = report_html(text, folder).encode("utf-8")
     atomic_write_bytes(html_path, page)
     atomic_write_bytes(latest / "latest.html", page)
-    return Report(path, html_path, text, headline, fid, pairs, intervals, summary, bias, power)
+    return Report(path, html_path, text, headline, fid, pairs, intervals, summary, bias, power, gaps)
 
 
 def _power(ab_readout, pairs: pl.DataFrame, intervals: pl.DataFrame) -> PowerAnalysis | None:
@@ -206,16 +229,17 @@ def _power(ab_readout, pairs: pl.DataFrame, intervals: pl.DataFrame) -> PowerAna
     )
 
 
-def _warnings(fid, pairs, bias, clicks, list_quality, tau_floor: float, spread_floor: float) -> list[str]:
-    """The verdict's warnings: low fidelity, the simulator's bias, the slots' position
-    effect, a brain blind to list quality."""
+def _warnings(fid, pairs, bias, clicks, gaps: GapSizes, seen: dict, tau_floor: float) -> list[str]:
+    """The verdict's warnings: low fidelity, gap sizes off by more than a factor of 2, the
+    simulator's bias, the slots' position effect, a brain blind to list quality (from the
+    one figure `list_quality_seen` names)."""
     warned = fidelity_warning(fid, pairs, tau_floor) if fid.height else None
     warnings = [warned.description] if warned is not None and not warned.passed else []
+    warnings += [gaps.warning] if gaps.warning else []
     warnings += [bias.warning] if bias.warning else []
     slot_warned = slot_warning(clicks) if clicks is not None else None
     warnings += [slot_warned] if slot_warned else []
-    blind = list_quality_warning(list_quality, spread_floor)
-    return warnings + ([blind] if blind else [])
+    return warnings + ([seen["warning"]] if seen.get("warning") else [])
 
 
 def _trust_section(folder: Path, trust: Trust) -> list[str]:

@@ -96,6 +96,9 @@ class ListQuality:
         if not rows.height or rows.get_column("difference")[0] is None:
             return None
         r = rows.row(0, named=True)
+        means = {
+            a["arm"]: a["mean"] for a in self.readout.arms.filter(pl.col("metric") == metric).iter_rows(named=True)
+        }
         return {
             "metric": metric,
             "label": LABELS.get(metric, metric),
@@ -105,7 +108,22 @@ class ListQuality:
             "difference": r["difference"],
             "ci_low": r["ci_low"],
             "ci_high": r["ci_high"],
+            # What the power of the spread needs (`ops.studies.alignment.trust.list_quality_seen`).
+            "best_mean": means.get(best),
+            "worst_mean": means.get(worst),
+            "best_share": self.shares.get(best),
+            "worst_share": self.shares.get(worst),
+            "agent_variance": self._difference_variance(metric, best, worst),
         }
+
+    def _difference_variance(self, metric: str, best: str, worst: str) -> float | None:
+        """The variance over agents of one agent's `metric` on the best lists minus on the worst."""
+        per_agent = self.readout.per_agent.filter(pl.col("arm").is_in([best, worst]))
+        wide = per_agent.pivot(on="arm", index="user_id", values=metric)
+        if best not in wide.columns or worst not in wide.columns:
+            return None
+        differences = wide.select(pl.col(best) - pl.col(worst)).drop_nulls().to_series()
+        return float(differences.var()) if differences.len() >= 2 else None
 
     def table(self) -> pl.DataFrame:
         order = {r: i for i, r in enumerate(self.ratios)}

@@ -6,21 +6,28 @@ a warning, the run is not stopped — when Kendall's τ between the simulated me
 offline one is below a floor, or undefined; when the arm pairs' τ, which counts a missed pair
 (`fidelity_warning` says how), is below the same floor; or when the simulation orders any
 pair of arms against the offline metric with both intervals clear of 0 ("disagree").
-The list-quality warning (`list_quality_warning`) fails when the brain's CTR on the best
-lists of the list-quality protocol is not clearly above its CTR on the worst.
+Whether the agents see list quality (`list_quality_seen`) is said from one figure, named:
+the sensitivity ladder when it ran with more agents than the list-quality protocol, else the
+protocol's spread; the warning that the brain cannot tell lists apart comes only from the
+figure that decides, and a spread too noisy to tell a blind brain from one that responds
+as the ladder does is "underpowered (N agents)", not blind.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ops.readout.fidelity import DISAGREE, MISSED, agreement_summary
 from ops.studies.alignment import papers
 from ops.studies.alignment.social import verdicts
+
+Z95 = 1.959964  # the 95 % intervals' two-sided quantile (docs/definitions.md#metrics)
 
 
 @dataclass
@@ -94,23 +101,166 @@ def fidelity_warning(
     return FidelityWarning(not problems, text, tau, disagree, pair_tau, missed)
 
 
-def list_quality_warning(list_quality, floor: float) -> str | None:
-    """The warning when the brain cannot tell lists apart: the list-quality protocol's spread
-    (`ListQuality.spread`, CTR on the 1:1 lists minus on the 1:9 ones) below `floor`, or its
-    interval holding 0.  None when it passes or the protocol did not run."""
+def list_quality_warning(list_quality, floor: float, sensitivity: dict | None = None) -> str | None:
+    """The warning when the brain cannot tell lists apart (`list_quality_seen`'s); None when
+    the agents see list quality, when the figure that decides is underpowered, or when
+    neither the protocol nor the ladder ran."""
+    return list_quality_seen(list_quality, sensitivity, floor)["warning"]
+
+
+def list_quality_seen(list_quality, sensitivity: dict | None, floor: float) -> dict:
+    """Whether the agents see list quality, from ONE figure, named: the sensitivity ladder
+    (`sensitivity`, its `Sensitivity.headline()` dict) when it ran with more agents than the
+    list-quality protocol, else the protocol's spread (`ListQuality.spread`).  Returns
+    source ("sensitivity ladder", "list-quality spread" or None), sees (True, False, or
+    None when not established), the verdict's line, the warning (None unless the figure
+    that decides says the brain cannot tell lists apart), and the spread's own status
+    (`spread_status`), so that the trust line and this line say the same.
+
+    The spread is judged against a reference it should show (`spread_status`): the spread
+    the ladder's response implies on the protocol's lists (`implied_spread`), at least the
+    floor."""
     spread = list_quality.spread() if list_quality is not None and not isinstance(list_quality, dict) else None
-    if spread is None:
-        return None
-    d, lo, hi = spread["difference"], spread["ci_low"], spread["ci_high"]
-    if d >= floor and lo > 0:
-        return None
-    said = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-    return (
-        f"the brain cannot tell lists apart: its {spread['label']} on the list-quality protocol's best lists "
-        f"({spread['best']}) minus on the worst ({spread['worst']}) is {said} over {spread['agents']} agents, "
-        + ("its interval holding 0" if lo <= 0 else f"below the floor {floor:.3f}")
-        + " ($SIMAB_LIST_QUALITY_SPREAD_FLOOR); a difference between arms in this run says little about real users"
+    ladder = sensitivity if sensitivity and sensitivity.get("measured") else None
+    implied = implied_spread(spread, ladder_elasticity(ladder)) if spread is not None and ladder else None
+    status = spread_status(spread, floor, implied) if spread is not None else None
+    out = {"source": None, "sees": None, "line": None, "warning": None, "spread": status}
+    if ladder is not None and (spread is None or ladder["agents"] > spread["agents"]):
+        out["source"] = "sensitivity ladder"
+        length, control, agents = ladder["list_length"], ladder["control"], ladder["agents"]
+        smallest = ladder.get("smallest_detected")
+        beside = "" if status is None else f"; the list-quality spread {status['said']}"
+        if smallest is not None:
+            out["sees"] = True
+            out["line"] = (
+                f"the agents see list quality: yes, by the sensitivity ladder ({agents} agents, more than the "
+                f"list-quality protocol's): it detects {smallest} of {length} slots of {control}'s lists replaced{beside}"
+            )
+        else:
+            worst = ladder["steps"][-1]["slots"]
+            out["sees"] = False
+            out["line"] = (
+                f"the agents see list quality: no, by the sensitivity ladder ({agents} agents): no degradation of "
+                f"{control}'s lists detected, up to {worst} of {length} slots replaced{beside}"
+            )
+            out["warning"] = (
+                f"the brain cannot tell lists apart: at {agents} agents the sensitivity ladder detects no "
+                f"degradation of {control}'s lists, even {worst} of {length} slots replaced by random unseen items; "
+                "a difference between arms in this run says little about real users"
+            )
+        return out
+    if status is None:
+        out["line"] = "the agents see list quality: not measured (neither the list-quality protocol nor the ladder ran)"
+        return out
+    out["source"] = "list-quality spread"
+    out["sees"] = {"sees": True, "blind": False}.get(status["status"])
+    said = f"{status['difference']:+.3f} [{status['ci_low']:+.3f}, {status['ci_high']:+.3f}]"
+    if status["status"] == "sees":
+        out["line"] = (
+            f"the agents see list quality: yes, by the list-quality spread ({status['agents']} agents): {said}"
+        )
+    elif status["status"] == "underpowered":
+        out["line"] = f"the agents see list quality: not established, the list-quality spread {status['said']}"
+    else:
+        out["line"] = f"the agents see list quality: no, by the list-quality spread ({status['agents']} agents): {said}"
+        below = f"below the {status['reference']:.3f} {status['reference_from']}"
+        out["warning"] = (
+            f"the brain cannot tell lists apart: its {spread['label']} on the list-quality protocol's best lists "
+            f"({spread['best']}) minus on the worst ({spread['worst']}) is {said} over {spread['agents']} agents, "
+            + (f"its interval holding 0 and lying {below}" if status["ci_low"] <= 0 else f"its interval {below}")
+            + " ($SIMAB_LIST_QUALITY_SPREAD_FLOOR); a difference between arms in this run says little about real users"
+        )
+    return out
+
+
+def spread_status(spread: dict, floor: float, implied: float | None = None) -> dict:
+    """The list-quality spread judged (docs/definitions.md#list-quality-spread).
+
+    - *sees*: the spread is at least `floor`, its interval above 0;
+    - *blind* — the brain cannot tell lists apart — only when its interval lies below the
+      reference spread δ: the spread the ladder's response implies for these lists
+      (`implied`), at least `floor`.  "Cannot tell lists apart" is a claim of absence; it
+      stands only where the data rule out the response that matters;
+    - *underpowered* otherwise: the interval holds 0 (or values under the floor) and δ too.
+      Said with the agents it would take for the 95 % interval to be narrower than δ, so that
+      it could not hold both: ⌈(2 z σ ÷ δ)²⌉, σ the SD of one agent's paired difference,
+      z = 1.96 — the power criterion that matches this decision rule."""
+    d, lo, hi, agents = spread["difference"], spread["ci_low"], spread["ci_high"], spread["agents"]
+    reference = max(floor, implied) if implied is not None else floor
+    reference_from = (
+        "the ladder's response implies for these lists" if implied is not None and implied > floor else "floor"
     )
+    variance = spread.get("agent_variance")
+    resolving = (
+        math.ceil((2 * Z95 * math.sqrt(variance) / reference) ** 2) if variance is not None and reference > 0 else None
+    )
+    if d >= floor and lo > 0:
+        status = "sees"
+    elif hi < reference:
+        status = "blind"
+    else:
+        status = "underpowered"
+    if status == "underpowered":
+        detail = (
+            f"its interval holds 0 and the {reference:.3f} {reference_from}"
+            if lo <= 0
+            else f"below the floor {floor:.3f}, its interval reaching the {reference:.3f} {reference_from}"
+        )
+        if resolving is not None and resolving > agents:
+            detail += f"; about {resolving:,} agents would tell the two apart"
+        said = f"is underpowered ({agents} agents: {detail})"
+    elif status == "sees":
+        said = f"agrees ({agents} agents: {d:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+    else:
+        said = (
+            f"shows less than the {reference:.3f} {reference_from} ({agents} agents: {d:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+        )
+    return {
+        "status": status,
+        "said": said,
+        "agents": agents,
+        "difference": d,
+        "ci_low": lo,
+        "ci_high": hi,
+        "reference": reference,
+        "reference_from": reference_from,
+        "implied": implied,
+        "agents_to_resolve": resolving,
+    }
+
+
+def ladder_elasticity(ladder: dict | None) -> float | None:
+    """How the ladder's CTR responds to the share of the control's own items its lists keep:
+    the least-squares slope through the origin of log(CTR_k ÷ CTR_0) on log((L − k) ÷ L) over
+    the rungs k that keep some (0 < k < L) with a CTR above 0; None without two such rungs or
+    a CTR on the intact lists."""
+    if not ladder or not ladder.get("measured"):
+        return None
+    length = ladder["list_length"]
+    ctr = {s["slots"]: s["ctr"] for s in ladder["steps"]}
+    base = ctr.get(0)
+    points = [
+        (math.log((length - k) / length), math.log(c / base))
+        for k, c in ctr.items()
+        if 0 < k < length and c is not None and c > 0 and base
+    ]
+    if len(points) < 2 or not base or base <= 0:
+        return None
+    x, y = np.array(points).T
+    return float(x @ y / (x @ x))
+
+
+def implied_spread(spread: dict | None, elasticity: float | None) -> float | None:
+    """The spread the list-quality protocol would show if its agents responded to its lists
+    as they respond to the ladder: both mix real items (the control's, or the user's liked
+    ones) with uniformly drawn unseen ones, so with CTR ∝ share^e, CTR_worst × ((share_best ÷
+    share_worst)^e − 1).  None without a positive elasticity or the protocol's shares."""
+    if spread is None or elasticity is None or elasticity <= 0:
+        return None
+    worst, best, level = spread.get("worst_share"), spread.get("best_share"), spread.get("worst_mean")
+    if not worst or not best or level is None or worst <= 0:
+        return None
+    return float(level * ((best / worst) ** elasticity - 1))
 
 
 def sensitivity_headline(sensitivity) -> dict | None:

@@ -5,13 +5,20 @@ Two figures, from what the read-out already has (the agents' CTR per arm, each t
 NDCG@20 per arm, the top-20 lists); the mirror arm (`ops/arms/kinds/mirror.py`: the brain's own
 ranking, simulated like an arm) makes them possible.
 
-- **The line.**  Across the candidate arms (every simulated arm but the mirror), simulated
-  CTR against offline NDCG@20 is fitted by least squares: the CTR the offline metric
-  predicts.  An arm's *residual* is its CTR minus that prediction: what the simulation
-  gives it beyond (or below) its offline standing.
-- **The mirror's excess**: the mirror's CTR minus the CTR the line predicts from its own
+- **The curve.**  Across the candidate arms (every simulated arm but the mirror), simulated
+  CTR against offline NDCG@20 is fitted by a monotone curve (isotonic regression: a better
+  list offline is never predicted less CTR), read between the arms by straight lines: the
+  CTR the offline metric predicts.  Not a straight line through them all: CTR saturates
+  where lists are good (on Steam, DeepFM, FM, Pop and trending at CTR 0.70-0.75 for NDCG@20
+  0.061-0.093, random and the ALS far below), and a line steep enough to join random to
+  the good arms overshoots every list better than the best arm.  Beyond the arms' NDCG@20
+  the curve goes on with the slope of a least-squares line through the better half of the
+  arms (by NDCG@20), where the saturation is.  An arm's *residual* is its CTR minus the
+  prediction of the curve through the other arms: what the simulation gives it beyond (or
+  below) its offline standing.
+- **The mirror's excess**: the mirror's CTR minus the CTR the curve predicts from its own
   NDCG@20, with a 95 % bootstrap interval (agents resampled for CTR, paired across arms
-  when every arm saw the same agents; test users resampled for NDCG@20; the line refitted
+  when every arm saw the same agents; test users resampled for NDCG@20; the curve refitted
   in every replicate).  It says how much the simulation favours the brain's own ranking
   beyond its offline standing; beside it, the mirror's simulated and offline rank.
 - **Similarity and residual.**  Every candidate arm's similarity to the brain's scorer is
@@ -21,7 +28,7 @@ ranking, simulated like an arm) makes them possible.
   overlap over the candidate arms, one-sided (ρ > 0), its p-value exact over all n!
   orderings of the arms (ties in either column averaged).  It is information, not the
   warning: it can show little with few arms — the smallest p that n arms can reach is 1/n!,
-  1/6 with 3 arms, 1/24 with 4, 1/120 with 5 — and a residual on a line fitted to the same
+  1/6 with 3 arms, 1/24 with 4, 1/120 with 5 — and a residual on a curve fitted to the same
   few arms is itself noisy.
 - **The warning.**  The verdict warns whenever the mirror's excess has its interval clear of
   0: the simulation gives the brain's own ranking more CTR (or less) than its offline
@@ -130,7 +137,7 @@ class SimulatorBias:
         else:
             lines += [
                 f"`{self.mirror}` ranks each user's unseen items by the embedded brain's click model. Residual = "
-                "simulated CTR − the CTR that a least-squares line through the candidate arms' (NDCG@20, CTR) "
+                "simulated CTR − the CTR that a monotone curve through the candidate arms' (NDCG@20, CTR) "
                 f"predicts; overlap = mean |top-20 ∩ {self.mirror}'s top-20| / 20 over the users both list.",
                 "",
             ]
@@ -183,8 +190,14 @@ def simulator_bias(
     ctr = _means(sim_matrix)
     ndcg = _means(off_matrix)
     cand = [arms.index(a) for a in candidates]
-    line = _line(ndcg[cand], ctr[cand])
-    predicted = line[0] + line[1] * ndcg if line is not None else np.full(len(arms), np.nan)
+    line = _curve(ndcg[cand], ctr[cand])
+    predicted = line(ndcg) if line is not None else np.full(len(arms), np.nan)
+    # A candidate's own prediction comes from the curve through the others (a monotone curve
+    # passes through the points it is fitted on, leaving no residual to compare).
+    for i in cand:
+        others = [j for j in cand if j != i]
+        own = _curve(ndcg[others], ctr[others])
+        predicted[i] = own(ndcg[i : i + 1])[0] if own is not None else np.nan
     overlap = _overlaps(lists, arms, mirror)
     rows = []
     for i, a in enumerate(arms):
@@ -211,9 +224,9 @@ def simulator_bias(
         boot_ndcg = _bootstrap(off_units, off_matrix, n_bootstrap, rng)
         replicates = np.full(n_bootstrap, np.nan)
         for b in range(n_bootstrap):
-            fitted = _line(boot_ndcg[b, cand], boot_ctr[b, cand])
+            fitted = _curve(boot_ndcg[b, cand], boot_ctr[b, cand])
             if fitted is not None:
-                replicates[b] = boot_ctr[b, m] - (fitted[0] + fitted[1] * boot_ndcg[b, m])
+                replicates[b] = boot_ctr[b, m] - float(fitted(boot_ndcg[b, m : m + 1])[0])
         lo, hi = (float(v) for v in percentile_interval(replicates, confidence))
     rho = p = min_p = None
     tested = table.filter((pl.col("role") == "candidate") & pl.col("residual").is_not_null())
@@ -288,6 +301,35 @@ def _bootstrap(units: list[np.ndarray], matrix: np.ndarray, n: int, rng: np.rand
             counts = multiplicities(rows.size, n, rng)
             out[:, j] = counts @ matrix[rows, j] / rows.size
     return out
+
+
+def _curve(x: np.ndarray, y: np.ndarray):
+    """The module docstring's curve through the points (x, y) as a function of x, or None
+    with fewer than two distinct x: isotonic (non-decreasing) in y, linear between its knots,
+    beyond the largest x the slope of the least-squares line through the points whose x is
+    at least the median x (the whole line's with fewer than two of them; never below 0), below
+    the smallest x that of the whole line."""
+    from sklearn.isotonic import IsotonicRegression
+
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if x.size < 2 or np.ptp(x) == 0:
+        return None
+    fit = IsotonicRegression(increasing=True, out_of_bounds="clip").fit(x, y)
+    upper = x >= np.median(x)
+    whole = _line(x, y)
+    top = _line(x[upper], y[upper]) if upper.sum() >= 2 and np.ptp(x[upper]) > 0 else whole
+    high_slope = max(top[1], 0.0) if top is not None else 0.0
+    low_slope = max(whole[1], 0.0) if whole is not None else 0.0
+    lo, hi = float(x.min()), float(x.max())
+
+    def predict(values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values, dtype=float)
+        out = fit.predict(np.clip(values, lo, hi))
+        out = out + np.where(values > hi, (values - hi) * high_slope, 0.0)
+        return out + np.where(values < lo, (values - lo) * low_slope, 0.0)
+
+    return predict
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:

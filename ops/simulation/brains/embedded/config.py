@@ -40,6 +40,8 @@ HOME_FEATURES = (
 # The collaborative scores (package docstring, "Features"); the click model keeps them only
 # where they raise its held-out AUC on the validation window (`click_collaborative`).
 COLLAB_FEATURES = ("collab", "collab_recent")
+# The item's place in time as seen from the clock (`ops.agents.clock`).
+TIME_FEATURES = ("trend", "age")
 DETAIL_FEATURES = HOME_FEATURES + ("director_match", "actor_match")
 FEATURES = DETAIL_FEATURES
 
@@ -99,6 +101,8 @@ class EmbeddedBrainConfig(BaseModel):
     # train window's decayed counts best predict the validation window's interactions
     # (`ops.agents.clock.fit_half_life`); False: plain counts (no decay, no trend).
     popularity_decay: bool = True
+    # Which of the item-time features (TIME_FEATURES) the models read.
+    time_features: tuple[str, ...] = TIME_FEATURES
     # An agent does not click a card of an item already in its memory: MovieLens and Steam
     # record an item once per user (what a user has rated or reviewed they do not take
     # again), and the offline metrics count such an item in a list as a miss.  False: a

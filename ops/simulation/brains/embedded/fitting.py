@@ -18,6 +18,7 @@ from ops.agents.memory import LongTermMemory, RecallWeights
 from ops.simulation.brains.embedded.brain import EmbeddedBrain
 from ops.simulation.brains.embedded.config import (
     COLLAB_FEATURES,
+    TIME_FEATURES,
     DETAIL_FEATURES,
     FEATURES,
     HOME_FEATURES,
@@ -217,10 +218,11 @@ def fit(
     # negatives the popularity terms contrast the sampling distribution, and a curve free to
     # bend learns to shun the head (ML-1M users 1-1999: Pop's simulated CTR 0.66 -> 0.54).
     head = () if config.popular_negative_share == 0 else ("popularity_head",)
+    unused = _unused(config)
     for variant, dropped in _COLLAB_VARIANTS.items():
         if ctx.collab.shape[1] == 0 and ctx.neighbours is None and variant != "none":
             continue
-        names = tuple(f for f in HOME_FEATURES if f not in dropped and f not in head)
+        names = tuple(f for f in HOME_FEATURES if f not in dropped and f not in head and f not in unused)
         idx = [FEATURES.index(f) for f in names]
         models[variant] = _fit_logistic(LogisticRegression, Xc[~hc][:, idx], yc[~hc], names, config)
         ablation.append(
@@ -240,7 +242,7 @@ def fit(
         scored = [r for r in ablation if r["click_auc_holdout"] is not None]
         variant = max(scored, key=lambda r: r["click_auc_holdout"])["variant"] if scored else ablation[-1]["variant"]
     click = models[variant]
-    detail = tuple(f for f in DETAIL_FEATURES if f not in _COLLAB_VARIANTS[variant])
+    detail = tuple(f for f in DETAIL_FEATURES if f not in _COLLAB_VARIANTS[variant] and f not in unused)
     Xp = Xp[:, [FEATURES.index(f) for f in detail]]
     like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], detail, config)
     rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], detail, config)
@@ -303,7 +305,7 @@ def _fit_recall(config, memories, profiles, fit_users, candidates, y, held, ctx)
     if config.recall is not None:
         return config, []
     half_life = ctx.half_life_days if np.isfinite(ctx.half_life_days) else RecallWeights().half_life_days
-    names = tuple(f for f in HOME_FEATURES if f not in COLLAB_FEATURES)
+    names = tuple(f for f in HOME_FEATURES if f not in COLLAB_FEATURES and f not in _unused(config))
     idx = [FEATURES.index(f) for f in names]
     grid, best = [], None
     for recency, importance in config.recall_grid:
@@ -321,6 +323,11 @@ def _fit_recall(config, memories, profiles, fit_users, candidates, y, held, ctx)
         if best is None or (score is not None and (best[0] is None or score > best[0] + 1e-4)):
             best = (score, weights)
     return config.model_copy(update={"recall": best[1]}), grid
+
+
+def _unused(config: EmbeddedBrainConfig) -> tuple[str, ...]:
+    """The item-time features the configuration leaves out (`time_features`)."""
+    return tuple(f for f in TIME_FEATURES if f not in config.time_features)
 
 
 # Collaborative variants of the click model: the collaborative features each leaves out.

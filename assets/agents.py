@@ -27,10 +27,15 @@ GROUP = "agents"
 
 
 def build_population(
-    ratings: pl.DataFrame, users: pl.DataFrame, mm_ml_1m: pl.DataFrame, embeddings: EmbeddingsResource
+    ratings: pl.DataFrame,
+    users: pl.DataFrame,
+    mm_ml_1m: pl.DataFrame,
+    embeddings: EmbeddingsResource,
+    valid: pl.DataFrame | None = None,
 ) -> Agents:
     """The agents of `users` built from `ratings` (the train window, or what a hold-out keeps)
-    with the embeddings resource's embedders, through the run's embeddings cache."""
+    with the embeddings resource's embedders, through the run's embeddings cache; with
+    `valid`, standing at the simulation clock (`ops.agents.clock`)."""
     return build_agents(
         ratings,
         users,
@@ -39,20 +44,23 @@ def build_population(
         embeddings.text_embedder(),
         embeddings.poster_embedder(),
         cache_dir=data_root() / "cache" / "embeddings",
+        valid=valid,
     )
 
 
-@asset(group_name=GROUP, code_version="4", compute_kind="numpy")
+@asset(group_name=GROUP, code_version="5", compute_kind="numpy")
 def agents(
     context: AssetExecutionContext,
     train_ratings: pl.DataFrame,
+    valid_ratings: pl.DataFrame,
     users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     embeddings: EmbeddingsResource,
     mlflow_tracking: MlflowTracking,
 ):
-    """Profiles (demographics, social traits, pickiness, per-page preferences) and memories."""
-    population = build_population(train_ratings, users, mm_ml_1m, embeddings)
+    """Profiles (demographics, social traits, pickiness, per-page preferences) and memories,
+    the agents standing at the start of the test period: their train and validation history."""
+    population = build_population(train_ratings, users, mm_ml_1m, embeddings, valid=valid_ratings)
     table = profiles_frame(population.profiles)
     with mlflow_tracking.asset_run(context, params={**embeddings.describe(), "agents": len(population.profiles)}):
         mlflow_tracking.log_metrics({f"seconds_{k}": v for k, v in population.timings_s.items()})
@@ -84,7 +92,7 @@ class EmbeddedBrainAssetConfig(Config):
     )
 
 
-@asset(group_name=GROUP, code_version="4", compute_kind="scikit-learn")
+@asset(group_name=GROUP, code_version="5", compute_kind="scikit-learn")
 def embedded_brain(
     context: AssetExecutionContext,
     config: EmbeddedBrainAssetConfig,
@@ -164,7 +172,8 @@ def llm_personas(
     validation movies are closest to the real ones kept.  A simulation with `persona:
     matched` shows it in every prompt.  Estimates its bill first and refuses to start above
     the `llm` resource's max_cost_usd."""
-    users = persona_agents(agents.profiles, config.n_agents, config.seed)
+    # The personas are scored on the validation window: the agents as it found them.
+    users = persona_agents(agents.at_fit_clock().profiles, config.n_agents, config.seed)
     inputs = persona_inputs(train_ratings, valid_ratings, users, config.validation_movies, config.seed)
     if not inputs:
         raise Failure(

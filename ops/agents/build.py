@@ -1,8 +1,13 @@
 """Agents in one call (docs/definitions.md#lifecycle, step 7): profiles and long-term memories.
 
 `build_agents` embeds the catalogue once (cached), then builds every user's profile and
-long-term memory from the train split only.  `Agents.sessions()` gives the session
-templates the simulation runner starts from.  How an agent decides is the brain's business
+long-term memory from the history up to the agents' clock (`ops.agents.clock`): with the
+validation window given, the agents stand at the simulation clock, the start of the test
+period, and remember their train and validation interactions; without it, at the fit clock
+(the train window only).  `Agents.at_fit_clock()` is the same agents as the validation
+window found them: their memories cut at the end of the train window, for what is fitted or
+checked on the validation window (the embedded brain, its calibration, SimUSER's persona
+check).  `Agents.sessions()` gives the session templates the simulation runner starts from.  How an agent decides is the brain's business
 (`ops.simulation.brains`); the embedded brain is fitted from these agents by
 `ops.simulation.brains.embedded.fit_embedded_brain`.
 """
@@ -13,9 +18,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
+from ops.agents.clock import Clock, history_until
 from ops.agents.embeddings import EmbeddingConfig, MovieVectors, PosterEmbedder, TextEmbedder, embed_catalogue
 from ops.agents.memory import LongTermMemory, build_long_term_memories, memories_from_arrays, memories_to_arrays
 from ops.agents.movie_facts import MovieFacts, build_movie_facts
@@ -39,6 +46,26 @@ class Agents:
     facts: MovieFacts
     config: AgentsConfig
     timings_s: dict[str, float] = field(default_factory=dict)
+    # When the agents stand: None for agents of the train window alone (the fit clock);
+    # else the run's clock, the agents at its simulation clock, `fit_lengths` each memory's
+    # train part (its first entries), the part `at_fit_clock` keeps.
+    clock: Clock | None = None
+    fit_lengths: dict[int, int] | None = None
+
+    @property
+    def at_simulation_clock(self) -> bool:
+        return self.fit_lengths is not None
+
+    def at_fit_clock(self) -> Agents:
+        """These agents as the validation window found them: memories cut at the end of the
+        train window, agents without a train interaction left out; profiles as they are (a
+        user's traits, not a prediction: docs/agents.md)."""
+        if self.fit_lengths is None:
+            return self
+        fit = self.clock.fit if self.clock is not None else 0
+        memories = {u: m.until(n, fit) for u, m in self.memories.items() if (n := self.fit_lengths.get(u, 0)) > 0}
+        profiles = {u: p for u, p in self.profiles.items() if u in memories}
+        return Agents(profiles, memories, self.vectors, self.facts, self.config, dict(self.timings_s), self.clock)
 
     def sessions(self, user_ids=None) -> list[AgentSession]:
         """Session templates (no fatigue spent, budget 0: the runner sets it from the tier)."""
@@ -53,29 +80,43 @@ class Agents:
             folder / "agents.json",
             {
                 "kind": "Agents",
-                "format_version": 2,
+                "format_version": 3,
                 "config": self.config.model_dump(mode="json"),
                 "timings_s": self.timings_s,
+                "clock": None if self.clock is None else [self.clock.fit, self.clock.simulation],
             },
         )
         save_table(folder / "profiles.parquet", profiles_table(self.profiles))
-        save_arrays(folder / "memories.npz", memories_to_arrays(self.memories))
+        arrays = memories_to_arrays(self.memories)
+        if self.fit_lengths is not None:
+            arrays["fit_lengths"] = np.asarray([self.fit_lengths.get(int(k), 0) for k in arrays["keys"]], np.int64)
+        save_arrays(folder / "memories.npz", arrays)
         self.vectors.save(folder / "vectors")
         self.facts.save(folder / "facts")
 
     @classmethod
     def load(cls, folder: Path) -> Agents:
         meta = load_json(folder / "agents.json")
-        # Format 2: profiles carry the persona (ops.agents.persona).
-        check_format(meta, "Agents", 2, folder / "agents.json")
+        # Format 2: profiles carry the persona (ops.agents.persona); 3: the agents' clock.
+        check_format(meta, "Agents", 3, folder / "agents.json")
         vectors = MovieVectors.load(folder / "vectors")
+        arrays = load_arrays(folder / "memories.npz")
+        clock = meta.get("clock")
+        memories = memories_from_arrays(arrays, vectors)
+        if clock is not None:
+            for memory in memories.values():
+                memory.clock = int(clock[1])
         return cls(
             profiles=profiles_from_table(load_table(folder / "profiles.parquet")),
-            memories=memories_from_arrays(load_arrays(folder / "memories.npz"), vectors),
+            memories=memories,
             vectors=vectors,
             facts=MovieFacts.load(folder / "facts"),
             config=AgentsConfig.model_validate(meta["config"]),
             timings_s=meta["timings_s"],
+            clock=None if clock is None else Clock(*clock),
+            fit_lengths=None
+            if "fit_lengths" not in arrays
+            else dict(zip(arrays["keys"].tolist(), arrays["fit_lengths"].tolist())),
         )
 
 
@@ -87,22 +128,35 @@ def build_agents(
     text_embedder: TextEmbedder,
     poster_embedder: PosterEmbedder | None,
     cache_dir: str | Path | None = None,
+    valid: pl.DataFrame | None = None,
 ) -> Agents:
-    """Profiles and memories of every user with train ratings; `catalogue` is MM-ML-1M."""
+    """Profiles and memories of every user with ratings up to the agents' clock; `catalogue`
+    is MM-ML-1M.  With `valid`, the agents stand at the simulation clock (module docstring)."""
     config = config or AgentsConfig()
+    history = train if valid is None else history_until(train, valid)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     vectors = embed_catalogue(catalogue, text_embedder, poster_embedder, cache_dir, config.embedding)
     timings["embed_catalogue"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    facts = build_movie_facts(catalogue, train)
+    plain = history.drop("window", strict=False)
+    facts = build_movie_facts(catalogue, plain)
     looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
-    profiles = build_profiles(train, users, catalogue, config.profile, facts=facts, poster_looks=looks)
+    profiles = build_profiles(plain, users, catalogue, config.profile, facts=facts, poster_looks=looks)
     timings["profiles"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    memories = build_long_term_memories(train, vectors)
+    memories = build_long_term_memories(history, vectors)
     memories = {u: m for u, m in memories.items() if u in profiles}
+    fit_lengths = None
+    if valid is not None:
+        per_user = history.filter(pl.col("window") == 0).group_by("user_id").len()
+        counts = dict(per_user.iter_rows())
+        fit_lengths = {u: int(counts.get(u, 0)) for u in memories}
+    clock = None if valid is None else Clock.of(train, valid)
+    if clock is not None:
+        for memory in memories.values():
+            memory.clock = clock.simulation
     timings["memories"] = time.perf_counter() - t
-    return Agents(profiles, memories, vectors, facts, config, timings)
+    return Agents(profiles, memories, vectors, facts, config, timings, clock, fit_lengths)

@@ -21,8 +21,27 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
+from pydantic import BaseModel, Field
 
 from ops.agents.embeddings import MovieVectors
+
+
+class RecallWeights(BaseModel):
+    """How a memory is chosen for recall (Generative Agents' retrieval, Park et al. 2023, as
+    SimUSER's episodic memory takes it up): score = relevance + `recency` × recency +
+    `importance` × importance, each in [0, 1] — relevance the cosine similarity to the query
+    scaled between the agent's least and most similar memory (min-max, as Generative Agents
+    normalises it), recency 0.5 ** (age / `half_life_days`) at the memory's clock, importance
+    how far the rating sits from the agent's mean (|rating − mean| / 2: a film loved or hated
+    is remembered).  All zero: the most similar memories, as before recency counted."""
+
+    recency: float = Field(0.0, ge=0)
+    importance: float = Field(0.0, ge=0)
+    half_life_days: float = Field(30.0, gt=0)
+
+    @property
+    def plain(self) -> bool:
+        return self.recency == 0 and self.importance == 0
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,9 @@ class LongTermMemory:
     timestamps: np.ndarray  # int64 unix seconds
     # One feeling per memory, or () when none was recorded (the train history).
     feelings: tuple[str, ...] = ()
+    # The instant the memory stands at (unix seconds; `ops.agents.clock`), which recency
+    # counts from; 0: its newest memory.
+    clock: int = 0
 
     def __post_init__(self) -> None:
         if self.feelings and len(self.feelings) != len(self.rows):
@@ -63,17 +85,33 @@ class LongTermMemory:
     def movie_ids(self) -> np.ndarray:
         return self.vectors.movie_ids[self.rows]
 
-    def retrieve_by_text(self, query_vec: np.ndarray, k: int) -> list[Recollection]:
-        """The k remembered interactions whose movie text is most similar to the query."""
-        return self._retrieve(self.vectors.text, query_vec, k, self.rows)
+    def retrieve_by_text(
+        self, query_vec: np.ndarray, k: int, weights: RecallWeights | None = None
+    ) -> list[Recollection]:
+        """The k remembered interactions whose movie text is most similar to the query (with
+        `weights`, the k best by relevance, recency and importance: `RecallWeights`)."""
+        return self._retrieve(self.vectors.text, query_vec, k, self.rows, None, weights)
 
-    def retrieve_by_image(self, query_vec: np.ndarray, k: int) -> list[Recollection]:
+    def retrieve_by_image(
+        self, query_vec: np.ndarray, k: int, weights: RecallWeights | None = None
+    ) -> list[Recollection]:
         """The k remembered interactions whose poster is most similar to the query image.
 
         Memories of movies without a poster are never returned.
         """
         keep = self.vectors.has_poster[self.rows]
-        return self._retrieve(self.vectors.poster, query_vec, k, self.rows, keep)
+        return self._retrieve(self.vectors.poster, query_vec, k, self.rows, keep, weights)
+
+    def recency(self, half_life_days: float) -> np.ndarray:
+        """Each memory's recency at the memory's clock: 0.5 ** (age in days / half-life)."""
+        now = self.clock or (int(self.timestamps.max()) if len(self.timestamps) else 0)
+        age = np.maximum(now - self.timestamps.astype(np.float64), 0.0) / 86_400.0
+        return 0.5 ** (age / half_life_days)
+
+    def importance(self) -> np.ndarray:
+        """Each memory's importance: how far its rating sits from the agent's mean, / 2."""
+        r = self.ratings.astype(np.float64)
+        return np.minimum(np.abs(r - r.mean()) / 2.0, 1.0) if len(r) else r
 
     def feeling(self, j: int) -> str:
         return self.feelings[j] if self.feelings else ""
@@ -105,10 +143,29 @@ class LongTermMemory:
             np.concatenate([self.ratings, np.asarray(ratings, dtype=np.int64)]),
             np.concatenate([self.timestamps, stamps]),
             old + feelings if feelings else self.feelings,
+            max(self.clock, int(stamps.max())) if self.clock and len(stamps) else self.clock,
+        )
+
+    def until(self, n: int, clock: int) -> LongTermMemory:
+        """This memory's first `n` entries, standing at `clock` (an earlier clock's memory)."""
+        return LongTermMemory(
+            self.user_id,
+            self.vectors,
+            self.rows[:n],
+            self.ratings[:n],
+            self.timestamps[:n],
+            self.feelings[:n] if self.feelings else (),
+            clock,
         )
 
     def _retrieve(
-        self, matrix: np.ndarray, query_vec: np.ndarray, k: int, rows: np.ndarray, keep: np.ndarray | None = None
+        self,
+        matrix: np.ndarray,
+        query_vec: np.ndarray,
+        k: int,
+        rows: np.ndarray,
+        keep: np.ndarray | None = None,
+        weights: RecallWeights | None = None,
     ) -> list[Recollection]:
         q = np.asarray(query_vec, dtype=np.float32).ravel()
         if q.shape[0] != matrix.shape[1]:
@@ -120,9 +177,10 @@ class LongTermMemory:
         candidates = np.arange(len(rows)) if keep is None else np.flatnonzero(keep)
         if len(candidates) == 0:
             return []
-        # Most similar first; ties (to 1e-5, so float noise cannot flip them) go to the
-        # most recent memory, so the same query always returns the same memories.
-        key = np.round(sims[candidates].astype(np.float64), 5)
+        # Most similar first (or best by relevance, recency and importance); ties (to 1e-5,
+        # so float noise cannot flip them) go to the most recent memory, so the same query
+        # always returns the same memories.
+        key = np.round(recall_scores(sims[candidates][None, :], self, weights, candidates)[0], 5)
         order = candidates[np.lexsort((-self.timestamps[candidates], -candidates, -key))[:k]]
         return [
             Recollection(
@@ -136,11 +194,36 @@ class LongTermMemory:
         ]
 
 
+def recall_scores(
+    sims: np.ndarray, memory: LongTermMemory, weights: RecallWeights | None, entries: np.ndarray | None = None
+) -> np.ndarray:
+    """The recall score of each memory `entries` (default all) for each query row of `sims`
+    (queries x those entries): the similarity itself without weights, else `RecallWeights`'
+    sum."""
+    sims = sims.astype(np.float64)
+    if weights is None or weights.plain:
+        return sims
+    entries = np.arange(len(memory)) if entries is None else entries
+    lo, hi = sims.min(axis=1, keepdims=True), sims.max(axis=1, keepdims=True)
+    relevance = (sims - lo) / np.maximum(hi - lo, 1e-9)
+    return (
+        relevance
+        + weights.recency * memory.recency(weights.half_life_days)[entries][None, :]
+        + weights.importance * memory.importance()[entries][None, :]
+    )
+
+
 def build_long_term_memories(train: pl.DataFrame, vectors: MovieVectors) -> dict[int, LongTermMemory]:
     """One `LongTermMemory` per user of `train` (RATINGS schema), oldest interaction first."""
     from ops.schema import RATINGS, conform
 
-    ordered = conform(train, RATINGS, "train").sort(["user_id", "timestamp", "movie_id"])
+    # A history up to the simulation clock (`ops.agents.clock.history_until`) keeps each
+    # memory's train part first, whatever the timestamps at the windows' boundary.
+    window = train.get_column("window") if "window" in train.columns else None
+    ordered = conform(train, RATINGS, "train")
+    if window is not None:
+        ordered = ordered.with_columns(window.alias("window"))
+    ordered = ordered.sort(["user_id", *(["window"] if window is not None else []), "timestamp", "movie_id"])
     users = ordered.get_column("user_id").to_numpy()
     rows = vectors.rows_of(ordered.get_column("movie_id").to_numpy())
     ratings = ordered.get_column("rating").to_numpy().astype(np.int64)

@@ -8,7 +8,7 @@ features and the LLM prompts all read these shared arrays; no agent copies them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,13 @@ class MovieFacts:
     # catalogue, the catalogue's own categories (sorted) on any other (docs/data_model.md).
     genre_names: tuple[str, ...] = GENRES
     item_noun: str = "movie"  # what the domain calls an item (dataset.json)
+
+    def at(self, history: pl.DataFrame) -> MovieFacts:
+        """These facts with the crowd's attention (popularity, mean rating) read from
+        `history` instead: the catalogue as the crowd knows it at another clock
+        (`ops.agents.clock`)."""
+        popularity, mean_rating = _crowd(self.movie_ids, history)
+        return replace(self, popularity=popularity, mean_rating=mean_rating)
 
     def row(self, movie_id: int) -> int:
         i = int(np.searchsorted(self.movie_ids, movie_id))
@@ -85,12 +92,7 @@ def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFact
     asset) and the train ratings (popularity, mean rating)."""
     table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("movie_id")
     ids = table.get_column("movie_id").to_numpy().astype(np.int64)
-    stats = (
-        train.group_by("movie_id")
-        .agg(pl.len().alias("n"), pl.col("rating").mean().alias("mean"))
-        .join(table.select("movie_id"), on="movie_id", how="right")
-        .sort("movie_id")
-    )
+    popularity, mean_rating = _crowd(ids, train)
     names = genre_vocabulary(table)
     genre_index = {g: j for j, g in enumerate(names)}
     multi_hot = np.zeros((len(ids), len(names)), dtype=np.float32)
@@ -107,13 +109,29 @@ def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFact
         genres=multi_hot,
         year=year,
         vote_average=table.get_column("vote_average").cast(pl.Float64).fill_null(float("nan")).to_numpy(),
-        popularity=stats.get_column("n").fill_null(0).to_numpy().astype(np.int64),
-        mean_rating=stats.get_column("mean").cast(pl.Float64).fill_null(float("nan")).to_numpy(),
+        popularity=popularity,
+        mean_rating=mean_rating,
         directors=[tuple(x or ()) for x in table.get_column("directors").to_list()],
         actors=[tuple(x or ()) for x in table.get_column("actors").to_list()],
         overview=[x or "" for x in table.get_column("overview").to_list()],
         genre_names=names,
         item_noun=item_noun(table),
+    )
+
+
+def _crowd(ids: np.ndarray, ratings: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(ratings per movie, mean rating per movie: NaN when unrated) of `ids`, sorted ids."""
+    stats = (
+        ratings.group_by("movie_id")
+        .agg(pl.len().alias("n"), pl.col("rating").mean().alias("mean"))
+        .join(
+            pl.DataFrame({"movie_id": ids}, schema={"movie_id": ratings.schema["movie_id"]}), on="movie_id", how="right"
+        )
+        .sort("movie_id")
+    )
+    return (
+        stats.get_column("n").fill_null(0).to_numpy().astype(np.int64),
+        stats.get_column("mean").cast(pl.Float64).fill_null(float("nan")).to_numpy(),
     )
 
 

@@ -173,7 +173,8 @@ def simulate_round(
         if close is not None:
             close()
 
-    clock = _clock_after(train, written_before, added_before)
+    # After everything the agents remember: at the simulation clock that is the validation window.
+    clock = _clock_after(train, valid, written_before, added_before)
     written = pl.concat([written_before, written_memories(events, round_index, clock)])
     aug = AugmentationConfig(signals=config.signals, progress=False)
     # Views first: a movie clicked and then watched keeps the agent's own rating.
@@ -457,8 +458,8 @@ def filter_bubble_figure(metrics: pl.DataFrame, title: str = ""):
 # ---------------------------------------------------------------------------------------
 
 
-def _clock_after(train: pl.DataFrame, written: pl.DataFrame, added: pl.DataFrame) -> int:
-    stamps = [f.get_column("timestamp").max() for f in (train, written, added) if f.height]
+def _clock_after(*frames: pl.DataFrame) -> int:
+    stamps = [f.get_column("timestamp").max() for f in frames if f.height]
     return int(max(stamps)) + 1 if stamps else 0
 
 

@@ -134,7 +134,8 @@ def calibrate_list_response(
 ) -> EmbeddedBrainModel:
     """`model` with its click decision calibrated to real users' response to list quality
     on the validation window (module docstring); the record is `params.list_response`.
-    `sessions`: the agents' session templates (Agents.sessions())."""
+    `sessions`: the agents' session templates at the fit clock (`Agents.at_fit_clock().sessions()`:
+    the validation window is what happened next to them)."""
     config = config or CalibrationConfig()
     simulation = simulation or SimulationConfig(progress=False)
     base = model.params.model_copy(update={"click_scale": 1.0, "click_shift": 0.0, "list_response": None})
@@ -168,9 +169,7 @@ def calibrate_list_response(
             disable=not config.progress,
         ):
             shift = 0.0 if scale == 1.0 and level == 1.0 else _solve_shift(z, scale, target * level)
-            brain = EmbeddedBrainModel(
-                params.model_copy(update={"click_scale": scale, "click_shift": shift}), model.context, model.config
-            ).brain()
+            brain = model.fit_brain(params.model_copy(update={"click_scale": scale, "click_shift": shift}))
             events = simulate_lists(brain, chosen, lists, catalogue, simulation, seed=config.seed)
             result = list_quality(events, lists, window=valid, n_bootstrap=config.n_bootstrap, seed=config.seed)
             el = {(r["metric"], r["side"]): r["elasticity"] for r in result.elasticity.iter_rows(named=True)}
@@ -221,7 +220,7 @@ def calibrate_list_response(
     # The configuration says which negatives the kept click model was fitted on, so that a
     # refit from it (the papers' hold-out) fits the same click model.
     fitted = model.config.model_copy(update={"popular_negative_share": share})
-    return EmbeddedBrainModel(params, model.context, fitted, {**model.timings_s})
+    return model.with_params(params, fitted)
 
 
 def _with_click_refitted(
@@ -237,7 +236,7 @@ def _with_click_refitted(
     config = model.config.model_copy(update={"popular_negative_share": share})
     memories = {s.user_id: s.memory for s in sessions}
     profiles = {s.user_id: s.profile for s in sessions}
-    refit = fit(train, valid, memories, profiles, model.context, config)
+    refit = fit(train, valid, memories, profiles, model.fit_context, config)
     return base.model_copy(
         update={
             "click": refit.click,
@@ -283,7 +282,7 @@ def validation_lists(
     return mixed_lists(
         liked,
         known,
-        model.context.facts.movie_ids,
+        model.fit_context.facts.movie_ids,
         ladder.ratios,
         ladder.list_length,
         config.seed,
@@ -303,7 +302,7 @@ def _liked_with_memory(model: EmbeddedBrainModel, sessions: Sequence, valid: pl.
 
 
 def _anchor_logits(model: EmbeddedBrainModel, params, sessions, lists: pl.DataFrame, anchor: str) -> np.ndarray:
-    brain = EmbeddedBrainModel(params, model.context, model.config).brain()
+    brain = model.fit_brain(params)
     anchor_lists = lists.filter(pl.col("ratio") == anchor).group_by("user_id").agg("movie_id")
     shown = dict(anchor_lists.iter_rows())
     brain.prepare([s for s in sessions if s.user_id in shown], shown)
@@ -336,7 +335,7 @@ def calibrate_if_possible(
     except TooFewAgents as exc:
         reason = f"{exc}; the click decision is left uncalibrated"
         params = model.params.model_copy(update={"list_response": None, "list_response_skipped": reason})
-        return EmbeddedBrainModel(params, model.context, model.config, {**model.timings_s})
+        return model.with_params(params)
 
 
 def list_response_status(params: EmbeddedBrainParams) -> dict:
@@ -379,7 +378,9 @@ def fit_calibrated_brain(
         return model
     started = time.perf_counter()
     config = CalibrationConfig(n_agents=calibration_agents, seed=seed)
-    model = calibrate_if_possible(model, agents.sessions(), train, valid, Catalogue.from_frame(catalogue_frame), config)
+    model = calibrate_if_possible(
+        model, agents.at_fit_clock().sessions(), train, valid, Catalogue.from_frame(catalogue_frame), config
+    )
     model.timings_s["calibration"] = time.perf_counter() - started
     return model
 

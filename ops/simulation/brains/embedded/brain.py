@@ -17,6 +17,9 @@ from ops.simulation.brains.embedded.rating_rule import crowd_cuts
 from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, Decision, Observation
 
 _CROWD = FEATURES.index("crowd_rating")
+# The click log-odds of a card whose item the agent already has in memory (skip_seen): a
+# probability of 1e-13, never drawn.
+SEEN_LOGIT = -30.0
 
 
 class EmbeddedBrain:
@@ -302,6 +305,9 @@ class EmbeddedBrain:
             for (uid, new), r in zip(items, rows):
                 sl = slice(start, start + len(new))
                 start += len(new)
+                if self.config.skip_seen:
+                    # What the agent already took it does not take again (EmbeddedBrainConfig.skip_seen).
+                    click[sl] = np.where(np.isin(r, self._agents[uid].rows), SEEN_LOGIT, click[sl])
                 self._add_scores(uid, new, r, X[sl], click[sl], like[sl], mean[sl], tnn[sl], pnn[sl])
 
     def _add_scores(self, uid, new, rows, X, click, like, mean, tnn, pnn) -> None:
@@ -389,6 +395,10 @@ class EmbeddedBrain:
             return f"people rate it {mean:.1f}/5 on average" if positive else f"people rate it only {mean:.1f}/5"
         if feature in ("popularity", "popularity_x_conformity", "popularity_head"):
             return "a popular pick" if positive else "too obscure for me"
+        if feature == "trend":
+            return "everyone is watching it lately" if positive else "its moment has passed"
+        if feature == "age":
+            return "an old favourite" if positive else "new, just out"
         if feature == "director_match":
             directors = facts.directors[movie_row]
             return (

@@ -13,6 +13,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ops.agents.memory import RecallWeights
+
 HOME_FEATURES = (
     "user_mean",
     "text_familiarity",
@@ -27,6 +29,8 @@ HOME_FEATURES = (
     "popularity",
     "popularity_x_conformity",
     "popularity_head",
+    "trend",
+    "age",
     "crowd_rating",
     "crowd_rating_x_conformity",
     "demographic_lift",
@@ -36,6 +40,8 @@ HOME_FEATURES = (
 # The collaborative scores (package docstring, "Features"); the click model keeps them only
 # where they raise its held-out AUC on the validation window (`click_collaborative`).
 COLLAB_FEATURES = ("collab", "collab_recent")
+# The item's place in time as seen from the clock (`ops.agents.clock`).
+TIME_FEATURES = ("trend", "age")
 DETAIL_FEATURES = HOME_FEATURES + ("director_match", "actor_match")
 FEATURES = DETAIL_FEATURES
 
@@ -75,7 +81,7 @@ class EmbeddedBrainConfig(BaseModel):
     # neighbourhood: the movie's cosine similarity (over the train window's binary user
     # columns) to each remembered movie, averaged — no factorisation.  docs/trust.md has
     # the measurements behind the default.
-    collab_family: Literal["puresvd", "itemknn"] = "puresvd"
+    collab_family: Literal["puresvd", "itemknn", "pathsim"] = "puresvd"
     # Which collaborative features the click model uses: "auto" picks, among none / collab /
     # collab + recent, the one with the best click AUC on the fit's held-out users
     # (validation window); the others force a variant.  "none" by default: with the PureSVD
@@ -86,6 +92,22 @@ class EmbeddedBrainConfig(BaseModel):
     # predicts, Kendall τ 0.33 instead of 0.67 (docs/trust.md).  The fit still scores every
     # variant (`EmbeddedBrainParams.click_ablation`).
     click_collaborative: Literal["auto", "none", "collab", "collab+recent"] = "none"
+    # How memories are chosen for retrieval (`ops.agents.memory.RecallWeights`: relevance,
+    # recency, importance); None: fitted, the weights of `recall_grid` (half-life: the
+    # popularity's) whose click model predicts the held-out users' validation window best.
+    recall: RecallWeights | None = None
+    recall_grid: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.5, 0.0), (1.0, 0.0), (0.5, 0.5), (1.0, 1.0))
+    # Popularity as of the clock weighted by recency, with the half-life under which the
+    # train window's decayed counts best predict the validation window's interactions
+    # (`ops.agents.clock.fit_half_life`); False: plain counts (no decay, no trend).
+    popularity_decay: bool = True
+    # Which of the item-time features (TIME_FEATURES) the models read.
+    time_features: tuple[str, ...] = TIME_FEATURES
+    # An agent does not click a card of an item already in its memory: MovieLens and Steam
+    # record an item once per user (what a user has rated or reviewed they do not take
+    # again), and the offline metrics count such an item in a list as a miss.  False: a
+    # remembered item is clicked as any other (a log of repeated consumption).
+    skip_seen: bool = True
 
     # -- fitting (train and validation windows) --
     negatives_per_positive: int = Field(4, ge=1)
@@ -235,6 +257,13 @@ class EmbeddedBrainParams(BaseModel):
     rating_crowd_weight: float = 0.0
     rating_spread: float = 0.0
     rating_crowd_grid: list[dict] = Field(default_factory=list)
+    # The popularity half-life in days fitted on the validation window (None: no decay) and
+    # every half-life tried with its validation log-likelihood (`ops.agents.clock`).
+    half_life_days: float | None = None
+    half_life_grid: list[dict] = Field(default_factory=list)
+    # The recall weights the fit chose (None: plain similarity) and every weighting tried.
+    recall: RecallWeights | None = None
+    recall_grid: list[dict] = Field(default_factory=list)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)

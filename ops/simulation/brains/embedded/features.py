@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ops.agents.clock import catalogue_at
 from ops.agents.embeddings import MovieVectors
-from ops.agents.memory import LongTermMemory
+from ops.agents.memory import LongTermMemory, RecallWeights
 from ops.agents.movie_facts import MovieFacts
 from ops.agents.profile import (
     Credits,
@@ -51,10 +52,27 @@ class BrainContext:
     # (catalogue row, factor): PureSVD item factors of the train window's user x movie
     # matrix (`collab_factors`); (n, 0) when off or the window is too small.
     collab: np.ndarray = None  # type: ignore[assignment]
+    # The catalogue as seen from the context's clock (`ops.agents.clock`): each item's trend
+    # (recent against long-run popularity) and age (days since its first interaction, log),
+    # standardised over the catalogue; zeros where the history says nothing.
+    trend_z: np.ndarray = None  # type: ignore[assignment]
+    age_z: np.ndarray = None  # type: ignore[assignment]
+    # collab_family "pathsim": the item graph of SimUSER's knowledge-graph memory, each
+    # item's `collab_neighbours` strongest neighbours by PathSim over item–user–item paths
+    # (scipy CSR, catalogue row x catalogue row); None for the other families.
+    neighbours: object = None
+    # The instant the context reads the history at (unix seconds; 0: the history's end) and
+    # the popularity half-life in days (inf: plain counts).
+    clock: int = 0
+    half_life_days: float = float("inf")
 
     def __post_init__(self) -> None:
+        n = len(self.facts.movie_ids)
         if self.collab is None:
-            self.collab = np.zeros((len(self.facts.movie_ids), 0), dtype=np.float32)
+            self.collab = np.zeros((n, 0), dtype=np.float32)
+        for name in ("trend_z", "age_z"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(n))
 
     def similarity(self, kind: str, max_movies: int) -> np.ndarray | None:
         """The catalogue's movie x movie cosine matrix for "text" or "poster" (computed once,
@@ -72,13 +90,15 @@ class BrainContext:
         state.pop("_similarity", None)
         return state
 
-    def save(self, folder: Path) -> None:
-        """Into `folder`, without pickle: the catalogue's vectors and facts (their own folders),
-        the arrays and sparse credit matrices as `.npz`, the rest as JSON (`ops.codec`)."""
+    def save(self, folder: Path, with_vectors: bool = True) -> None:
+        """Into `folder`, without pickle: the catalogue's vectors (unless another context saved
+        beside it holds them: `with_vectors` False) and facts (their own folders), the arrays
+        and sparse credit matrices as `.npz`, the rest as JSON (`ops.codec`)."""
         from ops.codec import save_arrays, save_json
 
         folder.mkdir(parents=True, exist_ok=True)
-        self.vectors.save(folder / "vectors")
+        if with_vectors:
+            self.vectors.save(folder / "vectors")
         self.facts.save(folder / "facts")
         arrays = {name: getattr(self, name) for name in _CONTEXT_ARRAYS}
         arrays |= {f"population.{name}": getattr(self.population, name) for name in _POPULATION_ARRAYS}
@@ -87,6 +107,8 @@ class BrainContext:
             matrix = getattr(self.credits, matrix_name)
             arrays |= {f"credits.{matrix_name}.{part}": getattr(matrix, part) for part in ("data", "indices", "indptr")}
             arrays[f"credits.{matrix_name}.shape"] = np.asarray(matrix.shape, dtype=np.int64)
+        if self.neighbours is not None:
+            arrays |= {f"neighbours.{part}": getattr(self.neighbours, part) for part in ("data", "indices", "indptr")}
         save_arrays(folder / "context.npz", arrays)
         save_json(
             folder / "context.json",
@@ -97,11 +119,13 @@ class BrainContext:
                 "global_mean_rating": self.global_mean_rating,
                 "demographic_groups": self.demographic_groups,
                 "credits": {name: list(getattr(self.credits, name)) for name in _CREDIT_MATRICES},
+                "clock": self.clock,
+                "half_life_days": None if not np.isfinite(self.half_life_days) else self.half_life_days,
             },
         )
 
     @classmethod
-    def load(cls, folder: Path) -> BrainContext:
+    def load(cls, folder: Path, vectors: MovieVectors | None = None) -> BrainContext:
         from scipy import sparse
 
         from ops.codec import check_format, load_arrays, load_json
@@ -121,14 +145,26 @@ class BrainContext:
             **matrices,
             looks=arrays["credits.looks"],
         )
+        half_life = meta.get("half_life_days")
+        n = len(arrays["vote_z"])
+        neighbours = (
+            sparse.csr_matrix(
+                tuple(arrays[f"neighbours.{part}"] for part in ("data", "indices", "indptr")), shape=(n, n)
+            )
+            if "neighbours.data" in arrays
+            else None
+        )
         return cls(
-            vectors=MovieVectors.load(folder / "vectors"),
+            neighbours=neighbours,
+            vectors=vectors if vectors is not None else MovieVectors.load(folder / "vectors"),
             facts=MovieFacts.load(folder / "facts"),
             credits=credits,
             population=PopulationStats(**{name: arrays[f"population.{name}"] for name in _POPULATION_ARRAYS}),
             profile_config=ProfileConfig.model_validate(meta["profile_config"]),
             global_mean_rating=meta["global_mean_rating"],
             demographic_groups=meta["demographic_groups"],
+            clock=int(meta.get("clock") or 0),
+            half_life_days=float("inf") if half_life is None else float(half_life),
             **{name: arrays[name] for name in _CONTEXT_ARRAYS if name in arrays},
         )
 
@@ -144,7 +180,11 @@ class BrainContext:
         crowd_rating_prior: float = 10.0,
         collab_factors: int = 0,
         collab_family: str = "puresvd",
+        clock: int | None = None,
+        half_life_days: float = float("inf"),
     ) -> BrainContext:
+        """The context of `train`, the history up to `clock` (default: its last timestamp),
+        popularity weighted by recency with `half_life_days` (`ops.agents.clock`)."""
         if not np.array_equal(vectors.movie_ids, facts.movie_ids):
             raise ValueError("MovieVectors and MovieFacts must cover the same movies in the same order")
         profile_config = profile_config or ProfileConfig()
@@ -155,7 +195,9 @@ class BrainContext:
         vote_z = np.zeros(len(vote))
         if known.sum() > 1:
             vote_z[known] = (vote[known] - vote[known].mean()) / max(vote[known].std(), 1e-6)
-        logpop = np.log1p(facts.popularity.astype(np.float64))
+        clock = int(train.get_column("timestamp").max()) if clock is None and train.height else int(clock or 0)
+        seen = catalogue_at(train, facts.movie_ids, clock, half_life_days)
+        logpop = np.log1p(seen.decayed)
         lift, groups = _demographic_lift(train, users, facts, demographic_prior)
         global_mean = float(train.get_column("rating").mean()) if train.height else 3.5
         n = facts.popularity.astype(np.float64)
@@ -176,10 +218,28 @@ class BrainContext:
             decade=decade_index(facts.year),
             demographic_lift=lift,
             demographic_groups=groups,
-            collab=(item_neighbourhood_vectors if collab_family == "itemknn" else collab_item_factors)(
+            collab=np.zeros((len(facts.movie_ids), 0), dtype=np.float32)
+            if collab_family == "pathsim"
+            else (item_neighbourhood_vectors if collab_family == "itemknn" else collab_item_factors)(
                 train, facts.movie_ids, collab_factors
             ),
+            neighbours=pathsim_neighbours(train, facts.movie_ids, collab_factors)
+            if collab_family == "pathsim"
+            else None,
+            trend_z=_standardised(seen.trend, seen.count > 0),
+            age_z=_standardised(np.log1p(seen.age_days), seen.count > 0),
+            clock=clock,
+            half_life_days=float(half_life_days),
         )
+
+
+def _standardised(values: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """`values` standardised over the `known` items, 0 for the others (the mean)."""
+    out = np.zeros(len(values))
+    if known.sum() > 1:
+        v = values[known]
+        out[known] = (v - v.mean()) / max(float(v.std()), 1e-6)
+    return out
 
 
 def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> np.ndarray:
@@ -237,6 +297,40 @@ def item_neighbourhood_vectors(train: pl.DataFrame, movie_ids: np.ndarray, k: in
     return (columns / np.maximum(np.linalg.norm(columns, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
+def pathsim_neighbours(history: pl.DataFrame, movie_ids: np.ndarray, k: int):
+    """SimUSER's knowledge-graph memory as an item graph (§3.2, "Graph-Aware Dynamic Item
+    Retrieval"): PathSim over the item–user–item paths of `history`,
+    sim(i, j) = 2 |paths i→j| / (|paths i→i| + |paths j→j|) = 2 C_ij / (C_ii + C_jj) with C the
+    co-interaction counts, each item keeping its `k` strongest neighbours (itself left out).
+    A CSR matrix, catalogue row x catalogue row; None when `k` is 0 or the history is empty."""
+    from scipy import sparse
+
+    n = len(movie_ids)
+    if k <= 0 or history.height == 0:
+        return None
+    pairs = history.select("user_id", "movie_id").unique()
+    ids = np.asarray(movie_ids, dtype=np.int64)
+    m = pairs.get_column("movie_id").to_numpy().astype(np.int64)
+    pos = np.searchsorted(ids, m)
+    ok = (pos < n) & (ids[np.minimum(pos, n - 1)] == m)
+    users = np.unique(pairs.get_column("user_id").to_numpy(), return_inverse=True)[1]
+    b = sparse.csr_matrix((np.ones(int(ok.sum()), np.float32), (users[ok], pos[ok])), shape=(users.max() + 1, n))
+    co = (b.T @ b).tocsr()
+    degree = co.diagonal().astype(np.float64)
+    co.setdiag(0)
+    co.eliminate_zeros()
+    coo = co.tocoo()
+    sim = 2.0 * coo.data / np.maximum(degree[coo.row] + degree[coo.col], 1e-12)
+    # The k strongest neighbours of each row (ties to the lower row, so the graph is the
+    # same on every run).
+    order = np.lexsort((coo.col, -sim, coo.row))
+    row, col, sim = coo.row[order], coo.col[order], sim[order]
+    start = np.searchsorted(row, np.arange(n))
+    rank = np.arange(len(row)) - start[row]
+    keep = rank < k
+    return sparse.csr_matrix((sim[keep].astype(np.float32), (row[keep], col[keep])), shape=(n, n))
+
+
 def demographic_group(gender: object, age: object) -> str | None:
     """The key of a (gender, age bracket) group, None when either is unknown."""
     if gender is None or age is None:
@@ -259,6 +353,9 @@ class AgentState:
     stats: HistoryStats  # shared by the agents prepared together
     stat_row: int
     recent_rows: np.ndarray = None  # type: ignore[assignment]  # the `collab_recent` newest memory rows
+    # Per memory, for recall (`ops.agents.memory.RecallWeights`): recency and importance.
+    recency: np.ndarray = None  # type: ignore[assignment]
+    importance: np.ndarray = None  # type: ignore[assignment]
 
 
 def agent_states(
@@ -271,6 +368,7 @@ def agent_states(
     `profiles`: each agent's profile (AgentProfile); its conformity_score, gender and age
     are read, an agent without them counts as middling and of unknown group."""
     stats = memories_history_stats(memories, ctx.facts, ctx.population, ctx.credits, ctx.profile_config)
+    recall = recall_weights(config, ctx)
     out = {}
     for i, uid in enumerate(stats.user_ids.tolist()):
         memory = memories[uid]
@@ -291,6 +389,8 @@ def agent_states(
             stats=stats,
             stat_row=i,
             recent_rows=memory.rows[np.argsort(memory.timestamps, kind="stable")[-config.collab_recent :]],
+            recency=memory.recency(recall.half_life_days),
+            importance=memory.importance(),
         )
     return out
 
@@ -310,13 +410,21 @@ class PairScores:
 
 
 def pair_features(
-    agents: Sequence[AgentState], candidates: Sequence[np.ndarray], ctx: BrainContext, config: EmbeddedBrainConfig
+    agents: Sequence[AgentState],
+    candidates: Sequence[np.ndarray],
+    ctx: BrainContext,
+    config: EmbeddedBrainConfig,
+    retrieval: bool = True,
+    credits: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Features of every (agent, candidate row) pair, stacked agent by agent.
 
     Returns (features (P, len(FEATURES)), text neighbour, poster neighbour): a neighbour is
     the position in the agent's memory of the closest liked movie among the k retrieved,
-    -1 when none.  All agents must share one `HistoryStats` (`agent_states`).
+    -1 when none.  All agents must share one `HistoryStats` (`agent_states`).  Without
+    `retrieval` the memory-retrieval features are left at 0 (`RETRIEVAL_FEATURES`: what a
+    bound on them can stand in for, `ops.studies.mirror`), without `credits` the detail
+    page's credit matches (the home page shows no credits).
     """
     lengths = np.array([len(c) for c in candidates], dtype=np.int64)
     P = int(lengths.sum())
@@ -344,9 +452,23 @@ def pair_features(
     ctx.similarity("text", config.similarity_cache_max_movies)  # one big product, all BLAS threads
     # Thousands of small products: BLAS threads cost more to wake than they save
     # (measured 10x slower with 2 OpenBLAS threads on a 20 x 150 x 384 product).
-    with threadpool_limits(limits=1, user_api="blas"):
-        _retrieval_loop(agents, lengths, pm, X, text_nn, poster_nn, col, text, poster, use_posters, ctx, config)
-    return _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx)
+    if retrieval:
+        with threadpool_limits(limits=1, user_api="blas"):
+            _retrieval_loop(agents, lengths, pm, X, text_nn, poster_nn, col, text, poster, use_posters, ctx, config)
+    return _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx, credits)
+
+
+# The features memory retrieval computes (`_retrieval_loop`).
+RETRIEVAL_FEATURES = ("text_familiarity", "text_affinity", "poster_familiarity", "poster_affinity")
+
+
+def recall_weights(config: EmbeddedBrainConfig, ctx: BrainContext) -> RecallWeights:
+    """The recall weights the features use: the configured (fitted) ones, else plain
+    similarity; their half-life is the context's popularity half-life where it has one."""
+    weights = config.recall or RecallWeights()
+    if config.recall is None and np.isfinite(ctx.half_life_days):
+        weights = weights.model_copy(update={"half_life_days": ctx.half_life_days})
+    return weights
 
 
 def _demographic_lift(train: pl.DataFrame, users: pl.DataFrame | None, facts: MovieFacts, prior: float):
@@ -399,6 +521,8 @@ def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_
     P = int(offsets[-1])
     fam, aff = np.zeros(P), np.zeros(P)
     nn = np.full(P, -1, dtype=np.int64)
+    weights = config.recall
+    weighted = weights is not None and not weights.plain
     buckets: dict[tuple[int, int], list[int]] = {}
     for i, agent in enumerate(agents):
         m, c = len(agent.rows), int(offsets[i + 1] - offsets[i])
@@ -415,6 +539,7 @@ def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_
             centred = np.zeros((B, L))
             liked = np.zeros((B, L), dtype=bool)
             cand_idx = np.zeros((B, C), dtype=np.int64)
+            bonus = np.zeros((B, L))  # recency and importance (RecallWeights)
             for b, i in enumerate(chunk):
                 a = agents[i]
                 m, lo, hi = len(a.rows), offsets[i], offsets[i + 1]
@@ -423,13 +548,20 @@ def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_
                 centred[b, :m] = a.centred
                 liked[b, :m] = a.liked
                 cand_idx[b, : hi - lo] = pm[lo:hi]
+                if weighted:
+                    bonus[b, :m] = weights.recency * a.recency + weights.importance * a.importance
             if sim is not None:
                 sims = sim[cand_idx[:, :, None], mem_idx[:, None, :]]  # (B, C, L)
             else:
                 sims = np.matmul(matrix[cand_idx], matrix[mem_idx].transpose(0, 2, 1))
             sims[np.broadcast_to(~mem_ok[:, None, :], sims.shape)] = -np.inf
             k = min(config.retrieval_k, L)
-            key = np.round(sims.astype(np.float64), 5) + np.arange(L) * (1e-5 / (L + 1))  # later memory wins a tie
+            score = sims.astype(np.float64)
+            if weighted:  # Generative Agents' recall: min-max relevance + recency + importance
+                lo_s = np.where(np.isfinite(score), score, np.inf).min(axis=2, keepdims=True)
+                hi_s = np.where(np.isfinite(score), score, -np.inf).max(axis=2, keepdims=True)
+                score = (score - lo_s) / np.maximum(hi_s - lo_s, 1e-9) + bonus[:, None, :]
+            key = np.round(score, 5) + np.arange(L) * (1e-5 / (L + 1))  # later memory wins a tie
             top = np.argpartition(-key, k - 1, axis=2)[..., :k] if k < L else np.broadcast_to(np.arange(L), sims.shape)
             s_top = np.take_along_axis(sims, top, axis=2).astype(np.float64)
             k_top = np.take_along_axis(key, top, axis=2)
@@ -463,6 +595,25 @@ def _collab_profiles(agents, ctx: BrainContext) -> tuple[np.ndarray, np.ndarray]
     return every, recent
 
 
+def _graph_scores(agents, pa: np.ndarray, pm: np.ndarray, ctx: BrainContext) -> tuple[np.ndarray, np.ndarray]:
+    """The pathsim family's scores of each (agent, candidate) pair: the candidate's summed
+    PathSim from the agent's remembered items (its whole memory, and its `collab_recent`
+    newest), as an item-kNN recommender scores a user's unseen items, divided by the number
+    of items summed over so that a long memory does not make every item likelier."""
+    from scipy import sparse
+
+    out = []
+    for rows_of in (lambda a: a.rows, lambda a: a.recent_rows):
+        lengths = np.array([len(rows_of(a)) for a in agents], dtype=np.int64)
+        mem = np.concatenate([rows_of(a) for a in agents]) if lengths.sum() else np.zeros(0, np.int64)
+        weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths)
+        owner = np.repeat(np.arange(len(agents)), lengths)
+        m = sparse.csr_matrix((weights, (owner, mem)), shape=(len(agents), ctx.neighbours.shape[0]))
+        scored = (m @ ctx.neighbours).tocsr()
+        out.append(np.asarray(scored[pa, pm]).ravel())
+    return out[0], out[1]
+
+
 # Collaborative vectors wider than this are dotted agent by agent (`_rest_of_features`).
 _WIDE_COLLAB = 256
 
@@ -474,7 +625,7 @@ def _round_up(n: int) -> int:
     return -(-n // step) * step
 
 
-def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx):
+def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx, credits=True):
     X[:, col["user_mean"]] = np.array([a.mean_rating for a in agents])[pa] - ctx.global_mean_rating
     g = ctx.facts.genres[pm].astype(np.float64)
     ng = np.maximum(g.sum(axis=1), 1.0)
@@ -490,12 +641,16 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
     # The head of the popularity curve: on logs where a few items take most interactions
     # (Steam) the rate of interaction grows faster than exp(linear in log popularity) there.
     X[:, col["popularity_head"]] = np.maximum(ctx.popularity_z[pm], 0.0) ** 2
+    X[:, col["trend"]] = ctx.trend_z[pm]
+    X[:, col["age"]] = ctx.age_z[pm]
     X[:, col["crowd_rating"]] = ctx.crowd_rating[pm]
     X[:, col["crowd_rating_x_conformity"]] = ctx.crowd_rating[pm] * conformity
     group = np.array([a.group for a in agents], dtype=np.int64)[pa]
     if ctx.demographic_lift.shape[0]:
         X[:, col["demographic_lift"]] = np.where(group >= 0, ctx.demographic_lift[np.maximum(group, 0), pm], 0.0)
-    if ctx.collab.shape[1] > _WIDE_COLLAB:
+    if ctx.neighbours is not None:
+        X[:, col["collab"]], X[:, col["collab_recent"]] = _graph_scores(agents, pa, pm, ctx)
+    elif ctx.collab.shape[1] > _WIDE_COLLAB:
         # One column per train user (item-kNN): agent by agent, so that no pairs x users
         # array is built (the mirror scores every movie for each agent).
         every, recent = _collab_profiles(agents, ctx)
@@ -509,13 +664,20 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
         item = ctx.collab[pm].astype(np.float64)
         X[:, col["collab"]] = (every[pa] * item).sum(axis=1)
         X[:, col["collab_recent"]] = (recent[pa] * item).sum(axis=1)
-    # Credits: liked movies by the same director / with the same top actors (sparse rows).
-    dm, am = ctx.credits.director_matrix[pm], ctx.credits.actor_matrix[pm]
-    liked_dir = np.asarray(stats.liked_directors[srow].multiply(dm).sum(axis=1)).ravel()
-    disliked_dir = np.asarray(stats.disliked_directors[srow].multiply(dm).sum(axis=1)).ravel()
-    liked_act = np.asarray(stats.liked_actors[srow].multiply(am).sum(axis=1)).ravel()
+    if not credits:
+        return X, text_nn, poster_nn
+    # Credits: liked movies by the same director / with the same top actors: each agent's
+    # liked credits against every movie's in one sparse product, then the pairs gathered.
+    agent_rows, pair_agent = np.unique(srow, return_inverse=True)
+
+    def matches(per_agent, per_movie) -> np.ndarray:
+        products = (per_agent[agent_rows] @ per_movie.T).tocsr()
+        return np.asarray(products[pair_agent, pm], dtype=np.float64).ravel()
+
+    dm, am = ctx.credits.director_matrix, ctx.credits.actor_matrix
+    liked_dir, disliked_dir = matches(stats.liked_directors, dm), matches(stats.disliked_directors, dm)
     X[:, col["director_match"]] = np.log1p(liked_dir) - np.log1p(disliked_dir)
-    X[:, col["actor_match"]] = np.log1p(liked_act)
+    X[:, col["actor_match"]] = np.log1p(matches(stats.liked_actors, am))
     return X, text_nn, poster_nn
 
 
@@ -527,6 +689,8 @@ def _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_n
 # the credits' sparse matrices (named by the tuple of names each indexes).
 # Every array field of BrainContext, read from the class so that a field added later is saved too.
 _CONTEXT_ARRAYS = tuple(f.name for f in fields(BrainContext) if f.type == "np.ndarray")
-_CONTEXT_FORMAT = 2  # 2: crowd_rating (collab, added later, is optional: absent = off)
+# 2: crowd_rating (collab, trend_z, age_z and the clock, added later, are optional: absent =
+# off, zeros, the history's end)
+_CONTEXT_FORMAT = 2
 _POPULATION_ARRAYS = ("genre_share", "decade_share", "look_share")
 _CREDIT_MATRICES = {"directors": "director_matrix", "actors": "actor_matrix", "keywords": "keyword_matrix"}

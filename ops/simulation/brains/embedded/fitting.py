@@ -13,10 +13,12 @@ import numpy as np
 import polars as pl
 
 from ops.agents.build import Agents
-from ops.agents.memory import LongTermMemory
+from ops.agents.clock import Clock, fit_half_life
+from ops.agents.memory import LongTermMemory, RecallWeights
 from ops.simulation.brains.embedded.brain import EmbeddedBrain
 from ops.simulation.brains.embedded.config import (
     COLLAB_FEATURES,
+    TIME_FEATURES,
     DETAIL_FEATURES,
     FEATURES,
     HOME_FEATURES,
@@ -30,16 +32,32 @@ from ops.simulation.brains.embedded.rating_rule import choose_crowd_rule
 
 @dataclass(eq=False)
 class EmbeddedBrainModel:
-    """A fitted embedded brain: its parameters and the context they were fitted in."""
+    """A fitted embedded brain: its parameters, the context its agents decide in (the
+    simulation clock's: `ops.agents.clock`) and the one it was fitted in (the fit clock's;
+    the same object when the agents stand at the fit clock)."""
 
     params: EmbeddedBrainParams
     context: BrainContext
     config: EmbeddedBrainConfig
     timings_s: dict[str, float] = field(default_factory=dict)
+    fit_context: BrainContext = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.fit_context is None:
+            self.fit_context = self.context
 
     def brain(self, config: EmbeddedBrainConfig | None = None) -> EmbeddedBrain:
-        """A fresh embedded brain (one per simulation: it caches per-user scores)."""
+        """A fresh embedded brain at the simulation clock (one per simulation: it caches
+        per-user scores)."""
         return EmbeddedBrain(self.params, self.context, config or self.config)
+
+    def fit_brain(self, params: EmbeddedBrainParams | None = None) -> EmbeddedBrain:
+        """A fresh brain at the fit clock, for what is checked on the validation window
+        (the list-response calibration); `params` instead of the model's own."""
+        return EmbeddedBrain(params or self.params, self.fit_context, self.config)
+
+    def with_params(self, params: EmbeddedBrainParams, config: EmbeddedBrainConfig | None = None) -> EmbeddedBrainModel:
+        return EmbeddedBrainModel(params, self.context, config or self.config, dict(self.timings_s), self.fit_context)
 
     def save(self, folder: Path) -> None:
         """Into `folder`, without pickle: parameters, configuration and timings as JSON, the
@@ -58,6 +76,8 @@ class EmbeddedBrainModel:
             },
         )
         self.context.save(folder / "context")
+        if self.fit_context is not self.context:
+            self.fit_context.save(folder / "fit_context", with_vectors=False)
 
     @classmethod
     def load(cls, folder: Path) -> EmbeddedBrainModel:
@@ -65,11 +85,14 @@ class EmbeddedBrainModel:
 
         meta = load_json(folder / "brain.json")
         check_format(meta, "EmbeddedBrainModel", 1, folder / "brain.json")
+        context = BrainContext.load(folder / "context")
+        fitted = folder / "fit_context"
         return cls(
             params=EmbeddedBrainParams.model_validate(meta["params"]),
-            context=BrainContext.load(folder / "context"),
+            context=context,
             config=EmbeddedBrainConfig.model_validate(meta["config"]),
             timings_s=meta["timings_s"],
+            fit_context=BrainContext.load(fitted, context.vectors) if fitted.is_dir() else context,
         )
 
 
@@ -80,22 +103,50 @@ def fit_embedded_brain(
     users: pl.DataFrame | None,
     config: EmbeddedBrainConfig | None = None,
 ) -> EmbeddedBrainModel:
-    """The shared context (catalogue vectors and facts, population and demographic
-    statistics of the train window) and the parameters fitted on train + validation."""
+    """The parameters fitted on train + validation, at the fit clock (`ops.agents.clock`):
+    the features read from the train window, the labels what users took up next in the
+    validation window; and the context the agents decide in — the same features read from
+    the history up to the agents' clock (train + validation for agents at the simulation
+    clock, `Agents.at_simulation_clock`), popularity weighted by the half-life fitted on the
+    validation window."""
     config = config or EmbeddedBrainConfig()
     started = time.perf_counter()
-    context = BrainContext.build(
-        agents.vectors,
-        agents.facts,
-        train,
-        agents.config.profile,
-        users,
-        crowd_rating_prior=config.crowd_rating_prior,
-        collab_factors=config.collab_factors,
-        collab_family=config.collab_family,
+    ids = agents.facts.movie_ids
+    half_life, half_life_grid = fit_half_life(train, valid, ids) if config.popularity_decay else (float("inf"), [])
+
+    def context_of(history: pl.DataFrame, clock: int) -> BrainContext:
+        return BrainContext.build(
+            agents.vectors,
+            agents.facts.at(history),
+            history,
+            agents.config.profile,
+            users,
+            crowd_rating_prior=config.crowd_rating_prior,
+            collab_factors=config.collab_factors,
+            collab_family=config.collab_family,
+            clock=clock,
+            half_life_days=half_life,
+        )
+
+    clock = Clock.of(train, valid)
+    fit_context = context_of(train, clock.fit)
+    at_fit = agents.at_fit_clock()
+    params = fit(train, valid, at_fit.memories, at_fit.profiles, fit_context, config)
+    # The recall the fit chose is the configuration from here on (a refit asks it again).
+    config = config.model_copy(update={"recall": params.recall})
+    params = params.model_copy(
+        update={
+            "half_life_days": half_life if np.isfinite(half_life) else None,
+            "half_life_grid": [
+                {**g, "half_life_days": g["half_life_days"] if np.isfinite(g["half_life_days"]) else None}
+                for g in half_life_grid
+            ],
+        }
     )
-    params = fit(train, valid, agents.memories, agents.profiles, context, config)
-    return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started})
+    context = fit_context
+    if agents.at_simulation_clock:
+        context = context_of(pl.concat([train, valid.select(train.columns)]), clock.simulation)
+    return EmbeddedBrainModel(params, context, config, {"fit": time.perf_counter() - started}, fit_context)
 
 
 def fit(
@@ -146,8 +197,10 @@ def fit(
         ratings_all.append(np.r_[ratings_u.astype(np.float64), np.full(len(neg_rows), np.nan)])
         held.append(np.full(len(pos_rows) + len(neg_rows), u in holdout))
         row_user.append(np.full(len(pos_rows) + len(neg_rows), u))
-    Xc, _, _ = pair_features(agents, candidates, ctx, config)
     yc, hc, r_all = np.concatenate(labels), np.concatenate(held), np.concatenate(ratings_all)
+    config, recall_grid = _fit_recall(config, memories, profiles, fit_users, candidates, yc, hc, ctx)
+    states = agent_states({u: memories[u] for u in fit_users}, profiles, ctx, config)
+    Xc, _, _ = pair_features([states[u] for u in fit_users], candidates, ctx, config)
     is_pos = yc == 1
     Xp, rp, hp = Xc[is_pos], r_all[is_pos], hc[is_pos]
     up, crowd_p = np.concatenate(row_user)[is_pos], Xp[:, FEATURES.index("crowd_rating")] + ctx.global_mean_rating
@@ -165,10 +218,11 @@ def fit(
     # negatives the popularity terms contrast the sampling distribution, and a curve free to
     # bend learns to shun the head (ML-1M users 1-1999: Pop's simulated CTR 0.66 -> 0.54).
     head = () if config.popular_negative_share == 0 else ("popularity_head",)
+    unused = _unused(config)
     for variant, dropped in _COLLAB_VARIANTS.items():
-        if ctx.collab.shape[1] == 0 and variant != "none":
+        if ctx.collab.shape[1] == 0 and ctx.neighbours is None and variant != "none":
             continue
-        names = tuple(f for f in HOME_FEATURES if f not in dropped and f not in head)
+        names = tuple(f for f in HOME_FEATURES if f not in dropped and f not in head and f not in unused)
         idx = [FEATURES.index(f) for f in names]
         models[variant] = _fit_logistic(LogisticRegression, Xc[~hc][:, idx], yc[~hc], names, config)
         ablation.append(
@@ -188,7 +242,7 @@ def fit(
         scored = [r for r in ablation if r["click_auc_holdout"] is not None]
         variant = max(scored, key=lambda r: r["click_auc_holdout"])["variant"] if scored else ablation[-1]["variant"]
     click = models[variant]
-    detail = tuple(f for f in DETAIL_FEATURES if f not in _COLLAB_VARIANTS[variant])
+    detail = tuple(f for f in DETAIL_FEATURES if f not in _COLLAB_VARIANTS[variant] and f not in unused)
     Xp = Xp[:, [FEATURES.index(f) for f in detail]]
     like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], detail, config)
     rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], detail, config)
@@ -236,7 +290,44 @@ def fit(
         click_variant=variant,
         fit_rows=train.height + valid.height,
         fit_last_timestamp=_last_timestamp(train, valid),
+        recall=config.recall,
+        recall_grid=recall_grid,
     )
+
+
+def _fit_recall(config, memories, profiles, fit_users, candidates, y, held, ctx) -> tuple[EmbeddedBrainConfig, list]:
+    """`config` with its recall weights (`RecallWeights`): the configured ones, else those of
+    `recall_grid` whose click model (no collaborative score) scores the held-out users'
+    validation window best (AUC; the first of the grid on a tie or without held-out users),
+    with the popularity half-life; and every weighting tried with its AUC."""
+    from sklearn.metrics import roc_auc_score
+
+    if config.recall is not None:
+        return config, []
+    half_life = ctx.half_life_days if np.isfinite(ctx.half_life_days) else RecallWeights().half_life_days
+    names = tuple(f for f in HOME_FEATURES if f not in COLLAB_FEATURES and f not in _unused(config))
+    idx = [FEATURES.index(f) for f in names]
+    grid, best = [], None
+    for recency, importance in config.recall_grid:
+        weights = RecallWeights(recency=recency, importance=importance, half_life_days=half_life)
+        tried = config.model_copy(update={"recall": weights})
+        states = agent_states({u: memories[u] for u in fit_users}, profiles, ctx, tried)
+        X, _, _ = pair_features([states[u] for u in fit_users], candidates, ctx, tried)
+        score = None
+        if held.any() and len(np.unique(y[held])) == 2:
+            from sklearn.linear_model import LogisticRegression
+
+            model = _fit_logistic(LogisticRegression, X[~held][:, idx], y[~held], names, config)
+            score = float(roc_auc_score(y[held], model.score(X[held][:, idx], names)))
+        grid.append({"recency": recency, "importance": importance, "click_auc_holdout": score})
+        if best is None or (score is not None and (best[0] is None or score > best[0] + 1e-4)):
+            best = (score, weights)
+    return config.model_copy(update={"recall": best[1]}), grid
+
+
+def _unused(config: EmbeddedBrainConfig) -> tuple[str, ...]:
+    """The item-time features the configuration leaves out (`time_features`)."""
+    return tuple(f for f in TIME_FEATURES if f not in config.time_features)
 
 
 # Collaborative variants of the click model: the collaborative features each leaves out.

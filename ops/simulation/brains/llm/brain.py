@@ -330,7 +330,9 @@ class LLMBrain:
         )
         parts = [{"type": "text", "text": context}]
         # A shuffled page does not say the arm's rank either: it would give the order back.
-        parts += prompts.page_parts(observation, self._poster_parts, self.noun, show_rank=not c.shuffle_page)
+        parts += prompts.page_parts(
+            observation, self._poster_parts, self.noun, show_rank=not c.shuffle_page, taken=_taken(session, movie_ids)
+        )
         parts.append(
             {"type": "text", "text": "\n" + prompts.answer_instructions(observation, c.rating_range, self.noun)}
         )
@@ -378,9 +380,11 @@ class LLMBrain:
             if movie_id not in known:
                 continue
             row = int(vectors.rows_of([movie_id])[0])
-            found = [("story", r) for r in memory.retrieve_by_text(vectors.text[row], k_text)] if k_text else []
+            found = (
+                [("story", r) for r in memory.retrieve_by_text(vectors.text[row], k_text, c.recall)] if k_text else []
+            )
             if k_poster and vectors.poster.shape[1] > 0 and vectors.has_poster[row]:
-                found += [("poster", r) for r in memory.retrieve_by_image(vectors.poster[row], k_poster)]
+                found += [("poster", r) for r in memory.retrieve_by_image(vectors.poster[row], k_poster, c.recall)]
             for how, r in found:
                 if r.movie_id not in recalled:
                     recalled[r.movie_id] = (r, movie_id, [how])
@@ -565,3 +569,15 @@ class LLMBrain:
         except ValueError as exc:
             log.warning("LLM brain: %s", exc)
             return [{"type": "text", "text": f"{word}: unavailable."}]
+
+
+def _taken(session: AgentSession, movie_ids) -> dict[int, int]:
+    """The shown items the agent already has in its long-term memory, with its rating: an
+    agent at the simulation clock remembers its validation window, and an arm trained on the
+    train window may show it what it took there (`ops.agents.clock`)."""
+    memory = session.memory
+    ids = getattr(memory, "movie_ids", None)
+    if ids is None or not len(ids):
+        return {}
+    shown = set(int(m) for m in movie_ids)
+    return {int(m): int(r) for m, r in zip(ids.tolist(), memory.ratings.tolist()) if int(m) in shown}

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ops.agents.memory import RecallWeights
 from ops.simulation.fatigue import FatigueConfig
 
 
@@ -99,6 +100,10 @@ class LLMBrainConfig(BaseModel):
     home_poster_memories_per_item: int = Field(1, ge=0)
     detail_text_memories: int = Field(5, ge=0)
     detail_poster_memories: int = Field(3, ge=0)
+    # Which memories are recalled (`ops.agents.memory.RecallWeights`): Generative Agents'
+    # retrieval, relevance, recency and importance weighed alike (Park et al. 2023, §4.1),
+    # recency halving every 30 days at the memory's clock.
+    recall: RecallWeights = Field(default_factory=lambda: RecallWeights(recency=1.0, importance=1.0))
     short_term_max_steps: int = Field(30, ge=0)  # most recent session steps in the prompt
     # Reflection (Agent4Rec §2.1.2): every `reflect_every` actions of a session the agent is
     # asked to sum up its recent experiences — its taste now, its satisfaction with the

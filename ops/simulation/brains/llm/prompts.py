@@ -239,13 +239,17 @@ def page_parts(
     poster: Callable[[str | None, str], list[dict]],
     noun: str = MOVIE,
     show_rank: bool = True,
+    taken: Mapping[int, int] | None = None,
 ) -> list[dict]:
     """The page as content parts, the cards in the observation's order.  `poster(path,
     size)` returns the parts for one poster: an image part for vision models, a caption text
-    part for text-only models.  `show_rank`: each card says its rank in the arm's list."""
+    part for text-only models.  `show_rank`: each card says its rank in the arm's list.
+    `taken`: the shown items the agent already took (item id -> its rating), each card of
+    one saying so."""
     parts: list[dict] = []
+    taken = taken or {}
     if noun != MOVIE:
-        return _page_parts_any(observation, poster, noun, show_rank)
+        return _page_parts_any(observation, poster, noun, show_rank, taken)
     if observation.page_type == "home":
         parts.append(_text(f"You are on home page {observation.page_number}. It shows:"))
         for card in observation.items:
@@ -254,6 +258,7 @@ def page_parts(
             parts.append(
                 _text(
                     f"[{card.movie_id}] {card.title}{_rank(card, show_rank)} | genres: {genres} | vote average: {vote}"
+                    + _taken_note(card, taken, noun)
                 )
             )
             parts.extend(poster(card.poster_small, "small"))
@@ -282,8 +287,19 @@ def _rank(card, show: bool) -> str:
     return f" (recommendation #{card.position})" if show else ""
 
 
+def _taken_note(card, taken: Mapping[int, int], noun: str) -> str:
+    rating = taken.get(int(card.movie_id))
+    if rating is None:
+        return ""
+    return _in_domain(f" | you watched it already and rated it {rating}", noun)
+
+
 def _page_parts_any(
-    observation: Observation, image: Callable[[str | None, str], list[dict]], noun: str, show_rank: bool = True
+    observation: Observation,
+    image: Callable[[str | None, str], list[dict]],
+    noun: str,
+    show_rank: bool = True,
+    taken: Mapping[int, int] | None = None,
 ) -> list[dict]:
     """A page of any domain: the title, categories, an image only where the item has one
     (never a stand-in), and on the detail page its description, date and attributes."""
@@ -295,6 +311,7 @@ def _page_parts_any(
             parts.append(
                 _text(
                     f"[{card.movie_id}] {card.title}{_rank(card, show_rank)} | categories: {', '.join(card.genres) or 'n/a'}{vote}"
+                    + _taken_note(card, taken or {}, noun)
                 )
             )
             if card.poster_small:

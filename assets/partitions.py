@@ -30,8 +30,22 @@ from ops.studies.experiments.papers import TABLE2
 # extended in place by `declare_arms`: the partitions definition below holds this very list.
 ARMS: list[str] = known_arm_names()
 # A/B Agent Table 2's arms without those slow to train (AFN, whose CPU training is 14x
-# DeepFM's, ../shared/docs/dependencies.md): what a run uses unless told otherwise.
+# DeepFM's, ../shared/docs/dependencies.md): what the papers' experiments use unless told otherwise.
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in TABLE2 if not has_capability(a, "slow_to_train"))
+# The arms that measure the simulator itself (the mirror: the brain's own ranking), standalone.
+DIAGNOSTIC_ARMS: tuple[str, ...] = tuple(
+    a for a in known_arm_names() if has_capability(a, "diagnostic") and has_capability(a, "standalone")
+)
+
+
+def lifecycle_arms(offline_brain: bool) -> list[str]:
+    """What a lifecycle run uses unless told otherwise: `DEFAULT_ARMS`, and with a brain that
+    decides offline (the embedded brain) the mirror beside them, so that every verdict says
+    whether the simulator favours its own taste (docs/trust.md).  With a brain that pays per
+    decision the mirror would cost a whole arm's bill for the embedded brain's taste: it stays
+    opt-in there."""
+    return list(DEFAULT_ARMS) + (list(DIAGNOSTIC_ARMS) if offline_brain else [])
+
 
 arm_partitions = StaticPartitionsDefinition(ARMS)
 

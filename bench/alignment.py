@@ -94,7 +94,7 @@ def main() -> None:
     ap.add_argument("--data", choices=("ml1m", "synthetic"), default="ml1m")
     ap.add_argument(
         "--arms",
-        default="random,pop,fm,deepfm",
+        default="random,pop,trending,fm,deepfm",
         help="offline arms: the rating baselines, and the lists simulated for the social traits",
     )
     ap.add_argument("--max-epochs", type=int, default=20, help="Appendix B: at most 20")

@@ -119,7 +119,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--profile", action="store_true", help="print the 25 functions with the most CPU time")
     p = sub.add_parser("agent4rec", help="the Agent4Rec plug-in's arms beside Agent4Rec's figures")
-    p.add_argument("--arms", nargs="+", default=["random", "pop", "fm", "mf", "multvae", "lightgcn"])
+    p.add_argument("--arms", nargs="+", default=["random", "pop", "trending", "fm", "mf", "multvae", "lightgcn"])
     p.add_argument("--epochs", type=int, default=1, help="max epochs of every arm (BPR iterations for mf)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(

@@ -16,8 +16,8 @@ embedded brain's eye on the sandbox's pages answers (per item protocol, test win
 
     .venv/bin/python -m bench.steam --agents 300            # about 10-15 min on 2 cores
     .venv/bin/python -m bench.steam --agents 300 --print-only   # the tables of a finished run
-    # an outside model's lists (bench.als_lists) and the Agent4Rec plug-in's arms beside them
-    .venv/bin/python -m bench.als_lists --data steam --out /tmp/als-steam.parquet
+    # an outside model's lists (bench.outside_lists) and the Agent4Rec plug-in's arms beside them
+    .venv/bin/python -m bench.outside_lists --data steam --out /tmp/als-steam.parquet
     .venv/bin/python -m bench.steam --plugin --arms random,pop,fm,deepfm,mf,lightgcn,als=lists:/tmp/als-steam.parquet
 
 Besides Table 2 it prints the verdict's first lines (the list-response calibration is in the
@@ -36,7 +36,7 @@ and per CTR arm its epochs and validation AUCs.  Arms: any built-in or plug-in n
 `lightgcn`, `multvae` install the Agent4Rec plug-in for the run, as the tests do), `ease`
 (Steck 2019, a closed-form item-item model, L2 `--ease-l2`: the strong sparse-data baseline,
 here only as a yardstick), or `NAME=lists:FILE` (an outside lists file, e.g.
-`bench.als_lists`'s).  A CTR arm's keyword overrides follow a colon: `fm:validation_negatives=0`.
+`bench.outside_lists`'s).  A CTR arm's keyword overrides follow a colon: `fm:validation_negatives=0`.
 
     .venv/bin/python -m bench.steam --offline --arms pop,fm,mf,lightgcn,ease,als=lists:/tmp/als-steam.parquet
     .venv/bin/python -m bench.steam --offline --user-share 0.25 --arms pop,fm,fm:validation_negatives=0
@@ -63,7 +63,9 @@ PAPERS = {"SimUSER": (0.794, 0.399), "Agent4Rec": (0.679, 0.282)}
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", help="default random,pop,fm,deepfm,afn; with --offline random,pop,fm,mf,ease")
+    parser.add_argument(
+        "--arms", help="default random,pop,trending,fm,deepfm,afn,mirror; with --offline random,pop,trending,fm,mf,ease"
+    )
     parser.add_argument("--agents", type=int, default=300, help="agents simulated per arm (SIMAB_AGENTS)")
     parser.add_argument("--epochs", type=int, default=0, help="max epochs of the CTR arms (0: their default, 20)")
     parser.add_argument("--min-interactions", type=int, default=5, help="SIMAB_STEAM_MIN_INTERACTIONS")
@@ -87,7 +89,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.offline:
         return offline(args)
-    arms = args.arms or "random,pop,fm,deepfm,afn"
+    arms = args.arms or "random,pop,trending,fm,deepfm,afn,mirror"
     home = args.home.resolve()
     if args.table2_only:
         print(table2_from_assets(home, arm_names(arms)))
@@ -208,7 +210,7 @@ def offline(args) -> int:
     from ops.data.steam import load_steam
     from ops.readout.fidelity import offline_intervals, offline_per_user
 
-    arm_specs = args.arms or "random,pop,fm,mf,ease"
+    arm_specs = args.arms or "random,pop,trending,fm,mf,ease"
     if any(a.split(":")[0] in ("mf", "lightgcn", "multvae") for a in arm_specs.split(",")):
         install_agent4rec_plugin(Path(tempfile.mkdtemp()))
     steam = load_steam(args.data, args.min_interactions)

@@ -179,7 +179,7 @@ class Settings(BaseModel):
     arms: list[str] | None = setting(
         None,
         "SIMAB_ARMS",
-        "the arms of a full run, the schedule and the sensor (default random,pop,fm,deepfm): names or specs, "
+        "the arms of a full run, the schedule and the sensor (default random,pop,fm,deepfm, and mirror with a brain that decides offline): names or specs, "
         "`name=lists:PATH`, `name=mlflow:models:/m/1`, `name=kind;param=value` (docs/arms.md), "
         "`pop@5` (Pop's lists with 5 of 20 slots replaced by random unseen items)",
         sep=",",

@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", help="comma-separated arms (default $SIMAB_ARMS or random,pop,fm,deepfm)")
+    parser.add_argument(
+        "--arms",
+        help="comma-separated arms (default $SIMAB_ARMS or random,pop,fm,deepfm and, with the embedded brain, mirror)",
+    )
     again = parser.add_mutually_exclusive_group()
     again.add_argument(
         "--resume", action="store_true", help="continue the last lifecycle of $DAGSTER_HOME after a kill or a failure"

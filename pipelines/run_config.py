@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from assets.partitions import ARMS, DEFAULT_ARMS, declare_arms
+from assets.partitions import ARMS, declare_arms, lifecycle_arms
 from ops.preflight.bill import brain_of
 from ops.settings import SettingError, Settings, declared, load
 
@@ -33,7 +33,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
     """The environment's settings with the arm list resolved; raises SettingError (a
     ValueError) naming the variable of the first bad value."""
     settings = load(environ)
-    return with_arms(settings, settings.arms or list(DEFAULT_ARMS))
+    return with_arms(settings, settings.arms or lifecycle_arms(brain_of(settings).decides_offline))
 
 
 def with_arms(settings: Settings, arms: list[str]) -> Settings:

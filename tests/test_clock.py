@@ -84,13 +84,10 @@ def test_the_brain_is_fitted_at_the_fit_clock_and_decides_at_the_simulation_cloc
     fit_pop = model.fit_context.facts.popularity
     sim_pop = model.context.facts.popularity
     ids = model.context.facts.movie_ids
-    counts = (
-        lambda frame: frame.group_by("movie_id")
-        .len()
-        .join(  # noqa: E731
-            pl.DataFrame({"movie_id": ids}), on="movie_id", how="right"
-        )
-    )
+
+    def counts(frame):
+        return frame.group_by("movie_id").len().join(pl.DataFrame({"movie_id": ids}), on="movie_id", how="right")
+
     assert fit_pop.tolist() == counts(train).sort("movie_id").get_column("len").fill_null(0).to_list()
     assert (
         sim_pop.tolist() == counts(pl.concat([train, valid])).sort("movie_id").get_column("len").fill_null(0).to_list()

@@ -69,7 +69,9 @@ def test_alignment_sample_and_fidelity_floor_come_from_the_environment():
 
 def test_no_environment_leaves_the_papers_defaults():
     settings = settings_from_env({})
-    assert settings.arms == ["random", "pop", "fm", "deepfm"]
+    # Table 2's arms, and beside them the brain's own ranking: the embedded brain measures its bias for free.
+    assert settings.arms == ["random", "pop", "fm", "deepfm", "mirror"]
+    assert settings_from_env({"SIMAB_BRAIN": "llm"}).arms == ["random", "pop", "fm", "deepfm"]  # it would pay for it
     assert run_config_for("simab_prepare", settings) == {}
     assert "llm_cost_estimate" not in run_config_for("simab_arm", settings)["ops"]  # the embedded brain costs nothing
 

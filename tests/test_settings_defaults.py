@@ -73,13 +73,16 @@ def _stated(name: str) -> str:
 
 
 def test_defaults_stated_in_prose_match_their_source():
-    from assets.partitions import DEFAULT_ARMS
+    from assets.partitions import DIAGNOSTIC_ARMS, lifecycle_arms
     from ops.arms.recommenders import ArmConfig
     from ops.settings import DEFAULT_MAX_COST_USD
     from ops.studies.alignment.sizing import DEFAULT_HALF_WIDTH, agents_for_half_width
     from resources.llm import LLMResource
 
-    assert _stated("arms").split(":")[0] == ",".join(DEFAULT_ARMS)
+    offline_brain = lifecycle_arms(offline_brain=True)
+    plain = ",".join(a for a in offline_brain if a not in DIAGNOSTIC_ARMS)
+    assert _stated("arms").split(":")[0] == f"{plain}, and {','.join(DIAGNOSTIC_ARMS)} with a brain that decides offline"
+    assert lifecycle_arms(offline_brain=False) == plain.split(",")
     assert _stated("max_epochs").startswith(f"{ArmConfig.model_fields['max_epochs'].default},")
     agents = re.search(r"(\d+) for ±([0-9.]+)", _stated("alignment_agents"))
     assert agents and float(agents[2]) == DEFAULT_HALF_WIDTH

@@ -31,8 +31,9 @@ ranking, simulated like an arm) makes them possible.
   1/6 with 3 arms, 1/24 with 4, 1/120 with 5 — and a residual on a curve fitted to the same
   few arms is itself noisy.
 - **The warning.**  The verdict warns whenever the mirror's excess has its interval clear of
-  0: the simulation gives the brain's own ranking more CTR (or less) than its offline
-  standing predicts, which no count of arms can excuse.
+  0 and is at least `EXCESS_FLOOR` (2 CTR points): the simulation gives the brain's own
+  ranking more CTR (or less) than its offline standing predicts, which no count of arms can
+  excuse.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ from scipy.stats import rankdata
 from ops.readout.statistics import multiplicities, named_rng, percentile_interval
 
 EXACT_MAX_ARMS = 8  # 8! = 40,320 orderings; beyond, a seeded sample of them
+# An excess smaller than this (CTR) is no warning even with its interval clear of 0: with
+# thousands of paired agents the interval narrows to a point or two of CTR (Steam, 2,154
+# agents: -0.007 [-0.016, -0.001]), below what the list-quality spread's floor (the same
+# 0.02, SIMAB_LIST_QUALITY_SPREAD_FLOOR) calls a response to list quality at all.
+EXCESS_FLOOR = 0.02
 LIST_LENGTH = 20
 
 ARMS_SCHEMA = {
@@ -86,7 +92,7 @@ class SimulatorBias:
         """The verdict's warning, when the mirror's excess has its interval clear of 0 (module docstring)."""
         if self.excess is None or self.excess_ci_low is None or self.excess_ci_high is None:
             return None
-        if self.excess_ci_low <= 0 <= self.excess_ci_high:
+        if self.excess_ci_low <= 0 <= self.excess_ci_high or abs(self.excess) < EXCESS_FLOOR:
             return None
         said = f"{self.excess:+.3f} [{self.excess_ci_low:+.3f}, {self.excess_ci_high:+.3f}]"
         if self.excess_ci_low > 0:

@@ -18,10 +18,10 @@ from ops.agents.memory import LongTermMemory, RecallWeights
 from ops.simulation.brains.embedded.brain import EmbeddedBrain
 from ops.simulation.brains.embedded.config import (
     COLLAB_FEATURES,
-    TIME_FEATURES,
     DETAIL_FEATURES,
     FEATURES,
     HOME_FEATURES,
+    TIME_FEATURES,
     EmbeddedBrainConfig,
     EmbeddedBrainParams,
     LinearModel,

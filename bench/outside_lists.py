@@ -1,22 +1,30 @@
-"""An outside model's lists as an arm: implicit's ALS on simab's own train window.
+"""Outside models' lists as arms: implicit's ALS, BPR and item-kNN on simab's own train window.
 
-Written as a lists file (`als=lists:FILE`, `ops.arms.lists`).
+Written as a lists file (`als=lists:FILE`, `ops.arms.lists`), each a model simab has never
+seen, brought in as a team would, from the `implicit` package (the optional extra `bench`:
+`pip install -e '.[bench]'`):
 
-The model simab has never seen, brought in as a team would: alternating least squares for
-implicit feedback (Hu, Koren & Volinsky 2008) from the `implicit` package (the optional extra
-`bench`: `pip install -e '.[bench]'`; without it a numpy ALS of the same objective runs),
-64 factors, 15 iterations, positives = ratings >= 4 of the chronological 7:2:1 split's train
-window, confidence 1 + alpha x positive.  Every user simab ranks (the train and the test
-users) gets its 100 best-scored items that are not among its train items; a user the train
-window never saw gets the most popular positives.
+- `als`: alternating least squares for implicit feedback (Hu, Koren & Volinsky 2008), 64
+  factors, 15 iterations, confidence 1 + alpha x positive (without `implicit` a numpy ALS of
+  the same objective runs);
+- `bpr`: Bayesian personalised ranking (Rendle et al. 2009), 64 factors, 100 iterations;
+- `itemknn`: an item-item neighbourhood (implicit's CosineRecommender, K = 50): a user's
+  unseen items scored by their summed cosine to the user's positives.  It lists only the items
+  some neighbour reaches, so thin users get short lists: bring it in with `;fill=pop` (Pop's
+  order fills them) or `;fill=none` (docs/arms.md).
 
-    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.als_lists --out data/als_ml1m.parquet
-    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.als_lists --data steam --out /tmp/als-steam.parquet
-    .venv/bin/python -m bench.als_lists --home data/steam --out /tmp/als-steam.parquet   # a run's stored windows
-    .venv/bin/python -m pipelines.lifecycle --arms random,pop,fm,als=lists:data/als_ml1m.parquet
-                                    # then as any arm (with the Makefile's ML1M_ENV for the data)
+Positives = ratings >= 4 of the chronological 7:2:1 split's train window.  Every user simab
+ranks (the train and the test users) gets its 100 best-scored items that are not among its
+train items; a user the train window never saw gets the most popular positives (none for
+item-kNN: nothing to start from).
 
-Prints the fit's seconds and which ALS ran.
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.outside_lists --out data/als_ml1m.parquet
+    .venv/bin/python -m bench.outside_lists --model itemknn --data steam --out /tmp/knn-steam.parquet
+    .venv/bin/python -m bench.outside_lists --home data/steam --out /tmp/als-steam.parquet   # a run's stored windows
+    .venv/bin/python -m pipelines.lifecycle --arms random,pop,trending,fm,als=lists:data/als_ml1m.parquet,\
+        "knn=lists:/tmp/knn.parquet;fill=pop"     # then as any arm (with the Makefile's ML1M_ENV for the data)
+
+Prints the fit's seconds and which implementation ran.
 """
 
 from __future__ import annotations
@@ -78,52 +86,97 @@ def numpy_als(matrix: sparse.csr_matrix, factors: int, iterations: int, regulari
     return X, Y
 
 
-def als_lists(
+def outside_lists(
+    model: str,
     train: pl.DataFrame,
     rank_users: np.ndarray,
     item_ids: np.ndarray,
     per_user: int = 100,
-    factors: int = FACTORS,
-    iterations: int = ITERATIONS,
     seed: int = 0,
 ) -> tuple[pl.DataFrame, str]:
-    """user_id, rank, item_id, score: each of `rank_users`' `per_user` best ALS items, its
-    train items left out; and which ALS ran."""
+    """user_id, rank, item_id, score: each of `rank_users`' `per_user` best items of `model`
+    (als, bpr, itemknn; module docstring), its train items left out; and what ran."""
     positives = train.filter(pl.col("rating") >= 4).select("user_id", "movie_id").unique()
     users = np.unique(positives.get_column("user_id").to_numpy())
     items = np.unique(np.asarray(item_ids, dtype=np.int64))
     u = np.searchsorted(users, positives.get_column("user_id").to_numpy())
     i = np.searchsorted(items, positives.get_column("movie_id").to_numpy())
-    matrix = sparse.csr_matrix((np.full(u.size, 1.0 + ALPHA, dtype=np.float32), (u, i)), shape=(users.size, items.size))
-    user_f, item_f, which = als_factors(matrix, factors, iterations, seed)
+    binary = sparse.csr_matrix((np.ones(u.size, dtype=np.float32), (u, i)), shape=(users.size, items.size))
+    popular = np.asarray(binary.sum(axis=0)).ravel().astype(np.float64)
+    if model == "als":
+        user_f, item_f, which = als_factors(binary * (1.0 + ALPHA), FACTORS, ITERATIONS, seed)
+
+        def scores(at: int) -> np.ndarray:
+            return item_f @ user_f[at]
+
+    elif model == "bpr":
+        from implicit.cpu.bpr import BayesianPersonalizedRanking
+
+        bpr = BayesianPersonalizedRanking(factors=FACTORS, iterations=100, random_state=seed)
+        bpr.fit(binary, show_progress=False)
+        user_f, item_f = np.asarray(bpr.user_factors), np.asarray(bpr.item_factors)
+        which = _implicit("BPR")
+
+        def scores(at: int) -> np.ndarray:
+            return item_f @ user_f[at]
+
+    elif model == "itemknn":
+        from implicit.nearest_neighbours import CosineRecommender
+
+        knn = CosineRecommender(K=NEIGHBOURS)
+        knn.fit(binary, show_progress=False)
+        similarity = knn.similarity.tocsr()
+        which = _implicit(f"CosineRecommender K={NEIGHBOURS}")
+
+        def scores(at: int) -> np.ndarray:
+            reached = np.asarray((binary[at] @ similarity).todense()).ravel().astype(np.float64)
+            return np.where(reached > 0, reached, -np.inf)  # what no neighbour reaches is not listed
+
+    else:
+        raise ValueError(f"unknown outside model {model!r}: als, bpr or itemknn")
     seen = train.select("user_id", "movie_id").unique()
     seen_rows = {
         int(k[0]): np.searchsorted(items, g.get_column("movie_id").to_numpy())
         for k, g in seen.group_by("user_id", maintain_order=True)
     }
-    popular = np.asarray(matrix.sum(axis=0)).ravel().astype(np.float64)
     frames = []
     for user in np.asarray(rank_users, dtype=np.int64):
         at = np.searchsorted(users, user)
         known = at < users.size and users[at] == user
-        scores = item_f @ user_f[at] if known else popular.copy()
-        scores[seen_rows.get(int(user), np.zeros(0, np.int64))] = -np.inf
-        best = np.argsort(-scores, kind="stable")[:per_user]
+        if known:
+            row = scores(int(at)).astype(np.float64)
+        elif model == "itemknn":
+            continue
+        else:
+            row = popular.copy()
+        row[seen_rows.get(int(user), np.zeros(0, np.int64))] = -np.inf
+        best = np.argsort(-row, kind="stable")[:per_user]
+        best = best[np.isfinite(row[best])]
         frames.append(
             pl.DataFrame(
                 {
                     "user_id": np.full(best.size, user, dtype=np.int64),
                     "rank": np.arange(1, best.size + 1, dtype=np.int64),
                     "item_id": items[best],
-                    "score": scores[best].astype(np.float64),
+                    "score": row[best],
                 }
             )
         )
     return pl.concat(frames), which
 
 
+NEIGHBOURS = 50
+
+
+def _implicit(what: str) -> str:
+    import implicit
+
+    return f"implicit {implicit.__version__} {what}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=("als", "bpr", "itemknn"), default="als")
     parser.add_argument("--data", choices=("ml1m", "synthetic", "steam"), default="ml1m")
     parser.add_argument(
         "--min-interactions", type=int, default=5, help="with --data steam: SIMAB_STEAM_MIN_INTERACTIONS"
@@ -153,18 +206,19 @@ def main() -> int:
         split = chronological_split(ratings)
         item_ids = movies.get_column("movie_id").to_numpy()
     started = time.perf_counter()
-    lists, which = als_lists(
-        split.train, ranking_users(split.train, split.test), item_ids, args.per_user, seed=args.seed
+    lists, which = outside_lists(
+        args.model, split.train, ranking_users(split.train, split.test), item_ids, args.per_user, seed=args.seed
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.out.suffix == ".csv":
         lists.write_csv(args.out)
     else:
         lists.write_parquet(args.out)
+    per_user = lists.group_by("user_id").len().get_column("len")
     print(
-        f"{which}: {FACTORS} factors, {ITERATIONS} iterations, positives = ratings >= 4 of the train window "
-        f"({split.train.height} rows); {lists.get_column('user_id').n_unique()} users x {args.per_user} items "
-        f"-> {args.out} in {time.perf_counter() - started:.1f} s"
+        f"{which}: positives = ratings >= 4 of the train window ({split.train.height} rows); "
+        f"{per_user.len()} users, {int((per_user < 20).sum())} of them with fewer than 20 items; at most "
+        f"{args.per_user} items each -> {args.out} in {time.perf_counter() - started:.1f} s"
     )
     return 0
 

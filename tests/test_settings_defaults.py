@@ -81,7 +81,9 @@ def test_defaults_stated_in_prose_match_their_source():
 
     offline_brain = lifecycle_arms(offline_brain=True)
     plain = ",".join(a for a in offline_brain if a not in DIAGNOSTIC_ARMS)
-    assert _stated("arms").split(":")[0] == f"{plain}, and {','.join(DIAGNOSTIC_ARMS)} with a brain that decides offline"
+    assert (
+        _stated("arms").split(":")[0] == f"{plain}, and {','.join(DIAGNOSTIC_ARMS)} with a brain that decides offline"
+    )
     assert lifecycle_arms(offline_brain=False) == plain.split(",")
     assert _stated("max_epochs").startswith(f"{ArmConfig.model_fields['max_epochs'].default},")
     agents = re.search(r"(\d+) for ±([0-9.]+)", _stated("alignment_agents"))

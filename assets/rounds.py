@@ -43,7 +43,7 @@ from ops.schema import RATINGS
 from ops.settings import config_default
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
-from ops.simulation.runner import SimulationConfig
+from ops.simulation.request import SimulationConfig
 from ops.studies.rounds import RoundsConfig, empty_written_memories, filter_bubble_figure, play_round
 from ops.studies.rounds import filter_bubble as run_filter_bubble
 from resources.llm import LLMResource

@@ -51,7 +51,8 @@ from ops.simulation.brains.embedded import (
     fit_embedded_brain,
 )
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate, simulate_arm
 from ops.simulation.visits import VisitsConfig
 from ops.studies.alignment import papers
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response

@@ -41,7 +41,8 @@ from bench import ROOT
 from ops.environment import offline_defaults
 from ops.readout.ab_readout import per_agent_metrics
 from ops.readout.slots import click_share_by_slot, slot_clicks, slot_test
-from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate_arm
 
 ARMS = ("random", "pop", "fm")
 

@@ -24,9 +24,9 @@ from ops.agents.embeddings import MiniLMTextEmbedder
 from ops.arms.recommenders import arm_config
 from ops.environment import offline_defaults
 from ops.figures import save_figure
+from ops.simulation.assignment import sample_agents
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import sample_agents
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
 from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds
 

@@ -15,7 +15,8 @@ from ops.preflight.bill import brain_of
 from ops.settings import SettingError, Settings
 from ops.simulation.brains.llm import LLMBrainConfig
 from ops.simulation.kinds import Bill, BrainSources, UnknownBrain, brain_kind, brain_names
-from ops.simulation.runner import SimulationConfig, simulate
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate
 from ops.studies.alignment.protocols import NotMeasurable, ProtocolSettings, open_protocol
 from tests.test_simulation import world
 

@@ -36,7 +36,8 @@ from fakes.agents import llm_world
 from fakes.openai_server import FakeOpenAI, answer, scripted_agent, system_text
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.observation import EXIT, EXIT_INTERVIEW, NEXT_PAGE
-from ops.simulation.runner import SimulationConfig, SimulationFailed, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import SimulationFailed, simulate_arm
 
 SECRET = "sk-fault-suite-DO-NOT-LEAK-91c2e7"
 URL_SECRET = "qtok-DO-NOT-LEAK-55ab10"
@@ -247,7 +248,8 @@ KILLED = textwrap.dedent(
     from pathlib import Path
     from fakes.agents import llm_world
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.request import SimulationConfig
+    from ops.simulation.runner import simulate_arm
 
     world_root, url, home = sys.argv[1:4]
     world = llm_world(Path(world_root), n_agents={n})

@@ -455,7 +455,8 @@ def test_an_endpoint_on_the_loopback_needs_no_key_a_remote_one_does(world, fake,
 def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key, tmp_path):
     from ops.schema import EVENTS, conform
     from ops.simulation.observation import EXIT_INTERVIEW
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.request import SimulationConfig
+    from ops.simulation.runner import simulate_arm
 
     fake.policy = scripted_agent
     users = sorted(world["profiles"])

@@ -45,7 +45,8 @@ from ops.simulation.budget import (  # noqa: F401  (re-exported: the bill's erro
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import fatigue_cost
 from ops.simulation.observation import EXIT, Decision, Observation
-from ops.simulation.runner import SimulationConfig, activity_tier_of, simulate_arm
+from ops.simulation.request import SimulationConfig, activity_tier_of
+from ops.simulation.runner import simulate_arm
 from ops.simulation.visits import session_budget
 
 

@@ -47,10 +47,12 @@ from ops.arms.recommenders import arm_config
 from ops.readout.ab_readout import per_agent_metrics
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
+from ops.simulation.assignment import sample_agents
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import BrainFactory, BrainKind, BrainSources
 from ops.simulation.observation import WATCH_AND_RATE
-from ops.simulation.runner import SimulationConfig, sample_agents, simulate
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate
 from ops.simulation.sandbox import SandboxConfig
 from ops.studies.augmentation import AugmentationConfig, Signal, augment, simulated_interactions
 

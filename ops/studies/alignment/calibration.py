@@ -81,7 +81,7 @@ from ops.simulation.brains.embedded import (
     fit_embedded_brain,
 )
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig
+from ops.simulation.request import SimulationConfig
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
 from ops.studies.alignment.lists import LADDERS, Ladder, choose_ladder, mixed_lists, ratio_name
 

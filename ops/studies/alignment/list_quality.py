@@ -34,7 +34,8 @@ from ops.readout.statistics import bootstrap_means, named_rng, percentile_interv
 from ops.schema import TOP_K
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate
 
 # A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
 QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)

@@ -26,12 +26,13 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
+from ops.simulation.assignment import sample_agents
 from ops.simulation.brains.llm.tokens import prompt_tokens, text_tokens
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.budget import RunBudget, estimate_refusal
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import BrainKind, BrainSources
-from ops.simulation.runner import SimulationConfig, sample_agents
+from ops.simulation.request import SimulationConfig
 from ops.studies.alignment.list_quality import ListQuality, list_quality, simulate_lists
 from ops.studies.alignment.lists import Ladder, fresh_session, mixed_lists
 from ops.studies.alignment.rating import RatingAlignment, brain_ratings, offline_rating_predictors, rating_pairs

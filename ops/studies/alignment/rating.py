@@ -33,8 +33,8 @@ from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import WATCH_AND_RATE
-from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox
+from ops.simulation.session import agent_rng
 from ops.studies.alignment.lists import brain_workers, check_fallbacks, fresh_session, map_in_order
 
 STARS = (1, 2, 3, 4, 5)

@@ -44,7 +44,7 @@ from ops.readout.power import minimum_detectable_difference, variance_components
 from ops.readout.statistics import difference_interval, interval_sign, named_rng
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig
+from ops.simulation.request import SimulationConfig
 from ops.studies.alignment.list_quality import simulate_lists
 
 LADDER_SLOTS: tuple[int, ...] = (0, 5, 10, 15, 20)

@@ -51,8 +51,8 @@ from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import CLICK_MOVIE, NEXT_PAGE, Decision
-from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox, SandboxConfig
+from ops.simulation.session import agent_rng
 from ops.studies.alignment.lists import (
     brain_workers,
     check_fallbacks,

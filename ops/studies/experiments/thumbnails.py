@@ -29,9 +29,11 @@ import polars as pl
 from ops.figures import save_figure
 from ops.readout.ab_readout import ReadoutConfig, ab_readout
 from ops.readout.statistics import named_rng
+from ops.simulation.assignment import sample_agents
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import BrainKind, BrainSources
-from ops.simulation.runner import SimulationConfig, sample_agents, simulate
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate
 from ops.studies.experiments.arm_tables import interval_cell
 from ops.studies.experiments.papers import EMBEDDED_POSTER_FEATURES, THUMBNAILS
 

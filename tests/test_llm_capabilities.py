@@ -170,7 +170,7 @@ def test_auto_falls_back_to_json_object_on_a_400_and_to_text_when_both_are_refus
     assert brain.usage.facts()["structured_output"] == "json_object"
     brain.close()
 
-    from ops.simulation.brains.llm.client import forget_probes
+    from ops.simulation.brains.llm.probes import forget_probes
 
     forget_probes()
     fake.probes.clear()
@@ -209,7 +209,7 @@ def test_vision_auto_is_off_where_the_endpoint_refuses_an_image(world, fake):
     brain.close()
 
     # An endpoint that takes images: posters go as images.
-    from ops.simulation.brains.llm.client import forget_probes
+    from ops.simulation.brains.llm.probes import forget_probes
 
     forget_probes()
     fake.refusals.clear()
@@ -463,7 +463,7 @@ def test_a_probe_that_cannot_reach_the_endpoint_is_a_transport_fallback_and_is_a
 
 
 def test_what_a_probe_found_is_kept_in_the_response_cache_for_a_rerun_without_the_endpoint(world, fake, tmp_path):
-    from ops.simulation.brains.llm.client import forget_probes
+    from ops.simulation.brains.llm.probes import forget_probes
 
     fake.refuse_images()
     fake.reply(answer(action=EXIT))

@@ -9,7 +9,7 @@ import os
 from dataclasses import replace
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
-from ops.simulation.brains.llm.client import key_required, resolve_base_url
+from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.cost import estimate_llm_cost, estimate_protocol_cost
 from ops.simulation.kinds import BrainKind, BrainSources, brain_kind
 from ops.web import endpoint_host, safe_endpoint
@@ -83,16 +83,13 @@ class LLM(BrainKind):
 def describe_endpoint(config: LLMBrainConfig, max_cost_usd: float | None = None) -> dict[str, str | float | int | bool]:
     """The endpoint's parameters safe to log (MLflow, Dagster metadata): no key, only whether
     one is set; the endpoint without credentials, and where it came from."""
-    endpoint = safe_endpoint(resolve_base_url(config.base_url))
+    url, origin = resolve_endpoint(config.base_url)
+    endpoint = safe_endpoint(url)
     return {
         "brain": "llm",
         "llm_endpoint": endpoint,
         "llm_endpoint_host": endpoint_host(endpoint),
-        "llm_endpoint_from": "base_url"
-        if config.base_url
-        else "OPENAI_BASE_URL"
-        if os.environ.get("OPENAI_BASE_URL")
-        else "default",
+        "llm_endpoint_from": origin,
         "llm_model": config.model,
         "llm_vision": str(config.vision).lower(),
         "llm_temperature": config.temperature,

@@ -556,7 +556,7 @@ def llm_answerer(brain, catalogue: Catalogue, seed: int = 0) -> Answerer:
     `taste_per_item` checks (`lists.check_fallbacks`)."""
 
     async def ask(template: AgentSession, movies: Sequence[int], ratio: str):
-        from ops.simulation.brains.llm.client import LLMTransportError
+        from ops.simulation.brains.llm.transport import LLMTransportError
 
         try:
             await brain.aready()  # vision probed before the list's posters are written

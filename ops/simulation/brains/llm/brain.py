@@ -28,8 +28,9 @@ from ops.simulation.brains.llm.answers import (
     page_schema,
     reflection_schema,
 )
-from ops.simulation.brains.llm.client import LLMClient, LLMTransportError, Reply
+from ops.simulation.brains.llm.client import LLMClient, Reply
 from ops.simulation.brains.llm.config import LLMBrainConfig
+from ops.simulation.brains.llm.transport import LLMTransportError
 from ops.simulation.observation import (
     BACK,
     CLICK_MOVIE,

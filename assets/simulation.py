@@ -25,7 +25,6 @@ import functools
 import os
 import tempfile
 from contextlib import nullcontext
-from dataclasses import replace
 from typing import Literal
 
 import polars as pl
@@ -443,7 +442,7 @@ def _cost_estimate(
     )
     sessions = agents.sessions(chosen)
     estimate = kind.simulation_estimate(
-        replace(sources, fatigue=sim_config.fatigue), arm, top20_lists, sessions, sim_config, chosen, estimate_config
+        sources.replace(fatigue=sim_config.fatigue), arm, top20_lists, sessions, sim_config, chosen, estimate_config
     )
     if estimate is None:
         return None

@@ -58,6 +58,7 @@ from ops.studies.alignment import papers
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
 from ops.studies.alignment.lists import mixed_lists, ratio_name
+from ops.studies.alignment.per_item import embedded_scorer, fit_taste_thresholds, taste_per_item, threshold_answerer
 from ops.studies.alignment.rating import (
     brain_ratings,
     offline_rating_predictors,
@@ -76,14 +77,7 @@ from ops.studies.alignment.social import (
     trait_row,
     verdicts,
 )
-from ops.studies.alignment.taste import (
-    TASTE_RATIOS,
-    embedded_scorer,
-    fit_taste_thresholds,
-    taste_discrimination,
-    taste_per_item,
-    threshold_answerer,
-)
+from ops.studies.alignment.taste import TASTE_RATIOS, taste_discrimination
 from ops.studies.alignment.windows import check_held_out
 
 # The columns of a social-traits row the tables print.

@@ -447,7 +447,7 @@ LIST_QUESTION = "Here is a list of movies. For each one, decide whether you woul
 
 
 def list_ids(text: str) -> list[int] | None:
-    """The ids of the list of a per-item question (`ops.studies.alignment.taste.list_messages`),
+    """The ids of the list of a per-item question (`ops.studies.alignment.per_item.list_messages`),
     in order; None when `text` is not one."""
     if LIST_QUESTION not in text:
         return None

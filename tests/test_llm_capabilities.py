@@ -286,8 +286,9 @@ def taste_lists(world) -> pl.DataFrame:
 
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_the_protocols_overlap_requests_up_to_the_endpoints_concurrency(world, concurrency, monkeypatch):
+    from ops.studies.alignment.per_item import llm_answerer, taste_per_item
     from ops.studies.alignment.rating import brain_ratings
-    from ops.studies.alignment.taste import llm_answerer, taste_discrimination, taste_per_item
+    from ops.studies.alignment.taste import taste_discrimination
 
     monkeypatch.setenv(KEY_ENV, "sk-test")
     fake = FakeOpenAI(list_or_page_agent, latency_s=0.05)
@@ -402,8 +403,9 @@ def test_a_protocol_answered_mostly_by_fallbacks_fails_with_the_share_and_exampl
     # A small model whose answers never pass the checks: the protocols would read out F1 0 and
     # no ratings as if the agents had judged; they fail instead, saying how many and why.
     from ops.studies.alignment.lists import ProtocolFailed, check_fallbacks
+    from ops.studies.alignment.per_item import llm_answerer, taste_per_item
     from ops.studies.alignment.rating import brain_ratings
-    from ops.studies.alignment.taste import llm_answerer, taste_discrimination, taste_per_item
+    from ops.studies.alignment.taste import taste_discrimination
 
     monkeypatch.setenv(KEY_ENV, "sk-test")
     fake = FakeOpenAI(lambda body: '{"action": "fly_away", "watch": ["x"], "interest": 9}')

@@ -6,7 +6,6 @@ embedded brain decides, sending nothing (`ops.simulation.cost`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
@@ -20,7 +19,6 @@ class LLM(BrainKind):
     summary = "any OpenAI-compatible chat endpoint (the `llm` resource), charged to the run's bill"
     brain_class = LLMBrain
     family = "llm"
-    per_item = "asks"
     reads_personas = True
     sees_posters = True
     without_posters = "llm-no-vision"
@@ -39,7 +37,7 @@ class LLM(BrainKind):
     def config(self, sources: BrainSources, **overrides) -> LLMBrainConfig:
         """The endpoint's configuration as this kind asks it: the fatigue costs the agent is
         told, palette captions instead of images without posters, and `overrides`."""
-        base = sources.llm if sources.llm is not None else LLMBrainConfig()
+        base = sources.get("llm") or LLMBrainConfig()
         own = {"fatigue": sources.fatigue} if sources.fatigue is not None else {}
         if not self.sees_posters:
             own["vision"] = False
@@ -76,6 +74,10 @@ class LLM(BrainKind):
         finally:
             writer.close()
 
+    def answer_taste(self, brain: LLMBrain, question):
+        """One structured question per list: the ids it would watch."""
+        return question.ask(brain)
+
     def _behaviour(self, sources: BrainSources):
         return brain_kind(self.behaviour).seeing(self.sees_posters).brain(sources)
 
@@ -109,5 +111,5 @@ def describe_endpoint(config: LLMBrainConfig, max_cost_usd: float | None = None)
 
 def _uncharged(sources: BrainSources) -> BrainSources:
     """The sources of a brain that only writes and prices prompts: no bill, no cache."""
-    llm = sources.llm if sources.llm is not None else LLMBrainConfig()
-    return replace(sources, llm=llm.model_copy(update={"cache": "off"}), bill=None)
+    llm = sources.get("llm") or LLMBrainConfig()
+    return sources.replace(llm=llm.model_copy(update={"cache": "off"}), bill=None)

@@ -183,8 +183,10 @@ def version_sources(sources: BrainSources, catalogue, poster_rows: Mapping[int, 
     and for a brain that reads poster vectors (`BrainKind.reads_poster_vectors`) the fitted
     embedded brain with the version's poster rows (`embedded_with_posters`); None: the
     original posters."""
-    embedded = sources.embedded if not poster_rows else embedded_with_posters(sources.embedded, poster_rows)
-    return dataclasses.replace(sources, catalogue=catalogue, embedded=embedded)
+    embedded = sources.get("embedded")
+    return sources.replace(
+        catalogue=catalogue, embedded=embedded if not poster_rows else embedded_with_posters(embedded, poster_rows)
+    )
 
 
 def thumbnail_table(events: pl.DataFrame, config: ReadoutConfig | None = None) -> tuple[pl.DataFrame, object]:

@@ -46,6 +46,7 @@ from pydantic import Field
 
 from assets.partitions import ARM_DIMENSION, DEFAULT_ARMS, SHARD_DIMENSION, arm_partitions, arm_shard_partitions
 from ops.checkpoint import partition_lock
+from ops.figures import table_markdown
 from ops.links import viewer_url
 from ops.readout.ab_readout import fallback_counts
 from ops.settings import ActivityDrives, Persona, config_default
@@ -417,7 +418,7 @@ def _events_result(
             **fallbacks,
             **({"llm endpoint": described["llm_endpoint"]} if "llm_endpoint" in described else {}),
             **({f"llm {k}": v for k, v in usage.facts().items()} if usage is not None else {}),
-            "actions": MetadataValue.md(actions.to_pandas().to_markdown(index=False)),
+            "actions": MetadataValue.md(table_markdown(actions)),
             "trajectory viewer": MetadataValue.url(viewer),
         },
     )

@@ -23,7 +23,7 @@ from bench import OUT, prepare
 from ops.agents.embeddings import MiniLMTextEmbedder
 from ops.arms.recommenders import arm_config
 from ops.environment import offline_defaults
-from ops.figures import save_figure
+from ops.figures import save_figure, table_markdown
 from ops.simulation.assignment import sample_agents
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.catalogue import Catalogue
@@ -102,7 +102,7 @@ def main() -> None:
         + metrics["ci_high"].round(3).cast(str)
         + "]"
     )
-    print(wide.pivot(on="round", index="metric", values="value").to_pandas().to_markdown(index=False))
+    print(table_markdown(wide.pivot(on="round", index="metric", values="value")))
     print(f"wall time {wall:.0f} s (prepare {prepared:.0f} s, {args.rounds} rounds {simulated:.0f} s)")
     OUT.mkdir(parents=True, exist_ok=True)
     save_figure(

@@ -446,6 +446,12 @@ class Settings(BaseModel):
             ops.setdefault(op, {}).update(fields)
         return ops
 
+    def mlflow_store(self, tracking_uri: str = "") -> str:
+        """Where MLflow runs go, highest first: `tracking_uri` (the `mlflow_tracking`
+        resource's field), `$MLFLOW_TRACKING_URI`, the SQLite store in the home
+        (`$SIMAB_HOME/mlflow.db`)."""
+        return tracking_uri or self.mlflow_tracking_uri or f"sqlite:///{self.home.resolve() / 'mlflow.db'}"
+
     def resource_fields(self, resource: str) -> dict[str, Any]:
         """The fields of one resource (e.g. "llm") that the environment set."""
         out = {}

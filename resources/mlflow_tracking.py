@@ -30,7 +30,6 @@ A SQLite tracking store that cannot be read (not a database, a damaged page) rai
 from __future__ import annotations
 
 import functools
-import os
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from typing import Any
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
+from ops.settings import current
 from resources.llm import LIFECYCLE_TAG
 from resources.storage import PROJECT_ROOT, data_root
 
@@ -81,7 +81,8 @@ def code_version() -> str:
 
 
 class MlflowTracking(ConfigurableResource):
-    """Where runs go: `tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the data folder."""
+    """Where runs go: `tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the data folder
+    (`ops.settings.Settings.mlflow_store`)."""
 
     tracking_uri: str = ""
     experiment: str = "simab"
@@ -126,13 +127,11 @@ class MlflowTracking(ConfigurableResource):
         return True
 
     def resolved_uri(self) -> str:
-        if self.tracking_uri:
-            return self.tracking_uri
-        if os.environ.get("MLFLOW_TRACKING_URI"):
-            return os.environ["MLFLOW_TRACKING_URI"]
-        root = data_root()
-        root.mkdir(parents=True, exist_ok=True)
-        return f"sqlite:///{root / 'mlflow.db'}"
+        """The store (`ops.settings.Settings.mlflow_store`); a local one's folder made."""
+        uri = current().mlflow_store(self.tracking_uri)
+        if uri.startswith("sqlite:"):
+            data_root().mkdir(parents=True, exist_ok=True)
+        return uri
 
     # -- runs ------------------------------------------------------------------------
 

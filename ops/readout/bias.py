@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
+from ops.figures import table_markdown
 from ops.readout.statistics import multiplicities, named_rng, percentile_interval
 
 WARN_P = 0.10
@@ -136,7 +137,7 @@ class SimulatorBias:
             "simulated_rank",
             "offline_rank",
         )
-        lines += [show.to_pandas().to_markdown(index=False), ""]
+        lines += [table_markdown(show), ""]
         if self.mirror is not None:
             lines.append("- " + self.verdict_line().removeprefix("simulator bias: "))
         if self.rho is None:

@@ -56,6 +56,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.figures import table_markdown
 from ops.readout.ab_readout import LABELS
 from ops.readout.fidelity import MISSED
 from ops.readout.statistics import interval_sign
@@ -290,7 +291,7 @@ class PowerAnalysis:
             "verdict",
             pl.col("miss").fill_null("").alias("missed pair"),
         )
-        lines += [_markdown_table(show), ""]
+        lines += [table_markdown(show), ""]
         if self.pairs.get_column("miss").is_not_null().any():
             e = "n/a" if self.elasticity is None else f"{self.elasticity:.3f}"
             lines += [
@@ -311,7 +312,7 @@ class PowerAnalysis:
                 "Agents needed to separate each pair the offline metric separates (and the simulation orders the same way), "
                 f"by sessions per agent; all of them at once: {every} sessions.",
                 "",
-                _markdown_table(wide),
+                table_markdown(wide),
                 "",
             ]
             if run["between_variance"] is None:
@@ -453,7 +454,3 @@ def _verdict(offline_sign: int, delta: float, mde: float) -> str:
     if delta == 0 or np.sign(delta) != offline_sign:
         return "opposite direction"
     return "powered" if abs(delta) >= mde else "underpowered"
-
-
-def _markdown_table(frame: pl.DataFrame) -> str:
-    return frame.to_pandas().to_markdown(index=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ops.figures import table_markdown
 from ops.readout.ab_readout import LABELS
 from ops.readout.augmentation_summary import seed_summary
 from ops.readout.power import MISS_AGENTS
@@ -53,7 +54,7 @@ def report_markdown(
             for c in ("arm", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "users_ranked")
             if c in offline.columns
         ]
-        lines += [offline.select(cols).sort("arm").to_pandas().to_markdown(index=False, floatfmt=".4f"), ""]
+        lines += [table_markdown(offline.select(cols).sort("arm"), ".4f"), ""]
     if intervals.height:
         wide = intervals.with_columns(
             cell=pl.format(
@@ -63,13 +64,13 @@ def report_markdown(
         lines += [
             "Over the test users who have a top-20 list (the train users agents are built from), with 95 % bootstrap intervals over them:",
             "",
-            wide.to_pandas().to_markdown(index=False),
+            table_markdown(wide),
             "",
         ]
     lines += augmentation_section(augmentation or {})
     if fid.height:
         lines += ["## Fidelity: do simulated and offline metrics rank the arms alike? (Kendall τ-b)", ""]
-        lines += [fid.to_pandas().to_markdown(index=False, floatfmt=".3f"), ""]
+        lines += [table_markdown(fid, ".3f"), ""]
     if pairs.height:
         lines += ["## Fidelity arm against arm: simulated CTR vs offline NDCG@20, 95 % intervals on both sides", ""]
         lines += [
@@ -95,7 +96,7 @@ def report_markdown(
             ).alias("CTR a − b"),
             "verdict",
         )
-        lines += [show.to_pandas().to_markdown(index=False), ""]
+        lines += [table_markdown(show), ""]
     if power is not None and power.pairs.height:
         lines += [power.to_markdown()]
     lines += list(trust or [])
@@ -423,14 +424,14 @@ def augmentation_section(augmentation: dict) -> list[str]:
             "Each model (arm) trained on the train split (original) and on it plus the clicks or views simulated under "
             "simulated_arm, with the same configuration and seed; auc_difference is against the original.",
             "",
-            table.select(cols).to_pandas().to_markdown(index=False, floatfmt=".4f"),
+            table_markdown(table.select(cols), ".4f"),
             "",
         ]
         if table.group_by("arm", "training_set").len().get_column("len").max() > 1:
             lines += [
                 "Over training seeds (95 % t-interval of the AUC difference):",
                 "",
-                seed_summary(table).to_pandas().to_markdown(index=False, floatfmt=".4f"),
+                table_markdown(seed_summary(table), ".4f"),
                 "",
             ]
     empty = [a for a in sorted(augmentation) if not augmentation[a].height]

@@ -37,6 +37,7 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from ops.arms.catalog import make_arm
+from ops.figures import table_markdown
 from ops.readout.augmentation_summary import AUGMENTATION_METRICS, ORIGINAL, empty_metrics, table_5
 from ops.schema import RATINGS, conform
 from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
@@ -275,7 +276,7 @@ def table_5_markdown(table: pl.DataFrame, not_applicable: Sequence[str]) -> str:
     """Table 5 (test AUC) in Markdown, or why there is none."""
     if not table.height:
         return f"not applicable: {', '.join(not_applicable)} has no model to refit"
-    return table_5(table).to_pandas().to_markdown(index=False, floatfmt=".4f")
+    return table_markdown(table_5(table), ".4f")
 
 
 def simulated_interactions(

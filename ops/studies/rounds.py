@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
 from ops.arms.recommenders import arm_config
+from ops.figures import table_markdown
 from ops.readout.ab_readout import per_agent_metrics
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
@@ -316,7 +317,7 @@ class FilterBubble:
                 "{} [{}, {}]", pl.col("mean").round(3), pl.col("ci_low").round(3), pl.col("ci_high").round(3)
             ).alias("value")
         ).pivot(on="round", index="metric", values="value")
-        return wide.to_pandas().to_markdown(index=False)
+        return table_markdown(wide)
 
 
 def filter_bubble(

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from ops.figures import table_markdown
 from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
 from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
 from ops.readout.report import pair_counts
@@ -109,7 +110,7 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
         lines += [
             "Fidelity (Kendall τ-b between the simulated and the offline ordering of these arms):",
             "",
-            experiment.fidelity.to_pandas().to_markdown(index=False, floatfmt=".3f"),
+            table_markdown(experiment.fidelity, ".3f"),
             "",
         ]
     s = experiment.summary
@@ -126,7 +127,7 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
             _fmt_interval("simulated_difference", "simulated_ci_low", "simulated_ci_high").alias("CTR a − b"),
             "verdict",
         )
-        lines += [show.to_pandas().to_markdown(index=False), ""]
+        lines += [table_markdown(show), ""]
     return lines
 
 
@@ -244,7 +245,7 @@ def brain_markdown(table: pl.DataFrame, differences: pl.DataFrame, brains: Seque
         lines += [
             "Each brain against " + brains[0] + " on the same agents and lists (paired):",
             "",
-            show.to_pandas().to_markdown(index=False),
+            table_markdown(show),
             "",
         ]
     if len(arms) >= 2:

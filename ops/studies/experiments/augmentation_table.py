@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from ops.figures import table_markdown
 from ops.readout.augmentation_summary import ORIGINAL, seed_summary, table_5
 from ops.readout.plots import augmentation_figure
 from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
@@ -177,7 +178,7 @@ def augmentation_markdown(
             "AUC gain over the original, per model and training set (95 % t-interval over seeds; 'within seed noise' "
             "when it holds 0):",
             "",
-            show.to_pandas().to_markdown(index=False),
+            table_markdown(show),
             "",
         ]
     lines += added_rows_markdown(long)
@@ -205,7 +206,7 @@ def added_rows_markdown(long: pl.DataFrame) -> list[str]:
         "the users and movies they touch, and their share of positives (rating >= 4; a click counts as a positive) "
         "beside the real train rows' share:",
         "",
-        added.to_pandas().to_markdown(index=False),
+        table_markdown(added),
         "",
     ]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ops.figures import save_figure
+from ops.figures import save_figure, table_markdown
 from ops.readout.ab_readout import ReadoutConfig, ab_readout
 from ops.readout.statistics import named_rng
 from ops.simulation.assignment import sample_agents
@@ -320,7 +320,7 @@ def thumbnail_experiment(
     body = [
         f"{len(movie_ids)} movies, {len(users)} agents, {brain} brain; click rate = clicks ÷ home impressions per agent.",
         "",
-        shown.to_pandas().to_markdown(index=False),
+        table_markdown(shown),
         "",
         f"Paper: {THUMBNAILS}",
         "",

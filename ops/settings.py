@@ -1,21 +1,11 @@
 """Every `SIMAB_*` setting, declared once: its variable, type, allowed values, default and
-what it feeds.  This module is the only place that reads them from the environment.
-
-Precedence, highest first:
-1. the run config a person edits in the Dagster launchpad (or passes to a job);
-2. the environment (`SIMAB_*`), read here when the code location is loaded or the lifecycle
-   runner starts, and turned into each job's default run config and the resources' fields
-   (`pipelines.run_config`);
-3. the defaults of the asset configs and resources (the papers' settings).
-
-A setting that is not set (or set to the empty string) leaves level 3 alone: only what the
-environment names is written into run config.  A bad value raises `SettingError`, one line
-naming the variable, the value and what is allowed; the lifecycle runner prints it and stops
-before any work.
+what it feeds; and the order in which a value reaches a step (`PRECEDENCE`), written here
+once.  This module is the only place that reads the settings from the environment.
 
 Adding a setting: one `setting(...)` field below (variable, help, the op config fields or the
-resource field it feeds); the settings table of docs/settings.md is generated from these declarations
-(`python -m ops.settings --markdown`) and a test checks docs/settings.md carries it.
+resource field it feeds).  docs/settings.md — the precedence and the table of every setting —
+is generated from this module (`python -m ops.settings --page > docs/settings.md`) and a test
+checks it is current.
 """
 
 from __future__ import annotations
@@ -51,6 +41,26 @@ ActivityDrives = Literal["session_length", "visits"]
 Nightly = Literal["fresh", "continue"]
 Deployment = Literal["local", "server"]
 Executor = Literal["multiprocess", "celery"]
+
+
+# Where a step's value comes from, highest first (docs/settings.md is generated from it).
+PRECEDENCE = (
+    "the run config a person edits in the Dagster launchpad (or passes to a job);",
+    "`--set OP.FIELD=VALUE` of `python -m pipelines.experiments`: one field of one op's config, "
+    "its value JSON (or a plain string), written into the run config over the environment's;",
+    "the environment: the `SIMAB_*` variables (and MLflow's `MLFLOW_TRACKING_URI`), read only by "
+    "`ops/settings.py`, once, when the code location loads or the lifecycle runner starts, and "
+    "turned into each job's default run config and the resources' fields by `pipelines/run_config.py` "
+    "and `pipelines/jobs.py`;",
+    "the defaults of the asset configs and resources (the papers' settings).",
+)
+# What the levels mean in practice, beside them in docs/settings.md.
+PRECEDENCE_NOTES = (
+    "A variable that is not set (or set to the empty string) leaves the defaults alone: only what the "
+    "environment names is written into run config.  `simab settings` (or `python -m ops.settings`) prints "
+    "the settings in effect; a bad value stops `simab run` before any work with one line naming the "
+    "variable, the value and what is allowed."
+)
 
 
 class SettingError(ValueError):
@@ -428,8 +438,8 @@ class Settings(BaseModel):
         "reference data for benchmarks and real-data tests (never shipped)",
     )
 
-    # Not from the environment: `--set OP.FIELD=VALUE` of `python -m pipelines.experiments`,
-    # above the environment as a launchpad edit would be.
+    # Not from the environment: `--set OP.FIELD=VALUE` of `python -m pipelines.experiments`
+    # (`PRECEDENCE`).
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def op_config(self) -> dict[str, dict[str, Any]]:
@@ -604,9 +614,21 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+def markdown_page() -> str:
+    """docs/settings.md: the precedence (`PRECEDENCE`) and the table of every setting."""
+    levels = "\n".join(f"{i}. {level}" for i, level in enumerate(PRECEDENCE, start=1))
+    return (
+        "# Settings\n\nGenerated from `ops/settings.py` (`python -m ops.settings --page > docs/settings.md`).\n\n"
+        f"## Precedence\n\nWhere a step's value comes from, highest first:\n\n{levels}\n\n{PRECEDENCE_NOTES}\n\n"
+        f"## Every setting\n\n{markdown_table()}\n"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--markdown"]:
         print(markdown_table())
+    elif sys.argv[1:] == ["--page"]:
+        print(markdown_page(), end="")
     else:
         try:
             current = load()

@@ -11,10 +11,10 @@ from pathlib import Path
 def pyplot():
     """`matplotlib.pyplot` with the Agg backend set first (imported here, not at module
     level, so that `import ops` stays fast)."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib (half a second to import), for figures only
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after the backend is set
 
     return plt
 

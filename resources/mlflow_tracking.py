@@ -34,15 +34,18 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import ConfigurableResource, DagsterEventType, InitResourceContext
+from filelock import FileLock
 from pydantic import PrivateAttr
 
+from ops.arms.registry import log_and_register
 from ops.settings import current
 from resources.llm import LIFECYCLE_TAG
-from resources.storage import PROJECT_ROOT, data_root
+from resources.storage import PROJECT_ROOT, data_root, frame_digest
 
 PARENT_ROLE = "dagster_run"
 LIFECYCLE_ROLE = "lifecycle"
@@ -75,8 +78,6 @@ def code_version() -> str:
         ).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        from importlib.metadata import version
-
         return f"simab-{version('simab')}"
 
 
@@ -95,8 +96,6 @@ class MlflowTracking(ConfigurableResource):
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         """A failed step of this run fails its parent, even one that failed before its child
         run began (an input that could not be loaded)."""
-        from dagster import DagsterEventType
-
         run_id, instance = context.run_id, context.instance
         if not run_id or instance is None:
             return
@@ -136,7 +135,7 @@ class MlflowTracking(ConfigurableResource):
     # -- runs ------------------------------------------------------------------------
 
     def client(self):
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.set_tracking_uri(self._uri or self.resolved_uri())
         return mlflow.MlflowClient()
@@ -162,7 +161,7 @@ class MlflowTracking(ConfigurableResource):
     def lifecycle_run_id(self, lifecycle: str, params: dict[str, Any] | None = None) -> str:
         """The top-level MLflow run of a lifecycle (the runner's `simab/lifecycle` id), created
         on first use, with `params` logged (a resumed lifecycle logs the same ones again)."""
-        from mlflow.entities import Param
+        from mlflow.entities import Param  # lazy: mlflow (seconds to import)
 
         with self._store_errors():
             client = self.client()
@@ -236,7 +235,7 @@ class MlflowTracking(ConfigurableResource):
     ) -> Iterator[Any]:
         """A child run for one asset (or asset check) materialisation, active inside the block,
         so plain `mlflow.log_*` calls land in it.  Yields the mlflow ActiveRun."""
-        import mlflow
+        mlflow = _mlflow()
 
         with self._store_errors():
             client = self.client()
@@ -309,14 +308,14 @@ class MlflowTracking(ConfigurableResource):
 
     @staticmethod
     def log_params(params: dict[str, Any]) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_params({k: _param(v) for k, v in params.items()})
 
     @staticmethod
     def log_metrics(metrics: dict[str, float | int | None], step: int | None = None) -> None:
         """Numbers only; None (an undefined metric) is left out rather than logged as 0."""
-        import mlflow
+        mlflow = _mlflow()
 
         clean = {k: float(v) for k, v in metrics.items() if v is not None}
         if clean:
@@ -324,14 +323,14 @@ class MlflowTracking(ConfigurableResource):
 
     @staticmethod
     def set_tags(tags: dict[str, str]) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.set_tags(tags)
 
     @staticmethod
     def log_table(frame: Any, name: str) -> None:
         """A Polars (or pandas) frame as an MLflow table artefact `tables/<name>.json`."""
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_table(
             frame.to_pandas() if hasattr(frame, "to_pandas") else frame, artifact_file=f"tables/{name}.json"
@@ -339,31 +338,31 @@ class MlflowTracking(ConfigurableResource):
 
     @staticmethod
     def log_figure(figure: Any, artifact_file: str) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_figure(figure, artifact_file)
 
     @staticmethod
     def log_text(text: str, artifact_file: str) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_text(text, artifact_file)
 
     @staticmethod
     def log_dict(data: dict, artifact_file: str) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_dict(data, artifact_file)
 
     @staticmethod
     def log_artifact(path: str | Path, artifact_path: str | None = None) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_artifact(str(path), artifact_path=artifact_path)
 
     @staticmethod
     def log_artifacts(folder: str | Path, artifact_path: str | None = None) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_artifacts(str(folder), artifact_path=artifact_path)
 
@@ -371,13 +370,11 @@ class MlflowTracking(ConfigurableResource):
     def log_and_register_arm(trained: Any, registered_name: str, metrics: dict[str, float] | None = None) -> str:
         """The trained arm as a pyfunc model in the active run, registered as a new version of
         `registered_name` in the Model Registry (`ops.arms.registry`); returns the version."""
-        from ops.arms.registry import log_and_register
-
         return log_and_register(trained, registered_name, metrics=metrics)
 
     @staticmethod
     def active_run_id() -> str:
-        import mlflow
+        mlflow = _mlflow()
 
         return mlflow.active_run().info.run_id
 
@@ -385,9 +382,7 @@ class MlflowTracking(ConfigurableResource):
     def log_frame(df: Any, name: str, role: str = "input", log_table: bool = False) -> str:
         """Log a Polars frame as an MLflow dataset (its digest, schema and row count) and,
         for small frames, as a table artefact; returns the digest."""
-        import mlflow
-
-        from resources.storage import frame_digest
+        mlflow = _mlflow()
 
         digest = frame_digest(df)
         dataset = mlflow.data.from_polars(df, name=name, digest=digest)
@@ -428,9 +423,15 @@ def _param(value: Any) -> Any:
 
 @contextmanager
 def _lock(name: str) -> Iterator[None]:
-    from filelock import FileLock
-
     root = data_root()
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(Path(root) / f".mlflow-{name}.lock"), timeout=120):
         yield
+
+
+def _mlflow():
+    """The `mlflow` module, imported on first use: the code location imports this module, and
+    mlflow takes seconds to import."""
+    import mlflow  # lazy: mlflow (seconds to import)
+
+    return mlflow

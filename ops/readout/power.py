@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
+from scipy.stats import norm
 
 from ops.figures import table_markdown
 from ops.readout.ab_readout import LABELS
@@ -351,8 +352,6 @@ class VarianceComponents:
 
 def z_sum(alpha: float = 0.05, power: float = 0.8) -> float:
     """z_{1−α/2} + z_{power}: the standardised distance a two-sided test needs."""
-    from scipy.stats import norm
-
     return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
 
 
@@ -368,8 +367,6 @@ def achieved_power(difference: float, variance: float, agents: int, alpha: float
     """The probability that a two-sided level-`alpha` paired test over `agents` agents
     rejects when the true mean difference is `difference` (normal approximation, the far
     tail left out)."""
-    from scipy.stats import norm
-
     if variance <= 0:
         return 1.0 if difference != 0 else alpha
     return float(norm.cdf(abs(difference) / math.sqrt(variance / agents) - norm.ppf(1 - alpha / 2)))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
+from markdown_it import MarkdownIt
 
 from ops.figures import table_markdown
 from ops.readout.ab_readout import LABELS
@@ -445,8 +446,6 @@ def augmentation_section(augmentation: dict) -> list[str]:
 def report_html(markdown: str, folder: Path, title: str = "simab report") -> str:
     """The Markdown report as one HTML page; images whose path lies under `folder` are
     embedded as data URIs (others keep their address)."""
-    from markdown_it import MarkdownIt
-
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(markdown)
     root = Path(folder).resolve()

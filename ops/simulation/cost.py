@@ -37,6 +37,14 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from ops.agents.session import AgentSession
+from ops.simulation.brains.llm.persona import (
+    RATING_TEMPLATE,
+    SAMPLE_PERSONA,
+    SAMPLE_RATING,
+    persona_prompt,
+    rating_movies,
+)
+from ops.simulation.brains.llm.prompts import reflection_state_text
 from ops.simulation.brains.llm.tokens import prompt_tokens, text_tokens
 from ops.simulation.budget import (  # noqa: F401  (re-exported: the bill's errors and ledger)
     CostLimitExceeded,
@@ -209,14 +217,6 @@ def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: i
     cost nothing and are not subtracted.  A `CostEstimate` named
     `llm_personas` (its interval is the expected figure: prompts are known, only answer
     lengths vary, and the ceiling bounds them)."""
-    from ops.simulation.brains.llm.persona import (
-        RATING_TEMPLATE,
-        SAMPLE_PERSONA,
-        SAMPLE_RATING,
-        persona_prompt,
-        rating_movies,
-    )
-
     c = brain.config
     price = brain.transport.cost
     persona_answer = text_tokens(SAMPLE_PERSONA.model_dump_json())
@@ -290,8 +290,6 @@ class _PromptMeter:
     that carry their summary."""
 
     def __init__(self, llm_brain, behaviour) -> None:
-        from ops.simulation.brains.llm.prompts import reflection_state_text
-
         self.llm = llm_brain
         self.behaviour = behaviour
         self.name = getattr(behaviour, "name", "behaviour")

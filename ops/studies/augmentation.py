@@ -35,8 +35,11 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
+from tqdm.auto import tqdm
 
+from ops.arms.base import FitData
 from ops.arms.catalog import make_arm
+from ops.arms.recommenders import TrainedArm, evaluate_arm, train_arm
 from ops.figures import table_markdown
 from ops.readout.augmentation_summary import AUGMENTATION_METRICS, ORIGINAL, empty_metrics, table_5
 from ops.schema import RATINGS, conform
@@ -90,11 +93,6 @@ def refit_and_evaluate(
     exactly the one asked for, it is evaluated instead of trained again (training is seeded,
     so a second run would give the same model at the cost of a training).
     """
-    from tqdm.auto import tqdm
-
-    from ops.arms.base import FitData
-    from ops.arms.recommenders import TrainedArm, evaluate_arm, train_arm
-
     config = config or AugmentationConfig()
     signals = tuple(config.signals if signals is None else signals)
     unknown = [s for s in signals if s not in SIGNALS]

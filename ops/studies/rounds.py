@@ -40,11 +40,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
+from scipy import stats
 
 from ops.agents.memory import grow_memories
+from ops.agents.movie_facts import genre_vocabulary
 from ops.agents.session import AgentSession
-from ops.arms.recommenders import arm_config
-from ops.figures import table_markdown
+from ops.arms.recommenders import arm_config, top_k, train_arm
+from ops.figures import pyplot, table_markdown
 from ops.readout.ab_readout import per_agent_metrics
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
@@ -128,8 +130,6 @@ def simulate_round(
     round 0); `pool` the movie ids this round may recommend (None: the whole catalogue);
     `concurrency` agents in flight (`simulate_arm`; the LLM brain's coroutines).
     """
-    from ops.arms.recommenders import top_k, train_arm
-
     config = config or RoundsConfig()
     written_before = conform(written_before, WRITTEN_MEMORIES, "written memories")
     added_before = conform(added_before, RATINGS, "simulated training rows")
@@ -393,8 +393,6 @@ def filter_bubble_metrics(
 ) -> pl.DataFrame:
     """One row per (round, metric): mean over agents and its bootstrap interval (module
     docstring); coverage is over each round's own pool."""
-    from ops.readout.ab_readout import per_agent_metrics
-
     genres = _genre_matrix(catalogue_frame)
     rows = []
     for result in results:
@@ -437,8 +435,6 @@ def filter_bubble_metrics(
 def filter_bubble_figure(metrics: pl.DataFrame, title: str = ""):
     """Agent4Rec Figure 8 and beside it the same for what agents watched, coverage and
     satisfaction: each metric over rounds with its interval."""
-    from ops.figures import pyplot
-
     plt = pyplot()
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
     for ax, name in zip(axes.ravel(), FILTER_BUBBLE_METRICS):
@@ -466,8 +462,6 @@ def _clock_after(train: pl.DataFrame, written: pl.DataFrame, added: pl.DataFrame
 
 
 def _genre_matrix(catalogue_frame: pl.DataFrame) -> dict[int, np.ndarray]:
-    from ops.agents.movie_facts import genre_vocabulary
-
     vocabulary = genre_vocabulary(catalogue_frame)
     index = {g: j for j, g in enumerate(vocabulary)}
     out = {}
@@ -522,8 +516,6 @@ def _coverage(lists: pl.DataFrame, users: np.ndarray, pool: int, confidence: flo
     interval.  Not the bootstrap: a resample repeats agents, so its distinct count is
     biased low — on the synthetic default the percentile interval lay wholly below the
     estimate and the bias-corrected (basic) one wholly above it."""
-    from scipy import stats
-
     listed = dict(lists.group_by("user_id").agg(pl.col("movie_id").unique()).iter_rows())
     per_user = [np.asarray(listed.get(int(u), []), dtype=np.int64) for u in users]
     n = len(per_user)

@@ -26,6 +26,7 @@ task is no easier; the shares of relevant items differ (`ListQuality.shares` say
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -250,8 +251,6 @@ def map_in_order(fn, items: Sequence, workers: int = 1, progress=None) -> list:
     """`[fn(x) for x in items]`, on a pool of `workers` threads when more than one (every
     question has its own random stream, so the answers do not depend on the order they
     finish in); `progress` wraps the results as they come, in order (tqdm)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     wrap = progress or (lambda it: it)
     if workers <= 1 or len(items) <= 1:
         return list(wrap(fn(x) for x in items))

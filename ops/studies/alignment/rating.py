@@ -26,8 +26,12 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from scipy.stats import wasserstein_distance
+from tqdm.auto import tqdm
 
 from ops.agents.session import AgentSession
+from ops.arms.base import ScoresNotAvailable
+from ops.codec import load_fields, save_fields
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
@@ -69,14 +73,10 @@ class RatingAlignment:
 
     def save(self, folder: Path) -> None:
         """Into `folder` without pickle (`ops.codec.save_fields`)."""
-        from ops.codec import save_fields
-
         save_fields(folder, "RatingAlignment", 1, self)
 
     @classmethod
     def load(cls, folder: Path) -> RatingAlignment:
-        from ops.codec import load_fields
-
         return load_fields(cls, folder, "RatingAlignment", 1)
 
     def metrics(self) -> dict[str, float | int | None]:
@@ -123,8 +123,6 @@ def brain_ratings(
 ) -> pl.DataFrame:
     """`pairs` with a `simulated` column: the rating the brain gives each movie on its detail
     page when asked to rate (null when it gave none)."""
-    from tqdm.auto import tqdm
-
     by_user = {s.user_id: s for s in sessions}
     missing = sorted(set(pairs.get_column("user_id").to_list()) - set(by_user))
     if missing:
@@ -162,13 +160,12 @@ def offline_rating_predictors(
     """Per arm that scores pairs (`ops.arms.base.Arm`; one that only ranks is left out),
     a function (users, movies) -> rating: its score mapped by isotonic regression fitted on
     (a sample of at most `max_pairs` of) the validation window's ratings."""
-    from sklearn.isotonic import IsotonicRegression
+    from sklearn.isotonic import IsotonicRegression  # lazy: scikit-learn (a second to import), for this fit only
 
     if valid.height > max_pairs:
         valid = valid[np.sort(named_rng(seed, "isotonic sample").choice(valid.height, max_pairs, replace=False))]
     users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("movie_id").to_numpy()
     ratings = valid.get_column("rating").to_numpy().astype(float)
-    from ops.arms.base import ScoresNotAvailable
 
     predictors = {}
     for name, arm in sorted(arms.items()):
@@ -234,8 +231,6 @@ def rating_alignment(
 
 def rating_distribution(simulated: np.ndarray, real: np.ndarray) -> tuple[pl.DataFrame, float | None]:
     """(star, real_share, simulated_share) and the Wasserstein distance between the two."""
-    from scipy.stats import wasserstein_distance
-
     simulated, real = np.asarray(simulated, dtype=float), np.asarray(real, dtype=float)
     shares = {
         "star": list(STARS),

@@ -32,6 +32,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from ops.agents.session import AgentSession
+from ops.codec import load_fields, save_fields
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
@@ -75,14 +76,10 @@ class TasteDiscrimination:
 
     def save(self, folder: Path) -> None:
         """Into `folder` without pickle (`ops.codec.save_fields`)."""
-        from ops.codec import save_fields
-
         save_fields(folder, "TasteDiscrimination", 1, self)
 
     @classmethod
     def load(cls, folder: Path) -> TasteDiscrimination:
-        from ops.codec import load_fields
-
         return load_fields(cls, folder, "TasteDiscrimination", 1)
 
     def metrics(self) -> dict[str, float]:

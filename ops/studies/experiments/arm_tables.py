@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
+from scipy.stats import kendalltau
 
-from ops.figures import table_markdown
+from ops.figures import pyplot, table_markdown
 from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
 from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
 from ops.readout.report import pair_counts
@@ -133,8 +134,6 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
 
 def ordering_lines(table: pl.DataFrame, paper: Mapping[str, Mapping[str, float]]) -> list[str]:
     """Per metric, whether our arms come in the paper's order (Kendall τ over the arms both have)."""
-    from scipy.stats import kendalltau
-
     shared = [a for a in table.get_column("arm").to_list() if a in paper]
     if len(shared) < 2:
         return ["Ordering against the paper: fewer than two arms in common."]
@@ -219,8 +218,6 @@ def brain_comparison(
 
 def brain_markdown(table: pl.DataFrame, differences: pl.DataFrame, brains: Sequence[str]) -> list[str]:
     """The brains side by side per arm, their differences, and whether they order the arms alike."""
-    from scipy.stats import kendalltau
-
     header = ["arm", *[f"{HEADERS[m]} {b}" for m in SIMULATED for b in brains]]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     cells = {(r["arm"], r["brain"]): r for r in table.iter_rows(named=True)}
@@ -275,8 +272,6 @@ def interval_cell(value, low, high, metric: str = "") -> str:
 def arm_figure(table: pl.DataFrame, title: str):
     """Simulated CTR and offline NDCG@20 per arm with their intervals, side by side: do the
     two orderings agree, and are the differences bigger than the intervals?"""
-    from ops.figures import pyplot
-
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     names = table.get_column("arm").to_list()
@@ -295,8 +290,6 @@ def arm_figure(table: pl.DataFrame, title: str):
 
 def brain_figure(table: pl.DataFrame):
     """CTR per arm, one bar per brain with its interval: where do the brains differ?"""
-    from ops.figures import pyplot
-
     plt = pyplot()
     arms = list(dict.fromkeys(table.get_column("arm").to_list()))
     brains = list(dict.fromkeys(table.get_column("brain").to_list()))

@@ -25,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from PIL import Image, ImageEnhance
 
-from ops.figures import save_figure, table_markdown
+from ops.agents.embeddings import load_poster
+from ops.figures import pyplot, save_figure, table_markdown
 from ops.readout.ab_readout import ReadoutConfig, ab_readout
 from ops.readout.statistics import named_rng
 from ops.simulation.assignment import sample_agents
@@ -57,8 +59,6 @@ FRAME_ASPECT = 16 / 9
 
 def poster_version(image, version: str):
     """The `version` of a poster image (PIL, RGB)."""
-    from PIL import Image, ImageEnhance
-
     image = image.convert("RGB")
     if version == ORIGINAL:
         return image
@@ -95,8 +95,6 @@ def write_versions(
 ) -> dict[str, pl.DataFrame]:
     """Per version, the catalogue with the sampled movies' posters (small and large)
     replaced by that version's image, written under `folder`/<version>/<movie>.png."""
-    from ops.agents.embeddings import load_poster
-
     chosen = set(int(m) for m in movie_ids)
     sources = {
         int(r["movie_id"]): r["poster_large"] or r["poster_small"]
@@ -230,8 +228,6 @@ def thumbnail_table(events: pl.DataFrame, config: ReadoutConfig | None = None) -
 
 def thumbnail_figure(table: pl.DataFrame):
     """Figure 10's bars: click rate per thumbnail version with 95 % intervals."""
-    from ops.figures import pyplot
-
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     x = np.arange(table.height)

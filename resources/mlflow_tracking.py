@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
@@ -167,20 +167,14 @@ class MlflowTracking(ConfigurableResource):
             client = self.client()
             exp = self.experiment_id()
             query = f"tags.simab_lifecycle = '{lifecycle}' and tags.simab_role = '{LIFECYCLE_ROLE}'"
-            with _lock("lifecycle"):
-                runs = client.search_runs([exp], filter_string=query, max_results=1)
-                if runs:
-                    run_id = runs[0].info.run_id
-                else:
-                    run_id = client.create_run(
-                        exp,
-                        run_name=f"lifecycle {lifecycle}",
-                        tags={
-                            "simab_lifecycle": lifecycle,
-                            "simab_role": LIFECYCLE_ROLE,
-                            "code_version": code_version(),
-                        },
-                    ).info.run_id
+            run_id = _find_or_create(
+                client,
+                exp,
+                query,
+                "lifecycle",
+                f"lifecycle {lifecycle}",
+                lambda: {"simab_lifecycle": lifecycle, "simab_role": LIFECYCLE_ROLE},
+            )
             if params:
                 logged = client.get_run(run_id).data.params
                 fresh = [Param(k, str(_param(v))) for k, v in params.items() if k not in logged]
@@ -202,29 +196,19 @@ class MlflowTracking(ConfigurableResource):
         client = self.client()
         exp = self.experiment_id()
         query = f"tags.dagster_run_id = '{dagster_run_id}' and tags.simab_role = '{PARENT_ROLE}'"
-        with _lock("parent"):
-            runs = client.search_runs([exp], filter_string=query, max_results=1)
-            if runs:
-                run_id = runs[0].info.run_id
-            else:
-                # Lock order parent → lifecycle, never the other way round.
-                nested = (
-                    {"mlflow.parentRunId": self.lifecycle_run_id(lifecycle), "simab_lifecycle": lifecycle}
-                    if lifecycle
-                    else {}
-                )
-                run = client.create_run(
-                    exp,
-                    run_name=f"{job_name or 'materialize'} {dagster_run_id[:8]}",
-                    tags={
-                        **nested,
-                        "dagster_run_id": dagster_run_id,
-                        "dagster_job": job_name,
-                        "simab_role": PARENT_ROLE,
-                        "code_version": code_version(),
-                    },
-                )
-                run_id = run.info.run_id
+
+        def new_tags() -> dict[str, str]:
+            # Called under the parent's lock: lock order parent → lifecycle, never the other way round.
+            nested = (
+                {"mlflow.parentRunId": self.lifecycle_run_id(lifecycle), "simab_lifecycle": lifecycle}
+                if lifecycle
+                else {}
+            )
+            return {**nested, "dagster_run_id": dagster_run_id, "dagster_job": job_name, "simab_role": PARENT_ROLE}
+
+        run_id = _find_or_create(
+            client, exp, query, "parent", f"{job_name or 'materialize'} {dagster_run_id[:8]}", new_tags
+        )
         for key, value in (tags or {}).items():
             client.set_tag(run_id, key, value)
         return run_id
@@ -419,6 +403,18 @@ def sqlite_cause(exc: BaseException) -> BaseException | None:
 def _param(value: Any) -> Any:
     text = str(value)
     return text if len(text) <= 6000 else text[:5990] + "…"
+
+
+def _find_or_create(client, experiment: str, query: str, lock: str, run_name: str, tags: Callable[[], dict]) -> str:
+    """The id of the run `query` finds, else of a run created with `run_name` and `tags()`
+    (and the code version), under the lock `lock` so that two steps create one."""
+    with _lock(lock):
+        runs = client.search_runs([experiment], filter_string=query, max_results=1)
+        if runs:
+            return runs[0].info.run_id
+        return client.create_run(
+            experiment, run_name=run_name, tags={**tags(), "code_version": code_version()}
+        ).info.run_id
 
 
 @contextmanager

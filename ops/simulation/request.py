@@ -2,7 +2,7 @@
 decides, the seed, the session number and where its checkpoint goes (`SimulationRequest`),
 and the simulation's configuration (`SimulationConfig`: the sandbox, fatigue, the limits).
 
-A request is made once, where the caller's arguments enter the runner (`request_for`):
+A request is made once, where the caller's arguments enter the runner (`SimulationRequest.of`):
 the users chosen and checked, each agent's list taken from the arm's, each agent's session
 started fresh with its tier's budget.  Everything below the runner — the driver, the
 session loop, the checkpoint — reads that one value.
@@ -68,72 +68,59 @@ class SimulationRequest:
     concurrency: int = 1
     checkpoint_dir: Path | None = None
 
+    def __post_init__(self) -> None:
+        for name, least in (("seed", 0), ("concurrency", 1), ("session", 0)):
+            if getattr(self, name) < least:
+                raise ValueError(f"simulation {name} must be >= {least}, got {getattr(self, name)}")
+        if self.checkpoint_dir is not None:
+            object.__setattr__(self, "checkpoint_dir", Path(self.checkpoint_dir))
+
+    @classmethod
+    def of(
+        cls,
+        arm: str,
+        lists: Mapping[int, Sequence[int]],
+        agents: Sequence[AgentSession],
+        catalogue: Catalogue,
+        brain: Brain,
+        config: SimulationConfig,
+        users: Iterable[int] | None = None,
+        activity_tiers: Mapping[int, str] | None = None,
+        **fields,
+    ) -> SimulationRequest:
+        """The request of `ops.simulation.runner.simulate_arm`'s arguments (its docstring),
+        checked: every agent of `users` (default: all) has one template in `agents` and a
+        list in `lists`; each starts a fresh session with its activity tier's budget (from
+        `activity_tiers`, else its profile).  `fields`: seed, session, run_id, concurrency,
+        checkpoint_dir."""
+        by_user = {a.user_id: a for a in agents}
+        if len(by_user) != len(agents):
+            raise ValueError("simulation: agents repeat a user_id")
+        chosen = sorted(by_user) if users is None else sorted(set(int(u) for u in users))
+        unknown = [u for u in chosen if u not in by_user]
+        if unknown:
+            raise ValueError(f"simulation of arm {arm!r}: no agent for user(s) {unknown[:10]}")
+        missing = [u for u in chosen if u not in lists]
+        if missing:
+            raise ValueError(f"simulation of arm {arm!r}: the top-k table has no list for user(s) {missing[:10]}")
+        sessions = tuple(
+            AgentSession(
+                user_id=user_id,
+                profile=by_user[user_id].profile,
+                memory=by_user[user_id].memory,
+                fatigue_spent=0.0,
+                fatigue_budget=session_budget(
+                    activity_tier_of(by_user[user_id], activity_tiers), config.fatigue, config.visits
+                ),
+                short_term=[],
+            )
+            for user_id in chosen
+        )
+        return cls(arm, {u: lists[u] for u in chosen}, sessions, catalogue, brain, config, **fields)
+
     @property
     def users(self) -> list[int]:
         return [s.user_id for s in self.sessions]
-
-
-def request_for(
-    arm: str,
-    lists: Mapping[int, Sequence[int]],
-    agents: Sequence[AgentSession],
-    catalogue: Catalogue,
-    brain: Brain,
-    config: SimulationConfig,
-    *,
-    seed: int = 0,
-    session: int = 0,
-    run_id: str = "",
-    users: Iterable[int] | None = None,
-    activity_tiers: Mapping[int, str] | None = None,
-    concurrency: int = 1,
-    checkpoint_dir: str | Path | None = None,
-) -> SimulationRequest:
-    """The request of `ops.simulation.runner.simulate_arm`'s arguments (its docstring),
-    checked: every agent of `users` (default: all) has one template in `agents` and a list
-    in `lists`; each starts a fresh session with its activity tier's budget."""
-    if seed < 0:
-        raise ValueError(f"simulation seed must be >= 0, got {seed}")
-    if concurrency < 1:
-        raise ValueError(f"simulation concurrency must be >= 1, got {concurrency}")
-    if session < 0:
-        raise ValueError(f"simulation session must be >= 0, got {session}")
-    by_user = {a.user_id: a for a in agents}
-    if len(by_user) != len(agents):
-        raise ValueError("simulation: agents repeat a user_id")
-    chosen = sorted(by_user) if users is None else sorted(set(int(u) for u in users))
-    unknown = [u for u in chosen if u not in by_user]
-    if unknown:
-        raise ValueError(f"simulation of arm {arm!r}: no agent for user(s) {unknown[:10]}")
-    missing = [u for u in chosen if u not in lists]
-    if missing:
-        raise ValueError(f"simulation of arm {arm!r}: the top-k table has no list for user(s) {missing[:10]}")
-    sessions = tuple(
-        AgentSession(
-            user_id=user_id,
-            profile=by_user[user_id].profile,
-            memory=by_user[user_id].memory,
-            fatigue_spent=0.0,
-            fatigue_budget=session_budget(
-                activity_tier_of(by_user[user_id], activity_tiers), config.fatigue, config.visits
-            ),
-            short_term=[],
-        )
-        for user_id in chosen
-    )
-    return SimulationRequest(
-        arm=arm,
-        lists={u: lists[u] for u in chosen},
-        sessions=sessions,
-        catalogue=catalogue,
-        brain=brain,
-        config=config,
-        seed=seed,
-        session=session,
-        run_id=run_id,
-        concurrency=concurrency,
-        checkpoint_dir=None if checkpoint_dir is None else Path(checkpoint_dir),
-    )
 
 
 def activity_tier_of(agent: AgentSession, activity_tiers: Mapping[int, str] | None) -> str:

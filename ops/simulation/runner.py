@@ -38,7 +38,7 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.checkpointing import record, resume
 from ops.simulation.driver import drive
 from ops.simulation.observation import AGENT_FAILURES, fallback_kind
-from ops.simulation.request import SimulationConfig, SimulationRequest, activity_tier_of, request_for
+from ops.simulation.request import SimulationConfig, SimulationRequest, activity_tier_of
 from ops.simulation.session import FALLBACK_REASON, events_frame
 from ops.simulation.visits import agents_by_session
 from ops.web import redact
@@ -93,23 +93,14 @@ def simulate(
             by_session = agents_by_session(chosen, tiers, sessions_per_agent, config.visits)
         folder = checkpoint_dir if checkpoint_dir is None or len(arms) == 1 else Path(checkpoint_dir) / arm
         lists = top_k_lists(top_k, arm)  # once per arm, for every session
+        common = dict(
+            activity_tiers=activity_tiers, seed=seed, run_id=run_id, concurrency=concurrency, checkpoint_dir=folder
+        )
         for session, session_users in enumerate(by_session or [[]]):
             if not session_users and session:
                 continue
-            request = request_for(
-                arm,
-                lists,
-                agents,
-                catalogue,
-                brain,
-                config,
-                seed=seed,
-                session=session,
-                run_id=run_id,
-                users=session_users,
-                activity_tiers=activity_tiers,
-                concurrency=concurrency,
-                checkpoint_dir=folder,
+            request = SimulationRequest.of(
+                arm, lists, agents, catalogue, brain, config, session_users, session=session, **common
             )
             frames.append(run(request))
     if not frames:
@@ -170,21 +161,9 @@ def simulate_arm(
     `config.max_failed_agents_share` of its agents have failed.
     """
     config = config or SimulationConfig()
-    request = request_for(
-        arm,
-        top_k_lists(top_k, arm),
-        agents,
-        catalogue,
-        brain,
-        config,
-        seed=seed,
-        session=session,
-        run_id=run_id,
-        users=users,
-        activity_tiers=activity_tiers,
-        concurrency=concurrency,
-        checkpoint_dir=checkpoint_dir,
-    )
+    fields = dict(seed=seed, session=session, run_id=run_id, concurrency=concurrency, checkpoint_dir=checkpoint_dir)
+    lists = top_k_lists(top_k, arm)
+    request = SimulationRequest.of(arm, lists, agents, catalogue, brain, config, users, activity_tiers, **fields)
     return run(request)
 
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
-from tqdm.auto import tqdm
 
 from ops.agents.session import AgentSession
 from ops.readout.statistics import named_rng
@@ -88,12 +87,8 @@ def taste_per_item(
         ratio, user, movies, _ = question
         return judged(question, answer(by_user[user], movies, ratio))
 
-    rows = map_in_order(
-        judge,
-        questions,
-        brain_workers(answer) if workers is None else workers,
-        lambda it: tqdm(it, total=len(questions), desc="taste, per item", disable=not progress, mininterval=2.0),
-    )
+    workers = brain_workers(answer) if workers is None else workers
+    rows = map_in_order(judge, questions, workers, "taste, per item", progress)
     if getattr(answer, "outcomes", None) is not None:  # an answerer that can fail (the LLM's)
         check_fallbacks("taste discrimination (per item)", answer.outcomes)
     per_agent = per_agent_frame(rows)

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 from scipy.stats import wasserstein_distance
-from tqdm.auto import tqdm
 
 from ops.agents.session import AgentSession
 from ops.arms.base import ScoresNotAvailable
@@ -144,12 +143,7 @@ def brain_ratings(
         return decision.rating if decision.action == WATCH_AND_RATE else None
 
     # As many pairs at once as the endpoint serves (each pair has its own random stream).
-    out = map_in_order(
-        rate,
-        questions,
-        brain_workers(brain),
-        lambda it: tqdm(it, total=len(questions), desc="rating prediction", disable=not progress, mininterval=2.0),
-    )
+    out = map_in_order(rate, questions, brain_workers(brain), "rating prediction", progress)
     check_fallbacks("rating prediction", outcomes)
     return pairs.with_columns(pl.Series("simulated", out, dtype=pl.Int64))
 

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from tqdm.auto import tqdm
 
 from ops.agents.session import AgentSession
 from ops.codec import load_fields, save_fields
@@ -166,12 +165,7 @@ def taste_discrimination(
 
     # One list per thread, as many as the endpoint serves at once (one at a time made 0.28
     # calls/s on a server that serves 2).
-    rows = map_in_order(
-        judge,
-        questions,
-        brain_workers(brain),
-        lambda it: tqdm(it, total=len(questions), desc="taste discrimination", disable=not progress, mininterval=2.0),
-    )
+    rows = map_in_order(judge, questions, brain_workers(brain), "taste discrimination", progress)
     check_fallbacks("taste discrimination (sandbox)", outcomes)
     per_agent = per_agent_frame(rows)
     return TasteDiscrimination(per_agent, taste_summary(per_agent, n_bootstrap, confidence, seed))

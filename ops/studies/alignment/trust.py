@@ -193,18 +193,10 @@ def trust_section(
                     "future, as an A/B test does; these ask what the papers asked.",
                     "",
                 ]
-        lines += [
-            table_markdown(taste.table(), ".3f"),
-            "",
-            "The papers, MovieLens (accuracy / precision / recall / F1):",
-            "",
-        ]
-        lines += [
-            table_markdown(_paper_taste(), ".3f"),
-            "",
-            f"Protocol difference: {papers.TASTE_DIFFERENCE}",
-            "",
-        ] + figure("taste")
+        lines += [table_markdown(taste.table(), ".3f"), ""]
+        lines += ["The papers, MovieLens (accuracy / precision / recall / F1):", ""]
+        lines += [table_markdown(_paper_taste(), ".3f"), "", f"Protocol difference: {papers.TASTE_DIFFERENCE}", ""]
+        lines += figure("taste")
     else:
         lines += not_run("taste")
 
@@ -236,12 +228,9 @@ def trust_section(
             f"Rating distribution: Wasserstein distance {w} stars between the agents' and the real ratings of the same pairs.",
             "",
         ]
-        lines += [
-            table_markdown(rating.distribution, ".3f"),
-            "",
-            f"Protocol difference: {papers.RATING_DIFFERENCE} {papers.DISTRIBUTION_DIFFERENCE}",
-            "",
-        ] + figure("rating")
+        lines += [table_markdown(rating.distribution, ".3f"), ""]
+        lines += [f"Protocol difference: {papers.RATING_DIFFERENCE} {papers.DISTRIBUTION_DIFFERENCE}", ""]
+        lines += figure("rating")
     else:
         lines += not_run("rating")
 

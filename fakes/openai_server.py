@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible chat endpoint, for the LLM brain's tests, fault suite and benchmark.
+"""A fake OpenAI-compatible chat endpoint, for the LLM brain's tests, fault suite and benchmark
+(one concept, the fake endpoint: its server, its scripted faults and the policies it answers with).
 
 POST /v1/chat/completions answers in OpenAI's chat-completion JSON shape ("choices" with one
 assistant message, "usage" with prompt and completion tokens).  What it answers comes, in

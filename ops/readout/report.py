@@ -4,7 +4,9 @@ simulation (ops.readout.fidelity).  The `simab_report` asset writes it and logs 
 
 `report_html` turns whatever the Markdown report holds (every section, whoever added it)
 into one self-contained HTML page: the figures embedded as data URIs, so the file can be
-mailed, opened from an MLflow artefact or served by the viewer as it is."""
+mailed, opened from an MLflow artefact or served by the viewer as it is.
+
+One concept, the report: its sections, the verdict lines that open it, and its HTML page."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The LLM brain itself: per page, the prompt (`prompts`), the answer checked (`answers`),
 re-asked once, or a recorded fallback; the exit interview; memories recalled for the page.
-The endpoint, retries and cache are `client.LLMClient`'s.  See the package docstring."""
+The endpoint, retries and cache are `client.LLMClient`'s.  See the package docstring.
+
+One concept, the LLM brain's decisions, from the page to the checked answer."""
 
 from __future__ import annotations
 

@@ -159,7 +159,7 @@ class BrainKind:
 
     def answer_taste(self, brain, question):
         """The papers' per-item taste question — the agent shown a whole list says for every
-        item whether it would watch it (`ops.studies.alignment.taste.TasteQuestion`) — as
+        item whether it would watch it (`ops.studies.alignment.per_item.TasteQuestion`) — as
         `brain`, one of this kind's, answers it: (answerer, thresholds or None), the answerer
         (agent template, movies, ratio) -> the movies it would watch.  `question` offers the
         ways: `question.cut(scorer)` — yes where `scorer(session, movies)`, one score per

@@ -1,5 +1,6 @@
-"""The trust protocols for the embedded brain on real MovieLens, beside the papers (one
-concept, this benchmark: every protocol run once on the same split and printed).
+"""The trust protocols for the embedded brain on real MovieLens, beside the papers.
+
+One concept, this benchmark: every protocol run once on the same split and printed.
 
 The alignment protocols (ops.studies.alignment) printed beside SimUSER, Agent4Rec and A/B
 Agent (reference data, never shipped).

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from ops.agents.build import Agents, AgentsConfig, build_agents
 from ops.agents.profile import profiles_frame
+from ops.figures import table_markdown
 from ops.simulation.brains.llm.persona import PersonaOutcome, match_personas, persona_agents, persona_inputs, tenths
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.cost import estimate_persona_cost
@@ -68,7 +69,7 @@ def agents(
         for column in ("activity_tier", "conformity_tier", "diversity_tier", "pickiness"):
             if column in table.columns:
                 mlflow_tracking.log_metrics({f"{column}_{k}": v for k, v in table.group_by(column).len().iter_rows()})
-    preview = table.head(10).to_pandas().to_markdown(index=False)
+    preview = table_markdown(table.head(10))
     return Output(
         population,
         metadata={

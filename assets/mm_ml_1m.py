@@ -16,6 +16,7 @@ from pydantic import Field
 from data_contracts.checks import metadata_verdict, stop_before_storing
 from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
 from ops.data.mm_ml_1m import build_mm_ml_1m, coverage_table
+from ops.figures import table_markdown
 from ops.schema import METADATA, conform
 from ops.settings import MetadataSource, config_default
 from resources.mlflow_tracking import MlflowTracking
@@ -98,7 +99,7 @@ def movie_metadata(
     meta = {"source": source, "rows": metadata.height, "coverage": metadata.height / max(movies.height, 1)}
     if failures is not None:
         meta["failures"] = failures.height
-        meta["failure examples"] = MetadataValue.md(failures.head(20).to_pandas().to_markdown(index=False))
+        meta["failure examples"] = MetadataValue.md(table_markdown(failures.head(20)))
     return MaterializeResult(value=metadata, data_version=DataVersion(digest), metadata=meta)
 
 
@@ -115,9 +116,10 @@ def mm_ml_1m(
     movie has none), with its Table 1 coverage."""
     mm = build_mm_ml_1m(movies, movie_metadata)
     coverage = coverage_table(mm, ratings=ratings, users=users)
+    coverage_md = table_markdown(coverage.select("feature", "type", "count", "range"))
     with mlflow_tracking.asset_run(context):
         mlflow_tracking.log_table(coverage, "coverage_table1")
-        mlflow_tracking.log_text(_markdown(coverage), "tables/coverage_table1.md")
+        mlflow_tracking.log_text(coverage_md, "tables/coverage_table1.md")
         mlflow_tracking.log_metrics(
             {
                 f"coverage_{row['feature'].lower().replace(' ', '_')}": row["count"]
@@ -128,12 +130,8 @@ def mm_ml_1m(
     return MaterializeResult(
         value=mm,
         data_version=DataVersion(digest),
-        metadata={"rows": mm.height, "coverage (A/B Agent Table 1)": MetadataValue.md(_markdown(coverage))},
+        metadata={"rows": mm.height, "coverage (A/B Agent Table 1)": MetadataValue.md(coverage_md)},
     )
-
-
-def _markdown(coverage: pl.DataFrame) -> str:
-    return coverage.select("feature", "type", "count", "range").to_pandas().to_markdown(index=False)
 
 
 def _read_links(path: str) -> pl.DataFrame:

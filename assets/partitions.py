@@ -8,7 +8,7 @@ arms declared from `$SIMAB_ARMS` specs (`declare_arms`: a lists file, an MLflow 
 with parameters).  Which of them a full run uses is run configuration (`pipelines.run_config`).
 
 User shards ($SIMAB_SHARDS, 1 by default): with N > 1 the agents of an arm are dealt to N
-shards (`ops.simulation.runner.user_shard`) and `simulation_shard` is partitioned by
+shards (`ops.simulation.assignment.user_shard`) and `simulation_shard` is partitioned by
 `arm_shard_partitions(N)`, a `MultiPartitionsDefinition` arm × shard whose keys read
 `fm|0` … `fm|N-1`.  A two-dimensional definition rather than hand-made `fm|0` keys: the
 Dagster UI shows the arm × shard grid, a backfill selects "every shard of fm" or "shard 3

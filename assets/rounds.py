@@ -43,9 +43,10 @@ from ops.schema import RATINGS
 from ops.settings import config_default
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
-from ops.simulation.runner import SimulationConfig
-from ops.studies.rounds import RoundsConfig, empty_written_memories, filter_bubble_figure, play_round
-from ops.studies.rounds import filter_bubble as run_filter_bubble
+from ops.simulation.request import SimulationConfig
+from ops.studies.filter_bubble import filter_bubble as run_filter_bubble
+from ops.studies.filter_bubble import filter_bubble_figure
+from ops.studies.rounds import RoundsConfig, empty_written_memories, play_round
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager

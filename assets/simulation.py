@@ -7,7 +7,7 @@ and a killed run leaves the previous complete set in place.
 
 Resuming: each finished agent is appended to a checkpoint under
 `$SIMAB_HOME/checkpoints/simulation_events/<partition>/` as its session ends, keyed by every
-input of the partition (`ops.simulation.runner.checkpoint_key`).  A killed run materialised
+input of the partition (`ops.simulation.checkpointing.checkpoint_key`).  A killed run materialised
 again keeps the finished agents and simulates only the others (with the LLM brain, their
 calls already answered come from the response cache).  A checkpoint is superseded — deleted —
 when the partition runs with other inputs, and kept once complete, so a re-run with the same
@@ -25,7 +25,6 @@ import functools
 import os
 import tempfile
 from contextlib import nullcontext
-from dataclasses import replace
 from typing import Literal
 
 import polars as pl
@@ -47,22 +46,18 @@ from pydantic import Field
 
 from assets.partitions import ARM_DIMENSION, DEFAULT_ARMS, SHARD_DIMENSION, arm_partitions, arm_shard_partitions
 from ops.checkpoint import partition_lock
+from ops.figures import table_markdown
 from ops.links import viewer_url
 from ops.readout.ab_readout import fallback_counts
 from ops.settings import ActivityDrives, Persona, config_default
+from ops.simulation.assignment import agents_of_arm, agents_of_shard, combine_shards
 from ops.simulation.brains.llm.persona import apply_personas
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.cost import CostEstimateConfig, CostLimitExceeded, check_cost_limit
 from ops.simulation.kinds import DEFAULT_BRAIN, BrainKind, BrainSources, brain_kind
 from ops.simulation.kinds.llm import LLM
-from ops.simulation.runner import (
-    SimulationConfig,
-    activity_tier_of,
-    agents_of_arm,
-    agents_of_shard,
-    combine_shards,
-    simulate,
-)
+from ops.simulation.request import SimulationConfig, activity_tier_of
+from ops.simulation.runner import simulate
 from ops.simulation.visits import mean_sessions, visits_config
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -244,7 +239,7 @@ def sharded_simulation_assets(shards: int) -> list:
         io_manager: ResourceParam[SimabIOManager],
     ) -> MaterializeResult:
         """One user shard of an arm: the arm's sampled agents whose user id hashes to this
-        shard (`ops.simulation.runner.user_shard`), each with the generator it has unsharded;
+        shard (`ops.simulation.assignment.user_shard`), each with the generator it has unsharded;
         a re-runnable partition with a checkpoint folder of its own."""
         keys = context.partition_key.keys_by_dimension
         arm, shard = keys[ARM_DIMENSION], int(keys[SHARD_DIMENSION])
@@ -423,7 +418,7 @@ def _events_result(
             **fallbacks,
             **({"llm endpoint": described["llm_endpoint"]} if "llm_endpoint" in described else {}),
             **({f"llm {k}": v for k, v in usage.facts().items()} if usage is not None else {}),
-            "actions": MetadataValue.md(actions.to_pandas().to_markdown(index=False)),
+            "actions": MetadataValue.md(table_markdown(actions)),
             "trajectory viewer": MetadataValue.url(viewer),
         },
     )
@@ -448,7 +443,7 @@ def _cost_estimate(
     )
     sessions = agents.sessions(chosen)
     estimate = kind.simulation_estimate(
-        replace(sources, fatigue=sim_config.fatigue), arm, top20_lists, sessions, sim_config, chosen, estimate_config
+        sources.replace(fatigue=sim_config.fatigue), arm, top20_lists, sessions, sim_config, chosen, estimate_config
     )
     if estimate is None:
         return None

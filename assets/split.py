@@ -7,6 +7,7 @@ from pydantic import Field
 from ops.data.plots import split_timeline
 from ops.data.split import chronological_split as split
 from ops.data.split import split_statistics
+from ops.figures import table_markdown
 from resources.mlflow_tracking import MlflowTracking
 
 GROUP = "split"
@@ -42,7 +43,7 @@ def chronological_split(
         digests = {name: mlflow_tracking.log_frame(frame, f"{name}_ratings") for name, frame in parts.frames().items()}
         mlflow_tracking.log_table(stats, "split_statistics")
         mlflow_tracking.log_figure(split_timeline(parts.frames()), "plots/split_timeline.png")
-    table = MetadataValue.md(stats.to_pandas().to_markdown(index=False))
+    table = MetadataValue.md(table_markdown(stats))
     for name, frame in parts.frames().items():
         yield MaterializeResult(
             asset_key=f"{name}_ratings",

@@ -1,5 +1,7 @@
 """The trust protocols for the embedded brain on real MovieLens, beside the papers.
 
+One concept, this benchmark: every protocol run once on the same split and printed.
+
 The alignment protocols (ops.studies.alignment) printed beside SimUSER, Agent4Rec and A/B
 Agent (reference data, never shipped).
 
@@ -42,6 +44,7 @@ from bench import OUT, prepare
 from ops.agents.embeddings import MiniLMTextEmbedder
 from ops.arms.recommenders import arm_config, top_k, train_arm
 from ops.environment import offline_defaults
+from ops.figures import table_markdown
 from ops.readout.ab_readout import per_agent_metrics
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement
 from ops.readout.report import pair_counts
@@ -51,12 +54,14 @@ from ops.simulation.brains.embedded import (
     fit_embedded_brain,
 )
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate, simulate_arm
 from ops.simulation.visits import VisitsConfig
 from ops.studies.alignment import papers
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
 from ops.studies.alignment.lists import mixed_lists, ratio_name
+from ops.studies.alignment.per_item import embedded_scorer, fit_taste_thresholds, taste_per_item, threshold_answerer
 from ops.studies.alignment.rating import (
     brain_ratings,
     offline_rating_predictors,
@@ -75,14 +80,7 @@ from ops.studies.alignment.social import (
     trait_row,
     verdicts,
 )
-from ops.studies.alignment.taste import (
-    TASTE_RATIOS,
-    embedded_scorer,
-    fit_taste_thresholds,
-    taste_discrimination,
-    taste_per_item,
-    threshold_answerer,
-)
+from ops.studies.alignment.taste import TASTE_RATIOS, taste_discrimination
 from ops.studies.alignment.windows import check_held_out
 
 # The columns of a social-traits row the tables print.
@@ -211,7 +209,7 @@ def main() -> None:
     arm_table = pl.DataFrame(rows).with_columns(
         pl.col("arm").replace_strict(ndcg, return_dtype=pl.Float64).alias("offline NDCG@20")
     )
-    print(_md(arm_table, ".4f"))
+    print(table_markdown(arm_table, ".4f"))
     results["arms_in_sandbox"] = arm_table.to_dicts()
     for name in ("before", "after"):
         per_agent = per_agent_metrics(events[name])
@@ -227,7 +225,7 @@ def main() -> None:
         )
         print(f"{name} calibration: Kendall τ(CTR, NDCG@20) = {tau:.3f}; {pair_counts(agreement_summary(pairs))}")
         print(
-            _md(
+            table_markdown(
                 relative.select(
                     "arm_a",
                     "arm_b",
@@ -364,7 +362,7 @@ def main() -> None:
         )
         if rule == after.config.rating_rule:
             print(
-                _md(
+                table_markdown(
                     scored.prediction.select(
                         "predictor",
                         "kind",
@@ -387,12 +385,12 @@ def main() -> None:
             f"rating rule {rule}{default}: RMSE {brain_row['rmse']:.3f} MAE {brain_row['mae']:.3f}, Wasserstein {scored.wasserstein:.3f}, star shares {shares}"
         )
     print("\nconformity tier vs rating gap on the same pairs (real ρ beside each rule's), with RMSE and Wasserstein:")
-    print(_md(pl.DataFrame(rule_rows), ".3f"))
+    print(table_markdown(pl.DataFrame(rule_rows), ".3f"))
     results["rating_rules"] = rule_rows
     real_shares = " ".join(f"{s:.3f}" for s in scored.distribution.get_column("real_share").to_list())
     print(f"real star shares 1..5: {real_shares}")
     print(
-        _md(
+        table_markdown(
             pl.DataFrame(
                 [(k, *v) for k, v in papers.SIMUSER_TABLE2.items()],
                 schema=["SimUSER Table 2, MovieLens", "RMSE", "MAE"],
@@ -461,18 +459,17 @@ def main() -> None:
         [by_rule, pl.DataFrame([valid_real], schema=SOCIAL).with_columns(pl.lit("(real)").alias("rule"))]
     )
     print("\n== Conformity in the sandbox sessions per rating rule (real: the test window) ==")
-    print(_md(by_rule.select("rule", "side", "agents", "rho", "ci_low", "ci_high", "mean_low", "mean_high"), ".3f"))
+    print(
+        table_markdown(
+            by_rule.select("rule", "side", "agents", "rho", "ci_low", "ci_high", "mean_low", "mean_high"), ".3f"
+        )
+    )
     results["social_by_rule"] = by_rule.to_dicts()
     print(
         "\n== Social traits: Spearman ρ of tier against behaviour, real (test window) beside simulated (the arms' sessions) =="
     )
-    print(
-        _md(
-            social.select("trait", "behaviour", "side", *ROW_COLUMNS),
-            ".3f",
-        )
-    )
-    print(_md(verdicts(social), ".3f"))
+    print(table_markdown(social.select("trait", "behaviour", "side", *ROW_COLUMNS), ".3f"))
+    print(table_markdown(verdicts(social), ".3f"))
     print(f"A/B Agent Fig. 6, clicks per session low / medium / high activity: {papers.AB_AGENT_FIG6_CLICKS}")
     results["social"] = social.to_dicts()
     # Activity and diversity under both designs of what the activity tier changes
@@ -495,7 +492,7 @@ def main() -> None:
         "\n== Activity and diversity counted in the window and per session (1 h gap), real (test window) beside both "
         "designs of what the activity tier changes (ops/simulation/visits.py) =="
     )
-    print(_md(per_visit.select("trait", "behaviour", "design", *ROW_COLUMNS), ".3f"))
+    print(table_markdown(per_visit.select("trait", "behaviour", "design", *ROW_COLUMNS), ".3f"))
     results["social_per_session"] = per_visit.to_dicts()
     # What the design does to the A/B read-out itself: each arm's CTR (agents the unit).
     ctr = {
@@ -510,7 +507,7 @@ def main() -> None:
         }
     )
     print("\nthe arms' CTR under each design, and Kendall τ against offline NDCG@20:")
-    print(_md(ctr_table, ".4f"))
+    print(table_markdown(ctr_table, ".4f"))
     for design in ctr:
         tau = kendalltau([ctr[design][a] for a in arms], [ndcg[a] for a in arms]).statistic
         print(f"  {design}: τ(CTR, NDCG@20) = {tau:.2f}")
@@ -536,7 +533,7 @@ def _print_calibration(response) -> None:
         "elasticity_cvr",
         *[f"{ratio_name(m)} {k}" for m in QUALITY_RATIOS for k in ("ctr", "cvr")],
     )
-    print(_md(grid, ".3f"))
+    print(table_markdown(grid, ".3f"))
     print(
         f"chosen: click log-odds x {response.click_scale:g} {response.click_shift:+.3f}; {response.metric} elasticity "
         f"{response.elasticity_before:.3f} -> {response.elasticity_after:.3f} ({response.agents} agents, seed {response.seed})"
@@ -574,19 +571,21 @@ def _print_ablation(before, after, split, agents, sessions, threshold_args, tast
                 **{f"F1 {r}": f1.get(r) for r in ("1:1", "1:3", "1:9", "1:4")},
             }
         )
-    print(_md(pl.DataFrame(rows), ".3f"))
+    print(table_markdown(pl.DataFrame(rows), ".3f"))
 
 
 def _print_taste(taste: dict) -> None:
     print("\n== Taste discrimination on the test window (mean over agents [95 % CI]) beside the papers (MovieLens) ==")
     for name, result in taste.items():
         print(f"-- embedded brain, protocol {result.protocol}, {name.removeprefix('per item, ')} calibration")
-        print(_md(result.table(), None))
+        print(table_markdown(result.table(), None))
     rows = []
     for paper, table in (("SimUSER", papers.SIMUSER_TABLE1), ("Agent4Rec", papers.AGENT4REC_TABLE1)):
         rows += [(paper, r, *v) for r, v in table.items()]
     print(
-        _md(pl.DataFrame(rows, schema=["paper", "ratio", "accuracy", "precision", "recall", "f1"], orient="row"), ".4f")
+        table_markdown(
+            pl.DataFrame(rows, schema=["paper", "ratio", "accuracy", "precision", "recall", "f1"], orient="row"), ".4f"
+        )
     )
 
 
@@ -594,8 +593,8 @@ def _print_quality(quality: dict) -> None:
     print("\n== List quality on the test window (A/B Agent Fig. 5) ==")
     for name, result in quality.items():
         print(f"-- embedded brain, {name} calibration; rises: {result.rises}")
-        print(_md(result.table(), None))
-        print(_md(result.elasticity, ".3f"))
+        print(table_markdown(result.table(), None))
+        print(table_markdown(result.elasticity, ".3f"))
 
 
 def _arms(args, split, users, frame) -> dict:
@@ -622,10 +621,6 @@ def _rule_update(rule: str) -> dict:
     if name != "crowd" or len(values) != 2:
         raise SystemExit(f"--sandbox-rules: {rule!r} is not RULE or crowd:WEIGHT:SPREAD")
     return {"rating_rule": name, "rating_crowd_weight": float(values[0]), "rating_spread": float(values[1])}
-
-
-def _md(frame: pl.DataFrame, floatfmt: str | None) -> str:
-    return frame.to_pandas().to_markdown(index=False, **({"floatfmt": floatfmt} if floatfmt else {}))
 
 
 class _Clock:

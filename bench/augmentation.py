@@ -38,7 +38,8 @@ from ops.data.split import chronological_split
 from ops.data.synthetic import SyntheticConfig, generate
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate_arm
 from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
 
 

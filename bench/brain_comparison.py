@@ -41,7 +41,8 @@ from bench import ROOT
 from ops.environment import offline_defaults
 from ops.readout.ab_readout import per_agent_metrics
 from ops.readout.slots import click_share_by_slot, slot_clicks, slot_test
-from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate_arm
 
 ARMS = ("random", "pop", "fm")
 
@@ -186,8 +187,8 @@ def alignment(
     """Taste F1 (the papers' per-item protocol, 20-item lists at 1:1 and 1:9) and rating RMSE
     (held-out test ratings, the brain on the movie's detail page) on `users`."""
     from ops.studies.alignment.lists import mixed_lists
+    from ops.studies.alignment.per_item import taste_per_item
     from ops.studies.alignment.rating import brain_ratings, rating_alignment, rating_pairs
-    from ops.studies.alignment.taste import taste_per_item
 
     train, valid, test, movie_ids = windows_
     known = pl.concat([f.select("user_id", "movie_id") for f in (train, valid, test)])
@@ -250,7 +251,7 @@ def main() -> None:
             events, wall = run_brain("embedded", prepared["model"].brain(), prepared, users, config, args.seed, 1)
             summarise("embedded", events, wall, args.n_bootstrap, args.seed)
         if args.alignment_agents:
-            from ops.studies.alignment.taste import embedded_scorer, fit_taste_thresholds, threshold_answerer
+            from ops.studies.alignment.per_item import embedded_scorer, fit_taste_thresholds, threshold_answerer
 
             train, valid, test, movie_ids = windows_
             brain = prepared["model"].brain()
@@ -283,7 +284,7 @@ def main() -> None:
         counting = Counting(brain)
         try:
             if args.alignment_agents:
-                from ops.studies.alignment.taste import llm_answerer
+                from ops.studies.alignment.per_item import llm_answerer
 
                 before = brain.usage.as_dict()
                 alignment(

@@ -4,7 +4,7 @@ On the synthetic default or the real ML-1M copy (users 1-1999, local metadata an
 `make demo-ml1m` reads them): an MF-style arm (FM), four rounds, up to 5 pages a session,
 the movie pool split in four equal parts, the embedded brain; per round the paper's two
 figures for what was recommended and for what was watched, catalogue coverage and
-satisfaction, with 95 % bootstrap intervals over agents (`ops.studies.rounds`).
+satisfaction, with 95 % bootstrap intervals over agents (`ops.studies.filter_bubble`).
 
     .venv/bin/python -m bench.filter_bubble --data synthetic
     .venv/bin/python -m bench.filter_bubble --data ml1m
@@ -23,12 +23,13 @@ from bench import OUT, prepare
 from ops.agents.embeddings import MiniLMTextEmbedder
 from ops.arms.recommenders import arm_config
 from ops.environment import offline_defaults
-from ops.figures import save_figure
+from ops.figures import save_figure, table_markdown
+from ops.simulation.assignment import sample_agents
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import sample_agents
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
-from ops.studies.rounds import RoundsConfig, filter_bubble_figure, filter_bubble_metrics, simulate_rounds
+from ops.studies.filter_bubble import filter_bubble_figure, filter_bubble_metrics
+from ops.studies.rounds import RoundsConfig, simulate_rounds
 
 
 def main() -> None:
@@ -102,7 +103,7 @@ def main() -> None:
         + metrics["ci_high"].round(3).cast(str)
         + "]"
     )
-    print(wide.pivot(on="round", index="metric", values="value").to_pandas().to_markdown(index=False))
+    print(table_markdown(wide.pivot(on="round", index="metric", values="value")))
     print(f"wall time {wall:.0f} s (prepare {prepared:.0f} s, {args.rounds} rounds {simulated:.0f} s)")
     OUT.mkdir(parents=True, exist_ok=True)
     save_figure(

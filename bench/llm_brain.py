@@ -43,7 +43,8 @@ from fakes.agents import llm_world
 from fakes.openai_server import spawn, stats
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
-from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate_arm
 
 CALLS_PER_SESSION = 5  # the scripted agent: click, watch, next page, exit, interview
 
@@ -179,7 +180,7 @@ def _shard_worker(
 ) -> None:
     """One user shard in a process of its own: builds the same world, waits for the others,
     simulates its agents; sends back its events, its wall-clock span and its CPU time."""
-    from ops.simulation.runner import agents_of_shard
+    from ops.simulation.assignment import agents_of_shard
 
     with tempfile.TemporaryDirectory() as tmp:
         world = llm_world(
@@ -206,7 +207,7 @@ def _shard_worker(
 
 
 def sharded(url: str, agents: int, concurrency: int, shards: int, http: str) -> dict:
-    """The arm as `shards` user-shard processes (`ops.simulation.runner.agents_of_shard`),
+    """The arm as `shards` user-shard processes (`ops.simulation.assignment.agents_of_shard`),
     `concurrency // shards` in flight each, their events combined as `simulation_events`
     combines shards.  Wall time from the first process's start to the last one's end (all
     start together, after building their worlds); client CPU summed over the processes."""
@@ -215,7 +216,7 @@ def sharded(url: str, agents: int, concurrency: int, shards: int, http: str) -> 
 
     import polars as pl
 
-    from ops.simulation.runner import combine_shards
+    from ops.simulation.assignment import combine_shards
 
     context = multiprocessing.get_context("spawn")  # forked event loops and SDK clients hang
     barrier, results = context.Barrier(shards), context.Queue()

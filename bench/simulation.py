@@ -51,7 +51,8 @@ from ops.environment import offline_defaults
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate_arm
 
 GOAL_S = 60.0  # the speed goal: 6,040 agents x 5 arms with the embedded brain
 

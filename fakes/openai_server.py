@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible chat endpoint, for the LLM brain's tests, fault suite and benchmark.
+"""A fake OpenAI-compatible chat endpoint, for the LLM brain's tests, fault suite and benchmark
+(one concept, the fake endpoint: its server, its scripted faults and the policies it answers with).
 
 POST /v1/chat/completions answers in OpenAI's chat-completion JSON shape ("choices" with one
 assistant message, "usage" with prompt and completion tokens).  What it answers comes, in
@@ -13,7 +14,7 @@ this order, from:
 3. `policy(body)`, a function of the request: `scripted_agent` plays a user who opens the
    first movie, watches it, pages on and leaves.
 
-The client's capability probes (`ops.simulation.brains.llm.client`: a tiny request with a
+The client's capability probes (`ops.simulation.brains.llm.probes`: a tiny request with a
 json_schema, one with a 1x1 image) are answered apart — they take no scripted outcome and are
 not counted in `calls` or `requests`, but recorded in `probes` — and accepted unless told
 otherwise: `refuse_schema(status, message)` / `refuse_json_object(...)` refuse the response
@@ -231,7 +232,7 @@ class FakeOpenAI:
         """Run on an aiohttp server on a thread of this process; yields the base URL a client
         wants (".../v1") and stops the server at the end.  What the client's probes found
         about an earlier fake is forgotten (a new fake may sit on a port reused)."""
-        from ops.simulation.brains.llm.client import forget_probes
+        from ops.simulation.brains.llm.probes import forget_probes
 
         forget_probes()
         started = threading.Event()
@@ -447,7 +448,7 @@ LIST_QUESTION = "Here is a list of movies. For each one, decide whether you woul
 
 
 def list_ids(text: str) -> list[int] | None:
-    """The ids of the list of a per-item question (`ops.studies.alignment.taste.list_messages`),
+    """The ids of the list of a per-item question (`ops.studies.alignment.per_item.list_messages`),
     in order; None when `text` is not one."""
     if LIST_QUESTION not in text:
         return None
@@ -484,8 +485,8 @@ PROBE_TOKENS = (20, 10)  # prompt, completion tokens a probe's answer reports
 
 
 def _is_probe(body: dict) -> bool:
-    """A capability probe of `ops.simulation.brains.llm.client` (its prompts, word for word)."""
-    from ops.simulation.brains.llm.client import PROBE_IMAGE_PART, PROBE_JSON_PROMPT
+    """A capability probe of `ops.simulation.brains.llm.probes` (its prompts, word for word)."""
+    from ops.simulation.brains.llm.probes import PROBE_IMAGE_PART, PROBE_JSON_PROMPT
 
     messages = body.get("messages") or []
     if len(messages) != 1:

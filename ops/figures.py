@@ -1,5 +1,6 @@
-"""The basics every figure shares: pyplot on the Agg backend (no display is needed; the
-assets log figures to MLflow) and `save_figure`.  The figures themselves live with their
+"""The basics every figure and table shares: pyplot on the Agg backend (no display is
+needed; the assets log figures to MLflow), `save_figure`, and `table_markdown`, the one way a
+table is written for a report or the Dagster UI.  The figures themselves live with their
 stage: `ops.data.plots` (the data) and `ops.readout.plots` (the read-outs)."""
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from pathlib import Path
 def pyplot():
     """`matplotlib.pyplot` with the Agg backend set first (imported here, not at module
     level, so that `import ops` stays fast)."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib (half a second to import), for figures only
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after the backend is set
 
     return plt
 
@@ -25,3 +26,9 @@ def save_figure(fig, path: str | Path) -> Path:
     fig.savefig(path, dpi=110)
     pyplot().close(fig)
     return path
+
+
+def table_markdown(frame, floatfmt: str | None = None) -> str:
+    """A table (Polars) as a GitHub Markdown table without the index; `floatfmt`: how its
+    floats are written (tabulate's, e.g. ".4f"; default its general format)."""
+    return frame.to_pandas().to_markdown(index=False, **({"floatfmt": floatfmt} if floatfmt else {}))

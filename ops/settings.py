@@ -1,21 +1,12 @@
 """Every `SIMAB_*` setting, declared once: its variable, type, allowed values, default and
-what it feeds.  This module is the only place that reads them from the environment.
-
-Precedence, highest first:
-1. the run config a person edits in the Dagster launchpad (or passes to a job);
-2. the environment (`SIMAB_*`), read here when the code location is loaded or the lifecycle
-   runner starts, and turned into each job's default run config and the resources' fields
-   (`pipelines.run_config`);
-3. the defaults of the asset configs and resources (the papers' settings).
-
-A setting that is not set (or set to the empty string) leaves level 3 alone: only what the
-environment names is written into run config.  A bad value raises `SettingError`, one line
-naming the variable, the value and what is allowed; the lifecycle runner prints it and stops
-before any work.
+what it feeds; and the order in which a value reaches a step (`PRECEDENCE`), written here
+once.  This module is the only place that reads the settings from the environment.  It is
+long because it holds one concept whole: the settings, each declared where it is read.
 
 Adding a setting: one `setting(...)` field below (variable, help, the op config fields or the
-resource field it feeds); the settings table of docs/settings.md is generated from these declarations
-(`python -m ops.settings --markdown`) and a test checks docs/settings.md carries it.
+resource field it feeds).  docs/settings.md — the precedence and the table of every setting —
+is generated from this module (`python -m ops.settings --page > docs/settings.md`) and a test
+checks it is current.
 """
 
 from __future__ import annotations
@@ -51,6 +42,26 @@ ActivityDrives = Literal["session_length", "visits"]
 Nightly = Literal["fresh", "continue"]
 Deployment = Literal["local", "server"]
 Executor = Literal["multiprocess", "celery"]
+
+
+# Where a step's value comes from, highest first (docs/settings.md is generated from it).
+PRECEDENCE = (
+    "the run config a person edits in the Dagster launchpad (or passes to a job);",
+    "`--set OP.FIELD=VALUE` of `python -m pipelines.experiments`: one field of one op's config, "
+    "its value JSON (or a plain string), written into the run config over the environment's;",
+    "the environment: the `SIMAB_*` variables (and MLflow's `MLFLOW_TRACKING_URI`), read only by "
+    "`ops/settings.py`, once, when the code location loads or the lifecycle runner starts, and "
+    "turned into each job's default run config and the resources' fields by `pipelines/run_config.py` "
+    "and `pipelines/jobs.py`;",
+    "the defaults of the asset configs and resources (the papers' settings).",
+)
+# What the levels mean in practice, beside them in docs/settings.md.
+PRECEDENCE_NOTES = (
+    "A variable that is not set (or set to the empty string) leaves the defaults alone: only what the "
+    "environment names is written into run config.  `simab settings` (or `python -m ops.settings`) prints "
+    "the settings in effect; a bad value stops `simab run` before any work with one line naming the "
+    "variable, the value and what is allowed."
+)
 
 
 class SettingError(ValueError):
@@ -428,8 +439,8 @@ class Settings(BaseModel):
         "reference data for benchmarks and real-data tests (never shipped)",
     )
 
-    # Not from the environment: `--set OP.FIELD=VALUE` of `python -m pipelines.experiments`,
-    # above the environment as a launchpad edit would be.
+    # Not from the environment: `--set OP.FIELD=VALUE` of `python -m pipelines.experiments`
+    # (`PRECEDENCE`).
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def op_config(self) -> dict[str, dict[str, Any]]:
@@ -445,6 +456,12 @@ class Settings(BaseModel):
         for op, fields in self.overrides.items():
             ops.setdefault(op, {}).update(fields)
         return ops
+
+    def mlflow_store(self, tracking_uri: str = "") -> str:
+        """Where MLflow runs go, highest first: `tracking_uri` (the `mlflow_tracking`
+        resource's field), `$MLFLOW_TRACKING_URI`, the SQLite store in the home
+        (`$SIMAB_HOME/mlflow.db`)."""
+        return tracking_uri or self.mlflow_tracking_uri or f"sqlite:///{self.home.resolve() / 'mlflow.db'}"
 
     def resource_fields(self, resource: str) -> dict[str, Any]:
         """The fields of one resource (e.g. "llm") that the environment set."""
@@ -598,9 +615,55 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+# Values each allowed on its own that cannot work together: refused before the first step,
+# in seconds, with one line and nothing stored (`ops/preflight/checks.py` checks each).
+REFUSED_TOGETHER: tuple[tuple[str, str], ...] = (
+    (
+        "`SIMAB_CONTROL` not among the arms, or a diagnostic arm (`mirror`)",
+        "the read-out compares every arm with the control; unset, it is Pop where Pop is an arm",
+    ),
+    (
+        "an arm spec's parameter its kind does not take, or a value it refuses",
+        "the arm is made from its spec, unfitted, before the first step ([arms.md](arms.md))",
+    ),
+    (
+        "`SIMAB_SHARDS` above the agents per arm (`SIMAB_AGENTS`, else the users where the source says how many)",
+        "a shard would simulate no one",
+    ),
+    (
+        "`SIMAB_VISITS` not three whole numbers ≥ 1, or set without `SIMAB_ACTIVITY_DRIVES=visits`",
+        "one number per activity tier; the session-length design does not read it",
+    ),
+    ("`SIMAB_PERSONA=matched` with a brain that does not read personas", "the embedded brain decides from the traits"),
+    ("`SIMAB_PRIMARY_METRIC` not a metric of the read-out", "the verdict would name no winner"),
+    (
+        "`SIMAB_METADATA_SOURCE=synthetic` on MovieLens (`local`, `download`); `local` with neither "
+        "`SIMAB_METADATA_PATH` nor `SIMAB_POSTER_DIRS`; `tmdb` without `$TMDB_READ_TOKEN` or `$TMDB_API_KEY`",
+        "nothing to read the metadata from",
+    ),
+)
+
+
+def markdown_page() -> str:
+    """docs/settings.md: the precedence (`PRECEDENCE`), the table of every setting and what is
+    refused together (`REFUSED_TOGETHER`)."""
+    levels = "\n".join(f"{i}. {level}" for i, level in enumerate(PRECEDENCE, start=1))
+    together = "\n".join(["| refused | because |", "| --- | --- |", *(f"| {a} | {b} |" for a, b in REFUSED_TOGETHER)])
+    return (
+        "# Settings\n\nGenerated from `ops/settings.py` (`python -m ops.settings --page > docs/settings.md`).\n\n"
+        f"## Precedence\n\nWhere a step's value comes from, highest first:\n\n{levels}\n\n{PRECEDENCE_NOTES}\n\n"
+        f"## Every setting\n\n{markdown_table()}\n\n"
+        "## Values that cannot work together\n\nA bad value stops a run before any work with one line naming the "
+        "variable, the value and what is allowed.  So do values that are each allowed but cannot work together, in "
+        f"seconds and before anything is stored:\n\n{together}\n"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--markdown"]:
         print(markdown_table())
+    elif sys.argv[1:] == ["--page"]:
+        print(markdown_page(), end="")
     else:
         try:
             current = load()

@@ -88,7 +88,7 @@ TRANSPORT_FIELDS = {
 }
 # Config fields that change an op's output only when another field has a value: elsewhere they
 # are left out of its version.  The arms of the experiment deal the agents among them only
-# with design "random" (`ops.simulation.runner.agents_of_arm`): with "paired", adding an arm
+# with design "random" (`ops.simulation.assignment.agents_of_arm`): with "paired", adding an arm
 # re-simulates no other arm.  (op, field) -> (the other field, the value where it counts).
 CONDITIONAL_FIELDS = {
     (op, "arms"): ("design", "random") for op in ("simulation_events", "simulation_shard", "llm_cost_estimate")

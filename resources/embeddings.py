@@ -13,6 +13,15 @@ from typing import Literal
 
 from dagster import ConfigurableResource
 
+from ops.agents.embeddings import (
+    MiniLMTextEmbedder,
+    OpenAIEmbeddingConfig,
+    OpenAITextEmbedder,
+    OpenClipConfig,
+    OpenClipPosterEmbedder,
+    PaletteLayoutPosterEmbedder,
+)
+
 
 class EmbeddingsResource(ConfigurableResource):
     text: Literal["minilm", "openai"] = "minilm"
@@ -24,8 +33,6 @@ class EmbeddingsResource(ConfigurableResource):
     open_clip_weights: str = ""  # a local checkpoint file; nothing is downloaded
 
     def text_embedder(self):
-        from ops.agents.embeddings import MiniLMTextEmbedder, OpenAIEmbeddingConfig, OpenAITextEmbedder
-
         if self.text == "openai":
             return OpenAITextEmbedder(
                 OpenAIEmbeddingConfig(
@@ -35,8 +42,6 @@ class EmbeddingsResource(ConfigurableResource):
         return MiniLMTextEmbedder()
 
     def poster_embedder(self):
-        from ops.agents.embeddings import OpenClipConfig, OpenClipPosterEmbedder, PaletteLayoutPosterEmbedder
-
         if self.poster == "none":
             return None
         if self.poster == "open_clip":

@@ -17,7 +17,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from dagster._core.execution.validate_run_config import validate_run_config
+
 from ops.preflight.bill import brain_of
+from ops.settings import declared
 from resources.mlflow_tracking import MlflowTracking
 
 # The settings a lifecycle is told apart by, as run parameters: name -> Settings field.
@@ -55,10 +58,6 @@ def lifecycle_params(settings, resolved: dict[str, Any] | None = None) -> dict[s
 def resolved_values(defs, configs: dict[str, dict]) -> dict[str, Any]:
     """name -> the value the jobs' validated run config gives a parameter's first op field
     (the asset's default where the environment left it), for the `configs` of each job."""
-    from dagster._core.execution.validate_run_config import validate_run_config
-
-    from ops.settings import declared
-
     found: dict[str, Any] = {}
     for job, config in configs.items():
         ops = validate_run_config(defs.resolve_job_def(job), config).get("ops", {})
@@ -131,7 +130,7 @@ class LifecycleRun:
         self.tracking, self.run_id = tracking, run_id
 
     def finish(self, headline: dict, bill_usd: float | None = None) -> None:
-        from mlflow.entities import Metric, RunTag
+        from mlflow.entities import Metric, RunTag  # lazy: mlflow (seconds to import)
 
         client = self.tracking.client()
         metrics = [Metric(k, v, 0, 0) for k, v in verdict_metrics(headline, bill_usd).items()]

@@ -23,7 +23,7 @@ from pydantic import Field, field_validator
 
 from ops.settings import DEFAULT_MAX_COST_USD
 from ops.simulation.brains.llm import LLMBrainConfig
-from ops.simulation.brains.llm.client import key_required, resolve_base_url
+from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.budget import bill_path, estimate_refusal
 from ops.simulation.cost import CostEstimate, CostLimitExceeded, RunBudget
 from ops.simulation.kinds import Bill, BrainKind, BrainSources
@@ -207,9 +207,9 @@ class LLMResource(ConfigurableResource):
         return bool(os.environ.get(self.api_key_env)) or not key_required(self.api_key_required, self.base_url or None)
 
     def endpoint(self) -> str:
-        """The endpoint the brain calls — `base_url`, else $OPENAI_BASE_URL, else OpenAI's —
-        without user info or query (where gateways put tokens)."""
-        return safe_endpoint(resolve_base_url(self.base_url or None))
+        """The endpoint the brain calls (`resolve_endpoint`) without user info or query (where
+        gateways put tokens)."""
+        return safe_endpoint(resolve_endpoint(self.base_url or None).url)
 
     def describe(self) -> dict[str, str | float | int | bool]:
         """Parameters safe to log (MLflow, Dagster metadata): no key, only whether one is

@@ -30,19 +30,22 @@ A SQLite tracking store that cannot be read (not a database, a damaged page) rai
 from __future__ import annotations
 
 import functools
-import os
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import ConfigurableResource, DagsterEventType, InitResourceContext
+from filelock import FileLock
 from pydantic import PrivateAttr
 
+from ops.arms.registry import log_and_register
+from ops.settings import current
 from resources.llm import LIFECYCLE_TAG
-from resources.storage import PROJECT_ROOT, data_root
+from resources.storage import PROJECT_ROOT, data_root, frame_digest
 
 PARENT_ROLE = "dagster_run"
 LIFECYCLE_ROLE = "lifecycle"
@@ -75,13 +78,12 @@ def code_version() -> str:
         ).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        from importlib.metadata import version
-
         return f"simab-{version('simab')}"
 
 
 class MlflowTracking(ConfigurableResource):
-    """Where runs go: `tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the data folder."""
+    """Where runs go: `tracking_uri`, else $MLFLOW_TRACKING_URI, else SQLite in the data folder
+    (`ops.settings.Settings.mlflow_store`)."""
 
     tracking_uri: str = ""
     experiment: str = "simab"
@@ -94,8 +96,6 @@ class MlflowTracking(ConfigurableResource):
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         """A failed step of this run fails its parent, even one that failed before its child
         run began (an input that could not be loaded)."""
-        from dagster import DagsterEventType
-
         run_id, instance = context.run_id, context.instance
         if not run_id or instance is None:
             return
@@ -126,18 +126,16 @@ class MlflowTracking(ConfigurableResource):
         return True
 
     def resolved_uri(self) -> str:
-        if self.tracking_uri:
-            return self.tracking_uri
-        if os.environ.get("MLFLOW_TRACKING_URI"):
-            return os.environ["MLFLOW_TRACKING_URI"]
-        root = data_root()
-        root.mkdir(parents=True, exist_ok=True)
-        return f"sqlite:///{root / 'mlflow.db'}"
+        """The store (`ops.settings.Settings.mlflow_store`); a local one's folder made."""
+        uri = current().mlflow_store(self.tracking_uri)
+        if uri.startswith("sqlite:"):
+            data_root().mkdir(parents=True, exist_ok=True)
+        return uri
 
     # -- runs ------------------------------------------------------------------------
 
     def client(self):
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.set_tracking_uri(self._uri or self.resolved_uri())
         return mlflow.MlflowClient()
@@ -163,26 +161,20 @@ class MlflowTracking(ConfigurableResource):
     def lifecycle_run_id(self, lifecycle: str, params: dict[str, Any] | None = None) -> str:
         """The top-level MLflow run of a lifecycle (the runner's `simab/lifecycle` id), created
         on first use, with `params` logged (a resumed lifecycle logs the same ones again)."""
-        from mlflow.entities import Param
+        from mlflow.entities import Param  # lazy: mlflow (seconds to import)
 
         with self._store_errors():
             client = self.client()
             exp = self.experiment_id()
             query = f"tags.simab_lifecycle = '{lifecycle}' and tags.simab_role = '{LIFECYCLE_ROLE}'"
-            with _lock("lifecycle"):
-                runs = client.search_runs([exp], filter_string=query, max_results=1)
-                if runs:
-                    run_id = runs[0].info.run_id
-                else:
-                    run_id = client.create_run(
-                        exp,
-                        run_name=f"lifecycle {lifecycle}",
-                        tags={
-                            "simab_lifecycle": lifecycle,
-                            "simab_role": LIFECYCLE_ROLE,
-                            "code_version": code_version(),
-                        },
-                    ).info.run_id
+            run_id = _find_or_create(
+                client,
+                exp,
+                query,
+                "lifecycle",
+                f"lifecycle {lifecycle}",
+                lambda: {"simab_lifecycle": lifecycle, "simab_role": LIFECYCLE_ROLE},
+            )
             if params:
                 logged = client.get_run(run_id).data.params
                 fresh = [Param(k, str(_param(v))) for k, v in params.items() if k not in logged]
@@ -204,29 +196,19 @@ class MlflowTracking(ConfigurableResource):
         client = self.client()
         exp = self.experiment_id()
         query = f"tags.dagster_run_id = '{dagster_run_id}' and tags.simab_role = '{PARENT_ROLE}'"
-        with _lock("parent"):
-            runs = client.search_runs([exp], filter_string=query, max_results=1)
-            if runs:
-                run_id = runs[0].info.run_id
-            else:
-                # Lock order parent → lifecycle, never the other way round.
-                nested = (
-                    {"mlflow.parentRunId": self.lifecycle_run_id(lifecycle), "simab_lifecycle": lifecycle}
-                    if lifecycle
-                    else {}
-                )
-                run = client.create_run(
-                    exp,
-                    run_name=f"{job_name or 'materialize'} {dagster_run_id[:8]}",
-                    tags={
-                        **nested,
-                        "dagster_run_id": dagster_run_id,
-                        "dagster_job": job_name,
-                        "simab_role": PARENT_ROLE,
-                        "code_version": code_version(),
-                    },
-                )
-                run_id = run.info.run_id
+
+        def new_tags() -> dict[str, str]:
+            # Called under the parent's lock: lock order parent → lifecycle, never the other way round.
+            nested = (
+                {"mlflow.parentRunId": self.lifecycle_run_id(lifecycle), "simab_lifecycle": lifecycle}
+                if lifecycle
+                else {}
+            )
+            return {**nested, "dagster_run_id": dagster_run_id, "dagster_job": job_name, "simab_role": PARENT_ROLE}
+
+        run_id = _find_or_create(
+            client, exp, query, "parent", f"{job_name or 'materialize'} {dagster_run_id[:8]}", new_tags
+        )
         for key, value in (tags or {}).items():
             client.set_tag(run_id, key, value)
         return run_id
@@ -237,7 +219,7 @@ class MlflowTracking(ConfigurableResource):
     ) -> Iterator[Any]:
         """A child run for one asset (or asset check) materialisation, active inside the block,
         so plain `mlflow.log_*` calls land in it.  Yields the mlflow ActiveRun."""
-        import mlflow
+        mlflow = _mlflow()
 
         with self._store_errors():
             client = self.client()
@@ -310,14 +292,14 @@ class MlflowTracking(ConfigurableResource):
 
     @staticmethod
     def log_params(params: dict[str, Any]) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_params({k: _param(v) for k, v in params.items()})
 
     @staticmethod
     def log_metrics(metrics: dict[str, float | int | None], step: int | None = None) -> None:
         """Numbers only; None (an undefined metric) is left out rather than logged as 0."""
-        import mlflow
+        mlflow = _mlflow()
 
         clean = {k: float(v) for k, v in metrics.items() if v is not None}
         if clean:
@@ -325,14 +307,14 @@ class MlflowTracking(ConfigurableResource):
 
     @staticmethod
     def set_tags(tags: dict[str, str]) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.set_tags(tags)
 
     @staticmethod
     def log_table(frame: Any, name: str) -> None:
         """A Polars (or pandas) frame as an MLflow table artefact `tables/<name>.json`."""
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_table(
             frame.to_pandas() if hasattr(frame, "to_pandas") else frame, artifact_file=f"tables/{name}.json"
@@ -340,31 +322,31 @@ class MlflowTracking(ConfigurableResource):
 
     @staticmethod
     def log_figure(figure: Any, artifact_file: str) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_figure(figure, artifact_file)
 
     @staticmethod
     def log_text(text: str, artifact_file: str) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_text(text, artifact_file)
 
     @staticmethod
     def log_dict(data: dict, artifact_file: str) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_dict(data, artifact_file)
 
     @staticmethod
     def log_artifact(path: str | Path, artifact_path: str | None = None) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_artifact(str(path), artifact_path=artifact_path)
 
     @staticmethod
     def log_artifacts(folder: str | Path, artifact_path: str | None = None) -> None:
-        import mlflow
+        mlflow = _mlflow()
 
         mlflow.log_artifacts(str(folder), artifact_path=artifact_path)
 
@@ -372,13 +354,11 @@ class MlflowTracking(ConfigurableResource):
     def log_and_register_arm(trained: Any, registered_name: str, metrics: dict[str, float] | None = None) -> str:
         """The trained arm as a pyfunc model in the active run, registered as a new version of
         `registered_name` in the Model Registry (`ops.arms.registry`); returns the version."""
-        from ops.arms.registry import log_and_register
-
         return log_and_register(trained, registered_name, metrics=metrics)
 
     @staticmethod
     def active_run_id() -> str:
-        import mlflow
+        mlflow = _mlflow()
 
         return mlflow.active_run().info.run_id
 
@@ -386,9 +366,7 @@ class MlflowTracking(ConfigurableResource):
     def log_frame(df: Any, name: str, role: str = "input", log_table: bool = False) -> str:
         """Log a Polars frame as an MLflow dataset (its digest, schema and row count) and,
         for small frames, as a table artefact; returns the digest."""
-        import mlflow
-
-        from resources.storage import frame_digest
+        mlflow = _mlflow()
 
         digest = frame_digest(df)
         dataset = mlflow.data.from_polars(df, name=name, digest=digest)
@@ -427,11 +405,29 @@ def _param(value: Any) -> Any:
     return text if len(text) <= 6000 else text[:5990] + "…"
 
 
+def _find_or_create(client, experiment: str, query: str, lock: str, run_name: str, tags: Callable[[], dict]) -> str:
+    """The id of the run `query` finds, else of a run created with `run_name` and `tags()`
+    (and the code version), under the lock `lock` so that two steps create one."""
+    with _lock(lock):
+        runs = client.search_runs([experiment], filter_string=query, max_results=1)
+        if runs:
+            return runs[0].info.run_id
+        return client.create_run(
+            experiment, run_name=run_name, tags={**tags(), "code_version": code_version()}
+        ).info.run_id
+
+
 @contextmanager
 def _lock(name: str) -> Iterator[None]:
-    from filelock import FileLock
-
     root = data_root()
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(Path(root) / f".mlflow-{name}.lock"), timeout=120):
         yield
+
+
+def _mlflow():
+    """The `mlflow` module, imported on first use: the code location imports this module, and
+    mlflow takes seconds to import."""
+    import mlflow  # lazy: mlflow (seconds to import)
+
+    return mlflow

@@ -15,8 +15,7 @@ import pytest
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm.answers import AnswerError
 from ops.studies.alignment.lists import history_holdout, mixed_lists
-from ops.studies.alignment.taste import (
-    PER_ITEM,
+from ops.studies.alignment.per_item import (
     check_list_answer,
     fit_taste_thresholds,
     list_answer_schema,
@@ -24,6 +23,7 @@ from ops.studies.alignment.taste import (
     threshold_answerer,
     thresholds_on_lists,
 )
+from ops.studies.alignment.taste import PER_ITEM
 from ops.studies.alignment.windows import LeakageError, check_threshold_window
 
 N_MOVIES, N_USERS = 300, 120
@@ -188,7 +188,7 @@ def test_the_llm_brain_answers_every_item_in_one_structured_request(tmp_path, mo
     from fakes.agents import llm_world
     from fakes.openai_server import FakeOpenAI, user_text
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
-    from ops.studies.alignment.taste import llm_answerer
+    from ops.studies.alignment.per_item import llm_answerer
 
     world = llm_world(tmp_path, n_agents=2)
     monkeypatch.setenv("SIMAB_TEST_LLM_KEY", "sk-test")
@@ -244,7 +244,8 @@ def test_both_protocols_stand_side_by_side_named_in_the_result_and_the_report_se
 def test_the_papers_holdout_rebuilds_the_agents_without_both_draws_and_reports_a_third_row(world, tmp_path):
     from dataclasses import replace
 
-    from ops.studies.alignment.taste import PAPERS_HOLDOUT, TasteDiscrimination, papers_holdout_taste
+    from ops.studies.alignment.per_item import papers_holdout_taste
+    from ops.studies.alignment.taste import PAPERS_HOLDOUT, TasteDiscrimination
     from ops.studies.alignment.trust import trust_section
 
     known = pl.concat([world.train, world.valid, world.test]).select("user_id", "movie_id")
@@ -295,7 +296,7 @@ def test_the_papers_holdout_rebuilds_the_agents_without_both_draws_and_reports_a
 
 
 def test_the_embedded_answer_reads_an_item_against_its_list():
-    from ops.studies.alignment.taste import embedded_scorer
+    from ops.studies.alignment.per_item import embedded_scorer
 
     class Shifted:
         """Log-probabilities that rank alike for every agent, at a level that differs by agent."""

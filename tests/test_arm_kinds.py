@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The project's packages (.importlinter's root packages).
 PACKAGES = ("ops", "assets", "pipelines", "resources", "viewer", "data_contracts")
 # A value compared with "random" under this name is the randomised A/B design
-# (ops.simulation.runner.assign_agents), the one word the Random arm shares.
+# (ops.simulation.assignment.assign_agents), the one word the Random arm shares.
 HOMONYMS = {"design"}
 
 # A new kind as a team would add it: this file, and no other edit.

@@ -273,7 +273,7 @@ def test_simulated_views_that_follow_the_tastes_raise_auc_and_shuffled_ones_do_n
 
 
 def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config_matches(planted, monkeypatch):
-    import ops.arms.recommenders as recommenders
+    import ops.studies.augmentation as augmentation
     from ops.arms.recommenders import arm_config, evaluate_arm, train_arm
 
     users, movies, split, train, pool = planted
@@ -281,7 +281,7 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
     fast = {**FAST, "max_epochs": 1}
     trained = train_arm(arm_config("fm", **fast), train, split.valid, users, build_mm_ml_1m(movies))
     calls = []
-    monkeypatch.setattr(recommenders, "train_arm", lambda cfg, *a, **k: calls.append(cfg) or train_arm(cfg, *a, **k))
+    monkeypatch.setattr(augmentation, "train_arm", lambda cfg, *a, **k: calls.append(cfg) or train_arm(cfg, *a, **k))
 
     out = refit_and_evaluate(
         "fm",

@@ -7,16 +7,22 @@ from __future__ import annotations
 import ast
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
+import polars as pl
 import pytest
 
 import ops.simulation.kinds as kinds
+from ops.agents.session import AgentSession
 from ops.preflight.bill import brain_of
 from ops.settings import SettingError, Settings
 from ops.simulation.brains.llm import LLMBrainConfig
+from ops.simulation.catalogue import Catalogue, MovieInfo
 from ops.simulation.kinds import Bill, BrainSources, UnknownBrain, brain_kind, brain_names
-from ops.simulation.runner import SimulationConfig, simulate
-from ops.studies.alignment.protocols import NotMeasurable, ProtocolSettings, open_protocol
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate
+from ops.studies.alignment.protocols import NotMeasurable, ProtocolSettings, measure_taste, open_protocol
 from tests.test_simulation import world
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +65,9 @@ def test_the_built_in_kinds_carry_what_the_steps_read():
     assert embedded.decides_offline and uniform.decides_offline and not llm.decides_offline
     assert embedded.seeing(False).name == "embedded-no-vision" and llm.seeing(False).name == "llm-no-vision"
     assert embedded.seeing(True) is embedded and uniform.seeing(False).name == "uniform-random"
-    assert (embedded.per_item, llm.per_item, uniform.per_item) == ("scores", "asks", "")
+    # How each answers the papers' per-item taste question: its scores cut, asked, not at all.
+    ways = SimpleNamespace(cut=lambda score: "cut", ask=lambda brain: "ask", answer_with=lambda answerer: "own")
+    assert [k.answer_taste(None, ways) for k in (embedded, llm, uniform)] == ["cut", "ask", None]
     assert llm.reads_personas and not embedded.reads_personas
     sources = BrainSources(llm=LLMBrainConfig(concurrency=7), bill=Bill("/tmp/none.json", 2.5, "x"))
     assert (llm.concurrency(sources), embedded.concurrency(sources)) == (7, 1)
@@ -90,6 +98,83 @@ def test_a_new_brain_kind_is_one_new_file(tmp_path, monkeypatch):
     # It answers the protocols it says it answers, and no other.
     with pytest.raises(NotMeasurable, match="the leaves-at-once brain does not answer it"):
         open_protocol("taste", "taste", kind, BrainSources(), None, None, None, None, ProtocolSettings())
+
+
+# One new file: a brain that knows which movies are to each agent's taste (the planted ones,
+# which the step offers among the sources under a name of its own) and answers the papers'
+# per-item taste question with its own scores, cut at the thresholds the protocol fits.
+TASTE_KIND = """
+from ops.simulation.kinds import BrainKind
+from ops.simulation.observation import Decision
+
+
+class KnowsThePlant:
+    name = "knows-the-plant"
+    decides_offline = True
+
+    def __init__(self, planted):
+        self.planted = planted
+
+    def prepare(self, sessions, shown):
+        return None
+
+    def decide(self, session, observation, rng):
+        liked = tuple(c.movie_id for c in observation.items if c.movie_id in self.planted[session.user_id])
+        return Decision("exit", 3, "looked at the page", caught_eye=liked)
+
+    def exit_interview(self, session, rng):
+        return 5, "fine"
+
+
+class KnowsThePlantKind(BrainKind):
+    name = "knows-the-plant"
+    summary = "knows the planted tastes"
+    brain_class = KnowsThePlant
+    answers = frozenset({"taste"})
+
+    def brain(self, sources):
+        return KnowsThePlant(sources["planted"])
+
+    def answer_taste(self, brain, question):
+        return question.cut(lambda session, movies: [float(m in brain.planted[session.user_id]) for m in movies])
+"""
+
+
+def test_a_new_brain_kind_in_one_file_answers_the_taste_protocol(tmp_path, monkeypatch):
+    (tmp_path / "knows_the_plant.py").write_text(TASTE_KIND)
+    monkeypatch.setattr(kinds, "__path__", [*kinds.__path__, str(tmp_path)])
+    # Each user's taste is 30 planted movies it rates: 15 in train, 8 in validation, 7 in test.
+    rng = np.random.default_rng(3)
+    rows, planted = {"train": [], "valid": [], "test": []}, {}
+    for u in range(1, 41):
+        movies = rng.choice(np.arange(1, 401), 30, replace=False)
+        planted[u] = set(movies.tolist())
+        for name, chunk, t0 in (
+            ("train", movies[:15], 1000),
+            ("valid", movies[15:23], 3000),
+            ("test", movies[23:], 5000),
+        ):
+            rows[name] += [(u, int(m), 4, t0 + i) for i, m in enumerate(chunk)]
+    schema = {"user_id": pl.Int64, "movie_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
+    train, valid, test = (pl.DataFrame(rows[k], schema=schema, orient="row") for k in ("train", "valid", "test"))
+    templates = {u: AgentSession(u, SimpleNamespace(activity_tier="medium"), None, 0.0, 0.0) for u in planted}
+    agents = SimpleNamespace(
+        profiles=templates, sessions=lambda users=None: [templates[u] for u in (users or sorted(templates))]
+    )
+    catalogue = Catalogue(MovieInfo(m, f"M{m}", 6.0, ("Drama",)) for m in range(1, 401))
+    sources = BrainSources(catalogue=catalogue, planted=planted)
+
+    kind = brain_kind("knows-the-plant")
+    settings = ProtocolSettings(n_agents=30, n_bootstrap=50)
+    with open_protocol("taste", "taste", kind, sources, agents, train, valid, test, settings) as opening:
+        result = measure_taste(opening, agents, train, valid, test, np.arange(1, 401))
+    assert result.brain == "knows-the-plant" and result.per_item is not None
+    f1 = result.per_item.filter(pl.col("metric") == "f1")
+    assert f1.get_column("ratio").to_list() == ["1:1", "1:3", "1:9", "1:4"] and f1.get_column("agents").min() == 30
+    assert f1.get_column("mean").to_list() == [1.0] * 4  # it knows the plant: every list judged right
+    assert sorted(result.thresholds) == ["1:1", "1:3", "1:4", "1:9"]
+    sandbox = result.summary.filter(pl.col("metric") == "f1").get_column("mean").to_list()
+    assert sandbox == [1.0] * 4
 
 
 def test_a_plug_in_brings_its_kind_through_an_entry_point(tmp_path, monkeypatch):

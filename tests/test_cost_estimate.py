@@ -49,7 +49,8 @@ def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, ref
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
     from ops.simulation.brains.random_policy import UniformRandomBrain
     from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.request import SimulationConfig
+    from ops.simulation.runner import simulate_arm
 
     sim_config = SimulationConfig(progress=False)
     fake = FakeOpenAI(uniform_agent, count_tokens=True, record=bool(reflect_every))

@@ -87,7 +87,7 @@ def test_the_fake_endpoint_runs_in_the_background_and_stops_on_a_signal(tmp_path
 def test_the_fakes_policies_answer_the_per_item_taste_question_with_ids_of_the_list():
     # Without it, every per-item question of the taste protocol was an HTTP 500, retried with back-off.
     from fakes.openai_server import scripted_agent, uniform_agent
-    from ops.studies.alignment.taste import LIST_ANSWER, check_list_answer
+    from ops.studies.alignment.per_item import LIST_ANSWER, check_list_answer
 
     movies = [12, 13, 14]
     text = "\n".join(

@@ -36,7 +36,8 @@ from fakes.agents import llm_world
 from fakes.openai_server import FakeOpenAI, answer, scripted_agent, system_text
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.observation import EXIT, EXIT_INTERVIEW, NEXT_PAGE
-from ops.simulation.runner import SimulationConfig, SimulationFailed, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import SimulationFailed, simulate_arm
 
 SECRET = "sk-fault-suite-DO-NOT-LEAK-91c2e7"
 URL_SECRET = "qtok-DO-NOT-LEAK-55ab10"
@@ -214,7 +215,7 @@ def test_invalid_answers_are_never_cached_and_the_key_includes_the_endpoint(worl
         first.reply(answer(action=NEXT_PAGE))
         b = brain(first, world, cache_path=cache)
         assert b.decide(session, page, rng()).action == NEXT_PAGE
-        from ops.simulation.brains.llm.client import ResponseCache
+        from ops.simulation.brains.llm.cache import ResponseCache
 
         stored = ResponseCache(cache)
         # The re-ask's valid answer (the invalid one is not kept), and what the probe found.
@@ -247,7 +248,8 @@ KILLED = textwrap.dedent(
     from pathlib import Path
     from fakes.agents import llm_world
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.request import SimulationConfig
+    from ops.simulation.runner import simulate_arm
 
     world_root, url, home = sys.argv[1:4]
     world = llm_world(Path(world_root), n_agents={n})
@@ -506,7 +508,8 @@ def test_an_llm_simulation_through_dagster_leaves_no_secret_under_simab_home(wor
 
 
 def test_the_cache_can_be_listed_and_cleared_by_model_and_endpoint(tmp_path, capsys):
-    from ops.simulation.brains.llm.client import ResponseCache, main
+    from ops.simulation.brains.llm.__main__ import main
+    from ops.simulation.brains.llm.cache import ResponseCache
 
     path = tmp_path / "responses.sqlite"
     cache = ResponseCache(path)
@@ -542,7 +545,7 @@ def test_the_cache_can_be_listed_and_cleared_by_model_and_endpoint(tmp_path, cap
 
 def _filled_cache(path: Path, n: int = 300):
     """A cache of `n` replies over several pages, closed (its WAL checkpointed into the file)."""
-    from ops.simulation.brains.llm.client import ResponseCache
+    from ops.simulation.brains.llm.cache import ResponseCache
 
     cache = ResponseCache(path)
     for i in range(n):
@@ -557,7 +560,8 @@ def _filled_cache(path: Path, n: int = 300):
 
 
 def test_a_damaged_cache_names_its_file_and_the_way_out(tmp_path, capsys):
-    from ops.simulation.brains.llm.client import CacheError, ResponseCache, main
+    from ops.simulation.brains.llm.__main__ import main
+    from ops.simulation.brains.llm.cache import CacheError, ResponseCache
 
     path = tmp_path / "responses.sqlite"
     _filled_cache(path)
@@ -567,7 +571,7 @@ def test_a_damaged_cache_names_its_file_and_the_way_out(tmp_path, capsys):
     path.write_bytes(bytes(data))
     way_out = (
         rf"LLM response cache {path} cannot be read: database disk image is malformed\. .*"
-        rf"`python -m ops\.simulation\.brains\.llm\.client clear --cache {path}`.*or move the file aside"
+        rf"`python -m ops\.simulation\.brains\.llm clear --cache {path}`.*or move the file aside"
     )
     cache = ResponseCache(path)
     with pytest.raises(CacheError, match=way_out):
@@ -591,7 +595,7 @@ def test_a_damaged_cache_names_its_file_and_the_way_out(tmp_path, capsys):
 def test_a_cached_row_of_the_wrong_shape_is_a_logged_miss_and_is_replaced(tmp_path, caplog):
     import sqlite3
 
-    from ops.simulation.brains.llm.client import ResponseCache
+    from ops.simulation.brains.llm.cache import ResponseCache
 
     path = tmp_path / "responses.sqlite"
     _filled_cache(path, n=3)
@@ -603,7 +607,7 @@ def test_a_cached_row_of_the_wrong_shape_is_a_logged_miss_and_is_replaced(tmp_pa
     db.close()
     cache = ResponseCache(path)
     good = {"content": "{}", "prompt_tokens": 4, "completion_tokens": 2, "usage_known": True}
-    with caplog.at_level(logging.WARNING, logger="ops.simulation.brains.llm.client"):
+    with caplog.at_level(logging.WARNING, logger="ops.simulation.brains.llm.cache"):
         for key in ("k0000", "k0001", "k0002"):
             assert cache.get(key) is None
             cache.put(key, "http://127.0.0.1:8000/v1", "m", good)  # the endpoint's next answer replaces it

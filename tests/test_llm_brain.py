@@ -380,7 +380,13 @@ def test_the_api_key_is_sent_but_never_logged_cached_or_recorded(world, fake, ke
     from resources.llm import LLMResource
 
     caplog.set_level(logging.DEBUG)
-    for name in ("openai", "httpx", "httpcore", "ops.simulation.brains.llm.client", "ops.simulation.brains.llm.brain"):
+    for name in (
+        "openai",
+        "httpx",
+        "httpcore",
+        "ops.simulation.brains.llm.transport",
+        "ops.simulation.brains.llm.brain",
+    ):
         caplog.set_level(logging.DEBUG, logger=name)
     cache = tmp_path / "cache" / "llm.sqlite"
     resource = LLMResource(base_url=fake.url, model="test-model", api_key_env=KEY_ENV, cache_path=str(cache))
@@ -426,7 +432,7 @@ def test_a_missing_key_names_the_variable(world, fake, monkeypatch):
 
 
 def test_an_endpoint_on_the_loopback_needs_no_key_a_remote_one_does(world, fake, monkeypatch):
-    from ops.simulation.brains.llm.client import is_loopback, key_required
+    from ops.simulation.brains.llm.endpoint import is_loopback, key_required
     from resources.llm import LLMResource
 
     monkeypatch.delenv(KEY_ENV, raising=False)
@@ -455,7 +461,8 @@ def test_an_endpoint_on_the_loopback_needs_no_key_a_remote_one_does(world, fake,
 def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key, tmp_path):
     from ops.schema import EVENTS, conform
     from ops.simulation.observation import EXIT_INTERVIEW
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.request import SimulationConfig
+    from ops.simulation.runner import simulate_arm
 
     fake.policy = scripted_agent
     users = sorted(world["profiles"])

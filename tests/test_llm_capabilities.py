@@ -170,7 +170,7 @@ def test_auto_falls_back_to_json_object_on_a_400_and_to_text_when_both_are_refus
     assert brain.usage.facts()["structured_output"] == "json_object"
     brain.close()
 
-    from ops.simulation.brains.llm.client import forget_probes
+    from ops.simulation.brains.llm.probes import forget_probes
 
     forget_probes()
     fake.probes.clear()
@@ -209,7 +209,7 @@ def test_vision_auto_is_off_where_the_endpoint_refuses_an_image(world, fake):
     brain.close()
 
     # An endpoint that takes images: posters go as images.
-    from ops.simulation.brains.llm.client import forget_probes
+    from ops.simulation.brains.llm.probes import forget_probes
 
     forget_probes()
     fake.refusals.clear()
@@ -286,8 +286,9 @@ def taste_lists(world) -> pl.DataFrame:
 
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_the_protocols_overlap_requests_up_to_the_endpoints_concurrency(world, concurrency, monkeypatch):
+    from ops.studies.alignment.per_item import llm_answerer, taste_per_item
     from ops.studies.alignment.rating import brain_ratings
-    from ops.studies.alignment.taste import llm_answerer, taste_discrimination, taste_per_item
+    from ops.studies.alignment.taste import taste_discrimination
 
     monkeypatch.setenv(KEY_ENV, "sk-test")
     fake = FakeOpenAI(list_or_page_agent, latency_s=0.05)
@@ -402,8 +403,9 @@ def test_a_protocol_answered_mostly_by_fallbacks_fails_with_the_share_and_exampl
     # A small model whose answers never pass the checks: the protocols would read out F1 0 and
     # no ratings as if the agents had judged; they fail instead, saying how many and why.
     from ops.studies.alignment.lists import ProtocolFailed, check_fallbacks
+    from ops.studies.alignment.per_item import llm_answerer, taste_per_item
     from ops.studies.alignment.rating import brain_ratings
-    from ops.studies.alignment.taste import llm_answerer, taste_discrimination, taste_per_item
+    from ops.studies.alignment.taste import taste_discrimination
 
     monkeypatch.setenv(KEY_ENV, "sk-test")
     fake = FakeOpenAI(lambda body: '{"action": "fly_away", "watch": ["x"], "interest": 9}')
@@ -463,7 +465,7 @@ def test_a_probe_that_cannot_reach_the_endpoint_is_a_transport_fallback_and_is_a
 
 
 def test_what_a_probe_found_is_kept_in_the_response_cache_for_a_rerun_without_the_endpoint(world, fake, tmp_path):
-    from ops.simulation.brains.llm.client import forget_probes
+    from ops.simulation.brains.llm.probes import forget_probes
 
     fake.refuse_images()
     fake.reply(answer(action=EXIT))

@@ -150,7 +150,8 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
     from ops.arms.recommenders import arm_config, top_k, train_arm
     from ops.readout.ab_readout import ab_readout
     from ops.simulation.brains.llm.persona import match_personas, persona_inputs
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.request import SimulationConfig
+    from ops.simulation.runner import simulate_arm
     from ops.studies.alignment.lists import mixed_lists
     from ops.studies.alignment.taste import taste_discrimination
 

@@ -16,11 +16,11 @@ from ops.arms.recommenders import arm_config
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.schema import RATINGS, TOP_K
 from ops.simulation.brains.embedded import fit_embedded_brain
+from ops.studies.filter_bubble import filter_bubble_metrics
 from ops.studies.rounds import (
     RoundResult,
     RoundsConfig,
     empty_written_memories,
-    filter_bubble_metrics,
     movie_pools,
     simulate_round,
     simulate_rounds,

@@ -11,7 +11,8 @@ from fakes.agents import llm_world
 from fakes.openai_server import FakeOpenAI, scripted_agent
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.budget import CostLimitExceeded, RunBudget
-from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate_arm
 
 
 def test_two_steps_share_one_cap_and_a_call_past_it_is_refused_before_it_is_sent(tmp_path):

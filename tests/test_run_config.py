@@ -243,14 +243,14 @@ def test_settings_are_read_from_the_environment_in_one_module_only():
     assert offenders == []
 
 
-def test_docs_settings_carries_the_settings_table_generated_from_the_declarations():
+def test_docs_settings_is_the_page_generated_from_the_declarations_and_the_precedence():
     from pathlib import Path
 
-    from ops.settings import markdown_table
+    from ops.settings import PRECEDENCE, markdown_page
 
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text(encoding="utf-8")
-    table = readme.split("<!-- settings:begin -->")[1].split("<!-- settings:end -->")[0].strip()
-    assert table == markdown_table(), "docs/settings.md settings table is stale: python -m ops.settings --markdown"
+    page = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert page == markdown_page(), "docs/settings.md is stale: python -m ops.settings --page > docs/settings.md"
+    assert "--set OP.FIELD=VALUE" in PRECEDENCE[1] and "launchpad" in PRECEDENCE[0]
 
 
 def test_arm_specs_in_the_environment_become_arm_partitions_named_in_run_config(tmp_path):

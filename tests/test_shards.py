@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from dagster import DagsterInstance, build_schedule_context
 
-from ops.simulation.runner import agents_of_shard, combine_shards, user_shard
+from ops.simulation.assignment import agents_of_shard, combine_shards, user_shard
 from pipelines.jobs import run_config_for
 from pipelines.run_config import settings_from_env
 

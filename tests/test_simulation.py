@@ -13,11 +13,13 @@ import pytest
 from ops.agents.session import AgentSession
 from ops.atomic import atomic_write_parquet
 from ops.schema import EVENTS
+from ops.simulation.assignment import agents_of_arm, assign_agents
 from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.catalogue import Catalogue, MovieInfo
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import Decision
-from ops.simulation.runner import SimulationConfig, agents_of_arm, assign_agents, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate_arm
 from ops.simulation.sandbox import IllegalActionError
 
 N_USERS = 40
@@ -256,7 +258,7 @@ def test_killed_run_then_rerun_leaves_one_complete_partition(tmp_path, mode):
 
 
 def test_agent_generator_depends_on_seed_user_and_arm_unless_common_random_numbers():
-    from ops.simulation.runner import agent_rng
+    from ops.simulation.session import agent_rng
 
     draw = lambda *a: agent_rng(*a).random(3).tolist()  # noqa: E731
     assert draw(1, 5, "A") == draw(1, 5, "A")
@@ -324,7 +326,7 @@ def test_a_crashed_run_resumes_from_the_checkpoint_asking_only_the_unfinished_ag
 def test_session_zero_keeps_the_single_session_generator_and_later_sessions_are_independent():
     import zlib
 
-    from ops.simulation.runner import agent_rng
+    from ops.simulation.session import agent_rng
 
     # Session 0 is the generator every single-session run has used: SeedSequence([seed, user, crc32(arm)]).
     before = np.random.default_rng(np.random.SeedSequence([1, 5, zlib.crc32(b"A")])).random(4).tolist()

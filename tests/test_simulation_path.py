@@ -22,7 +22,8 @@ from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate
 
 EXPECTED = "a01c3ef71b11186264ae6790f8eea0e6200cb920cfaac96329f6b7dc22af435d"
 

@@ -11,7 +11,7 @@ from ops.readout.augmentation_summary import empty_metrics
 from ops.schema import HIDDEN_TASTES, METADATA
 from ops.simulation.brains.llm.persona import persona_agents, tenths
 from ops.studies.augmentation import mean_differences, metrics_by_seed, refit_plan, table_5_markdown
-from ops.studies.rounds import FilterBubble
+from ops.studies.filter_bubble import FilterBubble
 from tests.test_movielens import write_ml1m
 
 

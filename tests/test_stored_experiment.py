@@ -20,7 +20,8 @@ def home(tmp_path_factory):
     from ops.data.mm_ml_1m import build_mm_ml_1m
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.request import SimulationConfig
+    from ops.simulation.runner import simulate_arm
     from resources.storage import SimabIOManager
 
     root = tmp_path_factory.mktemp("stored")

@@ -27,7 +27,8 @@ def experiment(tmp_path_factory):
     from ops.readout.ab_readout import ReadoutConfig, ab_readout
     from ops.readout.plots import write_ab_figures
     from ops.simulation.brains.random_policy import UniformRandomBrain
-    from ops.simulation.runner import SimulationConfig, simulate_arm
+    from ops.simulation.request import SimulationConfig
+    from ops.simulation.runner import simulate_arm
 
     root = tmp_path_factory.mktemp("viewer")
     world = llm_world(root / "world", n_agents=8)

@@ -6,7 +6,8 @@ import pytest
 
 from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.fatigue import FatigueConfig
-from ops.simulation.runner import SimulationConfig, simulate, simulate_arm
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate, simulate_arm
 from ops.simulation.visits import (
     VisitsConfig,
     agents_by_session,

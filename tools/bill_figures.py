@@ -18,10 +18,11 @@ import argparse
 
 def main() -> None:
     from ops.preflight import bill
+    from ops.simulation.assignment import sample_agents
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
-    from ops.simulation.runner import SimulationConfig, sample_agents
+    from ops.simulation.request import SimulationConfig
     from resources.storage import SimabIOManager
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -31,7 +31,7 @@ from ops.data.tmdb import READ_TOKEN_ENV as TMDB_READ_TOKEN_ENV
 from ops.preflight.bill import brain_of, known_users
 from ops.readout.ab_readout import METRICS
 from ops.settings import SettingError, Settings
-from ops.simulation.brains.llm.client import OPENAI_DEFAULT_BASE_URL, key_required
+from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.fatigue import ACTIVITY_TIERS
 from ops.web import redact
 
@@ -211,12 +211,8 @@ def check_llm_endpoint(settings: Settings, environ: Mapping[str, str], probe: bo
     """The endpoint's URL (absolute, http or https, no user:password); with `probe` (the
     LLM brain decides) the key where the endpoint needs one and one request that shows a
     server answers there."""
-    if settings.llm_base_url:
-        variable, url = "SIMAB_LLM_BASE_URL", settings.llm_base_url
-    elif environ.get("OPENAI_BASE_URL"):
-        variable, url = "OPENAI_BASE_URL", environ["OPENAI_BASE_URL"]
-    else:
-        variable, url = "", OPENAI_DEFAULT_BASE_URL
+    url, origin = resolve_endpoint(settings.llm_base_url, environ)
+    variable = {"base_url": "SIMAB_LLM_BASE_URL", "default": ""}.get(origin, origin)
     shown = (
         f"{variable}={redact(url)!r}" if variable else f"the default endpoint {url} (SIMAB_LLM_BASE_URL names another)"
     )

@@ -47,6 +47,7 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
+from ops.figures import table_markdown
 from ops.readout.statistics import multiplicities, named_rng, percentile_interval
 
 EXACT_MAX_ARMS = 8  # 8! = 40,320 orderings; beyond, a seeded sample of them
@@ -158,7 +159,7 @@ class SimulatorBias:
             "simulated_rank",
             "offline_rank",
         )
-        lines += [show.to_pandas().to_markdown(index=False), ""]
+        lines += [table_markdown(show), ""]
         if self.mirror is not None:
             lines.append("- " + self.verdict_line().removeprefix("simulator bias: "))
         if self.rho is None:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from scipy.stats import kendalltau
 
+from ops.arms.metrics import per_user_metrics, relevant_items
 from ops.readout.statistics import bootstrap_means, difference_interval, interval_sign, named_rng, percentile_interval
 
 SIMULATED = ("ctr", "cvr", "average_rating")
@@ -37,8 +39,6 @@ def fidelity(simulated: pl.DataFrame, offline: pl.DataFrame, per_user: pl.DataFr
     arm with the OfflineMetrics columns; `per_user` (`offline_per_user`): when given, the
     ranking metrics are taken over those users, the ones the arm pairs use
     (`offline_for_fidelity` says why).  Returns one FIDELITY row per metric pair."""
-    from scipy.stats import kendalltau
-
     if per_user is not None:
         offline = offline_for_fidelity(offline, per_user)
     wide = simulated.filter(pl.col("metric").is_in(SIMULATED)).pivot(on="metric", index="arm", values="mean")
@@ -268,8 +268,6 @@ def offline_per_user(top_lists: Mapping[str, pl.DataFrame], test: pl.DataFrame, 
     """arm, user_id, recall_at_k, ndcg_at_k of every arm's top-k lists against the test
     items rated >= 4, over the test users who have a list (the train users, whom the agents
     are built from); `offline_metrics` also ranks users first seen in the test window."""
-    from ops.arms.metrics import per_user_metrics, relevant_items
-
     relevant = relevant_items(test)
     frames = [
         per_user_metrics(

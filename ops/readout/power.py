@@ -55,7 +55,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
+from scipy.stats import norm
 
+from ops.figures import table_markdown
 from ops.readout.ab_readout import LABELS
 from ops.readout.fidelity import MISSED
 from ops.readout.statistics import interval_sign
@@ -290,7 +292,7 @@ class PowerAnalysis:
             "verdict",
             pl.col("miss").fill_null("").alias("missed pair"),
         )
-        lines += [_markdown_table(show), ""]
+        lines += [table_markdown(show), ""]
         if self.pairs.get_column("miss").is_not_null().any():
             e = "n/a" if self.elasticity is None else f"{self.elasticity:.3f}"
             lines += [
@@ -311,7 +313,7 @@ class PowerAnalysis:
                 "Agents needed to separate each pair the offline metric separates (and the simulation orders the same way), "
                 f"by sessions per agent; all of them at once: {every} sessions.",
                 "",
-                _markdown_table(wide),
+                table_markdown(wide),
                 "",
             ]
             if run["between_variance"] is None:
@@ -350,8 +352,6 @@ class VarianceComponents:
 
 def z_sum(alpha: float = 0.05, power: float = 0.8) -> float:
     """z_{1−α/2} + z_{power}: the standardised distance a two-sided test needs."""
-    from scipy.stats import norm
-
     return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
 
 
@@ -367,8 +367,6 @@ def achieved_power(difference: float, variance: float, agents: int, alpha: float
     """The probability that a two-sided level-`alpha` paired test over `agents` agents
     rejects when the true mean difference is `difference` (normal approximation, the far
     tail left out)."""
-    from scipy.stats import norm
-
     if variance <= 0:
         return 1.0 if difference != 0 else alpha
     return float(norm.cdf(abs(difference) / math.sqrt(variance / agents) - norm.ppf(1 - alpha / 2)))
@@ -453,7 +451,3 @@ def _verdict(offline_sign: int, delta: float, mde: float) -> str:
     if delta == 0 or np.sign(delta) != offline_sign:
         return "opposite direction"
     return "powered" if abs(delta) >= mde else "underpowered"
-
-
-def _markdown_table(frame: pl.DataFrame) -> str:
-    return frame.to_pandas().to_markdown(index=False)

@@ -4,7 +4,9 @@ simulation (ops.readout.fidelity).  The `simab_report` asset writes it and logs 
 
 `report_html` turns whatever the Markdown report holds (every section, whoever added it)
 into one self-contained HTML page: the figures embedded as data URIs, so the file can be
-mailed, opened from an MLflow artefact or served by the viewer as it is."""
+mailed, opened from an MLflow artefact or served by the viewer as it is.
+
+One concept, the report: its sections, the verdict lines that open it, and its HTML page."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
+from markdown_it import MarkdownIt
 
+from ops.figures import table_markdown
 from ops.readout.ab_readout import LABELS
 from ops.readout.augmentation_summary import seed_summary
 from ops.readout.power import MISS_AGENTS
@@ -53,7 +57,7 @@ def report_markdown(
             for c in ("arm", "test_auc", "test_log_loss", "recall_at_k", "ndcg_at_k", "users_ranked")
             if c in offline.columns
         ]
-        lines += [offline.select(cols).sort("arm").to_pandas().to_markdown(index=False, floatfmt=".4f"), ""]
+        lines += [table_markdown(offline.select(cols).sort("arm"), ".4f"), ""]
     if intervals.height:
         wide = intervals.with_columns(
             cell=pl.format(
@@ -63,13 +67,13 @@ def report_markdown(
         lines += [
             "Over the test users who have a top-20 list (the train users agents are built from), with 95 % bootstrap intervals over them:",
             "",
-            wide.to_pandas().to_markdown(index=False),
+            table_markdown(wide),
             "",
         ]
     lines += augmentation_section(augmentation or {})
     if fid.height:
         lines += ["## Fidelity: do simulated and offline metrics rank the arms alike? (Kendall τ-b)", ""]
-        lines += [fid.to_pandas().to_markdown(index=False, floatfmt=".3f"), ""]
+        lines += [table_markdown(fid, ".3f"), ""]
     if pairs.height:
         lines += ["## Fidelity arm against arm: simulated CTR vs offline NDCG@20, 95 % intervals on both sides", ""]
         lines += [
@@ -95,7 +99,7 @@ def report_markdown(
             ).alias("CTR a − b"),
             "verdict",
         )
-        lines += [show.to_pandas().to_markdown(index=False), ""]
+        lines += [table_markdown(show), ""]
     if power is not None and power.pairs.height:
         lines += [power.to_markdown()]
     lines += list(trust or [])
@@ -432,14 +436,14 @@ def augmentation_section(augmentation: dict) -> list[str]:
             "Each model (arm) trained on the train split (original) and on it plus the clicks or views simulated under "
             "simulated_arm, with the same configuration and seed; auc_difference is against the original.",
             "",
-            table.select(cols).to_pandas().to_markdown(index=False, floatfmt=".4f"),
+            table_markdown(table.select(cols), ".4f"),
             "",
         ]
         if table.group_by("arm", "training_set").len().get_column("len").max() > 1:
             lines += [
                 "Over training seeds (95 % t-interval of the AUC difference):",
                 "",
-                seed_summary(table).to_pandas().to_markdown(index=False, floatfmt=".4f"),
+                table_markdown(seed_summary(table), ".4f"),
                 "",
             ]
     empty = [a for a in sorted(augmentation) if not augmentation[a].height]
@@ -453,8 +457,6 @@ def augmentation_section(augmentation: dict) -> list[str]:
 def report_html(markdown: str, folder: Path, title: str = "simab report") -> str:
     """The Markdown report as one HTML page; images whose path lies under `folder` are
     embedded as data URIs (others keep their address)."""
-    from markdown_it import MarkdownIt
-
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(markdown)
     root = Path(folder).resolve()

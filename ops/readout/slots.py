@@ -24,6 +24,8 @@ import numpy as np
 import polars as pl
 from scipy.stats import chisquare
 
+from ops.figures import table_markdown
+
 WARN_P = 0.001
 PAGE_SLOTS = 5
 
@@ -137,7 +139,7 @@ def slots_markdown(clicks: pl.DataFrame) -> str:
         .pivot(on="column", index=["arm", "brain", "clicks", "shuffled"], values="cell")
         .sort("arm", "brain")
     )
-    lines += ["Cells: displayed / list share, %.", "", wide.to_pandas().to_markdown(index=False), ""]
+    lines += ["Cells: displayed / list share, %.", "", table_markdown(wide), ""]
     test = slot_test(clicks)
     if test is not None:
         lines += [

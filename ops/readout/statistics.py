@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import stats
 
 
 def bootstrap_means(values: np.ndarray, n_bootstrap: int, rng: np.random.Generator, chunk: int = 250) -> np.ndarray:
@@ -91,8 +92,6 @@ def paired_p_value(x: np.ndarray, y: np.ndarray, test: str = "t") -> float:
     `test="t"` the paired t-test, `"wilcoxon"` the signed-rank test (zeros split).  NaN
     for fewer than two pairs; without spread in the differences the tests are undefined,
     so a constant zero difference gives 1 and a constant non-zero one gives 0."""
-    from scipy import stats
-
     d = x - y
     if d.size < 2:
         return np.nan
@@ -111,8 +110,6 @@ def unpaired_p_value(x: np.ndarray, y: np.ndarray, test: str = "welch") -> float
     """Two-sided p-value that independent samples `x` and `y` come from the same mean
     (`test="welch"`, Welch's t-test) or distribution (`"mann_whitney"`).  NaN when a sample
     has fewer than two values; 1 when all values are equal; 0 for two different constants."""
-    from scipy import stats
-
     if x.size < 2 or y.size < 2:
         return np.nan
     if np.ptp(np.concatenate([x, y])) == 0:
@@ -142,8 +139,6 @@ def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float | No
     """Mean of `values` and its Student's t-interval, (mean, low, high): mean ± t(n − 1)
     quantile × sample standard deviation ÷ √n.  Low and high are None for a single value,
     all three for none."""
-    from scipy import stats
-
     values = np.asarray(values, dtype=float)
     n = len(values)
     mean = float(values.mean()) if n else None

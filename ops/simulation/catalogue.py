@@ -8,6 +8,7 @@ shares one object.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -121,7 +122,6 @@ def attribute_pairs(text: str | None) -> tuple[tuple[str, str], ...]:
     """The `attributes` JSON object as (name, value) pairs to show; lists joined by commas."""
     if not text:
         return ()
-    import json
 
     def shown(value) -> str:
         if isinstance(value, list):

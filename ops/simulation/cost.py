@@ -37,6 +37,14 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from ops.agents.session import AgentSession
+from ops.simulation.brains.llm.persona import (
+    RATING_TEMPLATE,
+    SAMPLE_PERSONA,
+    SAMPLE_RATING,
+    persona_prompt,
+    rating_movies,
+)
+from ops.simulation.brains.llm.prompts import reflection_state_text
 from ops.simulation.brains.llm.tokens import prompt_tokens, text_tokens
 from ops.simulation.budget import (  # noqa: F401  (re-exported: the bill's errors and ledger)
     CostLimitExceeded,
@@ -45,7 +53,8 @@ from ops.simulation.budget import (  # noqa: F401  (re-exported: the bill's erro
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import fatigue_cost
 from ops.simulation.observation import EXIT, Decision, Observation
-from ops.simulation.runner import SimulationConfig, activity_tier_of, simulate_arm
+from ops.simulation.request import SimulationConfig, activity_tier_of
+from ops.simulation.runner import simulate_arm
 from ops.simulation.visits import session_budget
 
 
@@ -165,17 +174,13 @@ def estimate_llm_cost(
 
     n, total = len(sample), len(chosen)
     scale = total / n
-    calls = sum(len(v) for v in meter.prompt.values())
-    prompt = sum(sum(v) for v in meter.prompt.values())
-    completion = sum(sum(v) for v in meter.completion.values())
+    calls, prompt, completion, longest = meter.counts()
     c = llm_brain.config
     cost = llm_brain.transport.cost
     per_agent = np.array([cost(sum(meter.prompt[u]), sum(meter.completion[u])) for u in sample])
     spread = 1.96 * total * (per_agent.std(ddof=1) if n > 1 else per_agent.mean()) * math.sqrt(1 / n + 1 / total)
     by_user = {a.user_id: a for a in agents}
     ceiling_calls = sum(_ceiling_calls(by_user[u], sim_config, meter.reflect_every) for u in chosen)
-    longest = max((t for v in meter.prompt.values() for t in v), default=0)
-    ceiling_prompt, ceiling_completion = ceiling_calls * longest, ceiling_calls * c.max_tokens
     expected_prompt, expected_completion = round(prompt * scale), round(completion * scale)
     expected_cost = cost(expected_prompt, expected_completion)
     return CostEstimate(
@@ -190,12 +195,7 @@ def estimate_llm_cost(
         cost_usd=expected_cost,
         cost_low_usd=max(0.0, expected_cost - spread),
         cost_high_usd=expected_cost + spread,
-        ceiling_calls=ceiling_calls,
-        ceiling_prompt_tokens=ceiling_prompt,
-        ceiling_completion_tokens=ceiling_completion,
-        ceiling_cost_usd=cost(ceiling_prompt, ceiling_completion),
-        price_prompt_per_1m=c.price_prompt_per_1m,
-        price_completion_per_1m=c.price_completion_per_1m,
+        **_ceiling(c, cost, ceiling_calls, longest),
     )
 
 
@@ -208,14 +208,6 @@ def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: i
     cost nothing and are not subtracted.  A `CostEstimate` named
     `llm_personas` (its interval is the expected figure: prompts are known, only answer
     lengths vary, and the ceiling bounds them)."""
-    from ops.simulation.brains.llm.persona import (
-        RATING_TEMPLATE,
-        SAMPLE_PERSONA,
-        SAMPLE_RATING,
-        persona_prompt,
-        rating_movies,
-    )
-
     c = brain.config
     price = brain.transport.cost
     persona_answer = text_tokens(SAMPLE_PERSONA.model_dump_json())
@@ -234,27 +226,33 @@ def estimate_persona_cost(brain, inputs: Mapping, n_candidates: int = 5, seed: i
         longest = max(longest, *asks)
     calls = 2 * n_candidates * len(inputs)
     tries = 1 + c.reasks
+    behaviour = "persona matching (every candidate written and scored)"
+    ceiling = _ceiling(c, price, calls * tries, longest + c.max_tokens)
+    return _exact("llm_personas", c, behaviour, len(inputs), (calls, prompt, completion), price, ceiling)
+
+
+def _exact(arm: str, config, behaviour: str, agents: int, counts: tuple, price, ceiling: dict) -> CostEstimate:
+    """A bill whose prompts are all known (only the answers' lengths vary, and the ceiling
+    bounds them): its interval is the expected figure."""
+    calls, prompt, completion = counts
     cost = price(prompt, completion)
-    ceiling_prompt, ceiling_completion = calls * tries * (longest + c.max_tokens), calls * tries * c.max_tokens
-    return CostEstimate(
-        arm="llm_personas",
-        model=c.model,
-        behaviour="persona matching (every candidate written and scored)",
-        agents=len(inputs),
-        sampled_agents=len(inputs),
-        calls=calls,
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        cost_usd=cost,
-        cost_low_usd=cost,
-        cost_high_usd=cost,
-        ceiling_calls=calls * tries,
-        ceiling_prompt_tokens=ceiling_prompt,
-        ceiling_completion_tokens=ceiling_completion,
-        ceiling_cost_usd=price(ceiling_prompt, ceiling_completion),
-        price_prompt_per_1m=c.price_prompt_per_1m,
-        price_completion_per_1m=c.price_completion_per_1m,
-    )
+    known = {"agents": agents, "sampled_agents": agents, "calls": calls, "prompt_tokens": prompt}
+    known |= {"completion_tokens": completion, "cost_usd": cost, "cost_low_usd": cost, "cost_high_usd": cost}
+    return CostEstimate(arm=arm, model=config.model, behaviour=behaviour, **known, **ceiling)
+
+
+def _ceiling(config, price, calls: int, prompt_per_call: int) -> dict:
+    """The ceiling of a bill — `calls` calls of `prompt_per_call` prompt tokens, each answered
+    with `max_tokens` — and the prices, as `CostEstimate` fields."""
+    prompt, completion = calls * prompt_per_call, calls * config.max_tokens
+    return {
+        "ceiling_calls": calls,
+        "ceiling_prompt_tokens": prompt,
+        "ceiling_completion_tokens": completion,
+        "ceiling_cost_usd": price(prompt, completion),
+        "price_prompt_per_1m": config.price_prompt_per_1m,
+        "price_completion_per_1m": config.price_completion_per_1m,
+    }
 
 
 def check_cost_limit(estimates: CostEstimate | Sequence[CostEstimate], max_cost_usd: float | None) -> None:
@@ -289,8 +287,6 @@ class _PromptMeter:
     that carry their summary."""
 
     def __init__(self, llm_brain, behaviour) -> None:
-        from ops.simulation.brains.llm.prompts import reflection_state_text
-
         self.llm = llm_brain
         self.behaviour = behaviour
         self.name = getattr(behaviour, "name", "behaviour")
@@ -300,6 +296,13 @@ class _PromptMeter:
         self._reflected: dict[int, int] = {}  # user id -> short-term length at its last reflection
         self._reflection_answer = text_tokens(json.dumps(_SAMPLE_REFLECTION))
         self._reflection_state = text_tokens(reflection_state_text(_SAMPLE_REFLECTION["preferences"], 6, 3)) + 2
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """(calls, prompt tokens, completion tokens, the longest prompt's tokens) written so far."""
+        calls = sum(len(v) for v in self.prompt.values())
+        prompt = sum(sum(v) for v in self.prompt.values())
+        completion = sum(sum(v) for v in self.completion.values())
+        return calls, prompt, completion, max((t for v in self.prompt.values() for t in v), default=0)
 
     def prepare(self, sessions, shown) -> None:
         self.behaviour.prepare(sessions, shown)
@@ -369,30 +372,9 @@ def estimate_protocol_cost(
     run(meter)
     c = llm_brain.config
     price = llm_brain.transport.cost
-    calls = sum(len(v) for v in meter.prompt.values())
-    prompt = sum(sum(v) for v in meter.prompt.values())
-    completion = sum(sum(v) for v in meter.completion.values())
-    longest = max((t for v in meter.prompt.values() for t in v), default=0)
+    calls, prompt, completion, longest = meter.counts()
     tries = 1 + int(getattr(c, "reasks", 0) or 0)
     ceiling_calls = calls * tries
-    ceiling_prompt, ceiling_completion = ceiling_calls * longest, ceiling_calls * c.max_tokens
-    cost = price(prompt, completion)
-    return CostEstimate(
-        arm=name,
-        model=c.model,
-        behaviour=getattr(behaviour, "name", type(behaviour).__name__),
-        agents=agents,
-        sampled_agents=agents,
-        calls=calls,
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        cost_usd=cost,
-        cost_low_usd=cost,
-        cost_high_usd=cost,
-        ceiling_calls=ceiling_calls,
-        ceiling_prompt_tokens=ceiling_prompt,
-        ceiling_completion_tokens=ceiling_completion,
-        ceiling_cost_usd=price(ceiling_prompt, ceiling_completion),
-        price_prompt_per_1m=c.price_prompt_per_1m,
-        price_completion_per_1m=c.price_completion_per_1m,
-    )
+    behaviour_name = getattr(behaviour, "name", type(behaviour).__name__)
+    ceiling = _ceiling(c, price, ceiling_calls, longest)
+    return _exact(name, c, behaviour_name, agents, (calls, prompt, completion), price, ceiling)

@@ -87,7 +87,7 @@ def agents_by_session(
 ) -> list[list[int]]:
     """For session 0, 1, …: the users (sorted) who have that session.  Session s holds every
     user with more than s sessions, so sessions are numbered 0 … n−1 for each agent and an
-    agent's session s is the same generator whatever the design (`runner.agent_rng`)."""
+    agent's session s is the same generator whatever the design (`session.agent_rng`)."""
     counts = {int(u): sessions_of(tiers[int(u)], sessions_per_agent, config) for u in users}
     most = max(counts.values(), default=0)
     return [sorted(u for u, n in counts.items() if n > s) for s in range(most)]

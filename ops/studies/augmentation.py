@@ -35,8 +35,12 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
+from tqdm.auto import tqdm
 
+from ops.arms.base import FitData
 from ops.arms.catalog import make_arm
+from ops.arms.recommenders import TrainedArm, evaluate_arm, train_arm
+from ops.figures import table_markdown
 from ops.readout.augmentation_summary import AUGMENTATION_METRICS, ORIGINAL, empty_metrics, table_5
 from ops.schema import RATINGS, conform
 from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
@@ -89,11 +93,6 @@ def refit_and_evaluate(
     exactly the one asked for, it is evaluated instead of trained again (training is seeded,
     so a second run would give the same model at the cost of a training).
     """
-    from tqdm.auto import tqdm
-
-    from ops.arms.base import FitData
-    from ops.arms.recommenders import TrainedArm, evaluate_arm, train_arm
-
     config = config or AugmentationConfig()
     signals = tuple(config.signals if signals is None else signals)
     unknown = [s for s in signals if s not in SIGNALS]
@@ -275,7 +274,7 @@ def table_5_markdown(table: pl.DataFrame, not_applicable: Sequence[str]) -> str:
     """Table 5 (test AUC) in Markdown, or why there is none."""
     if not table.height:
         return f"not applicable: {', '.join(not_applicable)} has no model to refit"
-    return table_5(table).to_pandas().to_markdown(index=False, floatfmt=".4f")
+    return table_markdown(table_5(table), ".4f")
 
 
 def simulated_interactions(

@@ -18,13 +18,12 @@ asked).  Implementations: `ops.simulation.brains.embedded` (offline default),
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
+
+import numpy as np
 
 from ops.agents.session import AgentSession
 from ops.simulation.observation import Decision, Observation
-
-if TYPE_CHECKING:
-    import numpy as np
 
 
 class Brain(Protocol):

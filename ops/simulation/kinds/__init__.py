@@ -12,16 +12,18 @@ other edit; `brain_names()` lists the modules' names without importing them.
 A kind carries what the rest of simab needs to know about its brain, so that nothing outside
 this package compares a brain's name:
 - `brain(sources)`: a fresh brain (`ops.simulation.brains.protocol.Brain`) built from what
-  the run offers (`BrainSources`: the catalogue, the fitted embedded brain, the LLM endpoint's
-  configuration, the run's bill);
+  the run offers (`BrainSources`: the catalogue, the run's bill, and by name what particular
+  kinds read — the fitted embedded brain, the LLM endpoint's configuration, a plug-in's own);
 - `decides_offline`: the brain's own flag (a decision costs no request to a metered
   endpoint), which the sensitivity ladder's skip and the bills read;
 - `concurrency(sources)`: agents in flight at once;
 - `simulation_estimate(...)` / `protocol_estimate(...)`: the bill of a simulation or a trust
   protocol before its first call, or None: free;
-- `answers`: the trust protocols it answers (`PROTOCOLS`), and `per_item` how it answers the
-  papers' per-item taste question ("scores": thresholds on its own scores, fitted on the
-  validation window; "asks": one question per list; "": not at all);
+- `answers`: the trust protocols it answers (`PROTOCOLS`), through its decisions (the sandbox
+  protocols); `answer_taste(brain, question)` how its brain answers the papers' per-item
+  taste question (its own scores cut at thresholds the protocol fits, one question per list,
+  or an answerer of its own), None: not at all; `list_response(sources)` its calibration to
+  list quality, where it has one;
 - `fitted_through(sources)`: the last timestamp it was fitted on (the leakage guard of the
   protocols), `refitted(...)` the same kind fitted on other windows (the papers' hold-out);
 - `reads_personas`: whether SimUSER's matched persona reaches it; `reads_poster_vectors`:
@@ -37,8 +39,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
@@ -66,23 +68,44 @@ class Bill:
     label: str
 
 
-@dataclass(frozen=True)
-class BrainSources:
-    """What a kind may build its brain from, as the step offers it: the catalogue the agents
-    browse, the fitted embedded brain (`ops.simulation.brains.embedded.EmbeddedBrainModel`,
-    the `embedded_brain` asset), the LLM endpoint's configuration (`LLMBrainConfig`, from the
-    `llm` resource), the run's bill (None: calls are not charged), the fatigue costs the agent
-    is told, and `options` for a kind of its own."""
+class BrainSources(Mapping[str, Any]):
+    """What a kind may build its brain from, as the step offers it.  Every kind may read the
+    catalogue the agents browse, the run's bill (None: calls are not charged) and the fatigue
+    costs the agent is told; beside them a mapping of what particular kinds read, by name —
+    "embedded": the fitted embedded brain (`ops.simulation.brains.embedded.EmbeddedBrainModel`,
+    the `embedded_brain` asset), "llm": the LLM endpoint's configuration (`LLMBrainConfig`,
+    from the `llm` resource) — which a kind of its own extends with its own names
+    (`BrainSources(catalogue=…, my_model=…)`, read as `sources["my_model"]`)."""
 
-    catalogue: Any = None
-    embedded: Any = None
-    llm: Any = None
-    bill: Bill | None = None
-    fatigue: Any = None
-    options: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, catalogue: Any = None, bill: Bill | None = None, fatigue: Any = None, **parts: Any) -> None:
+        self.catalogue = catalogue
+        self.bill = bill
+        self.fatigue = fatigue
+        self._parts = dict(parts)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._parts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def replace(self, **changes: Any) -> BrainSources:
+        """These sources with `changes`: the catalogue, bill, fatigue or a part by its name."""
+        fields = {"catalogue": self.catalogue, "bill": self.bill, "fatigue": self.fatigue, **self._parts}
+        return BrainSources(**{**fields, **changes})
 
     def with_catalogue(self, catalogue) -> BrainSources:
-        return replace(self, catalogue=catalogue)
+        return self.replace(catalogue=catalogue)
+
+    # One step's sources, not a value: two are the same only when they are one.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"BrainSources(catalogue={self.catalogue!r}, bill={self.bill!r}, parts={sorted(self._parts)})"
 
 
 class BrainKind:
@@ -97,7 +120,6 @@ class BrainKind:
     # The first part of the brain's name in the events' `brain` column ("llm" of "llm:gpt-4o-mini").
     family: ClassVar[str] = ""
     answers: ClassVar[frozenset[str]] = frozenset(PROTOCOLS)
-    per_item: ClassVar[str] = ""
     reads_personas: ClassVar[bool] = False
     # Whether it reads posters as the fitted embedded brain's poster vectors (a changed
     # poster must then be embedded again), rather than from the catalogue's image files.
@@ -134,6 +156,18 @@ class BrainKind:
         """The sources with the brain fitted again on `train` / `valid` for `agents` (the
         papers' hold-out); a kind that fits nothing asks the same brain."""
         return sources
+
+    def answer_taste(self, brain, question):
+        """The papers' per-item taste question — the agent shown a whole list says for every
+        item whether it would watch it (`ops.studies.alignment.per_item.TasteQuestion`) — as
+        `brain`, one of this kind's, answers it: (answerer, thresholds or None), the answerer
+        (agent template, movies, ratio) -> the movies it would watch.  `question` offers the
+        ways: `question.cut(scorer)` — yes where `scorer(session, movies)`, one score per
+        movie for an agent arriving on the site, reaches a threshold per ratio the protocol
+        fits on lists it holds out; `question.ask(brain)` — one structured request per list
+        to a brain that talks to an endpoint; `question.answer_with(answerer)` — the kind's
+        own.  None (the default): it does not answer it."""
+        return None
 
     def list_response(self, sources: BrainSources):
         """The calibration of its response to list quality, when it has one (`ListResponse`)."""

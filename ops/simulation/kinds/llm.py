@@ -6,10 +6,9 @@ embedded brain decides, sending nothing (`ops.simulation.cost`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
-from ops.simulation.brains.llm.client import key_required, resolve_base_url
+from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.cost import estimate_llm_cost, estimate_protocol_cost
 from ops.simulation.kinds import BrainKind, BrainSources, brain_kind
 from ops.web import endpoint_host, safe_endpoint
@@ -20,7 +19,6 @@ class LLM(BrainKind):
     summary = "any OpenAI-compatible chat endpoint (the `llm` resource), charged to the run's bill"
     brain_class = LLMBrain
     family = "llm"
-    per_item = "asks"
     reads_personas = True
     sees_posters = True
     without_posters = "llm-no-vision"
@@ -39,7 +37,7 @@ class LLM(BrainKind):
     def config(self, sources: BrainSources, **overrides) -> LLMBrainConfig:
         """The endpoint's configuration as this kind asks it: the fatigue costs the agent is
         told, palette captions instead of images without posters, and `overrides`."""
-        base = sources.llm if sources.llm is not None else LLMBrainConfig()
+        base = sources.get("llm") or LLMBrainConfig()
         own = {"fatigue": sources.fatigue} if sources.fatigue is not None else {}
         if not self.sees_posters:
             own["vision"] = False
@@ -76,6 +74,10 @@ class LLM(BrainKind):
         finally:
             writer.close()
 
+    def answer_taste(self, brain: LLMBrain, question):
+        """One structured question per list: the ids it would watch."""
+        return question.ask(brain)
+
     def _behaviour(self, sources: BrainSources):
         return brain_kind(self.behaviour).seeing(self.sees_posters).brain(sources)
 
@@ -83,16 +85,13 @@ class LLM(BrainKind):
 def describe_endpoint(config: LLMBrainConfig, max_cost_usd: float | None = None) -> dict[str, str | float | int | bool]:
     """The endpoint's parameters safe to log (MLflow, Dagster metadata): no key, only whether
     one is set; the endpoint without credentials, and where it came from."""
-    endpoint = safe_endpoint(resolve_base_url(config.base_url))
+    url, origin = resolve_endpoint(config.base_url)
+    endpoint = safe_endpoint(url)
     return {
         "brain": "llm",
         "llm_endpoint": endpoint,
         "llm_endpoint_host": endpoint_host(endpoint),
-        "llm_endpoint_from": "base_url"
-        if config.base_url
-        else "OPENAI_BASE_URL"
-        if os.environ.get("OPENAI_BASE_URL")
-        else "default",
+        "llm_endpoint_from": origin,
         "llm_model": config.model,
         "llm_vision": str(config.vision).lower(),
         "llm_temperature": config.temperature,
@@ -112,5 +111,5 @@ def describe_endpoint(config: LLMBrainConfig, max_cost_usd: float | None = None)
 
 def _uncharged(sources: BrainSources) -> BrainSources:
     """The sources of a brain that only writes and prices prompts: no bill, no cache."""
-    llm = sources.llm if sources.llm is not None else LLMBrainConfig()
-    return replace(sources, llm=llm.model_copy(update={"cache": "off"}), bill=None)
+    llm = sources.get("llm") or LLMBrainConfig()
+    return sources.replace(llm=llm.model_copy(update={"cache": "off"}), bill=None)

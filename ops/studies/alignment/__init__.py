@@ -6,7 +6,9 @@ holds out the TEST window — the embedded brain is fitted on train + validation
 agents remember the train window — guarded by `windows.check_held_out`:
 
 - `taste`: taste discrimination at 1:1, 1:3, 1:9 and 1:4 (SimUSER Table 1, Agent4Rec
-  Table 1): accuracy, precision, recall, F1 with intervals over agents;
+  Table 1): accuracy, precision, recall, F1 with intervals over agents; `per_item` the
+  papers' own protocol, every item of the list judged, answered as the brain's kind says
+  (`BrainKind.answer_taste`);
 - `rating`: rating prediction (SimUSER Table 2) beside the user-mean baseline and the
   offline arms on the same pairs, and the rating distribution (Agent4Rec Fig. 3);
 - `social`: social traits (Agent4Rec Fig. 4, A/B Agent Fig. 6): Spearman's ρ between each

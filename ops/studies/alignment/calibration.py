@@ -69,6 +69,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
+from scipy.optimize import brentq
+from tqdm.auto import tqdm
 
 from ops.data.domain import feedback_of
 from ops.readout.statistics import named_rng
@@ -81,7 +83,7 @@ from ops.simulation.brains.embedded import (
     fit_embedded_brain,
 )
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig
+from ops.simulation.request import SimulationConfig
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
 from ops.studies.alignment.lists import LADDERS, Ladder, choose_ladder, mixed_lists, ratio_name
 
@@ -157,7 +159,6 @@ def calibrate_list_response(
     for share in config.negative_shares:
         if share not in candidates:
             candidates[share] = _with_click_refitted(model, base, sessions, train, valid, share)
-    from tqdm.auto import tqdm
 
     grid = []
     for share, params in candidates.items():
@@ -310,8 +311,6 @@ def _anchor_logits(model: EmbeddedBrainModel, params, sessions, lists: pl.DataFr
 
 
 def _solve_shift(z: np.ndarray, scale: float, target: float) -> float:
-    from scipy.optimize import brentq
-
     return float(brentq(lambda b: _sigmoid(scale * z + b).mean() - target, -100.0, 100.0))
 
 

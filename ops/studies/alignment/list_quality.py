@@ -29,12 +29,15 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
+from ops.codec import load_fields, save_fields
 from ops.readout.ab_readout import LABELS, ABReadout, ReadoutConfig, ab_readout
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import TOP_K
+from ops.simulation.brains.embedded.config import ListResponse
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate
 
 # A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
 QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)
@@ -64,15 +67,10 @@ class ListQuality:
 
     def save(self, folder: Path) -> None:
         """Into `folder` without pickle: the read-out through its codec, the rest by `ops.codec.save_fields`."""
-        from ops.codec import save_fields
-
         save_fields(folder, "ListQuality", 1, self)
 
     @classmethod
     def load(cls, folder: Path) -> ListQuality:
-        from ops.codec import load_fields
-        from ops.simulation.brains.embedded.config import ListResponse
-
         return load_fields(cls, folder, "ListQuality", 1, {"readout": ABReadout, "calibration": ListResponse})
 
     @property

@@ -26,10 +26,12 @@ task is no easier; the shares of relevant items differ (`ListQuality.shares` say
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from tqdm.auto import tqdm
 
 from ops.agents.session import AgentSession
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
@@ -246,13 +248,14 @@ def brain_workers(brain) -> int:
     return max(1, int(getattr(brain, "concurrency", 1) or 1))
 
 
-def map_in_order(fn, items: Sequence, workers: int = 1, progress=None) -> list:
+def map_in_order(fn, items: Sequence, workers: int = 1, desc: str = "", progress: bool = False) -> list:
     """`[fn(x) for x in items]`, on a pool of `workers` threads when more than one (every
     question has its own random stream, so the answers do not depend on the order they
-    finish in); `progress` wraps the results as they come, in order (tqdm)."""
-    from concurrent.futures import ThreadPoolExecutor
+    finish in); with `progress`, a tqdm bar named `desc` counts the results as they come."""
 
-    wrap = progress or (lambda it: it)
+    def wrap(results):
+        return tqdm(results, total=len(items), desc=desc, disable=not progress, mininterval=2.0)
+
     if workers <= 1 or len(items) <= 1:
         return list(wrap(fn(x) for x in items))
     with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="simab-protocol") as pool:

@@ -18,38 +18,33 @@ name on it; the assets record them.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.simulation.brains.llm.tokens import prompt_tokens, text_tokens
+from ops.simulation.assignment import sample_agents
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.budget import RunBudget, estimate_refusal
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import BrainKind, BrainSources
-from ops.simulation.runner import SimulationConfig, sample_agents
+from ops.simulation.request import SimulationConfig
 from ops.studies.alignment.list_quality import ListQuality, list_quality, simulate_lists
-from ops.studies.alignment.lists import Ladder, fresh_session, mixed_lists
+from ops.studies.alignment.lists import Ladder, mixed_lists
+from ops.studies.alignment.per_item import (
+    CountedTasteQuestion,
+    TasteQuestion,
+    fit_taste_thresholds,
+    papers_holdout_taste,
+    taste_per_item,
+    thresholds_on_lists,
+)
 from ops.studies.alignment.rating import RatingAlignment, brain_ratings, offline_rating_predictors, rating_pairs
 from ops.studies.alignment.rating import rating_alignment as score_ratings
 from ops.studies.alignment.sizing import protocol_agents
-from ops.studies.alignment.taste import (
-    TASTE_RATIOS,
-    TasteDiscrimination,
-    embedded_scorer,
-    fit_taste_thresholds,
-    list_messages,
-    llm_answerer,
-    papers_holdout_taste,
-    taste_discrimination,
-    taste_per_item,
-    threshold_answerer,
-    thresholds_on_lists,
-)
+from ops.studies.alignment.taste import TASTE_RATIOS, TasteDiscrimination, taste_discrimination
 from ops.studies.alignment.windows import check_held_out
 
 Log = Callable[[str], None]
@@ -181,43 +176,53 @@ def measure_taste(
 ) -> TasteDiscrimination:
     """Taste discrimination at 1:1, 1:3, 1:9 and 1:4 (SimUSER Table 1, Agent4Rec Table 1):
     the sandbox protocol; beside it the papers' per-item protocol on the test window when
-    the brain answers it (`BrainKind.per_item`), and again under the papers' hold-out
-    (`papers_holdout` ratings per judged user drawn from its train window; `rebuild(kept)`
-    builds the agents from the kept ratings, `users_frame` every user)."""
+    the brain's kind answers it (`BrainKind.answer_taste`, thresholds fitted on the
+    validation window), and again under the papers' hold-out (`papers_holdout` ratings per
+    judged user drawn from its train window; `rebuild(kept)` builds the agents from the kept
+    ratings, `users_frame` every user)."""
     s, brain, catalogue, sessions = opening.settings, opening.brain, opening.catalogue, opening.sessions
+    kind = opening.kind
     known = pl.concat([f.select("user_id", "movie_id") for f in (train, valid, test)])
     lists = mixed_lists(test, known, movie_ids, TASTE_RATIOS, 20, s.seed, opening.users, stream="taste")
-    asks = opening.kind.per_item == "asks"
 
     def dry_run(meter):  # both protocols, every prompt written and counted, nothing sent
         taste_discrimination(meter, sessions, lists, catalogue, s.seed, n_bootstrap=10, progress=False)
-        questions = _counted_list_answers(meter, catalogue)
-        for _ in range((2 if papers_holdout else 1) if asks else 0):  # the hold-out: about as many lists again
-            taste_per_item(questions, sessions, lists, s.seed, n_bootstrap=10, progress=False)
+        counted = kind.answer_taste(meter, CountedTasteQuestion(catalogue))
+        for _ in range((2 if papers_holdout else 1) if counted is not None else 0):  # the hold-out: about as many again
+            taste_per_item(counted[0], sessions, lists, s.seed, n_bootstrap=10, progress=False)
 
     opening.check_bill(dry_run)
     result = taste_discrimination(brain, sessions, lists, catalogue, s.seed, n_bootstrap=s.n_bootstrap, progress=True)
-    answer, thresholds = _per_item_answerer(opening, agents, train, valid, test, movie_ids)
-    if answer is not None:
-        per_item = taste_per_item(answer, sessions, lists, s.seed, n_bootstrap=s.n_bootstrap, progress=True)
-        result = result.with_per_item(per_item, thresholds)
-        if papers_holdout and rebuild is not None:
-            holdout, cuts = papers_holdout_taste(
-                _holdout_answerer(opening, valid, users_frame),
-                rebuild,
-                train,
-                opening.users,
-                known,
-                movie_ids,
-                held_out=papers_holdout,
-                seed=s.seed,
-                n_bootstrap=s.n_bootstrap,
-                progress=True,
-            )
-            if holdout is None:
-                warn("taste under the papers' hold-out not measured: no judged user has train ratings to draw")
-            else:
-                result = result.with_holdout(holdout, cuts)
+
+    def on_validation(scorer):
+        return fit_taste_thresholds(
+            scorer, agents.sessions(), valid, {"train": train}, test, movie_ids, TASTE_RATIOS, 20, s.seed, s.agents
+        )
+
+    answered = kind.answer_taste(brain, TasteQuestion(catalogue, s.seed, on_validation))
+    if answered is None:
+        result.brain = brain.name
+        return result
+    answer, thresholds = answered
+    per_item = taste_per_item(answer, sessions, lists, s.seed, n_bootstrap=s.n_bootstrap, progress=True)
+    result = result.with_per_item(per_item, thresholds)
+    if papers_holdout and rebuild is not None:
+        holdout, cuts = papers_holdout_taste(
+            _holdout_answerer(opening, valid, users_frame),
+            rebuild,
+            train,
+            opening.users,
+            known,
+            movie_ids,
+            held_out=papers_holdout,
+            seed=s.seed,
+            n_bootstrap=s.n_bootstrap,
+            progress=True,
+        )
+        if holdout is None:
+            warn("taste under the papers' hold-out not measured: no judged user has train ratings to draw")
+        else:
+            result = result.with_holdout(holdout, cuts)
     result.brain = brain.name
     return result
 
@@ -277,47 +282,22 @@ def measure_list_quality(
     return result
 
 
-def _per_item_answerer(opening: Opening, agents, train, valid, test, movie_ids):
-    """(answerer, thresholds) of the papers' per-item protocol as the brain answers it: asked
-    one question per list, or its own scores cut at thresholds fitted on the validation
-    window; (None, None) when it answers neither way."""
-    s = opening.settings
-    if opening.kind.per_item == "asks":
-        return llm_answerer(opening.brain, opening.catalogue, s.seed), None
-    if opening.kind.per_item == "scores":
-        scorer = embedded_scorer(opening.brain)
-        thresholds = fit_taste_thresholds(
-            scorer, agents.sessions(), valid, {"train": train}, test, movie_ids, TASTE_RATIOS, 20, s.seed, s.agents
-        )
-        return threshold_answerer(scorer, thresholds), thresholds
-    return None, None
-
-
 def _holdout_answerer(opening: Opening, valid: pl.DataFrame, users_frame: pl.DataFrame | None):
     """The per-item answerer under the papers' hold-out, for the agents rebuilt without the
-    drawn ratings: the same brain asked, or the brain fitted again on the kept ratings with
-    thresholds on the second drawn set (`papers_holdout_taste`)."""
+    drawn ratings: the brain's kind refits it on the kept ratings (`BrainKind.refitted`; a
+    kind that fits nothing asks the same brain) and answers, thresholds fitted on the second
+    drawn set (`papers_holdout_taste`)."""
+    kind, sources = opening.kind, opening.sources
 
     def answerer_for(agents_h, kept: pl.DataFrame, threshold_lists: pl.DataFrame):
-        if opening.kind.per_item == "asks":  # the same brain, asked about the rebuilt agents
-            return llm_answerer(opening.brain, opening.catalogue, opening.settings.seed), None
-        refitted = opening.kind.refitted(opening.sources, agents_h, kept, valid, users_frame)
-        scorer = embedded_scorer(opening.kind.brain(refitted))
-        cuts = thresholds_on_lists(scorer, agents_h.sessions(), threshold_lists)
-        return threshold_answerer(scorer, cuts), cuts
+        refitted = kind.refitted(sources, agents_h, kept, valid, users_frame)
+        brain = opening.brain if refitted is sources else kind.brain(refitted)
+        sessions = agents_h.sessions()
+        question = TasteQuestion(
+            opening.catalogue,
+            opening.settings.seed,
+            lambda scorer: thresholds_on_lists(scorer, sessions, threshold_lists),
+        )
+        return kind.answer_taste(brain, question)
 
     return answerer_for
-
-
-def _counted_list_answers(meter, catalogue: Catalogue):
-    """An answerer of the per-item protocol that counts the one request per list a brain that
-    asks would send (and a reply naming half the list), answering nothing."""
-
-    def answer(template, movies: Sequence[int], ratio):
-        meter.prompt[template.user_id].append(
-            prompt_tokens(list_messages(meter.llm, fresh_session(template), movies, catalogue))
-        )
-        meter.completion[template.user_id].append(text_tokens(json.dumps({"watch": list(movies)[: len(movies) // 2]})))
-        return set()
-
-    return answer

@@ -26,15 +26,18 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from scipy.stats import wasserstein_distance
 
 from ops.agents.session import AgentSession
+from ops.arms.base import ScoresNotAvailable
+from ops.codec import load_fields, save_fields
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import WATCH_AND_RATE
-from ops.simulation.runner import agent_rng
 from ops.simulation.sandbox import Sandbox
+from ops.simulation.session import agent_rng
 from ops.studies.alignment.lists import brain_workers, check_fallbacks, fresh_session, map_in_order
 
 STARS = (1, 2, 3, 4, 5)
@@ -69,14 +72,10 @@ class RatingAlignment:
 
     def save(self, folder: Path) -> None:
         """Into `folder` without pickle (`ops.codec.save_fields`)."""
-        from ops.codec import save_fields
-
         save_fields(folder, "RatingAlignment", 1, self)
 
     @classmethod
     def load(cls, folder: Path) -> RatingAlignment:
-        from ops.codec import load_fields
-
         return load_fields(cls, folder, "RatingAlignment", 1)
 
     def metrics(self) -> dict[str, float | int | None]:
@@ -123,8 +122,6 @@ def brain_ratings(
 ) -> pl.DataFrame:
     """`pairs` with a `simulated` column: the rating the brain gives each movie on its detail
     page when asked to rate (null when it gave none)."""
-    from tqdm.auto import tqdm
-
     by_user = {s.user_id: s for s in sessions}
     missing = sorted(set(pairs.get_column("user_id").to_list()) - set(by_user))
     if missing:
@@ -146,12 +143,7 @@ def brain_ratings(
         return decision.rating if decision.action == WATCH_AND_RATE else None
 
     # As many pairs at once as the endpoint serves (each pair has its own random stream).
-    out = map_in_order(
-        rate,
-        questions,
-        brain_workers(brain),
-        lambda it: tqdm(it, total=len(questions), desc="rating prediction", disable=not progress, mininterval=2.0),
-    )
+    out = map_in_order(rate, questions, brain_workers(brain), "rating prediction", progress)
     check_fallbacks("rating prediction", outcomes)
     return pairs.with_columns(pl.Series("simulated", out, dtype=pl.Int64))
 
@@ -162,13 +154,12 @@ def offline_rating_predictors(
     """Per arm that scores pairs (`ops.arms.base.Arm`; one that only ranks is left out),
     a function (users, movies) -> rating: its score mapped by isotonic regression fitted on
     (a sample of at most `max_pairs` of) the validation window's ratings."""
-    from sklearn.isotonic import IsotonicRegression
+    from sklearn.isotonic import IsotonicRegression  # lazy: scikit-learn (a second to import), for this fit only
 
     if valid.height > max_pairs:
         valid = valid[np.sort(named_rng(seed, "isotonic sample").choice(valid.height, max_pairs, replace=False))]
     users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("movie_id").to_numpy()
     ratings = valid.get_column("rating").to_numpy().astype(float)
-    from ops.arms.base import ScoresNotAvailable
 
     predictors = {}
     for name, arm in sorted(arms.items()):
@@ -234,8 +225,6 @@ def rating_alignment(
 
 def rating_distribution(simulated: np.ndarray, real: np.ndarray) -> tuple[pl.DataFrame, float | None]:
     """(star, real_share, simulated_share) and the Wasserstein distance between the two."""
-    from scipy.stats import wasserstein_distance
-
     simulated, real = np.asarray(simulated, dtype=float), np.asarray(real, dtype=float)
     shares = {
         "star": list(STARS),

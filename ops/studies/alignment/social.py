@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from scipy.stats import rankdata, spearmanr
 
 from ops.readout.statistics import interval_sign, named_rng, percentile_interval
 from ops.simulation.observation import CLICK_MOVIE, WATCH_AND_RATE
@@ -272,8 +273,6 @@ def verdicts(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _spearman(joined: pl.DataFrame, trait: str, behaviour: str, n_bootstrap: int, confidence: float, seed: int) -> dict:
-    from scipy.stats import rankdata, spearmanr
-
     empty = {"agents": joined.height, "rho": None, "ci_low": None, "ci_high": None, "p_value": None}
     means = {f"mean_{t}": joined.filter(pl.col(trait) == t).get_column(behaviour).mean() for t in TIERS}
     x = joined.get_column(trait).replace_strict({t: i for i, t in enumerate(TIERS)}, return_dtype=pl.Float64).to_numpy()

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ops.figures import table_markdown
 from ops.readout.fidelity import DISAGREE, MISSED, agreement_summary
 from ops.studies.alignment import papers
 from ops.studies.alignment.social import verdicts
@@ -342,8 +343,10 @@ def trust_section(
                     "future, as an A/B test does; these ask what the papers asked.",
                     "",
                 ]
-        lines += [_md(taste.table()), "", "The papers, MovieLens (accuracy / precision / recall / F1):", ""]
-        lines += [_md(_paper_taste()), "", f"Protocol difference: {papers.TASTE_DIFFERENCE}", ""] + figure("taste")
+        lines += [table_markdown(taste.table(), ".3f"), ""]
+        lines += ["The papers, MovieLens (accuracy / precision / recall / F1):", ""]
+        lines += [table_markdown(_paper_taste(), ".3f"), "", f"Protocol difference: {papers.TASTE_DIFFERENCE}", ""]
+        lines += figure("taste")
     else:
         lines += not_run("taste")
 
@@ -361,7 +364,7 @@ def trust_section(
                 "{} [{}, {}]", pl.col("mae").round(3), pl.col("mae_ci_low").round(3), pl.col("mae_ci_high").round(3)
             ).alias("MAE"),
         )
-        lines += [_md(shown), ""]
+        lines += [table_markdown(shown, ".3f"), ""]
         if rating.unanswered:
             lines += [f"{rating.unanswered} pairs got no rating from the brain (invalid answers) and are left out.", ""]
         paper = pl.DataFrame(
@@ -369,25 +372,22 @@ def trust_section(
             schema=["SimUSER Table 2 (MovieLens)", "RMSE", "MAE"],
             orient="row",
         )
-        lines += [_md(paper), ""]
+        lines += [table_markdown(paper, ".3f"), ""]
         w = "n/a" if rating.wasserstein is None else f"{rating.wasserstein:.3f}"
         lines += [
             f"Rating distribution: Wasserstein distance {w} stars between the agents' and the real ratings of the same pairs.",
             "",
         ]
-        lines += [
-            _md(rating.distribution),
-            "",
-            f"Protocol difference: {papers.RATING_DIFFERENCE} {papers.DISTRIBUTION_DIFFERENCE}",
-            "",
-        ] + figure("rating")
+        lines += [table_markdown(rating.distribution, ".3f"), ""]
+        lines += [f"Protocol difference: {papers.RATING_DIFFERENCE} {papers.DISTRIBUTION_DIFFERENCE}", ""]
+        lines += figure("rating")
     else:
         lines += not_run("rating")
 
     lines += ["### Social traits (Agent4Rec Fig. 4, A/B Agent Fig. 6)", ""]
     if social is not None and social.height:
         lines += [
-            _md(
+            table_markdown(
                 social.select(
                     "trait",
                     "behaviour",
@@ -400,17 +400,23 @@ def trust_section(
                     "mean_low",
                     "mean_medium",
                     "mean_high",
-                )
+                ),
+                ".3f",
             ),
             "",
         ]
-        lines += [_md(verdicts(social)), "", f"Protocol difference: {papers.SOCIAL_DIFFERENCE}", ""] + figure("social")
+        lines += [
+            table_markdown(verdicts(social), ".3f"),
+            "",
+            f"Protocol difference: {papers.SOCIAL_DIFFERENCE}",
+            "",
+        ] + figure("social")
     else:
         lines += ["Not run (needs simulated sessions and held-out ratings).", ""]
 
     lines += ["### List quality (A/B Agent Fig. 5)", ""]
     if list_quality is not None:
-        lines += [_md(list_quality.table()), "", _md(list_quality.elasticity), ""]
+        lines += [table_markdown(list_quality.table(), ".3f"), "", table_markdown(list_quality.elasticity, ".3f"), ""]
         rising = ", ".join(f"{m}: {'rises' if ok else 'does NOT rise'}" for m, ok in list_quality.rises.items())
         poorest, richest = list_quality.ratios[0], list_quality.ratios[-1]
         lines += [
@@ -451,7 +457,7 @@ def trust_section(
                 else "."
             ),
             "",
-            _md(sensitivity.table()),
+            table_markdown(sensitivity.table(), ".3f"),
             "",
         ] + figure("sensitivity")
     else:
@@ -492,7 +498,3 @@ def _paper_taste() -> pl.DataFrame:
     for paper, table in (("SimUSER", papers.SIMUSER_TABLE1), ("Agent4Rec", papers.AGENT4REC_TABLE1)):
         rows += [(paper, ratio, *values) for ratio, values in table.items()]
     return pl.DataFrame(rows, schema=["paper", "ratio", "accuracy", "precision", "recall", "f1"], orient="row")
-
-
-def _md(frame: pl.DataFrame) -> str:
-    return frame.to_pandas().to_markdown(index=False, floatfmt=".3f")

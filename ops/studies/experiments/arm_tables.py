@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
+from scipy.stats import kendalltau
 
+from ops.figures import pyplot, table_markdown
 from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
 from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
 from ops.readout.report import pair_counts
@@ -109,7 +111,7 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
         lines += [
             "Fidelity (Kendall τ-b between the simulated and the offline ordering of these arms):",
             "",
-            experiment.fidelity.to_pandas().to_markdown(index=False, floatfmt=".3f"),
+            table_markdown(experiment.fidelity, ".3f"),
             "",
         ]
     s = experiment.summary
@@ -126,14 +128,12 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
             _fmt_interval("simulated_difference", "simulated_ci_low", "simulated_ci_high").alias("CTR a − b"),
             "verdict",
         )
-        lines += [show.to_pandas().to_markdown(index=False), ""]
+        lines += [table_markdown(show), ""]
     return lines
 
 
 def ordering_lines(table: pl.DataFrame, paper: Mapping[str, Mapping[str, float]]) -> list[str]:
     """Per metric, whether our arms come in the paper's order (Kendall τ over the arms both have)."""
-    from scipy.stats import kendalltau
-
     shared = [a for a in table.get_column("arm").to_list() if a in paper]
     if len(shared) < 2:
         return ["Ordering against the paper: fewer than two arms in common."]
@@ -218,8 +218,6 @@ def brain_comparison(
 
 def brain_markdown(table: pl.DataFrame, differences: pl.DataFrame, brains: Sequence[str]) -> list[str]:
     """The brains side by side per arm, their differences, and whether they order the arms alike."""
-    from scipy.stats import kendalltau
-
     header = ["arm", *[f"{HEADERS[m]} {b}" for m in SIMULATED for b in brains]]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     cells = {(r["arm"], r["brain"]): r for r in table.iter_rows(named=True)}
@@ -244,7 +242,7 @@ def brain_markdown(table: pl.DataFrame, differences: pl.DataFrame, brains: Seque
         lines += [
             "Each brain against " + brains[0] + " on the same agents and lists (paired):",
             "",
-            show.to_pandas().to_markdown(index=False),
+            table_markdown(show),
             "",
         ]
     if len(arms) >= 2:
@@ -274,8 +272,6 @@ def interval_cell(value, low, high, metric: str = "") -> str:
 def arm_figure(table: pl.DataFrame, title: str):
     """Simulated CTR and offline NDCG@20 per arm with their intervals, side by side: do the
     two orderings agree, and are the differences bigger than the intervals?"""
-    from ops.figures import pyplot
-
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     names = table.get_column("arm").to_list()
@@ -294,8 +290,6 @@ def arm_figure(table: pl.DataFrame, title: str):
 
 def brain_figure(table: pl.DataFrame):
     """CTR per arm, one bar per brain with its interval: where do the brains differ?"""
-    from ops.figures import pyplot
-
     plt = pyplot()
     arms = list(dict.fromkeys(table.get_column("arm").to_list()))
     brains = list(dict.fromkeys(table.get_column("brain").to_list()))

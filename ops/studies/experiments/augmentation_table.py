@@ -8,12 +8,16 @@ the rows differ only by the simulated data added."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from ops.arms.base import FitData
+from ops.arms.catalog import make_arm
+from ops.figures import table_markdown
 from ops.readout.augmentation_summary import ORIGINAL, seed_summary, table_5
 from ops.readout.plots import augmentation_figure
 from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
@@ -46,9 +50,6 @@ def augmentation_experiment(
     """Long table (AUGMENTATION_METRICS + `vision`), `training_set` named as Table 5's rows
     ("original", "+click (w/ vision)", …).  `events` maps WITH_VISION / WITHOUT_VISION to the
     events of the simulation under that condition."""
-    from ops.arms.base import FitData
-    from ops.arms.catalog import make_arm
-
     unknown = [v for v in events if v not in (WITH_VISION, WITHOUT_VISION)]
     if unknown:
         raise ValueError(f"Table 5: conditions are {WITH_VISION!r} and {WITHOUT_VISION!r}, got {unknown}")
@@ -177,7 +178,7 @@ def augmentation_markdown(
             "AUC gain over the original, per model and training set (95 % t-interval over seeds; 'within seed noise' "
             "when it holds 0):",
             "",
-            show.to_pandas().to_markdown(index=False),
+            table_markdown(show),
             "",
         ]
     lines += added_rows_markdown(long)
@@ -205,7 +206,7 @@ def added_rows_markdown(long: pl.DataFrame) -> list[str]:
         "the users and movies they touch, and their share of positives (rating >= 4; a click counts as a positive) "
         "beside the real train rows' share:",
         "",
-        added.to_pandas().to_markdown(index=False),
+        table_markdown(added),
         "",
     ]
 
@@ -214,8 +215,6 @@ def combine(paths: Sequence[str]) -> pl.DataFrame:
     """The long tables (`table.csv`) of several Table 5 runs — one per training seed, say,
     where a machine cannot run them all in one job — as one; a (model, seed, training set)
     present twice is an error, since its mean over seeds would count it twice."""
-    from pathlib import Path
-
     parts = []
     for path in paths:
         if not Path(path).is_file():
@@ -234,10 +233,6 @@ def combine(paths: Sequence[str]) -> pl.DataFrame:
 def main(argv: Sequence[str] | None = None) -> int:
     """python -m ops.studies.experiments.augmentation_table RUN1/table.csv RUN2/table.csv …:
     print Table 5 (means and intervals over every seed of the runs) from several runs."""
-    import sys
-
-    from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
-
     paths = list(sys.argv[1:] if argv is None else argv)
     if not paths:
         raise SystemExit(main.__doc__)

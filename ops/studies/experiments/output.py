@@ -9,6 +9,8 @@ from pathlib import Path
 
 import polars as pl
 
+from ops.atomic import atomic_write_bytes
+
 
 def experiment_markdown(
     title: str,
@@ -32,8 +34,6 @@ def write_experiment(
     folder: Path, markdown: str, table: pl.DataFrame, extra: Mapping[str, pl.DataFrame] | None = None
 ) -> dict[str, Path]:
     """Write `table.md`, `table.csv` and `<name>.csv` for each extra table (atomically)."""
-    from ops.atomic import atomic_write_bytes
-
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": folder / "table.md", "csv": folder / "table.csv"}
     atomic_write_bytes(paths["markdown"], markdown.encode("utf-8"))

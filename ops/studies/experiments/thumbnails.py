@@ -25,13 +25,17 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from PIL import Image, ImageEnhance
 
-from ops.figures import save_figure
+from ops.agents.embeddings import load_poster
+from ops.figures import pyplot, save_figure, table_markdown
 from ops.readout.ab_readout import ReadoutConfig, ab_readout
 from ops.readout.statistics import named_rng
+from ops.simulation.assignment import sample_agents
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import BrainKind, BrainSources
-from ops.simulation.runner import SimulationConfig, sample_agents, simulate
+from ops.simulation.request import SimulationConfig
+from ops.simulation.runner import simulate
 from ops.studies.experiments.arm_tables import interval_cell
 from ops.studies.experiments.papers import EMBEDDED_POSTER_FEATURES, THUMBNAILS
 
@@ -55,8 +59,6 @@ FRAME_ASPECT = 16 / 9
 
 def poster_version(image, version: str):
     """The `version` of a poster image (PIL, RGB)."""
-    from PIL import Image, ImageEnhance
-
     image = image.convert("RGB")
     if version == ORIGINAL:
         return image
@@ -93,8 +95,6 @@ def write_versions(
 ) -> dict[str, pl.DataFrame]:
     """Per version, the catalogue with the sampled movies' posters (small and large)
     replaced by that version's image, written under `folder`/<version>/<movie>.png."""
-    from ops.agents.embeddings import load_poster
-
     chosen = set(int(m) for m in movie_ids)
     sources = {
         int(r["movie_id"]): r["poster_large"] or r["poster_small"]
@@ -181,8 +181,10 @@ def version_sources(sources: BrainSources, catalogue, poster_rows: Mapping[int, 
     and for a brain that reads poster vectors (`BrainKind.reads_poster_vectors`) the fitted
     embedded brain with the version's poster rows (`embedded_with_posters`); None: the
     original posters."""
-    embedded = sources.embedded if not poster_rows else embedded_with_posters(sources.embedded, poster_rows)
-    return dataclasses.replace(sources, catalogue=catalogue, embedded=embedded)
+    embedded = sources.get("embedded")
+    return sources.replace(
+        catalogue=catalogue, embedded=embedded if not poster_rows else embedded_with_posters(embedded, poster_rows)
+    )
 
 
 def thumbnail_table(events: pl.DataFrame, config: ReadoutConfig | None = None) -> tuple[pl.DataFrame, object]:
@@ -226,8 +228,6 @@ def thumbnail_table(events: pl.DataFrame, config: ReadoutConfig | None = None) -
 
 def thumbnail_figure(table: pl.DataFrame):
     """Figure 10's bars: click rate per thumbnail version with 95 % intervals."""
-    from ops.figures import pyplot
-
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     x = np.arange(table.height)
@@ -316,7 +316,7 @@ def thumbnail_experiment(
     body = [
         f"{len(movie_ids)} movies, {len(users)} agents, {brain} brain; click rate = clicks ÷ home impressions per agent.",
         "",
-        shown.to_pandas().to_markdown(index=False),
+        table_markdown(shown),
         "",
         f"Paper: {THUMBNAILS}",
         "",

@@ -13,14 +13,14 @@ Every request asks for its answer as a strict JSON schema built from the answer 
 (`answers.page_schema`: the legal actions, the ids shown, ratings in range, a bounded reason),
 sent as `response_format: json_schema` where the endpoint takes it, else `json_object`, else
 nothing (`structured_output`; `auto` probes the endpoint once, as `vision: auto` does with a
-1x1 image; `client.LLMClient.aresolve`).  Every answer is JSON validated against a schema
+1x1 image; `probes`).  Every answer is JSON validated against a schema
 (`PageAnswer`) and against the page (the
 action must be legal, a clicked movie must be on the page, a rating in range).  An answer
 that fails is re-asked ONCE with the error; if it fails again the brain records a safe
 action — `exit` on a home page, `back` on a detail page — with `Decision.fallback_reason`
 ("invalid_answer: …", an event column).  Nothing is dropped silently.
 
-Transport (`client`): `openai.AsyncOpenAI` per event loop behind a semaphore; tenacity
+Transport (`transport`): `openai.AsyncOpenAI` per event loop behind a semaphore; tenacity
 retries with back-off and jitter on 429, 408/409, 5xx, timeouts, connection errors and 200s
 whose body is not a chat completion, the server's Retry-After honoured (both forms, its own
 cap), a deadline per decision.  A request still failing after every attempt, or a decision
@@ -46,17 +46,11 @@ them from synchronous code on a private loop).  `bench/llm_brain.py` measures it
 
 from ops.simulation.brains.llm.answers import AnswerError, InterviewAnswer, PageAnswer, check_answer, check_interview
 from ops.simulation.brains.llm.brain import LLMBrain
-from ops.simulation.brains.llm.client import (
-    LLMClient,
-    LLMEndpointError,
-    LLMTransportError,
-    Reply,
-    ResponseCache,
-    Usage,
-    request_key,
-)
+from ops.simulation.brains.llm.cache import ResponseCache, request_key
+from ops.simulation.brains.llm.client import LLMClient, Reply, Usage
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.brains.llm.prompts import poster_caption, poster_data_url
+from ops.simulation.brains.llm.transport import LLMEndpointError, LLMTransportError
 
 __all__ = [
     "AnswerError",

@@ -1,6 +1,8 @@
 """The LLM brain itself: per page, the prompt (`prompts`), the answer checked (`answers`),
 re-asked once, or a recorded fallback; the exit interview; memories recalled for the page.
-The endpoint, retries and cache are `client.LLMClient`'s.  See the package docstring."""
+The endpoint, retries and cache are `client.LLMClient`'s.  See the package docstring.
+
+One concept, the LLM brain's decisions, from the page to the checked answer."""
 
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ from ops.simulation.brains.llm.answers import (
     page_schema,
     reflection_schema,
 )
-from ops.simulation.brains.llm.client import LLMClient, LLMTransportError, Reply
+from ops.simulation.brains.llm.client import LLMClient, Reply
 from ops.simulation.brains.llm.config import LLMBrainConfig
+from ops.simulation.brains.llm.transport import LLMTransportError
 from ops.simulation.observation import (
     BACK,
     CLICK_MOVIE,

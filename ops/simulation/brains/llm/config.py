@@ -83,7 +83,7 @@ class LLMBrainConfig(BaseModel):
 
     # -- cache and cost ------------------------------------------------------------------
     # The response cache: a SQLite file keyed by the whole request and the endpoint
-    # (`client.request_key`).  "readwrite": answers are read from it and valid ones stored;
+    # (`cache.request_key`).  "readwrite": answers are read from it and valid ones stored;
     # "read": read only (replay what is there, store nothing); "off": bypassed.  None as the
     # path: no cache (the `llm` resource defaults to $SIMAB_HOME/cache/llm/responses.sqlite).
     cache_path: str | None = None

@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from ops.figures import table_markdown
 from ops.simulation.brains.llm.answers import (
     AnswerError,
     _parse,
@@ -487,8 +488,8 @@ class PersonaOutcome:
         }
 
     def examples_markdown(self) -> str:
-        return self.examples.to_pandas().to_markdown(index=False) if self.examples.height else "none dropped"
+        return table_markdown(self.examples) if self.examples.height else "none dropped"
 
     def personas_markdown(self, n: int = 5) -> str:
         """The first `n` kept personas with their RMSE."""
-        return self.matched.select("user_id", "rmse", "persona").head(n).to_pandas().to_markdown(index=False)
+        return table_markdown(self.matched.select("user_id", "rmse", "persona").head(n))

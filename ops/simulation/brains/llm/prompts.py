@@ -23,6 +23,9 @@ import base64
 import io
 from collections.abc import Callable, Mapping, Sequence
 
+from PIL import Image
+
+from ops.agents.embeddings import load_poster, poster_look
 from ops.agents.session import AgentSession
 from ops.simulation.observation import (
     BACK,
@@ -373,8 +376,6 @@ def interview_text(
 
 def poster_data_url(path: str, max_side: int, quality: int = 85) -> str:
     """The poster file as a base64 JPEG data URL, longest side at most `max_side` pixels."""
-    from PIL import Image
-
     try:
         with Image.open(path) as img:
             img = img.convert("RGB")
@@ -397,8 +398,6 @@ _LOOK_WORDS = {
 def poster_caption(path: str, word: str = "Poster") -> str:
     """What a text-only model is told about a poster (or another domain's image, `word`):
     its palette, measured from pixels."""
-    from ops.agents.embeddings import load_poster, poster_look
-
     look = poster_look(load_poster(path))
     return f"{word} (palette measured from the image's colours; the picture itself is not described): {_LOOK_WORDS.get(look, look)}."
 

@@ -20,6 +20,8 @@ import io
 import math
 from collections.abc import Iterable, Mapping
 
+from PIL import Image
+
 CHARS_PER_TOKEN = 4.0
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_REPLY = 3
@@ -72,7 +74,6 @@ def image_tokens(url: str, detail: str = "auto", size: tuple[int, int] | None = 
 def _data_url_size(url: str) -> tuple[int, int] | None:
     if not url.startswith("data:") or "," not in url:
         return None
-    from PIL import Image
 
     try:
         with Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))) as img:

@@ -314,7 +314,7 @@ def test_batch_features_retrieve_what_long_term_memory_retrieves(world):
     brain.click_probability(_session(bundle, uid), [movie])
     scores = brain._scores[uid]
     row = bundle.vectors.rows_of([movie])[0]
-    recalled = memory.retrieve_by_text(bundle.vectors.text[row], k)
+    recalled = memory.retrieve_by_text(bundle.vectors.text[row], k, bundle.config.recall)
     familiarity = scores.features[0, FEATURES.index("text_familiarity")]
     assert familiarity == pytest.approx(np.mean([r.similarity for r in recalled]), abs=1e-5)
     mean = memory.ratings.mean()
@@ -332,7 +332,8 @@ def test_large_catalogue_fallback_scores_the_same_as_the_cached_similarities(wor
     bundle = world["bundle"]
     sessions = [_session(bundle, u) for u in (7, 8, 9)]
     shown = {u: _unrated(world, u, True, 3) + _unrated(world, u, False, 4) for u in (7, 8, 9)}
-    cached, direct = bundle.brain(), bundle.brain(EmbeddedBrainConfig(similarity_cache_max_movies=0))
+    cached = bundle.brain()
+    direct = bundle.brain(bundle.config.model_copy(update={"similarity_cache_max_movies": 0}))
     cached.prepare(sessions, shown)
     direct.prepare(sessions, shown)
     for u in shown:
@@ -427,7 +428,7 @@ def test_the_click_scale_and_shift_sharpen_the_click_log_odds(world):
     movies = _unrated(world, 2, True, 2) + _unrated(world, 2, False, 2)
     plain = bundle.brain().click_logits(_session(bundle, 2), movies)
     sharp = EmbeddedBrain(
-        bundle.params.model_copy(update={"click_scale": 3.0, "click_shift": -1.5}), bundle.context
+        bundle.params.model_copy(update={"click_scale": 3.0, "click_shift": -1.5}), bundle.context, bundle.config
     ).click_logits(_session(bundle, 2), movies)
     assert sharp == pytest.approx(3.0 * plain - 1.5)
 

@@ -53,8 +53,6 @@ HELPER_ALLOWANCE = {
 # functions with no `# lazy:` reason: module -> how many such imports today.
 LATE_IMPORT_FOLDERS = ("ops/simulation", "ops/readout", "ops/studies", "resources")
 LATE_IMPORT_ALLOWANCE = {
-    "ops/simulation/brains/embedded/features.py": 7,
-    "ops/simulation/brains/embedded/fitting.py": 4,
     "ops/simulation/brains/embedded/rating_rule.py": 1,
     "ops/readout/ab_readout.py": 2,
 }

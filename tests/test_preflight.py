@@ -407,7 +407,7 @@ def test_the_same_values_made_workable_pass(tmp_path, declared_arms):
 @pytest.mark.parametrize(
     "env, said",
     [
-        ({"SIMAB_CONTROL": "zzz"}, "simab: SIMAB_CONTROL='zzz': not one of the arms (random, pop, fm, deepfm)"),
+        ({"SIMAB_CONTROL": "zzz"}, "simab: SIMAB_CONTROL='zzz': not one of the arms (random, pop, fm, deepfm, mirror)"),
         (
             {"SIMAB_ARMS": "x=lists:/nope.parquet"},
             "simab: SIMAB_ARMS='x=lists:/nope.parquet': arm x: /nope.parquet: no such file",

@@ -25,7 +25,7 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
 from ops.simulation.runner import simulate
 
-EXPECTED = "a01c3ef71b11186264ae6790f8eea0e6200cb920cfaac96329f6b7dc22af435d"
+EXPECTED = "67c77e24cb2e634c38bd1a1494638465a5666ebed385a1d85c4cfd61185e636c"
 
 
 def embedded_events(root) -> pl.DataFrame:

@@ -316,6 +316,7 @@ def _curve(x: np.ndarray, y: np.ndarray):
     beyond the largest x the slope of the least-squares line through the points whose x is
     at least the median x (the whole line's with fewer than two of them; never below 0), below
     the smallest x that of the whole line."""
+    # lazy: scikit-learn
     from sklearn.isotonic import IsotonicRegression
 
     keep = np.isfinite(x) & np.isfinite(y)

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from scipy import sparse
+from scipy.sparse.linalg import svds
+from threadpoolctl import threadpool_limits
 
 from ops.agents.clock import catalogue_at
 from ops.agents.embeddings import MovieVectors
@@ -27,6 +30,7 @@ from ops.agents.profile import (
     movie_credits,
     population_stats,
 )
+from ops.codec import check_format, load_arrays, load_json, save_arrays, save_json
 from ops.simulation.brains.embedded.config import FEATURES, EmbeddedBrainConfig
 
 
@@ -94,7 +98,6 @@ class BrainContext:
         """Into `folder`, without pickle: the catalogue's vectors (unless another context saved
         beside it holds them: `with_vectors` False) and facts (their own folders), the arrays
         and sparse credit matrices as `.npz`, the rest as JSON (`ops.codec`)."""
-        from ops.codec import save_arrays, save_json
 
         folder.mkdir(parents=True, exist_ok=True)
         if with_vectors:
@@ -126,10 +129,6 @@ class BrainContext:
 
     @classmethod
     def load(cls, folder: Path, vectors: MovieVectors | None = None) -> BrainContext:
-        from scipy import sparse
-
-        from ops.codec import check_format, load_arrays, load_json
-
         meta = load_json(folder / "context.json")
         check_format(meta, "BrainContext", _CONTEXT_FORMAT, folder / "context.json")
         arrays = load_arrays(folder / "context.npz")
@@ -253,8 +252,6 @@ def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> n
     unnormalised dot products rank by it (measured on ML-1M users 1-1999, test-window lists
     at 1:9: click AUC 0.819 without the score, 0.820 with the raw PureSVD score, 0.828 with
     this one)."""
-    from scipy import sparse
-    from scipy.sparse.linalg import svds
 
     n = len(movie_ids)
     if k <= 0 or train.height == 0:
@@ -282,7 +279,6 @@ def item_neighbourhood_vectors(train: pl.DataFrame, movie_ids: np.ndarray, k: in
     dotted with the mean row of the agent's remembered movies — is its mean item-item
     similarity to them, an item-kNN score over the whole memory with no factorisation.
     (n, 0) when `k` (collab_factors, here only on / off) is 0 or the window is empty."""
-    from scipy import sparse
 
     n = len(movie_ids)
     if k <= 0 or train.height == 0:
@@ -303,7 +299,6 @@ def pathsim_neighbours(history: pl.DataFrame, movie_ids: np.ndarray, k: int):
     sim(i, j) = 2 |paths i→j| / (|paths i→i| + |paths j→j|) = 2 C_ij / (C_ii + C_jj) with C the
     co-interaction counts, each item keeping its `k` strongest neighbours (itself left out).
     A CSR matrix, catalogue row x catalogue row; None when `k` is 0 or the history is empty."""
-    from scipy import sparse
 
     n = len(movie_ids)
     if k <= 0 or history.height == 0:
@@ -445,7 +440,6 @@ def pair_features(
     # matrix product per agent.
     use_posters = config.use_posters and ctx.vectors.poster.shape[1] > 0
     text, poster = ctx.vectors.text, ctx.vectors.poster
-    from threadpoolctl import threadpool_limits
 
     if use_posters:
         ctx.similarity("poster", config.similarity_cache_max_movies)
@@ -564,7 +558,10 @@ def _batched_retrieval(matrix, sim, agents, pm, offsets, memory_ok, config, max_
             key = np.round(score, 5) + np.arange(L) * (1e-5 / (L + 1))  # later memory wins a tie
             top = np.argpartition(-key, k - 1, axis=2)[..., :k] if k < L else np.broadcast_to(np.arange(L), sims.shape)
             s_top = np.take_along_axis(sims, top, axis=2).astype(np.float64)
-            k_top = np.take_along_axis(key, top, axis=2)
+            # The neighbour named in a reason is the most similar liked memory recalled (its
+            # similarity, not the recall score that also weighs recency and importance).
+            closeness = key if not weighted else np.round(sims.astype(np.float64), 5) + np.arange(L) * (1e-5 / (L + 1))
+            k_top = np.take_along_axis(closeness, top, axis=2)
             valid = np.isfinite(s_top)
             s0 = np.where(valid, s_top, 0.0)
             f = s0.sum(axis=2) / np.maximum(valid.sum(axis=2), 1)
@@ -600,7 +597,6 @@ def _graph_scores(agents, pa: np.ndarray, pm: np.ndarray, ctx: BrainContext) -> 
     PathSim from the agent's remembered items (its whole memory, and its `collab_recent`
     newest), as an item-kNN recommender scores a user's unseen items, divided by the number
     of items summed over so that a long memory does not make every item likelier."""
-    from scipy import sparse
 
     out = []
     for rows_of in (lambda a: a.rows, lambda a: a.recent_rows):

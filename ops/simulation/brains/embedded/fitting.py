@@ -15,6 +15,7 @@ import polars as pl
 from ops.agents.build import Agents
 from ops.agents.clock import Clock, fit_half_life
 from ops.agents.memory import LongTermMemory, RecallWeights
+from ops.codec import check_format, load_json, save_json
 from ops.simulation.brains.embedded.brain import EmbeddedBrain
 from ops.simulation.brains.embedded.config import (
     COLLAB_FEATURES,
@@ -62,7 +63,6 @@ class EmbeddedBrainModel:
     def save(self, folder: Path) -> None:
         """Into `folder`, without pickle: parameters, configuration and timings as JSON, the
         context in its own folder (`BrainContext.save`)."""
-        from ops.codec import save_json
 
         folder.mkdir(parents=True, exist_ok=True)
         save_json(
@@ -81,8 +81,6 @@ class EmbeddedBrainModel:
 
     @classmethod
     def load(cls, folder: Path) -> EmbeddedBrainModel:
-        from ops.codec import check_format, load_json
-
         meta = load_json(folder / "brain.json")
         check_format(meta, "EmbeddedBrainModel", 1, folder / "brain.json")
         context = BrainContext.load(folder / "context")
@@ -158,7 +156,9 @@ def fit(
     config: EmbeddedBrainConfig | None = None,
 ) -> EmbeddedBrainParams:
     """Fit the click, like and rating models (module docstring, "Fitting")."""
+    # lazy: scikit-learn
     from sklearn.linear_model import LogisticRegression, Ridge
+    # lazy: scikit-learn
     from sklearn.metrics import roc_auc_score
 
     config = config or EmbeddedBrainConfig()
@@ -300,6 +300,7 @@ def _fit_recall(config, memories, profiles, fit_users, candidates, y, held, ctx)
     `recall_grid` whose click model (no collaborative score) scores the held-out users'
     validation window best (AUC; the first of the grid on a tie or without held-out users),
     with the popularity half-life; and every weighting tried with its AUC."""
+    # lazy: scikit-learn
     from sklearn.metrics import roc_auc_score
 
     if config.recall is not None:
@@ -315,6 +316,7 @@ def _fit_recall(config, memories, profiles, fit_users, candidates, y, held, ctx)
         X, _, _ = pair_features([states[u] for u in fit_users], candidates, ctx, tried)
         score = None
         if held.any() and len(np.unique(y[held])) == 2:
+            # lazy: scikit-learn
             from sklearn.linear_model import LogisticRegression
 
             model = _fit_logistic(LogisticRegression, X[~held][:, idx], y[~held], names, config)

@@ -101,9 +101,11 @@ class LLMBrainConfig(BaseModel):
     detail_text_memories: int = Field(5, ge=0)
     detail_poster_memories: int = Field(3, ge=0)
     # Which memories are recalled (`ops.agents.memory.RecallWeights`): Generative Agents'
-    # retrieval, relevance, recency and importance weighed alike (Park et al. 2023, §4.1),
-    # recency halving every 30 days at the memory's clock.
-    recall: RecallWeights = Field(default_factory=lambda: RecallWeights(recency=1.0, importance=1.0))
+    # retrieval (Park et al. 2023, §4.1), relevance plus recency at half weight, recency halving
+    # every 30 days at the memory's clock.  Importance is left out: with relevance scaled
+    # between an agent's least and most similar memory, a strongly rated film outweighed the
+    # page's film itself (a romance rated 1 recalled first on a horror film's detail page).
+    recall: RecallWeights = Field(default_factory=lambda: RecallWeights(recency=0.5))
     short_term_max_steps: int = Field(30, ge=0)  # most recent session steps in the prompt
     # Reflection (Agent4Rec §2.1.2): every `reflect_every` actions of a session the agent is
     # asked to sum up its recent experiences — its taste now, its satisfaction with the

@@ -6,8 +6,8 @@ import shutil
 import polars as pl
 import pytest
 
-from fakes.steam_data import write_steam_fixture
 from fakes.scale_log import ScaleLogConfig, generate_scale_log
+from fakes.steam_data import write_steam_fixture
 from ops.data.domain import (
     IMPLICIT_LIKED,
     IMPLICIT_NOT_LIKED,

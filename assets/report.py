@@ -104,6 +104,11 @@ class ReportConfig(Config):
         description="the verdict warns that the brain cannot tell lists apart when its list-quality CTR spread "
         "(1:1 lists minus 1:9 lists) is below this or its interval holds 0 ($SIMAB_LIST_QUALITY_SPREAD_FLOOR)",
     )
+    eval_users: int = Field(
+        default=config_default("eval_users"),
+        ge=0,
+        description="the offline metrics over a seeded sample of this many test users, as the arms measured them; 0 = all ($SIMAB_EVAL_USERS)",
+    )
 
 
 @asset(

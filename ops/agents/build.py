@@ -1,8 +1,11 @@
 """Agents in one call (docs/definitions.md#lifecycle, step 7): profiles and long-term memories.
 
-`build_agents` embeds the catalogue once (cached), then builds every user's profile and
-long-term memory from the train split only.  `Agents.sessions()` gives the session
-templates the simulation runner starts from.  How an agent decides is the brain's business
+`build_agents` embeds the catalogue once (cached), then builds the profile and long-term
+memory of every user with train ratings, or of the users the run reads (`user_ids`: those
+simulated, calibrated or asked by a trust protocol), from the train split only; the social
+traits of every user (`Agents.traits`, the population the agents are drawn from and their
+tiers cut over) are kept either way.  `Agents.sessions()` gives the session templates the
+simulation runner starts from.  How an agent decides is the brain's business
 (`ops.simulation.brains`); the embedded brain is fitted from these agents by
 `ops.simulation.brains.embedded.fit_embedded_brain`.
 """
@@ -13,13 +16,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
 from ops.agents.embeddings import EmbeddingConfig, MovieVectors, PosterEmbedder, TextEmbedder, embed_catalogue
 from ops.agents.memory import LongTermMemory, build_long_term_memories, memories_from_arrays, memories_to_arrays
 from ops.agents.movie_facts import MovieFacts, build_movie_facts
-from ops.agents.profile import AgentProfile, ProfileConfig, build_profiles, profiles_from_table, profiles_table
+from ops.agents.profile import (
+    AgentProfile,
+    ProfileConfig,
+    build_profiles,
+    profiles_from_table,
+    profiles_table,
+    social_traits,
+)
 from ops.agents.session import AgentSession
 from ops.codec import check_format, load_arrays, load_json, load_table, save_arrays, save_json, save_table
 
@@ -31,7 +42,9 @@ class AgentsConfig(BaseModel):
 
 @dataclass(eq=False)
 class Agents:
-    """Every agent's profile and long-term memory, and the catalogue they perceive."""
+    """The agents' profiles and long-term memories, the catalogue they perceive, and the
+    social traits of every user they are drawn from (`traits`: `social_traits` of the train
+    window, one row per user with enough train ratings to be an agent)."""
 
     profiles: dict[int, AgentProfile]
     memories: dict[int, LongTermMemory]
@@ -39,10 +52,26 @@ class Agents:
     facts: MovieFacts
     config: AgentsConfig
     timings_s: dict[str, float] = field(default_factory=dict)
+    traits: pl.DataFrame | None = None
+
+    @property
+    def population(self) -> np.ndarray:
+        """Every user who could be an agent (sorted ids): whom samples are drawn from,
+        whether or not their profile was built."""
+        if self.traits is None:
+            return np.array(sorted(self.profiles), dtype=np.int64)
+        return self.traits.get_column("user_id").to_numpy().astype(np.int64)
 
     def sessions(self, user_ids=None) -> list[AgentSession]:
         """Session templates (no fatigue spent, budget 0: the runner sets it from the tier)."""
         ids = sorted(self.profiles) if user_ids is None else sorted(int(u) for u in user_ids)
+        missing = [u for u in ids if u not in self.profiles]
+        if missing:
+            raise KeyError(
+                f"{len(missing)} agent(s) asked for were not built, e.g. user {missing[0]}: the agents asset builds "
+                f"the {len(self.profiles)} users the run reads (its agent sample, the embedded brain's fitting and "
+                "calibration, the trust protocols); materialise it with the settings of the step that asks"
+            )
         return [AgentSession(u, self.profiles[u], self.memories[u], 0.0, 0.0) for u in ids]
 
     def save(self, folder: Path) -> None:
@@ -53,12 +82,14 @@ class Agents:
             folder / "agents.json",
             {
                 "kind": "Agents",
-                "format_version": 2,
+                "format_version": 3,
                 "config": self.config.model_dump(mode="json"),
                 "timings_s": self.timings_s,
             },
         )
         save_table(folder / "profiles.parquet", profiles_table(self.profiles))
+        if self.traits is not None:
+            save_table(folder / "traits.parquet", self.traits)
         save_arrays(folder / "memories.npz", memories_to_arrays(self.memories))
         self.vectors.save(folder / "vectors")
         self.facts.save(folder / "facts")
@@ -66,9 +97,10 @@ class Agents:
     @classmethod
     def load(cls, folder: Path) -> Agents:
         meta = load_json(folder / "agents.json")
-        # Format 2: profiles carry the persona (ops.agents.persona).
-        check_format(meta, "Agents", 2, folder / "agents.json")
+        # Format 2: profiles carry the persona (ops.agents.persona); 3: the population's traits.
+        check_format(meta, "Agents", 3, folder / "agents.json")
         vectors = MovieVectors.load(folder / "vectors")
+        traits = folder / "traits.parquet"
         return cls(
             profiles=profiles_from_table(load_table(folder / "profiles.parquet")),
             memories=memories_from_arrays(load_arrays(folder / "memories.npz"), vectors),
@@ -76,6 +108,7 @@ class Agents:
             facts=MovieFacts.load(folder / "facts"),
             config=AgentsConfig.model_validate(meta["config"]),
             timings_s=meta["timings_s"],
+            traits=load_table(traits) if traits.is_file() else None,
         )
 
 
@@ -87,8 +120,10 @@ def build_agents(
     text_embedder: TextEmbedder,
     poster_embedder: PosterEmbedder | None,
     cache_dir: str | Path | None = None,
+    user_ids=None,
 ) -> Agents:
-    """Profiles and memories of every user with train ratings; `catalogue` is MM-ML-1M."""
+    """Profiles and memories of every user with train ratings, or of those of `user_ids`
+    (the traits of every user kept in `Agents.traits`); `catalogue` is MM-ML-1M."""
     config = config or AgentsConfig()
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -98,11 +133,23 @@ def build_agents(
     t = time.perf_counter()
     facts = build_movie_facts(catalogue, train)
     looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
-    profiles = build_profiles(train, users, catalogue, config.profile, facts=facts, poster_looks=looks)
+    traits = agent_population(train, facts, config.profile)
+    chosen = None if user_ids is None else np.unique(np.asarray(user_ids, dtype=np.int64))
+    profiles = build_profiles(
+        train, users, catalogue, config.profile, facts=facts, poster_looks=looks, user_ids=chosen, traits=traits
+    )
     timings["profiles"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    memories = build_long_term_memories(train, vectors)
+    read = train if chosen is None else train.filter(pl.col("user_id").is_in(pl.Series(chosen).implode()))
+    memories = build_long_term_memories(read, vectors)
     memories = {u: m for u, m in memories.items() if u in profiles}
     timings["memories"] = time.perf_counter() - t
-    return Agents(profiles, memories, vectors, facts, config, timings)
+    return Agents(profiles, memories, vectors, facts, config, timings, traits)
+
+
+def agent_population(train: pl.DataFrame, facts: MovieFacts, config: ProfileConfig | None = None) -> pl.DataFrame:
+    """The social traits of every user who can be an agent (`min_train_ratings` train
+    ratings or more), sorted by user id: the population samples of agents are drawn from."""
+    config = config or ProfileConfig()
+    return social_traits(train, facts, config).filter(pl.col("activity") >= config.min_train_ratings)

@@ -78,6 +78,13 @@ class AugmentationAssetConfig(Config):
         description="Recall@20 and NDCG@20 over a seeded sample of this many test users, as the arms' offline metrics; 0 = all ($SIMAB_EVAL_USERS)",
     )
 
+    def augmentation(self) -> AugmentationConfig:
+        """How the simulated events become training rows and the models are refit."""
+        return AugmentationConfig(
+            signals=tuple(self.signals),
+            **self.model_dump(include={"click_label", "refit", "warm_epochs", "eval_users"}),
+        )
+
 
 @asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="pytorch")
 def augmentation_metrics(
@@ -110,11 +117,7 @@ def augmentation_metrics(
             users,
             mm_ml_1m,
             simulation_events,
-            config=AugmentationConfig(
-                signals=tuple(config.signals),
-                click_label=config.click_label,
-                **config.model_dump(include={"refit", "warm_epochs", "eval_users"}),
-            ),
+            config=config.augmentation(),
             original_model=recommender_arm,
             log=context.log.info,
             **config.model_dump(include=REFIT_SETTINGS),

@@ -372,7 +372,9 @@ def _optimiser(model, config: ArmConfig):
         return _DenseUpdates(model, config.learning_rate)
     from ops.arms.lazy_updates import LazyEmbeddingUpdates
 
-    return LazyEmbeddingUpdates(model, config.learning_rate, config.l2_reg_embedding, config.l2_reg_linear)
+    return LazyEmbeddingUpdates(
+        model, config.learning_rate, config.l2_reg_embedding, config.l2_reg_linear, min_rows=config.batch_size
+    )
 
 
 def implicit_settings(config: ArmConfig, valid: pl.DataFrame) -> dict[str, float]:

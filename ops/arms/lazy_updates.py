@@ -8,11 +8,13 @@ grows with the tables, not with the batch (an FM epoch on a log of 100,000 users
 the CPU time per row of one on 20,000, profiled with py-spy: the backward pass, Adam and the
 L2 term over the tables).  `LazyEmbeddingUpdates` changes three things and keeps the models:
 
-- the tables look up with sparse gradients (`nn.Embedding.sparse`), and `torch.optim.SparseAdam`
-  updates their rows a batch looked up (a lazy Adam: a row's moments move when it is used);
-  `torch.optim.Adam` updates every other parameter (the DNN, the linear part's dense weight);
-- the tables' L2 term covers the rows the batch looked up, each once (the same λ), instead
-  of every row of every table; the other L2 terms stay deepctr's own.
+- the tables with more rows than a batch holds (users, items, zip codes: `min_rows`) look
+  up with sparse gradients (`nn.Embedding.sparse`), and `torch.optim.SparseAdam` updates
+  their rows a batch looked up (a lazy Adam: a row's moments move when it is used);
+  `torch.optim.Adam` updates every other parameter (the DNN, the small tables, the linear
+  part's dense weight);
+- those tables' L2 term covers the rows the batch looked up, each once (the same λ),
+  instead of every row; the other L2 terms stay deepctr's own.
 
 Run on the GPU as on the CPU (both optimisers take CUDA tensors).
 """
@@ -27,12 +29,17 @@ class LazyEmbeddingUpdates:
     `regularization()` after each forward pass, then `zero_grad()`, the backward pass and
     `step()`; `close()` when training ends."""
 
-    def __init__(self, model: Any, learning_rate: float, l2_embedding: float, l2_linear: float) -> None:
+    def __init__(
+        self, model: Any, learning_rate: float, l2_embedding: float, l2_linear: float, min_rows: int = 0
+    ) -> None:
         import torch
 
         linear = getattr(getattr(model, "linear_model", None), "embedding_dict", None) or {}
         self.tables = [(table, l2_embedding) for table in model.embedding_dict.values()]
         self.tables += [(table, l2_linear) for table in linear.values()]
+        # A table a batch may touch whole (gender, age, a few categories) costs a dense step
+        # no more than a lazy one, and SparseAdam's per-table work (coalescing, masks) less.
+        self.tables = [(table, l2) for table, l2 in self.tables if table.num_embeddings > min_rows]
         rows = {id(table.weight) for table, _ in self.tables}
         for table, _ in self.tables:
             table.sparse = True

@@ -51,6 +51,7 @@ class Run:
     peak_mb: float
     steps: dict[str, float] = field(default_factory=dict)
     returncode: int = 0
+    cpu_seconds: float = 0.0  # user + system time of every process of the run
 
 
 def main() -> None:
@@ -62,6 +63,13 @@ def main() -> None:
     parser.add_argument("--max-epochs", type=int, default=3, help="SIMAB_MAX_EPOCHS")
     parser.add_argument(
         "--eval-users", type=int, default=2000, help="SIMAB_EVAL_USERS, the same at every size (0: every test user)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch, BLAS and polars threads per process (0: their defaults); 1 on a machine shared with other work, "
+        "where threads that wait for each other run several times slower",
     )
     parser.add_argument("--celery", action="store_true", help="the Celery executor with user shards")
     parser.add_argument("--shards", type=int, default=2, help="SIMAB_SHARDS with --celery")
@@ -92,13 +100,16 @@ def main() -> None:
             "SIMAB_MAX_EPOCHS": str(args.max_epochs),
             "SIMAB_EVAL_USERS": str(args.eval_users),
         }
+        if args.threads:
+            env |= {name: str(args.threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS")}
+        cpu = _children_cpu()
         run = (celery_lifecycle if args.celery else lifecycle)(env, args)
-        run.users, run.items = users, items
+        run.users, run.items, run.cpu_seconds = users, items, _children_cpu() - cpu
         run.interactions = _interactions(folder)
         runs.append(run)
         print(
-            f"{users:,} users x {items:,} items x {run.interactions:,} interactions: {run.seconds:.0f} s, "
-            f"peak {run.peak_mb:,.0f} MB, exit {run.returncode}",
+            f"{users:,} users x {items:,} items x {run.interactions:,} interactions: {run.seconds:.0f} s "
+            f"({run.cpu_seconds:.0f} CPU s), peak {run.peak_mb:,.0f} MB, exit {run.returncode}",
             flush=True,
         )
     report(runs, executor, args)
@@ -256,14 +267,28 @@ def report(runs: list[Run], executor: str, args) -> None:
         )
     wall_k = exponent(users, [r.seconds for r in runs])
     rows.append(["whole run (wall)", *(f"{r.seconds:.0f}" for r in runs), f"{wall_k:.2f}" if wall_k else "–", ""])
+    cpu_k = exponent(users, [r.cpu_seconds for r in runs])
+    rows.append(["whole run (CPU)", *(f"{r.cpu_seconds:.0f}" for r in runs), f"{cpu_k:.2f}" if cpu_k else "–", ""])
     rows.append(["peak memory, MB", *(f"{r.peak_mb:,.0f}" for r in runs), "", ""])
     rows.append(["sum of the steps' estimates", *([""] * len(runs)), "", _duration(estimate_total)])
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    print(f"\nexecutor {executor}, arms {args.arms}, {args.agents} agents, {args.max_epochs} epochs, seed {args.seed}")
+    threads = f", {args.threads} thread(s) a process" if args.threads else ""
+    print(
+        f"\nexecutor {executor}, arms {args.arms}, {args.agents} agents, {args.max_epochs} epochs, "
+        f"{args.eval_users or 'every'} evaluated test users, seed {args.seed}{threads}"
+    )
     for row in [header, *rows]:
         print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"scale-{executor}.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
+
+
+def _children_cpu() -> float:
+    """User + system seconds of this process's finished children and their descendants."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _duration(seconds: float) -> str:

@@ -407,12 +407,20 @@ def list_sensitivity(
     )
 
 
+class SocialTraitsConfig(AlignmentConfig):
+    eval_users: int = Field(
+        default=config_default("eval_users"),
+        ge=0,
+        description="the real side over a seeded sample of this many test users, the offline metrics' ($SIMAB_EVAL_USERS); 0 = all",
+    )
+
+
 @asset(
     group_name=GROUP, code_version="1", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")}
 )
 def social_traits_alignment(
     context: AssetExecutionContext,
-    config: AlignmentConfig,
+    config: SocialTraitsConfig,
     agents,
     embedded_brain,
     simulation_events: dict,
@@ -439,13 +447,16 @@ def social_traits_alignment(
     )
     movie_mean = train_ratings.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
     movies = mm_ml_1m.select("movie_id", "genres")
+    real = test_ratings.filter(
+        pl.col("user_id").is_in(pl.Series(evaluation_users(test_ratings, config.eval_users)).implode())
+    )
     table = score_social(
         tiers_frame(agents.traits if agents.traits is not None else agents.profiles),
-        real_behaviour(test_ratings, movie_mean, movies),
+        real_behaviour(real, movie_mean, movies),
         simulated_behaviour(events, movie_mean, movies),
         config.n_bootstrap,
         seed=config.seed,
-        real_sessions=real_session_behaviour(test_ratings, movies),
+        real_sessions=real_session_behaviour(real, movies),
         simulated_sessions=simulated_session_behaviour(events, movies),
     )
     with mlflow_tracking.asset_run(

@@ -282,11 +282,13 @@ class Settings(BaseModel):
     eval_users: int | None = setting(
         None,
         "SIMAB_EVAL_USERS",
-        "test-window users the offline ranking metrics (Recall@20, NDCG@20) are measured on, a seeded sample whose "
-        "95 % intervals say so (0 = every test user)",
+        "test-window users the offline ranking metrics (Recall@20, NDCG@20) and the social traits' real side are "
+        "measured on, a seeded sample whose 95 % intervals say so (0 = every test user)",
         ops=(
             "arm_rankings.eval_users",
             "offline_metrics.eval_users",
+            "augmentation_metrics.eval_users",
+            "social_traits_alignment.eval_users",
             "simab_report.eval_users",
             "ab_readout_fidelity_trust.eval_users",
         ),

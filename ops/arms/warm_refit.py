@@ -30,10 +30,18 @@ from ops.arms.deepctr import (
 )
 
 
-def warm_refit(trained: DeepCTRArm, added: pl.DataFrame, data: FitData, epochs: int = 2, replay: float = 1.0):
+def warm_refit(
+    trained: DeepCTRArm,
+    added: pl.DataFrame,
+    data: FitData,
+    epochs: int = 2,
+    replay: float = 1.0,
+    train_keys: np.ndarray | None = None,
+):
     """A copy of `trained` fine-tuned on `added` (RATINGS rows with `item_id`, new to the
     train window `data.train`) and a seeded replay sample of `data.train` (module docstring);
-    `trained` itself is left as it was."""
+    `trained` itself is left as it was.  `train_keys`: `train_pair_keys(data.train)`, when
+    several refits share a train window."""
     import torch
 
     if trained.model is None or trained.encoder is None:
@@ -53,7 +61,10 @@ def warm_refit(trained: DeepCTRArm, added: pl.DataFrame, data: FitData, epochs: 
     x_rows = torch.from_numpy(encoder.transform(rows["user_id"].to_numpy(), rows["item_id"].to_numpy()))
     y_rows = torch.from_numpy((rows["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
     shuffle = np.random.default_rng(config.seed)
-    rated = _rated_keys(pl.concat([train.select("user_id", "item_id"), added.select("user_id", "item_id")]))
+    # Negatives are drawn outside the train pairs and the added ones (a sorted insert).
+    train_keys = train_pair_keys(train) if train_keys is None else train_keys
+    extra = np.setdiff1d(_rated_keys(added), train_keys)
+    rated = np.insert(train_keys, np.searchsorted(train_keys, extra), extra)
     history = []
     try:
         for epoch in range(1, epochs + 1):
@@ -80,3 +91,8 @@ def warm_refit(trained: DeepCTRArm, added: pl.DataFrame, data: FitData, epochs: 
     refit.model, refit.history, refit.best_epoch = model, history, epochs
     refit.train_rows = trained.train_rows + added.height
     return refit
+
+
+def train_pair_keys(train: pl.DataFrame) -> np.ndarray:
+    """The (user, item) pairs of a train window (`item_id` or simab's `movie_id`) as sorted keys."""
+    return _rated_keys(arm_frame(train))

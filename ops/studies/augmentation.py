@@ -108,7 +108,7 @@ def refit_and_evaluate(
     from ops.arms.deepctr import DeepCTRArm
     from ops.arms.ranking import evaluation_users
     from ops.arms.recommenders import TrainedArm, evaluate_arm, train_arm
-    from ops.arms.warm_refit import warm_refit
+    from ops.arms.warm_refit import train_pair_keys, warm_refit
 
     config = config or AugmentationConfig()
     signals = tuple(config.signals if signals is None else signals)
@@ -143,7 +143,7 @@ def refit_and_evaluate(
 
     rows: list[dict[str, Any]] = []
     original: dict[str, Any] | None = None
-    first = None  # the model trained on the original window, where a warm refit starts
+    first, keys = None, None  # the model trained on the original window (a warm refit starts there), its pairs
     evaluated = evaluation_users(test, config.eval_users) if config.eval_users else None
     for name, simulated in tqdm(
         training_sets, desc=f"augmentation {arm_name}", disable=None if config.progress else True
@@ -177,7 +177,8 @@ def refit_and_evaluate(
                     trained = original_model
                 elif name != ORIGINAL and config.refit == "warm" and isinstance(first, DeepCTRArm):
                     data = FitData(train, valid, users, catalogue)
-                    trained = warm_refit(first, added, data, config.warm_epochs)
+                    keys = train_pair_keys(train) if keys is None else keys
+                    trained = warm_refit(first, added, data, config.warm_epochs, train_keys=keys)
                 else:
                     trained = train_arm(retrain_cfg, pl.concat([train, added]), valid, users, catalogue)
                 first = trained if name == ORIGINAL else first

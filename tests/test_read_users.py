@@ -48,3 +48,29 @@ def test_the_samples_read_are_those_the_steps_draw():
     np.testing.assert_array_equal(fitted, np.intersect1d(split.valid.get_column("user_id").unique(), population))
     off = read_users(split.train, split.valid, split.test, population, config.model_copy(update={"protocols": False}))
     assert not off.get_column("judged").any() and np.isin(simulated, off.get_column("user_id").to_numpy()).all()
+
+
+def test_the_evaluated_test_users_are_a_seeded_sample_and_the_metrics_say_over_whom():
+    """SIMAB_EVAL_USERS: the same seeded sample for every arm; the offline metrics and their
+    ranking count only its users; 0 (or a sample as large as the window) is every test user."""
+    from ops.arms.ranking import evaluation_users, metrics_from_lists, rank_once
+    from ops.arms.recommenders import TrainedArm, arm_config
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+
+    users, movies, ratings = planted_movielens(seed=3, n_users=400, n_movies=120, ratings_per_user=30)
+    split = chronological_split(ratings)
+    every = evaluation_users(split.test)
+    sample = evaluation_users(split.test, 50)
+    assert every.tolist() == sorted(split.test.get_column("user_id").unique().to_list())
+    assert sample.size == 50 and set(sample) <= set(every) and np.array_equal(sample, evaluation_users(split.test, 50))
+    assert np.array_equal(evaluation_users(split.test, every.size + 1), every)
+    arm = TrainedArm.of(arm_config("pop"))
+    from ops.arms.base import FitData
+
+    arm.fit(FitData(split.train, split.valid, users, build_mm_ml_1m(movies)))
+    items = movies.get_column("movie_id").to_numpy()
+    ranking = rank_once(arm, split.train, split.test, items, users=sample)
+    assert set(ranking.get_column("user_id").unique().to_list()) == set(sample)  # nobody else is ranked
+    sampled = metrics_from_lists(arm, ranking, split.test, evaluated=sample)
+    full = metrics_from_lists(arm, rank_once(arm, split.train, split.test, items), split.test)
+    assert 0 < sampled.users_ranked <= 50 < full.users_ranked

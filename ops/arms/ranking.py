@@ -66,8 +66,13 @@ def rank_once(
     """Each user's `k` best items of the catalogue `item_ids` minus the user's train items: a
     TOP_K frame, the arm's one ranking pass.  `users`: the users read (the simulated agents
     and the evaluated test users); None: every train and test user."""
-    users = ranking_users(train, test) if users is None else np.unique(np.asarray(users, dtype=np.int64))
-    return ranked(arm, users, item_ids, train.select("user_id", "movie_id"), k)
+    if users is None:
+        users, seen = ranking_users(train, test), train.select("user_id", "movie_id")
+    else:
+        # Only the ranked users' train items: the pairs of users nobody reads are never looked at.
+        users = np.unique(np.asarray(users, dtype=np.int64))
+        seen = train.select("user_id", "movie_id").filter(pl.col("user_id").is_in(pl.Series(users).implode()))
+    return ranked(arm, users, item_ids, seen, k)
 
 
 def ranked(arm: Any, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None, k: int) -> pl.DataFrame:

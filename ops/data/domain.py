@@ -91,7 +91,8 @@ class DomainTables:
 
 @dataclass
 class _Table:
-    """One file's rows as text, with where each row came from."""
+    """One file's rows as text (a Parquet file's whole-number columns as numbers), with where
+    each row came from."""
 
     path: Path
     frame: pl.DataFrame

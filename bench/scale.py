@@ -163,8 +163,9 @@ def celery_lifecycle(env: dict[str, str], args) -> Run:
             [("simab_readout", None)],
         ]
         returncode = 0
+        configs = _run_configs({job for stage in stages for job, _ in stage}, env, home)
         for stage in stages:
-            launched = [_launch(job, partition, full) for job, partition in stage]
+            launched = [_launch(job, partition, full, configs[job]) for job, partition in stage]
             peak = max(peak, _watch_all(launched, processes))
             failed = [p for p in launched if p.returncode]
             if failed:
@@ -181,10 +182,30 @@ def celery_lifecycle(env: dict[str, str], args) -> Run:
     return Run(0, 0, 0, time.perf_counter() - started, peak, step_seconds(env), returncode)
 
 
-def _launch(job: str, partition: str | None, env: dict[str, str]) -> subprocess.Popen:
-    tags = ["--tags", json.dumps({"dagster/partition": partition})] if partition else []
+def _run_configs(jobs: set[str], env: dict[str, str], home: Path) -> dict[str, Path]:
+    """Each job's run config from the settings, as the lifecycle runner gives it, written
+    where `dagster job execute -c` reads it (the command line starts from no run config)."""
+    from pipelines.jobs import run_config_for
+    from pipelines.run_config import settings_from_env
+
+    settings = settings_from_env({**os.environ, **env})
+    paths = {}
+    for job in jobs:
+        paths[job] = home / f"run_config_{job}.json"
+        paths[job].write_text(json.dumps(run_config_for(job, settings) or {}))
+    return paths
+
+
+def _launch(job: str, partition: str | None, env: dict[str, str], config: Path) -> subprocess.Popen:
+    """`dagster job execute` of `job`, for `partition` (`arm` or `arm|shard`, whose dimensions
+    Dagster reads from their own tags)."""
+    tags: dict[str, str] = {"dagster/partition": partition} if partition else {}
+    if partition and "|" in partition:
+        arm, shard = partition.split("|")
+        tags |= {"dagster/partition/arm": arm, "dagster/partition/shard": shard}
+    tags = ["--tags", json.dumps(tags)] if tags else []
     command = [sys.executable, "-m", "dagster", "job", "execute", "-m", "pipelines.definitions", "-a", "defs"]
-    return subprocess.Popen([*command, "-j", job, *tags], cwd=ROOT, env=env)
+    return subprocess.Popen([*command, "-j", job, "-c", str(config), *tags], cwd=ROOT, env=env)
 
 
 def _watch(process: subprocess.Popen) -> float:

@@ -17,6 +17,13 @@ its exponent: the sizes grow items as users^0.86, which reaches 1 M items at 10 
     nice -n 5 .venv/bin/python -m bench.scale --sizes 5000x1250x250000 10000x2500x500000 20000x5000x1000000
     nice -n 5 .venv/bin/python -m bench.scale --sizes 20000x5000x1000000 50000x10000x2500000 100000x20000x5000000
     nice -n 5 .venv/bin/python -m bench.scale --celery --shards 2 --sizes 5000x1250x250000 10000x2500x500000
+    SIMAB_SHARED_DATA=../shared/data nice -n 5 .venv/bin/python -m bench.scale --checks --threads 1 \
+        --sizes 20000x5000x1000000 100000x20000x5000000
+
+`--checks` measures what the step times do not separate: an FM epoch's seconds per million
+train rows on each log, a training batch with the lazy and the dense embedding updates on
+the log's tables, the same 2,300 users ranked on each log, and FM and DeepFM trained with
+both updates on ML-1M users 1-1999 (validation and test AUC).
 
 Everything it writes goes under --out (default bench/out/scale): the logs (reused when
 present), one home per size and executor, and `scale-<executor>.json` with the figures.
@@ -75,19 +82,23 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=2, help="SIMAB_SHARDS with --celery")
     parser.add_argument("--workers", type=int, default=2, help="Celery workers with --celery")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
+    parser.add_argument(
+        "--checks",
+        action="store_true",
+        help="instead of the lifecycle: on each size's log, an FM epoch (seconds per million train rows) and a "
+        "batch with lazy and dense embedding updates, the same 2,300 users ranked by random, pop and FM; then FM "
+        "and DeepFM trained with both updates on ML-1M users 1-1999 ($SIMAB_SHARED_DATA), validation and test AUC",
+    )
     args = parser.parse_args()
 
-    from fakes.scale_log import ScaleLogConfig, generate_scale_log
-
+    if args.checks:
+        checks(args)
+        return
     executor = "celery" if args.celery else "multiprocess"
     runs = []
     for size in args.sizes:
         users, items, interactions = (int(x) for x in size.lower().split("x"))
-        folder = args.out / f"log-{users}x{items}x{interactions}-seed{args.seed}"
-        if not (folder / "interactions.parquet").is_file():
-            started = time.perf_counter()
-            log = generate_scale_log(ScaleLogConfig(users, items, interactions, seed=args.seed), folder)
-            print(f"log {folder.name}: {log.interactions:,} interactions in {time.perf_counter() - started:.1f} s")
+        folder = scale_log(users, items, interactions, args)
         home = args.out / f"home-{users}x{items}x{interactions}-{executor}"
         shutil.rmtree(home, ignore_errors=True)
         env = {
@@ -113,6 +124,117 @@ def main() -> None:
             flush=True,
         )
     report(runs, executor, args)
+
+
+def scale_log(users: int, items: int, interactions: int, args) -> Path:
+    """The folder of the seeded log of this size, written unless it is there."""
+    from fakes.scale_log import ScaleLogConfig, generate_scale_log
+
+    folder = args.out / f"log-{users}x{items}x{interactions}-seed{args.seed}"
+    if not (folder / "interactions.parquet").is_file():
+        started = time.perf_counter()
+        log = generate_scale_log(ScaleLogConfig(users, items, interactions, seed=args.seed), folder)
+        print(f"log {folder.name}: {log.interactions:,} interactions in {time.perf_counter() - started:.1f} s")
+    return folder
+
+
+def checks(args) -> None:
+    """The figures the lifecycle's step times do not separate (`--checks`)."""
+    import numpy as np
+    import polars as pl
+    import torch
+
+    from ops.arms.base import FitData
+    from ops.arms.ranking import rank_once
+    from ops.arms.recommenders import TrainedArm, arm_config
+    from ops.data.domain import load_files
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.split import chronological_split
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    print(
+        "size | FM epoch: s, s per M train rows | ms a batch: lazy, dense | CPU s to rank 2,300 users: random, pop, fm"
+    )
+    for size in args.sizes:
+        users, items, interactions = (int(x) for x in size.lower().split("x"))
+        tables = load_files(scale_log(users, items, interactions, args))
+        split = chronological_split(tables.ratings)
+        catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
+        valid = split.valid.sample(min(50_000, split.valid.height), seed=0)
+        fm = TrainedArm.of(arm_config("fm", max_epochs=1, device="cpu"))
+        fm.fit(FitData(split.train, valid, tables.users, catalogue))
+        epoch = fm.history[0]["epoch_seconds"]
+        batch = {u: _batch_ms(fm, split.train, tables.users, catalogue, u) for u in ("lazy", "dense")}
+        ranked = []
+        for arm in (TrainedArm.of(arm_config("random")), TrainedArm.of(arm_config("pop")), fm):
+            if arm is not fm:
+                arm.fit(FitData(split.train, valid, tables.users, catalogue))
+            started = time.process_time()
+            rank_once(
+                arm, split.train, split.test, catalogue.get_column("movie_id").to_numpy(), users=np.arange(1, 2301)
+            )
+            ranked.append(time.process_time() - started)
+        print(
+            f"{users:,} x {items:,} x {tables.ratings.height:,} | {epoch:.1f}, {epoch / split.train.height * 1e6:.1f} | "
+            f"{batch['lazy']:.1f}, {batch['dense']:.1f} | " + ", ".join(f"{r:.2f}" for r in ranked),
+            flush=True,
+        )
+    from fakes.shared_data import SHARED_DATA
+    from ops.arms.metrics import auc
+    from ops.data.movielens import load_local
+
+    if not (SHARED_DATA / "ml-1m").is_dir():
+        print(f"no {SHARED_DATA / 'ml-1m'}: the AUC slice is left out")
+        return
+    tables = load_local(SHARED_DATA / "ml-1m")
+    split = chronological_split(tables.ratings.filter(pl.col("user_id") < 2000))
+    catalogue = build_mm_ml_1m(tables.movies)
+    labels = (split.test["rating"].to_numpy() >= 4).astype(float)
+    for name, epochs in (("fm", 20), ("deepfm", 6)):
+        for updates in ("dense", "lazy"):
+            started = time.process_time()
+            config = arm_config(name, max_epochs=epochs, embedding_updates=updates, device="cpu")
+            arm = TrainedArm.of(config)
+            arm.fit(FitData(split.train, split.valid, tables.users, catalogue))
+            scores = arm.score(split.test["user_id"].to_numpy(), split.test["movie_id"].to_numpy())
+            print(
+                f"ML-1M users 1-1999, {name} {updates}: best epoch {arm.best_epoch} of {len(arm.history)}, "
+                f"validation AUC {max(h['val_auc'] for h in arm.history):.4f}, test AUC {auc(labels, scores):.4f}, "
+                f"{(time.process_time() - started) / len(arm.history):.1f} CPU s an epoch",
+                flush=True,
+            )
+
+
+def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100) -> float:
+    """CPU milliseconds of one training batch of FM on this log's tables, after a warm-up."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from ops.arms.base import arm_frame
+    from ops.arms.deepctr import _optimiser, build_model
+
+    config = trained.config.model_copy(update={"embedding_updates": updates})
+    model = build_model(config, trained.encoder, "cpu")
+    optimiser = _optimiser(model, config)
+    rows = arm_frame(train.head((batches + 10) * config.batch_size))
+    x = torch.from_numpy(trained.encoder.transform(rows["user_id"].to_numpy(), rows["item_id"].to_numpy()))
+    y = torch.from_numpy((rows["rating"].to_numpy() >= 4).astype(np.float32))
+    spent = 0.0
+    for b in range(batches + 10):
+        xb, yb = (
+            x[b * config.batch_size : (b + 1) * config.batch_size],
+            y[b * config.batch_size : (b + 1) * config.batch_size],
+        )
+        started = time.process_time()
+        loss = F.binary_cross_entropy(model(xb).squeeze(-1), yb, reduction="sum")
+        objective = loss + model.get_regularization_loss() + model.aux_loss + optimiser.regularization()
+        optimiser.zero_grad()
+        objective.backward()
+        optimiser.step()
+        spent += (time.process_time() - started) if b >= 10 else 0.0
+    optimiser.close()
+    return spent / batches * 1000
 
 
 def lifecycle(env: dict[str, str], args) -> Run:

@@ -90,8 +90,16 @@ def main() -> None:
         "batch with lazy and dense embedding updates, the same 2,300 users ranked by random, pop and FM; then FM "
         "and DeepFM trained with both updates on ML-1M users 1-1999 ($SIMAB_SHARED_DATA), validation and test AUC",
     )
+    parser.add_argument(
+        "--reprint", action="store_true", help="print the figures of the last run from --out, run nothing"
+    )
     args = parser.parse_args()
 
+    if args.reprint:
+        executor = "celery" if args.celery else "multiprocess"
+        saved = json.loads((args.out / f"scale-{executor}.json").read_text())
+        report([Run(**run) for run in saved], executor, args, save=False)
+        return
     if args.checks:
         checks(args)
         return
@@ -390,7 +398,7 @@ def exponent(users: list[int], seconds: list[float]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pairs) / sxx if sxx else None
 
 
-def report(runs: list[Run], executor: str, args) -> None:
+def report(runs: list[Run], executor: str, args, save: bool = True) -> None:
     users = [r.users for r in runs]
     steps = sorted({s for r in runs for s in r.steps})
     header = ["step", *(f"{r.users // 1000}k users" for r in runs), "k", "10M x 1M (est.)"]
@@ -433,6 +441,8 @@ def report(runs: list[Run], executor: str, args) -> None:
     )
     for row in [header, *rows]:
         print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    if not save:
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"scale-{executor}.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
 

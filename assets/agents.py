@@ -11,14 +11,16 @@ from dagster import AssetExecutionContext, Config, Failure, MetadataValue, Outpu
 from pydantic import Field
 
 from ops.agents.build import Agents, AgentsConfig, build_agents
-from ops.agents.profile import profiles_frame
+from ops.agents.profile import population_ids, profiles_frame
 from ops.figures import table_markdown
+from ops.settings import config_default
 from ops.simulation.brains.llm.persona import PersonaOutcome, match_personas, persona_agents, persona_inputs, tenths
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.cost import estimate_persona_cost
 from ops.simulation.kinds.llm import LLM
 from ops.studies.alignment.calibration import brain_figures, fit_calibrated_brain
 from ops.studies.alignment.plots import calibration_figure
+from ops.studies.read_users import ROLES, ReadUsersConfig, read_users
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -32,11 +34,13 @@ def build_population(
     users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     embeddings: EmbeddingsResource,
+    user_ids=None,
     valid: pl.DataFrame | None = None,
 ) -> Agents:
     """The agents of `users` built from `ratings` (the train window, or what a hold-out keeps)
-    with the embeddings resource's embedders, through the run's embeddings cache; with
-    `valid`, standing at the simulation clock (`ops.agents.clock`)."""
+    with the embeddings resource's embedders, through the run's embeddings cache; those of
+    `user_ids` only when given (the users the run reads); with `valid`, standing at the
+    simulation clock (`ops.agents.clock`)."""
     return build_agents(
         ratings,
         users,
@@ -45,25 +49,71 @@ def build_population(
         embeddings.text_embedder(),
         embeddings.poster_embedder(),
         cache_dir=data_root() / "cache" / "embeddings",
+        user_ids=user_ids,
         valid=valid,
     )
 
 
-@asset(group_name=GROUP, code_version="5", compute_kind="numpy")
+class AgentsAssetConfig(Config):
+    """Whose agents are built: the users the run reads (`ops.studies.read_users`), from the
+    samples the later steps draw, configured as they are (the same settings feed both)."""
+
+    n_agents: int = Field(
+        default=config_default("agents"),
+        ge=0,
+        description="the simulation's agents, a seeded sample; 0 = every user, and every agent is built ($SIMAB_AGENTS)",
+    )
+    seed: int = Field(default=0, description="the simulation's seed (its agent sample)")
+    brain_seed: int = Field(default=0, description="the embedded brain's seed (its fitting and calibration samples)")
+    calibration_agents: int = Field(default=300, ge=0, description="the embedded brain's calibration agents")
+    trust_protocols: bool = Field(
+        default=config_default("trust_protocols"),
+        description="the trust protocols that ask the brain are run: their agents are built ($SIMAB_TRUST_PROTOCOLS)",
+    )
+    protocol_agents: int | None = Field(
+        default=None,
+        ge=0,
+        description="agents of each trust protocol; null: as many as half_width needs ($SIMAB_ALIGNMENT_AGENTS)",
+    )
+    half_width: float = Field(
+        default=config_default("trust_half_width"), gt=0, le=0.5, description="($SIMAB_TRUST_HALF_WIDTH)"
+    )
+    protocol_seed: int = Field(default=0, description="the trust protocols' seed")
+
+
+@asset(group_name=GROUP, code_version="6", compute_kind="numpy")
 def agents(
     context: AssetExecutionContext,
+    config: AgentsAssetConfig,
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
+    test_ratings: pl.DataFrame,
     users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     embeddings: EmbeddingsResource,
     mlflow_tracking: MlflowTracking,
 ):
-    """Profiles (demographics, social traits, pickiness, per-page preferences) and memories,
-    the agents standing at the start of the test period: their train and validation history."""
-    population = build_population(train_ratings, users, mm_ml_1m, embeddings, valid=valid_ratings)
+    """Profiles (demographics, social traits, pickiness, per-page preferences) and memories
+    of the users the run reads (`ops.studies.read_users`), the traits of every user; the agents
+    stand at the start of the test period: their train and validation history."""
+    readers = read_users(
+        train_ratings,
+        valid_ratings,
+        test_ratings,
+        population_ids(train_ratings),
+        ReadUsersConfig(**config.model_dump(exclude={"trust_protocols"}), protocols=config.trust_protocols),
+    )
+    population = build_population(
+        train_ratings, users, mm_ml_1m, embeddings, readers.get_column("user_id"), valid=valid_ratings
+    )
     table = profiles_frame(population.profiles)
+    read = {role: int(readers.get_column(role).sum()) for role in ROLES}
+    context.log.info(
+        f"agents built for {len(population.profiles):,} of {population.population.size:,} users: "
+        + ", ".join(f"{role} {n:,}" for role, n in read.items())
+    )
     with mlflow_tracking.asset_run(context, params={**embeddings.describe(), "agents": len(population.profiles)}):
+        mlflow_tracking.log_metrics({f"read_{role}": n for role, n in read.items()})
         mlflow_tracking.log_metrics({f"seconds_{k}": v for k, v in population.timings_s.items()})
         mlflow_tracking.log_table(table.head(200), "agent_profiles_sample")
         for column in ("activity_tier", "conformity_tier", "diversity_tier", "pickiness"):
@@ -74,6 +124,8 @@ def agents(
         population,
         metadata={
             "agents": len(population.profiles),
+            "population": int(population.population.size),
+            **{f"read: {role}": n for role, n in read.items()},
             "profiles (first 10)": MetadataValue.md(preview),
             **{f"seconds {k}": round(v, 2) for k, v in population.timings_s.items()},
         },

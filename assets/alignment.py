@@ -35,6 +35,7 @@ from pydantic import Field
 
 from assets.agents import build_population
 from ops.arms.catalog import has_capability
+from ops.arms.ranking import evaluation_users
 from ops.preflight.bill import protocol_bill
 from ops.readout.fidelity import arm_agreement
 from ops.settings import config_default
@@ -43,7 +44,7 @@ from ops.simulation.budget import CostLimitExceeded
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, BrainSources, brain_kind, kinds_in_events
 from ops.simulation.runner import SimulationFailed
-from ops.studies.alignment.lists import LADDERS, Ladder, ProtocolFailed, choose_ladder
+from ops.studies.alignment.lists import ProtocolFailed
 from ops.studies.alignment.plots import (
     list_quality_figure,
     rating_figure,
@@ -55,6 +56,7 @@ from ops.studies.alignment.protocols import (
     NotMeasurable,
     Opening,
     ProtocolSettings,
+    list_quality_ladder,
     measure_list_quality,
     measure_rating,
     measure_taste,
@@ -171,8 +173,8 @@ def taste_alignment(
     the sandbox protocol, the papers' per-item protocol on the test window, and the per-item
     protocol under the papers' hold-out (`papers_holdout`)."""
 
-    def rebuild(kept: pl.DataFrame):  # the agents from the ratings the papers' hold-out keeps
-        return build_population(kept, users, mm_ml_1m, embeddings)
+    def rebuild(kept: pl.DataFrame):  # the agents the run built, from the ratings the papers' hold-out keeps
+        return build_population(kept, users, mm_ml_1m, embeddings, sorted(agents.profiles))
 
     with _open(
         context,
@@ -286,10 +288,7 @@ def list_quality_alignment(
     mlflow_tracking: MlflowTracking,
 ):
     """Sandbox sessions on lists of rising quality, 1:9, 1:4, 1:1 (A/B Agent Fig. 5)."""
-    liked = test_ratings.filter(pl.col("rating") >= embedded_brain.config.like_threshold)
-    # Full lists at every ratio: the papers' 20 (10 liked held-out items at 1:1) where enough
-    # agents hold them, shorter lists where users like few items (ops.studies.alignment.lists).
-    ladder = choose_ladder(liked, agents.profiles) or Ladder(*LADDERS[0], 0)
+    liked, ladder = list_quality_ladder(test_ratings, embedded_brain.config.like_threshold, agents.population)
     with _open(
         context,
         config,
@@ -408,12 +407,20 @@ def list_sensitivity(
     )
 
 
+class SocialTraitsConfig(AlignmentConfig):
+    eval_users: int = Field(
+        default=config_default("eval_users"),
+        ge=0,
+        description="the real side over a seeded sample of this many test users, the offline metrics' ($SIMAB_EVAL_USERS); 0 = all",
+    )
+
+
 @asset(
     group_name=GROUP, code_version="1", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")}
 )
 def social_traits_alignment(
     context: AssetExecutionContext,
-    config: AlignmentConfig,
+    config: SocialTraitsConfig,
     agents,
     embedded_brain,
     simulation_events: dict,
@@ -440,13 +447,16 @@ def social_traits_alignment(
     )
     movie_mean = train_ratings.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
     movies = mm_ml_1m.select("movie_id", "genres")
+    real = test_ratings.filter(
+        pl.col("user_id").is_in(pl.Series(evaluation_users(test_ratings, config.eval_users)).implode())
+    )
     table = score_social(
-        tiers_frame(agents.profiles),
-        real_behaviour(test_ratings, movie_mean, movies),
+        tiers_frame(agents.traits if agents.traits is not None else agents.profiles),
+        real_behaviour(real, movie_mean, movies),
         simulated_behaviour(events, movie_mean, movies),
         config.n_bootstrap,
         seed=config.seed,
-        real_sessions=real_session_behaviour(test_ratings, movies),
+        real_sessions=real_session_behaviour(real, movies),
         simulated_sessions=simulated_session_behaviour(events, movies),
     )
     with mlflow_tracking.asset_run(
@@ -468,6 +478,11 @@ class FidelityCheckConfig(Config):
         default=config_default("fidelity_tau_floor"),
         description="Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns ($SIMAB_FIDELITY_TAU_FLOOR)",
     )
+    eval_users: int = Field(
+        default=config_default("eval_users"),
+        ge=0,
+        description="the offline metrics over a seeded sample of this many test users, as the arms measured them; 0 = all ($SIMAB_EVAL_USERS)",
+    )
 
 
 @asset_check(
@@ -483,7 +498,9 @@ class FidelityCheckConfig(Config):
 def fidelity_trust(
     config: FidelityCheckConfig, ab_readout, offline_metrics: dict, top20_lists: dict, test_ratings: pl.DataFrame
 ) -> AssetCheckResult:
-    agreement = arm_agreement(ab_readout, offline_metrics, top20_lists, test_ratings, _is_diagnostic)
+    evaluated = pl.Series(evaluation_users(test_ratings, config.eval_users)).implode()
+    test = test_ratings.filter(pl.col("user_id").is_in(evaluated))
+    agreement = arm_agreement(ab_readout, offline_metrics, top20_lists, test, _is_diagnostic)
     fid, pairs = agreement.fid, agreement.pairs
     warning = fidelity_warning(fid, pairs, config.tau_floor)
     table = (

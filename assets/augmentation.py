@@ -13,6 +13,7 @@ carries the brain's name.
 
 import os
 import tempfile
+from typing import Literal
 
 import polars as pl
 from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
@@ -21,6 +22,7 @@ from pydantic import Field
 from assets.partitions import arm_partitions
 from ops.readout.augmentation_summary import seed_summary
 from ops.readout.plots import augmentation_figure
+from ops.settings import config_default
 from ops.studies.augmentation import (
     AugmentationConfig,
     mean_differences,
@@ -63,6 +65,25 @@ class AugmentationAssetConfig(Config):
     use_metadata: bool = Field(
         default=True, description="add MM-ML-1M vote average, log vote count, release year when present"
     )
+    refit: Literal["warm", "scratch"] = Field(
+        default="warm",
+        description="warm: each augmented model fine-tuned from the arm on the simulated rows and as many replayed train rows "
+        "(its cost follows the simulated events); scratch: retrained on train + simulated rows, as the papers' Table 5 "
+        "(job experiment_table5 always does)",
+    )
+    warm_epochs: int = Field(default=2, ge=1, description="refit warm: passes over the simulated and replayed rows")
+    eval_users: int = Field(
+        default=config_default("eval_users"),
+        ge=0,
+        description="Recall@20 and NDCG@20 over a seeded sample of this many test users, as the arms' offline metrics; 0 = all ($SIMAB_EVAL_USERS)",
+    )
+
+    def augmentation(self) -> AugmentationConfig:
+        """How the simulated events become training rows and the models are refit."""
+        return AugmentationConfig(
+            signals=tuple(self.signals),
+            **self.model_dump(include={"click_label", "refit", "warm_epochs", "eval_users"}),
+        )
 
 
 @asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="pytorch")
@@ -96,7 +117,7 @@ def augmentation_metrics(
             users,
             mm_ml_1m,
             simulation_events,
-            config=AugmentationConfig(signals=tuple(config.signals), click_label=config.click_label),
+            config=config.augmentation(),
             original_model=recommender_arm,
             log=context.log.info,
             **config.model_dump(include=REFIT_SETTINGS),

@@ -13,10 +13,20 @@ from dagster import AssetExecutionContext, Config, DataVersion, Failure, Materia
 from pydantic import Field
 
 from assets.partitions import arm_partitions
+from ops.agents.profile import population_ids
 from ops.arms.base import FitData
 from ops.arms.catalog import make_arm
-from ops.arms.ranking import NOT_AVAILABLE, lists_for, metrics_from_lists, rank_once, ranking_users
+from ops.arms.ranking import (
+    NOT_AVAILABLE,
+    evaluation_users,
+    lists_for,
+    metrics_from_lists,
+    rank_once,
+    ranking_users,
+)
 from ops.arms.recommenders import TrainedArm
+from ops.settings import config_default
+from ops.simulation.runner import sample_agents
 from ops.studies.mirror import brain_scores
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager, frame_digest
@@ -133,19 +143,40 @@ def _params(described: dict) -> dict:
     return {k: str(v)[:6000] for k, v in described.items() if v is not None}
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="numpy")
+class RankingConfig(Config):
+    """Whom the ranking pass ranks: the users later steps read."""
+
+    n_agents: int = Field(
+        default=config_default("agents"),
+        ge=0,
+        description="the simulation's agents, a seeded sample whose lists are ranked; 0 = every user ($SIMAB_AGENTS)",
+    )
+    seed: int = Field(default=0, description="the simulation's seed (its agent sample)")
+    eval_users: int = Field(
+        default=config_default("eval_users"),
+        ge=0,
+        description="test users the offline metrics are measured on, a seeded sample; 0 = all ($SIMAB_EVAL_USERS)",
+    )
+
+
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="numpy")
 def arm_rankings(
     context: AssetExecutionContext,
+    config: RankingConfig,
     recommender_arm,
     train_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
-    """The arm's one ranking pass: the 20 best movies of every train and test user, without
-    their train items.  The top-20 lists and the offline metrics both read it."""
+    """The arm's one ranking pass: the 20 best movies of the users read — the simulated
+    agents and the evaluated test users — without their train items.  The top-20 lists and
+    the offline metrics both read it; nobody else is ranked."""
     started = time.perf_counter()
-    ranking = rank_once(recommender_arm, train_ratings, test_ratings, mm_ml_1m.get_column("movie_id").to_numpy(), k=20)
+    simulated = sample_agents(population_ids(train_ratings), config.n_agents, config.seed)
+    read = np.union1d(simulated, evaluation_users(test_ratings, config.eval_users))
+    items = mm_ml_1m.get_column("movie_id").to_numpy()
+    ranking = rank_once(recommender_arm, train_ratings, test_ratings, items, k=20, users=read)
     seconds = time.perf_counter() - started
     users = ranking.get_column("user_id").n_unique()
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
@@ -165,32 +196,42 @@ def top20_lists(
     mm_ml_1m: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
-    """Each train user's 20 best-scored movies, excluding their train items: the sandbox's
-    input, read from the arm's one ranking pass."""
-    user_ids = train_ratings.get_column("user_id").unique().to_numpy()
-    lists = lists_for(arm_rankings, user_ids)
+    """The 20 best-scored movies of each ranked train user (the agents' users), excluding
+    their train items: the sandbox's input, read from the arm's one ranking pass."""
+    lists = lists_for(arm_rankings, train_ratings.get_column("user_id").unique().to_numpy())
+    users = lists.get_column("user_id").n_unique()
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
         coverage = lists.get_column("movie_id").n_unique() / max(mm_ml_1m.height, 1)
-        mlflow_tracking.log_metrics({"users": user_ids.size, "catalogue_coverage": coverage})
+        mlflow_tracking.log_metrics({"users": users, "catalogue_coverage": coverage})
         digest = mlflow_tracking.log_frame(lists, "top20_lists", role="output")
     return MaterializeResult(
         value=lists,
         data_version=DataVersion(digest),
-        metadata={"users": int(user_ids.size), "catalogue coverage": coverage},
+        metadata={"users": int(users), "catalogue coverage": coverage},
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="numpy")
+class OfflineMetricsConfig(Config):
+    eval_users: int = Field(
+        default=config_default("eval_users"),
+        ge=0,
+        description="test users Recall@20 and NDCG@20 are measured on, a seeded sample; 0 = all ($SIMAB_EVAL_USERS)",
+    )
+
+
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="3", compute_kind="numpy")
 def offline_metrics(
     context: AssetExecutionContext,
+    config: OfflineMetricsConfig,
     recommender_arm,
     arm_rankings: pl.DataFrame,
     test_ratings: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """Test AUC and log-loss (where the arm scores pairs); Recall@20 and NDCG@20 from the
-    arm's one ranking pass (docs/definitions.md#lifecycle, step 6)."""
-    metrics = metrics_from_lists(recommender_arm, arm_rankings, test_ratings, k=20)
+    arm's one ranking pass, over the evaluated test users (docs/definitions.md#lifecycle, step 6)."""
+    evaluated = evaluation_users(test_ratings, config.eval_users)
+    metrics = metrics_from_lists(recommender_arm, arm_rankings, test_ratings, k=20, evaluated=evaluated)
     values = metrics.model_dump()
     schema = {
         "arm": pl.Utf8,

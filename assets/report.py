@@ -106,6 +106,11 @@ class ReportConfig(Config):
         "ladder implies; short of it with an interval that reaches it, the spread is underpowered "
         "($SIMAB_LIST_QUALITY_SPREAD_FLOOR)",
     )
+    eval_users: int = Field(
+        default=config_default("eval_users"),
+        ge=0,
+        description="the offline metrics over a seeded sample of this many test users, as the arms measured them; 0 = all ($SIMAB_EVAL_USERS)",
+    )
 
 
 @asset(

@@ -452,9 +452,12 @@ def _cost_estimate(
 
 
 def agents_of(arm: str, config: AgentSampleConfig, top20_lists: pl.DataFrame, agents) -> list[int]:
-    """The agents the arm simulates: sampled from the users with a list and a profile."""
-    candidates = sorted(set(top20_lists.get_column("user_id").to_list()) & set(agents.profiles))
-    return agents_of_arm(candidates, arm, config.n_agents, config.design, config.arms, config.seed)
+    """The agents the arm simulates: sampled from the agents' population (every user who can
+    be an agent, `Agents.population`: the sample the agents asset built and the arm ranked),
+    those with a list on the arm."""
+    listed = set(top20_lists.get_column("user_id").to_list())
+    sampled = agents_of_arm(agents.population.tolist(), arm, config.n_agents, config.design, config.arms, config.seed)
+    return [u for u in sampled if u in listed]
 
 
 class _MatchedPersonas:
@@ -463,7 +466,7 @@ class _MatchedPersonas:
 
     def __init__(self, agents, personas: pl.DataFrame) -> None:
         self._agents, self._personas = agents, personas
-        self.profiles = agents.profiles
+        self.profiles, self.population = agents.profiles, agents.population
 
     def sessions(self, user_ids=None):
         return apply_personas(self._agents.sessions(user_ids), self._personas)

@@ -86,7 +86,9 @@ def movies_suite(config: ContractConfig = ContractConfig()):
     )
 
 
-def ratings_suite(user_ids: list[int], movie_ids: list[int], config: ContractConfig = ContractConfig()):
+def ratings_suite(user_ids, movie_ids, config: ContractConfig = ContractConfig()):
+    """`user_ids` and `movie_ids`: the users and movies tables' ids (a sequence or a polars
+    Series), which every rating must name (`References`: an anti-join, not a GX set)."""
     gx = _gx()
     e = gx.expectations
     max_rows = max(config.min_ratings, int(config.max_density * len(user_ids) * len(movie_ids)))
@@ -112,17 +114,17 @@ def ratings_suite(user_ids: list[int], movie_ids: list[int], config: ContractCon
                 max_value=config.latest_timestamp,
                 meta={"why": "timestamp outside the plausible range (1995 to tomorrow)"},
             ),
-            e.ExpectColumnValuesToBeInSet(
-                column="user_id", value_set=user_ids, meta={"why": "rating by a user missing from the users table"}
-            ),
-            e.ExpectColumnValuesToBeInSet(
-                column="movie_id", value_set=movie_ids, meta={"why": "rating of a movie missing from the movies table"}
+        ],
+        [
+            References("user_id", pl.Series(user_ids, dtype=pl.Int64), "rating by a user missing from the users table"),
+            References(
+                "movie_id", pl.Series(movie_ids, dtype=pl.Int64), "rating of a movie missing from the movies table"
             ),
         ],
     )
 
 
-def metadata_suite(movie_ids: list[int], config: ContractConfig = ContractConfig()):
+def metadata_suite(movie_ids, config: ContractConfig = ContractConfig()):
     """MM-ML-1M side information (A/B Agent Table 1): value ranges, dates and coverage."""
     gx = _gx()
     e = gx.expectations
@@ -130,11 +132,6 @@ def metadata_suite(movie_ids: list[int], config: ContractConfig = ContractConfig
         "metadata",
         [
             e.ExpectColumnValuesToBeUnique(column="movie_id", meta={"why": "a movie has two metadata rows"}),
-            e.ExpectColumnValuesToBeInSet(
-                column="movie_id",
-                value_set=movie_ids,
-                meta={"why": "metadata for a movie missing from the movies table"},
-            ),
             e.ExpectColumnValuesToBeBetween(
                 column="vote_average", min_value=0, max_value=10, meta={"why": "vote average outside 0..10"}
             ),
@@ -145,6 +142,11 @@ def metadata_suite(movie_ids: list[int], config: ContractConfig = ContractConfig
                 max_value=config.latest_release_year,
                 meta={"why": "release date does not parse to a plausible year"},
             ),
+        ],
+        [
+            References(
+                "movie_id", pl.Series(movie_ids, dtype=pl.Int64), "metadata for a movie missing from the movies table"
+            )
         ],
     )
 
@@ -204,16 +206,30 @@ def metadata_frame_for_contract(metadata: pl.DataFrame) -> pl.DataFrame:
 
 
 @dataclass(frozen=True)
+class References:
+    """Referential integrity: every value of `column` is one of `ids` (another table's key).
+    Checked by an anti-join over the whole column (`validate_frame`), reported as GX reports
+    `expect_column_values_to_be_in_set`: GX copies a value set through pydantic several times
+    per validation, which on a log of 100,000 users took 90 s of a 5 M-row table's 105 s."""
+
+    column: str
+    ids: pl.Series
+    why: str
+
+
+@dataclass(frozen=True)
 class Contract:
     """A named list of expectations; `validate_frame` turns it into a GX suite inside its own
-    context (GX binds a suite to a context when expectations are added)."""
+    context (GX binds a suite to a context when expectations are added).  `references`: the
+    columns that must name another table's ids."""
 
     name: str
     expectations: list
+    references: list[References] = field(default_factory=list)
 
 
-def _suite(name: str, expectations: list) -> Contract:
-    return Contract(name, expectations)
+def _suite(name: str, expectations: list, references: list[References] | None = None) -> Contract:
+    return Contract(name, expectations, list(references or []))
 
 
 def _gx():

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from data_contracts.suites import Contract
+from data_contracts.suites import Contract, References
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,26 @@ def validate_frame(df: pl.DataFrame, contract: Contract) -> ContractReport:
                 observed=details.get("observed_value"),
             )
         )
-    return ContractReport(table=suite.name, rows=df.height, evaluated=len(result.results), findings=findings)
+    findings += [f for f in map(lambda r: _unreferenced(df, contract.name, r), contract.references) if f is not None]
+    evaluated = len(result.results) + len(contract.references)
+    return ContractReport(table=suite.name, rows=df.height, evaluated=evaluated, findings=findings)
+
+
+def _unreferenced(df: pl.DataFrame, table: str, rule: References) -> Finding | None:
+    """The finding of a `References` rule: the rows whose value is not among the ids (an
+    anti-join over the whole column), counted, with the first offending values."""
+    values = df.get_column(rule.column).drop_nulls()  # as GX's set expectations, nulls are not judged
+    unknown = values.filter(~values.is_in(rule.ids.implode()))
+    if unknown.len() == 0:
+        return None
+    return Finding(
+        table=table,
+        expectation="expect_column_values_to_be_in_set",
+        column=rule.column,
+        why=rule.why,
+        unexpected_count=unknown.len(),
+        examples=unknown.head(10).to_list(),
+    )
 
 
 def _quiet(context) -> None:

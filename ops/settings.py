@@ -234,6 +234,8 @@ class Settings(BaseModel):
             "experiment_simulation_events.n_agents",
             "agent_round.n_agents",
             "filter_bubble.n_agents",
+            "agents.n_agents",
+            "arm_rankings.n_agents",
         ),
         config_default=0,
         ge=0,
@@ -288,11 +290,27 @@ class Settings(BaseModel):
         "the nightly schedule: fresh re-simulates every arm; continue runs each arm's next round",
     )
     # -- read-out
+    eval_users: int | None = setting(
+        None,
+        "SIMAB_EVAL_USERS",
+        "test-window users the offline ranking metrics (Recall@20, NDCG@20) and the social traits' real side are "
+        "measured on, a seeded sample whose 95 % intervals say so (0 = every test user)",
+        ops=(
+            "arm_rankings.eval_users",
+            "offline_metrics.eval_users",
+            "augmentation_metrics.eval_users",
+            "social_traits_alignment.eval_users",
+            "simab_report.eval_users",
+            "ab_readout_fidelity_trust.eval_users",
+        ),
+        config_default=0,
+        ge=0,
+    )
     alignment_agents: int | None = setting(
         None,
         "SIMAB_ALIGNMENT_AGENTS",
         "agents of each alignment protocol (default: as many as SIMAB_TRUST_HALF_WIDTH needs, 97 for ±0.10; 0 = all)",
-        ops=tuple(f"{op}.n_agents" for op in _ALIGNMENT),
+        ops=(*(f"{op}.n_agents" for op in _ALIGNMENT), "agents.protocol_agents"),
         ge=0,
     )
     trust_protocols: bool | None = setting(
@@ -300,14 +318,14 @@ class Settings(BaseModel):
         "SIMAB_TRUST_PROTOCOLS",
         "the trust protocols that ask the brain (taste, rating, list quality): on | off — not run, "
         "reported as not measured; the A/B verdict and the fidelity need no LLM call and stay",
-        ops=tuple(f"{op}.enabled" for op in _ASKING),
+        ops=(*(f"{op}.enabled" for op in _ASKING), "agents.trust_protocols"),
         config_default=True,
     )
     trust_half_width: float | None = setting(
         None,
         "SIMAB_TRUST_HALF_WIDTH",
         "the half-width of the 95 % intervals (taste F1, click rates) the trust protocols are sized for",
-        ops=tuple(f"{op}.half_width" for op in _ASKING),
+        ops=(*(f"{op}.half_width" for op in _ASKING), "agents.half_width"),
         config_default=0.1,
         gt=0,
         le=0.5,

@@ -116,7 +116,8 @@ class LifecycleConsole:
             self.line(said, style="bold red" if said.startswith("WARNING:") else None)
         self.line()
         self.line(
-            f"A/B read-out against {headline.get('control')}: mean [95 % interval] over agents; NDCG@20 offline, over test users"
+            f"A/B read-out against {headline.get('control')}: mean [95 % interval] over agents; NDCG@20 offline, "
+            + headline.get("offline_users", "over test users")
         )
         self.console.print(table)
         self.line()

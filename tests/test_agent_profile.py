@@ -193,3 +193,30 @@ def test_profiles_with_their_persona_round_trip_through_the_stored_table(tmp_pat
     profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta))
     assert profiles_from_table(profiles_table(profiles)) == profiles
     assert all(f"Persona: {p.persona}" in profile_text(p) for p in profiles.values())
+
+
+def test_agents_built_for_some_users_are_those_of_a_build_for_every_user(tmp_path):
+    """The agents of the users a run reads (`build_agents(user_ids=...)`) have the profiles
+    and memories a build for every user gives them, tiers still cut over every user; the
+    population's traits are kept either way, and asking for an agent not built says so."""
+    from ops.agents.build import AgentsConfig, build_agents
+
+    movies, meta = make_catalogue(tmp_path / "posters")
+    users, ratings, _ = make_users_and_ratings(movies)
+    catalogue = build_mm_ml_1m(movies, meta)
+    config = AgentsConfig(embedding=EmbeddingConfig(show_progress=False))
+    every = build_agents(ratings, users, catalogue, config, HashTextEmbedder(), PaletteLayoutPosterEmbedder())
+    some = build_agents(
+        ratings, users, catalogue, config, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), user_ids=[3, 7, 8, 29]
+    )
+    assert sorted(some.profiles) == sorted(some.memories) == [3, 7, 8, 29]
+    assert all(some.profiles[u] == every.profiles[u] for u in some.profiles)
+    assert all(np.array_equal(some.memories[u].rows, every.memories[u].rows) for u in some.memories)
+    assert some.traits.equals(every.traits) and some.population.tolist() == sorted(every.profiles)
+    assert [s.user_id for s in some.sessions([8, 3])] == [3, 8]
+    with pytest.raises(KeyError, match=r"1 agent\(s\) asked for were not built, e.g. user 4"):
+        some.sessions([3, 4])
+    stored = tmp_path / "stored"
+    some.save(stored)
+    again = type(some).load(stored)
+    assert again.traits.equals(some.traits) and sorted(again.profiles) == [3, 7, 8, 29]

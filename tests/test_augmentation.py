@@ -345,3 +345,42 @@ def test_seed_summary_puts_an_interval_over_training_seeds():
     assert view["verdict"] == "gain" and summary["+click"]["verdict"] == "within seed noise"
     one = seed_summary(pl.DataFrame(rows("+view", [0.004])))
     assert one["verdict"].to_list() == ["one seed"] and one["ci_low"].to_list() == [None]
+
+
+def test_a_warm_refit_starts_from_the_arm_and_passes_over_the_simulated_rows_only(planted):
+    """refit="warm" (the lifecycle's): the augmented model is the trained arm fine-tuned on
+    the simulated rows and as many replayed train rows, its weights moved from the arm's,
+    the arm itself untouched; the epochs are a budget; the test AUC stays near the arm's."""
+    import torch
+
+    from ops.arms.base import FitData
+    from ops.arms.recommenders import arm_config, train_arm
+    from ops.arms.warm_refit import warm_refit
+
+    users, movies, split, train, pool = planted
+    catalogue = build_mm_ml_1m(movies)
+    config = arm_config("fm", **FAST)
+    arm = train_arm(config, train, split.valid, users, catalogue)
+    before = {k: v.clone() for k, v in arm.model.state_dict().items()}
+    added = pool.head(300)
+    refit = warm_refit(arm, added, FitData(train, split.valid, users, catalogue), epochs=3)
+    assert all(torch.equal(before[k], v) for k, v in arm.model.state_dict().items())  # the arm is left as it was
+    moved = [k for k, v in refit.model.state_dict().items() if not torch.equal(before[k], v)]
+    assert moved and len(refit.history) == 3 and refit.best_epoch == 3
+    assert refit.train_rows == arm.train_rows + 300 and refit.encoder is arm.encoder
+    events = views_of(added, added["rating"].to_numpy())
+    warm = refit_and_evaluate(
+        "fm",
+        train,
+        split.valid,
+        split.test,
+        users,
+        catalogue,
+        events,
+        signals=("view",),
+        config=AugmentationConfig(progress=False, refit="warm", warm_epochs=2),
+        original_model=arm,
+        **FAST,
+    )
+    assert warm["added_rows"].to_list() == [0, 300] and warm["best_epoch"][1] == 2
+    assert abs(warm["auc_difference"][1]) < 0.05

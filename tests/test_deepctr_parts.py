@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
-from ops.arms.base import _best_columns, arm_frame, rank_by_score
+from ops.arms.base import _best_columns, arm_frame, rank_by_score, rank_shared_order
 from ops.arms.deepctr import DeepCTRArm, build_model, rows_per_forward
 from ops.arms.kinds.pop import _popularity
 from ops.arms.kinds.random import _uniform_hash
@@ -190,3 +190,24 @@ def test_best_columns_give_ties_at_the_cut_to_the_lower_column():
         best = _best_columns(scores.copy(), kk)
         expected = np.sort(np.argsort(-scores, axis=1, kind="stable")[:, :kk], axis=1)
         np.testing.assert_array_equal(np.sort(best, axis=1), expected)
+
+
+@pytest.mark.parametrize("k", [1, 5, 20, 60])
+def test_one_order_for_everyone_ranks_as_the_users_x_items_matrix_does(k):
+    """`rank_shared_order` (Pop: one order, each user's first k unseen items) against the
+    block ranking of the same scores for every user: ties (scores in 0..5), users who have
+    seen most of the catalogue or all of it, an item that never ranks, users without pairs."""
+    rng = np.random.default_rng(11)
+    item_ids = np.sort(rng.choice(10_000, 50, replace=False))
+    scores = rng.integers(0, 6, 50).astype(np.float64)
+    scores[7] = -np.inf
+    user_ids = np.arange(1, 121)
+    seen = rng.random((120, 50)) < np.linspace(0.0, 1.0, 120)[:, None]  # from nothing to everything seen
+    rows, cols = np.nonzero(seen)
+    exclude = pl.DataFrame({"user_id": user_ids[rows], "item_id": item_ids[cols]}).vstack(
+        pl.DataFrame({"user_id": [10**6, 1], "item_id": [item_ids[0], 99_999]})  # a user, an item not ranked
+    )
+    shared = rank_shared_order("pop", scores, user_ids, item_ids, exclude, k)
+    matrix = rank_by_score("pop", lambda u, m: np.tile(scores, (u.size, 1)), user_ids, item_ids, exclude, k, 512.0)
+    assert shared.height > 0 and shared.equals(matrix)
+    assert shared.join(exclude, on=["user_id", "item_id"], how="semi").height == 0

@@ -6,8 +6,16 @@ import shutil
 import polars as pl
 import pytest
 
+from fakes.scale_log import ScaleLogConfig, generate_scale_log
 from fakes.steam_data import write_steam_fixture
-from ops.data.domain import IMPLICIT_LIKED, IMPLICIT_NOT_LIKED, DataFileError, load_files
+from ops.data.domain import (
+    IMPLICIT_LIKED,
+    IMPLICIT_NOT_LIKED,
+    DataFileError,
+    load_files,
+    parse_timestamp,
+    parse_timestamps,
+)
 from ops.data.steam import STEAM_CRAWL_YEAR, load_steam
 from ops.settings import PROJECT_ROOT, load
 
@@ -99,6 +107,45 @@ def test_implicit_feedback_and_user_attributes(shop):
     (shop / "users.csv").write_text("user_id,gender\n1,X\n")
     with pytest.raises(DataFileError, match=r"users\.csv, line 2, field 'gender'"):
         load_files(shop)
+
+
+def test_timestamps_parsed_over_a_column_read_as_one_value_at_a_time():
+    values = [
+        "978300760", "-5", " 12 ", "2023-01-01", "2023-01-01T10:00", "2023-01-01 10:00:05", "2023-01-01T10:00Z",
+        "2023-01-01T10:00:00+05:30", "2023-01-01T10:00-0130", "2023-01-01+02:00", "2023-01-01Z", "2023-02-30",
+        "2023-01-01 24:00", "2023-01-01T10:00:60", "2023-01-01T10:00+24:00", "last tuesday", "", None, "2023-1-1",
+    ]  # fmt: skip
+    assert parse_timestamps(pl.Series(values, dtype=pl.Utf8)).to_list() == [parse_timestamp(v) for v in values]
+
+
+def test_a_repeated_pair_names_its_line_and_the_first(shop):
+    lines = (shop / "interactions.csv").read_text().splitlines()
+    lines.insert(7, lines[3])  # line 4 again as line 8
+    (shop / "interactions.csv").write_text("\n".join(lines) + "\n")
+    user, item = lines[3].split(",")[:2]
+    with pytest.raises(
+        DataFileError,
+        match=rf"interactions\.csv, line 8, field 'item_id': user {user} and item {item} appear twice \(first on line 4\)",
+    ):
+        load_files(shop)
+
+
+@pytest.mark.parametrize("file_format", ["csv", "parquet"])
+def test_a_generated_log_reads_back_whole(tmp_path, file_format):
+    written = generate_scale_log(
+        ScaleLogConfig(n_users=300, n_items=400, n_interactions=6_000, seed=5), tmp_path, file_format
+    )
+    again = generate_scale_log(
+        ScaleLogConfig(n_users=300, n_items=400, n_interactions=6_000, seed=5), tmp_path / "again", file_format
+    )
+    tables = load_files(tmp_path)
+    assert (tables.users.height, tables.movies.height, tables.ratings.height) == (300, 400, written.interactions)
+    assert tables.ratings.equals(load_files(again.folder).ratings)  # the seed gives the same log
+    assert 5_000 < written.interactions <= 6_000 and tables.ratings["rating"].is_between(1, 5).all()
+    per_user = tables.ratings.group_by("user_id").len().get_column("len")
+    assert per_user.min() >= 3 and per_user.max() > 5 * per_user.median()  # lognormal activity: a long tail
+    days = (tables.ratings["timestamp"].max() - tables.ratings["timestamp"].min()) / 86_400
+    assert 600 < days <= 730
 
 
 def test_the_steam_source_handles_every_caveat(tmp_path):

@@ -407,3 +407,29 @@ def test_a_log_loss_past_the_limit_after_sane_epochs_ends_training_with_the_best
     strict = guarded.model_copy(update={"divergence": guarded.divergence.model_copy(update={"max_log_loss": 1e-3})})
     with pytest.raises(ArmDivergedError, match="diverged at epoch 1"):
         train_arm(strict, split.train, split.valid, users, catalogue)
+
+
+def test_lazy_updates_move_only_the_rows_a_batch_looks_up(data):
+    """embedding_updates="lazy": the user table (more rows than a batch) moves only where the
+    train rows look it up, whatever its size; deepctr's dense step moves every row (Adam and
+    the L2 of whole tables)."""
+    from ops.arms.base import FitData
+    from ops.arms.deepctr import build_model
+    from ops.arms.recommenders import TrainedArm
+
+    users, movies, split = data
+    train = split.train.filter(pl.col("user_id") <= 40)  # 40 of the 300 users are ever looked up
+    catalogue = build_mm_ml_1m(movies)
+    config = arm_config("fm", batch_size=16, learning_rate=0.01, max_epochs=1, sampled_negatives=0.0)
+    tables = {}
+    for updates in ("lazy", "dense"):
+        arm = TrainedArm.of(config.model_copy(update={"embedding_updates": updates}))
+        arm.fit(FitData(train, split.valid, users, catalogue))
+        tables[updates] = arm.model.embedding_dict["user_id"].weight.detach().numpy()
+    start = build_model(config, arm.encoder, "cpu").embedding_dict["user_id"].weight.detach().numpy()
+    unseen = arm.encoder.encoded_users(np.arange(41, 301))[:, arm.encoder.user_columns.index("user_id")].astype(int)
+    seen = np.setdiff1d(np.arange(start.shape[0]), unseen)
+    assert start.shape[0] > config.batch_size and unseen.size == 260
+    assert np.array_equal(tables["lazy"][unseen], start[unseen])  # never looked up: never moved
+    assert not np.allclose(tables["lazy"][seen], start[seen])
+    assert not np.allclose(tables["dense"][unseen], start[unseen])  # the dense step moves them all

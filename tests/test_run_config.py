@@ -25,11 +25,14 @@ def test_each_job_gets_only_its_own_ops_settings():
     prepare = run_config_for("simab_prepare", settings)["ops"]
     assert prepare["movielens"]["config"] == {"source": "local", "local_path": "/data/ml-1m"}
     assert prepare["movie_metadata"]["config"] == {"poster_dirs": ["/a", "/b"]}
-    assert set(prepare) == {"movielens", "movie_metadata"}
+    # The agents asset builds the users the run reads: the 50 agents' sample among them.
+    assert prepare["agents"]["config"] == {"n_agents": 50}
+    assert set(prepare) == {"movielens", "movie_metadata", "agents"}
     arm = run_config_for("simab_arm", settings)["ops"]
     assert arm["recommender_arm"]["config"] == {"max_epochs": 3} and arm["augmentation_metrics"]["config"] == {
         "max_epochs": 3
     }
+    assert arm["arm_rankings"]["config"] == {"n_agents": 50}  # the agents' lists, not every user's
     assert arm["simulation_events"]["config"] == {
         "n_agents": 50,
         "brain": "llm",
@@ -187,7 +190,7 @@ def test_a_field_dagster_refuses_is_named_by_its_variable_before_the_first_step(
     settings = settings_from_env({})
     defs = build_definitions(settings)
     bad = settings.model_copy(update={"agents": -3})  # as if the settings had no bound
-    with pytest.raises(SettingError, match=r"^SIMAB_AGENTS=-3: simulation_events.n_agents refuses it"):
+    with pytest.raises(SettingError, match=r"^SIMAB_AGENTS=-3: [a-z_]+.n_agents refuses it"):
         check_run_configs(bad, defs, ["simab_prepare", "simab_arm", "simab_readout"])
     check_run_configs(settings, defs, ["simab_prepare", "simab_arm", "simab_readout"])
 

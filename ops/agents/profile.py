@@ -186,9 +186,13 @@ def build_profiles(
     *,
     facts: MovieFacts | None = None,
     poster_looks: Mapping[int, str] | None = None,
+    user_ids: np.ndarray | None = None,
+    traits: pl.DataFrame | None = None,
 ) -> dict[int, AgentProfile]:
-    """One profile per user with at least `min_train_ratings` train ratings; `catalogue` is
-    MM-ML-1M (the `mm_ml_1m` asset).
+    """One profile per user with at least `min_train_ratings` train ratings (of `user_ids`
+    only, when given: the traits' tiers are still cut over every user); `catalogue` is
+    MM-ML-1M (the `mm_ml_1m` asset).  `traits`: `social_traits` of `train`, when computed
+    already.
 
     `poster_looks` maps movie id -> "warm" / "cool" / "dark" / "bright" (from
     `MovieVectors.poster_look`); without it the profile names no poster look.
@@ -202,7 +206,10 @@ def build_profiles(
     if missing:
         raise ValueError(f"train has ratings of user ids absent from the users table: {missing[:10]}")
 
-    traits = social_traits(train, facts, config).filter(pl.col("activity") >= config.min_train_ratings)
+    if traits is None:
+        traits = social_traits(train, facts, config).filter(pl.col("activity") >= config.min_train_ratings)
+    if user_ids is not None:
+        traits = traits.filter(pl.col("user_id").is_in(pl.Series(np.asarray(user_ids), dtype=pl.Int64).implode()))
     credits = movie_credits(facts, config, poster_looks)
     population = population_stats(train, facts, credits.looks)
     ordered = train.join(traits.select("user_id"), on="user_id").sort(["user_id", "timestamp", "movie_id"])
@@ -223,6 +230,14 @@ def build_profiles(
         row["user_id"]: _profile(demo[row["user_id"]], row, stats, i, credits, population, config, facts)
         for i, row in enumerate(traits.iter_rows(named=True))
     }
+
+
+def population_ids(train: pl.DataFrame, config: ProfileConfig | None = None) -> np.ndarray:
+    """The users who can be agents, sorted: `min_train_ratings` train ratings or more (the
+    users `social_traits` keeps for a profile), found without the catalogue."""
+    config = config or ProfileConfig()
+    counts = train.group_by("user_id").len().filter(pl.col("len") >= config.min_train_ratings)
+    return np.sort(counts.get_column("user_id").to_numpy().astype(np.int64))
 
 
 def profiles_frame(profiles: Mapping[int, AgentProfile]) -> pl.DataFrame:

@@ -177,6 +177,10 @@ class ArmBase:
     standalone: ClassVar[bool] = True
     # Other names this kind answers to as an arm (partition keys), e.g. a model's variants.
     aliases: ClassVar[tuple[str, ...]] = ()
+    # Its order of the catalogue is the same for every user (Pop, a trending list): ranked
+    # once, one order, each user's list its first `k` items the user has not seen
+    # (`rank_shared_order`), whatever the number of users.  Its scores are read for one user.
+    same_order_for_everyone: ClassVar[bool] = False
     # Memory a ranking pass may take for its users x catalogue score matrix (float64).
     score_memory_mb: float = 512.0
 
@@ -280,10 +284,15 @@ def constructor_parameters(factory: Callable[..., Any], exclude: set[str]) -> fr
 def rank_arm(
     arm: Any, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None, k: int, memory_mb: float
 ) -> pl.DataFrame:
-    """`rank_by_score` of an arm: by matrix products of its `factors` where it gives them
-    (computed once for all the users and items), by its `score_matrix` otherwise."""
+    """`rank_by_score` of an arm: one order for everyone where its class says its order is
+    the same for every user (`same_order_for_everyone`), by matrix products of its `factors`
+    where it gives them (computed once for all the users and items), by its `score_matrix`
+    otherwise."""
     user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
     item_ids = np.unique(np.asarray(item_ids, dtype=np.int64))
+    if getattr(arm, "same_order_for_everyone", False) and user_ids.size and item_ids.size:
+        scores = np.asarray(arm.score_matrix(user_ids[:1], item_ids), dtype=np.float64).reshape(-1)
+        return rank_shared_order(arm.name, scores, user_ids, item_ids, exclude, k)
     factors_of = getattr(arm, "factors", None)
     factors = factors_of(user_ids, item_ids) if factors_of is not None and user_ids.size and item_ids.size else None
     if factors is None:
@@ -330,6 +339,50 @@ def rank_by_score(
     )
 
 
+def rank_shared_order(
+    name: str, scores: np.ndarray, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None, k: int
+) -> pl.DataFrame:
+    """The ranking of an arm whose scores of `item_ids` (sorted) are the same for every user:
+    the catalogue sorted once (score descending, ties to the lower item id, as `_rank_blocks`
+    breaks them), each user's list the first `k` items of that order outside its `exclude`
+    pairs.  No users x items matrix: the j-th item a user has not seen sits at position
+    j + #{i : e_i - i <= j} of the order, e_0 < e_1 < … the positions of the user's excluded
+    items, one `searchsorted` for every user at once; work and memory grow with users x k
+    and the excluded pairs."""
+    user_ids = np.unique(np.asarray(user_ids, dtype=np.int64))
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    order = np.lexsort((item_ids, -scores))
+    ranked = int(np.isfinite(scores).sum())  # -inf (and NaN) never rank
+    kk = min(k, ranked)
+    if user_ids.size == 0 or kk <= 0:
+        return pl.DataFrame(schema=RANKING)
+    position = np.empty(item_ids.size, dtype=np.int64)
+    position[order] = np.arange(item_ids.size)
+    rows, cols = excluded_cells(exclude, user_ids, item_ids)
+    span = item_ids.size + 1
+    keys = np.unique(rows * span + position[cols])  # sorted by user row, then position
+    key_rows = keys // span
+    start = np.searchsorted(key_rows, np.arange(user_ids.size))
+    # e_i - i within each user's run of positions (non-decreasing there), kept apart by row.
+    shifted = key_rows * span + (keys % span) - (np.arange(keys.size) - start[key_rows])
+    j = np.arange(kk)
+    query = np.arange(user_ids.size)[:, None] * span + j[None, :]
+    free = j[None, :] + np.searchsorted(shifted, query, side="right") - start[:, None]
+    kept = free < ranked
+    users = np.broadcast_to(user_ids[:, None], free.shape)[kept]
+    chosen = order[free[kept]]
+    return pl.DataFrame(
+        {
+            "arm": name,
+            "user_id": users,
+            "rank": np.broadcast_to(j[None, :] + 1, free.shape)[kept],
+            ITEM: item_ids[chosen],
+            "score": scores[chosen],
+        },
+        schema=RANKING,
+    )
+
+
 def _rank_blocks(
     name, block_scores, user_ids, item_ids, exclude, k, memory_mb, score_cells: int = TOP_CELLS
 ) -> pl.DataFrame:
@@ -343,6 +396,10 @@ def _rank_blocks(
     if user_ids.size == 0 or n_items == 0 or k <= 0:
         return pl.DataFrame(schema=RANKING)
     blocked_rows, blocked_cols = excluded_cells(exclude, user_ids, item_ids)
+    # Sorted by row, so that each block finds its own cells by two binary searches instead of
+    # scanning every excluded pair (that scan, once per block, grew as users squared).
+    by_row = np.argsort(blocked_rows, kind="stable")
+    blocked_rows, blocked_cols = blocked_rows[by_row], blocked_cols[by_row]
     budget = memory_mb * 2**20 / (8 * n_items)  # float64 rows within memory_mb
     top_rows = max(1, min(TOP_CELLS // n_items, int(budget / 4)))
     score_rows = max(top_rows, min(score_cells // n_items, int(budget / 2)) // top_rows * top_rows)
@@ -361,9 +418,10 @@ def _rank_blocks(
 
 def _top_of_block(name, users_block, item_ids, scores, blocked_rows, blocked_cols, start, k) -> pl.DataFrame:
     """The block's top-k rows; `scores` (float32 or float64, written in place) may be the
-    model's own dtype: ranking float32 values in float64 changes no order."""
-    in_block = (blocked_rows >= start) & (blocked_rows < start + users_block.size)
-    scores[blocked_rows[in_block] - start, blocked_cols[in_block]] = -np.inf
+    model's own dtype: ranking float32 values in float64 changes no order.  `blocked_rows`
+    (sorted) and `blocked_cols`: the excluded cells of every block."""
+    first, last = np.searchsorted(blocked_rows, (start, start + users_block.size))
+    scores[blocked_rows[first:last] - start, blocked_cols[first:last]] = -np.inf
     nan = np.isnan(scores)
     if nan.any():
         scores[nan] = -np.inf  # a NaN never ranks (and would break the tie cut)
@@ -417,7 +475,8 @@ def _best_columns_by_column(scores: np.ndarray, kk: int) -> np.ndarray:
 
 
 def excluded_cells(exclude: pl.DataFrame | None, user_ids: np.ndarray, item_ids: np.ndarray):
-    """(row, column) positions in the users x catalogue score matrix to leave out."""
+    """(row, column) positions in the users x catalogue score matrix to leave out (`user_ids`
+    and `item_ids` sorted); pairs of other users or items are dropped."""
     if exclude is None or exclude.height == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     u = exclude.get_column("user_id").to_numpy().astype(np.int64)

@@ -206,8 +206,6 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
     """Fit `arm`'s model on `train` (already sampled) with early stopping on the validation
     AUC, the best epoch's weights kept; its guard (`DivergenceGuard`) may stop it."""
     import torch
-    import torch.nn.functional as F
-    from tqdm import tqdm
 
     config, valid, users, catalogue, on_epoch = arm.config, data.valid, data.users, data.catalogue, data.on_epoch
     device = resolve_device(config)
@@ -231,7 +229,7 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
     if valid.height == 0 or valid_labels.min() == valid_labels.max():
         raise ValueError(f"arm {config.name!r}: the validation split needs both positive and negative labels")
     model = build_model(config, encoder, device)  # re-seeds torch with config.seed
-    optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    optimiser = _optimiser(model, config)
     shuffle = np.random.default_rng(config.seed)
     rated = _rated_keys(train) if config.sampled_negatives > 0 else None
 
@@ -248,38 +246,7 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
             )
             x_epoch = torch.cat([x_train, x_neg])
             y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
-        order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))
-        total = 0.0
-        batches = range(0, x_epoch.shape[0], config.batch_size)
-        for start in tqdm(batches, desc=f"{config.name} epoch {epoch}", leave=False, disable=None):
-            idx = order[start : start + config.batch_size]
-            x = x_epoch[idx].to(device)
-            y = y_epoch[idx].to(device)
-            prediction = model(x).squeeze(-1)
-            if guard.enabled and not bool(torch.isfinite(prediction).all()):
-                # torch's BCE refuses NaN inputs with an error that names neither arm nor epoch.
-                bad = int((~torch.isfinite(prediction)).sum())
-                raise ArmDivergedError(
-                    config.name,
-                    epoch,
-                    f"batch {start // config.batch_size + 1} gives {bad} predictions that are not numbers",
-                    {"train_loss_so_far": total / max(start, 1)},
-                )
-            # deepctr's own fit: summed BCE plus the registered L2 terms plus aux loss.
-            loss = F.binary_cross_entropy(prediction, y, reduction="sum")
-            objective = loss + model.get_regularization_loss() + model.aux_loss
-            optimiser.zero_grad()
-            objective.backward()
-            optimiser.step()
-            batch_loss = float(loss.detach())
-            if guard.enabled and not math.isfinite(batch_loss):
-                raise ArmDivergedError(
-                    config.name,
-                    epoch,
-                    f"the loss of batch {start // config.batch_size + 1} is {batch_loss}",
-                    {"train_loss_so_far": total / max(start, 1)},
-                )
-            total += batch_loss
+        total = train_epoch(model, optimiser, x_epoch, y_epoch, config, shuffle, epoch, device)
         valid_scores = _predict(model, encoder, valid_users, valid_items, rows_per_forward(model, config))
         if guard.enabled and not np.all(np.isfinite(valid_scores)):
             raise ArmDivergedError(
@@ -320,9 +287,90 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
             stale += 1
             if stale >= config.patience:
                 break
+    optimiser.close()
     model.load_state_dict(best_state)
     model.eval()
     arm.encoder, arm.model, arm.history, arm.best_epoch = encoder, model, history, best_epoch
+
+
+def train_epoch(
+    model, optimiser, x_epoch, y_epoch, config: ArmConfig, shuffle: np.random.Generator, epoch: int, device
+):
+    """One pass over the encoded rows `x_epoch` (labels `y_epoch`) in a `shuffle`d order,
+    `config.batch_size` rows a step; the summed BCE.  The arm's guard stops a batch whose
+    predictions or loss are not numbers."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
+    guard = config.divergence
+    order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))
+    total = 0.0
+    batches = range(0, x_epoch.shape[0], config.batch_size)
+    for start in tqdm(batches, desc=f"{config.name} epoch {epoch}", leave=False, disable=None):
+        idx = order[start : start + config.batch_size]
+        x = x_epoch[idx].to(device)
+        y = y_epoch[idx].to(device)
+        prediction = model(x).squeeze(-1)
+        if guard.enabled and not bool(torch.isfinite(prediction).all()):
+            # torch's BCE refuses NaN inputs with an error that names neither arm nor epoch.
+            bad = int((~torch.isfinite(prediction)).sum())
+            raise ArmDivergedError(
+                config.name,
+                epoch,
+                f"batch {start // config.batch_size + 1} gives {bad} predictions that are not numbers",
+                {"train_loss_so_far": total / max(start, 1)},
+            )
+        # deepctr's own fit: summed BCE plus the registered L2 terms plus aux loss (with
+        # lazy updates, the tables' L2 over the rows this batch looked up).
+        loss = F.binary_cross_entropy(prediction, y, reduction="sum")
+        objective = loss + model.get_regularization_loss() + model.aux_loss + optimiser.regularization()
+        optimiser.zero_grad()
+        objective.backward()
+        optimiser.step()
+        batch_loss = float(loss.detach())
+        if guard.enabled and not math.isfinite(batch_loss):
+            raise ArmDivergedError(
+                config.name,
+                epoch,
+                f"the loss of batch {start // config.batch_size + 1} is {batch_loss}",
+                {"train_loss_so_far": total / max(start, 1)},
+            )
+        total += batch_loss
+    return total
+
+
+class _DenseUpdates:
+    """deepctr's own optimisation, one Adam over every parameter and the L2 of whole tables
+    (`ArmConfig.embedding_updates = "dense"`), behind `LazyEmbeddingUpdates`' interface."""
+
+    def __init__(self, model, learning_rate: float) -> None:
+        import torch
+
+        self.optimiser = torch.optim.Adam(model.parameters(), lr=learning_rate)
+
+    def regularization(self) -> float:
+        return 0.0
+
+    def zero_grad(self) -> None:
+        self.optimiser.zero_grad()
+
+    def step(self) -> None:
+        self.optimiser.step()
+
+    def close(self) -> None:
+        pass
+
+
+def _optimiser(model, config: ArmConfig):
+    """The optimisation of `config.embedding_updates`: lazy (`ops.arms.lazy_updates`) or dense."""
+    if config.embedding_updates == "dense":
+        return _DenseUpdates(model, config.learning_rate)
+    from ops.arms.lazy_updates import LazyEmbeddingUpdates
+
+    return LazyEmbeddingUpdates(
+        model, config.learning_rate, config.l2_reg_embedding, config.l2_reg_linear, min_rows=config.batch_size
+    )
 
 
 def implicit_settings(config: ArmConfig, valid: pl.DataFrame) -> dict[str, float]:

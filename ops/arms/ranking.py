@@ -1,12 +1,12 @@
 """Rank once: the one ranking pass of an arm that feeds both its offline metrics and the
 top-20 lists the simulated users see.
 
-Before, `offline_metrics` ranked the whole catalogue for the test users and `top20_lists`
-again for the train users, the same scores twice (AFN on ML-1M: 10 and 42 minutes).  Now
-`rank_once` ranks every user either needs (the train users and the test users) in one pass,
-the catalogue minus each user's train items, and both read-outs slice that one table:
-`lists_for` the train users' lists, `metrics_from_lists` Recall@k and NDCG@k (a user's
-ranking does not depend on the other users ranked beside it).
+`rank_once` ranks the users either needs in one pass — the simulated agents (their lists)
+and the test users the offline metrics are measured on (`evaluation_users`: every one, or a
+seeded sample) — the catalogue minus each user's train items, and both read-outs slice that
+one table: `lists_for` the agents' lists, `metrics_from_lists` Recall@k and NDCG@k (a
+user's ranking does not depend on the other users ranked beside it).  A user nobody reads
+is not ranked: the cost grows with the users read, not with the log's users.
 """
 
 from __future__ import annotations
@@ -44,10 +44,35 @@ def ranking_users(train: pl.DataFrame, test: pl.DataFrame) -> np.ndarray:
     )
 
 
-def rank_once(arm: Any, train: pl.DataFrame, test: pl.DataFrame, item_ids: np.ndarray, k: int = 20) -> pl.DataFrame:
-    """Each train or test user's `k` best items of the catalogue `item_ids` minus the user's
-    train items: a TOP_K frame, the arm's one ranking pass."""
-    return ranked(arm, ranking_users(train, test), item_ids, train.select("user_id", "movie_id"), k)
+def evaluation_users(test: pl.DataFrame, n_users: int = 0, seed: int = 0) -> np.ndarray:
+    """The test-window users the offline ranking metrics are measured on, sorted: every one
+    (`n_users` 0), or a seeded sample of `n_users` of them (`SIMAB_EVAL_USERS`), the same
+    for every arm; the metrics' bootstrap intervals are then over the sample, and wider."""
+    users = np.unique(test.get_column("user_id").to_numpy().astype(np.int64))
+    if n_users <= 0 or n_users >= users.size:
+        return users
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 4343]))
+    return np.sort(rng.choice(users, size=n_users, replace=False))
+
+
+def rank_once(
+    arm: Any,
+    train: pl.DataFrame,
+    test: pl.DataFrame,
+    item_ids: np.ndarray,
+    k: int = 20,
+    users: np.ndarray | None = None,
+) -> pl.DataFrame:
+    """Each user's `k` best items of the catalogue `item_ids` minus the user's train items: a
+    TOP_K frame, the arm's one ranking pass.  `users`: the users read (the simulated agents
+    and the evaluated test users); None: every train and test user."""
+    if users is None:
+        users, seen = ranking_users(train, test), train.select("user_id", "movie_id")
+    else:
+        # Only the ranked users' train items: the pairs of users nobody reads are never looked at.
+        users = np.unique(np.asarray(users, dtype=np.int64))
+        seen = train.select("user_id", "movie_id").filter(pl.col("user_id").is_in(pl.Series(users).implode()))
+    return ranked(arm, users, item_ids, seen, k)
 
 
 def ranked(arm: Any, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None, k: int) -> pl.DataFrame:
@@ -68,12 +93,17 @@ def positive_threshold(arm: Any) -> int:
     return int(getattr(config, "positive_threshold", getattr(arm, "positive_threshold", 4)))
 
 
-def metrics_from_lists(arm: Any, ranking: pl.DataFrame, test: pl.DataFrame, k: int = 20) -> OfflineMetrics:
+def metrics_from_lists(
+    arm: Any, ranking: pl.DataFrame, test: pl.DataFrame, k: int = 20, evaluated: np.ndarray | None = None
+) -> OfflineMetrics:
     """Test AUC and log loss from the arm's scores of the test pairs (None where it has no
     scores, or none that are probabilities); Recall@k and NDCG@k from `ranking`, relevant =
-    test items rated >= the arm's positive threshold, over the users with one."""
+    test items rated >= the arm's positive threshold, over the users with one (of
+    `evaluated` only, when given: `evaluation_users`)."""
     threshold = positive_threshold(arm)
     relevant = relevant_items(test, threshold)
+    if evaluated is not None:
+        relevant = relevant.filter(pl.col("user_id").is_in(pl.Series(evaluated, dtype=pl.Int64).implode()))
     labels = (test.get_column("rating").to_numpy() >= threshold).astype(np.float64)
     test_auc: float | None = None
     test_log_loss: float | None = None

@@ -117,6 +117,11 @@ class ArmConfig(BaseModel):
     # AFN only: the logarithmic neurons take log(max(|e|, floor)) of each embedding
     # component; None keeps deepctr's floor of 1e-7 (ops/arms/kinds/afn.py says why AFN gets 1e-4).
     log_input_floor: float | None = Field(None, gt=0)
+    # How the optimiser treats the embedding tables: "lazy" updates the rows a batch looks
+    # up (SparseAdam, the tables' L2 on those rows: an epoch's cost per row does not grow
+    # with the users and items, `ops.arms.lazy_updates`); "dense" is deepctr's own (one Adam
+    # over every row, the L2 of whole tables), whose batches grow with the tables.
+    embedding_updates: Literal["lazy", "dense"] = "lazy"
     # Appendix B: "early stopping based on validation AUC ... converge within 20 epochs".
     max_epochs: int = Field(20, ge=1)
     patience: int = Field(2, ge=1)  # epochs without a better validation AUC; not stated in the paper
@@ -385,15 +390,18 @@ def evaluate_arm(
     test: pl.DataFrame,
     item_ids: np.ndarray,
     k: int = 20,
+    evaluated: np.ndarray | None = None,
 ) -> OfflineMetrics:
     """Test AUC and log-loss on the test pairs; Recall@k and NDCG@k by full ranking of the
     catalogue `item_ids` minus each user's train items, relevant = test items rated
     >= the arm's positive threshold (docs/definitions.md#offline-metrics).  Ranks the users with a
-    relevant test item only; the pipeline ranks once for lists and metrics
-    (`ops.arms.ranking.rank_once`)."""
+    relevant test item only (of `evaluated`, when given: `ops.arms.ranking.evaluation_users`);
+    the pipeline ranks once for lists and metrics (`ops.arms.ranking.rank_once`)."""
     ranked_users = relevant_items(test, positive_threshold(trained)).get_column("user_id").unique().to_numpy()
+    if evaluated is not None:
+        ranked_users = np.intersect1d(ranked_users, evaluated)
     lists = top_k(trained, ranked_users, item_ids, exclude=train.select("user_id", "movie_id"), k=k)
-    return metrics_from_lists(trained, lists, test, k)
+    return metrics_from_lists(trained, lists, test, k, evaluated=evaluated)
 
 
 def _sample_train(train: pl.DataFrame, config: ArmConfig) -> pl.DataFrame:

@@ -17,10 +17,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from ops.schema import AGE_CODES, GENDERS, METADATA, MOVIES, OCCUPATIONS, RATINGS, USERS, conform
@@ -89,7 +91,8 @@ class DomainTables:
 
 @dataclass
 class _Table:
-    """One file's rows as text, with where each row came from."""
+    """One file's rows as text (a Parquet file's whole-number columns as numbers), with where
+    each row came from."""
 
     path: Path
     frame: pl.DataFrame
@@ -157,9 +160,10 @@ def table_header(path: Path) -> list[str]:
 def read_table(path: Path) -> _Table:
     if path.suffix == ".parquet":
         frame = pl.read_parquet(path)
-        # Validation parses text, so Parquet's typed columns become text too (lists stay lists).
+        # Validation parses text, so Parquet's typed columns become text too (lists stay
+        # lists, whole numbers stay numbers: `_text` gives their text where it is read).
         frame = frame.with_columns(
-            [pl.col(c).cast(pl.Utf8) for c, t in frame.schema.items() if not isinstance(t, pl.List)]
+            [pl.col(c).cast(pl.Utf8) for c, t in frame.schema.items() if not (isinstance(t, pl.List) or t.is_integer())]
         )
         return _Table(path, frame, "row")
     try:
@@ -186,15 +190,33 @@ def read_description(folder: Path) -> DatasetDescription:
     return DatasetDescription(**{"name": folder.name, **raw})
 
 
-def parse_ids(table: _Table, column: str) -> list[int]:
-    """Positive integer ids (the later stages key everything on int64 ids)."""
-    out = []
-    for i, value in enumerate(table.frame.get_column(column).to_list()):
-        text = (value or "").strip()
-        if not text.isdigit() or int(text) < 1:
-            raise table.error(i, column, f"{value!r} is not a positive whole number")
-        out.append(int(text))
-    return out
+def parse_ids(table: _Table, column: str) -> pl.Series:
+    """Positive integer ids (the later stages key everything on int64 ids), as an Int64
+    series; the first row that is none names itself in a DataFileError."""
+    column_values = table.frame.get_column(column)
+    if column_values.dtype.is_integer():
+        ids = column_values.cast(pl.Int64, strict=False)
+        ok = ids >= 1
+    else:
+        text = _text(table, column).str.strip_chars()
+        ids = text.cast(pl.Int64, strict=False)
+        ok = text.str.contains(r"^[0-9]+$") & (ids >= 1)
+    _stop_at_first(table, ok, column, lambda value: f"{value!r} is not a positive whole number")
+    return ids
+
+
+def _text(table: _Table, column: str) -> pl.Series:
+    """A column as text, a missing value as the empty string."""
+    return table.frame.get_column(column).cast(pl.Utf8).fill_null("")
+
+
+def _stop_at_first(table: _Table, ok: pl.Series, column: str, reason: Callable[[object], str]) -> None:
+    """DataFileError naming the first row where `ok` is not true (null counts as not),
+    `reason(value)` saying what is wrong with that row's value of `column`."""
+    bad = (~ok.fill_null(False)).arg_true()
+    if bad.len():
+        i = int(bad[0])
+        raise table.error(i, column, reason(table.frame.get_column(column)[i]))
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?)?(Z|[+-]\d{2}:?\d{2})?$")
@@ -216,6 +238,56 @@ def parse_timestamp(text: str | None) -> int | None:
     return int(moment.timestamp())
 
 
+# An ISO date or date-time with its parts: date, then hour, minute, second, then the offset.
+_ISO_PARTS = r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?)?(?:(Z)|([+-])(\d{2}):?(\d{2}))?$"
+
+
+def parse_timestamps(text: pl.Series) -> pl.Series:
+    """`parse_timestamp` of every value, as an Int64 series (null where neither), with polars
+    expressions: unix seconds cast, ISO dates and date-times taken apart by one regular
+    expression; the rare forms the expression does not settle (a date-only value with an
+    offset, which Python's reader ignores) go through `parse_timestamp` itself."""
+    frame = pl.DataFrame({"text": text.cast(pl.Utf8).fill_null("").str.strip_chars()})
+    parts = ["date", "hour", "minute", "second", "z", "sign", "offset_hours", "offset_minutes"]
+    iso = (
+        frame.with_columns(pl.col("text").str.extract_groups(_ISO_PARTS).struct.rename_fields(parts).alias("p"))
+        .unnest("p")
+        .with_columns(
+            pl.col("date").str.to_date("%Y-%m-%d", strict=False).alias("day"),
+            pl.col("hour").is_not_null().alias("has_time"),
+            *(pl.col(c).cast(pl.Int64, strict=False).fill_null(0) for c in parts[1:4] + parts[6:]),
+        )
+    )
+    valid_time = (pl.col("hour") <= 23) & (pl.col("minute") <= 59) & (pl.col("second") <= 59)
+    valid_offset = (pl.col("offset_hours") <= 23) & (pl.col("offset_minutes") <= 59)
+    offset = pl.when(pl.col("sign") == "-").then(-1).otherwise(1) * (
+        pl.col("offset_hours") * 3600 + pl.col("offset_minutes") * 60
+    )
+    # Python ignores an offset written after a bare date: left to it (below).
+    settled = pl.col("date").is_not_null() & (pl.col("sign").is_null() | pl.col("has_time"))
+    seconds = (
+        pl.col("day").cast(pl.Datetime("ms")).dt.epoch("s")
+        + pl.col("hour") * 3600
+        + pl.col("minute") * 60
+        + pl.col("second")
+        - offset
+    )
+    out = iso.select(
+        pl.when(pl.col("text").str.contains(r"^-?[0-9]+$"))
+        .then(pl.col("text").cast(pl.Int64, strict=False))
+        .when(settled & valid_time & valid_offset)
+        .then(seconds)
+        .alias("stamp"),
+        (pl.col("date").is_not_null() & ~settled).alias("unsettled"),
+    )
+    stamps = out.get_column("stamp")
+    unsettled = out.get_column("unsettled").arg_true()
+    if unsettled.len():
+        fixed = [parse_timestamp(v) for v in frame.get_column("text").gather(unsettled).to_list()]
+        stamps = stamps.scatter(unsettled, pl.Series(fixed, dtype=pl.Int64))
+    return stamps.rename(text.name)
+
+
 def parse_date(text: str | None) -> dt.date | None:
     text = (text or "").strip()
     try:
@@ -231,9 +303,7 @@ def load_files(folder: Path | str) -> DomainTables:
         raise DataFileError(folder, None, None, "not a folder (SIMAB_FILES_PATH)")
     description = read_description(folder)
     items = _read_items(read_table(find_file(folder, "items")), folder / "images", description)
-    ratings = _read_interactions(
-        read_table(find_file(folder, "interactions")), set(items.movies["movie_id"].to_list()), description
-    )
+    ratings = _read_interactions(read_table(find_file(folder, "interactions")), items.movies["movie_id"], description)
     users_path = find_file(folder, "users", required=False)
     users = _read_users(read_table(users_path) if users_path else None, ratings)
     return DomainTables(
@@ -258,27 +328,33 @@ def _read_items(table: _Table, images: Path, description: DatasetDescription) ->
     table.require("item_id", "title")
     frame = table.frame
     ids = parse_ids(table, "item_id")
-    first_line: dict[int, int] = {}
-    for i, item_id in enumerate(ids):
-        if item_id in first_line:
-            raise table.error(
-                i, "item_id", f"duplicate item id {item_id} (first on {table.unit} {first_line[item_id]})"
-            )
-        first_line[item_id] = table.where(i)
-    titles = frame.get_column("title").to_list()
-    for i, title in enumerate(titles):
-        if not (title or "").strip():
-            raise table.error(i, "title", "an item needs a title")
+    first = ids.is_first_distinct()
+    if not first.all():
+        i = int((~first).arg_true()[0])
+        earlier = table.where(int((ids == ids[i]).arg_true()[0]))
+        raise table.error(i, "item_id", f"duplicate item id {ids[i]} (first on {table.unit} {earlier})")
+    titles = _text(table, "title").str.strip_chars()
+    _stop_at_first(table, titles != "", "title", lambda value: "an item needs a title")
     n = frame.height
     categories = _categories(table)
-    described = frame.get_column("description").to_list() if "description" in frame.columns else [None] * n
-    dates = []
-    for i, value in enumerate(frame.get_column("release_date").to_list() if "release_date" in frame.columns else []):
-        date = parse_date(value)
-        if (value or "").strip() and date is None:
-            raise table.error(i, "release_date", f"{value!r} is not a date YYYY-MM-DD")
-        dates.append(date)
-    dates = dates or [None] * n
+    described = (
+        _text(table, "description").str.strip_chars().replace("", None)
+        if "description" in frame.columns
+        else pl.Series([None] * n, dtype=pl.Utf8)
+    )
+    if "release_date" in frame.columns:
+        text = _text(table, "release_date").str.strip_chars()
+        dates = (
+            pl.when(text.str.contains(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"))
+            .then(text.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False))
+            .alias("release_date")
+        )
+        dates = pl.select(dates).to_series() if text.len() else pl.Series("release_date", [], dtype=pl.Date)
+        _stop_at_first(
+            table, (text == "") | dates.is_not_null(), "release_date", lambda v: f"{v!r} is not a date YYYY-MM-DD"
+        )
+    else:
+        dates = pl.Series("release_date", [None] * n, dtype=pl.Date)
     image_paths: list[str | None] = []
     for i, name in enumerate(frame.get_column("image").to_list() if "image" in frame.columns else [None] * n):
         if not (name or "").strip():
@@ -293,24 +369,19 @@ def _read_items(table: _Table, images: Path, description: DatasetDescription) ->
     attributes = (
         [
             json.dumps({c: row[c] for c in extra if row[c] not in (None, "")}, ensure_ascii=False) if extra else None
-            for row in frame.select(extra).iter_rows(named=True)
+            for row in frame.select(pl.col(extra).cast(pl.Utf8)).iter_rows(named=True)
         ]
         if extra
         else [None] * n
     )
     movies = pl.DataFrame(
-        {
-            "movie_id": ids,
-            "title": [t.strip() for t in titles],
-            "year": [d.year if d else None for d in dates],
-            "genres": categories,
-        },
+        {"movie_id": ids, "title": titles, "year": dates.dt.year().cast(pl.Int64), "genres": categories},
         schema=MOVIES,
     )
     metadata = pl.DataFrame(
         {
             "movie_id": ids,
-            "overview": [(d or "").strip() or None for d in described],
+            "overview": described,
             "release_date": dates,
             "meta_genres": categories,
             "poster_small": image_paths,
@@ -325,87 +396,112 @@ def _read_items(table: _Table, images: Path, description: DatasetDescription) ->
     return _Items(movies, conform(metadata.with_columns(**absent), METADATA, "items"))
 
 
-def _categories(table: _Table) -> list[list[str]]:
+def _categories(table: _Table) -> pl.Series:
+    """Each item's categories: a list column as it is, text split at `|`; blanks dropped."""
     if "categories" not in table.frame.columns:
-        return [[] for _ in range(table.frame.height)]
+        return pl.Series("categories", [[]] * table.frame.height, dtype=pl.List(pl.Utf8))
     column = table.frame.get_column("categories")
-    if isinstance(column.dtype, pl.List):
-        return [[c.strip() for c in (v or []) if c and c.strip()] for v in column.to_list()]
-    return [[c.strip() for c in (v or "").split(CATEGORY_SEPARATOR) if c.strip()] for v in column.to_list()]
+    lists = (
+        column.cast(pl.List(pl.Utf8))
+        if isinstance(column.dtype, pl.List)
+        else _text(table, "categories").str.split(CATEGORY_SEPARATOR)
+    )
+    return lists.fill_null([]).list.eval(pl.element().str.strip_chars().filter(pl.element().str.strip_chars() != ""))
 
 
-def _read_interactions(table: _Table, item_ids: set[int], description: DatasetDescription) -> pl.DataFrame:
+def _read_interactions(table: _Table, item_ids: pl.Series, description: DatasetDescription) -> pl.DataFrame:
+    """The interactions, checked with polars expressions over whole columns; the first bad
+    row of a column stops the read, named (`_stop_at_first`)."""
     implicit = description.feedback == "implicit"
     signal = "liked" if implicit else "rating"
     table.require("user_id", "item_id", signal, "timestamp")
     users = parse_ids(table, "user_id")
     items = parse_ids(table, "item_id")
-    for i, item in enumerate(items):
-        if item not in item_ids:
-            raise table.error(i, "item_id", f"item {item} is not in the items file")
-    values = []
-    for i, value in enumerate(table.frame.get_column(signal).to_list()):
-        text = (value or "").strip().lower()
-        if implicit:
-            if text not in ("0", "1", "true", "false"):
-                raise table.error(i, signal, f"{value!r} is not 1/0 (or true/false)")
-            values.append(IMPLICIT_LIKED if text in ("1", "true") else IMPLICIT_NOT_LIKED)
-        else:
-            if not text.isdigit() or not 1 <= int(text) <= 5:
-                raise table.error(i, signal, f"{value!r} is not a whole rating 1..5")
-            values.append(int(text))
-    stamps = []
-    for i, value in enumerate(table.frame.get_column("timestamp").to_list()):
-        stamp = parse_timestamp(value)
-        if stamp is None:
-            raise table.error(
-                i, "timestamp", f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])"
-            )
-        stamps.append(stamp)
-    seen: dict[tuple[int, int], int] = {}
-    for i, pair in enumerate(zip(users, items, strict=True)):
-        if pair in seen:
-            raise table.error(
-                i, "item_id", f"user {pair[0]} and item {pair[1]} appear twice (first on {table.unit} {seen[pair]})"
-            )
-        seen[pair] = table.where(i)
+    _stop_at_first(
+        table, items.is_in(item_ids.implode()), "item_id", lambda value: f"item {int(value)} is not in the items file"
+    )
+    text = _text(table, signal).str.strip_chars().str.to_lowercase()
+    if implicit:
+        ok = text.is_in(["0", "1", "true", "false"])
+        _stop_at_first(table, ok, signal, lambda value: f"{value!r} is not 1/0 (or true/false)")
+        values = pl.Series(np.where(text.is_in(["1", "true"]).to_numpy(), IMPLICIT_LIKED, IMPLICIT_NOT_LIKED))
+    else:
+        values = text.cast(pl.Int64, strict=False)
+        ok = text.str.contains(r"^[0-9]+$") & values.is_between(1, 5)
+        _stop_at_first(table, ok, signal, lambda value: f"{value!r} is not a whole rating 1..5")
+    raw = table.frame.get_column("timestamp")
+    stamps = raw.cast(pl.Int64) if raw.dtype.is_integer() else parse_timestamps(_text(table, "timestamp"))
+    _stop_at_first(
+        table,
+        stamps.is_not_null(),
+        "timestamp",
+        lambda value: f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])",
+    )
     ratings = pl.DataFrame({"user_id": users, "movie_id": items, "rating": values, "timestamp": stamps})
+    repeated = ratings.select("user_id", "movie_id").is_duplicated()
+    if repeated.any():
+        # The first row that repeats an earlier one, and that earlier one.
+        pairs = ratings.with_row_index("row").filter(repeated)
+        second = pairs.filter(pl.struct("user_id", "movie_id").is_first_distinct().not_()).row(0, named=True)
+        user, item, i = second["user_id"], second["movie_id"], second["row"]
+        earlier = pairs.filter((pl.col("user_id") == user) & (pl.col("movie_id") == item)).get_column("row")[0]
+        where = table.where(int(earlier))
+        raise table.error(i, "item_id", f"user {user} and item {item} appear twice (first on {table.unit} {where})")
     return conform(ratings, RATINGS, "interactions")
 
 
 def _read_users(table: _Table | None, ratings: pl.DataFrame) -> pl.DataFrame:
     """The users table: every user of the interactions, plus those of a users file; the
     MovieLens demographics only where the file has them in MovieLens's codes."""
-    rated = sorted(set(ratings.get_column("user_id").to_list()))
-    known: dict[int, dict] = {}
-    if table is not None:
+    rated = ratings.select(pl.col("user_id").unique())
+    if table is None:
+        known = pl.DataFrame(schema={"user_id": pl.Int64})
+    else:
         table.require("user_id")
         ids = parse_ids(table, "user_id")
-        rows = table.frame.to_dicts()
-        for i, (uid, row) in enumerate(zip(ids, rows, strict=True)):
-            if uid in known:
-                raise table.error(i, "user_id", f"duplicate user id {uid}")
-            known[uid] = _demographics(table, i, row)
-    all_ids = sorted(set(rated) | set(known))
-    rated_set = set(rated)
-    empty = dict.fromkeys(USER_DEMOGRAPHICS)
-    return pl.DataFrame(
-        [{"user_id": u, **known.get(u, empty), "has_ratings": u in rated_set} for u in all_ids], schema=USERS
+        first = ids.is_first_distinct()
+        if not first.all():
+            i = int((~first).arg_true()[0])
+            raise table.error(i, "user_id", f"duplicate user id {ids[i]}")
+        known = pl.DataFrame({"user_id": ids, **_demographics(table)})
+    users = (
+        pl.concat([rated, known.select("user_id")])
+        .unique()
+        .join(known, on="user_id", how="left")
+        .join(rated.with_columns(has_ratings=pl.lit(True)), on="user_id", how="left")
+        .with_columns(pl.col("has_ratings").fill_null(False))
+        .sort("user_id")
     )
+    absent = {name: pl.lit(None, dtype=USERS[name]) for name in USER_DEMOGRAPHICS if name not in users.columns}
+    return conform(users.with_columns(**absent), USERS, "users")
 
 
-def _demographics(table: _Table, i: int, row: dict) -> dict:
-    out: dict = dict.fromkeys(USER_DEMOGRAPHICS)
-    gender = (row.get("gender") or "").strip()
-    if gender:
-        if gender not in GENDERS:
-            raise table.error(i, "gender", f"{gender!r} is not one of {list(GENDERS)}")
-        out["gender"] = gender
+def _demographics(table: _Table) -> dict[str, pl.Series]:
+    """The MovieLens demographics of a users file, checked column by column (an empty value
+    is no value); the first value outside MovieLens's codes stops the read, named."""
+    frame, out = table.frame, {}
+    if "gender" in frame.columns:
+        gender = _text(table, "gender").str.strip_chars()
+        _stop_at_first(
+            table,
+            (gender == "") | gender.is_in(list(GENDERS)),
+            "gender",
+            lambda v: f"{(v or '').strip()!r} is not one of {list(GENDERS)}",
+        )
+        out["gender"] = gender.replace("", None)
     for name, codes in (("age", AGE_CODES), ("occupation", tuple(OCCUPATIONS))):
-        text = (row.get(name) or "").strip()
-        if text:
-            if not text.isdigit() or int(text) not in codes:
-                raise table.error(i, name, f"{text!r} is not a MovieLens-1M {name} code {list(codes)}")
-            out[name] = int(text)
-    out["zip"] = (row.get("zip") or "").strip() or None
-    return out
+        if name not in frame.columns:
+            continue
+        text = _text(table, name).str.strip_chars()
+        values = text.cast(pl.Int64, strict=False)
+        ok = (text == "") | (text.str.contains(r"^[0-9]+$") & values.is_in(list(codes)))
+        _stop_at_first(
+            table,
+            ok,
+            name,
+            lambda v, n=name, c=codes: f"{(v or '').strip()!r} is not a MovieLens-1M {n} code {list(c)}",
+        )
+        out[name] = values
+    if "zip" in frame.columns:
+        out["zip"] = _text(table, "zip").str.strip_chars().replace("", None)
+    return {k: v.cast(USERS[k]) for k, v in out.items()}

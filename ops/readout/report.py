@@ -64,8 +64,11 @@ def report_markdown(
                 "{} [{}, {}]", pl.col("mean").round(4), pl.col("ci_low").round(4), pl.col("ci_high").round(4)
             )
         ).pivot(on="metric", index=["arm", "users"], values="cell")
+        sample = (headline or {}).get("offline_users", "over test users").removeprefix("over test users")
         lines += [
-            "Over the test users who have a top-20 list (the train users agents are built from), with 95 % bootstrap intervals over them:",
+            "Over the test users who have a top-20 list (the train users agents are built from)"
+            + (f", {sample.removeprefix('over ')}" if sample else "")
+            + ", with 95 % bootstrap intervals over them:",
             "",
             table_markdown(wide),
             "",

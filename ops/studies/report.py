@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from ops.arms.catalog import has_capability
+from ops.arms.ranking import evaluation_users
 from ops.atomic import atomic_write_bytes
 from ops.figures import save_figure
 from ops.readout.bias import SimulatorBias, simulator_bias
@@ -128,13 +129,19 @@ def write_report(
     tau_floor: float,
     primary_metric: str,
     spread_floor: float,
+    eval_users: int = 0,
     bill: RunBudget | None = None,
 ) -> Report:
     """Write the report under `folder` (report.md, report.html, plots/) and as `latest`/latest.md
     and latest.html: the verdict first (`report_summary`), then the read-out, the offline
     metrics, the fidelity pairs, the power, the augmentation table and the trust section;
     `bill`, when the LLM was called in this run (its file exists), closes it with what each
-    asset spent."""
+    asset spent.  `eval_users`: the offline metrics over a seeded sample of that many test
+    users (`ops.arms.ranking.evaluation_users`, as the arms measured them); 0: every one."""
+    evaluated = evaluation_users(test_ratings, eval_users)
+    test_users = test_ratings.get_column("user_id").n_unique()
+    if evaluated.size < test_users:
+        test_ratings = test_ratings.filter(pl.col("user_id").is_in(pl.Series(evaluated).implode()))
     # Simulated against offline, once: τ, the arm pairs, the diagnostic arms (the mirror:
     # the brain's own ranking, no candidate; it goes to the bias section).
     is_diagnostic = functools.partial(has_capability, attribute="diagnostic")
@@ -184,6 +191,11 @@ def write_report(
         sensitivity=sensitivity,
     )
     headline["simulator_bias"] = bias.verdict_line()
+    headline["offline_users"] = (
+        "over test users"
+        if evaluated.size >= test_users
+        else f"over a seeded sample of {evaluated.size:,} of the {test_users:,} test users"
+    )
     headline["gap_sizes"] = gaps.headline()
     headline["list_quality_seen"] = seen
     sections = [

@@ -1,7 +1,7 @@
 """Pop (Steck 2011; A/B Agent Table 2's control): every item scored by its count in the train
 window (interactions, or positives with `popularity_of="positives"`), scaled to [0, 1] by the
-largest, the same for every user.  A score that is one user factor (1) times one item
-factor (the popularity) ranks by one matrix product.  Nothing is learnt from the user: it
+largest, the same for every user: ranked once, one order, each user's list its first 20
+items the user has not seen (`ArmBase.same_order_for_everyone`).  Nothing is learnt from the user: it
 cannot be refit, and its scores are no probabilities (no log loss)."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ class Pop(TrainedArm):
     popularity: tuple[np.ndarray, np.ndarray] | None = None  # (sorted item ids, scores)
     can_refit: ClassVar[bool] = False
     scores_are_probabilities: ClassVar[bool] = False
+    same_order_for_everyone: ClassVar[bool] = True
 
     def _fit(self, train: pl.DataFrame, data: FitData) -> None:
         self.popularity = _popularity(train, self.config)

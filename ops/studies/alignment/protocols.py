@@ -32,7 +32,7 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import BrainKind, BrainSources
 from ops.simulation.request import SimulationConfig
 from ops.studies.alignment.list_quality import ListQuality, list_quality, simulate_lists
-from ops.studies.alignment.lists import Ladder, mixed_lists
+from ops.studies.alignment.lists import LADDERS, Ladder, choose_ladder, mixed_lists
 from ops.studies.alignment.per_item import (
     CountedTasteQuestion,
     TasteQuestion,
@@ -154,12 +154,27 @@ def open_protocol(
     if answers not in kind.answers:
         raise NotMeasurable(f"{protocol}: the {kind.name} brain does not answer it", f"not answered by {kind.name}")
     check_held_out(test, {"train": train, "validation": valid}, protocol, kind.fitted_through(sources))
-    counts = (test if held is None else held).group_by("user_id").len().filter(pl.col("len") >= min_items)
-    candidates = sorted(set(counts.get_column("user_id").to_list()) & set(agents.profiles))
-    users = sample_agents(candidates, settings.agents, settings.seed)
+    users = protocol_users(test if held is None else held, agents.population, settings, min_items)
     if not users:
         raise NotMeasurable(f"{protocol}: no agent has {min_items} or more ratings in the held-out (test) window")
     return Opening(protocol, kind, sources, kind.brain(sources), users, agents.sessions(users), settings, log)
+
+
+def protocol_users(held: pl.DataFrame, population, settings: ProtocolSettings, min_items: int = 1) -> list[int]:
+    """The agents a protocol asks: a seeded sample of `settings.agents` among the users of
+    the population (`Agents.population`, whether built or not) with at least `min_items`
+    rows in `held`.  The agents asset builds them (`ops.studies.read_users`)."""
+    counts = held.group_by("user_id").len().filter(pl.col("len") >= min_items)
+    candidates = sorted(set(counts.get_column("user_id").to_list()) & {int(u) for u in population})
+    return sample_agents(candidates, settings.agents, settings.seed)
+
+
+def list_quality_ladder(test: pl.DataFrame, like_threshold: int, population) -> tuple[pl.DataFrame, Ladder]:
+    """The list-quality protocol's liked held-out items and its ladder: full lists at every
+    ratio, the papers' 20 (10 liked held-out items at 1:1) where enough agents of the
+    population hold them, shorter lists where users like few items (`choose_ladder`)."""
+    liked = test.filter(pl.col("rating") >= like_threshold)
+    return liked, choose_ladder(liked, population) or Ladder(*LADDERS[0], 0)
 
 
 def measure_taste(

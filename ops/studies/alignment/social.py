@@ -58,7 +58,15 @@ SOCIAL = {
 
 
 def tiers_frame(profiles) -> pl.DataFrame:
-    """user_id and the three trait tiers of every agent profile."""
+    """user_id and the three trait tiers of every user of the population (`Agents.traits`, a
+    frame), or of every agent profile (a mapping)."""
+    if isinstance(profiles, pl.DataFrame):
+        return profiles.select(
+            pl.col("user_id").cast(pl.Int64),
+            pl.col("activity_tier").alias("activity"),
+            pl.col("conformity_tier").alias("conformity"),
+            pl.col("diversity_tier").alias("diversity"),
+        ).sort("user_id")
     return pl.DataFrame(
         [(int(u), p.activity_tier, p.conformity_tier, p.diversity_tier) for u, p in sorted(profiles.items())],
         schema={"user_id": pl.Int64, "activity": pl.Utf8, "conformity": pl.Utf8, "diversity": pl.Utf8},

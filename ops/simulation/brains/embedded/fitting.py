@@ -158,6 +158,7 @@ def fit(
     """Fit the click, like and rating models (module docstring, "Fitting")."""
     # lazy: scikit-learn
     from sklearn.linear_model import LogisticRegression, Ridge
+
     # lazy: scikit-learn
     from sklearn.metrics import roc_auc_score
 

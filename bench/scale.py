@@ -1,0 +1,471 @@
+"""The lifecycle on logs of growing size: each step's time, its growth exponent, the peak
+memory, and what a log of 10 M users x 1 M items would take.
+
+A seeded log in the `files` source shape (`fakes.scale_log`: lognormal user activity, Zipf
+item popularity, ratings from latent tastes, two years of timestamps) is written for each
+size, and the whole lifecycle runs on it in a home of its own (`python -m pipelines.lifecycle`,
+or with `--celery` on the Celery executor with user shards: redis-server on a free 127.0.0.1
+port, `--workers` Celery workers, the jobs launched as `dagster job execute`, the shards of
+every arm at once).  From the Dagster event log: each step's seconds (start to success, one
+row per asset step and partition); from the process tree, polled every half second: the peak
+resident memory of all its processes together.  Each step's growth exponent k is the slope
+of log(seconds) over log(users) across the sizes (time ∝ users^k; items and interactions
+grow with the users here, so k says what a bigger log costs, not which of the three drives
+it).  The estimate for 10 M users x 1 M items extends each step from the largest size with
+its exponent: the sizes grow items as users^0.86, which reaches 1 M items at 10 M users.
+
+    nice -n 5 .venv/bin/python -m bench.scale --sizes 5000x1250x250000 10000x2500x500000 20000x5000x1000000
+    nice -n 5 .venv/bin/python -m bench.scale --sizes 20000x5000x1000000 50000x10000x2500000 100000x20000x5000000
+    nice -n 5 .venv/bin/python -m bench.scale --celery --shards 2 --sizes 5000x1250x250000 10000x2500x500000
+    SIMAB_SHARED_DATA=../shared/data nice -n 5 .venv/bin/python -m bench.scale --checks --threads 1 \
+        --sizes 20000x5000x1000000 100000x20000x5000000
+
+`--checks` measures what the step times do not separate: an FM epoch's seconds per million
+train rows on each log, a training batch with the lazy and the dense embedding updates on
+the log's tables, the same 2,300 users ranked on each log, and FM and DeepFM trained with
+both updates on ML-1M users 1-1999 (validation and test AUC).
+
+Everything it writes goes under --out (default bench/out/scale): the logs (reused when
+present), one home per size and executor, and `scale-<executor>.json` with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_USERS, TARGET_ITEMS = 10_000_000, 1_000_000
+RESOLUTION_S = 5.0  # steps shorter than this at the largest size are not extended
+
+
+@dataclass
+class Run:
+    """One lifecycle on one log: its size, wall seconds, peak memory and step seconds."""
+
+    users: int
+    items: int
+    interactions: int
+    seconds: float
+    peak_mb: float
+    steps: dict[str, float] = field(default_factory=dict)
+    returncode: int = 0
+    cpu_seconds: float = 0.0  # user + system time of every process of the run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=["5000x1250x250000", "10000x2500x500000", "20000x5000x1000000"])
+    parser.add_argument("--seed", type=int, default=0, help="the generator's seed")
+    parser.add_argument("--arms", default="random,pop,fm")
+    parser.add_argument("--agents", type=int, default=300, help="SIMAB_AGENTS")
+    parser.add_argument("--max-epochs", type=int, default=3, help="SIMAB_MAX_EPOCHS")
+    parser.add_argument(
+        "--eval-users", type=int, default=2000, help="SIMAB_EVAL_USERS, the same at every size (0: every test user)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch, BLAS and polars threads per process (0: their defaults); 1 on a machine shared with other work, "
+        "where threads that wait for each other run several times slower",
+    )
+    parser.add_argument("--celery", action="store_true", help="the Celery executor with user shards")
+    parser.add_argument("--shards", type=int, default=2, help="SIMAB_SHARDS with --celery")
+    parser.add_argument("--workers", type=int, default=2, help="Celery workers with --celery")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
+    parser.add_argument(
+        "--checks",
+        action="store_true",
+        help="instead of the lifecycle: on each size's log, an FM epoch (seconds per million train rows) and a "
+        "batch with lazy and dense embedding updates, the same 2,300 users ranked by random, pop and FM; then FM "
+        "and DeepFM trained with both updates on ML-1M users 1-1999 ($SIMAB_SHARED_DATA), validation and test AUC",
+    )
+    parser.add_argument(
+        "--reprint", action="store_true", help="print the figures of the last run from --out, run nothing"
+    )
+    args = parser.parse_args()
+
+    if args.reprint:
+        executor = "celery" if args.celery else "multiprocess"
+        saved = json.loads((args.out / f"scale-{executor}.json").read_text())
+        report([Run(**run) for run in saved], executor, args, save=False)
+        return
+    if args.checks:
+        checks(args)
+        return
+    executor = "celery" if args.celery else "multiprocess"
+    runs = []
+    for size in args.sizes:
+        users, items, interactions = (int(x) for x in size.lower().split("x"))
+        folder = scale_log(users, items, interactions, args)
+        home = args.out / f"home-{users}x{items}x{interactions}-{executor}"
+        shutil.rmtree(home, ignore_errors=True)
+        env = {
+            "SIMAB_HOME": str(home),
+            "DAGSTER_HOME": str(home / "dagster_home"),
+            "SIMAB_SOURCE": "files",
+            "SIMAB_FILES_PATH": str(folder),
+            "SIMAB_ARMS": args.arms,
+            "SIMAB_AGENTS": str(args.agents),
+            "SIMAB_MAX_EPOCHS": str(args.max_epochs),
+            "SIMAB_EVAL_USERS": str(args.eval_users),
+        }
+        if args.threads:
+            env |= {name: str(args.threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS")}
+        cpu = _children_cpu()
+        run = (celery_lifecycle if args.celery else lifecycle)(env, args)
+        run.users, run.items, run.cpu_seconds = users, items, _children_cpu() - cpu
+        run.interactions = _interactions(folder)
+        runs.append(run)
+        print(
+            f"{users:,} users x {items:,} items x {run.interactions:,} interactions: {run.seconds:.0f} s "
+            f"({run.cpu_seconds:.0f} CPU s), peak {run.peak_mb:,.0f} MB, exit {run.returncode}",
+            flush=True,
+        )
+    report(runs, executor, args)
+
+
+def scale_log(users: int, items: int, interactions: int, args) -> Path:
+    """The folder of the seeded log of this size, written unless it is there."""
+    from fakes.scale_log import ScaleLogConfig, generate_scale_log
+
+    folder = args.out / f"log-{users}x{items}x{interactions}-seed{args.seed}"
+    if not (folder / "interactions.parquet").is_file():
+        started = time.perf_counter()
+        log = generate_scale_log(ScaleLogConfig(users, items, interactions, seed=args.seed), folder)
+        print(f"log {folder.name}: {log.interactions:,} interactions in {time.perf_counter() - started:.1f} s")
+    return folder
+
+
+def checks(args) -> None:
+    """The figures the lifecycle's step times do not separate (`--checks`)."""
+    import numpy as np
+    import polars as pl
+    import torch
+
+    from ops.arms.base import FitData
+    from ops.arms.ranking import rank_once
+    from ops.arms.recommenders import TrainedArm, arm_config
+    from ops.data.domain import load_files
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.split import chronological_split
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    print(
+        "size | FM epoch: s, s per M train rows | ms a batch: lazy, dense | CPU s to rank 2,300 users: random, pop, fm"
+    )
+    for size in args.sizes:
+        users, items, interactions = (int(x) for x in size.lower().split("x"))
+        tables = load_files(scale_log(users, items, interactions, args))
+        split = chronological_split(tables.ratings)
+        catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
+        valid = split.valid.sample(min(50_000, split.valid.height), seed=0)
+        fm = TrainedArm.of(arm_config("fm", max_epochs=1, device="cpu"))
+        fm.fit(FitData(split.train, valid, tables.users, catalogue))
+        epoch = fm.history[0]["epoch_seconds"]
+        batch = {u: _batch_ms(fm, split.train, tables.users, catalogue, u) for u in ("lazy", "dense")}
+        ranked = []
+        for arm in (TrainedArm.of(arm_config("random")), TrainedArm.of(arm_config("pop")), fm):
+            if arm is not fm:
+                arm.fit(FitData(split.train, valid, tables.users, catalogue))
+            started = time.process_time()
+            rank_once(
+                arm, split.train, split.test, catalogue.get_column("movie_id").to_numpy(), users=np.arange(1, 2301)
+            )
+            ranked.append(time.process_time() - started)
+        print(
+            f"{users:,} x {items:,} x {tables.ratings.height:,} | {epoch:.1f}, {epoch / split.train.height * 1e6:.1f} | "
+            f"{batch['lazy']:.1f}, {batch['dense']:.1f} | " + ", ".join(f"{r:.2f}" for r in ranked),
+            flush=True,
+        )
+    from fakes.shared_data import SHARED_DATA
+    from ops.arms.metrics import auc
+    from ops.data.movielens import load_local
+
+    if not (SHARED_DATA / "ml-1m").is_dir():
+        print(f"no {SHARED_DATA / 'ml-1m'}: the AUC slice is left out")
+        return
+    tables = load_local(SHARED_DATA / "ml-1m")
+    split = chronological_split(tables.ratings.filter(pl.col("user_id") < 2000))
+    catalogue = build_mm_ml_1m(tables.movies)
+    labels = (split.test["rating"].to_numpy() >= 4).astype(float)
+    for name, epochs in (("fm", 20), ("deepfm", 6)):
+        for updates in ("dense", "lazy"):
+            started = time.process_time()
+            config = arm_config(name, max_epochs=epochs, embedding_updates=updates, device="cpu")
+            arm = TrainedArm.of(config)
+            arm.fit(FitData(split.train, split.valid, tables.users, catalogue))
+            scores = arm.score(split.test["user_id"].to_numpy(), split.test["movie_id"].to_numpy())
+            print(
+                f"ML-1M users 1-1999, {name} {updates}: best epoch {arm.best_epoch} of {len(arm.history)}, "
+                f"validation AUC {max(h['val_auc'] for h in arm.history):.4f}, test AUC {auc(labels, scores):.4f}, "
+                f"{(time.process_time() - started) / len(arm.history):.1f} CPU s an epoch",
+                flush=True,
+            )
+
+
+def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100) -> float:
+    """CPU milliseconds of one training batch of FM on this log's tables, after a warm-up."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from ops.arms.base import arm_frame
+    from ops.arms.deepctr import _optimiser, build_model
+
+    config = trained.config.model_copy(update={"embedding_updates": updates})
+    model = build_model(config, trained.encoder, "cpu")
+    optimiser = _optimiser(model, config)
+    rows = arm_frame(train.head((batches + 10) * config.batch_size))
+    x = torch.from_numpy(trained.encoder.transform(rows["user_id"].to_numpy(), rows["item_id"].to_numpy()))
+    y = torch.from_numpy((rows["rating"].to_numpy() >= 4).astype(np.float32))
+    spent = 0.0
+    for b in range(batches + 10):
+        xb, yb = (
+            x[b * config.batch_size : (b + 1) * config.batch_size],
+            y[b * config.batch_size : (b + 1) * config.batch_size],
+        )
+        started = time.process_time()
+        loss = F.binary_cross_entropy(model(xb).squeeze(-1), yb, reduction="sum")
+        objective = loss + model.get_regularization_loss() + model.aux_loss + optimiser.regularization()
+        optimiser.zero_grad()
+        objective.backward()
+        optimiser.step()
+        spent += (time.process_time() - started) if b >= 10 else 0.0
+    optimiser.close()
+    return spent / batches * 1000
+
+
+def lifecycle(env: dict[str, str], args) -> Run:
+    """The whole lifecycle in its own process (the multiprocess executor)."""
+    command = [sys.executable, "-m", "pipelines.lifecycle", "--arms", args.arms]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env})
+    peak = _watch(process)
+    return Run(0, 0, 0, time.perf_counter() - started, peak, step_seconds(env), process.returncode)
+
+
+def celery_lifecycle(env: dict[str, str], args) -> Run:
+    """The lifecycle's jobs on Celery workers (docs/deployment.md): prepare, every arm at
+    once, every arm's shards at once, every arm's combination, the read-out."""
+    server = shutil.which("redis-server")
+    if server is None:
+        sys.exit("--celery needs redis-server (Debian: apt-get install redis-server)")
+    home = Path(env["SIMAB_HOME"])
+    home.mkdir(parents=True)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    broker = f"redis://127.0.0.1:{port}/0"
+    env = {**env, "SIMAB_EXECUTOR": "celery", "SIMAB_SHARDS": str(args.shards), "SIMAB_CELERY_BROKER": broker}
+    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT / "deploy"), str(ROOT)])}
+    full.pop("MLFLOW_TRACKING_URI", None)
+    redis_command = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    processes = [subprocess.Popen([*redis_command, "--dir", str(home)], stdout=subprocess.DEVNULL)]
+    worker = [sys.executable, "-m", "celery", "-A", "dagster_celery.app", "worker", "--pool=solo"]
+    worker += ["--concurrency=1", "--prefetch-multiplier=1", "--without-gossip", "--without-mingle"]
+    started = time.perf_counter()
+    peak = 0.0
+    try:
+        for k in range(args.workers):
+            log = open(home / f"worker{k}.log", "wb")  # noqa: SIM115 - closed with the process
+            processes.append(
+                subprocess.Popen([*worker, "-n", f"w{k}@%h"], cwd=ROOT, env=full, stdout=log, stderr=subprocess.STDOUT)
+            )
+        from pipelines.instance import write_instance_config
+
+        write_instance_config(env["DAGSTER_HOME"])
+        arms = args.arms.split(",")
+        stages = [
+            [("simab_prepare", None)],
+            [("simab_arm", arm) for arm in arms],
+            [("simab_simulate", f"{arm}|{k}") for arm in arms for k in range(args.shards)],
+            [("simab_combine", arm) for arm in arms],
+            [("simab_readout", None)],
+        ]
+        returncode = 0
+        configs = _run_configs({job for stage in stages for job, _ in stage}, env, home)
+        for stage in stages:
+            launched = [_launch(job, partition, full, configs[job]) for job, partition in stage]
+            peak = max(peak, _watch_all(launched, processes))
+            failed = [p for p in launched if p.returncode]
+            if failed:
+                returncode = failed[0].returncode
+                break
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in reversed(processes):
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    return Run(0, 0, 0, time.perf_counter() - started, peak, step_seconds(env), returncode)
+
+
+def _run_configs(jobs: set[str], env: dict[str, str], home: Path) -> dict[str, Path]:
+    """Each job's run config from the settings, as the lifecycle runner gives it, written
+    where `dagster job execute -c` reads it (the command line starts from no run config)."""
+    from pipelines.jobs import run_config_for
+    from pipelines.run_config import settings_from_env
+
+    settings = settings_from_env({**os.environ, **env})
+    paths = {}
+    for job in jobs:
+        paths[job] = home / f"run_config_{job}.json"
+        paths[job].write_text(json.dumps(run_config_for(job, settings) or {}))
+    return paths
+
+
+def _launch(job: str, partition: str | None, env: dict[str, str], config: Path) -> subprocess.Popen:
+    """`dagster job execute` of `job`, for `partition` (`arm` or `arm|shard`, whose dimensions
+    Dagster reads from their own tags)."""
+    tags: dict[str, str] = {"dagster/partition": partition} if partition else {}
+    if partition and "|" in partition:
+        arm, shard = partition.split("|")
+        tags |= {"dagster/partition/arm": arm, "dagster/partition/shard": shard}
+    tags = ["--tags", json.dumps(tags)] if tags else []
+    command = [sys.executable, "-m", "dagster", "job", "execute", "-m", "pipelines.definitions", "-a", "defs"]
+    return subprocess.Popen([*command, "-j", job, "-c", str(config), *tags], cwd=ROOT, env=env)
+
+
+def _watch(process: subprocess.Popen) -> float:
+    """Wait for `process`; the peak resident memory (MB) of it and its descendants together."""
+    return _watch_all([process], [])
+
+
+def _watch_all(waited: list[subprocess.Popen], also: list[subprocess.Popen]) -> float:
+    """Wait for every process of `waited`; the peak resident memory (MB) of the trees of
+    `waited` and `also` together, polled every half second."""
+    import psutil
+
+    peak = 0.0
+    while any(p.poll() is None for p in waited):
+        total = 0
+        for root in [*waited, *also]:
+            try:
+                tree = psutil.Process(root.pid)
+                for proc in [tree, *tree.children(recursive=True)]:
+                    total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+        peak = max(peak, total / 2**20)
+        time.sleep(0.5)
+    return peak
+
+
+def step_seconds(env: dict[str, str]) -> dict[str, float]:
+    """Seconds from start to success of every asset step of the home's runs, by
+    `<step>` or `<step>[<partition>]`."""
+    from dagster import DagsterEventType, DagsterInstance
+
+    out: dict[str, float] = {}
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        for record in instance.get_run_records():
+            run = record.dagster_run
+            partition = run.tags.get("dagster/partition")
+            began: dict[str, float] = {}
+            for entry in instance.all_logs(run.run_id):
+                event = entry.dagster_event
+                if event is None or entry.step_key is None:
+                    continue
+                if event.event_type == DagsterEventType.STEP_START:
+                    began[entry.step_key] = entry.timestamp
+                elif event.event_type == DagsterEventType.STEP_SUCCESS and entry.step_key in began:
+                    name = entry.step_key + (f"[{partition}]" if partition else "")
+                    out[name] = out.get(name, 0.0) + entry.timestamp - began[entry.step_key]
+    return out
+
+
+def exponent(users: list[int], seconds: list[float]) -> float | None:
+    """The least-squares slope of log(seconds) on log(users); None with fewer than two sizes."""
+    pairs = [(math.log(u), math.log(max(s, 1e-3))) for u, s in zip(users, seconds) if s is not None]
+    if len(pairs) < 2:
+        return None
+    mx = sum(x for x, _ in pairs) / len(pairs)
+    my = sum(y for _, y in pairs) / len(pairs)
+    sxx = sum((x - mx) ** 2 for x, _ in pairs)
+    return sum((x - mx) * (y - my) for x, y in pairs) / sxx if sxx else None
+
+
+def report(runs: list[Run], executor: str, args, save: bool = True) -> None:
+    users = [r.users for r in runs]
+    steps = sorted({s for r in runs for s in r.steps})
+    header = ["step", *(f"{r.users // 1000}k users" for r in runs), "k", "10M x 1M (est.)"]
+    rows = []
+    estimate_total = 0.0
+    for step in steps:
+        seconds = [r.steps.get(step) for r in runs]
+        k = exponent(users, seconds) if all(s is not None for s in seconds) else None
+        # A step of a few seconds at the largest size: its times are start-up and the machine's
+        # other work, its slope noise; shown in brackets, kept out of the estimate.
+        small = seconds[-1] is None or seconds[-1] < RESOLUTION_S
+        estimate = seconds[-1] * (TARGET_USERS / users[-1]) ** k if k is not None and not small else None
+        estimate_total += estimate or 0.0
+        rows.append(
+            [
+                step,
+                *("–" if s is None else f"{s:.1f}" for s in seconds),
+                "–" if k is None else (f"({k:.2f})" if small else f"{k:.2f}"),
+                "–" if estimate is None else _duration(estimate),
+            ]
+        )
+    wall_k = exponent(users, [r.seconds for r in runs])
+    rows.append(["whole run (wall)", *(f"{r.seconds:.0f}" for r in runs), f"{wall_k:.2f}" if wall_k else "–", ""])
+    cpu_k = exponent(users, [r.cpu_seconds for r in runs])
+    rows.append(["whole run (CPU)", *(f"{r.cpu_seconds:.0f}" for r in runs), f"{cpu_k:.2f}" if cpu_k else "–", ""])
+    rows.append(["peak memory, MB", *(f"{r.peak_mb:,.0f}" for r in runs), "", ""])
+    rows.append(
+        [
+            f"sum of the estimates (steps of {RESOLUTION_S:g} s or more)",
+            *([""] * len(runs)),
+            "",
+            _duration(estimate_total),
+        ]
+    )
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    threads = f", {args.threads} thread(s) a process" if args.threads else ""
+    print(
+        f"\nexecutor {executor}, arms {args.arms}, {args.agents} agents, {args.max_epochs} epochs, "
+        f"{args.eval_users or 'every'} evaluated test users, seed {args.seed}{threads}"
+    )
+    for row in [header, *rows]:
+        print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    if not save:
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"scale-{executor}.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
+
+
+def _children_cpu() -> float:
+    """User + system seconds of this process's finished children and their descendants."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 3 * 86_400 else f"{seconds / 86_400:.1f} days"
+
+
+def _interactions(folder: Path) -> int:
+    import polars as pl
+
+    return pl.scan_parquet(folder / "interactions.parquet").select(pl.len()).collect().item()
+
+
+if __name__ == "__main__":
+    main()

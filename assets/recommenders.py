@@ -26,7 +26,7 @@ from ops.arms.ranking import (
 )
 from ops.arms.recommenders import TrainedArm
 from ops.settings import config_default
-from ops.simulation.runner import sample_agents
+from ops.simulation.assignment import sample_agents
 from ops.studies.mirror import brain_scores
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager, frame_digest

@@ -10,7 +10,7 @@ import polars as pl
 from fakes.planted_data import planted_movielens
 from ops.agents.profile import population_ids
 from ops.data.split import chronological_split
-from ops.simulation.runner import sample_agents
+from ops.simulation.assignment import sample_agents
 from ops.studies.alignment.protocols import ProtocolSettings, list_quality_ladder, protocol_users
 from ops.studies.read_users import ROLES, ReadUsersConfig, read_users
 

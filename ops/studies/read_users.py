@@ -23,8 +23,8 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, Field
 
+from ops.simulation.assignment import sample_agents
 from ops.simulation.brains.embedded.config import EmbeddedBrainConfig
-from ops.simulation.runner import sample_agents
 from ops.studies.alignment.lists import choose_ladder
 from ops.studies.alignment.protocols import ProtocolSettings, list_quality_ladder, protocol_users
 

@@ -16,8 +16,8 @@ embedded brain's eye on the sandbox's pages answers (per item protocol, test win
 
     .venv/bin/python -m bench.steam --agents 300            # about 10-15 min on 2 cores
     .venv/bin/python -m bench.steam --agents 300 --print-only   # the tables of a finished run
-    # an outside model's lists (bench.outside_lists) and the Agent4Rec plug-in's arms beside them
-    .venv/bin/python -m bench.outside_lists --data steam --out /tmp/als-steam.parquet
+    # an outside model's lists (tools.outside_lists) and the Agent4Rec plug-in's arms beside them
+    .venv/bin/python -m tools.outside_lists --data steam --out /tmp/als-steam.parquet
     .venv/bin/python -m bench.steam --plugin --arms random,pop,fm,deepfm,mf,lightgcn,als=lists:/tmp/als-steam.parquet
 
 Besides Table 2 it prints the verdict's first lines (the list-response calibration is in the
@@ -36,7 +36,7 @@ and per CTR arm its epochs and validation AUCs.  Arms: any built-in or plug-in n
 `lightgcn`, `multvae` install the Agent4Rec plug-in for the run, as the tests do), `ease`
 (Steck 2019, a closed-form item-item model, L2 `--ease-l2`: the strong sparse-data baseline,
 here only as a yardstick), or `NAME=lists:FILE` (an outside lists file, e.g.
-`bench.outside_lists`'s).  A CTR arm's keyword overrides follow a colon: `fm:validation_negatives=0`.
+`tools.outside_lists`'s).  A CTR arm's keyword overrides follow a colon: `fm:validation_negatives=0`.
 
     .venv/bin/python -m bench.steam --offline --arms pop,fm,mf,lightgcn,ease,als=lists:/tmp/als-steam.parquet
     .venv/bin/python -m bench.steam --offline --user-share 0.25 --arms pop,fm,fm:validation_negatives=0

@@ -18,9 +18,9 @@ ranks (the train and the test users) gets its 100 best-scored items that are not
 train items; a user the train window never saw gets the most popular positives (none for
 item-kNN: nothing to start from).
 
-    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m bench.outside_lists --out data/als_ml1m.parquet
-    .venv/bin/python -m bench.outside_lists --model itemknn --data steam --out /tmp/knn-steam.parquet
-    .venv/bin/python -m bench.outside_lists --home data/steam --out /tmp/als-steam.parquet   # a run's stored windows
+    SIMAB_SHARED_DATA=/work/shared/data .venv/bin/python -m tools.outside_lists --out data/als_ml1m.parquet
+    .venv/bin/python -m tools.outside_lists --model itemknn --data steam --out /tmp/knn-steam.parquet
+    .venv/bin/python -m tools.outside_lists --home data/steam --out /tmp/als-steam.parquet   # a run's stored windows
     .venv/bin/python -m pipelines.lifecycle --arms random,pop,trending,fm,als=lists:data/als_ml1m.parquet,\
         "knn=lists:/tmp/knn.parquet;fill=pop"     # then as any arm (with the Makefile's ML1M_ENV for the data)
 

@@ -391,5 +391,16 @@ def test_a_short_list_is_refused_naming_the_fills_filled_from_popularity_or_simu
         _fit(make_arm(parse_arm_spec(f"none0=lists:{tmp_path / 'nothing.parquet'};fill=none")), data)
     whole = _fit(make_arm(parse_arm_spec(f"pop0=lists:{tmp_path / 'nothing.parquet'};fill=pop")), data)
     assert whole.lists.filter(pl.col("user_id") == empty).height == 20
+
+    # A user the file leaves out (a cold user a model has nothing for): refused naming fill=pop,
+    # which gives it Pop's list whole.
+    short.filter(pl.col("user_id") != empty).write_parquet(tmp_path / "cold.parquet")
+    with pytest.raises(ListsFileError, match=rf"user {empty} has no list \(1 of .*`;fill=pop`"):
+        _fit(make_arm(parse_arm_spec(f"cold=lists:{tmp_path / 'cold.parquet'};fill=none")), data)
+    cold = _fit(make_arm(parse_arm_spec(f"cold_pop=lists:{tmp_path / 'cold.parquet'};fill=pop")), data)
+    ranking = rank_once(cold, split.train, split.test, items)
+    mine = ranking.filter(pl.col("user_id") == empty).sort("rank").get_column("movie_id").to_list()
+    assert mine == pop_top.filter(pl.col("user_id") == empty).sort("rank").get_column("movie_id").to_list()
+    assert len(mine) == 20 and cold.describe()["short_users"] == 4
     with pytest.raises(ValueError, match="fill='zeros': one of pop, none"):
         make_arm(parse_arm_spec(f"z=lists:{tmp_path / 'short.parquet'};fill=zeros"))

@@ -13,7 +13,8 @@ a shorter list becomes (`FILLS`, `name=lists:PATH;fill=…`):
 
 - `pop`: filled up to 20 with the most popular items of the train window (interactions per
   item, ties by item id: the order of the Pop arm, the default control) the user has neither
-  rated in train nor been listed; the filled items carry no score;
+  rated in train nor been listed; the filled items carry no score.  A user the file leaves
+  out (a cold user a model has nothing for) gets the popularity order whole;
 - `none`: simulated as it is — a home page of fewer than 5 items, fewer than 4 pages
   (`ops.simulation.sandbox`); a user left with no item at all is still refused, since an
   agent with an empty home page could not be compared across arms.
@@ -22,7 +23,7 @@ a shorter list becomes (`FILLS`, `name=lists:PATH;fill=…`):
 with one line naming the file, the row (1-based; CSV also the line) and the field: a
 missing column, a value that is not a whole number / number, an empty value, a rank below
 1, an unknown user or item, an item or a rank listed twice for a user, a list too short for
-the arm's fill (the line names `;fill=pop` and `;fill=none`), a user missing.
+the arm's fill (the line names `;fill=pop` and `;fill=none`), a user missing (unless `;fill=pop`).
 `check_lists_file` is what can be checked before the data is loaded (the preflight).
 """
 
@@ -169,13 +170,15 @@ def check_lists(
         )
     required = np.unique(np.asarray(required_users, dtype=np.int64))
     absent = np.setdiff1d(required, counts.get_column("user_id").to_numpy())
-    if absent.size:
+    # A cold user with no list at all is the shortest list there is: fill=pop gives it the popularity order.
+    if absent.size and fill != "pop":
         raise ListsFileError(
             path,
             "no row",
             "user_id",
             f"user {int(absent[0])} has no list ({absent.size} of the {required.size} users simab ranks missing: "
-            "every train and test user needs one)",
+            "every train and test user needs one, or `;fill=pop` after the path gives a missing user the train "
+            "window's most popular items)",
         )
     kept = kept.sort("user_id", "rank").with_columns(pl.int_range(1, pl.len() + 1).over("user_id").alias("rank"))
     return kept.select("user_id", "rank", "item_id", "score"), has_scores

@@ -1,5 +1,6 @@
-"""The lifecycle on logs of growing size: each step's time, its growth exponent, the peak
-memory, and what a log of 10 M users x 1 M items would take.
+"""The lifecycle on logs of growing size: each step's time, growth exponent and peak memory.
+
+What a log of 10 M users x 1 M items would take follows from the measured exponents.
 
 A seeded log in the `files` source shape (`fakes.scale_log`: lognormal user activity, Zipf
 item popularity, ratings from latent tastes, two years of timestamps) is written for each

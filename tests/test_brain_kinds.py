@@ -159,7 +159,9 @@ def test_a_new_brain_kind_in_one_file_answers_the_taste_protocol(tmp_path, monke
     train, valid, test = (pl.DataFrame(rows[k], schema=schema, orient="row") for k in ("train", "valid", "test"))
     templates = {u: AgentSession(u, SimpleNamespace(activity_tier="medium"), None, 0.0, 0.0) for u in planted}
     agents = SimpleNamespace(
-        profiles=templates, sessions=lambda users=None: [templates[u] for u in (users or sorted(templates))]
+        profiles=templates,
+        population=np.array(sorted(templates), dtype=np.int64),
+        sessions=lambda users=None: [templates[u] for u in (users or sorted(templates))],
     )
     catalogue = Catalogue(MovieInfo(m, f"M{m}", 6.0, ("Drama",)) for m in range(1, 401))
     sources = BrainSources(catalogue=catalogue, planted=planted)

@@ -29,6 +29,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -448,6 +449,7 @@ def test_an_llm_simulation_through_dagster_leaves_no_secret_under_simab_home(wor
 
     class Population:  # what simulation_events reads of the `agents` asset
         profiles = world["profiles"]
+        population = np.array(sorted(world["profiles"]), dtype=np.int64)
 
         def sessions(self, ids):
             return [a for a in world["agents"] if a.user_id in set(ids)]

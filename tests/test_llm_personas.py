@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -93,6 +94,7 @@ def _materialise(
 
     class Population:  # what the simulation and llm_personas read of the `agents` asset
         profiles = world["profiles"]
+        population = np.array(sorted(world["profiles"]), dtype=np.int64)
 
         def sessions(self, ids=None):
             wanted = set(self.profiles if ids is None else ids)

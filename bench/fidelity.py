@@ -68,6 +68,11 @@ def main() -> int:
     )
     ap.add_argument("--control", default="pop")
     ap.add_argument("--calibration-agents", type=int, default=300, help="as the embedded_brain asset's default")
+    ap.add_argument(
+        "--levels",
+        default="",
+        help="click levels the calibration tries, comma-separated (e.g. 0.25): its default grid when empty",
+    )
     ap.add_argument("--n-bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -99,7 +104,8 @@ def main() -> int:
         model = fit_embedded_brain(
             agents, train, valid, frames["users"], EmbeddedBrainConfig(fit_seed=args.seed, **fields)
         )
-        calibration = CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed, progress=False)
+        levels = tuple(float(x) for x in args.levels.split(",") if x.strip()) or None
+        calibration = CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed, progress=False, levels=levels)
         model = calibrate_if_possible(model, agents.at_fit_clock().sessions(), train, valid, catalogue, calibration)
         listed = set.intersection(*(set(v.get_column("user_id").to_list()) for v in stored.values()))
         pool = np.array(sorted(listed & set(agents.profiles)))
@@ -148,6 +154,7 @@ def main() -> int:
                 "mirror_warns": bias.warning is not None,
                 "gap_factor": [gaps.factor, gaps.ci_low, gaps.ci_high],
                 "half_life_days": model.params.half_life_days,
+                "click_level": model.params.list_response.level if model.params.list_response else None,
                 "click_auc_holdout": model.params.click_auc_holdout,
                 "seconds": time.perf_counter() - started,
             }

@@ -69,7 +69,7 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.studies.alignment.list_quality.ListQuality": ("", ""),
     "ops.studies.alignment.sensitivity.Sensitivity": ("", ""),
     # Random, Pop and the DeepCTR family (ops/arms/kinds/): its class is named in the folder.
-    "ops.arms.recommenders.TrainedArm": ("ops.arms.registry:save_arm", "ops.arms.registry:load_arm"),
+    "ops.arms.recommenders.TrainedArm": ("ops.arms.model_registry:save_arm", "ops.arms.model_registry:load_arm"),
     # Any other arm (a plug-in, a lists file, an MLflow model): its spec and its own save/load.
     "ops.arms.catalog.PluggedArm": ("", ""),
 }

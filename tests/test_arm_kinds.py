@@ -289,7 +289,7 @@ def test_the_appendix_b_adjustments_sit_beside_each_model():
 
 
 def test_a_saved_arm_of_a_kind_this_checkout_lacks_fails_naming_its_folder(tmp_path):
-    from ops.arms.registry import load_arm, save_arm
+    from ops.arms.model_registry import load_arm, save_arm
 
     users, movies, ratings = planted_movielens(seed=7, n_users=30, n_movies=40, ratings_per_user=15)
     split = chronological_split(ratings)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
+from ops.arms.model_registry import arm_params, load_arm, log_and_register, save_arm
 from ops.arms.recommenders import arm_config, train_arm
-from ops.arms.registry import arm_params, load_arm, log_and_register, save_arm
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 

@@ -7,7 +7,7 @@ An arm is named by a spec, one entry of `$SIMAB_ARMS` (comma-separated):
                                        "simab.arms" (mf, multvae, …)
     name=kind;key=value;…              a registered kind with parameters, e.g.
                                        deepfm_half=deepfm;train_fraction=0.5;feature_set=user_id_only
-    name=lists:/path/lists.parquet     a lists file (`ops.arms.lists`): Parquet or CSV;
+    name=lists:/path/lists.parquet     a lists file (`ops.arms.lists_file`): Parquet or CSV;
                                        `;fill=pop` or `;fill=none` after it says what a
                                        list shorter than 20 becomes (`ops/arms/kinds/lists.py`)
     name=mlflow:models:/prod/3         an MLflow model by URI (`ops.arms.mlflow_model`)

@@ -16,7 +16,7 @@ the whole catalogue for many users at once, excluding each user's train items
 (docs/definitions.md#top-20-list); `evaluate_arm` gives the offline metrics of
 docs/definitions.md#lifecycle, step 6.  A fitted arm saves into a folder and loads back
 from it (`TrainedArm.save`, `load_trained`: JSON, `.npz` and safetensors, no pickle;
-`ops.arms.registry` adds MLflow).
+`ops.arms.model_registry` adds MLflow).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import polars as pl
 
 from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, arm_frame
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
-from ops.arms.lists import rank_stored
+from ops.arms.lists_file import rank_stored
 
 # The control of A/B Agent Table 2, whose lists a ladder degrades unless told otherwise.
 DEFAULT_BASE = "pop"

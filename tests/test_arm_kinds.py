@@ -14,18 +14,20 @@ import pytest
 
 from fakes.planted_data import planted_movielens
 from ops.arms.base import ArmBase, FitData
-from ops.arms.catalog import (
+from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
+from ops.arms.recommenders import TrainedArm, arm_config
+from ops.arms.registry import (
+    KINDS_PACKAGE,
     PluggedArm,
     control_arm,
     has_capability,
+    kind_class,
+    kind_names,
     known_arm_names,
     make_arm,
     parse_arm_spec,
     reload_entry_points,
 )
-from ops.arms.lookup import KINDS_PACKAGE, kind_class, kind_names
-from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
-from ops.arms.recommenders import TrainedArm, arm_config
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 
@@ -139,7 +141,7 @@ def test_no_module_outside_the_arms_compares_a_value_with_a_built_in_arm_name():
     offenders = name_comparisons(ROOT, names)
     assert not offenders, (
         "arm names compared outside ops/arms/kinds (say it with a class attribute, ops.arms.base.ArmBase, "
-        "read with ops.arms.catalog.has_capability):\n" + "\n".join(offenders)
+        "read with ops.arms.registry.has_capability):\n" + "\n".join(offenders)
     )
 
 

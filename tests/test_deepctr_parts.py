@@ -13,8 +13,8 @@ from ops.arms.base import _best_columns, arm_frame, rank_by_score, rank_shared_o
 from ops.arms.deepctr import DeepCTRArm, build_model, rows_per_forward
 from ops.arms.kinds.pop import _popularity
 from ops.arms.kinds.random import _uniform_hash
-from ops.arms.lookup import kind_class, kind_names
 from ops.arms.recommenders import TrainedArm, arm_config
+from ops.arms.registry import kind_class, kind_names
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 
@@ -74,13 +74,16 @@ def _reference(arm: TrainedArm, user_ids: np.ndarray, item_ids: np.ndarray) -> n
 
 
 DEEPCTR_KINDS = [k for k in kind_names() if issubclass(kind_class(k), DeepCTRArm)]
-CASES = [*DEEPCTR_KINDS, "deepfm_user_id_only", "deepfm_movie_id_only", "afn_movie_id_only", "nfm_user_id_only"]
+CASES = [
+    *((kind, "all") for kind in DEEPCTR_KINDS),
+    *(("deepfm", "user_id_only"), ("deepfm", "movie_id_only"), ("afn", "movie_id_only"), ("nfm", "user_id_only")),
+]
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_parts_give_the_forward_scores(world, name):
+@pytest.mark.parametrize(("name", "feature_set"), CASES)
+def test_parts_give_the_forward_scores(world, name, feature_set):
     """Every model, feature sets without user or item side features, unknown users and items."""
-    arm = _arm(world, name)
+    arm = _arm(world, name, feature_set=feature_set)
     user_ids, item_ids = _grid(world)
     expected = _reference(arm, user_ids, item_ids)
     assert expected.std() > 0.05  # the weights make scores differ, so the comparison means something

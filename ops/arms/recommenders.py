@@ -1,13 +1,13 @@
 """The trained built-in arms: Random, Pop and the DeepCTR family (A/B Agent §2.3.2, §3.2,
-Appendix B), each a class in its own file under `ops/arms/kinds/`, configured by one
+Appendix B), each a class in its own file under `ops/arms/kinds/`, configured by an
 `ArmConfig`.
 
 An arm is a named configuration.  `arm_config("deepfm")` gives DeepFM with the Appendix B
 hyper-parameters (the common ones here, the model's adjustments in its class's
-`appendix_b`); variants studied by the paper are spelled into the name:
-`deepfm_data50` / `deepfm_data75` (Table 3, share of the train split) and
-`deepfm_user_id_only` / `deepfm_movie_id_only` (Table 4, feature sets).  Any field can be
-overridden: `arm_config("afn", max_epochs=3)`.
+`appendix_b`); the variants the paper studies are parameters, `train_fraction` (Table 3,
+share of the train split) and `feature_set` (Table 4), and DeepFM's are arms of their own
+under the paper's names (`deepfm_data50`, `deepfm_user_id_only`, …: its `aliases`, resolved
+by `ops.arms.registry`).  Any field can be overridden: `arm_config("afn", max_epochs=3)`.
 
 `train_arm` fits one arm on the train split (`TrainedArm.of(config).fit`: the DeepCTR
 models with early stopping on validation AUC and the best epoch's weights restored,
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +34,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from ops.arms.base import TOP_CELLS, ArmBase, FitData, rank_arm
 from ops.arms.features import FeatureSet
-from ops.arms.lookup import kind_class, kind_names
 from ops.arms.metrics import relevant_items
 from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold, ranked
+from ops.arms.registry import kind_class, kind_names, resolve
 
 EpochCallback = Callable[[int, dict[str, float]], None]
 # The version of a saved arm's folder (arm.json, `TrainedArm.save`).
@@ -166,12 +165,6 @@ class ArmConfig(BaseModel):
         return model
 
 
-# A Table 3 / Table 4 variant spelled into an arm name: <model>[_data<percent>][_<feature set>].
-_VARIANT = re.compile(
-    r"^(?P<model>[a-z0-9][a-z0-9_]*?)(?:_data(?P<percent>\d{1,3}))?(?:_(?P<feature_set>user_id_only|movie_id_only|all))?$"
-)
-
-
 def trained_kind(model: str) -> type[TrainedArm]:
     """The TrainedArm class of kind `model`; ValueError naming the trained kinds otherwise."""
     found = kind_class(model) if model in kind_names() else None
@@ -186,27 +179,23 @@ def trained_kind_names() -> list[str]:
 
 
 def arm_config(name: str, **overrides: Any) -> ArmConfig:
-    """The configuration of arm `name` (a model, optionally `_dataNN` and/or a feature set),
-    Appendix B defaults first, then `overrides`."""
-    match = _VARIANT.match(name)
-    known = trained_kind_names()
-    if not match or match["model"] not in known:
-        raise ValueError(
-            f"unknown arm {name!r}: expected one of {known} optionally followed by "
-            "'_data<percent>' and/or '_user_id_only' / '_movie_id_only'"
-        )
-    model = trained_kind(match["model"])
-    values: dict[str, Any] = {"name": name, "model": match["model"], **copy.deepcopy(model.appendix_b)}
-    if match["percent"]:
-        percent = int(match["percent"])
-        if not 0 < percent <= 100:
-            raise ValueError(f"arm {name!r}: data share must be 1..100 percent")
-        values["train_fraction"] = percent / 100
-    if match["feature_set"]:
-        values["feature_set"] = match["feature_set"]
-    if "model_kwargs" in overrides:
-        values["model_kwargs"] = {**values.get("model_kwargs", {}), **overrides.pop("model_kwargs")}
-    values.update(overrides)
+    """The configuration of arm `name` (a trained kind, an alias of one such as
+    `deepfm_data50`, or a declared spec of one), Appendix B defaults first, then the
+    parameters the name stands for, then `overrides`."""
+    spec = resolve(name)
+    return kind_config(spec.kind, name, spec.params, overrides)
+
+
+def kind_config(kind: str, name: str, *given: dict[str, Any]) -> ArmConfig:
+    """The configuration of arm `name` of trained kind `kind`: its Appendix B defaults, then
+    each of `given` in turn (`model_kwargs` merged, not replaced)."""
+    model = trained_kind(kind)
+    values: dict[str, Any] = {"name": name, "model": kind, **copy.deepcopy(model.appendix_b)}
+    for fields in given:
+        fields = dict(fields)
+        if "model_kwargs" in fields:
+            values["model_kwargs"] = {**values.get("model_kwargs", {}), **fields.pop("model_kwargs")}
+        values.update(fields)
     return ArmConfig(**values)
 
 
@@ -225,6 +214,8 @@ class TrainedArm(ArmBase):
     # A/B Agent Appendix B's "specific adjustments" of this model (ArmConfig fields).
     appendix_b: ClassVar[dict[str, Any]] = {}
     can_refit: ClassVar[bool] = False
+    # Its configuration is its spec: stored as it is (`ops.arms.model_registry.save_arm`).
+    keeps_its_spec: ClassVar[bool] = True
     # Scores per `score_matrix` call when ranking: Random's hash and the DeepCTR passes work
     # in small chunks anyway, and a small block stays in cache for the top k (base.TOP_CELLS).
     score_block_cells: ClassVar[int] = TOP_CELLS
@@ -238,9 +229,7 @@ class TrainedArm(ArmBase):
     @classmethod
     def from_spec(cls, name, params, settings, make) -> TrainedArm:
         """Every run setting goes into the configuration (they are ArmConfig fields)."""
-        kind = cls.__module__.rsplit(".", 1)[-1]
-        config = arm_config(kind, **{**params, **settings})
-        return cls(config=config.model_copy(update={"name": name}))
+        return cls(config=kind_config(cls.__module__.rsplit(".", 1)[-1], name, params, settings))
 
     @classmethod
     def spec_parameters(cls) -> frozenset[str]:

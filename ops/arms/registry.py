@@ -1,46 +1,56 @@
-"""The registry of arms: every arm simab can run, by name, built-in or brought.
+"""The registry of arm kinds: every arm simab can run, found by name, built-in or brought.
+The one place a name resolves, as RecBole finds a model (`recbole.utils.get_model`).
 
 An arm is named by a spec, one entry of `$SIMAB_ARMS` (comma-separated):
 
-    name                               a registered arm: a kind of ops/arms/kinds/ (random, pop,
-                                       fm, deepfm, afn, …) or an entry point of group
-                                       "simab.arms" (mf, multvae, …)
+    name                               a registered arm: a kind (random, pop, fm, deepfm, afn, …;
+                                       mf, multvae, … from an installed package) or an alias a
+                                       kind declares (deepfm_data50, deepfm_user_id_only, …)
     name=kind;key=value;…              a registered kind with parameters, e.g.
                                        deepfm_half=deepfm;train_fraction=0.5;feature_set=user_id_only
     name=lists:/path/lists.parquet     a lists file (`ops.arms.lists_file`): Parquet or CSV;
                                        `;fill=pop` or `;fill=none` after it says what a
                                        list shorter than 20 becomes (`ops/arms/kinds/lists.py`)
-    name=mlflow:models:/prod/3         an MLflow model by URI (`ops.arms.mlflow_model`)
+    name=mlflow:models:/prod/3         an MLflow model by URI (`ops/arms/kinds/mlflow.py`)
     mirror                             the simulation brain's own ranking (`ops/arms/kinds/mirror.py`)
-    name=degraded;base=pop;slots=5     an arm's lists with 5 of their 20 slots replaced by random
-                                       unseen items (`ops.arms.degraded`); `pop@5` is short for
-                                       `pop-at-5=degraded;base=pop;slots=5` (a quality ladder:
+    base@k                             the shorthand a kind claims (`ArmBase.shorthand`): `pop@5`
+                                       is `pop-at-5=degraded;base=pop;slots=5`, Pop's lists with 5
+                                       of their 20 slots replaced by random unseen items
+                                       (`ops/arms/kinds/degraded.py`; a quality ladder:
                                        pop,pop@5,pop@10,pop@15,pop@20)
 
 `name` is the arm's partition key in Dagster and its MLflow registered-model suffix, so it is
 kept to lower-case letters, digits, `_` and `-` (`ARM_NAME`).  Values are read as JSON when
-they parse (0.5, true, [64, 32]) and as text otherwise.  The DeepCTR variants of A/B Agent
-Tables 3 and 4 are parameters (`train_fraction`, `feature_set`); their old names
-(`deepfm_data50`, `deepfm_user_id_only`, …) stay as aliases.
+they parse (0.5, true, [64, 32]) and as text otherwise.
 
 Kinds are registered by name in one table, `KINDS`, through the same `register`: the
-built-ins, one file each in `ops/arms/kinds/` (`ops.arms.lookup`: a new file is a new kind,
-found by its name), and the installed packages' entry points
-(`[project.entry-points."simab.arms"]`, each naming an `ops.arms.base.ArmBase` subclass);
-a built-in name is never taken over by a package.  `name=<kind>:<source>` gives the source
-to the constructor parameter its class names (`source_param`: a lists file's `path`, an
-MLflow model's `uri`); `;key=value` pairs after the source are parameters.  A parameter its
-kind does not take (`ArmBase.spec_parameters`) is refused when the arm is made.  What an arm can do is read from its class (`has_capability`), never from
-its name.  An arm spec declared with `declare` (the settings do it for `$SIMAB_ARMS`)
-becomes a known arm name.  Nothing here imports torch, deepctr, mlflow or a plug-in until an
-arm of theirs is made.
+built-ins, one file each in `ops/arms/kinds/` (the kind `<name>` is the one `ArmBase`
+subclass defined in `ops/arms/kinds/<name>.py`: a new file is a new kind, found by its name,
+no table lists them), and the installed packages' entry points
+(`[project.entry-points."simab.arms"]`, each naming an `ops.arms.base.ArmBase` subclass); a
+built-in name is never taken over by a package.  Everything particular to a kind is said by
+its class: what it can do (`has_capability`: `can_refit`, `slow_to_train`, …, never its
+name), the parameters a spec may give it (`ArmBase.spec_parameters`: a trained built-in's
+are its configuration's fields, its own among them; a parameter its kind does not take is
+refused when the arm is made), the other names it answers to (`aliases`: DeepFM's Table 3
+and 4 variants) and the `base@k` shorthand it claims.  `name=<kind>:<source>` gives the
+source to the constructor parameter its class names (`source_param`: a lists file's `path`,
+an MLflow model's `uri`); `;key=value` pairs after the source are parameters.  An arm spec
+declared with `declare` (the settings do it for `$SIMAB_ARMS`) becomes a known arm name.
+
+The kinds are imported by name (`importlib`), not by an import statement: the modules they
+import (`ops.arms.recommenders`) find a configuration's kind here, so a static import would
+be a circle.  Nothing here imports torch, deepctr, mlflow or a plug-in until an arm of theirs
+is made.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import json
+import pkgutil
 import re
 import warnings
 from collections.abc import Callable, Iterable
@@ -52,15 +62,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from ops.arms.base import ArmBase, accepted_settings, constructor_parameters
-from ops.arms.degraded import ladder_name
-from ops.arms.lookup import kind_class, kind_names
-from ops.arms.recommenders import TrainedArm, arm_config
 
+KINDS_PACKAGE = "ops.arms.kinds"
 ENTRY_POINT_GROUP = "simab.arms"
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-# `base@slots`: a rung of a quality ladder, the kind `degraded` (ops/arms/kinds/degraded.py).
-LADDER = re.compile(r"^(?P<base>[a-z0-9][a-z0-9_-]{0,50})@(?P<slots>[0-9]{1,3})$")
-LADDER_KIND = "degraded"
+_KIND_NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,63}$")
+# `base@k`: the shorthand a kind claims (`ArmBase.shorthand`).
+SHORTHAND = re.compile(r"^(?P<base>[a-z0-9][a-z0-9_-]{0,50})@(?P<k>[0-9]{1,3})$")
 # `name=<kind>:<source>`: a kind whose constructor takes a source (its `source_param`).
 SOURCED = re.compile(r"^(?P<kind>[a-z0-9][a-z0-9_-]{0,63}):(?P<source>.+)$", re.DOTALL)
 # `;key=value` after a source: a parameter of the kind (`fill=pop`), never part of a path.
@@ -108,10 +116,9 @@ def parse_arm_spec(text: str) -> ArmSpec:
     """An `ArmSpec` from one `$SIMAB_ARMS` entry (module docstring); ValueError naming the
     entry and what is wrong."""
     text = text.strip()
-    ladder = LADDER.match(text)
-    if ladder:  # base@slots: a rung of a quality ladder (ops.arms.degraded)
-        base, slots = ladder["base"], int(ladder["slots"])
-        return ArmSpec(ladder_name(base, slots), LADDER_KIND, {"base": base, "slots": slots})
+    shorthand = SHORTHAND.match(text)
+    if shorthand:
+        return _shorthand_spec(text, shorthand["base"], int(shorthand["k"]))
     head, _, rest = text.partition("=")
     name = head.strip()
     if not ARM_NAME.match(name):
@@ -154,6 +161,22 @@ def _value(text: str) -> Any:
         return text
 
 
+def _shorthand_spec(text: str, base: str, k: int) -> ArmSpec:
+    """The spec of `base@k`, from the one registered kind that claims the shorthand."""
+    _load_kinds()
+    claimed = []
+    for kind, factory in KINDS.items():
+        cls = _class_of(factory)
+        made = cls.shorthand(base, k) if cls is not None and issubclass(cls, ArmBase) else None
+        if made is not None:
+            claimed.append((kind, *made))
+    if len(claimed) != 1:
+        owners = ", ".join(kind for kind, *_ in claimed) or "no kind"
+        raise ValueError(f"arm spec {text!r}: 'base@k' is the shorthand of exactly one arm kind, claimed by {owners}")
+    kind, name, params = claimed[0]
+    return ArmSpec(name, kind, params)
+
+
 # ---------------------------------------------------------------------------------------
 # The registry
 # ---------------------------------------------------------------------------------------
@@ -162,6 +185,39 @@ KINDS: dict[str, Factory] = {}
 BUILT_IN = "ops/arms/kinds"  # the origin of a kind found in the kinds package
 _DECLARED: dict[str, ArmSpec] = {}
 _entry_points_loaded = False
+
+
+class UnknownKind(ValueError):
+    """No file `ops/arms/kinds/<name>.py`."""
+
+
+def kind_names() -> list[str]:
+    """The built-in kinds, sorted: the modules of `ops/arms/kinds/` (none is imported)."""
+    package = importlib.import_module(KINDS_PACKAGE)
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if _KIND_NAME.match(m.name))
+
+
+def kind_class(name: str) -> type[ArmBase]:
+    """The class of built-in kind `name`; UnknownKind when there is no such file."""
+    if name not in kind_names():
+        raise UnknownKind(f"no arm kind {name!r} in {KINDS_PACKAGE} (known: {kind_names()})")
+    return _class_in(f"{KINDS_PACKAGE}.{name}")
+
+
+@functools.cache
+def _class_in(module_name: str) -> type[ArmBase]:
+    module = importlib.import_module(module_name)
+    found = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, ArmBase) and value.__module__ == module_name
+    ]
+    if len(found) != 1:
+        raise TypeError(
+            f"{module.__file__}: an arm kind's module defines exactly one ArmBase subclass, "
+            f"found {[c.__name__ for c in found] or 'none'}"
+        )
+    return found[0]
 
 
 def register(kind: str, factory: Factory, replace: bool = False) -> None:
@@ -183,7 +239,7 @@ def declare(spec: ArmSpec | str) -> ArmSpec:
         return known  # the bare name of an arm declared before (the settings carry names)
     if known is not None and known != spec:
         raise ValueError(f"arm {spec.name!r} is declared already as {known.text()!r}, not {spec.text()!r}")
-    if known is None and spec.target == spec.name and not _resolvable(spec.name):
+    if known is None and spec.target == spec.name and resolve(spec).kind not in KINDS:
         raise ValueError(f"unknown arm {spec.name!r}; known: {known_arm_names()}")
     _DECLARED[spec.name] = spec
     return spec
@@ -199,6 +255,32 @@ def spec_of(name: str) -> ArmSpec:
     return _DECLARED.get(name) or ArmSpec(name, name)
 
 
+def resolve(arm: ArmSpec | str) -> ArmSpec:
+    """The spec of `arm` (a spec, or a name: declared, a kind or an alias) with its target a
+    registered kind where it names one: an alias (`deepfm_data50`) becomes its kind with the
+    alias's parameters, the spec's own winning.  A target that is no kind and no alias is left
+    as it is (making the arm then says it is unknown)."""
+    spec = spec_of(arm) if isinstance(arm, str) else arm
+    _load_kinds()
+    if spec.kind in KINDS or spec.source:
+        return spec
+    alias = _aliases().get(spec.target)
+    if alias is None:
+        return spec
+    kind, params = alias
+    return ArmSpec(spec.name, kind, {**params, **spec.params})
+
+
+def _aliases() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every registered kind's aliases: alias -> (kind, parameters); a kind's own name wins."""
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for kind, factory in KINDS.items():
+        for alias, params in dict(getattr(_class_of(factory), "aliases", None) or {}).items():
+            if alias not in KINDS:
+                found.setdefault(alias, (kind, dict(params)))
+    return found
+
+
 def known_arm_names() -> list[str]:
     """Every registered kind that is an arm by its bare name (`standalone`) with the names it
     answers to besides (`aliases`: DeepFM's Table 3 and 4 variants), then the declared arms."""
@@ -207,20 +289,15 @@ def known_arm_names() -> list[str]:
     for kind, factory in KINDS.items():
         cls = _class_of(factory)
         if cls is None or getattr(cls, "standalone", True):
-            names.extend([kind, *getattr(cls, "aliases", ())])
+            names.extend([kind, *(getattr(cls, "aliases", None) or {})])
     return list(dict.fromkeys([*names, *_DECLARED]))
 
 
 def arm_class(name: str) -> type | None:
-    """The class of arm `name` (declared, a registered kind or a trained built-in's variant),
-    read without making an arm; None for an unknown name or a factory that is no class."""
-    spec = spec_of(name)
-    _load_kinds()
-    factory = KINDS.get(spec.kind)
-    if factory is None:
-        config = _alias_config(spec.target)
-        return None if config is None else kind_class(config.model)
-    return _class_of(factory)
+    """The class of arm `name` (declared, a registered kind or an alias), read without making
+    an arm; None for an unknown name or a factory that is no class."""
+    factory = KINDS.get(resolve(name).kind)
+    return None if factory is None else _class_of(factory)
 
 
 def has_capability(name: str, attribute: str) -> bool:
@@ -240,31 +317,20 @@ def control_arm(wanted: str, arms: Iterable[str]) -> str:
     return next((a for a in arms if arm_class(a) is None or has_capability(a, "control_candidate")), arms[0])
 
 
-def _resolvable(target: str) -> bool:
-    _load_kinds()
-    return target in KINDS or _alias_config(target) is not None
-
-
 def make_arm(arm: ArmSpec | str, **settings: Any) -> Any:
-    """An unfitted Arm for a name (declared or registered) or a spec's text.  `settings`
-    (seed, device, max_epochs, …: the asset's) go to the trained built-ins whole and to any
-    other arm's constructor where it takes them by name (`ArmBase.from_spec`).  A trained
-    built-in (`ops.arms.recommenders.TrainedArm`) is returned as it is: its configuration is
-    its spec; any other arm comes wrapped with its spec (`PluggedArm`), for storage."""
+    """An unfitted Arm for a name (declared, registered or an alias) or a spec's text.
+    `settings` (seed, device, max_epochs, …: the asset's) go to the trained built-ins whole and
+    to any other arm's constructor where it takes them by name (`ArmBase.from_spec`).  An arm
+    whose class `keeps_its_spec` (a trained built-in: its configuration is its spec) is
+    returned as it is; any other comes wrapped with its spec (`PluggedArm`), for storage."""
     spec = arm if isinstance(arm, ArmSpec) else (_DECLARED.get(arm) or parse_arm_spec(arm))
-    _load_kinds()
+    spec = resolve(spec)
     factory = KINDS.get(spec.kind)
     if factory is None:
-        config = _alias_config(spec.target)
-        if config is None or spec.source:
-            raise ValueError(
-                f"arm {spec.name!r}: unknown arm kind {spec.kind!r}; known: {sorted(KINDS)} "
-                "(or lists:PATH, mlflow:URI, or an installed package's 'simab.arms' entry point)"
-            )
-        # A variant spelled into the name (deepfm_data50: ops.arms.recommenders.arm_config).
-        _check_parameters(spec, kind_class(config.model).spec_parameters())
-        config = arm_config(spec.target, **{**spec.params, **settings})
-        return TrainedArm.of(config.model_copy(update={"name": spec.name}))
+        raise ValueError(
+            f"arm {spec.name!r}: unknown arm kind {spec.kind!r}; known: {sorted(KINDS)} "
+            "(or lists:PATH, mlflow:URI, or an installed package's 'simab.arms' entry point)"
+        )
     params = dict(spec.params)
     cls = _class_of(factory)
     if cls is not None and issubclass(cls, ArmBase):
@@ -280,7 +346,7 @@ def make_arm(arm: ArmSpec | str, **settings: Any) -> Any:
         made = cls.from_spec(spec.name, params, settings, lambda text: make_arm(text, **settings))
     else:
         made = factory(spec.name, **{**params, **accepted_settings(factory, settings)})
-    return made if isinstance(made, TrainedArm) else PluggedArm(spec, made)
+    return made if getattr(made, "keeps_its_spec", False) else PluggedArm(spec, made)
 
 
 def _check_parameters(spec: ArmSpec, accepted: frozenset[str] | None) -> None:
@@ -298,7 +364,7 @@ def spec_problem(spec: ArmSpec) -> str | None:
     trained: seconds); None when one can."""
     try:
         make_arm(spec)
-    except ValidationError as exc:  # a trained built-in's ArmConfig
+    except ValidationError as exc:  # a trained built-in's configuration
         error = exc.errors()[0]
         field = ".".join(str(part) for part in error["loc"]) or "?"
         return f"parameter {field}={error.get('input')!r}: {error['msg']}"
@@ -311,13 +377,6 @@ def _class_of(factory: Factory) -> type | None:
     if isinstance(factory, _Lazy):
         return factory.arm_class()
     return factory if isinstance(factory, type) else None
-
-
-def _alias_config(target: str):
-    try:
-        return arm_config(target)
-    except ValueError:
-        return None
 
 
 def _load_kinds() -> None:
@@ -451,3 +510,12 @@ def specs(entries: Iterable[str]) -> list[ArmSpec]:
             raise ValueError(f"arm {spec.name!r} named twice: {out[spec.name].text()!r} and {spec.text()!r}")
         out[spec.name] = spec
     return list(out.values())
+
+
+def __getattr__(name: str) -> Any:
+    # MLflow models registered before the MLflow module was named `model_registry` carry a
+    # copy of ops/arms/pyfunc.py that imports `load_arm` from here; they still load.  Imported
+    # by name: that module imports the trained built-ins, which find their kinds here.
+    if name == "load_arm":
+        return importlib.import_module("ops.arms.model_registry").load_arm
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,13 +4,14 @@ Table 2 (Pop beats Random, DeepFM beats Pop) on planted data."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import polars as pl
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
-from ops.arms.base import arm_frame
+from ops.arms.base import FitData, arm_frame
 from ops.arms.deepctr import DeepCTRArm
 from ops.arms.recommenders import (
     arm_config,
@@ -93,6 +94,35 @@ def test_pop_ranks_by_train_count(data):
     never = np.setdiff1d(movies["movie_id"].to_numpy(), split.train["movie_id"].to_numpy())
     if never.size:
         assert np.all(arm.score(np.ones(never.size, dtype=np.int64), never) == 0)
+
+
+def test_a_kind_s_own_settings_are_spec_parameters_of_that_kind_only(data, tmp_path):
+    """Pop's `popularity_of`, trending's stretch and AFN's log floor are declared in their
+    kinds' files: a spec sets them, another kind refuses them, a saved arm keeps them."""
+    from ops.arms.model_registry import load_arm, save_arm
+    from ops.arms.registry import make_arm, parse_arm_spec, spec_problem
+
+    users, movies, split = data
+    positives = make_arm("liked=pop;popularity_of=positives")
+    assert positives.config.popularity_of == "positives" and "popularity_of" not in arm_config("deepfm").model_fields
+    assert "takes no parameter 'popularity_of'" in spec_problem(parse_arm_spec("x=deepfm;popularity_of=positives"))
+    assert "takes no parameter 'log_input_floor'" in spec_problem(parse_arm_spec("x=pop;log_input_floor=0.001"))
+    assert make_arm("f=afn;log_input_floor=0.001").config.log_input_floor == 0.001
+    assert (arm_config("afn").log_input_floor, arm_config("afn").embedding_init_std) == (1e-4, 0.01)
+    week = make_arm("week=trending;days=7")
+    assert (week.config.window, week.config.days) == (None, 7.0) and make_arm("trending").config.window == 0.2
+    assert spec_problem(parse_arm_spec("x=trending;window=0.1;days=7")).startswith("give window")
+    positives.fit(FitData(split.train, split.valid, users, build_mm_ml_1m(movies)))
+    liked = split.train.filter(pl.col("rating") >= 4).group_by("movie_id").len().sort("len", descending=True)
+    assert positives.score(np.array([1]), liked["movie_id"].head(1).to_numpy())[0] == 1.0
+    folder = save_arm(positives, tmp_path / "liked")
+    again = load_arm(folder)
+    assert again.config == positives.config and np.array_equal(again.popularity[1], positives.popularity[1])
+    # A folder of before the kinds declared their own fields holds every kind's: still read.
+    manifest = json.loads((folder / "arm.json").read_text())
+    manifest["config"].update(log_input_floor=None, embedding_init_std=None)
+    (folder / "arm.json").write_text(json.dumps(manifest))
+    assert load_arm(folder).config == positives.config
 
 
 def test_top_k_matches_a_per_user_loop_and_excludes_train(data):

@@ -81,7 +81,8 @@ class DeepCTRArm(TrainedArm):
 
     @classmethod
     def adjust_model(cls, model, config: ArmConfig) -> None:
-        """Changes to the built deepctr-torch module (none: AFN registers what deepctr leaves out)."""
+        """Changes to the built deepctr-torch module (none: AFN starts its embeddings anew and
+        registers what deepctr leaves out)."""
 
     @classmethod
     def activation_floats_per_row(cls, model, config: ArmConfig) -> int:
@@ -150,8 +151,6 @@ def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
     if kind.has_linear:
         kwargs["l2_reg_linear"] = config.l2_reg_linear
     model = model_class(*column_args, **kwargs)
-    if config.embedding_init_std is not None:
-        _reinitialise_embeddings(model, config.embedding_init_std, config.seed)
     kind.adjust_model(model, config)
     return model
 
@@ -181,17 +180,6 @@ def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, item_ids: np.
     from ops.arms.deepctr_parts import PartsScorer
 
     return PartsScorer(model, encoder, batch).score_pairs(user_ids, item_ids)
-
-
-def _reinitialise_embeddings(model, std: float, seed: int) -> None:
-    """Embeddings drawn afresh from N(0, std²), from their own seeded generator so that
-    torch's global random stream (dropout) is left as deepctr's seeding set it."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for table in model.embedding_dict.values():
-            table.weight.copy_(torch.randn(table.weight.shape, generator=generator) * std)
 
 
 def resolve_device(config: ArmConfig) -> str:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ops.arms.base import TOP_CELLS, ArmBase, FitData, rank_arm
 from ops.arms.features import FeatureSet
@@ -81,9 +81,14 @@ class ArmDivergedError(RuntimeError):
 
 
 class ArmConfig(BaseModel):
-    """One trained built-in arm.  Defaults are A/B Agent Appendix B's common settings;
-    `arm_config` applies the per-model adjustments, which each model's class keeps beside it
-    (`appendix_b` in `ops/arms/kinds/<model>.py`)."""
+    """One trained built-in arm: the fields every trained kind shares.  Defaults are A/B
+    Agent Appendix B's common settings; `arm_config` applies the per-model adjustments, which
+    each model's class keeps beside it (`appendix_b` in `ops/arms/kinds/<model>.py`).  A kind
+    with settings of its own declares them in its file, on a subclass of this class (its
+    `config_class`: Pop's `popularity_of`, AFN's embedding start and log floor); a field no
+    kind of the arm declares is refused."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     # The arm kind: a TrainedArm subclass in ops/arms/kinds/<model>.py.
@@ -109,13 +114,6 @@ class ArmConfig(BaseModel):
     l2_reg_linear: float = 1e-5
     # Model-specific constructor arguments of deepctr-torch (cross_num, ltl_hidden_size, …).
     model_kwargs: dict[str, Any] = Field(default_factory=dict)
-    # Standard deviation the embeddings start from; None keeps deepctr's 1e-4, which is
-    # fine for the additive and product models (their scale is learnt) but not for AFN's
-    # logarithmic neurons (ops/arms/kinds/afn.py says why).
-    embedding_init_std: float | None = Field(None, gt=0)
-    # AFN only: the logarithmic neurons take log(max(|e|, floor)) of each embedding
-    # component; None keeps deepctr's floor of 1e-7 (ops/arms/kinds/afn.py says why AFN gets 1e-4).
-    log_input_floor: float | None = Field(None, gt=0)
     # How the optimiser treats the embedding tables: "lazy" updates the rows a batch looks
     # up (SparseAdam, the tables' L2 on those rows: an epoch's cost per row does not grow
     # with the users and items, `ops.arms.lazy_updates`); "dense" is deepctr's own (one Adam
@@ -154,8 +152,6 @@ class ArmConfig(BaseModel):
     # None (the default): 1 where the validation window is implicit feedback
     # (`ops.data.domain.feedback_of`), 0 otherwise: the domain says, no setting needed.
     validation_negatives: float | None = Field(None, ge=0)
-    # Pop: rank by number of train interactions (Steck 2011) or by train positives.
-    popularity_of: Literal["interactions", "positives"] = "interactions"
     divergence: DivergenceGuard = Field(default_factory=DivergenceGuard)
 
     @field_validator("model")
@@ -196,7 +192,7 @@ def kind_config(kind: str, name: str, *given: dict[str, Any]) -> ArmConfig:
         if "model_kwargs" in fields:
             values["model_kwargs"] = {**values.get("model_kwargs", {}), **fields.pop("model_kwargs")}
         values.update(fields)
-    return ArmConfig(**values)
+    return model.config_class(**values)
 
 
 @dataclass
@@ -205,7 +201,8 @@ class TrainedArm(ArmBase):
     Random, Pop and the DeepCTR family (`ops/arms/kinds/`).  `score` returns one float per
     (user, movie) pair.  A kind implements `_fit(train, data)` (`train`: the train rows,
     sampled to `train_fraction`), `score` and, where it keeps learnt state, `_save_state` /
-    `_load_state`; its `appendix_b` holds its adjustments of the common configuration."""
+    `_load_state`; its `appendix_b` holds its adjustments of the common configuration, its
+    `config_class` the fields only it reads, with their defaults."""
 
     config: ArmConfig
     history: list[dict[str, float]] = field(default_factory=list)
@@ -213,12 +210,19 @@ class TrainedArm(ArmBase):
     train_rows: int = 0
     # A/B Agent Appendix B's "specific adjustments" of this model (ArmConfig fields).
     appendix_b: ClassVar[dict[str, Any]] = {}
+    # Its configuration: ArmConfig, or a subclass of it in the kind's own file that adds the
+    # fields only this kind reads (a spec's parameters, `spec_parameters`).
+    config_class: ClassVar[type[ArmConfig]] = ArmConfig
     can_refit: ClassVar[bool] = False
     # Its configuration is its spec: stored as it is (`ops.arms.model_registry.save_arm`).
     keeps_its_spec: ClassVar[bool] = True
     # Scores per `score_matrix` call when ranking: Random's hash and the DeepCTR passes work
     # in small chunks anyway, and a small block stays in cache for the top k (base.TOP_CELLS).
     score_block_cells: ClassVar[int] = TOP_CELLS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, self.config_class):  # a common ArmConfig: its kind's own defaults added
+            self.config = self.config_class(**self.config.model_dump())
 
     @staticmethod
     def of(config: ArmConfig, **state: Any) -> TrainedArm:
@@ -233,8 +237,9 @@ class TrainedArm(ArmBase):
 
     @classmethod
     def spec_parameters(cls) -> frozenset[str]:
-        """Every ArmConfig field but the name and the model, which the spec gives itself."""
-        return frozenset(ArmConfig.model_fields) - {"name", "model"}
+        """Every field of its configuration (the common ones and its own) but the name and
+        the model, which the spec gives itself."""
+        return frozenset(cls.config_class.model_fields) - {"name", "model"}
 
     # The Arm protocol (ops.arms.base): the built-ins meet it as an outside arm does.
     @property
@@ -308,8 +313,11 @@ def load_trained(folder: Path | str, device: str | None = None) -> TrainedArm:
             f"{folder}: a saved arm of model {model!r}, which is no arm kind of this simab "
             f"(ops/arms/kinds/ has {trained_kind_names()}); materialise the arm again"
         ) from exc
+    # A folder saved before each kind declared its own fields holds every kind's: those of
+    # other kinds (at their defaults) are dropped.
+    fields = kind.config_class.model_fields
     trained = kind(
-        config=ArmConfig(**manifest["config"]),
+        config=kind.config_class(**{k: v for k, v in manifest["config"].items() if k in fields}),
         history=manifest["history"],
         best_epoch=manifest["best_epoch"],
         train_rows=manifest["train_rows"],

@@ -366,7 +366,9 @@ def spec_problem(spec: ArmSpec) -> str | None:
         make_arm(spec)
     except ValidationError as exc:  # a trained built-in's configuration
         error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"]) or "?"
+        if not error["loc"]:  # a check of the configuration as a whole (trending: window or days)
+            return error["msg"].removeprefix("Value error, ")
+        field = ".".join(str(part) for part in error["loc"])
         return f"parameter {field}={error.get('input')!r}: {error['msg']}"
     except (ValueError, TypeError) as exc:
         return str(exc).splitlines()[0].removeprefix(f"arm {spec.name!r}: ")

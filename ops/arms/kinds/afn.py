@@ -10,8 +10,20 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from ops.arms.deepctr import DeepCTRArm
 from ops.arms.recommenders import ArmConfig
+
+
+class AFNConfig(ArmConfig):
+    """The common configuration and what only AFN's logarithmic neurons need (`AFN` says why
+    these defaults).  None keeps deepctr's own: embeddings drawn at 1e-4, |e| floored at 1e-7."""
+
+    # Standard deviation the embeddings start from.
+    embedding_init_std: float | None = Field(0.01, gt=0)
+    # The logarithmic neurons take log(max(|e|, floor)) of each embedding component.
+    log_input_floor: float | None = Field(1e-4, gt=0)
 
 
 class AFN(DeepCTRArm):
@@ -20,9 +32,10 @@ class AFN(DeepCTRArm):
     deepctr_class: ClassVar[str] = "AFN"
     dnn_argument: ClassVar[str] = "afn_dnn_hidden_units"
     slow_to_train: ClassVar[bool] = True
-    # Appendix B, "Specific adjustments": no dropout, 256 logarithmic neurons.  Not in
-    # Appendix B, the fix of a divergence (validation AUC 0.56-0.60 and log loss 3-14 on
-    # ML-1M, against DeepFM's 0.67-0.70): AFN's logarithmic neurons compute
+    # Appendix B, "Specific adjustments": no dropout, 256 logarithmic neurons.
+    appendix_b: ClassVar[dict[str, Any]] = {"dnn_dropout": 0.0, "model_kwargs": {"ltl_hidden_size": 256}}
+    # Not in Appendix B, the fix of a divergence (validation AUC 0.56-0.60 and log loss 3-14
+    # on ML-1M, against DeepFM's 0.67-0.70): AFN's logarithmic neurons compute
     # exp(sum_f w_f log|e_f|), so every embedding must stay well away from 0.  deepctr-torch
     # starts embeddings at 1e-4, below one Adam step (1e-3), so their components cross 0 in
     # the first batches and log|e| is noise down to its floor log(1e-7) = -16; and the
@@ -30,18 +43,16 @@ class AFN(DeepCTRArm):
     # there) is pulled to ~0 by the L2 term and, at prediction time, sends exp() to 1e4 and
     # beyond, which batch norm's running statistics cannot tame (batch statistics hide it
     # in training).  The AFN authors' code (WeiyuCheng/AFN-AAAI-20, src/AFN.py) starts the
-    # embeddings at Glorot scale (~1e-2) and clips |e| at 1e-4; we do the same.  Measured on
-    # ML-1M users 1-1999, 10 % of train, one epoch: validation AUC 0.563 (deepctr as is),
-    # 0.603 (floor 1e-4 only), 0.670 (init 0.01 only), 0.676 (both); DeepFM 0.672.
-    appendix_b: ClassVar[dict[str, Any]] = {
-        "dnn_dropout": 0.0,
-        "model_kwargs": {"ltl_hidden_size": 256},
-        "embedding_init_std": 0.01,
-        "log_input_floor": 1e-4,
-    }
+    # embeddings at Glorot scale (~1e-2) and clips |e| at 1e-4; we do the same (AFNConfig's
+    # defaults).  Measured on ML-1M users 1-1999, 10 % of train, one epoch: validation AUC
+    # 0.563 (deepctr as is), 0.603 (floor 1e-4 only), 0.670 (init 0.01 only), 0.676 (both);
+    # DeepFM 0.672.
+    config_class: ClassVar[type[ArmConfig]] = AFNConfig
 
     @classmethod
-    def adjust_model(cls, model, config: ArmConfig) -> None:
+    def adjust_model(cls, model, config: AFNConfig) -> None:
+        if config.embedding_init_std is not None:
+            _reinitialise_embeddings(model, config.embedding_init_std, config.seed)
         # deepctr's AFN accepts l2_reg_dnn but never registers it (every other model
         # does): Appendix B's L2 on the DNN kernels, as DeepFM registers it.
         model.add_regularization_weight(
@@ -66,3 +77,14 @@ def _floor_log_input(floor: float, module, args):
     import torch
 
     return (torch.clamp(torch.abs(args[0]), min=floor),)
+
+
+def _reinitialise_embeddings(model, std: float, seed: int) -> None:
+    """Embeddings drawn afresh from N(0, std²), from their own seeded generator so that
+    torch's global random stream (dropout) is left as deepctr's seeding set it."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for table in model.embedding_dict.values():
+            table.weight.copy_(torch.randn(table.weight.shape, generator=generator) * std)

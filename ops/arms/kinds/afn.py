@@ -1,7 +1,9 @@
 """Adaptive Factorization Network (Cheng et al. 2020), A/B Agent Tables 2 and 5: logarithmic
 neurons learn which cross features to multiply, exp(sum over fields of w log|e|), and a DNN
-reads them.  What only AFN needs lives here: its embedding start and log floor, the L2 that
-deepctr-torch forgets to register, and the memory its logarithmic layer takes per scored pair.
+reads them.  What only AFN needs lives here: its embedding start and log floor (its own
+settings, `AFNConfig`), the L2 that deepctr-torch forgets to register, the memory its
+logarithmic layer takes per scored pair and how that layer is scored from per-user and
+per-item factors (`parts_head`).
 On a CPU it trains about 14 times slower than DeepFM (../shared/docs/dependencies.md), so a
 run leaves it out unless asked (`slow_to_train`)."""
 
@@ -63,6 +65,15 @@ class AFN(DeepCTRArm):
             model.ltl.register_forward_pre_hook(functools.partial(_floor_log_input, config.log_input_floor))
 
     @classmethod
+    def parts_head(cls):
+        """The logarithmic layer exp(sum over fields of w log|e|) is the product of a user
+        factor and an item factor, and its batch norms are affine in eval mode, so the first
+        layer of its DNN over a user and the whole catalogue is one matrix product."""
+        from ops.arms.deepctr_parts import Head  # torch: imported when an arm first scores
+
+        return Head(_logit, prepare=_prepare, user_per_pass=True)
+
+    @classmethod
     def activation_floats_per_row(cls, model, config: ArmConfig) -> int:
         """The logarithmic layer holds embedding x ltl_hidden_size per row through log, batch
         norm, the product and exp (64 x 256 = 16,384 floats, 64 kB): with 262,144 pairs a
@@ -88,3 +99,85 @@ def _reinitialise_embeddings(model, std: float, seed: int) -> None:
     with torch.no_grad():
         for table in model.embedding_dict.values():
             table.weight.copy_(torch.randn(table.weight.shape, generator=generator) * std)
+
+
+# -- scoring from per-user and per-item parts (`parts_head`) ------------------------------
+
+
+def _prepare(scorer, side, is_user) -> None:
+    """exp of the side's share of the logarithmic layer (bias on the user side), as (n, E*H)."""
+    import torch
+
+    ltl = scorer.model.ltl
+    x = side.fields
+    for hook in ltl._forward_pre_hooks.values():  # simab's floor on |e| (an elementwise clamp)
+        changed = hook(ltl, (x,))
+        if changed is not None:
+            x = changed[0]
+    logs = torch.log(torch.clamp(torch.abs(x), min=1e-7)).transpose(1, 2)  # (n, E, F_side)
+    logs = ltl.bn[0](logs)  # eval mode: an affine map per embedding component
+    fields = torch.tensor(scorer.field_positions(is_user), dtype=torch.long, device=ltl.ltl_weights.device)
+    share = logs @ ltl.ltl_weights[fields]  # (F_side, H) weights of the side's fields
+    if is_user:
+        share = share + ltl.ltl_biases
+    side.extra["ltl"] = share  # (n, E, H)
+
+
+def _afn_factors_of(side):
+    """exp of the side's share, (n, E*H), in place of the share; None where a factor would
+    overflow or vanish in float32 (|share| > 80), which the product of the two might not:
+    the exact path then."""
+    if "exp" not in side.extra:
+        share = side.extra["ltl"]
+        fits = share.numel() == 0 or float(share.abs().max()) < 80.0
+        side.extra["exp"] = share.exp_().flatten(1) if fits else None
+        if fits:
+            del side.extra["ltl"]
+    return side.extra["exp"]
+
+
+def _afn_share(side, hidden: int):
+    """The side's share of the logarithmic layer, (n, E, H), back from its exp if need be."""
+    import torch
+
+    if "ltl" in side.extra:
+        return side.extra["ltl"]
+    values = side.extra["exp"]
+    return torch.log(values).reshape(values.shape[0], -1, hidden)
+
+
+def _afn_first_layer(model, items):
+    """The first layer of AFN's DNN with bn[1] folded in: bn[1] (eval) is y = a x + t per
+    embedding component, so W (a x + t) + b = (W a) x + (W t + b).  Kept with the item side."""
+    import torch
+
+    if "afn_weight" not in items.extra:
+        ltl, first = model.ltl, model.afn_dnn.linears[0]
+        bn = ltl.bn[1]
+        a = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+        t = bn.bias - bn.running_mean * a
+        hidden = ltl.ltl_weights.shape[1]
+        items.extra["afn_weight"] = first.weight * a.repeat_interleave(hidden)  # (H1, E*H)
+        items.extra["afn_bias"] = first.bias + first.weight @ t.repeat_interleave(hidden)
+    return items.extra["afn_weight"], items.extra["afn_bias"]
+
+
+def _logit(scorer, users, items, pairs):
+    import torch
+
+    model = scorer.model
+    ltl, dnn = model.ltl, model.afn_dnn
+    pu, pi = _afn_factors_of(users), _afn_factors_of(items)
+    logit = pairs.add(users.linear, items.linear)
+    if pu is None or pi is None:
+        hidden = ltl.ltl_weights.shape[1]
+        ltl_out = ltl.bn[1](torch.exp(pairs.add(_afn_share(users, hidden), _afn_share(items, hidden)))).flatten(1)
+        return logit + model.afn_dnn_linear(dnn(ltl_out)).reshape(-1)
+    weight, bias = _afn_first_layer(model, items)
+    if pairs.block:
+        # Per user: (items, E*H) @ (E*H, H1), the user's factor folded into the weights.
+        folded = weight.unsqueeze(0) * pu[pairs.users].unsqueeze(1)  # (users, H1, E*H)
+        fc = torch.matmul(pi[pairs.items], folded.transpose(1, 2)).reshape(pairs.size, -1) + bias
+    else:
+        fc = torch.addmm(bias, pairs.multiply(pu, pi), weight.T)
+    return logit + model.afn_dnn_linear(scorer.after_first_layer(dnn, fc)).reshape(-1)

@@ -85,8 +85,8 @@ class ArmConfig(BaseModel):
     Agent Appendix B's common settings; `arm_config` applies the per-model adjustments, which
     each model's class keeps beside it (`appendix_b` in `ops/arms/kinds/<model>.py`).  A kind
     with settings of its own declares them in its file, on a subclass of this class (its
-    `config_class`: Pop's `popularity_of`, AFN's embedding start and log floor); a field no
-    kind of the arm declares is refused."""
+    `config_class`: Pop's `popularity_of`, AFN's embedding start and log floor); a field its
+    kind does not declare is refused."""
 
     model_config = ConfigDict(extra="forbid")
 

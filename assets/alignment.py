@@ -34,8 +34,8 @@ from dagster import (
 from pydantic import Field
 
 from assets.agents import build_population
-from ops.arms.catalog import has_capability
 from ops.arms.ranking import evaluation_users
+from ops.arms.registry import has_capability
 from ops.preflight.bill import protocol_bill
 from ops.readout.fidelity import arm_agreement
 from ops.settings import config_default

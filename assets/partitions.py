@@ -1,7 +1,7 @@
 """The partitions of the asset graph: one per recommender arm, and arm × user shard for the
 simulation when it is sharded.
 
-Arms are every name the arm registry knows (`ops.arms.catalog`): the kinds of
+Arms are every name the arm registry knows (`ops.arms.registry`): the kinds of
 `ops/arms/kinds/` (A/B Agent's Random, Pop and DeepCTR family, the mirror) and the aliases of
 DeepFM's data-scale and feature-set variants (Tables 3 and 4), the installed plug-ins' arms, and the
 arms declared from `$SIMAB_ARMS` specs (`declare_arms`: a lists file, an MLflow model, a kind
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
 
-from ops.arms.catalog import declare, has_capability, known_arm_names, specs
+from ops.arms.registry import declare, has_capability, known_arm_names, specs
 from ops.simulation.kinds import brain_kind, brain_names
 from ops.studies.experiments.papers import TABLE2
 
@@ -51,7 +51,7 @@ arm_partitions = StaticPartitionsDefinition(ARMS)
 
 
 def declare_arms(entries: list[str]) -> list[str]:
-    """Declare the arm specs of `$SIMAB_ARMS` (`ops.arms.catalog`: `mine=lists:PATH`,
+    """Declare the arm specs of `$SIMAB_ARMS` (`ops.arms.registry`: `mine=lists:PATH`,
     `prod=mlflow:models:/prod/3`, `half=deepfm;train_fraction=0.5`, or a known name) and
     return their names, the partition keys.  A new name joins `ARMS`, and so the arm
     partitions, in place: call it before the definitions are built (the settings do), in

@@ -15,7 +15,6 @@ from pydantic import Field
 from assets.partitions import arm_partitions
 from ops.agents.profile import population_ids
 from ops.arms.base import FitData
-from ops.arms.catalog import make_arm
 from ops.arms.ranking import (
     NOT_AVAILABLE,
     evaluation_users,
@@ -25,6 +24,7 @@ from ops.arms.ranking import (
     ranking_users,
 )
 from ops.arms.recommenders import TrainedArm
+from ops.arms.registry import make_arm
 from ops.settings import config_default
 from ops.simulation.assignment import sample_agents
 from ops.studies.mirror import brain_scores
@@ -67,7 +67,7 @@ def recommender_arm(
     mlflow_tracking: MlflowTracking,
     io_manager: ResourceParam[SimabIOManager],
 ):
-    """One arm (`ops.arms.catalog`: a built-in, a plug-in, a lists file, an MLflow model,
+    """One arm (`ops.arms.registry`: a built-in, a plug-in, a lists file, an MLflow model,
     the brain's own ranking) fitted on the train split (early stop on validation AUC); the
     built-ins are registered in MLflow, the others have their spec, parameters and source
     recorded."""

@@ -13,7 +13,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
 
-from ops.arms.catalog import control_arm
+from ops.arms.registry import control_arm
 from ops.links import viewer_url
 from ops.readout.ab_readout import ReadoutConfig
 from ops.readout.ab_readout import ab_readout as readout

@@ -74,9 +74,7 @@ from bench import ROOT, run_lifecycle
 from fakes.arm_packages import PLUGIN_SOURCE, install_agent4rec_plugin
 from fakes.shared_data import SHARED_DATA
 from ops.arms.base import FitData
-from ops.arms.catalog import make_arm
 from ops.arms.deepctr import DeepCTRArm
-from ops.arms.lookup import kind_class, kind_names
 from ops.arms.metrics import relevant_items
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
 from ops.arms.recommenders import (
@@ -88,6 +86,7 @@ from ops.arms.recommenders import (
     train_arm,
     trained_kind_names,
 )
+from ops.arms.registry import kind_class, kind_names, make_arm
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.movielens import load_local
 from ops.data.split import chronological_split

@@ -202,9 +202,9 @@ def offline(args) -> int:
     """The arms fitted and ranked on the copy (or `--user-share` of its users), their NDCG@20
     and Recall@20 with intervals, NDCG@20 as a ratio to Pop's where Pop is among them."""
     from ops.arms.base import FitData
-    from ops.arms.catalog import make_arm
     from ops.arms.ranking import lists_for, rank_once, ranking_users
     from ops.arms.recommenders import ArmDivergedError
+    from ops.arms.registry import make_arm
     from ops.data.mm_ml_1m import build_mm_ml_1m
     from ops.data.split import chronological_split
     from ops.data.steam import load_steam

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 from ops.arms.base import FitData
-from ops.arms.catalog import known_arm_names, make_arm
 from ops.arms.ranking import metrics_from_lists, rank_once
+from ops.arms.registry import known_arm_names, make_arm
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 from ops.data.synthetic import SyntheticConfig, generate

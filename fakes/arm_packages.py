@@ -28,7 +28,7 @@ def _dist_info(root: Path, dist: str, version: str, entry_points: dict[str, str]
 
 
 def _activate(*paths: Path) -> None:
-    from ops.arms.catalog import reload_entry_points
+    from ops.arms.registry import reload_entry_points
 
     for path in paths:
         if str(path) not in sys.path:
@@ -65,7 +65,7 @@ def install_agent4rec_plugin(root: Path) -> Path:
 
 
 def uninstall(root: Path) -> None:
-    from ops.arms.catalog import reload_entry_points
+    from ops.arms.registry import reload_entry_points
 
     for path in (str(root), str(PLUGIN_SOURCE)):
         while path in sys.path:

@@ -39,7 +39,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
 def with_arms(settings: Settings, arms: list[str]) -> Settings:
     """The settings for another arm list (the lifecycle runner's --arms).  An entry is an arm
     name or a spec (`mine=lists:PATH`, `prod=mlflow:models:/prod/3`, `half=deepfm;train_fraction=0.5`,
-    `ops.arms.catalog`): specs are declared, so their names become arm partitions, and the
+    `ops.arms.registry`): specs are declared, so their names become arm partitions, and the
     settings carry the names."""
     if not arms:
         raise SettingError("SIMAB_ARMS='': at least one arm")

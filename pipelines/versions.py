@@ -178,7 +178,7 @@ def outside_inputs(instance: DagsterInstance, defs, job_name: str, partition: st
     """{asset: digest} of what each asset of a step reads besides its inputs (see above):
     the spec of the arm its partition names unless a plain name, the data versions of the
     stored values it reads (`OUTSIDE_READS`); assets with nothing of the kind are left out."""
-    from ops.arms.catalog import has_capability, known_arm_names, spec_of
+    from ops.arms.registry import has_capability, known_arm_names, spec_of
 
     graph = defs.resolve_asset_graph()
     arm = (partition or "").split("|")[0]

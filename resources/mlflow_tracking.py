@@ -42,7 +42,7 @@ from dagster import ConfigurableResource, DagsterEventType, InitResourceContext
 from filelock import FileLock
 from pydantic import PrivateAttr
 
-from ops.arms.registry import log_and_register
+from ops.arms.model_registry import log_and_register
 from ops.settings import current
 from resources.llm import LIFECYCLE_TAG
 from resources.storage import PROJECT_ROOT, data_root, frame_digest
@@ -353,7 +353,7 @@ class MlflowTracking(ConfigurableResource):
     @staticmethod
     def log_and_register_arm(trained: Any, registered_name: str, metrics: dict[str, float] | None = None) -> str:
         """The trained arm as a pyfunc model in the active run, registered as a new version of
-        `registered_name` in the Model Registry (`ops.arms.registry`); returns the version."""
+        `registered_name` in the Model Registry (`ops.arms.model_registry`); returns the version."""
         return log_and_register(trained, registered_name, metrics=metrics)
 
     @staticmethod

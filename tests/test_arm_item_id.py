@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.arms import catalog
+from ops.arms import registry
 from ops.arms.base import RANKING, ArmBase, FitData, arm_frame, internal_frame
-from ops.arms.catalog import PluggedArm, make_arm
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
+from ops.arms.registry import PluggedArm, make_arm
 from ops.data.domain import load_files
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
@@ -69,7 +69,7 @@ class ShelfArm(ArmBase):
 
 @pytest.fixture
 def shelf(monkeypatch):
-    monkeypatch.setitem(catalog.KINDS, "shelf", ShelfArm)
+    monkeypatch.setitem(registry.KINDS, "shelf", ShelfArm)
     return "shelf"
 
 

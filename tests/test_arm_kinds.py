@@ -1,6 +1,7 @@
 """Every arm a class found by name: a kind is one file in ops/arms/kinds/ (or one class a
 package names by entry point), found with no other edit; what it can do is a class
-attribute; and no module outside ops/arms/kinds compares a value with a built-in arm's name."""
+attribute, the settings it takes are declared in its file; and no module outside
+ops/arms/kinds compares a value with a built-in arm's name."""
 
 from __future__ import annotations
 
@@ -10,22 +11,27 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from fakes.planted_data import planted_movielens
 from ops.arms.base import ArmBase, FitData
-from ops.arms.catalog import (
+from ops.arms.model_registry import load_arm, save_arm
+from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
+from ops.arms.recommenders import TrainedArm, arm_config, arm_params
+from ops.arms.registry import (
+    KINDS_PACKAGE,
     PluggedArm,
     control_arm,
     has_capability,
+    kind_class,
+    kind_names,
     known_arm_names,
     make_arm,
     parse_arm_spec,
     reload_entry_points,
+    spec_problem,
 )
-from ops.arms.lookup import KINDS_PACKAGE, kind_class, kind_names
-from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
-from ops.arms.recommenders import TrainedArm, arm_config
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 
@@ -87,6 +93,58 @@ class TopRated(ArmBase):
 '''
 
 
+# A new trained kind with a setting of its own: the field and its default in this file, and no
+# other edit (ArmConfig, the registry and the settings are left as they are).
+NEW_TRAINED_KIND = '''
+"""Head of the charts: the `top` most counted items of the train window, by their count,
+the rest of the catalogue unscored; the same list for every user."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import polars as pl
+
+from ops.arms.base import FitData
+from ops.arms.recommenders import ArmConfig, TrainedArm
+
+
+class ChartsConfig(ArmConfig):
+    """The trained arms' common fields and this kind's own."""
+
+    top: int = 5  # how many items the chart keeps
+
+
+@dataclass
+class Charts(TrainedArm):
+    """The `top` most counted items (module docstring)."""
+
+    chart: tuple[np.ndarray, np.ndarray] | None = None  # (item ids, counts), sorted by id
+    config_class: ClassVar[type[ArmConfig]] = ChartsConfig
+    same_order_for_everyone: ClassVar[bool] = True
+
+    def _fit(self, train: pl.DataFrame, data: FitData) -> None:
+        counts = train.group_by("item_id").len().sort(["len", "item_id"], descending=[True, False])
+        kept = counts.head(self.config.top).sort("item_id")
+        self.chart = (kept["item_id"].to_numpy().astype(np.int64), kept["len"].to_numpy().astype(np.float64))
+
+    def score(self, user_ids, item_ids) -> np.ndarray:
+        ids, counts = self.chart
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        at = np.clip(np.searchsorted(ids, item_ids), 0, max(ids.size - 1, 0))
+        return np.where(ids[at] == item_ids, counts[at], 0.0) if ids.size else np.zeros(item_ids.shape)
+
+    def _save_state(self, folder) -> None:
+        np.savez(folder / "chart.npz", allow_pickle=False, item_ids=self.chart[0], counts=self.chart[1])
+
+    def _load_state(self, folder, device) -> None:
+        with np.load(folder / "chart.npz", allow_pickle=False) as saved:
+            self.chart = (saved["item_ids"], saved["counts"])
+'''
+
+
 def _builtin_names() -> set[str]:
     names = set(kind_names())
     for name in kind_names():
@@ -139,7 +197,7 @@ def test_no_module_outside_the_arms_compares_a_value_with_a_built_in_arm_name():
     offenders = name_comparisons(ROOT, names)
     assert not offenders, (
         "arm names compared outside ops/arms/kinds (say it with a class attribute, ops.arms.base.ArmBase, "
-        "read with ops.arms.catalog.has_capability):\n" + "\n".join(offenders)
+        "read with ops.arms.registry.has_capability):\n" + "\n".join(offenders)
     )
 
 
@@ -158,15 +216,13 @@ def test_the_scan_finds_a_comparison_of_an_arm_name(tmp_path):
     assert [line.split(": ", 1)[1] for line in found] == ['a != "afn"', 'a not in ("pop", "x")', "case 'mirror'"]
 
 
-@pytest.fixture
-def new_kind(tmp_path, monkeypatch):
+def _added_kind(tmp_path, monkeypatch, name: str, source: str):
     """A kind added as one new file in the kinds folder.  The folder searched is
     ops/arms/kinds/ plus a temporary one (the package's `__path__`), so that the test never
     writes into the source tree; the lookup is the same as for a file in ops/arms/kinds/."""
     folder = tmp_path / "kinds"
-    folder.mkdir()
-    name = "zz_toprated"
-    (folder / f"{name}.py").write_text(NEW_KIND)
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(source)
     package = importlib.import_module(KINDS_PACKAGE)
     monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
     importlib.invalidate_caches()
@@ -174,6 +230,16 @@ def new_kind(tmp_path, monkeypatch):
         yield name
     finally:
         sys.modules.pop(f"{KINDS_PACKAGE}.{name}", None)
+
+
+@pytest.fixture
+def new_kind(tmp_path, monkeypatch):
+    yield from _added_kind(tmp_path, monkeypatch, "zz_toprated", NEW_KIND)
+
+
+@pytest.fixture
+def new_trained_kind(tmp_path, monkeypatch):
+    yield from _added_kind(tmp_path, monkeypatch, "zz_charts", NEW_TRAINED_KIND)
 
 
 def test_a_kind_added_as_one_file_is_found_by_name_made_fitted_ranked_and_stored(new_kind, tmp_path):
@@ -196,6 +262,34 @@ def test_a_kind_added_as_one_file_is_found_by_name_made_fitted_ranked_and_stored
     again = PluggedArm.load(tmp_path / "stored")
     assert rank_once(again, split.train, split.test, items).equals(ranking)
     assert make_arm(new_kind).params == {"shrinkage": 10.0}
+
+
+def test_a_kind_added_as_one_file_brings_its_own_setting_to_its_arms_only(new_trained_kind, tmp_path):
+    """A trained kind's own field, declared and defaulted in its file: set by an arm spec,
+    refused on another kind, read by the model, kept when the arm is stored."""
+    users, movies, ratings = planted_movielens(seed=7, n_users=60, n_movies=80, ratings_per_user=25)
+    split = chronological_split(ratings)
+    catalogue = build_mm_ml_1m(movies)
+    items = catalogue.get_column("movie_id").to_numpy()
+    assert new_trained_kind in known_arm_names() and "top" in kind_class(new_trained_kind).spec_parameters()
+    assert arm_config(new_trained_kind).top == 5 and make_arm(new_trained_kind).config.top == 5  # its default
+    arm = make_arm(parse_arm_spec(f"top3={new_trained_kind};top=3"), seed=3)
+    assert isinstance(arm, TrainedArm) and (arm.name, arm.config.top, arm.config.seed) == ("top3", 3, 3)
+    for other in ("pop", "deepfm", "lists:/data/x.csv"):
+        with pytest.raises(ValueError, match="takes no parameter 'top'"):
+            make_arm(f"x={other};top=3")
+    assert "takes no parameter 'top'" in spec_problem(parse_arm_spec("x=random;top=3"))
+    assert spec_problem(parse_arm_spec(f"x={new_trained_kind};top=many")).startswith("parameter top='many'")
+    arm.fit(FitData(split.train, split.valid, users, catalogue))
+    scored = arm.score(np.ones(items.size, dtype=np.int64), items)
+    counts = split.train.group_by("movie_id").len().sort(["len", "movie_id"], descending=[True, False])
+    assert set(items[scored > 0]) == set(counts["movie_id"].head(3))  # the model read top=3
+    ranking = rank_once(arm, split.train, split.test, items)
+    assert ranking.filter(pl.col("score") > 0).group_by("user_id").len().get_column("len").max() <= 3
+    assert arm_params(arm)["top"] == 3  # what MLflow records of the arm
+    again = load_arm(save_arm(arm, tmp_path / "stored"))
+    assert type(again).__name__ == "Charts" and again.config == arm.config
+    assert np.array_equal(again.score(np.ones(items.size, dtype=np.int64), items), scored)
 
 
 def test_the_kind_is_gone_with_its_file(new_kind):
@@ -289,8 +383,6 @@ def test_the_appendix_b_adjustments_sit_beside_each_model():
 
 
 def test_a_saved_arm_of_a_kind_this_checkout_lacks_fails_naming_its_folder(tmp_path):
-    from ops.arms.registry import load_arm, save_arm
-
     users, movies, ratings = planted_movielens(seed=7, n_users=30, n_movies=40, ratings_per_user=15)
     split = chronological_split(ratings)
     pop = make_arm("pop")

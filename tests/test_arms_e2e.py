@@ -63,7 +63,7 @@ def world(prepared_copy, tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
     install_tiny_arm_package(site)
     from assets.partitions import declare_arms
-    from ops.arms.catalog import forget
+    from ops.arms.registry import forget
     from pipelines.definitions import build_definitions
 
     # The team's own: a lists file and a model in the registry simab writes to.
@@ -163,7 +163,7 @@ def test_the_mlflow_arm_records_uri_and_version_and_outside_arms_are_not_registe
 @pytest.mark.parametrize("kind", ["user missing", "unknown item", "duplicate", "bad type", "too few"])
 def test_a_malformed_lists_file_stops_its_arm_and_stores_nothing(world, tmp_path, kind):
     from assets.partitions import declare_arms
-    from ops.arms.catalog import forget
+    from ops.arms.registry import forget
     from pipelines.definitions import build_definitions
 
     home = world["home"]
@@ -201,7 +201,7 @@ def test_a_malformed_lists_file_stops_its_arm_and_stores_nothing(world, tmp_path
 
 def test_short_lists_run_filled_from_popularity_or_as_they_are(world, tmp_path):
     from assets.partitions import declare_arms
-    from ops.arms.catalog import forget
+    from ops.arms.registry import forget
     from ops.readout.ab_readout import ab_readout
     from pipelines.definitions import build_definitions
 

@@ -13,16 +13,16 @@ from ops.arms.base import _best_columns, arm_frame, rank_by_score, rank_shared_o
 from ops.arms.deepctr import DeepCTRArm, build_model, rows_per_forward
 from ops.arms.kinds.pop import _popularity
 from ops.arms.kinds.random import _uniform_hash
-from ops.arms.lookup import kind_class, kind_names
 from ops.arms.recommenders import TrainedArm, arm_config
+from ops.arms.registry import kind_class, kind_names
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 
 torch = pytest.importorskip("torch")
 
-from ops.arms import deepctr_parts  # noqa: E402  (imports torch)
 from ops.arms.deepctr_parts import PartsScorer, forward_scores  # noqa: E402
 from ops.arms.features import FeatureConfig, fit_encoder  # noqa: E402
+from ops.arms.kinds import afn as afn_kind  # noqa: E402
 
 UNKNOWN = 10**6  # an id the encoder never saw: the all-unseen row
 
@@ -74,18 +74,22 @@ def _reference(arm: TrainedArm, user_ids: np.ndarray, item_ids: np.ndarray) -> n
 
 
 DEEPCTR_KINDS = [k for k in kind_names() if issubclass(kind_class(k), DeepCTRArm)]
-CASES = [*DEEPCTR_KINDS, "deepfm_user_id_only", "deepfm_movie_id_only", "afn_movie_id_only", "nfm_user_id_only"]
+CASES = [
+    *((kind, "all") for kind in DEEPCTR_KINDS),
+    *(("deepfm", "user_id_only"), ("deepfm", "movie_id_only"), ("afn", "movie_id_only"), ("nfm", "user_id_only")),
+]
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_parts_give_the_forward_scores(world, name):
+@pytest.mark.parametrize(("name", "feature_set"), CASES)
+def test_parts_give_the_forward_scores(world, name, feature_set):
     """Every model, feature sets without user or item side features, unknown users and items."""
-    arm = _arm(world, name)
+    arm = _arm(world, name, feature_set=feature_set)
     user_ids, item_ids = _grid(world)
     expected = _reference(arm, user_ids, item_ids)
     assert expected.std() > 0.05  # the weights make scores differ, so the comparison means something
     # Small passes: blocks split across users and across items, pairs across both.
-    scorer = PartsScorer(arm.model, arm.encoder, max_pairs=50)
+    scorer = PartsScorer(arm.model, arm.encoder, max_pairs=50, head=arm.parts_head())
+    assert scorer.head is not None  # every DeepCTR kind gives its head
     np.testing.assert_allclose(scorer.score_matrix(user_ids, item_ids), expected, rtol=2e-5, atol=2e-6)
     rng = np.random.default_rng(0)
     u, m = rng.choice(user_ids, 300), rng.choice(item_ids, 300)
@@ -158,9 +162,9 @@ def test_afn_exact_path_when_a_factor_would_overflow(world, monkeypatch, overflo
     arm = _arm(world, "afn")
     user_ids, item_ids = _grid(world)
     expected = _reference(arm, user_ids, item_ids)
-    factors_of = deepctr_parts._afn_factors_of
+    factors_of = afn_kind._afn_factors_of
     monkeypatch.setattr(
-        deepctr_parts,
+        afn_kind,
         "_afn_factors_of",
         lambda side: None if overflowing == "both" or not side.is_user else factors_of(side),
     )
@@ -169,13 +173,14 @@ def test_afn_exact_path_when_a_factor_would_overflow(world, monkeypatch, overflo
     np.testing.assert_allclose(arm.score(u, m), expected[:5, :7].ravel(), rtol=2e-5, atol=2e-6)
 
 
-def test_a_model_class_without_a_head_is_scored_by_its_forward(world, monkeypatch):
+def test_a_kind_without_a_head_is_scored_by_its_forward(world, monkeypatch):
     arm = _arm(world, "deepfm")
     user_ids, item_ids = _grid(world)
     expected = _reference(arm, user_ids, item_ids)
-    monkeypatch.delitem(deepctr_parts.HEADS, "DeepFM")
-    scorer = PartsScorer(arm.model, arm.encoder, rows_per_forward(arm.model, arm.config))
+    monkeypatch.setattr(type(arm), "parts_head", classmethod(DeepCTRArm.parts_head.__func__))
+    scorer = PartsScorer(arm.model, arm.encoder, rows_per_forward(arm.model, arm.config), head=arm.parts_head())
     assert scorer.head is None and scorer.factors(user_ids, item_ids) is None
+    np.testing.assert_allclose(arm.score_matrix(user_ids, item_ids), expected, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(scorer.score_matrix(user_ids, item_ids), expected, rtol=1e-6, atol=1e-7)
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from fakes.planted_data import planted_movielens
 from ops.arms.base import FitData, ScoresNotAvailable, arm_frame, internal_frame
-from ops.arms.catalog import PluggedArm, declare, forget, make_arm, parse_arm_spec
 from ops.arms.degraded import degrade_lists
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
+from ops.arms.registry import PluggedArm, declare, forget, make_arm, parse_arm_spec
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 

@@ -12,7 +12,7 @@ from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_rating
 from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.arms.base import FitData, ScoresNotAvailable, arm_frame
-from ops.arms.catalog import PluggedArm, has_capability, make_arm
+from ops.arms.registry import PluggedArm, has_capability, make_arm
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.readout.bias import simulator_bias, spearman_one_sided
 from ops.simulation.brains.embedded import fit_embedded_brain

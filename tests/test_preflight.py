@@ -182,7 +182,7 @@ def _refused(settings, match: str, **kwargs) -> str:
 
 def test_an_arms_lists_file_is_checked_as_far_as_its_header(tmp_path):
     from assets.partitions import ARMS
-    from ops.arms.catalog import forget
+    from ops.arms.registry import forget
 
     good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
     pl.DataFrame({"user_id": [1], "rank": [1], "item_id": [3]}).write_csv(good)
@@ -203,7 +203,7 @@ def test_an_arms_lists_file_is_checked_as_far_as_its_header(tmp_path):
 
 def test_an_mlflow_model_uri_must_resolve_in_the_store(tmp_path, monkeypatch):
     from assets.partitions import ARMS
-    from ops.arms.catalog import forget
+    from ops.arms.registry import forget
 
     arms = ["prod_gone=mlflow:models:/nobody/3", "run_gone=mlflow:runs:/0123abc/model"]
     try:
@@ -361,7 +361,7 @@ UNWORKABLE = {
 def declared_arms():
     """The arm specs a test declares, forgotten afterwards."""
     from assets.partitions import ARMS
-    from ops.arms.catalog import forget
+    from ops.arms.registry import forget
 
     before = list(ARMS)
     yield

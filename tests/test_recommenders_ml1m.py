@@ -36,8 +36,8 @@ def test_deepctr_arms_are_within_003_of_deepfm_on_ml1m_validation():
     import torch
 
     from ops.arms.deepctr import DeepCTRArm
-    from ops.arms.lookup import kind_class
     from ops.arms.recommenders import arm_config, train_arm
+    from ops.arms.registry import kind_class
     from ops.data.mm_ml_1m import build_mm_ml_1m
     from ops.data.movielens import load_local
     from ops.data.split import chronological_split

@@ -258,7 +258,7 @@ def test_docs_settings_is_the_page_generated_from_the_declarations_and_the_prece
 
 def test_arm_specs_in_the_environment_become_arm_partitions_named_in_run_config(tmp_path):
     from assets.partitions import arm_partitions
-    from ops.arms.catalog import forget, spec_of
+    from ops.arms.registry import forget, spec_of
     from ops.settings import SettingError
 
     lists = tmp_path / "ours.parquet"

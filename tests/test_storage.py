@@ -475,3 +475,24 @@ def test_a_flipped_byte_in_a_folder_value_or_a_json_value_is_named(world, tmp_pa
             fetch(manager, asset)
         path.write_bytes(original)
     assert_same(fetch(manager, "ab_readout"), world.readout)
+
+
+def test_an_arm_stored_when_the_kinds_registry_was_ops_arms_catalog_still_loads(tmp_path, monkeypatch):
+    from ops.arms import registry
+    from ops.arms.base import ArmBase
+
+    class Still(ArmBase):
+        def __init__(self, name: str, depth: int = 1):
+            super().__init__(name, depth=depth)
+
+    monkeypatch.setitem(registry.KINDS, "still", Still)
+    manager = SimabIOManager(root=str(tmp_path))
+    store(manager, "recommender_arm", registry.make_arm("s=still;depth=3"), partition="s")
+    (pointer,) = [p for p in (tmp_path / "assets").rglob("*.json") if '"type"' in p.read_text()]
+    record = json.loads(pointer.read_text())
+    assert record["type"] == "ops.arms.registry.PluggedArm"
+    # Hand-written, as a pointer of before checksums (none beside it).
+    Path(f"{pointer}.sha256").unlink()
+    pointer.write_text(json.dumps({**record, "type": "ops.arms.catalog.PluggedArm"}))
+    again = fetch(manager, "recommender_arm", partition="s")
+    assert isinstance(again, registry.PluggedArm) and again.params == {"depth": 3}

@@ -1,6 +1,6 @@
 """Outside models' lists as arms: implicit's ALS, BPR and item-kNN on simab's own train window.
 
-Written as a lists file (`als=lists:FILE`, `ops.arms.lists`), each a model simab has never
+Written as a lists file (`als=lists:FILE`, `ops.arms.lists_file`), each a model simab has never
 seen, brought in as a team would, from the `implicit` package (the optional extra `bench`:
 `pip install -e '.[bench]'`):
 

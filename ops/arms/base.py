@@ -5,10 +5,10 @@ stopping), then asked for the ranking of the unseen items of given users; an arm
 refit is trained again on the train rows plus simulated ones (A/B Agent Table 5).  Random,
 Pop and the DeepCTR family (`ops.arms.recommenders.TrainedArm`), the Agent4Rec plug-in's MF,
 MultVAE and LightGCN, a team's lists file and an MLflow model all meet it; the registry that
-names them is `ops.arms.catalog`.
+names them is `ops.arms.registry`.
 
 An outside arm subclasses `ArmBase` and is constructed as `cls(name, **params)`, the params
-being those of its spec (`ops.arms.catalog.ArmSpec`).  It implements `fit` and either
+being those of its spec (`ops.arms.registry.ArmSpec`).  It implements `fit` and either
 `score` (then `rank` is derived, in passes sized to `score_memory_mb`) or `rank` itself,
 and `save` / `load` so that its fitted state is stored without pickle.  An arm whose score
 is a product of a user vector and an item vector (a factorisation model) says so with
@@ -150,7 +150,7 @@ class ArmBase:
     parameters, `describe` from the constructor's params, `save` / `load` of the params.
 
     What a kind can do is said by its class, never by its name: the class attributes below
-    are read by the catalogue, the assets and the studies (`ops.arms.catalog.capability`),
+    are read by the registry, the assets and the studies (`ops.arms.registry.has_capability`),
     so that nothing outside the kind's own file compares arm names."""
 
     # Trains again on the train rows plus simulated ones (A/B Agent Table 5); a ranking
@@ -175,8 +175,12 @@ class ArmBase:
     # Its bare name is an arm (a partition key); False for a kind that means nothing
     # without its source or parameters (a lists file, an MLflow model, degraded lists).
     standalone: ClassVar[bool] = True
-    # Other names this kind answers to as an arm (partition keys), e.g. a model's variants.
-    aliases: ClassVar[tuple[str, ...]] = ()
+    # Other names this kind answers to as an arm (partition keys), each with the parameters it
+    # stands for: DeepFM's `deepfm_data50` is `deepfm_data50=deepfm;train_fraction=0.5`.
+    aliases: ClassVar[dict[str, dict[str, Any]]] = {}
+    # Stores its own spec (a trained built-in: its configuration is its spec), so the registry
+    # hands it over as made; any other arm is wrapped with its spec (`PluggedArm`) for storage.
+    keeps_its_spec: ClassVar[bool] = False
     # Its order of the catalogue is the same for every user (Pop, a trending list): ranked
     # once, one order, each user's list its first `k` items the user has not seen
     # (`rank_shared_order`), whatever the number of users.  Its scores are read for one user.
@@ -196,6 +200,13 @@ class ArmBase:
         device, max_epochs, …): passed on where the constructor names them.  `make(spec)`
         makes another arm with the same settings, for a kind built on another arm."""
         return cls(name, **{**params, **accepted_settings(cls, settings)})
+
+    @classmethod
+    def shorthand(cls, base: str, k: int) -> tuple[str, dict[str, Any]] | None:
+        """The arm name and parameters that `base@k` stands for, where this kind claims that
+        shorthand (one kind does: a quality ladder's rung, `ops/arms/kinds/degraded.py`); None,
+        the default, where it does not."""
+        return None
 
     @classmethod
     def spec_parameters(cls) -> frozenset[str] | None:

@@ -1,14 +1,15 @@
 """The DeepCTR family's common machinery: what FM, DeepFM, AFN, WDL, xDeepFM, DCN, NFM,
 AutoInt and PNN (A/B Agent §3.2, Appendix B) share, each model being a `DeepCTRArm` subclass
-in its own file under `ops/arms/kinds/` that names its deepctr-torch class and keeps its
-Appendix B adjustments (and, for AFN, xDeepFM and AutoInt, what only they need).
+in its own file under `ops/arms/kinds/` that names its deepctr-torch class, keeps its
+Appendix B adjustments and says how its model is scored from parts (`parts_head`), with what
+only it needs besides (AFN's settings and L2, the memory a pass of xDeepFM or AutoInt takes).
 
 `DeepCTRArm` builds the deepctr-torch module of its configuration (`build_model`), trains it
 with binary cross-entropy, Adam and early stopping on the validation AUC, the best epoch's
 weights restored and a `DivergenceGuard` watching (`train_deepctr`), and scores in passes
-sized to `score_memory_mb` from each user's and each item's parts computed once
-(`ops.arms.deepctr_parts`).  torch and deepctr are imported inside the functions that use
-them, so that listing or configuring arms imports neither.
+sized to `score_memory_mb` from each user's and each item's parts computed once by its
+kind's head (`ops.arms.deepctr_parts`).  torch and deepctr are imported inside the functions
+that use them, so that listing or configuring arms imports neither.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class DeepCTRArm(TrainedArm):
         item_ids = np.asarray(item_ids, dtype=np.int64)
         if user_ids.shape != item_ids.shape:
             raise ValueError(f"score: {user_ids.shape} user ids but {item_ids.shape} item ids")
-        return _predict(self.model, self.encoder, user_ids, item_ids, rows_per_forward(self.model, self.config))
+        batch = rows_per_forward(self.model, self.config)
+        return _predict(self.model, self.encoder, user_ids, item_ids, batch, self.parts_head())
 
     def factors(self, user_ids: np.ndarray, item_ids: np.ndarray) -> Factors | None:
         """FM's logits are products of user and item factors (`ArmBase.factors`); the other
@@ -80,8 +82,16 @@ class DeepCTRArm(TrainedArm):
     # -- what a model's own file may change -------------------------------------------
 
     @classmethod
+    def parts_head(cls):
+        """How its model is scored from per-user and per-item parts (an
+        `ops.arms.deepctr_parts.Head`, imported there: it needs torch); None, the default,
+        scores by the model's own forward on encoded pairs."""
+        return None
+
+    @classmethod
     def adjust_model(cls, model, config: ArmConfig) -> None:
-        """Changes to the built deepctr-torch module (none: AFN registers what deepctr leaves out)."""
+        """Changes to the built deepctr-torch module (none: AFN starts its embeddings anew and
+        registers what deepctr leaves out)."""
 
     @classmethod
     def activation_floats_per_row(cls, model, config: ArmConfig) -> int:
@@ -150,8 +160,6 @@ def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
     if kind.has_linear:
         kwargs["l2_reg_linear"] = config.l2_reg_linear
     model = model_class(*column_args, **kwargs)
-    if config.embedding_init_std is not None:
-        _reinitialise_embeddings(model, config.embedding_init_std, config.seed)
     kind.adjust_model(model, config)
     return model
 
@@ -172,26 +180,18 @@ def _scorer(trained: DeepCTRArm):
     # torch is a heavy import: loaded when a DeepCTR arm first scores.
     from ops.arms.deepctr_parts import PartsScorer
 
-    return PartsScorer(trained.model, trained.encoder, rows_per_forward(trained.model, trained.config))
+    batch = rows_per_forward(trained.model, trained.config)
+    return PartsScorer(trained.model, trained.encoder, batch, trained.parts_head())
 
 
-def _predict(model, encoder: FeatureEncoder, user_ids: np.ndarray, item_ids: np.ndarray, batch: int) -> np.ndarray:
+def _predict(
+    model, encoder: FeatureEncoder, user_ids: np.ndarray, item_ids: np.ndarray, batch: int, head
+) -> np.ndarray:
     """The model's probability per (user, movie) pair, `batch` pairs a pass, from each user's
-    and each movie's parts computed once (`ops.arms.deepctr_parts`)."""
+    and each movie's parts computed once by its kind's `head` (`ops.arms.deepctr_parts`)."""
     from ops.arms.deepctr_parts import PartsScorer
 
-    return PartsScorer(model, encoder, batch).score_pairs(user_ids, item_ids)
-
-
-def _reinitialise_embeddings(model, std: float, seed: int) -> None:
-    """Embeddings drawn afresh from N(0, std²), from their own seeded generator so that
-    torch's global random stream (dropout) is left as deepctr's seeding set it."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for table in model.embedding_dict.values():
-            table.weight.copy_(torch.randn(table.weight.shape, generator=generator) * std)
+    return PartsScorer(model, encoder, batch, head).score_pairs(user_ids, item_ids)
 
 
 def resolve_device(config: ArmConfig) -> str:
@@ -247,7 +247,9 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
             x_epoch = torch.cat([x_train, x_neg])
             y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
         total = train_epoch(model, optimiser, x_epoch, y_epoch, config, shuffle, epoch, device)
-        valid_scores = _predict(model, encoder, valid_users, valid_items, rows_per_forward(model, config))
+        valid_scores = _predict(
+            model, encoder, valid_users, valid_items, rows_per_forward(model, config), arm.parts_head()
+        )
         if guard.enabled and not np.all(np.isfinite(valid_scores)):
             raise ArmDivergedError(
                 config.name,

@@ -1,4 +1,5 @@
-"""Scoring the DeepCTR arms from per-user and per-item parts.
+"""Scoring the DeepCTR arms from per-user and per-item parts: the machinery every model's
+head shares.
 
 A deepctr-torch model takes one encoded feature row per (user, item) pair and looks up every
 embedding of that row: ranking a catalogue that way looks each user's embeddings up once per
@@ -7,22 +8,21 @@ by the first layer of the DNN once per pair.  Here whatever depends on one side 
 computed once per user and once per item, from the model's own tables and layers, and only
 what couples a user with an item is computed per pair:
 
-- per side: the embedding of every sparse field (multi-hot genres pooled as deepctr pools
-  them), the dense values and the side's share of the linear (wide) logit;
-- FM's second-order term is <sum of user embeddings, sum of item embeddings> plus one
-  constant per side, so FM's whole logit is one matrix product (`PartsScorer.factors`);
+- per side (`PartsScorer.side`): the embedding of every sparse field (multi-hot genres
+  pooled as deepctr pools them), the dense values and the side's share of the linear (wide)
+  logit;
 - the first layer of a DNN that reads the concatenated embeddings splits by columns,
-  W x + b = W_user x_user + (W_item x_item + b): one product per side, a sum per pair;
-- AFN's logarithmic layer is exp(sum over fields of w log|e|), the product of a user factor
-  and an item factor, and its batch norms are affine in eval mode, so the first layer of
-  its DNN over a user and the whole catalogue is one matrix product;
-- NFM's bi-interaction is a per-side constant plus the elementwise product of the two sides'
-  embedding sums;
-- xDeepFM's CIN, AutoInt's attention, PNN's products and DCN's cross network take the
-  per-pair stack of embeddings, gathered from the per-side tables.
+  W x + b = W_user x_user + (W_item x_item + b): one product per side, a sum per pair
+  (`PartsScorer.deep`);
+- per pair (`Pairs`): the two sides added, multiplied or gathered into the stack of every
+  field's embedding, for a block of users x items or for aligned pairs.
 
-Scores equal the model's forward up to float rounding (tests/test_deepctr_parts.py); a model
-class without a head here is scored by its own forward on encoded pairs (`forward_scores`).
+What a model computes from these parts is its `Head`, which each DeepCTR kind gives in its
+own file (`DeepCTRArm.parts_head`, `ops/arms/kinds/`): FM's second-order term as one matrix
+product, AFN's logarithmic layer as a product of a user and an item factor, NFM's
+bi-interaction, xDeepFM's CIN and the rest on the gathered stack.  Scores equal the model's
+forward up to float rounding (tests/test_deepctr_parts.py); a kind without a head is scored
+by its model's own forward on encoded pairs (`forward_scores`).
 """
 
 from __future__ import annotations
@@ -115,12 +115,13 @@ class Pairs:
 
 
 class PartsScorer:
-    """Scores of a fitted deepctr-torch `model` from per-side parts (module docstring).
-    `max_pairs`: pairs per pass, the memory bound of `rows_per_forward`."""
+    """Scores of a fitted deepctr-torch `model` from per-side parts by its kind's `head`
+    (module docstring); None: the model's own forward.  `max_pairs`: pairs per pass, the
+    memory bound of `rows_per_forward`."""
 
-    def __init__(self, model, encoder: FeatureEncoder, max_pairs: int):
+    def __init__(self, model, encoder: FeatureEncoder, max_pairs: int, head: Head | None = None):
         self.model, self.encoder, self.max_pairs = model, encoder, max(1, int(max_pairs))
-        self.head = HEADS.get(type(model).__name__)
+        self.head = head
         columns = list(model.dnn_feature_columns)
         user_names = set(encoder.user_columns)
         # deepctr's order: the SparseFeat embeddings, then the pooled VarLenSparseFeat ones.
@@ -168,7 +169,7 @@ class PartsScorer:
             dense=torch.cat(dense, dim=1) if dense else x.new_zeros((x.shape[0], 0)),
             linear=_linear_share(model.linear_model, x, set(enc.user_columns), is_user),
         )
-        if self.head is not None:
+        if self.head is not None and self.head.prepare is not None:
             self.head.prepare(self, part, is_user)
         return part
 
@@ -210,6 +211,38 @@ class PartsScorer:
         inputs = torch.cat([side.fields.flatten(1), side.dense], dim=1)
         share = inputs @ first.weight[:, torch.tensor(columns, dtype=torch.long, device=first.weight.device)].T
         return share if is_user else share + first.bias
+
+    def field_positions(self, is_user: bool) -> list[int]:
+        """Model positions of the side's sparse fields (rows of a per-field weight, AFN's)."""
+        n_user = len(self.sparse[True])
+        positions = _positions(self.field_order, n_user + len(self.sparse[False]))
+        return positions[:n_user] if is_user else positions[n_user:]
+
+    def deep(self, users: Side, items: Side, pairs: Pairs, dnn) -> torch.Tensor:
+        """`dnn(dnn_input)` with its first layer summed from the two sides' shares."""
+        for side, is_user in ((users, True), (items, False)):
+            if "first" not in side.extra:
+                side.extra["first"] = self.first_layer_share(dnn, side, is_user)
+        return self.after_first_layer(dnn, pairs.add(users.extra["first"], items.extra["first"]))
+
+    @staticmethod
+    def after_first_layer(dnn, fc: torch.Tensor) -> torch.Tensor:
+        """deepctr's `DNN.forward` from the first layer's output on (eval mode: no dropout)."""
+        for k in range(len(dnn.linears)):
+            if k:
+                fc = dnn.linears[k](fc)
+            if dnn.use_bn:
+                fc = dnn.bn[k](fc)
+            fc = dnn.activation_layers[k](fc)
+        return fc
+
+    @staticmethod
+    def embedding_sums(side: Side) -> None:
+        """The side's sum of field embeddings (`sum`) and its own FM second-order term (`fm`),
+        in `side.extra`: FM's interaction of a pair is <sum_u, sum_i> plus both terms."""
+        total = side.fields.sum(dim=1)
+        side.extra["sum"] = total
+        side.extra["fm"] = 0.5 * (total.pow(2).sum(-1) - side.fields.pow(2).sum(dim=(1, 2)))
 
     def probabilities(self, users: Side, items: Side, pairs: Pairs) -> torch.Tensor:
         """The model's output per pair: its prediction layer (bias, sigmoid) on the head's logit."""
@@ -286,14 +319,15 @@ class PartsScorer:
 
 @dataclass(frozen=True)
 class Head:
-    """How one deepctr-torch model class is scored from parts: `prepare(scorer, side,
-    is_user)` adds the side's precomputed parts to `side.extra`; `logit(scorer, users,
-    items, pairs)` gives the logit per pair; `factors(scorer, users, items)` gives user and
-    item factors whose product is the logit, for a model where `decomposes(model)`; `user_per_pass`: in a users x items
+    """How one deepctr-torch model is scored from parts, given by its kind
+    (`DeepCTRArm.parts_head`): `logit(scorer, users, items, pairs)` gives the logit per pair;
+    `prepare(scorer, side, is_user)`, where given, adds the side's precomputed parts to
+    `side.extra`; `factors(scorer, users, items)` gives user and item factors whose product
+    is the logit, for a model where `decomposes(model)`; `user_per_pass`: in a users x items
     block, a pass scores one user against every item."""
 
-    prepare: Callable
     logit: Callable
+    prepare: Callable | None = None
     factors: Callable | None = None
     decomposes: Callable = lambda model: True  # whether this model's logit is `factors`' product
     # A block pass scores one user against the whole catalogue (AFN: what a pass holds is
@@ -338,242 +372,3 @@ def _linear_share(linear, x: torch.Tensor, user_names: set[str], is_user: bool) 
             total += (x[:, slice(*index[c.name])] @ linear.weight[offset : offset + c.dimension]).reshape(-1)
         offset += c.dimension
     return total
-
-
-def _dnn_after_first(dnn, fc: torch.Tensor) -> torch.Tensor:
-    """deepctr's `DNN.forward` from the first layer's output on (eval mode: no dropout)."""
-    for k in range(len(dnn.linears)):
-        if k:
-            fc = dnn.linears[k](fc)
-        if dnn.use_bn:
-            fc = dnn.bn[k](fc)
-        fc = dnn.activation_layers[k](fc)
-    return fc
-
-
-def _deep_part(scorer: PartsScorer, users: Side, items: Side, pairs: Pairs, dnn) -> torch.Tensor:
-    """`dnn(dnn_input)` with its first layer summed from the two sides' shares."""
-    for side, is_user in ((users, True), (items, False)):
-        if "first" not in side.extra:
-            side.extra["first"] = scorer.first_layer_share(dnn, side, is_user)
-    return _dnn_after_first(dnn, pairs.add(users.extra["first"], items.extra["first"]))
-
-
-def _fm_prepare(side: Side) -> None:
-    total = side.fields.sum(dim=1)
-    side.extra["sum"] = total
-    side.extra["fm"] = 0.5 * (total.pow(2).sum(-1) - side.fields.pow(2).sum(dim=(1, 2)))
-
-
-# -- heads, one per model class ---------------------------------------------------------
-
-
-def _nothing(scorer, side, is_user) -> None:
-    return None
-
-
-def _deepfm_prepare(scorer, side, is_user) -> None:
-    _fm_prepare(side)
-
-
-def _deepfm_logit(scorer, users, items, pairs) -> torch.Tensor:
-    model = scorer.model
-    if model.use_fm and users.fields.shape[1] + items.fields.shape[1] > 0:
-        logit = pairs.add(users.linear + users.extra["fm"], items.linear + items.extra["fm"])
-        logit = logit + pairs.dot(users.extra["sum"], items.extra["sum"])
-    else:
-        logit = pairs.add(users.linear, items.linear)
-    if model.use_dnn:
-        logit = logit + model.dnn_linear(_deep_part(scorer, users, items, pairs, model.dnn)).reshape(-1)
-    return logit
-
-
-def _deepfm_factors(scorer, users, items):
-    """FM (DeepFM without its DNN): logit = [S_u, c_u, 1] . [S_i, 1, c_i], S the sums of
-    the embeddings, c the linear share plus the side's own second-order term."""
-    if not scorer.model.use_fm:
-        users.extra["sum"] = users.fields.new_zeros((users.fields.shape[0], 0))
-        items.extra["sum"] = items.fields.new_zeros((items.fields.shape[0], 0))
-        users.extra["fm"] = torch.zeros_like(users.linear)
-        items.extra["fm"] = torch.zeros_like(items.linear)
-    one_u, one_i = torch.ones_like(users.linear)[:, None], torch.ones_like(items.linear)[:, None]
-    left = torch.cat([users.extra["sum"], (users.linear + users.extra["fm"])[:, None], one_u], dim=1)
-    right = torch.cat([items.extra["sum"], one_i, (items.linear + items.extra["fm"])[:, None]], dim=1)
-    return left, right
-
-
-def _wdl_logit(scorer, users, items, pairs) -> torch.Tensor:
-    model = scorer.model
-    logit = pairs.add(users.linear, items.linear)
-    if model.use_dnn:
-        logit = logit + model.dnn_linear(_deep_part(scorer, users, items, pairs, model.dnn)).reshape(-1)
-    return logit
-
-
-def _wdl_factors(scorer, users, items):
-    one_u, one_i = torch.ones_like(users.linear)[:, None], torch.ones_like(items.linear)[:, None]
-    return torch.cat([users.linear[:, None], one_u], dim=1), torch.cat([one_i, items.linear[:, None]], dim=1)
-
-
-def _nfm_prepare(scorer, side, is_user) -> None:
-    _fm_prepare(side)
-    total = side.extra["sum"]
-    side.extra["bi"] = 0.5 * (total.pow(2) - side.fields.pow(2).sum(dim=1))
-
-
-def _nfm_logit(scorer, users, items, pairs) -> torch.Tensor:
-    """NFM's bi-interaction 0.5((S_u + S_i)^2 - Q_u - Q_i) = bi_u + bi_i + S_u * S_i."""
-    model = scorer.model
-    bi = pairs.add(users.extra["bi"], items.extra["bi"]) + pairs.multiply(users.extra["sum"], items.extra["sum"])
-    dnn_input = torch.cat([bi, scorer.pair_dense(users, items, pairs)], dim=1)
-    return pairs.add(users.linear, items.linear) + model.dnn_linear(model.dnn(dnn_input)).reshape(-1)
-
-
-def _afn_prepare(scorer, side, is_user) -> None:
-    """exp of the side's share of the logarithmic layer (bias on the user side), as (n, E*H)."""
-    ltl = scorer.model.ltl
-    x = side.fields
-    for hook in ltl._forward_pre_hooks.values():  # simab's floor on |e| (an elementwise clamp)
-        changed = hook(ltl, (x,))
-        if changed is not None:
-            x = changed[0]
-    logs = torch.log(torch.clamp(torch.abs(x), min=1e-7)).transpose(1, 2)  # (n, E, F_side)
-    logs = ltl.bn[0](logs)  # eval mode: an affine map per embedding component
-    weights = ltl.ltl_weights[_side_fields(scorer, is_user).to(ltl.ltl_weights.device)]  # (F_side, H)
-    share = logs @ weights
-    if is_user:
-        share = share + ltl.ltl_biases
-    side.extra["ltl"] = share  # (n, E, H)
-
-
-def _side_fields(scorer: PartsScorer, is_user: bool) -> torch.Tensor:
-    """Model positions of the side's fields (rows of AFN's ltl_weights)."""
-    n_user = len(scorer.sparse[True])
-    positions = _positions(scorer.field_order, n_user + len(scorer.sparse[False]))
-    return torch.tensor(positions[:n_user] if is_user else positions[n_user:], dtype=torch.long)
-
-
-def _afn_factors_of(side: Side) -> torch.Tensor | None:
-    """exp of the side's share, (n, E*H), in place of the share; None where a factor would
-    overflow or vanish in float32 (|share| > 80), which the product of the two might not:
-    the exact path then."""
-    if "exp" not in side.extra:
-        share = side.extra["ltl"]
-        fits = share.numel() == 0 or float(share.abs().max()) < 80.0
-        side.extra["exp"] = share.exp_().flatten(1) if fits else None
-        if fits:
-            del side.extra["ltl"]
-    return side.extra["exp"]
-
-
-def _afn_share(side: Side, hidden: int) -> torch.Tensor:
-    """The side's share of the logarithmic layer, (n, E, H), back from its exp if need be."""
-    if "ltl" in side.extra:
-        return side.extra["ltl"]
-    values = side.extra["exp"]
-    return torch.log(values).reshape(values.shape[0], -1, hidden)
-
-
-def _afn_first_layer(model, items: Side) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first layer of AFN's DNN with bn[1] folded in: bn[1] (eval) is y = a x + t per
-    embedding component, so W (a x + t) + b = (W a) x + (W t + b).  Kept with the item side."""
-    if "afn_weight" not in items.extra:
-        ltl, first = model.ltl, model.afn_dnn.linears[0]
-        bn = ltl.bn[1]
-        a = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-        t = bn.bias - bn.running_mean * a
-        hidden = ltl.ltl_weights.shape[1]
-        items.extra["afn_weight"] = first.weight * a.repeat_interleave(hidden)  # (H1, E*H)
-        items.extra["afn_bias"] = first.bias + first.weight @ t.repeat_interleave(hidden)
-    return items.extra["afn_weight"], items.extra["afn_bias"]
-
-
-def _afn_logit(scorer, users, items, pairs) -> torch.Tensor:
-    model = scorer.model
-    ltl, dnn = model.ltl, model.afn_dnn
-    pu, pi = _afn_factors_of(users), _afn_factors_of(items)
-    logit = pairs.add(users.linear, items.linear)
-    if pu is None or pi is None:
-        hidden = ltl.ltl_weights.shape[1]
-        ltl_out = ltl.bn[1](torch.exp(pairs.add(_afn_share(users, hidden), _afn_share(items, hidden)))).flatten(1)
-        return logit + model.afn_dnn_linear(dnn(ltl_out)).reshape(-1)
-    weight, bias = _afn_first_layer(model, items)
-    if pairs.block:
-        # Per user: (items, E*H) @ (E*H, H1), the user's factor folded into the weights.
-        folded = weight.unsqueeze(0) * pu[pairs.users].unsqueeze(1)  # (users, H1, E*H)
-        fc = torch.matmul(pi[pairs.items], folded.transpose(1, 2)).reshape(pairs.size, -1) + bias
-    else:
-        fc = torch.addmm(bias, pairs.multiply(pu, pi), weight.T)
-    return logit + model.afn_dnn_linear(_dnn_after_first(dnn, fc)).reshape(-1)
-
-
-def _xdeepfm_logit(scorer, users, items, pairs) -> torch.Tensor:
-    model = scorer.model
-    logit = pairs.add(users.linear, items.linear)
-    if model.use_cin:
-        logit = logit + model.cin_linear(model.cin(scorer.pair_fields(users, items, pairs))).reshape(-1)
-    if model.use_dnn:
-        logit = logit + model.dnn_linear(_deep_part(scorer, users, items, pairs, model.dnn)).reshape(-1)
-    return logit
-
-
-def _dcn_logit(scorer, users, items, pairs) -> torch.Tensor:
-    model = scorer.model
-    logit = pairs.add(users.linear, items.linear)
-    deep = len(model.dnn_hidden_units) > 0
-    if deep:
-        deep_out = _deep_part(scorer, users, items, pairs, model.dnn)
-    if model.cross_num > 0:
-        cross_out = model.crossnet(scorer.dnn_input(users, items, pairs))
-    if deep and model.cross_num > 0:
-        logit = logit + model.dnn_linear(torch.cat((cross_out, deep_out), dim=-1)).reshape(-1)
-    elif deep:
-        logit = logit + model.dnn_linear(deep_out).reshape(-1)
-    elif model.cross_num > 0:
-        logit = logit + model.dnn_linear(cross_out).reshape(-1)
-    return logit
-
-
-def _autoint_logit(scorer, users, items, pairs) -> torch.Tensor:
-    model = scorer.model
-    logit = pairs.add(users.linear, items.linear)
-    deep = len(model.dnn_hidden_units) > 0
-    if model.att_layer_num > 0:
-        att = scorer.pair_fields(users, items, pairs)
-        for layer in model.int_layers:
-            att = layer(att)
-        att_output = torch.flatten(att, start_dim=1)
-    if deep:
-        deep_out = _deep_part(scorer, users, items, pairs, model.dnn)
-    if deep and model.att_layer_num > 0:
-        logit = logit + model.dnn_linear(torch.cat([att_output, deep_out], dim=-1)).reshape(-1)
-    elif deep:
-        logit = logit + model.dnn_linear(deep_out).reshape(-1)
-    elif model.att_layer_num > 0:
-        logit = logit + model.dnn_linear(att_output).reshape(-1)
-    return logit
-
-
-def _pnn_logit(scorer, users, items, pairs) -> torch.Tensor:
-    model = scorer.model
-    stack = scorer.pair_fields(users, items, pairs)
-    embedded = list(stack.split(1, dim=1))
-    parts = [stack.flatten(1)]
-    if model.use_inner:
-        parts.append(torch.flatten(model.innerproduct(embedded), start_dim=1))
-    if model.use_outter:
-        parts.append(model.outterproduct(embedded))
-    dnn_input = torch.cat([torch.cat(parts, dim=1), scorer.pair_dense(users, items, pairs)], dim=1)
-    return model.dnn_linear(model.dnn(dnn_input)).reshape(-1)
-
-
-HEADS: dict[str, Head] = {
-    "DeepFM": Head(_deepfm_prepare, _deepfm_logit, _deepfm_factors, decomposes=lambda model: not model.use_dnn),
-    "WDL": Head(_nothing, _wdl_logit, _wdl_factors, decomposes=lambda model: not model.use_dnn),
-    "NFM": Head(_nfm_prepare, _nfm_logit),
-    "AFN": Head(_afn_prepare, _afn_logit, user_per_pass=True),
-    "xDeepFM": Head(_nothing, _xdeepfm_logit),
-    "DCN": Head(_nothing, _dcn_logit),
-    "AutoInt": Head(_nothing, _autoint_logit),
-    "PNN": Head(_nothing, _pnn_logit),
-}

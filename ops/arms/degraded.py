@@ -72,8 +72,3 @@ def degrade_lists(
         pl.Series("score", (top - ranks + 1).astype(np.float64)),
         *renamed,
     ).cast(RANKING)
-
-
-def ladder_name(base: str, slots: int) -> str:
-    """The arm name of `base@slots` (`ops.arms.catalog`'s shorthand)."""
-    return f"{base}-at-{slots}"

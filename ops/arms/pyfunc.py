@@ -12,7 +12,7 @@ import mlflow
 import numpy as np
 from mlflow.pyfunc import PythonModel
 
-from ops.arms.registry import load_arm
+from ops.arms.model_registry import load_arm
 
 
 class ArmPythonModel(PythonModel):

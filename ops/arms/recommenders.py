@@ -1,13 +1,13 @@
 """The trained built-in arms: Random, Pop and the DeepCTR family (A/B Agent §2.3.2, §3.2,
-Appendix B), each a class in its own file under `ops/arms/kinds/`, configured by one
+Appendix B), each a class in its own file under `ops/arms/kinds/`, configured by an
 `ArmConfig`.
 
 An arm is a named configuration.  `arm_config("deepfm")` gives DeepFM with the Appendix B
 hyper-parameters (the common ones here, the model's adjustments in its class's
-`appendix_b`); variants studied by the paper are spelled into the name:
-`deepfm_data50` / `deepfm_data75` (Table 3, share of the train split) and
-`deepfm_user_id_only` / `deepfm_movie_id_only` (Table 4, feature sets).  Any field can be
-overridden: `arm_config("afn", max_epochs=3)`.
+`appendix_b`); the variants the paper studies are parameters, `train_fraction` (Table 3,
+share of the train split) and `feature_set` (Table 4), and DeepFM's are arms of their own
+under the paper's names (`deepfm_data50`, `deepfm_user_id_only`, …: its `aliases`, resolved
+by `ops.arms.registry`).  Any field can be overridden: `arm_config("afn", max_epochs=3)`.
 
 `train_arm` fits one arm on the train split (`TrainedArm.of(config).fit`: the DeepCTR
 models with early stopping on validation AUC and the best epoch's weights restored,
@@ -16,14 +16,13 @@ the whole catalogue for many users at once, excluding each user's train items
 (docs/definitions.md#top-20-list); `evaluate_arm` gives the offline metrics of
 docs/definitions.md#lifecycle, step 6.  A fitted arm saves into a folder and loads back
 from it (`TrainedArm.save`, `load_trained`: JSON, `.npz` and safetensors, no pickle;
-`ops.arms.registry` adds MLflow).
+`ops.arms.model_registry` adds MLflow).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +30,13 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ops.arms.base import TOP_CELLS, ArmBase, FitData, rank_arm
 from ops.arms.features import FeatureSet
-from ops.arms.lookup import kind_class, kind_names
 from ops.arms.metrics import relevant_items
 from ops.arms.ranking import OfflineMetrics, metrics_from_lists, positive_threshold, ranked
+from ops.arms.registry import kind_class, kind_names, resolve
 
 EpochCallback = Callable[[int, dict[str, float]], None]
 # The version of a saved arm's folder (arm.json, `TrainedArm.save`).
@@ -82,9 +81,14 @@ class ArmDivergedError(RuntimeError):
 
 
 class ArmConfig(BaseModel):
-    """One trained built-in arm.  Defaults are A/B Agent Appendix B's common settings;
-    `arm_config` applies the per-model adjustments, which each model's class keeps beside it
-    (`appendix_b` in `ops/arms/kinds/<model>.py`)."""
+    """One trained built-in arm: the fields every trained kind shares.  Defaults are A/B
+    Agent Appendix B's common settings; `arm_config` applies the per-model adjustments, which
+    each model's class keeps beside it (`appendix_b` in `ops/arms/kinds/<model>.py`).  A kind
+    with settings of its own declares them in its file, on a subclass of this class (its
+    `config_class`: Pop's `popularity_of`, AFN's embedding start and log floor); a field its
+    kind does not declare is refused."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     # The arm kind: a TrainedArm subclass in ops/arms/kinds/<model>.py.
@@ -110,13 +114,6 @@ class ArmConfig(BaseModel):
     l2_reg_linear: float = 1e-5
     # Model-specific constructor arguments of deepctr-torch (cross_num, ltl_hidden_size, …).
     model_kwargs: dict[str, Any] = Field(default_factory=dict)
-    # Standard deviation the embeddings start from; None keeps deepctr's 1e-4, which is
-    # fine for the additive and product models (their scale is learnt) but not for AFN's
-    # logarithmic neurons (ops/arms/kinds/afn.py says why).
-    embedding_init_std: float | None = Field(None, gt=0)
-    # AFN only: the logarithmic neurons take log(max(|e|, floor)) of each embedding
-    # component; None keeps deepctr's floor of 1e-7 (ops/arms/kinds/afn.py says why AFN gets 1e-4).
-    log_input_floor: float | None = Field(None, gt=0)
     # How the optimiser treats the embedding tables: "lazy" updates the rows a batch looks
     # up (SparseAdam, the tables' L2 on those rows: an epoch's cost per row does not grow
     # with the users and items, `ops.arms.lazy_updates`); "dense" is deepctr's own (one Adam
@@ -155,8 +152,6 @@ class ArmConfig(BaseModel):
     # None (the default): 1 where the validation window is implicit feedback
     # (`ops.data.domain.feedback_of`), 0 otherwise: the domain says, no setting needed.
     validation_negatives: float | None = Field(None, ge=0)
-    # Pop: rank by number of train interactions (Steck 2011) or by train positives.
-    popularity_of: Literal["interactions", "positives"] = "interactions"
     divergence: DivergenceGuard = Field(default_factory=DivergenceGuard)
 
     @field_validator("model")
@@ -164,12 +159,6 @@ class ArmConfig(BaseModel):
     def _a_trained_kind(cls, model: str) -> str:
         trained_kind(model)
         return model
-
-
-# A Table 3 / Table 4 variant spelled into an arm name: <model>[_data<percent>][_<feature set>].
-_VARIANT = re.compile(
-    r"^(?P<model>[a-z0-9][a-z0-9_]*?)(?:_data(?P<percent>\d{1,3}))?(?:_(?P<feature_set>user_id_only|movie_id_only|all))?$"
-)
 
 
 def trained_kind(model: str) -> type[TrainedArm]:
@@ -186,28 +175,24 @@ def trained_kind_names() -> list[str]:
 
 
 def arm_config(name: str, **overrides: Any) -> ArmConfig:
-    """The configuration of arm `name` (a model, optionally `_dataNN` and/or a feature set),
-    Appendix B defaults first, then `overrides`."""
-    match = _VARIANT.match(name)
-    known = trained_kind_names()
-    if not match or match["model"] not in known:
-        raise ValueError(
-            f"unknown arm {name!r}: expected one of {known} optionally followed by "
-            "'_data<percent>' and/or '_user_id_only' / '_movie_id_only'"
-        )
-    model = trained_kind(match["model"])
-    values: dict[str, Any] = {"name": name, "model": match["model"], **copy.deepcopy(model.appendix_b)}
-    if match["percent"]:
-        percent = int(match["percent"])
-        if not 0 < percent <= 100:
-            raise ValueError(f"arm {name!r}: data share must be 1..100 percent")
-        values["train_fraction"] = percent / 100
-    if match["feature_set"]:
-        values["feature_set"] = match["feature_set"]
-    if "model_kwargs" in overrides:
-        values["model_kwargs"] = {**values.get("model_kwargs", {}), **overrides.pop("model_kwargs")}
-    values.update(overrides)
-    return ArmConfig(**values)
+    """The configuration of arm `name` (a trained kind, an alias of one such as
+    `deepfm_data50`, or a declared spec of one), Appendix B defaults first, then the
+    parameters the name stands for, then `overrides`."""
+    spec = resolve(name)
+    return kind_config(spec.kind, name, spec.params, overrides)
+
+
+def kind_config(kind: str, name: str, *given: dict[str, Any]) -> ArmConfig:
+    """The configuration of arm `name` of trained kind `kind`: its Appendix B defaults, then
+    each of `given` in turn (`model_kwargs` merged, not replaced)."""
+    model = trained_kind(kind)
+    values: dict[str, Any] = {"name": name, "model": kind, **copy.deepcopy(model.appendix_b)}
+    for fields in given:
+        fields = dict(fields)
+        if "model_kwargs" in fields:
+            values["model_kwargs"] = {**values.get("model_kwargs", {}), **fields.pop("model_kwargs")}
+        values.update(fields)
+    return model.config_class(**values)
 
 
 @dataclass
@@ -216,7 +201,8 @@ class TrainedArm(ArmBase):
     Random, Pop and the DeepCTR family (`ops/arms/kinds/`).  `score` returns one float per
     (user, movie) pair.  A kind implements `_fit(train, data)` (`train`: the train rows,
     sampled to `train_fraction`), `score` and, where it keeps learnt state, `_save_state` /
-    `_load_state`; its `appendix_b` holds its adjustments of the common configuration."""
+    `_load_state`; its `appendix_b` holds its adjustments of the common configuration, its
+    `config_class` the fields only it reads, with their defaults."""
 
     config: ArmConfig
     history: list[dict[str, float]] = field(default_factory=list)
@@ -224,10 +210,19 @@ class TrainedArm(ArmBase):
     train_rows: int = 0
     # A/B Agent Appendix B's "specific adjustments" of this model (ArmConfig fields).
     appendix_b: ClassVar[dict[str, Any]] = {}
+    # Its configuration: ArmConfig, or a subclass of it in the kind's own file that adds the
+    # fields only this kind reads (a spec's parameters, `spec_parameters`).
+    config_class: ClassVar[type[ArmConfig]] = ArmConfig
     can_refit: ClassVar[bool] = False
+    # Its configuration is its spec: stored as it is (`ops.arms.model_registry.save_arm`).
+    keeps_its_spec: ClassVar[bool] = True
     # Scores per `score_matrix` call when ranking: Random's hash and the DeepCTR passes work
     # in small chunks anyway, and a small block stays in cache for the top k (base.TOP_CELLS).
     score_block_cells: ClassVar[int] = TOP_CELLS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, self.config_class):  # a common ArmConfig: its kind's own defaults added
+            self.config = self.config_class(**self.config.model_dump())
 
     @staticmethod
     def of(config: ArmConfig, **state: Any) -> TrainedArm:
@@ -238,14 +233,13 @@ class TrainedArm(ArmBase):
     @classmethod
     def from_spec(cls, name, params, settings, make) -> TrainedArm:
         """Every run setting goes into the configuration (they are ArmConfig fields)."""
-        kind = cls.__module__.rsplit(".", 1)[-1]
-        config = arm_config(kind, **{**params, **settings})
-        return cls(config=config.model_copy(update={"name": name}))
+        return cls(config=kind_config(cls.__module__.rsplit(".", 1)[-1], name, params, settings))
 
     @classmethod
     def spec_parameters(cls) -> frozenset[str]:
-        """Every ArmConfig field but the name and the model, which the spec gives itself."""
-        return frozenset(ArmConfig.model_fields) - {"name", "model"}
+        """Every field of its configuration (the common ones and its own) but the name and
+        the model, which the spec gives itself."""
+        return frozenset(cls.config_class.model_fields) - {"name", "model"}
 
     # The Arm protocol (ops.arms.base): the built-ins meet it as an outside arm does.
     @property
@@ -319,8 +313,11 @@ def load_trained(folder: Path | str, device: str | None = None) -> TrainedArm:
             f"{folder}: a saved arm of model {model!r}, which is no arm kind of this simab "
             f"(ops/arms/kinds/ has {trained_kind_names()}); materialise the arm again"
         ) from exc
+    # A folder saved before each kind declared its own fields holds every kind's: those of
+    # other kinds (at their defaults) are dropped.
+    fields = kind.config_class.model_fields
     trained = kind(
-        config=ArmConfig(**manifest["config"]),
+        config=kind.config_class(**{k: v for k, v in manifest["config"].items() if k in fields}),
         history=manifest["history"],
         best_epoch=manifest["best_epoch"],
         train_rows=manifest["train_rows"],

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ops.arms.catalog import arm_class, spec_of, spec_problem
+from ops.arms.registry import arm_class, spec_of, spec_problem
 from ops.data.domain import DataFileError, check_files_folder
 from ops.data.movielens import MovieLensFormatError, find_tables
 from ops.data.tmdb import API_KEY_ENV as TMDB_API_KEY_ENV
@@ -65,7 +65,7 @@ def check_values(
 
 
 def check_arms(settings: Settings, tracking_uri: Callable[[], str] | None = None) -> None:
-    """Each arm's parameters, as its kind takes them (`ops.arms.catalog.spec_problem`: the
+    """Each arm's parameters, as its kind takes them (`ops.arms.registry.spec_problem`: the
     arm made, not fitted), and its source, as its kind checks it (`ArmBase.source_problem`:
     a lists file's header, an MLflow model's URI)."""
     written = ",".join(spec_of(name).text() for name in settings.arms or ())
@@ -82,7 +82,7 @@ def check_arms(settings: Settings, tracking_uri: Callable[[], str] | None = None
 def check_control(settings: Settings) -> None:
     """The control the settings name is one of the arms, and one that can be compared
     against (not a diagnostic arm such as the mirror).  Unset, the read-out takes Pop where
-    it is an arm, else a candidate of the arms (`ops.arms.catalog.control_arm`)."""
+    it is an arm, else a candidate of the arms (`ops.arms.registry.control_arm`)."""
     control, arms = settings.control, list(settings.arms or ())
     if control is None:
         return

@@ -41,10 +41,10 @@ from pydantic import BaseModel, Field
 from tqdm.auto import tqdm
 
 from ops.arms.base import FitData
-from ops.arms.catalog import make_arm
 from ops.arms.deepctr import DeepCTRArm
 from ops.arms.ranking import evaluation_users
 from ops.arms.recommenders import TrainedArm, evaluate_arm, train_arm
+from ops.arms.registry import make_arm
 from ops.arms.warm_refit import train_pair_keys, warm_refit
 from ops.figures import table_markdown
 from ops.readout.augmentation_summary import AUGMENTATION_METRICS, ORIGINAL, empty_metrics, table_5

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ops.arms.catalog import has_capability
 from ops.arms.ranking import evaluation_users
+from ops.arms.registry import has_capability
 from ops.atomic import atomic_write_bytes
 from ops.figures import save_figure
 from ops.readout.bias import SimulatorBias, simulator_bias

@@ -24,3 +24,33 @@ class AutoInt(DeepCTRArm):
         fields = max(1, len(getattr(model, "embedding_dict", {}) or {}))
         heads = int(config.model_kwargs.get("att_head_num", 2))
         return fields * fields * heads * 2 + fields * config.embedding_dim * 6
+
+    @classmethod
+    def parts_head(cls):
+        """The attention on the per-pair stack of field embeddings, the DNN's first layer
+        split by side."""
+        from ops.arms.deepctr_parts import Head  # torch: imported when an arm first scores
+
+        return Head(_logit)
+
+
+def _logit(scorer, users, items, pairs):
+    import torch
+
+    model = scorer.model
+    logit = pairs.add(users.linear, items.linear)
+    deep = len(model.dnn_hidden_units) > 0
+    if model.att_layer_num > 0:
+        att = scorer.pair_fields(users, items, pairs)
+        for layer in model.int_layers:
+            att = layer(att)
+        att_output = torch.flatten(att, start_dim=1)
+    if deep:
+        deep_out = scorer.deep(users, items, pairs, model.dnn)
+    if deep and model.att_layer_num > 0:
+        logit = logit + model.dnn_linear(torch.cat([att_output, deep_out], dim=-1)).reshape(-1)
+    elif deep:
+        logit = logit + model.dnn_linear(deep_out).reshape(-1)
+    elif model.att_layer_num > 0:
+        logit = logit + model.dnn_linear(att_output).reshape(-1)
+    return logit

@@ -19,7 +19,7 @@ import polars as pl
 
 from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, arm_frame
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
-from ops.arms.lists import rank_stored
+from ops.arms.lists_file import rank_stored
 
 # The control of A/B Agent Table 2, whose lists a ladder degrades unless told otherwise.
 DEFAULT_BASE = "pop"
@@ -27,7 +27,7 @@ DEFAULT_BASE = "pop"
 
 class DegradedArm(ArmBase):
     """The base arm's lists with `slots` of `list_length` replaced by random unseen items
-    (module docstring).  `base_arm`: the unfitted base arm (`ops.arms.catalog.make_arm`
+    (module docstring).  `base_arm`: the unfitted base arm (`ops.arms.registry.make_arm`
     makes it from `base`); not needed to load a fitted one."""
 
     can_refit = False
@@ -53,6 +53,11 @@ class DegradedArm(ArmBase):
         self.lists: pl.DataFrame | None = None
 
     @classmethod
+    def shorthand(cls, base: str, k: int) -> tuple[str, dict[str, Any]]:
+        """`base@k`: the rung of `base`'s ladder with `k` slots replaced, named `base-at-k`."""
+        return f"{base}-at-{k}", {"base": base, "slots": k}
+
+    @classmethod
     def spec_parameters(cls) -> frozenset[str]:
         """The constructor's but `base_arm`, which `from_spec` makes from `base`."""
         return super().spec_parameters() - {"base_arm"}
@@ -65,7 +70,7 @@ class DegradedArm(ArmBase):
 
     def fit(self, data: FitData) -> None:
         if self.base_arm is None:
-            raise RuntimeError(f"arm {self.name!r}: no base arm to fit (make it with ops.arms.catalog.make_arm)")
+            raise RuntimeError(f"arm {self.name!r}: no base arm to fit (make it with ops.arms.registry.make_arm)")
         self.base_arm.fit(data)
         users = data.rank_users if data.rank_users is not None else data.train.get_column("user_id").unique().to_numpy()
         items = data.catalogue.get_column(ITEM).to_numpy()

@@ -1,7 +1,7 @@
 """A team's own recommendations as an arm: `name=lists:PATH`, a lists file (Parquet or CSV;
-its format and its checks: `ops.arms.lists`).  A list shorter than 20 is refused unless the
+its format and its checks: `ops.arms.lists_file`).  A list shorter than 20 is refused unless the
 spec says what it becomes: `name=lists:PATH;fill=pop` fills it with the train window's most
-popular items the user has not seen, `;fill=none` simulates it as it is (`ops.arms.lists`).
+popular items the user has not seen, `;fill=none` simulates it as it is (`ops.arms.lists_file`).
 
 The arm ranks by the file: its Recall@k and NDCG@k are the lists' own; its test AUC comes
 from the scores, an unlisted test pair ranking below every listed one, and is "not
@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, arm_frame
-from ops.arms.lists import (
+from ops.arms.lists_file import (
     FILLS,
     MIN_ITEMS,
     ListsFileError,

@@ -14,7 +14,7 @@ overlap with the mirror's lists.
 The arm trains nothing.  It cannot reach the brain itself (this package sits below the
 simulation): `recommender_arm` hands it the fitted brain's scores (`FitData.brain_scores`)
 when the arm's class says `mirrors_brain`, and the arm keeps the lists it ranked, as a
-lists file would be kept (`ops.arms.lists.ListsArm`).  Its scores of other pairs are not
+lists file would be kept (`ops.arms.kinds.lists.ListsArm`).  Its scores of other pairs are not
 kept, so its test AUC is "not available".  Named in `$SIMAB_ARMS` as `mirror` (or
 `name=mirror;depth=50` for longer stored lists).
 """

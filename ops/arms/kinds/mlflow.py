@@ -12,7 +12,7 @@ The model is a pyfunc in one of two modes (`mode`, "auto" reads the model's sign
   is the scores'.
 - "topk": it takes a frame of user_id and the param `k` and returns (user_id, rank,
   item_id[, score]) rows; simab asks for `request` items per user (its train items are
-  dropped, so ask for more than 20), checks them as a lists file (`ops.arms.lists`), and
+  dropped, so ask for more than 20), checks them as a lists file (`ops.arms.lists_file`), and
   takes the top 20.  Without scores its test AUC is not available.
 
 `fit` downloads the model once (`mlflow.artifacts.download_artifacts`) and resolves what the
@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 
 from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable, rank_by_score
-from ops.arms.lists import check_lists
+from ops.arms.lists_file import check_lists
 from ops.arms.mlflow_model import resolve_uri, uri_problem
 
 # An older model's `movie_id` is accepted: models registered by simab before its arm API

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 import polars as pl
@@ -17,11 +17,19 @@ from ops.arms.base import Factors, FitData
 from ops.arms.recommenders import ArmConfig, TrainedArm
 
 
+class PopConfig(ArmConfig):
+    """Pop's configuration: the common fields and what it counts."""
+
+    # Rank by number of train interactions (Steck 2011) or by train positives.
+    popularity_of: Literal["interactions", "positives"] = "interactions"
+
+
 @dataclass
 class Pop(TrainedArm):
     """Items ranked by their train popularity (module docstring)."""
 
     popularity: tuple[np.ndarray, np.ndarray] | None = None  # (sorted item ids, scores)
+    config_class: ClassVar[type[ArmConfig]] = PopConfig
     can_refit: ClassVar[bool] = False
     scores_are_probabilities: ClassVar[bool] = False
     same_order_for_everyone: ClassVar[bool] = True
@@ -59,7 +67,7 @@ class Pop(TrainedArm):
             self.popularity = (ids, arrays["scores"])
 
 
-def _popularity(train: pl.DataFrame, config: ArmConfig) -> tuple[np.ndarray, np.ndarray]:
+def _popularity(train: pl.DataFrame, config: PopConfig) -> tuple[np.ndarray, np.ndarray]:
     """Pop (Steck 2011): an item's count in train, scaled to [0, 1] by the largest."""
     rows = (
         train if config.popularity_of == "interactions" else train.filter(pl.col("rating") >= config.positive_threshold)

@@ -16,13 +16,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
+from pydantic import Field, model_validator
 
 from ops.arms.base import FitData
-from ops.arms.kinds.pop import Pop, _popularity
+from ops.arms.kinds.pop import Pop, PopConfig, _popularity
+from ops.arms.recommenders import ArmConfig
 
 # The recent stretch when the spec names none: the train window's last fifth (the "trending"
 # list of the issue that asked for this kind: the last 20 % of the train window's time).
@@ -30,38 +32,36 @@ DEFAULT_WINDOW = 0.2
 _DAY_S = 86_400
 
 
+class TrendingConfig(PopConfig):
+    """Pop's configuration and the recent stretch counted: a share of the train window's
+    span (`window`) or a number of days (`days`), not both."""
+
+    window: float | None = Field(DEFAULT_WINDOW, gt=0, le=1)
+    days: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_stretch(self) -> TrendingConfig:
+        if self.days is not None:
+            if "window" in self.model_fields_set and self.window is not None:
+                raise ValueError("give window (a share of the train window) or days, not both")
+            self.window = None
+        return self
+
+
 @dataclass
 class Trending(Pop):
     """Items ranked by their popularity in the train window's recent stretch (module docstring)."""
 
-    window: float | None = DEFAULT_WINDOW  # share of the train window's span
-    days: float | None = None  # or a number of days
+    config_class: ClassVar[type[ArmConfig]] = TrendingConfig
     can_refit: ClassVar[bool] = False
     scores_are_probabilities: ClassVar[bool] = False
-
-    @classmethod
-    def from_spec(cls, name, params, settings, make) -> Trending:
-        params = dict(params)
-        window, days = params.pop("window", None), params.pop("days", None)
-        arm = super().from_spec(name, params, settings, make)
-        try:
-            arm.days = None if days is None else float(days)
-            arm.window = None if days is not None else float(DEFAULT_WINDOW if window is None else window)
-        except (TypeError, ValueError):
-            raise ValueError(f"arm {name!r}: window must be a share in (0, 1] and days a number of days") from None
-        if window is not None and days is not None:
-            raise ValueError(f"arm {name!r}: give window (a share of the train window) or days, not both")
-        if arm.days is not None and arm.days <= 0:
-            raise ValueError(f"arm {name!r}: days must be > 0, got {days!r}")
-        if arm.window is not None and not 0 < arm.window <= 1:
-            raise ValueError(f"arm {name!r}: window must be a share in (0, 1] of the train window, got {window!r}")
-        return arm
 
     def _fit(self, train: pl.DataFrame, data: FitData) -> None:
         stamps = train.get_column("timestamp")
         end = int(stamps.max()) if train.height else 0
         span = end - int(stamps.min()) if train.height else 0
-        start = end - (self.days * _DAY_S if self.days is not None else (self.window or DEFAULT_WINDOW) * span)
+        days, window = self.config.days, self.config.window
+        start = end - (days * _DAY_S if days is not None else (window or DEFAULT_WINDOW) * span)
         ids, everything = _popularity(train, self.config)
         recent_ids, recent = _popularity(train.filter(pl.col("timestamp") >= start), self.config)
         score = np.zeros(ids.size)
@@ -70,14 +70,9 @@ class Trending(Pop):
         # below every item of the recent stretch.
         self.popularity = (ids, (score + everything * 1e-6) / (1.0 + 1e-6))
 
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "window": self.window, "days": self.days}
-
-    def _save_state(self, folder: Path) -> None:
-        super()._save_state(folder)
-        (folder / "trending.json").write_text(json.dumps({"window": self.window, "days": self.days}))
-
     def _load_state(self, folder: Path, device: str | None) -> None:
         super()._load_state(folder, device)
-        stretch = json.loads((folder / "trending.json").read_text())
-        self.window, self.days = stretch["window"], stretch["days"]
+        # Arms saved before the stretch was part of the configuration kept it beside.
+        stretch = folder / "trending.json"
+        if stretch.is_file():
+            self.config = self.config.model_copy(update=json.loads(stretch.read_text()))

@@ -24,3 +24,20 @@ class XDeepFM(DeepCTRArm):
         fields = max(1, len(getattr(model, "embedding_dict", {}) or {}))
         maps = (fields, *config.model_kwargs.get("cin_layer_size", (256, 128)))
         return max(maps) * fields * config.embedding_dim * 2
+
+    @classmethod
+    def parts_head(cls):
+        """The CIN on the per-pair stack of field embeddings, the DNN's first layer split by side."""
+        from ops.arms.deepctr_parts import Head  # torch: imported when an arm first scores
+
+        return Head(_logit)
+
+
+def _logit(scorer, users, items, pairs):
+    model = scorer.model
+    logit = pairs.add(users.linear, items.linear)
+    if model.use_cin:
+        logit = logit + model.cin_linear(model.cin(scorer.pair_fields(users, items, pairs))).reshape(-1)
+    if model.use_dnn:
+        logit = logit + model.dnn_linear(scorer.deep(users, items, pairs, model.dnn)).reshape(-1)
+    return logit

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from ops.arms.base import FitData
-from ops.arms.catalog import make_arm
+from ops.arms.registry import make_arm
 from ops.figures import table_markdown
 from ops.readout.augmentation_summary import ORIGINAL, seed_summary, table_5
 from ops.readout.plots import augmentation_figure

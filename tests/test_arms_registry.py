@@ -11,10 +11,10 @@ import pytest
 from fakes.arm_packages import install_agent4rec_plugin, install_tiny_arm_package, uninstall
 from fakes.planted_data import planted_movielens
 from ops.arms.base import Arm, FitData, ScoresNotAvailable, arm_frame
-from ops.arms.catalog import PluggedArm, declare, forget, known_arm_names, make_arm, parse_arm_spec
-from ops.arms.lists import ListsFileError, read_lists
+from ops.arms.lists_file import ListsFileError, read_lists
 from ops.arms.ranking import lists_for, metrics_from_lists, rank_once, ranking_users
 from ops.arms.recommenders import TrainedArm, arm_config, evaluate_arm, top_k
+from ops.arms.registry import PluggedArm, declare, forget, known_arm_names, make_arm, parse_arm_spec
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 

@@ -170,8 +170,9 @@ def check_lists(
         )
     required = np.unique(np.asarray(required_users, dtype=np.int64))
     absent = np.setdiff1d(required, counts.get_column("user_id").to_numpy())
-    # A cold user with no list at all is the shortest list there is: fill=pop gives it the popularity order.
-    if absent.size and fill != "pop":
+    # A cold user with no list at all is the shortest list there is: the fill that takes any
+    # length (floor 0, fill=pop) gives it the popularity order.
+    if absent.size and floor > 0:
         raise ListsFileError(
             path,
             "no row",

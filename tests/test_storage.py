@@ -14,7 +14,7 @@ import pytest
 from dagster import PartitionKeyRange, build_input_context, build_output_context
 
 from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
-from ops.codec import CodecError, load_arrays, save_arrays
+from ops.storage.codec import CodecError, load_arrays, save_arrays
 from resources.storage import SimabIOManager, StoredDataError, StoredValueError
 from tests.storage_checks import Touch, assert_same, contains_pickle
 
@@ -280,20 +280,20 @@ def test_a_failed_folder_write_leaves_the_previous_value(world, tmp_path, monkey
 
 
 def test_a_kill_between_folder_and_pointer_leaves_the_previous_value(world, tmp_path, monkeypatch):
-    import ops.atomic
+    import ops.storage.atomic
 
     manager = SimabIOManager(root=str(tmp_path))
     store(manager, "ab_readout", world.readout)
     pointer = tmp_path / "assets" / "ab_readout.json"
     before = pointer.read_bytes()
-    real = ops.atomic.atomic_write_bytes
+    real = ops.storage.atomic.atomic_write_bytes
 
     def killed_at_the_pointer(path, data, clean_stale=False, checksum=False):
         if Path(path) == pointer:
             raise KeyboardInterrupt("killed")
         real(path, data, clean_stale, checksum)
 
-    monkeypatch.setattr(ops.atomic, "atomic_write_bytes", killed_at_the_pointer)
+    monkeypatch.setattr(ops.storage.atomic, "atomic_write_bytes", killed_at_the_pointer)
     with pytest.raises(KeyboardInterrupt):
         store(manager, "ab_readout", world.readout)
     monkeypatch.undo()
@@ -326,7 +326,7 @@ def _arms(*keys):
 
 
 def test_alignment_results_round_trip_without_pickle(tmp_path):
-    from ops.codec import CodecError
+    from ops.storage.codec import CodecError
     from ops.studies.alignment.rating import RatingAlignment
     from ops.studies.alignment.taste import TasteDiscrimination
 

@@ -96,7 +96,7 @@ class MovieVectors:
 
     def save(self, folder: Path) -> None:
         """Into `folder`: the matrices as `.npz`, names and poster looks as JSON (no pickle)."""
-        from ops.codec import save_arrays, save_json
+        from ops.storage.codec import save_arrays, save_json
 
         folder.mkdir(parents=True, exist_ok=True)
         save_arrays(
@@ -120,7 +120,7 @@ class MovieVectors:
 
     @classmethod
     def load(cls, folder: Path) -> MovieVectors:
-        from ops.codec import check_format, load_arrays, load_json
+        from ops.storage.codec import check_format, load_arrays, load_json
 
         meta = load_json(folder / "vectors.json")
         check_format(meta, "MovieVectors", 1, folder / "vectors.json")

@@ -35,11 +35,11 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.atomic import atomic_write_parquet
-from ops.checkpoint import JsonlCheckpoint
 from ops.data.poster_store import PosterError, PosterStoreConfig, store_poster
 from ops.data.tmdb_match import MatchConfig, ParsedTitle, choose_candidate, parse_movielens_title, search_plan
 from ops.schema import METADATA, conform
+from ops.storage.atomic import atomic_write_parquet
+from ops.storage.checkpoint import JsonlCheckpoint
 from ops.web import parse_retry_after as _parse_retry_after
 from ops.web import redact
 from ops.web import register_secrets as register_web_secrets

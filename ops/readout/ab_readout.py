@@ -152,7 +152,7 @@ class ABReadout:
 
     def save(self, folder: Path) -> None:
         """Into `folder`, without pickle: the tables as Parquet, the rest as JSON."""
-        from ops.codec import save_json, save_table
+        from ops.storage.codec import save_json, save_table
 
         folder.mkdir(parents=True, exist_ok=True)
         for name in _TABLES:
@@ -174,7 +174,7 @@ class ABReadout:
 
     @classmethod
     def load(cls, folder: Path) -> ABReadout:
-        from ops.codec import check_format, load_json, load_table
+        from ops.storage.codec import check_format, load_json, load_table
 
         meta = load_json(folder / "readout.json")
         check_format(meta, "ABReadout", 1, folder / "readout.json")

@@ -18,7 +18,6 @@ import polars as pl
 
 from ops.arms.catalog import has_capability
 from ops.arms.ranking import evaluation_users
-from ops.atomic import atomic_write_bytes
 from ops.figures import save_figure
 from ops.readout.bias import SimulatorBias, simulator_bias
 from ops.readout.fidelity import agreement_summary, arm_agreement, offline_intervals
@@ -28,6 +27,7 @@ from ops.readout.power import PowerAnalysis, power_analysis
 from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
 from ops.readout.slots import slot_warning, slots_markdown
 from ops.simulation.budget import RunBudget
+from ops.storage.atomic import atomic_write_bytes
 from ops.studies.alignment.calibration import list_response_status
 from ops.studies.alignment.plots import (
     calibration_figure,

@@ -29,7 +29,6 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.codec import load_fields, save_fields
 from ops.readout.ab_readout import LABELS, ABReadout, ReadoutConfig, ab_readout
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import TOP_K
@@ -38,6 +37,7 @@ from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
 from ops.simulation.runner import simulate
+from ops.storage.codec import load_fields, save_fields
 
 # A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
 QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)
@@ -66,7 +66,7 @@ class ListQuality:
     brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
 
     def save(self, folder: Path) -> None:
-        """Into `folder` without pickle: the read-out through its codec, the rest by `ops.codec.save_fields`."""
+        """Into `folder` without pickle: the read-out through its codec, the rest by `ops.storage.codec.save_fields`."""
         save_fields(folder, "ListQuality", 1, self)
 
     @classmethod

@@ -31,13 +31,13 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.codec import load_fields, save_fields
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import CLICK_MOVIE, NEXT_PAGE, Decision
 from ops.simulation.sandbox import Sandbox, SandboxConfig
 from ops.simulation.session import agent_rng
+from ops.storage.codec import load_fields, save_fields
 from ops.studies.alignment.lists import (
     brain_workers,
     check_fallbacks,
@@ -74,7 +74,7 @@ class TasteDiscrimination:
     holdout_thresholds: dict | None = None
 
     def save(self, folder: Path) -> None:
-        """Into `folder` without pickle (`ops.codec.save_fields`)."""
+        """Into `folder` without pickle (`ops.storage.codec.save_fields`)."""
         save_fields(folder, "TasteDiscrimination", 1, self)
 
     @classmethod

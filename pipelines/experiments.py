@@ -24,7 +24,7 @@ import sys
 import time
 
 from ops.environment import offline_defaults
-from pipelines.lifecycle import Step
+from pipelines.plan import Step
 from pipelines.run_config import EXPERIMENT_ASSETS
 
 

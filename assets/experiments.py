@@ -34,7 +34,7 @@ from assets.partitions import DEFAULT_ARMS, condition_name, experiment_partition
 from assets.simulation import SimulationAssetConfig, agents_of, simulate_partition
 from ops.agents.embeddings import load_poster
 from ops.figures import save_figure
-from ops.readout.ab_readout import ReadoutConfig
+from ops.readout.readout_config import ReadoutConfig
 from ops.settings import DEFAULT_CONTROL, config_default
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
 from ops.simulation.kinds.llm import LLM

@@ -15,9 +15,9 @@ from pydantic import Field
 
 from ops.arms.catalog import control_arm
 from ops.links import viewer_url
-from ops.readout.ab_readout import ReadoutConfig
 from ops.readout.ab_readout import ab_readout as readout
 from ops.readout.plots import write_ab_figures
+from ops.readout.readout_config import ReadoutConfig
 from ops.settings import config_default
 from ops.studies.report import Report, Trust, write_report
 from resources.llm import LLMResource

@@ -47,7 +47,7 @@ from pydantic import Field
 from assets.partitions import ARM_DIMENSION, DEFAULT_ARMS, SHARD_DIMENSION, arm_partitions, arm_shard_partitions
 from ops.figures import table_markdown
 from ops.links import viewer_url
-from ops.readout.ab_readout import fallback_counts
+from ops.readout.fallbacks import fallback_counts
 from ops.settings import ActivityDrives, Persona, config_default
 from ops.simulation.assignment import agents_of_arm, agents_of_shard, combine_shards
 from ops.simulation.brains.llm.persona import apply_personas

@@ -45,7 +45,7 @@ from ops.agents.embeddings import MiniLMTextEmbedder
 from ops.arms.recommenders import arm_config, top_k, train_arm
 from ops.environment import offline_defaults
 from ops.figures import table_markdown
-from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement
 from ops.readout.report import pair_counts
 from ops.simulation.brains.embedded import (

@@ -39,7 +39,7 @@ import polars as pl
 import bench
 from bench import ROOT
 from ops.environment import offline_defaults
-from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.slots import click_share_by_slot, slot_clicks, slot_test
 from ops.simulation.request import SimulationConfig
 from ops.simulation.runner import simulate_arm

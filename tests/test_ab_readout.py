@@ -5,7 +5,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from ops.readout.ab_readout import ReadoutConfig, ab_readout, per_agent_metrics
+from ops.readout.ab_readout import ab_readout
+from ops.readout.agent_metrics import per_agent_metrics
+from ops.readout.readout_config import ReadoutConfig
 from ops.readout.statistics import bootstrap_means, holm
 from ops.schema import EVENTS
 

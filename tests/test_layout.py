@@ -54,7 +54,6 @@ HELPER_ALLOWANCE = {
 LATE_IMPORT_FOLDERS = ("ops/simulation", "ops/readout", "ops/studies", "resources")
 LATE_IMPORT_ALLOWANCE = {
     "ops/simulation/brains/embedded/rating_rule.py": 1,
-    "ops/readout/ab_readout.py": 2,
 }
 
 DAGSTER_DECORATORS = {"asset", "multi_asset", "asset_check", "multi_asset_check", "graph_asset", "op"}

@@ -8,8 +8,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ops.readout.ab_readout import ReadoutConfig, ab_readout
+from ops.readout.ab_readout import ab_readout
 from ops.readout.plots import write_ab_figures
+from ops.readout.readout_config import ReadoutConfig
 from ops.readout.report import report_html, report_markdown, report_summary, verdict_lines
 from tests.test_ab_readout import shifted_world
 from tests.test_viewer import _browser

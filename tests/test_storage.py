@@ -29,7 +29,8 @@ def world(tmp_path_factory):
     from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
     from ops.arms.recommenders import arm_config, top_k, train_arm
     from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.readout.ab_readout import ReadoutConfig, ab_readout
+    from ops.readout.ab_readout import ab_readout
+    from ops.readout.readout_config import ReadoutConfig
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.runner import simulate_arm
@@ -239,7 +240,7 @@ def test_a_pointer_naming_an_unknown_type_is_refused(tmp_path):
 def test_a_nan_that_json_cannot_hold_is_refused_naming_the_file(world, tmp_path):
     import dataclasses
 
-    from ops.readout.ab_readout import ReadoutConfig
+    from ops.readout.readout_config import ReadoutConfig
 
     odd = dataclasses.replace(world.readout, config=ReadoutConfig(confidence=float("nan")))
     with pytest.raises(CodecError, match=r"readout\.json: cannot be written as JSON: Out of range float"):

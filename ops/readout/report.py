@@ -20,7 +20,7 @@ import polars as pl
 from markdown_it import MarkdownIt
 
 from ops.figures import table_markdown
-from ops.readout.ab_readout import LABELS
+from ops.readout.agent_metrics import LABELS
 from ops.readout.augmentation_summary import seed_summary
 from ops.readout.power import MISS_AGENTS
 

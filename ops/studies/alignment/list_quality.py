@@ -29,7 +29,9 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.readout.ab_readout import LABELS, ABReadout, ReadoutConfig, ab_readout
+from ops.readout.ab_readout import ABReadout, ab_readout
+from ops.readout.agent_metrics import LABELS
+from ops.readout.readout_config import ReadoutConfig
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import TOP_K
 from ops.simulation.brains.embedded.config import ListResponse

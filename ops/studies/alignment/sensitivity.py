@@ -39,8 +39,9 @@ import polars as pl
 from ops.agents.session import AgentSession
 from ops.arms.base import arm_frame, internal_frame
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
-from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
+from ops.readout.ab_readout import ABReadout, ab_readout
 from ops.readout.power import minimum_detectable_difference, variance_components
+from ops.readout.readout_config import ReadoutConfig
 from ops.readout.statistics import difference_interval, interval_sign, named_rng
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue

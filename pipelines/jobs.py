@@ -45,7 +45,6 @@ from dagster import (
 
 from assets import (
     agents,
-    alignment,
     augmentation,
     experiments,
     ingestion,
@@ -56,6 +55,8 @@ from assets import (
     simulation,
     split,
 )
+from assets.alignment import list_quality, rating, sensitivity, social, taste
+from assets.alignment.fidelity import ALIGNMENT_CHECKS
 from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
 from ops.preflight.bill import night_bill
@@ -72,7 +73,11 @@ ASSET_MODULES = [
     agents,
     simulation,
     augmentation,
-    alignment,
+    taste,
+    rating,
+    list_quality,
+    sensitivity,
+    social,
     report,
     experiments,
 ]
@@ -167,7 +172,7 @@ def _build_assets(shards: int, rounds_: int) -> tuple[list, list]:
         assets = [
             a for a in assets if AssetKey("simulation_events") not in a.keys
         ] + simulation.sharded_simulation_assets(shards)
-    return [*assets, *rounds.build_round_assets(rounds_)], [*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS]
+    return [*assets, *rounds.build_round_assets(rounds_)], [*CONTRACT_CHECKS, *ALIGNMENT_CHECKS]
 
 
 def job_selection(name: str, settings: Settings) -> tuple[AssetSelection, str]:

@@ -46,7 +46,6 @@ from dagster import (
 from assets import (
     agents,
     augmentation,
-    experiments,
     ingestion,
     mm_ml_1m,
     recommenders,
@@ -57,6 +56,7 @@ from assets import (
 )
 from assets.alignment import list_quality, rating, sensitivity, social, taste
 from assets.alignment.fidelity import ALIGNMENT_CHECKS
+from assets.experiments import arm_tables, augmentation_table, brain_comparison, simulation_events, thumbnails
 from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
 from ops.preflight.bill import night_bill
@@ -79,7 +79,11 @@ ASSET_MODULES = [
     sensitivity,
     social,
     report,
-    experiments,
+    simulation_events,
+    arm_tables,
+    augmentation_table,
+    thumbnails,
+    brain_comparison,
 ]
 
 JOB_SELECTIONS = {

@@ -186,7 +186,7 @@ def alignment(
 ):
     """Taste F1 (the papers' per-item protocol, 20-item lists at 1:1 and 1:9) and rating RMSE
     (held-out test ratings, the brain on the movie's detail page) on `users`."""
-    from ops.studies.alignment.lists import mixed_lists
+    from ops.studies.alignment.mixed_lists import mixed_lists
     from ops.studies.alignment.per_item import taste_per_item
     from ops.studies.alignment.rating import brain_ratings, rating_alignment, rating_pairs
 

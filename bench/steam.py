@@ -155,7 +155,7 @@ def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str
     from ops.readout.ab_readout import ab_readout
     from ops.readout.fidelity import agreement_summary, fidelity, offline_per_user, pairwise_agreement
     from ops.readout.readout_config import ReadoutConfig
-    from ops.readout.report import pair_counts
+    from ops.readout.verdict import pair_counts
 
     assets = home / "assets"
     events = pl.concat([pl.read_parquet(assets / "simulation_events" / f"{a}.parquet") for a in arms])

@@ -13,7 +13,7 @@ from dagster import AssetKey, DagsterInstance
 
 from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
 from ops.preflight.bill import brain_of, lifecycle_bill
-from ops.readout.report import bill_lines
+from ops.readout.report_markdown import bill_lines
 from ops.simulation.budget import RunBudget, bill_path
 from pipelines.console import LifecycleConsole, failure_lines
 from pipelines.home import dagster_home

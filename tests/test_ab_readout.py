@@ -237,7 +237,7 @@ def test_figures_and_bad_input(tmp_path):
     r = ab_readout(
         shifted_world(n=20), control="A", config=ReadoutConfig(n_bootstrap=100, metrics=("ctr", "satisfaction"))
     )
-    from ops.readout.plots import write_ab_figures
+    from ops.readout.readout_figures import write_ab_figures
 
     paths = write_ab_figures(r, tmp_path)
     assert [p.name for p in paths] == ["ab_ctr.png", "ab_satisfaction.png"] and all(

@@ -23,7 +23,7 @@ from ops.studies.alignment.calibration import (
     list_response_status,
 )
 from ops.studies.alignment.list_quality import list_quality, simulate_lists
-from ops.studies.alignment.lists import mixed_lists
+from ops.studies.alignment.mixed_lists import mixed_lists
 from ops.studies.alignment.rating import brain_ratings, rating_alignment
 from ops.studies.alignment.taste import taste_discrimination
 
@@ -463,7 +463,7 @@ def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_work
         )
     assert refused.unanswered == expected and refused.pairs.height == 4 - expected
     # ... and a protocol the brain mostly could not answer fails rather than reading out.
-    from ops.studies.alignment.lists import ProtocolFailed
+    from ops.studies.alignment.questioning import ProtocolFailed
 
     with FakeOpenAI(lambda body: invalid).serve() as url, pytest.raises(ProtocolFailed, match="2 of 2 questions"):
         brain_ratings(_llm_brain(url, small), small["sessions"], pairs.head(2), small["catalogue"])

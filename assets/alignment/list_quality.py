@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.alignment import GROUP
 from assets.alignment.protocol import AlignmentConfig, degrades, log_protocol, protocol_opening
-from ops.studies.alignment.plots import list_quality_figure
+from ops.studies.alignment.protocol_figures import list_quality_figure
 from ops.studies.alignment.protocols import list_quality_ladder, measure_list_quality
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking

@@ -25,8 +25,8 @@ from ops.simulation.budget import CostLimitExceeded
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
 from ops.simulation.runner import SimulationFailed
-from ops.studies.alignment.lists import ProtocolFailed
 from ops.studies.alignment.protocols import NotMeasurable, Opening, ProtocolSettings, open_protocol
+from ops.studies.alignment.questioning import ProtocolFailed
 from ops.studies.alignment.sizing import DEFAULT_HALF_WIDTH, protocol_agents
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking

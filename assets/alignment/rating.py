@@ -8,7 +8,7 @@ from pydantic import Field
 
 from assets.alignment import GROUP
 from assets.alignment.protocol import AlignmentConfig, degrades, log_protocol, protocol_opening
-from ops.studies.alignment.plots import rating_figure
+from ops.studies.alignment.protocol_figures import rating_figure
 from ops.studies.alignment.protocols import measure_rating
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking

@@ -10,7 +10,7 @@ from assets.alignment import GROUP
 from assets.alignment.protocol import degrades, log_protocol, not_measured
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
-from ops.studies.alignment.plots import sensitivity_figure
+from ops.studies.alignment.protocol_figures import sensitivity_figure
 from ops.studies.alignment.protocols import NotMeasurable
 from ops.studies.alignment.sensitivity import run_agents, sensitivity_study, skip_reason
 from resources.llm import LLMResource

@@ -11,7 +11,7 @@ from assets.alignment.protocol import AlignmentConfig
 from ops.arms.ranking import evaluation_users
 from ops.settings import config_default
 from ops.simulation.kinds import BrainSources, kinds_in_events
-from ops.studies.alignment.plots import social_figure
+from ops.studies.alignment.protocol_figures import social_figure
 from ops.studies.alignment.social import (
     real_behaviour,
     real_session_behaviour,

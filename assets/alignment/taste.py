@@ -9,7 +9,7 @@ from pydantic import Field
 from assets.agents import build_population
 from assets.alignment import GROUP
 from assets.alignment.protocol import AlignmentConfig, degrades, log_protocol, protocol_opening
-from ops.studies.alignment.plots import taste_figure
+from ops.studies.alignment.protocol_figures import taste_figure
 from ops.studies.alignment.protocols import measure_taste
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource

@@ -3,7 +3,7 @@
 Sandbox sessions — the one simulation path, `ops.simulation.runner.simulate`, every agent on
 its own list — on lists of 20 that mix held-out liked items (rated >= 4) with items the
 user never rated, at 1:9, 1:4 and 1:1 — or, where users like too few held-out items for
-those, shorter lists at the ratios they can fill (`ops.studies.alignment.lists.choose_ladder`:
+those, shorter lists at the ratios they can fill (`ops.studies.alignment.mixed_lists.choose_ladder`:
 on Steam, 6 items at 1:5, 1:2, 1:1).  If the agents share their users' tastes, CTR, CVR
 and AR rise with the ratio.  The read-out is the A/B read-out's (`ops.readout.ab_readout`,
 each ratio an "arm", the poorest lists the control): per ratio the mean over agents with its

@@ -38,7 +38,7 @@ from ops.simulation.observation import WATCH_AND_RATE
 from ops.simulation.sandbox import Sandbox
 from ops.simulation.session import agent_rng
 from ops.storage.codec import load_fields, save_fields
-from ops.studies.alignment.lists import brain_workers, check_fallbacks, fresh_session, map_in_order
+from ops.studies.alignment.questioning import brain_workers, check_fallbacks, fresh_session, map_in_order
 
 STARS = (1, 2, 3, 4, 5)
 PREDICTION = {

@@ -144,7 +144,7 @@ class Sensitivity:
         return {"sensitivity_steps": self.steps, "sensitivity_adjacent": self.adjacent}
 
     def headline(self) -> dict:
-        """The verdict's figures (`ops.readout.report.sensitivity_verdict`)."""
+        """The verdict's figures (`ops.readout.verdict.sensitivity_verdict`)."""
         return {
             "measured": True,
             "control": self.control,

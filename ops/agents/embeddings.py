@@ -20,6 +20,9 @@ Embedders, each named for what it is:
 `embed_catalogue` builds the shared `MovieVectors`, caching rows on disk keyed by a
 content digest per movie (text: the embedded string; poster: the image bytes), so a re-run
 re-embeds only what changed and an interrupted run resumes.
+
+One concept, the catalogue's embeddings: the shared matrices, how they are built and cached,
+and the embedders that fill them.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ Secrets: the key is read from the environment when the crawl starts (`TMDB_READ_
 a bearer token sent in a header, is preferred; `TMDB_API_KEY`, the v3 key, has to travel
 in the query string, so every URL that may reach a log, an exception message or a
 failure reason is redacted, urllib3's own debug lines included).
+
+One concept, the crawl: its HTTP client, rate limiter, credentials and checkpoint serve it alone.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 poster, history statistics, crowd and demographic signals (package docstring, "Features").
 
 `BrainContext` holds what all agents share; `agent_states` and `pair_features` score many
-agents at once."""
+agents at once.
+
+One concept, the embedded brain's features of (agent, movie) pairs and the shared context
+they are computed from."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.cost import estimate_persona_cost
 from ops.simulation.kinds.llm import LLM
 from ops.studies.alignment.calibration import brain_figures, fit_calibrated_brain
-from ops.studies.alignment.plots import calibration_figure
+from ops.studies.alignment.protocol_figures import calibration_figure
 from ops.studies.read_users import ROLES, ReadUsersConfig, read_users
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from assets.partitions import arm_partitions
 from ops.readout.augmentation_summary import seed_summary
-from ops.readout.plots import augmentation_figure
+from ops.readout.readout_figures import augmentation_figure
 from ops.settings import config_default
 from ops.studies.augmentation import (
     AugmentationConfig,

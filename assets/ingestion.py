@@ -16,8 +16,8 @@ from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, Materi
 from pydantic import Field
 
 from data_contracts.checks import movies_verdict, ratings_verdict, stop_before_storing, users_verdict
+from ops.data.data_figures import activity_and_popularity, rating_distribution
 from ops.data.ingestion import ingest
-from ops.data.plots import activity_and_popularity, rating_distribution
 from ops.settings import Dataset, Source, config_default, current
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root, frame_digest

@@ -1,4 +1,4 @@
-"""Lifecycle steps 9 and 11: the simulated A/B read-out and the report (built by ops.readout.report).
+"""Lifecycle steps 9 and 11: the simulated A/B read-out and the report (built by ops.readout.report_markdown).
 
 `ab_readout` reads the events of every simulated arm: per-arm CTR, CVR, click-to-watch,
 AR and the Agent4Rec set with 95 % bootstrap intervals over agents, and each arm against
@@ -15,11 +15,11 @@ from pydantic import Field
 
 from ops.arms.registry import control_arm
 from ops.links import viewer_url
-from ops.readout.ab_readout import ReadoutConfig
 from ops.readout.ab_readout import ab_readout as readout
-from ops.readout.plots import write_ab_figures
+from ops.readout.readout_config import ReadoutConfig
+from ops.readout.readout_figures import write_ab_figures
 from ops.settings import config_default
-from ops.studies.report import Report, Trust, write_report
+from ops.studies.report_writer import Report, Trust, write_report
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root

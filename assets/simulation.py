@@ -45,10 +45,9 @@ from dagster import (
 from pydantic import Field
 
 from assets.partitions import ARM_DIMENSION, DEFAULT_ARMS, SHARD_DIMENSION, arm_partitions, arm_shard_partitions
-from ops.checkpoint import partition_lock
 from ops.figures import table_markdown
 from ops.links import viewer_url
-from ops.readout.ab_readout import fallback_counts
+from ops.readout.fallbacks import fallback_counts
 from ops.settings import ActivityDrives, Persona, config_default
 from ops.simulation.assignment import agents_of_arm, agents_of_shard, combine_shards
 from ops.simulation.brains.llm.persona import apply_personas
@@ -59,6 +58,7 @@ from ops.simulation.kinds.llm import LLM
 from ops.simulation.request import SimulationConfig, activity_tier_of
 from ops.simulation.runner import simulate
 from ops.simulation.visits import mean_sessions, visits_config
+from ops.storage.checkpoint import partition_lock
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager, data_root

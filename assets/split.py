@@ -4,7 +4,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetOut, Config, DataVersion, MaterializeResult, MetadataValue, multi_asset
 from pydantic import Field
 
-from ops.data.plots import split_timeline
+from ops.data.data_figures import split_timeline
 from ops.data.split import chronological_split as split
 from ops.data.split import split_statistics
 from ops.figures import table_markdown

@@ -45,9 +45,9 @@ from ops.agents.embeddings import MiniLMTextEmbedder
 from ops.arms.recommenders import arm_config, top_k, train_arm
 from ops.environment import offline_defaults
 from ops.figures import table_markdown
-from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement
-from ops.readout.report import pair_counts
+from ops.readout.verdict import pair_counts
 from ops.simulation.brains.embedded import (
     EmbeddedBrainModel,
     fit,
@@ -60,7 +60,7 @@ from ops.simulation.visits import VisitsConfig
 from ops.studies.alignment import papers
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
-from ops.studies.alignment.lists import mixed_lists, ratio_name
+from ops.studies.alignment.mixed_lists import mixed_lists, ratio_name
 from ops.studies.alignment.per_item import embedded_scorer, fit_taste_thresholds, taste_per_item, threshold_answerer
 from ops.studies.alignment.rating import (
     brain_ratings,

@@ -54,6 +54,8 @@ whole lifecycle (simulation, A/B read-out, fidelity) on the same data with these
     # each arm's default epochs (--epochs 0), LightGCN capped by its spec
     .venv/bin/python -m bench.arms agent4rec --simulate --epochs 0 --agents 600 --home data/ml1m-a4r-default \
         --arms random pop fm mf multvae "lightgcn5=lightgcn;n_epochs=5"
+
+One concept, this benchmark: the arms measured on real MovieLens, one subcommand per measure.
 """
 
 from __future__ import annotations

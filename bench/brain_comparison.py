@@ -39,7 +39,7 @@ import polars as pl
 import bench
 from bench import ROOT
 from ops.environment import offline_defaults
-from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.slots import click_share_by_slot, slot_clicks, slot_test
 from ops.simulation.request import SimulationConfig
 from ops.simulation.runner import simulate_arm
@@ -186,7 +186,7 @@ def alignment(
 ):
     """Taste F1 (the papers' per-item protocol, 20-item lists at 1:1 and 1:9) and rating RMSE
     (held-out test ratings, the brain on the movie's detail page) on `users`."""
-    from ops.studies.alignment.lists import mixed_lists
+    from ops.studies.alignment.mixed_lists import mixed_lists
     from ops.studies.alignment.per_item import taste_per_item
     from ops.studies.alignment.rating import brain_ratings, rating_alignment, rating_pairs
 

@@ -38,7 +38,7 @@ from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import MiniLMTextEmbedder, PaletteLayoutPosterEmbedder
 from ops.arms.base import arm_frame, internal_frame, rank_by_score
 from ops.environment import offline_defaults
-from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.bias import simulator_bias
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement
 from ops.readout.gaps import gap_sizes

@@ -152,9 +152,10 @@ def table2_from_assets(home: Path, arms: list[str], control: str = "pop") -> str
     """Table 2 as the report's read-out computes it (ab_readout, fidelity, pairwise_agreement
     with the asset's defaults: 2,000 bootstrap replicates, seed 0), from each arm's stored
     simulation_events, top20_lists and offline_metrics."""
-    from ops.readout.ab_readout import ReadoutConfig, ab_readout
+    from ops.readout.ab_readout import ab_readout
     from ops.readout.fidelity import agreement_summary, fidelity, offline_per_user, pairwise_agreement
-    from ops.readout.report import pair_counts
+    from ops.readout.readout_config import ReadoutConfig
+    from ops.readout.verdict import pair_counts
 
     assets = home / "assets"
     events = pl.concat([pl.read_parquet(assets / "simulation_events" / f"{a}.parquet") for a in arms])

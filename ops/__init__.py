@@ -8,6 +8,7 @@
     simulation  the sandbox, fatigue, the runner, and the brains that decide
     readout     the A/B read-out, statistics, fidelity, augmentation, report, plots
 
-Each package imports only from those above it and from the shared root modules
-(`atomic`, `checkpoint`, `figures`, `schema`, `web`); `.importlinter` checks it.
+Each package imports only from those above it and from what every stage shares: `storage`
+(atomic writes, the pickle-free codec, checkpoints) and the root modules (`environment`,
+`figures`, `links`, `schema`, `settings`, `versions`, `web`); `.importlinter` checks it.
 """

@@ -1,7 +1,7 @@
 """The basics every figure and table shares: pyplot on the Agg backend (no display is
 needed; the assets log figures to MLflow), `save_figure`, and `table_markdown`, the one way a
 table is written for a report or the Dagster UI.  The figures themselves live with their
-stage: `ops.data.plots` (the data) and `ops.readout.plots` (the read-outs)."""
+stage: `ops.data.data_figures` (the data) and `ops.readout.readout_figures` (the read-outs)."""
 
 from __future__ import annotations
 

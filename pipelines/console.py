@@ -98,7 +98,7 @@ class LifecycleConsole:
         interval), and where everything is."""
         from rich.table import Table
 
-        from ops.readout.report import verdict_lines
+        from ops.readout.verdict import verdict_lines
 
         table = Table(box=None, pad_edge=False)
         for column in ("arm", "CTR", "CVR", "AR", "NDCG@20"):

@@ -24,13 +24,15 @@ import sys
 import time
 
 from ops.environment import offline_defaults
-from pipelines.lifecycle import Step
+from pipelines.plan import Step
 from pipelines.run_config import EXPERIMENT_ASSETS
 
 
 def plan(name: str, settings) -> list[Step]:
     """The steps of one experiment under these settings (arms, run config)."""
-    from assets.experiments import TABLE3_ARMS, TABLE4_ARMS, BrainComparisonConfig, Table5Config
+    from assets.experiments.arm_tables import TABLE3_ARMS, TABLE4_ARMS
+    from assets.experiments.augmentation_table import Table5Config
+    from assets.experiments.brain_comparison import BrainComparisonConfig
     from assets.partitions import condition_name
 
     ops = settings.op_config()

@@ -71,7 +71,7 @@ def write_instance_config(home: str | Path) -> bool:
             return False
         if text == INSTANCE_CONFIG:
             return True
-    from ops.atomic import atomic_write_bytes
+    from ops.storage.atomic import atomic_write_bytes
 
     atomic_write_bytes(path, INSTANCE_CONFIG.encode("utf-8"))
     return True

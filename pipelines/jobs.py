@@ -45,9 +45,7 @@ from dagster import (
 
 from assets import (
     agents,
-    alignment,
     augmentation,
-    experiments,
     ingestion,
     mm_ml_1m,
     recommenders,
@@ -56,6 +54,9 @@ from assets import (
     simulation,
     split,
 )
+from assets.alignment import list_quality, rating, sensitivity, social, taste
+from assets.alignment.fidelity import ALIGNMENT_CHECKS
+from assets.experiments import arm_tables, augmentation_table, brain_comparison, simulation_events, thumbnails
 from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
 from ops.preflight.bill import night_bill
@@ -72,9 +73,17 @@ ASSET_MODULES = [
     agents,
     simulation,
     augmentation,
-    alignment,
+    taste,
+    rating,
+    list_quality,
+    sensitivity,
+    social,
     report,
-    experiments,
+    simulation_events,
+    arm_tables,
+    augmentation_table,
+    thumbnails,
+    brain_comparison,
 ]
 
 JOB_SELECTIONS = {
@@ -167,7 +176,7 @@ def _build_assets(shards: int, rounds_: int) -> tuple[list, list]:
         assets = [
             a for a in assets if AssetKey("simulation_events") not in a.keys
         ] + simulation.sharded_simulation_assets(shards)
-    return [*assets, *rounds.build_round_assets(rounds_)], [*CONTRACT_CHECKS, *alignment.ALIGNMENT_CHECKS]
+    return [*assets, *rounds.build_round_assets(rounds_)], [*CONTRACT_CHECKS, *ALIGNMENT_CHECKS]
 
 
 def job_selection(name: str, settings: Settings) -> tuple[AssetSelection, str]:

@@ -73,7 +73,7 @@ def resolved_values(defs, configs: dict[str, dict]) -> dict[str, Any]:
 
 
 def verdict_metrics(headline: dict, bill_usd: float | None = None) -> dict[str, float]:
-    """The verdict (`ops.readout.report.report_summary`'s dict) as flat MLflow metrics."""
+    """The verdict (`ops.readout.verdict.report_summary`'s dict) as flat MLflow metrics."""
     out: dict[str, float] = {}
 
     def put(key: str, value: Any) -> None:

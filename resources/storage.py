@@ -15,7 +15,7 @@ Nothing is pickled and nothing is unpickled: any other type is refused when stor
 the asset and the type named, and a `<name>.pkl` (left by an older simab or dropped there)
 is refused when read, never loaded — unpickling runs whatever code the file names.
 
-Writes are atomic (`ops.atomic`): a file goes to a temporary name and is renamed; a folder
+Writes are atomic (`ops.storage.atomic`): a file goes to a temporary name and is renamed; a folder
 value is written whole into a fresh folder before its pointer file is replaced.  A killed
 run leaves the previous complete value.
 
@@ -43,7 +43,8 @@ from typing import Any
 import polars as pl
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from ops.atomic import (
+from ops.settings import current
+from ops.storage.atomic import (
     atomic_write_bytes,
     atomic_write_folder,
     atomic_write_parquet,
@@ -53,7 +54,6 @@ from ops.atomic import (
     remove_folder_value,
     verify_folder,
 )
-from ops.settings import current
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

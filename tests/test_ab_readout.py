@@ -5,7 +5,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from ops.readout.ab_readout import ReadoutConfig, ab_readout, per_agent_metrics
+from ops.readout.ab_readout import ab_readout
+from ops.readout.agent_metrics import per_agent_metrics
+from ops.readout.readout_config import ReadoutConfig
 from ops.readout.statistics import bootstrap_means, holm
 from ops.schema import EVENTS
 
@@ -235,7 +237,7 @@ def test_figures_and_bad_input(tmp_path):
     r = ab_readout(
         shifted_world(n=20), control="A", config=ReadoutConfig(n_bootstrap=100, metrics=("ctr", "satisfaction"))
     )
-    from ops.readout.plots import write_ab_figures
+    from ops.readout.readout_figures import write_ab_figures
 
     paths = write_ab_figures(r, tmp_path)
     assert [p.name for p in paths] == ["ab_ctr.png", "ab_satisfaction.png"] and all(

@@ -14,7 +14,7 @@ from ops.agents.session import AgentSession
 from ops.simulation.catalogue import Catalogue, MovieInfo
 from ops.simulation.observation import BACK, CLICK_MOVIE, EXIT, NEXT_PAGE, WATCH_AND_RATE, Decision
 from ops.studies.alignment.list_quality import list_quality, simulate_lists
-from ops.studies.alignment.lists import choose_ladder, mixed_lists
+from ops.studies.alignment.mixed_lists import choose_ladder, mixed_lists
 from ops.studies.alignment.rating import brain_ratings, rating_alignment, rating_distribution
 from ops.studies.alignment.social import (
     real_behaviour,

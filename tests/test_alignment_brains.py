@@ -23,7 +23,7 @@ from ops.studies.alignment.calibration import (
     list_response_status,
 )
 from ops.studies.alignment.list_quality import list_quality, simulate_lists
-from ops.studies.alignment.lists import mixed_lists
+from ops.studies.alignment.mixed_lists import mixed_lists
 from ops.studies.alignment.rating import brain_ratings, rating_alignment
 from ops.studies.alignment.taste import taste_discrimination
 
@@ -252,7 +252,11 @@ def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(ti
     """Each alignment asset refuses a brain fitted on train + validation + TEST, and a
     held-out window the brain was fitted on."""
 
-    import assets.alignment as alignment
+    from assets.alignment import list_quality, rating, social, taste
+    from assets.alignment.protocol import AlignmentConfig
+    from resources.embeddings import EmbeddingsResource
+    from resources.llm import LLMResource
+    from resources.mlflow_tracking import MlflowTracking
 
     synthetic = tiny
     split, model = synthetic["split"], synthetic["model"]
@@ -261,11 +265,13 @@ def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(ti
         model.context,
         model.config,
     )
-    asset = getattr(alignment, asset_name)
-    config = {
-        "rating_alignment": alignment.RatingAlignmentConfig,
-        "taste_alignment": alignment.TasteAlignmentConfig,
-    }.get(asset_name, alignment.AlignmentConfig)(n_agents=5)
+    asset, config_class = {
+        "taste_alignment": (taste.taste_alignment, taste.TasteAlignmentConfig),
+        "rating_alignment": (rating.rating_alignment, rating.RatingAlignmentConfig),
+        "list_quality_alignment": (list_quality.list_quality_alignment, AlignmentConfig),
+        "social_traits_alignment": (social.social_traits_alignment, social.SocialTraitsConfig),
+    }[asset_name]
+    config = config_class(n_agents=5)
     inputs = dict(
         agents=synthetic["agents"],
         embedded_brain=leaky,
@@ -279,9 +285,9 @@ def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(ti
     )
     wanted = set(asset.op.ins) | set(asset.required_resource_keys)
     resources = dict(
-        llm=alignment.LLMResource(),
-        mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"),
-        embeddings=alignment.EmbeddingsResource(),
+        llm=LLMResource(),
+        mlflow_tracking=MlflowTracking(tracking_uri="sqlite:///:memory:"),
+        embeddings=EmbeddingsResource(),
     )
     kwargs = {k: v for k, v in {**inputs, **resources}.items() if k in wanted}
     # A protocol that degrades (taste, rating, list quality) stores a not-measured record with
@@ -457,7 +463,7 @@ def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_work
         )
     assert refused.unanswered == expected and refused.pairs.height == 4 - expected
     # ... and a protocol the brain mostly could not answer fails rather than reading out.
-    from ops.studies.alignment.lists import ProtocolFailed
+    from ops.studies.alignment.questioning import ProtocolFailed
 
     with FakeOpenAI(lambda body: invalid).serve() as url, pytest.raises(ProtocolFailed, match="2 of 2 questions"):
         brain_ratings(_llm_brain(url, small), small["sessions"], pairs.head(2), small["catalogue"])

@@ -14,7 +14,7 @@ import pytest
 
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm.answers import AnswerError
-from ops.studies.alignment.lists import history_holdout, mixed_lists
+from ops.studies.alignment.mixed_lists import history_holdout, mixed_lists
 from ops.studies.alignment.per_item import (
     check_list_answer,
     fit_taste_thresholds,

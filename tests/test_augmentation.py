@@ -12,7 +12,7 @@ from fakes.planted_data import planted_movielens
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 from ops.readout.augmentation_summary import AUGMENTATION_METRICS, table_5
-from ops.readout.plots import augmentation_figure
+from ops.readout.readout_figures import augmentation_figure
 from ops.schema import EVENTS, RATINGS
 from ops.studies.augmentation import AugmentationConfig, augment, refit_and_evaluate, simulated_interactions
 

@@ -219,7 +219,7 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
 
 
 def test_the_console_opens_on_the_same_verdict_lines_as_the_report():
-    from ops.readout.report import verdict_lines
+    from ops.readout.verdict import verdict_lines
     from pipelines.console import LifecycleConsole
 
     headline = {

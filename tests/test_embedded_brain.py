@@ -254,7 +254,7 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
     simulation = pytest.importorskip("ops.simulation.runner")
     from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm
     from ops.data.split import chronological_split
-    from ops.readout.ab_readout import per_agent_metrics
+    from ops.readout.agent_metrics import per_agent_metrics
     from ops.simulation.catalogue import Catalogue
 
     data = synthetic.generate(synthetic.SyntheticConfig(n_users=400, n_movies=500, seed=3), tmp_path / "posters")

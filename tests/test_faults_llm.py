@@ -316,7 +316,7 @@ def test_a_killed_arm_resumes_without_losing_duplicating_or_paying_twice(tmp_pat
         assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
         time.sleep(0.3)  # requests in flight at the kill reach the fake
         killed_calls = fake.calls - reference_calls
-        from ops.checkpoint import JsonlCheckpoint
+        from ops.storage.checkpoint import JsonlCheckpoint
 
         (path,) = checkpoints.glob("*.jsonl")
         finished = set(JsonlCheckpoint(path, key="user_id").records)

@@ -104,7 +104,7 @@ def test_pairs_get_verdicts_from_both_intervals():
 
 
 def test_a_simulation_that_ties_every_arm_misses_every_pair_offline_separates():
-    from ops.readout.report import fidelity_verdict
+    from ops.readout.verdict import fidelity_verdict
 
     offline = _per_unit({"random": 0.02, "pop": 0.10, "fm": 0.18}, "ndcg_at_k", 300, 0.1, 1)
     flat = _per_unit({"random": 0.30, "pop": 0.30, "fm": 0.30}, "ctr", 300, 0.2, 2)

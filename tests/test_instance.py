@@ -13,7 +13,9 @@ from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
 from pipelines.instance import INSTANCE_CONFIG, RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
-from pipelines.lifecycle import LIFECYCLE_TAG, PLAN_TAG, STEP_TAG, Step, resume_point
+from pipelines.plan import PLAN_TAG, STEP_TAG, Step
+from pipelines.resume import resume_point
+from resources.llm import LIFECYCLE_TAG
 
 
 def test_the_written_config_turns_telemetry_off_and_run_monitoring_on(tmp_path):

@@ -402,8 +402,8 @@ def test_persona_matching_records_why_each_candidate_was_dropped_and_overlaps_re
 def test_a_protocol_answered_mostly_by_fallbacks_fails_with_the_share_and_examples(world, monkeypatch):
     # A small model whose answers never pass the checks: the protocols would read out F1 0 and
     # no ratings as if the agents had judged; they fail instead, saying how many and why.
-    from ops.studies.alignment.lists import ProtocolFailed, check_fallbacks
     from ops.studies.alignment.per_item import llm_answerer, taste_per_item
+    from ops.studies.alignment.questioning import ProtocolFailed, check_fallbacks
     from ops.studies.alignment.rating import brain_ratings
     from ops.studies.alignment.taste import taste_discrimination
 

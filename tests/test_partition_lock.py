@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ops.checkpoint import PartitionBusy, partition_lock
 from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.runner import simulate_arm
+from ops.storage.checkpoint import PartitionBusy, partition_lock
 from tests.test_simulation import CFG, N_USERS, world
 
 
@@ -109,7 +109,7 @@ def test_the_lock_is_re_entrant_in_a_thread_and_a_killed_holder_frees_it(tmp_pat
             textwrap.dedent(
                 f"""
                 import sys, time
-                from ops.checkpoint import partition_lock
+                from ops.storage.checkpoint import partition_lock
                 with partition_lock({str(folder)!r}, "simulation_events[pop]", holder="run-in-another-process", timeout_s=0):
                     print("held", flush=True)
                     time.sleep(60)

@@ -178,7 +178,7 @@ def test_the_minimum_detectable_difference_has_the_stated_power_in_simulated_exp
 
 def test_a_missed_pair_is_put_down_to_too_few_agents_only_below_the_mde():
     from ops.readout.power import MISS_AGENTS, MISS_RESPONSE, response_elasticity
-    from ops.readout.report import misses_verdict
+    from ops.readout.verdict import misses_verdict
 
     rng = np.random.default_rng(5)
     n = 200

@@ -152,7 +152,7 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
     from ops.simulation.brains.llm.persona import match_personas, persona_inputs
     from ops.simulation.request import SimulationConfig
     from ops.simulation.runner import simulate_arm
-    from ops.studies.alignment.lists import mixed_lists
+    from ops.studies.alignment.mixed_lists import mixed_lists
     from ops.studies.alignment.taste import taste_discrimination
 
     split, agents, frame, catalogue = world["split"], world["agents"], world["frame"], world["catalogue"]

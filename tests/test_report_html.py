@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from ops.readout.report import report_html
+from ops.readout.report_html import report_html
 
 
 def test_the_markdown_becomes_one_page_with_the_figures_embedded(tmp_path):

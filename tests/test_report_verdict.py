@@ -8,9 +8,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ops.readout.ab_readout import ReadoutConfig, ab_readout
-from ops.readout.plots import write_ab_figures
-from ops.readout.report import report_html, report_markdown, report_summary, verdict_lines
+from ops.readout.ab_readout import ab_readout
+from ops.readout.readout_config import ReadoutConfig
+from ops.readout.readout_figures import write_ab_figures
+from ops.readout.report_html import report_html
+from ops.readout.report_markdown import report_markdown
+from ops.readout.verdict import report_summary, verdict_lines
 from tests.test_ab_readout import shifted_world
 from tests.test_viewer import _browser
 

@@ -105,16 +105,19 @@ def _protocol(synthetic, tmp_path, monkeypatch, asset_name, fake, cap, lifecycle
     """Materialise one alignment protocol with the LLM brain against `fake` (its value)."""
     from dagster import build_asset_context
 
-    import assets.alignment as alignment
-    from resources.llm import LIFECYCLE_TAG
+    from assets.alignment import list_quality, rating, taste
+    from assets.alignment.protocol import AlignmentConfig
+    from resources.embeddings import EmbeddingsResource
+    from resources.llm import LIFECYCLE_TAG, LLMResource
+    from resources.mlflow_tracking import MlflowTracking
 
     monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
     split = synthetic["split"]
-    asset = getattr(alignment, asset_name)
-    config_class = {
-        "rating_alignment": alignment.RatingAlignmentConfig,
-        "taste_alignment": alignment.TasteAlignmentConfig,
-    }.get(asset_name, alignment.AlignmentConfig)
+    asset, config_class = {
+        "rating_alignment": (rating.rating_alignment, rating.RatingAlignmentConfig),
+        "taste_alignment": (taste.taste_alignment, taste.TasteAlignmentConfig),
+        "list_quality_alignment": (list_quality.list_quality_alignment, AlignmentConfig),
+    }[asset_name]
     inputs = dict(
         agents=synthetic["agents"],
         embedded_brain=synthetic["model"],
@@ -126,13 +129,11 @@ def _protocol(synthetic, tmp_path, monkeypatch, asset_name, fake, cap, lifecycle
         recommender_arm={},
     )
     with fake.serve() as url:
-        llm = alignment.LLMResource(
-            base_url=url, model="test-model", api_key_required=False, cache="off", max_cost_usd=cap
-        )
+        llm = LLMResource(base_url=url, model="test-model", api_key_required=False, cache="off", max_cost_usd=cap)
         resources = dict(
             llm=llm,
-            mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"),
-            embeddings=alignment.EmbeddingsResource(),
+            mlflow_tracking=MlflowTracking(tracking_uri="sqlite:///:memory:"),
+            embeddings=EmbeddingsResource(),
         )
         wanted = set(asset.op.ins) | set(asset.required_resource_keys)
         kwargs = {k: v for k, v in {**inputs, **resources}.items() if k in wanted}
@@ -194,7 +195,9 @@ def test_the_sensitivity_ladder_is_not_measured_with_a_brain_that_pays_per_decis
 
     from dagster import build_asset_context
 
-    import assets.alignment as alignment
+    from assets.alignment.sensitivity import SensitivityConfig, list_sensitivity
+    from resources.llm import LLMResource
+    from resources.mlflow_tracking import MlflowTracking
 
     monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
     split = synthetic["split"]
@@ -206,10 +209,10 @@ def test_the_sensitivity_ladder_is_not_measured_with_a_brain_that_pays_per_decis
     )
     fake = FakeOpenAI(scripted_agent)
     with fake.serve() as url:
-        llm = alignment.LLMResource(base_url=url, model="test-model", api_key_required=False, cache="off")
-        result = alignment.list_sensitivity(
+        llm = LLMResource(base_url=url, model="test-model", api_key_required=False, cache="off")
+        result = list_sensitivity(
             build_asset_context(),
-            alignment.SensitivityConfig(brain="llm"),
+            SensitivityConfig(brain="llm"),
             ab_readout=readout,
             top20_lists={"pop": pl.DataFrame({"user_id": users})},
             agents=synthetic["agents"],
@@ -217,7 +220,7 @@ def test_the_sensitivity_ladder_is_not_measured_with_a_brain_that_pays_per_decis
             train_ratings=split.train,
             mm_ml_1m=synthetic["frame"],
             llm=llm,
-            mlflow_tracking=alignment.MlflowTracking(tracking_uri="sqlite:///:memory:"),
+            mlflow_tracking=MlflowTracking(tracking_uri="sqlite:///:memory:"),
         )
     assert fake.calls == 0
     assert result.value["not_measured"].startswith("the llm:test-model brain pays for every decision")

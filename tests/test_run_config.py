@@ -185,7 +185,7 @@ def test_a_field_dagster_refuses_is_named_by_its_variable_before_the_first_step(
     # checked as well, for every job of the plan, before the first one runs.
     from ops.settings import SettingError
     from pipelines.definitions import build_definitions
-    from pipelines.lifecycle import check_run_configs
+    from pipelines.preflight import check_run_configs
 
     settings = settings_from_env({})
     defs = build_definitions(settings)

@@ -26,11 +26,11 @@ NOT_SET = ("", [], None)  # an op config field that a setting fills only when it
 def config_classes():
     """op name -> the Config class its function takes."""
     from pipelines.definitions import build_definitions
-    from pipelines.lifecycle import _config_class
+    from pipelines.preflight import config_class_of
 
     defs = build_definitions(environ={})
     nodes = [a.node_def for a in [*defs.assets, *(defs.asset_checks or [])] if getattr(a, "node_def", None)]
-    return {node.name: cls for node in nodes if (cls := _config_class(node)) is not None}
+    return {node.name: cls for node in nodes if (cls := config_class_of(node)) is not None}
 
 
 def _targets(name: str) -> list[tuple[str, str]]:

@@ -61,7 +61,7 @@ def test_shard_count_comes_from_the_environment_and_bad_values_name_the_variable
 
 def test_sharded_jobs_give_the_simulation_settings_to_the_shards_and_the_schedule_runs_every_shard():
     from pipelines.jobs import build_jobs, build_schedules_and_sensors
-    from pipelines.lifecycle import lifecycle_plan
+    from pipelines.plan import lifecycle_plan
 
     settings = settings_from_env({"SIMAB_SHARDS": "2", "SIMAB_ARMS": "random,pop", "SIMAB_AGENTS": "30"})
     assert run_config_for("simab_simulate", settings)["ops"] == {

@@ -11,7 +11,6 @@ import polars as pl
 import pytest
 
 from ops.agents.session import AgentSession
-from ops.atomic import atomic_write_parquet
 from ops.schema import EVENTS
 from ops.simulation.assignment import agents_of_arm, assign_agents
 from ops.simulation.brains.random_policy import UniformRandomBrain
@@ -21,6 +20,7 @@ from ops.simulation.observation import Decision
 from ops.simulation.request import SimulationConfig
 from ops.simulation.runner import simulate_arm
 from ops.simulation.sandbox import IllegalActionError
+from ops.storage.atomic import atomic_write_parquet
 
 N_USERS = 40
 
@@ -202,7 +202,7 @@ CRASH_SCRIPT = textwrap.dedent(
     from tests.test_simulation import world, CFG
     from ops.simulation.brains.random_policy import UniformRandomBrain
     import ops.simulation.runner as sim
-    import ops.atomic as atomic
+    import ops.storage.atomic as atomic
     mode, path = sys.argv[1], sys.argv[2]
 
     class Dying(UniformRandomBrain):

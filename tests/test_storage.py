@@ -14,7 +14,7 @@ import pytest
 from dagster import PartitionKeyRange, build_input_context, build_output_context
 
 from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
-from ops.codec import CodecError, load_arrays, save_arrays
+from ops.storage.codec import CodecError, load_arrays, save_arrays
 from resources.storage import SimabIOManager, StoredDataError, StoredValueError
 from tests.storage_checks import Touch, assert_same, contains_pickle
 
@@ -29,7 +29,8 @@ def world(tmp_path_factory):
     from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
     from ops.arms.recommenders import arm_config, top_k, train_arm
     from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.readout.ab_readout import ReadoutConfig, ab_readout
+    from ops.readout.ab_readout import ab_readout
+    from ops.readout.readout_config import ReadoutConfig
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.runner import simulate_arm
@@ -239,7 +240,7 @@ def test_a_pointer_naming_an_unknown_type_is_refused(tmp_path):
 def test_a_nan_that_json_cannot_hold_is_refused_naming_the_file(world, tmp_path):
     import dataclasses
 
-    from ops.readout.ab_readout import ReadoutConfig
+    from ops.readout.readout_config import ReadoutConfig
 
     odd = dataclasses.replace(world.readout, config=ReadoutConfig(confidence=float("nan")))
     with pytest.raises(CodecError, match=r"readout\.json: cannot be written as JSON: Out of range float"):
@@ -280,20 +281,20 @@ def test_a_failed_folder_write_leaves_the_previous_value(world, tmp_path, monkey
 
 
 def test_a_kill_between_folder_and_pointer_leaves_the_previous_value(world, tmp_path, monkeypatch):
-    import ops.atomic
+    import ops.storage.atomic
 
     manager = SimabIOManager(root=str(tmp_path))
     store(manager, "ab_readout", world.readout)
     pointer = tmp_path / "assets" / "ab_readout.json"
     before = pointer.read_bytes()
-    real = ops.atomic.atomic_write_bytes
+    real = ops.storage.atomic.atomic_write_bytes
 
     def killed_at_the_pointer(path, data, clean_stale=False, checksum=False):
         if Path(path) == pointer:
             raise KeyboardInterrupt("killed")
         real(path, data, clean_stale, checksum)
 
-    monkeypatch.setattr(ops.atomic, "atomic_write_bytes", killed_at_the_pointer)
+    monkeypatch.setattr(ops.storage.atomic, "atomic_write_bytes", killed_at_the_pointer)
     with pytest.raises(KeyboardInterrupt):
         store(manager, "ab_readout", world.readout)
     monkeypatch.undo()
@@ -326,7 +327,7 @@ def _arms(*keys):
 
 
 def test_alignment_results_round_trip_without_pickle(tmp_path):
-    from ops.codec import CodecError
+    from ops.storage.codec import CodecError
     from ops.studies.alignment.rating import RatingAlignment
     from ops.studies.alignment.taste import TasteDiscrimination
 

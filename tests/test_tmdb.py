@@ -19,7 +19,6 @@ from PIL import Image
 from pytest_httpserver import HTTPServer
 
 from fakes.tmdb_server import TEST_API_KEY, TEST_READ_TOKEN, FakeMovie, FakeTmdb, Fault
-from ops.checkpoint import CheckpointError, JsonlCheckpoint
 from ops.data.tmdb import (
     FAILURES,
     MissingCredentialsError,
@@ -33,6 +32,7 @@ from ops.data.tmdb import (
 )
 from ops.data.tmdb_match import MatchConfig, choose_candidate, parse_movielens_title, search_plan, title_similarity
 from ops.schema import METADATA
+from ops.storage.checkpoint import CheckpointError, JsonlCheckpoint
 from tests.conftest import shared_path
 
 REPO = Path(__file__).resolve().parents[1]

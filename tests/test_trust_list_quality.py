@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from ops.readout.ab_readout import ReadoutConfig, ab_readout
-from ops.readout.report import report_summary, verdict_lines
+from ops.readout.ab_readout import ab_readout
+from ops.readout.readout_config import ReadoutConfig
+from ops.readout.verdict import report_summary, verdict_lines
 from ops.studies.alignment.trust import implied_spread, ladder_elasticity, list_quality_seen
 from tests.test_ab_readout import shifted_world
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ops.readout.ab_readout import ReadoutConfig, ab_readout
-from ops.readout.report import report_summary, verdict_lines
+from ops.readout.ab_readout import ab_readout
+from ops.readout.readout_config import ReadoutConfig
+from ops.readout.verdict import report_summary, verdict_lines
 from ops.studies.alignment.trust import not_measured_summary, trust_section
 from tests.test_ab_readout import shifted_world
 

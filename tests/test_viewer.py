@@ -24,8 +24,9 @@ def experiment(tmp_path_factory):
     """Eight agents of the planted world browse two arms (the world's list and its reverse)
     with a seeded brain; the read-out and its figures are written as the report asset does."""
     from fakes.agents import llm_world
-    from ops.readout.ab_readout import ReadoutConfig, ab_readout
-    from ops.readout.plots import write_ab_figures
+    from ops.readout.ab_readout import ab_readout
+    from ops.readout.readout_config import ReadoutConfig
+    from ops.readout.readout_figures import write_ab_figures
     from ops.simulation.brains.random_policy import UniformRandomBrain
     from ops.simulation.request import SimulationConfig
     from ops.simulation.runner import simulate_arm

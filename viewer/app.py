@@ -109,7 +109,7 @@ def create_app(store: ExperimentStore, hosts: Sequence[str] = ()):
         html_file = folder / "report.html"
         if html_file.is_file():
             return HTMLResponse(html_file.read_text(encoding="utf-8"))
-        from ops.readout.report import report_html  # a report written before the HTML one existed
+        from ops.readout.report_html import report_html  # a report written before the HTML one existed
 
         return HTMLResponse(report_html((folder / "report.md").read_text(encoding="utf-8"), folder))
 

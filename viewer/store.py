@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.agent_metrics import per_agent_metrics
 from ops.simulation.observation import CLICK_MOVIE, EXIT_INTERVIEW, WATCH_AND_RATE
 
 # Agent filters of the agents page: name -> (label, condition on the per-agent summary).

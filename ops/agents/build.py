@@ -38,7 +38,7 @@ from ops.agents.profile import (
     social_traits,
 )
 from ops.agents.session import AgentSession
-from ops.codec import check_format, load_arrays, load_json, load_table, save_arrays, save_json, save_table
+from ops.storage.codec import check_format, load_arrays, load_json, load_table, save_arrays, save_json, save_table
 
 
 class AgentsConfig(BaseModel):
@@ -104,7 +104,7 @@ class Agents:
 
     def save(self, folder: Path) -> None:
         """Into `folder`, without pickle: profiles as Parquet, memories and the catalogue's
-        vectors and facts as `.npz` + JSON, configuration and timings as JSON (`ops.codec`)."""
+        vectors and facts as `.npz` + JSON, configuration and timings as JSON (`ops.storage.codec`)."""
         folder.mkdir(parents=True, exist_ok=True)
         save_json(
             folder / "agents.json",

@@ -20,6 +20,9 @@ Embedders, each named for what it is:
 `embed_catalogue` builds the shared `MovieVectors`, caching rows on disk keyed by a
 content digest per movie (text: the embedded string; poster: the image bytes), so a re-run
 re-embeds only what changed and an interrupted run resumes.
+
+One concept, the catalogue's embeddings: the shared matrices, how they are built and cached,
+and the embedders that fill them.
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ class MovieVectors:
 
     def save(self, folder: Path) -> None:
         """Into `folder`: the matrices as `.npz`, names and poster looks as JSON (no pickle)."""
-        from ops.codec import save_arrays, save_json
+        from ops.storage.codec import save_arrays, save_json
 
         folder.mkdir(parents=True, exist_ok=True)
         save_arrays(
@@ -120,7 +123,7 @@ class MovieVectors:
 
     @classmethod
     def load(cls, folder: Path) -> MovieVectors:
-        from ops.codec import check_format, load_arrays, load_json
+        from ops.storage.codec import check_format, load_arrays, load_json
 
         meta = load_json(folder / "vectors.json")
         check_format(meta, "MovieVectors", 1, folder / "vectors.json")

@@ -51,7 +51,7 @@ class MovieFacts:
 
     def save(self, folder: Path) -> None:
         """Into `folder`: the numeric columns as `.npz`, the texts and credits as JSON (no pickle)."""
-        from ops.codec import save_arrays, save_json
+        from ops.storage.codec import save_arrays, save_json
 
         folder.mkdir(parents=True, exist_ok=True)
         save_arrays(folder / "facts.npz", {name: getattr(self, name) for name in _ARRAYS})
@@ -71,7 +71,7 @@ class MovieFacts:
 
     @classmethod
     def load(cls, folder: Path) -> MovieFacts:
-        from ops.codec import check_format, load_arrays, load_json
+        from ops.storage.codec import check_format, load_arrays, load_json
 
         meta = load_json(folder / "facts.json")
         check_format(meta, "MovieFacts", 1, folder / "facts.json")

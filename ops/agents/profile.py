@@ -16,6 +16,9 @@ One `AgentProfile` per user, from the TRAIN split only:
   summary.  The paper has an LLM summarise the history; here they are statistics of the
   history (`history_stats`) written out in words for people to read in the Dagster UI and
   the logs.  The embedded brain uses the same statistics, not the words.
+
+One concept, the agent's profile: the traits, pickiness, persona and preferences of one user,
+and the history statistics they are computed from.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ a row of "movies".
 Bad input stops with `DataFileError` naming the file, the line (CSV: 1-based line of the
 file, the header being line 1; Parquet: 1-based row) and the field, before anything is
 stored.  `ops.data.steam` maps the Steam files onto the same tables.
+
+One concept, the `files` source: reading a team's files into the internal tables, with every
+check of their content.
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.checkpoint import JsonlCheckpoint
 from ops.data.poster_store import PosterError, PosterStoreConfig, decode_image, store_poster, store_resized_poster
 from ops.schema import METADATA, conform
+from ops.storage.checkpoint import JsonlCheckpoint
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,8 @@ Bad input stops with `MovieLensFormatError`, naming the file and the 1-based lin
 
 The "download" source, `ops.data.movielens_download`, fetches the official archive and
 unzips it into such a folder.
+
+One concept, the local MovieLens source: a folder recognised, parsed and checked line by line.
 """
 
 from __future__ import annotations

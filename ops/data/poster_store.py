@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ops.atomic import atomic_write_bytes
+from ops.storage.atomic import atomic_write_bytes
 
 
 class PosterError(ValueError):

@@ -27,6 +27,8 @@ planted effects.
 `generate(config, poster_dir)` returns the five tables, conformed to `ops.schema`.
 Everything is drawn from one seed: the same config gives identical frames and identical
 poster bytes.
+
+One concept, the synthetic source: one generator of every table with its planted structure.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ Secrets: the key is read from the environment when the crawl starts (`TMDB_READ_
 a bearer token sent in a header, is preferred; `TMDB_API_KEY`, the v3 key, has to travel
 in the query string, so every URL that may reach a log, an exception message or a
 failure reason is redacted, urllib3's own debug lines included).
+
+One concept, the crawl: its HTTP client, rate limiter, credentials and checkpoint serve it alone.
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, Field
 
-from ops.atomic import atomic_write_parquet
-from ops.checkpoint import JsonlCheckpoint
 from ops.data.poster_store import PosterError, PosterStoreConfig, store_poster
 from ops.data.tmdb_match import MatchConfig, ParsedTitle, choose_candidate, parse_movielens_title, search_plan
 from ops.schema import METADATA, conform
+from ops.storage.atomic import atomic_write_parquet
+from ops.storage.checkpoint import JsonlCheckpoint
 from ops.web import parse_retry_after as _parse_retry_after
 from ops.web import redact
 from ops.web import register_secrets as register_web_secrets

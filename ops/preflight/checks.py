@@ -29,7 +29,7 @@ from ops.data.movielens import MovieLensFormatError, find_tables
 from ops.data.tmdb import API_KEY_ENV as TMDB_API_KEY_ENV
 from ops.data.tmdb import READ_TOKEN_ENV as TMDB_READ_TOKEN_ENV
 from ops.preflight.bill import brain_of, known_users
-from ops.readout.ab_readout import METRICS
+from ops.readout.agent_metrics import METRICS
 from ops.settings import SettingError, Settings
 from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.fatigue import ACTIVITY_TIERS

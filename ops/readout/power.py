@@ -58,7 +58,7 @@ from pydantic import BaseModel, Field
 from scipy.stats import norm
 
 from ops.figures import table_markdown
-from ops.readout.ab_readout import LABELS
+from ops.readout.agent_metrics import LABELS
 from ops.readout.fidelity import MISSED
 from ops.readout.statistics import interval_sign
 

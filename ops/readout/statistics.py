@@ -12,6 +12,7 @@ fidelity check (`ops.readout.fidelity`) and the augmentation summary over traini
 - `holm`: Holm's step-down correction for a family of tests.
 - `t_interval`: Student's t-interval of a mean over a handful of values (training seeds).
 - `interval_sign`: whether an interval lies above 0, below it, or holds it.
+- `mean_intervals`: each metric's mean over agents with its bootstrap interval, per group.
 - `named_rng`: a random stream named by a seed and a path of names, so each arm, pair or
   arm × metric draws its own numbers whatever else was drawn before it.
 """
@@ -22,6 +23,7 @@ import zlib
 from collections.abc import Sequence
 
 import numpy as np
+import polars as pl
 from scipy import stats
 
 
@@ -158,3 +160,46 @@ def named_rng(seed: int, *names: str | int) -> np.random.Generator:
     they are): the same names give the same numbers, whatever other streams drew before."""
     keys = [n if isinstance(n, int) else zlib.crc32(n.encode("utf-8")) for n in names]
     return np.random.default_rng(np.random.SeedSequence([seed, *keys]))
+
+
+def mean_intervals(
+    per_agent: pl.DataFrame,
+    group: str,
+    metrics: Sequence[str],
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    stream: str = "means",
+) -> pl.DataFrame:
+    """group, metric, agents, mean, ci_low, ci_high: each metric's mean over agents (those
+    where it is defined) with a percentile-bootstrap interval over agents, per group."""
+    rows = []
+    for g in per_agent.get_column(group).unique(maintain_order=True).to_list():
+        frame = per_agent.filter(pl.col(group) == g)
+        values = frame.select([pl.col(m).cast(pl.Float64) for m in metrics]).to_numpy()
+        boot = bootstrap_means(values, n_bootstrap, named_rng(seed, stream, str(g)))
+        ci = percentile_interval(boot, confidence)
+        for j, metric in enumerate(metrics):
+            col = values[:, j]
+            n = int(np.isfinite(col).sum())
+            rows.append(
+                {
+                    group: g,
+                    "metric": metric,
+                    "agents": n,
+                    "mean": float(np.nanmean(col)) if n else None,
+                    "ci_low": float(ci[0, j]) if n else None,
+                    "ci_high": float(ci[1, j]) if n else None,
+                }
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            group: per_agent.schema[group],
+            "metric": pl.Utf8,
+            "agents": pl.Int64,
+            "mean": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+        },
+    )

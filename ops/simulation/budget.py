@@ -11,7 +11,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ops.atomic import atomic_write_bytes
+from ops.storage.atomic import atomic_write_bytes
 
 
 def bill_path(root: Path, lifecycle: str | None, run_id: str = "") -> Path:

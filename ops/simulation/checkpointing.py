@@ -1,5 +1,5 @@
 """How a killed simulation resumes: each finished agent's rows are appended to the
-request's checkpoint (`ops.checkpoint.JsonlCheckpoint`, fsynced) as soon as its session
+request's checkpoint (`ops.storage.checkpoint.JsonlCheckpoint`, fsynced) as soon as its session
 ends, and a request asked again with the same inputs takes those agents' rows back and
 simulates only the others.
 
@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
-from ops.atomic import atomic_write_bytes
-from ops.checkpoint import JsonlCheckpoint
 from ops.schema import EVENTS
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.request import SimulationRequest
+from ops.storage.atomic import atomic_write_bytes
+from ops.storage.checkpoint import JsonlCheckpoint
 
 log = logging.getLogger(__name__)
 

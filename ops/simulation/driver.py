@@ -19,11 +19,11 @@ from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 
 from ops.agents.session import AgentSession
-from ops.checkpoint import JsonlCheckpoint
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.checkpointing import GroupCommit
 from ops.simulation.request import SimulationRequest
 from ops.simulation.session import agent_rng, session_loop
+from ops.storage.checkpoint import JsonlCheckpoint
 
 # (user id, its rows) -> the agent's checkpoint record, or None: not checkpointed.
 Finish = Callable[[int, list[tuple]], dict | None]

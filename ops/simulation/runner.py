@@ -31,7 +31,6 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from ops.agents.session import AgentSession
-from ops.checkpoint import partition_lock
 from ops.schema import EVENTS, TOP_K, conform
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
@@ -41,6 +40,7 @@ from ops.simulation.observation import AGENT_FAILURES, fallback_kind
 from ops.simulation.request import SimulationConfig, SimulationRequest, activity_tier_of
 from ops.simulation.session import FALLBACK_REASON, events_frame
 from ops.simulation.visits import agents_by_session
+from ops.storage.checkpoint import partition_lock
 from ops.web import redact
 
 log = logging.getLogger(__name__)
@@ -143,14 +143,14 @@ def simulate_arm(
     concurrency and either way, measured latencies aside.
 
     `checkpoint_dir`: a folder of this partition's own (one per arm or shard).  Each agent's
-    rows are appended to `<checkpoint_dir>/<key>.jsonl` (fsynced, `ops.checkpoint`) as soon
+    rows are appended to `<checkpoint_dir>/<key>.jsonl` (fsynced, `ops.storage.checkpoint`) as soon
     as its session ends; a killed run called again with the same inputs keeps those agents'
     rows and simulates only the others.  The key digests everything that determines the
     events (`ops.simulation.checkpointing.checkpoint_key`), so a changed input never reuses stale rows; checkpoints of
     other keys in the folder are superseded (deleted) when a run starts, and a complete one
     is kept, so an unchanged re-run simulates nothing.  Agents whose brain failed (see
     below) are not checkpointed: a re-run tries them again.  Rows read back take this
-    run's `run_id`.  One run writes a folder at a time (`ops.checkpoint.partition_lock`): a
+    run's `run_id`.  One run writes a folder at a time (`ops.storage.checkpoint.partition_lock`): a
     second call on the same folder waits for the first and then resumes from its checkpoint,
     or fails past `$SIMAB_PARTITION_LOCK_TIMEOUT_S` naming the run that holds it.
 

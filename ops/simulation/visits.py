@@ -16,7 +16,7 @@ Two designs:
   both designs beside the real data.
 
 The read-out treats the agent as the unit whatever the design: each agent's metrics are the
-mean over its sessions (`ops.readout.ab_readout.agent_means`), so an agent that comes three
+mean over its sessions (`ops.readout.agent_metrics.agent_means`), so an agent that comes three
 times weighs as much as one that comes once.
 """
 

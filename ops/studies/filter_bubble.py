@@ -27,7 +27,7 @@ from scipy import stats
 from ops.agents.movie_facts import genre_vocabulary
 from ops.arms.recommenders import arm_config
 from ops.figures import pyplot, table_markdown
-from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.simulation.assignment import sample_agents
 from ops.simulation.observation import WATCH_AND_RATE

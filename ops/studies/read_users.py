@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from ops.simulation.assignment import sample_agents
 from ops.simulation.brains.embedded.config import EmbeddedBrainConfig
-from ops.studies.alignment.lists import choose_ladder
+from ops.studies.alignment.mixed_lists import choose_ladder
 from ops.studies.alignment.protocols import ProtocolSettings, list_quality_ladder, protocol_users
 
 ROLES = ("simulated", "fitted", "calibrated", "judged")

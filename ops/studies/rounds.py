@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
 from ops.arms.recommenders import arm_config, top_k, train_arm
-from ops.readout.ab_readout import per_agent_metrics
+from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.statistics import named_rng
 from ops.schema import RATINGS, WRITTEN_MEMORIES, conform
 from ops.simulation.assignment import sample_agents

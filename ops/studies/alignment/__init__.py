@@ -19,9 +19,10 @@ agents remember the train window — guarded by `windows.check_held_out`:
   to list quality on the validation window;
 - `trust`: the fidelity warning (Kendall τ floor, arm-pair disagreements) and the
   report's section "How far to trust the agents", each figure beside the paper's;
-- `papers`: the papers' own figures for those comparisons; `plots`: the figures.
+- `papers`: the papers' own figures for those comparisons; `protocol_figures`: the figures.
 
-Shared choices (lists, negatives, fresh sessions) are in `lists`.
+Shared choices: the lists and their negatives in `mixed_lists`, how the questions are put
+to the brain (fresh sessions, in parallel, refused when mostly fallbacks) in `questioning`.
 """
 
 from ops.studies.alignment.windows import LeakageError, check_held_out

@@ -85,7 +85,7 @@ from ops.simulation.brains.embedded import (
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
-from ops.studies.alignment.lists import LADDERS, Ladder, choose_ladder, mixed_lists, ratio_name
+from ops.studies.alignment.mixed_lists import LADDERS, Ladder, choose_ladder, mixed_lists, ratio_name
 
 
 class TooFewAgents(ValueError):
@@ -338,7 +338,7 @@ def calibrate_if_possible(
 
 
 def list_response_status(params: EmbeddedBrainParams) -> dict:
-    """Whether the click decision was calibrated, as the verdict reads it (`ops.readout.report.
+    """Whether the click decision was calibrated, as the verdict reads it (`ops.readout.verdict.
     report_summary`): the yardstick and the elasticities, or why it was not."""
     response = params.list_response
     if response is None:

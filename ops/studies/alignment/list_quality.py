@@ -3,7 +3,7 @@
 Sandbox sessions — the one simulation path, `ops.simulation.runner.simulate`, every agent on
 its own list — on lists of 20 that mix held-out liked items (rated >= 4) with items the
 user never rated, at 1:9, 1:4 and 1:1 — or, where users like too few held-out items for
-those, shorter lists at the ratios they can fill (`ops.studies.alignment.lists.choose_ladder`:
+those, shorter lists at the ratios they can fill (`ops.studies.alignment.mixed_lists.choose_ladder`:
 on Steam, 6 items at 1:5, 1:2, 1:1).  If the agents share their users' tastes, CTR, CVR
 and AR rise with the ratio.  The read-out is the A/B read-out's (`ops.readout.ab_readout`,
 each ratio an "arm", the poorest lists the control): per ratio the mean over agents with its
@@ -29,8 +29,9 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.codec import load_fields, save_fields
-from ops.readout.ab_readout import LABELS, ABReadout, ReadoutConfig, ab_readout
+from ops.readout.ab_readout import ABReadout, ab_readout
+from ops.readout.agent_metrics import LABELS
+from ops.readout.readout_config import ReadoutConfig
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.schema import TOP_K
 from ops.simulation.brains.embedded.config import ListResponse
@@ -38,6 +39,7 @@ from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
 from ops.simulation.runner import simulate
+from ops.storage.codec import load_fields, save_fields
 
 # A/B Agent §3.3.1: "positive-to-negative ratios of 1:9, 1:4, and 1:1".
 QUALITY_RATIOS: tuple[int, ...] = (9, 4, 1)
@@ -66,7 +68,7 @@ class ListQuality:
     brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
 
     def save(self, folder: Path) -> None:
-        """Into `folder` without pickle: the read-out through its codec, the rest by `ops.codec.save_fields`."""
+        """Into `folder` without pickle: the read-out through its codec, the rest by `ops.storage.codec.save_fields`."""
         save_fields(folder, "ListQuality", 1, self)
 
     @classmethod

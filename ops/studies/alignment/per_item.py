@@ -37,14 +37,8 @@ from ops.simulation.brains.llm.transport import LLMTransportError
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.kinds.embedded import taste_scores
-from ops.studies.alignment.lists import (
-    brain_workers,
-    check_fallbacks,
-    fresh_session,
-    history_holdout,
-    map_in_order,
-    mixed_lists,
-)
+from ops.studies.alignment.mixed_lists import history_holdout, mixed_lists
+from ops.studies.alignment.questioning import brain_workers, check_fallbacks, fresh_session, map_in_order
 from ops.studies.alignment.taste import (
     PAPERS_HOLDOUT,
     PER_ITEM,

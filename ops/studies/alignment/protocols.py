@@ -32,7 +32,7 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import BrainKind, BrainSources
 from ops.simulation.request import SimulationConfig
 from ops.studies.alignment.list_quality import ListQuality, list_quality, simulate_lists
-from ops.studies.alignment.lists import LADDERS, Ladder, choose_ladder, mixed_lists
+from ops.studies.alignment.mixed_lists import LADDERS, Ladder, choose_ladder, mixed_lists
 from ops.studies.alignment.per_item import (
     CountedTasteQuestion,
     TasteQuestion,

@@ -30,7 +30,6 @@ from scipy.stats import wasserstein_distance
 
 from ops.agents.session import AgentSession
 from ops.arms.base import ScoresNotAvailable
-from ops.codec import load_fields, save_fields
 from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
@@ -38,7 +37,8 @@ from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import WATCH_AND_RATE
 from ops.simulation.sandbox import Sandbox
 from ops.simulation.session import agent_rng
-from ops.studies.alignment.lists import brain_workers, check_fallbacks, fresh_session, map_in_order
+from ops.storage.codec import load_fields, save_fields
+from ops.studies.alignment.questioning import brain_workers, check_fallbacks, fresh_session, map_in_order
 
 STARS = (1, 2, 3, 4, 5)
 PREDICTION = {
@@ -71,7 +71,7 @@ class RatingAlignment:
     brain: str = ""  # the brain's name (events' `brain` column), set by whoever ran it
 
     def save(self, folder: Path) -> None:
-        """Into `folder` without pickle (`ops.codec.save_fields`)."""
+        """Into `folder` without pickle (`ops.storage.codec.save_fields`)."""
         save_fields(folder, "RatingAlignment", 1, self)
 
     @classmethod

@@ -39,13 +39,14 @@ import polars as pl
 from ops.agents.session import AgentSession
 from ops.arms.base import arm_frame, internal_frame
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
-from ops.codec import load_fields, save_fields
-from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
+from ops.readout.ab_readout import ABReadout, ab_readout
 from ops.readout.power import minimum_detectable_difference, variance_components
+from ops.readout.readout_config import ReadoutConfig
 from ops.readout.statistics import difference_interval, interval_sign, named_rng
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
+from ops.storage.codec import load_fields, save_fields
 from ops.studies.alignment.list_quality import simulate_lists
 
 LADDER_SLOTS: tuple[int, ...] = (0, 5, 10, 15, 20)
@@ -143,7 +144,7 @@ class Sensitivity:
         return {"sensitivity_steps": self.steps, "sensitivity_adjacent": self.adjacent}
 
     def headline(self) -> dict:
-        """The verdict's figures (`ops.readout.report.sensitivity_verdict`)."""
+        """The verdict's figures (`ops.readout.verdict.sensitivity_verdict`)."""
         return {
             "measured": True,
             "control": self.control,

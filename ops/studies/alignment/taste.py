@@ -31,21 +31,16 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.codec import load_fields, save_fields
+from ops.readout.statistics import mean_intervals
 from ops.simulation.brains.protocol import Brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import CLICK_MOVIE, NEXT_PAGE, Decision
 from ops.simulation.sandbox import Sandbox, SandboxConfig
 from ops.simulation.session import agent_rng
-from ops.studies.alignment.lists import (
-    brain_workers,
-    check_fallbacks,
-    fresh_session,
-    map_in_order,
-    mean_intervals,
-    ratio_name,
-)
+from ops.storage.codec import load_fields, save_fields
+from ops.studies.alignment.mixed_lists import ratio_name
+from ops.studies.alignment.questioning import brain_workers, check_fallbacks, fresh_session, map_in_order
 
 # SimUSER and Agent4Rec's ratios, then A/B Agent's 1:4 (§3.3.1).
 TASTE_RATIOS: tuple[int, ...] = (1, 3, 9, 4)
@@ -74,7 +69,7 @@ class TasteDiscrimination:
     holdout_thresholds: dict | None = None
 
     def save(self, folder: Path) -> None:
-        """Into `folder` without pickle (`ops.codec.save_fields`)."""
+        """Into `folder` without pickle (`ops.storage.codec.save_fields`)."""
         save_fields(folder, "TasteDiscrimination", 1, self)
 
     @classmethod
@@ -146,7 +141,7 @@ def taste_discrimination(
     confidence: float = 0.95,
     progress: bool = False,
 ) -> TasteDiscrimination:
-    """Ask `brain` about every list of `lists` (ops.studies.alignment.lists.mixed_lists)
+    """Ask `brain` about every list of `lists` (ops.studies.alignment.mixed_lists.mixed_lists)
     and score its choices; `sessions` are the agents' templates (Agents.sessions())."""
     by_user = {s.user_id: s for s in sessions}
     missing = sorted(set(lists.get_column("user_id").to_list()) - set(by_user))

@@ -8,5 +8,5 @@
 - `papers`: the papers' numbers, transcribed, and the protocol differences to name;
 - `output`: one experiment's folder (Markdown, CSV, figures).
 
-Plain Python: the `experiments` assets (`assets/experiments.py`) call these and log to MLflow.
+Plain Python: the `experiments` assets (`assets/experiments/`) call these and log to MLflow.
 """

@@ -18,9 +18,10 @@ import polars as pl
 from scipy.stats import kendalltau
 
 from ops.figures import pyplot, table_markdown
-from ops.readout.ab_readout import ABReadout, ReadoutConfig, ab_readout
+from ops.readout.ab_readout import ABReadout, ab_readout
 from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
-from ops.readout.report import pair_counts
+from ops.readout.readout_config import ReadoutConfig
+from ops.readout.verdict import pair_counts
 
 SIMULATED = ("ctr", "cvr", "average_rating")
 OFFLINE = ("recall_at_k", "ndcg_at_k")

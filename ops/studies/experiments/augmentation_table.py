@@ -19,7 +19,7 @@ from ops.arms.base import FitData
 from ops.arms.registry import make_arm
 from ops.figures import table_markdown
 from ops.readout.augmentation_summary import ORIGINAL, seed_summary, table_5
-from ops.readout.plots import augmentation_figure
+from ops.readout.readout_figures import augmentation_figure
 from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
 from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ops.atomic import atomic_write_bytes
+from ops.storage.atomic import atomic_write_bytes
 
 
 def experiment_markdown(

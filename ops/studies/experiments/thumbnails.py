@@ -29,7 +29,8 @@ from PIL import Image, ImageEnhance
 
 from ops.agents.embeddings import load_poster
 from ops.figures import pyplot, save_figure, table_markdown
-from ops.readout.ab_readout import ReadoutConfig, ab_readout
+from ops.readout.ab_readout import ab_readout
+from ops.readout.readout_config import ReadoutConfig
 from ops.readout.statistics import named_rng
 from ops.simulation.assignment import sample_agents
 from ops.simulation.catalogue import Catalogue

@@ -203,7 +203,7 @@ class ListResponse(BaseModel):
     agents: int  # validation-window agents the yardstick was measured on
     seed: int
     grid: list[dict] = Field(default_factory=list)  # every scale tried, with its elasticities
-    # The yardstick's lists (`ops.studies.alignment.lists.choose_ladder`): the papers' 20 items
+    # The yardstick's lists (`ops.studies.alignment.mixed_lists.choose_ladder`): the papers' 20 items
     # at 1:9, 1:4, 1:1 where the window allows, shorter lists where users like few items.
     list_length: int = 20
     ratios: list[int] = Field(default_factory=lambda: [9, 4, 1])

@@ -2,7 +2,10 @@
 poster, history statistics, crowd and demographic signals (package docstring, "Features").
 
 `BrainContext` holds what all agents share; `agent_states` and `pair_features` score many
-agents at once."""
+agents at once.
+
+One concept, the embedded brain's features of (agent, movie) pairs and the shared context
+they are computed from."""
 
 from __future__ import annotations
 
@@ -30,8 +33,8 @@ from ops.agents.profile import (
     movie_credits,
     population_stats,
 )
-from ops.codec import check_format, load_arrays, load_json, save_arrays, save_json
 from ops.simulation.brains.embedded.config import FEATURES, EmbeddedBrainConfig
+from ops.storage.codec import check_format, load_arrays, load_json, save_arrays, save_json
 
 
 @dataclass(eq=False)
@@ -97,7 +100,7 @@ class BrainContext:
     def save(self, folder: Path, with_vectors: bool = True) -> None:
         """Into `folder`, without pickle: the catalogue's vectors (unless another context saved
         beside it holds them: `with_vectors` False) and facts (their own folders), the arrays
-        and sparse credit matrices as `.npz`, the rest as JSON (`ops.codec`)."""
+        and sparse credit matrices as `.npz`, the rest as JSON (`ops.storage.codec`)."""
 
         folder.mkdir(parents=True, exist_ok=True)
         if with_vectors:

@@ -15,7 +15,6 @@ import polars as pl
 from ops.agents.build import Agents
 from ops.agents.clock import Clock, fit_half_life
 from ops.agents.memory import LongTermMemory, RecallWeights
-from ops.codec import check_format, load_json, save_json
 from ops.simulation.brains.embedded.brain import EmbeddedBrain
 from ops.simulation.brains.embedded.config import (
     COLLAB_FEATURES,
@@ -29,6 +28,7 @@ from ops.simulation.brains.embedded.config import (
 )
 from ops.simulation.brains.embedded.features import BrainContext, agent_states, pair_features
 from ops.simulation.brains.embedded.rating_rule import choose_crowd_rule
+from ops.storage.codec import check_format, load_json, save_json
 
 
 @dataclass(eq=False)

@@ -3,7 +3,8 @@ beside the offline metrics, the fidelity of the simulation, the power of the tes
 to trust the agents (the alignment protocols), as Markdown and as one HTML page with its
 figures, under a folder of the run and as the latest report.
 
-The Markdown and HTML themselves are made by `ops.readout.report`; this module gathers what
+The verdict, the Markdown and the HTML page themselves are made by `ops.readout.verdict`,
+`ops.readout.report_markdown` and `ops.readout.report_html`; this module gathers what
 they hold, which needs the studies (the alignment protocols' trust section), so it sits
 above the read-out.  The `simab_report` asset calls `write_report` and logs the result.
 """
@@ -18,18 +19,20 @@ import polars as pl
 
 from ops.arms.ranking import evaluation_users
 from ops.arms.registry import has_capability
-from ops.atomic import atomic_write_bytes
 from ops.figures import save_figure
 from ops.readout.bias import SimulatorBias, simulator_bias
 from ops.readout.fidelity import agreement_summary, arm_agreement, offline_intervals
 from ops.readout.gaps import GapSizes, gap_sizes
-from ops.readout.plots import fidelity_pairs, gap_figure, power_figure, write_ab_figures
 from ops.readout.power import PowerAnalysis, power_analysis
-from ops.readout.report import bill_lines, report_html, report_markdown, report_summary
+from ops.readout.readout_figures import fidelity_pairs, gap_figure, power_figure, write_ab_figures
+from ops.readout.report_html import report_html
+from ops.readout.report_markdown import bill_lines, report_markdown
 from ops.readout.slots import slot_warning, slots_markdown
+from ops.readout.verdict import report_summary
 from ops.simulation.budget import RunBudget
+from ops.storage.atomic import atomic_write_bytes
 from ops.studies.alignment.calibration import list_response_status
-from ops.studies.alignment.plots import (
+from ops.studies.alignment.protocol_figures import (
     calibration_figure,
     list_quality_figure,
     rating_figure,

@@ -1,6 +1,6 @@
-"""What the taste and list-quality protocols share: lists that mix an agent's held-out items
-with items it never rated at a stated ratio, fresh sessions to judge them in, and means
-over agents with bootstrap intervals.
+"""The lists the taste and list-quality protocols judge: an agent's held-out items mixed with
+items it never rated at a stated ratio (`mixed_lists`), the list-quality yardsticks
+(`choose_ladder`) and the papers' hold-out drawn from the history (`history_holdout`).
 
 Choices the papers leave open (SimUSER §4.1, Agent4Rec §3.1, A/B Agent §3.3.1):
 - list length 20 with `list_length // (m + 1)` positives and m negatives per positive.  For
@@ -26,16 +26,12 @@ task is no easier; the shares of relevant items differ (`ListQuality.shares` say
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from tqdm.auto import tqdm
 
-from ops.agents.session import AgentSession
-from ops.readout.statistics import bootstrap_means, named_rng, percentile_interval
-from ops.simulation.fatigue import FatigueConfig, fatigue_budget
+from ops.readout.statistics import named_rng
 
 LIST_SCHEMA = {
     "ratio": pl.Utf8,
@@ -174,58 +170,6 @@ def history_holdout(
     return pl.DataFrame(picked, schema=schema, orient="row"), pl.DataFrame(tuned, schema=schema, orient="row")
 
 
-def fresh_session(template: AgentSession, fatigue: FatigueConfig | None = None) -> AgentSession:
-    """The agent arriving on the site: no fatigue spent, its tier's budget, empty short-term memory."""
-    fatigue = fatigue or FatigueConfig()
-    tier = getattr(template.profile, "activity_tier", None) or "medium"
-    return AgentSession(
-        template.user_id, template.profile, template.memory, 0.0, fatigue_budget(str(tier), fatigue), []
-    )
-
-
-def mean_intervals(
-    per_agent: pl.DataFrame,
-    group: str,
-    metrics: Sequence[str],
-    n_bootstrap: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    stream: str = "means",
-) -> pl.DataFrame:
-    """group, metric, agents, mean, ci_low, ci_high: each metric's mean over agents (those
-    where it is defined) with a percentile-bootstrap interval over agents, per group."""
-    rows = []
-    for g in per_agent.get_column(group).unique(maintain_order=True).to_list():
-        frame = per_agent.filter(pl.col(group) == g)
-        values = frame.select([pl.col(m).cast(pl.Float64) for m in metrics]).to_numpy()
-        boot = bootstrap_means(values, n_bootstrap, named_rng(seed, stream, str(g)))
-        ci = percentile_interval(boot, confidence)
-        for j, metric in enumerate(metrics):
-            col = values[:, j]
-            n = int(np.isfinite(col).sum())
-            rows.append(
-                {
-                    group: g,
-                    "metric": metric,
-                    "agents": n,
-                    "mean": float(np.nanmean(col)) if n else None,
-                    "ci_low": float(ci[0, j]) if n else None,
-                    "ci_high": float(ci[1, j]) if n else None,
-                }
-            )
-    return pl.DataFrame(
-        rows,
-        schema={
-            group: per_agent.schema[group],
-            "metric": pl.Utf8,
-            "agents": pl.Int64,
-            "mean": pl.Float64,
-            "ci_low": pl.Float64,
-            "ci_high": pl.Float64,
-        },
-    )
-
-
 def _never_rated(rng: np.random.Generator, catalogue: np.ndarray, rated: set, n: int) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
@@ -239,48 +183,3 @@ def _never_rated(rng: np.random.Generator, catalogue: np.ndarray, rated: set, n:
                 if len(got) == n:
                     break
     return np.asarray(got, dtype=np.int64)
-
-
-def brain_workers(brain) -> int:
-    """Questions a protocol may put to `brain` at once: its `concurrency` (the LLM brain: the
-    requests its endpoint takes in parallel), else 1 — the embedded brain answers in this
-    process, from state that is not shared across threads."""
-    return max(1, int(getattr(brain, "concurrency", 1) or 1))
-
-
-def map_in_order(fn, items: Sequence, workers: int = 1, desc: str = "", progress: bool = False) -> list:
-    """`[fn(x) for x in items]`, on a pool of `workers` threads when more than one (every
-    question has its own random stream, so the answers do not depend on the order they
-    finish in); with `progress`, a tqdm bar named `desc` counts the results as they come."""
-
-    def wrap(results):
-        return tqdm(results, total=len(items), desc=desc, disable=not progress, mininterval=2.0)
-
-    if workers <= 1 or len(items) <= 1:
-        return list(wrap(fn(x) for x in items))
-    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="simab-protocol") as pool:
-        return list(wrap(pool.map(fn, items)))
-
-
-# A protocol whose questions the brain mostly could not answer (an LLM's invalid answers,
-# a failing endpoint) would read out as an agent that picks or rates nothing — F1 0, no
-# ratings — rather than as what it is.  Past this share it fails instead.
-MAX_FALLBACK_SHARE = 0.5
-
-
-class ProtocolFailed(RuntimeError):
-    """Most of a protocol's questions ended in a fallback: the share and examples."""
-
-
-def check_fallbacks(protocol: str, reasons: Sequence[str | None], max_share: float = MAX_FALLBACK_SHARE) -> None:
-    """Raise ProtocolFailed when more than `max_share` of `reasons` (one per question asked:
-    the decision's fallback reason, None when it was answered) are fallbacks."""
-    failed = [r for r in reasons if r]
-    if not reasons or len(failed) <= max_share * len(reasons):
-        return
-    examples = "; ".join(list(dict.fromkeys(r[:200] for r in failed))[:3])
-    raise ProtocolFailed(
-        f"{protocol}: {len(failed)} of {len(reasons)} questions ({len(failed) / len(reasons):.0%}) got no usable "
-        f"answer from the brain (more than {max_share:.0%}); its result would describe the fallbacks, not the "
-        f"agents. E.g. {examples}"
-    )

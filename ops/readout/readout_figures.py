@@ -10,7 +10,8 @@ import numpy as np
 import polars as pl
 
 from ops.figures import pyplot, save_figure
-from ops.readout.ab_readout import LABELS, ABReadout
+from ops.readout.ab_readout import ABReadout
+from ops.readout.agent_metrics import LABELS
 from ops.readout.augmentation_summary import ORIGINAL
 
 

@@ -12,7 +12,7 @@
 
 A value type saves itself into a folder (`save(folder)`) and loads from one
 (`load(folder)`); making that folder appear atomically is the caller's business
-(`ops.atomic.atomic_write_folder`).  `CodecError` names the file and what is wrong.
+(`ops.storage.atomic.atomic_write_folder`).  `CodecError` names the file and what is wrong.
 """
 
 from __future__ import annotations

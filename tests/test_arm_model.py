@@ -59,6 +59,8 @@ def test_register_versions_and_pyfunc_scores(trained, tmp_path, monkeypatch):
 
     arms, split = trained
     previous = mlflow.get_tracking_uri()
+    # A SQLite store keeps artefacts in ./mlruns of the working directory: the test's own folder.
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     try:

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from ops.arms.ranking import evaluation_users
 from ops.arms.registry import has_capability
+from ops.figures import table_markdown
 from ops.readout.fidelity import arm_agreement
 from ops.settings import config_default
 from ops.studies.alignment.trust import fidelity_warning
@@ -63,7 +64,7 @@ def fidelity_trust(
             "disagreements": len(warning.disagreements),
             "misses": len(warning.misses),
             "pair_tau": warning.pair_tau if warning.pair_tau is not None else float("nan"),
-            "pairs": MetadataValue.md(table.to_pandas().to_markdown(index=False, floatfmt=".4f")),
+            "pairs": MetadataValue.md(table_markdown(table, ".4f")),
         },
     )
 

@@ -6,6 +6,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.alignment import GROUP
 from assets.alignment.protocol import AlignmentConfig, degrades, log_protocol, protocol_opening
+from ops.figures import table_markdown
 from ops.studies.alignment.protocol_figures import list_quality_figure
 from ops.studies.alignment.protocols import list_quality_ladder, measure_list_quality
 from resources.llm import LLMResource
@@ -58,6 +59,6 @@ def list_quality_alignment(
             "agents": len(users),
             "lists": f"{ladder.list_length} items at " + ", ".join(result.ratios),
             "rises": str(result.rises),
-            "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False)),
+            "table": MetadataValue.md(table_markdown(result.table())),
         },
     )

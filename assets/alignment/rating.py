@@ -8,6 +8,7 @@ from pydantic import Field
 
 from assets.alignment import GROUP
 from assets.alignment.protocol import AlignmentConfig, degrades, log_protocol, protocol_opening
+from ops.figures import table_markdown
 from ops.studies.alignment.protocol_figures import rating_figure
 from ops.studies.alignment.protocols import measure_rating
 from resources.llm import LLMResource
@@ -71,6 +72,6 @@ def rating_alignment(
             "brain": brain.name,
             "pairs": result.pairs.height,
             "wasserstein": result.wasserstein or 0.0,
-            "prediction": MetadataValue.md(result.prediction.to_pandas().to_markdown(index=False, floatfmt=".3f")),
+            "prediction": MetadataValue.md(table_markdown(result.prediction, ".3f")),
         },
     )

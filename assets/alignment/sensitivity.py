@@ -8,6 +8,7 @@ from pydantic import Field
 
 from assets.alignment import GROUP
 from assets.alignment.protocol import degrades, log_protocol, not_measured
+from ops.figures import table_markdown
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
 from ops.studies.alignment.protocol_figures import sensitivity_figure
@@ -95,6 +96,6 @@ def list_sensitivity(
             "control": control,
             "agents": result.agents,
             "smallest detected (slots)": smallest if smallest is not None else "none",
-            "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False)),
+            "table": MetadataValue.md(table_markdown(result.table())),
         },
     )

@@ -9,6 +9,7 @@ from pydantic import Field
 from assets.alignment import GROUP
 from assets.alignment.protocol import AlignmentConfig
 from ops.arms.ranking import evaluation_users
+from ops.figures import table_markdown
 from ops.settings import config_default
 from ops.simulation.kinds import BrainSources, kinds_in_events
 from ops.studies.alignment.protocol_figures import social_figure
@@ -87,5 +88,5 @@ def social_traits_alignment(
         mlflow_tracking.log_figure(social_figure(table), "plots/alignment_social.png")
     return Output(
         table,
-        metadata={"verdicts": MetadataValue.md(verdicts(table).to_pandas().to_markdown(index=False, floatfmt=".3f"))},
+        metadata={"verdicts": MetadataValue.md(table_markdown(verdicts(table), ".3f"))},
     )

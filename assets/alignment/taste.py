@@ -9,6 +9,7 @@ from pydantic import Field
 from assets.agents import build_population
 from assets.alignment import GROUP
 from assets.alignment.protocol import AlignmentConfig, degrades, log_protocol, protocol_opening
+from ops.figures import table_markdown
 from ops.studies.alignment.protocol_figures import taste_figure
 from ops.studies.alignment.protocols import measure_taste
 from resources.embeddings import EmbeddingsResource
@@ -83,6 +84,6 @@ def taste_alignment(
         metadata={
             "brain": brain.name,
             "agents": len(opening.users),
-            "table": MetadataValue.md(result.table().to_pandas().to_markdown(index=False)),
+            "table": MetadataValue.md(table_markdown(result.table())),
         },
     )

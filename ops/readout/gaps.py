@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from ops.figures import table_markdown
 from ops.readout.statistics import multiplicities, named_rng, percentile_interval
 
 LIST_LENGTH = 20
@@ -178,7 +179,7 @@ class GapSizes:
             for r in self.arms.iter_rows(named=True)
         ]
         if rows:
-            lines += [pl.DataFrame(rows).to_pandas().to_markdown(index=False), ""]
+            lines += [table_markdown(pl.DataFrame(rows)), ""]
         lines += ["- " + self.verdict_line().removeprefix("gap sizes: "), ""]
         return "\n".join(lines) + "\n"
 

@@ -227,6 +227,8 @@ def test_the_readme_shows_what_the_demo_prints(lifecycle):
         kind = _shape(line)
         if kind == previous:  # more arms in the sample than here: one kind of line, repeated
             continue
+        if kind == ("WARNING:",):  # printed where that run's figures fail a check; this run's may pass
+            continue
         assert kind in shapes[at:], f"README sample line no longer printed by the demo: {line!r}\n{printed}"
         at, previous = shapes.index(kind, at) + 1, kind
     # The shape check itself tells lines apart.

@@ -43,169 +43,21 @@ from pydantic import BaseModel, Field, model_validator
 
 from ops.data import synthetic_vocabulary as vocab
 from ops.data.synthetic_posters import PALETTE_FAMILIES, PosterConfig, palette_family, write_posters
-from ops.schema import AGE_CODES, GENRES, HIDDEN_TASTES, METADATA, MOVIES, OCCUPATIONS, RATINGS, USERS, conform
-
-# Code-set frequencies of ML-1M users.dat / movies.dat (6,040 users, 3,883 movies), used as
-# the defaults so that the synthetic demographics and catalogue look like ML-1M.
-ML1M_AGE_COUNTS = {1: 222, 18: 1103, 25: 2096, 35: 1193, 45: 550, 50: 496, 56: 380}
-ML1M_OCCUPATION_COUNTS = (
-    711,
-    528,
-    267,
-    173,
-    759,
-    112,
-    236,
-    679,
-    17,
-    92,
-    195,
-    129,
-    388,
-    142,
-    302,
-    144,
-    241,
-    502,
-    70,
-    72,
-    281,
+from ops.data.synthetic_priors import (
+    AGE_GENRE_SHIFT,
+    ERA_CENTRE_BY_AGE,
+    GENDER_GENRE_SHIFT,
+    GENRE_COMPANIONS,
+    ML1M_AGE_COUNTS,
+    ML1M_GENRE_COUNTS,
+    ML1M_OCCUPATION_COUNTS,
+    ML1M_RATING_SHARES,
+    ML1M_ZIP_FIRST_DIGIT_COUNTS,
+    OCCUPATION_AGE_BOOST,
+    OCCUPATION_GENRE_SHIFT,
 )
-ML1M_ZIP_FIRST_DIGIT_COUNTS = (662, 662, 441, 386, 607, 659, 430, 419, 306, 1468)
-ML1M_GENRE_COUNTS = {
-    "Drama": 1603,
-    "Comedy": 1200,
-    "Action": 503,
-    "Thriller": 492,
-    "Romance": 471,
-    "Horror": 343,
-    "Adventure": 283,
-    "Sci-Fi": 276,
-    "Children's": 251,
-    "Crime": 211,
-    "War": 143,
-    "Documentary": 127,
-    "Musical": 114,
-    "Mystery": 106,
-    "Animation": 105,
-    "Fantasy": 68,
-    "Western": 68,
-    "Film-Noir": 44,
-}
-
-# Genres that appear together in ML-1M titles ("Action|Adventure|Sci-Fi", "Animation|Children's").
-GENRE_COMPANIONS = {
-    "Action": ("Adventure", "Thriller", "Sci-Fi", "Crime", "War"),
-    "Adventure": ("Action", "Fantasy", "Children's", "Sci-Fi"),
-    "Animation": ("Children's", "Comedy", "Musical", "Fantasy"),
-    "Children's": ("Animation", "Comedy", "Adventure", "Fantasy", "Musical"),
-    "Comedy": ("Romance", "Drama", "Children's", "Crime"),
-    "Crime": ("Drama", "Thriller", "Film-Noir", "Action"),
-    "Documentary": ("Drama", "War", "Musical"),
-    "Drama": ("Romance", "Crime", "War", "Thriller", "Comedy"),
-    "Fantasy": ("Adventure", "Children's", "Comedy", "Sci-Fi"),
-    "Film-Noir": ("Crime", "Mystery", "Thriller"),
-    "Horror": ("Thriller", "Sci-Fi", "Mystery", "Comedy"),
-    "Musical": ("Comedy", "Romance", "Children's", "Animation"),
-    "Mystery": ("Thriller", "Crime", "Film-Noir", "Horror"),
-    "Romance": ("Comedy", "Drama", "Musical"),
-    "Sci-Fi": ("Action", "Adventure", "Horror", "Thriller"),
-    "Thriller": ("Crime", "Action", "Mystery", "Horror", "Drama"),
-    "War": ("Drama", "Action", "Romance"),
-    "Western": ("Action", "Adventure", "Comedy"),
-}
-
-# Additive shifts of the log-prior of a user's favourite genres by demographic group.
-# Directions follow the ML-1M rating patterns (women rate more romance and musicals, teens
-# more horror, older users more westerns, war films and noir, programmers more sci-fi).
-GENDER_GENRE_SHIFT = {
-    "F": {
-        "Romance": 1.0,
-        "Drama": 0.4,
-        "Musical": 0.8,
-        "Children's": 0.4,
-        "Comedy": 0.2,
-        "Action": -0.6,
-        "War": -0.7,
-        "Western": -0.6,
-        "Sci-Fi": -0.5,
-        "Horror": -0.3,
-    },
-    "M": {"Action": 0.4, "Sci-Fi": 0.4, "War": 0.4, "Western": 0.3, "Crime": 0.2, "Romance": -0.4, "Musical": -0.4},
-}
-AGE_GENRE_SHIFT = {
-    1: {
-        "Children's": 1.5,
-        "Animation": 1.5,
-        "Comedy": 0.5,
-        "Fantasy": 0.6,
-        "Drama": -0.8,
-        "Film-Noir": -1.5,
-        "War": -0.8,
-        "Documentary": -1.0,
-        "Western": -0.8,
-    },
-    18: {
-        "Comedy": 0.5,
-        "Horror": 0.9,
-        "Action": 0.5,
-        "Sci-Fi": 0.4,
-        "Thriller": 0.3,
-        "Western": -0.8,
-        "Film-Noir": -0.8,
-        "Musical": -0.5,
-        "War": -0.3,
-    },
-    25: {"Action": 0.3, "Thriller": 0.3, "Crime": 0.3, "Sci-Fi": 0.2, "Western": -0.4},
-    35: {"Drama": 0.3, "Crime": 0.2, "Mystery": 0.2},
-    45: {"Drama": 0.5, "War": 0.4, "Mystery": 0.4, "Western": 0.3, "Horror": -0.4, "Animation": -0.3},
-    50: {
-        "Drama": 0.5,
-        "War": 0.6,
-        "Western": 0.6,
-        "Film-Noir": 0.5,
-        "Musical": 0.4,
-        "Mystery": 0.4,
-        "Horror": -0.8,
-        "Animation": -0.5,
-    },
-    56: {
-        "War": 0.9,
-        "Western": 1.0,
-        "Film-Noir": 0.9,
-        "Musical": 0.8,
-        "Documentary": 0.5,
-        "Horror": -1.0,
-        "Sci-Fi": -0.5,
-        "Animation": -0.7,
-    },
-}
-OCCUPATION_GENRE_SHIFT = {
-    1: {"Documentary": 0.7, "Drama": 0.3},
-    2: {"Film-Noir": 0.6, "Animation": 0.4, "Documentary": 0.4},
-    4: {"Comedy": 0.3, "Sci-Fi": 0.2},
-    6: {"Drama": 0.3, "Mystery": 0.3},
-    9: {"Romance": 0.5, "Children's": 0.5},
-    10: {"Children's": 0.8, "Animation": 0.7},
-    11: {"Crime": 0.5, "Thriller": 0.4},
-    12: {"Sci-Fi": 0.9, "Fantasy": 0.4, "Action": 0.2},
-    13: {"Western": 0.6, "War": 0.5, "Musical": 0.4},
-    15: {"Sci-Fi": 0.7, "Documentary": 0.5},
-    17: {"Sci-Fi": 0.6, "Action": 0.3},
-    20: {"Drama": 0.5, "Film-Noir": 0.5, "Documentary": 0.4},
-}
-# Occupations made likelier at some ages (K-12 students are under 18, retirees 56+).
-OCCUPATION_AGE_BOOST = {
-    1: {10: 25.0, 19: 2.0},
-    18: {4: 4.0, 10: 0.5},
-    25: {4: 0.7},
-    50: {13: 3.0},
-    56: {13: 12.0, 4: 0.1, 10: 0.0},
-}
-# Centre of the preferred release decade by age code: people prefer films of their youth.
-ERA_CENTRE_BY_AGE = {1: 1993, 18: 1990, 25: 1985, 35: 1978, 45: 1970, 50: 1964, 56: 1955}
-# ML-1M rating shares of 1..5 (1,000,209 ratings): 1: 5.6 %, 2: 10.8 %, 3: 26.1 %, 4: 34.9 %, 5: 22.6 %.
-ML1M_RATING_SHARES = (0.056, 0.108, 0.261, 0.349, 0.226)
+from ops.data.synthetic_text import overview, titles_of
+from ops.schema import AGE_CODES, GENRES, HIDDEN_TASTES, METADATA, MOVIES, OCCUPATIONS, RATINGS, USERS, conform
 
 
 class SyntheticConfig(BaseModel):
@@ -502,57 +354,10 @@ def _catalogue(
     popularity /= popularity.sum()
     popularity_z = (latent - latent.mean()) / latent.std()
 
-    titles = _titles(config, rng, genres, years)
+    titles = titles_of(config.article_share, rng, genres, years)
     return _Catalogue(
         titles, years, genres, multi_hot, main_family, director, directors, cast, quality, popularity, popularity_z
     )
-
-
-def _titles(config: SyntheticConfig, rng: np.random.Generator, genres: list[list[str]], years: np.ndarray) -> list[str]:
-    """MovieLens-looking titles from genre words; articles go to the end ("Harbor, The")."""
-    seen: set[tuple[str, int]] = set()
-    titles = []
-    for gs, year in zip(genres, years, strict=True):
-        for attempt in range(50):
-            title = _one_title(config, rng, gs)
-            if attempt >= 40:  # a crowded word space: fall back on a sequel mark
-                title = f"{title} {vocab.SEQUEL_MARKS[attempt % len(vocab.SEQUEL_MARKS)]}"
-            if (title, int(year)) not in seen:
-                break
-        number = 2
-        while (title, int(year)) in seen:  # still taken: number it, as MovieLens does remakes
-            title, number = f"{title.rsplit(' #', 1)[0]} #{number}", number + 1
-        seen.add((title, int(year)))
-        titles.append(title)
-    return titles
-
-
-def _one_title(config: SyntheticConfig, rng: np.random.Generator, genres: list[str]) -> str:
-    def word(kind: str) -> str:
-        source = genres[0] if rng.random() < 0.7 or len(genres) == 1 else genres[int(rng.integers(1, len(genres)))]
-        if rng.random() < 0.25:
-            return str(rng.choice(vocab.COMMON_ADJECTIVES if kind == "adjectives" else vocab.COMMON_NOUNS))
-        return str(rng.choice(vocab.GENRE_WORDS[source][kind]))
-
-    pattern = int(rng.integers(7))
-    if pattern == 0:
-        core = f"{word('adjectives')} {word('nouns')}"
-    elif pattern == 1:
-        core = word("nouns")
-    elif pattern == 2:
-        core = f"{word('nouns')} of the {word('nouns')}"
-    elif pattern == 3:
-        core = f"{word('nouns')} in {rng.choice(vocab.PLACES)}"
-    elif pattern == 4:
-        core = f"{word('nouns')} and {word('nouns')}"
-    elif pattern == 5:
-        core = f"{rng.choice(vocab.FIRST_NAMES)}'s {word('nouns')}"
-    else:
-        core = f"{word('adjectives')} {word('nouns')} {rng.choice(vocab.SEQUEL_MARKS)}"
-    if pattern != 5 and rng.random() < config.article_share:
-        article = "An" if core[0] in "AEIOU" and rng.random() < 0.5 else str(rng.choice(["The", "A"]))
-        core = f"{core}, {article}"
-    return core
 
 
 # --- users and their hidden tastes --------------------------------------------------------
@@ -831,7 +636,7 @@ def _metadata(
         + config.vote_count_log_noise * rng.standard_normal(n)
     ).astype(np.int64)
     release = [dt.date(int(y), 1, 1) + dt.timedelta(days=int(rng.integers(0, 365))) for y in catalogue.years]
-    overviews = [_overview(rng, gs) for gs in catalogue.genres]
+    overviews = [overview(rng, gs) for gs in catalogue.genres]
     meta_genres = [list(dict.fromkeys(TMDB_GENRE_NAMES.get(g, g) for g in gs)) for gs in catalogue.genres]
     return pl.DataFrame(
         {
@@ -849,17 +654,3 @@ def _metadata(
             "metadata_source": ["synthetic"] * n,
         }
     )
-
-
-def _overview(rng: np.random.Generator, genres: list[str]) -> str:
-    """Two or three sentences built from the main genre's hook and, if any, the second's."""
-    hook = str(rng.choice(vocab.GENRE_WORDS[genres[0]]["hooks"]))
-    who = str(rng.choice(vocab.PROTAGONISTS))
-    sentences = [f"{rng.choice(vocab.SETTINGS)}, {who[0].lower()}{who[1:]} {hook}."]
-    if len(genres) > 1:
-        other = str(rng.choice(vocab.PROTAGONISTS))
-        sentences.append(
-            f"Meanwhile, {other[0].lower()}{other[1:]} {rng.choice(vocab.GENRE_WORDS[genres[1]]['hooks'])}."
-        )
-    sentences.append(str(rng.choice(vocab.CLOSERS)))
-    return " ".join(sentences)

@@ -73,6 +73,7 @@ def main() -> int:
         default="",
         help="click levels the calibration tries, comma-separated (e.g. 0.25): its default grid when empty",
     )
+    ap.add_argument("--mirror-clock", choices=("fit", "simulation"), default="fit", help="where the mirror ranks")
     ap.add_argument("--n-bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -114,7 +115,13 @@ def main() -> int:
         lists = {a: v.filter(pl.col("user_id").is_in(ids.tolist())) for a, v in stored.items()}
         candidates = sorted(lists)
         mirror = rank_by_score(
-            "mirror", brain_scores(model, agents), ids, items, arm_frame(train.select("user_id", "movie_id")), 20, 512.0
+            "mirror",
+            brain_scores(model, agents, clock=args.mirror_clock),
+            ids,
+            items,
+            arm_frame(train.select("user_id", "movie_id")),
+            20,
+            512.0,
         )
         lists["mirror"] = internal_frame(mirror).with_columns(pl.lit("mirror").alias("arm"))
         shown = pl.concat([v.select("arm", "user_id", "rank", "movie_id", "score") for v in lists.values()])

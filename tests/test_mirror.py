@@ -197,3 +197,31 @@ def test_the_item_knn_family_scores_a_movie_by_its_mean_co_watch_cosine_to_the_a
     assert wide.collab.shape[1] > 256 and X[:, FEATURES.index("collab")] == pytest.approx(expected, rel=1e-4)
     assert item_neighbourhood_vectors(train, ctx.facts.movie_ids, 0).shape == (len(ctx.facts.movie_ids), 0)
     assert model.params.click_variant in ("none", "collab", "collab+recent")
+
+
+def test_ranked_at_the_simulation_clock_the_mirror_skips_what_an_agent_took_in_validation(world, tmp_path):
+    # bench.fidelity --mirror-clock simulation: the brain where the agents decide, memories
+    # through the validation window; at the fit clock (the default) it knows only train.
+    train, valid = world["train"], world["valid"]
+    agents = build_agents(
+        train,
+        world["users"],
+        world["catalogue"],
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        HashTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        tmp_path / "cache",
+        valid=valid,
+    )
+    model = fit_embedded_brain(agents, train, valid, world["users"])
+    items = world["catalogue"].get_column("movie_id").to_numpy()
+    took = {u: set(ms) for u, ms in valid.group_by("user_id").agg("movie_id").iter_rows()}
+    users = np.array(sorted(u for u in took if u in agents.profiles)[:8])
+    at_fit = brain_scores(model, agents, depth=len(items))(users, items)
+    at_sim = brain_scores(model, agents, depth=len(items), clock="simulation")(users, items)
+    for row, user in enumerate(users.tolist()):
+        later = np.isin(items, list(took[user]))
+        assert (at_sim[row, later] <= -30.0).all()  # skipped: taken by the simulation clock
+        assert (at_sim[row, ~later] > -30.0).any()
+    # At the fit clock the same items were not taken yet: the brain scores them.
+    assert all((at_fit[row, np.isin(items, list(took[u]))] > -30.0).any() for row, u in enumerate(users.tolist()))

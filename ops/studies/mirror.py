@@ -50,13 +50,15 @@ PRUNED = SEEN_LOGIT - 1.0
 
 
 def brain_scores(
-    model: EmbeddedBrainModel, agents: Agents, depth: int = 20
+    model: EmbeddedBrainModel, agents: Agents, depth: int = 20, clock: str = "fit"
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """`scores(user_ids, item_ids)` -> (users, items) click log-odds of the fitted brain, exact
     for every item that can be among a user's best `depth` (module docstring), `PRUNED` for
-    the others."""
-    bounds = _Bounds(model)
-    agents = agents.at_fit_clock()
+    the others; `clock`: "fit" (the default, where the arms are trained) or "simulation"
+    (where the agents decide)."""
+    at_fit = clock == "fit"
+    bounds = _Bounds(model, model.fit_context if at_fit else model.context)
+    agents = agents.at_fit_clock() if at_fit else agents
 
     def scores(user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
         user_ids = np.asarray(user_ids, dtype=np.int64)
@@ -66,7 +68,7 @@ def brain_scores(
         for start in range(0, len(known), BLOCK_AGENTS):
             rows = known[start : start + BLOCK_AGENTS]
             sessions = agents.sessions(user_ids[rows])
-            brain = model.fit_brain()  # a fresh one per block: it keeps every scored pair
+            brain = model.fit_brain() if at_fit else model.brain()  # a fresh one per block: it keeps every scored pair
             low, high = bounds.of(brain, sessions, items)
             best = {}
             for j, s in enumerate(sessions):
@@ -93,8 +95,8 @@ class _Bounds:
     """Lower and upper bounds of the click log-odds of every (agent, item) pair: the click
     model on every feature but the retrieval ones, plus the least and the most those can add."""
 
-    def __init__(self, model: EmbeddedBrainModel) -> None:
-        params, ctx = model.params, model.fit_context
+    def __init__(self, model: EmbeddedBrainModel, ctx) -> None:
+        params = model.params
         coef = dict(zip(params.click.features, params.click.coef))
         self.scale, self.shift = params.click_scale, params.click_shift
         self.coef = {f: coef.get(f, 0.0) for f in RETRIEVAL_FEATURES}

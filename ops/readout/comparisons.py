@@ -90,38 +90,25 @@ def with_holm(comparisons: pl.DataFrame, config: ReadoutConfig) -> pl.DataFrame:
     ).with_columns((pl.col("p_holm") <= config.alpha).fill_null(False).alias("significant"))
 
 
+COMPARISON_SCHEMA = {
+    "arm": pl.Utf8,
+    "control": pl.Utf8,
+    "metric": pl.Utf8,
+    "n": pl.Int64,
+    "difference": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "test": pl.Utf8,
+    "p_value": pl.Float64,
+}
+
+
 def _comparison_frame(rows: list[tuple]) -> pl.DataFrame:
-    names = ("arm", "control", "metric", "n", "difference", "ci_low", "ci_high", "test", "p_value")
     cols = list(zip(*rows))
-    frame = pl.DataFrame(
-        {name: list(col) for name, col in zip(names, cols)},
-        schema={
-            "arm": pl.Utf8,
-            "control": pl.Utf8,
-            "metric": pl.Utf8,
-            "n": pl.Int64,
-            "difference": pl.Float64,
-            "ci_low": pl.Float64,
-            "ci_high": pl.Float64,
-            "test": pl.Utf8,
-            "p_value": pl.Float64,
-        },
-    )
+    frame = pl.DataFrame({name: list(col) for name, col in zip(COMPARISON_SCHEMA, cols)}, schema=COMPARISON_SCHEMA)
     return frame.with_columns(pl.col(c).fill_nan(None) for c in ("difference", "ci_low", "ci_high", "p_value"))
 
 
 def empty_comparisons() -> pl.DataFrame:
     """The comparisons of a read-out with no arm beside the control."""
-    return pl.DataFrame(
-        schema={
-            "arm": pl.Utf8,
-            "control": pl.Utf8,
-            "metric": pl.Utf8,
-            "n": pl.Int64,
-            "difference": pl.Float64,
-            "ci_low": pl.Float64,
-            "ci_high": pl.Float64,
-            "test": pl.Utf8,
-            "p_value": pl.Float64,
-        }
-    )
+    return pl.DataFrame(schema=COMPARISON_SCHEMA)

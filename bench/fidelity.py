@@ -42,10 +42,10 @@ from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.bias import simulator_bias
 from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_agreement
 from ops.readout.gaps import gap_sizes
-from ops.simulation.brains.embedded import EmbeddedBrainConfig, fit_embedded_brain
+from ops.simulation.brains.embedded import EmbeddedBrainConfig
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.runner import SimulationConfig, simulate_arm
-from ops.studies.alignment.calibration import CalibrationConfig, calibrate_if_possible
+from ops.studies.alignment.calibration import fit_calibrated_brain
 from ops.studies.mirror import brain_scores
 
 # name -> (EmbeddedBrainConfig fields, agents at the simulation clock)
@@ -102,12 +102,17 @@ def main() -> int:
             args.home / "cache" / "embeddings",
             valid=valid if clocked else None,
         )
-        model = fit_embedded_brain(
-            agents, train, valid, frames["users"], EmbeddedBrainConfig(fit_seed=args.seed, **fields)
+        model = fit_calibrated_brain(
+            agents,
+            train,
+            valid,
+            frames["users"],
+            frames["mm_ml_1m"],
+            seed=args.seed,
+            calibration_agents=args.calibration_agents,
+            brain_config=EmbeddedBrainConfig(fit_seed=args.seed, **fields),
+            levels=tuple(float(x) for x in args.levels.split(",") if x.strip()) or None,
         )
-        levels = tuple(float(x) for x in args.levels.split(",") if x.strip()) or None
-        calibration = CalibrationConfig(n_agents=args.calibration_agents, seed=args.seed, progress=False, levels=levels)
-        model = calibrate_if_possible(model, agents.at_fit_clock().sessions(), train, valid, catalogue, calibration)
         listed = set.intersection(*(set(v.get_column("user_id").to_list()) for v in stored.values()))
         pool = np.array(sorted(listed & set(agents.profiles)))
         rng = np.random.default_rng(args.seed)

@@ -367,16 +367,19 @@ def fit_calibrated_brain(
     seed: int = 0,
     calibrate: bool = True,
     calibration_agents: int = 300,
+    brain_config: EmbeddedBrainConfig | None = None,
+    levels: tuple[float, ...] | None = None,
 ) -> EmbeddedBrainModel:
-    """The embedded brain fitted on train + validation (`fit_embedded_brain`, seed `seed`),
-    its click decision then calibrated to real users' response to list quality on the
-    validation window when `calibrate` (`calibrate_if_possible`: a window too sparse leaves
-    it as fitted, the reason in `params.list_response_skipped`)."""
-    model = fit_embedded_brain(agents, train, valid, users, EmbeddedBrainConfig(fit_seed=seed))
+    """The embedded brain fitted on train + validation (`fit_embedded_brain`, seed `seed`,
+    `brain_config` when given), its click decision then calibrated to real users' response to
+    list quality on the validation window when `calibrate` (`calibrate_if_possible`, over the
+    click `levels` when given: a window too sparse leaves it as fitted, the reason in
+    `params.list_response_skipped`)."""
+    model = fit_embedded_brain(agents, train, valid, users, brain_config or EmbeddedBrainConfig(fit_seed=seed))
     if not calibrate:
         return model
     started = time.perf_counter()
-    config = CalibrationConfig(n_agents=calibration_agents, seed=seed)
+    config = CalibrationConfig(n_agents=calibration_agents, seed=seed, levels=levels)
     model = calibrate_if_possible(
         model, agents.at_fit_clock().sessions(), train, valid, Catalogue.from_frame(catalogue_frame), config
     )

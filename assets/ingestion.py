@@ -64,6 +64,13 @@ class IngestionConfig(Config):
         "planted_tastes": AssetOut(
             group_name=GROUP, code_version="1", description="synthetic source only: each user's hidden tastes"
         ),
+        "ground_truth": AssetOut(
+            group_name=GROUP,
+            code_version="1",
+            description="the judge of the verdict where there is one (docs/definitions.md#the-truth): a planted "
+            "world's exact click and like probabilities and random bucket, or a team's random_exposure file; read only "
+            "to measure, never by the agents, the arms or a calibration",
+        ),
         "synthetic_side_info": AssetOut(
             group_name=GROUP,
             code_version="1",
@@ -83,7 +90,7 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
             "movies": movies_verdict(movies),
             "ratings": ratings_verdict(ratings, users, movies),
         },
-        stored="users, movies, ratings, planted_tastes, synthetic_side_info",
+        stored="users, movies, ratings, planted_tastes, ground_truth, synthetic_side_info",
     )
     params = {"source": config.source, "origin": data.origin, "seed": config.seed}
     params.update({key.replace(" ", "_"): value for key, value in data.extra.items()})
@@ -109,7 +116,11 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
             data_version=DataVersion(digests[name]),
             metadata={**meta, "rows": frame.height, **rows[name]},
         )
-    for name, frame in (("planted_tastes", data.tastes), ("synthetic_side_info", data.side_info)):
+    for name, frame in (
+        ("planted_tastes", data.tastes),
+        ("ground_truth", data.truth),
+        ("synthetic_side_info", data.side_info),
+    ):
         yield MaterializeResult(
             asset_key=name,
             value=frame,

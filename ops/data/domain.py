@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from ops.schema import AGE_CODES, GENDERS, METADATA, MOVIES, OCCUPATIONS, RATINGS, USERS, conform
+from ops.schema import AGE_CODES, GENDERS, GROUND_TRUTH, METADATA, MOVIES, OCCUPATIONS, RATINGS, USERS, conform
 
 Feedback = Literal["explicit", "implicit"]
 
@@ -90,6 +90,9 @@ class DomainTables:
     metadata: pl.DataFrame  # METADATA: description, categories, image, attributes, item_noun
     description: DatasetDescription
     counts: dict[str, int] = field(default_factory=dict)  # what was read, dropped, assumed
+    # GROUND_TRUTH rows of judge "random_exposure": the optional random_exposure file (a
+    # random bucket); read only to judge the verdict (ops.readout.truth).
+    truth: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=GROUND_TRUTH))
 
 
 @dataclass

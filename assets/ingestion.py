@@ -50,6 +50,12 @@ class IngestionConfig(Config):
     seed: int = Field(default=0, description="seed of the synthetic generator")
     synthetic_users: int = Field(default=0, description="synthetic: number of users (0 = generator default)")
     synthetic_movies: int = Field(default=0, description="synthetic: number of movies (0 = generator default)")
+    synthetic_exposure_bias: float = Field(
+        default=config_default("synthetic_exposure_bias"),
+        ge=0,
+        description="synthetic: the logging policy's lean on popularity (0 none, 1 default, 2.5 strong; "
+        "$SIMAB_SYNTHETIC_EXPOSURE_BIAS)",
+    )
 
 
 @multi_asset(

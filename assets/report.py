@@ -115,13 +115,14 @@ class ReportConfig(Config):
 
 @asset(
     group_name=GROUP,
-    code_version="6",
+    code_version="7",
     compute_kind="markdown",
     ins={
         "offline_metrics": AssetIn("offline_metrics"),
         "top20_lists": AssetIn("top20_lists"),
         "test_ratings": AssetIn("test_ratings"),
         "augmentation_metrics": AssetIn("augmentation_metrics"),
+        "ground_truth": AssetIn("ground_truth"),
     },
 )
 def simab_report(
@@ -138,6 +139,7 @@ def simab_report(
     list_quality_alignment,
     embedded_brain,
     list_sensitivity,
+    ground_truth: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
     llm: LLMResource,
 ):
@@ -164,6 +166,8 @@ def simab_report(
             embedded_brain,
         ),
         bill=llm.bill_of(context),
+        # The judge, read here only to measure (ops.readout.truth).
+        truth=ground_truth,
         **config.model_dump(),
     )
     viewer = viewer_url("/")

@@ -72,11 +72,12 @@ def ingest(
     dataset: str = "ml-1m",
     synthetic_users: int = 0,
     synthetic_movies: int = 0,
+    synthetic_exposure_bias: float = 1.0,
 ) -> Ingested:
     """The tables of `source`; downloads are cached under `root`/downloads and synthetic
     posters written under `root`/posters; `log` hears the licence notices and what was read."""
     if source == "synthetic":
-        overrides = {"seed": seed}
+        overrides = {"seed": seed, "exposure_bias": synthetic_exposure_bias}
         if synthetic_users:
             overrides["n_users"] = synthetic_users
         if synthetic_movies:

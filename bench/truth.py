@@ -62,11 +62,11 @@ def build_world(root: Path, strength: float) -> Path:
     return home
 
 
-def judge_world(home: Path, variant: str, seed: int, n_bootstrap: int) -> dict:
+def judge_world(home: Path, variant: str, seed: int, n_bootstrap: int, agents: int = 0) -> dict:
     """One brain variant on one world: its simulation judged against the world's truth."""
     started = time.perf_counter()
     frames, stored = stored_run(home)
-    run = simulate_variant(home, frames, stored, variant, seed=seed)
+    run = simulate_variant(home, frames, stored, variant, n_agents=agents, seed=seed)
     truth = pl.read_parquet(home / "assets" / "ground_truth.parquet")
     judged = judge_against_truth(truth, run.lists, run.per_agent, run.offline, ["mirror"], n_bootstrap=n_bootstrap)
     row = {"variant": variant, "agents": int(run.ids.size), "seconds": round(time.perf_counter() - started, 1)}
@@ -91,8 +91,10 @@ def main() -> int:
         "--variants", default="clock,clock-exposure", help=f"brain variants, the first the baseline: {list(VARIANTS)}"
     )
     ap.add_argument("--root", type=Path, default=ROOT / "data" / "truth", help="the worlds' homes")
+    ap.add_argument("--agents", type=int, default=0, help="agents per arm, a seeded sample; 0 = all with a list")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-bootstrap", type=int, default=1000)
+    ap.add_argument("--build-only", action="store_true", help="build the worlds' homes, judge nothing")
     args = ap.parse_args()
     offline_defaults()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -102,8 +104,8 @@ def main() -> int:
     results = []
     for strength in [float(s) for s in args.strengths.split(",") if s.strip()]:
         home = build_world(args.root, strength)
-        for variant in variants:
-            row = {"exposure_bias": strength, **judge_world(home, variant, args.seed, args.n_bootstrap)}
+        for variant in [] if args.build_only else variants:
+            row = {"exposure_bias": strength, **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents)}
             results.append(row)
             print(_line(row), flush=True)
     OUT.mkdir(parents=True, exist_ok=True)

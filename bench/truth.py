@@ -42,10 +42,17 @@ ARMS = "random,pop,trending,fm,deepfm,mirror"
 OUTSIDE = {"als": ("als", ""), "knn": ("itemknn", ";fill=pop")}
 
 
-def build_world(root: Path, strength: float) -> Path:
-    """The home of the planted world at `strength`, its lifecycle run with the eight arms."""
+def build_world(root: Path, strength: float, max_epochs: int = 0) -> Path:
+    """The home of the planted world at `strength`, its lifecycle run with the eight arms
+    (the trust protocols off: this bench reads the arms' lists, the windows and the truth)."""
     home = root / f"exposure-{strength:g}"
-    env = {"SIMAB_SOURCE": "synthetic", "SIMAB_SYNTHETIC_EXPOSURE_BIAS": f"{strength:g}"}
+    env = {
+        "SIMAB_SOURCE": "synthetic",
+        "SIMAB_SYNTHETIC_EXPOSURE_BIAS": f"{strength:g}",
+        "SIMAB_TRUST_PROTOCOLS": "off",
+    }
+    if max_epochs:
+        env["SIMAB_MAX_EPOCHS"] = str(max_epochs)
     outside = home / "outside"
     files = {name: outside / f"{name}.parquet" for name in OUTSIDE}
     if not all(f.exists() for f in files.values()):
@@ -91,6 +98,7 @@ def main() -> int:
         "--variants", default="clock,clock-exposure", help=f"brain variants, the first the baseline: {list(VARIANTS)}"
     )
     ap.add_argument("--root", type=Path, default=ROOT / "data" / "truth", help="the worlds' homes")
+    ap.add_argument("--max-epochs", type=int, default=0, help="the CTR arms' epoch cap; 0 = the lifecycle's")
     ap.add_argument("--agents", type=int, default=0, help="agents per arm, a seeded sample; 0 = all with a list")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-bootstrap", type=int, default=1000)
@@ -103,7 +111,7 @@ def main() -> int:
         raise SystemExit(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
     results = []
     for strength in [float(s) for s in args.strengths.split(",") if s.strip()]:
-        home = build_world(args.root, strength)
+        home = build_world(args.root, strength, args.max_epochs)
         for variant in [] if args.build_only else variants:
             row = {"exposure_bias": strength, **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents)}
             results.append(row)

@@ -152,9 +152,7 @@ def _toy(judge: str = PLANTED, flip: bool = False, mirror_ctr: float | None = No
         ]
     )
     ndcg = {"good": 0.3, "mid": 0.1, "bad": 0.2, "mirror": 0.3}
-    offline = pl.concat(
-        [pl.DataFrame({"arm": a, "user_id": users, "ndcg_at_k": ndcg[a] + 0.0 * users}) for a in arms]
-    )
+    offline = pl.concat([pl.DataFrame({"arm": a, "user_id": users, "ndcg_at_k": ndcg[a] + 0.0 * users}) for a in arms])
     return truth, lists, per_agent, offline
 
 

@@ -79,6 +79,8 @@ class TruthJudgement:
     pairs: dict[str, dict] = field(default_factory=dict)
     mirror: dict[str, SimulatorBias] = field(default_factory=dict)
     primary: str = "ctr"
+    # Why there is no judgement, where there is none.
+    reason: str = "no truth: neither a planted world nor a random-exposure file"
 
     @property
     def measured(self) -> bool:
@@ -166,7 +168,7 @@ class TruthJudgement:
     def headline(self) -> dict:
         """Plain data for the verdict, Dagster and MLflow."""
         if not self.measured:
-            return {"measured": False, "reason": "no truth: neither a planted world nor a random-exposure file"}
+            return {"measured": False, "reason": self.reason}
         return {
             "measured": True,
             "judge": self.judge,
@@ -196,8 +198,8 @@ class TruthJudgement:
             return "\n".join(
                 [
                     *lines,
-                    "Not measured: the run has no truth (a planted synthetic world, or a `random_exposure` file "
-                    "beside a files source's interactions: docs/data_model.md).",
+                    f"Not measured: {self.reason} (a planted synthetic world, or a `random_exposure` file beside a "
+                    "files source's interactions: docs/data_model.md).",
                     "",
                 ]
             )
@@ -261,10 +263,10 @@ def judge_against_truth(
     truth = truth.filter(pl.col("judge") == judge)
     arms = sorted(set(lists) & set(per_agent.get_column("arm").unique().to_list()))
     if not arms:
-        return TruthJudgement(None, primary=primary)
+        return TruthJudgement(judge, primary=primary, reason="no simulated arm has top-20 lists")
     per_user = truth_per_user(truth, {a: lists[a] for a in arms}, judge, per_agent)
     if per_user.height == 0:
-        return TruthJudgement(None, primary=primary)
+        return TruthJudgement(judge, primary=primary, reason="no item of the judge falls in any arm's top-20 list")
     mirror_set = set(mirrors)
     candidates = [a for a in arms if a not in mirror_set]
     rng = named_rng(seed, "truth")

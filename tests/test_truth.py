@@ -166,6 +166,8 @@ def test_a_simulation_that_orders_as_the_truth_beats_the_offline_metric() -> Non
     good = judged.arms.filter(pl.col("arm") == "good").row(0, named=True)
     assert good["like_truth"] == pytest.approx(0.6) and good["click_truth"] == pytest.approx(0.3)
     assert not judged.warnings()
+    # CVR, the like ratio and AR order the toy's arms as CTR does: the primary metric is named.
+    assert judged.tracking() == "ctr"
     lines = judged.lines()
     assert "against the truth (planted, exact, click truth): τ(simulated CTR, truth) = 1.00" in lines[0]
     assert "of the 3 pairs the truth separates, the simulation orders 3 alike, the offline metric 2" in lines[0]
@@ -198,6 +200,9 @@ def test_the_mirror_is_read_against_its_true_outcome() -> None:
     favoured = judge_against_truth(truth, lists, per_agent, offline, mirrors=["mirror"], n_bootstrap=100)
     assert favoured.mirror["click"].excess > 0.2
     assert any("favours the brain's own ranking" in w for w in favoured.warnings())
+    truth, lists, per_agent, offline = _toy(mirror_ctr=0.05)
+    shunned = judge_against_truth(truth, lists, per_agent, offline, mirrors=["mirror"], n_bootstrap=100)
+    assert any("disfavours the brain's own ranking" in w for w in shunned.warnings())
     truth, lists, per_agent, offline = _toy(mirror_ctr=0.3)
     fair = judge_against_truth(truth, lists, per_agent, offline, mirrors=["mirror"], n_bootstrap=100)
     assert abs(fair.mirror["click"].excess) < 0.03

@@ -105,8 +105,13 @@ class TruthJudgement:
         kind = self.headline_kind()
         if kind is None:
             return None
+        own = KINDS[kind][0]
         scored = [(self.tau(m, kind), m) for m in SIMULATED if self.tau(m, kind) is not None]
-        return max(scored)[1] if scored else None
+        if not scored:
+            return None
+        best = max(t for t, _ in scored)
+        # The metric of the truth's own kind wherever it ties the best.
+        return own if self.tau(own, kind) == best else next(m for t, m in scored if t == best)
 
     def describe(self) -> str:
         return "planted, exact" if self.judge == PLANTED else "a random-exposure sample"
@@ -158,8 +163,9 @@ class TruthJudgement:
             if bias is not None and bias.excess is not None and bias.excess_ci_low is not None:
                 clear = not (bias.excess_ci_low <= 0 <= bias.excess_ci_high)
                 if clear and abs(bias.excess) >= EXCESS_FLOOR:
+                    verb = "favours" if bias.excess > 0 else "disfavours"
                     out.append(
-                        f"against the truth ({LABELS[kind]}) the simulation favours the brain's own ranking "
+                        f"against the truth ({LABELS[kind]}) the simulation {verb} the brain's own ranking "
                         f"({bias.mirror}): {LABELS[metric]} {bias.excess:+.3f} [{bias.excess_ci_low:+.3f}, "
                         f"{bias.excess_ci_high:+.3f}] beyond what its true outcome predicts"
                     )

@@ -60,6 +60,10 @@ VARIANTS: dict[str, tuple[dict, bool]] = {
     "clock-exposure": ({"exposure_correction": 1.0, "popular_negative_share": 0.0}, True),
     "clock-exposure-half": ({"exposure_correction": 0.5, "popular_negative_share": 0.0}, True),
     "clock-uniform": ({"popular_negative_share": 0.0}, True),
+    "clock-exposure-all": (
+        {"exposure_correction": 1.0, "popular_negative_share": 0.0, "exposure_correction_models": "all"},
+        True,
+    ),
 }
 
 

@@ -119,6 +119,9 @@ class EmbeddedBrainConfig(BaseModel):
     # scoring; 0: no correction, 1: exposure in proportion to the log's counts); the click
     # model then estimates P(click | shown) rather than P(taken up | exposed).
     exposure_correction: float = Field(0.0, ge=0, le=2)
+    # Which models the correction weighs: the click model ("click"), or the like and rating
+    # models as well ("all"), whose rows are the rated items the same exposure chose.
+    exposure_correction_models: Literal["click", "all"] = "click"
     fit_max_users: int = Field(3000, ge=1)
     fit_max_positives_per_user: int = Field(30, ge=1)
     holdout_share: float = Field(0.2, ge=0, lt=1)

@@ -247,8 +247,11 @@ def fit(
     click = models[variant]
     detail = tuple(f for f in DETAIL_FEATURES if f not in _COLLAB_VARIANTS[variant] and f not in unused)
     Xp = Xp[:, [FEATURES.index(f) for f in detail]]
-    like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], detail, config)
-    rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], detail, config)
+    # The detail page's models read what users rated, so the log's exposure shaped their rows
+    # too; "all" weighs them as the click model's positives (exposure_correction_models).
+    detail_weight = weight[is_pos][~hp] if config.exposure_correction_models == "all" else None
+    like = _fit_logistic(LogisticRegression, Xp[~hp], yl[~hp], detail, config, detail_weight)
+    rating, resid_sd = _fit_ridge(Ridge, Xp[~hp], rp[~hp], detail, config, detail_weight)
     cuts = rating_cut_points(rating.score(Xp[~hp], detail), rp[~hp], config.rating_range)
     # The rule "crowd"'s weight and spread, on every fit user's validation ratings: a ρ over
     # users needs more of them than the held-out share holds (ML-1M users 1–1999: 74 of 369),
@@ -402,10 +405,10 @@ def _fit_logistic(cls, X, y, names, config, sample_weight=None) -> LinearModel:
     return LinearModel(features=list(names), coef=coef.tolist(), intercept=float(model.intercept_[0] - coef @ mu))
 
 
-def _fit_ridge(cls, X, y, names, config) -> tuple[LinearModel, float]:
+def _fit_ridge(cls, X, y, names, config, sample_weight=None) -> tuple[LinearModel, float]:
     mu, sd = X.mean(axis=0), X.std(axis=0)
     sd = np.where(sd > 1e-9, sd, 1.0)
-    model = cls(alpha=config.ridge_alpha).fit((X - mu) / sd, y)
+    model = cls(alpha=config.ridge_alpha).fit((X - mu) / sd, y, sample_weight=sample_weight)
     coef = model.coef_ / sd
     lin = LinearModel(features=list(names), coef=coef.tolist(), intercept=float(model.intercept_ - coef @ mu))
     resid = y - lin.score(X, names)

@@ -56,21 +56,29 @@ class IngestionConfig(Config):
     outs={
         "users": AssetOut(
             group_name=GROUP,
+            kinds={"polars"},
             code_version="1",
             description="MovieLens users (ML-1M codes); users without ratings flagged",
         ),
-        "movies": AssetOut(group_name=GROUP, code_version="1", description="MovieLens movies: title, year, genres"),
-        "ratings": AssetOut(group_name=GROUP, code_version="1", description="MovieLens ratings 1..5 with timestamps"),
+        "movies": AssetOut(
+            group_name=GROUP, kinds={"polars"}, code_version="1", description="MovieLens movies: title, year, genres"
+        ),
+        "ratings": AssetOut(
+            group_name=GROUP, kinds={"polars"}, code_version="1", description="MovieLens ratings 1..5 with timestamps"
+        ),
         "planted_tastes": AssetOut(
-            group_name=GROUP, code_version="1", description="synthetic source only: each user's hidden tastes"
+            group_name=GROUP,
+            kinds={"polars"},
+            code_version="1",
+            description="synthetic source only: each user's hidden tastes",
         ),
         "synthetic_side_info": AssetOut(
             group_name=GROUP,
+            kinds={"polars"},
             code_version="1",
             description="the source's own side information (synthetic, files, steam): metadata and images",
         ),
     },
-    compute_kind="polars",
 )
 def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tracking: MlflowTracking):
     """Load or generate the three MovieLens tables."""

@@ -44,7 +44,14 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.partitions import ARM_DIMENSION, DEFAULT_ARMS, SHARD_DIMENSION, arm_partitions, arm_shard_partitions
+from assets.partitions import (
+    ARM_DIMENSION,
+    ARM_POOL,
+    DEFAULT_ARMS,
+    SHARD_DIMENSION,
+    arm_partitions,
+    arm_shard_partitions,
+)
 from ops.figures import table_markdown
 from ops.links import viewer_url
 from ops.readout.fallbacks import fallback_counts
@@ -129,7 +136,7 @@ class CostEstimateAssetConfig(AgentSampleConfig):
     )
 
 
-@asset(group_name="cost", partitions_def=arm_partitions, code_version="1", compute_kind="python")
+@asset(group_name="cost", partitions_def=arm_partitions, code_version="1", kinds={"python"})
 def llm_cost_estimate(
     context: AssetExecutionContext,
     config: CostEstimateAssetConfig,
@@ -178,7 +185,12 @@ def llm_cost_estimate(
 
 
 @asset(
-    group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="python", deps=["llm_cost_estimate"]
+    group_name=GROUP,
+    partitions_def=arm_partitions,
+    code_version="2",
+    kinds={"python"},
+    deps=["llm_cost_estimate"],
+    pool=ARM_POOL,
 )
 def simulation_events(
     context: AssetExecutionContext,
@@ -223,7 +235,8 @@ def sharded_simulation_assets(shards: int) -> list:
         group_name=GROUP,
         partitions_def=arm_shard_partitions(shards),
         code_version="1",
-        compute_kind="python",
+        kinds={"python"},
+        pool=ARM_POOL,
         ins={"top20_lists": AssetIn(partition_mapping=per_arm)},
         deps=[AssetDep("llm_cost_estimate", partition_mapping=per_arm)],
     )
@@ -270,7 +283,7 @@ def sharded_simulation_assets(shards: int) -> list:
         group_name=GROUP,
         partitions_def=arm_partitions,
         code_version="2",
-        compute_kind="polars",
+        kinds={"polars"},
         ins={"simulation_shard": AssetIn(partition_mapping=per_arm)},
     )
     def combined_simulation_events(

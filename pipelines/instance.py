@@ -263,8 +263,6 @@ def _runners(home: str | Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m pipelines.instance [DAGSTER_HOME]`: write the config, mark dead runs failed."""
-    import os
-
     args = sys.argv[1:] if argv is None else argv
     given = args[0] if args else os.environ.get("DAGSTER_HOME", "")
     if not given:

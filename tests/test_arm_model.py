@@ -94,7 +94,6 @@ def _register_and_check(arms, split):
         np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["item_id"].to_numpy())
     )
     assert "features" in arm_params(arm) and arm_params(arms["pop"])["model"] == "pop"
-    client = mlflow.MlflowClient()
     # The metrics logged with the arm are linked to its logged model (MLflow 3's model comparison).
     logged_model = mlflow.get_logged_model(model_id_of("simab-deepfm", first))
     assert {m.key: m.value for m in logged_model.metrics} == {"test_auc": pytest.approx(0.71)}

@@ -329,7 +329,9 @@ def simulate_partition(
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=_visits(config))
     # The agent is told the fatigue costs it is really charged.
-    sources = llm.sources(context, catalogue, embedded_brain, fatigue=sim_config.fatigue)
+    # An LLM brain's sampled sessions are traced into the tracking resource's experiment.
+    traces_to = None if kind.decides_offline else mlflow_tracking.experiment_id()
+    sources = llm.sources(context, catalogue, embedded_brain, fatigue=sim_config.fatigue, trace_experiment_id=traces_to)
     described = kind.describe(sources)
     if not kind.decides_offline:
         context.log.info(f"{kind.name} brain: " + ", ".join(f"{k}={v}" for k, v in described.items() if k != "brain"))
@@ -374,6 +376,7 @@ def simulate_partition(
         dataset=dataset,
         tags=tags,
         brain=brain.name,
+        trace_ids=getattr(brain, "trace_ids", None),
     )
 
 
@@ -391,8 +394,10 @@ def _events_result(
     dataset: str | None = None,
     tags: dict | None = None,
     brain: str | None = None,
+    trace_ids: list[str] | None = None,
 ) -> MaterializeResult:
-    """MLflow (params, metrics, the events as dataset and artefact) and the asset's metadata."""
+    """MLflow (params, metrics, the events as dataset and artefact, the brain's traces linked to
+    the run) and the asset's metadata."""
     described = described or {}
     agents = events.get_column("user_id").n_unique() if agents is None else agents
     if sessions_per_agent is None:  # the mean: with visits by activity, agents differ
@@ -412,6 +417,9 @@ def _events_result(
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
             # What the endpoint was found to take (structured output mode, vision): tags.
             mlflow_tracking.set_tags({f"llm_{k}": v for k, v in usage.facts().items()})
+        if trace_ids:  # the LLM brain's sampled sessions (MLflow Tracing): on this run's Traces tab
+            mlflow_tracking.link_traces(trace_ids)
+            mlflow_tracking.log_metrics({"llm_traced_sessions": len(trace_ids)})
         digest = mlflow_tracking.log_frame(events, dataset or f"simulation_events_{name}", role="output")
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, f"events_{name}.parquet")

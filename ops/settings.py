@@ -406,6 +406,15 @@ class Settings(BaseModel):
     llm_concurrency: int | None = setting(
         None, "SIMAB_LLM_CONCURRENCY", "requests in flight at once", resource="llm.concurrency", ge=1
     )
+    llm_trace_share: float | None = setting(
+        None,
+        "SIMAB_LLM_TRACE_SHARE",
+        "share of the simulated agent sessions traced in MLflow, one trace each with a span per LLM call (default "
+        "0.05: a 1,000-agent run keeps about 50 traces); 0: none",
+        resource="llm.trace_share",
+        ge=0,
+        le=1,
+    )
     llm_timeout_s: float | None = setting(
         None, "SIMAB_LLM_TIMEOUT_S", "seconds one HTTP request may take", resource="llm.timeout_s", gt=0
     )

@@ -390,6 +390,17 @@ class MlflowTracking(ConfigurableResource):
             return point_aliases(targets, [name for name, _ in registered.values()], label=lifecycle)
 
     @staticmethod
+    def link_traces(trace_ids: list[str]) -> None:
+        """Link MLflow traces (the LLM brain's sessions) to the active run, so that its Traces
+        tab lists them; they are written out first (MLflow may export them in the background)."""
+        mlflow = _mlflow()
+
+        mlflow.flush_trace_async_logging()
+        client, run_id = mlflow.MlflowClient(), mlflow.active_run().info.run_id
+        for start in range(0, len(trace_ids), 100):  # MLflow links at most 100 at a time
+            client.link_traces_to_run(trace_ids[start : start + 100], run_id=run_id)
+
+    @staticmethod
     def active_run_id() -> str:
         mlflow = _mlflow()
 

@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
+from ops.simulation.brains.llm import tracing
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.web import parse_retry_after, redact, register_secrets, safe_endpoint, secret_parameter
@@ -144,6 +145,7 @@ class Transport:
             with self.usage.lock:
                 self.usage.retries += 1
                 self.usage.retry_wait_s += pause
+            tracing.note_retry()
             log.warning(
                 "LLM endpoint %s: %s on attempt %d of %d; retrying in %.2fs",
                 self.endpoint,

@@ -68,7 +68,14 @@ def test_only_runs_of_dead_runners_are_marked_failed(tmp_path):
         foreign = create_run_for_test(
             instance, status=DagsterRunStatus.STARTED
         )  # launched by the UI: Dagster's business
+        # The orphan's arm step held a pool slot when its process died; the live run holds one too.
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots("simab_arms", 2)
+        storage.claim_concurrency_slot("simab_arms", orphan.run_id, "recommender_arm")
+        storage.claim_concurrency_slot("simab_arms", running.run_id, "recommender_arm")
         assert sorted(mark_dead_runs_failed(instance, home)) == sorted([orphan.run_id, gone.run_id])
+        # The dead run's slot is back in the pool; the live run keeps its own.
+        assert storage.get_concurrency_info("simab_arms").active_run_ids == {running.run_id}
         status = {
             r: instance.get_run_by_id(r).status for r in (running.run_id, orphan.run_id, gone.run_id, foreign.run_id)
         }

@@ -103,3 +103,28 @@ def test_the_share_samples_sessions_by_a_hash_and_zero_traces_none(world, store)
         fake.url = url
         brain, _ = _simulate(world, fake, 0.0, store)
     assert brain.trace_ids == [] and mlflow.search_traces(locations=[store], return_type="list") == []
+
+
+def test_the_simulation_step_links_the_brains_traces_to_its_run(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from ops.simulation.brains.llm.tracing import decision_span
+    from resources.mlflow_tracking import MlflowTracking
+
+    monkeypatch.setenv("SIMAB_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking = MlflowTracking()
+    experiment = tracking.experiment_id()
+    tracer = Tracer(1.0, experiment)
+    for user in (1, 2):
+        with tracer.session("pop", user, 0), decision_span("home page 1"):
+            pass
+    context = SimpleNamespace(
+        run=SimpleNamespace(run_id="run-a", job_name="simab_arm"),
+        asset_key=SimpleNamespace(to_user_string=lambda: "simulation_events"),
+        has_partition_key=False,
+    )
+    with tracking.asset_run(context) as run:
+        tracking.link_traces(tracer.trace_ids)
+    linked = mlflow.search_traces(locations=[experiment], run_id=run.info.run_id, return_type="list")
+    assert sorted(t.info.trace_id for t in linked) == sorted(tracer.trace_ids) and len(linked) == 2

@@ -9,7 +9,18 @@ import time
 
 import numpy as np
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, Failure, MaterializeResult, Output, ResourceParam, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetRecordsFilter,
+    Config,
+    DataVersion,
+    Failure,
+    MaterializeResult,
+    Output,
+    ResourceParam,
+    asset,
+)
 from pydantic import Field
 
 from assets.partitions import ARM_POOL, arm_partitions
@@ -129,8 +140,6 @@ def registered_arms(instance, arms) -> dict[str, tuple[str, str]]:
     """{arm: (registered model, version)} of the arms whose stored training registered one,
     read from the metadata of each arm's latest `recommender_arm` materialisation (an arm
     skipped as unchanged keeps the version it was stored with)."""
-    from dagster import AssetKey, AssetRecordsFilter
-
     out = {}
     for arm in arms:
         records = instance.fetch_materializations(

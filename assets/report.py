@@ -172,25 +172,29 @@ def simab_report(
         _log_report(mlflow_tracking, report)
         run_id = mlflow_tracking.active_run_id()
     context.log.info(f"report written to {report.html_path} and {report.path} (MLflow run {run_id})")
-    # The registry follows the verdict: @winner and @control on the arms' registered versions.
-    arms = sorted((report.headline.get("arms") or {}).keys())
-    aliases = mlflow_tracking.set_verdict_aliases(
-        registry_roles(report.headline), registered_arms(context.instance, arms), context.run.tags.get(LIFECYCLE_TAG)
-    )
-    for alias, uri in aliases.items():
-        context.log.info(f"Model Registry: {uri} ({alias} of this verdict)")
     return Output(
         str(report.path),
         metadata={
             "path": str(report.path),
             "html report": MetadataValue.path(str(report.html_path)),
             "mlflow_run_id": run_id,
-            "registry aliases": MetadataValue.json(aliases),
+            "registry aliases": MetadataValue.json(_point_aliases(context, mlflow_tracking, report.headline)),
             "trajectory viewer": MetadataValue.url(viewer),
             "summary": MetadataValue.json(report.headline),
             "report": MetadataValue.md(report.text),
         },
     )
+
+
+def _point_aliases(context: AssetExecutionContext, mlflow_tracking: MlflowTracking, headline: dict) -> dict:
+    """The registry follows the verdict: @winner and @control on the arms' registered versions."""
+    arms = sorted((headline.get("arms") or {}).keys())
+    aliases = mlflow_tracking.set_verdict_aliases(
+        registry_roles(headline), registered_arms(context.instance, arms), context.run.tags.get(LIFECYCLE_TAG)
+    )
+    for alias, uri in aliases.items():
+        context.log.info(f"Model Registry: {uri} ({alias} of this verdict)")
+    return aliases
 
 
 def _log_report(mlflow_tracking: MlflowTracking, report: Report) -> None:

@@ -328,8 +328,7 @@ def simulate_partition(
     kind = brain_kind(config.brain).seeing(config.vision)
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=_visits(config))
-    # The agent is told the fatigue costs it is really charged.
-    # An LLM brain's sampled sessions are traced into the tracking resource's experiment.
+    # The agent is told the fatigue costs it is really charged; an LLM brain traces into the run's experiment.
     traces_to = None if kind.decides_offline else mlflow_tracking.experiment_id()
     sources = llm.sources(context, catalogue, embedded_brain, fatigue=sim_config.fatigue, trace_experiment_id=traces_to)
     described = kind.describe(sources)
@@ -371,12 +370,10 @@ def simulate_partition(
         mlflow_tracking,
         params=params,
         described=described,
-        usage=getattr(brain, "usage", None),
         agents=len(chosen),
         dataset=dataset,
         tags=tags,
-        brain=brain.name,
-        trace_ids=getattr(brain, "trace_ids", None),
+        brain=brain,
     )
 
 
@@ -388,17 +385,15 @@ def _events_result(
     mlflow_tracking: MlflowTracking,
     params: dict | None = None,
     described: dict | None = None,
-    usage=None,
     sessions_per_agent: int | None = None,
     agents: int | None = None,
     dataset: str | None = None,
     tags: dict | None = None,
-    brain: str | None = None,
-    trace_ids: list[str] | None = None,
+    brain=None,
 ) -> MaterializeResult:
-    """MLflow (params, metrics, the events as dataset and artefact, the brain's traces linked to
-    the run) and the asset's metadata."""
-    described = described or {}
+    """MLflow (params, metrics, the events as dataset and artefact, the `brain`'s spend and
+    traces) and the asset's metadata."""
+    described, usage = described or {}, getattr(brain, "usage", None)
     agents = events.get_column("user_id").n_unique() if agents is None else agents
     if sessions_per_agent is None:  # the mean: with visits by activity, agents differ
         sessions_per_agent = events.select("user_id", "session").unique().height / max(agents, 1)
@@ -417,9 +412,7 @@ def _events_result(
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
             # What the endpoint was found to take (structured output mode, vision): tags.
             mlflow_tracking.set_tags({f"llm_{k}": v for k, v in usage.facts().items()})
-        if trace_ids:  # the LLM brain's sampled sessions (MLflow Tracing): on this run's Traces tab
-            mlflow_tracking.link_traces(trace_ids)
-            mlflow_tracking.log_metrics({"llm_traced_sessions": len(trace_ids)})
+        mlflow_tracking.link_traces(getattr(brain, "trace_ids", None) or [])  # the LLM brain's sampled sessions
         digest = mlflow_tracking.log_frame(events, dataset or f"simulation_events_{name}", role="output")
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, f"events_{name}.parquet")
@@ -433,7 +426,7 @@ def _events_result(
             "arm": arm,
             **extra,
             **(tags or {}),
-            **({"brain": brain} if brain else {}),
+            **({"brain": brain.name} if brain is not None else {}),
             "agents": agents,
             "events": events.height,
             **fallbacks,

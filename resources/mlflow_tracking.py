@@ -392,9 +392,13 @@ class MlflowTracking(ConfigurableResource):
     @staticmethod
     def link_traces(trace_ids: list[str]) -> None:
         """Link MLflow traces (the LLM brain's sessions) to the active run, so that its Traces
-        tab lists them; they are written out first (MLflow may export them in the background)."""
+        tab lists them, and count them (`llm_traced_sessions`); they are written out first
+        (MLflow may export them in the background).  No traces: nothing."""
+        if not trace_ids:
+            return
         mlflow = _mlflow()
 
+        mlflow.log_metric("llm_traced_sessions", len(trace_ids))
         mlflow.flush_trace_async_logging()
         client, run_id = mlflow.MlflowClient(), mlflow.active_run().info.run_id
         for start in range(0, len(trace_ids), 100):  # MLflow links at most 100 at a time

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from dagster import ConfigurableIOManager, InputContext, OutputContext
+from dagster import ConfigurableIOManager, InputContext, OutputContext, TableColumn, TableSchema
 
 from ops.settings import current
 from ops.storage.atomic import (
@@ -120,8 +120,6 @@ def frame_digest(df: pl.DataFrame) -> str:
 def table_metadata(frame: pl.DataFrame) -> dict[str, Any]:
     """What the Dagster catalogue shows of a stored table: its row count (`dagster/row_count`)
     and its columns with their Polars types (`dagster/column_schema`)."""
-    from dagster import TableColumn, TableSchema
-
     columns = [TableColumn(name=name, type=str(dtype)) for name, dtype in frame.schema.items()]
     return {"dagster/row_count": frame.height, "dagster/column_schema": TableSchema(columns=columns)}
 

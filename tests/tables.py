@@ -5,11 +5,13 @@ from __future__ import annotations
 
 
 def unpadded(text: str) -> str:
-    """`text` with every table row written `| a | b |`: each cell stripped, one space each side."""
+    """`text` with every table row written `| a | b |`: each cell stripped, one space each side
+    (the rule under the header, `|---|:--|`, is left as it is)."""
     out = []
     for line in text.splitlines():
         stripped = line.strip()
-        if stripped.startswith("|") and stripped.endswith("|") and len(stripped) > 1:
+        rule = set(stripped) <= set("|-: ")
+        if stripped.startswith("|") and stripped.endswith("|") and len(stripped) > 1 and not rule:
             cells = [cell.strip() for cell in stripped[1:-1].split("|")]
             line = "| " + " | ".join(cells) + " |"
         out.append(line)

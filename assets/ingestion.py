@@ -50,6 +50,12 @@ class IngestionConfig(Config):
     seed: int = Field(default=0, description="seed of the synthetic generator")
     synthetic_users: int = Field(default=0, description="synthetic: number of users (0 = generator default)")
     synthetic_movies: int = Field(default=0, description="synthetic: number of movies (0 = generator default)")
+    synthetic_exposure_bias: float = Field(
+        default=config_default("synthetic_exposure_bias"),
+        ge=0,
+        description="synthetic: the logging policy's lean on popularity (0 none, 1 default, 2.5 strong; "
+        "$SIMAB_SYNTHETIC_EXPOSURE_BIAS)",
+    )
 
 
 @multi_asset(
@@ -72,6 +78,14 @@ class IngestionConfig(Config):
             code_version="1",
             description="synthetic source only: each user's hidden tastes",
         ),
+        "ground_truth": AssetOut(
+            group_name=GROUP,
+            code_version="1",
+            kinds={"polars"},
+            description="the judge of the verdict where there is one (docs/definitions.md#the-truth): a planted "
+            "world's exact click and like probabilities and random bucket, or a team's random_exposure file; read only "
+            "to measure, never by the agents, the arms or a calibration",
+        ),
         "synthetic_side_info": AssetOut(
             group_name=GROUP,
             kinds={"polars"},
@@ -91,7 +105,7 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
             "movies": movies_verdict(movies),
             "ratings": ratings_verdict(ratings, users, movies),
         },
-        stored="users, movies, ratings, planted_tastes, synthetic_side_info",
+        stored="users, movies, ratings, planted_tastes, ground_truth, synthetic_side_info",
     )
     params = {"source": config.source, "origin": data.origin, "seed": config.seed}
     params.update({key.replace(" ", "_"): value for key, value in data.extra.items()})
@@ -117,7 +131,11 @@ def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tr
             data_version=DataVersion(digests[name]),
             metadata={**meta, "rows": frame.height, **rows[name]},
         )
-    for name, frame in (("planted_tastes", data.tastes), ("synthetic_side_info", data.side_info)):
+    for name, frame in (
+        ("planted_tastes", data.tastes),
+        ("ground_truth", data.truth),
+        ("synthetic_side_info", data.side_info),
+    ):
         yield MaterializeResult(
             asset_key=name,
             value=frame,

@@ -115,13 +115,14 @@ class ReportConfig(Config):
 
 @asset(
     group_name=GROUP,
-    code_version="6",
+    code_version="7",
     kinds={"markdown", "mlflow"},
     ins={
         "offline_metrics": AssetIn("offline_metrics"),
         "top20_lists": AssetIn("top20_lists"),
         "test_ratings": AssetIn("test_ratings"),
         "augmentation_metrics": AssetIn("augmentation_metrics"),
+        "ground_truth": AssetIn("ground_truth"),
     },
 )
 def simab_report(
@@ -138,6 +139,7 @@ def simab_report(
     list_quality_alignment,
     embedded_brain,
     list_sensitivity,
+    ground_truth: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
     llm: LLMResource,
 ):
@@ -164,22 +166,21 @@ def simab_report(
             embedded_brain,
         ),
         bill=llm.bill_of(context),
+        # The judge, read here only to measure (ops.readout.truth).
+        truth=ground_truth,
         **config.model_dump(),
     )
-    viewer = viewer_url("/")
-    tags = {"viewer_url": viewer, "report_html": str(report.html_path)}
+    tags = {"viewer_url": viewer_url("/"), "report_html": str(report.html_path)}
     with mlflow_tracking.asset_run(context, params={"report": str(report.path)}, tags=tags):
-        _log_report(mlflow_tracking, report)
-        run_id = mlflow_tracking.active_run_id()
-    context.log.info(f"report written to {report.html_path} and {report.path} (MLflow run {run_id})")
+        run_id, aliases = _log_report(context, mlflow_tracking, report)
     return Output(
         str(report.path),
         metadata={
             "path": str(report.path),
             "html report": MetadataValue.path(str(report.html_path)),
             "mlflow_run_id": run_id,
-            "registry aliases": MetadataValue.json(_point_aliases(context, mlflow_tracking, report.headline)),
-            "trajectory viewer": MetadataValue.url(viewer),
+            "registry aliases": MetadataValue.json(aliases),
+            "trajectory viewer": MetadataValue.url(tags["viewer_url"]),
             "summary": MetadataValue.json(report.headline),
             "report": MetadataValue.md(report.text),
         },
@@ -197,8 +198,9 @@ def _point_aliases(context: AssetExecutionContext, mlflow_tracking: MlflowTracki
     return aliases
 
 
-def _log_report(mlflow_tracking: MlflowTracking, report: Report) -> None:
-    """The report, its HTML page, figures, tables and figures of merit, into the open run."""
+def _log_report(context: AssetExecutionContext, mlflow_tracking: MlflowTracking, report: Report) -> tuple[str, dict]:
+    """The report, its HTML page, figures, tables and figures of merit, into the open run; the
+    registry's aliases set by its verdict.  Returns (the run's id, {alias: models:/ URI})."""
     mlflow_tracking.log_artifact(report.path)
     mlflow_tracking.log_artifact(report.html_path)
     mlflow_tracking.log_artifacts(report.plots, artifact_path="plots")
@@ -206,3 +208,6 @@ def _log_report(mlflow_tracking: MlflowTracking, report: Report) -> None:
         mlflow_tracking.log_table(table, name)
     if metrics := report.metrics():
         mlflow_tracking.log_metrics(metrics)
+    run_id = mlflow_tracking.active_run_id()
+    context.log.info(f"report written to {report.html_path} and {report.path} (MLflow run {run_id})")
+    return run_id, _point_aliases(context, mlflow_tracking, report.headline)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,11 @@ VARIANTS: dict[str, tuple[dict, bool]] = {
     "clock": ({}, True),
     "clock-plain": ({"popularity_decay": False}, True),
     "clock-pathsim": ({"collab_family": "pathsim", "collab_factors": 50, "click_collaborative": "collab+recent"}, True),
+    # The exposure taken out of the click model (EmbeddedBrainConfig.exposure_correction):
+    # positives weighted by inverse propensity against uniform negatives.
+    "clock-exposure": ({"exposure_correction": 1.0, "popular_negative_share": 0.0}, True),
+    "clock-exposure-half": ({"exposure_correction": 0.5, "popular_negative_share": 0.0}, True),
+    "clock-uniform": ({"popular_negative_share": 0.0}, True),
 }
 
 
@@ -78,69 +84,24 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     offline_defaults()
-    assets = args.home / "assets"
-    frames = {
-        n: pl.read_parquet(assets / f"{n}.parquet")
-        for n in ("train_ratings", "valid_ratings", "test_ratings", "users", "mm_ml_1m")
-    }
-    train, valid, test = frames["train_ratings"], frames["valid_ratings"], frames["test_ratings"]
-    stored = {p.stem: pl.read_parquet(p) for p in sorted((assets / "top20_lists").glob("*.parquet"))}
-    stored.pop("mirror", None)
-    catalogue = Catalogue.from_frame(frames["mm_ml_1m"])
-    items = frames["mm_ml_1m"].get_column("movie_id").to_numpy()
+    frames, stored = stored_run(args.home)
+    test = frames["test_ratings"]
     results = []
     for name in [v.strip() for v in args.variants.split(",") if v.strip()]:
-        fields, clocked = VARIANTS[name]
         started = time.perf_counter()
-        agents = build_agents(
-            train,
-            frames["users"],
-            frames["mm_ml_1m"],
-            AgentsConfig(),
-            MiniLMTextEmbedder(),
-            PaletteLayoutPosterEmbedder(),
-            args.home / "cache" / "embeddings",
-            valid=valid if clocked else None,
+        run = simulate_variant(
+            args.home,
+            frames,
+            stored,
+            name,
+            args.agents,
+            args.seed,
+            args.calibration_agents,
+            args.levels,
+            args.mirror_clock,
         )
-        model = fit_calibrated_brain(
-            agents,
-            train,
-            valid,
-            frames["users"],
-            frames["mm_ml_1m"],
-            seed=args.seed,
-            calibration_agents=args.calibration_agents,
-            brain_config=EmbeddedBrainConfig(fit_seed=args.seed, **fields),
-            levels=tuple(float(x) for x in args.levels.split(",") if x.strip()) or None,
-        )
-        listed = set.intersection(*(set(v.get_column("user_id").to_list()) for v in stored.values()))
-        pool = np.array(sorted(listed & set(agents.profiles)))
-        rng = np.random.default_rng(args.seed)
-        ids = np.sort(rng.choice(pool, args.agents, replace=False)) if 0 < args.agents < pool.size else pool
-        lists = {a: v.filter(pl.col("user_id").is_in(ids.tolist())) for a, v in stored.items()}
-        candidates = sorted(lists)
-        mirror = rank_by_score(
-            "mirror",
-            brain_scores(model, agents, clock=args.mirror_clock),
-            ids,
-            items,
-            arm_frame(train.select("user_id", "movie_id")),
-            20,
-            512.0,
-        )
-        lists["mirror"] = internal_frame(mirror).with_columns(pl.lit("mirror").alias("arm"))
-        shown = pl.concat([v.select("arm", "user_id", "rank", "movie_id", "score") for v in lists.values()])
-        sessions = agents.sessions(ids)
-        events = pl.concat(
-            [
-                simulate_arm(
-                    arm, shown, sessions, catalogue, model.brain(), SimulationConfig(progress=False), seed=args.seed
-                )
-                for arm in lists
-            ]
-        )
-        per_agent = per_agent_metrics(events)
-        offline = offline_per_user(lists, test)
+        model, lists, per_agent, offline, ids = run.model, run.lists, run.per_agent, run.offline, run.ids
+        candidates = sorted(stored)
         cand_agent = per_agent.filter(pl.col("arm").is_in(candidates))
         cand_offline = offline.filter(pl.col("arm").is_in(candidates))
         pairs = pairwise_agreement(cand_agent, cand_offline, paired=True, n_bootstrap=args.n_bootstrap, seed=args.seed)
@@ -177,6 +138,95 @@ def main() -> int:
     out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))
     print(f"-> {out}")
     return 0
+
+
+@dataclass(frozen=True)
+class VariantRun:
+    """One brain variant's simulation of a stored run's arms (`simulate_variant`)."""
+
+    model: object  # the fitted, calibrated EmbeddedBrainModel
+    lists: dict[str, pl.DataFrame]  # arm -> its top-20 lists over the simulated agents, the mirror included
+    per_agent: pl.DataFrame  # the read-out's per-agent metrics, every arm
+    offline: pl.DataFrame  # arm, user_id, ndcg_at_k, ... over the test users with a list
+    ids: np.ndarray  # the simulated agents
+
+
+def simulate_variant(
+    home: Path,
+    frames: dict[str, pl.DataFrame],
+    stored: dict[str, pl.DataFrame],
+    name: str,
+    n_agents: int = 0,
+    seed: int = 0,
+    calibration_agents: int = 300,
+    levels: str = "",
+    mirror_clock: str = "fit",
+) -> VariantRun:
+    """Variant `name` of the brain fitted and calibrated as the `embedded_brain` asset does
+    (`fit_calibrated_brain`), the mirror ranked by it, and every stored arm and the mirror
+    simulated on the same agents (all with a list in every arm, or a seeded sample of
+    `n_agents`)."""
+    fields, clocked = VARIANTS[name]
+    train, valid, test = frames["train_ratings"], frames["valid_ratings"], frames["test_ratings"]
+    agents = build_agents(
+        train,
+        frames["users"],
+        frames["mm_ml_1m"],
+        AgentsConfig(),
+        MiniLMTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        home / "cache" / "embeddings",
+        valid=valid if clocked else None,
+    )
+    model = fit_calibrated_brain(
+        agents,
+        train,
+        valid,
+        frames["users"],
+        frames["mm_ml_1m"],
+        seed=seed,
+        calibration_agents=calibration_agents,
+        brain_config=EmbeddedBrainConfig(fit_seed=seed, **fields),
+        levels=tuple(float(x) for x in levels.split(",") if x.strip()) or None,
+    )
+    catalogue = Catalogue.from_frame(frames["mm_ml_1m"])
+    items = frames["mm_ml_1m"].get_column("movie_id").to_numpy()
+    listed = set.intersection(*(set(v.get_column("user_id").to_list()) for v in stored.values()))
+    pool = np.array(sorted(listed & set(agents.profiles)))
+    rng = np.random.default_rng(seed)
+    ids = np.sort(rng.choice(pool, n_agents, replace=False)) if 0 < n_agents < pool.size else pool
+    lists = {a: v.filter(pl.col("user_id").is_in(ids.tolist())) for a, v in stored.items()}
+    mirror = rank_by_score(
+        "mirror",
+        brain_scores(model, agents, clock=mirror_clock),
+        ids,
+        items,
+        arm_frame(train.select("user_id", "movie_id")),
+        20,
+        512.0,
+    )
+    lists["mirror"] = internal_frame(mirror).with_columns(pl.lit("mirror").alias("arm"))
+    shown = pl.concat([v.select("arm", "user_id", "rank", "movie_id", "score") for v in lists.values()])
+    sessions = agents.sessions(ids)
+    events = pl.concat(
+        [
+            simulate_arm(arm, shown, sessions, catalogue, model.brain(), SimulationConfig(progress=False), seed=seed)
+            for arm in lists
+        ]
+    )
+    return VariantRun(model, lists, per_agent_metrics(events), offline_per_user(lists, test), ids)
+
+
+def stored_run(home: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]]:
+    """A finished run's windows, users and catalogue, and every arm's stored top-20 lists but the mirror's."""
+    assets = home / "assets"
+    frames = {
+        n: pl.read_parquet(assets / f"{n}.parquet")
+        for n in ("train_ratings", "valid_ratings", "test_ratings", "users", "mm_ml_1m")
+    }
+    stored = {p.stem: pl.read_parquet(p) for p in sorted((assets / "top20_lists").glob("*.parquet"))}
+    stored.pop("mirror", None)
+    return frames, stored
 
 
 def _line(row: dict, base: dict) -> str:

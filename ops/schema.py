@@ -123,6 +123,23 @@ HIDDEN_TASTES = {
     "rating_bias": pl.Float64,  # user's offset on the rating scale (pickiness)
 }
 
+# What a judge of the verdict holds (docs/definitions.md#the-truth): users' reactions to items
+# shown free of any production system's exposure.  Two judges share it:
+# - "planted": a synthetic world's exact probabilities for every user and item, computed from
+#   the generator's own model (`ops.data.synthetic`): P(click | shown), P(rating >= 4 | shown);
+# - "random_exposure": a random bucket, users shown items drawn uniformly at random and their
+#   reactions recorded (the synthetic generator's sample, or a team's random_exposure file):
+#   `liked` 0/1, `rating` where recorded, `clicked` 0/1 where recorded.
+# It is read only to measure the verdict, never by the agents, the arms or a calibration.
+GROUND_TRUTH = {
+    "user_id": pl.Int64,
+    "movie_id": pl.Int64,
+    "judge": pl.Utf8,  # "planted" / "random_exposure"
+    "clicked": pl.Float64,  # planted: a probability; random exposure: 0/1, null when not recorded
+    "liked": pl.Float64,  # planted: a probability; random exposure: 0/1
+    "rating": pl.Float64,  # random exposure: the rating given, null when only liked was recorded
+}
+
 # MM-ML-1M, the one catalogue every later stage reads (the `mm_ml_1m` asset): MOVIES
 # columns followed by METADATA's (movie_id once), null where a movie has no metadata.
 MM_ML_1M = {**MOVIES, **{k: v for k, v in METADATA.items() if k != "movie_id"}}

@@ -177,6 +177,15 @@ class Settings(BaseModel):
     dataset: Dataset | None = setting(
         None, "SIMAB_DATASET", "archive for source download", ops=("movielens.dataset",), config_default="ml-1m"
     )
+    synthetic_exposure_bias: float | None = setting(
+        None,
+        "SIMAB_SYNTHETIC_EXPOSURE_BIAS",
+        "source synthetic: how strongly the log's production system led with the popular (0 = a log free of "
+        "exposure, 1 = the default world, 2.5 strong; docs/definitions.md#the-truth)",
+        ops=("movielens.synthetic_exposure_bias",),
+        config_default=1.0,
+        ge=0,
+    )
     metadata_source: MetadataSource | None = setting(
         None,
         "SIMAB_METADATA_SOURCE",

@@ -99,6 +99,8 @@ def test_implicit_feedback_and_user_attributes(shop):
     (shop / "dataset.json").write_text('{"item_noun": "book", "feedback": "implicit"}')
     csv = pl.read_csv(shop / "interactions.csv").with_columns((pl.col("rating") >= 4).cast(pl.Int64).alias("liked"))
     csv.drop("rating").write_csv(shop / "interactions.csv")
+    bucket = pl.read_csv(shop / "random_exposure.csv")  # the random bucket follows the feedback kind too
+    bucket.select("user_id", "item_id", liked=pl.col("rating") >= 4).write_csv(shop / "random_exposure.csv")
     (shop / "users.csv").write_text("user_id,gender,age,occupation,zip,favourite_shop\n1,F,25,2,10115,north\n2,,,,,\n")
     tables = load_files(shop)
     assert set(tables.ratings["rating"].unique()) == {IMPLICIT_LIKED, IMPLICIT_NOT_LIKED}

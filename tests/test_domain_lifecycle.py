@@ -93,10 +93,17 @@ def test_the_bookshop_example_runs_the_whole_lifecycle(bookshop):
     assert json.loads(first["attributes"])["author"] and first["meta_genres"] == ["Mystery"]
     # Books 7.. have no cover: no image, never a stand-in.
     assert catalogue.filter(pl.col("movie_id") >= 7)["poster_small"].is_null().all()
+    # The shop's random bucket is the run's judge, read by the report only.
+    truth = pl.read_parquet(home / "assets" / "ground_truth.parquet")
+    assert truth.height == 120 and set(truth["judge"]) == {"random_exposure"}
+    report = next((home / "reports").glob("*/report.md")).read_text()
+    assert "## Against the truth" in report and "a random-exposure sample" in report
 
 
 def test_steam_without_images_or_user_attributes_runs_the_whole_lifecycle(steam):
     home, results = steam
     _check_lifecycle(home, results, "game", with_images=False)
+    report = next((home / "reports").glob("*/report.md")).read_text()
+    assert "## Against the truth\n\nNot measured: no truth" in report
     ratings = pl.read_parquet(home / "assets" / "ratings.parquet")
     assert set(ratings["rating"].unique()) == {1, 5}  # implicit: not recommended / recommended

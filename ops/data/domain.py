@@ -7,9 +7,9 @@
 tables keep their historic MovieLens names ("movies", `movie_id`): an item of any domain is
 a row of "movies".
 
-Bad input stops with `DataFileError` naming the file, the line (CSV: 1-based line of the
-file, the header being line 1; Parquet: 1-based row) and the field, before anything is
-stored.  `ops.data.steam` maps the Steam files onto the same tables.
+Bad input stops with `DataFileError` (`ops.data.data_files`) naming the file, the line (CSV:
+1-based line of the file, the header being line 1; Parquet: 1-based row) and the field,
+before anything is stored.  `ops.data.steam` maps the Steam files onto the same tables.
 
 One concept, the `files` source: reading a team's files into the internal tables, with every
 check of their content.
@@ -20,17 +20,31 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import polars as pl
 
-from ops.schema import AGE_CODES, GENDERS, METADATA, MOVIES, OCCUPATIONS, RATINGS, USERS, conform
-
-Feedback = Literal["explicit", "implicit"]
+from ops.data.data_files import (
+    DataFileError,
+    DatasetDescription,
+    Feedback,
+    Table,
+    check_pairs_once,
+    column_text,
+    find_file,
+    parse_flags,
+    parse_ids,
+    parse_ratings,
+    read_description,
+    read_table,
+    stop_at_first,
+    table_header,
+)
+from ops.data.random_exposure import STEM as RANDOM_EXPOSURE
+from ops.data.random_exposure import empty_truth, read_random_exposure
+from ops.schema import AGE_CODES, GENDERS, GROUND_TRUTH, METADATA, MOVIES, OCCUPATIONS, RATINGS, USERS, conform
 
 # Implicit feedback on the 1..5 scale every later stage reads: a liked item (recommend 1,
 # liked 1) becomes 5 and a not-liked one 1, so "liked" (rating >= 4, Agent4Rec §3.3) and
@@ -55,33 +69,6 @@ USER_DEMOGRAPHICS = ("gender", "age", "occupation", "zip")
 CATEGORY_SEPARATOR = "|"
 
 
-class DataFileError(ValueError):
-    """A data file that cannot be read: names the file, the line (or row) and the field."""
-
-    def __init__(self, path: Path | str, line: int | None, field: str | None, reason: str, unit: str = "line"):
-        self.path, self.line, self.field, self.reason = Path(path), line, field, reason
-        where = str(self.path)
-        if line is not None:
-            where += f", {unit} {line}"
-        if field:
-            where += f", field {field!r}"
-        super().__init__(f"{where}: {reason}")
-
-
-@dataclass(frozen=True)
-class DatasetDescription:
-    """`dataset.json`: what the items are called and what the feedback means."""
-
-    name: str = "items"
-    item_noun: str = "item"  # "book", "game": the prompts and pages say it
-    item_plural: str = ""  # default: the noun + "s"
-    feedback: Feedback = "explicit"
-
-    @property
-    def plural(self) -> str:
-        return self.item_plural or f"{self.item_noun}s"
-
-
 @dataclass(frozen=True)
 class DomainTables:
     users: pl.DataFrame  # USERS (demographics null where the domain has none)
@@ -90,42 +77,9 @@ class DomainTables:
     metadata: pl.DataFrame  # METADATA: description, categories, image, attributes, item_noun
     description: DatasetDescription
     counts: dict[str, int] = field(default_factory=dict)  # what was read, dropped, assumed
-
-
-@dataclass
-class _Table:
-    """One file's rows as text (a Parquet file's whole-number columns as numbers), with where
-    each row came from."""
-
-    path: Path
-    frame: pl.DataFrame
-    unit: str  # "line" (CSV) or "row" (Parquet)
-
-    def where(self, i: int) -> int:
-        return i + 2 if self.unit == "line" else i + 1
-
-    def error(self, i: int | None, column: str | None, reason: str) -> DataFileError:
-        return DataFileError(self.path, None if i is None else self.where(i), column, reason, self.unit)
-
-    def require(self, *columns: str) -> None:
-        for c in columns:
-            if c not in self.frame.columns:
-                raise DataFileError(
-                    self.path,
-                    1 if self.unit == "line" else None,
-                    c,
-                    f"missing column; the file has {self.frame.columns}",
-                )
-
-
-def find_file(folder: Path, stem: str, required: bool = True) -> Path | None:
-    """`<stem>.parquet` or `<stem>.csv` in `folder`."""
-    for suffix in (".parquet", ".csv"):
-        if (folder / f"{stem}{suffix}").is_file():
-            return folder / f"{stem}{suffix}"
-    if required:
-        raise DataFileError(folder / f"{stem}.csv", None, None, f"no {stem}.csv or {stem}.parquet in {folder}")
-    return None
+    # GROUND_TRUTH rows of judge "random_exposure": the optional random_exposure file (a
+    # random bucket); read only to judge the verdict (ops.readout.truth).
+    truth: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=GROUND_TRUTH))
 
 
 def check_files_folder(folder: Path | str) -> None:
@@ -147,79 +101,6 @@ def check_files_folder(folder: Path | str) -> None:
         if missing:
             unit = "row" if path.suffix == ".parquet" else "line"
             raise DataFileError(path, 1, missing[0], f"missing column; the file has {header}", unit)
-
-
-def table_header(path: Path) -> list[str]:
-    """The column names of a CSV or Parquet file, reading no row; DataFileError when it
-    cannot be read."""
-    try:
-        if path.suffix == ".parquet":
-            return list(pl.read_parquet_schema(path))
-        return pl.read_csv(path, n_rows=0, infer_schema=False).columns
-    except Exception as exc:  # noqa: BLE001 - any reader fault is the file's; say which
-        raise DataFileError(path, None, None, f"not readable: {str(exc).splitlines()[0]}") from None
-
-
-def read_table(path: Path) -> _Table:
-    if path.suffix == ".parquet":
-        frame = pl.read_parquet(path)
-        # Validation parses text, so Parquet's typed columns become text too (lists stay
-        # lists, whole numbers stay numbers: `_text` gives their text where it is read).
-        frame = frame.with_columns(
-            [pl.col(c).cast(pl.Utf8) for c, t in frame.schema.items() if not (isinstance(t, pl.List) or t.is_integer())]
-        )
-        return _Table(path, frame, "row")
-    try:
-        frame = pl.read_csv(path, infer_schema=False, missing_utf8_is_empty_string=True)
-    except Exception as exc:  # polars' CSV errors carry the position in their text
-        raise DataFileError(path, None, None, f"not a readable CSV file: {exc}") from exc
-    return _Table(path, frame, "line")
-
-
-def read_description(folder: Path) -> DatasetDescription:
-    path = folder / "dataset.json"
-    if not path.is_file():
-        return DatasetDescription(name=folder.name)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, exc.lineno, None, f"not JSON: {exc.msg}") from exc
-    known = {"name", "item_noun", "item_plural", "feedback"}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise DataFileError(path, None, unknown[0], f"unknown key; known: {sorted(known)}")
-    if raw.get("feedback", "explicit") not in ("explicit", "implicit"):
-        raise DataFileError(path, None, "feedback", f"{raw['feedback']!r} is not 'explicit' or 'implicit'")
-    return DatasetDescription(**{"name": folder.name, **raw})
-
-
-def parse_ids(table: _Table, column: str) -> pl.Series:
-    """Positive integer ids (the later stages key everything on int64 ids), as an Int64
-    series; the first row that is none names itself in a DataFileError."""
-    column_values = table.frame.get_column(column)
-    if column_values.dtype.is_integer():
-        ids = column_values.cast(pl.Int64, strict=False)
-        ok = ids >= 1
-    else:
-        text = _text(table, column).str.strip_chars()
-        ids = text.cast(pl.Int64, strict=False)
-        ok = text.str.contains(r"^[0-9]+$") & (ids >= 1)
-    _stop_at_first(table, ok, column, lambda value: f"{value!r} is not a positive whole number")
-    return ids
-
-
-def _text(table: _Table, column: str) -> pl.Series:
-    """A column as text, a missing value as the empty string."""
-    return table.frame.get_column(column).cast(pl.Utf8).fill_null("")
-
-
-def _stop_at_first(table: _Table, ok: pl.Series, column: str, reason: Callable[[object], str]) -> None:
-    """DataFileError naming the first row where `ok` is not true (null counts as not),
-    `reason(value)` saying what is wrong with that row's value of `column`."""
-    bad = (~ok.fill_null(False)).arg_true()
-    if bad.len():
-        i = int(bad[0])
-        raise table.error(i, column, reason(table.frame.get_column(column)[i]))
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?)?(Z|[+-]\d{2}:?\d{2})?$")
@@ -300,7 +181,8 @@ def parse_date(text: str | None) -> dt.date | None:
 
 
 def load_files(folder: Path | str) -> DomainTables:
-    """Read a folder in the data model of docs/data_model.md."""
+    """Read a folder in the data model of docs/data_model.md (an optional random_exposure
+    file into `truth`: `ops.data.random_exposure`)."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise DataFileError(folder, None, None, "not a folder (SIMAB_FILES_PATH)")
@@ -309,13 +191,23 @@ def load_files(folder: Path | str) -> DomainTables:
     ratings = _read_interactions(read_table(find_file(folder, "interactions")), items.movies["movie_id"], description)
     users_path = find_file(folder, "users", required=False)
     users = _read_users(read_table(users_path) if users_path else None, ratings)
+    exposure_path = find_file(folder, RANDOM_EXPOSURE, required=False)
+    truth = (
+        read_random_exposure(read_table(exposure_path), items.movies["movie_id"], users["user_id"], description)
+        if exposure_path
+        else empty_truth()
+    )
+    counts = {"items": items.movies.height, "interactions": ratings.height, "users": users.height}
+    if exposure_path:
+        counts["random_exposure"] = truth.height
     return DomainTables(
         users=users,
         movies=items.movies,
         ratings=ratings,
         metadata=items.metadata,
         description=description,
-        counts={"items": items.movies.height, "interactions": ratings.height, "users": users.height},
+        counts=counts,
+        truth=truth,
     )
 
 
@@ -325,7 +217,7 @@ class _Items:
     metadata: pl.DataFrame
 
 
-def _read_items(table: _Table, images: Path, description: DatasetDescription) -> _Items:
+def _read_items(table: Table, images: Path, description: DatasetDescription) -> _Items:
     from ops.data.poster_store import verify_poster_file
 
     table.require("item_id", "title")
@@ -336,24 +228,24 @@ def _read_items(table: _Table, images: Path, description: DatasetDescription) ->
         i = int((~first).arg_true()[0])
         earlier = table.where(int((ids == ids[i]).arg_true()[0]))
         raise table.error(i, "item_id", f"duplicate item id {ids[i]} (first on {table.unit} {earlier})")
-    titles = _text(table, "title").str.strip_chars()
-    _stop_at_first(table, titles != "", "title", lambda value: "an item needs a title")
+    titles = column_text(table, "title").str.strip_chars()
+    stop_at_first(table, titles != "", "title", lambda value: "an item needs a title")
     n = frame.height
     categories = _categories(table)
     described = (
-        _text(table, "description").str.strip_chars().replace("", None)
+        column_text(table, "description").str.strip_chars().replace("", None)
         if "description" in frame.columns
         else pl.Series([None] * n, dtype=pl.Utf8)
     )
     if "release_date" in frame.columns:
-        text = _text(table, "release_date").str.strip_chars()
+        text = column_text(table, "release_date").str.strip_chars()
         dates = (
             pl.when(text.str.contains(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"))
             .then(text.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False))
             .alias("release_date")
         )
         dates = pl.select(dates).to_series() if text.len() else pl.Series("release_date", [], dtype=pl.Date)
-        _stop_at_first(
+        stop_at_first(
             table, (text == "") | dates.is_not_null(), "release_date", lambda v: f"{v!r} is not a date YYYY-MM-DD"
         )
     else:
@@ -399,7 +291,7 @@ def _read_items(table: _Table, images: Path, description: DatasetDescription) ->
     return _Items(movies, conform(metadata.with_columns(**absent), METADATA, "items"))
 
 
-def _categories(table: _Table) -> pl.Series:
+def _categories(table: Table) -> pl.Series:
     """Each item's categories: a list column as it is, text split at `|`; blanks dropped."""
     if "categories" not in table.frame.columns:
         return pl.Series("categories", [[]] * table.frame.height, dtype=pl.List(pl.Utf8))
@@ -407,53 +299,40 @@ def _categories(table: _Table) -> pl.Series:
     lists = (
         column.cast(pl.List(pl.Utf8))
         if isinstance(column.dtype, pl.List)
-        else _text(table, "categories").str.split(CATEGORY_SEPARATOR)
+        else column_text(table, "categories").str.split(CATEGORY_SEPARATOR)
     )
     return lists.fill_null([]).list.eval(pl.element().str.strip_chars().filter(pl.element().str.strip_chars() != ""))
 
 
-def _read_interactions(table: _Table, item_ids: pl.Series, description: DatasetDescription) -> pl.DataFrame:
+def _read_interactions(table: Table, item_ids: pl.Series, description: DatasetDescription) -> pl.DataFrame:
     """The interactions, checked with polars expressions over whole columns; the first bad
-    row of a column stops the read, named (`_stop_at_first`)."""
+    row of a column stops the read, named (`stop_at_first`)."""
     implicit = description.feedback == "implicit"
     signal = "liked" if implicit else "rating"
     table.require("user_id", "item_id", signal, "timestamp")
     users = parse_ids(table, "user_id")
     items = parse_ids(table, "item_id")
-    _stop_at_first(
+    stop_at_first(
         table, items.is_in(item_ids.implode()), "item_id", lambda value: f"item {int(value)} is not in the items file"
     )
-    text = _text(table, signal).str.strip_chars().str.to_lowercase()
     if implicit:
-        ok = text.is_in(["0", "1", "true", "false"])
-        _stop_at_first(table, ok, signal, lambda value: f"{value!r} is not 1/0 (or true/false)")
-        values = pl.Series(np.where(text.is_in(["1", "true"]).to_numpy(), IMPLICIT_LIKED, IMPLICIT_NOT_LIKED))
+        values = pl.Series(np.where(parse_flags(table, signal).to_numpy(), IMPLICIT_LIKED, IMPLICIT_NOT_LIKED))
     else:
-        values = text.cast(pl.Int64, strict=False)
-        ok = text.str.contains(r"^[0-9]+$") & values.is_between(1, 5)
-        _stop_at_first(table, ok, signal, lambda value: f"{value!r} is not a whole rating 1..5")
+        values = parse_ratings(table, signal)
     raw = table.frame.get_column("timestamp")
-    stamps = raw.cast(pl.Int64) if raw.dtype.is_integer() else parse_timestamps(_text(table, "timestamp"))
-    _stop_at_first(
+    stamps = raw.cast(pl.Int64) if raw.dtype.is_integer() else parse_timestamps(column_text(table, "timestamp"))
+    stop_at_first(
         table,
         stamps.is_not_null(),
         "timestamp",
         lambda value: f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])",
     )
     ratings = pl.DataFrame({"user_id": users, "movie_id": items, "rating": values, "timestamp": stamps})
-    repeated = ratings.select("user_id", "movie_id").is_duplicated()
-    if repeated.any():
-        # The first row that repeats an earlier one, and that earlier one.
-        pairs = ratings.with_row_index("row").filter(repeated)
-        second = pairs.filter(pl.struct("user_id", "movie_id").is_first_distinct().not_()).row(0, named=True)
-        user, item, i = second["user_id"], second["movie_id"], second["row"]
-        earlier = pairs.filter((pl.col("user_id") == user) & (pl.col("movie_id") == item)).get_column("row")[0]
-        where = table.where(int(earlier))
-        raise table.error(i, "item_id", f"user {user} and item {item} appear twice (first on {table.unit} {where})")
+    check_pairs_once(table, ratings)
     return conform(ratings, RATINGS, "interactions")
 
 
-def _read_users(table: _Table | None, ratings: pl.DataFrame) -> pl.DataFrame:
+def _read_users(table: Table | None, ratings: pl.DataFrame) -> pl.DataFrame:
     """The users table: every user of the interactions, plus those of a users file; the
     MovieLens demographics only where the file has them in MovieLens's codes."""
     rated = ratings.select(pl.col("user_id").unique())
@@ -479,13 +358,13 @@ def _read_users(table: _Table | None, ratings: pl.DataFrame) -> pl.DataFrame:
     return conform(users.with_columns(**absent), USERS, "users")
 
 
-def _demographics(table: _Table) -> dict[str, pl.Series]:
+def _demographics(table: Table) -> dict[str, pl.Series]:
     """The MovieLens demographics of a users file, checked column by column (an empty value
     is no value); the first value outside MovieLens's codes stops the read, named."""
     frame, out = table.frame, {}
     if "gender" in frame.columns:
-        gender = _text(table, "gender").str.strip_chars()
-        _stop_at_first(
+        gender = column_text(table, "gender").str.strip_chars()
+        stop_at_first(
             table,
             (gender == "") | gender.is_in(list(GENDERS)),
             "gender",
@@ -495,10 +374,10 @@ def _demographics(table: _Table) -> dict[str, pl.Series]:
     for name, codes in (("age", AGE_CODES), ("occupation", tuple(OCCUPATIONS))):
         if name not in frame.columns:
             continue
-        text = _text(table, name).str.strip_chars()
+        text = column_text(table, name).str.strip_chars()
         values = text.cast(pl.Int64, strict=False)
         ok = (text == "") | (text.str.contains(r"^[0-9]+$") & values.is_in(list(codes)))
-        _stop_at_first(
+        stop_at_first(
             table,
             ok,
             name,
@@ -506,5 +385,5 @@ def _demographics(table: _Table) -> dict[str, pl.Series]:
         )
         out[name] = values
     if "zip" in frame.columns:
-        out["zip"] = _text(table, "zip").str.strip_chars().replace("", None)
+        out["zip"] = column_text(table, "zip").str.strip_chars().replace("", None)
     return {k: v.cast(USERS[k]) for k, v in out.items()}

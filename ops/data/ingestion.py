@@ -22,7 +22,7 @@ from ops.data.movielens_download import download
 from ops.data.steam import load_steam
 from ops.data.steam_download import CITATION_NOTICE, download_steam, load_steam_download
 from ops.data.synthetic import SyntheticConfig, generate
-from ops.schema import HIDDEN_TASTES, METADATA
+from ops.schema import GROUND_TRUTH, HIDDEN_TASTES, METADATA
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class Ingested:
     tastes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HIDDEN_TASTES))
     side_info: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=METADATA))
     extra: dict[str, str] = field(default_factory=dict)  # what a later run may pin (downloaded files' SHA-256)
+    # GROUND_TRUTH: the judge of the verdict where the source has one (a planted world's exact
+    # probabilities and random bucket; a team's random_exposure file); empty elsewhere.
+    truth: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=GROUND_TRUTH))
 
     @property
     def density(self) -> float:
@@ -69,18 +72,25 @@ def ingest(
     dataset: str = "ml-1m",
     synthetic_users: int = 0,
     synthetic_movies: int = 0,
+    synthetic_exposure_bias: float = 1.0,
 ) -> Ingested:
     """The tables of `source`; downloads are cached under `root`/downloads and synthetic
     posters written under `root`/posters; `log` hears the licence notices and what was read."""
     if source == "synthetic":
-        overrides = {"seed": seed}
+        overrides = {"seed": seed, "exposure_bias": synthetic_exposure_bias}
         if synthetic_users:
             overrides["n_users"] = synthetic_users
         if synthetic_movies:
             overrides["n_movies"] = synthetic_movies
         data = generate(SyntheticConfig(**overrides), root / "posters" / f"synthetic-{seed}")
         return Ingested(
-            data.users, data.movies, data.ratings, f"synthetic(seed={seed})", data.hidden_tastes, data.metadata
+            data.users,
+            data.movies,
+            data.ratings,
+            f"synthetic(seed={seed})",
+            data.hidden_tastes,
+            data.metadata,
+            truth=data.truth,
         )
     if source in ("files", "steam", "steam-download"):
         extra: dict[str, str] = {}
@@ -103,7 +113,15 @@ def ingest(
             origin = f"steam:{Path(steam_path).expanduser()}"
             log("Steam data (UCSD McAuley lab): research use with citation; never redistribute it.")
         log(f"{origin}: {tables.counts}")
-        return Ingested(tables.users, tables.movies, tables.ratings, origin, side_info=tables.metadata, extra=extra)
+        return Ingested(
+            tables.users,
+            tables.movies,
+            tables.ratings,
+            origin,
+            side_info=tables.metadata,
+            extra=extra,
+            truth=tables.truth,
+        )
     if source == "local":
         if not local_path:
             raise ValueError("source 'local' needs local_path: a folder with ML-1M *.dat or ML-100K u.* files")

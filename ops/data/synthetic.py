@@ -33,6 +33,7 @@ One concept, the synthetic source: one generator of every table with its planted
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,18 @@ from ops.data.synthetic_priors import (
     OCCUPATION_GENRE_SHIFT,
 )
 from ops.data.synthetic_text import overview, titles_of
-from ops.schema import AGE_CODES, GENRES, HIDDEN_TASTES, METADATA, MOVIES, OCCUPATIONS, RATINGS, USERS, conform
+from ops.schema import (
+    AGE_CODES,
+    GENRES,
+    GROUND_TRUTH,
+    HIDDEN_TASTES,
+    METADATA,
+    MOVIES,
+    OCCUPATIONS,
+    RATINGS,
+    USERS,
+    conform,
+)
 
 
 class SyntheticConfig(BaseModel):
@@ -154,6 +166,25 @@ class SyntheticConfig(BaseModel):
     rating_noise_sd: float = Field(0.55, ge=0)
     rating_shares: tuple[float, float, float, float, float] = ML1M_RATING_SHARES
 
+    # The logging policy (docs/definitions.md#the-truth): the log holds what a production
+    # recommender exposed, and that system leads with the popular (its top slots, the ones
+    # users see, go to the head).  Its strength scales the popularity terms of who rates what
+    # (first_session_popularity, return_popularity): 0 = a log free of exposure (users take
+    # up items by taste alone), 1 = the default world (calibrated to ML-1M above), 2.5 strong.
+    exposure_bias: float = Field(1.0, ge=0)
+    # The planted uptake, what a user does when shown an item whatever showed it:
+    # P(click | shown) = sigmoid(click_taste x affinity + click_quality x quality + c), c set so
+    # that a uniformly random item is clicked with probability click_base_rate.  The taste
+    # weight is the return visits' (return_taste): absent exposure, who rates what follows it.
+    click_taste: float = Field(2.5, ge=0)
+    click_quality: float = Field(0.5, ge=0)  # the vote average is on the card
+    click_base_rate: float = Field(0.1, gt=0, lt=1)
+    # The random bucket a production team keeps: this share of users shown this many items
+    # drawn uniformly from what they have not rated, their ratings and clicks drawn from the
+    # planted model.  Written beside the exact truth; read only to judge.
+    random_exposure_share: float = Field(0.3, ge=0, le=1)
+    random_exposure_items: int = Field(10, ge=0)
+
     # Activity windows: arrival over the span (Beta), a first-day burst, then returns.
     arrival_beta: tuple[float, float] = (0.7, 6.0)
     burst_share_beta: tuple[float, float] = (2.0, 3.0)  # share of a user's ratings in the first session
@@ -196,12 +227,17 @@ class SyntheticData:
     ratings: pl.DataFrame  # RATINGS
     metadata: pl.DataFrame  # METADATA, metadata_source = "synthetic"
     hidden_tastes: pl.DataFrame  # HIDDEN_TASTES, one row per user
+    # GROUND_TRUTH: every user's exact P(click | shown) and P(like | shown) for every movie
+    # (judge "planted"), then the random bucket's reactions (judge "random_exposure").
+    truth: pl.DataFrame
 
 
 def generate(config: SyntheticConfig, poster_dir: Path) -> SyntheticData:
     """Draw the whole synthetic data set and write its posters under `poster_dir`."""
-    streams = np.random.SeedSequence(config.seed).spawn(8)
-    rng_people, rng_movies, rng_users, rng_tastes, rng_pick, rng_rate, rng_time, rng_text = (
+    # Spawned children depend on their index only: the ninth stream (the random bucket) leaves
+    # the first eight, and so every frame of a world without it, as they were.
+    streams = np.random.SeedSequence(config.seed).spawn(9)
+    rng_people, rng_movies, rng_users, rng_tastes, rng_pick, rng_rate, rng_time, rng_text, rng_bucket = (
         np.random.default_rng(s) for s in streams
     )
 
@@ -212,8 +248,15 @@ def generate(config: SyntheticConfig, poster_dir: Path) -> SyntheticData:
     films_per_director = np.bincount(catalogue.director, minlength=len(directors))
     tastes = _hidden_tastes(config, rng_tastes, users, directors, director_genres, films_per_director)
     affinity = _affinity(config, tastes, catalogue)
+    # The rating scale is the users' own, not the logging policy's: its cut points are those of
+    # the default world's log (a copy of the stream draws that log's picks), whatever the strength.
+    reference = None
+    if config.exposure_bias != 1.0:
+        default = config.model_copy(update={"exposure_bias": 1.0})
+        reference = _who_rates_what(default, copy.deepcopy(rng_pick), catalogue, affinity)[0]
     picks, n_first_session = _who_rates_what(config, rng_pick, catalogue, affinity)
-    ratings = _ratings(config, rng_rate, rng_time, picks, n_first_session, catalogue, tastes, affinity)
+    ratings, cuts = _ratings(config, rng_rate, rng_time, picks, n_first_session, catalogue, tastes, affinity, reference)
+    truth = _ground_truth(config, rng_bucket, catalogue, tastes, affinity, cuts, picks)
 
     movie_ids = np.arange(1, config.n_movies + 1)
     ordered_genres = [[g for g in GENRES if g in gs] for gs in catalogue.genres]
@@ -229,6 +272,7 @@ def generate(config: SyntheticConfig, poster_dir: Path) -> SyntheticData:
         ratings=conform(ratings, RATINGS, "ratings"),
         metadata=conform(metadata, METADATA, "metadata"),
         hidden_tastes=conform(tastes.frame, HIDDEN_TASTES, "hidden_tastes"),
+        truth=conform(truth, GROUND_TRUTH, "ground_truth"),
     )
 
 
@@ -536,7 +580,7 @@ def _who_rates_what(
     counts = config.min_ratings_per_user + np.round(rng.lognormal(mu, config.activity_sigma, n_users)).astype(int)
     counts = np.minimum(counts, cap)
     n_first = np.clip(np.round(rng.beta(*config.burst_share_beta, n_users) * counts), 1, counts).astype(int)
-    log_pop = np.log(catalogue.popularity)[None, :]
+    log_pop = config.exposure_bias * np.log(catalogue.popularity)[None, :]
     first = (
         config.first_session_popularity * log_pop
         + config.first_session_taste * affinity
@@ -561,23 +605,105 @@ def _ratings(
     catalogue: _Catalogue,
     tastes: _Tastes,
     affinity: np.ndarray,
-) -> pl.DataFrame:
+    reference: list[np.ndarray] | None = None,
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """The log's ratings, and the cut points on the rating latent that made its stars; with
+    `reference` (the default world's picks) the cuts are set on those picks' latent."""
     users = np.concatenate([np.full(len(p), i) for i, p in enumerate(picks)])
     movies = np.concatenate(picks)
+    # The default world's noise, for its cut points: the same stream, before it draws this log's.
+    reference_rng = copy.deepcopy(rng_rate)
+    noise = config.rating_noise_sd * rng_rate.standard_normal(len(users))
     latent = (
         config.rating_taste * affinity[users, movies]
         + config.rating_quality * catalogue.quality[movies]
         + tastes.bias[users]
-        + config.rating_noise_sd * rng_rate.standard_normal(len(users))
+        + noise
     )
     # Cut points at the quantiles of the target shares, so the 1..5 distribution is ML-1M's.
-    cuts = np.quantile(latent, np.cumsum(config.rating_shares)[:-1])
+    on = latent
+    if reference is not None:
+        ru = np.concatenate([np.full(len(p), i) for i, p in enumerate(reference)])
+        rm = np.concatenate(reference)
+        on = config.rating_taste * affinity[ru, rm] + config.rating_quality * catalogue.quality[rm] + tastes.bias[ru]
+        on = on + config.rating_noise_sd * reference_rng.standard_normal(len(ru))
+    cuts = np.quantile(on, np.cumsum(config.rating_shares)[:-1])
     rating = np.searchsorted(cuts, latent, side="right") + 1
 
     timestamps = _timestamps(config, rng_time, [len(p) for p in picks], n_first_session)
-    return pl.DataFrame({"user_id": users + 1, "movie_id": movies + 1, "rating": rating, "timestamp": timestamps}).sort(
-        ["user_id", "timestamp", "movie_id"]
+    frame = pl.DataFrame({"user_id": users + 1, "movie_id": movies + 1, "rating": rating, "timestamp": timestamps})
+    return frame.sort(["user_id", "timestamp", "movie_id"]), cuts
+
+
+def _ground_truth(
+    config: SyntheticConfig,
+    rng: np.random.Generator,
+    catalogue: _Catalogue,
+    tastes: _Tastes,
+    affinity: np.ndarray,
+    cuts: np.ndarray,
+    picks: list[np.ndarray],
+) -> pl.DataFrame:
+    """What every user would do when shown any movie, from the generator's own model: the
+    exact P(click | shown) (the planted uptake, config) and P(like | shown) = P(rating >= 4)
+    = P(latent >= the cut below 4 stars) under the rating noise; then the random bucket."""
+    # lazy: scipy (scipy.special, not scipy.stats: a tenth of the import)
+    from scipy.special import expit, ndtr
+
+    n_users, n_movies = affinity.shape
+    mean_latent = config.rating_taste * affinity + config.rating_quality * catalogue.quality[None, :]
+    mean_latent = mean_latent + tastes.bias[:, None]
+    like_cut = cuts[2]  # stars = searchsorted(cuts, latent, "right") + 1 >= 4
+    p_like = ndtr((mean_latent - like_cut) / max(config.rating_noise_sd, 1e-9))
+    uptake = config.click_taste * affinity + config.click_quality * catalogue.quality[None, :]
+    p_click = expit(uptake + _intercept_for_rate(uptake, config.click_base_rate))
+    users, movies = np.divmod(np.arange(n_users * n_movies), n_movies)
+    planted = pl.DataFrame(
+        {
+            "user_id": users + 1,
+            "movie_id": movies + 1,
+            "judge": "planted",
+            "clicked": p_click.ravel(),
+            "liked": p_like.ravel(),
+            "rating": None,
+        },
+        schema=GROUND_TRUTH,
     )
+    n_bucket = int(round(config.random_exposure_share * n_users))
+    if n_bucket == 0 or config.random_exposure_items == 0:
+        return planted
+    rows = []
+    for u in np.sort(rng.choice(n_users, n_bucket, replace=False)):
+        unseen = np.setdiff1d(np.arange(n_movies), picks[u])
+        shown = rng.choice(unseen, min(config.random_exposure_items, len(unseen)), replace=False)
+        latent = mean_latent[u, shown] + config.rating_noise_sd * rng.standard_normal(len(shown))
+        stars = np.searchsorted(cuts, latent, side="right") + 1
+        clicked = rng.random(len(shown)) < p_click[u, shown]
+        rows.append((np.full(len(shown), u + 1), shown + 1, stars, clicked))
+    bucket = pl.DataFrame(
+        {
+            "user_id": np.concatenate([r[0] for r in rows]),
+            "movie_id": np.concatenate([r[1] for r in rows]),
+            "judge": "random_exposure",
+            "clicked": np.concatenate([r[3] for r in rows]).astype(float),
+            "liked": (np.concatenate([r[2] for r in rows]) >= 4).astype(float),
+            "rating": np.concatenate([r[2] for r in rows]).astype(float),
+        },
+        schema=GROUND_TRUTH,
+    )
+    return pl.concat([planted, bucket])
+
+
+def _intercept_for_rate(logits: np.ndarray, rate: float) -> float:
+    """The c with mean(sigmoid(logits + c)) = rate (bisection: the mean rises with c)."""
+    # lazy: scipy
+    from scipy.special import expit
+
+    lo, hi = -50.0, 50.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expit(logits + mid).mean() < rate else (lo, mid)
+    return (lo + hi) / 2
 
 
 def _timestamps(

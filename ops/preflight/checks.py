@@ -11,7 +11,10 @@ stops before any work instead of after the steps that come before the one the va
 
 What only the data can say (a user or item a lists file names that the data lacks, a bad
 row in the middle of a file) is still found by the step that reads it; here files are
-checked as far as their header.
+checked as far as their header — all but a files source's random-exposure file, the judge of
+the verdict, which is checked row by row (against the id columns of the items, the
+interactions and the users), so that a bad row of it stops the runner in seconds instead of
+the ingestion step.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from urllib.parse import urlsplit
 from ops.arms.registry import arm_class, spec_of, spec_problem
 from ops.data.domain import DataFileError, check_files_folder
 from ops.data.movielens import MovieLensFormatError, find_tables
+from ops.data.random_exposure import check_random_exposure
 from ops.data.tmdb import API_KEY_ENV as TMDB_API_KEY_ENV
 from ops.data.tmdb import READ_TOKEN_ENV as TMDB_READ_TOKEN_ENV
 from ops.preflight.bill import brain_of, known_users
@@ -100,7 +104,8 @@ def check_control(settings: Settings) -> None:
 
 
 def check_source(settings: Settings) -> None:
-    """The data source's folder and files, as far as their headers."""
+    """The data source's folder and files, as far as their headers (a random-exposure file
+    whole: `ops.data.random_exposure.check_random_exposure`)."""
     source = settings.source or "synthetic"
     if source == "files":
         if not settings.files_path:
@@ -109,6 +114,7 @@ def check_source(settings: Settings) -> None:
             )
         try:
             check_files_folder(settings.files_path)
+            check_random_exposure(settings.files_path)
         except DataFileError as exc:
             raise SettingError(f"SIMAB_FILES_PATH={settings.files_path!r}: {exc}") from None
     elif source == "local":

@@ -230,6 +230,8 @@ def verdict_lines(headline: dict) -> list[str]:
         lines.append(seen["line"])
     if headline.get("simulator_bias"):
         lines.append(headline["simulator_bias"])
+    # The truth, where the run has one (ops.readout.truth): after the log's figures, before the warnings.
+    lines += (headline.get("truth") or {}).get("lines") or []
     lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]
     return lines
 

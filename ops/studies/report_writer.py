@@ -28,6 +28,7 @@ from ops.readout.readout_figures import fidelity_pairs, gap_figure, power_figure
 from ops.readout.report_html import report_html
 from ops.readout.report_markdown import bill_lines, report_markdown
 from ops.readout.slots import slot_warning, slots_markdown
+from ops.readout.truth import TruthJudgement, judge_against_truth
 from ops.readout.verdict import report_summary
 from ops.simulation.budget import RunBudget
 from ops.storage.atomic import atomic_write_bytes
@@ -77,6 +78,7 @@ class Report:
     bias: SimulatorBias
     power: PowerAnalysis | None
     gaps: GapSizes | None = None
+    truth: TruthJudgement | None = None
 
     @property
     def plots(self) -> Path:
@@ -94,6 +96,8 @@ class Report:
             metrics["mirror_excess_ctr"] = self.bias.excess
         if self.gaps is not None:
             metrics |= self.gaps.metrics()
+        if self.truth is not None:
+            metrics |= self.truth.metrics()
         if self.pairs.height:
             metrics |= {
                 f"pairs_{k.replace(' ', '_')}": v for k, v in self.summary.items() if isinstance(v, (int, float))
@@ -112,6 +116,8 @@ class Report:
         tables["simulator_bias"] = self.bias.arms
         if self.gaps is not None and self.gaps.arms.height:
             tables["gap_sizes"] = self.gaps.arms
+        if self.truth is not None and self.truth.measured:
+            tables |= {"truth_arms": self.truth.arms, "truth_taus": self.truth.taus}
         if self.pairs.height:
             tables |= {"fidelity_pairs": self.pairs, "offline_intervals": self.intervals}
         if self.power is not None and self.power.pairs.height:
@@ -134,12 +140,14 @@ def write_report(
     spread_floor: float,
     eval_users: int = 0,
     bill: RunBudget | None = None,
+    truth: pl.DataFrame | None = None,
 ) -> Report:
     """Write the report under `folder` (report.md, report.html, plots/) and as `latest`/latest.md
     and latest.html: the verdict first (`report_summary`), then the read-out, the offline
     metrics, the fidelity pairs, the power, the augmentation table and the trust section;
     `bill`, when the LLM was called in this run (its file exists), closes it with what each
-    asset spent.  `eval_users`: the offline metrics over a seeded sample of that many test
+    asset spent.  `truth`: the run's judge (GROUND_TRUTH; `ops.readout.truth`), None or empty
+    where it has none.  `eval_users`: the offline metrics over a seeded sample of that many test
     users (`ops.arms.ranking.evaluation_users`, as the arms measured them); 0: every one."""
     evaluated = evaluation_users(test_ratings, eval_users)
     test_users = test_ratings.get_column("user_id").n_unique()
@@ -161,6 +169,9 @@ def write_report(
     gaps = gap_sizes(
         ab_readout.per_agent, top20_lists, test_ratings, ab_readout.control, candidates, paired=paired, seed=seed
     )
+    judged = judge_against_truth(
+        truth, top20_lists, ab_readout.per_agent, agreement.per_user, diagnostic, primary_metric, seed=seed
+    )
     folder.mkdir(parents=True, exist_ok=True)
     # The read-out's asset drew its figures into this folder when it ran in the same run.
     plots = write_ab_figures(ab_readout, folder / "plots", drawn=True)
@@ -170,13 +181,15 @@ def write_report(
         plots.append(save_figure(power_figure(power), folder / "plots" / "power.png"))
     if gaps.arms.height:
         plots.append(save_figure(gap_figure(gaps), folder / "plots" / "gap_sizes.png"))
+    if judged.measured:
+        plots.append(save_figure(judged.figure(), folder / "plots" / "truth.png"))
     sections = _trust_section(folder, trust)
     unmeasured = not_measured_summary(taste=trust.taste, rating=trust.rating, list_quality=trust.list_quality)
     clicks = getattr(ab_readout, "slot_clicks", None)  # None in a read-out stored before it was kept
     # The same figures open the report and close the console's output (verdict_lines).
     sensitivity = sensitivity_headline(trust.sensitivity)
     seen = list_quality_seen(trust.list_quality, sensitivity, spread_floor)
-    warnings = _warnings(fid, pairs, bias, clicks, gaps, seen, tau_floor)
+    warnings = _warnings(fid, pairs, bias, clicks, gaps, seen, tau_floor) + judged.warnings()
     headline = report_summary(
         ab_readout,
         intervals,
@@ -201,7 +214,9 @@ def write_report(
     )
     headline["gap_sizes"] = gaps.headline()
     headline["list_quality_seen"] = seen
+    headline["truth"] = judged.headline()
     sections = [
+        judged.to_markdown(),
         gaps.to_markdown(),
         *sections,
         bias.to_markdown(),
@@ -230,7 +245,7 @@ def write_report(
     page = report_html(text, folder).encode("utf-8")
     atomic_write_bytes(html_path, page)
     atomic_write_bytes(latest / "latest.html", page)
-    return Report(path, html_path, text, headline, fid, pairs, intervals, summary, bias, power, gaps)
+    return Report(path, html_path, text, headline, fid, pairs, intervals, summary, bias, power, gaps, judged)
 
 
 def _power(ab_readout, pairs: pl.DataFrame, intervals: pl.DataFrame) -> PowerAnalysis | None:

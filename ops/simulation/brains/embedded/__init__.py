@@ -46,7 +46,11 @@ Fitting (`fit`), on the train and validation windows only — the test window is
    rated in the validation window; negatives = movies the user rated in neither window,
    `negatives_per_positive` per positive, half drawn uniformly from the catalogue and half
    in proportion to train popularity (so the model must separate taste from popularity).
-   A logistic regression (scikit-learn, L2) on the home-page features.
+   A logistic regression (scikit-learn, L2) on the home-page features.  With
+   `exposure_correction` p > 0 the log's exposure is taken out (docs/definitions.md#the-truth):
+   each positive weighs 1 / (its item's train count + 1) ** p, rescaled to the positives'
+   total, so the model estimates what users take up when shown an item, not what the
+   production system showed them (inverse propensity scoring).
 2. like model (detail page): on the validation positives, label = rating >= 4; a
    logistic regression on all features.
 3. rating model: least squares (ridge) of the validation rating on all features; its

@@ -112,6 +112,13 @@ class EmbeddedBrainConfig(BaseModel):
     # -- fitting (train and validation windows) --
     negatives_per_positive: int = Field(4, ge=1)
     popular_negative_share: float = Field(0.5, ge=0, le=1)
+    # The exposure taken out of the click model (docs/definitions.md#the-truth): the log holds
+    # what a production system exposed, led by the popular, so what users took up next is
+    # uptake x exposure.  Each validation positive weighs 1 / propensity, the propensity of its
+    # item estimated from the log as (count + 1) ** exposure_correction (inverse propensity
+    # scoring; 0: no correction, 1: exposure in proportion to the log's counts); the click
+    # model then estimates P(click | shown) rather than P(taken up | exposed).
+    exposure_correction: float = Field(0.0, ge=0, le=2)
     fit_max_users: int = Field(3000, ge=1)
     fit_max_positives_per_user: int = Field(30, ge=1)
     holdout_share: float = Field(0.2, ge=0, lt=1)

@@ -199,13 +199,15 @@ def fit(
         held.append(np.full(len(pos_rows) + len(neg_rows), u in holdout))
         row_user.append(np.full(len(pos_rows) + len(neg_rows), u))
     yc, hc, r_all = np.concatenate(labels), np.concatenate(held), np.concatenate(ratings_all)
+    rows_c = np.concatenate(candidates)
+    weight = _propensity_weights(ctx.facts.popularity[rows_c], yc, config.exposure_correction)
     config, recall_grid = _fit_recall(config, memories, profiles, fit_users, candidates, yc, hc, ctx)
     states = agent_states({u: memories[u] for u in fit_users}, profiles, ctx, config)
     Xc, _, _ = pair_features([states[u] for u in fit_users], candidates, ctx, config)
     is_pos = yc == 1
     Xp, rp, hp = Xc[is_pos], r_all[is_pos], hc[is_pos]
     up, crowd_p = np.concatenate(row_user)[is_pos], Xp[:, FEATURES.index("crowd_rating")] + ctx.global_mean_rating
-    rows_p = np.concatenate(candidates)[is_pos]
+    rows_p = rows_c[is_pos]
     yl = (rp >= config.like_threshold).astype(float)
 
     def auc(model: LinearModel, X, y):
@@ -225,7 +227,7 @@ def fit(
             continue
         names = tuple(f for f in HOME_FEATURES if f not in dropped and f not in head and f not in unused)
         idx = [FEATURES.index(f) for f in names]
-        models[variant] = _fit_logistic(LogisticRegression, Xc[~hc][:, idx], yc[~hc], names, config)
+        models[variant] = _fit_logistic(LogisticRegression, Xc[~hc][:, idx], yc[~hc], names, config, weight[~hc])
         ablation.append(
             {
                 "variant": variant,
@@ -379,12 +381,23 @@ def _sample_negatives(rng, n, pop_p, rated: set, ctx: BrainContext, config: Embe
     raise ValueError("embedded brain fit: cannot sample negatives (a user rated nearly the whole catalogue)")
 
 
-def _fit_logistic(cls, X, y, names, config) -> LinearModel:
+def _propensity_weights(counts: np.ndarray, y: np.ndarray, power: float) -> np.ndarray:
+    """1 for negatives; for positives 1 / (count + 1) ** power, scaled so that the positives
+    keep their total weight (the click model's base rate stays that of the sampling)."""
+    weight = np.ones(len(y))
+    pos = y == 1
+    if power > 0 and pos.any():
+        inverse = (np.asarray(counts, dtype=float)[pos] + 1.0) ** -power
+        weight[pos] = inverse * (pos.sum() / inverse.sum())
+    return weight
+
+
+def _fit_logistic(cls, X, y, names, config, sample_weight=None) -> LinearModel:
     if len(np.unique(y)) < 2:
         raise ValueError(f"embedded brain fit: the labels for {names[-1]!r}-model are all {y[:1]}; need both classes")
     mu, sd = X.mean(axis=0), X.std(axis=0)
     sd = np.where(sd > 1e-9, sd, 1.0)
-    model = cls(C=config.l2_c, max_iter=2000).fit((X - mu) / sd, y)
+    model = cls(C=config.l2_c, max_iter=2000).fit((X - mu) / sd, y, sample_weight=sample_weight)
     coef = model.coef_[0] / sd
     return LinearModel(features=list(names), coef=coef.tolist(), intercept=float(model.intercept_[0] - coef @ mu))
 

@@ -1,0 +1,156 @@
+"""Judged by the truth: planted worlds at three exposure strengths, the simulation against
+the offline metric, each read against what the planted users would do when shown the lists.
+
+For each strength of the synthetic source's logging policy (`SIMAB_SYNTHETIC_EXPOSURE_BIAS`:
+0 = a log free of exposure, 1 = the default world, 2.5 strong), a lifecycle runs on its own
+home with the arms random, pop, trending, fm, deepfm and the mirror, then with two outside
+models' lists beside them (implicit's ALS and item-kNN, `tools.outside_lists`, from the same
+train window) — eight arms.  Each brain variant (`bench.fidelity.VARIANTS`; the first is the
+baseline) is then fitted, calibrated and simulated on the stored arms as the lifecycle does
+(`bench.fidelity.simulate_variant`), and judged (`ops.readout.truth`): Kendall τ over the
+seven candidate arms of simulated CTR against the click truth and of the like ratio against
+the like truth, beside τ of offline NDCG@20 against the same truths; the pairs of arms the
+truth separates that each orders alike; the mirror's CTR beyond what its click truth
+predicts.  Every figure is printed beside the same world's offline figure, measured in the
+same run (differences of τ, ratios of pairs).
+
+    .venv/bin/python -m bench.truth                                   # strengths 0,1,2.5; clock vs clock-exposure
+    .venv/bin/python -m bench.truth --strengths 2.5 --variants clock  # one world, one brain
+
+The homes stay under --root (a killed run resumes; a finished one is reused).  The figures it
+gave: docs/findings/truth.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+
+from bench import OUT, ROOT, run_lifecycle
+from bench.fidelity import VARIANTS, simulate_variant, stored_run
+from ops.environment import offline_defaults
+from ops.readout.truth import KINDS, judge_against_truth
+
+ARMS = "random,pop,trending,fm,deepfm,mirror"
+# Outside models brought in as lists files: name -> (tools.outside_lists --model, the arm spec's tail)
+OUTSIDE = {"als": ("als", ""), "knn": ("itemknn", ";fill=pop")}
+
+
+def build_world(root: Path, strength: float, max_epochs: int = 0) -> Path:
+    """The home of the planted world at `strength`, its lifecycle run with the eight arms
+    (the trust protocols off: this bench reads the arms' lists, the windows and the truth)."""
+    home = root / f"exposure-{strength:g}"
+    env = {
+        "SIMAB_SOURCE": "synthetic",
+        "SIMAB_SYNTHETIC_EXPOSURE_BIAS": f"{strength:g}",
+        "SIMAB_TRUST_PROTOCOLS": "off",
+    }
+    if max_epochs:
+        env["SIMAB_MAX_EPOCHS"] = str(max_epochs)
+    outside = home / "outside"
+    files = {name: outside / f"{name}.parquet" for name in OUTSIDE}
+    if not all(f.exists() for f in files.values()):
+        # The outside models read the run's own train window: the home's first run stores it.
+        if run_lifecycle(home, env, ARMS) != 0:
+            raise SystemExit(f"the lifecycle on {home} failed (its log under {home}/logs)")
+        outside.mkdir(parents=True, exist_ok=True)
+        for name, (model, _) in OUTSIDE.items():
+            command = [sys.executable, "-m", "tools.outside_lists", "--home", str(home), "--model", model]
+            subprocess.run([*command, "--out", str(files[name])], cwd=ROOT, check=True)
+    arms = ",".join([ARMS, *(f"{n}=lists:{files[n]}{tail}" for n, (_, tail) in OUTSIDE.items())])
+    if run_lifecycle(home, env, arms) != 0:
+        raise SystemExit(f"the lifecycle on {home} failed (its log under {home}/logs)")
+    return home
+
+
+def judge_world(home: Path, variant: str, seed: int, n_bootstrap: int, agents: int = 0) -> dict:
+    """One brain variant on one world: its simulation judged against the world's truth."""
+    started = time.perf_counter()
+    frames, stored = stored_run(home)
+    run = simulate_variant(home, frames, stored, variant, n_agents=agents, seed=seed)
+    truth = pl.read_parquet(home / "assets" / "ground_truth.parquet")
+    judged = judge_against_truth(truth, run.lists, run.per_agent, run.offline, ["mirror"], n_bootstrap=n_bootstrap)
+    row = {"variant": variant, "agents": int(run.ids.size), "seconds": round(time.perf_counter() - started, 1)}
+    for kind, (metric, _) in KINDS.items():
+        pairs = judged.pairs.get(kind, {})
+        bias = judged.mirror.get(kind)
+        row[kind] = {
+            "tau_simulated": judged.tau(metric, kind),
+            "tau_offline": judged.tau("ndcg_at_k", kind),
+            "tau_by_metric": {m: judged.tau(m, kind) for m in ("ctr", "cvr", "like_ratio", "average_rating")},
+            "pairs": pairs,
+            "mirror_excess": None if bias is None else [bias.excess, bias.excess_ci_low, bias.excess_ci_high],
+        }
+    row["arms"] = judged.arms.to_dicts()
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--strengths", default="0,1,2.5", help="exposure strengths of the planted worlds")
+    ap.add_argument(
+        "--variants", default="clock,clock-exposure", help=f"brain variants, the first the baseline: {list(VARIANTS)}"
+    )
+    ap.add_argument("--root", type=Path, default=ROOT / "data" / "truth", help="the worlds' homes")
+    ap.add_argument("--max-epochs", type=int, default=0, help="the CTR arms' epoch cap; 0 = the lifecycle's")
+    ap.add_argument("--agents", type=int, default=0, help="agents per arm, a seeded sample; 0 = all with a list")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-bootstrap", type=int, default=1000)
+    ap.add_argument("--build-only", action="store_true", help="build the worlds' homes, judge nothing")
+    args = ap.parse_args()
+    offline_defaults()
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    results = []
+    for strength in [float(s) for s in args.strengths.split(",") if s.strip()]:
+        home = build_world(args.root, strength, args.max_epochs)
+        for variant in [] if args.build_only else variants:
+            row = {"exposure_bias": strength, **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents)}
+            results.append(row)
+            print(_line(row), flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    out = OUT / "truth.json"
+    out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))
+    print(f"-> {out}")
+    return 0
+
+
+def _line(row: dict) -> str:
+    """One world and variant: per truth kind, τ of the simulation beside τ of NDCG@20 (their
+    difference), the pairs each orders alike of those the truth separates (their ratio), and
+    the mirror's excess against the truth."""
+    parts = [f"exposure {row['exposure_bias']:g} · {row['variant']} · {row['agents']} agents · {row['seconds']:.0f} s"]
+    for kind, (metric, _) in KINDS.items():
+        k = row[kind]
+        sim, off = k["tau_simulated"], k["tau_offline"]
+        p = k["pairs"]
+        n, a, b = p.get("separated", 0), p.get("simulated_alike", 0), p.get("offline_alike", 0)
+        m = k["mirror_excess"]
+        parts.append(
+            f"  {kind:5s}: τ(sim {metric}) {_f(sim)} vs τ(NDCG@20) {_f(off)} (Δ {_d(sim, off)}); "
+            f"pairs alike {a} vs {b} of {n} (ratio {a / b if b else float('nan'):.2f}); mirror excess "
+            + ("n/a" if not m or m[0] is None else f"{m[0]:+.3f} [{m[1]:+.3f}, {m[2]:+.3f}]")
+            + "; τ by metric "
+            + ", ".join(f"{x} {_f(v)}" for x, v in k["tau_by_metric"].items())
+        )
+    return "\n".join(parts)
+
+
+def _f(v) -> str:
+    return "n/a" if v is None else f"{v:+.2f}"
+
+
+def _d(a, b) -> str:
+    return "n/a" if a is None or b is None else f"{a - b:+.2f}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -81,7 +81,7 @@ class AgentsAssetConfig(Config):
     protocol_seed: int = Field(default=0, description="the trust protocols' seed")
 
 
-@asset(group_name=GROUP, code_version="6", compute_kind="numpy")
+@asset(group_name=GROUP, code_version="6", kinds={"numpy"})
 def agents(
     context: AssetExecutionContext,
     config: AgentsAssetConfig,
@@ -145,7 +145,7 @@ class EmbeddedBrainAssetConfig(Config):
     )
 
 
-@asset(group_name=GROUP, code_version="5", compute_kind="scikit-learn")
+@asset(group_name=GROUP, code_version="5", kinds={"scikit-learn"})
 def embedded_brain(
     context: AssetExecutionContext,
     config: EmbeddedBrainAssetConfig,
@@ -209,7 +209,7 @@ class LLMPersonasAssetConfig(Config):
     seed: int = Field(default=0, description="seed of the samples and of every request")
 
 
-@asset(group_name="personas", code_version="1", compute_kind="openai")
+@asset(group_name="personas", code_version="1", kinds={"openai"})
 def llm_personas(
     context: AssetExecutionContext,
     config: LLMPersonasAssetConfig,

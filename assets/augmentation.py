@@ -19,7 +19,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from assets.partitions import arm_partitions
+from assets.partitions import ARM_POOL, arm_partitions
 from ops.readout.augmentation_summary import seed_summary
 from ops.readout.readout_figures import augmentation_figure
 from ops.settings import config_default
@@ -86,7 +86,7 @@ class AugmentationAssetConfig(Config):
         )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", compute_kind="pytorch")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="1", kinds={"pytorch"}, pool=ARM_POOL)
 def augmentation_metrics(
     context: AssetExecutionContext,
     config: AugmentationAssetConfig,

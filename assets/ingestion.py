@@ -62,28 +62,37 @@ class IngestionConfig(Config):
     outs={
         "users": AssetOut(
             group_name=GROUP,
+            kinds={"polars"},
             code_version="1",
             description="MovieLens users (ML-1M codes); users without ratings flagged",
         ),
-        "movies": AssetOut(group_name=GROUP, code_version="1", description="MovieLens movies: title, year, genres"),
-        "ratings": AssetOut(group_name=GROUP, code_version="1", description="MovieLens ratings 1..5 with timestamps"),
+        "movies": AssetOut(
+            group_name=GROUP, kinds={"polars"}, code_version="1", description="MovieLens movies: title, year, genres"
+        ),
+        "ratings": AssetOut(
+            group_name=GROUP, kinds={"polars"}, code_version="1", description="MovieLens ratings 1..5 with timestamps"
+        ),
         "planted_tastes": AssetOut(
-            group_name=GROUP, code_version="1", description="synthetic source only: each user's hidden tastes"
+            group_name=GROUP,
+            kinds={"polars"},
+            code_version="1",
+            description="synthetic source only: each user's hidden tastes",
         ),
         "ground_truth": AssetOut(
             group_name=GROUP,
             code_version="1",
+            kinds={"polars"},
             description="the judge of the verdict where there is one (docs/definitions.md#the-truth): a planted "
             "world's exact click and like probabilities and random bucket, or a team's random_exposure file; read only "
             "to measure, never by the agents, the arms or a calibration",
         ),
         "synthetic_side_info": AssetOut(
             group_name=GROUP,
+            kinds={"polars"},
             code_version="1",
             description="the source's own side information (synthetic, files, steam): metadata and images",
         ),
     },
-    compute_kind="polars",
 )
 def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tracking: MlflowTracking):
     """Load or generate the three MovieLens tables."""

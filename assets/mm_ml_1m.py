@@ -44,7 +44,7 @@ class MetadataConfig(Config):
     )
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="polars")
+@asset(group_name=GROUP, code_version="1", kinds={"polars"})
 def movie_metadata(
     context: AssetExecutionContext,
     config: MetadataConfig,
@@ -103,7 +103,7 @@ def movie_metadata(
     return MaterializeResult(value=metadata, data_version=DataVersion(digest), metadata=meta)
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="polars")
+@asset(group_name=GROUP, code_version="1", kinds={"polars"})
 def mm_ml_1m(
     context: AssetExecutionContext,
     movies: pl.DataFrame,

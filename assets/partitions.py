@@ -25,6 +25,11 @@ from ops.arms.registry import declare, has_capability, known_arm_names, specs
 from ops.simulation.kinds import brain_kind, brain_names
 from ops.studies.experiments.papers import TABLE2
 
+# The concurrency pool of the heavy per-arm steps (training, ranking, simulation): the instance
+# simab writes caps how many run at once across all runs (`pipelines.instance`, $SIMAB_ARM_POOL_LIMIT),
+# so a backfill of every arm from the UI does not start them all at once.
+ARM_POOL = "simab_arms"
+
 # Every arm name known when the code location loads: the built-ins and their aliases, the
 # installed plug-ins' arms (`simab.arms` entry points) and the arms declared so far.  A list,
 # extended in place by `declare_arms`: the partitions definition below holds this very list.

@@ -9,10 +9,21 @@ import time
 
 import numpy as np
 import polars as pl
-from dagster import AssetExecutionContext, Config, DataVersion, Failure, MaterializeResult, Output, ResourceParam, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetRecordsFilter,
+    Config,
+    DataVersion,
+    Failure,
+    MaterializeResult,
+    Output,
+    ResourceParam,
+    asset,
+)
 from pydantic import Field
 
-from assets.partitions import arm_partitions
+from assets.partitions import ARM_POOL, arm_partitions
 from ops.agents.profile import population_ids
 from ops.arms.base import FitData
 from ops.arms.ranking import (
@@ -55,7 +66,7 @@ class ArmTrainingConfig(Config):
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="3", compute_kind="pytorch")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="3", kinds={"pytorch", "mlflow"}, pool=ARM_POOL)
 def recommender_arm(
     context: AssetExecutionContext,
     config: ArmTrainingConfig,
@@ -125,6 +136,26 @@ def recommender_arm(
     )
 
 
+def registered_arms(instance, arms) -> dict[str, tuple[str, str]]:
+    """{arm: (registered model, version)} of the arms whose stored training registered one,
+    read from the metadata of each arm's latest `recommender_arm` materialisation (an arm
+    skipped as unchanged keeps the version it was stored with)."""
+    out = {}
+    for arm in arms:
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("recommender_arm"), asset_partitions=[arm]), limit=1
+        ).records
+        if not records or records[0].asset_materialization is None:
+            continue
+        metadata = records[0].asset_materialization.metadata
+        name, version = (
+            getattr(metadata.get(key), "value", None) for key in ("registered_model", "registered_version")
+        )
+        if name and version:
+            out[arm] = (str(name), str(version))
+    return out
+
+
 def _brain_scores(arm: str, io_manager: SimabIOManager):
     """The stored embedded brain's click scores, for an arm that ranks by them (`ops.arms.mirror`).
     Read from storage rather than as an input: every other arm would wait for the brain."""
@@ -159,7 +190,7 @@ class RankingConfig(Config):
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="numpy")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", kinds={"numpy"}, pool=ARM_POOL)
 def arm_rankings(
     context: AssetExecutionContext,
     config: RankingConfig,
@@ -188,7 +219,7 @@ def arm_rankings(
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="numpy")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="2", kinds={"numpy"})
 def top20_lists(
     context: AssetExecutionContext,
     arm_rankings: pl.DataFrame,
@@ -219,7 +250,7 @@ class OfflineMetricsConfig(Config):
     )
 
 
-@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="3", compute_kind="numpy")
+@asset(group_name=GROUP, partitions_def=arm_partitions, code_version="3", kinds={"numpy"})
 def offline_metrics(
     context: AssetExecutionContext,
     config: OfflineMetricsConfig,
@@ -243,8 +274,14 @@ def offline_metrics(
         "users_ranked": pl.Int64,
     }
     row = pl.DataFrame([values], schema=schema)
+    numbers = {k: v for k, v in values.items() if isinstance(v, (int, float))}
+    registered = registered_arms(context.instance, [context.partition_key]).get(context.partition_key)
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
-        mlflow_tracking.log_metrics({k: v for k, v in values.items() if isinstance(v, (int, float))})
+        if registered:
+            # Linked to the arm's logged model and the test split: MLflow's model comparison shows them.
+            mlflow_tracking.log_model_metrics(numbers, *registered, dataset=(test_ratings, "test_ratings"))
+        else:
+            mlflow_tracking.log_metrics(numbers)
         if values["test_auc"] is None:
             mlflow_tracking.set_tags({"test_auc": NOT_AVAILABLE})
         mlflow_tracking.log_frame(test_ratings, "test_ratings", role="evaluation")

@@ -13,14 +13,16 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetIn, Config, MetadataValue, Output, asset
 from pydantic import Field
 
+from assets.recommenders import registered_arms
 from ops.arms.registry import control_arm
 from ops.links import viewer_url
 from ops.readout.ab_readout import ab_readout as readout
 from ops.readout.readout_config import ReadoutConfig
 from ops.readout.readout_figures import write_ab_figures
+from ops.readout.verdict import registry_roles
 from ops.settings import config_default
 from ops.studies.report_writer import Report, Trust, write_report
-from resources.llm import LLMResource
+from resources.llm import LIFECYCLE_TAG, LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 
@@ -36,9 +38,7 @@ class ReadoutAssetConfig(Config):
     seed: int = Field(default=0, description="bootstrap seed")
 
 
-@asset(
-    group_name=GROUP, code_version="2", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")}
-)
+@asset(group_name=GROUP, code_version="2", kinds={"scipy"}, ins={"simulation_events": AssetIn("simulation_events")})
 def ab_readout(
     context: AssetExecutionContext, config: ReadoutAssetConfig, simulation_events: dict, mlflow_tracking: MlflowTracking
 ):
@@ -116,7 +116,7 @@ class ReportConfig(Config):
 @asset(
     group_name=GROUP,
     code_version="7",
-    compute_kind="markdown",
+    kinds={"markdown", "mlflow"},
     ins={
         "offline_metrics": AssetIn("offline_metrics"),
         "top20_lists": AssetIn("top20_lists"),
@@ -170,27 +170,37 @@ def simab_report(
         truth=ground_truth,
         **config.model_dump(),
     )
-    viewer = viewer_url("/")
-    tags = {"viewer_url": viewer, "report_html": str(report.html_path)}
+    tags = {"viewer_url": viewer_url("/"), "report_html": str(report.html_path)}
     with mlflow_tracking.asset_run(context, params={"report": str(report.path)}, tags=tags):
-        _log_report(mlflow_tracking, report)
-        run_id = mlflow_tracking.active_run_id()
-    context.log.info(f"report written to {report.html_path} and {report.path} (MLflow run {run_id})")
+        run_id, aliases = _log_report(context, mlflow_tracking, report)
     return Output(
         str(report.path),
         metadata={
             "path": str(report.path),
             "html report": MetadataValue.path(str(report.html_path)),
             "mlflow_run_id": run_id,
-            "trajectory viewer": MetadataValue.url(viewer),
+            "registry aliases": MetadataValue.json(aliases),
+            "trajectory viewer": MetadataValue.url(tags["viewer_url"]),
             "summary": MetadataValue.json(report.headline),
             "report": MetadataValue.md(report.text),
         },
     )
 
 
-def _log_report(mlflow_tracking: MlflowTracking, report: Report) -> None:
-    """The report, its HTML page, figures, tables and figures of merit, into the open run."""
+def _point_aliases(context: AssetExecutionContext, mlflow_tracking: MlflowTracking, headline: dict) -> dict:
+    """The registry follows the verdict: @winner and @control on the arms' registered versions."""
+    arms = sorted((headline.get("arms") or {}).keys())
+    aliases = mlflow_tracking.set_verdict_aliases(
+        registry_roles(headline), registered_arms(context.instance, arms), context.run.tags.get(LIFECYCLE_TAG)
+    )
+    for alias, uri in aliases.items():
+        context.log.info(f"Model Registry: {uri} ({alias} of this verdict)")
+    return aliases
+
+
+def _log_report(context: AssetExecutionContext, mlflow_tracking: MlflowTracking, report: Report) -> tuple[str, dict]:
+    """The report, its HTML page, figures, tables and figures of merit, into the open run; the
+    registry's aliases set by its verdict.  Returns (the run's id, {alias: models:/ URI})."""
     mlflow_tracking.log_artifact(report.path)
     mlflow_tracking.log_artifact(report.html_path)
     mlflow_tracking.log_artifacts(report.plots, artifact_path="plots")
@@ -198,3 +208,6 @@ def _log_report(mlflow_tracking: MlflowTracking, report: Report) -> None:
         mlflow_tracking.log_table(table, name)
     if metrics := report.metrics():
         mlflow_tracking.log_metrics(metrics)
+    run_id = mlflow_tracking.active_run_id()
+    context.log.info(f"report written to {report.html_path} and {report.path} (MLflow run {run_id})")
+    return run_id, _point_aliases(context, mlflow_tracking, report.headline)

@@ -38,7 +38,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.partitions import ARMS
+from assets.partitions import ARM_POOL, ARMS
 from ops.schema import RATINGS
 from ops.settings import config_default
 from ops.simulation.catalogue import Catalogue
@@ -128,21 +128,26 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
     @multi_asset(
         outs={
             "round_events": AssetOut(
-                group_name=GROUP, code_version="1", description="every agent step of the round (EVENTS + round)"
+                group_name=GROUP,
+                code_version="1",
+                kinds={"python"},
+                description="every agent step of the round (EVENTS + round)",
             ),
             "memory_after_round": AssetOut(
                 group_name=GROUP,
                 code_version="1",
+                kinds={"python"},
                 description="the watches written to long-term memory up to this round, with the agent's feeling",
             ),
             "round_training_rows": AssetOut(
                 group_name=GROUP,
                 code_version="1",
+                kinds={"python"},
                 description="simulated clicks and views up to this round: the next round's extra training rows",
             ),
         },
         partitions_def=partitions,
-        compute_kind="python",
+        pool=ARM_POOL,
         name="agent_round",
     )
     def agent_round(
@@ -200,7 +205,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
                 asset_key=name, value=value, data_version=DataVersion(digests[name]), metadata=metadata
             )
 
-    @asset(group_name=GROUP, code_version="1", compute_kind="python")
+    @asset(group_name=GROUP, code_version="1", kinds={"python"})
     def filter_bubble(
         context: AssetExecutionContext,
         config: FilterBubbleConfig,

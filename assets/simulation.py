@@ -44,7 +44,14 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.partitions import ARM_DIMENSION, DEFAULT_ARMS, SHARD_DIMENSION, arm_partitions, arm_shard_partitions
+from assets.partitions import (
+    ARM_DIMENSION,
+    ARM_POOL,
+    DEFAULT_ARMS,
+    SHARD_DIMENSION,
+    arm_partitions,
+    arm_shard_partitions,
+)
 from ops.figures import table_markdown
 from ops.links import viewer_url
 from ops.readout.fallbacks import fallback_counts
@@ -129,7 +136,7 @@ class CostEstimateAssetConfig(AgentSampleConfig):
     )
 
 
-@asset(group_name="cost", partitions_def=arm_partitions, code_version="1", compute_kind="python")
+@asset(group_name="cost", partitions_def=arm_partitions, code_version="1", kinds={"python"})
 def llm_cost_estimate(
     context: AssetExecutionContext,
     config: CostEstimateAssetConfig,
@@ -178,7 +185,12 @@ def llm_cost_estimate(
 
 
 @asset(
-    group_name=GROUP, partitions_def=arm_partitions, code_version="2", compute_kind="python", deps=["llm_cost_estimate"]
+    group_name=GROUP,
+    partitions_def=arm_partitions,
+    code_version="2",
+    kinds={"python"},
+    deps=["llm_cost_estimate"],
+    pool=ARM_POOL,
 )
 def simulation_events(
     context: AssetExecutionContext,
@@ -223,7 +235,8 @@ def sharded_simulation_assets(shards: int) -> list:
         group_name=GROUP,
         partitions_def=arm_shard_partitions(shards),
         code_version="1",
-        compute_kind="python",
+        kinds={"python"},
+        pool=ARM_POOL,
         ins={"top20_lists": AssetIn(partition_mapping=per_arm)},
         deps=[AssetDep("llm_cost_estimate", partition_mapping=per_arm)],
     )
@@ -270,7 +283,7 @@ def sharded_simulation_assets(shards: int) -> list:
         group_name=GROUP,
         partitions_def=arm_partitions,
         code_version="2",
-        compute_kind="polars",
+        kinds={"polars"},
         ins={"simulation_shard": AssetIn(partition_mapping=per_arm)},
     )
     def combined_simulation_events(
@@ -315,8 +328,9 @@ def simulate_partition(
     kind = brain_kind(config.brain).seeing(config.vision)
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=_visits(config))
-    # The agent is told the fatigue costs it is really charged.
-    sources = llm.sources(context, catalogue, embedded_brain, fatigue=sim_config.fatigue)
+    # The agent is told the fatigue costs it is really charged; an LLM brain traces into the run's experiment.
+    traces_to = None if kind.decides_offline else mlflow_tracking.experiment_id()
+    sources = llm.sources(context, catalogue, embedded_brain, fatigue=sim_config.fatigue, trace_experiment_id=traces_to)
     described = kind.describe(sources)
     if not kind.decides_offline:
         context.log.info(f"{kind.name} brain: " + ", ".join(f"{k}={v}" for k, v in described.items() if k != "brain"))
@@ -356,11 +370,10 @@ def simulate_partition(
         mlflow_tracking,
         params=params,
         described=described,
-        usage=getattr(brain, "usage", None),
         agents=len(chosen),
         dataset=dataset,
         tags=tags,
-        brain=brain.name,
+        brain=brain,
     )
 
 
@@ -372,15 +385,15 @@ def _events_result(
     mlflow_tracking: MlflowTracking,
     params: dict | None = None,
     described: dict | None = None,
-    usage=None,
     sessions_per_agent: int | None = None,
     agents: int | None = None,
     dataset: str | None = None,
     tags: dict | None = None,
-    brain: str | None = None,
+    brain=None,
 ) -> MaterializeResult:
-    """MLflow (params, metrics, the events as dataset and artefact) and the asset's metadata."""
-    described = described or {}
+    """MLflow (params, metrics, the events as dataset and artefact, the `brain`'s spend and
+    traces) and the asset's metadata."""
+    described, usage = described or {}, getattr(brain, "usage", None)
     agents = events.get_column("user_id").n_unique() if agents is None else agents
     if sessions_per_agent is None:  # the mean: with visits by activity, agents differ
         sessions_per_agent = events.select("user_id", "session").unique().height / max(agents, 1)
@@ -399,6 +412,7 @@ def _events_result(
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
             # What the endpoint was found to take (structured output mode, vision): tags.
             mlflow_tracking.set_tags({f"llm_{k}": v for k, v in usage.facts().items()})
+        mlflow_tracking.link_traces(getattr(brain, "trace_ids", None) or [])  # the LLM brain's sampled sessions
         digest = mlflow_tracking.log_frame(events, dataset or f"simulation_events_{name}", role="output")
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, f"events_{name}.parquet")
@@ -412,7 +426,7 @@ def _events_result(
             "arm": arm,
             **extra,
             **(tags or {}),
-            **({"brain": brain} if brain else {}),
+            **({"brain": brain.name} if brain is not None else {}),
             "agents": agents,
             "events": events.height,
             **fallbacks,

@@ -23,11 +23,12 @@ class SplitConfig(Config):
 
 @multi_asset(
     outs={
-        "train_ratings": AssetOut(group_name=GROUP, code_version="1", description="earliest 70 % of ratings"),
-        "valid_ratings": AssetOut(group_name=GROUP, code_version="1", description="next 20 %"),
-        "test_ratings": AssetOut(group_name=GROUP, code_version="1", description="latest 10 %"),
+        "train_ratings": AssetOut(
+            group_name=GROUP, kinds={"polars"}, code_version="1", description="earliest 70 % of ratings"
+        ),
+        "valid_ratings": AssetOut(group_name=GROUP, kinds={"polars"}, code_version="1", description="next 20 %"),
+        "test_ratings": AssetOut(group_name=GROUP, kinds={"polars"}, code_version="1", description="latest 10 %"),
     },
-    compute_kind="polars",
 )
 def chronological_split(
     context: AssetExecutionContext, config: SplitConfig, ratings: pl.DataFrame, mlflow_tracking: MlflowTracking

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from annotated_types import Gt
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +42,20 @@ ActivityDrives = Literal["session_length", "visits"]
 Nightly = Literal["fresh", "continue"]
 Deployment = Literal["local", "server"]
 Executor = Literal["multiprocess", "celery"]
+
+
+def _time_zone(name: str) -> str:
+    """An IANA time zone name the system knows (zoneinfo), else a ValueError."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}") from None
+    return name
+
+
+TimeZone = Annotated[str, AfterValidator(_time_zone)]
 
 
 # Where a step's value comes from, highest first (docs/settings.md is generated from it).
@@ -401,6 +415,15 @@ class Settings(BaseModel):
     llm_concurrency: int | None = setting(
         None, "SIMAB_LLM_CONCURRENCY", "requests in flight at once", resource="llm.concurrency", ge=1
     )
+    llm_trace_share: float | None = setting(
+        None,
+        "SIMAB_LLM_TRACE_SHARE",
+        "share of the simulated agent sessions traced in MLflow, one trace each with a span per LLM call (default "
+        "0.05: a 1,000-agent run keeps about 50 traces); 0: none",
+        resource="llm.trace_share",
+        ge=0,
+        le=1,
+    )
     llm_timeout_s: float | None = setting(
         None, "SIMAB_LLM_TIMEOUT_S", "seconds one HTTP request may take", resource="llm.timeout_s", gt=0
     )
@@ -440,6 +463,23 @@ class Settings(BaseModel):
     )
     deployment: Deployment = setting(
         "local", "SIMAB_DEPLOYMENT", "local (SQLite MLflow store) | server (MLflow at $MLFLOW_TRACKING_URI)"
+    )
+    schedule_timezone: TimeZone = setting(
+        "UTC", "SIMAB_SCHEDULE_TIMEZONE", "the time zone of the nightly schedule's 02:00 (its execution_timezone)"
+    )
+    max_concurrent_runs: int = setting(
+        2,
+        "SIMAB_MAX_CONCURRENT_RUNS",
+        "runs the Dagster instance starts at once from its queue (dagster.yaml `concurrency.runs`): a backfill of "
+        "every arm from the UI, the nightly schedule's arms",
+        ge=1,
+    )
+    arm_pool_limit: int = setting(
+        2,
+        "SIMAB_ARM_POOL_LIMIT",
+        "steps of the arm assets (pool `simab_arms`: training, ranking, simulation) in progress at once across all "
+        "runs of the instance (dagster.yaml `concurrency.pools`)",
+        ge=1,
     )
     executor: Executor = setting(
         "multiprocess", "SIMAB_EXECUTOR", "multiprocess | celery (workers on $SIMAB_CELERY_BROKER)"
@@ -590,6 +630,8 @@ def allowed_type(kind, info) -> str:
     limits = " and ".join(f"{words[k]} {getattr(m, k.lower())}" for k, m in bounds.items() if k in words)
     if any(getattr(m, "pattern", None) == r"^[0-9a-fA-F]{64}$" for m in info.metadata):
         return "64 hexadecimal digits (a SHA-256)"
+    if any(getattr(m, "func", None) is _time_zone for m in metadata):
+        return "an IANA time zone (UTC, Europe/Berlin, …)"
     if typing.get_origin(kind) is Literal:
         return "one of " + ", ".join(typing.get_args(kind))
     if kind is bool:

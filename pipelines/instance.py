@@ -2,7 +2,8 @@
 killed process.
 
 `write_instance_config(home)` writes `$DAGSTER_HOME/dagster.yaml` for `make ui`, `make demo`
-and `python -m pipelines.lifecycle`: telemetry off, and run monitoring on.  Run monitoring
+and `python -m pipelines.lifecycle`: telemetry off, run monitoring on, and the concurrency
+limits of runs and of the arm pool (`instance_config`).  Run monitoring
 is a loop of the Dagster daemon (`dagster dev` starts one) over runs launched through the
 instance's run launcher: a run stuck STARTING or CANCELING past its timeout is marked
 failed, and a run past `dagster/max_runtime` (a run tag) is stopped.  A run worker that dies
@@ -22,7 +23,8 @@ A run started some other way (`dagster asset materialize`, a script's `materiali
 no runner tag, but Dagster's executors record the id of the process executing the run in an
 engine event ("Executing steps in process (pid: …)"): a STARTED run without a runner tag is
 marked failed when every process it records is gone (no such process, or one started after
-the run: its id was reused).  A run with no such event yet is left to Dagster's own run
+the run: its id was reused; psutil says which).  A run marked failed gives back the
+concurrency-pool slots its steps held.  A run with no such event yet is left to Dagster's own run
 monitoring.  Process ids are of this machine: the instance is a local one (SQLite).
 
 An instance whose SQLite storage SQLite cannot read (runs.db, an event log, schedules.db)
@@ -43,7 +45,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 MARKER = "# Written by simab (pipelines/instance.py)"
-INSTANCE_CONFIG = f"""{MARKER}; delete this line to keep your own edits.
+
+
+def instance_config(settings=None) -> str:
+    """The `dagster.yaml` simab writes, from `settings` (default: the installed ones): telemetry
+    off, run monitoring on, and the instance's concurrency limits — runs started at once from
+    the queue ($SIMAB_MAX_CONCURRENT_RUNS) and steps of the arm pool in progress at once
+    ($SIMAB_ARM_POOL_LIMIT, `assets.partitions.ARM_POOL`), so that a backfill of every arm from
+    the UI runs a few at a time on a small machine."""
+    from ops.settings import current
+
+    settings = settings or current()
+    return f"""{MARKER}; delete this line to keep your own edits.
 # Run monitoring: https://docs.dagster.io/deployment/run-monitoring
 telemetry:
   enabled: false
@@ -55,25 +68,39 @@ run_monitoring:
   # The default run launcher (dagster dev) cannot restart a run worker: fail, do not resume.
   max_resume_run_attempts: 0
   poll_interval_seconds: 60
+  # A finished run's concurrency-pool slots go back to the pool after this long.
+  free_slots_after_run_end_seconds: 60
+# Concurrency: https://docs.dagster.io/guides/operate/managing-concurrency
+concurrency:
+  runs:
+    # Runs the queue starts at once ($SIMAB_MAX_CONCURRENT_RUNS): a backfill of every arm queues the rest.
+    max_concurrent_runs: {settings.max_concurrent_runs}
+  pools:
+    # Steps of one pool in progress at once across all runs ($SIMAB_ARM_POOL_LIMIT); the arm
+    # assets' pool is simab_arms (training, ranking, simulation), the only pool simab declares.
+    default_limit: {settings.arm_pool_limit}
 """
+
+
 RUNNER_TAG = "simab/runner"  # the lock file name (without .lock) of the process executing the run
 
 
-def write_instance_config(home: str | Path) -> bool:
-    """Write `dagster.yaml` into `home` (created) unless someone wrote their own there;
-    True when written.  A file is ours when empty or starting with `MARKER`."""
+def write_instance_config(home: str | Path, settings=None) -> bool:
+    """Write `dagster.yaml` (`instance_config(settings)`) into `home` (created) unless someone
+    wrote their own there; True when written.  A file is ours when empty or starting with `MARKER`."""
     home = Path(home)
+    config = instance_config(settings)
     home.mkdir(parents=True, exist_ok=True)
     path = home / "dagster.yaml"
     if path.exists():
         text = path.read_text(encoding="utf-8")
         if text.strip() and not text.startswith(MARKER):
             return False
-        if text == INSTANCE_CONFIG:
+        if text == config:
             return True
     from ops.storage.atomic import atomic_write_bytes
 
-    atomic_write_bytes(path, INSTANCE_CONFIG.encode("utf-8"))
+    atomic_write_bytes(path, config.encode("utf-8"))
     return True
 
 
@@ -127,6 +154,9 @@ def mark_dead_runs_failed(instance, home: str | Path, tracking=None) -> list[str
         message = f"Marked failed by simab: {who} and the run was left unfinished. {again}"
         instance.report_engine_event(message, run)
         instance.report_run_failed(run, message)
+        # No daemon may be watching: the pool slots its steps held go back now.
+        if instance.event_log_storage.supports_global_concurrency_limits:
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         dead.append(run.run_id)
     if tracking is not None:
         for run_id in dead:
@@ -197,26 +227,16 @@ def _run_pids(instance, run_id: str) -> set[int]:
 
 def _process_alive(pid: int, run_started: float | None) -> bool:
     """Whether process `pid` exists and is not a newer process that reused the id."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        started = psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:  # exists, someone else's
-        pass
-    started = _process_start_time(pid)
+    except (psutil.AccessDenied, OSError):  # exists, its start time not ours to read
+        return True
     # A second of slack for clock granularity: a process older than the run may be executing it.
-    return started is None or run_started is None or started <= run_started + 1.0
-
-
-def _process_start_time(pid: int) -> float | None:
-    """When process `pid` started (epoch seconds), from /proc; None where there is no /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        lines = Path("/proc/stat").read_text().splitlines()
-        boot = next(float(line.split()[1]) for line in lines if line.startswith("btime"))
-        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
+    return run_started is None or started <= run_started + 1.0
 
 
 def _runner_alive(home: str | Path, token: str) -> bool:
@@ -243,8 +263,6 @@ def _runners(home: str | Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m pipelines.instance [DAGSTER_HOME]`: write the config, mark dead runs failed."""
-    import os
-
     args = sys.argv[1:] if argv is None else argv
     given = args[0] if args else os.environ.get("DAGSTER_HOME", "")
     if not given:

@@ -246,8 +246,9 @@ def build_schedules_and_sensors(settings: Settings, jobs: dict) -> tuple[list, l
     @schedule(
         job=jobs["simab_rounds" if continuing else "simab_resimulate"],
         cron_schedule="0 2 * * *",
+        execution_timezone=settings.schedule_timezone,
         default_status=schedule_status,
-        description="Every night at 02:00, every configured arm ($SIMAB_ARMS), each of its user shards, is simulated "
+        description=f"Every night at 02:00 ({settings.schedule_timezone}, $SIMAB_SCHEDULE_TIMEZONE), every configured arm ($SIMAB_ARMS), each of its user shards, is simulated "
         "again: afresh from the train-window memories, or ($SIMAB_NIGHTLY=continue) as its next round, from the "
         f"memories the last round left (a longitudinal A/B test). {cost}",
     )

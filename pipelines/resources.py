@@ -5,7 +5,7 @@ assets against an MLflow server named by $MLFLOW_TRACKING_URI (required there). 
 resource takes the `SIMAB_LLM_*` settings and `SIMAB_MAX_COST_USD` in both.
 
 Executor: `multiprocess` runs a run's steps as processes of this machine, two at a time (two
-cores here).  `celery` (`dagster-celery`) sends every step to the Celery workers listening on
+cores here).  `celery` (`dagster-celery`, the `celery` extra: `pip install -e '.[celery]'`) sends every step to the Celery workers listening on
 the broker $SIMAB_CELERY_BROKER (e.g. `redis://127.0.0.1:6379/0`; results on
 $SIMAB_CELERY_BACKEND, by default the broker); the workers need the same code, the same
 `SIMAB_*` settings, the run storage of $DAGSTER_HOME and the data folder ($SIMAB_HOME) —
@@ -49,7 +49,13 @@ def executor_for_deployment(settings: Settings):
         raise SettingError(
             "SIMAB_EXECUTOR='celery': needs SIMAB_CELERY_BROKER (the broker the workers listen on, e.g. redis://127.0.0.1:6379/0)"
         )
-    from dagster_celery import celery_executor
+    try:
+        from dagster_celery import celery_executor
+    except ImportError:
+        raise SettingError(
+            "SIMAB_EXECUTOR='celery': dagster-celery is not installed; it is the `celery` extra: "
+            "pip install -e '.[celery]' (docs/deployment.md)"
+        ) from None
 
     # Without a backend setting, dagster-celery answers on rpc://, an AMQP-only backend.
     return celery_executor.configured(

@@ -83,6 +83,7 @@ TRANSPORT_FIELDS = {
             "price_prompt_per_1m",
             "price_completion_per_1m",
             "max_cost_usd",
+            "trace_share",  # which sessions MLflow traces, not what they do
         }
     )
 }

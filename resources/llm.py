@@ -88,6 +88,14 @@ class LLMResource(ConfigurableResource):
         "what the run has left is refused before its first call; null: no limit ($SIMAB_MAX_COST_USD, `none`)",
     )
 
+    trace_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="share of the simulated agent sessions traced in MLflow (one trace each, a span per LLM call; "
+        "sampled by a hash of arm, user and session); 0: none ($SIMAB_LLM_TRACE_SHARE)",
+    )
+
     @field_validator("vision", mode="before")
     @classmethod
     def _vision_words(cls, value):
@@ -124,18 +132,23 @@ class LLMResource(ConfigurableResource):
             "retry_after_max_s": self.retry_after_max_s,
             "decision_deadline_s": self.decision_deadline_s,
             "http_client": self.http_client,
+            "trace_share": self.trace_share,
         }
         return LLMBrainConfig(**{**fields, **overrides})
 
-    def sources(self, context=None, catalogue=None, embedded=None, fatigue=None) -> BrainSources:
+    def sources(
+        self, context=None, catalogue=None, embedded=None, fatigue=None, trace_experiment_id: str | None = None
+    ) -> BrainSources:
         """What a brain kind builds its brain from in a step (`ops.simulation.kinds.BrainSources`):
         `catalogue`, the fitted embedded brain `embedded`, this resource's endpoint, and with a
         step's `context` the run's bill (`bill_of`) the calls are charged to under the
-        asset's name; `fatigue`: the costs the agent is told (the simulation's)."""
+        asset's name; `fatigue`: the costs the agent is told (the simulation's);
+        `trace_experiment_id`: the MLflow experiment the LLM brain's traces go to."""
         bill = None
         if context is not None:
             bill = Bill(str(self.bill_of(context).path), self.cap_usd, self.label_of(context))
-        return BrainSources(catalogue=catalogue, embedded=embedded, llm=self.brain_config(), bill=bill, fatigue=fatigue)
+        llm = self.brain_config(trace_experiment_id=trace_experiment_id)
+        return BrainSources(catalogue=catalogue, embedded=embedded, llm=llm, bill=bill, fatigue=fatigue)
 
     @property
     def cap_usd(self) -> float:

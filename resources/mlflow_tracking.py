@@ -42,7 +42,7 @@ from dagster import ConfigurableResource, DagsterEventType, InitResourceContext
 from filelock import FileLock
 from pydantic import PrivateAttr
 
-from ops.arms.model_registry import log_and_register
+from ops.arms.model_registry import log_and_register, model_id_of, point_aliases
 from ops.settings import current
 from resources.llm import LIFECYCLE_TAG
 from resources.storage import PROJECT_ROOT, data_root, frame_digest
@@ -355,6 +355,54 @@ class MlflowTracking(ConfigurableResource):
         """The trained arm as a pyfunc model in the active run, registered as a new version of
         `registered_name` in the Model Registry (`ops.arms.model_registry`); returns the version."""
         return log_and_register(trained, registered_name, metrics=metrics)
+
+    def log_model_metrics(
+        self, metrics: dict[str, float | int | None], registered_name: str, version: str, dataset: Any = None
+    ) -> str | None:
+        """`metrics` into the active run, linked to the logged model of a registered version (and
+        to `dataset`, a (frame, name) pair, when given): MLflow 3's model comparison shows them
+        beside the model.  Without a logged model they are plain run metrics.  Returns its id."""
+        mlflow = _mlflow()
+
+        self.client()
+        model_id = model_id_of(registered_name, version)
+        clean = {k: float(v) for k, v in metrics.items() if v is not None}
+        linked = None
+        if dataset is not None:
+            frame, name = dataset
+            linked = mlflow.data.from_polars(frame, name=name, digest=frame_digest(frame))
+        if clean:
+            mlflow.log_metrics(clean, model_id=model_id, dataset=linked)
+        return model_id
+
+    def set_verdict_aliases(
+        self, roles: dict[str, str], registered: dict[str, tuple[str, str]], lifecycle: str | None = None
+    ) -> dict[str, str]:
+        """Point the registry aliases of a verdict (`roles`: {alias: arm},
+        `ops.readout.verdict.registry_roles`) at the arms' registered versions (`registered`:
+        {arm: (name, version)}); an arm without a registered version (a lists file, an MLflow
+        model of its own) gets none.  Returns {alias: "models:/name@alias"}."""
+        targets = {alias: registered[arm] for alias, arm in roles.items() if arm in registered}
+        if not targets:
+            return {}
+        with self._store_errors():
+            self.client()
+            return point_aliases(targets, [name for name, _ in registered.values()], label=lifecycle)
+
+    @staticmethod
+    def link_traces(trace_ids: list[str]) -> None:
+        """Link MLflow traces (the LLM brain's sessions) to the active run, so that its Traces
+        tab lists them, and count them (`llm_traced_sessions`); they are written out first
+        (MLflow may export them in the background).  No traces: nothing."""
+        if not trace_ids:
+            return
+        mlflow = _mlflow()
+
+        mlflow.log_metric("llm_traced_sessions", len(trace_ids))
+        mlflow.flush_trace_async_logging()
+        client, run_id = mlflow.MlflowClient(), mlflow.active_run().info.run_id
+        for start in range(0, len(trace_ids), 100):  # MLflow links at most 100 at a time
+            client.link_traces_to_run(trace_ids[start : start + 100], run_id=run_id)
 
     @staticmethod
     def active_run_id() -> str:

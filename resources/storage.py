@@ -15,6 +15,9 @@ Nothing is pickled and nothing is unpickled: any other type is refused when stor
 the asset and the type named, and a `<name>.pkl` (left by an older simab or dropped there)
 is refused when read, never loaded — unpickling runs whatever code the file names.
 
+A stored frame's materialisation carries its row count and its columns (`table_metadata`:
+`dagster/row_count`, `dagster/column_schema`), which the Dagster catalogue shows for every table.
+
 Writes are atomic (`ops.storage.atomic`): a file goes to a temporary name and is renamed; a folder
 value is written whole into a fresh folder before its pointer file is replaced.  A killed
 run leaves the previous complete value.
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from dagster import ConfigurableIOManager, InputContext, OutputContext
+from dagster import ConfigurableIOManager, InputContext, OutputContext, TableColumn, TableSchema
 
 from ops.settings import current
 from ops.storage.atomic import (
@@ -114,6 +117,13 @@ def frame_digest(df: pl.DataFrame) -> str:
     return h.hexdigest()[:16]
 
 
+def table_metadata(frame: pl.DataFrame) -> dict[str, Any]:
+    """What the Dagster catalogue shows of a stored table: its row count (`dagster/row_count`)
+    and its columns with their Polars types (`dagster/column_schema`)."""
+    columns = [TableColumn(name=name, type=str(dtype)) for name, dtype in frame.schema.items()]
+    return {"dagster/row_count": frame.height, "dagster/column_schema": TableSchema(columns=columns)}
+
+
 class SimabIOManager(ConfigurableIOManager):
     """Parquet for Polars frames, a codec folder for the types of `VALUE_TYPES`, JSON for plain
     values, under `<root>/assets/`; never pickle (module docstring)."""
@@ -143,7 +153,7 @@ class SimabIOManager(ConfigurableIOManager):
             # earlier run can go.
             atomic_write_parquet(obj, parquet, clean_stale=True, checksum=True)
             remove_folder_value(pointer)
-            context.add_output_metadata({"path": str(parquet), "rows": obj.height})
+            context.add_output_metadata({"path": str(parquet), "rows": obj.height, **table_metadata(obj)})
         else:
             type_name = _type_name(obj)
             if type_name in VALUE_TYPES:

@@ -10,6 +10,7 @@ from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.readout_config import ReadoutConfig
 from ops.readout.statistics import bootstrap_means, holm
 from ops.schema import EVENTS
+from tests.tables import unpadded
 
 P1, P2 = [1, 2, 3, 4, 5], [6, 7, 8, 9, 10]
 
@@ -99,7 +100,7 @@ def test_arm_means_pooled_ratios_and_undefined_metrics():
     for x in arms.values():
         assert x["ci_low"] <= x["mean"] <= x["ci_high"]
     assert r.comparisons.is_empty()
-    assert "| A |" in r.to_markdown()
+    assert "| A |" in unpadded(r.to_markdown())
 
 
 def test_several_sessions_per_agent_are_averaged_per_agent():
@@ -274,7 +275,7 @@ def test_fallbacks_are_counted_per_arm_in_the_readout_and_its_table():
     assert counts["A"] == {"arm": "A", "agents": 3, "fallback_events": 0, "fallback_agents": 0, "failed_agents": 0}
     # Both failed: an answer invalid after its re-ask is an agent failure, as the endpoint's is.
     assert counts["B"] == {"arm": "B", "agents": 3, "fallback_events": 3, "fallback_agents": 2, "failed_agents": 2}
-    markdown = r.to_markdown()
+    markdown = unpadded(r.to_markdown())
     header = next(line for line in markdown.splitlines() if line.startswith("| arm |"))
     assert header.endswith("| fallbacks |")
     assert "| 2 agents (3 events), 2 failed |" in markdown and "| 0 agents (0 events), 0 failed |" in markdown

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
-from ops.arms.model_registry import arm_params, load_arm, log_and_register, save_arm
+from ops.arms.model_registry import arm_params, load_arm, log_and_register, model_id_of, point_aliases, save_arm
 from ops.arms.recommenders import arm_config, train_arm
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
@@ -94,6 +94,31 @@ def _register_and_check(arms, split):
         np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["item_id"].to_numpy())
     )
     assert "features" in arm_params(arm) and arm_params(arms["pop"])["model"] == "pop"
+    # The metrics logged with the arm are linked to its logged model (MLflow 3's model comparison).
+    logged_model = mlflow.get_logged_model(model_id_of("simab-deepfm", first))
+    assert {m.key: m.value for m in logged_model.metrics} == {"test_auc": pytest.approx(0.71)}
+    _aliases_follow_the_verdict(arms, frame)
+
+
+def _aliases_follow_the_verdict(arms, frame):
+    """@winner moves to the arm the latest verdict names and leaves the other arms' models."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    with mlflow.start_run():
+        assert log_and_register(arms["pop"], "simab-pop") == "1"
+    names = ["simab-deepfm", "simab-pop"]
+    first = point_aliases({"winner": ("simab-deepfm", "2"), "control": ("simab-pop", "1")}, names, label="lc-1")
+    assert first == {"winner": "models:/simab-deepfm@winner", "control": "models:/simab-pop@control"}
+    assert client.get_registered_model("simab-deepfm").aliases == {"winner": 2}
+    point_aliases({"winner": ("simab-pop", "1"), "control": ("simab-pop", "1")}, names, label="lc-2")
+    assert client.get_registered_model("simab-deepfm").aliases == {}
+    assert client.get_registered_model("simab-pop").aliases == {"winner": 1, "control": 1}
+    version = client.get_model_version_by_alias("simab-pop", "winner")
+    assert (version.tags["simab_winner"], version.tags["simab_control"]) == ("lc-2", "lc-2")
+    winner = mlflow.pyfunc.load_model("models:/simab-pop@winner")
+    users, items = frame["user_id"].to_numpy(), frame["item_id"].to_numpy()
+    assert np.allclose(np.asarray(winner.predict(frame)), arms["pop"].score(users, items))
 
 
 def test_a_model_registered_before_the_module_was_renamed_still_finds_load_arm():

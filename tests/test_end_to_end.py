@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import PreparedRun
+from tests.tables import unpadded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -118,7 +119,7 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
         versions = client.search_model_versions(f"name = 'simab-{arm}'")
         assert versions, f"simab-{arm} not registered"
     report = home / "reports" / results["readout"].run_id / "report.md"
-    text = report.read_text()
+    text = unpadded(report.read_text())
     assert "Against the control pop" in text and "Kendall" in text
     # It opens on the verdict: the winner (or none) against the control with its interval, fidelity, trust.
     first = text.split("\n## ", 2)[1]
@@ -232,7 +233,7 @@ def test_the_readout_runs_the_alignment_protocols_warns_on_fidelity_and_reports_
     assert trust.severity == AssetCheckSeverity.WARN and {"kendall_tau", "tau_floor", "disagreements"} <= set(
         trust.metadata
     )
-    text = (home / "reports" / readout.run_id / "report.md").read_text()
+    text = unpadded((home / "reports" / readout.run_id / "report.md").read_text())
     section = text.split("## How far to trust the agents", 1)[1].split("## Figures", 1)[0]
     for heading in (
         "Taste discrimination",
@@ -325,7 +326,7 @@ def experiments(lifecycle):
 
 def _experiment(home, name: str) -> tuple[pl.DataFrame, str]:
     folder = home / "experiments" / name
-    return pl.read_csv(folder / "table.csv"), (folder / "table.md").read_text()
+    return pl.read_csv(folder / "table.csv"), unpadded((folder / "table.md").read_text())
 
 
 def _within_intervals(table: pl.DataFrame, metrics) -> bool:

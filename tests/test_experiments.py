@@ -20,6 +20,7 @@ from ops.studies.experiments.thumbnails import (
     poster_version,
     thumbnail_lists,
 )
+from tests.tables import unpadded
 
 
 def _poster(seed: int = 0) -> Image.Image:
@@ -123,7 +124,7 @@ def test_table5_markdown_sets_ours_beside_the_papers_cells_and_gives_the_gains_o
     from ops.studies.experiments.augmentation_table import ROWS, augmentation_markdown
     from ops.studies.experiments.papers import TABLE5, TABLE5_MODELS
 
-    text = "\n".join(augmentation_markdown(_table5_long(), TABLE5, TABLE5_MODELS))
+    text = unpadded("\n".join(augmentation_markdown(_table5_long(), TABLE5, TABLE5_MODELS)))
     # Mean over the two seeds, then the paper's DeepFM cell of the same row.
     assert "| original | 0.7050 / 0.7520 |" in text
     assert "| +view (w/ vision) | 0.7090 / 0.7542 |" in text
@@ -144,7 +145,7 @@ def test_table5_runs_of_one_seed_each_combine_into_the_table_over_seeds(tmp_path
         paths.append(str(tmp_path / f"seed{seed}.csv"))
         _table5_long([(seed, base)]).write_csv(paths[-1])
     assert main(paths) == 0
-    text = capsys.readouterr().out
+    text = unpadded(capsys.readouterr().out)
     assert "mean over 2 training seed(s)" in text and "| original | 0.7050 / 0.7520 |" in text
     # A seed in two runs would be counted twice in the mean.
     with pytest.raises(ValueError, match="seed 1024 'original' is in more than one"):

@@ -12,7 +12,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
-from pipelines.instance import INSTANCE_CONFIG, RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
+from pipelines.instance import RUNNER_TAG, instance_config, mark_dead_runs_failed, runner_lock, write_instance_config
 from pipelines.plan import PLAN_TAG, STEP_TAG, Step
 from pipelines.resume import resume_point
 from resources.llm import LIFECYCLE_TAG
@@ -27,9 +27,30 @@ def test_the_written_config_turns_telemetry_off_and_run_monitoring_on(tmp_path):
         assert instance.run_monitoring_start_timeout_seconds == 180
 
 
+def test_the_written_config_caps_concurrent_runs_and_the_arm_pool(tmp_path):
+    """A backfill of every arm from the UI queues its runs and their arm steps: at most
+    $SIMAB_MAX_CONCURRENT_RUNS runs and $SIMAB_ARM_POOL_LIMIT arm steps at once."""
+    from assets.partitions import ARM_POOL
+    from ops.settings import load
+    from pipelines.definitions import build_definitions
+
+    settings = load({"SIMAB_MAX_CONCURRENT_RUNS": "3", "SIMAB_ARM_POOL_LIMIT": "1"})
+    assert write_instance_config(tmp_path / "home", settings)
+    with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        config = instance.get_concurrency_config()
+        assert config.run_queue_config.max_concurrent_runs == 3
+        assert config.pool_config.default_pool_limit == 1
+        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 60
+    assert "max_concurrent_runs: 2" in instance_config(load({}))  # the defaults: two cores
+    graph = build_definitions(environ={}).resolve_asset_graph()
+    pooled = {k.to_user_string() for k in graph.get_all_asset_keys() if ARM_POOL in graph.get(k).pools}
+    assert {"recommender_arm", "arm_rankings", "simulation_events", "augmentation_metrics"} <= pooled
+    assert "simab_report" not in pooled
+
+
 def test_an_empty_file_is_filled_and_a_users_own_file_is_left_alone(tmp_path):
     (tmp_path / "dagster.yaml").write_text("")
-    assert write_instance_config(tmp_path) and (tmp_path / "dagster.yaml").read_text() == INSTANCE_CONFIG
+    assert write_instance_config(tmp_path) and (tmp_path / "dagster.yaml").read_text() == instance_config()
     own = "telemetry:\n  enabled: true\n"
     (tmp_path / "dagster.yaml").write_text(own)
     assert not write_instance_config(tmp_path)
@@ -47,7 +68,14 @@ def test_only_runs_of_dead_runners_are_marked_failed(tmp_path):
         foreign = create_run_for_test(
             instance, status=DagsterRunStatus.STARTED
         )  # launched by the UI: Dagster's business
+        # The orphan's arm step held a pool slot when its process died; the live run holds one too.
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots("simab_arms", 2)
+        storage.claim_concurrency_slot("simab_arms", orphan.run_id, "recommender_arm")
+        storage.claim_concurrency_slot("simab_arms", running.run_id, "recommender_arm")
         assert sorted(mark_dead_runs_failed(instance, home)) == sorted([orphan.run_id, gone.run_id])
+        # The dead run's slot is back in the pool; the live run keeps its own.
+        assert storage.get_concurrency_info("simab_arms").active_run_ids == {running.run_id}
         status = {
             r: instance.get_run_by_id(r).status for r in (running.run_id, orphan.run_id, gone.run_id, foreign.run_id)
         }
@@ -70,7 +98,7 @@ def test_the_command_make_ui_runs_writes_the_config_and_fails_dead_runs(tmp_path
     (home / "dagster.yaml").write_text("")  # e.g. touched by an older Makefile
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     assert main([]) == 0
-    assert (home / "dagster.yaml").read_text() == INSTANCE_CONFIG
+    assert (home / "dagster.yaml").read_text() == instance_config()
     assert f"run {orphan.run_id}: its process is gone; marked failed" in capsys.readouterr().out
     monkeypatch.delenv("DAGSTER_HOME")
     with pytest.raises(SystemExit, match="usage"):

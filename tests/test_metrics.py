@@ -45,6 +45,10 @@ def test_log_loss_hand_worked_and_scikit_learn():
     assert log_loss(labels, p) == pytest.approx(sk_log_loss(labels, p), rel=1e-9)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         log_loss(np.array([1]), np.array([1.5]))
+    # Labels of one class (a validation slice of positives only) still have a log loss.
+    only_positives = np.array([0.9, 0.8, 0.5])
+    assert log_loss(np.ones(3), only_positives) == pytest.approx(-np.log(only_positives).mean())
+    assert log_loss(np.zeros(1), np.array([0.25])) == pytest.approx(-math.log(0.75))
 
 
 def _lists(rows):

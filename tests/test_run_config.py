@@ -290,3 +290,19 @@ def test_arm_specs_in_the_environment_become_arm_partitions_named_in_run_config(
     ]:
         with pytest.raises(SettingError, match=f"^SIMAB_ARMS={bad!r}: .*{message}"):
             settings_from_env({"SIMAB_ARMS": bad})
+
+
+def test_the_celery_executor_without_its_extra_says_which_extra_to_install(monkeypatch):
+    """celery, redis and dagster-celery are the `celery` extra: the code location loads without
+    them, and SIMAB_EXECUTOR=celery names what to install instead of an ImportError."""
+    import sys
+
+    from ops.settings import SettingError
+    from pipelines.definitions import build_definitions
+    from pipelines.resources import executor_for_deployment
+
+    monkeypatch.setitem(sys.modules, "dagster_celery", None)  # as if not installed: importing it fails
+    assert build_definitions(environ={}).resolve_job_def("simab_prepare") is not None
+    celery = settings_from_env({"SIMAB_EXECUTOR": "celery", "SIMAB_CELERY_BROKER": "redis://127.0.0.1:6379/0"})
+    with pytest.raises(SettingError, match=r"SIMAB_EXECUTOR='celery': dagster-celery is not installed.*\[celery\]"):
+        executor_for_deployment(celery)

@@ -151,3 +151,14 @@ def test_the_runs_of_one_night_share_one_bill_and_the_read_out_joins_it():
         materialize([simulated], instance=instance, partition_key="pop", resources={"io_manager": mem_io_manager})
         request = readout(build_sensor_context(instance=instance))
         assert isinstance(request, RunRequest) and LIFECYCLE_TAG not in request.tags
+
+
+def test_the_nightly_schedule_runs_in_the_time_zone_the_setting_names():
+    assert nightly_resimulation.execution_timezone == "UTC"  # the default
+    berlin = settings_from_env({"SIMAB_ARMS": "random,pop", "SIMAB_SCHEDULE_TIMEZONE": "Europe/Berlin"})
+    (schedule,), _ = build_schedules_and_sensors(berlin, build_jobs(berlin))
+    assert schedule.execution_timezone == "Europe/Berlin" and "Europe/Berlin" in schedule.description
+    from ops.settings import SettingError
+
+    with pytest.raises(SettingError, match=r"SIMAB_SCHEDULE_TIMEZONE='Mars/Olympus': an IANA time zone"):
+        settings_from_env({"SIMAB_SCHEDULE_TIMEZONE": "Mars/Olympus"})

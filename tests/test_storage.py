@@ -497,3 +497,27 @@ def test_an_arm_stored_when_the_kinds_registry_was_ops_arms_catalog_still_loads(
     pointer.write_text(json.dumps({**record, "type": "ops.arms.catalog.PluggedArm"}))
     again = fetch(manager, "recommender_arm", partition="s")
     assert isinstance(again, registry.PluggedArm) and again.params == {"depth": 3}
+
+
+def test_a_stored_table_shows_its_row_count_and_columns_in_the_catalogue(tmp_path):
+    """Every frame an asset returns is materialised with `dagster/row_count` and `dagster/column_schema`."""
+    from dagster import DagsterInstance, TableSchema, asset, materialize
+
+    @asset
+    def little_table() -> pl.DataFrame:
+        return pl.DataFrame({"user_id": [1, 2, 3], "score": [0.5, 0.25, 1.0], "title": ["a", "b", "c"]})
+
+    with DagsterInstance.ephemeral() as instance:
+        result = materialize(
+            [little_table], resources={"io_manager": SimabIOManager(root=str(tmp_path))}, instance=instance
+        )
+        (event,) = result.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert metadata["dagster/row_count"].value == 3
+    schema = metadata["dagster/column_schema"].value
+    assert isinstance(schema, TableSchema)
+    assert [(c.name, c.type) for c in schema.columns] == [
+        ("user_id", "Int64"),
+        ("score", "Float64"),
+        ("title", "String"),
+    ]

@@ -536,3 +536,21 @@ def test_resource_reads_the_key_at_use_time_and_never_holds_it(fake, monkeypatch
     assert params["auth"] == "api_key" and params["rate_limit_rps"] == 500.0
     shown = repr(resource) + json.dumps(params, default=str) + json.dumps(resource.model_dump(), default=str)
     assert TEST_API_KEY not in shown and "TMDB_API_KEY" in shown
+
+
+def test_the_back_off_doubles_to_its_cap_with_a_seeded_jitter_and_retry_after_wins():
+    """tenacity's exponential wait: initial × 2^(attempt-1), capped, times 1 + jitter × a seeded draw."""
+    import random
+    from types import SimpleNamespace
+
+    from ops.data.tmdb import TmdbClient, TmdbCredentials, TransientHttpError
+
+    config = TmdbConfig(backoff_initial_s=0.5, backoff_max_s=3.0, backoff_jitter=0.25, seed=7, max_retry_after_s=9.0)
+    client = TmdbClient(config, TmdbCredentials(api_key="k" * 32))
+    draws = random.Random(7)
+    failed = SimpleNamespace(exception=lambda: TransientHttpError("HTTP 503"))
+    for attempt, base in zip(range(1, 6), (0.5, 1.0, 2.0, 3.0, 3.0)):
+        wait = client._wait(SimpleNamespace(attempt_number=attempt, outcome=failed))
+        assert wait == pytest.approx(base * (1 + 0.25 * draws.random()))
+    told = SimpleNamespace(exception=lambda: TransientHttpError("HTTP 429", retry_after=20.0))
+    assert client._wait(SimpleNamespace(attempt_number=1, outcome=told)) == 9.0  # Retry-After, under its own cap

@@ -13,7 +13,7 @@ from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="python")
+@asset(group_name=GROUP, code_version="1", kinds={"python"})
 @degrades
 def list_quality_alignment(
     context: AssetExecutionContext,

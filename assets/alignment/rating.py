@@ -21,7 +21,7 @@ class RatingAlignmentConfig(AlignmentConfig):
     )
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="python", ins={"recommender_arm": AssetIn("recommender_arm")})
+@asset(group_name=GROUP, code_version="1", kinds={"python"}, ins={"recommender_arm": AssetIn("recommender_arm")})
 @degrades
 def rating_alignment(
     context: AssetExecutionContext,

@@ -39,7 +39,7 @@ class SensitivityConfig(Config):
 @asset(
     group_name=GROUP,
     code_version="1",
-    compute_kind="python",
+    kinds={"python"},
     ins={"ab_readout": AssetIn("ab_readout"), "top20_lists": AssetIn("top20_lists")},
 )
 @degrades

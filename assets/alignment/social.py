@@ -34,9 +34,7 @@ class SocialTraitsConfig(AlignmentConfig):
     )
 
 
-@asset(
-    group_name=GROUP, code_version="1", compute_kind="scipy", ins={"simulation_events": AssetIn("simulation_events")}
-)
+@asset(group_name=GROUP, code_version="1", kinds={"scipy"}, ins={"simulation_events": AssetIn("simulation_events")})
 def social_traits_alignment(
     context: AssetExecutionContext,
     config: SocialTraitsConfig,

@@ -25,7 +25,7 @@ class TasteAlignmentConfig(AlignmentConfig):
     )
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="python")
+@asset(group_name=GROUP, code_version="1", kinds={"python"})
 @degrades
 def taste_alignment(
     context: AssetExecutionContext,

@@ -40,7 +40,7 @@ _ARM_TABLE_INS = {
 }
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="markdown", ins=_ARM_TABLE_INS)
+@asset(group_name=GROUP, code_version="1", kinds={"markdown"}, ins=_ARM_TABLE_INS)
 def ab_agent_table2(
     context: AssetExecutionContext,
     config: ArmTableConfig,
@@ -69,7 +69,7 @@ def ab_agent_table2(
     )
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="markdown", ins=_ARM_TABLE_INS)
+@asset(group_name=GROUP, code_version="1", kinds={"markdown"}, ins=_ARM_TABLE_INS)
 def ab_agent_table3(
     context: AssetExecutionContext,
     config: ArmTableConfig,
@@ -97,7 +97,7 @@ def ab_agent_table3(
     )
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="markdown", ins=_ARM_TABLE_INS)
+@asset(group_name=GROUP, code_version="1", kinds={"markdown"}, ins=_ARM_TABLE_INS)
 def ab_agent_table4(
     context: AssetExecutionContext,
     config: ArmTableConfig,

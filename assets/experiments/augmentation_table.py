@@ -41,7 +41,7 @@ class Table5Config(Config):
 @asset(
     group_name=GROUP,
     code_version="1",
-    compute_kind="pytorch",
+    kinds={"pytorch"},
     ins={"experiment_simulation_events": AssetIn("experiment_simulation_events")},
 )
 def ab_agent_table5(

@@ -33,7 +33,7 @@ class BrainComparisonConfig(Config):
 @asset(
     group_name=GROUP,
     code_version="1",
-    compute_kind="markdown",
+    kinds={"markdown"},
     ins={"experiment_simulation_events": AssetIn("experiment_simulation_events")},
 )
 def brain_comparison(

@@ -28,7 +28,7 @@ class ExperimentSimulationConfig(Config):
     checkpoint: bool = Field(default=True, description="keep finished agents in a checkpoint so a killed run resumes")
 
 
-@asset(group_name=GROUP, partitions_def=experiment_partitions, code_version="1", compute_kind="python")
+@asset(group_name=GROUP, partitions_def=experiment_partitions, code_version="1", kinds={"python"})
 def experiment_simulation_events(
     context: AssetExecutionContext,
     config: ExperimentSimulationConfig,

@@ -34,7 +34,7 @@ class ThumbnailConfig(Config):
     seed: int = Field(default=0, description="seed of the samples and of the agents' decisions")
 
 
-@asset(group_name=GROUP, code_version="1", compute_kind="python")
+@asset(group_name=GROUP, code_version="1", kinds={"python"})
 def simuser_thumbnail_quality(
     context: AssetExecutionContext,
     config: ThumbnailConfig,

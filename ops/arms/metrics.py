@@ -1,6 +1,7 @@
 """Offline metrics of a recommender arm (docs/definitions.md#lifecycle, step 6, A/B Agent §3.1 "Real-World").
 
-- `auc`, `log_loss`: on the test pairs, label = rating >= 4.
+- `auc`, `log_loss`: on the test pairs, label = rating >= 4 (scikit-learn's, with the one-class
+  cases said plainly).
 - `recall_at_k`, `ndcg_at_k` (Järvelin and Kekäläinen, 2002): from each user's top-k list,
   ranked over the whole catalogue minus the user's train items; relevant = the user's test
   items rated >= 4.  Averaged over the users with at least one relevant test item; such a
@@ -8,7 +9,7 @@
     Recall@k = |hits in top k| / |relevant|
     NDCG@k   = sum over hits of 1 / log2(rank + 1)  /  sum_{i=1..min(|relevant|, k)} 1 / log2(i + 1)
 
-All are vectorised (numpy sorts, polars joins and group-bys); no loop per user or pair.
+All are vectorised (scikit-learn, polars joins and group-bys); no loop per user or pair.
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ import polars as pl
 
 
 def auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """Area under the ROC curve: the probability that a random positive outscores a random
-    negative, ties counting one half (Mann-Whitney U with mid-ranks)."""
+    """Area under the ROC curve (scikit-learn's `roc_auc_score`): the probability that a random
+    positive outscores a random negative, ties counting one half.  Labels of one class only
+    have no AUC: a ValueError that says how many of each (scikit-learn's is about its own
+    arguments)."""
+    from sklearn.metrics import roc_auc_score  # lazy: scikit-learn (a second to import)
+
     labels = np.asarray(labels).astype(bool).ravel()
     scores = np.asarray(scores, dtype=np.float64).ravel()
     if labels.shape != scores.shape:
@@ -28,14 +33,15 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float:
     negatives = labels.size - positives
     if positives == 0 or negatives == 0:
         raise ValueError(f"auc needs both classes; got {positives} positives and {negatives} negatives")
-    ranks = _mid_ranks(scores)
-    u = ranks[labels].sum() - positives * (positives + 1) / 2.0
-    return float(u / (positives * negatives))
+    return float(roc_auc_score(labels, scores))
 
 
 def log_loss(labels: np.ndarray, probabilities: np.ndarray, eps: float | None = None) -> float:
-    """Mean binary cross-entropy.  Probabilities are clipped to [eps, 1 - eps]; eps defaults
-    to the float64 machine epsilon, as scikit-learn does."""
+    """Mean binary cross-entropy (scikit-learn's `log_loss`).  Probabilities are clipped to
+    [eps, 1 - eps]; eps defaults to the float64 machine epsilon, as scikit-learn does.  Labels
+    of one class are scored against both classes (scikit-learn would refuse to guess them)."""
+    from sklearn.metrics import log_loss as sklearn_log_loss  # lazy: scikit-learn
+
     labels = np.asarray(labels, dtype=np.float64).ravel()
     p = np.asarray(probabilities, dtype=np.float64).ravel()
     if labels.shape != p.shape:
@@ -45,8 +51,7 @@ def log_loss(labels: np.ndarray, probabilities: np.ndarray, eps: float | None = 
     if np.any((p < 0) | (p > 1)) or np.any(np.isnan(p)):
         raise ValueError("log_loss: probabilities must lie in [0, 1]")
     eps = np.finfo(np.float64).eps if eps is None else eps
-    p = np.clip(p, eps, 1 - eps)
-    return float(-np.mean(labels * np.log(p) + (1 - labels) * np.log1p(-p)))
+    return float(sklearn_log_loss(labels, np.clip(p, eps, 1 - eps), labels=[0.0, 1.0]))
 
 
 def relevant_items(test: pl.DataFrame, threshold: int = 4) -> pl.DataFrame:
@@ -115,18 +120,3 @@ def _per_user_hits(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int) -> pl.Da
         .with_columns(pl.col("hits").fill_null(0), pl.col("dcg").fill_null(0.0))
         .sort("user_id")
     )
-
-
-def _mid_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, tied values sharing the mean of their ranks."""
-    order = np.argsort(values, kind="mergesort")
-    sorted_values = values[order]
-    # Start of each run of equal values, and the run each sorted element belongs to.
-    starts = np.concatenate([[True], sorted_values[1:] != sorted_values[:-1]])
-    run = np.cumsum(starts) - 1
-    first = np.flatnonzero(starts)
-    last = np.concatenate([first[1:], [values.size]]) - 1
-    mean_rank = (first + last) / 2.0 + 1.0
-    ranks = np.empty(values.size, dtype=np.float64)
-    ranks[order] = mean_rank[run]
-    return ranks

@@ -13,7 +13,15 @@ hold `weights.pt`, read with `torch.load(weights_only=True)`.
 `log_and_register(trained, registered_name)` logs the arm to the ACTIVE MLflow run as a
 pyfunc model (input: a frame with user_id and item_id; output: one score per row) and
 registers it, one registered model per arm, a new version per training; it returns the
-version string so the asset can record which version it produced.
+version string so the asset can record which version it produced.  Its best validation
+metrics are logged after the model, linked to it (MLflow 3's LoggedModel: the model comparison
+shows them); `model_id_of(name, version)` finds the logged model of a registered version, so
+that the arm's offline test metrics are linked to it too.
+
+`point_aliases(targets, names)` moves registry aliases: after a verdict, `@winner` and
+`@control` (`ops.readout.verdict.registry_roles`) name the versions of that verdict's arms,
+and no other arm of the verdict keeps them, so `models:/<prefix>-<arm>@winner` loads the
+arm the last verdict named.
 
 mlflow and torch are imported inside the functions that need them.  The pyfunc wrapper
 lives in `ops/arms/pyfunc.py` and is logged as "models from code" (no pickled Python
@@ -25,6 +33,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from ops.arms.recommenders import FORMAT_VERSION, TrainedArm, arm_params, load_trained  # noqa: F401 - re-exported
@@ -76,8 +85,6 @@ def log_and_register(
         raise RuntimeError("log_and_register needs an active MLflow run (mlflow.start_run())")
     if log_params:
         mlflow.log_params(arm_params(trained))
-    if metrics:
-        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
     with tempfile.TemporaryDirectory() as tmp:
         arm_dir = save_arm(trained, Path(tmp) / "arm")
         signature = ModelSignature(
@@ -98,7 +105,44 @@ def log_and_register(
         )
     if info.registered_model_version is None:
         raise RuntimeError(f"MLflow did not register {registered_name!r}; is the tracking store a database?")
+    if metrics:
+        # After the model, linked to it: the logged model's page and comparison show them.
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None}, model_id=info.model_id)
     return str(info.registered_model_version)
+
+
+def model_id_of(registered_name: str, version: str) -> str | None:
+    """The id of the logged model behind a registered version (None for a version registered
+    from a path, with no logged model)."""
+    import mlflow
+
+    found = mlflow.MlflowClient().get_model_version(registered_name, str(version))
+    if getattr(found, "model_id", None):
+        return found.model_id
+    # A SQL store keeps no model id on the version; its source is the logged model's URI, models:/<model id>.
+    source = found.source or ""
+    tail = source[len("models:/") :] if source.startswith("models:/") else ""
+    return tail if tail.startswith("m-") and "/" not in tail else None
+
+
+def point_aliases(
+    targets: dict[str, tuple[str, str]], names: Iterable[str], label: str | None = None
+) -> dict[str, str]:
+    """Point each alias of `targets` ({alias: (registered name, version)}) at that version and
+    take it off the other registered models in `names` (the arms of the same verdict), so one
+    of them holds it; with a `label` (the lifecycle), each targeted version is tagged
+    `simab_<alias>` = label: which verdict gave it the alias.  Returns {alias: "models:/name@alias"}."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    for alias, (name, version) in targets.items():
+        for other in sorted(set(names) - {name}):
+            if alias in client.get_registered_model(other).aliases:
+                client.delete_registered_model_alias(other, alias)
+        client.set_registered_model_alias(name, alias, str(version))
+        if label:
+            client.set_model_version_tag(name, str(version), f"simab_{alias}", label)
+    return {alias: f"models:/{name}@{alias}" for alias, (name, _) in targets.items()}
 
 
 def _pip_requirements() -> list[str]:

@@ -398,7 +398,10 @@ class TmdbClient:
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:
             return min(retry_after, self.config.max_retry_after_s)
-        base = min(self.config.backoff_max_s, self.config.backoff_initial_s * 2 ** (retry_state.attempt_number - 1))
+        from tenacity import wait_exponential
+
+        # tenacity's exponential back-off; the jitter a seeded share of it (tenacity's own is unseeded).
+        base = wait_exponential(multiplier=self.config.backoff_initial_s, max=self.config.backoff_max_s)(retry_state)
         return base * (1.0 + self.config.backoff_jitter * self._random.random())
 
     def _before_sleep(self, retry_state) -> None:

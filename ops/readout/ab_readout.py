@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from ops.figures import rows_markdown
 from ops.readout.agent_metrics import LABELS, METRICS, RATIO_PARTS, agent_means, per_session_metrics
 from ops.readout.arm_summaries import summarise_arm
 from ops.readout.comparisons import compare_paired, compare_unpaired, empty_comparisons, with_holm
@@ -135,19 +136,22 @@ class ABReadout:
             family = "all comparisons" if self.config.holm_family == "all" else "arms within each metric"
             lines += ["", f"### Against the control {self.control} (Holm-corrected over {family})", ""]
             header = ["arm", "metric", "n", "difference [CI]", "test", "p", "p (Holm)", "significant"]
-            lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-            for r in self.comparisons.iter_rows(named=True):
-                cells = [
-                    r["arm"],
-                    LABELS[r["metric"]],
-                    str(r["n"]),
-                    _cell(r["difference"], r["ci_low"], r["ci_high"], r["metric"]),
-                    r["test"],
-                    _fmt_p(r["p_value"]),
-                    _fmt_p(r["p_holm"]),
-                    "yes" if r["significant"] else "no",
-                ]
-                lines.append("| " + " | ".join(cells) + " |")
+            lines += rows_markdown(
+                header,
+                (
+                    [
+                        r["arm"],
+                        LABELS[r["metric"]],
+                        r["n"],
+                        _cell(r["difference"], r["ci_low"], r["ci_high"], r["metric"]),
+                        r["test"],
+                        _fmt_p(r["p_value"]),
+                        _fmt_p(r["p_holm"]),
+                        "yes" if r["significant"] else "no",
+                    ]
+                    for r in self.comparisons.iter_rows(named=True)
+                ),
+            )
         return "\n".join(lines) + "\n"
 
 
@@ -219,10 +223,8 @@ def _fmt_p(p: float | None) -> str:
 
 
 def _markdown(frame: pl.DataFrame) -> list[str]:
-    header = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
-    return [header, rule, *body]
+    """A table of written cells (`ABReadout.table`) as Markdown lines, its cells as they are."""
+    return rows_markdown(frame.columns, frame.iter_rows())
 
 
 # ABReadout's tables, one Parquet file each (`ABReadout.save`).

@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 from scipy.stats import kendalltau
 
-from ops.figures import table_markdown
+from ops.figures import pyplot, table_markdown
 from ops.readout.bias import EXCESS_FLOOR, SimulatorBias, simulator_bias
 from ops.readout.statistics import difference_interval, interval_sign, named_rng, percentile_interval
 
@@ -226,7 +226,6 @@ class TruthJudgement:
 
     def figure(self):
         """Each candidate arm's truth against its simulated metric and its NDCG@20, per kind."""
-        from ops.figures import pyplot
 
         plt = pyplot()
         kinds = self.kinds()

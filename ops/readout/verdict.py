@@ -92,6 +92,18 @@ def report_summary(
     return headline
 
 
+def registry_roles(headline: dict) -> dict[str, str]:
+    """The arm each Model Registry alias names after this verdict ({alias: arm}): `control` the
+    control arm; `winner` the arm the verdict calls the winner (better than the control on the
+    primary metric, significantly: "Winner on …" in `verdict_lines`), else the control itself,
+    since no arm beat it."""
+    control = headline.get("control")
+    v = headline.get("verdict") or {}
+    beats = v.get("arm") is not None and v.get("significant") and (v.get("difference") or 0) > 0
+    winner = v["arm"] if beats else control
+    return {alias: arm for alias, arm in (("winner", winner), ("control", control)) if arm}
+
+
 def _winner(readout, metric: str, exclude: Sequence[str] = ()) -> dict:
     """The non-control arm with the largest difference against the control on `metric`."""
     comps = readout.comparisons.filter(

@@ -17,6 +17,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 from ops.agents.session import AgentSession
 from ops.simulation.brains.protocol import Brain
@@ -56,8 +57,12 @@ def drive(
                 rng = agent_rng(
                     request.seed, session.user_id, arm, request.config.common_random_numbers, session=request.session
                 )
+                # A brain that traces its sessions (the LLM brain, MLflow Tracing) holds one trace open around it.
+                traced = getattr(brain, "session_trace", None)
+                trace = traced(arm, session.user_id, request.session) if traced is not None else nullcontext()
                 try:
-                    await _drive(session_loop(request, session, rows), decide, interview, brain, session, rng)
+                    with trace:
+                        await _drive(session_loop(request, session, rows), decide, interview, brain, session, rng)
                 except Exception as exc:
                     exc.add_note(f"while simulating user {session.user_id} on arm {arm!r}")
                     raise

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 from scipy.stats import kendalltau
 
-from ops.figures import pyplot, table_markdown
+from ops.figures import pyplot, rows_markdown, table_markdown
 from ops.readout.ab_readout import ABReadout, ab_readout
 from ops.readout.fidelity import agreement_summary, fidelity, offline_intervals, offline_per_user, pairwise_agreement
 from ops.readout.readout_config import ReadoutConfig
@@ -95,18 +95,18 @@ def arm_markdown(experiment: ArmExperiment, paper: Mapping[str, Mapping[str, flo
     header = ["arm", "brain", "agents", "AUC"]
     for m in (*OFFLINE, *SIMULATED):
         header += [HEADERS[m], "paper"]
-    lines = [
-        f"Ours (95 % intervals) beside {paper_label}; 'paper' is blank where the paper has no such row.",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
-    ]
+    rows = []
     for row in table.iter_rows(named=True):
         theirs = paper.get(row["arm"], {})
         cells = [row["arm"], row["brain"] or "", str(row["agents"]), _number(row["test_auc"])]
         for m in (*OFFLINE, *SIMULATED):
             cells += [interval_cell(row[m], row[f"{m}_ci_low"], row[f"{m}_ci_high"], m), _number(theirs.get(m), m)]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines = [
+        f"Ours (95 % intervals) beside {paper_label}; 'paper' is blank where the paper has no such row.",
+        "",
+        *rows_markdown(header, rows),
+    ]
     lines += ["", *ordering_lines(table, paper), ""]
     if experiment.fidelity.height:
         lines += [
@@ -220,17 +220,17 @@ def brain_comparison(
 def brain_markdown(table: pl.DataFrame, differences: pl.DataFrame, brains: Sequence[str]) -> list[str]:
     """The brains side by side per arm, their differences, and whether they order the arms alike."""
     header = ["arm", *[f"{HEADERS[m]} {b}" for m in SIMULATED for b in brains]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     cells = {(r["arm"], r["brain"]): r for r in table.iter_rows(named=True)}
     arms = list(dict.fromkeys(table.get_column("arm").to_list()))
+    rows = []
     for arm in arms:
         out = [arm]
         for m in SIMULATED:
             for b in brains:
                 r = cells[(arm, b)]
                 out.append(interval_cell(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], m))
-        lines.append("| " + " | ".join(out) + " |")
-    lines.append("")
+        rows.append(out)
+    lines = [*rows_markdown(header, rows), ""]
     if differences.height:
         show = differences.select(
             "arm",

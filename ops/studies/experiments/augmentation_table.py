@@ -17,7 +17,7 @@ import polars as pl
 
 from ops.arms.base import FitData
 from ops.arms.registry import make_arm
-from ops.figures import table_markdown
+from ops.figures import rows_markdown, table_markdown
 from ops.readout.augmentation_summary import ORIGINAL, seed_summary, table_5
 from ops.readout.readout_figures import augmentation_figure
 from ops.studies.augmentation import AugmentationConfig, refit_and_evaluate
@@ -152,17 +152,16 @@ def augmentation_markdown(
         "(blank: a model the paper did not refit).",
         "",
     ]
-    header = ["training set", *models]
-    lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     index = {m: i for i, m in enumerate(paper_models)}
+    rows = []
     for row in ours.iter_rows(named=True):
         theirs = paper.get(row["training_set"])
         cells = [row["training_set"]]
         for m in models:
             value = "n/a" if row[m] is None else f"{row[m]:.4f}"
             cells.append(value + (f" / {theirs[index[m]]:.4f}" if theirs is not None and m in index else ""))
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+        rows.append(cells)
+    lines += [*rows_markdown(["training set", *models], rows), ""]
     summary = seed_summary(long)
     if summary.height:
         show = summary.select(

@@ -35,6 +35,10 @@ request is drawn from the agent's generator, so a session is a pure function of 
 agent, arm) as the simulation loop requires, and repeated pages get fresh samples.  Token
 counts come from the response's `usage`; cost from configurable prices per million tokens.
 
+A share of the agent sessions (`trace_share`) is traced with MLflow Tracing (`tracing`):
+one trace per session, a span per decision and per chat completion (tokens, cost, cache hit or
+miss, retries), in the experiment the simulation step names and linked to its run.
+
 The API key is read from the environment variable NAMED in the configuration when the
 client is first needed; it is never stored on the configuration, logged, cached or put in
 a decision.

@@ -20,7 +20,7 @@ import numpy as np
 
 from ops.agents.memory import LongTermMemory, describe_short_term
 from ops.agents.session import AgentSession
-from ops.simulation.brains.llm import answers, prompts
+from ops.simulation.brains.llm import answers, prompts, tracing
 from ops.simulation.brains.llm.answers import (
     AnswerError,
     check_answer,
@@ -73,6 +73,7 @@ class LLMBrain:
         self.name = f"llm:{self.config.model}" + ("" if self.config.vision else ":no-vision")
         self.transport = LLMClient(self.config, client)
         self.usage = self.transport.usage
+        self.tracer = tracing.Tracer(self.config.trace_share, self.config.trace_experiment_id)
         # user id -> tokens, cost, cached, fallback of that agent's exit interview (the
         # interview returns only (satisfaction, reason), so its cost is kept here).
         self.interview_accounting: dict[int, dict] = {}
@@ -108,12 +109,40 @@ class LLMBrain:
     def decide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
         return self.transport.run_sync(self.adecide, session, observation, rng)
 
+    def session_trace(self, arm: str, user_id: int, session: int):
+        """The MLflow trace of one agent session (`tracing`): the simulation driver holds it
+        open around the session; a session the share does not sample is not traced."""
+        return self.tracer.session(arm, user_id, session)
+
+    @property
+    def trace_ids(self) -> list[str]:
+        """The MLflow traces this brain started (the simulation step links them to its run)."""
+        return list(self.tracer.trace_ids)
+
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         return self.transport.run_sync(self.aexit_interview, session, rng)
 
     async def adecide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
         """The next action for the page: the model's answer once it passes the checks, else
         a recorded fallback (`Decision.fallback_reason`)."""
+        page = {"page_type": observation.page_type, "page_number": observation.page_number}
+        with tracing.decision_span(f"{observation.page_type} page {observation.page_number}", page) as span:
+            decision = await self._adecide(session, observation, rng)
+            tracing.finish(
+                span,
+                {"action": decision.action, "movie_id": decision.movie_id, "reason": decision.reason},
+                action=decision.action,
+                movie_id=decision.movie_id,
+                prompt_tokens=decision.prompt_tokens,
+                completion_tokens=decision.completion_tokens,
+                cost_usd=decision.cost_usd,
+                latency_s=decision.latency_s,
+                fallback=decision.fallback_reason is not None,
+                fallback_reason=decision.fallback_reason,
+            )
+        return decision
+
+    async def _adecide(self, session: AgentSession, observation: Observation, rng: np.random.Generator) -> Decision:
         if not observation.legal_actions:
             raise ValueError("LLM brain: the page offers no legal action (the session has ended)")
         started = time.perf_counter()
@@ -163,6 +192,19 @@ class LLMBrain:
 
     async def aexit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         """Agent4Rec's post-exit interview: satisfaction 1..10 and why."""
+        with tracing.decision_span("exit interview") as span:
+            satisfaction, reason = await self._aexit_interview(session, rng)
+            record = self.interview_accounting.get(session.user_id) or {}
+            tracing.finish(
+                span,
+                {"satisfaction": satisfaction, "reason": reason},
+                **{k: record.get(k) for k in ("prompt_tokens", "completion_tokens", "cost_usd", "latency_s")},
+                fallback=bool(record.get("fallback")),
+                fallback_reason=record.get("fallback_reason"),
+            )
+        return satisfaction, reason
+
+    async def _aexit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         seed = int(rng.integers(0, 2**31 - 1))
         messages = self.interview_messages(session)
         started = time.perf_counter()
@@ -207,6 +249,8 @@ class LLMBrain:
         the prompts and checks themselves (their source).  Transport settings (timeouts,
         retries, concurrency, cache) change how fast, not what: they are left out."""
         transport_only = {
+            "trace_share",
+            "trace_experiment_id",
             "api_key_env",
             "api_key_required",
             "timeout_s",

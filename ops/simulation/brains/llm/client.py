@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ops.simulation.brains.llm import probes
+from ops.simulation.brains.llm import probes, tracing
 from ops.simulation.brains.llm.cache import ResponseCache, request_key
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.brains.llm.tokens import prompt_tokens
@@ -127,6 +127,23 @@ class LLMClient:
         endpoint (retried).  Nothing is stored here: see `remember`.  The endpoint's
         capabilities are probed first where the configuration leaves them to `auto`."""
         await self.aresolve()
+        with tracing.call_span(messages, {"model": self.config.model}) as span:
+            reply = await self._acomplete(messages, seed, use_cache, schema)
+            tracing.finish(
+                span,
+                reply.content,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                # What this call spent: a cache hit costs nothing (its tokens are the stored reply's).
+                cost_usd=0.0 if reply.cached else self.cost(reply.prompt_tokens, reply.completion_tokens),
+                cache="hit" if reply.cached else "miss",
+                usage_known=reply.usage_known,
+            )
+        return reply
+
+    async def _acomplete(
+        self, messages: list[dict], seed: int | None, use_cache: bool, schema: tuple[str, dict] | None
+    ) -> Reply:
         request = self.request(messages, seed, schema)
         # The key is a canonical JSON dump and a hash of a ~4 kB request: only with a cache.
         key = request_key(request, self.endpoint) if self.cache is not None else ""

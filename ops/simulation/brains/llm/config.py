@@ -77,6 +77,10 @@ class LLMBrainConfig(BaseModel):
     budget_path: str | None = None
     budget_cap_usd: float = Field(0.0, ge=0)
     budget_label: str = ""
+    # MLflow Tracing (`tracing`): the share of agent sessions traced, one trace each, into the
+    # experiment `trace_experiment_id` (None: MLflow's active one).  0: none.
+    trace_share: float = Field(0.0, ge=0, le=1)
+    trace_experiment_id: str | None = None
     # The HTTP stack under `openai.AsyncOpenAI`: "aiohttp" (the SDK's DefaultAioHttpClient)
     # costs less CPU per request than "httpx" at hundreds in flight (bench/llm_brain.py).
     http_client: Literal["aiohttp", "httpx"] = "aiohttp"

@@ -32,8 +32,9 @@ import weakref
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
+from ops.simulation.brains.llm import tracing
 from ops.simulation.brains.llm.config import LLMBrainConfig
 from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.web import parse_retry_after, redact, register_secrets, safe_endpoint, secret_parameter
@@ -130,9 +131,12 @@ class Transport:
         c = self.config
         client, semaphore = self._for_this_loop()
 
+        # tenacity's exponential back-off (backoff_s, doubling, capped at backoff_max_s), its jitter
+        # a seeded share of it: tenacity's own jitter draws from the unseeded global random.
+        exponential = wait_exponential(multiplier=c.backoff_s, max=c.backoff_max_s)
+
         def wait(state: RetryCallState) -> float:
-            backoff = min(c.backoff_max_s, c.backoff_s * 2 ** (state.attempt_number - 1))
-            backoff *= 1.0 + c.backoff_jitter * self._random.random()
+            backoff = exponential(state) * (1.0 + c.backoff_jitter * self._random.random())
             told = _retry_after(state.outcome.exception())
             return backoff if told is None else max(backoff, min(told, c.retry_after_max_s))
 
@@ -141,6 +145,7 @@ class Transport:
             with self.usage.lock:
                 self.usage.retries += 1
                 self.usage.retry_wait_s += pause
+            tracing.note_retry()
             log.warning(
                 "LLM endpoint %s: %s on attempt %d of %d; retrying in %.2fs",
                 self.endpoint,

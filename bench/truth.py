@@ -1,5 +1,6 @@
-"""Judged by the truth: planted worlds at three exposure strengths, the simulation against
-the offline metric, each read against what the planted users would do when shown the lists.
+"""Judged by the truth: the simulation against NDCG@20 on planted worlds at three exposure strengths.
+
+Each is read against what the planted users would do when shown the lists.
 
 For each strength of the synthetic source's logging policy (`SIMAB_SYNTHETIC_EXPOSURE_BIAS`:
 0 = a log free of exposure, 1 = the default world, 2.5 strong), a lifecycle runs on its own
@@ -103,6 +104,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-bootstrap", type=int, default=1000)
     ap.add_argument("--build-only", action="store_true", help="build the worlds' homes, judge nothing")
+    ap.add_argument(
+        "--judge-only", action="store_true", help="judge the homes already built under --root, run no lifecycle"
+    )
+    ap.add_argument("--out", type=Path, default=OUT / "truth.json", help="where the figures go (JSON)")
     args = ap.parse_args()
     offline_defaults()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -111,13 +116,17 @@ def main() -> int:
         raise SystemExit(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
     results = []
     for strength in [float(s) for s in args.strengths.split(",") if s.strip()]:
-        home = build_world(args.root, strength, args.max_epochs)
+        home = (
+            args.root / f"exposure-{strength:g}"
+            if args.judge_only
+            else build_world(args.root, strength, args.max_epochs)
+        )
         for variant in [] if args.build_only else variants:
             row = {"exposure_bias": strength, **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents)}
             results.append(row)
             print(_line(row), flush=True)
-    OUT.mkdir(parents=True, exist_ok=True)
-    out = OUT / "truth.json"
+    out = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))
     print(f"-> {out}")
     return 0

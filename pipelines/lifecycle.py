@@ -50,6 +50,8 @@ import time
 from ops.environment import offline_defaults
 from ops.preflight.bill import lifecycle_bill, night_bill
 from ops.settings import SettingError
+from ops.storage.exhaustion import ResourceExhausted, named_exhaustion
+from ops.storage.home_lock import HomeBusy, HomeClaim, home_lock
 from pipelines.console import to_log_file
 from pipelines.home import dagster_home
 from pipelines.instance import DagsterStorageError, named_storage_errors
@@ -96,24 +98,49 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not bill.fits:
             raise SystemExit("\n".join([*bill.lines(), bill.refusal(settings)]))
-        prepared = planned(settings)
     except SettingError as exc:
         if args.verbose:
             raise
         # One line, before any work: the variable, its value and what is allowed.
         raise SystemExit(f"simab: {exc}") from None
+    # One writer per home: taken before the definitions are built (seconds), held to the end.
+    claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`simab run`")
+    try:
+        with (
+            named_exhaustion(data_root()),
+            home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as held,
+        ):
+            return _run(args, settings, bill, held)
+    except HomeBusy as exc:
+        raise SystemExit(f"simab: {exc}") from None
+    except ResourceExhausted as exc:  # a disk that is full: one line, no traceback
+        raise SystemExit(f"simab: {exc}") from None
+
+
+def _run(args, settings, bill, held) -> int:
+    try:
+        prepared = planned(settings)
+    except SettingError as exc:
+        if args.verbose:
+            raise
+        raise SystemExit(f"simab: {exc}") from None
     # lazy: the runner imports the asset graph (a second), which a refused value or bill never needs
     from pipelines.runner import run_lifecycle
 
+    log = None
     try:
-        with named_storage_errors(dagster_home()):
+        with named_exhaustion(data_root(), lambda: log), named_storage_errors(dagster_home()):
             if args.verbose:
-                return run_lifecycle(prepared, args.resume, None, bill=bill, force=args.force)
+                return run_lifecycle(prepared, args.resume, None, bill=bill, force=args.force, held=held)
             log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
             with to_log_file(log) as terminal:
-                return run_lifecycle(prepared, args.resume, terminal, log, bill=bill, force=args.force)
+                return run_lifecycle(prepared, args.resume, terminal, log, bill=bill, force=args.force, held=held)
     except (DagsterStorageError, TrackingStoreError) as exc:  # a store that cannot be read: one line, no traceback
         raise SystemExit(str(exc)) from None
+
+
+def _say_now(text: str) -> None:
+    print(f"simab: {text}", flush=True)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ops.storage.home_lock import process_alive
+
 
 class ChecksumError(ValueError):
     """A stored file whose bytes are not the ones written (its SHA-256 differs from the one recorded)."""
@@ -98,8 +100,9 @@ def _write_one(path: Path, data: bytes, clean_stale: bool) -> None:
     prefix = f".{path.name}.tmp-"
     if clean_stale:
         for stale in path.parent.glob(prefix + "*"):
-            stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
+            if _writer_gone(stale.name[len(prefix) :].split("-", 1)[0]):
+                stale.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{prefix}{os.getpid()}-")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -130,8 +133,9 @@ def atomic_write_folder(pointer: Path, write: Callable[[Path], None], record: di
         raise ValueError(f"{pointer}: the pointer of a folder value is a .json file")
     parent, name = pointer.parent, pointer.stem
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}.", suffix=".tmp"))
-    final = parent / f"{name}.{secrets.token_hex(6)}.d"
+    # The writer's pid in both names: a concurrent writer never removes a live one's folders.
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}.{os.getpid()}.", suffix=".tmp"))
+    final = parent / f"{name}.{os.getpid()}-{secrets.token_hex(6)}.d"
     try:
         write(staging)
         _fsync_tree(staging)
@@ -146,10 +150,25 @@ def atomic_write_folder(pointer: Path, write: Callable[[Path], None], record: di
         if final.exists() and _named_folder(pointer) != final:
             shutil.rmtree(final, ignore_errors=True)
         raise
-    for old in [*parent.glob(f"{name}.*.d"), *parent.glob(f".{name}.*.tmp")]:
-        if old != final:
+    named = _named_folder(pointer)
+    for old in parent.glob(f"{name}.*.d"):
+        writer = old.name[len(name) + 1 : -2].split("-", 1)[0] if "-" in old.name[len(name) + 1 :] else ""
+        if old not in (final, named) and (writer in ("", str(os.getpid())) or _writer_gone(writer)):
+            shutil.rmtree(old, ignore_errors=True)
+    for old in parent.glob(f".{name}.*.tmp"):
+        if _writer_gone(old.name[len(name) + 2 :].split(".", 1)[0]):
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _writer_gone(pid_text: str) -> bool:
+    """Whether the writer whose pid a temporary name carries has ended (a name without
+    one, from before names carried it, counts as ended)."""
+    if not pid_text.isdigit():
+        return True
+    if int(pid_text) == os.getpid():
+        return True  # this process's own leftovers: it writes one value of a name at a time
+    return not process_alive(int(pid_text))
 
 
 def read_folder_pointer(pointer: Path) -> tuple[dict, Path | None]:

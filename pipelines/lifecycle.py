@@ -60,7 +60,8 @@ from resources.mlflow_tracking import TrackingStoreError
 from resources.storage import data_root
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, held=None) -> int:
+    """The lifecycle; `held`: the home, taken already by the caller (`simab run`), else taken here."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--arms",
@@ -104,13 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         # One line, before any work: the variable, its value and what is allowed.
         raise SystemExit(f"simab: {exc}") from None
     # One writer per home: taken before the definitions are built (seconds), held to the end.
-    claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`simab run`")
+    claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`python -m pipelines.lifecycle`")
     try:
-        with (
-            named_exhaustion(data_root()),
-            home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as held,
-        ):
-            return _run(args, settings, bill, held)
+        with named_exhaustion(data_root()):
+            if held is not None:
+                return _run(args, settings, bill, held)
+            with home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as taken:
+                return _run(args, settings, bill, taken)
     except HomeBusy as exc:
         raise SystemExit(f"simab: {exc}") from None
     except ResourceExhausted as exc:  # a disk that is full: one line, no traceback

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ops.arms.registry import arm_class, spec_of, spec_problem
-from ops.data.domain import DataFileError, check_files_folder
+from ops.data.domain import DataFileError, LogShape, check_files_folder, log_shape
 from ops.data.movielens import MovieLensFormatError, find_tables
 from ops.data.tmdb import API_KEY_ENV as TMDB_API_KEY_ENV
 from ops.data.tmdb import READ_TOKEN_ENV as TMDB_READ_TOKEN_ENV
@@ -109,8 +109,12 @@ def check_source(settings: Settings) -> None:
             )
         try:
             check_files_folder(settings.files_path)
+            shape = log_shape(settings.files_path)
         except DataFileError as exc:
             raise SettingError(f"SIMAB_FILES_PATH={settings.files_path!r}: {exc}") from None
+        problem = log_problem(shape, brain_of(settings).min_fit_users)
+        if problem:
+            raise SettingError(f"SIMAB_FILES_PATH={settings.files_path!r}: {problem}")
     elif source == "local":
         if not settings.local_path:
             raise SettingError(
@@ -127,6 +131,29 @@ def check_source(settings: Settings) -> None:
         for name in ("interactions.csv", "items.jsonl"):
             if not (folder / name).is_file():
                 raise SettingError(f"{variable}={shown!r}: no {name} in {folder} (the steam source reads it)")
+
+
+def log_problem(shape: LogShape, min_fit_users: int) -> str | None:
+    """Why a log cannot feed the lifecycle, from the log alone (`ops.data.domain.log_shape`):
+    timestamps that are all one (no split by time can be made of them), or fewer users in
+    both the train and the validation window than the brain is fitted on; None when it can."""
+    path = shape.path
+    if shape.rows > 1 and shape.timestamps == 1:
+        return (
+            f"{path}: field 'timestamp': every one of its {shape.rows} interactions has the same timestamp "
+            f"({shape.first_timestamp}), so the chronological 7:2:1 split (train the first 70 % by time, validation "
+            "the next 20 %, test the last 10 %) cannot be made; the log needs the time each interaction happened "
+            "(unix seconds or an ISO date-time), as the system recorded it — an export that lost it must be redone"
+        )
+    if shape.train_and_valid_users < min_fit_users:
+        return (
+            f"{path}: {shape.users} user(s) in {shape.rows} interactions, of whom {shape.train_and_valid_users} "
+            f"have interactions both in the train window (the first 70 % by time) and in the validation window (the "
+            f"next 20 %); the lifecycle needs at least {min_fit_users}: the brain is fitted on such users (their train "
+            "interactions are the agents' memories, their validation ones what it learns to predict). A log of more "
+            "users, each with interactions spread over time, gives them"
+        )
+    return None
 
 
 def check_metadata(settings: Settings, environ: Mapping[str, str]) -> None:

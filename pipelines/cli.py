@@ -73,25 +73,20 @@ def resume(rest: list[str]) -> int:
 
 
 def _lifecycle(argv: list[str]) -> int:
-    """The lifecycle, with the home taken first (`ops.storage.home_lock`): a second run on a
-    home another holds is refused (or waits) before the seconds of imports a lifecycle needs."""
-    if any(a in ("-h", "--help", "--bill") for a in argv):
-        from pipelines.lifecycle import main as lifecycle
+    """The lifecycle (`pipelines.lifecycle`, which takes the home); a home another lifecycle or
+    run holds is refused (or waited for) first, before the seconds of imports a lifecycle needs."""
+    if not any(a in ("-h", "--help", "--bill") for a in argv):
+        from ops.settings import load
+        from ops.storage.home_lock import HomeBusy, HomeClaim, wait_for_home
 
-        return lifecycle(argv)
-    from ops.settings import load
-    from ops.storage.exhaustion import ResourceExhausted, named_exhaustion
-    from ops.storage.home_lock import HomeBusy, HomeClaim, home_lock
+        claim = HomeClaim(holder="", how="`simab resume`" if "--resume" in argv else "`simab run`")
+        try:
+            wait_for_home(simab_home(), claim, load().home_wait_s, on_wait=_say)
+        except HomeBusy as exc:
+            raise SystemExit(f"simab: {exc}") from None
+    from pipelines.lifecycle import main as lifecycle
 
-    home, wait_s = simab_home(), load().home_wait_s
-    claim = HomeClaim(holder="", how="`simab resume`" if "--resume" in argv else "`simab run`")
-    try:
-        with named_exhaustion(home), home_lock(home, claim, wait_s, on_wait=_say) as held:
-            from pipelines.lifecycle import main as lifecycle
-
-            return lifecycle(argv, held=held)
-    except (HomeBusy, ResourceExhausted) as exc:
-        raise SystemExit(f"simab: {exc}") from None
+    return lifecycle(argv)
 
 
 def _say(text: str) -> None:

@@ -60,8 +60,7 @@ from resources.mlflow_tracking import TrackingStoreError
 from resources.storage import data_root
 
 
-def main(argv: list[str] | None = None, held=None) -> int:
-    """The lifecycle; `held`: the home, taken already by the caller (`simab run`), else taken here."""
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--arms",
@@ -99,32 +98,28 @@ def main(argv: list[str] | None = None, held=None) -> int:
             return 0
         if not bill.fits:
             raise SystemExit("\n".join([*bill.lines(), bill.refusal(settings)]))
+        prepared = planned(settings)
     except SettingError as exc:
         if args.verbose:
             raise
         # One line, before any work: the variable, its value and what is allowed.
         raise SystemExit(f"simab: {exc}") from None
-    # One writer per home: taken before the definitions are built (seconds), held to the end.
-    claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`python -m pipelines.lifecycle`")
+    # One writer per home: taken once every value is checked (nothing is written before), held
+    # to the end; `simab run` has seen before its imports that the home is free (`pipelines.cli`).
+    claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`simab run`")
     try:
-        with named_exhaustion(data_root()):
-            if held is not None:
-                return _run(args, settings, bill, held)
-            with home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as taken:
-                return _run(args, settings, bill, taken)
+        with (
+            named_exhaustion(data_root()),
+            home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as held,
+        ):
+            return _run(args, prepared, bill, held)
     except HomeBusy as exc:
         raise SystemExit(f"simab: {exc}") from None
     except ResourceExhausted as exc:  # a disk that is full: one line, no traceback
         raise SystemExit(f"simab: {exc}") from None
 
 
-def _run(args, settings, bill, held) -> int:
-    try:
-        prepared = planned(settings)
-    except SettingError as exc:
-        if args.verbose:
-            raise
-        raise SystemExit(f"simab: {exc}") from None
+def _run(args, prepared, bill, held) -> int:
     # lazy: the runner imports the asset graph (a second), which a refused value or bill never needs
     from pipelines.runner import run_lifecycle
 

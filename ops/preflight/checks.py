@@ -112,7 +112,7 @@ def check_source(settings: Settings) -> None:
             shape = log_shape(settings.files_path)
         except DataFileError as exc:
             raise SettingError(f"SIMAB_FILES_PATH={settings.files_path!r}: {exc}") from None
-        problem = log_problem(shape, brain_of(settings).min_fit_users)
+        problem = log_problem(shape, brain_of(settings).min_fit_users) or memory_problem(shape.rows)
         if problem:
             raise SettingError(f"SIMAB_FILES_PATH={settings.files_path!r}: {problem}")
     elif source == "local":
@@ -154,6 +154,51 @@ def log_problem(shape: LogShape, min_fit_users: int) -> str | None:
             "users, each with interactions spread over time, gives them"
         )
     return None
+
+
+# The lifecycle's peak resident memory against its interactions, all processes together
+# (docs/findings/scale.md, `python -m bench.scale`: 2,551 MB at 1 M interactions, 3,732 MB at
+# 5 M): the line through the two, rounded up.
+PEAK_BASE_MB = 2_300.0
+PEAK_MB_PER_MILLION_ROWS = 300.0
+
+
+def peak_memory_mb(rows: int) -> float:
+    """About the lifecycle's peak memory on a log of `rows` interactions, in MB."""
+    return PEAK_BASE_MB + PEAK_MB_PER_MILLION_ROWS * rows / 1e6
+
+
+def machine_memory_mb() -> float | None:
+    """What this machine gives the process, in MB: its memory, or the cgroup's limit where
+    lower; None where neither can be read."""
+    found = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                found.append(int(line.split()[1]) / 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            found.append(int(limit) / 2**20)
+    except OSError:
+        pass
+    return min(found) if found else None
+
+
+def memory_problem(rows: int, machine_mb: float | None = None) -> str | None:
+    """Why a lifecycle on `rows` interactions would run out of memory here (its estimated peak
+    above what the machine has), or None."""
+    machine_mb = machine_memory_mb() if machine_mb is None else machine_mb
+    need = peak_memory_mb(rows)
+    if machine_mb is None or need <= machine_mb:
+        return None
+    return (
+        f"a lifecycle on its {rows:,} interactions peaks at about {need:,.0f} MB of memory (measured at 1 M and "
+        f"5 M interactions: docs/findings/scale.md), more than the {machine_mb:,.0f} MB this machine has; run it "
+        "on a machine with more memory, or on a sample of the log's users"
+    )
 
 
 def check_metadata(settings: Settings, environ: Mapping[str, str]) -> None:

@@ -162,4 +162,3 @@ def _existing(path: Path) -> Path:
 
 def _mb(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n < 10e9 else f"{n / 1e9:,.1f} GB"
-

@@ -38,6 +38,15 @@ assets it had not stored (a multi-asset whole), the steps after it run as usual 
 refuses when that lifecycle ran with other settings, when other runs came after it (they
 may have replaced its assets), or when one of its runs is still going.
 
+One writer per home.  Once every value is checked, the runner takes `$SIMAB_HOME`
+(`ops.storage.home_lock`: a kernel lock, released when the process ends however it ends)
+and holds it to the end; a second lifecycle, or a run the Dagster instance launches (the
+UI, a schedule tick: `pipelines.resources.home_locked`), is refused at once in one line
+naming the holder, or waits `$SIMAB_HOME_WAIT_S`.  `simab run` looks before its imports, so
+the refusal comes in seconds.  A full disk or a read-only home stops it with one line naming
+the folder, the space free there and about what the step writes
+(`ops.storage.exhaustion`); `simab resume` continues once space is freed.
+
 This module is the command line: the steps are `pipelines.plan`, checked before the first
 by `pipelines.preflight`, executed by `pipelines.runner`, picked up again by `pipelines.resume`.
 """

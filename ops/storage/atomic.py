@@ -3,10 +3,12 @@ fsynced, renamed over it (a rename within a folder is atomic on POSIX), then the
 fsynced so the rename itself survives a crash.
 
 A writer killed between the write and the rename leaves its temporary file
-(`.<name>.tmp-…`) behind; `clean_stale=True` removes those of the same target before
-writing.  Only pass it where one writer per target is guaranteed (Dagster runs an asset
-partition once at a time); with concurrent writers of one target it would delete a live
-temporary file.
+(`.<name>.tmp-<pid>-…`) behind; `clean_stale=True` removes those of the same target before
+writing, but only those whose writer (the pid in the name) is gone or is this process: a
+concurrent writer's live temporary file is never deleted.  Temporary folders and the
+folders of folder values carry the writer's pid the same way (`.<name>.<pid>.….tmp`,
+`<name>.<pid>-<token>.d`), and a writer removes only its own and those of writers that are
+gone (two runs on one home once took each other's `.agents.XXXX.tmp`).
 
 Stored data proves itself: `checksum=True` also writes `<name>.sha256` beside the file (the
 `sha256sum` format, so `sha256sum -c` checks it by hand), after the file itself; a folder

@@ -15,7 +15,7 @@ from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
 from ops.preflight.bill import brain_of, lifecycle_bill
 from ops.readout.report_markdown import bill_lines
 from ops.simulation.budget import RunBudget, bill_path
-from ops.storage.exhaustion import exhausted_line, exhaustion_of, named_exhaustion
+from ops.storage.exhaustion import exhausted_line, exhaustion_at, named_exhaustion
 from pipelines.console import LifecycleConsole, failure_lines
 from pipelines.home import dagster_home
 from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
@@ -142,7 +142,8 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
             _say_bill(spent.append, lifecycle, cap)  # what the run spent of its LLM cap, also when it stopped on it
             causes = failure_lines(result.all_events)
             # A full disk or a read-only home first, named (folder, space free, what the step writes).
-            exhausted = next((found for found in map(exhaustion_of, causes) if found is not None), None)
+            found = (exhaustion_at(cause, data_root()) for cause in causes)
+            exhausted = next((f for f in found if f is not None), None)
             if exhausted is not None:
                 causes = [exhausted_line(data_root(), *exhausted, stage=stage_name, agents=settings.agents), *causes]
             raise SystemExit(

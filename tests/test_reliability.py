@@ -36,7 +36,7 @@ from dagster import (
 )
 
 from ops.storage.atomic import atomic_write_folder
-from ops.storage.exhaustion import FULL, READ_ONLY, exhausted_line, exhaustion_of
+from ops.storage.exhaustion import FULL, READ_ONLY, exhausted_line, exhaustion_at, exhaustion_of
 from ops.storage.home_lock import HomeBusy, HomeClaim, holders_of, home_lock, wait_for_home
 from pipelines.resources import home_locked
 
@@ -273,6 +273,8 @@ def test_a_full_disk_or_a_read_only_home_is_found_in_any_error_and_named_with_it
     assert exhaustion_of(f"OSError: [Errno 28] No space left on device: '{target}'") == (FULL, str(target))
     assert exhaustion_of("attempt to write a readonly database")[0] == READ_ONLY
     assert exhaustion_of(ValueError("rank -1 < 1")) is None
+    # SQLite's "disk I/O error" is a full disk only where the disk has no room left.
+    assert exhaustion_at(sqlite3.OperationalError("disk I/O error"), tmp_path) is None
     said = exhausted_line(tmp_path, FULL, str(target), stage="prepare", agents=50)
     assert said.startswith(f"prepare: the disk is full: {tmp_path} has ") and " free of " in said
     assert "the step writes about 40 MB" in said and "`simab resume`" in said

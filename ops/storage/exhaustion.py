@@ -25,6 +25,9 @@ from pathlib import Path
 
 FULL = "full"
 READ_ONLY = "read-only"
+IO_ERROR = "i/o error"
+# Free space below this on the home's filesystem makes SQLite's "disk I/O error" a full disk.
+NEARLY_FULL_MB = 1.0
 
 # What the words of a library's error mean, for errors known only by their text.
 _TEXTS = (
@@ -36,6 +39,9 @@ _TEXTS = (
     ("read-only file system", READ_ONLY),
     ("[errno 30]", READ_ONLY),
     ("attempt to write a readonly database", READ_ONLY),
+    # SQLite on a filesystem with no block left often says only this (SQLITE_IOERR): a full
+    # disk when the home's filesystem has no room (`named_exhaustion` looks), else not ours.
+    ("disk i/o error", IO_ERROR),
 )
 _ERRNOS = {errno.ENOSPC: FULL, errno.EDQUOT: FULL, errno.EROFS: READ_ONLY}
 
@@ -63,6 +69,16 @@ def exhaustion_of(error: BaseException | str | None) -> tuple[str, str | None] |
             return found
         error = getattr(error, "orig", None) or error.__cause__ or error.__context__
     return _by_text(error) if isinstance(error, str) else None
+
+
+def exhaustion_at(error: BaseException | str | None, home: str | Path) -> tuple[str, str | None] | None:
+    """`exhaustion_of`, with SQLite's "disk I/O error" taken for a full disk where the home's
+    filesystem has less than `NEARLY_FULL_MB` free (and for nothing of ours elsewhere)."""
+    found = exhaustion_of(error)
+    if found is not None and found[0] == IO_ERROR:
+        free = free_mb(home)
+        return (FULL, found[1]) if free is not None and free < NEARLY_FULL_MB else None
+    return found
 
 
 def _by_text(text: str) -> tuple[str, str | None] | None:
@@ -135,7 +151,7 @@ def named_exhaustion(
         earlier = _named_in_chain(exc)
         if earlier is not None:  # named already, deeper in (a clean-up failed on the same full disk)
             raise earlier from exc
-        found = exhaustion_of(exc)
+        found = exhaustion_at(exc, home)
         if found is None:
             raise
         where = log() if log is not None else None

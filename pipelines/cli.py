@@ -73,20 +73,27 @@ def resume(rest: list[str]) -> int:
 
 
 def _lifecycle(argv: list[str]) -> int:
-    """The lifecycle (`pipelines.lifecycle`, which takes the home); a home another lifecycle or
-    run holds is refused (or waited for) first, before the seconds of imports a lifecycle needs."""
-    if not any(a in ("-h", "--help", "--bill") for a in argv):
-        from ops.settings import load
-        from ops.storage.home_lock import HomeBusy, HomeClaim, wait_for_home
+    """The lifecycle (`pipelines.lifecycle`).  A home that exists is taken here, before the
+    seconds of imports and checks a lifecycle needs, and held to its end: a second run on it is
+    refused (or waits) at once, however long the first one's checks take.  A home not made yet
+    is taken by the lifecycle once its checks pass (a refused value leaves no home behind)."""
+    home = simab_home()
+    if any(a in ("-h", "--help", "--bill") for a in argv) or not home.is_dir():
+        from pipelines.lifecycle import main as lifecycle
 
-        claim = HomeClaim(holder="", how="`simab resume`" if "--resume" in argv else "`simab run`")
-        try:
-            wait_for_home(simab_home(), claim, load().home_wait_s, on_wait=_say)
-        except HomeBusy as exc:
-            raise SystemExit(f"simab: {exc}") from None
-    from pipelines.lifecycle import main as lifecycle
+        return lifecycle(argv)
+    from ops.settings import load
+    from ops.storage.exhaustion import ResourceExhausted, named_exhaustion
+    from ops.storage.home_lock import HomeBusy, HomeClaim, home_lock
 
-    return lifecycle(argv)
+    claim = HomeClaim(holder="", how="`simab resume`" if "--resume" in argv else "`simab run`")
+    try:
+        with named_exhaustion(home), home_lock(home, claim, load().home_wait_s, on_wait=_say) as held:
+            from pipelines.lifecycle import main as lifecycle  # seconds of imports, the home held
+
+            return lifecycle(argv, held=held)
+    except (HomeBusy, ResourceExhausted) as exc:
+        raise SystemExit(f"simab: {exc}") from None
 
 
 def _say(text: str) -> None:

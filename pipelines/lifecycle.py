@@ -42,8 +42,8 @@ One writer per home.  Once every value is checked, the runner takes `$SIMAB_HOME
 (`ops.storage.home_lock`: a kernel lock, released when the process ends however it ends)
 and holds it to the end; a second lifecycle, or a run the Dagster instance launches (the
 UI, a schedule tick: `pipelines.resources.home_locked`), is refused at once in one line
-naming the holder, or waits `$SIMAB_HOME_WAIT_S`.  `simab run` looks before its imports, so
-the refusal comes in seconds.  A full disk or a read-only home stops it with one line naming
+naming the holder, or waits `$SIMAB_HOME_WAIT_S`.  `simab run` takes a home that exists
+before its imports, so the refusal comes in seconds.  A full disk or a read-only home stops it with one line naming
 the folder, the space free there and about what the step writes
 (`ops.storage.exhaustion`); `simab resume` continues once space is freed.
 
@@ -69,7 +69,8 @@ from resources.mlflow_tracking import TrackingStoreError
 from resources.storage import data_root
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, held=None) -> int:
+    """The lifecycle; `held`: the home, taken by the caller already (`simab run`), else taken here."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--arms",
@@ -114,14 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         # One line, before any work: the variable, its value and what is allowed.
         raise SystemExit(f"simab: {exc}") from None
     # One writer per home: taken once every value is checked (nothing is written before), held
-    # to the end; `simab run` has seen before its imports that the home is free (`pipelines.cli`).
+    # to the end; `simab run` takes a home that exists before its imports (`pipelines.cli`).
     claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`simab run`")
     try:
-        with (
-            named_exhaustion(data_root()),
-            home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as held,
-        ):
-            return _run(args, prepared, bill, held)
+        with named_exhaustion(data_root()):
+            if held is not None:
+                return _run(args, prepared, bill, held)
+            with home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as taken:
+                return _run(args, prepared, bill, taken)
     except HomeBusy as exc:
         raise SystemExit(f"simab: {exc}") from None
     except ResourceExhausted as exc:  # a disk that is full: one line, no traceback

@@ -37,7 +37,7 @@ from dagster import (
 
 from ops.storage.atomic import atomic_write_folder
 from ops.storage.exhaustion import FULL, READ_ONLY, exhausted_line, exhaustion_at, exhaustion_of
-from ops.storage.home_lock import HomeBusy, HomeClaim, holders_of, home_lock, wait_for_home
+from ops.storage.home_lock import HomeBusy, HomeClaim, holders_of, home_lock
 from pipelines.resources import home_locked
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,7 +163,8 @@ def test_a_killed_holder_leaves_no_lock_and_a_waiting_taker_gets_the_home(tmp_pa
     home = tmp_path / "home"
     holder = _holder(home)
     with pytest.raises(HomeBusy, match="lifecycle feedc0ffee42"):
-        wait_for_home(home, HomeClaim("", "`simab run`"))
+        with home_lock(home, HomeClaim("", "`simab run`")):
+            pass
     holder.send_signal(signal.SIGKILL)  # no clean-up runs: the kernel drops the lock
     holder.wait()
     assert [r["pid"] for r in json_records(home)] == [holder.pid]  # its record is left behind …

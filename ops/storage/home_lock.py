@@ -122,17 +122,6 @@ def home_lock(
         os.close(fd)  # closing the descriptor releases the flock, as the end of the process does
 
 
-def wait_for_home(
-    home: str | Path, claim: HomeClaim, wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None
-) -> None:
-    """Return once `home` could be taken for `claim` (taken and let go at once: the caller
-    takes it for good later), `HomeBusy` as `home_lock`; a home with no lock file yet is free
-    (and is not created)."""
-    if (Path(home).expanduser() / LOCK_NAME).exists():
-        with home_lock(home, claim, wait_s, on_wait):
-            pass
-
-
 def _try_take(home: Path, fd: int, claim: HomeClaim) -> list[dict] | None:
     """Take the lock on `fd` for `claim` (the gate is held); None when taken, else the live
     holders in the way (never empty)."""

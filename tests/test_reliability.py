@@ -278,7 +278,7 @@ def test_a_full_disk_or_a_read_only_home_is_found_in_any_error_and_named_with_it
     assert exhaustion_at(sqlite3.OperationalError("disk I/O error"), tmp_path) is None
     said = exhausted_line(tmp_path, FULL, str(target), stage="prepare", agents=50)
     assert said.startswith(f"prepare: the disk is full: {tmp_path} has ") and " free of " in said
-    assert "the step writes about 40 MB" in said and "`simab resume`" in said
+    assert "the step writes about 32 MB" in said and "`simab resume`" in said
 
 
 def test_a_lifecycle_whose_first_write_finds_the_disk_full_says_so_in_one_line(cli_runs):
@@ -346,6 +346,22 @@ def test_each_fault_a_file_shows_is_refused_before_any_work_in_one_line_naming_i
         assert "needs at least 2" in lines[0]
     assert took < REFUSED_WITHIN_S
     assert not known["home"].exists()  # refused before anything was written
+
+
+def test_a_fresh_home_on_a_disk_too_small_for_a_lifecycle_is_refused_before_the_work(tmp_path):
+    from ops.preflight.checks import disk_problem
+    from pipelines.run_config import settings_from_env
+
+    settings = settings_from_env({"SIMAB_HOME": str(tmp_path / "home")})
+    said = disk_problem(settings, tmp_path, free=12.0)
+    assert (
+        said
+        and said.startswith(f"the disk of {tmp_path} has 12.0 MB free; a lifecycle of ")
+        and "MB into a fresh home" in said
+    )
+    assert disk_problem(settings, tmp_path, free=10_000.0) is None
+    (tmp_path / "home" / "assets").mkdir(parents=True)  # a home used before: its steps are reused
+    assert disk_problem(settings, tmp_path, free=12.0) is None
 
 
 def test_a_log_larger_than_the_machine_can_hold_is_refused_before_the_work():

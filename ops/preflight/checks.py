@@ -33,6 +33,7 @@ from ops.readout.agent_metrics import METRICS
 from ops.settings import SettingError, Settings
 from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.fatigue import ACTIVITY_TIERS
+from ops.storage.exhaustion import free_mb, lifecycle_need_mb
 from ops.web import redact
 
 # One request to see that the endpoint answers: its list of models, which OpenAI, vLLM,
@@ -236,6 +237,26 @@ def check_paths(settings: Settings) -> None:
         raise SettingError(f"SIMAB_HOME={str(settings.home)!r}: {existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise SettingError(f"SIMAB_HOME={str(settings.home)!r}: {existing} is not writable")
+    problem = disk_problem(settings, existing)
+    if problem:
+        raise SettingError(f"SIMAB_HOME={str(settings.home)!r}: {problem}")
+
+
+def disk_problem(settings: Settings, existing: Path, free: float | None = None) -> str | None:
+    """Why a fresh home (no assets yet: a home used before reuses what it stored) cannot take
+    a whole lifecycle: less free space on its disk than the lifecycle writes; None when it can."""
+    home = Path(settings.home).expanduser()
+    if (home / "assets").exists():
+        return None
+    free = free_mb(existing) if free is None else free
+    need = lifecycle_need_mb(len(settings.arms or ()) or 4, settings.agents, settings.shards)
+    if free is None or free >= need:
+        return None
+    return (
+        f"the disk of {existing} has {free:,.1f} MB free; a lifecycle of {len(settings.arms or ()) or 4} arms writes "
+        f"about {need:,.0f} MB into a fresh home (ops/storage/exhaustion.py). Free space there, or set SIMAB_HOME "
+        "to a larger disk"
+    )
 
 
 def check_simulation(settings: Settings) -> None:

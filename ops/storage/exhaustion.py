@@ -45,9 +45,11 @@ _TEXTS = (
 )
 _ERRNOS = {errno.ENOSPC: FULL, errno.EDQUOT: FULL, errno.EROFS: READ_ONLY}
 
-# About what a lifecycle writes into its home at the demo's defaults (synthetic source, 4
-# arms, 50 agents), per step, in MB: measured (docs/findings/one_home.md), scaled by agents.
-STEP_MB = {"prepare": 40.0, "arm": 15.0, "shard": 5.0, "combine": 5.0, "read-out": 20.0}
+# About what a lifecycle writes into its home at the demo's defaults (synthetic source, five
+# arms, 50 agents), per step, in MB, rounded up: measured on a demo home (posters, caches,
+# agents and brain for prepare; lists, events, checkpoints and artefacts per arm:
+# docs/findings/one_home.md), scaled by agents.
+STEP_MB = {"prepare": 32.0, "arm": 3.0, "shard": 1.5, "combine": 1.5, "read-out": 10.0}
 DEMO_AGENTS = 50
 
 
@@ -126,6 +128,14 @@ def exhausted_line(
         f"{step}the disk is full: {where} has {free}{needs}. Free space there (or set SIMAB_HOME to a larger "
         "disk), then `simab resume` re-runs what was not stored"
     )
+
+
+def lifecycle_need_mb(arms: int, agents: int | None = None, shards: int = 1) -> float:
+    """About what a whole lifecycle writes into a fresh home, in MB."""
+    per_arm = step_need_mb("arm", agents) + (
+        shards * step_need_mb("shard", agents) + step_need_mb("combine", agents) if shards > 1 else 0.0
+    )
+    return step_need_mb("prepare", agents) + arms * per_arm + step_need_mb("read-out", agents)
 
 
 def free_mb(folder: str | Path) -> float | None:

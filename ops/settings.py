@@ -461,6 +461,12 @@ class Settings(BaseModel):
         "seconds a second run of one simulation partition waits for the first to finish, then fails naming it",
         ge=0,
     )
+    home_wait_s: float = setting(
+        0.0,
+        "SIMAB_HOME_WAIT_S",
+        "seconds a lifecycle or a launched run waits for a home another one holds (0: refused at once, naming it)",
+        ge=0,
+    )
     deployment: Deployment = setting(
         "local", "SIMAB_DEPLOYMENT", "local (SQLite MLflow store) | server (MLflow at $MLFLOW_TRACKING_URI)"
     )

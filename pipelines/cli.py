@@ -19,6 +19,8 @@ the same home.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -63,15 +65,39 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(rest: list[str]) -> int:
-    from pipelines.lifecycle import main as lifecycle
-
-    return lifecycle(rest)
+    return _lifecycle(rest)
 
 
 def resume(rest: list[str]) -> int:
-    from pipelines.lifecycle import main as lifecycle
+    return _lifecycle(["--resume", *rest])
 
-    return lifecycle(["--resume", *rest])
+
+def _lifecycle(argv: list[str]) -> int:
+    """The lifecycle (`pipelines.lifecycle`).  A home that exists is taken here, before the
+    seconds of imports and checks a lifecycle needs, and held to its end: a second run on it is
+    refused (or waits) at once, however long the first one's checks take.  A home not made yet
+    is taken by the lifecycle once its checks pass (a refused value leaves no home behind)."""
+    home = simab_home()
+    if any(a in ("-h", "--help", "--bill") for a in argv) or not home.is_dir():
+        from pipelines.lifecycle import main as lifecycle
+
+        return lifecycle(argv)
+    from ops.settings import load
+    from ops.storage.exhaustion import ResourceExhausted, named_exhaustion
+    from ops.storage.home_lock import HomeBusy, HomeClaim, home_lock
+
+    claim = HomeClaim(holder="", how="`simab resume`" if "--resume" in argv else "`simab run`")
+    try:
+        with named_exhaustion(home), home_lock(home, claim, load().home_wait_s, on_wait=_say) as held:
+            from pipelines.lifecycle import main as lifecycle  # seconds of imports, the home held
+
+            return lifecycle(argv, held=held)
+    except (HomeBusy, ResourceExhausted) as exc:
+        raise SystemExit(f"simab: {exc}") from None
+
+
+def _say(text: str) -> None:
+    print(f"simab: {text}", flush=True)
 
 
 def ui(rest: list[str]) -> int:
@@ -149,12 +175,93 @@ def _tool(name: str) -> str:
 
 
 def _serve(command: list[str], extra_env: dict[str, str] | None = None) -> int:
-    """Run a server in the foreground with the home's environment until it stops or ^C."""
+    """Run a server in the foreground with the home's environment until it stops, ^C, or a
+    SIGTERM / SIGHUP (a service manager, `kill PID`): then the server's whole tree stops, as
+    on ^C — `dagster dev` stops its webserver, daemon and code servers on SIGINT (`_stop_tree`)."""
     env = {**home_environ(), **(extra_env or {})}
+    child = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env)
+
+    def stop(signum, _frame):
+        _stop_tree(child.pid, interrupt=True)
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return subprocess.call(command, cwd=PROJECT_ROOT, env=env)
-    except KeyboardInterrupt:
+        return child.wait()
+    except KeyboardInterrupt:  # ^C reached the whole foreground group, the server too
+        _stop_tree(child.pid, interrupt=False)
         return 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+STOP_GRACE_S = 20.0  # what `dagster dev` takes to stop its processes after a SIGINT
+
+
+def _stop_tree(pid: int, interrupt: bool, grace_s: float = STOP_GRACE_S) -> None:
+    """Stop process `pid` and every process under it: SIGINT to it (`interrupt`: it did not
+    get the terminal's), up to `grace_s` for it to stop its own, then SIGTERM and SIGKILL to
+    whatever of the tree is left."""
+    import time
+
+    tree = [pid, *_descendants(pid)]  # taken first: children are re-parented once their parent ends
+    if interrupt:
+        _signal(pid, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(p) for p in tree):
+        time.sleep(0.2)
+        tree += [p for p in _descendants(pid) if p not in tree]
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 1.0)):
+        left = [p for p in tree if _alive(p)]
+        if not left:
+            return
+        for p in left:
+            _signal(p, sig)
+        end = time.monotonic() + wait_s
+        while time.monotonic() < end and any(_alive(p) for p in left):
+            time.sleep(0.1)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes under `pid`, from /proc (none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)  # reaps our own child once it ended
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has ended
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _without_password(text: str) -> str:

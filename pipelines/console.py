@@ -35,7 +35,8 @@ def to_log_file(path: Path) -> Iterator[TextIO]:
     saved = os.dup(1), os.dup(2)
     terminal = os.fdopen(os.dup(saved[0]), "w", buffering=1, encoding="utf-8")
     streams = sys.stdout, sys.stderr
-    with open(path, "a", buffering=1, encoding="utf-8") as log:
+    log = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed below, after the terminal is back
+    try:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         # Python's own streams too, wherever they pointed (a test runner's capture, say).
@@ -43,13 +44,19 @@ def to_log_file(path: Path) -> Iterator[TextIO]:
         try:
             yield terminal
         finally:
-            log.flush()
+            # The terminal first: on a full disk the log's last write fails, and the error
+            # that stopped the run must still reach the person.
             sys.stdout, sys.stderr = streams
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
             for fd in saved:
                 os.close(fd)
             terminal.close()
+    finally:
+        try:
+            log.close()
+        except OSError:  # a full disk: what could not be written to the log is lost
+            pass
 
 
 class LifecycleConsole:

@@ -38,6 +38,15 @@ assets it had not stored (a multi-asset whole), the steps after it run as usual 
 refuses when that lifecycle ran with other settings, when other runs came after it (they
 may have replaced its assets), or when one of its runs is still going.
 
+One writer per home.  Once every value is checked, the runner takes `$SIMAB_HOME`
+(`ops.storage.home_lock`: a kernel lock, released when the process ends however it ends)
+and holds it to the end; a second lifecycle, or a run the Dagster instance launches (the
+UI, a schedule tick: `pipelines.resources.home_locked`), is refused at once in one line
+naming the holder, or waits `$SIMAB_HOME_WAIT_S`.  `simab run` takes a home that exists
+before its imports, so the refusal comes in seconds.  A full disk or a read-only home stops it with one line naming
+the folder, the space free there and about what the step writes
+(`ops.storage.exhaustion`); `simab resume` continues once space is freed.
+
 This module is the command line: the steps are `pipelines.plan`, checked before the first
 by `pipelines.preflight`, executed by `pipelines.runner`, picked up again by `pipelines.resume`.
 """
@@ -50,6 +59,8 @@ import time
 from ops.environment import offline_defaults
 from ops.preflight.bill import lifecycle_bill, night_bill
 from ops.settings import SettingError
+from ops.storage.exhaustion import ResourceExhausted, named_exhaustion
+from ops.storage.home_lock import HomeBusy, HomeClaim, home_lock
 from pipelines.console import to_log_file
 from pipelines.home import dagster_home
 from pipelines.instance import DagsterStorageError, named_storage_errors
@@ -58,7 +69,8 @@ from resources.mlflow_tracking import TrackingStoreError
 from resources.storage import data_root
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, held=None) -> int:
+    """The lifecycle; `held`: the home, taken by the caller already (`simab run`), else taken here."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--arms",
@@ -102,18 +114,39 @@ def main(argv: list[str] | None = None) -> int:
             raise
         # One line, before any work: the variable, its value and what is allowed.
         raise SystemExit(f"simab: {exc}") from None
+    # One writer per home: taken once every value is checked (nothing is written before), held
+    # to the end; `simab run` takes a home that exists before its imports (`pipelines.cli`).
+    claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`simab run`")
+    try:
+        with named_exhaustion(data_root()):
+            if held is not None:
+                return _run(args, prepared, bill, held)
+            with home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as taken:
+                return _run(args, prepared, bill, taken)
+    except HomeBusy as exc:
+        raise SystemExit(f"simab: {exc}") from None
+    except ResourceExhausted as exc:  # a disk that is full: one line, no traceback
+        raise SystemExit(f"simab: {exc}") from None
+
+
+def _run(args, prepared, bill, held) -> int:
     # lazy: the runner imports the asset graph (a second), which a refused value or bill never needs
     from pipelines.runner import run_lifecycle
 
+    log = None
     try:
-        with named_storage_errors(dagster_home()):
+        with named_exhaustion(data_root(), lambda: log), named_storage_errors(dagster_home()):
             if args.verbose:
-                return run_lifecycle(prepared, args.resume, None, bill=bill, force=args.force)
+                return run_lifecycle(prepared, args.resume, None, bill=bill, force=args.force, held=held)
             log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
             with to_log_file(log) as terminal:
-                return run_lifecycle(prepared, args.resume, terminal, log, bill=bill, force=args.force)
+                return run_lifecycle(prepared, args.resume, terminal, log, bill=bill, force=args.force, held=held)
     except (DagsterStorageError, TrackingStoreError) as exc:  # a store that cannot be read: one line, no traceback
         raise SystemExit(str(exc)) from None
+
+
+def _say_now(text: str) -> None:
+    print(f"simab: {text}", flush=True)
 
 
 if __name__ == "__main__":

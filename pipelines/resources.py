@@ -14,9 +14,11 @@ README, "Beyond one machine".
 
 from __future__ import annotations
 
-from ops.settings import SettingError, Settings
+from dagster import Executor
+
+from ops.settings import SettingError, Settings, current
 from resources.embeddings import EmbeddingsResource
-from resources.llm import LLMResource
+from resources.llm import LIFECYCLE_TAG, LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager
 from resources.tmdb import TmdbResource
@@ -39,7 +41,12 @@ def resources_for_deployment(settings: Settings) -> dict:
 
 
 def executor_for_deployment(settings: Settings):
-    """The executor of every job: `multiprocess` (default) or `celery`."""
+    """The executor of every job: `multiprocess` (default) or `celery`, each taking the home
+    for the run (`home_locked`)."""
+    return home_locked(_executor(settings))
+
+
+def _executor(settings: Settings):
     if settings.executor == "multiprocess":
         from dagster import multiprocess_executor
 
@@ -61,3 +68,70 @@ def executor_for_deployment(settings: Settings):
     return celery_executor.configured(
         {"broker": settings.celery_broker, "backend": settings.celery_backend or settings.celery_broker}
     )
+
+
+def home_locked(inner):
+    """`inner` (an executor definition) whose runs take the home first (`ops.storage.home_lock`):
+    a run launched through the instance — from the UI, a schedule tick, a sensor — holds
+    $SIMAB_HOME in its run worker while its steps execute, and waits for it
+    (`$SIMAB_HOME_WAIT_S`) or fails at once naming the lifecycle or run that holds it.  A
+    lifecycle's own runs (`execute_in_process`) use no executor of the definitions: the
+    lifecycle runner holds the home for them."""
+    from dagster import ExecutorDefinition
+
+    create = inner.executor_creation_fn
+    return ExecutorDefinition(
+        name=inner.name,
+        config_schema=inner.config_schema,
+        requirements=inner.get_requirements,
+        executor_creation_fn=lambda init_context: _HomeLockedExecutor(create(init_context)),
+        description=inner.description,
+    )
+
+
+def run_claim(run):
+    """How a Dagster run takes the home: the runs of one night or one backfill share it, as do
+    the runs of one partitioned job on other partitions (the shards); any other run takes it
+    alone."""
+    from ops.storage.home_lock import HomeClaim
+
+    tags = run.tags
+    partition = tags.get("dagster/partition")
+    group = tags.get(LIFECYCLE_TAG) or tags.get("dagster/backfill") or (f"job {run.job_name}" if partition else None)
+    label = f"{run.job_name}[{partition}]" if partition else run.job_name
+    return HomeClaim(
+        holder=f"{run.run_id} of {label}",
+        how="Dagster run",
+        group=group,
+        partition=f"{run.job_name}|{partition}" if partition else None,
+    )
+
+
+class _HomeLockedExecutor(Executor):
+    """The executor it wraps, inside the home's lock (`home_locked`)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    @property
+    def retries(self):
+        return self.inner.retries
+
+    @property
+    def step_dependency_config(self):
+        return self.inner.step_dependency_config
+
+    def __getattr__(self, name):  # anything else an executor offers: the inner one's
+        return getattr(self.inner, name)
+
+    def execute(self, plan_context, execution_plan):
+        from ops.storage.home_lock import HomeBusy, home_lock
+        from resources.storage import data_root
+
+        run = plan_context.dagster_run
+        try:
+            with home_lock(data_root(), run_claim(run), current().home_wait_s, on_wait=plan_context.log.info):
+                yield from self.inner.execute(plan_context, execution_plan)
+        except HomeBusy as exc:
+            # The run's failure says it in one line (the UI shows it first).
+            raise HomeBusy(f"run {run.run_id} of {run.job_name} not started: {exc}") from None

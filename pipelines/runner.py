@@ -15,6 +15,7 @@ from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
 from ops.preflight.bill import brain_of, lifecycle_bill
 from ops.readout.report_markdown import bill_lines
 from ops.simulation.budget import RunBudget, bill_path
+from ops.storage.exhaustion import exhausted_line, exhaustion_at, named_exhaustion
 from pipelines.console import LifecycleConsole, failure_lines
 from pipelines.home import dagster_home
 from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
@@ -28,7 +29,7 @@ from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 
 
-def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: bool = False) -> int:
+def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: bool = False, held=None) -> int:
     """The three jobs in order; `terminal` None: the plain, verbose output; `bill` the
     lifecycle's LLM bill from its settings (`ops.preflight.bill`), shown first.  A step whose
     assets are all as stored (code, settings, inputs: `pipelines.versions.judge_step`) is
@@ -65,6 +66,8 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
     lifecycle, done, left = (
         resume_point(instance, defs, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})
     )
+    if held is not None:  # the home's holder record names the lifecycle (`ops.storage.home_lock`)
+        held.note(lifecycle=lifecycle)
     started = time.time()
     runs = []
     stage_names = {
@@ -137,10 +140,16 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
             notes = [f"    {n}" for n in stage.notes] if console is not None else []
             spent: list[str] = []
             _say_bill(spent.append, lifecycle, cap)  # what the run spent of its LLM cap, also when it stopped on it
+            causes = failure_lines(result.all_events)
+            # A full disk or a read-only home first, named (folder, space free, what the step writes).
+            found = (exhaustion_at(cause, data_root()) for cause in causes)
+            exhausted = next((f for f in found if f is not None), None)
+            if exhausted is not None:
+                causes = [exhausted_line(data_root(), *exhausted, stage=stage_name, agents=settings.agents), *causes]
             raise SystemExit(
                 "\n".join(
                     [
-                        *failure_lines(result.all_events),
+                        *causes,
                         *notes,
                         *spent,
                         f"{label} failed (Dagster run {result.run_id}). See {where}.{again}",
@@ -154,7 +163,9 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
     params = lifecycle_params(settings, resolved_values(defs, configs))
     with runner_lock(home) as runner, lifecycle_run(tracking, lifecycle, params) as tracked:
         for step in plan:
-            execute(step, runner)
+            stage = f"{stage_names[step.job]} {step.partition or ''}".strip()
+            with named_exhaustion(data_root(), lambda: log, stage, settings.agents):
+                execute(step, runner)
         # The report in force: this run's, or the one reused (its read-out was unchanged).
         stored = latest_materialization(instance, AssetKey("simab_report"), None)
         if stored is not None:

@@ -234,9 +234,12 @@ def test_the_data_sources_folders_and_files_are_checked(tmp_path):
     pl.DataFrame({"user_id": [1], "item_id": [1], "timestamp": [1]}).write_parquet(folder / "interactions.parquet")
     said = _refused(_settings(SIMAB_SOURCE="files", SIMAB_FILES_PATH=folder), "field 'rating': missing column")
     assert said.startswith(f"SIMAB_FILES_PATH='{folder}': {folder / 'interactions.parquet'}, row 1")
-    pl.DataFrame({"user_id": [1], "item_id": [1], "rating": [4], "timestamp": [1]}).write_parquet(
-        folder / "interactions.parquet"
-    )
+    # The fewest interactions a lifecycle can split and fit the brain on: two users in the train
+    # and the validation window (`ops.preflight.checks.log_problem`; tests/test_reliability.py).
+    n = 10
+    pl.DataFrame(
+        {"user_id": [1, 2] * n, "item_id": range(1, 2 * n + 1), "rating": [4] * (2 * n), "timestamp": range(2 * n)}
+    ).write_parquet(folder / "interactions.parquet")
     check_values(_settings(SIMAB_SOURCE="files", SIMAB_FILES_PATH=folder))
     _refused(_settings(SIMAB_SOURCE="local"), "SIMAB_SOURCE='local': needs SIMAB_LOCAL_PATH")
     _refused(_settings(SIMAB_SOURCE="local", SIMAB_LOCAL_PATH=folder), f"SIMAB_LOCAL_PATH='{folder}'")

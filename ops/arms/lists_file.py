@@ -71,14 +71,15 @@ def check_lists(
     frame: pl.DataFrame,
     path: Path | str,
     csv: bool,
-    users_known: np.ndarray,
-    items_known: np.ndarray,
+    users_known: np.ndarray | None,
+    items_known: np.ndarray | None,
     required_users: np.ndarray,
     train: pl.DataFrame | None = None,
     min_items: int = MIN_ITEMS,
     fill: str | None = None,
 ) -> tuple[pl.DataFrame, bool]:
-    """`read_lists` of a frame already read (`path` names it in errors; `csv`: all text)."""
+    """`read_lists` of a frame already read (`path` names it in errors; `csv`: all text);
+    `users_known` / `items_known` None: those are not checked (the preflight, before the data)."""
     if fill is not None and fill not in FILLS:
         raise ValueError(f"fill {fill!r}: one of {', '.join(FILLS)} (or no fill: a short list is refused)")
 
@@ -117,16 +118,18 @@ def check_lists(
             raise ListsFileError(path, row_of(r["_row"]), field, what(r))
 
     first(pl.col("rank") < 1, "rank", lambda r: f"rank {r['rank']} < 1 (1 = the first item)")
-    first(
-        ~pl.col("user_id").is_in(pl.Series(np.asarray(users_known, dtype=np.int64)).implode()),
-        "user_id",
-        lambda r: f"unknown user {r['user_id']} (not among the data's users)",
-    )
-    first(
-        ~pl.col("item_id").is_in(pl.Series(np.asarray(items_known, dtype=np.int64)).implode()),
-        "item_id",
-        lambda r: f"unknown item {r['item_id']} (not an item_id of the catalogue)",
-    )
+    if users_known is not None:
+        first(
+            ~pl.col("user_id").is_in(pl.Series(np.asarray(users_known, dtype=np.int64)).implode()),
+            "user_id",
+            lambda r: f"unknown user {r['user_id']} (not among the data's users)",
+        )
+    if items_known is not None:
+        first(
+            ~pl.col("item_id").is_in(pl.Series(np.asarray(items_known, dtype=np.int64)).implode()),
+            "item_id",
+            lambda r: f"unknown item {r['item_id']} (not an item_id of the catalogue)",
+        )
     first(
         pl.struct("user_id", "item_id").is_duplicated() & ~pl.struct("user_id", "item_id").is_first_distinct(),
         "item_id",
@@ -233,23 +236,13 @@ def fill_from_popularity(
 
 
 def check_lists_file(path: Path | str) -> None:
-    """What can be known of a lists file before the data it refers to is read: its format,
-    that it exists and is readable, and its header; ListsFileError naming the fault."""
-    path = Path(path).expanduser()
-    suffix = path.suffix.lower()
-    if suffix not in (".parquet", ".pq", ".csv"):
-        raise ListsFileError(path, "file", "-", f"unknown format {suffix!r}: a lists file is .parquet, .pq or .csv")
-    if not path.is_file():
-        raise ListsFileError(path, "file", "-", "no such file")
-    try:
-        columns = list(pl.read_parquet_schema(path)) if suffix != ".csv" else pl.read_csv(path, n_rows=0).columns
-    except Exception as exc:  # noqa: BLE001 - any reader fault is the file's; say which
-        raise ListsFileError(path, "file", "-", f"not readable as {suffix[1:]}: {str(exc).splitlines()[0]}") from None
-    missing = [c for c in COLUMNS if c not in columns]
-    if missing:
-        raise ListsFileError(
-            path, "header", missing[0], f"column missing; the file has {columns}, needs {list(COLUMNS)} [+ score]"
-        )
+    """Everything the lists file alone shows, before the data it refers to is read: its
+    format, that it exists and is readable, its header, and every value — whole numbers,
+    ranks ≥ 1, finite scores, no item or rank twice for a user (`check_lists` without the
+    data's users and items); ListsFileError naming file, row and field."""
+    frame, csv = _read(Path(path).expanduser())
+    # fill="pop": a short or missing list is the data's business (the train items removed), not the file's.
+    check_lists(frame, path, csv, None, None, np.array([], dtype=np.int64), None, fill="pop")
 
 
 def _read(path: Path) -> tuple[pl.DataFrame, bool]:

@@ -235,11 +235,24 @@ class TrainedArm(ArmBase):
         """Every run setting goes into the configuration (they are ArmConfig fields)."""
         return cls(config=kind_config(cls.__module__.rsplit(".", 1)[-1], name, params, settings))
 
+    # The common fields the kind reads (None: all of them, as the DeepCTR family does);
+    # the fields of its own configuration class it reads too (`parameters_read`).
+    reads_common: ClassVar[frozenset[str] | None] = None
+
     @classmethod
     def spec_parameters(cls) -> frozenset[str]:
         """Every field of its configuration (the common ones and its own) but the name and
         the model, which the spec gives itself."""
         return frozenset(cls.config_class.model_fields) - {"name", "model"}
+
+    @classmethod
+    def parameters_read(cls) -> frozenset[str]:
+        """The parameters the kind reads (what a refusal of an unknown one lists): its own
+        configuration's fields and the common ones it uses (`reads_common`)."""
+        if cls.reads_common is None:
+            return cls.spec_parameters()
+        own = frozenset(cls.config_class.model_fields) - frozenset(ArmConfig.model_fields)
+        return own | cls.reads_common
 
     # The Arm protocol (ops.arms.base): the built-ins meet it as an outside arm does.
     @property

@@ -334,7 +334,7 @@ def make_arm(arm: ArmSpec | str, **settings: Any) -> Any:
     params = dict(spec.params)
     cls = _class_of(factory)
     if cls is not None and issubclass(cls, ArmBase):
-        _check_parameters(spec, cls.spec_parameters())
+        _check_parameters(spec, cls.spec_parameters(), getattr(cls, "parameters_read", None))
     else:
         _check_parameters(spec, constructor_parameters(factory, {"name"}))
     if spec.source:
@@ -349,12 +349,15 @@ def make_arm(arm: ArmSpec | str, **settings: Any) -> Any:
     return made if getattr(made, "keeps_its_spec", False) else PluggedArm(spec, made)
 
 
-def _check_parameters(spec: ArmSpec, accepted: frozenset[str] | None) -> None:
+def _check_parameters(
+    spec: ArmSpec, accepted: frozenset[str] | None, read: Callable[[], frozenset[str]] | None = None
+) -> None:
     """ValueError naming the first parameter of `spec` its kind does not take (`accepted`;
-    None: any), and those it does."""
+    None: any), and those it reads (`read()`, where the kind says: Pop takes the common
+    fields of the trained arms but reads few of them), else those it takes."""
     unknown = [key for key in spec.params if accepted is not None and key not in accepted]
     if unknown:
-        takes = ", ".join(sorted(accepted or ())) or "no parameter"
+        takes = ", ".join(sorted(read() if read is not None else accepted or ())) or "no parameter"
         raise ValueError(f"arm {spec.name!r}: kind {spec.kind!r} takes no parameter {unknown[0]!r}; it takes {takes}")
 
 

@@ -103,6 +103,54 @@ def check_files_folder(folder: Path | str) -> None:
             raise DataFileError(path, 1, missing[0], f"missing column; the file has {header}", unit)
 
 
+@dataclass(frozen=True)
+class LogShape:
+    """What an interactions log alone says of the lifecycle it can feed: its rows, users and
+    distinct timestamps, and the users of the chronological split's windows."""
+
+    path: Path
+    rows: int
+    users: int
+    timestamps: int
+    first_timestamp: int | None
+    train_and_valid_users: int
+
+
+def log_shape(folder: Path | str) -> LogShape:
+    """The interactions file of a files folder read for its ids and timestamps (each checked,
+    DataFileError naming file, line and field) and split by time 7:2:1 as the lifecycle
+    splits it (`ops.data.split`), before anything else is read."""
+    from ops.data.split import chronological_split
+
+    folder = Path(folder).expanduser()
+    path = find_file(folder, "interactions")
+    table = read_table(path)
+    table.require("user_id", "item_id", "timestamp")
+    users = parse_ids(table, "user_id")
+    items = parse_ids(table, "item_id")
+    raw = table.frame.get_column("timestamp")
+    stamps = raw.cast(pl.Int64) if raw.dtype.is_integer() else parse_timestamps(column_text(table, "timestamp"))
+    stop_at_first(
+        table,
+        stamps.is_not_null(),
+        "timestamp",
+        lambda value: f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])",
+    )
+    frame = pl.DataFrame({"user_id": users, "movie_id": items, "rating": 1, "timestamp": stamps}).unique(
+        ["user_id", "movie_id"], keep="first", maintain_order=True
+    )
+    split = chronological_split(frame)
+    both = set(split.train.get_column("user_id").to_list()) & set(split.valid.get_column("user_id").to_list())
+    return LogShape(
+        path=path,
+        rows=table.frame.height,
+        users=users.n_unique(),
+        timestamps=stamps.n_unique(),
+        first_timestamp=int(stamps.min()) if stamps.len() else None,
+        train_and_valid_users=len(both),
+    )
+
+
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?)?(Z|[+-]\d{2}:?\d{2})?$")
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ops.arms.registry import arm_class, spec_of, spec_problem
-from ops.data.domain import DataFileError, check_files_folder
+from ops.data.domain import DataFileError, LogShape, check_files_folder, log_shape
 from ops.data.movielens import MovieLensFormatError, find_tables
 from ops.data.random_exposure import check_random_exposure
 from ops.data.tmdb import API_KEY_ENV as TMDB_API_KEY_ENV
@@ -37,6 +37,7 @@ from ops.readout.agent_metrics import METRICS
 from ops.settings import SettingError, Settings
 from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.fatigue import ACTIVITY_TIERS
+from ops.storage.exhaustion import free_mb, lifecycle_need_mb
 from ops.web import redact
 
 # One request to see that the endpoint answers: its list of models, which OpenAI, vLLM,
@@ -115,8 +116,12 @@ def check_source(settings: Settings) -> None:
         try:
             check_files_folder(settings.files_path)
             check_random_exposure(settings.files_path)
+            shape = log_shape(settings.files_path)
         except DataFileError as exc:
             raise SettingError(f"SIMAB_FILES_PATH={settings.files_path!r}: {exc}") from None
+        problem = log_problem(shape, brain_of(settings).min_fit_users) or memory_problem(shape.rows)
+        if problem:
+            raise SettingError(f"SIMAB_FILES_PATH={settings.files_path!r}: {problem}")
     elif source == "local":
         if not settings.local_path:
             raise SettingError(
@@ -133,6 +138,74 @@ def check_source(settings: Settings) -> None:
         for name in ("interactions.csv", "items.jsonl"):
             if not (folder / name).is_file():
                 raise SettingError(f"{variable}={shown!r}: no {name} in {folder} (the steam source reads it)")
+
+
+def log_problem(shape: LogShape, min_fit_users: int) -> str | None:
+    """Why a log cannot feed the lifecycle, from the log alone (`ops.data.domain.log_shape`):
+    timestamps that are all one (no split by time can be made of them), or fewer users in
+    both the train and the validation window than the brain is fitted on; None when it can."""
+    path = shape.path
+    if shape.rows > 1 and shape.timestamps == 1:
+        return (
+            f"{path}: field 'timestamp': every one of its {shape.rows} interactions has the same timestamp "
+            f"({shape.first_timestamp}), so the chronological 7:2:1 split (train the first 70 % by time, validation "
+            "the next 20 %, test the last 10 %) cannot be made; the log needs the time each interaction happened "
+            "(unix seconds or an ISO date-time), as the system recorded it — an export that lost it must be redone"
+        )
+    if shape.train_and_valid_users < min_fit_users:
+        return (
+            f"{path}: {shape.users} user(s) in {shape.rows} interactions, of whom {shape.train_and_valid_users} "
+            f"have interactions both in the train window (the first 70 % by time) and in the validation window (the "
+            f"next 20 %); the lifecycle needs at least {min_fit_users}: the brain is fitted on such users (their train "
+            "interactions are the agents' memories, their validation ones what it learns to predict). A log of more "
+            "users, each with interactions spread over time, gives them"
+        )
+    return None
+
+
+# The lifecycle's peak resident memory against its interactions, all processes together
+# (docs/findings/scale.md, `python -m bench.scale`: 2,551 MB at 1 M interactions, 3,732 MB at
+# 5 M): the line through the two, rounded up.
+PEAK_BASE_MB = 2_300.0
+PEAK_MB_PER_MILLION_ROWS = 300.0
+
+
+def peak_memory_mb(rows: int) -> float:
+    """About the lifecycle's peak memory on a log of `rows` interactions, in MB."""
+    return PEAK_BASE_MB + PEAK_MB_PER_MILLION_ROWS * rows / 1e6
+
+
+def machine_memory_mb() -> float | None:
+    """What this machine gives the process, in MB: its memory, or the cgroup's limit where
+    lower; None where neither can be read."""
+    found = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                found.append(int(line.split()[1]) / 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            found.append(int(limit) / 2**20)
+    except OSError:
+        pass
+    return min(found) if found else None
+
+
+def memory_problem(rows: int, machine_mb: float | None = None) -> str | None:
+    """Why a lifecycle on `rows` interactions would run out of memory here (its estimated peak
+    above what the machine has), or None."""
+    machine_mb = machine_memory_mb() if machine_mb is None else machine_mb
+    need = peak_memory_mb(rows)
+    if machine_mb is None or need <= machine_mb:
+        return None
+    return (
+        f"a lifecycle on its {rows:,} interactions peaks at about {need:,.0f} MB of memory (measured at 1 M and "
+        f"5 M interactions: docs/findings/scale.md), more than the {machine_mb:,.0f} MB this machine has; run it "
+        "on a machine with more memory, or on a sample of the log's users"
+    )
 
 
 def check_metadata(settings: Settings, environ: Mapping[str, str]) -> None:
@@ -170,6 +243,26 @@ def check_paths(settings: Settings) -> None:
         raise SettingError(f"SIMAB_HOME={str(settings.home)!r}: {existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise SettingError(f"SIMAB_HOME={str(settings.home)!r}: {existing} is not writable")
+    problem = disk_problem(settings, existing)
+    if problem:
+        raise SettingError(f"SIMAB_HOME={str(settings.home)!r}: {problem}")
+
+
+def disk_problem(settings: Settings, existing: Path, free: float | None = None) -> str | None:
+    """Why a fresh home (no assets yet: a home used before reuses what it stored) cannot take
+    a whole lifecycle: less free space on its disk than the lifecycle writes; None when it can."""
+    home = Path(settings.home).expanduser()
+    if (home / "assets").exists():
+        return None
+    free = free_mb(existing) if free is None else free
+    need = lifecycle_need_mb(len(settings.arms or ()) or 4, settings.agents, settings.shards)
+    if free is None or free >= need:
+        return None
+    return (
+        f"the disk of {existing} has {free:,.1f} MB free; a lifecycle of {len(settings.arms or ()) or 4} arms writes "
+        f"about {need:,.0f} MB into a fresh home (ops/storage/exhaustion.py). Free space there, or set SIMAB_HOME "
+        "to a larger disk"
+    )
 
 
 def check_simulation(settings: Settings) -> None:

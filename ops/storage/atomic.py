@@ -3,10 +3,12 @@ fsynced, renamed over it (a rename within a folder is atomic on POSIX), then the
 fsynced so the rename itself survives a crash.
 
 A writer killed between the write and the rename leaves its temporary file
-(`.<name>.tmp-…`) behind; `clean_stale=True` removes those of the same target before
-writing.  Only pass it where one writer per target is guaranteed (Dagster runs an asset
-partition once at a time); with concurrent writers of one target it would delete a live
-temporary file.
+(`.<name>.tmp-<pid>-…`) behind; `clean_stale=True` removes those of the same target before
+writing, but only those whose writer (the pid in the name) is gone or is this process: a
+concurrent writer's live temporary file is never deleted.  Temporary folders and the
+folders of folder values carry the writer's pid the same way (`.<name>.<pid>.….tmp`,
+`<name>.<pid>-<token>.d`), and a writer removes only its own and those of writers that are
+gone (two runs on one home once took each other's `.agents.XXXX.tmp`).
 
 Stored data proves itself: `checksum=True` also writes `<name>.sha256` beside the file (the
 `sha256sum` format, so `sha256sum -c` checks it by hand), after the file itself; a folder
@@ -34,6 +36,8 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from ops.storage.home_lock import process_alive
 
 
 class ChecksumError(ValueError):
@@ -98,8 +102,9 @@ def _write_one(path: Path, data: bytes, clean_stale: bool) -> None:
     prefix = f".{path.name}.tmp-"
     if clean_stale:
         for stale in path.parent.glob(prefix + "*"):
-            stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
+            if _writer_gone(stale.name[len(prefix) :].split("-", 1)[0]):
+                stale.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{prefix}{os.getpid()}-")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -130,8 +135,9 @@ def atomic_write_folder(pointer: Path, write: Callable[[Path], None], record: di
         raise ValueError(f"{pointer}: the pointer of a folder value is a .json file")
     parent, name = pointer.parent, pointer.stem
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}.", suffix=".tmp"))
-    final = parent / f"{name}.{secrets.token_hex(6)}.d"
+    # The writer's pid in both names: a concurrent writer never removes a live one's folders.
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{name}.{os.getpid()}.", suffix=".tmp"))
+    final = parent / f"{name}.{os.getpid()}-{secrets.token_hex(6)}.d"
     try:
         write(staging)
         _fsync_tree(staging)
@@ -146,10 +152,25 @@ def atomic_write_folder(pointer: Path, write: Callable[[Path], None], record: di
         if final.exists() and _named_folder(pointer) != final:
             shutil.rmtree(final, ignore_errors=True)
         raise
-    for old in [*parent.glob(f"{name}.*.d"), *parent.glob(f".{name}.*.tmp")]:
-        if old != final:
+    named = _named_folder(pointer)
+    for old in parent.glob(f"{name}.*.d"):
+        writer = old.name[len(name) + 1 : -2].split("-", 1)[0] if "-" in old.name[len(name) + 1 :] else ""
+        if old not in (final, named) and (writer in ("", str(os.getpid())) or _writer_gone(writer)):
+            shutil.rmtree(old, ignore_errors=True)
+    for old in parent.glob(f".{name}.*.tmp"):
+        if _writer_gone(old.name[len(name) + 2 :].split(".", 1)[0]):
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _writer_gone(pid_text: str) -> bool:
+    """Whether the writer whose pid a temporary name carries has ended (a name without
+    one, from before names carried it, counts as ended)."""
+    if not pid_text.isdigit():
+        return True
+    if int(pid_text) == os.getpid():
+        return True  # this process's own leftovers: it writes one value of a name at a time
+    return not process_alive(int(pid_text))
 
 
 def read_folder_pointer(pointer: Path) -> tuple[dict, Path | None]:

@@ -58,7 +58,8 @@ class ListsArm(ArmBase):
 
     @classmethod
     def source_problem(cls, source: str, tracking_uri=None) -> str | None:
-        """The lists file exists, is readable and has the columns (as far as its header)."""
+        """The lists file exists, is readable, has the columns and values a lists file takes
+        (all the file alone shows: `check_lists_file`)."""
         try:
             check_lists_file(source)
         except ListsFileError as exc:

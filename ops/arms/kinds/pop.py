@@ -33,6 +33,10 @@ class Pop(TrainedArm):
     can_refit: ClassVar[bool] = False
     scores_are_probabilities: ClassVar[bool] = False
     same_order_for_everyone: ClassVar[bool] = True
+    # Its counts (positives above the threshold), the train sample, and the ranking's passes.
+    reads_common: ClassVar[frozenset[str]] = frozenset(
+        {"positive_threshold", "train_fraction", "seed", "score_memory_mb"}
+    )
 
     def _fit(self, train: pl.DataFrame, data: FitData) -> None:
         self.popularity = _popularity(train, self.config)

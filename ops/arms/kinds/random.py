@@ -18,6 +18,7 @@ class Random(TrainedArm):
 
     can_refit: ClassVar[bool] = False
     scores_are_probabilities: ClassVar[bool] = True
+    reads_common: ClassVar[frozenset[str]] = frozenset({"seed", "score_memory_mb"})  # its hash, the ranking's passes
 
     def _fit(self, train: pl.DataFrame, data: FitData) -> None:
         """Nothing to learn."""

@@ -121,6 +121,9 @@ class BrainKind:
     family: ClassVar[str] = ""
     answers: ClassVar[frozenset[str]] = frozenset(PROTOCOLS)
     reads_personas: ClassVar[bool] = False
+    # The fewest users with interactions in both the train and the validation window that
+    # the brain is fitted on (0: it fits nothing); the preflight checks a log against it.
+    min_fit_users: ClassVar[int] = 0
     # Whether it reads posters as the fitted embedded brain's poster vectors (a changed
     # poster must then be embedded again), rather than from the catalogue's image files.
     reads_poster_vectors: ClassVar[bool] = False

@@ -15,6 +15,7 @@ from ops.simulation.kinds import BrainKind, BrainSources
 
 class Embedded(BrainKind):
     name = "embedded"
+    min_fit_users = 2  # ops.simulation.brains.embedded.fitting.fit: its click model needs two users
     summary = "the offline default: fitted on the train and validation windows, no network"
     brain_class = EmbeddedBrain
     family = "embedded"

@@ -1,6 +1,6 @@
 """Run the papers' experiments from the command line and print their tables:
 
-    python -m pipelines.experiments table2 [table3 table4 table5 thumbnails brains] [--reuse]
+    python -m pipelines.experiments table2 [table3 table4 table5 thumbnails brains causal believability] [--reuse]
 
 Each experiment runs the same jobs the Dagster UI shows, in order, against the home's
 instance ($DAGSTER_HOME, by default `$SIMAB_HOME/dagster_home`: `pipelines.home`): `simab_prepare`, `experiment_arm` for each arm it needs
@@ -32,6 +32,7 @@ def plan(name: str, settings) -> list[Step]:
     """The steps of one experiment under these settings (arms, run config)."""
     from assets.experiments.arm_tables import TABLE3_ARMS, TABLE4_ARMS
     from assets.experiments.augmentation_table import Table5Config
+    from assets.experiments.believability import BelievabilityConfig
     from assets.experiments.brain_comparison import BrainComparisonConfig
     from assets.partitions import condition_name
 
@@ -61,12 +62,23 @@ def plan(name: str, settings) -> list[Step]:
             *(Step("experiment_simulation", f"{arm}|{condition_name(brain, v)}") for v in visions),
             own,
         ]
-    if name == "thumbnails":
+    if name in ("thumbnails", "causal"):
         return [prepare, own]
     if name == "brains":
         cfg = ops.get("brain_comparison", {})
         names = arms("brain_comparison", settings.arms)
         brains = cfg.get("brains", BrainComparisonConfig().brains)
+        vision = cfg.get("vision", True)
+        return [
+            prepare,
+            *arm_steps(names),
+            *(Step("experiment_simulation", f"{a}|{condition_name(b, vision)}") for a in names for b in brains),
+            own,
+        ]
+    if name == "believability":
+        cfg = ops.get("simuser_believability", {})
+        names = arms("simuser_believability", settings.arms)
+        brains = cfg.get("brains") or BelievabilityConfig().brains
         vision = cfg.get("vision", True)
         return [
             prepare,

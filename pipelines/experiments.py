@@ -114,6 +114,8 @@ def run_experiments(names: list[str], settings, reuse: bool = False, instance=No
     from pipelines.jobs import run_config_for
     from resources.storage import data_root
 
+    if "believability" in names:
+        judge_preflight(settings, os.environ, say)
     defs = build_definitions(settings)
     if instance is None:
         from pipelines.home import dagster_home
@@ -164,6 +166,31 @@ def run_experiments(names: list[str], settings, reuse: bool = False, instance=No
         table = data_root() / "experiments" / name / "table.md"
         results[name] = {"steps": steps, "wall_s": wall, "table": table}
     return results
+
+
+def judge_preflight(settings, environ, say=print) -> None:
+    """The believability judge's LLM bill before step 1 (`ops.preflight.bill.judge_bill`);
+    SystemExit when it is expected above the cost limit.  With no endpoint configured it
+    says the judge will report "not measured"."""
+    from assets.experiments.believability import BelievabilityConfig
+    from ops.preflight.bill import experiment_bill, judge_bill, judge_configured
+
+    if not judge_configured(settings, environ):
+        say(
+            "believability: no LLM endpoint configured for the judge (SIMAB_LLM_BASE_URL, or the key in "
+            "$OPENAI_API_KEY): its table will say 'not measured'"
+        )
+        return
+    defaults = BelievabilityConfig()
+    cfg = settings.op_config().get("simuser_believability", {})
+    arms = cfg.get("arms") or settings.arms or defaults.arms
+    brains = cfg.get("brains") or defaults.brains
+    per = int(cfg.get("per_arm_and_brain", defaults.per_arm_and_brain))
+    lines, refusal = experiment_bill(judge_bill(settings, len(arms) * len(brains) * per), settings)
+    for line in lines:
+        say(line)
+    if refusal:
+        raise SystemExit(refusal)
 
 
 def _materialised(instance, defs, step: Step) -> bool:

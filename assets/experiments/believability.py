@@ -15,16 +15,7 @@ from assets.partitions import DEFAULT_ARMS, condition_name
 from ops.figures import save_figure
 from ops.simulation.cost import CostLimitExceeded
 from ops.simulation.kinds import DEFAULT_BRAIN
-from ops.studies.believability import (
-    believability_figure,
-    believability_markdown,
-    believability_table,
-    judge,
-    judge_estimate,
-    not_measured,
-    sample_trajectories,
-    verdicts_frame,
-)
+from ops.studies.believability import believability_figure, judge_estimate, run_judge, sample_trajectories, unjudged
 from ops.studies.experiments.papers import DIFFERENCES
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -61,63 +52,44 @@ def simuser_believability(
     sessions read, with a 95 % interval, and every failed judgement counted."""
     runs = by_arm_and_condition(experiment_simulation_events)
     wanted = {(a, b): (a, condition_name(b, config.vision)) for a in config.arms for b in config.brains}
-    missing = [key for key in wanted.values() if key not in runs]
+    missing = ["|".join(key) for key in wanted.values() if key not in runs]
     if missing:
         raise Failure(
-            description=f"believability: no experiment_simulation_events for {['|'.join(k) for k in missing]} — run "
-            "experiment_simulation for them (python -m pipelines.experiments believability does)",
+            description=f"believability: no experiment_simulation_events for {missing} — run experiment_simulation for "
+            "them (python -m pipelines.experiments believability does)",
             allow_retries=False,
         )
     events = {(a, b): runs[key] for (a, b), key in wanted.items()}
     trajectories = sample_trajectories(events, mm_ml_1m, config.per_arm_and_brain, config.seed)
-    usage, estimate, model = {}, None, None
+    model = None
     if not llm.has_credentials():
-        why = (
-            f"no LLM endpoint configured for the judge ({llm.endpoint()} needs ${llm.api_key_env}; set "
-            "SIMAB_LLM_BASE_URL for a local server)"
-        )
+        why = f"no LLM endpoint configured for the judge ({llm.endpoint()} needs ${llm.api_key_env}; set SIMAB_LLM_BASE_URL for a local server)"
         context.log.warning(f"believability: {why}; nothing is scored")
-        table, verdicts = not_measured(trajectories, config.brains, why), verdicts_frame([])
+        judged = unjudged(trajectories, config.brains, why)
     else:
         bill = llm.sources(context).bill
-        brain_config = llm.brain_config(budget_path=bill.path, budget_cap_usd=bill.cap_usd, budget_label=bill.label)
-        model = brain_config.model
-        estimate = judge_estimate(brain_config, trajectories)
-        # Recorded in the run's bill before the first call; refused when above what is left.
-        llm.check_estimate(context, estimate)
+        judge_config = llm.brain_config(budget_path=bill.path, budget_cap_usd=bill.cap_usd, budget_label=bill.label)
+        model, estimate = judge_config.model, judge_estimate(judge_config, trajectories)
+        llm.check_estimate(context, estimate)  # in the run's bill before the first call; refused above what is left
         try:
-            judged, usage = judge(brain_config, trajectories, config.seed)
+            judged = run_judge(judge_config, trajectories, config.brains, estimate, config.n_bootstrap, config.seed)
         except CostLimitExceeded as exc:
             raise Failure(description=str(exc), allow_retries=False) from None
-        verdicts = verdicts_frame(judged)
-        table = believability_table(verdicts, config.brains, config.n_bootstrap, seed=config.seed)
-        failed = verdicts.filter(pl.col("failure").is_not_null())
-        if failed.height:
-            context.log.warning(
-                f"believability: {failed.height} of {verdicts.height} judgements failed: "
-                + "; ".join(sorted(set(failed.get_column("failure").str.split(":").list.first().to_list())))
-            )
-    folder = data_root() / "experiments" / "believability"
-    figure = save_figure(believability_figure(table), folder / "plots" / "believability.png")
-    body = believability_markdown(table, model)
-    if estimate is not None:
-        body += [f"Bill before the first call: {estimate.describe()}.", ""]
-    if usage:
-        body += [
-            f"Spent: {usage['requests']} requests ({usage['cache_hits']} answers from the cache, {usage['retries']} "
-            f"retries), {usage['prompt_tokens']:,} prompt and {usage['completion_tokens']:,} completion tokens, "
-            f"${usage['cost_usd']:,.4f}.",
-            "",
-        ]
+        if judged.failures():
+            context.log.warning(f"believability: {judged.failures()}")
+    figure = save_figure(
+        believability_figure(judged.table),
+        data_root() / "experiments" / "believability" / "plots" / "believability.png",
+    )
     return publish(
         context,
         mlflow_tracking,
         "believability",
         "SimUSER §4.4: how human the agents' sessions read to an LLM judge (Table 4)",
-        body,
+        judged.markdown(model),
         DIFFERENCES["believability"],
-        table,
-        {"verdicts": verdicts},
+        judged.table,
+        {"verdicts": judged.verdicts},
         [figure],
         {**config.model_dump(), **llm.describe()},
     )

@@ -3,8 +3,6 @@ settings (so the same events), and DirectLiNGAM's causal graph over per-item qua
 popularity, exposure rate, views and mean simulated rating, beside Figure 9
 (`ops.studies.causal`)."""
 
-import time
-
 import polars as pl
 from dagster import AssetExecutionContext, Failure, MaterializeResult, asset
 from pydantic import Field
@@ -13,17 +11,8 @@ from assets.experiments import GROUP
 from assets.experiments.publish import publish
 from assets.rounds import FilterBubbleConfig
 from ops.figures import save_figure
-from ops.studies.causal import (
-    ITEM_FACTS,
-    catalogue_facts,
-    causal_figure,
-    causal_markdown,
-    discover,
-    item_frame,
-    profile_facts,
-)
+from ops.studies.causal import causal_figure, causal_study
 from ops.studies.experiments.papers import DIFFERENCES
-from ops.studies.filter_bubble import play_rounds
 from ops.studies.rounds import RoundsConfig
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
@@ -62,49 +51,29 @@ def agent4rec_causal_graph(
 ) -> MaterializeResult:
     """Agent4Rec §4.2, Figure 9: the causal graph DirectLiNGAM learns from the simulated
     rounds of the filter-bubble study, per item, with each edge's weight and bootstrap share."""
-    started = time.perf_counter()
-    rounds_config = RoundsConfig(
-        rounds=config.rounds, pages=config.pages, split_pool=config.split_pool, seed=config.seed
-    )
-    results, chosen = play_rounds(
-        config.arm,
-        rounds_config,
-        train_ratings,
-        valid_ratings,
-        users,
-        mm_ml_1m,
-        agents,
-        embedded_brain,
-        n_agents=config.n_agents,
-        max_epochs=config.max_epochs,
-    )
-    events = pl.concat(
-        [r.events.with_columns(round=pl.lit(r.round, dtype=pl.Int64)) for r in results], how="vertical_relaxed"
-    )
-    if config.item_facts not in ITEM_FACTS:
-        raise Failure(description=f"item_facts must be one of {ITEM_FACTS}, got {config.item_facts!r}")
-    facts = profile_facts(train_ratings) if config.item_facts == "profile" else catalogue_facts(mm_ml_1m)
-    frame = item_frame(events, facts, config.min_views)
+    rounds = RoundsConfig(rounds=config.rounds, pages=config.pages, split_pool=config.split_pool, seed=config.seed)
     try:
-        graph = discover(frame, config.n_bootstrap, config.seed, config.prior_knowledge)
+        study = causal_study(
+            config.arm,
+            rounds,
+            train_ratings,
+            valid_ratings,
+            users,
+            mm_ml_1m,
+            agents,
+            embedded_brain,
+            n_agents=config.n_agents,
+            max_epochs=config.max_epochs,
+            item_facts=config.item_facts,
+            min_views=config.min_views,
+            n_bootstrap=config.n_bootstrap,
+            prior_knowledge=config.prior_knowledge,
+        )
     except ValueError as exc:
         raise Failure(description=str(exc), allow_retries=False) from None
-    context.log.info(
-        f"{len(chosen)} agents, {config.rounds} rounds of {config.arm}: {time.perf_counter() - started:.0f} s"
-    )
     folder = data_root() / "experiments" / "causal"
-    figure = save_figure(causal_figure(graph), folder / "plots" / "causal_graph.png")
-    body = [
-        f"{len(chosen)} agents, {config.rounds} rounds of {config.arm} (pool split: {config.split_pool}, "
-        f"{config.pages} pages), the embedded brain; seed {config.seed}; quality and popularity from the "
-        + (
-            "item profile (train window's mean rating and number of ratings)."
-            if config.item_facts == "profile"
-            else "catalogue (vote_average, vote_count)."
-        ),
-        "",
-        *causal_markdown(graph, frame),
-    ]
+    figure = save_figure(causal_figure(study.graph), folder / "plots" / "causal_graph.png")
+    body = study.markdown(config.arm, config.rounds, config.pages, config.split_pool, config.item_facts, config.seed)
     return publish(
         context,
         mlflow_tracking,
@@ -112,8 +81,8 @@ def agent4rec_causal_graph(
         "Agent4Rec §4.2: causal discovery over the simulated data (Figure 9)",
         body,
         DIFFERENCES["causal"],
-        graph.edges,
-        {"items": frame},
+        study.graph.edges,
+        {"items": study.items},
         [figure],
         config.model_dump(),
     )

@@ -451,3 +451,54 @@ def _title(movies: Mapping[int, tuple[str, str]], movie_id) -> str:
     if movie_id is None:
         return "a movie"
     return movies.get(int(movie_id), (f"movie {movie_id}", ""))[0]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The study's outcome: the table per brain, every verdict, the client's usage, and the
+    bill estimated before the first call (None when nothing was asked)."""
+
+    table: pl.DataFrame
+    verdicts: pl.DataFrame
+    usage: dict
+    estimate: CostEstimate | None = None
+
+    def failures(self) -> str | None:
+        """How many judgements failed and of which kinds, or None."""
+        failed = self.verdicts.filter(pl.col("failure").is_not_null())
+        if not failed.height:
+            return None
+        kinds = sorted({str(f).split(":", 1)[0] for f in failed.get_column("failure").to_list()})
+        return f"{failed.height} of {self.verdicts.height} judgements failed: {', '.join(kinds)}"
+
+    def markdown(self, judge_model: str | None) -> list[str]:
+        lines = believability_markdown(self.table, judge_model)
+        if self.estimate is not None:
+            lines += [f"Bill before the first call: {self.estimate.describe()}.", ""]
+        u = self.usage
+        if u:
+            lines += [
+                f"Spent: {u['requests']} requests ({u['cache_hits']} answers from the cache, {u['retries']} retries), "
+                f"{u['prompt_tokens']:,} prompt and {u['completion_tokens']:,} completion tokens, ${u['cost_usd']:,.4f}.",
+                "",
+            ]
+        return lines
+
+
+def run_judge(
+    config: LLMBrainConfig,
+    trajectories: Sequence[Trajectory],
+    brains: Sequence[str],
+    estimate: CostEstimate | None = None,
+    n_bootstrap: int = 2000,
+    seed: int = 0,
+) -> Judged:
+    """`judge` every trajectory and tabulate per brain (`believability_table`)."""
+    verdicts, usage = judge(config, trajectories, seed)
+    frame = verdicts_frame(verdicts)
+    return Judged(believability_table(frame, brains, n_bootstrap, seed=seed), frame, usage, estimate)
+
+
+def unjudged(trajectories: Sequence[Trajectory], brains: Sequence[str], why: str) -> Judged:
+    """The outcome when nothing could be asked: every brain "not measured", and why."""
+    return Judged(not_measured(trajectories, brains, why), verdicts_frame([]), {})

@@ -31,6 +31,7 @@ popularity is that of the train window, fixed through the rounds, so the loop's 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ import polars as pl
 
 from ops.figures import pyplot, table_markdown
 from ops.simulation.observation import WATCH_AND_RATE
+from ops.studies.filter_bubble import play_rounds
 
 VARIABLES = ("quality", "popularity", "exposure_rate", "views", "rating")
 LABELS = {
@@ -339,3 +341,70 @@ def _prior_knowledge(variables: Sequence[str]) -> np.ndarray:
             elif effect in ("quality", "popularity") and cause not in ("quality", "popularity"):
                 pk[i, j] = 0
     return pk
+
+
+@dataclass(frozen=True)
+class CausalStudy:
+    """The study's outcome: the graph, the per-item frame it was learned from, the agents
+    simulated and the wall time."""
+
+    graph: CausalGraph
+    items: pl.DataFrame
+    agents: int
+    seconds: float
+
+    def markdown(self, arm: str, rounds: int, pages: int, split_pool: bool, item_facts: str, seed: int) -> list[str]:
+        facts = (
+            "item profile (train window's mean rating and number of ratings)"
+            if item_facts == "profile"
+            else "catalogue (vote_average, vote_count)"
+        )
+        return [
+            f"{self.agents} agents, {rounds} rounds of {arm} (pool split: {split_pool}, {pages} pages), the embedded "
+            f"brain; seed {seed}; quality and popularity from the {facts}; {self.seconds:.0f} s.",
+            "",
+            *causal_markdown(self.graph, self.items),
+        ]
+
+
+def causal_study(
+    arm: str,
+    rounds_config,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue: pl.DataFrame,
+    agents,
+    brain_model,
+    *,
+    n_agents: int = 0,
+    max_epochs: int = 0,
+    item_facts: str = "profile",
+    min_views: int = 1,
+    n_bootstrap: int = 100,
+    prior_knowledge: bool = True,
+) -> CausalStudy:
+    """Agent4Rec §4.2: the filter-bubble study's rounds (`play_rounds`, `rounds_config` an
+    `ops.studies.rounds.RoundsConfig`), their events per item, and DirectLiNGAM's graph."""
+    if item_facts not in ITEM_FACTS:
+        raise ValueError(f"item_facts must be one of {ITEM_FACTS}, got {item_facts!r}")
+    started = time.perf_counter()
+    results, chosen = play_rounds(
+        arm,
+        rounds_config,
+        train,
+        valid,
+        users,
+        catalogue,
+        agents,
+        brain_model,
+        n_agents=n_agents,
+        max_epochs=max_epochs,
+    )
+    events = pl.concat(
+        [r.events.with_columns(round=pl.lit(r.round, dtype=pl.Int64)) for r in results], how="vertical_relaxed"
+    )
+    facts = profile_facts(train) if item_facts == "profile" else catalogue_facts(catalogue)
+    frame = item_frame(events, facts, min_views)
+    graph = discover(frame, n_bootstrap, rounds_config.seed, prior_knowledge)
+    return CausalStudy(graph, frame, len(chosen), time.perf_counter() - started)

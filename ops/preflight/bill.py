@@ -386,7 +386,8 @@ def _fitting_trust_agents(settings: Settings, budget: float) -> int:
 
 # The believability judge (SimUSER §4.4, `ops.studies.believability`): one call per sampled
 # session, re-asked when malformed.  Prompt tokens per session as rendered for the judge
-# (mean, longest), measured on the demo's embedded-brain sessions (docs/cost.md).
+# (mean, longest): 604 and 1,177 measured on 100 of the demo's embedded-brain sessions of
+# arm pop (docs/cost.md), rounded up for arms whose sessions run longer.
 JUDGE_PROMPT, JUDGE_PROMPT_LONGEST = 650, 1_600
 JUDGE_ANSWER = 45
 JUDGE_STEP = "simuser_believability"

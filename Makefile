@@ -40,7 +40,7 @@ demo-ml1m: setup
 
 # The papers' experiments, each printing its table beside the paper's (pipelines/experiments.py);
 # tables under $(SIMAB_HOME)/experiments/<name>/.  Steps already materialised are reused.
-EXPERIMENTS ?= table2 table3 table4 table5 thumbnails
+EXPERIMENTS ?= table2 table3 table4 table5 thumbnails causal believability
 experiments: setup
 	$(BIN)/python -m pipelines.experiments $(EXPERIMENTS) --reuse
 

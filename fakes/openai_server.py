@@ -382,8 +382,11 @@ def completion(
 
 def scripted_agent(body: dict) -> str:
     """A user who opens the first movie of page 1, watches it, then pages on and leaves; asked
-    about a whole list (the per-item taste question), who would watch its first movie."""
+    about a whole list (the per-item taste question), who would watch its first movie; asked
+    to judge a log (`ops.studies.believability`), `scripted_judge`."""
     text = user_text(body)
+    if JUDGE_QUESTION_MARK in text:
+        return scripted_judge(body)
     if "Question: Do you feel satisfied" in text:
         return json.dumps({"satisfaction": 7, "reason": "I found a film I liked"})
     listed = list_ids(text)
@@ -399,6 +402,18 @@ def scripted_agent(body: dict) -> str:
     if NEXT_PAGE in legal and page == 1:
         return answer(action=NEXT_PAGE, interest=3)
     return answer(action=EXIT, interest=2)
+
+
+# What the believability judge's question says (ops.studies.believability.JUDGE_QUESTION).
+JUDGE_QUESTION_MARK = "how human does this user's behaviour read?"
+
+
+def scripted_judge(body: dict) -> str:
+    """A judge whose score is a function of the log it reads: 1 + the number of distinct
+    reasons in it, at most 5 (so two logs' scores differ where their reasons do)."""
+    log = user_text(body)
+    reasons = set(re.findall(r'Reason: "([^"]*)"', log))
+    return json.dumps({"score": min(5, 1 + len(reasons)), "reason": f"{len(reasons)} distinct reasons"})
 
 
 def uniform_agent(body: dict) -> str:
@@ -435,7 +450,12 @@ def uniform_agent(body: dict) -> str:
     return answer(**fields)
 
 
-POLICIES: dict[str, Callable[[dict], str] | None] = {"scripted": scripted_agent, "uniform": uniform_agent, "none": None}
+POLICIES: dict[str, Callable[[dict], str] | None] = {
+    "scripted": scripted_agent,
+    "uniform": uniform_agent,
+    "judge": scripted_judge,
+    "none": None,
+}
 
 
 def answer(**fields) -> str:

@@ -217,7 +217,13 @@ class Settings(BaseModel):
         "`name=lists:PATH`, `name=mlflow:models:/m/1`, `name=kind;param=value` (docs/arms.md), "
         "`pop@5` (Pop's lists with 5 of 20 slots replaced by random unseen items)",
         sep=",",
-        ops=("simulation_events.arms", "llm_cost_estimate.arms", "ab_agent_table2.arms", "brain_comparison.arms"),
+        ops=(
+            "simulation_events.arms",
+            "llm_cost_estimate.arms",
+            "ab_agent_table2.arms",
+            "brain_comparison.arms",
+            "simuser_believability.arms",
+        ),
     )
     max_epochs: int | None = setting(
         None,
@@ -229,6 +235,7 @@ class Settings(BaseModel):
             "ab_agent_table5.max_epochs",
             "agent_round.max_epochs",
             "filter_bubble.max_epochs",
+            "agent4rec_causal_graph.max_epochs",
         ),
         ge=1,
     )
@@ -257,6 +264,7 @@ class Settings(BaseModel):
             "experiment_simulation_events.n_agents",
             "agent_round.n_agents",
             "filter_bubble.n_agents",
+            "agent4rec_causal_graph.n_agents",
             "agents.n_agents",
             "arm_rankings.n_agents",
         ),

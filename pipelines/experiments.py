@@ -1,6 +1,6 @@
 """Run the papers' experiments from the command line and print their tables:
 
-    python -m pipelines.experiments table2 [table3 table4 table5 thumbnails brains] [--reuse]
+    python -m pipelines.experiments table2 [table3 table4 table5 thumbnails brains causal believability] [--reuse]
 
 Each experiment runs the same jobs the Dagster UI shows, in order, against the home's
 instance ($DAGSTER_HOME, by default `$SIMAB_HOME/dagster_home`: `pipelines.home`): `simab_prepare`, `experiment_arm` for each arm it needs
@@ -32,6 +32,7 @@ def plan(name: str, settings) -> list[Step]:
     """The steps of one experiment under these settings (arms, run config)."""
     from assets.experiments.arm_tables import TABLE3_ARMS, TABLE4_ARMS
     from assets.experiments.augmentation_table import Table5Config
+    from assets.experiments.believability import BelievabilityConfig
     from assets.experiments.brain_comparison import BrainComparisonConfig
     from assets.partitions import condition_name
 
@@ -61,12 +62,23 @@ def plan(name: str, settings) -> list[Step]:
             *(Step("experiment_simulation", f"{arm}|{condition_name(brain, v)}") for v in visions),
             own,
         ]
-    if name == "thumbnails":
+    if name in ("thumbnails", "causal"):
         return [prepare, own]
     if name == "brains":
         cfg = ops.get("brain_comparison", {})
         names = arms("brain_comparison", settings.arms)
         brains = cfg.get("brains", BrainComparisonConfig().brains)
+        vision = cfg.get("vision", True)
+        return [
+            prepare,
+            *arm_steps(names),
+            *(Step("experiment_simulation", f"{a}|{condition_name(b, vision)}") for a in names for b in brains),
+            own,
+        ]
+    if name == "believability":
+        cfg = ops.get("simuser_believability", {})
+        names = arms("simuser_believability", settings.arms)
+        brains = cfg.get("brains") or BelievabilityConfig().brains
         vision = cfg.get("vision", True)
         return [
             prepare,
@@ -102,6 +114,8 @@ def run_experiments(names: list[str], settings, reuse: bool = False, instance=No
     from pipelines.jobs import run_config_for
     from resources.storage import data_root
 
+    if "believability" in names:
+        judge_preflight(settings, os.environ, say)
     defs = build_definitions(settings)
     if instance is None:
         from pipelines.home import dagster_home
@@ -152,6 +166,31 @@ def run_experiments(names: list[str], settings, reuse: bool = False, instance=No
         table = data_root() / "experiments" / name / "table.md"
         results[name] = {"steps": steps, "wall_s": wall, "table": table}
     return results
+
+
+def judge_preflight(settings, environ, say=print) -> None:
+    """The believability judge's LLM bill before step 1 (`ops.preflight.bill.judge_bill`);
+    SystemExit when it is expected above the cost limit.  With no endpoint configured it
+    says the judge will report "not measured"."""
+    from assets.experiments.believability import BelievabilityConfig
+    from ops.preflight.bill import experiment_bill, judge_bill, judge_configured
+
+    if not judge_configured(settings, environ):
+        say(
+            "believability: no LLM endpoint configured for the judge (SIMAB_LLM_BASE_URL, or the key in "
+            "$OPENAI_API_KEY): its table will say 'not measured'"
+        )
+        return
+    defaults = BelievabilityConfig()
+    cfg = settings.op_config().get("simuser_believability", {})
+    arms = cfg.get("arms") or settings.arms or defaults.arms
+    brains = cfg.get("brains") or defaults.brains
+    per = int(cfg.get("per_arm_and_brain", defaults.per_arm_and_brain))
+    lines, refusal = experiment_bill(judge_bill(settings, len(arms) * len(brains) * per), settings)
+    for line in lines:
+        say(line)
+    if refusal:
+        raise SystemExit(refusal)
 
 
 def _materialised(instance, defs, step: Step) -> bool:

@@ -56,7 +56,15 @@ from assets import (
 )
 from assets.alignment import list_quality, rating, sensitivity, social, taste
 from assets.alignment.fidelity import ALIGNMENT_CHECKS
-from assets.experiments import arm_tables, augmentation_table, brain_comparison, simulation_events, thumbnails
+from assets.experiments import (
+    arm_tables,
+    augmentation_table,
+    believability,
+    brain_comparison,
+    causal_graph,
+    simulation_events,
+    thumbnails,
+)
 from assets.partitions import arm_shard_key
 from data_contracts.checks import CONTRACT_CHECKS
 from ops.preflight.bill import night_bill
@@ -84,6 +92,8 @@ ASSET_MODULES = [
     augmentation_table,
     thumbnails,
     brain_comparison,
+    causal_graph,
+    believability,
 ]
 
 JOB_SELECTIONS = {

@@ -24,6 +24,8 @@ EXPERIMENT_ASSETS = {
     "table5": "ab_agent_table5",
     "thumbnails": "simuser_thumbnail_quality",
     "brains": "brain_comparison",
+    "causal": "agent4rec_causal_graph",
+    "believability": "simuser_believability",
 }
 # An op that takes another op's settings: the shards of the simulation take the simulation's.
 OP_SETTINGS = {"simulation_shard": "simulation_events"}

@@ -303,6 +303,11 @@ def experiments(lifecycle):
             "simuser_thumbnail_quality.n_agents=20",
             'brain_comparison.arms=["pop", "fm"]',
             "brain_comparison.n_bootstrap=500",
+            # The judge reads the brain comparison's sessions (the fake answers as `scripted_judge`).
+            'simuser_believability.arms=["pop", "fm"]',
+            'simuser_believability.brains=["embedded", "llm"]',
+            "simuser_believability.per_arm_and_brain=3",
+            "simuser_believability.n_bootstrap=200",
             # The experiments' own simulations (Table 5, the brains) on a third of the agents: the LLM brain's requests cost time.
             "experiment_simulation_events.n_agents=20",
         ],
@@ -314,7 +319,7 @@ def experiments(lifecycle):
         env.setenv("OPENAI_BASE_URL", url)
         env.setenv("OPENAI_API_KEY", "test-key")
         results = run_experiments(
-            ["table2", "table3", "table4", "table5", "thumbnails", "brains"],
+            ["table2", "table3", "table4", "table5", "thumbnails", "brains", "believability"],
             settings,
             reuse=True,
             instance=instance,
@@ -459,3 +464,20 @@ def test_brain_comparison_sets_the_embedded_and_the_llm_brain_side_by_side_on_th
     fake_ctr = table.filter(pl.col("brain") == "llm")["ctr"]
     assert ((fake_ctr > 0) & (fake_ctr < 0.2)).all()
     assert "| arm | CTR embedded | CTR llm |" in text and "Kendall τ" in text
+
+
+def test_the_believability_judge_reads_the_brain_comparisons_sessions_through_the_endpoint(experiments):
+    home, results, _, fake = experiments
+    # Its simulations are the brain comparison's: nothing simulated again.
+    assert [label for label, _, reused in results["believability"]["steps"] if not reused] == [
+        "experiment_believability"
+    ]
+    table, text = _experiment(home, "believability")
+    assert table.get_column("brain").to_list() == ["embedded", "llm"]
+    assert table.get_column("trajectories").to_list() == [6, 6] and table.get_column("scored").to_list() == [6, 6]
+    assert ((table["ci_low"] <= table["score"]) & (table["score"] <= table["ci_high"])).all()
+    assert table["score"].is_between(1, 5).all() and "3.01 ± 0.14" in text and "Bill before the first call" in text
+    judged = [
+        b for b in fake.requests if b.get("response_format", {}).get("json_schema", {}).get("name") == "believability"
+    ]
+    assert len(judged) == 12

@@ -226,3 +226,49 @@ def test_a_table_whose_arms_or_simulations_are_missing_says_which_and_what_to_ru
         arm_experiment(["pop", "fm"], {"pop": frame}, {"pop": frame}, {"pop": frame, "fm": frame}, frame)
     with pytest.raises(ValueError, match=r"\('fm', 'llm'\).*experiment_simulation"):
         brain_comparison({("fm", "embedded"): frame}, ["fm"], ["embedded", "llm"])
+
+
+def test_the_causal_and_believability_commands_run_what_they_need_and_the_judges_bill_comes_before_step_1():
+    from pipelines.experiments import judge_preflight, plan, with_overrides
+    from pipelines.jobs import run_config_for
+    from pipelines.run_config import settings_from_env
+
+    settings = settings_from_env({"SIMAB_ARMS": "pop,fm", "SIMAB_AGENTS": "30", "SIMAB_MAX_EPOCHS": "2"})
+    assert [s.label for s in plan("causal", settings)] == ["simab_prepare", "experiment_causal"]
+    # The causal study plays the filter-bubble study's rounds with the environment's agents and epochs.
+    assert run_config_for("experiment_causal", settings)["ops"]["agent4rec_causal_graph"]["config"] == {
+        "n_agents": 30,
+        "max_epochs": 2,
+    }
+    judged = with_overrides(settings, ['simuser_believability.brains=["embedded", "llm"]'])
+    assert [s.label for s in plan("believability", judged)] == [
+        "simab_prepare",
+        "experiment_arm[pop]",
+        "experiment_arm[fm]",
+        "experiment_simulation[pop|embedded]",
+        "experiment_simulation[pop|llm]",
+        "experiment_simulation[fm|embedded]",
+        "experiment_simulation[fm|llm]",
+        "experiment_believability",
+    ]
+    said = []
+    judge_preflight(settings, {}, said.append)  # no endpoint: not measured, no bill
+    assert "its table will say 'not measured'" in said[0]
+    priced = settings_from_env(
+        {
+            "SIMAB_ARMS": "pop,fm",
+            "SIMAB_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "SIMAB_LLM_PRICE_PROMPT_PER_1M": "2.5",
+            "SIMAB_LLM_PRICE_COMPLETION_PER_1M": "10",
+        }
+    )
+    said.clear()
+    judge_preflight(priced, {}, said.append)
+    assert said[1].split()[:2] == ["simuser_believability", "20"]  # 2 arms × 1 brain × 10 sessions
+    capped = with_overrides(
+        priced.model_copy(update={"max_cost_usd": 0.01}), ["simuser_believability.per_arm_and_brain=50"]
+    )
+    with pytest.raises(
+        SystemExit, match=r"believability judge is expected at \$0\.\d+ for 100 sessions, above the cost limit \$0\.01"
+    ):
+        judge_preflight(capped, {}, said.append)

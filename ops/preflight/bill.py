@@ -26,12 +26,16 @@ run's bill first (`ops.simulation.budget.RunBudget`), and a trust protocol that 
 fits is not measured while the A/B read-out and its report are still written.
 
 Persona matching (`simab_personas`) and the papers' experiments (`pipelines.experiments`)
-are not part of the lifecycle; each estimates its own bill before its first call.
+are not part of the lifecycle; each estimates its own bill before its first call.  The one
+experiment that asks the LLM whatever the brain, the believability judge, is priced from its
+settings too (`judge_bill`), printed before the experiments' first step and refused there
+when above the limit.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,6 +45,7 @@ from ops.data.domain import find_file
 from ops.data.movielens import find_tables
 from ops.settings import DEFAULT_MAX_COST_USD, NO_LIMIT, SettingError, Settings
 from ops.simulation.brains.llm.config import LLMBrainConfig
+from ops.simulation.brains.llm.endpoint import key_required
 from ops.simulation.cost import ceiling_session_calls
 from ops.simulation.fatigue import ACTIVITY_TIERS
 from ops.simulation.kinds import DEFAULT_BRAIN, BrainKind, UnknownBrain, brain_kind
@@ -377,3 +382,69 @@ def _fitting_trust_agents(settings: Settings, budget: float) -> int:
     one = settings.model_copy(update={"alignment_agents": 1})
     per_agent = sum(trust_bill(name, one, config, None).usd for name in TRUST_PROTOCOLS)
     return int(budget / per_agent) if per_agent else 0
+
+
+# The believability judge (SimUSER §4.4, `ops.studies.believability`): one call per sampled
+# session, re-asked when malformed.  Prompt tokens per session as rendered for the judge
+# (mean, longest): 604 and 1,177 measured on 100 of the demo's embedded-brain sessions of
+# arm pop (docs/cost.md), rounded up for arms whose sessions run longer.
+JUDGE_PROMPT, JUDGE_PROMPT_LONGEST = 650, 1_600
+JUDGE_ANSWER = 45
+JUDGE_STEP = "simuser_believability"
+
+
+def judge_configured(settings: Settings, environ: Mapping[str, str]) -> bool:
+    """Whether the settings give the judge an endpoint it can call: a key in the environment,
+    or an endpoint that needs none (the loopback)."""
+    config = llm_config(settings)
+    return bool(environ.get(config.api_key_env)) or not key_required(config.api_key_required, config.base_url)
+
+
+def judge_bill(settings: Settings, trajectories: int) -> StepBill:
+    """The judge asked about `trajectories` sessions (arms × brains × per arm and brain)."""
+    config = llm_config(settings)
+    tries = 1 + config.reasks
+    most = trajectories * tries
+    return StepBill(
+        step=JUDGE_STEP,
+        agents=trajectories,
+        calls=trajectories,
+        usd=_price(config, trajectories * JUDGE_PROMPT, trajectories * JUDGE_ANSWER),
+        calls_at_most=most,
+        usd_at_most=_price(config, most * JUDGE_PROMPT_LONGEST * PROMPT_MARGIN, most * config.max_tokens),
+        sizing=f"{trajectories} sessions",
+        trust=False,
+    )
+
+
+def judge_limit(settings: Settings) -> CostLimit:
+    """The limit the judge runs under whatever the brain is (the embedded brain's sessions
+    are judged by the LLM too)."""
+    config = llm_config(settings)
+    if not (config.price_prompt_per_1m or config.price_completion_per_1m):
+        return CostLimit(None, "endpoint priced at $0 (SIMAB_LLM_PRICE_*): no cost limit needed")
+    if settings.max_cost_usd == NO_LIMIT:
+        return CostLimit(None, "NO cost limit (SIMAB_MAX_COST_USD=none)")
+    if settings.max_cost_usd is None:
+        return CostLimit(DEFAULT_MAX_COST_USD, "the default; SIMAB_MAX_COST_USD sets another, =none lifts it")
+    return CostLimit(float(settings.max_cost_usd), "SIMAB_MAX_COST_USD")
+
+
+def experiment_bill(step: StepBill, settings: Settings) -> tuple[list[str], str | None]:
+    """The judge's bill as the experiments' runner prints it before step 1, and why it does
+    not start (expected above the limit), or None."""
+    config = llm_config(settings)
+    limit = judge_limit(settings)
+    lines = [
+        f"LLM bill of the believability judge, from the settings ({config.model} at ${config.price_prompt_per_1m:g} / "
+        f"${config.price_completion_per_1m:g} per 1M prompt / completion tokens; {limit.text()}):",
+        step.line(),
+        "  (its step prices the sessions it samples before the first call, and is refused above what the run has left)",
+    ]
+    if limit.usd is not None and step.usd > limit.usd:
+        return lines, (
+            f"simab: the believability judge is expected at ${step.usd:,.2f} for {step.agents} sessions, above the cost "
+            f"limit ${limit.usd:,.2f} ({limit.why}); nothing was run. Judge fewer sessions "
+            "(--set simuser_believability.per_arm_and_brain=N), raise SIMAB_MAX_COST_USD, or use a cheaper model."
+        )
+    return lines, None

@@ -77,13 +77,36 @@ def filter_bubble(
     """Agent4Rec §4.1: `config.rounds` rounds of arm `arm` for `n_agents` agents (0: all),
     and the filter-bubble figures with their intervals."""
     started = time.perf_counter()
+    results, chosen = play_rounds(
+        arm, config, train, valid, users, catalogue_frame, agents, brain_model, n_agents=n_agents, max_epochs=max_epochs
+    )
+    metrics = filter_bubble_metrics(results, catalogue_frame, config.n_bootstrap, config.confidence, config.seed)
+    return FilterBubble(metrics, len(chosen), time.perf_counter() - started)
+
+
+def play_rounds(
+    arm: str,
+    config: RoundsConfig,
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    users: pl.DataFrame,
+    catalogue_frame: pl.DataFrame,
+    agents,
+    brain_model,
+    *,
+    n_agents: int = 0,
+    max_epochs: int = 0,
+) -> tuple[list[RoundResult], list[int]]:
+    """The filter-bubble study's rounds — arm `arm` retrained `config.rounds` times for a
+    seeded sample of `n_agents` agents (0: all) — and the agents sampled.  A round is a pure
+    function of its inputs and the seed, so the causal study (`ops.studies.causal`) that
+    plays them with the same settings reads the same events."""
     overrides = {"max_epochs": max_epochs} if max_epochs else {}
     chosen = sample_agents(agents.profiles, n_agents, config.seed)
     results = simulate_rounds(
         arm_config(arm, **overrides), train, valid, users, catalogue_frame, agents, brain_model, config, chosen
     )
-    metrics = filter_bubble_metrics(results, catalogue_frame, config.n_bootstrap, config.confidence, config.seed)
-    return FilterBubble(metrics, len(chosen), time.perf_counter() - started)
+    return results, chosen
 
 
 def filter_bubble_metrics(

@@ -49,6 +49,14 @@ TABLE5 = {
     "+click (w/ vision)": (0.7464, 0.7502, 0.7501, 0.7539, 0.7541, 0.7530, 0.7531, 0.7499),
     "+view (w/ vision)": (0.7475, 0.7517, 0.7521, 0.7537, 0.7542, 0.7556, 0.7543, 0.7520),
 }
+# SimUSER Table 4 (§4.4), MovieLens column: an LLM judge's 1-5 Likert score of how human the
+# agents' interactions read, and the ± the table prints beside each.
+TABLE4_BELIEVABILITY = {
+    "RecAgent": (3.01, 0.14),
+    "Agent4Rec": (3.04, 0.12),
+    "SimUSER (w/o persona)": (3.72, 0.18),
+    "SimUSER (persona)": (4.41, 0.16),
+}
 # SimUSER Appendix C.7: Figure 10's bars are not in the text, only their order.
 THUMBNAILS = (
     "SimUSER (App. C.7, Figure 10; 100 movies, 100 agents, GPT-4 family): original posters get a higher click rate "
@@ -89,6 +97,25 @@ DIFFERENCES = {
         "a frame of the film's imagery without the poster's title block.",
         "Blue filter (the paper: hue 30, lightness 30, saturation 30): the poster blended 45 % with a saturated blue and lightened.",
         "A version is what the whole site shows: a sampled movie an agent rated (never on its own list) carries that version's poster in its memory too.",
+    ),
+    "causal": (
+        "Agents: the embedded brain, not GPT-4; the arm: the filter-bubble study's (FM by default; Agent4Rec: MF), retrained after each round.",
+        "Quality and popularity: the train window's mean rating and log(1 + number of ratings) (Agent4Rec's item profile), or with "
+        "item_facts=catalogue the catalogue's vote_average and log(1 + vote_count); fixed through the rounds, so the loop's return "
+        "step (views raising popularity) is not an edge of the per-item graph.",
+        "Exposure rate: the share of the agents' sessions whose home pages showed the item; items never watched (no rating) are left out.",
+        "The variables are standardised before DirectLiNGAM, so weights compare; a bootstrap over items gives each edge's share (the paper gives neither).",
+        "Prior knowledge (prior_knowledge=true, the default): nothing simulated causes quality or popularity, known before the first "
+        "round; without it DirectLiNGAM may orient an edge against time (Agent4Rec names none).",
+    ),
+    "believability": (
+        "The judge is the configured `llm` endpoint (the paper: GPT-4o), the same one an LLM brain would use; with none configured "
+        "nothing is measured.",
+        "Each trajectory is one agent's session as this simulator records it: the pages, the movies shown, every action with "
+        "its reason, the ratings and the exit interview; the paper does not publish its judge prompt.",
+        "The brains compared are this simulator's (embedded, llm, ...), not RecAgent, Agent4Rec and SimUSER: Table 4's rows are set "
+        "beside ours for scale only.",
+        "Intervals: 95 % bootstrap over the trajectories judged; the paper's ± is not said to be a standard deviation or an interval.",
     ),
     "brains": (
         "Both brains see the same agents, the same top-20 lists and the same fatigue budgets; their random draws differ only in what each brain decides.",

@@ -142,7 +142,12 @@ def test_the_uis_are_started_on_the_homes_stores(tmp_path, monkeypatch):
     import pipelines.cli as cli
 
     started = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda command, cwd, env: started.append((command, env)) or 0)
+    # The server is started by `_serve` with the home's environment: record it instead.
+    monkeypatch.setattr(
+        cli,
+        "_serve",
+        lambda command, extra_env=None: started.append((command, {**cli.home_environ(), **(extra_env or {})})) or 0,
+    )
     monkeypatch.setenv("SIMAB_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

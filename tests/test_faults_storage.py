@@ -243,6 +243,7 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, plant
             "movies",
             "ratings",
             "planted_tastes",
+            "ground_truth",
             "synthetic_side_info",
             "movie_metadata",
             "mm_ml_1m",

@@ -60,7 +60,7 @@ TIE = 0.005
 
 ARMS_SCHEMA = {
     "arm": pl.Utf8,
-    "role": pl.Utf8,  # "candidate" / "mirror"
+    "role": pl.Utf8,  # "candidate" / "diagnostic" (the mirror)
     "users": pl.Int64,  # users the truth is read over (random exposure: with a sampled item in the list)
     **{f"{k}_truth{s}": pl.Float64 for k in KINDS for s in ("", "_low", "_high")},
     **{m: pl.Float64 for m in (*SIMULATED, "ndcg_at_k")},
@@ -238,7 +238,7 @@ class TruthJudgement:
                     t, lo, hi = r[f"{kind}_truth"], r[f"{kind}_truth_low"], r[f"{kind}_truth_high"]
                     if t is None or r[x] is None:
                         continue
-                    marker = "s" if r["role"] == "mirror" else "o"
+                    marker = "s" if r["role"] == "diagnostic" else "o"
                     ax.errorbar(r[x], t, yerr=[[t - lo], [hi - t]] if lo is not None else None, fmt=marker, ms=5)
                     ax.annotate(r["arm"], (r[x], t), fontsize=8, xytext=(3, 3), textcoords="offset points")
                 ax.set_xlabel(f"{'simulated ' if col == 0 else 'offline '}{LABELS[x]}")
@@ -277,7 +277,7 @@ def judge_against_truth(
     rng = named_rng(seed, "truth")
     rows = []
     for arm in arms:
-        row = {"arm": arm, "role": "mirror" if arm in mirror_set else "candidate"}
+        row = {"arm": arm, "role": "diagnostic" if arm in mirror_set else "candidate"}
         mine = per_user.filter(pl.col("arm") == arm)
         row["users"] = mine.height
         for kind in KINDS:

@@ -1,5 +1,5 @@
 """The verdict judged by the truth (ops/readout/truth.py) and the planted world's truth and
-logging policy (ops/data/synthetic.py: `_ground_truth`, `exposure_bias`)."""
+logging policy (ops/data/synthetic_truth.py, ops/data/synthetic.py: `exposure_bias`)."""
 
 from __future__ import annotations
 

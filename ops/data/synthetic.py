@@ -58,6 +58,7 @@ from ops.data.synthetic_priors import (
     OCCUPATION_GENRE_SHIFT,
 )
 from ops.data.synthetic_text import overview, titles_of
+from ops.data.synthetic_truth import ground_truth
 from ops.schema import (
     AGE_CODES,
     GENRES,
@@ -166,22 +167,16 @@ class SyntheticConfig(BaseModel):
     rating_noise_sd: float = Field(0.55, ge=0)
     rating_shares: tuple[float, float, float, float, float] = ML1M_RATING_SHARES
 
-    # The logging policy (docs/definitions.md#the-truth): the log holds what a production
-    # recommender exposed, and that system leads with the popular (its top slots, the ones
-    # users see, go to the head).  Its strength scales the popularity terms of who rates what
-    # (first_session_popularity, return_popularity): 0 = a log free of exposure (users take
-    # up items by taste alone), 1 = the default world (calibrated to ML-1M above), 2.5 strong.
+    # The logging policy (docs/definitions.md#the-truth): how strongly the log's production
+    # system led with the popular; it scales the popularity terms of who rates what (0 none,
+    # 1 the default world above, 2.5 strong).
     exposure_bias: float = Field(1.0, ge=0)
-    # The planted uptake, what a user does when shown an item whatever showed it:
-    # P(click | shown) = sigmoid(click_taste x affinity + click_quality x quality + c), c set so
-    # that a uniformly random item is clicked with probability click_base_rate.  The taste
-    # weight is the return visits' (return_taste): absent exposure, who rates what follows it.
-    click_taste: float = Field(2.5, ge=0)
+    # The planted uptake: P(click | shown) = sigmoid(click_taste x affinity + click_quality x
+    # quality + c), c such that a uniformly random item is clicked at click_base_rate.
+    click_taste: float = Field(2.5, ge=0)  # the return visits' taste weight (return_taste)
     click_quality: float = Field(0.5, ge=0)  # the vote average is on the card
     click_base_rate: float = Field(0.1, gt=0, lt=1)
-    # The random bucket a production team keeps: this share of users shown this many items
-    # drawn uniformly from what they have not rated, their ratings and clicks drawn from the
-    # planted model.  Written beside the exact truth; read only to judge.
+    # The random bucket: this share of users shown this many unrated items, judged only.
     random_exposure_share: float = Field(0.3, ge=0, le=1)
     random_exposure_items: int = Field(10, ge=0)
 
@@ -248,15 +243,16 @@ def generate(config: SyntheticConfig, poster_dir: Path) -> SyntheticData:
     films_per_director = np.bincount(catalogue.director, minlength=len(directors))
     tastes = _hidden_tastes(config, rng_tastes, users, directors, director_genres, films_per_director)
     affinity = _affinity(config, tastes, catalogue)
-    # The rating scale is the users' own, not the logging policy's: its cut points are those of
-    # the default world's log (a copy of the stream draws that log's picks), whatever the strength.
-    reference = None
-    if config.exposure_bias != 1.0:
-        default = config.model_copy(update={"exposure_bias": 1.0})
-        reference = _who_rates_what(default, copy.deepcopy(rng_pick), catalogue, affinity)[0]
+    # The rating scale is the users' own: cut on the default world's log whatever the strength.
+    default = config.model_copy(update={"exposure_bias": 1.0})
+    reference = (
+        None
+        if config.exposure_bias == 1.0
+        else _who_rates_what(default, copy.deepcopy(rng_pick), catalogue, affinity)[0]
+    )
     picks, n_first_session = _who_rates_what(config, rng_pick, catalogue, affinity)
     ratings, cuts = _ratings(config, rng_rate, rng_time, picks, n_first_session, catalogue, tastes, affinity, reference)
-    truth = _ground_truth(config, rng_bucket, catalogue, tastes, affinity, cuts, picks)
+    truth = ground_truth(config, rng_bucket, catalogue, tastes, affinity, cuts, picks)
 
     movie_ids = np.arange(1, config.n_movies + 1)
     ordered_genres = [[g for g in GENRES if g in gs] for gs in catalogue.genres]
@@ -635,80 +631,7 @@ def _ratings(
     return frame.sort(["user_id", "timestamp", "movie_id"]), cuts
 
 
-def _ground_truth(
-    config: SyntheticConfig,
-    rng: np.random.Generator,
-    catalogue: _Catalogue,
-    tastes: _Tastes,
-    affinity: np.ndarray,
-    cuts: np.ndarray,
-    picks: list[np.ndarray],
-) -> pl.DataFrame:
-    """What every user would do when shown any movie, from the generator's own model: the
-    exact P(click | shown) (the planted uptake, config) and P(like | shown) = P(rating >= 4)
-    = P(latent >= the cut below 4 stars) under the rating noise; then the random bucket."""
-    # lazy: scipy (scipy.special, not scipy.stats: a tenth of the import)
-    from scipy.special import expit, ndtr
-
-    n_users, n_movies = affinity.shape
-    mean_latent = config.rating_taste * affinity + config.rating_quality * catalogue.quality[None, :]
-    mean_latent = mean_latent + tastes.bias[:, None]
-    like_cut = cuts[2]  # stars = searchsorted(cuts, latent, "right") + 1 >= 4
-    p_like = ndtr((mean_latent - like_cut) / max(config.rating_noise_sd, 1e-9))
-    uptake = config.click_taste * affinity + config.click_quality * catalogue.quality[None, :]
-    p_click = expit(uptake + _intercept_for_rate(uptake, config.click_base_rate))
-    users, movies = np.divmod(np.arange(n_users * n_movies), n_movies)
-    planted = pl.DataFrame(
-        {
-            "user_id": users + 1,
-            "movie_id": movies + 1,
-            "judge": "planted",
-            "clicked": p_click.ravel(),
-            "liked": p_like.ravel(),
-            "rating": None,
-        },
-        schema=GROUND_TRUTH,
-    )
-    n_bucket = int(round(config.random_exposure_share * n_users))
-    if n_bucket == 0 or config.random_exposure_items == 0:
-        return planted
-    rows = []
-    for u in np.sort(rng.choice(n_users, n_bucket, replace=False)):
-        unseen = np.setdiff1d(np.arange(n_movies), picks[u])
-        shown = rng.choice(unseen, min(config.random_exposure_items, len(unseen)), replace=False)
-        latent = mean_latent[u, shown] + config.rating_noise_sd * rng.standard_normal(len(shown))
-        stars = np.searchsorted(cuts, latent, side="right") + 1
-        clicked = rng.random(len(shown)) < p_click[u, shown]
-        rows.append((np.full(len(shown), u + 1), shown + 1, stars, clicked))
-    bucket = pl.DataFrame(
-        {
-            "user_id": np.concatenate([r[0] for r in rows]),
-            "movie_id": np.concatenate([r[1] for r in rows]),
-            "judge": "random_exposure",
-            "clicked": np.concatenate([r[3] for r in rows]).astype(float),
-            "liked": (np.concatenate([r[2] for r in rows]) >= 4).astype(float),
-            "rating": np.concatenate([r[2] for r in rows]).astype(float),
-        },
-        schema=GROUND_TRUTH,
-    )
-    return pl.concat([planted, bucket])
-
-
-def _intercept_for_rate(logits: np.ndarray, rate: float) -> float:
-    """The c with mean(sigmoid(logits + c)) = rate (bisection: the mean rises with c)."""
-    # lazy: scipy
-    from scipy.special import expit
-
-    lo, hi = -50.0, 50.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if expit(logits + mid).mean() < rate else (lo, mid)
-    return (lo + hi) / 2
-
-
-def _timestamps(
-    config: SyntheticConfig, rng: np.random.Generator, counts: list[int], n_first_session: np.ndarray
-) -> np.ndarray:
+def _timestamps(config, rng: np.random.Generator, counts: list[int], n_first_session: np.ndarray) -> np.ndarray:
     """Each user arrives once, rates a burst in the first session, then returns now and then.
 
     Times follow the order of `_who_rates_what`: a user's first `n_first_session` movies

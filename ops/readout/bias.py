@@ -184,6 +184,7 @@ def simulator_bias(
     n_bootstrap: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
+    offline_paired: bool = True,
 ) -> SimulatorBias:
     """The figures of the module docstring.  `per_agent`: arm, user_id, <simulated>
     (ABReadout.per_agent); `offline_per_user`: arm, user_id, <offline>
@@ -193,7 +194,9 @@ def simulator_bias(
     mirror = next((a for a in sorted(mirrors) if a in arms), None)
     candidates = [a for a in arms if a not in set(mirrors)]
     sim_units, sim_matrix = _wide(per_agent, arms, simulated, paired)
-    off_units, off_matrix = _wide(offline_per_user, arms, offline, True)
+    # `offline_paired` False: the offline side's units differ arm by arm (a random bucket's
+    # items that fall in each list), so each arm is resampled on its own.
+    off_units, off_matrix = _wide(offline_per_user, arms, offline, offline_paired)
     ctr = _means(sim_matrix)
     ndcg = _means(off_matrix)
     cand = [arms.index(a) for a in candidates]

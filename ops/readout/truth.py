@@ -306,10 +306,6 @@ def judge_against_truth(
         pairs[kind] = _pairs(per_user, table, candidates, kind, judge, n_bootstrap, rng)
     mirror = {}
     if mirror_set & set(arms) and len(candidates) >= 2:
-        # Random exposure: units are (arm, user) pairs, so that no arm is paired with another.
-        truth_units = per_user
-        if judge == RANDOM_EXPOSURE:
-            truth_units = per_user.with_columns(user_id=pl.struct("arm", "user_id").hash().cast(pl.Int64))
         paired = per_agent.group_by("user_id").agg(pl.col("arm").n_unique()).get_column("arm").min() == len(
             per_agent.get_column("arm").unique()
         )
@@ -318,7 +314,7 @@ def judge_against_truth(
                 continue
             mirror[kind] = simulator_bias(
                 per_agent,
-                truth_units.select("arm", "user_id", f"{kind}_truth"),
+                per_user.select("arm", "user_id", f"{kind}_truth"),
                 lists,
                 sorted(mirror_set),
                 paired=bool(paired),
@@ -326,6 +322,8 @@ def judge_against_truth(
                 offline=f"{kind}_truth",
                 n_bootstrap=n_bootstrap,
                 seed=seed,
+                # A random bucket's units are (arm, user): no arm is paired with another.
+                offline_paired=judge == PLANTED,
             )
     return TruthJudgement(judge, table, pl.DataFrame(taus, schema=TAUS_SCHEMA), pairs, mirror, primary)
 

@@ -2,7 +2,8 @@
 Gemma 3 270M on 127.0.0.1, as `.ci/run` builds and installs them (`.ci/llama_server.sh`).
 
 On the synthetic generator's data (small): arms random and pop, two agents each, a short
-session; the taste protocol on those agents; persona matching for one of them.  Asserts that at
+session; the taste protocol on those agents; persona matching for one of them; the believability
+judge on one session of each arm (two calls).  Asserts that at
 least 99 % of the model's answers were valid (decisions that ended as an `invalid_answer`
 fallback after their re-ask count against it) and that no arm of the read-out is made of
 fallbacks.  Prints what it measured (run with -s to see it).
@@ -123,10 +124,16 @@ def world(tmp_path_factory):
 
 
 def _brain(url: str, world):
-    from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
+    from ops.simulation.brains.llm import LLMBrain
+
+    return LLMBrain(_config(url), catalogue=world["catalogue"])
+
+
+def _config(url: str):
+    from ops.simulation.brains.llm import LLMBrainConfig
 
     # Defaults otherwise: structured output and vision probed once, no key on the loopback.
-    config = LLMBrainConfig(
+    return LLMBrainConfig(
         base_url=url,
         model=MODEL_NAME,
         cache="off",
@@ -138,7 +145,6 @@ def _brain(url: str, world):
         price_prompt_per_1m=0.0,
         price_completion_per_1m=0.0,
     )
-    return LLMBrain(config, catalogue=world["catalogue"])
 
 
 def _valid(usage) -> tuple[int, int]:
@@ -209,8 +215,21 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
     # Two answers per candidate (write it, rate with it), one when it could not be written.
     asked = sum(2 - ("not written" in (why or "")) for m in matches.values() if m for why in m.dropped)
     report["personas"] = (asked, persona_invalid, brain.usage)
+    times["personas"] = time.perf_counter() - started - sum(times.values())
+
+    # -- the believability judge (SimUSER §4.4): one session of each arm, judged by the same model
+    from ops.studies.believability import believability_table, judge, sample_trajectories, verdicts_frame
+
+    sessions = {
+        ("random", "llm"): events.filter(pl.col("arm") == "random"),
+        ("pop", "llm"): events.filter(pl.col("arm") == "pop"),
+    }
+    trajectories = sample_trajectories(sessions, frame, 1, seed=0)
+    verdicts, judge_usage = judge(_config(llama), trajectories, seed=0)
+    judged = verdicts_frame(verdicts)
+    judge_table = believability_table(judged, ["llm"], n_bootstrap=50)
     wall = time.perf_counter() - started
-    times["personas"] = wall - sum(times.values())
+    times["judge"] = wall - sum(times.values())
 
     print(f"\nreal LLM ({MODEL_NAME}, llama-server, 2 slots): {wall:.0f} s")
     total = bad = 0
@@ -223,6 +242,11 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
         )
     share = 1 - bad / max(total, 1)
     print(f"  valid answers: {total - bad} of {total} ({share:.1%})")
+    print(
+        f"  judge      {times['judge']:>4.0f} s, {judged.height} sessions, {judge_table['scored'].item()} scored "
+        f"(mean {judge_table['score'].item()}); {judge_usage['requests']} requests; failures "
+        f"{judged.get_column('failure').drop_nulls().to_list()}"
+    )
     print(readout.fallbacks)
     if dropped:
         print("  persona candidates dropped: " + "; ".join(why[:120] for why in dropped))
@@ -249,3 +273,6 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
     # neither rate a movie twice nor skip one (it did with an array of entries).
     assert all(m is not None and m.persona is not None for m in matches.values()), dropped
     assert share >= VALID_SHARE, (share, dropped)
+    # The judge's answers are constrained by its schema: a score 1-5 and a reason for each session.
+    assert judged.height == 2 and judged.get_column("failure").is_null().all(), judged.get_column("failure").to_list()
+    assert judged.get_column("score").is_between(1, 5).all() and judge_usage["requests"] >= 2

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -302,11 +303,45 @@ def train_epoch(
     `config.batch_size` rows a step; the summed BCE.  The arm's guard stops a batch whose
     predictions or loss are not numbers."""
     import torch
-    import torch.nn.functional as F
-    from tqdm import tqdm
 
     guard = config.divergence
     order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))
+    with training_threads(config, device):
+        return _batches(model, optimiser, x_epoch, y_epoch, config, order, epoch, device, guard)
+
+
+# A batch of this many rows or fewer trains on one thread (`training_threads` says why).
+ONE_THREAD_MAX_ROWS = 8192
+
+
+@contextmanager
+def training_threads(config: ArmConfig, device: str):
+    """torch's intra-op threads while a CPU training pass runs: one for a batch of at most
+    `ONE_THREAD_MAX_ROWS` rows, torch's own number (restored afterwards) for larger ones or on
+    a GPU.  A batch of 1,024 rows is a few hundred small operations (lookups of a few rows, a
+    1,024 x 64 product): split over two threads they wait for each other, and on the 2-core
+    machine an FM batch of the 1 M-row log took 13 ms of CPU on one thread against 203 ms on
+    two (DeepFM: 42 against 374 ms), 10 to 12 times the wall time on a loaded machine
+    (docs/findings/scale.md); scoring and ranking, large products, keep every thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    single = device == "cpu" and config.batch_size <= ONE_THREAD_MAX_ROWS and before > 1
+    if single:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if single:
+            torch.set_num_threads(before)
+
+
+def _batches(model, optimiser, x_epoch, y_epoch, config: ArmConfig, order, epoch: int, device, guard) -> float:
+    """`train_epoch`'s pass over the batches of `order`; the summed BCE."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
     total = 0.0
     batches = range(0, x_epoch.shape[0], config.batch_size)
     for start in tqdm(batches, desc=f"{config.name} epoch {epoch}", leave=False, disable=None):

@@ -70,6 +70,7 @@ class Run:
     steps: dict[str, float] = field(default_factory=dict)
     returncode: int = 0
     cpu_seconds: float = 0.0  # user + system time of every process of the run
+    peak_step: str = ""  # the step (or steps) running when the memory peaked
 
 
 def main() -> None:
@@ -143,7 +144,8 @@ def main() -> None:
             reported[label].append(run)
             print(
                 f"{label}: {users:,} users x {items:,} items x {run.interactions:,} interactions: {run.seconds:.0f} s "
-                f"({run.cpu_seconds:.0f} CPU s), peak {run.peak_mb:,.0f} MB, exit {run.returncode}",
+                f"({run.cpu_seconds:.0f} CPU s), peak {run.peak_mb:,.0f} MB (in {run.peak_step or '?'}), "
+                f"exit {run.returncode}",
                 flush=True,
             )
     for label, runs in reported.items():
@@ -294,8 +296,11 @@ def lifecycle(env: dict[str, str], args) -> Run:
     command = [sys.executable, "-m", "pipelines.lifecycle", "--arms", args.arms]
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, env=_environment(env))
-    peak = _watch(process)
-    return Run(0, 0, 0, time.perf_counter() - started, peak, step_seconds(env), process.returncode)
+    watched: dict[str, float] = {}
+    peak = _watch_all([process], [], watched)
+    run = Run(0, 0, 0, time.perf_counter() - started, peak, step_seconds(env), process.returncode)
+    run.peak_step = steps_at(env, watched.get("at", 0.0))
+    return run
 
 
 def celery_lifecycle(env: dict[str, str], args) -> Run:
@@ -392,14 +397,9 @@ def _environment(env: dict[str, str]) -> dict[str, str]:
     return {**kept, **env}
 
 
-def _watch(process: subprocess.Popen) -> float:
-    """Wait for `process`; the peak resident memory (MB) of it and its descendants together."""
-    return _watch_all([process], [])
-
-
-def _watch_all(waited: list[subprocess.Popen], also: list[subprocess.Popen]) -> float:
+def _watch_all(waited: list[subprocess.Popen], also: list[subprocess.Popen], when: dict | None = None) -> float:
     """Wait for every process of `waited`; the peak resident memory (MB) of the trees of
-    `waited` and `also` together, polled every half second."""
+    `waited` and `also` together, polled every half second (its time in `when["at"]`)."""
     import psutil
 
     peak = 0.0
@@ -412,6 +412,8 @@ def _watch_all(waited: list[subprocess.Popen], also: list[subprocess.Popen]) -> 
                     total += proc.memory_info().rss
             except psutil.Error:
                 continue
+        if total / 2**20 > peak and when is not None:
+            when["at"] = time.time()
         peak = max(peak, total / 2**20)
         time.sleep(0.5)
     return peak
@@ -438,6 +440,29 @@ def step_seconds(env: dict[str, str]) -> dict[str, float]:
                     name = entry.step_key + (f"[{partition}]" if partition else "")
                     out[name] = out.get(name, 0.0) + entry.timestamp - began[entry.step_key]
     return out
+
+
+def steps_at(env: dict[str, str], moment: float) -> str:
+    """The asset steps of the home's runs that had started and not yet succeeded at `moment`
+    (seconds since the epoch), comma-separated."""
+    from dagster import DagsterEventType, DagsterInstance
+
+    running = []
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        for record in instance.get_run_records():
+            partition = record.dagster_run.tags.get("dagster/partition")
+            began: dict[str, float] = {}
+            for entry in instance.all_logs(record.dagster_run.run_id):
+                event = entry.dagster_event
+                if event is None or entry.step_key is None:
+                    continue
+                if event.event_type == DagsterEventType.STEP_START:
+                    began[entry.step_key] = entry.timestamp
+                elif event.is_step_success or event.is_step_failure:
+                    start = began.pop(entry.step_key, None)
+                    if start is not None and start <= moment <= entry.timestamp:
+                        running.append(entry.step_key + (f"[{partition}]" if partition else ""))
+    return ", ".join(running)
 
 
 def exponent(users: list[int], seconds: list[float]) -> float | None:

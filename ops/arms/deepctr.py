@@ -214,8 +214,23 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
     encoder = fit_encoder(
         FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
     )
-    x_train = torch.from_numpy(encoder.transform(train["user_id"].to_numpy(), train["item_id"].to_numpy()))
+    encoded = encoder.transform(train["user_id"].to_numpy(), train["item_id"].to_numpy())
     y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
+    # The train rows and each epoch's sampled negatives share one buffer, the negatives
+    # written after the rows: an epoch's rows are not a third copy (torch.cat) of both.
+    rows = x_rows = y_rows = None
+    if config.sampled_negatives > 0:
+        rows = encoded.shape[0]
+        x_rows = torch.empty(
+            (rows + int(round(config.sampled_negatives * rows)), encoded.shape[1]), dtype=torch.float32
+        )
+        x_rows[:rows] = torch.from_numpy(encoded)
+        y_rows = torch.zeros(x_rows.shape[0])
+        y_rows[:rows] = y_train
+        x_train, y_train = x_rows[:rows], y_rows[:rows]
+    else:
+        x_train = torch.from_numpy(encoded)
+    del encoded
     valid_labels = (valid["rating"].to_numpy() >= config.positive_threshold).astype(np.float64)
     valid_users, valid_items = valid["user_id"].to_numpy(), valid["item_id"].to_numpy()
     validation_negatives = implicit_settings(config, valid)["validation_negatives"]
@@ -242,11 +257,10 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
         model.train()
         x_epoch, y_epoch = x_train, y_train
         if config.sampled_negatives > 0:
-            x_neg = torch.from_numpy(
-                _sampled_negatives(train, catalogue, encoder, config.sampled_negatives, shuffle, rated)
-            )
-            x_epoch = torch.cat([x_train, x_neg])
-            y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
+            x_neg = _sampled_negatives(train, catalogue, encoder, config.sampled_negatives, shuffle, rated)
+            x_rows[rows : rows + x_neg.shape[0]] = torch.from_numpy(x_neg)
+            x_epoch, y_epoch = x_rows[: rows + x_neg.shape[0]], y_rows[: rows + x_neg.shape[0]]
+            del x_neg
         total = train_epoch(model, optimiser, x_epoch, y_epoch, config, shuffle, epoch, device)
         valid_scores = _predict(
             model, encoder, valid_users, valid_items, rows_per_forward(model, config), arm.parts_head()

@@ -16,10 +16,19 @@ it).  The estimate for 10 M users x 1 M items extends each step from the largest
 its exponent: the sizes grow items as users^0.86, which reaches 1 M items at 10 M users.
 
     nice -n 5 .venv/bin/python -m bench.scale --sizes 5000x1250x250000 10000x2500x500000 20000x5000x1000000
+    nice -n 5 .venv/bin/python -m bench.scale --settings defaults,tuned --sizes 20000x5000x1000000 100000x20000x5000000
     nice -n 5 .venv/bin/python -m bench.scale --sizes 20000x5000x1000000 50000x10000x2500000 100000x20000x5000000
     nice -n 5 .venv/bin/python -m bench.scale --celery --shards 2 --sizes 5000x1250x250000 10000x2500x500000
     SIMAB_SHARED_DATA=../shared/data nice -n 5 .venv/bin/python -m bench.scale --checks --threads 1 \
         --sizes 20000x5000x1000000 100000x20000x5000000
+
+`--settings` says which settings each size runs with, one lifecycle each, in one run: `tuned`
+(the default) sets `--eval-users` and `--threads`; `defaults` sets only what a team's first
+run must say (the source and its folder, the arms, the agents, the epochs), every other
+setting at its default.  With both, a last table sets them beside each other: per step its
+seconds under each, and its growth with the log as ratios, the step's seconds at each size
+over its seconds at the smallest, next to the log's own growth (interactions over the
+smallest's).
 
 `--checks` measures what the step times do not separate: an FM epoch's seconds per million
 train rows on each log, a training batch with the lazy and the dense embedding updates on
@@ -61,6 +70,7 @@ class Run:
     steps: dict[str, float] = field(default_factory=dict)
     returncode: int = 0
     cpu_seconds: float = 0.0  # user + system time of every process of the run
+    peak_step: str = ""  # the step (or steps) running when the memory peaked
 
 
 def main() -> None:
@@ -80,6 +90,12 @@ def main() -> None:
         help="torch, BLAS and polars threads per process (0: their defaults); 1 on a machine shared with other work, "
         "where threads that wait for each other run several times slower",
     )
+    parser.add_argument(
+        "--settings",
+        default="tuned",
+        help="comma-separated, each a lifecycle per size: tuned (--eval-users, --threads set) | defaults (a team's "
+        "first run: only source, arms, agents and epochs set)",
+    )
     parser.add_argument("--celery", action="store_true", help="the Celery executor with user shards")
     parser.add_argument("--shards", type=int, default=2, help="SIMAB_SHARDS with --celery")
     parser.add_argument("--workers", type=int, default=2, help="Celery workers with --celery")
@@ -96,44 +112,72 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    executor = "celery" if args.celery else "multiprocess"
+    labels = [label.strip() for label in args.settings.split(",") if label.strip()]
+    unknown = sorted(set(labels) - set(SETTINGS))
+    if unknown or not labels:
+        parser.error(f"--settings: {','.join(unknown) or 'none given'}; choose among {', '.join(SETTINGS)}")
     if args.reprint:
-        executor = "celery" if args.celery else "multiprocess"
         saved = json.loads((args.out / f"scale-{executor}.json").read_text())
-        report([Run(**run) for run in saved], executor, args, save=False)
+        saved = {"tuned": saved} if isinstance(saved, list) else saved  # before --settings: tuned runs only
+        reported = {label: [Run(**run) for run in runs] for label, runs in saved.items()}
+        for label, runs in reported.items():
+            report(runs, executor, args, label)
+        compare(reported)
         return
     if args.checks:
         checks(args)
         return
-    executor = "celery" if args.celery else "multiprocess"
-    runs = []
+    reported: dict[str, list[Run]] = {label: [] for label in labels}
     for size in args.sizes:
         users, items, interactions = (int(x) for x in size.lower().split("x"))
         folder = scale_log(users, items, interactions, args)
-        home = args.out / f"home-{users}x{items}x{interactions}-{executor}"
-        shutil.rmtree(home, ignore_errors=True)
-        env = {
-            "SIMAB_HOME": str(home),
-            "DAGSTER_HOME": str(home / "dagster_home"),
-            "SIMAB_SOURCE": "files",
-            "SIMAB_FILES_PATH": str(folder),
-            "SIMAB_ARMS": args.arms,
-            "SIMAB_AGENTS": str(args.agents),
-            "SIMAB_MAX_EPOCHS": str(args.max_epochs),
-            "SIMAB_EVAL_USERS": str(args.eval_users),
-        }
-        if args.threads:
-            env |= {name: str(args.threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS")}
-        cpu = _children_cpu()
-        run = (celery_lifecycle if args.celery else lifecycle)(env, args)
-        run.users, run.items, run.cpu_seconds = users, items, _children_cpu() - cpu
-        run.interactions = _interactions(folder)
-        runs.append(run)
-        print(
-            f"{users:,} users x {items:,} items x {run.interactions:,} interactions: {run.seconds:.0f} s "
-            f"({run.cpu_seconds:.0f} CPU s), peak {run.peak_mb:,.0f} MB, exit {run.returncode}",
-            flush=True,
-        )
-    report(runs, executor, args)
+        for label in labels:
+            suffix = "" if label == "tuned" else f"-{label}"
+            home = args.out / f"home-{users}x{items}x{interactions}-{executor}{suffix}"
+            shutil.rmtree(home, ignore_errors=True)
+            env = settings_env(label, home, folder, args)
+            cpu = _children_cpu()
+            run = (celery_lifecycle if args.celery else lifecycle)(env, args)
+            run.users, run.items, run.cpu_seconds = users, items, _children_cpu() - cpu
+            run.interactions = _interactions(folder)
+            reported[label].append(run)
+            print(
+                f"{label}: {users:,} users x {items:,} items x {run.interactions:,} interactions: {run.seconds:.0f} s "
+                f"({run.cpu_seconds:.0f} CPU s), peak {run.peak_mb:,.0f} MB (in {run.peak_step or '?'}), "
+                f"exit {run.returncode}",
+                flush=True,
+            )
+    for label, runs in reported.items():
+        report(runs, executor, args, label)
+    compare(reported)
+    args.out.mkdir(parents=True, exist_ok=True)
+    saved = {label: [asdict(r) for r in runs] for label, runs in reported.items()}
+    (args.out / f"scale-{executor}.json").write_text(json.dumps(saved, indent=1))
+
+
+# What each label of --settings sets beyond the log and the run's shape.
+SETTINGS = ("tuned", "defaults")
+
+
+def settings_env(label: str, home: Path, folder: Path, args) -> dict[str, str]:
+    """The environment of one lifecycle: what every run says (its home, the log, the arms,
+    the agents, the epochs), and with `tuned` the evaluated test users and the threads."""
+    env = {
+        "SIMAB_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster_home"),
+        "SIMAB_SOURCE": "files",
+        "SIMAB_FILES_PATH": str(folder),
+        "SIMAB_ARMS": args.arms,
+        "SIMAB_AGENTS": str(args.agents),
+        "SIMAB_MAX_EPOCHS": str(args.max_epochs),
+    }
+    if label == "defaults":
+        return env
+    env["SIMAB_EVAL_USERS"] = str(args.eval_users)
+    if args.threads:
+        env |= {name: str(args.threads) for name in THREAD_VARIABLES}
+    return env
 
 
 def scale_log(users: int, items: int, interactions: int, args) -> Path:
@@ -251,9 +295,12 @@ def lifecycle(env: dict[str, str], args) -> Run:
     """The whole lifecycle in its own process (the multiprocess executor)."""
     command = [sys.executable, "-m", "pipelines.lifecycle", "--arms", args.arms]
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env})
-    peak = _watch(process)
-    return Run(0, 0, 0, time.perf_counter() - started, peak, step_seconds(env), process.returncode)
+    process = subprocess.Popen(command, cwd=ROOT, env=_environment(env))
+    watched: dict[str, float] = {}
+    peak = _watch_all([process], [], watched)
+    run = Run(0, 0, 0, time.perf_counter() - started, peak, step_seconds(env), process.returncode)
+    run.peak_step = steps_at(env, watched.get("at", 0.0))
+    return run
 
 
 def celery_lifecycle(env: dict[str, str], args) -> Run:
@@ -269,7 +316,7 @@ def celery_lifecycle(env: dict[str, str], args) -> Run:
         port = sock.getsockname()[1]
     broker = f"redis://127.0.0.1:{port}/0"
     env = {**env, "SIMAB_EXECUTOR": "celery", "SIMAB_SHARDS": str(args.shards), "SIMAB_CELERY_BROKER": broker}
-    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT / "deploy"), str(ROOT)])}
+    full = {**_environment(env), "PYTHONPATH": os.pathsep.join([str(ROOT / "deploy"), str(ROOT)])}
     full.pop("MLFLOW_TRACKING_URI", None)
     redis_command = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     processes = [subprocess.Popen([*redis_command, "--dir", str(home)], stdout=subprocess.DEVNULL)]
@@ -340,14 +387,19 @@ def _launch(job: str, partition: str | None, env: dict[str, str], config: Path) 
     return subprocess.Popen([*command, "-j", job, "-c", str(config), *tags], cwd=ROOT, env=env)
 
 
-def _watch(process: subprocess.Popen) -> float:
-    """Wait for `process`; the peak resident memory (MB) of it and its descendants together."""
-    return _watch_all([process], [])
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS")
 
 
-def _watch_all(waited: list[subprocess.Popen], also: list[subprocess.Popen]) -> float:
+def _environment(env: dict[str, str]) -> dict[str, str]:
+    """This process's environment without its `SIMAB_*` variables (the run says its own),
+    nor the thread counts unless the run sets them: a `defaults` run has only what `env` says."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("SIMAB_") and k not in THREAD_VARIABLES}
+    return {**kept, **env}
+
+
+def _watch_all(waited: list[subprocess.Popen], also: list[subprocess.Popen], when: dict | None = None) -> float:
     """Wait for every process of `waited`; the peak resident memory (MB) of the trees of
-    `waited` and `also` together, polled every half second."""
+    `waited` and `also` together, polled every half second (its time in `when["at"]`)."""
     import psutil
 
     peak = 0.0
@@ -360,6 +412,8 @@ def _watch_all(waited: list[subprocess.Popen], also: list[subprocess.Popen]) -> 
                     total += proc.memory_info().rss
             except psutil.Error:
                 continue
+        if total / 2**20 > peak and when is not None:
+            when["at"] = time.time()
         peak = max(peak, total / 2**20)
         time.sleep(0.5)
     return peak
@@ -388,6 +442,29 @@ def step_seconds(env: dict[str, str]) -> dict[str, float]:
     return out
 
 
+def steps_at(env: dict[str, str], moment: float) -> str:
+    """The asset steps of the home's runs that had started and not yet succeeded at `moment`
+    (seconds since the epoch), comma-separated."""
+    from dagster import DagsterEventType, DagsterInstance
+
+    running = []
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        for record in instance.get_run_records():
+            partition = record.dagster_run.tags.get("dagster/partition")
+            began: dict[str, float] = {}
+            for entry in instance.all_logs(record.dagster_run.run_id):
+                event = entry.dagster_event
+                if event is None or entry.step_key is None:
+                    continue
+                if event.event_type == DagsterEventType.STEP_START:
+                    began[entry.step_key] = entry.timestamp
+                elif event.is_step_success or event.is_step_failure:
+                    start = began.pop(entry.step_key, None)
+                    if start is not None and start <= moment <= entry.timestamp:
+                        running.append(entry.step_key + (f"[{partition}]" if partition else ""))
+    return ", ".join(running)
+
+
 def exponent(users: list[int], seconds: list[float]) -> float | None:
     """The least-squares slope of log(seconds) on log(users); None with fewer than two sizes."""
     pairs = [(math.log(u), math.log(max(s, 1e-3))) for u, s in zip(users, seconds) if s is not None]
@@ -399,7 +476,8 @@ def exponent(users: list[int], seconds: list[float]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pairs) / sxx if sxx else None
 
 
-def report(runs: list[Run], executor: str, args, save: bool = True) -> None:
+def report(runs: list[Run], executor: str, args, label: str = "tuned") -> None:
+    """Per step its seconds at each size, its exponent k and the 10 M x 1 M estimate."""
     users = [r.users for r in runs]
     steps = sorted({s for r in runs for s in r.steps})
     header = ["step", *(f"{r.users // 1000}k users" for r in runs), "k", "10M x 1M (est.)"]
@@ -434,18 +512,74 @@ def report(runs: list[Run], executor: str, args, save: bool = True) -> None:
             _duration(estimate_total),
         ]
     )
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    threads = f", {args.threads} thread(s) a process" if args.threads else ""
+    if label == "defaults":
+        tuned = "every other setting at its default"
+    else:
+        threads = f", {args.threads} thread(s) a process" if args.threads else ""
+        tuned = f"{args.eval_users or 'every'} evaluated test users{threads}"
     print(
-        f"\nexecutor {executor}, arms {args.arms}, {args.agents} agents, {args.max_epochs} epochs, "
-        f"{args.eval_users or 'every'} evaluated test users, seed {args.seed}{threads}"
+        f"\n{label}: executor {executor}, arms {args.arms}, {args.agents} agents, {args.max_epochs} epochs, "
+        f"seed {args.seed}, {tuned}"
     )
+    _print_table(header, rows)
+
+
+def compare(reported: dict[str, list[Run]]) -> None:
+    """With runs under two settings or more: per step its seconds under each at each size,
+    and its growth with the log, seconds at each size over seconds at the smallest, beside
+    the log's (interactions over the smallest's); the whole run's wall and CPU seconds and
+    peak memory the same way."""
+    if len(reported) < 2:
+        return
+    labels = list(reported)
+    sizes = [(r.users, r.items, r.interactions) for r in reported[labels[0]]]
+    if any([(r.users, r.items, r.interactions) for r in runs] != sizes for runs in reported.values()):
+        print("\nthe settings ran on different logs: no comparison")
+        return
+    header = ["step"]
+    for users, _, _ in sizes:
+        header += [f"{label} {users // 1000}k" for label in labels]
+    header += [f"{label} x" for label in labels] if len(sizes) > 1 else []
+    log_growth = [n / sizes[0][2] for _, _, n in sizes]
+    steps = sorted({s for runs in reported.values() for r in runs for s in r.steps})
+    totals = {
+        "whole run (wall)": lambda r: r.seconds,
+        "whole run (CPU)": lambda r: r.cpu_seconds,
+        "peak memory, MB": lambda r: r.peak_mb,
+    }
+    rows = []
+    for name in [*steps, *totals]:
+        read = totals.get(name, lambda r, name=name: r.steps.get(name))
+        seconds = {label: [read(r) for r in runs] for label, runs in reported.items()}
+        row = [name]
+        for i in range(len(sizes)):
+            row += ["–" if seconds[label][i] is None else f"{seconds[label][i]:,.1f}" for label in labels]
+        if len(sizes) > 1:
+            row += [_growth(seconds[label]) for label in labels]
+        rows.append(row)
+    if len(sizes) > 1:
+        rows.append(
+            ["the log (interactions)", *[""] * (len(sizes) * len(labels)), *[_ratios(log_growth)] * len(labels)]
+        )
+    print(f"\n{' beside '.join(labels)}: seconds at each size, and growth (x: seconds over the smallest size's)")
+    _print_table(header, rows)
+
+
+def _growth(seconds: list[float | None]) -> str:
+    """Each size's seconds over the smallest's, "1.0 : 2.3 : 4.9"; "–" where a size lacks the step."""
+    if any(s is None for s in seconds) or not seconds[0]:
+        return "–"
+    return _ratios([s / seconds[0] for s in seconds])
+
+
+def _ratios(values: list[float]) -> str:
+    return " : ".join(f"{v:.1f}" for v in values)
+
+
+def _print_table(header: list[str], rows: list[list]) -> None:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
-    if not save:
-        return
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"scale-{executor}.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
 
 
 def _children_cpu() -> float:

@@ -74,3 +74,21 @@ def test_the_evaluated_test_users_are_a_seeded_sample_and_the_metrics_say_over_w
     sampled = metrics_from_lists(arm, ranking, split.test, evaluated=sample)
     full = metrics_from_lists(arm, rank_once(arm, split.train, split.test, items), split.test)
     assert 0 < sampled.users_ranked <= 50 < full.users_ranked
+
+
+def test_the_evaluated_test_users_default_to_what_a_hundredth_wide_interval_needs():
+    """Without SIMAB_EVAL_USERS the offline metrics and the social traits' real side read a
+    sample sized as the protocols are, for ±0.01 on a per-user figure in [0, 1], not every
+    test user of the log; a test window with fewer users is read whole."""
+    from ops.arms.ranking import evaluation_users
+    from ops.settings import config_default
+    from ops.studies.alignment.sizing import agents_for_half_width
+
+    assert config_default("eval_users") == agents_for_half_width(0.01) == 9604
+    test = pl.DataFrame({"user_id": np.arange(1, 20_001), "movie_id": 1, "rating": 4})
+    assert evaluation_users(test, config_default("eval_users")).size == 9604
+    split = _split()
+    assert np.array_equal(
+        evaluation_users(split.test, config_default("eval_users")),
+        np.unique(split.test.get_column("user_id").to_numpy()),
+    )

@@ -465,3 +465,30 @@ def test_lazy_updates_move_only_the_rows_a_batch_looks_up(data):
     assert np.array_equal(tables["lazy"][unseen], start[unseen])  # never looked up: never moved
     assert not np.allclose(tables["lazy"][seen], start[seen])
     assert not np.allclose(tables["dense"][unseen], start[unseen])  # the dense step moves them all
+
+
+def test_a_cpu_training_pass_runs_on_one_thread_and_gives_the_threads_back(data, monkeypatch):
+    """A batch of a few thousand rows trains on one torch thread (two waited for each other:
+    10 times the CPU a batch); a larger batch, and what runs after training, keep torch's."""
+    import torch
+
+    from ops.arms import deepctr
+
+    users, movies, split = data
+    seen = []
+    real = deepctr._batches
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deepctr, "_batches", spy)
+    torch.set_num_threads(2)
+    try:
+        for batch_size in (256, deepctr.ONE_THREAD_MAX_ROWS + 1):
+            config = arm_config("fm", **{**FAST, "batch_size": batch_size, "max_epochs": 1})
+            train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)  # the module's fixture's
+    assert seen == [1, 2]

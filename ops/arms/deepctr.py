@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -213,8 +214,23 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
     encoder = fit_encoder(
         FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
     )
-    x_train = torch.from_numpy(encoder.transform(train["user_id"].to_numpy(), train["item_id"].to_numpy()))
+    encoded = encoder.transform(train["user_id"].to_numpy(), train["item_id"].to_numpy())
     y_train = torch.from_numpy((train["rating"].to_numpy() >= config.positive_threshold).astype(np.float32))
+    # The train rows and each epoch's sampled negatives share one buffer, the negatives
+    # written after the rows: an epoch's rows are not a third copy (torch.cat) of both.
+    rows = x_rows = y_rows = None
+    if config.sampled_negatives > 0:
+        rows = encoded.shape[0]
+        x_rows = torch.empty(
+            (rows + int(round(config.sampled_negatives * rows)), encoded.shape[1]), dtype=torch.float32
+        )
+        x_rows[:rows] = torch.from_numpy(encoded)
+        y_rows = torch.zeros(x_rows.shape[0])
+        y_rows[:rows] = y_train
+        x_train, y_train = x_rows[:rows], y_rows[:rows]
+    else:
+        x_train = torch.from_numpy(encoded)
+    del encoded
     valid_labels = (valid["rating"].to_numpy() >= config.positive_threshold).astype(np.float64)
     valid_users, valid_items = valid["user_id"].to_numpy(), valid["item_id"].to_numpy()
     validation_negatives = implicit_settings(config, valid)["validation_negatives"]
@@ -241,11 +257,10 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
         model.train()
         x_epoch, y_epoch = x_train, y_train
         if config.sampled_negatives > 0:
-            x_neg = torch.from_numpy(
-                _sampled_negatives(train, catalogue, encoder, config.sampled_negatives, shuffle, rated)
-            )
-            x_epoch = torch.cat([x_train, x_neg])
-            y_epoch = torch.cat([y_train, torch.zeros(x_neg.shape[0])])
+            x_neg = _sampled_negatives(train, catalogue, encoder, config.sampled_negatives, shuffle, rated)
+            x_rows[rows : rows + x_neg.shape[0]] = torch.from_numpy(x_neg)
+            x_epoch, y_epoch = x_rows[: rows + x_neg.shape[0]], y_rows[: rows + x_neg.shape[0]]
+            del x_neg
         total = train_epoch(model, optimiser, x_epoch, y_epoch, config, shuffle, epoch, device)
         valid_scores = _predict(
             model, encoder, valid_users, valid_items, rows_per_forward(model, config), arm.parts_head()
@@ -302,11 +317,45 @@ def train_epoch(
     `config.batch_size` rows a step; the summed BCE.  The arm's guard stops a batch whose
     predictions or loss are not numbers."""
     import torch
-    import torch.nn.functional as F
-    from tqdm import tqdm
 
     guard = config.divergence
     order = torch.from_numpy(shuffle.permutation(x_epoch.shape[0]))
+    with training_threads(config, device):
+        return _batches(model, optimiser, x_epoch, y_epoch, config, order, epoch, device, guard)
+
+
+# A batch of this many rows or fewer trains on one thread (`training_threads` says why).
+ONE_THREAD_MAX_ROWS = 8192
+
+
+@contextmanager
+def training_threads(config: ArmConfig, device: str):
+    """torch's intra-op threads while a CPU training pass runs: one for a batch of at most
+    `ONE_THREAD_MAX_ROWS` rows, torch's own number (restored afterwards) for larger ones or on
+    a GPU.  A batch of 1,024 rows is a few hundred small operations (lookups of a few rows, a
+    1,024 x 64 product): split over two threads they wait for each other, and on the 2-core
+    machine an FM batch of the 1 M-row log took 13 ms of CPU on one thread against 203 ms on
+    two (DeepFM: 42 against 374 ms), 10 to 12 times the wall time on a loaded machine
+    (docs/findings/scale.md); scoring and ranking, large products, keep every thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    single = device == "cpu" and config.batch_size <= ONE_THREAD_MAX_ROWS and before > 1
+    if single:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if single:
+            torch.set_num_threads(before)
+
+
+def _batches(model, optimiser, x_epoch, y_epoch, config: ArmConfig, order, epoch: int, device, guard) -> float:
+    """`train_epoch`'s pass over the batches of `order`; the summed BCE."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
     total = 0.0
     batches = range(0, x_epoch.shape[0], config.batch_size)
     for start in tqdm(batches, desc=f"{config.name} epoch {epoch}", leave=False, disable=None):

@@ -151,6 +151,9 @@ def write_report(
     users (`ops.arms.ranking.evaluation_users`, as the arms measured them); 0: every one."""
     evaluated = evaluation_users(test_ratings, eval_users)
     test_users = test_ratings.get_column("user_id").n_unique()
+    # The gap sizes read the simulated agents' own users in the window, whoever the offline
+    # metrics' sample holds: cut to the sample, most agents would count no logged interaction.
+    window = test_ratings
     if evaluated.size < test_users:
         test_ratings = test_ratings.filter(pl.col("user_id").is_in(pl.Series(evaluated).implode()))
     # Simulated against offline, once: τ, the arm pairs, the diagnostic arms (the mirror:
@@ -167,7 +170,7 @@ def write_report(
     # Gap sizes against the test window: the agents stand at its start, and the offline metrics read it too.
     candidates = [a for a in ab_readout.per_agent.get_column("arm").unique().to_list() if a not in diagnostic]
     gaps = gap_sizes(
-        ab_readout.per_agent, top20_lists, test_ratings, ab_readout.control, candidates, paired=paired, seed=seed
+        ab_readout.per_agent, top20_lists, window, ab_readout.control, candidates, paired=paired, seed=seed
     )
     judged = judge_against_truth(
         truth, top20_lists, ab_readout.per_agent, agreement.per_user, diagnostic, primary_metric, seed=seed

@@ -9,6 +9,7 @@ they are computed from."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -17,7 +18,7 @@ import numpy as np
 import polars as pl
 from scipy import sparse
 from scipy.sparse.linalg import svds
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ops.agents.clock import catalogue_at
 from ops.agents.embeddings import MovieVectors
@@ -450,9 +451,18 @@ def pair_features(
     # Thousands of small products: BLAS threads cost more to wake than they save
     # (measured 10x slower with 2 OpenBLAS threads on a 20 x 150 x 384 product).
     if retrieval:
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _blas_threads().limit(limits=1, user_api="blas"):
             _retrieval_loop(agents, lengths, pm, X, text_nn, poster_nn, col, text, poster, use_posters, ctx, config)
     return _rest_of_features(agents, lengths, pm, pa, srow, stats, X, text_nn, poster_nn, col, ctx, credits)
+
+
+@functools.cache
+def _blas_threads() -> ThreadpoolController:
+    """The process's thread pools, found once: `threadpool_limits` looks every loaded library
+    up again at each call (0.5 ms alone, more in a process that has torch loaded), and the
+    per-item protocols call `pair_features` once per agent and question (py-spy: a fifth of
+    taste_alignment's time on a 1 M-row log)."""
+    return ThreadpoolController()
 
 
 # The features memory retrieval computes (`_retrieval_loop`).

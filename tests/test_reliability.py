@@ -159,6 +159,36 @@ def test_a_second_run_on_a_held_home_is_refused_in_seconds_naming_the_holder(cli
     assert not (home / "dagster_home").exists()  # nothing was started
 
 
+def test_a_fresh_home_is_taken_before_the_definitions_are_built(tmp_path, monkeypatch):
+    # Two runs started seconds apart on a home not made yet: the first takes it once its values
+    # are checked, before the seconds of building the definitions, so the second is refused.
+    import pipelines.preflight
+    from pipelines.lifecycle import main
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SIMAB_HOME", str(home))
+    monkeypatch.setenv("SIMAB_ARMS", "random,pop")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    seen = []
+
+    def planned(settings, environ=None):
+        seen.append([r["how"] for r in holders_of(home)])
+        raise SystemExit("planned")
+
+    monkeypatch.setattr(pipelines.preflight, "planned", planned)
+    with pytest.raises(SystemExit, match="planned"):
+        main([])
+    assert seen == [["`simab run`"]]
+    assert holders_of(home) == []  # released
+
+
+def test_the_checks_before_the_work_import_neither_dagster_nor_mlflow():
+    # What a file or a setting alone shows is refused before the seconds of those imports.
+    code = "import sys, pipelines.lifecycle; print(sorted(m for m in ('dagster', 'mlflow') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_a_killed_holder_leaves_no_lock_and_a_waiting_taker_gets_the_home(tmp_path):
     home = tmp_path / "home"
     holder = _holder(home)
@@ -242,6 +272,35 @@ def test_a_run_launched_through_the_instance_is_refused_naming_the_lifecycle_tha
     events = " ".join(str(getattr(e, "message", "")) for e in result.all_events)
     assert "is taken by `simab run` (lifecycle feedc0ffee42)" in events + failure, events
     assert f"pid {holder.pid}" in events + failure
+
+
+def test_a_run_submitted_while_the_home_is_taken_fails_at_once_naming_the_holder(tmp_path, monkeypatch):
+    # The UI's Launch, a schedule tick: the instance's run coordinator (the dagster.yaml simab
+    # writes) fails the run at submission, before a run worker starts, naming the holder.
+    from dagster._core.run_coordinator import SubmitRunContext
+
+    from pipelines.home_coordinator import HomeRunCoordinator, _refusal
+    from pipelines.instance import write_instance_config
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SIMAB_HOME", str(home))
+    write_instance_config(tmp_path / "dagster")
+    with DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
+        assert isinstance(instance.run_coordinator, HomeRunCoordinator)
+        job = _locked_job()
+        assert _refusal(instance.create_run_for_job(job)) is None  # a home with no lock yet: queued
+        holder = _holder(home)
+        try:
+            run = instance.create_run_for_job(job)
+            refused = instance.run_coordinator.submit_run(SubmitRunContext(run, workspace=None))
+        finally:
+            holder.kill()
+            holder.wait()
+        said = " ".join(e.message for e in instance.all_logs(run.run_id))
+        assert refused.status.value == "FAILURE", refused.status
+        assert f"run {run.run_id} of simab_try not started: the home {home.resolve()} is taken by" in said
+        assert f"(lifecycle feedc0ffee42), pid {holder.pid}" in said
+        assert _refusal(instance.create_run_for_job(job)) is None  # the holder gone: free again
 
 
 def test_a_writer_never_removes_a_live_writers_temporary_folder(tmp_path):

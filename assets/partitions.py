@@ -21,53 +21,18 @@ from __future__ import annotations
 
 from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
 
-from ops.arms.registry import declare, has_capability, known_arm_names, specs
+# Re-exported: the assets, the examples and the tests take the arm names from here.
+from ops.preflight.arm_names import ARMS, DEFAULT_ARMS, DIAGNOSTIC_ARMS, declare_arms, lifecycle_arms  # noqa: F401
 from ops.simulation.kinds import brain_kind, brain_names
-from ops.studies.experiments.papers import TABLE2
 
 # The concurrency pool of the heavy per-arm steps (training, ranking, simulation): the instance
 # simab writes caps how many run at once across all runs (`pipelines.instance`, $SIMAB_ARM_POOL_LIMIT),
 # so a backfill of every arm from the UI does not start them all at once.
 ARM_POOL = "simab_arms"
 
-# Every arm name known when the code location loads: the built-ins and their aliases, the
-# installed plug-ins' arms (`simab.arms` entry points) and the arms declared so far.  A list,
-# extended in place by `declare_arms`: the partitions definition below holds this very list.
-ARMS: list[str] = known_arm_names()
-# A/B Agent Table 2's arms without those slow to train (AFN, whose CPU training is 14x
-# DeepFM's, ../shared/docs/dependencies.md): what the papers' experiments use unless told otherwise.
-DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in TABLE2 if not has_capability(a, "slow_to_train"))
-# The arms that measure the simulator itself (the mirror: the brain's own ranking), standalone.
-DIAGNOSTIC_ARMS: tuple[str, ...] = tuple(
-    a for a in known_arm_names() if has_capability(a, "diagnostic") and has_capability(a, "standalone")
-)
-
-
-def lifecycle_arms(offline_brain: bool) -> list[str]:
-    """What a lifecycle run uses unless told otherwise: `DEFAULT_ARMS`, and with a brain that
-    decides offline (the embedded brain) the mirror beside them, so that every verdict says
-    whether the simulator favours its own taste (docs/trust.md).  With a brain that pays per
-    decision the mirror would cost a whole arm's bill for the embedded brain's taste: it stays
-    opt-in there."""
-    return list(DEFAULT_ARMS) + (list(DIAGNOSTIC_ARMS) if offline_brain else [])
-
-
+# The arm names (`ops.preflight.arm_names`: the registry's and the declared ones), this very
+# list: an arm declared later (`declare_arms`) is a partition too.
 arm_partitions = StaticPartitionsDefinition(ARMS)
-
-
-def declare_arms(entries: list[str]) -> list[str]:
-    """Declare the arm specs of `$SIMAB_ARMS` (`ops.arms.registry`: `mine=lists:PATH`,
-    `prod=mlflow:models:/prod/3`, `half=deepfm;train_fraction=0.5`, or a known name) and
-    return their names, the partition keys.  A new name joins `ARMS`, and so the arm
-    partitions, in place: call it before the definitions are built (the settings do), in
-    every process that loads them (each reads the same environment)."""
-    names = []
-    for spec in specs(entries):
-        declare(spec)
-        if spec.name not in ARMS:
-            ARMS.append(spec.name)
-        names.append(spec.name)
-    return names
 
 
 ARM_DIMENSION, SHARD_DIMENSION = "arm", "shard"

@@ -49,7 +49,8 @@ MARKER = "# Written by simab (pipelines/instance.py)"
 
 def instance_config(settings=None) -> str:
     """The `dagster.yaml` simab writes, from `settings` (default: the installed ones): telemetry
-    off, run monitoring on, and the instance's concurrency limits — runs started at once from
+    off, run monitoring on, the run queue that refuses a run while the home is taken
+    (`pipelines.home_coordinator`), and the instance's concurrency limits — runs started at once from
     the queue ($SIMAB_MAX_CONCURRENT_RUNS) and steps of the arm pool in progress at once
     ($SIMAB_ARM_POOL_LIMIT, `assets.partitions.ARM_POOL`), so that a backfill of every arm from
     the UI runs a few at a time on a small machine."""
@@ -70,6 +71,11 @@ run_monitoring:
   poll_interval_seconds: 60
   # A finished run's concurrency-pool slots go back to the pool after this long.
   free_slots_after_run_end_seconds: 60
+# The run queue, which fails at once a run submitted while the home is taken (the UI shows
+# the holder on the run's page) rather than after its run worker has started: pipelines/home_coordinator.py
+run_coordinator:
+  module: pipelines.home_coordinator
+  class: HomeRunCoordinator
 # Concurrency: https://docs.dagster.io/guides/operate/managing-concurrency
 concurrency:
   runs:

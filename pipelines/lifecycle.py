@@ -38,10 +38,13 @@ assets it had not stored (a multi-asset whole), the steps after it run as usual 
 refuses when that lifecycle ran with other settings, when other runs came after it (they
 may have replaced its assets), or when one of its runs is still going.
 
-One writer per home.  Once every value is checked, the runner takes `$SIMAB_HOME`
+One writer per home.  Once every value is checked (before Dagster and MLflow are even
+imported: a refused value costs about a second of CPU) and before the definitions are built,
+the runner takes `$SIMAB_HOME`
 (`ops.storage.home_lock`: a kernel lock, released when the process ends however it ends)
 and holds it to the end; a second lifecycle, or a run the Dagster instance launches (the
-UI, a schedule tick: `pipelines.resources.home_locked`), is refused at once in one line
+UI, a schedule tick: `pipelines.home_coordinator` at submission, `pipelines.resources.home_locked`
+in its run worker), is refused at once in one line
 naming the holder, or waits `$SIMAB_HOME_WAIT_S`.  `simab run` takes a home that exists
 before its imports, so the refusal comes in seconds.  A full disk or a read-only home stops it with one line naming
 the folder, the space free there and about what the step writes
@@ -58,15 +61,15 @@ import time
 
 from ops.environment import offline_defaults
 from ops.preflight.bill import lifecycle_bill, night_bill
-from ops.settings import SettingError
+from ops.settings import SettingError, current
 from ops.storage.exhaustion import ResourceExhausted, named_exhaustion
 from ops.storage.home_lock import HomeBusy, HomeClaim, home_lock
 from pipelines.console import to_log_file
 from pipelines.home import dagster_home
-from pipelines.instance import DagsterStorageError, named_storage_errors
-from pipelines.preflight import checked_settings, planned
-from resources.mlflow_tracking import TrackingStoreError
-from resources.storage import data_root
+from pipelines.preflight import checked_settings
+
+# Dagster and MLflow (seconds of imports) are imported once the settings and the bill passed:
+# a value refused by them, or a bill above the limit, is said before.
 
 
 def main(argv: list[str] | None = None, held=None) -> int:
@@ -108,41 +111,63 @@ def main(argv: list[str] | None = None, held=None) -> int:
             return 0
         if not bill.fits:
             raise SystemExit("\n".join([*bill.lines(), bill.refusal(settings)]))
-        prepared = planned(settings)
     except SettingError as exc:
         if args.verbose:
             raise
         # One line, before any work: the variable, its value and what is allowed.
         raise SystemExit(f"simab: {exc}") from None
-    # One writer per home: taken once every value is checked (nothing is written before), held
-    # to the end; `simab run` takes a home that exists before its imports (`pipelines.cli`).
+    # One writer per home: taken once every value is checked (nothing is written before) and
+    # before the seconds of building the definitions, so that of two runs started seconds apart
+    # the first takes it; held to the end.  `simab run` takes a home that exists before its
+    # imports (`pipelines.cli`).
     claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`simab run`")
+    home = _home()
     try:
-        with named_exhaustion(data_root()):
+        with named_exhaustion(home):
             if held is not None:
-                return _run(args, prepared, bill, held)
-            with home_lock(data_root(), claim, settings.home_wait_s, on_wait=_say_now) as taken:
-                return _run(args, prepared, bill, taken)
+                return _run(args, _planned(args, settings), bill, held)
+            with home_lock(home, claim, settings.home_wait_s, on_wait=_say_now) as taken:
+                return _run(args, _planned(args, settings), bill, taken)
     except HomeBusy as exc:
         raise SystemExit(f"simab: {exc}") from None
     except ResourceExhausted as exc:  # a disk that is full: one line, no traceback
         raise SystemExit(f"simab: {exc}") from None
 
 
+def _planned(args, settings):
+    """`pipelines.preflight.planned`: a run config its job refuses stops the runner in one line
+    (the home, taken, holds then only its lock's files)."""
+    from pipelines.preflight import planned
+
+    try:
+        return planned(settings)
+    except SettingError as exc:
+        if args.verbose:
+            raise
+        raise SystemExit(f"simab: {exc}") from None
+
+
 def _run(args, prepared, bill, held) -> int:
     # lazy: the runner imports the asset graph (a second), which a refused value or bill never needs
+    from pipelines.instance import DagsterStorageError, named_storage_errors
     from pipelines.runner import run_lifecycle
+    from resources.mlflow_tracking import TrackingStoreError
 
     log = None
     try:
-        with named_exhaustion(data_root(), lambda: log), named_storage_errors(dagster_home()):
+        with named_exhaustion(_home(), lambda: log), named_storage_errors(dagster_home()):
             if args.verbose:
                 return run_lifecycle(prepared, args.resume, None, bill=bill, force=args.force, held=held)
-            log = data_root() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
+            log = _home() / "logs" / f"lifecycle-{time.strftime('%Y%m%d-%H%M%S')}.log"
             with to_log_file(log) as terminal:
                 return run_lifecycle(prepared, args.resume, terminal, log, bill=bill, force=args.force, held=held)
     except (DagsterStorageError, TrackingStoreError) as exc:  # a store that cannot be read: one line, no traceback
         raise SystemExit(str(exc)) from None
+
+
+def _home():
+    """The home ($SIMAB_HOME as the edge read it), as `resources.storage.data_root` gives it."""
+    return current().home.resolve()
 
 
 def _say_now(text: str) -> None:

@@ -1,21 +1,20 @@
 """What the lifecycle runner checks before its first step, beside `ops.preflight`: the
 settings the environment names, every value checked, then the definitions built and each
 step's run config checked against its job's config schema and its pydantic bounds, so that a
-bad value stops the runner in one line naming the variable instead of failing a later step."""
+bad value stops the runner in one line naming the variable instead of failing a later step.
+
+`checked_settings` imports neither Dagster nor MLflow (seconds of imports on a loaded
+machine): a value that a setting or a file alone shows to be wrong is refused before them."""
 
 from __future__ import annotations
 
 import typing
 
-from dagster import DagsterInvalidConfigError
-from dagster._core.execution.validate_run_config import validate_run_config
 from pydantic import ValidationError
 
 from ops.preflight.checks import check_values
 from ops.settings import SettingError
-from pipelines.plan import lifecycle_plan
 from pipelines.run_config import setting_of, settings_from_env, uses_llm, with_arms
-from resources.mlflow_tracking import MlflowTracking
 
 
 def checked_settings(arms_arg: str | None = None, environ=None):
@@ -23,7 +22,9 @@ def checked_settings(arms_arg: str | None = None, environ=None):
     settings = settings_from_env(environ)
     if arms_arg:
         settings = with_arms(settings, [a.strip() for a in arms_arg.split(",") if a.strip()])
-    check_values(settings, environ, uses_llm(settings), tracking_uri=lambda: MlflowTracking().resolved_uri())
+    # The store the tracking resource resolves to (`MlflowTracking.resolved_uri`), named without
+    # importing the resource (Dagster) or making the home.
+    check_values(settings, environ, uses_llm(settings), tracking_uri=settings.mlflow_store)
     return settings
 
 
@@ -31,6 +32,7 @@ def planned(settings, environ=None):
     """(settings, definitions, steps), every step's run config checked against its job."""
     # lazy: the asset graph (a second to import) only once the settings and the bill passed
     from pipelines.definitions import build_definitions
+    from pipelines.plan import lifecycle_plan
 
     defs = build_definitions(settings, environ)
     plan = lifecycle_plan(settings)
@@ -41,6 +43,9 @@ def planned(settings, environ=None):
 def check_run_configs(settings, defs, jobs: list[str]) -> None:
     """Each job's run config against its config schema; SettingError on the first refusal."""
     # lazy: the jobs import the asset graph (a second), loaded by `planned` only when needed
+    from dagster import DagsterInvalidConfigError
+    from dagster._core.execution.validate_run_config import validate_run_config
+
     from pipelines.jobs import run_config_for
 
     for job in dict.fromkeys(jobs):

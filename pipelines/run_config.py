@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from assets.partitions import ARMS, declare_arms, lifecycle_arms
+from ops.preflight.arm_names import ARMS, declare_arms, lifecycle_arms
 from ops.preflight.bill import brain_of
 from ops.settings import SettingError, Settings, declared, load
 

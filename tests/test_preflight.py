@@ -237,10 +237,25 @@ def test_the_data_sources_folders_and_files_are_checked(tmp_path):
     # The fewest interactions a lifecycle can split and fit the brain on: two users in the train
     # and the validation window (`ops.preflight.checks.log_problem`; tests/test_reliability.py).
     n = 10
-    pl.DataFrame(
+    pl.DataFrame({"item_id": range(1, 2 * n + 1), "title": [f"item {i}" for i in range(1, 2 * n + 1)]}).write_csv(
+        folder / "items.csv"
+    )
+    log = pl.DataFrame(
         {"user_id": [1, 2] * n, "item_id": range(1, 2 * n + 1), "rating": [4] * (2 * n), "timestamp": range(2 * n)}
-    ).write_parquet(folder / "interactions.parquet")
+    )
+    log.write_parquet(folder / "interactions.parquet")
     check_values(_settings(SIMAB_SOURCE="files", SIMAB_FILES_PATH=folder))
+    # What the ingestion step would refuse, named as it names it, before the work.
+    pl.concat([log, log.head(1)]).write_parquet(folder / "interactions.parquet")
+    _refused(
+        _settings(SIMAB_SOURCE="files", SIMAB_FILES_PATH=folder),
+        f"{folder / 'interactions.parquet'}, row 21, field 'item_id': user 1 and item 1 appear twice (first on row 1)",
+    )
+    log.with_columns(item_id=pl.col("item_id") + 5).write_parquet(folder / "interactions.parquet")
+    _refused(
+        _settings(SIMAB_SOURCE="files", SIMAB_FILES_PATH=folder),
+        f"{folder / 'interactions.parquet'}, row 16, field 'item_id': item 21 is not in the items file",
+    )
     _refused(_settings(SIMAB_SOURCE="local"), "SIMAB_SOURCE='local': needs SIMAB_LOCAL_PATH")
     _refused(_settings(SIMAB_SOURCE="local", SIMAB_LOCAL_PATH=folder), f"SIMAB_LOCAL_PATH='{folder}'")
     _refused(_settings(SIMAB_METADATA_PATH=tmp_path / "no.dat"), "SIMAB_METADATA_PATH=")

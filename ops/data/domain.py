@@ -37,6 +37,7 @@ from ops.data.data_files import (
     parse_flags,
     parse_ids,
     parse_ratings,
+    read_column,
     read_description,
     read_table,
     stop_at_first,
@@ -118,8 +119,9 @@ class LogShape:
 
 def log_shape(folder: Path | str) -> LogShape:
     """The interactions file of a files folder read for its ids and timestamps (each checked,
-    DataFileError naming file, line and field) and split by time 7:2:1 as the lifecycle
-    splits it (`ops.data.split`), before anything else is read."""
+    DataFileError naming file, line and field, as the ingestion step would: an item the items
+    file lacks, a timestamp neither unix seconds nor a date, a user and item twice) and split
+    by time 7:2:1 as the lifecycle splits it (`ops.data.split`), before anything else is read."""
     from ops.data.split import chronological_split
 
     folder = Path(folder).expanduser()
@@ -128,6 +130,10 @@ def log_shape(folder: Path | str) -> LogShape:
     table.require("user_id", "item_id", "timestamp")
     users = parse_ids(table, "user_id")
     items = parse_ids(table, "item_id")
+    item_ids = parse_ids(read_column(find_file(folder, "items"), "item_id"), "item_id")
+    stop_at_first(
+        table, items.is_in(item_ids.implode()), "item_id", lambda value: f"item {int(value)} is not in the items file"
+    )
     raw = table.frame.get_column("timestamp")
     stamps = raw.cast(pl.Int64) if raw.dtype.is_integer() else parse_timestamps(column_text(table, "timestamp"))
     stop_at_first(
@@ -136,9 +142,8 @@ def log_shape(folder: Path | str) -> LogShape:
         "timestamp",
         lambda value: f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])",
     )
-    frame = pl.DataFrame({"user_id": users, "movie_id": items, "rating": 1, "timestamp": stamps}).unique(
-        ["user_id", "movie_id"], keep="first", maintain_order=True
-    )
+    frame = pl.DataFrame({"user_id": users, "movie_id": items, "rating": 1, "timestamp": stamps})
+    check_pairs_once(table, frame)
     split = chronological_split(frame)
     both = set(split.train.get_column("user_id").to_list()) & set(split.valid.get_column("user_id").to_list())
     return LogShape(

@@ -122,6 +122,28 @@ def home_lock(
         os.close(fd)  # closing the descriptor releases the flock, as the end of the process does
 
 
+def refusal_now(home: str | Path, claim: HomeClaim) -> str | None:
+    """The line `home_lock(home, claim)` would refuse with now, or None where it would take
+    the home; nothing is taken or written (a home with no lock file yet is free)."""
+    home = Path(home).expanduser().resolve()
+    try:
+        fd = os.open(home / LOCK_NAME, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        gate = os.open(home / GATE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            # Under the gate, as every taker checks: a lock taken here for an instant is
+            # released before any other taker can look.
+            busy = _try_take(home, fd, claim)
+        finally:
+            os.close(gate)
+    finally:
+        os.close(fd)
+    return None if busy is None else refusal(home, busy, 0.0)
+
+
 def _try_take(home: Path, fd: int, claim: HomeClaim) -> list[dict] | None:
     """Take the lock on `fd` for `claim` (the gate is held); None when taken, else the live
     holders in the way (never empty)."""

@@ -1,0 +1,42 @@
+"""The instance's run coordinator: Dagster's run queue (`QueuedRunCoordinator`, the one
+`concurrency: runs:` configures), which first asks whether the home is free.
+
+A run launched through the instance — the UI's Launch, a schedule tick, a sensor's or a
+backfill's run — takes the home in its run worker (`pipelines.resources.home_locked`), but
+a run worker starts only after the queue, the daemon and the seconds of loading the code
+location (20-30 s on a loaded two-core machine, docs/findings/one_home.md).  So a run
+submitted while a lifecycle or another run holds the home in a way it cannot share is failed
+at submission, with the line the executor would have given (`ops.storage.home_lock`): the UI
+shows it on the run's page at once.  With `$SIMAB_HOME_WAIT_S` > 0 the run is queued as usual
+and waits for the home in its worker; a home taken after submission is still refused there.
+"""
+
+from __future__ import annotations
+
+from dagster import QueuedRunCoordinator, SubmitRunContext
+
+
+class HomeRunCoordinator(QueuedRunCoordinator):
+    """`QueuedRunCoordinator`, refusing at submission a run the home would refuse (module docstring)."""
+
+    def submit_run(self, context: SubmitRunContext):
+        run = context.dagster_run
+        refused = _refusal(run)
+        if refused is None:
+            return super().submit_run(context)
+        self._instance.report_run_failed(run, message=f"run {run.run_id} of {run.job_name} not started: {refused}")
+        return self._instance.get_run_by_id(run.run_id)
+
+
+def _refusal(run) -> str | None:
+    from ops.settings import current
+    from ops.storage.home_lock import refusal_now
+    from pipelines.resources import run_claim
+
+    try:
+        settings = current()
+        if settings.home_wait_s > 0:
+            return None  # it waits for the home in its worker
+        return refusal_now(settings.home, run_claim(run))
+    except (OSError, ValueError):
+        return None  # no verdict here: the run worker's lock decides

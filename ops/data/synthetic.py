@@ -1,6 +1,8 @@
 """The synthetic MovieLens source: users, movies, ratings and TMDB-like side information
 with planted preferences (docs/definitions.md#embedded-defaults; lifecycle steps 1 and 2).
 
+One concept, the planted world's generator (its truth is in `ops.data.synthetic_truth`).
+
 It stands in for ML-1M plus the TMDB crawl (A/B Agent §2.2, MM-ML-1M) when there is no
 network, and it is what the tests of every later stage run on.  The point of it is the
 *planted* structure, kept in `hidden_tastes` so that later stages can be checked against it:

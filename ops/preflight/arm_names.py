@@ -20,7 +20,7 @@ ARMS: list[str] = known_arm_names()
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in TABLE2 if not has_capability(a, "slow_to_train"))
 # The arms that measure the simulator itself (the mirror: the brain's own ranking), standalone.
 DIAGNOSTIC_ARMS: tuple[str, ...] = tuple(
-    a for a in known_arm_names() if has_capability(a, "diagnostic") and has_capability(a, "standalone")
+    a for a in ARMS if has_capability(a, "diagnostic") and has_capability(a, "standalone")
 )
 
 

@@ -337,6 +337,16 @@ UNWORKABLE = {
         {},
         "arm deep_y: parameter train_fraction=2: Input should be less than or equal to 1",
     ),
+    "a negative embedding size": (
+        ["pop", "deep_z=deepfm;embedding_dim=-4"],
+        {},
+        "arm deep_z: parameter embedding_dim=-4: Input should be greater than or equal to 1",
+    ),
+    "a DNN layer of no units": (
+        ["pop", "deep_w=deepfm;dnn_hidden_units=[64,0]"],
+        {},
+        "arm deep_w: parameter dnn_hidden_units.1=0: Input should be greater than or equal to 1",
+    ),
     "a parameter of a source arm its kind does not take": (
         ["pop", "ours_x=lists:LISTS;colour=red"],
         {},

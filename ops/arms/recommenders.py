@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
@@ -104,14 +104,16 @@ class ArmConfig(BaseModel):
     # separate, model-specific adjustment.  On the embeddings instead it made no
     # difference we could see (DeepFM on ML-1M users 1-1999, epoch-1 validation AUC 0.7062
     # vs 0.7060; bench/arms.py --l2-on embedding).
-    embedding_dim: int = 64
-    dnn_hidden_units: tuple[int, ...] = (256, 128)
-    dnn_dropout: float = 0.3
-    l2_reg_dnn: float = 0.003
-    l2_reg_embedding: float = 1e-5  # deepctr default
+    # Bounded so that a spec such as `deepfm;embedding_dim=-4` is refused by the preflight,
+    # naming the field, rather than by torch minutes into the arm's step.
+    embedding_dim: int = Field(64, ge=1)
+    dnn_hidden_units: tuple[Annotated[int, Field(ge=1)], ...] = (256, 128)
+    dnn_dropout: float = Field(0.3, ge=0, lt=1)
+    l2_reg_dnn: float = Field(0.003, ge=0)
+    l2_reg_embedding: float = Field(1e-5, ge=0)  # deepctr default
     # Appendix B gives FM, xDeepFM and DCN a "linear L2" whose value was lost from the text
     # we have; deepctr's default stands in for it.
-    l2_reg_linear: float = 1e-5
+    l2_reg_linear: float = Field(1e-5, ge=0)
     # Model-specific constructor arguments of deepctr-torch (cross_num, ltl_hidden_size, …).
     model_kwargs: dict[str, Any] = Field(default_factory=dict)
     # How the optimiser treats the embedding tables: "lazy" updates the rows a batch looks

@@ -44,8 +44,20 @@ CACHE=${SIMAB_LLM_CACHE:-$HOME/.cache/simab-llm}
 FLAGS="-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF
  -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
-# The flags name the cache entry: a change of them builds anew instead of reusing a binary.
-SERVER_DIR=$CACHE/llama-server-$VERSION-$(echo "$FLAGS" | sha256sum | cut -c1-8)
+# Release's -O3 only where the tokens are computed (ggml); less where the compiler's time goes
+# and the test's does not (.ci/llama_cc.sh says which): about half the build's CPU.
+# SIMAB_LLM_FULL_OPT=1: -O3 everywhere, as llama.cpp's Release (bench/llama_opt_levels.sh
+# compares the two servers' speed).
+LAUNCHER=$(cd "$(dirname "$0")" && pwd)/llama_cc.sh
+KEY_TEXT=$FLAGS
+if [ "${SIMAB_LLM_FULL_OPT:-0}" != 1 ]; then
+    FLAGS="$FLAGS -DCMAKE_C_COMPILER_LAUNCHER=$LAUNCHER -DCMAKE_CXX_COMPILER_LAUNCHER=$LAUNCHER"
+    KEY_TEXT="$KEY_TEXT $(cat "$LAUNCHER")"
+fi
+# The flags and the launcher name the cache entry: a change of either builds anew instead of
+# reusing a binary (the launcher's path, which differs between clones, is left out).
+KEY=$(echo "$KEY_TEXT" | sha256sum | cut -c1-8)
+SERVER_DIR=$CACHE/llama-server-$VERSION-$KEY
 SERVER=$SERVER_DIR/llama-server
 MODEL=$CACHE/models/$GEMMA_FILE
 
@@ -57,7 +69,7 @@ flock 9
 if [ -x "$SERVER" ] && [ -f "$SERVER_DIR/.complete" ] && "$SERVER" --version >/dev/null 2>&1; then
     echo "llama-server $VERSION: cached at $SERVER"
 else
-    echo "llama-server $VERSION: building (cmake + ninja, -j $JOBS; about 6 min on 2 cores)"
+    echo "llama-server $VERSION: building (cmake + ninja, -j $JOBS)"
     start=$SECONDS
     work=$(mktemp -d "$CACHE/build.XXXXXX")
     trap 'rm -rf "$work"' EXIT

@@ -6,7 +6,7 @@
 # on stdout (everything else goes to stderr), for `eval "$(.ci/llama_server.sh)"`.
 #
 # Idempotent: both land in $SIMAB_LLM_CACHE (default ~/.cache/simab-llm); a machine that
-# keeps its home skips the build (6-16 min) and the 253 MB download (0.8 s when cached).  Any failure exits non-zero.
+# keeps its home skips the build (about 600 CPU seconds) and the 253 MB download (0.8 s when cached).  Any failure exits non-zero.
 #
 # Why llama.cpp's own server and not llama-cpp-python[server] (issue 21, item 6):
 # - llama-cpp-python is a binding: its `[server]` extra builds the same llama.cpp (its

@@ -40,3 +40,36 @@ def _refusal(run) -> str | None:
         return refusal_now(settings.home, run_claim(run))
     except (OSError, ValueError):
         return None  # no verdict here: the run worker's lock decides
+
+
+# A run submitted this long ago that has not started yet still counts as first: run monitoring
+# fails a run stuck STARTING after its start timeout (pipelines/instance.py, 180 s); a QUEUED run
+# older than that waits on a daemon that is not running, and holds no one back.
+LAUNCH_FIRST_S = 180.0
+
+
+def launched_first(instance, now: float | None = None) -> str | None:
+    """Why a lifecycle runner must not take the home now: a run launched through the instance
+    (the UI, a schedule, a backfill) was submitted before it and has not started, so it does not
+    hold the home yet, and would be refused by its own worker after the runner took it.  None
+    when there is none.  The runner's own runs carry `RUNNER_TAG` and are not counted."""
+    import time
+
+    from dagster import DagsterRunStatus, RunsFilter
+
+    from pipelines.instance import RUNNER_TAG
+
+    now = time.time() if now is None else now
+    waiting = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING]
+    for record in instance.get_run_records(RunsFilter(statuses=waiting), limit=20):
+        run = record.dagster_run
+        submitted = record.create_timestamp.timestamp()
+        if RUNNER_TAG in run.tags or now - submitted > LAUNCH_FIRST_S:
+            continue
+        where = f"[{run.tags['dagster/partition']}]" if "dagster/partition" in run.tags else ""
+        return (
+            f"run {run.run_id} of {run.job_name}{where} was launched through the Dagster instance "
+            f"{now - submitted:.0f} s ago and is {run.status.value.lower().replace('_', ' ')}: it came first. "
+            "Wait for it to finish (`simab ui` shows it) or cancel it there, then run again"
+        )
+    return None

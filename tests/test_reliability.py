@@ -334,6 +334,33 @@ def test_a_run_submitted_while_the_home_is_taken_fails_at_once_naming_the_holder
         assert _refusal(instance.create_run_for_job(job)) is None  # the holder gone: free again
 
 
+def test_a_run_launched_through_the_instance_before_a_cli_run_keeps_its_turn(tmp_path):
+    # Issue 50: a UI launch takes the home only when its worker starts, 20-30 s later; a `simab
+    # run` started in between must not take the home from it (it would refuse the launch).
+    import time
+
+    from dagster import DagsterEvent, DagsterEventType
+
+    from pipelines.home_coordinator import LAUNCH_FIRST_S, launched_first
+    from pipelines.instance import RUNNER_TAG
+
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        job = _locked_job()
+        instance.create_run_for_job(job, tags={RUNNER_TAG: "the runner's own"})
+        assert launched_first(instance) is None  # the runner's own runs never count
+        launched = instance.create_run_for_job(job, tags={"dagster/partition": "fm"})
+        said = launched_first(instance)
+        assert said is not None and f"run {launched.run_id} of simab_try[fm] was launched" in said
+        assert "it came first" in said and "simab ui" in said
+        # One that waited past the start timeout holds no one back (no daemon is running it).
+        assert launched_first(instance, now=time.time() + LAUNCH_FIRST_S + 1) is None
+        # Started, it holds the home in its worker: the home's lock decides from then on.
+        instance.report_dagster_event(
+            DagsterEvent(event_type_value=DagsterEventType.RUN_START.value, job_name=job.name), launched.run_id
+        )
+        assert launched_first(instance) is None
+
+
 def test_a_writer_never_removes_a_live_writers_temporary_folder(tmp_path):
     # The issue's failure: two runs sharing `.agents.XXXX.tmp`, each removing the other's.
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -46,11 +46,11 @@ FLAGS="-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLA
  -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
 # Release's -O3 only where the tokens are computed (ggml); less where the compiler's time goes
 # and the test's does not (.ci/llama_cc.sh says which): about half the build's CPU.
-# SIMAB_LLM_FULL_OPT=1: -O3 everywhere, as llama.cpp's Release (bench/llama_opt_levels.sh
+# LLAMA_FULL_OPT=1: -O3 everywhere, as llama.cpp's Release (bench/llama_server.py
 # compares the two servers' speed).
 LAUNCHER=$(cd "$(dirname "$0")" && pwd)/llama_cc.sh
 KEY_TEXT=$FLAGS
-if [ "${SIMAB_LLM_FULL_OPT:-0}" != 1 ]; then
+if [ "${LLAMA_FULL_OPT:-0}" != 1 ]; then
     FLAGS="$FLAGS -DCMAKE_C_COMPILER_LAUNCHER=$LAUNCHER -DCMAKE_CXX_COMPILER_LAUNCHER=$LAUNCHER"
     KEY_TEXT="$KEY_TEXT $(cat "$LAUNCHER")"
 fi

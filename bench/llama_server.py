@@ -7,7 +7,7 @@ one thread, the same chat requests alternate between them (a long prompt of abou
 tokens, then short follow-ups, each answer 64 tokens at temperature 0), and llama-server's own
 timings per token are printed for each, the second as a ratio of the first.
 
-    SIMAB_LLM_FULL_OPT=1 .ci/llama_server.sh    # the -O3 build (its own cache entry)
+    LLAMA_FULL_OPT=1 .ci/llama_server.sh    # the -O3 build (its own cache entry)
     .ci/llama_server.sh                         # the build CI uses
     .venv/bin/python -m bench.llama_server --baseline <-O3 llama-server> --candidate <CI's llama-server> \\
         --model ~/.cache/simab-llm/models/gemma-3-270m-q4_k_m.gguf

@@ -41,7 +41,7 @@ Persona = Literal["traits", "matched"]
 ActivityDrives = Literal["session_length", "visits"]
 Nightly = Literal["fresh", "continue"]
 Deployment = Literal["local", "server"]
-Executor = Literal["multiprocess", "celery"]
+Executor = Literal["in_process", "multiprocess", "celery"]
 
 
 def _time_zone(name: str) -> str:
@@ -499,8 +499,21 @@ class Settings(BaseModel):
         "runs of the instance (dagster.yaml `concurrency.pools`)",
         ge=1,
     )
+    # in_process by default: on the tiny world and two cores it is the fastest of the three
+    # (docs/findings/executors.md), since every other one rebuilds the definitions per step.
     executor: Executor = setting(
-        "multiprocess", "SIMAB_EXECUTOR", "multiprocess | celery (workers on $SIMAB_CELERY_BROKER)"
+        "in_process",
+        "SIMAB_EXECUTOR",
+        "the executor of every run, `simab run`'s too: in_process (each run's steps one after another in its "
+        "process) | multiprocess (steps as processes of this machine; the lifecycle's arms side by side) | celery "
+        "(workers on $SIMAB_CELERY_BROKER)",
+    )
+    concurrency: int = setting(
+        2,
+        "SIMAB_CONCURRENCY",
+        "with the multiprocess or celery executor: the lifecycle's independent steps (its arms) run at once, and "
+        "the steps of one run the multiprocess executor runs at once",
+        ge=1,
     )
     celery_broker: str = setting(
         "", "SIMAB_CELERY_BROKER", "broker of the celery executor, e.g. redis://127.0.0.1:6379/0"

@@ -11,14 +11,18 @@ step's.
 
 `to_log_file(path)` sends the process's standard output and error (file descriptors 1 and 2,
 so C libraries and subprocesses too) to the log and yields a stream on the real terminal;
-`LifecycleConsole` draws on that stream with rich.  `LifecycleConsole.watch(instance, run_id)`
-follows a Dagster run as it executes, from the instance's event stream.
+`LifecycleConsole` draws on that stream with rich: a stage alone, or the stages of a lane (the
+arms, run side by side by an executor with workers: `pipelines.plan.lanes`) as bars of one
+display.  `Stage.follow(instance, tags)` follows the Dagster run of a stage as it executes,
+from the instance's event log: the run is executed by Dagster (`dagster.execute_job`), its
+steps perhaps in other processes, so the console reads what the instance stores.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,10 +78,17 @@ class LifecycleConsole:
     @contextmanager
     def stage(self, label: str, total: int) -> Iterator[Stage]:
         """A stage of `total` steps: a live bar on a terminal, one finished line in any case."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        with self.lane() as lane, lane.stage(label, total) as stage:
+            yield stage
+
+    @contextmanager
+    def lane(self) -> Iterator[Lane]:
+        """Stages that run at once (`Lane.stage`, from any thread), one bar each; the notes of
+        those that succeeded are printed under them once every one has ended."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         progress = Progress(
-            SpinnerColumn(finished_text="[green]✓[/]"),
+            _Mark(),
             TextColumn("{task.description:<22}", markup=False),
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
@@ -85,18 +96,14 @@ class LifecycleConsole:
             TextColumn("{task.fields[step]}", markup=False),
             console=self.console,
         )
+        lane = Lane(progress)
         with progress:
-            stage = Stage(progress, progress.add_task(label, total=total, step=""))
-            try:
-                yield stage
-            except BaseException:
-                stage.succeeded = False
-                raise
-            finally:
-                stage.finish() if stage.succeeded else stage.fail()
-        if stage.succeeded:  # a failed stage's notes come after its cause (the runner prints both)
-            for note in stage.notes:
-                self.line(f"    {note}")
+            yield lane
+        # A failed stage's notes come after its cause (the runner prints both).
+        for stage in lane.stages:
+            if stage.succeeded:
+                for note in stage.notes:
+                    self.line(f"    {note}")
 
     def summary(self, headline: dict, places: list[tuple[str, str]]) -> None:
         """The verdict — the same lines the report opens on (`verdict_lines`: the winning arm
@@ -132,22 +139,70 @@ class LifecycleConsole:
             self.line(f"  {name:<13}{where}")
 
 
+def _Mark():
+    """The spinner of a stage, then ✓ or ✗ (each bar its own: a lane's stages end apart)."""
+    from rich.progress import SpinnerColumn
+    from rich.text import Text
+
+    class Mark(SpinnerColumn):
+        def render(self, task):
+            if task.finished:
+                return Text.from_markup("[red]✗[/]" if task.fields.get("failed") else "[green]✓[/]")
+            return super().render(task)
+
+    return Mark()
+
+
+class Lane:
+    """The stages of one display (`LifecycleConsole.lane`)."""
+
+    def __init__(self, progress) -> None:
+        self.progress = progress
+        self.stages: list[Stage] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def stage(self, label: str, total: int) -> Iterator[Stage]:
+        with self._lock:
+            stage = Stage(self.progress, self.progress.add_task(label, total=total, step=""), total)
+            self.stages.append(stage)
+        try:
+            yield stage
+        except BaseException:
+            stage.succeeded = False
+            raise
+        finally:
+            stage.finish() if stage.succeeded else stage.fail()
+
+
 class Stage:
     """One stage's bar: advanced by the run's step events; notes are printed under it."""
 
-    def __init__(self, progress, task) -> None:
-        self.progress, self.task = progress, task
+    def __init__(self, progress, task, total: int) -> None:
+        self.progress, self.task, self.total = progress, task, total
         self.notes: list[str] = []
         self.failed_steps: list[str] = []
         self.started_steps: set[str] = set()
         self.succeeded = True
 
     def watch(self, instance, run_id: str) -> None:
-        # The instance calls listeners synchronously as each event is stored.  Not every
-        # instance offers it (an old Dagster): then the bar just completes at the end.
+        """Follow a run executed in this process (`execute_in_process`, run id chosen before):
+        the instance calls listeners synchronously as each event is stored.  Not every instance
+        offers it (an old Dagster): then the bar just completes at the end."""
         add = getattr(instance, "add_event_listener", None)
         if add is not None:
             add(run_id, self._on_event)
+
+    @contextmanager
+    def follow(self, instance, tags: dict[str, str]) -> Iterator[None]:
+        """Inside the block, the bar follows the run that carries `tags` (one run's own) as its
+        events are stored; every event it stored is read by the end of the block."""
+        follower = RunFollower(instance, tags, self._on_event)
+        follower.start()
+        try:
+            yield
+        finally:
+            follower.stop()
 
     def _on_event(self, entry) -> None:
         event = entry.dagster_event
@@ -175,12 +230,50 @@ class Stage:
             self.notes.append(_bill(metadata))
 
     def finish(self) -> None:
-        self.progress.update(self.task, completed=self.progress.tasks[0].total, step="")
+        self.progress.update(self.task, completed=self.total, step="")
 
     def fail(self) -> None:
-        self.progress.columns[0].finished_text = "[red]✗[/]"
         step = "failed: " + ", ".join(self.failed_steps) if self.failed_steps else "failed"
-        self.progress.update(self.task, completed=self.progress.tasks[0].total, step=step)
+        self.progress.update(self.task, completed=self.total, step=step, failed=True)
+
+
+class RunFollower(threading.Thread):
+    """Reads the events of the run carrying `tags` from the instance every `every_s` seconds,
+    in order, each once, into `on_event`; `stop` reads the rest."""
+
+    def __init__(self, instance, tags: dict[str, str], on_event, every_s: float = 0.5) -> None:
+        super().__init__(daemon=True, name="simab-follow-run")
+        self.instance, self.tags, self.on_event, self.every_s = instance, tags, on_event, every_s
+        self.run_id: str | None = None
+        self.cursor: str | None = None
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self._stopped.wait(self.every_s):
+            try:
+                self.read()
+            except Exception:  # a storage busy a moment (SQLite): the next read catches up
+                pass
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join()
+        self.read()
+
+    def read(self) -> None:
+        from dagster import RunsFilter
+
+        with self._lock:
+            if self.run_id is None:
+                found = self.instance.get_run_records(filters=RunsFilter(tags=self.tags), limit=1)
+                if not found:
+                    return
+                self.run_id = found[0].dagster_run.run_id
+            page = self.instance.get_records_for_run(self.run_id, cursor=self.cursor)
+            for record in page.records:
+                self.on_event(record.event_log_entry)
+            self.cursor = page.cursor or self.cursor
 
 
 def failure_lines(events, most: int = 5) -> list[str]:

@@ -15,12 +15,15 @@ from dagster import Definitions, definitions
 from ops.environment import offline_defaults
 from ops.settings import Settings, install
 from pipelines.jobs import build_assets, build_jobs, build_schedules_and_sensors
-from pipelines.resources import executor_for_deployment, resources_for_deployment
+from pipelines.resources import executor_for_deployment, executor_of, resources_for_deployment
 from pipelines.run_config import settings_from_env
 
 
-def build_definitions(settings: Settings | None = None, environ: Mapping[str, str] | None = None) -> Definitions:
-    """The whole code location for these settings (default: read from `environ`)."""
+def build_definitions(
+    settings: Settings | None = None, environ: Mapping[str, str] | None = None, home_locked: bool = True
+) -> Definitions:
+    """The whole code location for these settings (default: read from `environ`); `home_locked`
+    False: the executor without the home's lock (the lifecycle runner's runs: it holds the home)."""
     offline_defaults()
     settings = install(settings or settings_from_env(environ))
     jobs = build_jobs(settings)
@@ -33,7 +36,7 @@ def build_definitions(settings: Settings | None = None, environ: Mapping[str, st
         schedules=schedules,
         sensors=sensors,
         resources=resources_for_deployment(settings),
-        executor=executor_for_deployment(settings),
+        executor=executor_for_deployment(settings) if home_locked else executor_of(settings),
     )
 
 

@@ -25,10 +25,8 @@ class Step:
 
 def lifecycle_plan(settings) -> list[Step]:
     """The steps in order: prepare, each arm, the read-out.  With user shards an arm is
-    trained, simulated shard by shard (`simab_simulate[<arm>|<shard>]`), then combined; the
-    runner executes in its own process, so here the shards run one after another (an
-    executor with workers runs them at once when launched as separate runs: README,
-    "Beyond one machine")."""
+    trained, simulated shard by shard (`simab_simulate[<arm>|<shard>]`), then combined.  Which
+    of them may run at once: `lanes`."""
     arms = []
     for arm in settings.arms:
         if settings.shards > 1:
@@ -40,6 +38,28 @@ def lifecycle_plan(settings) -> list[Step]:
         else:
             arms.append(Step("simab_arm", arm))
     return [Step("simab_prepare"), *arms, Step("simab_readout")]
+
+
+def lanes(plan: list[Step]) -> list[list[list[Step]]]:
+    """The plan as lanes run one after another, each lane a list of chains that are
+    independent of each other (an executor with workers runs them side by side), each chain
+    steps run in order: prepare; one chain per arm (its training, then its shards and their
+    combination); the read-out, which reads every arm."""
+    result: list[list[list[Step]]] = []
+    arms: dict[str, list[Step]] = {}
+    for step in plan:
+        arm = (step.partition or "").split("|")[0]
+        if step.job in ("simab_arm", "simab_simulate", "simab_combine") and arm:
+            if not arms:
+                result.append([])
+            if arm not in arms:
+                arms[arm] = []
+                result[-1].append(arms[arm])
+            arms[arm].append(step)
+        else:
+            arms = {}
+            result.append([[step]])
+    return result
 
 
 def plan_digest(plan: list[Step], configs: dict) -> str:

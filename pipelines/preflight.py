@@ -34,7 +34,8 @@ def planned(settings, environ=None):
     from pipelines.definitions import build_definitions
     from pipelines.plan import lifecycle_plan
 
-    defs = build_definitions(settings, environ)
+    # The executor bare: the runner holds the home for its runs (`pipelines.lifecycle_jobs`).
+    defs = build_definitions(settings, environ, home_locked=False)
     plan = lifecycle_plan(settings)
     check_run_configs(settings, defs, [step.job for step in plan])
     return settings, defs, plan

@@ -4,8 +4,9 @@
 assets against an MLflow server named by $MLFLOW_TRACKING_URI (required there).  The `llm`
 resource takes the `SIMAB_LLM_*` settings and `SIMAB_MAX_COST_USD` in both.
 
-Executor: `multiprocess` runs a run's steps as processes of this machine, two at a time (two
-cores here).  `celery` (`dagster-celery`, the `celery` extra: `pip install -e '.[celery]'`) sends every step to the Celery workers listening on
+Executor (`SIMAB_EXECUTOR`): `in_process` (the default) runs a run's steps one after another in
+the process executing the run; `multiprocess` runs them as processes of this machine,
+$SIMAB_CONCURRENCY at a time.  `celery` (`dagster-celery`, the `celery` extra: `pip install -e '.[celery]'`) sends every step to the Celery workers listening on
 the broker $SIMAB_CELERY_BROKER (e.g. `redis://127.0.0.1:6379/0`; results on
 $SIMAB_CELERY_BACKEND, by default the broker); the workers need the same code, the same
 `SIMAB_*` settings, the run storage of $DAGSTER_HOME and the data folder ($SIMAB_HOME) —
@@ -41,17 +42,24 @@ def resources_for_deployment(settings: Settings) -> dict:
 
 
 def executor_for_deployment(settings: Settings):
-    """The executor of every job: `multiprocess` (default) or `celery`, each taking the home
-    for the run (`home_locked`)."""
-    return home_locked(_executor(settings))
+    """The executor of every job launched through the instance: `in_process` (default),
+    `multiprocess` or `celery`, each taking the home for the run (`home_locked`)."""
+    return home_locked(executor_of(settings))
 
 
-def _executor(settings: Settings):
+def executor_of(settings: Settings):
+    """The executor `SIMAB_EXECUTOR` names, as it is; the lifecycle runner's jobs run with it
+    bare (`pipelines.lifecycle_jobs`: the runner holds the home for them)."""
+    if settings.executor == "in_process":
+        from dagster import in_process_executor
+
+        return in_process_executor
     if settings.executor == "multiprocess":
         from dagster import multiprocess_executor
 
-        # Two cores here: two steps at a time (the CTR arms train in parallel partitions).
-        return multiprocess_executor.configured({"max_concurrent": 2})
+        # Spawn (Dagster's default), not forkserver: a forkserver's children write to the
+        # standard output it started with, not to the lifecycle's log of the moment.
+        return multiprocess_executor.configured({"max_concurrent": settings.concurrency})
     if not settings.celery_broker:
         raise SettingError(
             "SIMAB_EXECUTOR='celery': needs SIMAB_CELERY_BROKER (the broker the workers listen on, e.g. redis://127.0.0.1:6379/0)"
@@ -75,8 +83,8 @@ def home_locked(inner):
     a run launched through the instance — from the UI, a schedule tick, a sensor — holds
     $SIMAB_HOME in its run worker while its steps execute, and waits for it
     (`$SIMAB_HOME_WAIT_S`) or fails at once naming the lifecycle or run that holds it.  A
-    lifecycle's own runs (`execute_in_process`) use no executor of the definitions: the
-    lifecycle runner holds the home for them."""
+    lifecycle's own runs use the executor bare (`pipelines.lifecycle_jobs`): the lifecycle runner
+    holds the home for them."""
     from dagster import ExecutorDefinition
 
     create = inner.executor_creation_fn

@@ -1,20 +1,25 @@
-"""Where `--resume` picks the last lifecycle up: the steps of it that succeeded (skipped),
-the assets the interrupted step has still to store (run alone), and the refusals when
-resuming would be wrong (another run came after it, other settings, a run still going)."""
+"""Where `--resume` picks the last lifecycle up: the steps of it that succeeded (skipped), the
+failed run of the interrupted step (re-executed from its failure by Dagster:
+`ReexecutionOptions.from_failure`, which re-runs the steps that failed or never finished and
+what follows them, reading the stored outputs of the rest), and the refusals when resuming
+would be wrong (another run came after it, other settings, a run still going)."""
 
 from __future__ import annotations
 
 import uuid
 
-from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
+from dagster import DagsterRunStatus, RunsFilter
 
 from pipelines.plan import PLAN_TAG, STEP_TAG, Step
 from resources.llm import LIFECYCLE_TAG
 
+# The runs Dagster re-executes from failure (`KnownExecutionState.build_resume_retry_reexecution`).
+REEXECUTABLE = (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
 
-def resume_point(instance, defs, plan: list[Step], digest: str, say=print) -> tuple[str, dict, dict]:
+
+def resume_point(instance, plan: list[Step], digest: str, say=print) -> tuple[str, dict, dict]:
     """Where the last lifecycle stopped: (its id, {step label: run id of the steps that
-    succeeded}, {step label: the asset keys the interrupted step has still to store})."""
+    succeeded}, {step label: the run id of the interrupted step's newest failed attempt})."""
     newest = instance.get_run_records(limit=1)
     if not newest:
         say("--resume: no run in this $DAGSTER_HOME yet; running the whole lifecycle")
@@ -30,6 +35,7 @@ def resume_point(instance, defs, plan: list[Step], digest: str, say=print) -> tu
         raise SystemExit(
             f"--resume: the last lifecycle ({lifecycle}) ran with other arms or run config; run without --resume, or with its settings"
         )
+    # Newest first (the instance's order): a step's newest failed attempt is the one to continue.
     runs = [r.dagster_run for r in instance.get_run_records(filters=RunsFilter(tags={LIFECYCLE_TAG: lifecycle}))]
     going = [r.run_id for r in runs if not r.is_finished]
     if going:
@@ -43,23 +49,8 @@ def resume_point(instance, defs, plan: list[Step], digest: str, say=print) -> tu
         if succeeded:
             done[step.label] = succeeded[0]
             continue
-        stored = {
-            entry.asset_materialization.asset_key
-            for r in attempts
-            for entry in instance.all_logs(r.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
-        }
-        if stored:
-            left[step.label] = _still_to_store(defs, step.job, stored)
-        break  # the steps after the first unfinished one never ran in this lifecycle
+        failed = [r.run_id for r in attempts if r.status in REEXECUTABLE]
+        if failed:
+            left[step.label] = failed[0]
     say(f"--resume: lifecycle {lifecycle}: {len(done)} of {len(plan)} steps done")
     return lifecycle, done, left
-
-
-def _still_to_store(defs, job: str, stored: set) -> set:
-    """The job's asset keys not in `stored`, widened to whole multi-assets (they run as one op)."""
-    keys = defs.resolve_job_def(job).asset_layer.selected_asset_keys
-    graph = defs.resolve_asset_graph()
-    missing = set()
-    for key in keys - stored:
-        missing |= set(graph.get(key).assets_def.keys) & keys
-    return missing

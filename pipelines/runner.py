@@ -1,15 +1,26 @@
-"""The lifecycle runner: the plan's steps executed in order against the persistent Dagster
-instance, each reused when its assets are as stored, re-run where they are not, resumed where
-a killed lifecycle stopped, inside one MLflow run; and at the end where to look."""
+"""The lifecycle runner: the plan's steps executed against the persistent Dagster instance, each
+a Dagster run (`dagster.execute_job`) with the executor the settings name ($SIMAB_EXECUTOR:
+in-process, multiprocess, Celery), each reused when its assets are as stored, re-run where they
+are not, re-executed from its failure where a killed or failed lifecycle stopped
+(`dagster.ReexecutionOptions.from_failure`), inside one MLflow run; and at the end where to look.
+
+With an executor whose steps run elsewhere (multiprocess, Celery) the independent steps of a
+lane — the arms (`pipelines.plan.lanes`) — run side by side, $SIMAB_CONCURRENCY at a time, each
+its own run; in-process, every step runs after the one before (two runs in one process would
+share its threads, its standard output and its memory)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, DagsterInstance, ReexecutionOptions, execute_job
 
 from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
 from ops.preflight.bill import brain_of, lifecycle_bill
@@ -20,13 +31,37 @@ from pipelines.console import LifecycleConsole, failure_lines
 from pipelines.home import dagster_home
 from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
 from pipelines.jobs import run_config_for
-from pipelines.plan import PLAN_TAG, STEP_TAG, Step, plan_digest
+from pipelines.lifecycle_jobs import keep, reconstructable_job
+from pipelines.plan import PLAN_TAG, STEP_TAG, Step, lanes, plan_digest
 from pipelines.resume import resume_point
 from pipelines.versions import OUTSIDE_INPUTS_TAG, judge_step, latest_materialization, outside_inputs
 from resources.lifecycle_run import lifecycle_params, lifecycle_run, resolved_values
 from resources.llm import LIFECYCLE_TAG
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
+
+ATTEMPT_TAG = "simab/attempt"  # one run's own tag: the console finds the run by it as it starts
+PARTITION_TAG = "dagster/partition"
+STAGE_NAMES = {
+    "simab_prepare": "prepare",
+    "simab_arm": "arm",
+    "simab_simulate": "shard",
+    "simab_combine": "combine",
+    "simab_readout": "read-out",
+}
+
+
+@dataclass
+class Attempt:
+    """A step about to run: how (`options` of `execute_job`), what the console shows of it."""
+
+    step: Step
+    stage_name: str
+    options: dict
+    n_steps: int
+    note: str = ""
+    changed: str = ""
+    tags: dict = field(default_factory=dict)
 
 
 def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: bool = False, held=None) -> int:
@@ -63,33 +98,40 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
         say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
 
     digest = plan_digest(plan, {s.job: run_config_for(s.job, settings) for s in plan})
-    lifecycle, done, left = (
-        resume_point(instance, defs, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})
-    )
+    lifecycle, done, left = resume_point(instance, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})
     if held is not None:  # the home's holder record names the lifecycle (`ops.storage.home_lock`)
         held.note(lifecycle=lifecycle)
     started = time.time()
     runs = []
-    stage_names = {
-        "simab_prepare": "prepare",
-        "simab_arm": "arm",
-        "simab_simulate": "shard",
-        "simab_combine": "combine",
-        "simab_readout": "read-out",
-    }
+    side_by_side = settings.executor != "in_process" and settings.concurrency > 1
 
-    def execute(step: Step, runner: str):
+    def attempt(step: Step, runner: str) -> Attempt | None:
+        """What running `step` takes, or None where it is done or reused (said)."""
         label = step.label
-        stage_name = f"{stage_names[step.job]} {step.partition or ''}".strip()
+        stage_name = f"{STAGE_NAMES[step.job]} {step.partition or ''}".strip()
         if label in done:
             say(f"{label}: done in run {done[label]}, skipped")
             runs.append((label, done[label], "done"))
             return None
-        selection = left.get(label)
-        note = f" (resuming: {', '.join(k.to_user_string() for k in sorted(selection))})" if selection else ""
+        tags = {
+            LIFECYCLE_TAG: lifecycle,
+            STEP_TAG: label,
+            PLAN_TAG: digest,
+            ATTEMPT_TAG: uuid.uuid4().hex,
+            **({RUNNER_TAG: runner} if runner else {}),
+            **({PARTITION_TAG: step.partition} if step.partition else {}),
+        }
+        job = defs.resolve_job_def(step.job)
+        if label in left:  # Dagster re-executes the failed run: what failed or never finished
+            parent = instance.get_run_by_id(left[label])
+            keys = _steps_left(instance, parent)
+            outside = outside_inputs(instance, defs, step.job, step.partition)
+            tags.update({OUTSIDE_INPUTS_TAG: json.dumps(outside, sort_keys=True)} if outside else {})
+            options = dict(reexecution_options=ReexecutionOptions.from_failure(parent.run_id, instance))
+            return Attempt(step, stage_name, options, len(keys), note=f" (resuming: {', '.join(keys)})", tags=tags)
         run_config = run_config_for(step.job, settings)
-        changed = ""
-        if selection is None and not force:
+        changed, selection = "", None
+        if not force:
             judgement = judge_step(instance, defs, step.job, step.partition, run_config)
             if judgement.reused:
                 say(f"{stage_name}: unchanged, reused")
@@ -98,74 +140,52 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
             if judgement.stored_by:  # some kept: say what changed (a first run just runs)
                 changed = judgement.text()
                 selection = judgement.rerun if judgement.rerun != judgement.keys else None
-        job = defs.resolve_job_def(step.job)
-        # The run id is chosen here so that the console can follow the run's events as they come.
-        run_id = str(uuid.uuid4())
         outside = outside_inputs(instance, defs, step.job, step.partition)
-        tags = {
-            LIFECYCLE_TAG: lifecycle,
-            STEP_TAG: label,
-            PLAN_TAG: digest,
-            **({RUNNER_TAG: runner} if runner else {}),
-            **({OUTSIDE_INPUTS_TAG: json.dumps(outside, sort_keys=True)} if outside else {}),
-        }
-        options = dict(
-            instance=instance,
-            partition_key=step.partition,
-            run_config=run_config,
-            raise_on_error=False,
-            run_id=run_id,
-            tags=tags,
-            asset_selection=sorted(selection) if selection else None,
-        )
+        tags.update({OUTSIDE_INPUTS_TAG: json.dumps(outside, sort_keys=True)} if outside else {})
+        options = dict(run_config=run_config, asset_selection=sorted(selection) if selection else None)
+        n_steps = len(selection) if selection else len(job.nodes)
+        return Attempt(step, stage_name, options, n_steps, changed=changed, tags=tags)
+
+    def execute(todo: Attempt, lane=None) -> None:
+        """Run `todo` as a Dagster run through the instance; a failure stops the lifecycle."""
+        label = todo.step.label
+        recon = reconstructable_job(todo.step.job)
         if console is None:
-            print(f"==> {label}{note}", flush=True)
-            if changed:
-                print(f"    {changed}", flush=True)
-            result = job.execute_in_process(**options)
+            print(f"==> {label}{todo.note}", flush=True)
+            if todo.changed:
+                print(f"    {todo.changed}", flush=True)
+            result = execute_job(recon, instance=instance, tags=todo.tags, raise_on_error=False, **todo.options)
+            stage = None
         else:
-            n_steps = len(selection) if selection else len(job.nodes)
-            with console.stage(f"{stage_name}{note}", n_steps) as stage:
-                if changed:
-                    stage.notes.append(changed)
-                stage.watch(instance, run_id)
-                result = job.execute_in_process(**options)
+            with _stage(console, lane, todo) as stage:
+                if todo.changed:
+                    stage.notes.append(todo.changed)
+                with stage.follow(instance, {ATTEMPT_TAG: todo.tags[ATTEMPT_TAG]}):
+                    result = execute_job(recon, instance=instance, tags=todo.tags, raise_on_error=False, **todo.options)
                 stage.succeeded = result.success
         runs.append((label, result.run_id, "ran" if result.success else "failed"))
         if not result.success:
-            where = f"the full log {log}" if log else "the Dagster UI (simab ui) for the whole log"
-            again = " Fix the cause, then `simab resume` re-runs only what is left."
-            # The cause first, in the exit message (it reaches the terminal in either console
-            # mode): each failed step's own error; what the stage noted, and the run, after it.
-            notes = [f"    {n}" for n in stage.notes] if console is not None else []
-            spent: list[str] = []
-            _say_bill(spent.append, lifecycle, cap)  # what the run spent of its LLM cap, also when it stopped on it
-            causes = failure_lines(result.all_events)
-            # A full disk or a read-only home first, named (folder, space free, what the step writes).
-            found = (exhaustion_at(cause, data_root()) for cause in causes)
-            exhausted = next((f for f in found if f is not None), None)
-            if exhausted is not None:
-                causes = [exhausted_line(data_root(), *exhausted, stage=stage_name, agents=settings.agents), *causes]
-            raise SystemExit(
-                "\n".join(
-                    [
-                        *causes,
-                        *notes,
-                        *spent,
-                        f"{label} failed (Dagster run {result.run_id}). See {where}.{again}",
-                    ]
-                )
-            )
-        return result
+            raise SystemExit(_failed(instance, result.run_id, todo, stage, log, lifecycle, cap, settings))
 
     tracking = MlflowTracking()
     configs = {job: run_config_for(job, settings) for job in dict.fromkeys(s.job for s in plan)}
     params = lifecycle_params(settings, resolved_values(defs, configs))
-    with runner_lock(home) as runner, lifecycle_run(tracking, lifecycle, params) as tracked:
-        for step in plan:
-            stage = f"{stage_names[step.job]} {step.partition or ''}".strip()
-            with named_exhaustion(data_root(), lambda: log, stage, settings.agents):
-                execute(step, runner)
+    with (
+        runner_lock(home) as runner,
+        lifecycle_run(tracking, lifecycle, params) as tracked,
+        _environment(settings, defs),
+    ):
+        for lane in lanes(plan):
+            if not side_by_side or len(lane) == 1:
+                for step in [s for chain in lane for s in chain]:
+                    stage = f"{STAGE_NAMES[step.job]} {step.partition or ''}".strip()
+                    with named_exhaustion(data_root(), lambda: log, stage, settings.agents):
+                        todo = attempt(step, runner)
+                        if todo is not None:
+                            execute(todo)
+                continue
+            with named_exhaustion(data_root(), lambda: log, "arms", settings.agents):
+                _side_by_side(lane, lambda step: attempt(step, runner), execute, console, settings.concurrency)
         # The report in force: this run's, or the one reused (its read-out was unchanged).
         stored = latest_materialization(instance, AssetKey("simab_report"), None)
         if stored is not None:
@@ -211,6 +231,80 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
     print("  MLflow UI:     simab mlflow     → http://127.0.0.1:5000", file=out)
     print(f"  Dagster UI:    simab ui         → http://127.0.0.1:3000 (DAGSTER_HOME={home})", file=out)
     return 0
+
+
+@contextmanager
+def _stage(console, lane, todo: Attempt):
+    """The console's stage of `todo`: a bar of `lane` (side by side), else a stage alone."""
+    label = f"{todo.stage_name}{todo.note}"
+    with lane.stage(label, todo.n_steps) if lane is not None else console.stage(label, todo.n_steps) as stage:
+        yield stage
+
+
+def _side_by_side(chains: list[list[Step]], attempt, execute, console, concurrency: int) -> None:
+    """The chains of one lane at once, `concurrency` at a time, each chain's steps in order; the
+    steps to run are judged first, in order (their lines come before the bars).  The first
+    failure stops the lifecycle once every chain started has ended."""
+    todo = [[t for t in map(attempt, chain) if t is not None] for chain in chains]
+    todo = [chain for chain in todo if chain]
+    if not todo:
+        return
+    with console.lane() if console is not None else nullcontext() as lane:
+
+        def run_chain(chain: list[Attempt]) -> None:
+            for item in chain:
+                execute(item, lane)
+
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="simab-arm") as pool:
+            futures = [pool.submit(run_chain, chain) for chain in todo]
+        failures = [f.exception() for f in futures if f.exception() is not None]
+        if failures:
+            raise failures[0]
+
+
+@contextmanager
+def _environment(settings, defs):
+    """The runner's settings in the environment, as a step's process reads them
+    (`pipelines.lifecycle_jobs`): its arms (`--arms`) as specs; `defs` kept for this
+    environment, so that the runner's own process builds them once."""
+    from ops.arms.registry import spec_of
+
+    saved = os.environ.get("SIMAB_ARMS")
+    os.environ["SIMAB_ARMS"] = ",".join(spec_of(arm).text() for arm in settings.arms)
+    keep(defs)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("SIMAB_ARMS", None)
+        else:
+            os.environ["SIMAB_ARMS"] = saved
+
+
+def _steps_left(instance, parent) -> list[str]:
+    """The steps of a failed run Dagster's re-execution from failure runs (its own rule)."""
+    from dagster._core.execution.plan.state import KnownExecutionState
+
+    keys, _ = KnownExecutionState.build_resume_retry_reexecution(instance, parent)
+    return sorted(keys)
+
+
+def _failed(instance, run_id: str, todo: Attempt, stage, log, lifecycle: str, cap: float, settings) -> str:
+    """The exit message of a failed step: each failed step's own error first, then what the
+    stage noted, what the run spent of its LLM cap, and where to look."""
+    where = f"the full log {log}" if log else "the Dagster UI (simab ui) for the whole log"
+    again = " Fix the cause, then `simab resume` re-runs only what is left."
+    notes = [f"    {n}" for n in stage.notes] if stage is not None else []
+    spent: list[str] = []
+    _say_bill(spent.append, lifecycle, cap)  # what the run spent of its LLM cap, also when it stopped on it
+    events = [e.dagster_event for e in instance.all_logs(run_id) if e.dagster_event is not None]
+    causes = failure_lines(events)
+    # A full disk or a read-only home first, named (folder, space free, what the step writes).
+    found = (exhaustion_at(cause, data_root()) for cause in causes)
+    exhausted = next((f for f in found if f is not None), None)
+    if exhausted is not None:
+        causes = [exhausted_line(data_root(), *exhausted, stage=todo.stage_name, agents=settings.agents), *causes]
+    return "\n".join([*causes, *notes, *spent, f"{todo.step.label} failed (Dagster run {run_id}). See {where}.{again}"])
 
 
 def _spent(lifecycle: str, cap: float) -> float:

@@ -115,9 +115,10 @@ def _lifecycle_run(instance, step: str, status, plan="p1", lifecycle="L1"):
 def test_resume_skips_what_succeeded_and_starts_at_the_first_unfinished_step(tmp_path):
     with DagsterInstance.ephemeral() as instance:
         prepared = _lifecycle_run(instance, "simab_prepare", DagsterRunStatus.SUCCESS)
-        _lifecycle_run(instance, "simab_arm[pop]", DagsterRunStatus.FAILURE)
-        lifecycle, done, left = resume_point(instance, None, PLAN, "p1")
-        assert (lifecycle, done, left) == ("L1", {"simab_prepare": prepared.run_id}, {})
+        failed = _lifecycle_run(instance, "simab_arm[pop]", DagsterRunStatus.FAILURE)
+        lifecycle, done, left = resume_point(instance, PLAN, "p1")
+        # The failed step is re-executed from its failure by Dagster (`ReexecutionOptions.from_failure`).
+        assert (lifecycle, done, left) == ("L1", {"simab_prepare": prepared.run_id}, {"simab_arm[pop]": failed.run_id})
 
 
 @pytest.mark.parametrize(
@@ -137,7 +138,7 @@ def test_resume_refuses_what_it_cannot_continue_safely(later, message):
         _lifecycle_run(instance, "simab_prepare", DagsterRunStatus.SUCCESS)
         later(instance)
         with pytest.raises(SystemExit, match=message):
-            resume_point(instance, None, PLAN, "p1")
+            resume_point(instance, PLAN, "p1")
 
 
 def _dead_runner(home) -> str:

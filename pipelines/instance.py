@@ -11,8 +11,8 @@ under `dagster dev` is also marked failed by the code server that started it.  D
 dead worker of a STARTED run needs a launcher that can probe workers (Kubernetes, ECS,
 Docker); the default launcher cannot, so `max_resume_run_attempts` is 0.
 
-The lifecycle runner executes its jobs in its own process (`execute_in_process`), which no
-launcher and no daemon watches: killed, it leaves its run STARTED forever.  So each runner
+The lifecycle runner executes its runs itself (`dagster.execute_job`), not through a run
+launcher, so no daemon watches them: killed, it leaves its run STARTED forever.  So each runner
 holds an exclusive lock on a file of its own under `$DAGSTER_HOME/simab_runners/` while it
 runs, and tags its runs with that file's name; the kernel drops the lock when the process
 dies, however it dies.  `mark_dead_runs_failed` finds unfinished runs whose runner's lock

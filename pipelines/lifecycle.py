@@ -29,12 +29,17 @@ re-runs the read-out; a new arm trains that arm (and the read-out reads it); a c
 setting retrains that arm; a code change re-runs the assets whose code it touches and what
 depends on their output.  `--force` runs every step whole.
 
-Killed and resumed.  The jobs run inside this process, where no Dagster daemon watches
-them, so a killed runner would leave its run STARTED forever; at start the runner marks
-the runs of dead runners failed (`pipelines.instance.mark_dead_runs_failed`).  Every run
-carries the lifecycle's id and its step.  `--resume` continues the last lifecycle of this
-$DAGSTER_HOME: steps that succeeded are skipped, an interrupted step re-runs only the
-assets it had not stored (a multi-asset whole), the steps after it run as usual (reused where unchanged).  It
+Each step is a Dagster run through the instance (`dagster.execute_job`) with the executor
+$SIMAB_EXECUTOR names: in-process (default), multiprocess (the arms side by side,
+$SIMAB_CONCURRENCY at once) or Celery (`pipelines.runner`, `pipelines.lifecycle_jobs`).
+
+Killed and resumed.  The runner executes its runs itself, not through a run launcher, so no
+Dagster daemon watches them and a killed runner would leave its run STARTED forever; at start
+the runner marks the runs of dead runners failed (`pipelines.instance.mark_dead_runs_failed`).
+Every run carries the lifecycle's id and its step.  `--resume` continues the last lifecycle of
+this $DAGSTER_HOME: steps that succeeded are skipped, an interrupted step's run is re-executed
+from its failure by Dagster (`ReexecutionOptions.from_failure`: what failed or never finished,
+and what follows it), the steps after it run as usual (reused where unchanged).  It
 refuses when that lifecycle ran with other settings, when other runs came after it (they
 may have replaced its assets), or when one of its runs is still going.
 

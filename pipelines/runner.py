@@ -242,21 +242,19 @@ def _stage(console, lane, todo: Attempt):
 
 
 def _side_by_side(chains: list[list[Step]], attempt, execute, console, concurrency: int) -> None:
-    """The chains of one lane at once, `concurrency` at a time, each chain's steps in order; the
-    steps to run are judged first, in order (their lines come before the bars).  The first
-    failure stops the lifecycle once every chain started has ended."""
-    todo = [[t for t in map(attempt, chain) if t is not None] for chain in chains]
-    todo = [chain for chain in todo if chain]
-    if not todo:
-        return
+    """The chains of one lane at once, `concurrency` at a time, each chain's steps in order, each
+    judged when the one before it in its chain has ended (a shard reads its arm's new lists).
+    The first failure stops the lifecycle once every chain started has ended."""
     with console.lane() if console is not None else nullcontext() as lane:
 
-        def run_chain(chain: list[Attempt]) -> None:
-            for item in chain:
-                execute(item, lane)
+        def run_chain(chain: list[Step]) -> None:
+            for step in chain:
+                todo = attempt(step)
+                if todo is not None:
+                    execute(todo, lane)
 
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="simab-arm") as pool:
-            futures = [pool.submit(run_chain, chain) for chain in todo]
+            futures = [pool.submit(run_chain, chain) for chain in chains]
         failures = [f.exception() for f in futures if f.exception() is not None]
         if failures:
             raise failures[0]

@@ -1,0 +1,103 @@
+"""The lifecycle's wall time and CPU under each executor, as ratios against in-process in the same run.
+
+    .venv/bin/python -m bench.executors [--world tiny|demo] [--executors in_process,multiprocess]
+
+Each executor runs `python -m pipelines.lifecycle` in a fresh home of its own under
+bench/out/executors/ (`SIMAB_EXECUTOR`, `SIMAB_CONCURRENCY=2`), one after another on the same
+world: `tiny` (default) the tests' planted ML-1M folder of 40 users, arms random and pop, 12
+agents, one epoch, the trust protocols that ask the brain off; `demo` the demo's own settings
+(the synthetic world, every default arm).  Wall: seconds from start to exit; CPU: user + system
+seconds of the lifecycle and every process under it.  The verdict each stored is compared with
+in-process's (it must be the same for the same seed).  Celery is not run here: it needs a broker
+and workers started beside it (docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import OUT, ROOT
+
+TINY = {
+    "SIMAB_SOURCE": "local",
+    "SIMAB_ARMS": "random,pop",
+    "SIMAB_AGENTS": "12",
+    "SIMAB_TRUST_PROTOCOLS": "off",
+    "SIMAB_MAX_EPOCHS": "1",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--world", choices=["tiny", "demo"], default="tiny")
+    parser.add_argument("--executors", default="in_process,multiprocess")
+    args = parser.parse_args(argv)
+    executors = [e.strip() for e in args.executors.split(",") if e.strip()]
+    if executors[0] != "in_process":
+        executors = ["in_process", *[e for e in executors if e != "in_process"]]
+    root = OUT / "executors"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    world = dict(TINY) if args.world == "tiny" else {}
+    if args.world == "tiny":
+        from fakes.planted_data import planted_movielens, write_ml1m
+
+        users, movies, ratings = planted_movielens(seed=5, n_users=40, n_movies=50, ratings_per_user=15)
+        write_ml1m(root / "ml-1m", users, movies, ratings)
+        world["SIMAB_LOCAL_PATH"] = str(root / "ml-1m")
+    print(f"world {args.world}; {os.cpu_count()} cores; load average before {os.getloadavg()[0]:.2f}", flush=True)
+    figures = {}
+    for executor in executors:
+        home = root / executor
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SIMAB_", "DAGSTER_", "MLFLOW_"))}
+        env.update(world, SIMAB_HOME=str(home), SIMAB_EXECUTOR=executor, SIMAB_CONCURRENCY="2")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "pipelines.lifecycle"], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if done.returncode != 0:
+            print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+            raise SystemExit(f"{executor}: the lifecycle failed (exit {done.returncode})")
+        figures[executor] = (wall, cpu, _verdict(home / "dagster_home"))
+        print(f"{executor:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s", flush=True)
+    base_wall, base_cpu, base_verdict = figures["in_process"]
+    print()
+    print(f"{'executor':14s} {'wall':>8s} {'CPU':>8s}  verdict")
+    for executor, (wall, cpu, verdict) in figures.items():
+        same = "same" if verdict == base_verdict else "DIFFERS"
+        print(f"{executor:14s} {wall / base_wall:7.2f}x {cpu / base_cpu:7.2f}x  {same} as in_process")
+    print(f"(in_process: {base_wall:.0f} s wall, {base_cpu:.0f} s CPU; load average after {os.getloadavg()[0]:.2f})")
+    return 0
+
+
+def _verdict(dagster_home: Path) -> dict:
+    """The summary the read-out stored (`simab_report`), in a process of its own."""
+    import json
+
+    code = (
+        "import json, sys\n"
+        "from dagster import AssetKey, DagsterInstance\n"
+        "from pipelines.versions import latest_materialization\n"
+        "with DagsterInstance.from_config(sys.argv[1]) as i:\n"
+        "    m = latest_materialization(i, AssetKey('simab_report'), None)\n"
+        "    print(json.dumps(m.event_log_entry.asset_materialization.metadata['summary'].value, sort_keys=True))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(dagster_home)], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The lifecycle's wall time and CPU under each executor, as ratios against in-process in the same run.
 
-    .venv/bin/python -m bench.executors [--world tiny|demo] [--executors in_process,multiprocess]
+    .venv/bin/python -m bench.executors [--world tiny|demo] [--executors in_process,multiprocess,celery]
 
 Each executor runs `python -m pipelines.lifecycle` in a fresh home of its own under
 bench/out/executors/ (`SIMAB_EXECUTOR`, `SIMAB_CONCURRENCY=2`), one after another on the same
@@ -8,8 +8,9 @@ world: `tiny` (default) the tests' planted ML-1M folder of 40 users, arms random
 agents, one epoch, the trust protocols that ask the brain off; `demo` the demo's own settings
 (the synthetic world, every default arm).  Wall: seconds from start to exit; CPU: user + system
 seconds of the lifecycle and every process under it.  The verdict each stored is compared with
-in-process's (it must be the same for the same seed).  Celery is not run here: it needs a broker
-and workers started beside it (docs/deployment.md).
+in-process's (it must be the same for the same seed).  Celery: Debian's `redis-server` on a free
+127.0.0.1 port as the broker and two workers (`--pool=solo`, one step each), started and ready
+before the clock starts; their CPU, imports included, is counted.
 """
 
 from __future__ import annotations
@@ -59,11 +60,17 @@ def main(argv: list[str] | None = None) -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SIMAB_", "DAGSTER_", "MLFLOW_"))}
         env.update(world, SIMAB_HOME=str(home), SIMAB_EXECUTOR=executor, SIMAB_CONCURRENCY="2")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        helpers = _celery(env, home) if executor == "celery" else []
         started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "pipelines.lifecycle"], cwd=ROOT, env=env, capture_output=True, text=True
-        )
-        wall = time.perf_counter() - started
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "pipelines.lifecycle"], cwd=ROOT, env=env, capture_output=True, text=True
+            )
+            wall = time.perf_counter() - started
+        finally:
+            for process in reversed(helpers):
+                process.terminate()
+                process.wait(30)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if done.returncode != 0:
@@ -79,6 +86,61 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{executor:14s} {wall / base_wall:7.2f}x {cpu / base_cpu:7.2f}x  {same} as in_process")
     print(f"(in_process: {base_wall:.0f} s wall, {base_cpu:.0f} s CPU; load average after {os.getloadavg()[0]:.2f})")
     return 0
+
+
+def _celery(env: dict, home: Path) -> list[subprocess.Popen]:
+    """redis-server and two Celery workers for `env` (its broker set), once the workers answer."""
+    import socket
+
+    from celery import Celery
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    broker = f"redis://127.0.0.1:{port}/0"
+    env["SIMAB_CELERY_BROKER"] = broker
+    home.mkdir(parents=True, exist_ok=True)
+    server = shutil.which("redis-server")
+    if server is None:
+        raise SystemExit("celery: redis-server is not installed (apt-get install redis-server)")
+    processes = [
+        subprocess.Popen(
+            [
+                server,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(home),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+    ]
+    # deploy/dagster_celery_config.py gives the app its broker from $SIMAB_CELERY_BROKER.
+    worker_env = {**env, "PYTHONPATH": os.pathsep.join([str(ROOT / "deploy"), str(ROOT)])}
+    for name in ("w1", "w2"):
+        worker = [sys.executable, "-m", "celery", "-A", "dagster_celery.app", "worker", "--pool=solo"]
+        worker += ["--concurrency=1", "--prefetch-multiplier=1", "-n", f"{name}@%h", "--without-gossip"]
+        worker += ["--without-mingle", "--without-heartbeat"]
+        log = open(home / f"{name}.log", "wb")  # noqa: SIM115 - the worker's, closed with the process
+        processes.append(subprocess.Popen(worker, cwd=ROOT, env=worker_env, stdout=log, stderr=subprocess.STDOUT))
+    app = Celery(broker=broker, backend=broker)
+    stop = time.monotonic() + 180
+    while time.monotonic() < stop:
+        try:
+            if len(app.control.ping(timeout=1.0) or []) >= 2:
+                return processes
+        except Exception:  # the broker not up yet
+            pass
+        time.sleep(0.5)
+    for process in processes:
+        process.kill()
+    raise SystemExit("celery: two workers did not answer within 180 s")
 
 
 def _verdict(dagster_home: Path) -> dict:

@@ -146,26 +146,34 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
         n_steps = len(selection) if selection else len(job.nodes)
         return Attempt(step, stage_name, options, n_steps, changed=changed, tags=tags)
 
-    def execute(todo: Attempt, lane=None) -> None:
-        """Run `todo` as a Dagster run through the instance; a failure stops the lifecycle."""
+    def execute(todo: Attempt, lane=None, apart: bool = False) -> None:
+        """Run `todo` as a Dagster run through the instance (`apart`: in a process of its own);
+        a failure stops the lifecycle."""
         label = todo.step.label
-        recon = reconstructable_job(todo.step.job)
+
+        def run() -> tuple[str, bool]:
+            if apart:
+                return _execute_apart(home, todo.step.job, todo.tags, todo.options)
+            recon = reconstructable_job(todo.step.job)
+            result = execute_job(recon, instance=instance, tags=todo.tags, raise_on_error=False, **todo.options)
+            return result.run_id, result.success
+
         if console is None:
             print(f"==> {label}{todo.note}", flush=True)
             if todo.changed:
                 print(f"    {todo.changed}", flush=True)
-            result = execute_job(recon, instance=instance, tags=todo.tags, raise_on_error=False, **todo.options)
+            run_id, success = run()
             stage = None
         else:
             with _stage(console, lane, todo) as stage:
                 if todo.changed:
                     stage.notes.append(todo.changed)
                 with stage.follow(instance, {ATTEMPT_TAG: todo.tags[ATTEMPT_TAG]}):
-                    result = execute_job(recon, instance=instance, tags=todo.tags, raise_on_error=False, **todo.options)
-                stage.succeeded = result.success
-        runs.append((label, result.run_id, "ran" if result.success else "failed"))
-        if not result.success:
-            raise SystemExit(_failed(instance, result.run_id, todo, stage, log, lifecycle, cap, settings))
+                    run_id, success = run()
+                stage.succeeded = success
+        runs.append((label, run_id, "ran" if success else "failed"))
+        if not success:
+            raise SystemExit(_failed(instance, run_id, todo, stage, log, lifecycle, cap, settings))
 
     tracking = MlflowTracking()
     configs = {job: run_config_for(job, settings) for job in dict.fromkeys(s.job for s in plan)}
@@ -244,14 +252,17 @@ def _stage(console, lane, todo: Attempt):
 def _side_by_side(chains: list[list[Step]], attempt, execute, console, concurrency: int) -> None:
     """The chains of one lane at once, `concurrency` at a time, each chain's steps in order, each
     judged when the one before it in its chain has ended (a shard reads its arm's new lists).
-    The first failure stops the lifecycle once every chain started has ended."""
+    Each run executes in a process of its own (`_execute_apart`): Dagster sets up a run's
+    logging for the whole process (`logging.config.dictConfig`), so two runs in one process
+    deadlock or close each other's handlers.  The first failure stops the lifecycle once every
+    chain started has ended."""
     with console.lane() if console is not None else nullcontext() as lane:
 
         def run_chain(chain: list[Step]) -> None:
             for step in chain:
                 todo = attempt(step)
                 if todo is not None:
-                    execute(todo, lane)
+                    execute(todo, lane, apart=True)
 
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="simab-arm") as pool:
             futures = [pool.submit(run_chain, chain) for chain in chains]
@@ -277,6 +288,44 @@ def _environment(settings, defs):
             os.environ.pop("SIMAB_ARMS", None)
         else:
             os.environ["SIMAB_ARMS"] = saved
+
+
+def _execute_apart(home: str, job: str, tags: dict, options: dict) -> tuple[str, bool]:
+    """`execute_job` of `job` in a fresh process (spawned: it imports and builds the
+    definitions from the environment, `pipelines.lifecycle_jobs`), its standard output and error
+    the runner's; (run id, success)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    answer, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_execute_here, args=(home, job, tags, options, sender))
+    process.start()
+    sender.close()
+    try:
+        run_id, success = answer.recv()
+    except EOFError:
+        process.join()
+        raise SystemExit(
+            f"{tags[STEP_TAG]}: the process executing its run ended without a result (exit code {process.exitcode})"
+        ) from None
+    process.join()
+    return run_id, success
+
+
+def _execute_here(home: str, job: str, tags: dict, options: dict, sender) -> None:
+    """`_execute_apart`'s process: killed with the runner (Linux), so that no run goes on
+    after the runner that holds the home for it is gone."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the run ends on its own
+        pass
+    with DagsterInstance.from_config(home) as instance:
+        result = execute_job(reconstructable_job(job), instance=instance, tags=tags, raise_on_error=False, **options)
+    sender.send((result.run_id, result.success))
+    sender.close()
 
 
 def _steps_left(instance, parent) -> list[str]:

@@ -24,7 +24,7 @@ setup: $(VENV)/.installed
 demo: setup
 	$(SIMAB) run
 
-# After a kill or a failure: skip the steps that succeeded, re-run only what was not stored.
+# After a kill or a failure: skip the steps that succeeded, re-execute what failed or never finished.
 resume: setup
 	$(SIMAB) resume
 

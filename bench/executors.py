@@ -8,7 +8,8 @@ world: `tiny` (default) the tests' planted ML-1M folder of 40 users, arms random
 agents, one epoch, the trust protocols that ask the brain off; `demo` the demo's own settings
 (the synthetic world, every default arm).  Wall: seconds from start to exit; CPU: user + system
 seconds of the lifecycle and every process under it.  The verdict each stored is compared with
-in-process's (it must be the same for the same seed).  Celery: Debian's `redis-server` on a free
+in-process's, every number to 12 significant digits (it must be the same for the same seed; a
+sum in another process may differ in its last bits, 1e-17).  Celery: Debian's `redis-server` on a free
 127.0.0.1 port as the broker and two workers (`--pool=solo`, one step each), started and ready
 before the clock starts; their CPU, imports included, is counted.
 """
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"{'executor':14s} {'wall':>8s} {'CPU':>8s}  verdict")
     for executor, (wall, cpu, verdict) in figures.items():
-        same = "same" if verdict == base_verdict else "DIFFERS"
+        same = "same" if _rounded(verdict) == _rounded(base_verdict) else "DIFFERS"
         print(f"{executor:14s} {wall / base_wall:7.2f}x {cpu / base_cpu:7.2f}x  {same} as in_process")
     print(f"(in_process: {base_wall:.0f} s wall, {base_cpu:.0f} s CPU; load average after {os.getloadavg()[0]:.2f})")
     return 0
@@ -141,6 +142,17 @@ def _celery(env: dict, home: Path) -> list[subprocess.Popen]:
     for process in processes:
         process.kill()
     raise SystemExit("celery: two workers did not answer within 180 s")
+
+
+def _rounded(value):
+    """`value` with every float to 12 significant digits, in dicts and lists."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def _verdict(dagster_home: Path) -> dict:

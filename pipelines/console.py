@@ -88,7 +88,7 @@ class LifecycleConsole:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         progress = Progress(
-            _Mark(),
+            _mark_column(),
             TextColumn("{task.description:<22}", markup=False),
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
@@ -139,7 +139,7 @@ class LifecycleConsole:
             self.line(f"  {name:<13}{where}")
 
 
-def _Mark():
+def _mark_column():
     """The spinner of a stage, then ✓ or ✗ (each bar its own: a lane's stages end apart)."""
     from rich.progress import SpinnerColumn
     from rich.text import Text

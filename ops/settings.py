@@ -15,7 +15,8 @@ import os
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -575,6 +576,27 @@ class Settings(BaseModel):
 def declared() -> dict:
     """The settings that come from a variable, by field name."""
     return {name: info for name, info in Settings.model_fields.items() if info.json_schema_extra}
+
+
+@contextmanager
+def exported(**values) -> Iterator[None]:
+    """Inside the block the environment carries these settings (by field name: a list joined by
+    its separator), as a process started from here reads them (`load`); as it was after."""
+    fields = declared()
+    saved = {}
+    for name, value in values.items():
+        extra = _extra(fields[name])
+        saved[extra["env"]] = os.environ.get(extra["env"])
+        text = extra["sep"].join(value) if isinstance(value, list) else str(value)
+        os.environ[extra["env"]] = text
+    try:
+        yield
+    finally:
+        for env, before in saved.items():
+            if before is None:
+                os.environ.pop(env, None)
+            else:
+                os.environ[env] = before
 
 
 def config_default(name: str) -> Any:

@@ -12,7 +12,6 @@ share its threads, its standard output and its memory)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import uuid
@@ -277,17 +276,11 @@ def _environment(settings, defs):
     (`pipelines.lifecycle_jobs`): its arms (`--arms`) as specs; `defs` kept for this
     environment, so that the runner's own process builds them once."""
     from ops.arms.registry import spec_of
+    from ops.settings import exported
 
-    saved = os.environ.get("SIMAB_ARMS")
-    os.environ["SIMAB_ARMS"] = ",".join(spec_of(arm).text() for arm in settings.arms)
-    keep(defs)
-    try:
+    with exported(arms=[spec_of(arm).text() for arm in settings.arms]):
+        keep(defs)
         yield
-    finally:
-        if saved is None:
-            os.environ.pop("SIMAB_ARMS", None)
-        else:
-            os.environ["SIMAB_ARMS"] = saved
 
 
 def _execute_apart(home: str, job: str, tags: dict, options: dict) -> tuple[str, bool]:

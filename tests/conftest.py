@@ -180,6 +180,7 @@ FIRST = (
     "test_domain_lifecycle.py",  # two whole lifecycles (bookshop, Steam)
     "test_arms_e2e.py",
     "test_shards.py",
+    "test_executors.py",  # a multiprocess lifecycle: every step in an interpreter of its own
     "test_recommenders_ml1m.py",
 )
 

@@ -148,3 +148,35 @@ def test_a_code_change_recomputes_the_assets_of_that_code_and_what_follows(world
     assert _assets(stored) == {"ab_readout", "simab_report", "list_sensitivity"}, stored
     assert "simab_report: code changed" in said, said
     assert "arm pop: unchanged, reused" in said
+
+
+def test_a_lifecycle_started_after_a_launch_that_has_not_started_leaves_the_home_to_it(
+    tmp_path, capfd, planted_lifecycle
+):
+    # Issue 50: the UI's launch came first; its worker takes the home only once it starts.
+    from dagster import DagsterInstance, job, op
+
+    from pipelines.lifecycle import main
+
+    @op
+    def step():
+        pass
+
+    @job(name="simab_prepare")
+    def launched():
+        step()
+
+    home, dagster_home = copy_planted(planted_lifecycle, tmp_path)
+    with DagsterInstance.from_config(str(dagster_home)) as instance:
+        before = len(instance.get_runs())
+        run = instance.create_run_for_job(launched, tags={"dagster/partition": "pop"})
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in planted_lifecycle.environ(home, dagster_home).items():
+            env.setenv(name, value)
+        env.delenv("MLFLOW_TRACKING_URI", raising=False)
+        with pytest.raises(SystemExit) as refused:
+            main([])
+    said = str(refused.value)
+    assert said.startswith(f"simab: the home {home} is claimed: run {run.run_id} of simab_prepare[pop]"), said
+    with DagsterInstance.from_config(str(dagster_home)) as instance:
+        assert len(instance.get_runs()) == before + 1  # the runner started no run of its own

@@ -46,7 +46,7 @@ FLAGS="-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLA
  -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
 # Release's -O3 only where the tokens are computed (ggml); less where the compiler's time goes
 # and the test's does not (.ci/llama_cc.sh says which): 28 % less of the build's CPU.
-# LLAMA_FULL_OPT=1: -O3 everywhere, as llama.cpp's Release (bench/llama_server.py
+# LLAMA_FULL_OPT=1: -O3 everywhere, as llama.cpp's Release (docs/findings/test_time.md
 # compares the two servers' speed).
 LAUNCHER=$(cd "$(dirname "$0")" && pwd)/llama_cc.sh
 KEY_TEXT=$FLAGS

@@ -1,7 +1,8 @@
 """Every `SIMAB_*` setting, declared once: its variable, type, allowed values, default and
 what it feeds; and the order in which a value reaches a step (`PRECEDENCE`), written here
-once.  This module is the only place that reads the settings from the environment.  It is
-long because it holds one concept whole: the settings, each declared where it is read.
+once.  This module is the only place that reads the settings from the environment.
+
+One concept, the settings: long because each is declared here whole, with where it is read.
 
 Adding a setting: one `setting(...)` field below (variable, help, the op config fields or the
 resource field it feeds).  docs/settings.md — the precedence and the table of every setting —

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"{'executor':14s} {'wall':>8s} {'CPU':>8s}  verdict")
     for executor, (wall, cpu, verdict) in figures.items():
-        same = "same" if _rounded(verdict) == _rounded(base_verdict) else "DIFFERS"
+        same = "same" if rounded(verdict) == rounded(base_verdict) else "DIFFERS"
         print(f"{executor:14s} {wall / base_wall:7.2f}x {cpu / base_cpu:7.2f}x  {same} as in_process")
     print(f"(in_process: {base_wall:.0f} s wall, {base_cpu:.0f} s CPU; load average after {os.getloadavg()[0]:.2f})")
     return 0
@@ -91,37 +91,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _celery(env: dict, home: Path) -> list[subprocess.Popen]:
     """redis-server and two Celery workers for `env` (its broker set), once the workers answer."""
-    import socket
-
     from celery import Celery
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    from fakes.redis_broker import free_port, redis_command
+
+    port = free_port()
     broker = f"redis://127.0.0.1:{port}/0"
     env["SIMAB_CELERY_BROKER"] = broker
     home.mkdir(parents=True, exist_ok=True)
     server = shutil.which("redis-server")
     if server is None:
         raise SystemExit("celery: redis-server is not installed (apt-get install redis-server)")
-    processes = [
-        subprocess.Popen(
-            [
-                server,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(home),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-    ]
+    processes = [subprocess.Popen(redis_command(server, port, home), stdout=subprocess.DEVNULL)]
     # deploy/dagster_celery_config.py gives the app its broker from $SIMAB_CELERY_BROKER.
     worker_env = {**env, "PYTHONPATH": os.pathsep.join([str(ROOT / "deploy"), str(ROOT)])}
     for name in ("w1", "w2"):
@@ -144,14 +125,16 @@ def _celery(env: dict, home: Path) -> list[subprocess.Popen]:
     raise SystemExit("celery: two workers did not answer within 180 s")
 
 
-def _rounded(value):
-    """`value` with every float to 12 significant digits, in dicts and lists."""
+def rounded(value):
+    """`value` with every float to 12 significant digits, in dicts and lists: verdicts computed in
+    other processes compared (a sum over other BLAS threads may differ in its last bits).
+    tests/test_executors.py compares with it too."""
     if isinstance(value, float):
         return float(f"{value:.12g}")
     if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
+        return {k: rounded(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_rounded(v) for v in value]
+        return [rounded(v) for v in value]
     return value
 
 

@@ -46,12 +46,13 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from fakes.redis_broker import free_port, redis_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_USERS, TARGET_ITEMS = 10_000_000, 1_000_000
@@ -311,15 +312,12 @@ def celery_lifecycle(env: dict[str, str], args) -> Run:
         sys.exit("--celery needs redis-server (Debian: apt-get install redis-server)")
     home = Path(env["SIMAB_HOME"])
     home.mkdir(parents=True)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     broker = f"redis://127.0.0.1:{port}/0"
     env = {**env, "SIMAB_EXECUTOR": "celery", "SIMAB_SHARDS": str(args.shards), "SIMAB_CELERY_BROKER": broker}
     full = {**_environment(env), "PYTHONPATH": os.pathsep.join([str(ROOT / "deploy"), str(ROOT)])}
     full.pop("MLFLOW_TRACKING_URI", None)
-    redis_command = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    processes = [subprocess.Popen([*redis_command, "--dir", str(home)], stdout=subprocess.DEVNULL)]
+    processes = [subprocess.Popen(redis_command(server, port, home), stdout=subprocess.DEVNULL)]
     worker = [sys.executable, "-m", "celery", "-A", "dagster_celery.app", "worker", "--pool=solo"]
     worker += ["--concurrency=1", "--prefetch-multiplier=1", "--without-gossip", "--without-mingle"]
     started = time.perf_counter()

@@ -49,6 +49,7 @@ def test_the_arms_are_one_lane_of_independent_chains_between_prepare_and_the_rea
 def test_multiprocess_runs_two_arms_at_once_and_gives_the_in_process_verdict(planted_lifecycle, tmp_path):
     from dagster import AssetKey, DagsterEventType, DagsterInstance, RunsFilter
 
+    from bench.executors import rounded
     from pipelines.versions import latest_materialization
     from tests.conftest import copy_planted
 
@@ -96,14 +97,3 @@ def test_multiprocess_runs_two_arms_at_once_and_gives_the_in_process_verdict(pla
         if a[0] < b[0] and a_start < b_end and b_start < a_end
     ]
     assert overlapping, spans
-
-
-def rounded(value):
-    """`value` with every float to 12 significant digits, in dicts and lists."""
-    if isinstance(value, float):
-        return float(f"{value:.12g}")
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rounded(v) for v in value]
-    return value

@@ -217,13 +217,13 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
     The events equal the in-process unsharded run's, and the steps ran in the workers."""
     import os
     import shutil
-    import socket
     import subprocess
     import sys
     from pathlib import Path
 
     from dagster import DagsterEventType
 
+    from fakes.redis_broker import free_port, redis_command
     from tests.shard_runs import SIMULATION, environ, stored_events
 
     server = _celery_parts_or_skip()
@@ -233,9 +233,7 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
     shutil.rmtree(
         home / "assets" / "simulation_shard", ignore_errors=True
     )  # of the in-process sharded test, if it ran first
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     broker = f"redis://127.0.0.1:{port}/0"
     settings = environ(
         home,
@@ -252,23 +250,7 @@ def test_shards_run_on_two_celery_workers_through_redis_and_give_the_in_process_
     worker_env = {**os.environ, **settings, "PYTHONPATH": os.pathsep.join([str(celery_config), str(project)])}
     worker_env.pop("MLFLOW_TRACKING_URI", None)
     processes = [
-        subprocess.Popen(
-            [
-                server,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(tmp_path),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-        )
+        subprocess.Popen(redis_command(server, port, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     ]
     logs = []
     try:

@@ -512,3 +512,24 @@ def test_a_reflection_on_the_sessions_watches_makes_the_next_similar_click_likel
     # The reflection changed the session's state, not the agent: a new session forgets it.
     reflective.decide(session([]), page, np.random.default_rng(0))
     assert np.allclose(reflective.click_probability(session([]), shown), plain.click_probability(session([]), shown))
+
+
+def test_negatives_are_drawn_where_the_user_rated_the_whole_head() -> None:
+    """On a log led by the popular a user may have rated every item the popularity draw
+    favours: rejection never finds one, so the rest comes from the unrated rows, by the same
+    distribution; only a user who rated everything is refused."""
+    from types import SimpleNamespace
+
+    from ops.simulation.brains.embedded import EmbeddedBrainConfig
+    from ops.simulation.brains.embedded.fitting import _sample_negatives
+
+    ids = np.arange(1, 201)
+    ctx = SimpleNamespace(facts=SimpleNamespace(movie_ids=ids))
+    pop_p = np.r_[np.full(20, 1.0), np.full(180, 1e-9)]
+    pop_p /= pop_p.sum()
+    rated = set(range(1, 21))  # the whole head
+    config = EmbeddedBrainConfig(popular_negative_share=1.0)
+    rows = _sample_negatives(np.random.default_rng(0), 40, pop_p, rated, ctx, config)
+    assert rows.size == 40 and not set(ids[rows].tolist()) & rated
+    with pytest.raises(ValueError, match="rated the whole catalogue"):
+        _sample_negatives(np.random.default_rng(0), 4, pop_p, set(ids.tolist()), ctx, config)

@@ -391,7 +391,19 @@ def _sample_negatives(rng, n, pop_p, rated: set, ctx: BrainContext, config: Embe
             got[kind] += [r for r in draw.tolist() if int(ids[r]) not in rated][:short]
         if all(len(got[k]) == want[k] for k in got):
             return np.asarray(got["uniform"] + got["popular"], dtype=np.int64)
-    raise ValueError("embedded brain fit: cannot sample negatives (a user rated nearly the whole catalogue)")
+    # Rejection fails where the user rated most of what the draw favours — the head, on a log
+    # led by the popular (a planted world at exposure 2.5): the rest is drawn from the same
+    # distribution restricted to the unrated rows (the first rounds' draws kept, so a fit that
+    # never gets here draws what it always drew).
+    unrated = np.fromiter((int(m) not in rated for m in ids.tolist()), dtype=bool, count=len(ids))
+    if not unrated.any():
+        raise ValueError("embedded brain fit: cannot sample negatives (a user rated the whole catalogue)")
+    for kind in got:
+        short = want[kind] - len(got[kind])
+        if short > 0:
+            p = np.where(unrated, 1.0 if kind == "uniform" else pop_p, 0.0)
+            got[kind] += rng.choice(len(ids), short, p=p / p.sum()).tolist()
+    return np.asarray(got["uniform"] + got["popular"], dtype=np.int64)
 
 
 def _propensity_weights(counts: np.ndarray, y: np.ndarray, power: float) -> np.ndarray:

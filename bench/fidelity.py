@@ -38,6 +38,7 @@ from bench import OUT
 from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import MiniLMTextEmbedder, PaletteLayoutPosterEmbedder
 from ops.arms.base import arm_frame, internal_frame, rank_by_score
+from ops.data.random_exposure import calibration_rows
 from ops.environment import offline_defaults
 from ops.readout.agent_metrics import per_agent_metrics
 from ops.readout.bias import simulator_bias
@@ -64,6 +65,50 @@ VARIANTS: dict[str, tuple[dict, bool]] = {
         {"exposure_correction": 1.0, "popular_negative_share": 0.0, "exposure_correction_models": "all"},
         True,
     ),
+    # The click decision calibrated on the random bucket's calibration half instead of the
+    # list response (`ops.studies.alignment.exposure_calibration`): the world's own sample.
+    "clock-bucket": ({}, True),
+    "clock-exposure-half-bucket": ({"exposure_correction": 0.5, "popular_negative_share": 0.0}, True),
+    # ... with the collaborative scores the click model otherwise leaves out (click_collaborative).
+    "clock-bucket-collab": ({"click_collaborative": "collab+recent"}, True),
+    "clock-bucket-auto": ({"click_collaborative": "auto"}, True),
+    "clock-collab": ({"click_collaborative": "collab+recent"}, True),
+    "clock-exposure-half-collab": (
+        {"exposure_correction": 0.5, "popular_negative_share": 0.0, "click_collaborative": "collab+recent"},
+        True,
+    ),
+    "clock-knn-collab": ({"collab_family": "itemknn", "click_collaborative": "collab+recent"}, True),
+    "clock-exposure-half-knn-collab": (
+        {
+            "exposure_correction": 0.5,
+            "popular_negative_share": 0.0,
+            "collab_family": "itemknn",
+            "click_collaborative": "collab+recent",
+        },
+        True,
+    ),
+    "clock-exposure-quarter-knn-collab": (
+        {
+            "exposure_correction": 0.25,
+            "popular_negative_share": 0.0,
+            "collab_family": "itemknn",
+            "click_collaborative": "collab+recent",
+        },
+        True,
+    ),
+    "clock-uniform-knn-collab": (
+        {"popular_negative_share": 0.0, "collab_family": "itemknn", "click_collaborative": "collab+recent"},
+        True,
+    ),
+    "clock-bucket-knn-collab": ({"collab_family": "itemknn", "click_collaborative": "collab+recent"}, True),
+}
+# The variants whose click decision the random-exposure sample calibrates.
+BUCKET_CALIBRATED = {
+    "clock-bucket",
+    "clock-exposure-half-bucket",
+    "clock-bucket-collab",
+    "clock-bucket-auto",
+    "clock-bucket-knn-collab",
 }
 
 
@@ -192,6 +237,7 @@ def simulate_variant(
         calibration_agents=calibration_agents,
         brain_config=EmbeddedBrainConfig(fit_seed=seed, **fields),
         levels=tuple(float(x) for x in levels.split(",") if x.strip()) or None,
+        exposure_rows=calibration_rows(_truth(home)) if name in BUCKET_CALIBRATED else None,
     )
     catalogue = Catalogue.from_frame(frames["mm_ml_1m"])
     items = frames["mm_ml_1m"].get_column("movie_id").to_numpy()
@@ -253,6 +299,12 @@ def _line(row: dict, base: dict) -> str:
         said += "\n    " + ", ".join(f"{a} vs {b}: {v}" for a, b, v in row["not_agreeing"])
     ctr = ", ".join(f"{a} {row['ctr'][a]:.3f}/{row['ndcg'][a]:.3f}" for a in sorted(row["ctr"]))
     return said + f"\n    CTR/NDCG@20: {ctr}"
+
+
+def _truth(home: Path) -> pl.DataFrame | None:
+    """The home's judge (`ground_truth` asset), None where the run has none."""
+    path = home / "assets" / "ground_truth.parquet"
+    return pl.read_parquet(path) if path.exists() else None
 
 
 if __name__ == "__main__":

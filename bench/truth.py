@@ -35,6 +35,7 @@ import polars as pl
 
 from bench import OUT, ROOT, run_lifecycle
 from bench.fidelity import VARIANTS, simulate_variant, stored_run
+from ops.data.random_exposure import calibration_users
 from ops.environment import offline_defaults
 from ops.readout.truth import KINDS, judge_against_truth
 
@@ -76,7 +77,11 @@ def judge_world(home: Path, variant: str, seed: int, n_bootstrap: int, agents: i
     frames, stored = stored_run(home)
     run = simulate_variant(home, frames, stored, variant, n_agents=agents, seed=seed)
     truth = pl.read_parquet(home / "assets" / "ground_truth.parquet")
-    judged = judge_against_truth(truth, run.lists, run.per_agent, run.offline, ["mirror"], n_bootstrap=n_bootstrap)
+    # The calibration half left out for every variant, so that all are judged on the same users.
+    held = calibration_users(truth)
+    judged = judge_against_truth(
+        truth, run.lists, run.per_agent, run.offline, ["mirror"], n_bootstrap=n_bootstrap, held_out=held
+    )
     row = {"variant": variant, "agents": int(run.ids.size), "seconds": round(time.perf_counter() - started, 1)}
     for kind, (metric, _) in KINDS.items():
         pairs = judged.pairs.get(kind, {})
@@ -89,6 +94,21 @@ def judge_world(home: Path, variant: str, seed: int, n_bootstrap: int, agents: i
             "mirror_excess": None if bias is None else [bias.excess, bias.excess_ci_low, bias.excess_ci_high],
         }
     row["arms"] = judged.arms.to_dicts()
+    # The like ratio counts likes per impression, so a like needs a click first; the like
+    # truth counts likes of every item in the list.  The same simulation read against a
+    # truth of the like ratio's own kind — P(click) × P(like) per item, the generator's two
+    # draws being independent given the pair — says how much of the like ratio's mirror
+    # excess is that difference of kinds (a diagnostic of this bench, not a verdict line).
+    both = truth.with_columns(liked=pl.col("clicked") * pl.col("liked"))
+    kinds = judge_against_truth(
+        both, run.lists, run.per_agent, run.offline, ["mirror"], n_bootstrap=n_bootstrap, held_out=held
+    )
+    bias = kinds.mirror.get("like")
+    row["like_ratio_vs_click_and_like"] = {
+        "tau_simulated": kinds.tau("like_ratio", "like"),
+        "tau_offline": kinds.tau("ndcg_at_k", "like"),
+        "mirror_excess": None if bias is None else [bias.excess, bias.excess_ci_low, bias.excess_ci_high],
+    }
     return row
 
 
@@ -149,6 +169,14 @@ def _line(row: dict) -> str:
             + ("n/a" if not m or m[0] is None else f"{m[0]:+.3f} [{m[1]:+.3f}, {m[2]:+.3f}]")
             + "; τ by metric "
             + ", ".join(f"{x} {_f(v)}" for x, v in k["tau_by_metric"].items())
+        )
+    both = row.get("like_ratio_vs_click_and_like")
+    if both:
+        m = both["mirror_excess"]
+        parts.append(
+            f"  like ratio against P(click) × P(like): τ(sim) {_f(both['tau_simulated'])} vs τ(NDCG@20) "
+            f"{_f(both['tau_offline'])}; mirror excess "
+            + ("n/a" if not m or m[0] is None else f"{m[0]:+.3f} [{m[1]:+.3f}, {m[2]:+.3f}]")
         )
     return "\n".join(parts)
 

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from ops.agents.build import Agents, AgentsConfig, build_agents
 from ops.agents.profile import population_ids, profiles_frame
+from ops.data.random_exposure import MIN_CALIBRATION_CLICKS, calibration_rows, calibration_users
 from ops.figures import table_markdown
 from ops.settings import config_default
 from ops.simulation.brains.llm.persona import PersonaOutcome, match_personas, persona_agents, persona_inputs, tenths
@@ -79,9 +80,13 @@ class AgentsAssetConfig(Config):
         default=config_default("trust_half_width"), gt=0, le=0.5, description="($SIMAB_TRUST_HALF_WIDTH)"
     )
     protocol_seed: int = Field(default=0, description="the trust protocols' seed")
+    click_calibration: str = Field(
+        default=config_default("click_calibration"),
+        description="random_exposure: the random bucket's calibration half is built too ($SIMAB_CLICK_CALIBRATION)",
+    )
 
 
-@asset(group_name=GROUP, code_version="6", kinds={"numpy"})
+@asset(group_name=GROUP, code_version="7", kinds={"numpy"})
 def agents(
     context: AssetExecutionContext,
     config: AgentsAssetConfig,
@@ -90,6 +95,7 @@ def agents(
     test_ratings: pl.DataFrame,
     users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
+    ground_truth: pl.DataFrame,
     embeddings: EmbeddingsResource,
     mlflow_tracking: MlflowTracking,
 ):
@@ -101,7 +107,11 @@ def agents(
         valid_ratings,
         test_ratings,
         population_ids(train_ratings),
-        ReadUsersConfig(**config.model_dump(exclude={"trust_protocols"}), protocols=config.trust_protocols),
+        ReadUsersConfig(
+            **config.model_dump(exclude={"trust_protocols", "click_calibration"}), protocols=config.trust_protocols
+        ),
+        # whom to build only: the bucket's rows reach the brain's calibration, never the agents
+        exposure_users=calibration_users(ground_truth) if config.click_calibration == "random_exposure" else (),
     )
     population = build_population(
         train_ratings, users, mm_ml_1m, embeddings, readers.get_column("user_id"), valid=valid_ratings
@@ -143,9 +153,14 @@ class EmbeddedBrainAssetConfig(Config):
     calibration_agents: int = Field(
         default=300, description="validation-window agents the calibration's yardstick runs on"
     )
+    click_calibration: str = Field(
+        default=config_default("click_calibration"),
+        description="list_response | random_exposure: a seeded half of the random bucket's users with clicks sets "
+        "the click decision (the other half judges; docs/definitions.md#the-truth) ($SIMAB_CLICK_CALIBRATION)",
+    )
 
 
-@asset(group_name=GROUP, code_version="5", kinds={"scikit-learn"})
+@asset(group_name=GROUP, code_version="6", kinds={"scikit-learn"})
 def embedded_brain(
     context: AssetExecutionContext,
     config: EmbeddedBrainAssetConfig,
@@ -154,10 +169,19 @@ def embedded_brain(
     valid_ratings: pl.DataFrame,
     users: pl.DataFrame,
     mm_ml_1m: pl.DataFrame,
+    ground_truth: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ):
     """The embedded brain's click, like and rating models, fitted on train + validation, its
-    click decision calibrated to real users' response to list quality (validation window)."""
+    click decision calibrated on the random-exposure sample's calibration half where the run
+    has one with clicks, else to real users' response to list quality (validation window)."""
+    # The calibration half only: the judging half and a planted world's exact truth never reach the fit.
+    exposure = calibration_rows(ground_truth) if config.click_calibration == "random_exposure" else None
+    if exposure is not None and exposure.height == 0:
+        context.log.warning(
+            "SIMAB_CLICK_CALIBRATION=random_exposure: the run has no random-exposure sample with clicks enough for a "
+            f"calibration half (at least {MIN_CALIBRATION_CLICKS} clicks); the click decision is calibrated to list quality"
+        )
     model = fit_calibrated_brain(
         agents,
         train_ratings,
@@ -167,8 +191,17 @@ def embedded_brain(
         seed=config.seed,
         calibrate=config.calibrate_list_response,
         calibration_agents=config.calibration_agents,
+        exposure_rows=exposure,
     )
     params = model.params
+    if params.exposure_calibration_skipped:
+        context.log.warning(params.exposure_calibration_skipped)
+    if params.exposure_calibration is not None:
+        e = params.exposure_calibration
+        context.log.info(
+            f"click decision calibrated on the random-exposure sample: {e.users} users, {e.rows} rows, {e.clicks} "
+            f"clicks; log-odds × {e.scale:.3f} {e.shift:+.3f} (the click model's AUC there {e.auc:.3f})"
+        )
     # A tiny data set: the brain stays as fitted and says so (the verdict warns too).
     skipped = (params.list_response_skipped or "") if config.calibrate_list_response else ""
     if skipped:
@@ -177,6 +210,7 @@ def embedded_brain(
     run_params = {
         "fit_seed": config.seed,
         "calibrate_list_response": config.calibrate_list_response,
+        "click_calibration": "random_exposure" if params.exposure_calibration else "list_response",
         "click_variant": params.click_variant,
     }
     with mlflow_tracking.asset_run(context, params=run_params):

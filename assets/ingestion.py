@@ -84,7 +84,8 @@ class IngestionConfig(Config):
             kinds={"polars"},
             description="the judge of the verdict where there is one (docs/definitions.md#the-truth): a planted "
             "world's exact click and like probabilities and random bucket, or a team's random_exposure file; read only "
-            "to measure, never by the agents, the arms or a calibration",
+            "to measure, never by the agents or the arms (a random bucket's calibration half may calibrate the click "
+            "decision, and is then not judged)",
         ),
         "synthetic_side_info": AssetOut(
             group_name=GROUP,

@@ -130,7 +130,9 @@ HIDDEN_TASTES = {
 # - "random_exposure": a random bucket, users shown items drawn uniformly at random and their
 #   reactions recorded (the synthetic generator's sample, or a team's random_exposure file):
 #   `liked` 0/1, `rating` where recorded, `clicked` 0/1 where recorded.
-# It is read only to measure the verdict, never by the agents, the arms or a calibration.
+# It is read only to measure the verdict, never by the agents or the arms; a random bucket's
+# calibration half (`ops.data.random_exposure.calibration_users`) may calibrate the click
+# decision, and is then judged by neither judge.
 GROUND_TRUTH = {
     "user_id": pl.Int64,
     "movie_id": pl.Int64,

@@ -41,6 +41,7 @@ Dataset = Literal["ml-1m", "ml-100k"]
 MetadataSource = Literal["auto", "synthetic", "local", "tmdb", "none"]
 Persona = Literal["traits", "matched"]
 ActivityDrives = Literal["session_length", "visits"]
+ClickCalibration = Literal["list_response", "random_exposure"]
 Nightly = Literal["fresh", "continue"]
 Deployment = Literal["local", "server"]
 Executor = Literal["in_process", "multiprocess", "celery"]
@@ -256,6 +257,15 @@ class Settings(BaseModel):
         config_default=DEFAULT_CONTROL,
     )
     # -- simulation
+    click_calibration: ClickCalibration | None = setting(
+        None,
+        "SIMAB_CLICK_CALIBRATION",
+        "what sets the embedded brain's click decision: list_response (real users' response to list quality on the "
+        "validation window) | random_exposure (a seeded half of the run's random bucket with clicks: the users' own "
+        "click level on random items; the other half judges; list_response where the run has none)",
+        ops=("embedded_brain.click_calibration", "agents.click_calibration"),
+        config_default="list_response",
+    )
     agents: int | None = setting(
         None,
         "SIMAB_AGENTS",

@@ -50,6 +50,18 @@ def test_the_samples_read_are_those_the_steps_draw():
     assert not off.get_column("judged").any() and np.isin(simulated, off.get_column("user_id").to_numpy()).all()
 
 
+def test_the_random_buckets_calibration_half_is_built_where_it_calibrates():
+    split = _split()
+    population = population_ids(split.train)
+    config = ReadUsersConfig(n_agents=20, seed=2, calibration_agents=0, protocols=False)
+    bucket = [int(u) for u in population[-30:]] + [10_000]  # one not in the population: never built
+    plain = read_users(split.train, split.valid, split.test, population, config)
+    read = read_users(split.train, split.valid, split.test, population, config, exposure_users=bucket)
+    calibrated = set(read.filter(pl.col("calibrated")).get_column("user_id").to_list())
+    assert calibrated == set(bucket[:-1]) and not plain.get_column("calibrated").any()
+    assert set(read.get_column("user_id").to_list()) == set(plain.get_column("user_id").to_list()) | calibrated
+
+
 def test_the_evaluated_test_users_are_a_seeded_sample_and_the_metrics_say_over_whom():
     """SIMAB_EVAL_USERS: the same seeded sample for every arm; the offline metrics and their
     ranking count only its users; 0 (or a sample as large as the window) is every test user."""

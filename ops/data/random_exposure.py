@@ -5,8 +5,9 @@ Users shown items drawn uniformly at random, and what they did: `user_id`, `item
 reaction in the domain's feedback kind (`rating`, whole 1..5, on an explicit domain;
 `liked`, 1/0, on an implicit one) and optionally `clicked` (1/0, empty where not recorded).
 Its rows become GROUND_TRUTH rows of judge "random_exposure" (`DomainTables.truth`): read
-only to judge the verdict (`ops.readout.truth`), never by the agents, the arms or a
-calibration.
+only to judge the verdict (`ops.readout.truth`), never by the agents or the arms; where it
+records clicks, a seeded half of its users calibrates the click decision instead
+(`calibration_users`), and the judge reads only the other half.
 
 It is checked as the interactions are (`ops.data.data_files`' parsers: positive whole ids, a
 pair once, every item in the items file, every user a user of the log or of the users file,
@@ -17,8 +18,10 @@ the field.  `check_random_exposure` runs the same checks before any work (the pr
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ops.data.data_files import (
@@ -110,3 +113,43 @@ def check_random_exposure(folder: Path | str) -> int:
         users.append(parse_ids(read_column(users_path, "user_id"), "user_id"))
     user_ids = pl.concat(users).unique()
     return read_random_exposure(read_table(path), item_ids, user_ids, description).height
+
+
+# The random bucket split by users in two (docs/definitions.md#the-truth): one part may
+# calibrate the click decision (`ops.studies.alignment.exposure_calibration`), the other
+# judges (`ops.readout.truth`).  Half each: the calibration fits two numbers, the judge
+# reads every arm's lists, so neither part is starved at a few hundred users.
+CALIBRATION_SHARE = 0.5
+# A bucket whose clicks are fewer than this cannot set a click level (a binomial share of
+# 20 clicks is known to about ±45 % of itself): it all judges, nothing calibrates.
+MIN_CALIBRATION_CLICKS = 20
+
+
+def calibration_users(truth: pl.DataFrame | None, seed: int = 0) -> frozenset[int]:
+    """The users of the random bucket whose rows calibrate the click decision: a seeded half
+    of the bucket's users with clicks recorded — none where the bucket records no clicks or
+    too few (`MIN_CALIBRATION_CLICKS`) in that half.  A function of the sample alone, so the
+    brain that calibrates and the judge that must not read those users agree on them."""
+    if truth is None or truth.height == 0:
+        return frozenset()
+    bucket = truth.filter((pl.col("judge") == JUDGE) & pl.col("clicked").is_not_null())
+    users = np.sort(bucket.get_column("user_id").unique().to_numpy())
+    if users.size < 2:
+        return frozenset()
+    rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(b"exposure-calibration")]))
+    chosen = frozenset(int(u) for u in rng.permutation(users)[: int(round(CALIBRATION_SHARE * users.size))])
+    clicks = bucket.filter(pl.col("user_id").is_in(list(chosen))).get_column("clicked").sum()
+    return chosen if clicks >= MIN_CALIBRATION_CLICKS else frozenset()
+
+
+def calibration_rows(truth: pl.DataFrame | None, seed: int = 0) -> pl.DataFrame:
+    """The calibration part's rows (user_id, movie_id, clicked): the only rows of a judge any
+    fit may read; empty where `calibration_users` is."""
+    users = calibration_users(truth, seed)
+    if not users:
+        return pl.DataFrame(schema={"user_id": pl.Int64, "movie_id": pl.Int64, "clicked": pl.Float64})
+    return (
+        truth.filter((pl.col("judge") == JUDGE) & pl.col("user_id").is_in(list(users)))
+        .select("user_id", "movie_id", "clicked")
+        .sort("user_id", "movie_id")
+    )

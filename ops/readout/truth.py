@@ -24,12 +24,14 @@ interval clear of 0), how many the simulation and the offline metric order alike
 through the candidates' (truth, CTR) predicts from its own truth (`ops.readout.bias`) — a
 mirror that wins because its lists are truly better is no bias.
 
-The judge is read here only, to measure: never by the agents, the arms or any calibration.
+The judge is read here only, to measure: never by the agents or the arms.  Where a random
+bucket records clicks, a seeded half of its users may calibrate the click decision
+(`ops.studies.alignment.exposure_calibration`); those users are judged by neither judge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -257,13 +259,24 @@ def judge_against_truth(
     primary: str = "ctr",
     n_bootstrap: int = 2000,
     seed: int = 0,
+    held_out: Collection[int] = (),
 ) -> TruthJudgement:
     """The judgement of the module docstring.  `truth`: GROUND_TRUTH rows (None or empty: no
     truth; a planted judge is used where both are present, it is exact); `lists`: each arm's
     top-20 lists (TOP_K); `per_agent`: the read-out's per-agent metrics (arm, user_id, ctr, …);
-    `offline_per_user`: arm, user_id, ndcg_at_k (`ops.readout.fidelity.offline_per_user`)."""
+    `offline_per_user`: arm, user_id, ndcg_at_k (`ops.readout.fidelity.offline_per_user`);
+    `held_out`: users left out of every figure (the random bucket's calibration half, where it
+    calibrated the click decision)."""
     if truth is None or truth.height == 0 or not lists:
         return TruthJudgement(None, primary=primary)
+    # The users whose random-exposure rows calibrated the click decision are judged by
+    # neither judge (`ops.data.random_exposure.calibration_users`).
+    held = frozenset(held_out)
+    if held:
+        keep = ~pl.col("user_id").is_in(sorted(held))
+        truth = truth.filter(keep)
+        lists = {a: v.filter(keep) for a, v in lists.items()}
+        per_agent, offline_per_user = per_agent.filter(keep), offline_per_user.filter(keep)
     judge = PLANTED if (truth.get_column("judge") == PLANTED).any() else RANDOM_EXPOSURE
     truth = truth.filter(pl.col("judge") == judge)
     arms = sorted(set(lists) & set(per_agent.get_column("arm").unique().to_list()))

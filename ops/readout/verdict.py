@@ -205,7 +205,12 @@ def verdict_lines(headline: dict) -> list[str]:
     if t.get("not_measured"):
         parts.append("not measured: " + "; ".join(f"{k} ({why})" for k, why in t["not_measured"].items()))
     response = t.get("list_response") or {}
-    if response.get("calibrated"):
+    if response.get("on") == "random_exposure":
+        parts.append(
+            f"click decision calibrated on the random-exposure sample's calibration half ({response['users']} users, "
+            f"{response['clicks']} clicks of {response['rows']} random items; log-odds × {response['click_scale']:.2f})"
+        )
+    elif response.get("calibrated"):
         ratios = ", ".join(f"1:{m}" for m in response.get("ratios") or [])
         parts.append(
             f"click decision calibrated to list quality on {response.get('agents')} agents "

@@ -7,7 +7,9 @@ profiles and memories of these users only, whatever the size of the log.
 - **fitted**: validation-window users the embedded brain is fitted on, as many as its
   fitting takes (`EmbeddedBrainConfig.fit_max_users`);
 - **calibrated**: validation-window users who can fill the list-response yardstick's lists
-  (`ops.studies.alignment.calibration`), as many as the calibration asks;
+  (`ops.studies.alignment.calibration`), as many as the calibration asks, and the random
+  bucket's calibration half where the run has one with clicks
+  (`ops.data.random_exposure.calibration_users`: only their ids choose whom to build);
 - **judged**: the agents the trust protocols ask (`protocol_users`, the same sample: taste
   and rating on the test window, list quality on its liked items).
 
@@ -18,6 +20,8 @@ With `n_agents` 0 every user is simulated, and every agent is built.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import numpy as np
 import polars as pl
@@ -45,10 +49,16 @@ class ReadUsersConfig(BaseModel):
 
 
 def read_users(
-    train: pl.DataFrame, valid: pl.DataFrame, test: pl.DataFrame, population: np.ndarray, config: ReadUsersConfig
+    train: pl.DataFrame,
+    valid: pl.DataFrame,
+    test: pl.DataFrame,
+    population: np.ndarray,
+    config: ReadUsersConfig,
+    exposure_users: Collection[int] = (),
 ) -> pl.DataFrame:
     """user_id and one boolean column per role (`ROLES`) of every user the run reads, sorted;
-    `population`: every user who can be an agent (`ops.agents.profile.population_ids`)."""
+    `population`: every user who can be an agent (`ops.agents.profile.population_ids`);
+    `exposure_users`: the random bucket's calibration half (calibrated, where in the population)."""
     population = np.unique(np.asarray(population, dtype=np.int64))
     roles: dict[str, list[int]] = {role: [] for role in ROLES}
     roles["simulated"] = sample_agents(population, config.n_agents, config.seed)
@@ -61,6 +71,8 @@ def read_users(
         if ladder is not None and config.calibration_agents:
             settings = ProtocolSettings(n_agents=config.calibration_agents, seed=config.brain_seed)
             roles["calibrated"] = protocol_users(liked, population, settings, ladder.need)
+        exposure = np.intersect1d(np.fromiter(exposure_users, dtype=np.int64), population).tolist()
+        roles["calibrated"] = sorted(set(roles["calibrated"]) | set(exposure))
         if config.protocols:
             settings = ProtocolSettings(
                 n_agents=config.protocol_agents, half_width=config.half_width, seed=config.protocol_seed

@@ -19,6 +19,7 @@ import polars as pl
 
 from ops.arms.ranking import evaluation_users
 from ops.arms.registry import has_capability
+from ops.data.random_exposure import calibration_users
 from ops.figures import save_figure
 from ops.readout.bias import SimulatorBias, simulator_bias
 from ops.readout.fidelity import agreement_summary, arm_agreement, offline_intervals
@@ -172,8 +173,17 @@ def write_report(
     gaps = gap_sizes(
         ab_readout.per_agent, top20_lists, window, ab_readout.control, candidates, paired=paired, seed=seed
     )
+    # Where the random bucket's calibration half set the click decision, only the other half judges.
+    calibrated = getattr(getattr(trust.embedded_brain, "params", None), "exposure_calibration", None) is not None
     judged = judge_against_truth(
-        truth, top20_lists, ab_readout.per_agent, agreement.per_user, diagnostic, primary_metric, seed=seed
+        truth,
+        top20_lists,
+        ab_readout.per_agent,
+        agreement.per_user,
+        diagnostic,
+        primary_metric,
+        seed=seed,
+        held_out=calibration_users(truth) if calibrated else (),
     )
     folder.mkdir(parents=True, exist_ok=True)
     # The read-out's asset drew its figures into this folder when it ran in the same run.

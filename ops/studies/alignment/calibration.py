@@ -84,6 +84,7 @@ from ops.simulation.brains.embedded import (
 )
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
+from ops.studies.alignment.exposure_calibration import NoExposureSignal, calibrate_on_random_exposure
 from ops.studies.alignment.list_quality import QUALITY_RATIOS, list_quality, simulate_lists
 from ops.studies.alignment.mixed_lists import LADDERS, Ladder, choose_ladder, mixed_lists, ratio_name
 
@@ -340,6 +341,17 @@ def calibrate_if_possible(
 def list_response_status(params: EmbeddedBrainParams) -> dict:
     """Whether the click decision was calibrated, as the verdict reads it (`ops.readout.verdict.
     report_summary`): the yardstick and the elasticities, or why it was not."""
+    exposure = params.exposure_calibration
+    if exposure is not None:
+        return {
+            "calibrated": True,
+            "on": "random_exposure",
+            "users": exposure.users,
+            "rows": exposure.rows,
+            "clicks": exposure.clicks,
+            "click_scale": exposure.scale,
+            "auc": exposure.auc,
+        }
     response = params.list_response
     if response is None:
         return {"calibrated": False, "reason": params.list_response_skipped or "calibration not run"}
@@ -369,16 +381,28 @@ def fit_calibrated_brain(
     calibration_agents: int = 300,
     brain_config: EmbeddedBrainConfig | None = None,
     levels: tuple[float, ...] | None = None,
+    exposure_rows: pl.DataFrame | None = None,
 ) -> EmbeddedBrainModel:
     """The embedded brain fitted on train + validation (`fit_embedded_brain`, seed `seed`,
-    `brain_config` when given), its click decision then calibrated to real users' response to
-    list quality on the validation window when `calibrate` (`calibrate_if_possible`, over the
-    click `levels` when given: a window too sparse leaves it as fitted, the reason in
+    `brain_config` when given), its click decision then calibrated when `calibrate`: on the
+    random-exposure sample's calibration half where `exposure_rows` holds it
+    (`ops.studies.alignment.exposure_calibration`), else to real users' response to list
+    quality on the validation window (`calibrate_if_possible`, over the click `levels` when
+    given: a window too sparse leaves it as fitted, the reason in
     `params.list_response_skipped`)."""
     model = fit_embedded_brain(agents, train, valid, users, brain_config or EmbeddedBrainConfig(fit_seed=seed))
     if not calibrate:
         return model
     started = time.perf_counter()
+    if exposure_rows is not None and exposure_rows.height:
+        try:
+            model = calibrate_on_random_exposure(model, agents, exposure_rows)
+            model.timings_s["calibration"] = time.perf_counter() - started
+            return model
+        except NoExposureSignal as exc:
+            # The list response below: the log's yardstick is the calibration left; the verdict says why.
+            skipped = f"{exc}; the click decision is calibrated to list quality instead"
+            model = model.with_params(model.params.model_copy(update={"exposure_calibration_skipped": skipped}))
     config = CalibrationConfig(n_agents=calibration_agents, seed=seed, levels=levels)
     model = calibrate_if_possible(
         model, agents.at_fit_clock().sessions(), train, valid, Catalogue.from_frame(catalogue_frame), config
@@ -406,6 +430,16 @@ def brain_figures(params: EmbeddedBrainParams) -> tuple[dict, dict]:
             "click_shift": params.click_shift,
             "list_response_agents": response.agents,
             "list_response_list_length": response.list_length,
+        }
+    exposure = params.exposure_calibration
+    if exposure is not None:
+        shown |= {
+            "click_scale": exposure.scale,
+            "click_shift": exposure.shift,
+            "exposure_calibration_users": exposure.users,
+            "exposure_calibration_rows": exposure.rows,
+            "exposure_calibration_click_rate": exposure.click_rate,
+            "exposure_calibration_auc": exposure.auc,
         }
     ablation = {
         f"click_auc_holdout_{r['variant'].replace('+', '_')}": r["click_auc_holdout"]

@@ -121,6 +121,7 @@ from ops.simulation.brains.embedded.config import (
     HOME_FEATURES,
     EmbeddedBrainConfig,
     EmbeddedBrainParams,
+    ExposureCalibration,
     LinearModel,
     ListResponse,
 )
@@ -145,6 +146,7 @@ __all__ = [
     "FEATURES",
     "HOME_FEATURES",
     "LinearModel",
+    "ExposureCalibration",
     "ListResponse",
     "PairScores",
     "agent_states",

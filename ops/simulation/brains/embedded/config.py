@@ -224,6 +224,23 @@ class ListResponse(BaseModel):
     level: float = 1.0
 
 
+class ExposureCalibration(BaseModel):
+    """How the click decision was calibrated on a random-exposure sample
+    (`ops.studies.alignment.exposure_calibration`): what it read and the scale and shift set."""
+
+    users: int
+    rows: int
+    clicks: int
+    click_rate: float
+    # the click decision's log-odds = scale × (click model) + shift
+    scale: float
+    shift: float
+    # the click model's AUC on the calibration rows (how well it ranks the clicks of random items)
+    auc: float | None
+    # the calibrated decision's mean click probability on the rows (≈ click_rate by construction)
+    mean_probability: float
+
+
 class EmbeddedBrainParams(BaseModel):
     """What `fit` learned; saved as JSON beside the run."""
 
@@ -255,6 +272,10 @@ class EmbeddedBrainParams(BaseModel):
     list_response: ListResponse | None = None
     # Why the click decision was left uncalibrated (e.g. too few agents for any yardstick).
     list_response_skipped: str | None = None
+    # Where a random-exposure sample with clicks calibrated the click decision instead.
+    exposure_calibration: ExposureCalibration | None = None
+    # Why a random-exposure calibration that was asked for was not made (its sample carries no signal).
+    exposure_calibration_skipped: str | None = None
     # The click model's collaborative variants (none / collab / collab+recent) with their
     # held-out click AUC, and the one chosen (`EmbeddedBrainConfig.click_collaborative`).
     click_ablation: list[dict] = Field(default_factory=list)

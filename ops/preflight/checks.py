@@ -255,7 +255,7 @@ def disk_problem(settings: Settings, existing: Path, free: float | None = None) 
     if (home / "assets").exists():
         return None
     free = free_mb(existing) if free is None else free
-    need = lifecycle_need_mb(len(settings.arms or ()) or 4, settings.agents, settings.shards)
+    need = lifecycle_need_mb(len(settings.arms or ()) or 4, settings.agents, settings.shards, known_users(settings))
     if free is None or free >= need:
         return None
     return (

@@ -51,6 +51,12 @@ _ERRNOS = {errno.ENOSPC: FULL, errno.EDQUOT: FULL, errno.EROFS: READ_ONLY}
 # docs/findings/one_home.md), scaled by agents.
 STEP_MB = {"prepare": 32.0, "arm": 3.0, "shard": 1.5, "combine": 1.5, "read-out": 10.0}
 DEMO_AGENTS = 50
+# A world smaller than the demo's (its users: `ops.data.synthetic.SyntheticConfig.n_users`)
+# writes less: in proportion to its users, down to what any lifecycle writes (the MLflow
+# store, the Dagster instance, the logs; the tests' 40-user world writes 6–9 MB).  A larger
+# one is scaled by its agents only, as above.
+DEMO_USERS = 1000
+MIN_SCALE = 0.15
 
 
 class ResourceExhausted(RuntimeError):
@@ -94,14 +100,16 @@ def _by_text(text: str) -> tuple[str, str | None] | None:
     return None
 
 
-def step_need_mb(stage: str | None, agents: int | None = None) -> float | None:
-    """About how many MB the step `stage` (prepare, arm, shard, combine, read-out) writes."""
+def step_need_mb(stage: str | None, agents: int | None = None, users: int | None = None) -> float | None:
+    """About how many MB the step `stage` (prepare, arm, shard, combine, read-out) writes;
+    `users`, where known, the world's (a small world writes less)."""
     if not stage:
         return None
     base = STEP_MB.get(stage.split()[0])
     if base is None:
         return None
-    return base * max(1.0, (agents or DEMO_AGENTS) / DEMO_AGENTS)
+    size = min(1.0, max(MIN_SCALE, users / DEMO_USERS)) if users else 1.0
+    return base * size * max(1.0, (agents or DEMO_AGENTS) / DEMO_AGENTS)
 
 
 def exhausted_line(
@@ -130,12 +138,14 @@ def exhausted_line(
     )
 
 
-def lifecycle_need_mb(arms: int, agents: int | None = None, shards: int = 1) -> float:
+def lifecycle_need_mb(arms: int, agents: int | None = None, shards: int = 1, users: int | None = None) -> float:
     """About what a whole lifecycle writes into a fresh home, in MB."""
-    per_arm = step_need_mb("arm", agents) + (
-        shards * step_need_mb("shard", agents) + step_need_mb("combine", agents) if shards > 1 else 0.0
-    )
-    return step_need_mb("prepare", agents) + arms * per_arm + step_need_mb("read-out", agents)
+
+    def need(stage: str) -> float:
+        return step_need_mb(stage, agents, users) or 0.0
+
+    per_arm = need("arm") + (shards * need("shard") + need("combine") if shards > 1 else 0.0)
+    return need("prepare") + arms * per_arm + need("read-out")
 
 
 def free_mb(folder: str | Path) -> float | None:

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from ops.agents.build import Agents, AgentsConfig, build_agents
 from ops.agents.profile import population_ids, profiles_frame
-from ops.data.random_exposure import MIN_CALIBRATION_CLICKS, calibration_rows, calibration_users
+from ops.data.random_exposure import calibration_rows, calibration_users
 from ops.figures import table_markdown
 from ops.settings import config_default
 from ops.simulation.brains.llm.persona import PersonaOutcome, match_personas, persona_agents, persona_inputs, tenths
@@ -20,6 +20,7 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.cost import estimate_persona_cost
 from ops.simulation.kinds.llm import LLM
 from ops.studies.alignment.calibration import brain_figures, fit_calibrated_brain
+from ops.studies.alignment.exposure_calibration import exposure_calibration_line
 from ops.studies.alignment.protocol_figures import calibration_figure
 from ops.studies.read_users import ROLES, ReadUsersConfig, read_users
 from resources.embeddings import EmbeddingsResource
@@ -175,13 +176,6 @@ def embedded_brain(
     """The embedded brain's click, like and rating models, fitted on train + validation, its
     click decision calibrated on the random-exposure sample's calibration half where the run
     has one with clicks, else to real users' response to list quality (validation window)."""
-    # The calibration half only: the judging half and a planted world's exact truth never reach the fit.
-    exposure = calibration_rows(ground_truth) if config.click_calibration == "random_exposure" else None
-    if exposure is not None and exposure.height == 0:
-        context.log.warning(
-            "SIMAB_CLICK_CALIBRATION=random_exposure: the run has no random-exposure sample with clicks enough for a "
-            f"calibration half (at least {MIN_CALIBRATION_CLICKS} clicks); the click decision is calibrated to list quality"
-        )
     model = fit_calibrated_brain(
         agents,
         train_ratings,
@@ -191,21 +185,17 @@ def embedded_brain(
         seed=config.seed,
         calibrate=config.calibrate_list_response,
         calibration_agents=config.calibration_agents,
-        exposure_rows=exposure,
+        # The calibration half only: the judging half and a planted world's exact truth never reach the fit.
+        exposure_rows=calibration_rows(ground_truth) if config.click_calibration == "random_exposure" else None,
     )
     params = model.params
-    if params.exposure_calibration_skipped:
-        context.log.warning(params.exposure_calibration_skipped)
-    if params.exposure_calibration is not None:
-        e = params.exposure_calibration
-        context.log.info(
-            f"click decision calibrated on the random-exposure sample: {e.users} users, {e.rows} rows, {e.clicks} "
-            f"clicks; log-odds × {e.scale:.3f} {e.shift:+.3f} (the click model's AUC there {e.auc:.3f})"
-        )
-    # A tiny data set: the brain stays as fitted and says so (the verdict warns too).
+    # A tiny data set or a bucket too small: the brain says how it was calibrated (the verdict warns too).
     skipped = (params.list_response_skipped or "") if config.calibrate_list_response else ""
-    if skipped:
-        context.log.warning(skipped)
+    for line in (skipped, params.exposure_calibration_skipped):
+        if line:
+            context.log.warning(line)
+    if params.exposure_calibration is not None:
+        context.log.info(exposure_calibration_line(params.exposure_calibration))
     shown, ablation = brain_figures(params)
     run_params = {
         "fit_seed": config.seed,

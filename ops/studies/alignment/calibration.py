@@ -73,6 +73,7 @@ from scipy.optimize import brentq
 from tqdm.auto import tqdm
 
 from ops.data.domain import feedback_of
+from ops.data.random_exposure import MIN_CALIBRATION_CLICKS
 from ops.readout.statistics import named_rng
 from ops.simulation.brains.embedded import (
     EmbeddedBrainConfig,
@@ -394,13 +395,20 @@ def fit_calibrated_brain(
     if not calibrate:
         return model
     started = time.perf_counter()
-    if exposure_rows is not None and exposure_rows.height:
+    if exposure_rows is not None and not exposure_rows.height:
+        skipped = (
+            "SIMAB_CLICK_CALIBRATION=random_exposure: the run has no random-exposure sample with clicks enough for a "
+            f"calibration half (at least {MIN_CALIBRATION_CLICKS} clicks); the click decision is calibrated to list "
+            "quality"
+        )
+        model = model.with_params(model.params.model_copy(update={"exposure_calibration_skipped": skipped}))
+    elif exposure_rows is not None:
         try:
             model = calibrate_on_random_exposure(model, agents, exposure_rows)
             model.timings_s["calibration"] = time.perf_counter() - started
             return model
         except NoExposureSignal as exc:
-            # The list response below: the log's yardstick is the calibration left; the verdict says why.
+            # The list response below: the log's yardstick is the calibration left; the step's log says why.
             skipped = f"{exc}; the click decision is calibrated to list quality instead"
             model = model.with_params(model.params.model_copy(update={"exposure_calibration_skipped": skipped}))
     config = CalibrationConfig(n_agents=calibration_agents, seed=seed, levels=levels)

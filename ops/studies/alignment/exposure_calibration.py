@@ -90,3 +90,12 @@ def calibrate_on_random_exposure(model: EmbeddedBrainModel, agents, rows: pl.Dat
         }
     )
     return model.with_params(params)
+
+
+def exposure_calibration_line(record: ExposureCalibration) -> str:
+    """The calibration in one line, for the step's log."""
+    auc = "n/a" if record.auc is None else f"{record.auc:.3f}"
+    return (
+        f"click decision calibrated on the random-exposure sample: {record.users} users, {record.rows} rows, "
+        f"{record.clicks} clicks; log-odds × {record.scale:.3f} {record.shift:+.3f} (the click model's AUC there {auc})"
+    )

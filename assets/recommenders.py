@@ -62,7 +62,7 @@ class ArmTrainingConfig(Config):
     )
     divergence_guard: bool = Field(
         default=True,
-        description="stop an arm whose loss is NaN, whose log loss explodes or whose validation AUC stays near 0.5 (ops.arms.recommenders.DivergenceGuard) instead of registering it",
+        description="stop an arm whose loss is NaN, whose log loss explodes or whose validation AUC stays near 0.5 (ops.arms.trained.DivergenceGuard) instead of registering it",
     )
 
 

@@ -86,6 +86,7 @@ from ops.arms.recommenders import (
     evaluate_arm,
     top_k,
     train_arm,
+    trained_arm,
     trained_kind_names,
 )
 from ops.arms.registry import kind_class, kind_names, make_arm
@@ -418,7 +419,7 @@ def epoch(args) -> None:
     config = arm_config(
         args.arm, max_epochs=args.epochs, patience=args.epochs, device="cpu", divergence={"enabled": False}
     )
-    arm = TrainedArm.of(config)
+    arm = trained_arm(config)
     last = [time.process_time()]
 
     def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
@@ -446,7 +447,7 @@ def validation_scoring(arm: TrainedArm, valid: pl.DataFrame) -> None:
     from ops.arms.deepctr_parts import forward_scores
 
     users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("movie_id").to_numpy()
-    batch = rows_per_forward(arm.model, arm.config)
+    batch = rows_per_forward(type(arm), arm.model, arm.config)
     best = {}
     for name, score in (
         ("forward", lambda: forward_scores(arm.model, arm.encoder, users, movies, batch)),

@@ -53,7 +53,7 @@ from fakes.shared_data import SHARED_DATA  # noqa: E402
 from ops.arms.base import FitData, arm_frame, excluded_cells, internal_frame  # noqa: E402
 from ops.arms.deepctr import DeepCTRArm, rows_per_forward  # noqa: E402
 from ops.arms.ranking import ranking_users  # noqa: E402
-from ops.arms.recommenders import TrainedArm, arm_config  # noqa: E402
+from ops.arms.recommenders import TrainedArm, arm_config, trained_arm  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.schema import TOP_K  # noqa: E402
@@ -117,9 +117,9 @@ def run(data: str, args, before_users: dict[str, int]) -> None:
     rng = np.random.default_rng(0)
     for name in args.arms:
         overrides = dict(max_epochs=args.max_epochs, device="cpu", divergence={"enabled": False})
-        arm = TrainedArm.of(arm_config(name, **overrides))
+        arm = trained_arm(arm_config(name, **overrides))
         if isinstance(arm, DeepCTRArm):
-            arm = TrainedArm.of(arm_config(name, **overrides, train_fraction=args.train_fraction))
+            arm = trained_arm(arm_config(name, **overrides, train_fraction=args.train_fraction))
         arm.fit(FitData(split.train, split.valid, tables.users, catalogue))
         sample_before = _sample(users, before_users.get(name), rng)
         sample_after = _sample(users, AFTER_USERS.get(name), rng)
@@ -242,7 +242,7 @@ def score_before(arm: TrainedArm, user_ids: np.ndarray, movie_ids: np.ndarray) -
         return arm.score(user_ids, movie_ids)  # Random's hash and Pop's lookup are unchanged
     import torch
 
-    model, batch = arm.model, rows_per_forward(arm.model, arm.config)
+    model, batch = arm.model, rows_per_forward(type(arm), arm.model, arm.config)
     model.eval()
     out = np.empty(len(user_ids), dtype=np.float64)
     with torch.no_grad():

@@ -201,7 +201,7 @@ def checks(args) -> None:
 
     from ops.arms.base import FitData
     from ops.arms.ranking import rank_once
-    from ops.arms.recommenders import TrainedArm, arm_config
+    from ops.arms.recommenders import arm_config, trained_arm
     from ops.data.domain import load_files
     from ops.data.mm_ml_1m import build_mm_ml_1m
     from ops.data.split import chronological_split
@@ -216,12 +216,12 @@ def checks(args) -> None:
         split = chronological_split(tables.ratings)
         catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
         valid = split.valid.sample(min(50_000, split.valid.height), seed=0)
-        fm = TrainedArm.of(arm_config("fm", max_epochs=1, device="cpu"))
+        fm = trained_arm(arm_config("fm", max_epochs=1, device="cpu"))
         fm.fit(FitData(split.train, valid, tables.users, catalogue))
         epoch = fm.history[0]["epoch_seconds"]
         batch = {u: _batch_ms(fm, split.train, tables.users, catalogue, u) for u in ("lazy", "dense")}
         ranked = []
-        for arm in (TrainedArm.of(arm_config("random")), TrainedArm.of(arm_config("pop")), fm):
+        for arm in (trained_arm(arm_config("random")), trained_arm(arm_config("pop")), fm):
             if arm is not fm:
                 arm.fit(FitData(split.train, valid, tables.users, catalogue))
             started = time.process_time()
@@ -249,7 +249,7 @@ def checks(args) -> None:
         for updates in ("dense", "lazy"):
             started = time.process_time()
             config = arm_config(name, max_epochs=epochs, embedding_updates=updates, device="cpu")
-            arm = TrainedArm.of(config)
+            arm = trained_arm(config)
             arm.fit(FitData(split.train, split.valid, tables.users, catalogue))
             scores = arm.score(split.test["user_id"].to_numpy(), split.test["movie_id"].to_numpy())
             print(
@@ -270,7 +270,7 @@ def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100
     from ops.arms.deepctr import _optimiser, build_model
 
     config = trained.config.model_copy(update={"embedding_updates": updates})
-    model = build_model(config, trained.encoder, "cpu")
+    model = build_model(type(trained), config, trained.encoder, "cpu")
     optimiser = _optimiser(model, config)
     rows = arm_frame(train.head((batches + 10) * config.batch_size))
     x = torch.from_numpy(trained.encoder.transform(rows["user_id"].to_numpy(), rows["item_id"].to_numpy()))

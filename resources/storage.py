@@ -72,18 +72,20 @@ VALUE_TYPES: dict[str, tuple[str, str]] = {
     "ops.studies.alignment.list_quality.ListQuality": ("", ""),
     "ops.studies.alignment.sensitivity.Sensitivity": ("", ""),
     # Random, Pop and the DeepCTR family (ops/arms/kinds/): its class is named in the folder.
-    "ops.arms.recommenders.TrainedArm": ("ops.arms.model_registry:save_arm", "ops.arms.model_registry:load_arm"),
+    "ops.arms.trained.TrainedArm": ("ops.arms.model_registry:save_arm", "ops.arms.model_registry:load_arm"),
     # Any other arm (a plug-in, a lists file, an MLflow model): its spec and its own save/load.
     "ops.arms.registry.PluggedArm": ("", ""),
 }
 # Types stored under an earlier module path, read as the type they became (the alignment
-# protocols moved from the read-out to `ops.studies`; the arm kinds' registry was `catalog`).
+# protocols moved from the read-out to `ops.studies`; the arm kinds' registry was `catalog`;
+# TrainedArm lived in `ops.arms.recommenders`).
 RENAMED_TYPES = {
     **{
         f"ops.readout.alignment.{name}": f"ops.studies.alignment.{name}"
         for name in ("taste.TasteDiscrimination", "rating.RatingAlignment", "list_quality.ListQuality")
     },
     "ops.arms.catalog.PluggedArm": "ops.arms.registry.PluggedArm",
+    "ops.arms.recommenders.TrainedArm": "ops.arms.trained.TrainedArm",
 }
 FORMAT = "simab.asset/1"
 

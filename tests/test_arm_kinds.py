@@ -108,7 +108,7 @@ import numpy as np
 import polars as pl
 
 from ops.arms.base import FitData
-from ops.arms.recommenders import ArmConfig, TrainedArm
+from ops.arms.trained import ArmConfig, TrainedArm
 
 
 class ChartsConfig(ArmConfig):

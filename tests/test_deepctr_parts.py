@@ -13,7 +13,7 @@ from ops.arms.base import _best_columns, arm_frame, rank_by_score, rank_shared_o
 from ops.arms.deepctr import DeepCTRArm, build_model, rows_per_forward
 from ops.arms.kinds.pop import _popularity
 from ops.arms.kinds.random import _uniform_hash
-from ops.arms.recommenders import TrainedArm, arm_config
+from ops.arms.recommenders import TrainedArm, arm_config, trained_arm
 from ops.arms.registry import kind_class, kind_names
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
@@ -46,7 +46,7 @@ def _arm(world, name: str, metadata: bool = True, seed: int = 3, **overrides) ->
     encoder = fit_encoder(
         FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
     )
-    model = build_model(config, encoder, "cpu")
+    model = build_model(kind_class(config.model), config, encoder, "cpu")
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter_name, tensor in model.named_parameters():
@@ -57,7 +57,7 @@ def _arm(world, name: str, metadata: bool = True, seed: int = 3, **overrides) ->
                 module.running_mean.copy_(torch.randn(module.running_mean.shape, generator=generator) * 0.3)
                 module.running_var.copy_(torch.rand(module.running_var.shape, generator=generator) + 0.5)
     model.eval()
-    return TrainedArm.of(config, encoder=encoder, model=model, train_rows=train.height)
+    return trained_arm(config, encoder=encoder, model=model, train_rows=train.height)
 
 
 def _grid(world):
@@ -118,14 +118,14 @@ def test_fm_and_pop_are_ranked_by_factors(world):
     assert _arm(world, "deepfm").factors(user_ids, item_ids) is None  # a DNN does not decompose
     _, _, train, _ = world
     config = arm_config("pop")
-    pop = TrainedArm.of(config, popularity=_popularity(train, config))
+    pop = trained_arm(config, popularity=_popularity(train, config))
     expected = pop.score(np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size))
     np.testing.assert_array_equal(pop.factors(user_ids, item_ids).scores().ravel(), expected)
 
 
 def test_random_matrix_is_its_pair_hash(world):
     user_ids, item_ids = _grid(world)
-    arm = TrainedArm.of(arm_config("random"))
+    arm = trained_arm(arm_config("random"))
     expected = _uniform_hash(arm.config.seed, np.repeat(user_ids, item_ids.size), np.tile(item_ids, user_ids.size))
     np.testing.assert_array_equal(arm.score_matrix(user_ids, item_ids).ravel(), expected)
 
@@ -178,7 +178,9 @@ def test_a_kind_without_a_head_is_scored_by_its_forward(world, monkeypatch):
     user_ids, item_ids = _grid(world)
     expected = _reference(arm, user_ids, item_ids)
     monkeypatch.setattr(type(arm), "parts_head", classmethod(DeepCTRArm.parts_head.__func__))
-    scorer = PartsScorer(arm.model, arm.encoder, rows_per_forward(arm.model, arm.config), head=arm.parts_head())
+    scorer = PartsScorer(
+        arm.model, arm.encoder, rows_per_forward(type(arm), arm.model, arm.config), head=arm.parts_head()
+    )
     assert scorer.head is None and scorer.factors(user_ids, item_ids) is None
     np.testing.assert_allclose(arm.score_matrix(user_ids, item_ids), expected, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(scorer.score_matrix(user_ids, item_ids), expected, rtol=1e-6, atol=1e-7)

@@ -15,8 +15,8 @@ def test_the_bucket_half_sets_the_click_decision_through_the_asset_graph(prepare
     from dagster import AssetKey
 
     from ops.data.random_exposure import calibration_rows, calibration_users
-    from ops.storage.atomic import atomic_write_parquet
     from ops.simulation.brains.embedded import EmbeddedBrainModel
+    from ops.storage.atomic import atomic_write_parquet
     from ops.studies.alignment.calibration import list_response_status
     from pipelines.definitions import build_definitions
     from resources.storage import SimabIOManager

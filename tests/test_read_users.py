@@ -66,7 +66,7 @@ def test_the_evaluated_test_users_are_a_seeded_sample_and_the_metrics_say_over_w
     """SIMAB_EVAL_USERS: the same seeded sample for every arm; the offline metrics and their
     ranking count only its users; 0 (or a sample as large as the window) is every test user."""
     from ops.arms.ranking import evaluation_users, metrics_from_lists, rank_once
-    from ops.arms.recommenders import TrainedArm, arm_config
+    from ops.arms.recommenders import arm_config, trained_arm
     from ops.data.mm_ml_1m import build_mm_ml_1m
 
     users, movies, ratings = planted_movielens(seed=3, n_users=400, n_movies=120, ratings_per_user=30)
@@ -76,7 +76,7 @@ def test_the_evaluated_test_users_are_a_seeded_sample_and_the_metrics_say_over_w
     assert every.tolist() == sorted(split.test.get_column("user_id").unique().to_list())
     assert sample.size == 50 and set(sample) <= set(every) and np.array_equal(sample, evaluation_users(split.test, 50))
     assert np.array_equal(evaluation_users(split.test, every.size + 1), every)
-    arm = TrainedArm.of(arm_config("pop"))
+    arm = trained_arm(arm_config("pop"))
     from ops.arms.base import FitData
 
     arm.fit(FitData(split.train, split.valid, users, build_mm_ml_1m(movies)))

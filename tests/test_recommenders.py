@@ -263,8 +263,8 @@ def test_scoring_passes_are_sized_to_the_memory_budget(data, name):
     arm = train_arm(
         config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies, planted_metadata(movies))
     )
-    floats = activation_floats_per_row(arm.model, arm.config)
-    rows = rows_per_forward(arm.model, arm.config)
+    floats = activation_floats_per_row(type(arm), arm.model, arm.config)
+    rows = rows_per_forward(type(arm), arm.model, arm.config)
     assert rows < arm.config.score_batch_size and rows * floats * 4 <= 64 * 2**20
     if name == "afn":
         assert floats == 16 * 256 * 4 and rows == 1024  # embedding x ltl_hidden_size, through 4 steps
@@ -281,7 +281,7 @@ def test_scoring_passes_are_sized_to_the_memory_budget(data, name):
     # Same scores whatever the pass size.
     u, m = np.repeat(np.arange(1, 41), 60), np.tile(np.arange(1, 61), 40)
     whole = dataclasses.replace(arm, config=arm.config.model_copy(update={"score_memory_mb": 1e6}))
-    assert rows_per_forward(whole.model, whole.config) >= u.size  # one pass
+    assert rows_per_forward(type(whole), whole.model, whole.config) >= u.size  # one pass
     np.testing.assert_allclose(arm.score(u, m), whole.score(u, m), rtol=1e-5, atol=1e-7)
 
 
@@ -447,7 +447,7 @@ def test_lazy_updates_move_only_the_rows_a_batch_looks_up(data):
     the L2 of whole tables)."""
     from ops.arms.base import FitData
     from ops.arms.deepctr import build_model
-    from ops.arms.recommenders import TrainedArm
+    from ops.arms.recommenders import trained_arm
 
     users, movies, split = data
     train = split.train.filter(pl.col("user_id") <= 40)  # 40 of the 300 users are ever looked up
@@ -455,10 +455,10 @@ def test_lazy_updates_move_only_the_rows_a_batch_looks_up(data):
     config = arm_config("fm", batch_size=16, learning_rate=0.01, max_epochs=1, sampled_negatives=0.0)
     tables = {}
     for updates in ("lazy", "dense"):
-        arm = TrainedArm.of(config.model_copy(update={"embedding_updates": updates}))
+        arm = trained_arm(config.model_copy(update={"embedding_updates": updates}))
         arm.fit(FitData(train, split.valid, users, catalogue))
         tables[updates] = arm.model.embedding_dict["user_id"].weight.detach().numpy()
-    start = build_model(config, arm.encoder, "cpu").embedding_dict["user_id"].weight.detach().numpy()
+    start = build_model(type(arm), config, arm.encoder, "cpu").embedding_dict["user_id"].weight.detach().numpy()
     unseen = arm.encoder.encoded_users(np.arange(41, 301))[:, arm.encoder.user_columns.index("user_id")].astype(int)
     seen = np.setdiff1d(np.arange(start.shape[0]), unseen)
     assert start.shape[0] > config.batch_size and unseen.size == 260

@@ -3,7 +3,7 @@
 An arm is fitted once on the train window (the validation window beside it, for early
 stopping), then asked for the ranking of the unseen items of given users; an arm that can
 refit is trained again on the train rows plus simulated ones (A/B Agent Table 5).  Random,
-Pop and the DeepCTR family (`ops.arms.recommenders.TrainedArm`), the Agent4Rec plug-in's MF,
+Pop and the DeepCTR family (`ops.arms.trained.TrainedArm`), the Agent4Rec plug-in's MF,
 MultVAE and LightGCN, a team's lists file and an MLflow model all meet it; the registry that
 names them is `ops.arms.registry`.
 

@@ -27,7 +27,7 @@ import polars as pl
 from ops.arms.base import Factors, FitData, sigmoid
 from ops.arms.features import FeatureConfig, FeatureEncoder, fit_encoder
 from ops.arms.metrics import auc, log_loss
-from ops.arms.recommenders import ArmConfig, ArmDivergedError, TrainedArm, trained_kind
+from ops.arms.trained import ArmConfig, ArmDivergedError, TrainedArm
 from ops.data.domain import feedback_of
 from ops.environment import offline_defaults
 
@@ -59,7 +59,7 @@ class DeepCTRArm(TrainedArm):
         item_ids = np.asarray(item_ids, dtype=np.int64)
         if user_ids.shape != item_ids.shape:
             raise ValueError(f"score: {user_ids.shape} user ids but {item_ids.shape} item ids")
-        batch = rows_per_forward(self.model, self.config)
+        batch = rows_per_forward(type(self), self.model, self.config)
         return _predict(self.model, self.encoder, user_ids, item_ids, batch, self.parts_head())
 
     def factors(self, user_ids: np.ndarray, item_ids: np.ndarray) -> Factors | None:
@@ -126,7 +126,7 @@ class DeepCTRArm(TrainedArm):
         if not weights:
             raise FileNotFoundError(f"{folder}: a saved {self.config.model} arm without its weights")
         device = device or resolve_device(self.config)
-        model = build_model(self.config, self.encoder, device)
+        model = build_model(type(self), self.config, self.encoder, device)
         if weights[0].suffix == ".safetensors":
             from safetensors.torch import load_file
 
@@ -138,12 +138,12 @@ class DeepCTRArm(TrainedArm):
         self.model = model
 
 
-def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
-    """The deepctr-torch module for `config`, as its model's class describes it."""
+def build_model(kind: type[DeepCTRArm], config: ArmConfig, encoder: FeatureEncoder, device: str):
+    """The deepctr-torch module for `config`, as its model's class `kind` describes it (the
+    arm's own class: `type(arm)`)."""
     offline_defaults()  # deepctr-torch's version check off before its first import (ops.environment)
     from deepctr_torch import models
 
-    kind = trained_kind(config.model)
     if not issubclass(kind, DeepCTRArm):
         raise ValueError(f"arm {config.name!r}: model {config.model!r} is not a DeepCTR model")
     columns = encoder.feature_columns(config.embedding_dim)
@@ -165,15 +165,15 @@ def build_model(config: ArmConfig, encoder: FeatureEncoder, device: str):
     return model
 
 
-def activation_floats_per_row(model, config: ArmConfig) -> int:
-    """`DeepCTRArm.activation_floats_per_row` of `config`'s model."""
-    return trained_kind(config.model).activation_floats_per_row(model, config)
+def activation_floats_per_row(kind: type[DeepCTRArm], model, config: ArmConfig) -> int:
+    """`DeepCTRArm.activation_floats_per_row` of the model's class `kind`."""
+    return kind.activation_floats_per_row(model, config)
 
 
-def rows_per_forward(model, config: ArmConfig) -> int:
+def rows_per_forward(kind: type[DeepCTRArm], model, config: ArmConfig) -> int:
     """Pairs per forward pass when scoring: score_batch_size, or fewer so that one pass's
     widest tensors stay within score_memory_mb (never fewer than 256)."""
-    fit = int(config.score_memory_mb * 2**20 // (4 * activation_floats_per_row(model, config)))
+    fit = int(config.score_memory_mb * 2**20 // (4 * activation_floats_per_row(kind, model, config)))
     return max(256, min(config.score_batch_size, fit))
 
 
@@ -181,7 +181,7 @@ def _scorer(trained: DeepCTRArm):
     # torch is a heavy import: loaded when a DeepCTR arm first scores.
     from ops.arms.deepctr_parts import PartsScorer
 
-    batch = rows_per_forward(trained.model, trained.config)
+    batch = rows_per_forward(type(trained), trained.model, trained.config)
     return PartsScorer(trained.model, trained.encoder, batch, trained.parts_head())
 
 
@@ -244,7 +244,7 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
         valid_labels = np.concatenate([valid_labels, np.zeros(neg_u.size)])
     if valid.height == 0 or valid_labels.min() == valid_labels.max():
         raise ValueError(f"arm {config.name!r}: the validation split needs both positive and negative labels")
-    model = build_model(config, encoder, device)  # re-seeds torch with config.seed
+    model = build_model(type(arm), config, encoder, device)  # re-seeds torch with config.seed
     optimiser = _optimiser(model, config)
     shuffle = np.random.default_rng(config.seed)
     rated = _rated_keys(train) if config.sampled_negatives > 0 else None
@@ -263,7 +263,7 @@ def train_deepctr(arm: DeepCTRArm, train: pl.DataFrame, data: FitData) -> None:
             del x_neg
         total = train_epoch(model, optimiser, x_epoch, y_epoch, config, shuffle, epoch, device)
         valid_scores = _predict(
-            model, encoder, valid_users, valid_items, rows_per_forward(model, config), arm.parts_head()
+            model, encoder, valid_users, valid_items, rows_per_forward(type(arm), model, config), arm.parts_head()
         )
         if guard.enabled and not np.all(np.isfinite(valid_scores)):
             raise ArmDivergedError(

@@ -3,7 +3,7 @@
 `save_arm(trained, folder)` writes everything needed to score again, atomically: the arm's
 configuration and training history (`arm.json`) and what its class learnt: the train-fitted
 encoders and the model weights (DeepCTR arms), the item popularity (Pop)
-(`ops.arms.recommenders.TrainedArm.save`).  `load_arm(folder)` rebuilds the arm, of the
+(`ops.arms.trained.TrainedArm.save`).  `load_arm(folder)` rebuilds the arm, of the
 class its configuration's model names (`ops/arms/kinds/<model>.py`), scoring exactly as the
 saved one; a folder whose model is no kind of this checkout fails naming the folder.
 Nothing is pickled: JSON, `.npz` read with `allow_pickle=False`, and the weights as a
@@ -36,7 +36,10 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from ops.arms.recommenders import FORMAT_VERSION, TrainedArm, arm_params, load_trained  # noqa: F401 - re-exported
+# Rebuilds the arm saved in a folder (DeepCTR weights to a device, default the arm's own: the
+# GPU when torch sees one); the name older registered models' pyfunc.py imports.
+from ops.arms.registry import load_arm, load_trained  # noqa: F401 - re-exported
+from ops.arms.trained import FORMAT_VERSION, TrainedArm, arm_params  # noqa: F401 - re-exported
 
 
 def save_arm(trained: TrainedArm, folder: Path | str) -> Path:
@@ -53,12 +56,6 @@ def save_arm(trained: TrainedArm, folder: Path | str) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return folder
-
-
-def load_arm(folder: Path | str, device: str | None = None) -> TrainedArm:
-    """Rebuild the arm saved in `folder`; DeepCTR weights go to `device` (default: the
-    arm's configured device, i.e. the GPU when torch sees one)."""
-    return load_trained(folder, device)
 
 
 def log_and_register(

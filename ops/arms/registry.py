@@ -38,10 +38,11 @@ source to the constructor parameter its class names (`source_param`: a lists fil
 an MLflow model's `uri`); `;key=value` pairs after the source are parameters.  An arm spec
 declared with `declare` (the settings do it for `$SIMAB_ARMS`) becomes a known arm name.
 
-The kinds are imported by name (`importlib`), not by an import statement: the modules they
-import (`ops.arms.recommenders`) find a configuration's kind here, so a static import would
-be a circle.  Nothing here imports torch, deepctr, mlflow or a plug-in until an arm of theirs
-is made.
+The kinds are imported by name (`importlib`), when a name is first looked up: a new file is a
+new kind, and nothing here imports torch, deepctr, mlflow or a plug-in until an arm of theirs
+is made.  The kinds import `ops.arms.base` and `ops.arms.trained`, never this module, and the
+trained kinds' lookups live here (`trained_kind`, `arm_config`, `trained_arm`,
+`load_trained`): no module this one loads finds its way back to it (`tests/test_layers.py`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ops.arms.base import ArmBase, accepted_settings, constructor_parameters
+from ops.arms.trained import ArmConfig, TrainedArm, read_manifest
 
 KINDS_PACKAGE = "ops.arms.kinds"
 ENTRY_POINT_GROUP = "simab.arms"
@@ -517,10 +519,58 @@ def specs(entries: Iterable[str]) -> list[ArmSpec]:
     return list(out.values())
 
 
-def __getattr__(name: str) -> Any:
-    # MLflow models registered before the MLflow module was named `model_registry` carry a
-    # copy of ops/arms/pyfunc.py that imports `load_arm` from here; they still load.  Imported
-    # by name: that module imports the trained built-ins, which find their kinds here.
-    if name == "load_arm":
-        return importlib.import_module("ops.arms.model_registry").load_arm
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# -- the trained kinds (`ops.arms.trained`): a configuration's model names its class here ----
+
+
+def trained_kind(model: str) -> type[TrainedArm]:
+    """The TrainedArm class of kind `model`; ValueError naming the trained kinds otherwise."""
+    found = kind_class(model) if model in kind_names() else None
+    if found is None or not issubclass(found, TrainedArm):
+        raise ValueError(f"unknown arm {model!r}: expected one of {trained_kind_names()}")
+    return found
+
+
+def trained_kind_names() -> list[str]:
+    """The kinds configured by an ArmConfig (Random, Pop, the DeepCTR family)."""
+    return [k for k in kind_names() if issubclass(kind_class(k), TrainedArm)]
+
+
+def arm_config(name: str, **overrides: Any) -> ArmConfig:
+    """The configuration of arm `name` (a trained kind, an alias of one such as
+    `deepfm_data50`, or a declared spec of one), Appendix B defaults first, then the
+    parameters the name stands for, then `overrides`."""
+    spec = resolve(name)
+    return kind_config(spec.kind, name, spec.params, overrides)
+
+
+def kind_config(kind: str, name: str, *given: dict[str, Any]) -> ArmConfig:
+    """The configuration of arm `name` of trained kind `kind`: its Appendix B defaults, then
+    each of `given` in turn (`model_kwargs` merged, not replaced)."""
+    return trained_kind(kind).configure(kind, name, *given)
+
+
+def trained_arm(config: ArmConfig, **state: Any) -> TrainedArm:
+    """The arm of `config`, of the class its `model` names, unfitted unless `state` (the
+    class's fields: popularity, encoder, model, …) is given."""
+    return trained_kind(config.model)(config=config, **state)
+
+
+def load_trained(folder: Path | str, device: str | None = None) -> TrainedArm:
+    """The arm saved in `folder` (`TrainedArm.save`), of the class its configuration's model
+    names; DeepCTR weights go to `device` (default: the arm's configured device).  A folder
+    whose model is no trained kind of this checkout fails naming the folder."""
+    folder = Path(folder)
+    model = (read_manifest(folder).get("config") or {}).get("model")
+    try:
+        kind = trained_kind(str(model))
+    except ValueError as exc:
+        raise ValueError(
+            f"{folder}: a saved arm of model {model!r}, which is no arm kind of this simab "
+            f"(ops/arms/kinds/ has {trained_kind_names()}); materialise the arm again"
+        ) from exc
+    return kind.load_folder(folder, device)
+
+
+# MLflow models registered before the MLflow module was named `model_registry` carry a copy
+# of ops/arms/pyfunc.py that imports `load_arm` from here; they still load.
+load_arm = load_trained

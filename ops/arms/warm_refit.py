@@ -55,7 +55,7 @@ def warm_refit(
     kept = min(train.height, int(round(replay * added.height)))
     rows = pl.concat([added.select(train.columns), train.sample(kept, seed=config.seed)]) if kept else added
     encoder = trained.encoder
-    model = build_model(config, encoder, device)
+    model = build_model(type(trained), config, encoder, device)
     model.load_state_dict(trained.model.state_dict())
     optimiser = _optimiser(model, config)
     x_rows = torch.from_numpy(encoder.transform(rows["user_id"].to_numpy(), rows["item_id"].to_numpy()))

@@ -97,7 +97,7 @@ def simulate_round(
     on_epoch=None,
     concurrency: int = 1,
 ) -> RoundResult:
-    """Round `round_index` of the arm `arm_config` (an `ops.arms.recommenders.ArmConfig`):
+    """Round `round_index` of the arm `arm_config` (an `ops.arms.trained.ArmConfig`):
     train, rank the pool, simulate, write memories (module docstring).
 
     `agents` is `ops.agents.build.Agents` (train-window memories), `brain_model` anything

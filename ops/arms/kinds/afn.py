@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from ops.arms.deepctr import DeepCTRArm
-from ops.arms.recommenders import ArmConfig
+from ops.arms.trained import ArmConfig
 
 
 class AFNConfig(ArmConfig):

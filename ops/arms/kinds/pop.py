@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from ops.arms.base import Factors, FitData
-from ops.arms.recommenders import ArmConfig, TrainedArm
+from ops.arms.trained import ArmConfig, TrainedArm
 
 
 class PopConfig(ArmConfig):

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from ops.arms.base import FitData
-from ops.arms.recommenders import TrainedArm
+from ops.arms.trained import TrainedArm
 
 
 class Random(TrainedArm):

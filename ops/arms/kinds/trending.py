@@ -24,7 +24,7 @@ from pydantic import Field, model_validator
 
 from ops.arms.base import FitData
 from ops.arms.kinds.pop import Pop, PopConfig, _popularity
-from ops.arms.recommenders import ArmConfig
+from ops.arms.trained import ArmConfig
 
 # The recent stretch when the spec names none: the train window's last fifth (the "trending"
 # list of the issue that asked for this kind: the last 20 % of the train window's time).

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ops.arms.deepctr import DeepCTRArm
-from ops.arms.recommenders import ArmConfig
+from ops.arms.trained import ArmConfig
 
 
 class XDeepFM(DeepCTRArm):

@@ -63,4 +63,4 @@ experiment_partitions = MultiPartitionsDefinition({"arm": arm_partitions, "condi
 
 def condition_name(brain: str, vision: bool) -> str:
     """The condition partition of a brain with or without vision."""
-    return brain_kind(brain).seeing(vision).name
+    return brain_kind(brain, vision=vision).name

@@ -152,7 +152,7 @@ def llm_cost_estimate(
     (expected, 95 % interval, ceiling), from a dry run that sends nothing.  Fails when the
     estimate is above the `llm` resource's max_cost_usd."""
     agents = _with_personas(agents, config, io_manager)
-    kind = LLM().seeing(config.vision)
+    kind = brain_kind(LLM(), vision=config.vision)
     sources = llm.sources(catalogue=Catalogue.from_frame(mm_ml_1m), embedded=embedded_brain)
     estimate = _cost_estimate(context.partition_key, config, top20_lists, agents, kind, sources, config.sample_agents)
     context.log.info(f"LLM bill before the run: {estimate.describe()}")
@@ -325,7 +325,7 @@ def simulate_partition(
     to MLflow, and the asset's result: the simulation partitions of the lifecycle and of the
     papers' experiments (`dataset`: the events' MLflow dataset, `tags`: the run's and the
     metadata's, beside the arm)."""
-    kind = brain_kind(config.brain).seeing(config.vision)
+    kind = brain_kind(config.brain, vision=config.vision)
     catalogue = Catalogue.from_frame(mm_ml_1m)
     sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=_visits(config))
     # The agent is told the fatigue costs it is really charged; an LLM brain traces into the run's experiment.

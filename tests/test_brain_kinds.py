@@ -63,8 +63,9 @@ def test_the_built_in_kinds_carry_what_the_steps_read():
     assert BUILT_IN <= set(brain_names())
     embedded, llm, uniform = brain_kind("embedded"), brain_kind("llm"), brain_kind("uniform_random")
     assert embedded.decides_offline and uniform.decides_offline and not llm.decides_offline
-    assert embedded.seeing(False).name == "embedded-no-vision" and llm.seeing(False).name == "llm-no-vision"
-    assert embedded.seeing(True) is embedded and uniform.seeing(False).name == "uniform-random"
+    assert brain_kind(embedded, vision=False).name == "embedded-no-vision"
+    assert brain_kind(llm, vision=False).name == "llm-no-vision"
+    assert brain_kind(embedded, vision=True) is embedded and brain_kind(uniform, vision=False).name == "uniform-random"
     # How each answers the papers' per-item taste question: its scores cut, asked, not at all.
     ways = SimpleNamespace(cut=lambda score: "cut", ask=lambda brain: "ask", answer_with=lambda answerer: "own")
     assert [k.answer_taste(None, ways) for k in (embedded, llm, uniform)] == ["cut", "ask", None]

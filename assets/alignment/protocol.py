@@ -118,7 +118,7 @@ def protocol_opening(
 ) -> Opening:
     """The protocol's opening (`ops.studies.alignment.protocols.open_protocol`) with the brain
     `config` names, made from this run's sources, its calls charged to the run's bill."""
-    kind = brain_kind(config.brain).seeing(config.vision)
+    kind = brain_kind(config.brain, vision=config.vision)
     settings = ProtocolSettings(config.enabled, config.n_agents, config.half_width, config.seed, config.n_bootstrap)
     return open_protocol(
         protocol,

@@ -61,7 +61,7 @@ def list_sensitivity(
     control = ab_readout.control
     if control not in top20_lists:
         return not_measured(context, NotMeasurable(f"the control arm {control!r} has no top-20 lists"))
-    kind = brain_kind(config.brain).seeing(config.vision)
+    kind = brain_kind(config.brain, vision=config.vision)
     if "sensitivity" not in kind.answers:
         return not_measured(context, NotMeasurable(f"sensitivity ladder: the {kind.name} brain does not answer it"))
     run = run_agents(ab_readout, control)

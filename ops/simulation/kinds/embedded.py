@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ops.simulation.brains.embedded import EmbeddedBrain, fit_embedded_brain
-from ops.simulation.kinds import BrainKind, BrainSources
+from ops.simulation.kinds.base import BrainKind, BrainSources
 
 
 class Embedded(BrainKind):

@@ -6,11 +6,14 @@ embedded brain decides, sending nothing (`ops.simulation.cost`)."""
 from __future__ import annotations
 
 import os
+from typing import ClassVar
 
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.cost import estimate_llm_cost, estimate_protocol_cost
-from ops.simulation.kinds import BrainKind, BrainSources, brain_kind
+from ops.simulation.kinds.base import BrainKind, BrainSources
+from ops.simulation.kinds.embedded import Embedded
+from ops.simulation.kinds.embedded_no_vision import EmbeddedNoVision
 from ops.web import endpoint_host, safe_endpoint
 
 
@@ -22,8 +25,10 @@ class LLM(BrainKind):
     reads_personas = True
     sees_posters = True
     without_posters = "llm-no-vision"
-    # Whose decisions a dry run follows while this brain writes and counts its prompts.
-    behaviour = "embedded"
+    # Whose decisions a dry run follows while this brain writes and counts its prompts: the
+    # embedded brain, with or without posters as this brain sees them.
+    behaviour: ClassVar[type[BrainKind]] = Embedded
+    behaviour_without_posters: ClassVar[type[BrainKind]] = EmbeddedNoVision
 
     def brain(self, sources: BrainSources) -> LLMBrain:
         bill = sources.bill
@@ -79,7 +84,7 @@ class LLM(BrainKind):
         return question.ask(brain)
 
     def _behaviour(self, sources: BrainSources):
-        return brain_kind(self.behaviour).seeing(self.sees_posters).brain(sources)
+        return (self.behaviour if self.sees_posters else self.behaviour_without_posters)().brain(sources)
 
 
 def describe_endpoint(config: LLMBrainConfig, max_cost_usd: float | None = None) -> dict[str, str | float | int | bool]:

@@ -5,7 +5,7 @@ question not at all: it has no scores to threshold)."""
 from __future__ import annotations
 
 from ops.simulation.brains.random_policy import UniformRandomBrain
-from ops.simulation.kinds import BrainKind, BrainSources
+from ops.simulation.kinds.base import BrainKind, BrainSources
 
 
 class UniformRandom(BrainKind):

@@ -224,20 +224,13 @@ def _stop_tree(pid: int, interrupt: bool, grace_s: float = STOP_GRACE_S) -> None
 
 
 def _descendants(pid: int) -> list[int]:
-    """The processes under `pid`, from /proc (none where there is no /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+    """The processes under `pid` (none where it has ended)."""
+    import psutil
+
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def _alive(pid: int) -> bool:
@@ -251,9 +244,13 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    import psutil
+
     try:  # a zombie has ended
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
         return True
 
 

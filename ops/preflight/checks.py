@@ -178,14 +178,10 @@ def peak_memory_mb(rows: int) -> float:
 def machine_memory_mb() -> float | None:
     """What this machine gives the process, in MB: its memory, or the cgroup's limit where
     lower; None where neither can be read."""
-    found = []
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                found.append(int(line.split()[1]) / 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
+    import psutil
+
+    found = [psutil.virtual_memory().total / 2**20]
+    try:  # psutil reads the machine's memory, not a container's limit
         limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
         if limit.isdigit():
             found.append(int(limit) / 2**20)

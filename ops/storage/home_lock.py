@@ -234,13 +234,12 @@ def process_alive(pid, since: float | None = None) -> bool:
 
 
 def process_start_time(pid: int) -> float | None:
-    """When process `pid` started (epoch seconds), from /proc; None where there is no /proc."""
+    """When process `pid` started (epoch seconds); None where it cannot be read (gone, or not ours to see)."""
+    import psutil
+
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        lines = Path("/proc/stat").read_text().splitlines()
-        boot = next(float(line.split()[1]) for line in lines if line.startswith("btime"))
-        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, OSError):
         return None
 
 

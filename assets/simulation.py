@@ -56,15 +56,14 @@ from ops.figures import table_markdown
 from ops.links import viewer_url
 from ops.readout.fallbacks import fallback_counts
 from ops.settings import ActivityDrives, Persona, config_default
-from ops.simulation.assignment import agents_of_arm, agents_of_shard, combine_shards
-from ops.simulation.brains.llm.persona import apply_personas
+from ops.simulation.agent_sample import MatchedPersonas, agents_of, simulation_cost, visits_of
+from ops.simulation.assignment import agents_of_shard, combine_shards
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.cost import CostEstimateConfig, CostLimitExceeded, check_cost_limit
-from ops.simulation.kinds import DEFAULT_BRAIN, BrainKind, BrainSources, brain_kind
+from ops.simulation.cost import CostLimitExceeded, check_cost_limit
+from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
 from ops.simulation.kinds.llm import LLM
-from ops.simulation.request import SimulationConfig, activity_tier_of
+from ops.simulation.request import SimulationConfig
 from ops.simulation.runner import simulate
-from ops.simulation.visits import mean_sessions, visits_config
 from ops.storage.checkpoint import partition_lock
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
@@ -154,7 +153,7 @@ def llm_cost_estimate(
     agents = _with_personas(agents, config, io_manager)
     kind = brain_kind(LLM(), vision=config.vision)
     sources = llm.sources(catalogue=Catalogue.from_frame(mm_ml_1m), embedded=embedded_brain)
-    estimate = _cost_estimate(context.partition_key, config, top20_lists, agents, kind, sources, config.sample_agents)
+    estimate = simulation_cost(context.partition_key, config, top20_lists, agents, kind, sources, config.sample_agents)
     context.log.info(f"LLM bill before the run: {estimate.describe()}")
     with mlflow_tracking.asset_run(
         context,
@@ -327,7 +326,7 @@ def simulate_partition(
     metadata's, beside the arm)."""
     kind = brain_kind(config.brain, vision=config.vision)
     catalogue = Catalogue.from_frame(mm_ml_1m)
-    sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=_visits(config))
+    sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=visits_of(config))
     # The agent is told the fatigue costs it is really charged; an LLM brain traces into the run's experiment.
     traces_to = None if kind.decides_offline else mlflow_tracking.experiment_id()
     sources = llm.sources(context, catalogue, embedded_brain, fatigue=sim_config.fatigue, trace_experiment_id=traces_to)
@@ -344,7 +343,7 @@ def simulate_partition(
         else nullcontext()
     )
     # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
-    estimate = functools.partial(_cost_estimate, arm, config, top20_lists, agents, kind, sources)
+    estimate = functools.partial(simulation_cost, arm, config, top20_lists, agents, kind, sources)
     with lock, llm.open_brain(context, kind, sources, estimate=estimate) as brain:
         events = simulate(
             brain,
@@ -438,54 +437,6 @@ def _events_result(
     )
 
 
-def _cost_estimate(
-    arm: str,
-    config: AgentSampleConfig,
-    top20_lists,
-    agents,
-    kind: BrainKind,
-    sources: BrainSources,
-    sample_agents: int | None = None,
-):
-    """What simulating `arm` with these settings would cost with the brain of `kind`
-    (`kind.simulation_estimate`: for the LLM brain a dry run writing its prompts while the
-    embedded brain decides), over every session; None: the brain is free."""
-    chosen = agents_of(arm, config, top20_lists, agents)
-    sim_config = SimulationConfig(visits=_visits(config))
-    estimate_config = CostEstimateConfig(
-        seed=config.seed, **({"sample_agents": sample_agents} if sample_agents else {})
-    )
-    sessions = agents.sessions(chosen)
-    estimate = kind.simulation_estimate(
-        sources.replace(fatigue=sim_config.fatigue), arm, top20_lists, sessions, sim_config, chosen, estimate_config
-    )
-    if estimate is None:
-        return None
-    tiers = [activity_tier_of(a, None) for a in sessions]
-    return estimate.over_sessions(mean_sessions(tiers, config.sessions_per_agent, sim_config.visits))
-
-
-def agents_of(arm: str, config: AgentSampleConfig, top20_lists: pl.DataFrame, agents) -> list[int]:
-    """The agents the arm simulates: sampled from the agents' population (every user who can
-    be an agent, `Agents.population`: the sample the agents asset built and the arm ranked),
-    those with a list on the arm."""
-    listed = set(top20_lists.get_column("user_id").to_list())
-    sampled = agents_of_arm(agents.population.tolist(), arm, config.n_agents, config.design, config.arms, config.seed)
-    return [u for u in sampled if u in listed]
-
-
-class _MatchedPersonas:
-    """The `agents` population as a simulation reads it, with SimUSER's matched personas in
-    the session templates (`ops.simulation.brains.llm.persona.apply_personas`)."""
-
-    def __init__(self, agents, personas: pl.DataFrame) -> None:
-        self._agents, self._personas = agents, personas
-        self.profiles, self.population = agents.profiles, agents.population
-
-    def sessions(self, user_ids=None):
-        return apply_personas(self._agents.sessions(user_ids), self._personas)
-
-
 def _with_personas(agents, config: AgentSampleConfig, io_manager: SimabIOManager):
     """`agents`, or with `persona: matched` the agents with the personas `llm_personas` kept."""
     if config.persona == "traits":
@@ -502,8 +453,4 @@ def _with_personas(agents, config: AgentSampleConfig, io_manager: SimabIOManager
             description="persona: matched, but llm_personas has not been materialised: run the job simab_personas first",
             allow_retries=False,
         )
-    return _MatchedPersonas(agents, io_manager.stored("llm_personas"))
-
-
-def _visits(config: AgentSampleConfig):
-    return visits_config(config.activity_drives, config.visits_per_tier)
+    return MatchedPersonas(agents, io_manager.stored("llm_personas"))

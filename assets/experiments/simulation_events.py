@@ -8,8 +8,9 @@ from pydantic import Field
 
 from assets.experiments import GROUP
 from assets.partitions import experiment_partitions
-from assets.simulation import SimulationAssetConfig, agents_of, simulate_partition
+from assets.simulation import SimulationAssetConfig, simulate_partition
 from ops.settings import config_default
+from ops.simulation.agent_sample import agents_of
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root

@@ -3,7 +3,7 @@ profiles and memories of these users only, whatever the size of the log.
 
 - **simulated**: the run's agent sample (`SIMAB_AGENTS`, seeded; 0 = every user), drawn
   from the population by `ops.simulation.runner.sample_agents` exactly as the simulation
-  draws it (`assets.simulation.agents_of`), and ranked by every arm (`arm_rankings`);
+  draws it (`ops.simulation.agent_sample.agents_of`), and ranked by every arm (`arm_rankings`);
 - **fitted**: validation-window users the embedded brain is fitted on, as many as its
   fitting takes (`EmbeddedBrainConfig.fit_max_users`);
 - **calibrated**: validation-window users who can fill the list-response yardstick's lists

@@ -42,7 +42,7 @@ The kinds are imported by name (`importlib`), when a name is first looked up: a 
 new kind, and nothing here imports torch, deepctr, mlflow or a plug-in until an arm of theirs
 is made.  The kinds import `ops.arms.base` and `ops.arms.trained`, never this module, and the
 trained kinds' lookups live here (`trained_kind`, `arm_config`, `trained_arm`,
-`load_trained`): no module this one loads finds its way back to it (`tests/test_layers.py`).
+`load_trained`): no module this one loads finds its way back to it (`tests/test_import_circles.py`).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ DEMO_AGENTS = 50
 # store, the Dagster instance, the logs; the tests' 40-user world writes 6–9 MB).  A larger
 # one is scaled by its agents only, as above.
 DEMO_USERS = 1000
-MIN_SCALE = 0.15
+MIN_SCALE = 0.2
 
 
 class ResourceExhausted(RuntimeError):

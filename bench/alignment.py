@@ -605,7 +605,9 @@ def _arms(args, split, users, frame) -> dict:
             arms[name] = pickle.loads(path.read_bytes())
             continue
         t = time.perf_counter()
-        arms[name] = train_arm(arm_config(name, max_epochs=args.max_epochs), split.train, split.valid, users, frame)
+        arms[name] = train_arm(
+            arm_config(name, settings={"max_epochs": args.max_epochs}), split.train, split.valid, users, frame
+        )
         print(f"arm {name}: trained in {time.perf_counter() - t:.0f} s (best epoch {arms[name].best_epoch})")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(arms[name]))

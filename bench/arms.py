@@ -221,7 +221,7 @@ def table(args) -> None:
                 train_fraction=args.afn_train_fraction,
             )
             note = f"AFN capped at {overrides['max_epochs']} epochs, {args.afn_train_fraction:.0%} of train"
-        config = arm_config(name, **overrides)
+        config = arm_config(name, settings=overrides)
         started = time.perf_counter()
         try:
             arm = train_arm(
@@ -395,7 +395,7 @@ def deepctr_slice(args) -> None:
     arms = ["deepfm", *[a for a in args.arms if a != "deepfm"]]  # the baseline first
     rows = {}
     for name in arms:
-        config = arm_config(name, train_fraction=args.train_fraction, max_epochs=1)
+        config = arm_config(name, settings={"train_fraction": args.train_fraction, "max_epochs": 1})
         started = time.perf_counter()
         trained = train_arm(config, split.train, valid, tables.users, catalogue)
         rows[name] = (trained.history[0]["val_auc"], time.perf_counter() - started)

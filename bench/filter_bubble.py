@@ -76,7 +76,7 @@ def main() -> None:
     chosen = sample_agents(agents.profiles, args.agents, args.seed)
     t = time.perf_counter()
     results = simulate_rounds(
-        arm_config(args.arm, max_epochs=args.max_epochs),
+        arm_config(args.arm, settings={"max_epochs": args.max_epochs}),
         split.train,
         split.valid,
         users,

@@ -117,7 +117,7 @@ def run(data: str, args, before_users: dict[str, int]) -> None:
     rng = np.random.default_rng(0)
     for name in args.arms:
         overrides = dict(max_epochs=args.max_epochs, device="cpu", divergence={"enabled": False})
-        arm = trained_arm(arm_config(name, **overrides))
+        arm = trained_arm(arm_config(name, settings=overrides))
         if isinstance(arm, DeepCTRArm):
             arm = trained_arm(arm_config(name, **overrides, train_fraction=args.train_fraction))
         arm.fit(FitData(split.train, split.valid, tables.users, catalogue))

@@ -23,7 +23,10 @@ def trained():
     # Two epochs on 80 users: a fixture for saving and loading, not a learner (guard off).
     arms = {
         name: train_arm(
-            arm_config(name, max_epochs=2, learning_rate=0.01, embedding_dim=8, divergence={"enabled": False}),
+            arm_config(
+                name,
+                settings={"max_epochs": 2, "learning_rate": 0.01, "embedding_dim": 8, "divergence": {"enabled": False}},
+            ),
             split.train,
             split.valid,
             users,

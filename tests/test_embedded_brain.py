@@ -266,7 +266,8 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
     exclude = split.train.select("user_id", "movie_id")
     arms = ("random", "pop", "deepfm")
     trained = {
-        a: train_arm(arm_config(a, max_epochs=8), split.train, split.valid, data.users, catalogue_frame) for a in arms
+        a: train_arm(arm_config(a, settings={"max_epochs": 8}), split.train, split.valid, data.users, catalogue_frame)
+        for a in arms
     }
     lists = pl.concat([top_k(trained[a], users, movie_ids, exclude) for a in arms])
     ndcg = {a: evaluate_arm(trained[a], split.train, split.test, movie_ids).ndcg_at_k for a in arms}

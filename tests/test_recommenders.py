@@ -171,7 +171,7 @@ def test_table_2_ranking_on_the_synthetic_default(synthetic):
     for name in ("random", "pop", "deepfm"):
         # Appendix B's settings except a larger Adam step and one epoch, for time.
         arm = train_arm(
-            arm_config(name, learning_rate=0.01, max_epochs=1),
+            arm_config(name, settings={"learning_rate": 0.01, "max_epochs": 1}),
             split.train,
             split.valid,
             data.users,

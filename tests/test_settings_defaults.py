@@ -15,7 +15,7 @@ from ops.settings import _extra, config_default, declared, markdown_table
 # with where the help's stated default lives (checked below).
 ELSEWHERE = {
     "arms": "assets.partitions.DEFAULT_ARMS (Table 2's own list when its config is empty)",
-    "max_epochs": "0 = the arm's ArmConfig.max_epochs (Appendix B: 20)",
+    "max_epochs": "0 = the DeepCTR arm's DeepCTRConfig.max_epochs (Appendix B: 20)",
     "validation_negatives": "0 = the domain's default (1 for implicit feedback)",
     "alignment_agents": "None = as many as ops.studies.alignment.sizing says for the half-width",
 }
@@ -74,7 +74,7 @@ def _stated(name: str) -> str:
 
 def test_defaults_stated_in_prose_match_their_source():
     from assets.partitions import DIAGNOSTIC_ARMS, lifecycle_arms
-    from ops.arms.recommenders import ArmConfig
+    from ops.arms.deepctr import DeepCTRConfig
     from ops.settings import DEFAULT_MAX_COST_USD
     from ops.studies.alignment.sizing import DEFAULT_HALF_WIDTH, agents_for_half_width
     from resources.llm import LLMResource
@@ -85,7 +85,7 @@ def test_defaults_stated_in_prose_match_their_source():
         _stated("arms").split(":")[0] == f"{plain}, and {','.join(DIAGNOSTIC_ARMS)} with a brain that decides offline"
     )
     assert lifecycle_arms(offline_brain=False) == plain.split(",")
-    assert _stated("max_epochs").startswith(f"{ArmConfig.model_fields['max_epochs'].default},")
+    assert _stated("max_epochs").startswith(f"{DeepCTRConfig.model_fields['max_epochs'].default},")
     agents = re.search(r"(\d+) for ±([0-9.]+)", _stated("alignment_agents"))
     assert agents and float(agents[2]) == DEFAULT_HALF_WIDTH
     assert int(agents[1]) == agents_for_half_width(DEFAULT_HALF_WIDTH)

@@ -52,7 +52,9 @@ def world(tmp_path_factory):
     )
     brain = fit_embedded_brain(agents, train, valid, users)
     arms = {
-        name: train_arm(arm_config(name, max_epochs=1, embedding_dim=4), train, valid, users, catalogue)
+        name: train_arm(
+            arm_config(name, settings={"max_epochs": 1, "embedding_dim": 4}), train, valid, users, catalogue
+        )
         for name in ("random", "pop", "fm")
     }
     user_ids = train.get_column("user_id").unique().sort().to_numpy()

@@ -535,12 +535,16 @@ def trained_kind_names() -> list[str]:
     return [k for k in kind_names() if issubclass(kind_class(k), TrainedArm)]
 
 
-def arm_config(name: str, **overrides: Any) -> ArmConfig:
+def arm_config(name: str, settings: dict[str, Any] | None = None, **overrides: Any) -> ArmConfig:
     """The configuration of arm `name` (a trained kind, an alias of one such as
     `deepfm_data50`, or a declared spec of one), Appendix B defaults first, then the
-    parameters the name stands for, then `overrides`."""
+    parameters the name stands for, then `settings` — run-wide values (`max_epochs`,
+    `device`, …), those its kind's configuration has fields for, as `TrainedArm.from_spec`
+    takes them — then `overrides`, every one a field of the kind's configuration."""
     spec = resolve(name)
-    return kind_config(spec.kind, name, spec.params, overrides)
+    fields = trained_kind(spec.kind).config_class.model_fields
+    accepted = {k: v for k, v in (settings or {}).items() if k in fields}
+    return kind_config(spec.kind, name, spec.params, accepted, overrides)
 
 
 def kind_config(kind: str, name: str, *given: dict[str, Any]) -> ArmConfig:

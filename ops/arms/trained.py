@@ -15,14 +15,13 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from ops.arms.base import TOP_CELLS, ArmBase, FitData, rank_arm
-from ops.arms.features import FeatureSet
 
 # The version of a saved arm's folder (arm.json, `TrainedArm.save`).
 FORMAT_VERSION = 1
@@ -66,80 +65,25 @@ class ArmDivergedError(RuntimeError):
 
 
 class ArmConfig(BaseModel):
-    """One trained built-in arm: the fields every trained kind shares.  Defaults are A/B
-    Agent Appendix B's common settings; `arm_config` applies the per-model adjustments, which
-    each model's class keeps beside it (`appendix_b` in `ops/arms/kinds/<model>.py`).  A kind
-    with settings of its own declares them in its file, on a subclass of this class (its
-    `config_class`: Pop's `popularity_of`, AFN's embedding start and log floor); a field its
-    kind does not declare is refused."""
+    """One trained built-in arm: the fields every trained kind reads (Random, Pop, trending and
+    the DeepCTR family).  A kind with settings of its own declares them in its file, on a
+    subclass of this class (its `config_class`: Pop's `popularity_of`, the DeepCTR family's
+    training and network fields in `ops.arms.deepctr.DeepCTRConfig`, AFN's embedding start and
+    log floor); a field its kind does not declare is refused."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str
     # The arm kind: a TrainedArm subclass in ops/arms/kinds/<model>.py.
     model: str
-    # Appendix B: "binary cross-entropy loss, Adam optimizer, batch size 1024".
-    batch_size: int = Field(1024, ge=1)
-    # Appendix B names Adam but its learning rate was lost from the text we have; 1e-3 is
-    # Adam's and DeepCTR's default.
-    learning_rate: float = Field(1e-3, gt=0)
-    # Appendix B: "embedding dimension of 64, DNN layers of (256, 128), dropout of 0.3, and
-    # L2 regularization of 0.003".  The paper does not say which weights the 0.003 is on;
-    # we put it on the DNN kernels (l2_reg_dnn), as the paper lists the linear L2 as a
-    # separate, model-specific adjustment.  On the embeddings instead it made no
-    # difference we could see (DeepFM on ML-1M users 1-1999, epoch-1 validation AUC 0.7062
-    # vs 0.7060; bench/arms.py --l2-on embedding).
-    # Bounded so that a spec such as `deepfm;embedding_dim=-4` is refused by the preflight,
-    # naming the field, rather than by torch minutes into the arm's step.
-    embedding_dim: int = Field(64, ge=1)
-    dnn_hidden_units: tuple[Annotated[int, Field(ge=1)], ...] = (256, 128)
-    dnn_dropout: float = Field(0.3, ge=0, lt=1)
-    l2_reg_dnn: float = Field(0.003, ge=0)
-    l2_reg_embedding: float = Field(1e-5, ge=0)  # deepctr default
-    # Appendix B gives FM, xDeepFM and DCN a "linear L2" whose value was lost from the text
-    # we have; deepctr's default stands in for it.
-    l2_reg_linear: float = Field(1e-5, ge=0)
-    # Model-specific constructor arguments of deepctr-torch (cross_num, ltl_hidden_size, …).
-    model_kwargs: dict[str, Any] = Field(default_factory=dict)
-    # How the optimiser treats the embedding tables: "lazy" updates the rows a batch looks
-    # up (SparseAdam, the tables' L2 on those rows: an epoch's cost per row does not grow
-    # with the users and items, `ops.arms.lazy_updates`); "dense" is deepctr's own (one Adam
-    # over every row, the L2 of whole tables), whose batches grow with the tables.
-    embedding_updates: Literal["lazy", "dense"] = "lazy"
-    # Appendix B: "early stopping based on validation AUC ... converge within 20 epochs".
-    max_epochs: int = Field(20, ge=1)
-    patience: int = Field(2, ge=1)  # epochs without a better validation AUC; not stated in the paper
     # docs/definitions.md#lifecycle, step 5: "Label: rating >= 4".
     positive_threshold: int = 4
     # Table 3: share of the train split used (seeded row sample).
     train_fraction: float = Field(1.0, gt=0, le=1)
-    # Table 4: which features the model sees.
-    feature_set: FeatureSet = "all"
-    use_metadata: bool = True
     seed: int = 1024  # deepctr's default seed
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    # Pairs per forward pass when scoring (memory, not maths): at most score_batch_size,
-    # fewer where the model's widest intermediate tensor would take a pass above
-    # score_memory_mb (`rows_per_forward`).
-    score_batch_size: int = Field(262_144, ge=1)
+    # The memory one ranking pass may take (`ops.arms.base.rank_arm`; the DeepCTR kinds' forward
+    # passes too, `rows_per_forward`).
     score_memory_mb: float = Field(512.0, gt=0)
-    # Unrated (user, movie) pairs added as negatives (label 0), per train row, redrawn
-    # each epoch.  The paper does not say; with 0 (rated >= 4 vs rated < 4 only) a model
-    # learns "liked, given rated" and ranks obscure well-liked items first: measured on
-    # ML-1M (users 1-1999), FM NDCG@20 0.024 against Pop's 0.154, the reverse of Table 2's
-    # order; with 1.0, FM 0.179 (test AUC on rated pairs 0.769 -> 0.722).  Set 0 for
-    # Table 5-style AUC comparisons on rated pairs.
-    sampled_negatives: float = Field(1.0, ge=0)
-    # Unrated (user, item) pairs of validation users added to the validation pairs as
-    # negatives (one fixed seeded draw, `ratio` per validation row), so that early stopping
-    # and the divergence guard judge "interacted or not" as training does.  0 (MovieLens,
-    # the papers) keeps the rated pairs alone.  Implicit feedback needs it: on Steam,
-    # "recommended or not, among reviewed games" is nearly unpredictable (FM's validation AUC
-    # 0.50 after 2 epochs, stopped by the guard) while the arms learn "reviewed or not".
-    # None (the default): 1 where the validation window is implicit feedback
-    # (`ops.data.domain.feedback_of`), 0 otherwise: the domain says, no setting needed.
-    validation_negatives: float | None = Field(None, ge=0)
-    divergence: DivergenceGuard = Field(default_factory=DivergenceGuard)
 
 
 @dataclass
@@ -185,8 +129,11 @@ class TrainedArm(ArmBase):
 
     @classmethod
     def from_spec(cls, name, params, settings, make) -> TrainedArm:
-        """Every run setting goes into the configuration (they are ArmConfig fields)."""
-        return cls(config=cls.configure(cls.__module__.rsplit(".", 1)[-1], name, params, settings))
+        """The spec's parameters and the run settings its configuration has fields for (a run's
+        `max_epochs` or `device` reach the DeepCTR kinds, not Pop)."""
+        fields = cls.config_class.model_fields
+        accepted = {k: v for k, v in settings.items() if k in fields}
+        return cls(config=cls.configure(cls.__module__.rsplit(".", 1)[-1], name, params, accepted))
 
     # The common fields the kind reads (None: all of them, as the DeepCTR family does);
     # the fields of its own configuration class it reads too (`parameters_read`).

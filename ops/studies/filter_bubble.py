@@ -104,7 +104,7 @@ def play_rounds(
     overrides = {"max_epochs": max_epochs} if max_epochs else {}
     chosen = sample_agents(agents.profiles, n_agents, config.seed)
     results = simulate_rounds(
-        arm_config(arm, **overrides), train, valid, users, catalogue_frame, agents, brain_model, config, chosen
+        arm_config(arm, settings=overrides), train, valid, users, catalogue_frame, agents, brain_model, config, chosen
     )
     return results, chosen
 

@@ -251,7 +251,7 @@ def play_round(
     chosen = sample_agents(agents.profiles, n_agents, config.seed)
     overrides = {"max_epochs": max_epochs} if max_epochs else {}
     result = simulate_round(
-        arm_config(arm, **overrides),
+        arm_config(arm, settings=overrides),
         round_index,
         train,
         valid,

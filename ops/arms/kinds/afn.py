@@ -14,11 +14,11 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from ops.arms.deepctr import DeepCTRArm
+from ops.arms.deepctr import DeepCTRArm, DeepCTRConfig
 from ops.arms.trained import ArmConfig
 
 
-class AFNConfig(ArmConfig):
+class AFNConfig(DeepCTRConfig):
     """The common configuration and what only AFN's logarithmic neurons need (`AFN` says why
     these defaults).  None keeps deepctr's own: embeddings drawn at 1e-4, |e| floored at 1e-7."""
 

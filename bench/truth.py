@@ -15,7 +15,7 @@ truth separates that each orders alike; the mirror's CTR beyond what its click t
 predicts.  Every figure is printed beside the same world's offline figure, measured in the
 same run (differences of τ, ratios of pairs).
 
-    .venv/bin/python -m bench.truth                                   # strengths 0,1,2.5; clock vs clock-exposure
+    .venv/bin/python -m bench.truth                                   # strengths 0,1,2.5; clock, knn-collab, bucket
     .venv/bin/python -m bench.truth --strengths 2.5 --variants clock  # one world, one brain
 
 The homes stay under --root (a killed run resumes; a finished one is reused).  The figures it
@@ -116,7 +116,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--strengths", default="0,1,2.5", help="exposure strengths of the planted worlds")
     ap.add_argument(
-        "--variants", default="clock,clock-exposure", help=f"brain variants, the first the baseline: {list(VARIANTS)}"
+        "--variants",
+        default="clock,clock-knn-collab,clock-bucket",
+        help=f"brain variants, the first the baseline: {list(VARIANTS)}",
     )
     ap.add_argument("--root", type=Path, default=ROOT / "data" / "truth", help="the worlds' homes")
     ap.add_argument("--max-epochs", type=int, default=0, help="the CTR arms' epoch cap; 0 = the lifecycle's")

@@ -81,6 +81,20 @@ def test_the_built_in_kinds_carry_what_the_steps_read():
         brain_of(Settings(brain="telepathy"))
 
 
+def test_a_kind_file_defines_exactly_one_kind_named_after_it(tmp_path, monkeypatch):
+    """The arms' rule for brains too: the one BrainKind subclass the module defines (not one
+    it imports), with the module's name; a file that breaks it is named."""
+    (tmp_path / "misnamed.py").write_text(NEW_KIND)  # defines leaves-at-once, not misnamed
+    (tmp_path / "twin.py").write_text(
+        "from ops.simulation.kinds.embedded import Embedded\n\n\nclass Twin(Embedded):\n    name = 'twin'\n"
+    )
+    monkeypatch.setattr(kinds, "__path__", [*kinds.__path__, str(tmp_path)])
+    with pytest.raises(UnknownBrain, match=r"misnamed\.py must define exactly one BrainKind subclass"):
+        brain_kind("misnamed")
+    # It imports Embedded and defines Twin: Twin is its kind.
+    assert type(brain_kind("twin")).__name__ == "Twin"
+
+
 def test_a_new_brain_kind_is_one_new_file(tmp_path, monkeypatch):
     (tmp_path / "leaves_at_once.py").write_text(NEW_KIND)
     # The registry's folder with the new file in it, without writing into the checkout.

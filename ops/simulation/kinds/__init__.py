@@ -3,10 +3,10 @@
 
 A brain kind is one class, a subclass of `BrainKind` (`ops.simulation.kinds.base`, which is
 what a kind's file imports: never this module, which loads the kinds), in one file: a module
-of this package whose name is
-the kind's name with `-` written `_` (`embedded_no_vision.py` is `embedded-no-vision`; either
-spelling finds it), or an
-entry point of group "simab.brains" in an installed package (`[project.entry-points."simab.brains"]`,
+of this package whose name is the kind's name with `-` written `_` (`embedded_no_vision.py`
+is `embedded-no-vision`; either spelling finds it), defining exactly one `BrainKind` subclass
+of that name — the rule the arms' registry applies to `ops/arms/kinds/` — or an entry point
+of group "simab.brains" in an installed package (`[project.entry-points."simab.brains"]`,
 `name = "package.module:KindClass"`).  `brain_kind(name)` imports that one module and nothing
 else, as RecBole's `get_model` finds a model by its name, so a new kind is one new file and no
 other edit; `brain_names()` lists the modules' names without importing them.
@@ -114,11 +114,13 @@ def _kind(name: str | BrainKind) -> BrainKind:
     module_name = text.replace("-", "_")
     if module_name not in NOT_KINDS and any(m.name == module_name for m in pkgutil.iter_modules(__path__)):
         module = importlib.import_module(f"{__name__}.{module_name}")
-        kinds = [k for k in vars(module).values() if _is_kind(k) and k.name == text]
-        if len(kinds) != 1:
+        # The arms' rule (`ops.arms.registry`): the one subclass the module defines (a kind it
+        # imports, as the no-vision twins import theirs, is not counted), named after the file.
+        kinds = [k for k in vars(module).values() if _is_kind(k) and k.__module__ == module.__name__]
+        if len(kinds) != 1 or kinds[0].name != text:
             raise UnknownBrain(
-                f"brain {text!r}: {module.__file__} must define one BrainKind subclass with name = {text!r}, "
-                f"found {len(kinds)}"
+                f"brain {text!r}: {module.__file__} must define exactly one BrainKind subclass, with name = "
+                f"{text!r}; found {[(k.__name__, k.name) for k in kinds] or 'none'}"
             )
         return kinds[0]()
     for ep in entry_points(group=ENTRY_POINT_GROUP):

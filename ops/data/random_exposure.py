@@ -5,9 +5,10 @@ Users shown items drawn uniformly at random, and what they did: `user_id`, `item
 reaction in the domain's feedback kind (`rating`, whole 1..5, on an explicit domain;
 `liked`, 1/0, on an implicit one) and optionally `clicked` (1/0, empty where not recorded).
 Its rows become GROUND_TRUTH rows of judge "random_exposure" (`DomainTables.truth`): read
-only to judge the verdict (`ops.readout.truth`), never by the agents or the arms; where it
-records clicks, a seeded half of its users calibrates the click decision instead
-(`calibration_users`), and the judge reads only the other half.
+only to judge the verdict (`ops.readout.truth`), never by the agents or the arms; with
+`SIMAB_CLICK_CALIBRATION=random_exposure`, where it records clicks, a seeded half of its
+users calibrates the click decision instead (`calibration_users`), and the judge reads only
+the other half.
 
 It is checked as the interactions are (`ops.data.data_files`' parsers: positive whole ids, a
 pair once, every item in the items file, every user a user of the log or of the users file,

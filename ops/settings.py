@@ -6,16 +6,13 @@ One concept, the settings: long because each is declared here whole, with where 
 
 Adding a setting: one `setting(...)` field below (variable, help, the op config fields or the
 resource field it feeds).  docs/settings.md — the precedence and the table of every setting —
-is generated from this module (`python -m ops.settings --page > docs/settings.md`) and a test
-checks it is current.
+is generated from these declarations (`python -m ops.settings_page > docs/settings.md`,
+`ops/settings_page.py`) and a test checks it is current.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-import types
-import typing
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +20,8 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Gt
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ops.setting_values import allowed_words, time_zone
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,18 +46,7 @@ Deployment = Literal["local", "server"]
 Executor = Literal["in_process", "multiprocess", "celery"]
 
 
-def _time_zone(name: str) -> str:
-    """An IANA time zone name the system knows (zoneinfo), else a ValueError."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}") from None
-    return name
-
-
-TimeZone = Annotated[str, AfterValidator(_time_zone)]
+TimeZone = Annotated[str, AfterValidator(time_zone)]
 
 
 # Where a step's value comes from, highest first (docs/settings.md is generated from it).
@@ -676,132 +664,14 @@ def _adapter(name: str) -> TypeAdapter:
 
 def allowed(name: str) -> str:
     """What a setting accepts, in words (for errors and docs/settings.md)."""
-    info = Settings.model_fields[name]
-    kinds = _value_types(info.annotation)
-    if len(kinds) > 1:  # e.g. bool | Literal["auto"]
-        words = [allowed_type(k, info) for k in kinds]
-        return " or ".join(w.removeprefix("one of ") for w in words)
-    return allowed_type(kinds[0], info)
-
-
-def allowed_type(kind, info) -> str:
-    metadata = list(info.metadata)
-    if typing.get_origin(kind) is Annotated:  # a bound on one member of a union (a number > 0 or "none")
-        metadata += list(kind.__metadata__)
-        kind = typing.get_args(kind)[0]
-    bounds = {type(m).__name__: m for m in metadata}
-    words = {"Ge": "≥", "Gt": ">", "Le": "≤", "Lt": "<"}
-    limits = " and ".join(f"{words[k]} {getattr(m, k.lower())}" for k, m in bounds.items() if k in words)
-    if any(getattr(m, "pattern", None) == r"^[0-9a-fA-F]{64}$" for m in info.metadata):
-        return "64 hexadecimal digits (a SHA-256)"
-    if any(getattr(m, "func", None) is _time_zone for m in metadata):
-        return "an IANA time zone (UTC, Europe/Berlin, …)"
-    if typing.get_origin(kind) is Literal:
-        return "one of " + ", ".join(typing.get_args(kind))
-    if kind is bool:
-        return "true or false (1/0, yes/no, on/off)"
-    if kind is int:
-        return "a whole number" + (f" {limits}" if limits else "")
-    if kind is float:
-        return "a number" + (f" {limits}" if limits else "")
-    if typing.get_origin(kind) is list:
-        sep = _extra(info)["sep"]
-        return f"a {sep!r}-separated list"
-    return "a path" if kind is Path else "text"
-
-
-def _value_types(annotation) -> list:
-    """The types a setting's value may take (None left out)."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return [a for a in typing.get_args(annotation) if a is not type(None)]
-    return [annotation]
-
-
-def markdown_table() -> str:
-    """The settings table of docs/settings.md, generated from the declarations above."""
-    rows = ["| variable | allowed | default | what it sets |", "| --- | --- | --- | --- |"]
-    for name, info in declared().items():
-        extra = _extra(info)
-        default = info.default if info.default is not None else extra.get("config_default")
-        if isinstance(default, bool):
-            default = str(default).lower()
-        elif isinstance(default, list):
-            default = extra["sep"].join(str(v) for v in default)
-        shown = (
-            "–"
-            if default is None
-            else (
-                "`data/` in the project"
-                if name == "home"
-                else "`../shared/data`"
-                if name == "shared_data"
-                else f"`{default}`"
-                if default != ""
-                else "empty"
-            )
-        )
-        feeds = ", ".join(f"`{t}`" for t in extra["ops"]) or (
-            f"resource `{extra['resource']}`" if extra["resource"] else ""
-        )
-        what = (info.description + (f" → {feeds}" if feeds else "")).replace("|", "\\|")  # a pipe would end the cell
-        rows.append(f"| `{extra['env']}` | {allowed(name)} | {shown} | {what} |")
-    return "\n".join(rows)
-
-
-# Values each allowed on its own that cannot work together: refused before the first step,
-# in seconds, with one line and nothing stored (`ops/preflight/checks.py` checks each).
-REFUSED_TOGETHER: tuple[tuple[str, str], ...] = (
-    (
-        "`SIMAB_CONTROL` not among the arms, or a diagnostic arm (`mirror`)",
-        "the read-out compares every arm with the control; unset, it is Pop where Pop is an arm",
-    ),
-    (
-        "an arm spec's parameter its kind does not take, or a value it refuses",
-        "the arm is made from its spec, unfitted, before the first step ([arms.md](arms.md))",
-    ),
-    (
-        "`SIMAB_SHARDS` above the agents per arm (`SIMAB_AGENTS`, else the users where the source says how many)",
-        "a shard would simulate no one",
-    ),
-    (
-        "`SIMAB_VISITS` not three whole numbers ≥ 1, or set without `SIMAB_ACTIVITY_DRIVES=visits`",
-        "one number per activity tier; the session-length design does not read it",
-    ),
-    ("`SIMAB_PERSONA=matched` with a brain that does not read personas", "the embedded brain decides from the traits"),
-    ("`SIMAB_PRIMARY_METRIC` not a metric of the read-out", "the verdict would name no winner"),
-    (
-        "`SIMAB_METADATA_SOURCE=synthetic` on MovieLens (`local`, `download`); `local` with neither "
-        "`SIMAB_METADATA_PATH` nor `SIMAB_POSTER_DIRS`; `tmdb` without `$TMDB_READ_TOKEN` or `$TMDB_API_KEY`",
-        "nothing to read the metadata from",
-    ),
-)
-
-
-def markdown_page() -> str:
-    """docs/settings.md: the precedence (`PRECEDENCE`), the table of every setting and what is
-    refused together (`REFUSED_TOGETHER`)."""
-    levels = "\n".join(f"{i}. {level}" for i, level in enumerate(PRECEDENCE, start=1))
-    together = "\n".join(["| refused | because |", "| --- | --- |", *(f"| {a} | {b} |" for a, b in REFUSED_TOGETHER)])
-    return (
-        "# Settings\n\nGenerated from `ops/settings.py` (`python -m ops.settings --page > docs/settings.md`).\n\n"
-        f"## Precedence\n\nWhere a step's value comes from, highest first:\n\n{levels}\n\n{PRECEDENCE_NOTES}\n\n"
-        f"## Every setting\n\n{markdown_table()}\n\n"
-        "## Values that cannot work together\n\nA bad value stops a run before any work with one line naming the "
-        "variable, the value and what is allowed.  So do values that are each allowed but cannot work together, in "
-        f"seconds and before anything is stored:\n\n{together}\n"
-    )
+    return allowed_words(Settings.model_fields[name])
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--markdown"]:
-        print(markdown_table())
-    elif sys.argv[1:] == ["--page"]:
-        print(markdown_page(), end="")
-    else:
-        try:
-            current = load()
-        except SettingError as exc:
-            raise SystemExit(f"simab: {exc}") from None
-        for key, info in declared().items():
-            value = getattr(current, key)
-            print(f"{_extra(info)['env']}={'' if value is None else value}")
+    try:
+        current = load()
+    except SettingError as exc:
+        raise SystemExit(f"simab: {exc}") from None
+    for key, info in declared().items():
+        value = getattr(current, key)
+        print(f"{_extra(info)['env']}={'' if value is None else value}")

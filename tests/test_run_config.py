@@ -249,10 +249,11 @@ def test_settings_are_read_from_the_environment_in_one_module_only():
 def test_docs_settings_is_the_page_generated_from_the_declarations_and_the_precedence():
     from pathlib import Path
 
-    from ops.settings import PRECEDENCE, markdown_page
+    from ops.settings import PRECEDENCE
+    from ops.settings_page import markdown_page
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text(encoding="utf-8")
-    assert page == markdown_page(), "docs/settings.md is stale: python -m ops.settings --page > docs/settings.md"
+    assert page == markdown_page(), "docs/settings.md is stale: python -m ops.settings_page > docs/settings.md"
     assert "--set OP.FIELD=VALUE" in PRECEDENCE[1] and "launchpad" in PRECEDENCE[0]
 
 

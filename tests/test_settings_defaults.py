@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from ops.settings import _extra, config_default, declared, markdown_table
+from ops.settings import _extra, config_default, declared
+from ops.settings_page import markdown_table
 
 # Settings whose op config fields default to a value that means "decided elsewhere", each
 # with where the help's stated default lives (checked below).

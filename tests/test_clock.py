@@ -17,7 +17,7 @@ from ops.agents.memory import RecallWeights
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.simulation.brains.embedded import FEATURES, EmbeddedBrainConfig, fit_embedded_brain
 from ops.simulation.brains.embedded.brain import SEEN_LOGIT
-from ops.simulation.brains.embedded.features import pathsim_neighbours
+from ops.simulation.brains.embedded.collab import pathsim_neighbours
 
 QUIET = AgentsConfig(embedding=EmbeddingConfig(show_progress=False))
 

@@ -171,8 +171,8 @@ def test_spearman_one_sided_p_is_exact_over_the_orderings():
 
 def test_the_item_knn_family_scores_a_movie_by_its_mean_co_watch_cosine_to_the_agents_memories(world):
     from ops.simulation.brains.embedded import EmbeddedBrainConfig, agent_states, pair_features
+    from ops.simulation.brains.embedded.collab import item_neighbourhood_vectors
     from ops.simulation.brains.embedded.config import FEATURES
-    from ops.simulation.brains.embedded.features import item_neighbourhood_vectors
 
     train, agents = world["train"], world["agents"]
     config = EmbeddedBrainConfig(collab_family="itemknn")

@@ -1,7 +1,8 @@
 """The synthetic MovieLens source: users, movies, ratings and TMDB-like side information
 with planted preferences (docs/definitions.md#embedded-defaults; lifecycle steps 1 and 2).
 
-One concept, the planted world's generator (its truth is in `ops.data.synthetic_truth`).
+One concept, the planted world's generator (its truth is in `ops.data.synthetic_truth`, its
+TMDB-like side information in `ops.data.synthetic_side_info`).
 
 It stands in for ML-1M plus the TMDB crawl (A/B Agent §2.2, MM-ML-1M) when there is no
 network, and it is what the tests of every later stage run on.  The point of it is the
@@ -28,10 +29,7 @@ planted effects.
 
 `generate(config, poster_dir)` returns the five tables, conformed to `ops.schema`.
 Everything is drawn from one seed: the same config gives identical frames and identical
-poster bytes.
-
-One concept, the synthetic source: one generator of every table with its planted structure.
-"""
+poster bytes."""
 
 from __future__ import annotations
 
@@ -59,7 +57,8 @@ from ops.data.synthetic_priors import (
     OCCUPATION_AGE_BOOST,
     OCCUPATION_GENRE_SHIFT,
 )
-from ops.data.synthetic_text import overview, titles_of
+from ops.data.synthetic_side_info import side_information
+from ops.data.synthetic_text import titles_of
 from ops.data.synthetic_truth import ground_truth
 from ops.schema import (
     AGE_CODES,
@@ -263,7 +262,7 @@ def generate(config: SyntheticConfig, poster_dir: Path) -> SyntheticData:
         movie_ids, catalogue.titles, catalogue.years, catalogue.genres, poster_dir, config.posters, config.seed
     )
     movies = pl.DataFrame({"movie_id": movie_ids, "title": titles, "year": catalogue.years, "genres": ordered_genres})
-    metadata = _metadata(config, rng_text, catalogue, movie_ids, small, large)
+    metadata = side_information(config, rng_text, catalogue, movie_ids, small, large)
     return SyntheticData(
         users=conform(users.frame, USERS, "users"),
         movies=conform(movies, MOVIES, "movies"),
@@ -656,52 +655,3 @@ def _timestamps(config, rng: np.random.Generator, counts: list[int], n_first_ses
         )
         out.append(np.clip(times, start, end))
     return np.concatenate(out).astype(np.int64)
-
-
-# --- side information -----------------------------------------------------------------------
-
-# ML-1M genre -> TMDB genre name (TMDB has no Film-Noir; "Children's" is "Family").
-TMDB_GENRE_NAMES = {"Children's": "Family", "Sci-Fi": "Science Fiction", "Musical": "Music", "Film-Noir": "Crime"}
-
-
-def _metadata(
-    config: SyntheticConfig,
-    rng: np.random.Generator,
-    catalogue: _Catalogue,
-    movie_ids: np.ndarray,
-    poster_small: list[str],
-    poster_large: list[str],
-) -> pl.DataFrame:
-    n = len(movie_ids)
-    tmdb_ids = rng.choice(np.arange(10_000, 10_000 + 50 * n), size=n, replace=False)
-    vote_average = np.clip(
-        config.vote_average_mean
-        + config.vote_average_quality_scale * catalogue.quality
-        + config.vote_average_noise * rng.standard_normal(n),
-        0.0,
-        10.0,
-    ).round(1)
-    vote_count = np.exp(
-        config.vote_count_log_mean
-        + config.vote_count_log_popularity_scale * catalogue.popularity_z
-        + config.vote_count_log_noise * rng.standard_normal(n)
-    ).astype(np.int64)
-    release = [dt.date(int(y), 1, 1) + dt.timedelta(days=int(rng.integers(0, 365))) for y in catalogue.years]
-    overviews = [overview(rng, gs) for gs in catalogue.genres]
-    meta_genres = [list(dict.fromkeys(TMDB_GENRE_NAMES.get(g, g) for g in gs)) for gs in catalogue.genres]
-    return pl.DataFrame(
-        {
-            "movie_id": movie_ids,
-            "tmdb_id": tmdb_ids,
-            "overview": overviews,
-            "vote_average": vote_average,
-            "vote_count": vote_count,
-            "release_date": release,
-            "meta_genres": meta_genres,
-            "directors": [[catalogue.director_names[d]] for d in catalogue.director],
-            "actors": catalogue.actors,
-            "poster_small": poster_small,
-            "poster_large": poster_large,
-            "metadata_source": ["synthetic"] * n,
-        }
-    )

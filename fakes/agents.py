@@ -198,3 +198,30 @@ def llm_world(
         top_k=top_k,
         agents=[AgentSession(u, profiles[u], memories[u], 0.0, 0.0) for u in sorted(profiles)],
     )
+
+
+def synthetic_agents(root: Path, config, valid: bool = False) -> dict:
+    """The synthetic generator's world for `config` (`ops.data.synthetic.SyntheticConfig`),
+    split 7:2:1, its MM-ML-1M frame and agents built from the train window (and the
+    validation window too, at the simulation clock, with `valid`), text by `HashTextEmbedder`
+    and posters by their palette: data, split, frame, agents."""
+    from ops.agents.build import AgentsConfig, build_agents
+    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.split import chronological_split
+    from ops.data.synthetic import generate
+
+    data = generate(config, root / "posters")
+    split = chronological_split(data.ratings)
+    frame = build_mm_ml_1m(data.movies, data.metadata)
+    agents = build_agents(
+        split.train,
+        data.users,
+        frame,
+        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
+        HashTextEmbedder(),
+        PaletteLayoutPosterEmbedder(),
+        root / "cache",
+        valid=split.valid if valid else None,
+    )
+    return dict(data=data, split=split, frame=frame, agents=agents)

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fakes.agents import HashTextEmbedder
+from fakes.agents import HashTextEmbedder, synthetic_agents
 from fakes.openai_server import FakeOpenAI, answer, user_text
 from ops.simulation.observation import EXIT, NEXT_PAGE, WATCH_AND_RATE
 from ops.studies.alignment.calibration import (
@@ -44,28 +44,13 @@ def tiny(tmp_path_factory):
 
 
 def _synthetic_world(root, n_users: int, n_movies: int) -> dict:
-    from ops.agents.build import AgentsConfig, build_agents
-    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-    from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.data.split import chronological_split
-    from ops.data.synthetic import SyntheticConfig, generate
+    from ops.data.synthetic import SyntheticConfig
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
 
-    data = generate(
-        SyntheticConfig(n_users=n_users, n_movies=n_movies, mean_ratings_per_user=70, seed=5), root / "posters"
-    )
-    split = chronological_split(data.ratings)
-    frame = build_mm_ml_1m(data.movies, data.metadata)
-    agents = build_agents(
-        split.train,
-        data.users,
-        frame,
-        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        HashTextEmbedder(),
-        PaletteLayoutPosterEmbedder(),
-        root / "cache",
-    )
+    config = SyntheticConfig(n_users=n_users, n_movies=n_movies, mean_ratings_per_user=70, seed=5)
+    world = synthetic_agents(root, config)
+    data, split, agents, frame = world["data"], world["split"], world["agents"], world["frame"]
     model = fit_embedded_brain(agents, split.train, split.valid, data.users)
     return dict(data=data, split=split, agents=agents, model=model, catalogue=Catalogue.from_frame(frame), frame=frame)
 

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fakes.agents import HashTextEmbedder
+from fakes.agents import synthetic_agents
 from ops.data.random_exposure import MIN_CALIBRATION_CLICKS, calibration_rows, calibration_users
 from ops.readout.truth import PLANTED, RANDOM_EXPOSURE, judge_against_truth
 from ops.schema import GROUND_TRUTH
@@ -106,30 +106,12 @@ def test_the_judge_reads_only_the_users_that_did_not_calibrate() -> None:
 def world(tmp_path_factory):
     """A planted world whose every user was shown 10 random items, split 7:2:1, agents at the
     simulation clock and the embedded brain fitted on train + validation."""
-    from ops.agents.build import AgentsConfig, build_agents
-    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-    from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.data.split import chronological_split
-    from ops.data.synthetic import SyntheticConfig, generate
+    from ops.data.synthetic import SyntheticConfig
     from ops.simulation.brains.embedded import fit_embedded_brain
 
-    root = tmp_path_factory.mktemp("exposure-calibration")
-    data = generate(
-        SyntheticConfig(n_users=160, n_movies=200, mean_ratings_per_user=40, seed=7, random_exposure_share=1.0),
-        root / "posters",
-    )
-    split = chronological_split(data.ratings)
-    frame = build_mm_ml_1m(data.movies, data.metadata)
-    agents = build_agents(
-        split.train,
-        data.users,
-        frame,
-        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        HashTextEmbedder(),
-        PaletteLayoutPosterEmbedder(),
-        root / "cache",
-        valid=split.valid,
-    )
+    config = SyntheticConfig(n_users=160, n_movies=200, mean_ratings_per_user=40, seed=7, random_exposure_share=1.0)
+    world = synthetic_agents(tmp_path_factory.mktemp("exposure-calibration"), config, valid=True)
+    data, split, agents = world["data"], world["split"], world["agents"]
     model = fit_embedded_brain(agents, split.train, split.valid, data.users)
     return dict(data=data, agents=agents, model=model)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from fakes.agents import HashTextEmbedder
+from fakes.agents import synthetic_agents
 from ops.settings import load
 from ops.simulation.observation import FALLBACK_INVALID_ANSWER, fallback_kind
 
@@ -97,29 +97,16 @@ def llama(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """The synthetic generator's data, small; agents built from its train window."""
-    from ops.agents.build import AgentsConfig, build_agents
-    from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-    from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.data.split import chronological_split
-    from ops.data.synthetic import SyntheticConfig, generate
+    """The synthetic generator's data, small; agents built from its train window (their
+    text embedded by `HashTextEmbedder`: the text embedding is not what this test is about)."""
+    from ops.data.synthetic import SyntheticConfig
     from ops.simulation.catalogue import Catalogue
 
-    root = tmp_path_factory.mktemp("world")
     # 20 ratings a user (not the generator's 80): the memories in every prompt are shorter, and
     # prompt processing is a third of the model's time here.
-    data = generate(SyntheticConfig(n_users=40, n_movies=150, mean_ratings_per_user=20, seed=11), root / "posters")
-    split = chronological_split(data.ratings)
-    frame = build_mm_ml_1m(data.movies, data.metadata)
-    agents = build_agents(
-        split.train,
-        data.users,
-        frame,
-        AgentsConfig(embedding=EmbeddingConfig(show_progress=False)),
-        HashTextEmbedder(),  # the text embedding is not what this test is about
-        PaletteLayoutPosterEmbedder(),
-        root / "cache",
-    )
+    config = SyntheticConfig(n_users=40, n_movies=150, mean_ratings_per_user=20, seed=11)
+    world = synthetic_agents(tmp_path_factory.mktemp("world"), config)
+    data, split, agents, frame = world["data"], world["split"], world["agents"], world["frame"]
     return dict(data=data, split=split, agents=agents, frame=frame, catalogue=Catalogue.from_frame(frame))
 
 

@@ -102,14 +102,8 @@ VARIANTS: dict[str, tuple[dict, bool]] = {
     ),
     "clock-bucket-knn-collab": ({"collab_family": "itemknn", "click_collaborative": "collab+recent"}, True),
 }
-# The variants whose click decision the random-exposure sample calibrates.
-BUCKET_CALIBRATED = {
-    "clock-bucket",
-    "clock-exposure-half-bucket",
-    "clock-bucket-collab",
-    "clock-bucket-auto",
-    "clock-bucket-knn-collab",
-}
+# The variants whose click decision the random-exposure sample calibrates: their names say so.
+BUCKET_CALIBRATED = {name for name in VARIANTS if "bucket" in name.split("-")}
 
 
 def main() -> int:

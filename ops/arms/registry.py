@@ -542,9 +542,7 @@ def arm_config(name: str, settings: dict[str, Any] | None = None, **overrides: A
     `device`, …), those its kind's configuration has fields for, as `TrainedArm.from_spec`
     takes them — then `overrides`, every one a field of the kind's configuration."""
     spec = resolve(name)
-    fields = trained_kind(spec.kind).config_class.model_fields
-    accepted = {k: v for k, v in (settings or {}).items() if k in fields}
-    return kind_config(spec.kind, name, spec.params, accepted, overrides)
+    return kind_config(spec.kind, name, spec.params, trained_kind(spec.kind).settings_read(settings or {}), overrides)
 
 
 def kind_config(kind: str, name: str, *given: dict[str, Any]) -> ArmConfig:

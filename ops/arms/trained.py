@@ -131,9 +131,12 @@ class TrainedArm(ArmBase):
     def from_spec(cls, name, params, settings, make) -> TrainedArm:
         """The spec's parameters and the run settings its configuration has fields for (a run's
         `max_epochs` or `device` reach the DeepCTR kinds, not Pop)."""
-        fields = cls.config_class.model_fields
-        accepted = {k: v for k, v in settings.items() if k in fields}
-        return cls(config=cls.configure(cls.__module__.rsplit(".", 1)[-1], name, params, accepted))
+        return cls(config=cls.configure(cls.__module__.rsplit(".", 1)[-1], name, params, cls.settings_read(settings)))
+
+    @classmethod
+    def settings_read(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        """Of run-wide `settings`, those its configuration has a field for."""
+        return {k: v for k, v in settings.items() if k in cls.config_class.model_fields}
 
     # The common fields the kind reads (None: all of them, as the DeepCTR family does);
     # the fields of its own configuration class it reads too (`parameters_read`).

@@ -428,27 +428,21 @@ def brain_figures(params: EmbeddedBrainParams) -> tuple[dict, dict]:
         "like_auc_holdout": params.like_auc_holdout,
         "rating_rmse_holdout": params.rating_rmse_holdout,
     }
+    if params.list_response is not None or params.exposure_calibration is not None:
+        shown |= {"click_scale": params.click_scale, "click_shift": params.click_shift}
     response = params.list_response
     if response is not None:
         shown |= {
             "list_response_real": response.real_elasticity,
             "list_response_before": response.elasticity_before,
             "list_response_after": response.elasticity_after,
-            "click_scale": params.click_scale,
-            "click_shift": params.click_shift,
             "list_response_agents": response.agents,
             "list_response_list_length": response.list_length,
         }
     exposure = params.exposure_calibration
     if exposure is not None:
-        shown |= {
-            "click_scale": exposure.scale,
-            "click_shift": exposure.shift,
-            "exposure_calibration_users": exposure.users,
-            "exposure_calibration_rows": exposure.rows,
-            "exposure_calibration_click_rate": exposure.click_rate,
-            "exposure_calibration_auc": exposure.auc,
-        }
+        what = exposure.model_dump(include={"users", "rows", "click_rate", "auc"})
+        shown |= {f"exposure_calibration_{k}": v for k, v in what.items()}
     ablation = {
         f"click_auc_holdout_{r['variant'].replace('+', '_')}": r["click_auc_holdout"]
         for r in params.click_ablation

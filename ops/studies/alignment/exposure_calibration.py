@@ -69,7 +69,6 @@ def calibrate_on_random_exposure(model: EmbeddedBrainModel, agents, rows: pl.Dat
         raise NoExposureSignal(
             f"the click model's log-odds fall with the random-exposure clicks (scale {scale:.3f} on {y.size} rows)"
         )
-    probability = 1.0 / (1.0 + np.exp(-(scale * x + shift)))
     record = ExposureCalibration(
         users=len(by_user),
         rows=int(y.size),
@@ -78,7 +77,7 @@ def calibrate_on_random_exposure(model: EmbeddedBrainModel, agents, rows: pl.Dat
         scale=scale,
         shift=shift,
         auc=float(roc_auc_score(y, x)),
-        mean_probability=float(probability.mean()),
+        mean_probability=float(fit.predict_proba(x[:, None])[:, 1].mean()),
     )
     params = model.params.model_copy(
         update={
@@ -94,8 +93,7 @@ def calibrate_on_random_exposure(model: EmbeddedBrainModel, agents, rows: pl.Dat
 
 def exposure_calibration_line(record: ExposureCalibration) -> str:
     """The calibration in one line, for the step's log."""
-    auc = "n/a" if record.auc is None else f"{record.auc:.3f}"
     return (
         f"click decision calibrated on the random-exposure sample: {record.users} users, {record.rows} rows, "
-        f"{record.clicks} clicks; log-odds × {record.scale:.3f} {record.shift:+.3f} (the click model's AUC there {auc})"
+        f"{record.clicks} clicks; log-odds × {record.scale:.3f} {record.shift:+.3f} (the click model's AUC there {record.auc:.3f})"
     )

@@ -236,7 +236,7 @@ class ExposureCalibration(BaseModel):
     scale: float
     shift: float
     # the click model's AUC on the calibration rows (how well it ranks the clicks of random items)
-    auc: float | None
+    auc: float
     # the calibrated decision's mean click probability on the rows (≈ click_rate by construction)
     mean_probability: float
 

@@ -189,7 +189,7 @@ def embedded_brain(
         exposure_rows=calibration_rows(ground_truth) if config.click_calibration == "random_exposure" else None,
     )
     params = model.params
-    # A tiny data set or a bucket too small: the brain says how it was calibrated (the verdict warns too).
+    # A tiny data set or a bucket too small: the step says how the brain was calibrated instead.
     skipped = (params.list_response_skipped or "") if config.calibrate_list_response else ""
     for line in (skipped, params.exposure_calibration_skipped):
         if line:

@@ -562,7 +562,8 @@ def load_trained(folder: Path | str, device: str | None = None) -> TrainedArm:
     names; DeepCTR weights go to `device` (default: the arm's configured device).  A folder
     whose model is no trained kind of this checkout fails naming the folder."""
     folder = Path(folder)
-    model = (read_manifest(folder).get("config") or {}).get("model")
+    manifest = read_manifest(folder)
+    model = (manifest.get("config") or {}).get("model")
     try:
         kind = trained_kind(str(model))
     except ValueError as exc:
@@ -570,7 +571,7 @@ def load_trained(folder: Path | str, device: str | None = None) -> TrainedArm:
             f"{folder}: a saved arm of model {model!r}, which is no arm kind of this simab "
             f"(ops/arms/kinds/ has {trained_kind_names()}); materialise the arm again"
         ) from exc
-    return kind.load_folder(folder, device)
+    return kind.load_folder(folder, device, manifest)
 
 
 # MLflow models registered before the MLflow module was named `model_registry` carry a copy

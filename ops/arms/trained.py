@@ -1,5 +1,5 @@
-"""The trained built-in arms' common parts: `ArmConfig` (the fields every trained kind
-shares, A/B Agent Appendix B's defaults), `TrainedArm` (the base of Random, Pop and the
+"""The trained built-in arms' common parts: `ArmConfig` (the few fields every trained kind
+reads; the DeepCTR family's are `ops.arms.deepctr.DeepCTRConfig`), `TrainedArm` (the base of Random, Pop and the
 DeepCTR family, each a class in its own file under `ops/arms/kinds/`), the divergence guard
 and a saved arm's folder format.
 
@@ -202,12 +202,13 @@ class TrainedArm(ArmBase):
         return cls.load_folder(folder)
 
     @classmethod
-    def load_folder(cls, folder: Path | str, device: str | None = None) -> TrainedArm:
+    def load_folder(cls, folder: Path | str, device: str | None = None, manifest: dict | None = None) -> TrainedArm:
         """The arm of this class saved in `folder` (`save`); DeepCTR weights go to `device`
-        (default: the arm's configured device).  `ops.arms.registry.load_trained` finds the
-        class of a folder from its configuration's model."""
+        (default: the arm's configured device); `manifest`: its `arm.json` where the caller
+        read it already.  `ops.arms.registry.load_trained` finds the class of a folder from
+        its configuration's model."""
         folder = Path(folder)
-        manifest = read_manifest(folder)
+        manifest = manifest if manifest is not None else read_manifest(folder)
         # A folder saved before each kind declared its own fields holds every kind's: those of
         # other kinds (at their defaults) are dropped.
         fields = cls.config_class.model_fields

@@ -48,24 +48,37 @@ def _refusal(run) -> str | None:
 LAUNCH_FIRST_S = 180.0
 
 
-def launched_first(instance, now: float | None = None) -> str | None:
+def launched_first(instance, now: float | None = None, before: float | None = None) -> str | None:
     """Why a lifecycle runner must not take the home now: a run launched through the instance
-    (the UI, a schedule, a backfill) was submitted before it and has not started, so it does not
-    hold the home yet, and would be refused by its own worker after the runner took it.  None
-    when there is none.  The runner's own runs carry `RUNNER_TAG` and are not counted."""
+    (the UI, a schedule, a backfill) was submitted before it and does not hold the home yet —
+    queued, starting, or started but still loading the code location in its worker, where the
+    lock is taken seconds after RUN_START (docs/findings/one_home.md) — and would be refused by
+    its own worker after the runner took it.  None when there is none.  The caller holds the
+    home already, so no run counted here can be holding it.  The runner's own runs carry
+    `RUNNER_TAG` and are not counted, nor runs submitted after `before` (when the caller took
+    the home: those found it held, and wait for it or were refused)."""
     import time
 
     from dagster import DagsterRunStatus, RunsFilter
 
-    from pipelines.instance import RUNNER_TAG
+    from pipelines.instance import RUNNER_TAG, _process_alive, _run_pids
 
     now = time.time() if now is None else now
-    waiting = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING]
+    waiting = [
+        DagsterRunStatus.QUEUED,
+        DagsterRunStatus.NOT_STARTED,
+        DagsterRunStatus.STARTING,
+        DagsterRunStatus.STARTED,
+    ]
     for record in instance.get_run_records(RunsFilter(statuses=waiting), limit=20):
         run = record.dagster_run
         submitted = record.create_timestamp.timestamp()
-        if RUNNER_TAG in run.tags or now - submitted > LAUNCH_FIRST_S:
+        if RUNNER_TAG in run.tags or now - submitted > LAUNCH_FIRST_S or (before is not None and submitted > before):
             continue
+        if run.status == DagsterRunStatus.STARTED:
+            pids = _run_pids(instance, run.run_id)
+            if pids and not any(_process_alive(pid, record.start_time) for pid in pids):
+                continue  # its worker is gone: the runner marks it failed (`mark_dead_runs_failed`)
         where = f"[{run.tags['dagster/partition']}]" if "dagster/partition" in run.tags else ""
         return (
             f"run {run.run_id} of {run.job_name}{where} was launched through the Dagster instance "

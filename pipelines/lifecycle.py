@@ -130,13 +130,35 @@ def main(argv: list[str] | None = None, held=None) -> int:
     try:
         with named_exhaustion(home):
             if held is not None:
+                _yield_to_a_launch(held)
                 return _run(args, _planned(args, settings), bill, held)
             with home_lock(home, claim, settings.home_wait_s, on_wait=_say_now) as taken:
+                _yield_to_a_launch(taken)
                 return _run(args, _planned(args, settings), bill, taken)
     except HomeBusy as exc:
         raise SystemExit(f"simab: {exc}") from None
     except ResourceExhausted as exc:  # a disk that is full: one line, no traceback
         raise SystemExit(f"simab: {exc}") from None
+
+
+def _yield_to_a_launch(held) -> None:
+    """Stop, the home given back, where a run launched through the instance before this runner
+    took the home has not taken it yet (`pipelines.home_coordinator.launched_first`): its worker
+    takes it seconds after the launch, and waits for a runner that came after it to stop here.
+    Checked before the definitions are built, so that the launch waits seconds, not the build."""
+    from pipelines.home import dagster_home
+
+    folder = dagster_home()
+    if not (folder / "dagster.yaml").exists():  # no instance yet: nothing was launched through it
+        return
+    from dagster import DagsterInstance
+
+    from pipelines.home_coordinator import launched_first
+
+    with DagsterInstance.from_config(str(folder)) as instance:
+        first = launched_first(instance, before=held.record["since"])
+    if first is not None:
+        raise SystemExit(f"simab: the home {_home()} is claimed: {first}")
 
 
 def _planned(args, settings):

@@ -137,8 +137,12 @@ class _HomeLockedExecutor(Executor):
         from resources.storage import data_root
 
         run = plan_context.dagster_run
+        record = plan_context.instance.get_run_record_by_id(run.run_id)
+        submitted = record.create_timestamp.timestamp() if record is not None else None
         try:
-            with home_lock(data_root(), run_claim(run), current().home_wait_s, on_wait=plan_context.log.info):
+            with home_lock(
+                data_root(), run_claim(run), current().home_wait_s, on_wait=plan_context.log.info, first_at=submitted
+            ):
                 yield from self.inner.execute(plan_context, execution_plan)
         except HomeBusy as exc:
             # The run's failure says it in one line (the UI shows it first).

@@ -28,7 +28,6 @@ from ops.simulation.budget import RunBudget, bill_path
 from ops.storage.exhaustion import exhausted_line, exhaustion_at, named_exhaustion
 from pipelines.console import LifecycleConsole, failure_lines
 from pipelines.home import dagster_home
-from pipelines.home_coordinator import launched_first
 from pipelines.instance import RUNNER_TAG, mark_dead_runs_failed, runner_lock, write_instance_config
 from pipelines.jobs import run_config_for
 from pipelines.lifecycle_jobs import keep, reconstructable_job
@@ -96,11 +95,6 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
     instance = DagsterInstance.from_config(home)
     for run_id in mark_dead_runs_failed(instance, home, MlflowTracking()):
         say(f"run {run_id}: its process is gone (killed or crashed); marked failed")
-    # A launch from the UI or a schedule holds the home only once its worker starts (seconds
-    # later): one submitted before this runner came keeps its turn (`launched_first`).
-    first_launch = launched_first(instance)
-    if first_launch is not None:
-        raise SystemExit(f"simab: the home {data_root()} is claimed: {first_launch}")
 
     digest = plan_digest(plan, {s.job: run_config_for(s.job, settings) for s in plan})
     lifecycle, done, left = resume_point(instance, plan, digest, say) if resume else (uuid.uuid4().hex[:12], {}, {})

@@ -242,6 +242,34 @@ def test_a_killed_holder_leaves_no_lock_and_a_waiting_taker_gets_the_home(tmp_pa
     assert 0.2 < waited < 30
 
 
+def test_a_launch_that_came_first_waits_for_a_runner_that_took_the_home_after_it(tmp_path):
+    # The UI's launch first, `simab run` seconds later: the runner gives the home back before its
+    # first step (`launched_first`), and the launched run's worker waits for that, not refused.
+    home = tmp_path / "home"
+    submitted = time.time()
+    holder = _holder(home)
+    said = []
+
+    def waiting(line: str) -> None:  # the runner gives the home back once the run waits for it
+        said.append(line)
+        holder.terminate()
+
+    with home_lock(home, HomeClaim("r1 of simab_prepare", "Dagster run"), on_wait=waiting, first_at=submitted):
+        assert holder.poll() is not None  # taken once the runner was gone
+    assert len(said) == 1 and "to give the home" in said[0] and "feedc0ffee42" in said[0], said
+    # Submitted after the runner took the home: refused at once, as before.
+    holder = _holder(home)
+    try:
+        started = time.monotonic()
+        with pytest.raises(HomeBusy, match="lifecycle feedc0ffee42"):
+            with home_lock(home, HomeClaim("r2 of simab_prepare", "Dagster run"), first_at=time.time()):
+                pass
+        assert time.monotonic() - started < 5
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def json_records(home: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in (home / ".simab-home.holders").glob("*.json")]
 
@@ -354,10 +382,13 @@ def test_a_run_launched_through_the_instance_before_a_cli_run_keeps_its_turn(tmp
         assert "it came first" in said and "simab ui" in said
         # One that waited past the start timeout holds no one back (no daemon is running it).
         assert launched_first(instance, now=time.time() + LAUNCH_FIRST_S + 1) is None
-        # Started, it holds the home in its worker: the home's lock decides from then on.
+        # Started, its worker may still be loading the code before it takes the home (the caller
+        # holds the home, so it cannot be holding it): still first.  Ended, it holds no one back.
         instance.report_dagster_event(
             DagsterEvent(event_type_value=DagsterEventType.RUN_START.value, job_name=job.name), launched.run_id
         )
+        assert "is started: it came first" in launched_first(instance)
+        instance.report_run_failed(instance.get_run_by_id(launched.run_id))
         assert launched_first(instance) is None
 
 

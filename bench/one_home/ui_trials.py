@@ -91,16 +91,20 @@ try:
         time.sleep(2)
     say(f"UI up, code location loaded after {time.time() - t:.1f} s; {os.getloadavg()}")
 
-    # A: `simab run` first; five UI launches of simab_prepare while it runs.
+    # A: `simab run` first; five UI launches of simab_prepare while it runs ($UI_TRIALS: which of
+    # A and B to run, both unless set).
+    trials = os.environ.get("UI_TRIALS", "AB")
     t0 = time.time()
     cli = subprocess.Popen(
-        ["/usr/bin/time", "-f", "cli: %e s wall, %U+%S s CPU, exit %x", str(ROOT / ".venv/bin/simab"), "run"],
+        ["/usr/bin/time", "-f", "cli: %e s wall, %U+%S s CPU, exit %x", str(ROOT / ".venv/bin/simab"), "run"]
+        if "A" in trials
+        else ["true"],
         env=env,
         cwd=ROOT,
         stdout=open(str(SCRATCH / "ui_cli_first.out"), "w"),
         stderr=subprocess.STDOUT,
     )
-    for k, at in enumerate([6, 8, 10, 25, 45]):
+    for k, at in enumerate([6, 8, 10, 25, 45] if "A" in trials else []):
         while time.time() - t0 < at:
             time.sleep(0.2)
         s = time.time()
@@ -114,7 +118,7 @@ try:
     say(f"A: simab run exit {cli.returncode}, {time.time() - t0:.1f} s")
 
     # B: a UI launch first; `simab run` 8 s after it.
-    for k in range(1):
+    for k in range(3 if "B" in trials else 0):
         s = time.time()
         run_id = submit("simab_prepare")
         while time.time() - s < 8:

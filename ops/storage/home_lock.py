@@ -22,6 +22,13 @@ how it was started), read to name the holder in a refusal.  A record whose proce
 A second taker is refused at once with one line naming the holder (its id, since when, how
 to wait for it or stop it), or, with `wait_s` > 0 (`$SIMAB_HOME_WAIT_S`), waits up to that
 long for the home, saying so once (`on_wait`).
+
+The first to ask keeps its turn.  A run launched through the instance asks when it is
+submitted, but takes the home only in its run worker, seconds later; a lifecycle runner that
+took the home in between gives it back before its first step when it finds such a run
+(`pipelines.home_coordinator.launched_first`).  So a taker that was submitted at `first_at`
+and finds only runners that took the home after that waits up to `YIELD_WAIT_S` for them to
+give it back.
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ LOCK_NAME = ".simab-home.lock"
 GATE_NAME = ".simab-home.gate"
 HOLDERS_NAME = ".simab-home.holders"
 POLL_S = 0.5
+# How long a run that came first waits for a lifecycle runner that took the home after it to
+# give it back: the runner checks before its definitions are built, seconds after it started.
+YIELD_WAIT_S = 60.0
+RUNNER_HOW = ("`simab run`", "`simab resume`")
 
 
 class HomeBusy(RuntimeError):
@@ -74,15 +85,21 @@ class HeldHome:
 
 @contextmanager
 def home_lock(
-    home: str | Path, claim: HomeClaim, wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None
+    home: str | Path,
+    claim: HomeClaim,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], None] | None = None,
+    first_at: float | None = None,
 ) -> Iterator[HeldHome]:
     """Hold `home` for `claim` inside the block (module docstring); `HomeBusy` naming the
-    holder when it is taken and stays taken past `wait_s` seconds."""
+    holder when it is taken and stays taken past `wait_s` seconds (past `YIELD_WAIT_S` where
+    every holder is a lifecycle runner that took it after `first_at`, the claim's submission)."""
     home = Path(home).expanduser().resolve()
     holders = home / HOLDERS_NAME
     holders.mkdir(parents=True, exist_ok=True)
     fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + max(0.0, wait_s)
+    began = time.monotonic()
+    deadline = began + max(0.0, wait_s)
     said = False
     try:
         while True:
@@ -108,10 +125,19 @@ def home_lock(
                     break
             finally:
                 os.close(gate)
-            if time.monotonic() >= deadline:
+            came_after = first_at is not None and all(
+                h.get("how") in RUNNER_HOW and (h.get("since") or 0) > first_at for h in busy
+            )
+            limit = max(deadline, began + YIELD_WAIT_S) if came_after else deadline
+            if time.monotonic() >= limit:
                 raise HomeBusy(refusal(home, busy, wait_s))
             if not said and on_wait is not None:
-                on_wait(f"waiting up to {wait_s:g} s for the home {home}: {describe(busy[0])} (SIMAB_HOME_WAIT_S)")
+                on_wait(
+                    f"waiting up to {YIELD_WAIT_S:g} s for {describe(busy[0])} to give the home {home} back: "
+                    "it took it after this run was launched"
+                    if came_after and limit > deadline
+                    else f"waiting up to {wait_s:g} s for the home {home}: {describe(busy[0])} (SIMAB_HOME_WAIT_S)"
+                )
                 said = True
             time.sleep(POLL_S)
         try:

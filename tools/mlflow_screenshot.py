@@ -1,6 +1,8 @@
-"""Screenshot of MLflow's compare view of two lifecycles, in headless Chromium.
+"""Screenshot of MLflow's compare view of two lifecycles, or of one LLM agent session's trace,
+in headless Chromium.
 
     SIMAB_HOME=data/compare-demo .venv/bin/python -m tools.mlflow_screenshot [--out docs/img/mlflow-compare.png]
+    SIMAB_HOME=data/traces .venv/bin/python -m tools.mlflow_screenshot --traces [--out docs/img/mlflow-trace.png]
 
 It starts `mlflow ui` on the home's tracking store (as `simab mlflow` does), opens the
 compare-runs page of the two newest lifecycle runs (tag `simab_role=lifecycle`, or the run
@@ -11,6 +13,10 @@ plots, turns on "Show diff only" for the metrics and tags, and lets the metrics 
 to all its rows; without selenium it takes the page as `chromium --headless --screenshot`
 shows it.
 docs/tracking.md shows the result and the commands that made the two lifecycles.
+
+`--traces`: the experiment's Traces tab with the newest agent session's trace opened (its
+span tree: the pages, each chat completion under its page, the exit interview), after a
+lifecycle with the LLM brain in the home (docs/tracking.md#traces-of-the-llm-brain).
 """
 
 from __future__ import annotations
@@ -35,7 +41,10 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=str(PROJECT / "docs" / "img" / "mlflow-compare.png"))
+    parser.add_argument(
+        "--out", default=None, help="default docs/img/mlflow-compare.png (mlflow-trace.png with --traces)"
+    )
+    parser.add_argument("--traces", action="store_true", help="the Traces tab, one agent session's trace open")
     parser.add_argument(
         "--runs", nargs=2, metavar="RUN_ID", help="the two MLflow runs (default: the newest lifecycles)"
     )
@@ -45,6 +54,9 @@ def main() -> int:
 
     tracking = MlflowTracking()
     uri, experiment = tracking.resolved_uri(), tracking.experiment_id()
+    args.out = args.out or str(PROJECT / "docs" / "img" / ("mlflow-trace.png" if args.traces else "mlflow-compare.png"))
+    if args.traces:
+        return _serve(uri, lambda base: _trace_page(tracking, base, experiment, uri), args, _driven_trace_shot)
     runs = args.runs or [
         r.info.run_id
         for r in tracking.client().search_runs(
@@ -58,6 +70,34 @@ def main() -> int:
         raise SystemExit(
             f"{uri}: {len(runs)} lifecycle run(s); run two lifecycles in this home first (docs/tracking.md)"
         )
+
+    def compare_page(base: str) -> tuple[str, str]:
+        query = urllib.parse.urlencode({"runs": json.dumps(runs), "experiments": json.dumps([experiment])})
+        return f"{base}/#/compare-runs?{query}", f"runs {runs[0]} and {runs[1]}"
+
+    return _serve(uri, compare_page, args, _driven_shot)
+
+
+def _trace_page(tracking, base: str, experiment: str, uri: str) -> tuple[str, str]:
+    """The Traces tab of the experiment, its newest agent session's trace selected."""
+    traces = tracking.client().search_traces(
+        locations=[experiment],
+        filter_string="trace.name LIKE 'agent session%'",
+        max_results=1,
+        order_by=["timestamp_ms DESC"],
+    )
+    if not traces:
+        raise SystemExit(
+            f"{uri}: no agent session traced; run a lifecycle with the LLM brain in this home first "
+            "(docs/tracking.md#traces-of-the-llm-brain)"
+        )
+    trace_id = traces[0].info.trace_id
+    return f"{base}/#/experiments/{experiment}/traces?selectedEvaluationId={trace_id}", f"trace {trace_id}"
+
+
+def _serve(uri: str, page, args, driven) -> int:
+    """`mlflow ui` on `uri`, the page `page(base)` names shot through `driven` (or chromium's
+    own --screenshot without selenium), written to args.out as a palette PNG."""
     port = _free_port()
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "mlflow"), "ui", "--workers", "1", "--port", str(port)]
@@ -69,13 +109,12 @@ def main() -> int:
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_for(f"{base}/health", server)
-        query = urllib.parse.urlencode({"runs": json.dumps(runs), "experiments": json.dumps([experiment])})
-        url = f"{base}/#/compare-runs?{query}"
+        url, what = page(base)
         with tempfile.TemporaryDirectory() as tmp:
             shot = Path(tmp) / "shot.png"
             width, height = (int(v) for v in args.size.split(","))
             try:
-                _driven_shot(url, shot, width, height, args.chromium)
+                driven(url, shot, width, height, args.chromium)
             except ImportError:
                 subprocess.run(
                     [args.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
@@ -88,7 +127,7 @@ def main() -> int:
             out = Path(args.out)
             out.parent.mkdir(parents=True, exist_ok=True)
             _palette_png(shot, out)
-        print(f"{out}: {out.stat().st_size / 1024:.0f} kB, runs {runs[0]} and {runs[1]}\n{url}")
+        print(f"{out}: {out.stat().st_size / 1024:.0f} kB, {what}\n{url}")
     finally:
         server.terminate()
         server.wait(30)
@@ -113,20 +152,62 @@ return Math.max(...grids.map(g => g.getBoundingClientRect().bottom + window.scro
 """
 
 
-def _driven_shot(url: str, shot: Path, width: int, height: int, chromium: str) -> None:
-    """The compare page through chromedriver: the assistant and the plots closed, the
-    metrics and tags showing only what differs, every table at full height."""
+def _driver(chromium: str, width: int, height: int):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+
+
+def _driven_trace_shot(url: str, shot: Path, width: int, height: int, chromium: str) -> None:
+    """The Traces tab through chromedriver, once the selected trace's span tree shows its
+    chat completions."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--window-size={width},3000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+    driver = _driver(chromium, width, height)
+    try:
+        driver.get(url)
+        wait = WebDriverWait(driver, 90)
+        span = wait.until(
+            expected_conditions.element_to_be_clickable((By.XPATH, "//*[normalize-space(text())='chat completion']"))
+        )
+        click = "arguments[0].click()"  # the drawer's resize handle lies over the span list
+        for close in driver.find_elements(By.XPATH, "//button[@aria-label='Close']"):  # the assistant's panel
+            driver.execute_script(click, close)
+        time.sleep(1)
+        span = driver.find_element(By.XPATH, "//*[normalize-space(text())='chat completion']")  # drawn anew
+        driver.execute_script(click, span)  # the first call: its tokens, cost, cache and latency
+        time.sleep(1)
+        attributes = wait.until(
+            expected_conditions.presence_of_element_located((By.XPATH, "//*[@role='tab'][contains(., 'Attributes')]"))
+        )
+        attributes.click()  # a tab of Radix's, which answers a pointer's press, not a script's click
+        time.sleep(2)
+        driver.save_screenshot(str(shot))
+    finally:
+        driver.quit()
+
+
+def _driven_shot(url: str, shot: Path, width: int, height: int, chromium: str) -> None:
+    """The compare page through chromedriver: the assistant and the plots closed, the
+    metrics and tags showing only what differs, every table at full height."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = _driver(chromium, width, 3000)
     try:
         driver.get(url)
         wait = WebDriverWait(driver, 60)

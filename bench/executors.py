@@ -1,6 +1,6 @@
 """The lifecycle's wall time and CPU under each executor, as ratios against in-process in the same run.
 
-    .venv/bin/python -m bench.executors [--world tiny|demo] [--executors in_process,multiprocess,celery]
+    .venv/bin/python -m bench.executors [--world tiny|demo] [--executors in_process,multiprocess,celery] [--kill]
 
 Each executor runs `python -m pipelines.lifecycle` in a fresh home of its own under
 bench/out/executors/ (`SIMAB_EXECUTOR`, `SIMAB_CONCURRENCY=2`), one after another on the same
@@ -12,6 +12,12 @@ in-process's, every number to 12 significant digits (it must be the same for the
 sum in another process may differ in its last bits, 1e-17).  Celery: Debian's `redis-server` on a free
 127.0.0.1 port as the broker and two workers (`--pool=solo`, one step each), started and ready
 before the clock starts; their CPU, imports included, is counted.
+
+`--kill`: then, for each executor, a second lifecycle in a fresh home, killed (SIGKILL, the
+runner alone, as a crash or the OOM killer would) once the first arm has stored its trained model
+(`assets/recommender_arm/<arm>`) while another arm's steps are still to come or running, and then
+`--resume`d: the steps the resume re-executed (its "resuming:" line), its wall time, and whether
+its verdict is the uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world", choices=["tiny", "demo"], default="tiny")
     parser.add_argument("--executors", default="in_process,multiprocess")
+    parser.add_argument("--kill", action="store_true", help="also kill each executor's run mid-arms and resume it")
     args = parser.parse_args(argv)
     executors = [e.strip() for e in args.executors.split(",") if e.strip()]
     if executors[0] != "in_process":
@@ -58,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = {}
     for executor in executors:
         home = root / executor
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SIMAB_", "DAGSTER_", "MLFLOW_"))}
-        env.update(world, SIMAB_HOME=str(home), SIMAB_EXECUTOR=executor, SIMAB_CONCURRENCY="2")
+        env = _environ(world, home, executor)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         helpers = _celery(env, home) if executor == "celery" else []
         started = time.perf_counter()
@@ -86,7 +92,59 @@ def main(argv: list[str] | None = None) -> int:
         same = "same" if rounded(verdict) == rounded(base_verdict) else "DIFFERS"
         print(f"{executor:14s} {wall / base_wall:7.2f}x {cpu / base_cpu:7.2f}x  {same} as in_process")
     print(f"(in_process: {base_wall:.0f} s wall, {base_cpu:.0f} s CPU; load average after {os.getloadavg()[0]:.2f})")
+    if args.kill:
+        print()
+        for executor in executors:
+            env = _environ(world, root / f"{executor}-killed", executor)
+            helpers = _celery(env, root / f"{executor}-killed") if executor == "celery" else []
+            try:
+                killed_at, resumed, took, verdict = _kill_and_resume(env, root / f"{executor}-killed")
+            finally:
+                for process in reversed(helpers):
+                    process.terminate()
+                    process.wait(30)
+            same = "same" if rounded(verdict) == rounded(figures[executor][2]) else "DIFFERS"
+            print(f"{executor:14s} killed {killed_at:6.1f} s in; resume {took:6.1f} s, verdict {same} as uninterrupted")
+            print(f"{'':14s} {resumed}", flush=True)
     return 0
+
+
+def _environ(world: dict, home: Path, executor: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIMAB_", "DAGSTER_", "MLFLOW_"))}
+    env.update(world, SIMAB_HOME=str(home), SIMAB_EXECUTOR=executor, SIMAB_CONCURRENCY="2")
+    return env
+
+
+def _kill_and_resume(env: dict, home: Path) -> tuple[float, str, float, dict]:
+    """The lifecycle started in `home`, SIGKILLed once an arm's trained model is stored, then
+    resumed: (seconds to the kill, the resume's "resuming" line, the resume's seconds, verdict)."""
+    import signal
+
+    home.mkdir(parents=True, exist_ok=True)
+    log = open(home / "killed.log", "wb")  # noqa: SIM115 - closed below
+    started = time.perf_counter()
+    runner = subprocess.Popen([sys.executable, "-m", "pipelines.lifecycle"], cwd=ROOT, env=env, stdout=log, stderr=log)
+    arms = home / "assets" / "recommender_arm"
+    while not (arms.is_dir() and any(not p.name.startswith(".") for p in arms.iterdir())):
+        if runner.poll() is not None:
+            raise SystemExit(f"the lifecycle in {home} ended (exit {runner.returncode}) before an arm was stored")
+        time.sleep(0.2)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    killed_at = time.perf_counter() - started
+    log.close()
+    time.sleep(2)  # the step processes follow their runner (PR_SET_PDEATHSIG, Dagster's own watch)
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.lifecycle", "--resume"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    took = time.perf_counter() - began
+    (home / "resume.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+        raise SystemExit(f"the resume in {home} failed (exit {done.returncode})")
+    lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if "resum" in line]
+    return killed_at, " | ".join(lines[:3]), took, _verdict(home / "dagster_home")
 
 
 def _celery(env: dict, home: Path) -> list[subprocess.Popen]:

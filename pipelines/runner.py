@@ -6,12 +6,16 @@ are not, re-executed from its failure where a killed or failed lifecycle stopped
 
 With an executor whose steps run elsewhere (multiprocess, Celery) the independent steps of a
 lane — the arms (`pipelines.plan.lanes`) — run side by side, $SIMAB_CONCURRENCY at a time, each
-its own run; in-process, every step runs after the one before (two runs in one process would
+its own run in a process of its own.  With multiprocess every run executes in a process of
+its own and its steps in that process (an arm's job is a chain; a process per step, as
+Dagster's multiprocess executor runs a launched run, costs the stack's imports per step).
+In-process, every step runs after the one before (two runs in one process would
 share its threads, its standard output and its memory)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import uuid
@@ -151,7 +155,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
         label = todo.step.label
 
         def run() -> tuple[str, bool]:
-            if apart:
+            if apart or settings.executor == "multiprocess":
                 return _execute_apart(home, todo.step.job, todo.tags, todo.options)
             recon = reconstructable_job(todo.step.job)
             result = execute_job(recon, instance=instance, tags=todo.tags, raise_on_error=False, **todo.options)
@@ -315,6 +319,12 @@ def _execute_here(home: str, job: str, tags: dict, options: dict, sender) -> Non
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the run ends on its own
         pass
+    if os.environ.get("SIMAB_EXECUTOR") == "multiprocess":
+        # This process is the run's own (an arm's, beside the other arms'): the run's steps
+        # execute here, not in a fresh interpreter each, which would import the stack and build
+        # the definitions again per step — 160 s instead of 25 s for the tiny world's prepare
+        # step on two cores (docs/findings/executors.md).
+        os.environ["SIMAB_EXECUTOR"] = "in_process"
     with DagsterInstance.from_config(home) as instance:
         result = execute_job(reconstructable_job(job), instance=instance, tags=tags, raise_on_error=False, **options)
     sender.send((result.run_id, result.success))
@@ -322,11 +332,14 @@ def _execute_here(home: str, job: str, tags: dict, options: dict, sender) -> Non
 
 
 def _steps_left(instance, parent) -> list[str]:
-    """The steps of a failed run Dagster's re-execution from failure runs (its own rule)."""
-    from dagster._core.execution.plan.state import KnownExecutionState
+    """The steps of a failed run that its re-execution from failure runs: those of its plan
+    without a success in its event log (what failed, and what never started or finished)."""
+    from dagster import DagsterEventType
 
-    keys, _ = KnownExecutionState.build_resume_retry_reexecution(instance, parent)
-    return sorted(keys)
+    plan = instance.get_execution_plan_snapshot(parent.execution_plan_snapshot_id)
+    records = instance.get_records_for_run(parent.run_id, of_type=DagsterEventType.STEP_SUCCESS, limit=10_000)
+    done = {record.event_log_entry.step_key for record in records.records}
+    return sorted(step.key for step in plan.steps if step.key not in done)
 
 
 def _failed(instance, run_id: str, todo: Attempt, stage, log, lifecycle: str, cap: float, settings) -> str:

@@ -1,6 +1,6 @@
 """A setting's value: the validators its type uses beyond pydantic's own (an IANA time zone)
 and what a settings field accepts, in words — for the one-line refusal of a bad value
-(`ops.settings.load`) and the table of docs/settings.md (`ops.settings_page`).
+(`ops.settings.load`) and the table of docs/settings.md (`pipelines.settings_page`).
 """
 
 from __future__ import annotations

@@ -4,10 +4,11 @@ once.  This module is the only place that reads the settings from the environmen
 
 One concept, the settings: long because each is declared here whole, with where it is read.
 
-Adding a setting: one `setting(...)` field below (variable, help, the op config fields or the
-resource field it feeds).  docs/settings.md — the precedence and the table of every setting —
-is generated from these declarations (`python -m ops.settings_page > docs/settings.md`,
-`ops/settings_page.py`) and a test checks it is current.
+Adding a setting: one `setting(...)` field below (variable, help, the resource field it
+feeds), and, where it configures ops, its op config fields in `pipelines/setting_ops.py`,
+beside the jobs.  docs/settings.md — the precedence and the table of every setting — is
+generated from both (`python -m pipelines.settings_page > docs/settings.md`) and a test
+checks it is current.
 """
 
 from __future__ import annotations
@@ -81,25 +82,19 @@ def setting(
     env: str,
     help: str,
     *,
-    ops: tuple[str, ...] = (),
     resource: str = "",
     sep: str = "",
     config_default: Any = _UNDECLARED,
     **bounds,
 ):
-    """A settings field: `env` its variable, `ops` the op config fields it fills
-    ("op.field"), `resource` the resource field it sets ("llm.model"), `sep` the separator of
-    a list value; `config_default` the value those op config fields take when the variable
-    is not set, written here once (the asset configs read it with `config_default(name)`, the
+    """A settings field: `env` its variable, `resource` the resource field it sets
+    ("llm.model"), `sep` the separator of a list value; `config_default` the value the op
+    config fields it fills (`pipelines.setting_ops`) take when the variable is not set, written here once (the asset configs read it with `config_default(name)`, the
     settings table shows it); `bounds` are pydantic's (ge, le, ...)."""
-    extra = {"env": env, "ops": list(ops), "resource": resource, "sep": sep}
+    extra = {"env": env, "resource": resource, "sep": sep}
     if config_default is not _UNDECLARED:
         extra["config_default"] = config_default
     return Field(default, description=help, json_schema_extra=extra, **bounds)
-
-
-_ASKING = ("taste_alignment", "rating_alignment", "list_quality_alignment")  # the protocols that ask the brain
-_ALIGNMENT = (*_ASKING, "social_traits_alignment")
 
 
 class Settings(BaseModel):
@@ -114,48 +109,41 @@ class Settings(BaseModel):
         "SIMAB_SOURCE",
         "data source: synthetic (offline) | local | download (MovieLens) | files (your own, docs/data_model.md) | steam "
         "| steam-download (the UCSD originals)",
-        ops=("movielens.source",),
         config_default="synthetic",
     )
     files_path: str | None = setting(
         None,
         "SIMAB_FILES_PATH",
         "folder of interactions, items (CSV or Parquet), optional users, images/, dataset.json (source files)",
-        ops=("movielens.files_path",),
     )
     steam_path: str | None = setting(
         None,
         "SIMAB_STEAM_PATH",
         "folder of the Steam interactions.csv and items.jsonl (source steam; default $SIMAB_SHARED_DATA/steam-australian)",
-        ops=("movielens.steam_path",),
     )
     steam_url: str | None = setting(
         None,
         "SIMAB_STEAM_URL",
         "source steam-download: a base URL serving australian_user_reviews.json.gz and steam_games.json.gz "
         "(default: the UCSD McAuley lab's addresses, ops/data/steam_download.py)",
-        ops=("movielens.steam_url",),
     )
     steam_sha256_reviews: str | None = setting(
         None,
         "SIMAB_STEAM_SHA256_REVIEWS",
         "source steam-download: SHA-256 australian_user_reviews.json.gz must have (default: none pinned; "
         "the digest downloaded is recorded in the ingestion metadata)",
-        ops=("movielens.steam_sha256_reviews",),
         pattern=r"^[0-9a-fA-F]{64}$",
     )
     steam_sha256_games: str | None = setting(
         None,
         "SIMAB_STEAM_SHA256_GAMES",
         "source steam-download: SHA-256 steam_games.json.gz must have (default: none pinned)",
-        ops=("movielens.steam_sha256_games",),
         pattern=r"^[0-9a-fA-F]{64}$",
     )
     steam_min_interactions: int | None = setting(
         None,
         "SIMAB_STEAM_MIN_INTERACTIONS",
         "sources steam, steam-download: keep users with at least this many dated reviews of games with metadata",
-        ops=("movielens.steam_min_interactions",),
         config_default=5,
         ge=1,
     )
@@ -163,17 +151,13 @@ class Settings(BaseModel):
         None,
         "SIMAB_LOCAL_PATH",
         "folder of ML-1M `*.dat` or ML-100K `u.*` files (source local)",
-        ops=("movielens.local_path",),
     )
-    dataset: Dataset | None = setting(
-        None, "SIMAB_DATASET", "archive for source download", ops=("movielens.dataset",), config_default="ml-1m"
-    )
+    dataset: Dataset | None = setting(None, "SIMAB_DATASET", "archive for source download", config_default="ml-1m")
     synthetic_exposure_bias: float | None = setting(
         None,
         "SIMAB_SYNTHETIC_EXPOSURE_BIAS",
         "source synthetic: how strongly the log's production system led with the popular (0 = a log free of "
         "exposure, 1 = the default world, 2.5 strong; docs/definitions.md#the-truth)",
-        ops=("movielens.synthetic_exposure_bias",),
         config_default=1.0,
         ge=0,
     )
@@ -181,24 +165,23 @@ class Settings(BaseModel):
         None,
         "SIMAB_METADATA_SOURCE",
         "metadata and posters",
-        ops=("movie_metadata.source",),
         config_default="auto",
     )
     metadata_path: str | None = setting(
         None,
         "SIMAB_METADATA_PATH",
         "local metadata file (e.g. movies_extrainfos.dat)",
-        ops=("movie_metadata.metadata_path",),
     )
     poster_dirs: list[str] | None = setting(
         None,
         "SIMAB_POSTER_DIRS",
         "folders of `<movie_id>.jpg` posters, in order of preference",
-        ops=("movie_metadata.poster_dirs",),
         sep=os.pathsep,
     )
     links_path: str | None = setting(
-        None, "SIMAB_LINKS_PATH", "MovieLens links table (movieId, imdbId, tmdbId)", ops=("movie_metadata.links_path",)
+        None,
+        "SIMAB_LINKS_PATH",
+        "MovieLens links table (movieId, imdbId, tmdbId)",
     )
     # -- arms
     arms: list[str] | None = setting(
@@ -208,40 +191,23 @@ class Settings(BaseModel):
         "`name=lists:PATH`, `name=mlflow:models:/m/1`, `name=kind;param=value` (docs/arms.md), "
         "`pop@5` (Pop's lists with 5 of 20 slots replaced by random unseen items)",
         sep=",",
-        ops=(
-            "simulation_events.arms",
-            "llm_cost_estimate.arms",
-            "ab_agent_table2.arms",
-            "brain_comparison.arms",
-            "simuser_believability.arms",
-        ),
     )
     max_epochs: int | None = setting(
         None,
         "SIMAB_MAX_EPOCHS",
         "epochs of the CTR arms and their refits (default 20, early stop)",
-        ops=(
-            "recommender_arm.max_epochs",
-            "augmentation_metrics.max_epochs",
-            "ab_agent_table5.max_epochs",
-            "agent_round.max_epochs",
-            "filter_bubble.max_epochs",
-            "agent4rec_causal_graph.max_epochs",
-        ),
         ge=1,
     )
     validation_negatives: float | None = setting(
         None,
         "SIMAB_VALIDATION_NEGATIVES",
         "unrated pairs per validation row added as negatives for the CTR arms' early stopping (default: 1 where the data is implicit feedback, e.g. steam, else 0)",
-        ops=("recommender_arm.validation_negatives", "augmentation_metrics.validation_negatives"),
         ge=0,
     )
     control: str | None = setting(
         None,
         "SIMAB_CONTROL",
         "the control arm of the read-out",
-        ops=("ab_readout.control",),
         config_default=DEFAULT_CONTROL,
     )
     # -- simulation
@@ -251,23 +217,12 @@ class Settings(BaseModel):
         "what sets the embedded brain's click decision: list_response (real users' response to list quality on the "
         "validation window) | random_exposure (a seeded half of the run's random bucket with clicks: the users' own "
         "click level on random items; the other half judges; list_response where the run has none)",
-        ops=("embedded_brain.click_calibration", "agents.click_calibration"),
         config_default="list_response",
     )
     agents: int | None = setting(
         None,
         "SIMAB_AGENTS",
         "agents simulated per arm, a seeded sample (0 = every user with a list)",
-        ops=(
-            "simulation_events.n_agents",
-            "llm_cost_estimate.n_agents",
-            "experiment_simulation_events.n_agents",
-            "agent_round.n_agents",
-            "filter_bubble.n_agents",
-            "agent4rec_causal_graph.n_agents",
-            "agents.n_agents",
-            "arm_rankings.n_agents",
-        ),
         config_default=0,
         ge=0,
     )
@@ -276,19 +231,12 @@ class Settings(BaseModel):
         "SIMAB_BRAIN",
         "who decides, a brain of the registry (`python -m ops.simulation.kinds` lists them): embedded (offline), "
         "embedded-no-vision, llm (the `llm` resource), llm-no-vision, uniform-random, or a plug-in's",
-        ops=(
-            "simulation_events.brain",
-            "agent_round.brain",
-            *(f"{op}.brain" for op in _ALIGNMENT if op != "social_traits_alignment"),
-            "list_sensitivity.brain",
-        ),
         config_default="embedded",
     )
     sessions: int | None = setting(
         None,
         "SIMAB_SESSIONS",
         "independent sessions of every agent on an arm",
-        ops=("simulation_events.sessions_per_agent", "llm_cost_estimate.sessions_per_agent"),
         config_default=1,
         ge=1,
     )
@@ -296,14 +244,12 @@ class Settings(BaseModel):
         None,
         "SIMAB_ACTIVITY_DRIVES",
         "what the activity tier changes: session_length (A/B Agent) | visits (how often the agent comes)",
-        ops=("simulation_events.activity_drives", "llm_cost_estimate.activity_drives"),
         config_default="session_length",
     )
     visits: list[int] | None = setting(
         None,
         "SIMAB_VISITS",
         "with visits: sessions per agent for the low, medium, high activity tiers",
-        ops=("simulation_events.visits_per_tier", "llm_cost_estimate.visits_per_tier"),
         config_default=[1, 2, 3],
         sep=",",
     )
@@ -311,10 +257,11 @@ class Settings(BaseModel):
         None,
         "SIMAB_PERSONA",
         "LLM brain: traits | matched (job simab_personas first)",
-        ops=("simulation_events.persona", "llm_cost_estimate.persona"),
         config_default="traits",
     )
-    rounds: int = setting(4, "SIMAB_ROUNDS", "round partitions of `agent_round` (Agent4Rec: 4)", ge=1)
+    rounds: int = setting(
+        4, "SIMAB_ROUNDS", "rounds of the Agent4Rec feedback loop, one partition each (Agent4Rec: 4)", ge=1
+    )
     nightly: Nightly = setting(
         "fresh",
         "SIMAB_NIGHTLY",
@@ -327,14 +274,6 @@ class Settings(BaseModel):
         "test-window users the offline ranking metrics (Recall@20, NDCG@20) and the social traits' real side are "
         "measured on, a seeded sample whose 95 % intervals say so: as many as a ±0.01 interval on a per-user figure "
         "in [0, 1] needs; every test user where the window has fewer (0 = every test user always)",
-        ops=(
-            "arm_rankings.eval_users",
-            "offline_metrics.eval_users",
-            "augmentation_metrics.eval_users",
-            "social_traits_alignment.eval_users",
-            "simab_report.eval_users",
-            "ab_readout_fidelity_trust.eval_users",
-        ),
         # ⌈(1.96 · 0.5 / 0.01)²⌉ (ops.studies.alignment.sizing's rule at ±0.01): the offline
         # metrics' intervals stay as narrow as that whatever the log's size, and a log with
         # fewer test users (the demo, ML-1M) is measured on every one of them, as before.
@@ -345,7 +284,6 @@ class Settings(BaseModel):
         None,
         "SIMAB_ALIGNMENT_AGENTS",
         "agents of each alignment protocol (default: as many as SIMAB_TRUST_HALF_WIDTH needs, 97 for ±0.10; 0 = all)",
-        ops=(*(f"{op}.n_agents" for op in _ALIGNMENT), "agents.protocol_agents"),
         ge=0,
     )
     trust_protocols: bool | None = setting(
@@ -353,14 +291,12 @@ class Settings(BaseModel):
         "SIMAB_TRUST_PROTOCOLS",
         "the trust protocols that ask the brain (taste, rating, list quality): on | off — not run, "
         "reported as not measured; the A/B verdict and the fidelity need no LLM call and stay",
-        ops=(*(f"{op}.enabled" for op in _ASKING), "agents.trust_protocols"),
         config_default=True,
     )
     trust_half_width: float | None = setting(
         None,
         "SIMAB_TRUST_HALF_WIDTH",
         "the half-width of the 95 % intervals (taste F1, click rates) the trust protocols are sized for",
-        ops=(*(f"{op}.half_width" for op in _ASKING), "agents.half_width"),
         config_default=0.1,
         gt=0,
         le=0.5,
@@ -369,7 +305,6 @@ class Settings(BaseModel):
         None,
         "SIMAB_FIDELITY_TAU_FLOOR",
         "Kendall τ(CTR, NDCG@20), or the arm pairs' τ with a missed pair counted as a tie, below this warns",
-        ops=("ab_readout_fidelity_trust.tau_floor", "simab_report.tau_floor"),
         config_default=0.6,
         ge=-1,
         le=1,
@@ -379,7 +314,6 @@ class Settings(BaseModel):
         "SIMAB_LIST_QUALITY_SPREAD_FLOOR",
         "the brain's CTR on the list-quality protocol's 1:1 lists minus on its 1:9 lists with its whole interval "
         "below this (or below the larger spread the sensitivity ladder implies) warns that it cannot tell lists apart",
-        ops=("simab_report.spread_floor",),
         config_default=0.02,
         ge=0,
         le=1,
@@ -388,7 +322,6 @@ class Settings(BaseModel):
         None,
         "SIMAB_PRIMARY_METRIC",
         "the metric the report's verdict opens on",
-        ops=("simab_report.primary_metric",),
         config_default="ctr",
     )
     # -- the LLM endpoint (resource `llm`)
@@ -540,20 +473,6 @@ class Settings(BaseModel):
     # Not from the environment: `--set OP.FIELD=VALUE` of `python -m pipelines.experiments`
     # (`PRECEDENCE`).
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-    def op_config(self) -> dict[str, dict[str, Any]]:
-        """op name -> {config field: value} for every setting the environment set."""
-        ops: dict[str, dict[str, Any]] = {}
-        for name, info in declared().items():
-            value = getattr(self, name)
-            if value is None:
-                continue
-            for target in _extra(info)["ops"]:
-                op, field = target.split(".")
-                ops.setdefault(op, {})[field] = list(value) if isinstance(value, list) else value
-        for op, fields in self.overrides.items():
-            ops.setdefault(op, {}).update(fields)
-        return ops
 
     def mlflow_store(self, tracking_uri: str = "") -> str:
         """Where MLflow runs go, highest first: `tracking_uri` (the `mlflow_tracking`

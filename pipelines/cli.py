@@ -131,7 +131,7 @@ def settings(rest: list[str]) -> int:
     """The current value of every setting (URLs without their user and password), with the
     stores they lead to; `--markdown`: the settings table of docs/settings.md."""
     from ops.settings import _extra, declared, load
-    from ops.settings_page import markdown_table
+    from pipelines.settings_page import markdown_table
     from resources.mlflow_tracking import MlflowTracking
 
     if rest == ["--markdown"]:

@@ -26,6 +26,7 @@ import time
 from ops.environment import offline_defaults
 from pipelines.plan import Step
 from pipelines.run_config import EXPERIMENT_ASSETS
+from pipelines.setting_ops import op_config
 
 
 def plan(name: str, settings) -> list[Step]:
@@ -36,7 +37,7 @@ def plan(name: str, settings) -> list[Step]:
     from assets.experiments.brain_comparison import BrainComparisonConfig
     from assets.partitions import condition_name
 
-    ops = settings.op_config()
+    ops = op_config(settings)
 
     def arms(op: str, default) -> list[str]:
         return list(ops.get(op, {}).get("arms") or default)
@@ -182,7 +183,7 @@ def judge_preflight(settings, environ, say=print) -> None:
         )
         return
     defaults = BelievabilityConfig()
-    cfg = settings.op_config().get("simuser_believability", {})
+    cfg = op_config(settings).get("simuser_believability", {})
     arms = cfg.get("arms") or settings.arms or defaults.arms
     brains = cfg.get("brains") or defaults.brains
     per = int(cfg.get("per_arm_and_brain", defaults.per_arm_and_brain))

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from ops.preflight.arm_names import ARMS, declare_arms, lifecycle_arms
 from ops.preflight.bill import brain_of
 from ops.settings import SettingError, Settings, declared, load
+from pipelines.setting_ops import op_config, setting_name_of
 
 # Each experiment of `python -m pipelines.experiments` and the asset that prints its table.
 EXPERIMENT_ASSETS = {
@@ -59,7 +60,7 @@ def with_arms(settings: Settings, arms: list[str]) -> Settings:
 
 def op_config_for(op: str, accepts: set[str], settings: Settings) -> dict:
     """One op's run config: the settings of the fields it accepts, then its `--set` overrides."""
-    fields = settings.model_copy(update={"overrides": {}}).op_config()
+    fields = op_config(settings.model_copy(update={"overrides": {}}))
     config = {k: v for k, v in fields.get(OP_SETTINGS.get(op, op), {}).items() if k in accepts}
     config.update(settings.overrides.get(op, {}))
     return config
@@ -74,7 +75,5 @@ def uses_llm(settings: Settings) -> bool:
 def setting_of(op: str, field: str) -> str | None:
     """The variable that fills `op.field`, to name it when Dagster rejects the value."""
     op = OP_SETTINGS.get(op, op)
-    for info in declared().values():
-        if f"{op}.{field}" in info.json_schema_extra["ops"]:  # type: ignore[index]
-            return info.json_schema_extra["env"]  # type: ignore[index]
-    return None
+    name = setting_name_of(op, field)
+    return declared()[name].json_schema_extra["env"] if name is not None else None  # type: ignore[index]

@@ -37,8 +37,9 @@ from pipelines.jobs import run_config_for
 from pipelines.lifecycle_jobs import keep, reconstructable_job
 from pipelines.plan import PLAN_TAG, STEP_TAG, Step, lanes, plan_digest
 from pipelines.resume import resume_point
+from pipelines.setting_ops import resolved_values
 from pipelines.versions import OUTSIDE_INPUTS_TAG, judge_step, latest_materialization, outside_inputs
-from resources.lifecycle_run import lifecycle_params, lifecycle_run, resolved_values
+from resources.lifecycle_run import lifecycle_params, lifecycle_run
 from resources.llm import LIFECYCLE_TAG
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root

@@ -17,10 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dagster._core.execution.validate_run_config import validate_run_config
-
 from ops.preflight.bill import brain_of
-from ops.settings import declared
 from resources.mlflow_tracking import MlflowTracking
 
 # The settings a lifecycle is told apart by, as run parameters: name -> Settings field.
@@ -53,23 +50,6 @@ def lifecycle_params(settings, resolved: dict[str, Any] | None = None) -> dict[s
             value = resolved.get(name, "default")
         out[name] = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
     return out
-
-
-def resolved_values(defs, configs: dict[str, dict]) -> dict[str, Any]:
-    """name -> the value the jobs' validated run config gives a parameter's first op field
-    (the asset's default where the environment left it), for the `configs` of each job."""
-    found: dict[str, Any] = {}
-    for job, config in configs.items():
-        ops = validate_run_config(defs.resolve_job_def(job), config).get("ops", {})
-        for name, field in PARAMS.items():
-            info = declared().get(field)
-            for target in info.json_schema_extra["ops"] if info is not None and name not in found else ():
-                op, key = target.split(".")
-                value = ops.get(op, {}).get("config", {}).get(key)
-                if value is not None:
-                    found[name] = value
-                    break
-    return found
 
 
 def verdict_metrics(headline: dict, bill_usd: float | None = None) -> dict[str, float]:

@@ -18,6 +18,7 @@ from ops.data.domain import (
 )
 from ops.data.steam import STEAM_CRAWL_YEAR, load_steam
 from ops.settings import PROJECT_ROOT, load
+from pipelines.setting_ops import op_config
 
 BOOKSHOP = PROJECT_ROOT / "examples" / "bookshop"
 
@@ -173,7 +174,7 @@ def test_the_steam_source_handles_every_caveat(tmp_path):
 
 def test_the_sources_are_settings():
     settings = load({"SIMAB_SOURCE": "files", "SIMAB_FILES_PATH": "/data/shop", "SIMAB_STEAM_MIN_INTERACTIONS": "3"})
-    config = settings.op_config()["movielens"]
+    config = op_config(settings)["movielens"]
     assert config == {"source": "files", "files_path": "/data/shop", "steam_min_interactions": 3}
 
 

@@ -250,10 +250,10 @@ def test_docs_settings_is_the_page_generated_from_the_declarations_and_the_prece
     from pathlib import Path
 
     from ops.settings import PRECEDENCE
-    from ops.settings_page import markdown_page
+    from pipelines.settings_page import markdown_page
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text(encoding="utf-8")
-    assert page == markdown_page(), "docs/settings.md is stale: python -m ops.settings_page > docs/settings.md"
+    assert page == markdown_page(), "docs/settings.md is stale: python -m pipelines.settings_page > docs/settings.md"
     assert "--set OP.FIELD=VALUE" in PRECEDENCE[1] and "launchpad" in PRECEDENCE[0]
 
 

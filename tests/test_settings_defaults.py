@@ -10,7 +10,8 @@ import re
 import pytest
 
 from ops.settings import _extra, config_default, declared
-from ops.settings_page import markdown_table
+from pipelines.setting_ops import SETTING_OPS
+from pipelines.settings_page import markdown_table
 
 # Settings whose op config fields default to a value that means "decided elsewhere", each
 # with where the help's stated default lives (checked below).
@@ -35,10 +36,13 @@ def config_classes():
 
 
 def _targets(name: str) -> list[tuple[str, str]]:
-    return [tuple(t.split(".")) for t in _extra(declared()[name])["ops"]]
+    return [tuple(t.split(".")) for t in SETTING_OPS.get(name, ())]
 
 
 def test_every_op_setting_names_its_default_once(config_classes):
+    assert set(SETTING_OPS) <= set(declared()), set(SETTING_OPS) - set(
+        declared()
+    )  # no op fed by a setting not declared
     for name, info in declared().items():
         for op, field in _targets(name):
             assert op in config_classes, f"{name}: op {op} has no Config class"

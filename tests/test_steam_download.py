@@ -17,6 +17,7 @@ from ops.data.movielens_download import DownloadConfig
 from ops.data.steam import load_steam
 from ops.data.steam_download import SteamDownloadError, download_steam, literal_lines, load_steam_download, steam_urls
 from ops.settings import load
+from pipelines.setting_ops import op_config
 
 REVIEWS, GAMES = "australian_user_reviews.json.gz", "steam_games.json.gz"
 # Fast retries and small chunks: the behaviour under test is the same, the waiting is not.
@@ -143,9 +144,15 @@ def test_the_urls_and_checksums_are_settings():
     assert (
         steam_urls()["reviews"].startswith("https://") and steam_urls("http://m/x/")["games"] == f"http://m/x/{GAMES}"
     )
-    config = load(
-        {"SIMAB_SOURCE": "steam-download", "SIMAB_STEAM_URL": "http://mirror/", "SIMAB_STEAM_SHA256_REVIEWS": "a" * 64}
-    ).op_config()["movielens"]
+    config = op_config(
+        load(
+            {
+                "SIMAB_SOURCE": "steam-download",
+                "SIMAB_STEAM_URL": "http://mirror/",
+                "SIMAB_STEAM_SHA256_REVIEWS": "a" * 64,
+            }
+        )
+    )["movielens"]
     assert config == {"source": "steam-download", "steam_url": "http://mirror/", "steam_sha256_reviews": "a" * 64}
 
 

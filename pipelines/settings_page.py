@@ -1,8 +1,9 @@
-"""docs/settings.md, generated from the settings' declarations (`ops.settings`): the
-precedence, the table of every setting and the values refused together.
+"""docs/settings.md, generated from the settings' declarations (`ops.settings`) and the op
+config fields each fills (`pipelines.setting_ops`): the precedence, the table of every
+setting and the values refused together.
 
-    python -m ops.settings_page > docs/settings.md     # tests/test_run_config.py checks it is current
-    python -m ops.settings_page --table                # the table alone (`simab settings --markdown`)
+    python -m pipelines.settings_page > docs/settings.md     # tests/test_run_config.py checks it is current
+    python -m pipelines.settings_page --table                # the table alone (`simab settings --markdown`)
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import sys
 
 from ops.settings import PRECEDENCE, PRECEDENCE_NOTES, _extra, allowed, declared
+from pipelines.setting_ops import SETTING_OPS
 
 
 def markdown_table() -> str:
-    """The settings table of docs/settings.md, generated from the declarations (`ops.settings`)."""
+    """The settings table of docs/settings.md, generated from the declarations (`ops.settings`,
+    `pipelines.setting_ops`)."""
     rows = ["| variable | allowed | default | what it sets |", "| --- | --- | --- | --- |"]
     for name, info in declared().items():
         extra = _extra(info)
@@ -35,7 +38,7 @@ def markdown_table() -> str:
                 else "empty"
             )
         )
-        feeds = ", ".join(f"`{t}`" for t in extra["ops"]) or (
+        feeds = ", ".join(f"`{t}`" for t in SETTING_OPS.get(name, ())) or (
             f"resource `{extra['resource']}`" if extra["resource"] else ""
         )
         what = (info.description + (f" → {feeds}" if feeds else "")).replace("|", "\\|")  # a pipe would end the cell
@@ -78,7 +81,7 @@ def markdown_page() -> str:
     levels = "\n".join(f"{i}. {level}" for i, level in enumerate(PRECEDENCE, start=1))
     together = "\n".join(["| refused | because |", "| --- | --- |", *(f"| {a} | {b} |" for a, b in REFUSED_TOGETHER)])
     return (
-        "# Settings\n\nGenerated from `ops/settings.py` (`python -m ops.settings_page > docs/settings.md`).\n\n"
+        "# Settings\n\nGenerated from `ops/settings.py` and `pipelines/setting_ops.py` (`python -m pipelines.settings_page > docs/settings.md`).\n\n"
         f"## Precedence\n\nWhere a step's value comes from, highest first:\n\n{levels}\n\n{PRECEDENCE_NOTES}\n\n"
         f"## Every setting\n\n{markdown_table()}\n\n"
         "## Values that cannot work together\n\nA bad value stops a run before any work with one line naming the "

@@ -15,7 +15,6 @@ share its threads, its standard output and its memory)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import uuid
@@ -28,6 +27,7 @@ from dagster import AssetKey, DagsterInstance, ReexecutionOptions, execute_job
 from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
 from ops.preflight.bill import brain_of, lifecycle_bill
 from ops.readout.report_markdown import bill_lines
+from ops.settings import exported
 from ops.simulation.budget import RunBudget, bill_path
 from ops.storage.exhaustion import exhausted_line, exhaustion_at, named_exhaustion
 from pipelines.console import LifecycleConsole, failure_lines
@@ -157,7 +157,8 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
 
         def run() -> tuple[str, bool]:
             if apart or settings.executor == "multiprocess":
-                return _execute_apart(home, todo.step.job, todo.tags, todo.options)
+                steps_here = settings.executor == "multiprocess"
+                return _execute_apart(home, todo.step.job, todo.tags, todo.options, steps_here)
             recon = reconstructable_job(todo.step.job)
             result = execute_job(recon, instance=instance, tags=todo.tags, raise_on_error=False, **todo.options)
             return result.run_id, result.success
@@ -281,14 +282,13 @@ def _environment(settings, defs):
     (`pipelines.lifecycle_jobs`): its arms (`--arms`) as specs; `defs` kept for this
     environment, so that the runner's own process builds them once."""
     from ops.arms.registry import spec_of
-    from ops.settings import exported
 
     with exported(arms=[spec_of(arm).text() for arm in settings.arms]):
         keep(defs)
         yield
 
 
-def _execute_apart(home: str, job: str, tags: dict, options: dict) -> tuple[str, bool]:
+def _execute_apart(home: str, job: str, tags: dict, options: dict, steps_here: bool = False) -> tuple[str, bool]:
     """`execute_job` of `job` in a fresh process (spawned: it imports and builds the
     definitions from the environment, `pipelines.lifecycle_jobs`), its standard output and error
     the runner's; (run id, success)."""
@@ -296,7 +296,7 @@ def _execute_apart(home: str, job: str, tags: dict, options: dict) -> tuple[str,
 
     context = multiprocessing.get_context("spawn")
     answer, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_execute_here, args=(home, job, tags, options, sender))
+    process = context.Process(target=_execute_here, args=(home, job, tags, options, sender, steps_here))
     process.start()
     sender.close()
     try:
@@ -310,9 +310,10 @@ def _execute_apart(home: str, job: str, tags: dict, options: dict) -> tuple[str,
     return run_id, success
 
 
-def _execute_here(home: str, job: str, tags: dict, options: dict, sender) -> None:
+def _execute_here(home: str, job: str, tags: dict, options: dict, sender, steps_here: bool) -> None:
     """`_execute_apart`'s process: killed with the runner (Linux), so that no run goes on
-    after the runner that holds the home for it is gone."""
+    after the runner that holds the home for it is gone; `steps_here`: the run's steps in this
+    process (the in-process executor), whatever executor the settings name."""
     import ctypes
     import signal
 
@@ -320,12 +321,15 @@ def _execute_here(home: str, job: str, tags: dict, options: dict, sender) -> Non
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the run ends on its own
         pass
-    if os.environ.get("SIMAB_EXECUTOR") == "multiprocess":
-        # This process is the run's own (an arm's, beside the other arms'): the run's steps
-        # execute here, not in a fresh interpreter each, which would import the stack and build
-        # the definitions again per step — 160 s instead of 25 s for the tiny world's prepare
-        # step on two cores (docs/findings/executors.md).
-        os.environ["SIMAB_EXECUTOR"] = "in_process"
+    # With multiprocess this process is the run's own (an arm's, beside the other arms'): its
+    # steps execute here, not in a fresh interpreter each, which would import the stack and
+    # build the definitions again per step: the tiny world's lifecycle took 276 s that way on two
+    # cores, 117 s so (docs/findings/executors.md).
+    with exported(executor="in_process") if steps_here else nullcontext():
+        _execute_run(home, job, tags, options, sender)
+
+
+def _execute_run(home: str, job: str, tags: dict, options: dict, sender) -> None:
     with DagsterInstance.from_config(home) as instance:
         result = execute_job(reconstructable_job(job), instance=instance, tags=tags, raise_on_error=False, **options)
     sender.send((result.run_id, result.success))

@@ -5,8 +5,9 @@ processes of their own.
 - The plan's lanes: prepare, then every arm's chain at once, then the read-out.
 - With `SIMAB_EXECUTOR=multiprocess` (concurrency 2) on a copy of the session's planted world
   whose arms and read-out are forgotten (their runs deleted: the prepare step is reused), two
-  arm steps of two arms' runs overlap in time (their step events in the instance say so), and
-  the verdict equals the one the in-process lifecycle of the same settings stored.
+  arm steps of two arms' runs overlap in time (their step events in the instance say so), each
+  arm's run executes its steps in one process of its own, and the verdict equals the one the
+  in-process lifecycle of the same settings stored.
 """
 
 from __future__ import annotations
@@ -97,3 +98,9 @@ def test_multiprocess_runs_two_arms_at_once_and_gives_the_in_process_verdict(pla
         if a[0] < b[0] and a_start < b_end and b_start < a_end
     ]
     assert overlapping, spans
+    # Each arm's run executed its steps in one process of its own, not a process per step.
+    from pipelines.instance import _run_pids
+
+    with DagsterInstance.from_config(str(dagster_home)) as instance:
+        pids = [_run_pids(instance, run.run_id) for run in arm_runs]
+    assert all(len(p) == 1 for p in pids) and len(set.union(*pids)) == 2, pids

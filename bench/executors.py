@@ -11,7 +11,8 @@ seconds of the lifecycle and every process under it.  The verdict each stored is
 in-process's, every number to 12 significant digits (it must be the same for the same seed; a
 sum in another process may differ in its last bits, 1e-17).  Celery: Debian's `redis-server` on a free
 127.0.0.1 port as the broker and two workers (`--pool=solo`, one step each), started and ready
-before the clock starts; their CPU, imports included, is counted.
+before the clock starts; their CPU, imports included, is counted.  Beside each executor's
+figures: how many pairs of two arms' steps ran at once (their step events in the instance).
 
 `--kill`: then, for each executor, a second lifecycle in a fresh home, killed (SIGKILL, the
 runner alone, as a crash or the OOM killer would) once the first arm has stored its trained model
@@ -83,8 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         if done.returncode != 0:
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
             raise SystemExit(f"{executor}: the lifecycle failed (exit {done.returncode})")
-        figures[executor] = (wall, cpu, _verdict(home / "dagster_home"))
-        print(f"{executor:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s", flush=True)
+        verdict, overlaps = _stored(home / "dagster_home")
+        figures[executor] = (wall, cpu, verdict)
+        print(
+            f"{executor:14s} wall {wall:7.1f} s   CPU {cpu:7.1f} s   {overlaps} pairs of two arms' steps at once",
+            flush=True,
+        )
     base_wall, base_cpu, base_verdict = figures["in_process"]
     print()
     print(f"{'executor':14s} {'wall':>8s} {'CPU':>8s}  verdict")
@@ -144,7 +149,7 @@ def _kill_and_resume(env: dict, home: Path) -> tuple[float, str, float, dict]:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
         raise SystemExit(f"the resume in {home} failed (exit {done.returncode})")
     lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if "resum" in line]
-    return killed_at, " | ".join(lines[:3]), took, _verdict(home / "dagster_home")
+    return killed_at, " | ".join(lines[:3]), took, _stored(home / "dagster_home")[0]
 
 
 def _celery(env: dict, home: Path) -> list[subprocess.Popen]:
@@ -196,22 +201,57 @@ def rounded(value):
     return value
 
 
-def _verdict(dagster_home: Path) -> dict:
-    """The summary the read-out stored (`simab_report`), in a process of its own."""
+def step_spans(instance, runs) -> dict[tuple[str, str], tuple[float | None, float | None]]:
+    """(the run's partition, step) -> (start, end) of each step of `runs`, from the instance's
+    STEP_START and STEP_SUCCESS or STEP_FAILURE events (None where there is none)."""
+    from dagster import DagsterEventType
+
+    spans: dict[tuple[str, str], tuple[float | None, float | None]] = {}
+    ends = (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE)
+    for run in runs:
+        partition = run.tags.get("dagster/partition", "")
+        for kind in (DagsterEventType.STEP_START, *ends):
+            for entry in instance.all_logs(run.run_id, of_type=kind):
+                start, end = spans.get((partition, entry.step_key), (None, None))
+                if kind == DagsterEventType.STEP_START:
+                    start = entry.timestamp
+                else:
+                    end = entry.timestamp
+                spans[(partition, entry.step_key)] = (start, end)
+    return spans
+
+
+def overlapping_pairs(spans: dict) -> list[tuple]:
+    """The pairs of steps of two partitions (arms) whose spans overlap in time."""
+    return [
+        (a, b)
+        for a, (a_start, a_end) in spans.items()
+        for b, (b_start, b_end) in spans.items()
+        if a[0] < b[0] and a_start < b_end and b_start < a_end
+    ]
+
+
+def _stored(dagster_home: Path) -> tuple[dict, int]:
+    """The summary the read-out stored (`simab_report`) and how many pairs of two arms' steps
+    ran at once (`simab_arm` runs), read in a process of its own."""
     import json
 
     code = (
         "import json, sys\n"
-        "from dagster import AssetKey, DagsterInstance\n"
+        "from dagster import AssetKey, DagsterInstance, RunsFilter\n"
+        "from bench.executors import overlapping_pairs, step_spans\n"
         "from pipelines.versions import latest_materialization\n"
         "with DagsterInstance.from_config(sys.argv[1]) as i:\n"
         "    m = latest_materialization(i, AssetKey('simab_report'), None)\n"
-        "    print(json.dumps(m.event_log_entry.asset_materialization.metadata['summary'].value, sort_keys=True))\n"
+        "    arms = i.get_runs(filters=RunsFilter(job_name='simab_arm'))\n"
+        "    pairs = len(overlapping_pairs(step_spans(i, arms)))\n"
+        "    print(json.dumps([m.event_log_entry.asset_materialization.metadata['summary'].value, pairs], sort_keys=True))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(dagster_home)], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    verdict, pairs = json.loads(out.stdout.strip().splitlines()[-1])
+    return verdict, pairs
 
 
 if __name__ == "__main__":

@@ -84,9 +84,9 @@ def _lifecycle(argv: list[str]) -> int:
         return lifecycle(argv)
     from ops.settings import load
     from ops.storage.exhaustion import ResourceExhausted, named_exhaustion
-    from ops.storage.home_lock import HomeBusy, HomeClaim, home_lock
+    from ops.storage.home_lock import HomeBusy, home_lock, runner_claim
 
-    claim = HomeClaim(holder="", how="`simab resume`" if "--resume" in argv else "`simab run`")
+    claim = runner_claim(resume="--resume" in argv)
     try:
         with named_exhaustion(home), home_lock(home, claim, load().home_wait_s, on_wait=_say) as held:
             from pipelines.lifecycle import main as lifecycle  # seconds of imports, the home held

@@ -61,7 +61,7 @@ def launched_first(instance, now: float | None = None, before: float | None = No
 
     from dagster import DagsterRunStatus, RunsFilter
 
-    from pipelines.instance import RUNNER_TAG, _process_alive, _run_pids
+    from pipelines.instance import RUNNER_TAG, run_pids, worker_gone
 
     now = time.time() if now is None else now
     waiting = [
@@ -75,10 +75,8 @@ def launched_first(instance, now: float | None = None, before: float | None = No
         submitted = record.create_timestamp.timestamp()
         if RUNNER_TAG in run.tags or now - submitted > LAUNCH_FIRST_S or (before is not None and submitted > before):
             continue
-        if run.status == DagsterRunStatus.STARTED:
-            pids = _run_pids(instance, run.run_id)
-            if pids and not any(_process_alive(pid, record.start_time) for pid in pids):
-                continue  # its worker is gone: the runner marks it failed (`mark_dead_runs_failed`)
+        if run.status == DagsterRunStatus.STARTED and worker_gone(record, run_pids(instance, run.run_id)):
+            continue  # the runner marks it failed (`mark_dead_runs_failed`)
         where = f"[{run.tags['dagster/partition']}]" if "dagster/partition" in run.tags else ""
         return (
             f"run {run.run_id} of {run.job_name}{where} was launched through the Dagster instance "

@@ -151,8 +151,8 @@ def mark_dead_runs_failed(instance, home: str | Path, tracking=None) -> list[str
         else:
             if run.status != DagsterRunStatus.STARTED:
                 continue  # not started yet, or being cancelled: Dagster's run monitoring's business
-            pids = _run_pids(instance, run.run_id)
-            if not pids or any(_process_alive(pid, record.start_time) for pid in pids):
+            pids = run_pids(instance, run.run_id)
+            if not worker_gone(record, pids):
                 continue
             listed = ", ".join(map(str, sorted(pids)))
             who = f"the process that executed this run (pid {listed}) is gone (killed or crashed)"
@@ -218,7 +218,13 @@ def damaged_sqlite_files(home: str | Path) -> list[Path]:
     return damaged
 
 
-def _run_pids(instance, run_id: str) -> set[int]:
+def worker_gone(record, pids: set[int]) -> bool:
+    """Whether a started run's processes (`pids`, as `run_pids` reads them) are all gone; a run
+    that recorded none yet is not gone (its worker may still be starting)."""
+    return bool(pids) and not any(_process_alive(pid, record.start_time) for pid in pids)
+
+
+def run_pids(instance, run_id: str) -> set[int]:
     """The process ids Dagster's executors recorded for a run (engine events with a `pid`)."""
     from dagster import DagsterEventType
 

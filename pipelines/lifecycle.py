@@ -68,7 +68,7 @@ from ops.environment import offline_defaults
 from ops.preflight.bill import lifecycle_bill, night_bill
 from ops.settings import SettingError, current
 from ops.storage.exhaustion import ResourceExhausted, named_exhaustion
-from ops.storage.home_lock import HomeBusy, HomeClaim, home_lock
+from ops.storage.home_lock import HomeBusy, home_lock, runner_claim
 from pipelines.console import to_log_file
 from pipelines.home import dagster_home
 from pipelines.preflight import checked_settings
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None, held=None) -> int:
     # before the seconds of building the definitions, so that of two runs started seconds apart
     # the first takes it; held to the end.  `simab run` takes a home that exists before its
     # imports (`pipelines.cli`).
-    claim = HomeClaim(holder="", how="`simab resume`" if args.resume else "`simab run`")
+    claim = runner_claim(args.resume)
     home = _home()
     try:
         with named_exhaustion(home):

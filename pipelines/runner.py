@@ -108,6 +108,8 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
     started = time.time()
     runs = []
     side_by_side = settings.executor != "in_process" and settings.concurrency > 1
+    # Multiprocess: every run in a process of its own, its steps there (`_execute_here`).
+    steps_here = settings.executor == "multiprocess"
 
     def attempt(step: Step, runner: str) -> Attempt | None:
         """What running `step` takes, or None where it is done or reused (said)."""
@@ -156,8 +158,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
         label = todo.step.label
 
         def run() -> tuple[str, bool]:
-            if apart or settings.executor == "multiprocess":
-                steps_here = settings.executor == "multiprocess"
+            if apart or steps_here:
                 return _execute_apart(home, todo.step.job, todo.tags, todo.options, steps_here)
             recon = reconstructable_job(todo.step.job)
             result = execute_job(recon, instance=instance, tags=todo.tags, raise_on_error=False, **todo.options)
@@ -288,7 +289,7 @@ def _environment(settings, defs):
         yield
 
 
-def _execute_apart(home: str, job: str, tags: dict, options: dict, steps_here: bool = False) -> tuple[str, bool]:
+def _execute_apart(home: str, job: str, tags: dict, options: dict, steps_here: bool) -> tuple[str, bool]:
     """`execute_job` of `job` in a fresh process (spawned: it imports and builds the
     definitions from the environment, `pipelines.lifecycle_jobs`), its standard output and error
     the runner's; (run id, success)."""

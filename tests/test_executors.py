@@ -48,9 +48,10 @@ def test_the_arms_are_one_lane_of_independent_chains_between_prepare_and_the_rea
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_multiprocess_runs_two_arms_at_once_and_gives_the_in_process_verdict(planted_lifecycle, tmp_path):
-    from dagster import AssetKey, DagsterEventType, DagsterInstance, RunsFilter
+    from dagster import AssetKey, DagsterInstance, RunsFilter
 
-    from bench.executors import rounded
+    from bench.executors import overlapping_pairs, rounded, step_spans
+    from pipelines.instance import run_pids
     from pipelines.versions import latest_materialization
     from tests.conftest import copy_planted
 
@@ -79,28 +80,10 @@ def test_multiprocess_runs_two_arms_at_once_and_gives_the_in_process_verdict(pla
     with DagsterInstance.from_config(str(dagster_home)) as instance:
         arm_runs = instance.get_runs(filters=RunsFilter(job_name="simab_arm"))
         assert sorted(r.tags["dagster/partition"] for r in arm_runs) == ["pop", "random"]
-        spans = {}  # (arm, step) -> (start, end) from the step events the instance stored
-        for run in arm_runs:
-            arm = run.tags["dagster/partition"]
-            for kind in (DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS):
-                for entry in instance.all_logs(run.run_id, of_type=kind):
-                    start, end = spans.get((arm, entry.step_key), (None, None))
-                    if kind == DagsterEventType.STEP_START:
-                        start = entry.timestamp
-                    else:
-                        end = entry.timestamp
-                    spans[(arm, entry.step_key)] = (start, end)
+        spans = step_spans(instance, arm_runs)  # (arm, step) -> (start, end) from the step events stored
+        pids = [run_pids(instance, run.run_id) for run in arm_runs]
     assert all(start is not None and end is not None for start, end in spans.values()), spans
-    overlapping = [
-        (a, b)
-        for a, (a_start, a_end) in spans.items()
-        for b, (b_start, b_end) in spans.items()
-        if a[0] < b[0] and a_start < b_end and b_start < a_end
-    ]
+    overlapping = overlapping_pairs(spans)
     assert overlapping, spans
     # Each arm's run executed its steps in one process of its own, not a process per step.
-    from pipelines.instance import _run_pids
-
-    with DagsterInstance.from_config(str(dagster_home)) as instance:
-        pids = [_run_pids(instance, run.run_id) for run in arm_runs]
     assert all(len(p) == 1 for p in pids) and len(set.union(*pids)) == 2, pids

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import requests
-from dagster import DagsterEventType, DagsterInstance, RunsFilter
+from dagster import DagsterInstance, RunsFilter
 from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
+from ui import wait_loaded  # this folder's, beside the script
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -43,6 +44,7 @@ def most_at_once(spans: list[tuple[float, float]]) -> int:
 
 def main() -> int:
     from assets.partitions import arm_partitions
+    from bench.executors import step_spans
 
     arms = arm_partitions.get_partition_keys()
     env = {**os.environ, "SIMAB_HOME": str(HOME)}
@@ -55,15 +57,7 @@ def main() -> int:
         stderr=subprocess.STDOUT,
     )
     try:
-        query = "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"
-        while True:
-            try:
-                entries = graphql(query)["data"]["workspaceOrError"]["locationEntries"]
-                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
-                    break
-            except Exception:  # not up yet
-                pass
-            time.sleep(2)
+        wait_loaded(PORT)
         started = time.time()
         answer = graphql(
             LAUNCH_PARTITION_BACKFILL_MUTATION,
@@ -85,16 +79,8 @@ def main() -> int:
                 time.sleep(0.5)
             records = instance.get_run_records(RunsFilter(tags={"dagster/backfill": backfill}))
             runs = [(r.start_time, r.end_time) for r in records if r.start_time and r.end_time]
-            steps = []
-            for r in records:
-                opened = {}
-                for kind in (DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
-                    for entry in instance.all_logs(r.dagster_run.run_id, of_type=kind):
-                        if entry.step_key in POOLED:
-                            if kind == DagsterEventType.STEP_START:
-                                opened[entry.step_key] = entry.timestamp
-                            elif entry.step_key in opened:
-                                steps.append((opened.pop(entry.step_key), entry.timestamp))
+            spans = step_spans(instance, [r.dagster_run for r in records])
+            steps = [span for (_, step), span in spans.items() if step in POOLED and None not in span]
             statuses = sorted({r.dagster_run.status.value for r in records})
         print(
             f"{len(records)} runs ({', '.join(statuses)}) in {time.time() - started:.0f} s; at once: "

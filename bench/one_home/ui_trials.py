@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-import requests
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
+from ui import wait_loaded  # this folder's, beside the script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRATCH = Path(os.environ.get("ONE_HOME", "/tmp/one_home"))
@@ -76,19 +76,7 @@ def outcome(run_id, started, limit=600):
 try:
     # Warm: the UI up and the code location loaded (a first submit of a job that is refused
     # by nothing would run; so wait with a GraphQL query instead).
-    while True:
-        try:
-            r = requests.post(
-                f"http://127.0.0.1:{PORT}/graphql",
-                json={"query": "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"},
-                timeout=10,
-            )
-            entries = r.json()["data"]["workspaceOrError"]["locationEntries"]
-            if entries and all(e["loadStatus"] == "LOADED" for e in entries):
-                break
-        except Exception:
-            pass
-        time.sleep(2)
+    wait_loaded(PORT)
     say(f"UI up, code location loaded after {time.time() - t:.1f} s; {os.getloadavg()}")
 
     # A: `simab run` first; five UI launches of simab_prepare while it runs ($UI_TRIALS: which of

@@ -51,7 +51,7 @@ POLL_S = 0.5
 # How long a run that came first waits for a lifecycle runner that took the home after it to
 # give it back: the runner checks before its definitions are built, seconds after it started.
 YIELD_WAIT_S = 60.0
-RUNNER_HOW = ("`simab run`", "`simab resume`")
+RUNNER_HOW = ("`simab run`", "`simab resume`")  # how a lifecycle runner's claim says it came
 
 
 class HomeBusy(RuntimeError):
@@ -69,6 +69,11 @@ class HomeClaim:
     group: str | None = None
     partition: str | None = None
     extra: dict = field(default_factory=dict)
+
+
+def runner_claim(resume: bool) -> HomeClaim:
+    """The claim of a lifecycle runner, `simab run` or `simab resume` (`RUNNER_HOW`)."""
+    return HomeClaim(holder="", how=RUNNER_HOW[1] if resume else RUNNER_HOW[0])
 
 
 class HeldHome:

@@ -170,8 +170,8 @@ def _driver(chromium: str, width: int, height: int):
 
 
 def _driven_trace_shot(url: str, shot: Path, width: int, height: int, chromium: str) -> None:
-    """The Traces tab through chromedriver, once the selected trace's span tree shows its
-    chat completions."""
+    """The Traces tab through chromedriver: the assistant's panel closed, the selected trace's
+    first chat completion chosen in its span tree and its Attributes tab shown."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
@@ -180,15 +180,15 @@ def _driven_trace_shot(url: str, shot: Path, width: int, height: int, chromium: 
     try:
         driver.get(url)
         wait = WebDriverWait(driver, 90)
-        span = wait.until(
-            expected_conditions.element_to_be_clickable((By.XPATH, "//*[normalize-space(text())='chat completion']"))
-        )
+        call = (By.XPATH, "//*[normalize-space(text())='chat completion']")
+        wait.until(expected_conditions.element_to_be_clickable(call))
         click = "arguments[0].click()"  # the drawer's resize handle lies over the span list
         for close in driver.find_elements(By.XPATH, "//button[@aria-label='Close']"):  # the assistant's panel
             driver.execute_script(click, close)
         time.sleep(1)
-        span = driver.find_element(By.XPATH, "//*[normalize-space(text())='chat completion']")  # drawn anew
-        driver.execute_script(click, span)  # the first call: its tokens, cost, cache and latency
+        # The first call (found again: the list is drawn anew once the panel closed): its
+        # tokens, cost, cache and latency.
+        driver.execute_script(click, driver.find_element(*call))
         time.sleep(1)
         attributes = wait.until(
             expected_conditions.presence_of_element_located((By.XPATH, "//*[@role='tab'][contains(., 'Attributes')]"))

@@ -26,7 +26,6 @@ from ops.studies.read_users import ROLES, ReadUsersConfig, read_users
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
-from resources.storage import data_root
 
 GROUP = "agents"
 
@@ -50,7 +49,7 @@ def build_population(
         AgentsConfig(),
         embeddings.text_embedder(),
         embeddings.poster_embedder(),
-        cache_dir=data_root() / "cache" / "embeddings",
+        cache_dir=embeddings.cache_folder(),
         user_ids=user_ids,
         valid=valid,
     )

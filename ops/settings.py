@@ -461,6 +461,13 @@ class Settings(BaseModel):
     home: Path = setting(
         PROJECT_ROOT / "data", "SIMAB_HOME", "the data folder: assets, MLflow store, caches, reports, logs"
     )
+    embedding_cache: Path | None = setting(
+        None,
+        "SIMAB_EMBEDDING_CACHE",
+        "the catalogue embeddings' cache folder (rows keyed by model and content); homes that name the same "
+        "folder embed a catalogue once between them (default: $SIMAB_HOME/cache/embeddings)",
+        resource="embeddings.cache_dir",
+    )
     viewer_url: str = setting("http://127.0.0.1:8050", "SIMAB_VIEWER_URL", "the trajectory viewer's address in links")
     dagster_ui_url: str = setting("http://127.0.0.1:3000", "SIMAB_DAGSTER_UI_URL", "the Dagster UI's address in links")
     mlflow_ui_url: str = setting("http://127.0.0.1:5000", "SIMAB_MLFLOW_UI_URL", "the MLflow UI's address in links")
@@ -487,6 +494,7 @@ class Settings(BaseModel):
             target = _extra(info)["resource"]
             value = getattr(self, name)
             if target and target.split(".")[0] == resource and value is not None:
+                value = str(value) if isinstance(value, Path) else value  # resources' fields are plain strings
                 out[target.split(".")[1]] = None if value == NO_LIMIT else value
         return out
 

@@ -36,7 +36,7 @@ def resources_for_deployment(settings: Settings) -> dict:
         "io_manager": SimabIOManager(),
         "mlflow_tracking": tracking,
         "tmdb": TmdbResource(),
-        "embeddings": EmbeddingsResource(),
+        "embeddings": EmbeddingsResource(**settings.resource_fields("embeddings")),
         "llm": llm,
     }
 

@@ -85,7 +85,8 @@ TRANSPORT_FIELDS = {
             "max_cost_usd",
             "trace_share",  # which sessions MLflow traces, not what they do
         }
-    )
+    ),
+    "embeddings": frozenset({"cache_dir"}),  # where rows are kept, not what they are
 }
 # Config fields that change an op's output only when another field has a value: elsewhere they
 # are left out of its version.  The arms of the experiment deal the agents among them only

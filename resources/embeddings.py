@@ -9,6 +9,7 @@ uses CLIP weights from a local file.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from dagster import ConfigurableResource
@@ -21,6 +22,7 @@ from ops.agents.embeddings import (
     OpenClipPosterEmbedder,
     PaletteLayoutPosterEmbedder,
 )
+from resources.storage import data_root
 
 
 class EmbeddingsResource(ConfigurableResource):
@@ -31,6 +33,13 @@ class EmbeddingsResource(ConfigurableResource):
     openai_api_key_env: str = "OPENAI_API_KEY"
     open_clip_model: str = "ViT-B-32"
     open_clip_weights: str = ""  # a local checkpoint file; nothing is downloaded
+    # The rows depend on the model and the text or image only, so homes may share a folder
+    # ($SIMAB_EMBEDDING_CACHE); empty: the home's own.
+    cache_dir: str = ""
+
+    def cache_folder(self) -> Path:
+        """Where the catalogue's embedded rows are kept between runs."""
+        return Path(self.cache_dir) if self.cache_dir else data_root() / "cache" / "embeddings"
 
     def text_embedder(self):
         if self.text == "openai":

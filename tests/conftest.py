@@ -34,6 +34,23 @@ from tests import socket_audit  # noqa: E402
 offline_defaults()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_embedding_cache(tmp_path_factory):
+    """One catalogue-embedding cache for the session's homes, the workers' and their
+    subprocesses' ($SIMAB_EMBEDDING_CACHE, inherited through the environment), as a team's
+    homes may share one: a catalogue is embedded, and MiniLM loaded for it (10-15 CPU s a
+    process), once, not in every home a test makes.  tests/test_embeddings.py checks the
+    cache's misses, hits and repairs on caches of its own."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the workers, as `prepared_world`
+    before = os.environ.get("SIMAB_EMBEDDING_CACHE")
+    os.environ.setdefault("SIMAB_EMBEDDING_CACHE", str(root / "embedding_cache"))
+    yield
+    if before is None:
+        os.environ.pop("SIMAB_EMBEDDING_CACHE", None)
+
+
 @pytest.fixture(autouse=True)
 def _no_installed_settings():
     """Each test starts without the settings an earlier test's (or a module's) edge installed."""

@@ -195,6 +195,24 @@ def test_a_field_dagster_refuses_is_named_by_its_variable_before_the_first_step(
     check_run_configs(settings, defs, ["simab_prepare", "simab_arm", "simab_readout"])
 
 
+def test_a_shared_embedding_cache_reaches_the_resource_and_moves_no_asset_version(tmp_path):
+    from dagster import AssetKey
+
+    from pipelines.definitions import build_definitions
+
+    def agents_version(environ):
+        defs = build_definitions(environ={"SIMAB_HOME": str(tmp_path / "home"), **environ})
+        spec = defs.resolve_assets_def(AssetKey("agents")).specs_by_key[AssetKey("agents")]
+        return defs.resources["embeddings"], spec.code_version
+
+    own, default_version = agents_version({})
+    assert own.cache_folder() == tmp_path / "home" / "cache" / "embeddings"
+    shared, shared_version = agents_version({"SIMAB_EMBEDDING_CACHE": str(tmp_path / "rows")})
+    assert shared.cache_folder() == tmp_path / "rows"
+    # Where the rows are kept is not what they are: the agents are not stale for it.
+    assert shared_version == default_version
+
+
 def test_the_llm_settings_reach_the_resource_and_a_local_server_needs_no_key():
     from pipelines.definitions import build_definitions
 

@@ -75,7 +75,10 @@ def main() -> None:
         started = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - started
-        print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-2000:])
+        lines = done.stdout.strip().splitlines()
+        # The failures' one-line summaries (pytest -q's "FAILED file::test - why"), then the count.
+        print("\n".join(line for line in lines if line.startswith(("FAILED", "ERROR"))))
+        print(lines[-1] if lines else done.stderr[-2000:])
         records = [json.loads(line) for path in Path(folder).glob("*.jsonl") for line in path.open()]
     per_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
     for r in records:

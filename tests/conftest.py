@@ -16,6 +16,7 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 
 import json  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import sqlite3  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -49,6 +50,19 @@ def _one_embedding_cache(tmp_path_factory):
     yield
     if before is None:
         os.environ.pop("SIMAB_EMBEDDING_CACHE", None)
+
+
+@pytest.fixture(autouse=True)
+def _sigterm_as_a_shell_leaves_it():
+    """Each test starts with SIGTERM delivered and acted on by default, as a person's shell
+    leaves it.  In the whole suite something run earlier in a worker left it ignored (which
+    test or library was not traced), and an ignored or blocked SIGTERM is inherited by every
+    process a test starts: a `terminate()` the test then waits on took the child's whole
+    life (60 s in a home-lock test, 25 s stopping `simab ui`) instead of an instant."""
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    yield
 
 
 @pytest.fixture(autouse=True)

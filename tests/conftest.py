@@ -35,6 +35,14 @@ from tests import socket_audit  # noqa: E402
 offline_defaults()
 
 
+def session_root(tmp_path_factory) -> Path:
+    """The folder of this session's shared worlds: under pytest-xdist the workers' base
+    folders share a parent of this session only; alone, the base folder itself (its parent
+    holds earlier sessions' folders)."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_embedding_cache(tmp_path_factory):
     """One catalogue-embedding cache for the session's homes, the workers' and their
@@ -42,9 +50,7 @@ def _one_embedding_cache(tmp_path_factory):
     homes may share one: a catalogue is embedded, and MiniLM loaded for it (10-15 CPU s a
     process), once, not in every home a test makes.  tests/test_embeddings.py checks the
     cache's misses, hits and repairs on caches of its own."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # shared by the workers, as `prepared_world`
+    root = session_root(tmp_path_factory)
     before = os.environ.get("SIMAB_EMBEDDING_CACHE")
     os.environ.setdefault("SIMAB_EMBEDDING_CACHE", str(root / "embedding_cache"))
     yield
@@ -153,11 +159,7 @@ def _build_prepared(folder: Path) -> None:
 @pytest.fixture(scope="session")
 def prepared_world(tmp_path_factory) -> Path:
     """The folder of the session's prepared synthetic world (home/, dagster_home/, run.json)."""
-    # Under xdist the workers' base folders share a parent of this session only; alone, the
-    # base folder itself (its parent holds earlier sessions' folders).
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent
+    root = session_root(tmp_path_factory)
     folder = root / "prepared_synthetic"
     with FileLock(str(root / "prepared_synthetic.lock")):
         if not (folder / "run.json").is_file():
@@ -284,9 +286,7 @@ class PlantedWorld:
 def planted_lifecycle(tmp_path_factory) -> PlantedWorld:
     from fakes.planted_data import planted_movielens, write_ml1m
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # as in `prepared_world`
+    root = session_root(tmp_path_factory)
     world = PlantedWorld(root / "planted_lifecycle")
     with FileLock(str(root / "planted_lifecycle.lock")):
         if not (world.root / "record.json").is_file():

@@ -86,6 +86,17 @@ def _module_file(module: str, root: Path) -> Path | None:
 
 def _project_imports(path: Path, module: str, root: Path) -> list[str]:
     """The project modules `path` imports (and their packages), wherever the import stands."""
+    stat = path.stat()
+    return list(_resolved_imports(path, module, root, stat.st_mtime_ns, stat.st_size))
+
+
+# Every asset's closure walks most of the project: resolving each file's imports once per
+# process, not once per closure, took a new process's `build_definitions` from 4.0 to 0.6 s
+# (the planted lifecycle's `simab run`, cProfile).  The file's mtime and size are in the key,
+# so an edited file is resolved again.
+@functools.lru_cache(maxsize=4096)
+def _resolved_imports(path: Path, module: str, root: Path, mtime_ns: int, size: int) -> tuple[str, ...]:
+    del mtime_ns, size  # part of the cache key only
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names: list[str] = []
     for level, base, aliases in _parsed(path)[1]:
@@ -96,11 +107,11 @@ def _project_imports(path: Path, module: str, root: Path) -> list[str]:
         # `from a.b import c`: c is a module of package a.b or a name defined in it.
         names += [base, *(f"{base}.{alias}" for alias in aliases)] if aliases is not None else [base]
     found = []
-    for name in names:
+    for name in dict.fromkeys(names):
         for candidate in [*_parents(name), name]:
             if _module_file(candidate, root) is not None:
                 found.append(candidate)
-    return found
+    return tuple(found)
 
 
 def _file_digest(path: Path) -> str:

@@ -5,7 +5,7 @@ Celery workers) — then printed per file, largest first, as seconds and as a sh
 whole suite's CPU, beside the suite's wall time and what two cores could do at best (half
 its CPU).  CPU seconds, unlike wall seconds, hardly move with what else the machine runs.
 
-    .venv/bin/python -m tools.suite_cpu [--top 25] [pytest arguments, e.g. tests/test_reuse.py]
+    .venv/bin/python -m tools.suite_cpu [--top 25] [--tests 40] [pytest arguments, e.g. tests/test_reuse.py]
 
 With the real-model test: `eval "$(.ci/llama_server.sh)"` first, and CI=1 to fail instead of
 skipping what is missing.
@@ -63,6 +63,7 @@ def pytest_configure(config) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--top", type=int, default=25, help="files to list (default 25)")
+    parser.add_argument("--tests", type=int, default=0, help="the costliest tests to list too (default none)")
     args, pytest_args = parser.parse_known_args()
     with tempfile.TemporaryDirectory() as folder:
         env = {
@@ -96,6 +97,11 @@ def main() -> None:
     print(f"{'CPU s':>7} {'share':>6} {'of it in subprocesses':>22} {'wall s':>7} {'tests':>6}  file")
     for name, (cpu, children, file_wall, n) in sorted(per_file.items(), key=lambda kv: -kv[1][0])[: args.top]:
         print(f"{cpu:7.1f} {cpu / total:6.1%} {children:22.1f} {file_wall:7.1f} {n:6d}  {name}")
+    if args.tests:
+        # A fixture's first user pays for it (a session's lifecycle): its CPU is that test's.
+        print(f"{'CPU s':>7} {'of it in subprocesses':>22} {'wall s':>7}  test")
+        for r in sorted(records, key=lambda r: -(r["own"] + r["children"]))[: args.tests]:
+            print(f"{r['own'] + r['children']:7.1f} {r['children']:22.1f} {r['wall']:7.1f}  {r['test']}")
     sys.exit(done.returncode)
 
 

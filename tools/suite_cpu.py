@@ -70,6 +70,9 @@ def main() -> None:
             **os.environ,
             RECORDS: folder,
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            # pytest cuts its summary lines to the terminal's width (80 in a pipe): a failure's
+            # whole first line, e.g. which step of a lifecycle failed, not "SystemExit: re…".
+            "COLUMNS": "400",
         }
         command = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
         command += ["-p", "tools.suite_cpu", "-p", "no:cacheprovider", *pytest_args]

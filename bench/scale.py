@@ -21,6 +21,7 @@ its exponent: the sizes grow items as users^0.86, which reaches 1 M items at 10 
     nice -n 5 .venv/bin/python -m bench.scale --celery --shards 2 --sizes 5000x1250x250000 10000x2500x500000
     SIMAB_SHARED_DATA=../shared/data nice -n 5 .venv/bin/python -m bench.scale --checks --threads 1 \
         --sizes 20000x5000x1000000 100000x20000x5000000
+    .venv/bin/python -m bench.scale --batch-sizes 1024,4096,16384 --sizes 100000x20000x5000000
 
 `--settings` says which settings each size runs with, one lifecycle each, in one run: `tuned`
 (the default) sets `--eval-users` and `--threads`; `defaults` sets only what a team's first
@@ -33,7 +34,8 @@ smallest's).
 `--checks` measures what the step times do not separate: an FM epoch's seconds per million
 train rows on each log, a training batch with the lazy and the dense embedding updates on
 the log's tables, the same 2,300 users ranked on each log, and FM and DeepFM trained with
-both updates on ML-1M users 1-1999 (validation and test AUC).
+both updates on ML-1M users 1-1999 (validation and test AUC).  `--batch-sizes` times FM's
+training batch at several sizes on one thread, as rows a second and as ratios to the first.
 
 Everything it writes goes under --out (default bench/out/scale): the logs (reused when
 present), one home per size and executor, and `scale-<executor>.json` with the figures.
@@ -109,6 +111,12 @@ def main() -> None:
         "and DeepFM trained with both updates on ML-1M users 1-1999 ($SIMAB_SHARED_DATA), validation and test AUC",
     )
     parser.add_argument(
+        "--batch-sizes",
+        default="",
+        help="instead of the lifecycle: on each size's log, FM's training batch at these sizes (e.g. 1024,4096,16384) "
+        "on one thread, rows a second and as a ratio to the first",
+    )
+    parser.add_argument(
         "--reprint", action="store_true", help="print the figures of the last run from --out, run nothing"
     )
     args = parser.parse_args()
@@ -128,6 +136,9 @@ def main() -> None:
         return
     if args.checks:
         checks(args)
+        return
+    if args.batch_sizes:
+        batch_sizes(args, [int(b) for b in args.batch_sizes.split(",") if b.strip()])
         return
     reported: dict[str, list[Run]] = {label: [] for label in labels}
     for size in args.sizes:
@@ -260,8 +271,9 @@ def checks(args) -> None:
             )
 
 
-def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100) -> float:
-    """CPU milliseconds of one training batch of FM on this log's tables, after a warm-up."""
+def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100, batch_size: int = 0) -> float:
+    """CPU milliseconds of one training batch of FM on this log's tables, after a warm-up;
+    batches of `batch_size` rows (0: the arm's own)."""
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -269,7 +281,9 @@ def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100
     from ops.arms.base import arm_frame
     from ops.arms.deepctr import _optimiser, build_model
 
-    config = trained.config.model_copy(update={"embedding_updates": updates})
+    config = trained.config.model_copy(
+        update={"embedding_updates": updates, **({"batch_size": batch_size} if batch_size else {})}
+    )
     model = build_model(type(trained), config, trained.encoder, "cpu")
     optimiser = _optimiser(model, config)
     rows = arm_frame(train.head((batches + 10) * config.batch_size))
@@ -290,6 +304,40 @@ def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100
         spent += (time.process_time() - started) if b >= 10 else 0.0
     optimiser.close()
     return spent / batches * 1000
+
+
+def batch_sizes(args, sizes: list[int], rows: int = 400_000) -> None:
+    """FM's training batch at each of `sizes` on one thread (`--batch-sizes`): rows a second
+    over `rows` of each log's train rows (a seeded sample), after a warm-up, and each as a ratio
+    to the first size's, all measured in this run.  The encoder is the one a short fit on the
+    log's first 200,000 train rows gives: the tables have the whole log's users and items."""
+    import torch
+
+    from ops.arms.base import FitData
+    from ops.arms.recommenders import arm_config, trained_arm
+    from ops.data.domain import load_files
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.split import chronological_split
+
+    torch.set_num_threads(1)
+    for size in args.sizes:
+        users, items, interactions = (int(x) for x in size.lower().split("x"))
+        tables = load_files(scale_log(users, items, interactions, args))
+        split = chronological_split(tables.ratings)
+        catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
+        fm = trained_arm(arm_config("fm", max_epochs=1, device="cpu"))
+        fm.fit(FitData(split.train.head(200_000), split.valid.head(20_000), tables.users, catalogue))
+        sample = split.train.sample(min(rows, split.train.height), seed=args.seed)
+        rates = []
+        for batch in sizes:
+            batches = max(3, sample.height // batch - 10)
+            ms = _batch_ms(fm, sample, tables.users, catalogue, "lazy", batches=batches, batch_size=batch)
+            rates.append(batch / ms * 1000)
+        print(
+            f"{users:,} x {items:,} x {tables.ratings.height:,}: FM training rows a second on one thread, "
+            + ", ".join(f"batch {b:,} {r:,.0f} ({r / rates[0]:.2f}x)" for b, r in zip(sizes, rates)),
+            flush=True,
+        )
 
 
 def lifecycle(env: dict[str, str], args) -> Run:

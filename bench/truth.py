@@ -17,6 +17,8 @@ same run (differences of τ, ratios of pairs).
 
     .venv/bin/python -m bench.truth                                   # strengths 0,1,2.5; clock, knn-collab, bucket
     .venv/bin/python -m bench.truth --strengths 2.5 --variants clock  # one world, one brain
+    .venv/bin/python -m bench.truth --strengths 2.5 --variants clock --root data/truth-bpr \
+        --outside als,knn,bpr --leave-out bpr    # a third outside model, judged with and without it
 
 The homes stay under --root (a killed run resumes; a finished one is reused).  The figures it
 gave: docs/findings/truth.md.
@@ -40,13 +42,16 @@ from ops.environment import offline_defaults
 from ops.readout.truth import KINDS, judge_against_truth
 
 ARMS = "random,pop,trending,fm,deepfm,mirror"
-# Outside models brought in as lists files: name -> (tools.outside_lists --model, the arm spec's tail)
-OUTSIDE = {"als": ("als", ""), "knn": ("itemknn", ";fill=pop")}
+# Outside models brought in as lists files: name -> (tools.outside_lists --model, the arm spec's tail);
+# the worlds carry DEFAULT_OUTSIDE unless --outside names others.
+OUTSIDE = {"als": ("als", ""), "knn": ("itemknn", ";fill=pop"), "bpr": ("bpr", "")}
+DEFAULT_OUTSIDE = ("als", "knn")
 
 
-def build_world(root: Path, strength: float, max_epochs: int = 0) -> Path:
-    """The home of the planted world at `strength`, its lifecycle run with the eight arms
-    (the trust protocols off: this bench reads the arms' lists, the windows and the truth)."""
+def build_world(root: Path, strength: float, max_epochs: int = 0, outside: tuple[str, ...] = DEFAULT_OUTSIDE) -> Path:
+    """The home of the planted world at `strength`, its lifecycle run with the six arms and
+    the `outside` models' lists (the trust protocols off: this bench reads the arms' lists,
+    the windows and the truth)."""
     home = root / f"exposure-{strength:g}"
     env = {
         "SIMAB_SOURCE": "synthetic",
@@ -55,26 +60,31 @@ def build_world(root: Path, strength: float, max_epochs: int = 0) -> Path:
     }
     if max_epochs:
         env["SIMAB_MAX_EPOCHS"] = str(max_epochs)
-    outside = home / "outside"
-    files = {name: outside / f"{name}.parquet" for name in OUTSIDE}
+    models = {name: OUTSIDE[name] for name in outside}
+    folder = home / "outside"
+    files = {name: folder / f"{name}.parquet" for name in models}
     if not all(f.exists() for f in files.values()):
         # The outside models read the run's own train window: the home's first run stores it.
         if run_lifecycle(home, env, ARMS) != 0:
             raise SystemExit(f"the lifecycle on {home} failed (its log under {home}/logs)")
-        outside.mkdir(parents=True, exist_ok=True)
-        for name, (model, _) in OUTSIDE.items():
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, (model, _) in models.items():
             command = [sys.executable, "-m", "tools.outside_lists", "--home", str(home), "--model", model]
             subprocess.run([*command, "--out", str(files[name])], cwd=ROOT, check=True)
-    arms = ",".join([ARMS, *(f"{n}=lists:{files[n]}{tail}" for n, (_, tail) in OUTSIDE.items())])
+    arms = ",".join([ARMS, *(f"{n}=lists:{files[n]}{tail}" for n, (_, tail) in models.items())])
     if run_lifecycle(home, env, arms) != 0:
         raise SystemExit(f"the lifecycle on {home} failed (its log under {home}/logs)")
     return home
 
 
-def judge_world(home: Path, variant: str, seed: int, n_bootstrap: int, agents: int = 0) -> dict:
-    """One brain variant on one world: its simulation judged against the world's truth."""
+def judge_world(
+    home: Path, variant: str, seed: int, n_bootstrap: int, agents: int = 0, leave_out: tuple[str, ...] = ()
+) -> dict:
+    """One brain variant on one world: its simulation judged against the world's truth; the
+    stored arms of `leave_out` neither simulated nor judged."""
     started = time.perf_counter()
     frames, stored = stored_run(home)
+    stored = {arm: lists for arm, lists in stored.items() if arm not in leave_out}
     run = simulate_variant(home, frames, stored, variant, n_agents=agents, seed=seed)
     truth = pl.read_parquet(home / "assets" / "ground_truth.parquet")
     # The calibration half left out for every variant, so that all are judged on the same users.
@@ -82,7 +92,11 @@ def judge_world(home: Path, variant: str, seed: int, n_bootstrap: int, agents: i
     judged = judge_against_truth(
         truth, run.lists, run.per_agent, run.offline, ["mirror"], n_bootstrap=n_bootstrap, held_out=held
     )
-    row = {"variant": variant, "agents": int(run.ids.size), "seconds": round(time.perf_counter() - started, 1)}
+    row = {
+        "variant": variant + "".join(f" without {arm}" for arm in leave_out),
+        "agents": int(run.ids.size),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     for kind, (metric, _) in KINDS.items():
         pairs = judged.pairs.get(kind, {})
         bias = judged.mirror.get(kind)
@@ -129,6 +143,16 @@ def main() -> int:
     ap.add_argument(
         "--judge-only", action="store_true", help="judge the homes already built under --root, run no lifecycle"
     )
+    ap.add_argument(
+        "--outside",
+        default=",".join(DEFAULT_OUTSIDE),
+        help=f"the outside models' lists each world carries, of {sorted(OUTSIDE)} (a root of its own for others)",
+    )
+    ap.add_argument(
+        "--leave-out",
+        default="",
+        help="arms judged a second time without these (comma-separated, e.g. bpr): both in the same run",
+    )
     ap.add_argument("--out", type=Path, default=OUT / "truth.json", help="where the figures go (JSON)")
     args = ap.parse_args()
     offline_defaults()
@@ -136,17 +160,25 @@ def main() -> int:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    outside = tuple(name.strip() for name in args.outside.split(",") if name.strip())
+    leave_out = tuple(name.strip() for name in args.leave_out.split(",") if name.strip())
+    if sorted(set(outside) - set(OUTSIDE)):
+        raise SystemExit(f"--outside: unknown model(s) {sorted(set(outside) - set(OUTSIDE))}; known: {sorted(OUTSIDE)}")
     results = []
     for strength in [float(s) for s in args.strengths.split(",") if s.strip()]:
         home = (
             args.root / f"exposure-{strength:g}"
             if args.judge_only
-            else build_world(args.root, strength, args.max_epochs)
+            else build_world(args.root, strength, args.max_epochs, outside)
         )
         for variant in [] if args.build_only else variants:
-            row = {"exposure_bias": strength, **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents)}
-            results.append(row)
-            print(_line(row), flush=True)
+            for left in [(), leave_out] if leave_out else [()]:
+                row = {
+                    "exposure_bias": strength,
+                    **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents, left),
+                }
+                results.append(row)
+                print(_line(row), flush=True)
     out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))

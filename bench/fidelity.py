@@ -204,11 +204,14 @@ def simulate_variant(
     calibration_agents: int = 300,
     levels: str = "",
     mirror_clock: str = "fit",
+    mirror_seed: int | None = None,
 ) -> VariantRun:
     """Variant `name` of the brain fitted and calibrated as the `embedded_brain` asset does
     (`fit_calibrated_brain`), the mirror ranked by it, and every stored arm and the mirror
     simulated on the same agents (all with a list in every arm, or a seeded sample of
-    `n_agents`)."""
+    `n_agents`).  `mirror_seed`: the mirror ranked by the same variant fitted and calibrated
+    at that seed instead (another draw of the fit's users and negatives), the agents still
+    deciding with the first: what of the mirror's excess is the fit's own noise."""
     fields, clocked = VARIANTS[name]
     train, valid, test = frames["train_ratings"], frames["valid_ratings"], frames["test_ratings"]
     agents = build_agents(
@@ -221,18 +224,23 @@ def simulate_variant(
         home / "cache" / "embeddings",
         valid=valid if clocked else None,
     )
-    model = fit_calibrated_brain(
-        agents,
-        train,
-        valid,
-        frames["users"],
-        frames["mm_ml_1m"],
-        seed=seed,
-        calibration_agents=calibration_agents,
-        brain_config=EmbeddedBrainConfig(fit_seed=seed, **fields),
-        levels=tuple(float(x) for x in levels.split(",") if x.strip()) or None,
-        exposure_rows=calibration_rows(_truth(home)) if name in BUCKET_CALIBRATED else None,
-    )
+
+    def fitted(at: int):
+        return fit_calibrated_brain(
+            agents,
+            train,
+            valid,
+            frames["users"],
+            frames["mm_ml_1m"],
+            seed=at,
+            calibration_agents=calibration_agents,
+            brain_config=EmbeddedBrainConfig(fit_seed=at, **fields),
+            levels=tuple(float(x) for x in levels.split(",") if x.strip()) or None,
+            exposure_rows=calibration_rows(_truth(home)) if name in BUCKET_CALIBRATED else None,
+        )
+
+    model = fitted(seed)
+    ranker = model if mirror_seed is None else fitted(mirror_seed)
     catalogue = Catalogue.from_frame(frames["mm_ml_1m"])
     items = frames["mm_ml_1m"].get_column("movie_id").to_numpy()
     listed = set.intersection(*(set(v.get_column("user_id").to_list()) for v in stored.values()))
@@ -242,7 +250,7 @@ def simulate_variant(
     lists = {a: v.filter(pl.col("user_id").is_in(ids.tolist())) for a, v in stored.items()}
     mirror = rank_by_score(
         "mirror",
-        brain_scores(model, agents, clock=mirror_clock),
+        brain_scores(ranker, agents, clock=mirror_clock),
         ids,
         items,
         arm_frame(train.select("user_id", "movie_id")),

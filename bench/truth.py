@@ -19,6 +19,7 @@ same run (differences of τ, ratios of pairs).
     .venv/bin/python -m bench.truth --strengths 2.5 --variants clock  # one world, one brain
     .venv/bin/python -m bench.truth --strengths 2.5 --variants clock --root data/truth-bpr \
         --outside als,knn,bpr --leave-out bpr    # a third outside model, judged with and without it
+    .venv/bin/python -m bench.truth --strengths 2.5 --variants clock --judge-only --mirror-seed 1   # the fit's noise
 
 The homes stay under --root (a killed run resumes; a finished one is reused).  The figures it
 gave: docs/findings/truth.md.
@@ -78,14 +79,21 @@ def build_world(root: Path, strength: float, max_epochs: int = 0, outside: tuple
 
 
 def judge_world(
-    home: Path, variant: str, seed: int, n_bootstrap: int, agents: int = 0, leave_out: tuple[str, ...] = ()
+    home: Path,
+    variant: str,
+    seed: int,
+    n_bootstrap: int,
+    agents: int = 0,
+    leave_out: tuple[str, ...] = (),
+    mirror_seed: int | None = None,
 ) -> dict:
     """One brain variant on one world: its simulation judged against the world's truth; the
-    stored arms of `leave_out` neither simulated nor judged."""
+    stored arms of `leave_out` neither simulated nor judged; `mirror_seed`, the mirror ranked
+    by the brain fitted at that seed (`bench.fidelity.simulate_variant`)."""
     started = time.perf_counter()
     frames, stored = stored_run(home)
     stored = {arm: lists for arm, lists in stored.items() if arm not in leave_out}
-    run = simulate_variant(home, frames, stored, variant, n_agents=agents, seed=seed)
+    run = simulate_variant(home, frames, stored, variant, n_agents=agents, seed=seed, mirror_seed=mirror_seed)
     truth = pl.read_parquet(home / "assets" / "ground_truth.parquet")
     # The calibration half left out for every variant, so that all are judged on the same users.
     held = calibration_users(truth)
@@ -93,7 +101,9 @@ def judge_world(
         truth, run.lists, run.per_agent, run.offline, ["mirror"], n_bootstrap=n_bootstrap, held_out=held
     )
     row = {
-        "variant": variant + "".join(f" without {arm}" for arm in leave_out),
+        "variant": variant
+        + "".join(f" without {arm}" for arm in leave_out)
+        + ("" if mirror_seed is None else f", mirror of seed {mirror_seed}"),
         "agents": int(run.ids.size),
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -153,6 +163,12 @@ def main() -> int:
         default="",
         help="arms judged a second time without these (comma-separated, e.g. bpr): both in the same run",
     )
+    ap.add_argument(
+        "--mirror-seed",
+        type=int,
+        default=None,
+        help="also judge each world with the mirror ranked by the brain fitted at this seed (the agents' unchanged)",
+    )
     ap.add_argument("--out", type=Path, default=OUT / "truth.json", help="where the figures go (JSON)")
     args = ap.parse_args()
     offline_defaults()
@@ -172,10 +188,12 @@ def main() -> int:
             else build_world(args.root, strength, args.max_epochs, outside)
         )
         for variant in [] if args.build_only else variants:
-            for left in [(), leave_out] if leave_out else [()]:
+            runs = [((), None)] + ([(leave_out, None)] if leave_out else [])
+            runs += [((), args.mirror_seed)] if args.mirror_seed is not None else []
+            for left, mirror_seed in runs:
                 row = {
                     "exposure_bias": strength,
-                    **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents, left),
+                    **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents, left, mirror_seed),
                 }
                 results.append(row)
                 print(_line(row), flush=True)

@@ -204,6 +204,18 @@ def scale_log(users: int, items: int, interactions: int, args) -> Path:
     return folder
 
 
+def log_tables(size: str, args):
+    """The seeded log of `size` ("USERSxITEMSxINTERACTIONS", written unless there) read as the
+    lifecycle reads it: (users, items, its tables, the chronological split, the catalogue)."""
+    from ops.data.domain import load_files
+    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.split import chronological_split
+
+    users, items, interactions = (int(x) for x in size.lower().split("x"))
+    tables = load_files(scale_log(users, items, interactions, args))
+    return users, items, tables, chronological_split(tables.ratings), build_mm_ml_1m(tables.movies, tables.metadata)
+
+
 def checks(args) -> None:
     """The figures the lifecycle's step times do not separate (`--checks`)."""
     import numpy as np
@@ -213,7 +225,6 @@ def checks(args) -> None:
     from ops.arms.base import FitData
     from ops.arms.ranking import rank_once
     from ops.arms.recommenders import arm_config, trained_arm
-    from ops.data.domain import load_files
     from ops.data.mm_ml_1m import build_mm_ml_1m
     from ops.data.split import chronological_split
 
@@ -222,10 +233,7 @@ def checks(args) -> None:
         "size | FM epoch: s, s per M train rows | ms a batch: lazy, dense | CPU s to rank 2,300 users: random, pop, fm"
     )
     for size in args.sizes:
-        users, items, interactions = (int(x) for x in size.lower().split("x"))
-        tables = load_files(scale_log(users, items, interactions, args))
-        split = chronological_split(tables.ratings)
-        catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
+        users, items, tables, split, catalogue = log_tables(size, args)
         valid = split.valid.sample(min(50_000, split.valid.height), seed=0)
         fm = trained_arm(arm_config("fm", max_epochs=1, device="cpu"))
         fm.fit(FitData(split.train, valid, tables.users, catalogue))
@@ -315,16 +323,10 @@ def batch_sizes(args, sizes: list[int], rows: int = 400_000) -> None:
 
     from ops.arms.base import FitData
     from ops.arms.recommenders import arm_config, trained_arm
-    from ops.data.domain import load_files
-    from ops.data.mm_ml_1m import build_mm_ml_1m
-    from ops.data.split import chronological_split
 
     torch.set_num_threads(1)
     for size in args.sizes:
-        users, items, interactions = (int(x) for x in size.lower().split("x"))
-        tables = load_files(scale_log(users, items, interactions, args))
-        split = chronological_split(tables.ratings)
-        catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
+        users, items, tables, split, catalogue = log_tables(size, args)
         fm = trained_arm(arm_config("fm", max_epochs=1, device="cpu"))
         fm.fit(FitData(split.train.head(200_000), split.valid.head(20_000), tables.users, catalogue))
         sample = split.train.sample(min(rows, split.train.height), seed=args.seed)

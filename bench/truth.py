@@ -78,6 +78,13 @@ def build_world(root: Path, strength: float, max_epochs: int = 0, outside: tuple
     return home
 
 
+def world_files(home: Path) -> tuple[dict, dict, pl.DataFrame]:
+    """What judging a world reads from its home: the run's frames, the arms' stored lists
+    (`bench.fidelity.stored_run`) and the planted truth."""
+    frames, lists = stored_run(home)
+    return frames, lists, pl.read_parquet(home / "assets" / "ground_truth.parquet")
+
+
 def judge_world(
     home: Path,
     variant: str,
@@ -86,15 +93,16 @@ def judge_world(
     agents: int = 0,
     leave_out: tuple[str, ...] = (),
     mirror_seed: int | None = None,
+    stored: tuple[dict, dict, pl.DataFrame] | None = None,
 ) -> dict:
     """One brain variant on one world: its simulation judged against the world's truth; the
     stored arms of `leave_out` neither simulated nor judged; `mirror_seed`, the mirror ranked
-    by the brain fitted at that seed (`bench.fidelity.simulate_variant`)."""
+    by the brain fitted at that seed (`bench.fidelity.simulate_variant`).  `stored`: the home's
+    `world_files`, read once for every judgement of the world (read here when None)."""
     started = time.perf_counter()
-    frames, stored = stored_run(home)
-    stored = {arm: lists for arm, lists in stored.items() if arm not in leave_out}
-    run = simulate_variant(home, frames, stored, variant, n_agents=agents, seed=seed, mirror_seed=mirror_seed)
-    truth = pl.read_parquet(home / "assets" / "ground_truth.parquet")
+    frames, lists, truth = stored if stored is not None else world_files(home)
+    kept = {arm: arm_lists for arm, arm_lists in lists.items() if arm not in leave_out}
+    run = simulate_variant(home, frames, kept, variant, n_agents=agents, seed=seed, mirror_seed=mirror_seed)
     # The calibration half left out for every variant, so that all are judged on the same users.
     held = calibration_users(truth)
     judged = judge_against_truth(
@@ -187,14 +195,13 @@ def main() -> int:
             if args.judge_only
             else build_world(args.root, strength, args.max_epochs, outside)
         )
+        stored = None if args.build_only else world_files(home)
         for variant in [] if args.build_only else variants:
             runs = [((), None)] + ([(leave_out, None)] if leave_out else [])
             runs += [((), args.mirror_seed)] if args.mirror_seed is not None else []
             for left, mirror_seed in runs:
-                row = {
-                    "exposure_bias": strength,
-                    **judge_world(home, variant, args.seed, args.n_bootstrap, args.agents, left, mirror_seed),
-                }
+                judged = judge_world(home, variant, args.seed, args.n_bootstrap, args.agents, left, mirror_seed, stored)
+                row = {"exposure_bias": strength, **judged}
                 results.append(row)
                 print(_line(row), flush=True)
     out = args.out

@@ -55,7 +55,7 @@ from ops.simulation.brains.embedded import (
 )
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
-from ops.simulation.runner import simulate, simulate_arm
+from ops.simulation.runner import simulate
 from ops.simulation.visits import VisitsConfig
 from ops.studies.alignment import papers
 from ops.studies.alignment.calibration import CalibrationConfig, calibrate_list_response
@@ -184,14 +184,10 @@ def main() -> None:
     )
     events = {}
     print(f"\n== The arms in the sandbox, before / after calibration (all agents, seed {args.seed}) ==")
+    quiet = SimulationConfig(progress=False)
     for name, model in (("before", before), ("after", after)):
         events[name] = pl.concat(
-            [
-                simulate_arm(
-                    arm, lists, sessions, catalogue, model.brain(), SimulationConfig(progress=False), seed=args.seed
-                )
-                for arm in arms
-            ]
+            [simulate(model.brain(), sessions, lists, catalogue, quiet, arms=[arm], seed=args.seed) for arm in arms]
         )
     rows = []
     for arm in arms:
@@ -426,13 +422,13 @@ def main() -> None:
     for rule in [r for r in args.sandbox_rules.split(",") if r and r != after.config.rating_rule]:
         other = pl.concat(
             [
-                simulate_arm(
-                    arm,
-                    lists,
-                    sessions,
-                    catalogue,
+                simulate(
                     after.brain(after.config.model_copy(update=_rule_update(rule))),
-                    SimulationConfig(progress=False),
+                    sessions,
+                    lists,
+                    catalogue,
+                    quiet,
+                    arms=[arm],
                     seed=args.seed,
                 )
                 for arm in arms

@@ -46,7 +46,7 @@ from ops.readout.fidelity import agreement_summary, offline_per_user, pairwise_a
 from ops.readout.gaps import gap_sizes
 from ops.simulation.brains.embedded import EmbeddedBrainConfig
 from ops.simulation.catalogue import Catalogue
-from ops.simulation.runner import SimulationConfig, simulate_arm
+from ops.simulation.runner import SimulationConfig, simulate
 from ops.studies.alignment.calibration import fit_calibrated_brain
 from ops.studies.mirror import brain_scores
 
@@ -262,7 +262,7 @@ def simulate_variant(
     sessions = agents.sessions(ids)
     events = pl.concat(
         [
-            simulate_arm(arm, shown, sessions, catalogue, model.brain(), SimulationConfig(progress=False), seed=seed)
+            simulate(model.brain(), sessions, shown, catalogue, SimulationConfig(progress=False), arms=[arm], seed=seed)
             for arm in lists
         ]
     )

@@ -1,6 +1,6 @@
 """LLM brain throughput against a fake OpenAI-compatible endpoint with a fixed latency.
 
-A fixed latency per call, ≥ 1,000 agents, many in flight (`simulate_arm(..., concurrency=n)` runs the LLM
+A fixed latency per call, ≥ 1,000 agents, many in flight (`simulate(..., concurrency=n)` runs the LLM
 brain's sessions as coroutines on one event loop, `openai.AsyncOpenAI` behind a semaphore).
 
 The fake (`fakes.openai_server`, aiohttp) runs in a process of its own, so that the client's
@@ -44,7 +44,7 @@ from fakes.openai_server import spawn, stats
 from ops.agents.session import AgentSession
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.request import SimulationConfig
-from ops.simulation.runner import simulate_arm
+from ops.simulation.runner import simulate
 
 CALLS_PER_SESSION = 5  # the scripted agent: click, watch, next page, exit, interview
 
@@ -91,13 +91,13 @@ def main() -> None:
                 line(f"LLMClient alone {args.http_client[0]}, c={c}", sdk, ideal, bare["wall"], "-")
                 for http in args.http_client:
                     brain = make_brain(url, world, c, http)
-                    run = measure(url, lambda: simulate(world, brain, c))
+                    run = measure(url, lambda: simulated(world, brain, c))
                     events = run.pop("result")
                     same = (
                         "-" if reference is None else str(events.drop("latency_s").equals(reference.drop("latency_s")))
                     )
                     reference = events if reference is None else reference
-                    line(f"simulate_arm {http}, c={c}", run, ideal, bare["wall"], same)
+                    line(f"simulate {http}, c={c}", run, ideal, bare["wall"], same)
                     brain.close()
                 for n in args.processes:
                     run = sharded(url, args.agents, c, n, args.http_client[0])
@@ -107,8 +107,8 @@ def main() -> None:
 
             c = max(args.concurrency)
             cache = Path(tmp) / "cache.sqlite"
-            first = measure(url, lambda: simulate(world, make_brain(url, world, c, args.http_client[0], cache), c))
-            again = measure(url, lambda: simulate(world, make_brain(url, world, c, args.http_client[0], cache), c))
+            first = measure(url, lambda: simulated(world, make_brain(url, world, c, args.http_client[0], cache), c))
+            again = measure(url, lambda: simulated(world, make_brain(url, world, c, args.http_client[0], cache), c))
             same = again.pop("result").drop("latency_s").equals(first.pop("result").drop("latency_s"))
             print(
                 f"\ncache, c={c}: first run {first['wall']:.2f} s ({first['calls']} calls), re-run {again['wall']:.2f} s "
@@ -135,14 +135,14 @@ def make_brain(url: str, world: dict, concurrency: int, http: str, cache: Path |
     )
 
 
-def simulate(world: dict, brain: LLMBrain, concurrency: int):
-    return simulate_arm(
-        "bench",
-        world["top_k"],
-        world["agents"],
-        world["catalogue"],
+def simulated(world: dict, brain: LLMBrain, concurrency: int):
+    return simulate(
         brain,
+        world["agents"],
+        world["top_k"],
+        world["catalogue"],
         SimulationConfig(progress=False),
+        arms=["bench"],
         seed=1,
         concurrency=concurrency,
     )
@@ -190,13 +190,13 @@ def _shard_worker(
         brain = make_brain(url, world, concurrency, http)
         barrier.wait()
         cpu, started = time.process_time(), time.perf_counter()
-        events = simulate_arm(
-            "bench",
-            world["top_k"],
-            world["agents"],
-            world["catalogue"],
+        events = simulate(
             brain,
+            world["agents"],
+            world["top_k"],
+            world["catalogue"],
             SimulationConfig(progress=False),
+            arms=["bench"],
             seed=1,
             users=users,
             concurrency=concurrency,

@@ -52,7 +52,7 @@ from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
-from ops.simulation.runner import simulate_arm
+from ops.simulation.runner import simulate
 
 GOAL_S = 60.0  # the speed goal: 6,040 agents x 5 arms with the embedded brain
 
@@ -120,10 +120,10 @@ def measure_agents(args) -> None:
         ndcg = evaluate_arm(trained, split.train, split.test, movie_ids).ndcg_at_k
         lists = top_k(trained, agents, movie_ids, exclude)
         t = time.perf_counter()
-        simulate_arm(arm, lists, sessions, catalogue, UniformRandomBrain(), sim, seed=args.seed)
+        simulate(UniformRandomBrain(), sessions, lists, catalogue, sim, arms=[arm], seed=args.seed)
         uniform_s = time.perf_counter() - t
         t = time.perf_counter()
-        events = simulate_arm(arm, lists, sessions, catalogue, model.brain(), sim, seed=args.seed)
+        events = simulate(model.brain(), sessions, lists, catalogue, sim, arms=[arm], seed=args.seed)
         embedded_s = time.perf_counter() - t
         shown = (
             events.filter(pl.col("page_type") == "home")
@@ -233,7 +233,7 @@ def measure_speed(args) -> None:
         per_arm[arm] = {}
         for name, make in brains:
             t = time.perf_counter()
-            events = simulate_arm(arm, lists[arm], sessions, catalogue, make(), sim, seed=args.seed, run_id="bench")
+            events = simulate(make(), sessions, lists[arm], catalogue, sim, arms=[arm], seed=args.seed, run_id="bench")
             dt = time.perf_counter() - t
             totals[name]["s"] += dt
             totals[name]["sessions"] += len(sessions)

@@ -50,7 +50,7 @@ def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, ref
     from ops.simulation.brains.random_policy import UniformRandomBrain
     from ops.simulation.cost import CostEstimateConfig, estimate_llm_cost
     from ops.simulation.request import SimulationConfig
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
 
     sim_config = SimulationConfig(progress=False)
     fake = FakeOpenAI(uniform_agent, count_tokens=True, record=bool(reflect_every))
@@ -80,8 +80,15 @@ def test_the_estimate_is_within_a_quarter_of_what_the_endpoint_counts(world, ref
         # (the same behaviour, other draws: sessions differ, only their distribution is shared).
         brain = LLMBrain(config, catalogue=world["catalogue"])
         try:
-            events = simulate_arm(
-                "pop", world["top_k"], world["agents"], world["catalogue"], brain, sim_config, seed=1, concurrency=8
+            events = simulate(
+                brain,
+                world["agents"],
+                world["top_k"],
+                world["catalogue"],
+                sim_config,
+                arms=["pop"],
+                seed=1,
+                concurrency=8,
             )
         finally:
             brain.close()

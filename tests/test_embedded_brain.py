@@ -276,13 +276,13 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
     genres = {m: set(g) for m, g in data.movies.select("movie_id", "genres").iter_rows()}
     ctr = {}
     for arm in arms:
-        events = simulation.simulate_arm(
-            arm,
-            lists,
-            bundle.sessions(),
-            catalogue,
+        events = simulation.simulate(
             bundle.brain(),
+            bundle.sessions(),
+            lists,
+            catalogue,
             simulation.SimulationConfig(progress=False),
+            arms=[arm],
             seed=0,
         )
         shown = (

@@ -38,7 +38,7 @@ from fakes.openai_server import FakeOpenAI, answer, scripted_agent, system_text
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.observation import EXIT, EXIT_INTERVIEW, NEXT_PAGE
 from ops.simulation.request import SimulationConfig
-from ops.simulation.runner import SimulationFailed, simulate_arm
+from ops.simulation.runner import SimulationFailed, simulate
 
 SECRET = "sk-fault-suite-DO-NOT-LEAK-91c2e7"
 URL_SECRET = "qtok-DO-NOT-LEAK-55ab10"
@@ -159,13 +159,13 @@ def test_a_decision_past_its_deadline_falls_back(world, fake, key):
 def test_an_agent_whose_calls_keep_failing_gets_a_fallback_and_the_arm_fails_only_past_the_share(world, fake, key):
     fake.fail_when(of_user(world, 3), 500)
     config = SimulationConfig(progress=False, max_failed_agents_share=0.2)  # 1 of 6 allowed
-    events = simulate_arm(
-        "pop",
-        world["top_k"],
-        world["agents"],
-        world["catalogue"],
+    events = simulate(
         brain(fake, world, max_attempts=2),
+        world["agents"],
+        world["top_k"],
+        world["catalogue"],
         config,
+        arms=["pop"],
         seed=1,
         concurrency=3,
     )
@@ -186,13 +186,13 @@ def test_an_agent_whose_calls_keep_failing_gets_a_fallback_and_the_arm_fails_onl
 
     fake.fail_when(of_user(world, 5), 503)
     with pytest.raises(SimulationFailed) as failure:
-        simulate_arm(
-            "pop",
-            world["top_k"],
-            world["agents"],
-            world["catalogue"],
+        simulate(
             brain(fake, world, max_attempts=2),
+            world["agents"],
+            world["top_k"],
+            world["catalogue"],
             config,
+            arms=["pop"],
             seed=1,
             concurrency=3,
         )
@@ -250,14 +250,14 @@ KILLED = textwrap.dedent(
     from fakes.agents import llm_world
     from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
     from ops.simulation.request import SimulationConfig
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
 
     world_root, url, home = sys.argv[1:4]
     world = llm_world(Path(world_root), n_agents={n})
     brain = LLMBrain(LLMBrainConfig(base_url=url, model="fault-model", api_key_env={key_env!r}, vision=False,
                                     cache_path=home + "/cache.sqlite"), catalogue=world["catalogue"])
-    simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], brain, SimulationConfig(progress=False),
-                 seed=5, run_id="killed", concurrency=3, checkpoint_dir=home + "/checkpoints/pop")
+    simulate(brain, world["agents"], world["top_k"], world["catalogue"], SimulationConfig(progress=False), arms=["pop"],
+             seed=5, run_id="killed", concurrency=3, checkpoint_dir=home + "/checkpoints/pop")
     print("finished without being killed")
     """
 )
@@ -279,13 +279,13 @@ def test_a_killed_arm_resumes_without_losing_duplicating_or_paying_twice(tmp_pat
                 config["cache_path"] = str(home / "cache.sqlite")
             b = LLMBrain(LLMBrainConfig(**config), catalogue=world["catalogue"])
             try:
-                return simulate_arm(
-                    "pop",
-                    world["top_k"],
-                    world["agents"],
-                    world["catalogue"],
+                return simulate(
                     b,
+                    world["agents"],
+                    world["top_k"],
+                    world["catalogue"],
                     CFG,
+                    arms=["pop"],
                     seed=5,
                     run_id=run_id,
                     concurrency=3,
@@ -352,13 +352,13 @@ def body_user(world, body) -> int:
 
 def test_a_checkpoint_of_other_inputs_is_superseded_not_reused(world, fake, key, tmp_path):
     folder = tmp_path / "checkpoints" / "pop"
-    simulate_arm(
-        "pop",
-        world["top_k"],
-        world["agents"],
-        world["catalogue"],
+    simulate(
         brain(fake, world),
+        world["agents"],
+        world["top_k"],
+        world["catalogue"],
         CFG,
+        arms=["pop"],
         seed=1,
         concurrency=3,
         checkpoint_dir=folder,
@@ -366,13 +366,13 @@ def test_a_checkpoint_of_other_inputs_is_superseded_not_reused(world, fake, key,
     (old,) = folder.glob("*.jsonl")
     calls = fake.calls
     # Another seed: the old rows are not reused (every agent is simulated), and the old file goes.
-    simulate_arm(
-        "pop",
-        world["top_k"],
-        world["agents"],
-        world["catalogue"],
+    simulate(
         brain(fake, world),
+        world["agents"],
+        world["top_k"],
+        world["catalogue"],
         CFG,
+        arms=["pop"],
         seed=2,
         concurrency=3,
         checkpoint_dir=folder,
@@ -387,13 +387,13 @@ def test_a_checkpoint_of_other_inputs_is_superseded_not_reused(world, fake, key,
         .alias("rank")
     )
     calls = fake.calls
-    simulate_arm(
-        "pop",
-        top_k,
-        world["agents"],
-        world["catalogue"],
+    simulate(
         brain(fake, world),
+        world["agents"],
+        top_k,
+        world["catalogue"],
         CFG,
+        arms=["pop"],
         seed=2,
         concurrency=3,
         checkpoint_dir=folder,
@@ -662,6 +662,6 @@ def test_an_arm_of_invalid_answers_fails_with_the_share_and_examples(world, key)
             with pytest.raises(
                 SimulationFailed, match=r"agents failed .* on arm 'pop'.*E\.g\. user \d+: invalid_answer"
             ):
-                simulate_arm("pop", world["top_k"], world["agents"], world["catalogue"], b, CFG, seed=0, run_id="r")
+                simulate(b, world["agents"], world["top_k"], world["catalogue"], CFG, arms=["pop"], seed=0, run_id="r")
         finally:
             b.close()

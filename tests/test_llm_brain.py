@@ -462,7 +462,7 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     from ops.schema import EVENTS, conform
     from ops.simulation.observation import EXIT_INTERVIEW
     from ops.simulation.request import SimulationConfig
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
 
     fake.policy = scripted_agent
     users = sorted(world["profiles"])
@@ -476,8 +476,15 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     agents = [AgentSession(u, world["profiles"][u], world["memories"][u], 0.0, 0.0) for u in users]
     config = SimulationConfig(progress=False)
     cache = str(tmp_path / "cache.sqlite")
-    events = simulate_arm(
-        "pop", top_k, agents, world["catalogue"], make_brain(fake, world, cache_path=cache), config, seed=3, run_id="r1"
+    events = simulate(
+        make_brain(fake, world, cache_path=cache),
+        agents,
+        top_k,
+        world["catalogue"],
+        config,
+        arms=["pop"],
+        seed=3,
+        run_id="r1",
     )
 
     conform(events, EVENTS, "events")
@@ -522,7 +529,7 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
 
     # Agents in flight at once give the same events; the cache makes the re-run free.
     brain = make_brain(fake, world, cache_path=cache)
-    again = simulate_arm("pop", top_k, agents, world["catalogue"], brain, config, seed=3, run_id="r1", concurrency=3)
+    again = simulate(brain, agents, top_k, world["catalogue"], config, arms=["pop"], seed=3, run_id="r1", concurrency=3)
     assert len(fake.requests) == 5 * len(users) and brain.usage.cache_hits == 5 * len(users)
     assert again.drop("latency_s").equals(events.drop("latency_s"))
 
@@ -541,15 +548,15 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
         def exit_interview(self, session, rng):
             return self.brain.exit_interview(session, rng)
 
-    serial = simulate_arm(
-        "pop", top_k, agents, world["catalogue"], SyncOnly(make_brain(fake, world)), config, seed=3, run_id="r1"
+    serial = simulate(
+        SyncOnly(make_brain(fake, world)), agents, top_k, world["catalogue"], config, arms=["pop"], seed=3, run_id="r1"
     )
     assert len(fake.requests) == 10 * len(users)  # really asked
     assert serial.drop("latency_s").equals(events.drop("latency_s"))
 
     # Unshuffled (the papers' prompt): the first card read is the arm's first, with its rank shown.
-    plain = simulate_arm(
-        "pop", top_k, agents, world["catalogue"], make_brain(fake, world, shuffle_page=False), config, seed=3
+    plain = simulate(
+        make_brain(fake, world, shuffle_page=False), agents, top_k, world["catalogue"], config, arms=["pop"], seed=3
     )
     clicks = plain.filter(pl.col("action") == CLICK_MOVIE)
     assert clicks.get_column("movie_id").to_list() == [world["lists"][u][0] for u in users]

@@ -36,7 +36,7 @@ def store(tmp_path, monkeypatch):
 
 def _simulate(world, fake, share: float, experiment: str):
     from ops.simulation.request import SimulationConfig
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
 
     fake.policy = scripted_agent
     users = sorted(world["profiles"])
@@ -59,7 +59,7 @@ def _simulate(world, fake, share: float, experiment: str):
         trace_experiment_id=experiment,
     )
     brain = LLMBrain(config, catalogue=world["catalogue"])
-    events = simulate_arm("pop", top_k, agents, world["catalogue"], brain, SimulationConfig(progress=False), seed=3)
+    events = simulate(brain, agents, top_k, world["catalogue"], SimulationConfig(progress=False), arms=["pop"], seed=3)
     mlflow.flush_trace_async_logging()
     return brain, events
 

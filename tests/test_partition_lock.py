@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ops.simulation.brains.random_policy import UniformRandomBrain
-from ops.simulation.runner import simulate_arm
+from ops.simulation.runner import simulate
 from ops.storage.checkpoint import PartitionBusy, partition_lock
 from tests.test_simulation import CFG, N_USERS, world
 
@@ -36,9 +36,9 @@ class Held(UniformRandomBrain):
         return super().exit_interview(session, rng)
 
 
-def _run(results, name, *args, **kwargs):
+def _run(results, name, arm, top_k, agents, cat, brain, config, **kwargs):
     try:
-        results[name] = simulate_arm(*args, **kwargs)
+        results[name] = simulate(brain, agents, top_k, cat, config, arms=[arm], **kwargs)
     except Exception as exc:  # noqa: BLE001  the test inspects it
         results[name] = exc
 
@@ -86,7 +86,7 @@ def test_a_second_run_past_the_timeout_fails_naming_the_partition_and_the_holder
         second = Held(released=True)
         began = time.monotonic()
         with pytest.raises(PartitionBusy) as caught:
-            simulate_arm("A", top_k, agents, cat, second, CFG, seed=3, run_id="manual-2", checkpoint_dir=folder)
+            simulate(second, agents, top_k, cat, CFG, arms=["A"], seed=3, run_id="manual-2", checkpoint_dir=folder)
         assert 0.25 <= time.monotonic() - began < 10
         message = str(caught.value)
         assert "simulation of arm 'A'" in message and "run nightly-run-1" in message
@@ -101,7 +101,7 @@ def test_a_second_run_past_the_timeout_fails_naming_the_partition_and_the_holder
 def test_the_lock_is_re_entrant_in_a_thread_and_a_killed_holder_frees_it(tmp_path):
     folder = tmp_path / "part"
     with partition_lock(folder, "p", timeout_s=0), partition_lock(folder, "p", timeout_s=0):
-        pass  # the asset holds it across sessions, simulate_arm takes it again: no self-deadlock
+        pass  # the asset holds it across sessions, the runner takes it again: no self-deadlock
     holder = subprocess.Popen(
         [
             sys.executable,

@@ -144,7 +144,7 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
     from ops.readout.ab_readout import ab_readout
     from ops.simulation.brains.llm.persona import match_personas, persona_inputs
     from ops.simulation.request import SimulationConfig
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
     from ops.studies.alignment.mixed_lists import mixed_lists
     from ops.studies.alignment.taste import taste_discrimination
 
@@ -164,8 +164,16 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
             trained = train_arm(arm_config(arm), split.train, split.valid, world["data"].users, frame)
             lists = top_k(trained, users, movie_ids, exclude=split.train)
             events.append(
-                simulate_arm(
-                    arm, lists, agents.sessions(users), catalogue, brain, config, seed=5, users=users, concurrency=2
+                simulate(
+                    brain,
+                    agents.sessions(users),
+                    lists,
+                    catalogue,
+                    config,
+                    arms=[arm],
+                    seed=5,
+                    users=users,
+                    concurrency=2,
                 )
             )
     finally:

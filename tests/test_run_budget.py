@@ -12,7 +12,7 @@ from fakes.openai_server import FakeOpenAI, scripted_agent
 from ops.simulation.brains.llm import LLMBrain, LLMBrainConfig
 from ops.simulation.budget import CostLimitExceeded, RunBudget
 from ops.simulation.request import SimulationConfig
-from ops.simulation.runner import simulate_arm
+from ops.simulation.runner import simulate
 
 
 def test_two_steps_share_one_cap_and_a_call_past_it_is_refused_before_it_is_sent(tmp_path):
@@ -72,13 +72,13 @@ def test_an_arm_stops_before_the_call_that_would_pass_the_run_cap(tmp_path):
         brain = LLMBrain(config, catalogue=world["catalogue"])
         try:
             with pytest.raises(CostLimitExceeded, match=r"simulation_events\[pop\]: the next LLM call"):
-                simulate_arm(
-                    "pop",
-                    world["top_k"],
-                    world["agents"],
-                    world["catalogue"],
+                simulate(
                     brain,
+                    world["agents"],
+                    world["top_k"],
+                    world["catalogue"],
                     SimulationConfig(progress=False),
+                    arms=["pop"],
                     seed=0,
                     run_id="r",
                 )

@@ -17,8 +17,8 @@ from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.catalogue import Catalogue, MovieInfo
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.observation import Decision
-from ops.simulation.request import SimulationConfig
-from ops.simulation.runner import simulate_arm
+from ops.simulation.request import SimulationConfig, SimulationRequest
+from ops.simulation.runner import simulate
 from ops.simulation.sandbox import IllegalActionError
 from ops.storage.atomic import atomic_write_parquet
 
@@ -73,7 +73,7 @@ class Scripted:
 
 def test_budget_forces_an_exit_with_a_reason_and_costs_follow_eq_1():
     cat, top_k, agents = world(3)
-    ev = simulate_arm("A", top_k, agents, cat, Scripted(interest=3), CFG, seed=1, run_id="r1")
+    ev = simulate(Scripted(interest=3), agents, top_k, cat, CFG, arms=["A"], seed=1, run_id="r1")
     # user 1 is "medium" (budget 30): click 2 + watch 10 + next 2 + click 2 + watch 10 = 26,
     # next 2 -> 28, click 2 -> 30 reaches the budget on the detail page: forced exit.
     u1 = ev.filter(pl.col("user_id") == 1)
@@ -100,35 +100,35 @@ def test_budget_forces_an_exit_with_a_reason_and_costs_follow_eq_1():
     assert click["position"] == 1 and click["shown"][0] == click["movie_id"] and len(click["shown"]) == 5
     assert ev.schema == pl.Schema(EVENTS)
     # a "high" agent (user 3, budget 45) at interest 5 pays half: it gets further
-    ev5 = simulate_arm("A", top_k, agents, cat, Scripted(interest=5), CFG, seed=1, run_id="r1")
+    ev5 = simulate(Scripted(interest=5), agents, top_k, cat, CFG, arms=["A"], seed=1, run_id="r1")
     assert ev5.filter(pl.col("user_id") == 1).height > u1.height
 
 
 def test_same_seed_same_bytes_and_order_independence(tmp_path):
     cat, top_k, agents = world()
-    a = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
-    b = simulate_arm("A", top_k, list(reversed(agents)), cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+    a = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=3, run_id="r")
+    b = simulate(UniformRandomBrain(), list(reversed(agents)), top_k, cat, CFG, arms=["A"], seed=3, run_id="r")
     pa, pb = tmp_path / "a.parquet", tmp_path / "b.parquet"
     atomic_write_parquet(a, pa)
     atomic_write_parquet(b, pb)
     assert pa.read_bytes() == pb.read_bytes()
     # an agent's session does not depend on which other agents run
-    sub = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", users=[5, 9])
+    sub = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=3, run_id="r", users=[5, 9])
     assert sub.equals(a.filter(pl.col("user_id").is_in([5, 9])))
-    c = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=4, run_id="r")
+    c = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=4, run_id="r")
     assert not c.equals(a)
     assert pl.read_parquet(pa).equals(a)
 
 
 def test_concurrent_agents_give_the_serial_events():
     cat, top_k, agents = world()
-    serial = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+    serial = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=3, run_id="r")
     for concurrency in (2, 7):
-        assert simulate_arm(
-            "A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", concurrency=concurrency
+        assert simulate(
+            UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=3, run_id="r", concurrency=concurrency
         ).equals(serial)
     with pytest.raises(ValueError, match="concurrency"):
-        simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, concurrency=0)
+        simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], concurrency=0)
 
 
 def test_illegal_brain_action_raises_with_context():
@@ -138,20 +138,20 @@ def test_illegal_brain_action_raises_with_context():
 
     cat, top_k, agents = world(2)
     with pytest.raises(IllegalActionError, match="home page 1 is the first") as info:
-        simulate_arm("A", top_k, agents, cat, Bad(), CFG, seed=1)
+        simulate(Bad(), agents, top_k, cat, CFG, arms=["A"], seed=1)
     assert any("user 1 on arm 'A'" in n for n in info.value.__notes__)
 
 
 def test_missing_lists_tiers_and_bad_interview_are_errors():
     cat, top_k, agents = world(3)
     with pytest.raises(ValueError, match="no list for user"):
-        simulate_arm("A", top_k.filter(pl.col("user_id") != 2), agents, cat, Scripted(), CFG)
+        simulate(Scripted(), agents, top_k.filter(pl.col("user_id") != 2), cat, CFG, arms=["A"], users=[1, 2, 3])
     with pytest.raises(ValueError, match="no rows for arm 'B'"):
-        simulate_arm("B", top_k, agents, cat, Scripted(), CFG)
+        simulate(Scripted(), agents, top_k, cat, CFG, arms=["B"])
     no_tier = [AgentSession(a.user_id, {}, None, 0.0, 0.0) for a in agents]
     with pytest.raises(ValueError, match="no activity tier"):
-        simulate_arm("A", top_k, no_tier, cat, Scripted(), CFG)
-    ev = simulate_arm("A", top_k, no_tier, cat, Scripted(), CFG, activity_tiers={1: "low", 2: "low", 3: "high"})
+        simulate(Scripted(), no_tier, top_k, cat, CFG, arms=["A"])
+    ev = simulate(Scripted(), no_tier, top_k, cat, CFG, arms=["A"], activity_tiers={1: "low", 2: "low", 3: "high"})
     assert ev.get_column("fatigue_budget").unique().sort().to_list() == [20.0, 45.0]
 
     class Unhappy(Scripted):
@@ -159,7 +159,7 @@ def test_missing_lists_tiers_and_bad_interview_are_errors():
             return 11, "off the scale"
 
     with pytest.raises(ValueError, match="satisfaction must be an integer in 1..10"):
-        simulate_arm("A", top_k, agents, cat, Unhappy(), CFG)
+        simulate(Unhappy(), agents, top_k, cat, CFG, arms=["A"])
 
 
 def test_step_limit_is_a_forced_exit():
@@ -172,7 +172,7 @@ def test_step_limit_is_a_forced_exit():
             return Decision("next_page" if "next_page" in obs.legal_actions else "previous_page", 3, "pacing")
 
     cat, top_k, agents = world(1)
-    ev = simulate_arm("A", top_k, agents, cat, Pacer(), SimulationConfig(fatigue=free, max_steps=9, progress=False))
+    ev = simulate(Pacer(), agents, top_k, cat, SimulationConfig(fatigue=free, max_steps=9, progress=False), arms=["A"])
     assert ev.height == 11 and "step limit" in ev.row(9, named=True)["reason"]
 
 
@@ -220,7 +220,7 @@ CRASH_SCRIPT = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)
         atomic.os.replace = die_before_rename
     cat, top_k, agents = world()
-    ev = sim.simulate_arm("A", top_k, agents, cat, Dying(), CFG, seed=11, run_id="run")
+    ev = sim.simulate(Dying(), agents, top_k, cat, CFG, arms=["A"], seed=11, run_id="run")
     atomic.atomic_write_parquet(ev, path, clean_stale=True)
     """
 )
@@ -235,7 +235,7 @@ def test_killed_run_then_rerun_leaves_one_complete_partition(tmp_path, mode):
     path.parent.mkdir()
     # an older complete partition (another seed) is already there
     cat, top_k, agents = world()
-    old = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=99, run_id="old")
+    old = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=99, run_id="old")
     atomic_write_parquet(old, path)
     old_bytes = path.read_bytes()
 
@@ -248,7 +248,7 @@ def test_killed_run_then_rerun_leaves_one_complete_partition(tmp_path, mode):
     else:
         assert len(leftovers) == 1 and leftovers[0].startswith(".A.parquet.tmp-")
 
-    fresh = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=11, run_id="run")
+    fresh = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=11, run_id="run")
     atomic_write_parquet(fresh, path, clean_stale=True)
     assert sorted(p.name for p in path.parent.iterdir()) == ["A.parquet"]  # stale temp file gone
     events = pl.read_parquet(path)
@@ -271,7 +271,7 @@ def test_agent_generator_depends_on_seed_user_and_arm_unless_common_random_numbe
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_a_crashed_run_resumes_from_the_checkpoint_asking_only_the_unfinished_agents(tmp_path, concurrency):
     cat, top_k, agents = world()
-    reference = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
+    reference = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=3, run_id="r")
 
     class Counting(UniformRandomBrain):
         """Counts the interviews (one per agent simulated); crashes after `crash_after`."""
@@ -289,13 +289,13 @@ def test_a_crashed_run_resumes_from_the_checkpoint_asking_only_the_unfinished_ag
     folder = tmp_path / "checkpoints" / "A"
     crashing = Counting(crash_after=15)
     with pytest.raises(RuntimeError, match="the process dies here"):
-        simulate_arm(
-            "A",
-            top_k,
-            agents,
-            cat,
+        simulate(
             crashing,
+            agents,
+            top_k,
+            cat,
             CFG,
+            arms=["A"],
             seed=3,
             run_id="first",
             concurrency=concurrency,
@@ -304,21 +304,37 @@ def test_a_crashed_run_resumes_from_the_checkpoint_asking_only_the_unfinished_ag
     finished = set(crashing.asked)
     assert len(finished) >= 15
     resumed_brain = Counting()
-    resumed = simulate_arm(
-        "A", top_k, agents, cat, resumed_brain, CFG, seed=3, run_id="r", concurrency=concurrency, checkpoint_dir=folder
+    resumed = simulate(
+        resumed_brain,
+        agents,
+        top_k,
+        cat,
+        CFG,
+        arms=["A"],
+        seed=3,
+        run_id="r",
+        concurrency=concurrency,
+        checkpoint_dir=folder,
     )
     assert not set(resumed_brain.asked) & finished and len(resumed_brain.asked) + len(finished) == N_USERS
     assert resumed.equals(reference)  # byte for byte: nothing lost, nothing twice, run_id re-stamped
     again = Counting()
-    assert simulate_arm("A", top_k, agents, cat, again, CFG, seed=3, run_id="r", checkpoint_dir=folder).equals(
+    assert simulate(again, agents, top_k, cat, CFG, arms=["A"], seed=3, run_id="r", checkpoint_dir=folder).equals(
         reference
     )
     assert again.asked == []  # complete: an unchanged re-run simulates nothing
     # Another arm configuration (a step limit) is another key: nothing reused, the old file superseded.
     (old,) = folder.glob("*.jsonl")
     other = Counting()
-    simulate_arm(
-        "A", top_k, agents, cat, other, SimulationConfig(progress=False, max_steps=3), seed=3, checkpoint_dir=folder
+    simulate(
+        other,
+        agents,
+        top_k,
+        cat,
+        SimulationConfig(progress=False, max_steps=3),
+        arms=["A"],
+        seed=3,
+        checkpoint_dir=folder,
     )
     assert len(other.asked) == N_USERS and not old.exists()
 
@@ -346,18 +362,18 @@ def test_session_zero_keeps_the_single_session_generator_and_later_sessions_are_
 
 def test_sessions_are_numbered_in_the_events_and_session_zero_is_the_old_run():
     cat, top_k, agents = world(12)
-    default = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r")
-    zero = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=0)
-    one = simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=1)
+    default = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, arms=["A"], seed=3, run_id="r")
+    twice = simulate(UniformRandomBrain(), agents, top_k, cat, CFG, seed=3, run_id="r", sessions_per_agent=2)
+    zero, one = (twice.filter(pl.col("session") == s) for s in (0, 1))
     assert default.schema == pl.Schema(EVENTS) and zero.equals(default)
-    assert default.get_column("session").unique().to_list() == [0] and one.get_column("session").unique().to_list() == [
-        1
-    ]
-    assert one.equals(simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, seed=3, run_id="r", session=1))
+    assert default.get_column("session").unique().to_list() == [0] and twice.height == zero.height + one.height
+    assert twice.equals(
+        simulate(UniformRandomBrain(), agents, top_k, cat, CFG, seed=3, run_id="r", sessions_per_agent=2)
+    )
     # An independent repetition: the same agents, other decisions.
     assert sorted(one.get_column("user_id").unique().to_list()) == sorted(
         default.get_column("user_id").unique().to_list()
     )
-    assert one.drop("session").get_column("action").to_list() != default.get_column("action").to_list()
+    assert one.get_column("action").to_list() != default.get_column("action").to_list()
     with pytest.raises(ValueError, match="session must be >= 0"):
-        simulate_arm("A", top_k, agents, cat, UniformRandomBrain(), CFG, session=-1)
+        SimulationRequest.of("A", {}, [], cat, UniformRandomBrain(), CFG, session=-1)

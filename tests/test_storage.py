@@ -33,7 +33,7 @@ def world(tmp_path_factory):
     from ops.readout.readout_config import ReadoutConfig
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("values")
@@ -68,7 +68,7 @@ def world(tmp_path_factory):
             k=20,
         )
         events.append(
-            simulate_arm(name, lists, agents.sessions(), Catalogue.from_frame(catalogue), brain.brain(), seed=1)
+            simulate(brain.brain(), agents.sessions(), lists, Catalogue.from_frame(catalogue), arms=[name], seed=1)
         )
     readout = ab_readout(pl.concat(events), control="pop", config=ReadoutConfig(n_bootstrap=50))
     return SimpleNamespace(agents=agents, brain=brain, arms=arms, readout=readout, train=train, catalogue=catalogue)
@@ -103,7 +103,7 @@ def test_agents_round_trip_exactly(world, tmp_path):
 
 def test_embedded_brain_round_trips_and_decides_the_same(world, tmp_path):
     from ops.simulation.catalogue import Catalogue
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
 
     manager = SimabIOManager(root=str(tmp_path))
     store(manager, "embedded_brain", world.brain)
@@ -120,8 +120,8 @@ def test_embedded_brain_round_trips_and_decides_the_same(world, tmp_path):
     )
     catalogue = Catalogue.from_frame(world.catalogue)
     sessions = world.agents.sessions([1, 2])
-    before = simulate_arm("x", lists, sessions, catalogue, world.brain.brain(), seed=3)
-    after = simulate_arm("x", lists, sessions, catalogue, again.brain(), seed=3)
+    before = simulate(world.brain.brain(), sessions, lists, catalogue, arms=["x"], seed=3)
+    after = simulate(again.brain(), sessions, lists, catalogue, arms=["x"], seed=3)
     assert before.drop("latency_s").equals(after.drop("latency_s"))
 
 

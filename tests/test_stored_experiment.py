@@ -21,7 +21,7 @@ def home(tmp_path_factory):
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.request import SimulationConfig
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
     from resources.storage import SimabIOManager
 
     root = tmp_path_factory.mktemp("stored")
@@ -50,8 +50,13 @@ def home(tmp_path_factory):
             for r, m in enumerate([m for m in ids if (u, m) not in rated][:20])
         ]
     )
-    events = simulate_arm(
-        "pop", top, agents.sessions(), Catalogue.from_frame(catalogue), brain.brain(), SimulationConfig(progress=False)
+    events = simulate(
+        brain.brain(),
+        agents.sessions(),
+        top,
+        Catalogue.from_frame(catalogue),
+        SimulationConfig(progress=False),
+        arms=["pop"],
     )
     io = SimabIOManager()
     for key, partition, value in (

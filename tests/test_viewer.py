@@ -29,7 +29,7 @@ def experiment(tmp_path_factory):
     from ops.readout.readout_figures import write_ab_figures
     from ops.simulation.brains.random_policy import UniformRandomBrain
     from ops.simulation.request import SimulationConfig
-    from ops.simulation.runner import simulate_arm
+    from ops.simulation.runner import simulate
 
     root = tmp_path_factory.mktemp("viewer")
     world = llm_world(root / "world", n_agents=8)
@@ -37,7 +37,7 @@ def experiment(tmp_path_factory):
     reverse = top_k.with_columns(arm=pl.lit("random"), rank=(pl.col("rank").max().over("user_id") + 1 - pl.col("rank")))
     config = SimulationConfig(progress=False)
     events = {
-        arm: simulate_arm(arm, lists, world["agents"], world["catalogue"], UniformRandomBrain(), config, seed=3)
+        arm: simulate(UniformRandomBrain(), world["agents"], lists, world["catalogue"], config, arms=[arm], seed=3)
         for arm, lists in (("pop", top_k), ("random", reverse))
     }
     readout = ab_readout(pl.concat(list(events.values())), control="pop", config=ReadoutConfig(n_bootstrap=200))

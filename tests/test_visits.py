@@ -7,7 +7,7 @@ import pytest
 from ops.simulation.brains.random_policy import UniformRandomBrain
 from ops.simulation.fatigue import FatigueConfig
 from ops.simulation.request import SimulationConfig
-from ops.simulation.runner import simulate, simulate_arm
+from ops.simulation.runner import simulate
 from ops.simulation.visits import (
     VisitsConfig,
     agents_by_session,
@@ -60,9 +60,19 @@ def test_visits_give_active_agents_more_sessions_of_the_same_budget():
     # Every session is the same length: the scripted brain at one interest spends the medium budget alike.
     lengths = events.group_by("user_id", "session").len().get_column("len").unique().to_list()
     assert len(lengths) == 1
-    # Session s of an agent is the same as a single simulate_arm call for that session.
-    one = simulate_arm("A", top_k, agents, cat, Scripted(interest=3), config, seed=2, run_id="r", session=1)
-    assert events.filter(pl.col("session") == 1).equals(one.filter(pl.col("user_id").is_in([1, 2, 4, 5, 7, 8, 10, 11])))
+    # Session s of an agent is the same however many sessions the others have: two for everyone alike.
+    twice = simulate(
+        Scripted(interest=3),
+        agents,
+        top_k,
+        cat,
+        config,
+        seed=2,
+        run_id="r",
+        sessions_per_agent=dict.fromkeys(range(1, 13), 2),
+    )
+    returning = pl.col("user_id").is_in([1, 2, 4, 5, 7, 8, 10, 11])
+    assert events.filter(pl.col("session") == 1).equals(twice.filter((pl.col("session") == 1) & returning))
     # The default design: one session each, a longer one for a higher tier.
     default = simulate(Scripted(interest=3), agents, top_k, cat, CFG_DEFAULT, seed=2, run_id="r")
     assert default.get_column("session").unique().to_list() == [0]

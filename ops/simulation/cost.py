@@ -1,7 +1,7 @@
 """The bill before the run: how many calls, tokens and dollars simulating an arm with the
 LLM brain will take, estimated without calling the endpoint.
 
-A dry run of the real loop (`ops.simulation.runner.simulate_arm`) on a seeded sample of the
+A dry run of the real loop (`ops.simulation.runner.simulate`) on a seeded sample of the
 arm's agents: the sandbox shows each page, the fatigue system charges each action against
 the agent's budget, and at every step the LLM brain's own prompt builder writes the request
 it would send (`LLMBrain.page_messages`, `interview_messages`: the profile, the fatigue, the
@@ -54,7 +54,7 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.fatigue import fatigue_cost
 from ops.simulation.observation import EXIT, Decision, Observation
 from ops.simulation.request import SimulationConfig, activity_tier_of
-from ops.simulation.runner import simulate_arm
+from ops.simulation.runner import simulate
 from ops.simulation.visits import session_budget
 
 
@@ -170,7 +170,11 @@ def estimate_llm_cost(
     rng = np.random.default_rng([config.seed, len(chosen)])
     sample = sorted(rng.choice(chosen, size=min(config.sample_agents, len(chosen)), replace=False).tolist())
     meter = _PromptMeter(llm_brain, behaviour)
-    simulate_arm(arm, top_k, agents, catalogue, meter, sim_config, seed=config.seed, users=sample)
+    # One session each, whatever the visits: the caller scales the bill to every session (`over_sessions`).
+    once = dict.fromkeys(sample, 1)
+    simulate(
+        meter, agents, top_k, catalogue, sim_config, arms=[arm], users=sample, sessions_per_agent=once, seed=config.seed
+    )
 
     n, total = len(sample), len(chosen)
     scale = total / n

@@ -88,10 +88,10 @@ class SimulationRequest:
         activity_tiers: Mapping[int, str] | None = None,
         **fields,
     ) -> SimulationRequest:
-        """The request of `ops.simulation.runner.simulate_arm`'s arguments (its docstring),
-        checked: every agent of `users` (default: all) has one template in `agents` and a
-        list in `lists`; each starts a fresh session with its activity tier's budget (from
-        `activity_tiers`, else its profile).  `fields`: seed, session, run_id, concurrency,
+        """The request of one arm and session of `ops.simulation.runner.simulate` (its
+        docstring says what each argument does), checked: every agent of `users` (default:
+        all) has one template in `agents` and a list in `lists`; each starts a fresh session
+        with its activity tier's budget (from `activity_tiers`, else its profile).  `fields`: seed, session, run_id, concurrency,
         checkpoint_dir."""
         by_user = {a.user_id: a for a in agents}
         if len(by_user) != len(agents):

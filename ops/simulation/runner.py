@@ -1,22 +1,22 @@
-"""Simulation of one arm: every sampled agent browses the arm's top-20 list until it exits
+"""Simulation of arms: every sampled agent browses an arm's top-20 list until it exits
 (A/B Agent §2.4, §3.1; docs/definitions.md#lifecycle, step 8): the one runner, for every brain.
 
-`simulate` is the one path every study takes; it asks `simulate_arm` once per arm and
-session number.  `simulate_arm`'s arguments become one `SimulationRequest`
-(`ops.simulation.request`) where they enter, and that value goes down: the driver
-(`ops.simulation.driver`) runs every agent's session loop (`ops.simulation.session`) on one
-event loop; finished agents are checkpointed (`ops.simulation.checkpointing`) so a killed
-run resumes; the runner counts the agents whose brain failed and puts the events together.
-Who is simulated where — the sample, the design, the user shards — is
-`ops.simulation.assignment`.
+`simulate` is the one entry point, the path every study takes (the lifecycle's partitions
+through `ops.simulation.partition`, the papers' experiments, rounds, the trust protocols, the
+benches).  For each arm and session number it makes one `SimulationRequest`
+(`ops.simulation.request`), and that value goes down: the driver (`ops.simulation.driver`)
+runs every agent's session loop (`ops.simulation.session`) on one event loop; finished agents
+are checkpointed (`ops.simulation.checkpointing`) so a killed run resumes; the runner counts
+the agents whose brain failed and puts the events together.  Who is simulated where — the
+sample, the design, the user shards — is `ops.simulation.assignment`.
 
 Randomness: each agent's generator comes from `SeedSequence([seed, user_id, crc32(arm)])`
-(with the session number appended for sessions 1, 2, … of `simulate_arm(session=…)`),
-so an agent's session does not depend on which other agents run, nor in what order.
-The frame is built once at the end in user-id order, so the same seed gives the same
-events, byte for byte, for any brain whose decisions depend only on its inputs and the
-generator (the LLM brain's measured latencies are the exception), however the agents ran,
-and whether or not some came back from a checkpoint (`simulate_arm(checkpoint_dir=…)`).
+(with the session number appended for sessions 1, 2, …), so an agent's session does not
+depend on which other agents run, nor in what order.  Each arm's frame is built once at the
+end in user-id order, so the same seed gives the same events, byte for byte, for any brain
+whose decisions depend only on its inputs and the generator (the LLM brain's measured
+latencies are the exception), however the agents ran, and whether or not some came back
+from a checkpoint.
 """
 
 from __future__ import annotations
@@ -62,17 +62,46 @@ def simulate(
     run_id: str = "",
     concurrency: int = 1,
 ) -> pl.DataFrame:
-    """The simulation, the one path every study takes (the lifecycle's arms, the papers'
-    experiments, rounds, the trust protocols): every session of every agent in `users`
-    (default: each arm's users with a list) on each arm of `arms` (default: every arm of
-    `top_k`, in the order they first appear), the events of all in one frame, arm by arm.
+    """Every session of every agent in `users` (default: each arm's users with a list) on
+    each arm of `arms` (default: every arm of `top_k`, in the order they first appear): the
+    events of all in one frame (schema `ops.schema.EVENTS`), arm by arm, each arm's session
+    by session, then by user id and step.
 
-    Each arm is `simulate_arm` once per session number, for the agents that have that session:
-    `sessions_per_agent` an int — that many each, times the visits of the agent's activity tier
-    when `config.visits.activity_drives` is "visits" (`ops.simulation.visits.agents_by_session`)
-    — or user -> sessions, taken as given.  `checkpoint_dir`: the folder of a single arm; with
-    several arms each has `<checkpoint_dir>/<arm>`.  `seed`, `run_id`, `concurrency`: as
-    `simulate_arm`'s."""
+    `top_k` follows ops.schema.TOP_K.  `agents` are session templates: each session starts
+    from a fresh copy (no fatigue spent, empty short-term memory) with the budget of the
+    agent's activity tier — from `activity_tiers`, else `profile.activity_tier` (attribute or
+    mapping key).  `sessions_per_agent`: an int — that many each, times the visits of the
+    agent's tier when `config.visits.activity_drives` is "visits"
+    (`ops.simulation.visits.agents_by_session`) — or user -> sessions, taken as given.  Each
+    session is an independent repetition: the agent draws from its own generator for (seed,
+    user, arm, session), and the events carry its number (0, 1, …).
+
+    `concurrency`: agents in flight at once.  A brain that offers `adecide` and
+    `aexit_interview` (the LLM brain) runs its sessions as coroutines on one event loop,
+    `concurrency` of them at once; any other brain runs on that many threads sharing it (it
+    must be thread-safe), or serially for 1.  The events are the same for any concurrency,
+    measured latencies aside.
+
+    `checkpoint_dir`: the folder of a single arm (with several arms each has
+    `<checkpoint_dir>/<arm>`), one of this partition's own (one per arm or shard).  Each
+    agent's rows are appended to `<checkpoint_dir>/<key>.jsonl` (fsynced,
+    `ops.storage.checkpoint`) as soon as its session ends; a killed run called again with the
+    same inputs keeps those agents' rows and simulates only the others.  The key digests
+    everything that determines the events (`ops.simulation.checkpointing.checkpoint_key`), so
+    a changed input never reuses stale rows; checkpoints of other keys in the folder are
+    superseded (deleted) when a run starts, and a complete one is kept, so an unchanged re-run
+    simulates nothing.  Agents whose brain failed are not checkpointed: a re-run tries them
+    again.  Rows read back take this run's `run_id`.  One run writes a folder at a time
+    (`ops.storage.checkpoint.partition_lock`): a second call on the same folder waits for the
+    first and then resumes from its checkpoint, or fails past
+    `$SIMAB_PARTITION_LOCK_TIMEOUT_S` naming the run that holds it.
+
+    Failed agents: an agent whose decision fell back because the endpoint kept failing or the
+    decision's deadline passed (`observation.AGENT_FAILURES`) has its session ended with a
+    recorded fallback (a forced exit, an interview row without satisfaction).  The arm fails —
+    `SimulationFailed`, naming the share and examples — as soon as more than
+    `config.max_failed_agents_share` of its agents have failed.
+    """
     config = config or SimulationConfig()
     arms = list(dict.fromkeys(top_k.get_column("arm").to_list())) if arms is None else list(arms)
     by_user = {a.user_id: a for a in agents}
@@ -92,7 +121,7 @@ def simulate(
             tiers = {u: activity_tier_of(by_user[u], activity_tiers) for u in chosen}
             by_session = agents_by_session(chosen, tiers, sessions_per_agent, config.visits)
         folder = checkpoint_dir if checkpoint_dir is None or len(arms) == 1 else Path(checkpoint_dir) / arm
-        lists = top_k_lists(top_k, arm)  # once per arm, for every session
+        lists = _top_k_lists(top_k, arm)  # once per arm, for every session
         common = dict(
             activity_tiers=activity_tiers, seed=seed, run_id=run_id, concurrency=concurrency, checkpoint_dir=folder
         )
@@ -102,85 +131,29 @@ def simulate(
             request = SimulationRequest.of(
                 arm, lists, agents, catalogue, brain, config, session_users, session=session, **common
             )
-            frames.append(run(request))
+            frames.append(_run(request))
     if not frames:
         return pl.DataFrame(schema=EVENTS)
     return pl.concat(frames)
 
 
-def simulate_arm(
-    arm: str,
-    top_k: pl.DataFrame,
-    agents: Sequence[AgentSession],
-    catalogue: Catalogue,
-    brain: Brain,
-    config: SimulationConfig | None = None,
-    seed: int = 0,
-    run_id: str = "",
-    users: Iterable[int] | None = None,
-    activity_tiers: Mapping[int, str] | None = None,
-    concurrency: int = 1,
-    checkpoint_dir: str | Path | None = None,
-    session: int = 0,
-) -> pl.DataFrame:
-    """Run every agent (or those in `users`) on `arm`'s top-20 lists; return the events
-    (schema `ops.schema.EVENTS`), ordered by user id then step.
-
-    `session` numbers an independent repetition: each agent draws from its own generator
-    for (seed, user, arm, session), and the events carry it; session 0 is the generator a
-    single-session run has always used.
-
-    `top_k` follows ops.schema.TOP_K (rows of other arms are ignored).  `agents` are session
-    templates: each run starts from a fresh copy (no fatigue spent, empty short-term memory),
-    with the budget of the agent's activity tier — taken from `activity_tiers`, else from
-    `profile.activity_tier` (attribute or mapping key).
-
-    `concurrency`: agents in flight at once.  A brain that offers `adecide` and
-    `aexit_interview` (the LLM brain) runs its sessions as coroutines on one event loop,
-    `concurrency` of them at once; any other brain runs on that many threads sharing it
-    (it must be thread-safe), or serially for 1.  Agents are independent and their
-    generators depend only on (seed, user, arm), so the events are the same for any
-    concurrency and either way, measured latencies aside.
-
-    `checkpoint_dir`: a folder of this partition's own (one per arm or shard).  Each agent's
-    rows are appended to `<checkpoint_dir>/<key>.jsonl` (fsynced, `ops.storage.checkpoint`) as soon
-    as its session ends; a killed run called again with the same inputs keeps those agents'
-    rows and simulates only the others.  The key digests everything that determines the
-    events (`ops.simulation.checkpointing.checkpoint_key`), so a changed input never reuses stale rows; checkpoints of
-    other keys in the folder are superseded (deleted) when a run starts, and a complete one
-    is kept, so an unchanged re-run simulates nothing.  Agents whose brain failed (see
-    below) are not checkpointed: a re-run tries them again.  Rows read back take this
-    run's `run_id`.  One run writes a folder at a time (`ops.storage.checkpoint.partition_lock`): a
-    second call on the same folder waits for the first and then resumes from its checkpoint,
-    or fails past `$SIMAB_PARTITION_LOCK_TIMEOUT_S` naming the run that holds it.
-
-    Failed agents: an agent whose decision fell back because the endpoint kept failing or
-    the decision's deadline passed (`observation.AGENT_FAILURES`) has its session ended with
-    a recorded fallback (a forced exit, an interview row without satisfaction).  The arm
-    fails — `SimulationFailed`, naming the share and examples — as soon as more than
-    `config.max_failed_agents_share` of its agents have failed.
-    """
-    config = config or SimulationConfig()
-    fields = dict(seed=seed, session=session, run_id=run_id, concurrency=concurrency, checkpoint_dir=checkpoint_dir)
-    lists = top_k_lists(top_k, arm)
-    request = SimulationRequest.of(arm, lists, agents, catalogue, brain, config, users, activity_tiers, **fields)
-    return run(request)
+class SimulationFailed(RuntimeError):
+    """More of an arm's agents failed than `SimulationConfig.max_failed_agents_share` allows."""
 
 
-def run(request: SimulationRequest) -> pl.DataFrame:
-    """The events of `request` (`simulate_arm`'s docstring says what each part does), in
-    user-id order; with a checkpoint folder, under its partition lock (one run writes a
-    folder at a time: a second waits, then resumes from the first's complete checkpoint)."""
+def _run(request: SimulationRequest) -> pl.DataFrame:
+    """The events of `request`, in user-id order; with a checkpoint folder, under its
+    partition lock."""
     # Every agent is prepared, resumed or not, so a brain that scores them together
     # (the embedded brain) sees the same population either way.
     request.brain.prepare(list(request.sessions), dict(request.lists))
     if request.checkpoint_dir is None:
-        return _run(request)
+        return _events(request)
     with partition_lock(request.checkpoint_dir, f"simulation of arm {request.arm!r}", holder=request.run_id):
-        return _run(request)
+        return _events(request)
 
 
-def top_k_lists(top_k: pl.DataFrame, arm: str) -> dict[int, list[int]]:
+def _top_k_lists(top_k: pl.DataFrame, arm: str) -> dict[int, list[int]]:
     """user id -> movie ids by rank, for one arm of a TOP_K table."""
     frame = conform(top_k, TOP_K, "top_k").filter(pl.col("arm") == arm)
     if frame.is_empty():
@@ -192,11 +165,7 @@ def top_k_lists(top_k: pl.DataFrame, arm: str) -> dict[int, list[int]]:
     return dict(zip(grouped.get_column("user_id").to_list(), grouped.get_column("movie_id").to_list()))
 
 
-class SimulationFailed(RuntimeError):
-    """More of an arm's agents failed than `SimulationConfig.max_failed_agents_share` allows."""
-
-
-def _run(request: SimulationRequest) -> pl.DataFrame:
+def _events(request: SimulationRequest) -> pl.DataFrame:
     checkpoint, done = resume(request) if request.checkpoint_dir is not None else (None, {})
     todo = [s for s in request.sessions if s.user_id not in done]
     failures = _Failures(request.arm, len(request.sessions), request.config.max_failed_agents_share)

@@ -40,7 +40,7 @@ class PartitionBusy(RuntimeError):
 LOCK_NAME = ".partition.lock"
 HOLDER_NAME = ".partition.holder.json"
 
-# Folders this process holds, per thread: simulate_arm takes the lock its asset already
+# Folders this process holds, per thread: the runner takes the lock its asset already
 # holds (the asset spans every session), and a second flock from the same process on a new
 # descriptor would wait for itself.
 _held: dict[tuple[str, int], int] = {}

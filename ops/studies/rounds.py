@@ -105,7 +105,7 @@ def simulate_round(
     `ops.simulation.kinds.BrainFactory`);
     `written_before` / `added_before` the state after the previous round (empty tables for
     round 0); `pool` the movie ids this round may recommend (None: the whole catalogue);
-    `concurrency` agents in flight (`simulate_arm`; the LLM brain's coroutines).
+    `concurrency` agents in flight (`simulate`; the LLM brain's coroutines).
     """
     config = config or RoundsConfig()
     written_before = conform(written_before, WRITTEN_MEMORIES, "written memories")

@@ -6,7 +6,7 @@ the session ends.  A brain that waits on the network may also offer coroutines w
 same meaning — `adecide`, `aexit_interview` — and `aclose_connections` (called when the
 runner's event loop ends); the runner then keeps many agents in flight on one event loop.
 A brain may offer `fingerprint()`: what, besides its name, determines its decisions (the
-checkpoint key of `simulate_arm(checkpoint_dir=…)`); without it the runner uses the brain's
+checkpoint key of `simulate(checkpoint_dir=…)`); without it the runner uses the brain's
 class and its pydantic `config` / `params`.  `decides_offline` (default False) says that a
 decision costs no request to a metered endpoint, so that a study may repeat simulations
 freely (the sensitivity ladder, `ops.studies.alignment.sensitivity`, runs only then unless

@@ -43,7 +43,7 @@ The API key is read from the environment variable NAMED in the configuration whe
 client is first needed; it is never stored on the configuration, logged, cached or put in
 a decision.
 
-Scale: `adecide` / `aexit_interview` are coroutines, so `ops.simulation.runner.simulate_arm(...,
+Scale: `adecide` / `aexit_interview` are coroutines, so `ops.simulation.runner.simulate(...,
 concurrency=n)` keeps n agents in flight on one event loop (`decide` / `exit_interview` run
 them from synchronous code on a private loop).  `bench/llm_brain.py` measures it.
 """

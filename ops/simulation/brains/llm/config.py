@@ -69,7 +69,7 @@ class LLMBrainConfig(BaseModel):
     # agent falls back ("deadline") and its session ends.
     decision_deadline_s: float = Field(300.0, gt=0)
     # Requests in flight at once (an asyncio semaphore per event loop); the runner's
-    # `simulate_arm(..., concurrency=)` sets the agents in flight.
+    # `simulate(..., concurrency=)` sets the agents in flight.
     concurrency: int = Field(8, ge=1)
     # The run's bill (ops.simulation.cost.RunBudget): every call not answered by the cache
     # reserves its ceiling there first and is refused past `budget_cap_usd`; `budget_label`

@@ -3,7 +3,8 @@
 By default every arm is shown to the same sampled agents (a paired design); `design: random`
 assigns each agent to one arm at random instead.  Every step is an event row; the partition
 is written whole by the IO manager (temporary file, then rename), so a re-run replaces it
-and a killed run leaves the previous complete set in place.
+and a killed run leaves the previous complete set in place.  Each simulation asset asks
+`ops.simulation.partition.simulate_partition` one request and records its result.
 
 Resuming: each finished agent is appended to a checkpoint under
 `$SIMAB_HOME/checkpoints/simulation_events/<partition>/` as its session ends, keyed by every
@@ -24,7 +25,6 @@ cost limit, every shard checks the whole arm's bill against it (the limit is per
 import functools
 import os
 import tempfile
-from contextlib import nullcontext
 from typing import Literal
 
 import polars as pl
@@ -56,15 +56,11 @@ from ops.figures import table_markdown
 from ops.links import viewer_url
 from ops.readout.fallbacks import fallback_counts
 from ops.settings import ActivityDrives, Persona, config_default
-from ops.simulation.agent_sample import MatchedPersonas, agents_of, simulation_cost, visits_of
-from ops.simulation.assignment import agents_of_shard, combine_shards
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.cost import CostLimitExceeded, check_cost_limit
 from ops.simulation.kinds import DEFAULT_BRAIN, brain_kind
 from ops.simulation.kinds.llm import LLM
-from ops.simulation.request import SimulationConfig
-from ops.simulation.runner import simulate
-from ops.storage.checkpoint import partition_lock
+from ops.simulation.partition import MatchedPersonas, PartitionRequest, combined, simulate_partition, simulation_cost
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import SimabIOManager, data_root
@@ -204,22 +200,12 @@ def simulation_events(
 ) -> MaterializeResult:
     """Every step of every agent's session on this arm's top-20 lists, with the exit interview."""
     arm = context.partition_key
+    folder = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
     agents = _with_personas(agents, config, io_manager)
-    chosen = agents_of(arm, config, top20_lists, agents)
-    checkpoint_dir = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
-    return simulate_partition(
-        context,
-        arm,
-        chosen,
-        config,
-        top20_lists,
-        agents,
-        embedded_brain,
-        mm_ml_1m,
-        llm,
-        mlflow_tracking,
-        checkpoint_dir,
+    request = partition_request(
+        context, llm, mlflow_tracking, arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, folder
     )
+    return partition_result(context, simulate_partition(request), mlflow_tracking)
 
 
 def sharded_simulation_assets(shards: int) -> list:
@@ -254,28 +240,13 @@ def sharded_simulation_assets(shards: int) -> list:
         shard (`ops.simulation.assignment.user_shard`), each with the generator it has unsharded;
         a re-runnable partition with a checkpoint folder of its own."""
         keys = context.partition_key.keys_by_dimension
-        arm, shard = keys[ARM_DIMENSION], int(keys[SHARD_DIMENSION])
+        arm, shard = keys[ARM_DIMENSION], (int(keys[SHARD_DIMENSION]), shards)
+        folder = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
         agents = _with_personas(agents, config, io_manager)
-        chosen = agents_of_shard(agents_of(arm, config, top20_lists, agents), shard, shards)
-        checkpoint_dir = (
-            data_root() / "checkpoints" / "simulation_events" / arm / f"shard-{shard}-of-{shards}"
-            if config.checkpoint
-            else None
+        request = partition_request(
+            context, llm, mlflow_tracking, arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, folder, shard
         )
-        return simulate_partition(
-            context,
-            arm,
-            chosen,
-            config,
-            top20_lists,
-            agents,
-            embedded_brain,
-            mm_ml_1m,
-            llm,
-            mlflow_tracking,
-            checkpoint_dir,
-            shard=(shard, shards),
-        )
+        return partition_result(context, simulate_partition(request), mlflow_tracking)
 
     @asset(
         name="simulation_events",
@@ -298,120 +269,58 @@ def sharded_simulation_assets(shards: int) -> list:
                 f"simulation_shard {', '.join(f'{arm}|{k}' for k in missing)} (job simab_simulate) first",
                 allow_retries=False,
             )
-        events = combine_shards(by_shard, shards)
-        return _events_result(context, arm, events, {"shards": shards}, mlflow_tracking)
+        return partition_result(context, combined(arm, by_shard, shards), mlflow_tracking)
 
     return [simulation_shard, combined_simulation_events]
 
 
-def simulate_partition(
-    context,
-    arm: str,
-    chosen: list[int],
-    config: SimulationAssetConfig,
-    top20_lists,
-    agents,
-    embedded_brain,
-    mm_ml_1m,
-    llm: LLMResource,
-    mlflow_tracking: MlflowTracking,
-    checkpoint_dir,
-    shard: tuple[int, int] | None = None,
-    dataset: str | None = None,
-    tags: dict | None = None,
-) -> MaterializeResult:
-    """Simulate `chosen` on `arm` with the brain `config` names (every session), log the run
-    to MLflow, and the asset's result: the simulation partitions of the lifecycle and of the
-    papers' experiments (`dataset`: the events' MLflow dataset, `tags`: the run's and the
-    metadata's, beside the arm)."""
-    kind = brain_kind(config.brain, vision=config.vision)
-    catalogue = Catalogue.from_frame(mm_ml_1m)
-    sim_config = SimulationConfig(max_failed_agents_share=config.max_failed_agents_share, visits=visits_of(config))
-    # The agent is told the fatigue costs it is really charged; an LLM brain traces into the run's experiment.
-    traces_to = None if kind.decides_offline else mlflow_tracking.experiment_id()
-    sources = llm.sources(context, catalogue, embedded_brain, fatigue=sim_config.fatigue, trace_experiment_id=traces_to)
-    described = kind.describe(sources)
-    if not kind.decides_offline:
-        context.log.info(f"{kind.name} brain: " + ", ".join(f"{k}={v}" for k, v in described.items() if k != "brain"))
-    # One run of a partition at a time, across all its sessions: a second materialisation
-    # (a nightly run and a manual re-execute) waits, then finds the agents done, or fails
-    # naming the run that holds it ($SIMAB_PARTITION_LOCK_TIMEOUT_S).
-    partition = f"{context.asset_key.to_user_string()}[{context.partition_key}]"
-    lock = (
-        partition_lock(checkpoint_dir, partition, holder=context.run.run_id)
-        if checkpoint_dir is not None
-        else nullcontext()
-    )
-    # The guard, whatever ran before: this very configuration's bill, checked before a call is made.
-    estimate = functools.partial(simulation_cost, arm, config, top20_lists, agents, kind, sources)
-    with lock, llm.open_brain(context, kind, sources, estimate=estimate) as brain:
-        events = simulate(
-            brain,
-            agents.sessions(chosen),
-            top20_lists,
-            catalogue,
-            sim_config,
-            arms=[arm],
-            users=chosen,
-            sessions_per_agent=config.sessions_per_agent,
-            seed=config.seed,
-            run_id=context.run.run_id,
-            concurrency=kind.concurrency(sources),
-            checkpoint_dir=checkpoint_dir,
-        )
-    extra = {} if shard is None else {"shard": shard[0], "shards": shard[1]}
-    params = {**config.model_dump(), **described, "brain_name": brain.name, "agents": len(chosen), **extra}
-    return _events_result(
-        context,
+def partition_request(
+    context, llm, mlflow_tracking, arm, config, lists, agents, embedded_brain, mm_ml_1m, folder, shard=None
+) -> PartitionRequest:
+    """The `PartitionRequest` of the step `context` (the lifecycle's simulation partitions and
+    the papers' experiments): the asset's inputs and config, its resources `llm` and
+    `mlflow_tracking` as the callables the request names, its checkpoint `folder`."""
+    return PartitionRequest(
         arm,
-        events,
-        extra,
-        mlflow_tracking,
-        params=params,
-        described=described,
-        agents=len(chosen),
-        dataset=dataset,
-        tags=tags,
-        brain=brain,
+        config,
+        lists,
+        agents,
+        Catalogue.from_frame(mm_ml_1m),
+        sources=functools.partial(llm.sources, context, embedded=embedded_brain),
+        open_brain=functools.partial(llm.open_brain, context),
+        trace_experiment=mlflow_tracking.experiment_id,
+        partition=f"{context.asset_key.to_user_string()}[{context.partition_key}]",
+        run_id=context.run.run_id,
+        checkpoint_dir=folder,
+        shard=shard,
+        log=context.log.info,
     )
 
 
-def _events_result(
-    context,
-    arm: str,
-    events: pl.DataFrame,
-    extra: dict,
-    mlflow_tracking: MlflowTracking,
-    params: dict | None = None,
-    described: dict | None = None,
-    sessions_per_agent: int | None = None,
-    agents: int | None = None,
-    dataset: str | None = None,
-    tags: dict | None = None,
-    brain=None,
+def partition_result(
+    context, result, mlflow_tracking: MlflowTracking, dataset: str | None = None, tags: dict | None = None
 ) -> MaterializeResult:
-    """MLflow (params, metrics, the events as dataset and artefact, the `brain`'s spend and
-    traces) and the asset's metadata."""
-    described, usage = described or {}, getattr(brain, "usage", None)
-    agents = events.get_column("user_id").n_unique() if agents is None else agents
-    if sessions_per_agent is None:  # the mean: with visits by activity, agents differ
-        sessions_per_agent = events.select("user_id", "session").unique().height / max(agents, 1)
+    """MLflow (params, metrics, the events as dataset and artefact, the brain's spend and
+    traces) and the asset's metadata of a simulated partition's `result`
+    (`ops.simulation.partition.PartitionResult`; `dataset`: the events' MLflow dataset,
+    `tags`: the run's and the metadata's, beside the arm)."""
+    arm, events, where, usage = result.arm, result.events, result.where, result.usage
+    # The mean: with visits by activity, agents differ.
+    sessions_per_agent = events.select("user_id", "session").unique().height / max(result.agents, 1)
     fallbacks = fallback_counts(events)
-    name = f"{arm}_shard{extra['shard']}" if "shard" in extra else arm
+    name = f"{arm}_shard{where['shard']}" if "shard" in where else arm
     viewer = viewer_url("/agents", arm=arm)
     with mlflow_tracking.asset_run(
-        context,
-        params=params if params is not None else {"agents": agents, **extra},
-        tags={"arm": arm, "viewer_url": viewer, **(tags or {})},
+        context, params=result.params, tags={"arm": arm, "viewer_url": viewer, **(tags or {})}
     ):
         mlflow_tracking.log_metrics(
-            {"events": events.height, "agents": agents, "sessions_per_agent": sessions_per_agent, **fallbacks}
+            {"events": events.height, "agents": result.agents, "sessions_per_agent": sessions_per_agent, **fallbacks}
         )
         if usage is not None:  # the LLM brain's real spend (cache hits cost nothing)
             mlflow_tracking.log_metrics({f"llm_{k}": v for k, v in usage.as_dict().items()})
             # What the endpoint was found to take (structured output mode, vision): tags.
             mlflow_tracking.set_tags({f"llm_{k}": v for k, v in usage.facts().items()})
-        mlflow_tracking.link_traces(getattr(brain, "trace_ids", None) or [])  # the LLM brain's sampled sessions
+        mlflow_tracking.link_traces(list(result.trace_ids))  # the LLM brain's sampled sessions
         digest = mlflow_tracking.log_frame(events, dataset or f"simulation_events_{name}", role="output")
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, f"events_{name}.parquet")
@@ -423,13 +332,13 @@ def _events_result(
         data_version=DataVersion(digest),
         metadata={
             "arm": arm,
-            **extra,
+            **where,
             **(tags or {}),
-            **({"brain": brain.name} if brain is not None else {}),
-            "agents": agents,
+            **({"brain": result.brain} if result.brain is not None else {}),
+            "agents": result.agents,
             "events": events.height,
             **fallbacks,
-            **({"llm endpoint": described["llm_endpoint"]} if "llm_endpoint" in described else {}),
+            **({"llm endpoint": result.described["llm_endpoint"]} if "llm_endpoint" in result.described else {}),
             **({f"llm {k}": v for k, v in usage.facts().items()} if usage is not None else {}),
             "actions": MetadataValue.md(table_markdown(actions)),
             "trajectory viewer": MetadataValue.url(viewer),

@@ -8,9 +8,9 @@ from pydantic import Field
 
 from assets.experiments import GROUP
 from assets.partitions import experiment_partitions
-from assets.simulation import SimulationAssetConfig, simulate_partition
+from assets.simulation import SimulationAssetConfig, partition_request, partition_result
 from ops.settings import config_default
-from ops.simulation.agent_sample import agents_of
+from ops.simulation.partition import simulate_partition
 from resources.llm import LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
@@ -52,24 +52,13 @@ def experiment_simulation_events(
         arms=[arm],
         max_failed_agents_share=config.max_failed_agents_share,
     )
-    folder = (
-        data_root() / "checkpoints" / "experiment_simulation_events" / arm / condition if config.checkpoint else None
+    folder = data_root() / "checkpoints" / "experiment_simulation_events" / arm / condition
+    folder = folder if config.checkpoint else None
+    request = partition_request(
+        context, llm, mlflow_tracking, arm, sample, top20_lists, agents, embedded_brain, mm_ml_1m, folder
     )
-    return simulate_partition(
-        context,
-        arm,
-        agents_of(arm, sample, top20_lists, agents),
-        sample,
-        top20_lists,
-        agents,
-        embedded_brain,
-        mm_ml_1m,
-        llm,
-        mlflow_tracking,
-        folder,
-        dataset=f"experiment_simulation_events_{arm}_{condition}",
-        tags={"condition": condition},
-    )
+    dataset = f"experiment_simulation_events_{arm}_{condition}"
+    return partition_result(context, simulate_partition(request), mlflow_tracking, dataset, {"condition": condition})
 
 
 def by_arm_and_condition(partitions: dict) -> dict[tuple[str, str], pl.DataFrame]:

@@ -2,8 +2,8 @@
 profiles and memories of these users only, whatever the size of the log.
 
 - **simulated**: the run's agent sample (`SIMAB_AGENTS`, seeded; 0 = every user), drawn
-  from the population by `ops.simulation.runner.sample_agents` exactly as the simulation
-  draws it (`ops.simulation.agent_sample.agents_of`), and ranked by every arm (`arm_rankings`);
+  from the population by `ops.simulation.assignment.sample_agents` exactly as the simulation
+  draws it (`ops.simulation.partition.agents_of`), and ranked by every arm (`arm_rankings`);
 - **fitted**: validation-window users the embedded brain is fitted on, as many as its
   fitting takes (`EmbeddedBrainConfig.fit_max_users`);
 - **calibrated**: validation-window users who can fill the list-response yardstick's lists

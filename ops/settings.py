@@ -175,7 +175,7 @@ class Settings(BaseModel):
     poster_dirs: list[str] | None = setting(
         None,
         "SIMAB_POSTER_DIRS",
-        "folders of `<movie_id>.jpg` posters, in order of preference",
+        "folders of `<item_id>.jpg` posters, in order of preference",
         sep=os.pathsep,
     )
     links_path: str | None = setting(

@@ -198,7 +198,7 @@ class KnowsThePlant:
         return None
 
     def decide(self, session, observation, rng):
-        liked = tuple(c.movie_id for c in observation.items if c.movie_id in self.planted[session.user_id])
+        liked = tuple(c.item_id for c in observation.items if c.item_id in self.planted[session.user_id])
         return Decision("exit", 3, "looked at the page", caught_eye=liked)
 
     def exit_interview(self, session, rng):
@@ -234,7 +234,7 @@ def test_a_new_brain_kind_in_one_file_answers_the_taste_protocol(tmp_path, monke
             ("test", movies[23:], 5000),
         ):
             rows[name] += [(u, int(m), 4, t0 + i) for i, m in enumerate(chunk)]
-    schema = {"user_id": pl.Int64, "movie_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
+    schema = {"user_id": pl.Int64, "item_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
     train, valid, test = (pl.DataFrame(rows[k], schema=schema, orient="row") for k in ("train", "valid", "test"))
     templates = {u: AgentSession(u, SimpleNamespace(activity_tier="medium"), None, 0.0, 0.0) for u in planted}
     agents = SimpleNamespace(

@@ -37,7 +37,7 @@ class MetadataConfig(Config):
         default="", description="local: metadata file (e.g. movies_extrainfos.dat); empty = posters only"
     )
     poster_dirs: list[str] = Field(
-        default=[], description="local: folders of posters named <movie_id>.jpg, in order of preference"
+        default=[], description="local: folders of posters named <item_id>.jpg, in order of preference"
     )
     links_path: str = Field(
         default="", description="MovieLens links table (movieId, imdbId, tmdbId); empty = match titles"

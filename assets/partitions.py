@@ -4,8 +4,12 @@ simulation when it is sharded.
 Arms are every name the arm registry knows (`ops.arms.registry`): the kinds of
 `ops/arms/kinds/` (A/B Agent's Random, Pop and DeepCTR family, the mirror) and the aliases of
 DeepFM's data-scale and feature-set variants (Tables 3 and 4), the installed plug-ins' arms, and the
-arms declared from `$SIMAB_ARMS` specs (`declare_arms`: a lists file, an MLflow model, a kind
-with parameters).  Which of them a full run uses is run configuration (`pipelines.run_config`).
+arms the settings declare from `$SIMAB_ARMS` specs (`declare_arms`: a lists file, an MLflow model,
+a kind with parameters).  The asset modules are declared with `arm_partitions`, the registry's
+arms; the code location is built with `arm_partitions_of(settings.arms)` in their place
+(`with_arm_partitions`, `pipelines.jobs.build_assets`), a value of its settings: nothing is
+extended in place, and the order in which settings and modules are read does not matter.
+Which of the arms a full run uses is run configuration (`pipelines.run_config`).
 
 User shards ($SIMAB_SHARDS, 1 by default): with N > 1 the agents of an arm are dealt to N
 shards (`ops.simulation.assignment.user_shard`) and `simulation_shard` is partitioned by
@@ -19,10 +23,14 @@ assets keep their arm keys, so with one shard nothing changes.
 
 from __future__ import annotations
 
-from dagster import MultiPartitionsDefinition, StaticPartitionsDefinition
+from collections.abc import Sequence
+
+from dagster import AssetsDefinition, MultiPartitionsDefinition, PartitionsDefinition, StaticPartitionsDefinition
+
+from ops.arms.registry import known_arm_names
 
 # Re-exported: the assets, the examples and the tests take the arm names from here.
-from ops.preflight.arm_names import ARMS, DEFAULT_ARMS, DIAGNOSTIC_ARMS, declare_arms, lifecycle_arms  # noqa: F401
+from ops.preflight.arm_names import DEFAULT_ARMS, DIAGNOSTIC_ARMS, declare_arms, lifecycle_arms  # noqa: F401
 from ops.simulation.kinds import brain_kind, brain_names
 
 # The concurrency pool of the heavy per-arm steps (training, ranking, simulation): the instance
@@ -30,9 +38,36 @@ from ops.simulation.kinds import brain_kind, brain_names
 # so a backfill of every arm from the UI does not start them all at once.
 ARM_POOL = "simab_arms"
 
-# The arm names (`ops.preflight.arm_names`: the registry's and the declared ones), this very
-# list: an arm declared later (`declare_arms`) is a partition too.
-arm_partitions = StaticPartitionsDefinition(ARMS)
+# The arms the registry knows when the asset modules load: what the decorators are given, and
+# what a test materialising an asset by itself gets.  The code location's own: `arm_partitions_of`.
+arm_partitions = StaticPartitionsDefinition(known_arm_names(declared=False))
+
+
+def arm_partitions_of(arms: Sequence[str]) -> StaticPartitionsDefinition:
+    """The arm partitions of a code location whose settings name `arms` (their specs declared
+    first, `declare_arms`): the registry's own arms, then `arms`."""
+    return StaticPartitionsDefinition(list(dict.fromkeys([*known_arm_names(declared=False), *arms])))
+
+
+def with_arm_partitions(assets: list, partitions: StaticPartitionsDefinition) -> list:
+    """`assets` with `partitions` wherever they were declared with `arm_partitions`, alone or as
+    the arm dimension of a multi-partitioned asset (arm × shard, arm × condition, arm × round)."""
+
+    def swapped(definition: PartitionsDefinition | None) -> PartitionsDefinition | None:
+        if definition is arm_partitions:
+            return partitions
+        if isinstance(definition, MultiPartitionsDefinition):
+            dims = {d.name: d.partitions_def for d in definition.partitions_defs}
+            if dims.get(ARM_DIMENSION) is arm_partitions:
+                return MultiPartitionsDefinition({**dims, ARM_DIMENSION: partitions})
+        return definition
+
+    def mapped(asset):
+        if not isinstance(asset, AssetsDefinition) or swapped(asset.partitions_def) is asset.partitions_def:
+            return asset
+        return asset.map_asset_specs(lambda spec: spec.replace_attributes(partitions_def=swapped(spec.partitions_def)))
+
+    return [mapped(asset) for asset in assets]
 
 
 ARM_DIMENSION, SHARD_DIMENSION = "arm", "shard"

@@ -206,7 +206,7 @@ def arm_rankings(
     started = time.perf_counter()
     simulated = sample_agents(population_ids(train_ratings), config.n_agents, config.seed)
     read = np.union1d(simulated, evaluation_users(test_ratings, config.eval_users))
-    items = mm_ml_1m.get_column("movie_id").to_numpy()
+    items = mm_ml_1m.get_column("item_id").to_numpy()
     ranking = rank_once(recommender_arm, train_ratings, test_ratings, items, k=20, users=read)
     seconds = time.perf_counter() - started
     users = ranking.get_column("user_id").n_unique()
@@ -232,7 +232,7 @@ def top20_lists(
     lists = lists_for(arm_rankings, train_ratings.get_column("user_id").unique().to_numpy())
     users = lists.get_column("user_id").n_unique()
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
-        coverage = lists.get_column("movie_id").n_unique() / max(mm_ml_1m.height, 1)
+        coverage = lists.get_column("item_id").n_unique() / max(mm_ml_1m.height, 1)
         mlflow_tracking.log_metrics({"users": users, "catalogue_coverage": coverage})
         digest = mlflow_tracking.log_frame(lists, "top20_lists", role="output")
     return MaterializeResult(

@@ -38,7 +38,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.partitions import ARM_POOL, ARMS
+from assets.partitions import ARM_POOL, arm_partitions
 from ops.schema import RATINGS
 from ops.settings import config_default
 from ops.simulation.catalogue import Catalogue
@@ -96,7 +96,7 @@ def round_partitions(rounds: int) -> MultiPartitionsDefinition:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     return MultiPartitionsDefinition(
         {
-            "arm": StaticPartitionsDefinition(list(ARMS)),
+            "arm": arm_partitions,  # the settings' arms in the code location (`with_arm_partitions`)
             "round": StaticPartitionsDefinition([str(r) for r in range(rounds)]),
         }
     )

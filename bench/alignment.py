@@ -169,7 +169,7 @@ def main() -> None:
 
     arms = _arms(args, split, users, frame)
     clock.lap("arms")
-    known = pl.concat([f.select("user_id", "movie_id") for f in (split.train, split.valid, split.test)])
+    known = pl.concat([f.select("user_id", "item_id") for f in (split.train, split.valid, split.test)])
     check_held_out(
         split.test, {"train": split.train, "validation": split.valid}, "bench", after.params.fit_last_timestamp
     )
@@ -178,7 +178,7 @@ def main() -> None:
     agent_ids = np.array(sorted(agents.profiles))
     lists = pl.concat(
         [
-            top_k(a, agent_ids, frame.get_column("movie_id").to_numpy(), split.train.select("user_id", "movie_id"))
+            top_k(a, agent_ids, frame.get_column("item_id").to_numpy(), split.train.select("user_id", "item_id"))
             for a in arms.values()
         ]
     )
@@ -243,13 +243,13 @@ def main() -> None:
     test_users = sorted(set(split.test.get_column("user_id").to_list()) & set(agents.profiles))
     if not args.skip_taste:
         taste_lists = mixed_lists(
-            split.test, known, frame.get_column("movie_id"), TASTE_RATIOS, 20, args.seed, test_users, "taste"
+            split.test, known, frame.get_column("item_id"), TASTE_RATIOS, 20, args.seed, test_users, "taste"
         )
         liked = split.test.filter(pl.col("rating") >= 4)
         quality_lists = mixed_lists(
             liked,
             known,
-            frame.get_column("movie_id"),
+            frame.get_column("item_id"),
             QUALITY_RATIOS,
             20,
             args.seed,
@@ -258,13 +258,13 @@ def main() -> None:
             full_lists_only=True,
         )
         taste, quality = {}, {}
-        movie_ids = frame.get_column("movie_id").to_numpy()
+        item_ids = frame.get_column("item_id").to_numpy()
         threshold_args = (
             sessions,
             split.valid,
             {"train": split.train},
             split.test,
-            movie_ids,
+            item_ids,
             TASTE_RATIOS,
             20,
             args.seed,
@@ -307,7 +307,7 @@ def main() -> None:
         "(SimUSER Table 2) and distribution (Agent4Rec Fig. 3) =="
     )
     results["rating"] = {}
-    movie_mean = split.train.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
+    movie_mean = split.train.group_by("item_id").agg(pl.col("rating").mean().alias("mean"))
     rule_rows = []
     rules = {r: {"rating_rule": r} for r in ("expected", "matched", "sampled", "personal", "crowd")}
     rules["personal, weight 0.4"] = {"rating_rule": "personal", "rating_conformity_weight": 0.4}
@@ -397,7 +397,7 @@ def main() -> None:
     )
     clock.lap("rating prediction")
 
-    genres = frame.select("movie_id", "genres")
+    genres = frame.select("item_id", "genres")
     tiers = tiers_frame(agents.profiles)
     real_test = real_behaviour(split.test, movie_mean, genres)
     # The real side per session too (ratings split at an hour without one), the sandbox's unit.

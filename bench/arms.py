@@ -194,7 +194,7 @@ def table(args) -> None:
     bench_started = time.perf_counter()
     tables, source, mm_ml_1m = _load(args.data, not args.no_metadata)
     split = chronological_split(tables.ratings)
-    catalogue = tables.movies["movie_id"].to_numpy()
+    catalogue = tables.movies["item_id"].to_numpy()
     print(
         f"data: {source}; ratings {tables.ratings.height:,}; train/valid/test "
         f"{split.train.height:,}/{split.valid.height:,}/{split.test.height:,}; catalogue {catalogue.size:,}; "
@@ -312,7 +312,7 @@ def _load(data: str, with_metadata: bool):
 
 def _scoring_speed(arm, ranked_users, naive_users, catalogue, train) -> dict[str, float]:
     """Pairs per second: vectorised top_k over all ranked users vs a per-user loop."""
-    exclude = train.select("user_id", "movie_id")
+    exclude = train.select("user_id", "item_id")
     started = time.perf_counter()
     fast = top_k(arm, ranked_users, catalogue, exclude=exclude, k=20)
     fast_seconds = time.perf_counter() - started
@@ -321,9 +321,7 @@ def _scoring_speed(arm, ranked_users, naive_users, catalogue, train) -> dict[str
     slow_seconds = time.perf_counter() - started
     same = fast.filter(pl.col("user_id").is_in(naive_users.tolist())).sort("user_id", "rank")
     agree = (
-        float(np.mean(same["movie_id"].to_numpy() == slow["movie_id"].to_numpy()))
-        if same.height == slow.height
-        else 0.0
+        float(np.mean(same["item_id"].to_numpy() == slow["item_id"].to_numpy())) if same.height == slow.height else 0.0
     )
     fast_rate = ranked_users.size * catalogue.size / fast_seconds
     slow_rate = naive_users.size * catalogue.size / slow_seconds
@@ -340,7 +338,7 @@ def _naive_top_k(arm, users, catalogue, exclude, k):
     fed a per-feature dict as its docs show), then a full sort."""
     rows = []
     seen_by_user = {
-        u: set(g["movie_id"].to_list())
+        u: set(g["item_id"].to_list())
         for (u,), g in exclude.filter(pl.col("user_id").is_in(users.tolist())).group_by("user_id")
     }
     for user in users:
@@ -356,7 +354,7 @@ def _naive_top_k(arm, users, catalogue, exclude, k):
         scores = np.where(mask, -np.inf, scores)
         order = np.lexsort((catalogue, -scores))[:k]
         rows += [(int(user), r + 1, int(catalogue[i])) for r, i in enumerate(order)]
-    return pl.DataFrame(rows, schema=["user_id", "rank", "movie_id"], orient="row")
+    return pl.DataFrame(rows, schema=["user_id", "rank", "item_id"], orient="row")
 
 
 def _print_table(results, source) -> None:
@@ -446,7 +444,7 @@ def validation_scoring(arm: TrainedArm, valid: pl.DataFrame) -> None:
     from ops.arms.deepctr import rows_per_forward
     from ops.arms.deepctr_parts import forward_scores
 
-    users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("movie_id").to_numpy()
+    users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("item_id").to_numpy()
     batch = rows_per_forward(type(arm), arm.model, arm.config)
     best = {}
     for name, score in (
@@ -473,7 +471,7 @@ def agent4rec(args) -> None:
     tables = ml1m()
     split = chronological_split(tables.ratings)
     catalogue_frame = build_mm_ml_1m(tables.movies)
-    items = catalogue_frame.get_column("movie_id").to_numpy()
+    items = catalogue_frame.get_column("item_id").to_numpy()
     users = ranking_users(split.train, split.test)
     print(
         f"ml-1m users 1-1999: train/valid/test {split.train.height:,}/{split.valid.height:,}/{split.test.height:,}; "

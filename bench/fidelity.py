@@ -37,7 +37,7 @@ from scipy.stats import kendalltau
 from bench import OUT
 from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import MiniLMTextEmbedder, PaletteLayoutPosterEmbedder
-from ops.arms.base import arm_frame, internal_frame, rank_by_score
+from ops.arms.base import rank_by_score
 from ops.data.random_exposure import calibration_rows
 from ops.environment import offline_defaults
 from ops.readout.agent_metrics import per_agent_metrics
@@ -151,7 +151,7 @@ def main() -> int:
         ctr = dict(cand_agent.group_by("arm").agg(pl.col("ctr").mean()).iter_rows())
         ndcg = dict(cand_offline.group_by("arm").agg(pl.col("ndcg_at_k").mean()).iter_rows())
         bias = simulator_bias(per_agent, offline, lists, ["mirror"], n_bootstrap=args.n_bootstrap, seed=args.seed)
-        window = test.select("user_id", "movie_id")
+        window = test.select("user_id", "item_id")
         gaps = gap_sizes(
             per_agent, lists, window, args.control, candidates, n_bootstrap=args.n_bootstrap, seed=args.seed
         )
@@ -242,7 +242,7 @@ def simulate_variant(
     model = fitted(seed)
     ranker = model if mirror_seed is None else fitted(mirror_seed)
     catalogue = Catalogue.from_frame(frames["mm_ml_1m"])
-    items = frames["mm_ml_1m"].get_column("movie_id").to_numpy()
+    items = frames["mm_ml_1m"].get_column("item_id").to_numpy()
     listed = set.intersection(*(set(v.get_column("user_id").to_list()) for v in stored.values()))
     pool = np.array(sorted(listed & set(agents.profiles)))
     rng = np.random.default_rng(seed)
@@ -253,12 +253,12 @@ def simulate_variant(
         brain_scores(ranker, agents, clock=mirror_clock),
         ids,
         items,
-        arm_frame(train.select("user_id", "movie_id")),
+        train.select("user_id", "item_id"),
         20,
         512.0,
     )
-    lists["mirror"] = internal_frame(mirror).with_columns(pl.lit("mirror").alias("arm"))
-    shown = pl.concat([v.select("arm", "user_id", "rank", "movie_id", "score") for v in lists.values()])
+    lists["mirror"] = mirror.with_columns(pl.lit("mirror").alias("arm"))
+    shown = pl.concat([v.select("arm", "user_id", "rank", "item_id", "score") for v in lists.values()])
     sessions = agents.sessions(ids)
     events = pl.concat(
         [

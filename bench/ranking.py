@@ -50,7 +50,7 @@ import polars as pl  # noqa: E402
 
 from bench import ROOT  # noqa: E402
 from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.arms.base import FitData, arm_frame, excluded_cells, internal_frame  # noqa: E402
+from ops.arms.base import FitData, excluded_cells  # noqa: E402
 from ops.arms.deepctr import DeepCTRArm, rows_per_forward  # noqa: E402
 from ops.arms.ranking import ranking_users  # noqa: E402
 from ops.arms.recommenders import TrainedArm, arm_config, trained_arm  # noqa: E402
@@ -94,8 +94,8 @@ def run(data: str, args, before_users: dict[str, int]) -> None:
     tables, catalogue = load(data)
     split = chronological_split(tables.ratings)
     users = ranking_users(split.train, split.test)
-    items = np.unique(catalogue.get_column("movie_id").to_numpy())
-    exclude = arm_frame(split.train.select("user_id", "movie_id"))  # the arm API's item_id
+    items = np.unique(catalogue.get_column("item_id").to_numpy())
+    exclude = split.train.select("user_id", "item_id")  # the arm API's item_id
     limit = limit_pairs_per_second(users.size, items.size, 64)
     gemm = gemm_flops_per_second()
     print(
@@ -128,7 +128,7 @@ def run(data: str, args, before_users: dict[str, int]) -> None:
         before = rank_before(arm, sample_before, items, exclude)
         before_rate = sample_before.size * items.size / (time.perf_counter() - started)
         started = time.perf_counter()
-        after = internal_frame(arm.rank(sample_after, items, exclude, K))
+        after = arm.rank(sample_after, items, exclude, K)
         after_rate = sample_after.size * items.size / (time.perf_counter() - started)
         check = compare(before, after.filter(pl.col("user_id").is_in(pl.Series(sample_before).implode())))
         work, bound = "", ""
@@ -236,10 +236,10 @@ def rank_before(arm: TrainedArm, user_ids: np.ndarray, item_ids: np.ndarray, exc
     return pl.concat(parts).filter(pl.col("score").is_finite())
 
 
-def score_before(arm: TrainedArm, user_ids: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
+def score_before(arm: TrainedArm, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
     """`TrainedArm.score` as it was: the DeepCTR models' forward on encoded pairs."""
     if not isinstance(arm, DeepCTRArm):
-        return arm.score(user_ids, movie_ids)  # Random's hash and Pop's lookup are unchanged
+        return arm.score(user_ids, item_ids)  # Random's hash and Pop's lookup are unchanged
     import torch
 
     model, batch = arm.model, rows_per_forward(type(arm), arm.model, arm.config)
@@ -248,7 +248,7 @@ def score_before(arm: TrainedArm, user_ids: np.ndarray, movie_ids: np.ndarray) -
     with torch.no_grad():
         for start in range(0, len(user_ids), batch):
             x = torch.from_numpy(
-                arm.encoder.transform(user_ids[start : start + batch], movie_ids[start : start + batch])
+                arm.encoder.transform(user_ids[start : start + batch], item_ids[start : start + batch])
             )
             out[start : start + batch] = model(x.to(model.device)).squeeze(-1).double().cpu().numpy()
     return out
@@ -274,7 +274,7 @@ def _top_before(name, users_block, item_ids, scores, blocked_rows, blocked_cols,
             "arm": name,
             "user_id": np.repeat(users_block, kk),
             "rank": np.tile(np.arange(1, kk + 1), users_block.size),
-            "movie_id": item_ids[best].ravel(),
+            "item_id": item_ids[best].ravel(),
             "score": best_scores.ravel(),
         },
         schema=TOP_K,
@@ -285,10 +285,10 @@ def compare(before: pl.DataFrame, after: pl.DataFrame, tolerance: float = 1e-6) 
     """Whether the two paths' lists agree: identical, or different only at ranks where the
     two scores agree within `tolerance` (two items tied up to float rounding)."""
     joined = before.join(after, on=["user_id", "rank"], how="full", suffix="_after", coalesce=True)
-    differ = joined.filter(pl.col("movie_id") != pl.col("movie_id_after"))
+    differ = joined.filter(pl.col("item_id") != pl.col("item_id_after"))
     gap = (joined["score"] - joined["score_after"]).abs().max() or 0.0
     users = before["user_id"].n_unique()
-    missing = joined.filter(pl.col("movie_id").is_null() | pl.col("movie_id_after").is_null()).height
+    missing = joined.filter(pl.col("item_id").is_null() | pl.col("item_id_after").is_null()).height
     if missing:
         return f"DIFFERENT: {missing} ranks in one path only"
     if differ.height == 0:

@@ -245,7 +245,7 @@ def checks(args) -> None:
                 arm.fit(FitData(split.train, valid, tables.users, catalogue))
             started = time.process_time()
             rank_once(
-                arm, split.train, split.test, catalogue.get_column("movie_id").to_numpy(), users=np.arange(1, 2301)
+                arm, split.train, split.test, catalogue.get_column("item_id").to_numpy(), users=np.arange(1, 2301)
             )
             ranked.append(time.process_time() - started)
         print(
@@ -270,7 +270,7 @@ def checks(args) -> None:
             config = arm_config(name, max_epochs=epochs, embedding_updates=updates, device="cpu")
             arm = trained_arm(config)
             arm.fit(FitData(split.train, split.valid, tables.users, catalogue))
-            scores = arm.score(split.test["user_id"].to_numpy(), split.test["movie_id"].to_numpy())
+            scores = arm.score(split.test["user_id"].to_numpy(), split.test["item_id"].to_numpy())
             print(
                 f"ML-1M users 1-1999, {name} {updates}: best epoch {arm.best_epoch} of {len(arm.history)}, "
                 f"validation AUC {max(h['val_auc'] for h in arm.history):.4f}, test AUC {auc(labels, scores):.4f}, "
@@ -286,7 +286,6 @@ def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100
     import torch
     import torch.nn.functional as F
 
-    from ops.arms.base import arm_frame
     from ops.arms.deepctr import _optimiser, build_model
 
     config = trained.config.model_copy(
@@ -294,7 +293,7 @@ def _batch_ms(trained, train, users, catalogue, updates: str, batches: int = 100
     )
     model = build_model(type(trained), config, trained.encoder, "cpu")
     optimiser = _optimiser(model, config)
-    rows = arm_frame(train.head((batches + 10) * config.batch_size))
+    rows = train.head((batches + 10) * config.batch_size)
     x = torch.from_numpy(trained.encoder.transform(rows["user_id"].to_numpy(), rows["item_id"].to_numpy()))
     y = torch.from_numpy((rows["rating"].to_numpy() >= 4).astype(np.float32))
     spent = 0.0

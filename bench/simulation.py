@@ -98,15 +98,15 @@ def measure_agents(args) -> None:
     )
 
     agents = np.array(sorted(bundle.profiles))
-    movie_ids = movies.get_column("movie_id").to_numpy()
-    exclude = split.train.select("user_id", "movie_id")
+    item_ids = movies.get_column("item_id").to_numpy()
+    exclude = split.train.select("user_id", "item_id")
     catalogue = Catalogue.from_frame(catalogue_frame)
     sessions = bundle.sessions()
     sim = SimulationConfig(progress=False)
     favourite = (
         {u: set(f) for u, f in hidden.select("user_id", "favourite_genres").iter_rows()} if hidden is not None else None
     )
-    genres = {m: set(g) for m, g in movies.select("movie_id", "genres").iter_rows()}
+    genres = {m: set(g) for m, g in movies.select("item_id", "genres").iter_rows()}
     results = {
         "data": args.data,
         "text": text.name,
@@ -117,8 +117,8 @@ def measure_agents(args) -> None:
     }
     for arm in ("random", "pop"):
         trained = train_arm(arm_config(arm), split.train, split.valid, users, catalogue_frame)
-        ndcg = evaluate_arm(trained, split.train, split.test, movie_ids).ndcg_at_k
-        lists = top_k(trained, agents, movie_ids, exclude)
+        ndcg = evaluate_arm(trained, split.train, split.test, item_ids).ndcg_at_k
+        lists = top_k(trained, agents, item_ids, exclude)
         t = time.perf_counter()
         simulate(UniformRandomBrain(), sessions, lists, catalogue, sim, arms=[arm], seed=args.seed)
         uniform_s = time.perf_counter() - t
@@ -127,12 +127,12 @@ def measure_agents(args) -> None:
         embedded_s = time.perf_counter() - t
         shown = (
             events.filter(pl.col("page_type") == "home")
-            .select("user_id", pl.col("shown").alias("movie_id"))
-            .explode("movie_id")
+            .select("user_id", pl.col("shown").alias("item_id"))
+            .explode("item_id")
             .drop_nulls()
             .unique()
         )
-        clicks = set(events.filter(pl.col("action") == "click_movie").select("user_id", "movie_id").iter_rows())
+        clicks = set(events.filter(pl.col("action") == "click_movie").select("user_id", "item_id").iter_rows())
         watched = events.filter(pl.col("action") == "watch_and_rate")
         row = {
             "uniform_s": uniform_s,
@@ -179,8 +179,8 @@ def top_k_lists(
         rows_r += list(range(1, len(picked) + 1))
         rows_m += [int(m) for m in picked]
     return pl.DataFrame(
-        {"arm": arm, "user_id": rows_u, "rank": rows_r, "movie_id": rows_m, "score": 0.0},
-        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
+        {"arm": arm, "user_id": rows_u, "rank": rows_r, "item_id": rows_m, "score": 0.0},
+        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "item_id": pl.Int64, "score": pl.Float64},
     )
 
 
@@ -213,13 +213,13 @@ def measure_speed(args) -> None:
         sessions = [AgentSession(u, {"activity_tier": tiers[u % 3]}, None, 0.0, 0.0) for u in uids]
 
     users = np.array([s.user_id for s in sessions])
-    movies = data.movies.get_column("movie_id").to_numpy()
-    pop = split.train.group_by("movie_id").len()
+    movies = data.movies.get_column("item_id").to_numpy()
+    pop = split.train.group_by("item_id").len()
     popularity = np.zeros(len(movies))
     index = {int(m): i for i, m in enumerate(movies)}
     for m, n in pop.iter_rows():
         popularity[index[m]] = n
-    seen = {u: set(ms) for u, ms in split.train.group_by("user_id").agg("movie_id").iter_rows()}
+    seen = {u: set(ms) for u, ms in split.train.group_by("user_id").agg("item_id").iter_rows()}
     arms = ["pop", "random1", "random2", "random3", "random4"]
     lists = {a: top_k_lists(a, users, movies, popularity, seen, seed=args.seed + i) for i, a in enumerate(arms)}
 

@@ -94,7 +94,7 @@ def synthetic(args) -> None:
     seconds = time.perf_counter() - start
     ratings = data.ratings
     shares = ratings["rating"].value_counts(normalize=True).sort("rating")["proportion"].to_list()
-    per_movie = ratings.group_by("movie_id").len()["len"].sort(descending=True).to_numpy()
+    per_movie = ratings.group_by("item_id").len()["len"].sort(descending=True).to_numpy()
     per_user = ratings.group_by("user_id").len()["len"]
     summary = {
         "generate_seconds": round(seconds, 2),
@@ -116,15 +116,15 @@ def synthetic(args) -> None:
     split = chronological_split(ratings)
     relevant = relevant_items(split.test)
     users = relevant["user_id"].unique().sort().to_numpy()
-    movie_ids = data.movies["movie_id"].to_numpy()
-    seen = split.train.select("user_id", "movie_id")
+    item_ids = data.movies["item_id"].to_numpy()
+    seen = split.train.select("user_id", "item_id")
     rankers = {
-        "random": _scores_random(users, movie_ids, args.seed),
-        "pop": _scores_pop(split.train, users, movie_ids),
+        "random": _scores_random(users, item_ids, args.seed),
+        "pop": _scores_pop(split.train, users, item_ids),
         "planted": _scores_planted(data, users),
         "likes_lr": _scores_likes_lr(data, split.train, users),
     }
-    results = {name: ndcg_at_k(_top20(scores, users, movie_ids, seen), relevant) for name, scores in rankers.items()}
+    results = {name: ndcg_at_k(_top20(scores, users, item_ids, seen), relevant) for name, scores in rankers.items()}
     if args.deepfm:
         results["deepfm"] = _deepfm_ndcg(data, split)
     pop = results["pop"]
@@ -135,30 +135,30 @@ def synthetic(args) -> None:
     (out / "synthetic.json").write_text(json.dumps({"summary": summary, "ndcg_at_20": results}, indent=1))
 
 
-def _top20(scores: np.ndarray, users: np.ndarray, movie_ids: np.ndarray, seen: pl.DataFrame) -> pl.DataFrame:
+def _top20(scores: np.ndarray, users: np.ndarray, item_ids: np.ndarray, seen: pl.DataFrame) -> pl.DataFrame:
     """Top-20 per user over the catalogue minus the user's train items (docs/definitions.md)."""
     scores = scores.copy()
     row = {u: i for i, u in enumerate(users)}
-    col = {m: j for j, m in enumerate(movie_ids)}
+    col = {m: j for j, m in enumerate(item_ids)}
     mask = seen.filter(pl.col("user_id").is_in(users.tolist()))
-    scores[[row[u] for u in mask["user_id"]], [col[m] for m in mask["movie_id"]]] = -np.inf
+    scores[[row[u] for u in mask["user_id"]], [col[m] for m in mask["item_id"]]] = -np.inf
     top = np.argsort(-scores, axis=1, kind="stable")[:, :20]
     return pl.DataFrame(
         {
             "user_id": np.repeat(users, 20),
-            "movie_id": movie_ids[top].ravel(),
+            "item_id": item_ids[top].ravel(),
             "rank": np.tile(np.arange(1, 21), len(users)),
         }
     )
 
 
-def _scores_random(users: np.ndarray, movie_ids: np.ndarray, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).random((len(users), len(movie_ids)))
+def _scores_random(users: np.ndarray, item_ids: np.ndarray, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).random((len(users), len(item_ids)))
 
 
-def _scores_pop(train: pl.DataFrame, users: np.ndarray, movie_ids: np.ndarray) -> np.ndarray:
-    counts = dict(train.group_by("movie_id").len().iter_rows())
-    pop = np.array([counts.get(m, 0) for m in movie_ids], dtype=float)
+def _scores_pop(train: pl.DataFrame, users: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
+    counts = dict(train.group_by("item_id").len().iter_rows())
+    pop = np.array([counts.get(m, 0) for m in item_ids], dtype=float)
     return np.tile(pop, (len(users), 1))
 
 
@@ -194,7 +194,7 @@ def _scores_likes_lr(data, train: pl.DataFrame, users: np.ndarray) -> np.ndarray
         return sparse.hstack([item, user, cross, sparse.csr_matrix(multi_hot[m])]).tocsr()
 
     u = train["user_id"].to_numpy() - 1  # synthetic ids run 1..n
-    m = train["movie_id"].to_numpy() - 1
+    m = train["item_id"].to_numpy() - 1
     model = LogisticRegression(C=1.0, max_iter=300).fit(design(u, m), (train["rating"] >= 4).to_numpy())
     all_movies = np.arange(n_movies)
     return np.stack([model.decision_function(design(np.full(n_movies, user - 1), all_movies)) for user in users])
@@ -208,7 +208,7 @@ def _deepfm_ndcg(data, split) -> float:
 
     torch.set_num_threads(2)
     arm = train_arm(arm_config("deepfm"), split.train, split.valid, data.users, build_mm_ml_1m(data.movies))
-    return evaluate_arm(arm, split.train, split.test, data.movies["movie_id"].to_numpy(), k=20).ndcg_at_k
+    return evaluate_arm(arm, split.train, split.test, data.movies["item_id"].to_numpy(), k=20).ndcg_at_k
 
 
 def movielens(args) -> None:
@@ -285,7 +285,7 @@ def crawl_once(args, limit: float, label: str) -> dict:
     base = f"http://127.0.0.1:{server.server_address[1]}"
     movies = pl.DataFrame(
         {
-            "movie_id": list(range(args.movies)),
+            "item_id": list(range(args.movies)),
             "title": [f"Bench Picture {i:04d} ({1960 + i % 40})" for i in range(args.movies)],
             "year": [1960 + i % 40 for i in range(args.movies)],
             "genres": [["Drama"]] * args.movies,

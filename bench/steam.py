@@ -222,7 +222,7 @@ def offline(args) -> int:
         ratings = ratings.filter(pl.col("user_id").is_in(keep.tolist()))
     split = chronological_split(ratings)
     catalogue = build_mm_ml_1m(steam.movies, steam.metadata)  # the catalogue as the lifecycle builds it
-    items = np.sort(catalogue.get_column("movie_id").to_numpy())
+    items = np.sort(catalogue.get_column("item_id").to_numpy())
     ranked = ranking_users(split.train, split.test)
     train_users = split.train.get_column("user_id").unique().to_numpy()
     print(
@@ -282,7 +282,7 @@ def ease_lists(train: pl.DataFrame, users: np.ndarray, items: np.ndarray, l2: fl
 
     known = np.unique(np.r_[users, train.get_column("user_id").to_numpy()])
     x = np.zeros((known.size, items.size))
-    x[np.searchsorted(known, train["user_id"].to_numpy()), np.searchsorted(items, train["movie_id"].to_numpy())] = 1
+    x[np.searchsorted(known, train["user_id"].to_numpy()), np.searchsorted(items, train["item_id"].to_numpy())] = 1
     p = np.linalg.inv(x.T @ x + l2 * np.eye(items.size))
     b = -p / np.diag(p)
     np.fill_diagonal(b, 0.0)
@@ -294,7 +294,7 @@ def ease_lists(train: pl.DataFrame, users: np.ndarray, items: np.ndarray, l2: fl
             "arm": "ease",
             "user_id": np.repeat(users, k),
             "rank": np.tile(np.arange(1, k + 1), users.size),
-            "movie_id": items[top.ravel()],
+            "item_id": items[top.ravel()],
             "score": np.take_along_axis(scores, top, axis=1).ravel(),
         }
     ).cast(TOP_K)

@@ -113,7 +113,7 @@ def _users_verdict(users: pl.DataFrame) -> Verdict:
 
 
 def _ratings_verdict(ratings: pl.DataFrame, users: pl.DataFrame, movies: pl.DataFrame) -> Verdict:
-    suite = ratings_suite(users.get_column("user_id"), movies.get_column("movie_id"), ContractConfig())
+    suite = ratings_suite(users.get_column("user_id"), movies.get_column("item_id"), ContractConfig())
     return _verdict(validate_frame(ratings, suite))
 
 
@@ -123,7 +123,7 @@ def _metadata_verdict(movie_metadata: pl.DataFrame, movies: pl.DataFrame) -> Ver
         return Verdict("metadata", 0, 0, "no metadata (source 'none')")
     config = ContractConfig()
     report = validate_frame(
-        metadata_frame_for_contract(movie_metadata), metadata_suite(movies.get_column("movie_id"), config)
+        metadata_frame_for_contract(movie_metadata), metadata_suite(movies.get_column("item_id"), config)
     )
     bad = undecodable_posters(movie_metadata)
     extra = coverage_problems(movie_metadata, movies.height, config.metadata_coverage_floor)

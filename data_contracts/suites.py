@@ -73,8 +73,8 @@ def movies_suite(config: ContractConfig = ContractConfig()):
         "movies",
         [
             e.ExpectTableRowCountToBeBetween(min_value=config.min_movies, meta={"why": "the movies table is empty"}),
-            e.ExpectColumnValuesToNotBeNull(column="movie_id", meta={"why": "a movie has no id"}),
-            e.ExpectColumnValuesToBeUnique(column="movie_id", meta={"why": "movie ids must be unique"}),
+            e.ExpectColumnValuesToNotBeNull(column="item_id", meta={"why": "a movie has no id"}),
+            e.ExpectColumnValuesToBeUnique(column="item_id", meta={"why": "movie ids must be unique"}),
             e.ExpectColumnValuesToNotBeNull(column="title", meta={"why": "a movie has no title"}),
             e.ExpectColumnValuesToBeBetween(
                 column="year",
@@ -86,12 +86,12 @@ def movies_suite(config: ContractConfig = ContractConfig()):
     )
 
 
-def ratings_suite(user_ids, movie_ids, config: ContractConfig = ContractConfig()):
-    """`user_ids` and `movie_ids`: the users and movies tables' ids (a sequence or a polars
+def ratings_suite(user_ids, item_ids, config: ContractConfig = ContractConfig()):
+    """`user_ids` and `item_ids`: the users and movies tables' ids (a sequence or a polars
     Series), which every rating must name (`References`: an anti-join, not a GX set)."""
     gx = _gx()
     e = gx.expectations
-    max_rows = max(config.min_ratings, int(config.max_density * len(user_ids) * len(movie_ids)))
+    max_rows = max(config.min_ratings, int(config.max_density * len(user_ids) * len(item_ids)))
     return _suite(
         "ratings",
         [
@@ -103,7 +103,7 @@ def ratings_suite(user_ids, movie_ids, config: ContractConfig = ContractConfig()
                 },
             ),
             e.ExpectCompoundColumnsToBeUnique(
-                column_list=["user_id", "movie_id"], meta={"why": "a (user, movie) pair is rated twice"}
+                column_list=["user_id", "item_id"], meta={"why": "a (user, movie) pair is rated twice"}
             ),
             e.ExpectColumnValuesToBeBetween(
                 column="rating", min_value=1, max_value=5, meta={"why": "rating outside 1..5"}
@@ -118,20 +118,20 @@ def ratings_suite(user_ids, movie_ids, config: ContractConfig = ContractConfig()
         [
             References("user_id", pl.Series(user_ids, dtype=pl.Int64), "rating by a user missing from the users table"),
             References(
-                "movie_id", pl.Series(movie_ids, dtype=pl.Int64), "rating of a movie missing from the movies table"
+                "item_id", pl.Series(item_ids, dtype=pl.Int64), "rating of a movie missing from the movies table"
             ),
         ],
     )
 
 
-def metadata_suite(movie_ids, config: ContractConfig = ContractConfig()):
+def metadata_suite(item_ids, config: ContractConfig = ContractConfig()):
     """MM-ML-1M side information (A/B Agent Table 1): value ranges, dates and coverage."""
     gx = _gx()
     e = gx.expectations
     return _suite(
         "metadata",
         [
-            e.ExpectColumnValuesToBeUnique(column="movie_id", meta={"why": "a movie has two metadata rows"}),
+            e.ExpectColumnValuesToBeUnique(column="item_id", meta={"why": "a movie has two metadata rows"}),
             e.ExpectColumnValuesToBeBetween(
                 column="vote_average", min_value=0, max_value=10, meta={"why": "vote average outside 0..10"}
             ),
@@ -145,7 +145,7 @@ def metadata_suite(movie_ids, config: ContractConfig = ContractConfig()):
         ],
         [
             References(
-                "movie_id", pl.Series(movie_ids, dtype=pl.Int64), "metadata for a movie missing from the movies table"
+                "item_id", pl.Series(item_ids, dtype=pl.Int64), "metadata for a movie missing from the movies table"
             )
         ],
     )
@@ -198,7 +198,7 @@ def domain_coverage_problems(metadata: pl.DataFrame, n_movies: int, floor: float
 def metadata_frame_for_contract(metadata: pl.DataFrame) -> pl.DataFrame:
     """The columns the metadata suite reads, derived from a METADATA frame."""
     return metadata.select(
-        "movie_id",
+        "item_id",
         "vote_average",
         "vote_count",
         pl.col("release_date").dt.year().alias("release_year"),

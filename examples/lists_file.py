@@ -17,15 +17,12 @@ from __future__ import annotations
 import polars as pl
 from _common import home_from_args, instance, prepare, run_arms, summary
 
-from ops.arms.base import arm_frame
-
 home = home_from_args(__doc__)
 dagster = instance()
 prepare(dagster)
 
-# arm_frame: the windows with the item column an arm sees (item_id).
-train = arm_frame(pl.read_parquet(home / "assets" / "train_ratings.parquet"))
-test = arm_frame(pl.read_parquet(home / "assets" / "test_ratings.parquet"))
+train = pl.read_parquet(home / "assets" / "train_ratings.parquet")
+test = pl.read_parquet(home / "assets" / "test_ratings.parquet")
 counts = train.group_by("item_id").len("n")
 users = pl.concat([train.select("user_id"), test.select("user_id")]).unique()
 lists = (

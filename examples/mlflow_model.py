@@ -22,8 +22,6 @@ import polars as pl
 from _common import home_from_args, instance, prepare, run_arms, summary
 from mlflow.models import infer_signature
 
-from ops.arms.base import arm_frame
-
 home = home_from_args(__doc__)
 dagster = instance()
 prepare(dagster)
@@ -32,10 +30,9 @@ mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow.db'}")
 client = mlflow.MlflowClient()
 counts = home / "team" / "counts.csv"
 counts.parent.mkdir(parents=True, exist_ok=True)
-# arm_frame: the train window with the item column an arm sees (item_id).
-arm_frame(pl.read_parquet(home / "assets" / "train_ratings.parquet")).group_by("item_id").len("n").sort(
-    "item_id"
-).write_csv(counts)
+pl.read_parquet(home / "assets" / "train_ratings.parquet").group_by("item_id").len("n").sort("item_id").write_csv(
+    counts
+)
 found = client.get_experiment_by_name("team-models")
 experiment = (
     found.experiment_id

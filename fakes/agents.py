@@ -73,44 +73,42 @@ def make_catalogue(poster_dir: Path, n_per_genre: int = 20, seed: int = 0) -> tu
     rng = np.random.default_rng(seed)
     poster_dir.mkdir(parents=True, exist_ok=True)
     movies, meta = [], []
-    movie_id = 1
+    item_id = 1
     for genre, t in TASTES.items():
         for k in range(n_per_genre):
             year = t["year"] + int(rng.integers(0, 10))
             words = t["words"].split()
             overview = "A story of " + " ".join(rng.choice(words, 4)) + f" number {k}."
             colour = tuple(int(np.clip(c + rng.integers(-15, 16), 0, 255)) for c in t["colour"])
-            path = poster_dir / f"{movie_id}.png"
+            path = poster_dir / f"{item_id}.png"
             img = Image.new("RGB", (40, 60), colour)
             img.paste(tuple(min(255, c + 40) for c in colour), (0, 0, 40, 15 + int(rng.integers(0, 20))))
             img.save(path)
-            movies.append(
-                {"movie_id": movie_id, "title": f"{genre} Tale {k} ({year})", "year": year, "genres": [genre]}
-            )
+            movies.append({"item_id": item_id, "title": f"{genre} Tale {k} ({year})", "year": year, "genres": [genre]})
             meta.append(
                 {
-                    "movie_id": movie_id,
-                    "tmdb_id": 1000 + movie_id,
+                    "item_id": item_id,
+                    "tmdb_id": 1000 + item_id,
                     "overview": overview,
                     "vote_average": float(np.round(rng.uniform(5.0, 8.0), 1)),
                     "vote_count": int(rng.integers(10, 1000)),
                     "release_date": dt.date(year, 6, 1),
                     "meta_genres": [genre],
-                    "directors": [t["director"]] if k % 2 == 0 else [f"Other Director {movie_id}"],
-                    "actors": list(t["actors"]) + [f"Extra {movie_id}"],
+                    "directors": [t["director"]] if k % 2 == 0 else [f"Other Director {item_id}"],
+                    "actors": list(t["actors"]) + [f"Extra {item_id}"],
                     "poster_small": str(path),
                     "poster_large": str(path),
                     "metadata_source": "synthetic",
                 }
             )
-            movie_id += 1
+            item_id += 1
     return conform(pl.DataFrame(movies), MOVIES, "movies"), conform(pl.DataFrame(meta), METADATA, "metadata")
 
 
 def make_users_and_ratings(movies: pl.DataFrame, n_users: int = 30, per_user: int = 24, seed: int = 0):
     """(users, ratings, favourite genre per user): each user rates its genre 4-5, others 1-3."""
     rng = np.random.default_rng(seed)
-    genre_of = {m: g[0] for m, g in movies.select("movie_id", "genres").iter_rows()}
+    genre_of = {m: g[0] for m, g in movies.select("item_id", "genres").iter_rows()}
     ids = np.array(sorted(genre_of))
     users, ratings, favourite = [], [], {}
     for u in range(1, n_users + 1):
@@ -134,7 +132,7 @@ def make_users_and_ratings(movies: pl.DataFrame, n_users: int = 30, per_user: in
         )
         for j, m in enumerate(rng.permutation(picks)):
             r = int(rng.integers(4, 6)) if genre_of[m] == fav else int(rng.integers(1, 4))
-            ratings.append({"user_id": u, "movie_id": int(m), "rating": r, "timestamp": 1_000_000 + 1000 * j + u})
+            ratings.append({"user_id": u, "item_id": int(m), "rating": r, "timestamp": 1_000_000 + 1000 * j + u})
     return (
         conform(pl.DataFrame(users), USERS, "users"),
         conform(pl.DataFrame(ratings), RATINGS, "ratings"),
@@ -174,19 +172,19 @@ def llm_world(
         catalogue, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False)
     )
     facts = build_movie_facts(catalogue, ratings)
-    looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
+    looks = {int(m): str(look) for m, look in zip(vectors.item_ids, vectors.poster_look) if look}
     profiles = build_profiles(ratings, users, catalogue, facts=facts, poster_looks=looks)
     memories = build_long_term_memories(ratings, vectors)
-    rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
-    all_ids = sorted(movies.get_column("movie_id").to_list())
+    rated = {(u, m) for u, m in ratings.select("user_id", "item_id").iter_rows()}
+    all_ids = sorted(movies.get_column("item_id").to_list())
     lists = {u: [m for m in all_ids if (u, m) not in rated][:list_length] for u in profiles}
     top_k = pl.DataFrame(
         [
-            {"arm": arm, "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
+            {"arm": arm, "user_id": u, "rank": r + 1, "item_id": m, "score": 1.0 / (r + 1)}
             for u in sorted(lists)
             for r, m in enumerate(lists[u])
         ],
-        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
+        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "item_id": pl.Int64, "score": pl.Float64},
     )
     return dict(
         catalogue=Catalogue.from_frame(catalogue),

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import polars as pl
 
-from ops.arms.base import arm_frame
-
 MODEL_CODE = """
 import mlflow
 import numpy as np
@@ -59,7 +57,7 @@ def log_popularity_models(train: pl.DataFrame, folder: Path, name: str = "team-p
     code = folder / "popularity_model.py"
     code.write_text(MODEL_CODE)
     counts = folder / "counts.csv"
-    arm_frame(train).group_by("item_id").len("n").sort("item_id").write_csv(counts)
+    train.group_by("item_id").len("n").sort("item_id").write_csv(counts)
     pairs = pd.DataFrame({"user_id": [1, 1], "item_id": [1, 2]})
     users = pd.DataFrame({"user_id": [1]})
     listed = pd.DataFrame({"user_id": [1], "rank": [1], "item_id": [1], "score": [1.0]})

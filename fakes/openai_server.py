@@ -398,7 +398,7 @@ def scripted_agent(body: dict) -> str:
     page = int(re.search(r"You are on home page (\d+)", text).group(1))
     ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
     if page == 1 and "you have just arrived" in text:
-        return answer(action=CLICK_MOVIE, movie_id=ids[0], interest=4, caught_eye=[ids[0]])
+        return answer(action=CLICK_MOVIE, item_id=ids[0], interest=4, caught_eye=[ids[0]])
     if NEXT_PAGE in legal and page == 1:
         return answer(action=NEXT_PAGE, interest=3)
     return answer(action=EXIT, interest=2)
@@ -446,7 +446,7 @@ def uniform_agent(body: dict) -> str:
         fields["rating"] = int(rng.integers(1, 6)) if action == WATCH_AND_RATE else None
     else:
         ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
-        fields["movie_id"] = int(rng.choice(ids)) if action == CLICK_MOVIE else None
+        fields["item_id"] = int(rng.choice(ids)) if action == CLICK_MOVIE else None
     return answer(**fields)
 
 

@@ -55,13 +55,13 @@ def planted_movielens(
     )
     movies = pl.DataFrame(
         {
-            "movie_id": np.arange(1, n_movies + 1),
+            "item_id": np.arange(1, n_movies + 1),
             "title": [f"Movie {m} (19{50 + m % 50})" for m in range(1, n_movies + 1)],
             "year": [1950 + m % 50 for m in range(1, n_movies + 1)],
             "genres": [[GENRES[g] for g in sorted(gs)] for gs in movie_genres],
         }
     )
-    ratings = pl.DataFrame(rows, schema=["user_id", "movie_id", "rating", "timestamp"], orient="row")
+    ratings = pl.DataFrame(rows, schema=["user_id", "item_id", "rating", "timestamp"], orient="row")
     return conform(users, USERS, "users"), conform(movies, MOVIES, "movies"), conform(ratings, RATINGS, "ratings")
 
 
@@ -79,7 +79,7 @@ def planted_metadata(movies: pl.DataFrame, seed: int = 7) -> pl.DataFrame:
     years = movies.get_column("year").to_list()
     frame = pl.DataFrame(
         {
-            "movie_id": movies.get_column("movie_id"),
+            "item_id": movies.get_column("item_id"),
             "vote_average": vote_average,
             "vote_count": rng.integers(0, 5000, n),
             "release_date": [None if i == 1 else dt.date(y, 1 + i % 12, 1) for i, y in enumerate(years)],

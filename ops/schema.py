@@ -72,7 +72,7 @@ USERS = {
 }
 
 MOVIES = {
-    "movie_id": pl.Int64,
+    "item_id": pl.Int64,
     "title": pl.Utf8,  # as MovieLens writes it: "American President, The (1995)"
     "year": pl.Int64,  # parsed from the title; null when the title has none
     "genres": pl.List(pl.Utf8),
@@ -80,15 +80,15 @@ MOVIES = {
 
 RATINGS = {
     "user_id": pl.Int64,
-    "movie_id": pl.Int64,
+    "item_id": pl.Int64,
     "rating": pl.Int64,  # 1..5
     "timestamp": pl.Int64,  # unix seconds, UTC
 }
 
 # MM-ML-1M side information per movie (A/B Agent §2.2, Table 1).  Every field but
-# movie_id may be null where the source has no value.
+# item_id may be null where the source has no value.
 METADATA = {
-    "movie_id": pl.Int64,
+    "item_id": pl.Int64,
     "tmdb_id": pl.Int64,
     "overview": pl.Utf8,
     "vote_average": pl.Float64,  # 0..10
@@ -135,7 +135,7 @@ HIDDEN_TASTES = {
 # decision, and is then judged by neither judge.
 GROUND_TRUTH = {
     "user_id": pl.Int64,
-    "movie_id": pl.Int64,
+    "item_id": pl.Int64,
     "judge": pl.Utf8,  # "planted" / "random_exposure"
     "clicked": pl.Float64,  # planted: a probability; random exposure: 0/1, null when not recorded
     "liked": pl.Float64,  # planted: a probability; random exposure: 0/1
@@ -143,15 +143,15 @@ GROUND_TRUTH = {
 }
 
 # MM-ML-1M, the one catalogue every later stage reads (the `mm_ml_1m` asset): MOVIES
-# columns followed by METADATA's (movie_id once), null where a movie has no metadata.
-MM_ML_1M = {**MOVIES, **{k: v for k, v in METADATA.items() if k != "movie_id"}}
+# columns followed by METADATA's (item_id once), null where a movie has no metadata.
+MM_ML_1M = {**MOVIES, **{k: v for k, v in METADATA.items() if k != "item_id"}}
 
 # One row per item of an arm's top-20 list for a user (docs/definitions.md#top-20-list).
 TOP_K = {
     "arm": pl.Utf8,
     "user_id": pl.Int64,
     "rank": pl.Int64,  # 1..20
-    "movie_id": pl.Int64,
+    "item_id": pl.Int64,
     "score": pl.Float64,
 }
 
@@ -168,7 +168,7 @@ EVENTS: dict[str, pl.DataType] = {
     "page_type": pl.Utf8,  # "home" / "detail": the page the action was taken on
     "page_number": pl.Int64,  # home page number 1..4 (a detail page keeps the page it came from)
     "action": pl.Utf8,  # an action of ops.simulation.observation.ACTIONS, or "exit_interview"
-    "movie_id": pl.Int64,  # click_movie, watch_and_rate, back: the movie concerned
+    "item_id": pl.Int64,  # click_movie, watch_and_rate, back: the movie concerned
     "position": pl.Int64,  # that movie's rank 1..20 in the arm's list
     # click_movie: the card's slot 1..5 on the page as the brain was shown it (the LLM
     # brain shows each page visit in an order shuffled per agent; otherwise the list's
@@ -204,7 +204,7 @@ EVENTS: dict[str, pl.DataType] = {
 # memory writing): one row per watch_and_rate, the reason it gave kept as its feeling.
 WRITTEN_MEMORIES = {
     "user_id": pl.Int64,
-    "movie_id": pl.Int64,
+    "item_id": pl.Int64,
     "rating": pl.Int64,  # 1..5
     "timestamp": pl.Int64,  # on the simulation's clock: after the train window, in round and step order
     "feeling": pl.Utf8,

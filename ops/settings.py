@@ -175,7 +175,7 @@ class Settings(BaseModel):
     poster_dirs: list[str] | None = setting(
         None,
         "SIMAB_POSTER_DIRS",
-        "folders of `<movie_id>.jpg` posters, in order of preference",
+        "folders of `<item_id>.jpg` posters, in order of preference",
         sep=os.pathsep,
     )
     links_path: str | None = setting(
@@ -230,7 +230,8 @@ class Settings(BaseModel):
         None,
         "SIMAB_BRAIN",
         "who decides, a brain of the registry (`python -m ops.simulation.kinds` lists them): embedded (offline), "
-        "embedded-no-vision, llm (the `llm` resource), llm-no-vision, uniform-random, or a plug-in's",
+        "llm (the `llm` resource), uniform-random, or a plug-in's; `-no-vision` after the name (or `;vision=false`): "
+        "without posters; a kind's own parameters as `name;key=value`",
         config_default="embedded",
     )
     sessions: int | None = setting(

@@ -65,7 +65,7 @@ from assets.experiments import (
     simulation_events,
     thumbnails,
 )
-from assets.partitions import arm_shard_key
+from assets.partitions import arm_partitions_of, arm_shard_key, with_arm_partitions
 from data_contracts.checks import CONTRACT_CHECKS
 from ops.preflight.bill import night_bill
 from ops.settings import Settings
@@ -174,19 +174,20 @@ LLM_BILL_JOBS = {False: ("simab_arm", "simab_resimulate", "experiment_arm"), Tru
 def build_assets(settings: Settings) -> tuple[list, list]:
     """The asset graph for these settings: (assets, asset checks), each asset's code version
     covering its source and the settings it is computed with (`pipelines.versions`)."""
-    assets, checks = _build_assets(settings.shards, settings.rounds)
+    assets, checks = _build_assets(settings.shards, settings.rounds, tuple(settings.arms or ()))
     return versioned_assets(assets, checks, settings), checks
 
 
 @functools.cache
-def _build_assets(shards: int, rounds_: int) -> tuple[list, list]:
+def _build_assets(shards: int, rounds_: int, arms: tuple[str, ...]) -> tuple[list, list]:
     assets = load_assets_from_modules(ASSET_MODULES)
     if shards > 1:
         # The simulation in user shards: `simulation_events` becomes their combination.
         assets = [
             a for a in assets if AssetKey("simulation_events") not in a.keys
         ] + simulation.sharded_simulation_assets(shards)
-    return [*assets, *rounds.build_round_assets(rounds_)], [*CONTRACT_CHECKS, *ALIGNMENT_CHECKS]
+    assets = with_arm_partitions([*assets, *rounds.build_round_assets(rounds_)], arm_partitions_of(arms))
+    return assets, [*CONTRACT_CHECKS, *ALIGNMENT_CHECKS]
 
 
 def job_selection(name: str, settings: Settings) -> tuple[AssetSelection, str]:
@@ -205,7 +206,7 @@ def job_ops(name: str, settings: Settings) -> dict[str, set[str]]:
     to which job is written once."""
     if name not in (SHARDED_JOB_SELECTIONS if settings.shards > 1 else JOB_SELECTIONS):
         return {}
-    assets, checks = _build_assets(settings.shards, settings.rounds)
+    assets, checks = _build_assets(settings.shards, settings.rounds, tuple(settings.arms or ()))
     keys = job_selection(name, settings)[0].resolve(assets)
     nodes = [a.node_def for a in assets if set(a.keys) & keys]
     nodes += [c.node_def for c in checks if any(spec.asset_key in keys for spec in c.check_specs)]

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ops.preflight.arm_names import ARMS, declare_arms, lifecycle_arms
+from ops.arms.registry import known_arm_names
+from ops.preflight.arm_names import declare_arms, lifecycle_arms
 from ops.preflight.bill import brain_of
 from ops.settings import SettingError, Settings, declared, load
 from pipelines.setting_ops import op_config, setting_name_of
@@ -50,10 +51,11 @@ def with_arms(settings: Settings, arms: list[str]) -> Settings:
         names = declare_arms(list(arms))
     except ValueError as error:
         raise SettingError(f"SIMAB_ARMS={','.join(arms)!r}: {error}") from None
-    unknown = [a for a in names if a not in ARMS]
+    known = known_arm_names()
+    unknown = [a for a in names if a not in known]
     if unknown:
         raise SettingError(
-            f"SIMAB_ARMS={','.join(arms)!r}: unknown arm(s) {', '.join(unknown)}; known: {', '.join(ARMS)}"
+            f"SIMAB_ARMS={','.join(arms)!r}: unknown arm(s) {', '.join(unknown)}; known: {', '.join(known)}"
         )
     return settings.model_copy(update={"arms": names})
 

@@ -57,6 +57,7 @@ from ops.storage.atomic import (
     remove_folder_value,
     verify_folder,
 )
+from ops.storage.codec import current_names
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -214,7 +215,7 @@ def _load(stem: Path, asset: str, partition: str | None = None) -> Any:
         )
     if parquet.exists() and (not pointer.exists() or parquet.stat().st_mtime_ns >= pointer.stat().st_mtime_ns):
         with _named(asset, partition, parquet):
-            return pl.read_parquet(read_verified(parquet))
+            return current_names(pl.read_parquet(read_verified(parquet)))
     if pointer.exists():
         with _named(asset, partition, pointer):
             record, folder = read_folder_pointer(pointer)

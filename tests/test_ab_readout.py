@@ -24,7 +24,7 @@ def row(arm, user, step, page_type, page, action, shown=(), movie=None, rating=N
         "page_type": page_type,
         "page_number": page,
         "action": action,
-        "movie_id": movie,
+        "item_id": movie,
         "position": None,
         "shown": list(shown),
         "caught_eye": [],

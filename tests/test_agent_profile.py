@@ -19,7 +19,7 @@ def _tiny():
     movies = conform(
         pl.DataFrame(
             {
-                "movie_id": [1, 2, 3],
+                "item_id": [1, 2, 3],
                 "title": ["A (1990)", "B (1991)", "C (1992)"],
                 "year": [1990, 1991, 1992],
                 "genres": [["Comedy"], ["Drama", "Romance"], ["Comedy", "Horror"]],
@@ -33,7 +33,7 @@ def _tiny():
         pl.DataFrame(
             {
                 "user_id": [1, 1, 2, 2, 3],
-                "movie_id": [1, 2, 1, 2, 3],
+                "item_id": [1, 2, 1, 2, 3],
                 "rating": [5, 2, 3, 4, 1],
                 "timestamp": [1, 2, 3, 4, 5],
             }
@@ -77,14 +77,14 @@ def test_tiers_cut_at_percentiles_and_high_conformity_means_closest_to_the_crowd
     train = pl.DataFrame(
         {
             "user_id": np.repeat(np.arange(1, n + 1), np.arange(1, n + 1)),
-            "movie_id": np.concatenate([np.arange(1, k + 1) for k in range(1, n + 1)]),
+            "item_id": np.concatenate([np.arange(1, k + 1) for k in range(1, n + 1)]),
             "rating": np.concatenate([np.full(k, 1 + (k % 5)) for k in range(1, n + 1)]),
             "timestamp": np.arange(n * (n + 1) // 2),
         }
     )
     movies = pl.DataFrame(
         {
-            "movie_id": np.arange(1, n + 1),
+            "item_id": np.arange(1, n + 1),
             "title": [f"M{i}" for i in range(n)],
             "year": [2000] * n,
             "genres": [["Drama"]] * n,
@@ -122,7 +122,7 @@ def test_profiles_recover_planted_tastes(tmp_path):
         None,
         EmbeddingConfig(show_progress=False),
     )
-    looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
+    looks = {int(m): str(look) for m, look in zip(vectors.item_ids, vectors.poster_look) if look}
     profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), ProfileConfig(), poster_looks=looks)
     assert sorted(profiles) == sorted(users.get_column("user_id").to_list())
     expected_look = {"Sci-Fi": "cool", "Romance": "warm", "Horror": "dark"}

@@ -46,15 +46,15 @@ class OracleBrain:
     def decide(self, session, observation, rng):
         user = session.user_id
         if observation.page_type == "detail":
-            movie = observation.detail.card.movie_id
+            movie = observation.detail.card.item_id
             if (user, movie) in self.relevant or BACK not in observation.legal_actions:
-                return Decision(WATCH_AND_RATE, 5, "mine", movie_id=movie, rating=self.ratings.get((user, movie), 5))
-            return Decision(BACK, 1, "not mine", movie_id=movie)
-        clicked = {e.movie_id for e in session.short_term if e.action == CLICK_MOVIE}
-        mine = tuple(c.movie_id for c in observation.items if (user, c.movie_id) in self.relevant)
+                return Decision(WATCH_AND_RATE, 5, "mine", item_id=movie, rating=self.ratings.get((user, movie), 5))
+            return Decision(BACK, 1, "not mine", item_id=movie)
+        clicked = {e.item_id for e in session.short_term if e.action == CLICK_MOVIE}
+        mine = tuple(c.item_id for c in observation.items if (user, c.item_id) in self.relevant)
         todo = [m for m in mine if m not in clicked]
         if todo and CLICK_MOVIE in observation.legal_actions:
-            return Decision(CLICK_MOVIE, 5, "mine", movie_id=todo[0], caught_eye=mine)
+            return Decision(CLICK_MOVIE, 5, "mine", item_id=todo[0], caught_eye=mine)
         action = NEXT_PAGE if NEXT_PAGE in observation.legal_actions else EXIT
         return Decision(action, 2, "nothing for me", caught_eye=mine)
 
@@ -72,15 +72,15 @@ class CoinFlipBrain:
 
     def decide(self, session, observation, rng):
         if observation.page_type == "detail":
-            movie = observation.detail.card.movie_id
+            movie = observation.detail.card.item_id
             if BACK not in observation.legal_actions or rng.random() < 0.5:
-                return Decision(WATCH_AND_RATE, 3, "why not", movie_id=movie, rating=int(rng.integers(1, 6)))
-            return Decision(BACK, 3, "no", movie_id=movie)
-        clicked = {e.movie_id for e in session.short_term if e.action == CLICK_MOVIE}
-        caught = tuple(c.movie_id for c in observation.items if rng.random() < 0.5)
+                return Decision(WATCH_AND_RATE, 3, "why not", item_id=movie, rating=int(rng.integers(1, 6)))
+            return Decision(BACK, 3, "no", item_id=movie)
+        clicked = {e.item_id for e in session.short_term if e.action == CLICK_MOVIE}
+        caught = tuple(c.item_id for c in observation.items if rng.random() < 0.5)
         todo = [m for m in caught if m not in clicked]
         if todo and not session.short_term:
-            return Decision(CLICK_MOVIE, 3, "a coin said so", movie_id=todo[0], caught_eye=caught)
+            return Decision(CLICK_MOVIE, 3, "a coin said so", item_id=todo[0], caught_eye=caught)
         action = NEXT_PAGE if NEXT_PAGE in observation.legal_actions else EXIT
         return Decision(action, 3, "a coin said so", caught_eye=caught)
 
@@ -101,7 +101,7 @@ def world():
             rows_train.append((u, int(m), int(rng.integers(1, 6)), 1000 + i))
         for i, m in enumerate(movies[30:]):
             rows_test.append((u, int(m), 1 + (u + int(m)) % 5, 5000 + i))
-    schema = {"user_id": pl.Int64, "movie_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
+    schema = {"user_id": pl.Int64, "item_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
     train, test = (
         pl.DataFrame(rows_train, schema=schema, orient="row"),
         pl.DataFrame(rows_test, schema=schema, orient="row"),
@@ -115,7 +115,7 @@ def world():
         catalogue=catalogue,
         sessions=sessions,
         users=users,
-        known=pl.concat([train, test]).select("user_id", "movie_id"),
+        known=pl.concat([train, test]).select("user_id", "item_id"),
     )
 
 
@@ -138,10 +138,10 @@ def test_lists_keep_the_ratio_draw_never_rated_negatives_and_shuffle(world):
     ]
     assert per.filter(pl.col("ratio") == "1:3").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [(5, 20)]
     assert per.filter(pl.col("ratio") == "1:9").select(pl.col("pos").unique(), pl.col("n").unique()).rows() == [(2, 20)]
-    negatives = lists.filter(~pl.col("relevant")).select("user_id", "movie_id")
-    assert negatives.join(world.known, on=["user_id", "movie_id"], how="semi").is_empty()
-    positives = lists.filter(pl.col("relevant")).select("user_id", "movie_id")
-    assert positives.join(world.test, on=["user_id", "movie_id"], how="anti").is_empty()
+    negatives = lists.filter(~pl.col("relevant")).select("user_id", "item_id")
+    assert negatives.join(world.known, on=["user_id", "item_id"], how="semi").is_empty()
+    positives = lists.filter(pl.col("relevant")).select("user_id", "item_id")
+    assert positives.join(world.test, on=["user_id", "item_id"], how="anti").is_empty()
     # Shuffled: the positives are not all at the top.
     first = lists.filter((pl.col("ratio") == "1:9") & (pl.col("position") <= 2)).get_column("relevant").mean()
     assert first < 0.5
@@ -161,7 +161,7 @@ def test_a_user_with_few_held_out_items_gets_a_shorter_list_at_the_same_ratio(wo
 
 def test_an_oracle_scores_f1_1_and_a_coin_scores_chance(world):
     lists = _lists(world, (1, 3, 9))
-    relevant = {(u, m) for u, m in world.test.select("user_id", "movie_id").iter_rows()}
+    relevant = {(u, m) for u, m in world.test.select("user_id", "item_id").iter_rows()}
     oracle = taste_discrimination(OracleBrain(relevant), world.sessions, lists, world.catalogue, n_bootstrap=200)
     assert oracle.summary.filter(pl.col("metric") == "f1").get_column("mean").to_list() == [1.0, 1.0, 1.0]
     assert oracle.summary.filter(pl.col("metric") == "accuracy").get_column("pooled").to_list() == [1.0, 1.0, 1.0]
@@ -185,11 +185,11 @@ def test_an_oracle_scores_f1_1_and_a_coin_scores_chance(world):
 def test_an_oracle_rates_with_rmse_0_and_a_coin_with_the_uniform_error(world):
     from ops.studies.alignment.rating import rating_pairs
 
-    truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
+    truth = {(u, m): r for u, m, r in world.test.select("user_id", "item_id", "rating").iter_rows()}
     pairs = rating_pairs(world.test, world.users, max_per_agent=6)
     assert (
         pairs.height == 6 * len(world.users)
-        and pairs.join(world.test, on=["user_id", "movie_id", "rating"], how="anti").is_empty()
+        and pairs.join(world.test, on=["user_id", "item_id", "rating"], how="anti").is_empty()
     )
     oracle = rating_alignment(
         brain_ratings(OracleBrain(set(), truth), world.sessions, pairs, world.catalogue), world.train, n_bootstrap=200
@@ -216,11 +216,11 @@ def test_an_oracle_rates_with_rmse_0_and_a_coin_with_the_uniform_error(world):
 def test_an_offline_arm_is_mapped_to_ratings_on_validation_and_the_best_is_named(world):
     from ops.studies.alignment.rating import offline_rating_predictors
 
-    truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
+    truth = {(u, m): r for u, m, r in world.test.select("user_id", "item_id", "rating").iter_rows()}
     knows = SimpleNamespace(score=lambda u, m: np.array([truth.get((a, b), 3) for a, b in zip(u, m)], dtype=float))
     blind = SimpleNamespace(score=lambda u, m: np.zeros(len(u)))
     predictors = offline_rating_predictors({"knows": knows, "blind": blind}, world.test)
-    pairs = world.test.select("user_id", "movie_id", "rating").with_columns(pl.col("rating").alias("simulated"))
+    pairs = world.test.select("user_id", "item_id", "rating").with_columns(pl.col("rating").alias("simulated"))
     result = rating_alignment(pairs, world.train, predictors, n_bootstrap=100)
     rows = {r["predictor"]: r for r in result.prediction.iter_rows(named=True)}
     assert rows["knows"]["kind"] == "best offline arm" and rows["knows"]["rmse"] == pytest.approx(0.0, abs=1e-9)
@@ -232,14 +232,14 @@ def test_an_offline_arm_is_mapped_to_ratings_on_validation_and_the_best_is_named
 def test_an_arm_that_scores_unplaceable_pairs_at_minus_infinity_predicts_them_its_lowest_rating(world):
     from ops.studies.alignment.rating import offline_rating_predictors
 
-    truth = {(u, m): r for u, m, r in world.test.select("user_id", "movie_id", "rating").iter_rows()}
+    truth = {(u, m): r for u, m, r in world.test.select("user_id", "item_id", "rating").iter_rows()}
     # Like the plug-in's factor models: pairs it cannot place (here the 1-star ones) score -inf.
     knows = SimpleNamespace(
         score=lambda u, m: np.array([truth.get((a, b), 3) for a, b in zip(u, m)], dtype=float)
         + np.array([-np.inf if truth.get((a, b)) == 1 else 0.0 for a, b in zip(u, m)])
     )
     predict = offline_rating_predictors({"knows": knows}, world.test)["knows"]
-    users, movies = world.test.get_column("user_id").to_numpy(), world.test.get_column("movie_id").to_numpy()
+    users, movies = world.test.get_column("user_id").to_numpy(), world.test.get_column("item_id").to_numpy()
     predicted = predict(users, movies)
     assert np.isfinite(predicted).all()
     assert np.allclose(predicted, world.test.get_column("rating").to_numpy())
@@ -257,7 +257,7 @@ def test_rating_distribution_shares_and_wasserstein_by_hand():
 
 def test_list_quality_rises_for_an_oracle_and_stays_flat_for_a_coin(world):
     lists = _lists(world, (9, 4, 1), liked_only=True, stream="q")
-    liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "movie_id").iter_rows()}
+    liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "item_id").iter_rows()}
     events = simulate_lists(OracleBrain(liked), world.sessions, lists, world.catalogue)
     oracle = list_quality(events, lists, window=world.test, n_bootstrap=200)
     assert oracle.rises["ctr"] and oracle.rises["cvr"]
@@ -296,7 +296,7 @@ def test_the_yardstick_keeps_the_papers_lists_where_users_like_enough_and_shorte
     def liked(counts):  # counts[u]: liked held-out items of user u
         return pl.DataFrame(
             [(u, 1000 * u + i) for u, n in enumerate(counts) for i in range(n)],
-            schema={"user_id": pl.Int64, "movie_id": pl.Int64},
+            schema={"user_id": pl.Int64, "item_id": pl.Int64},
             orient="row",
         )
 
@@ -327,7 +327,7 @@ def test_list_quality_on_a_short_yardstick_reads_against_its_poorest_lists(world
         full_lists_only=True,
     )
     assert lists.group_by("ratio", "user_id").len().get_column("len").unique().to_list() == [6]
-    liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "movie_id").iter_rows()}
+    liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "item_id").iter_rows()}
     oracle = list_quality(simulate_lists(OracleBrain(liked), world.sessions, lists, world.catalogue), lists, world.test)
     assert oracle.ratios == ["1:5", "1:2", "1:1"] and oracle.readout.control == "1:5"
     assert oracle.shares["1:1"] == pytest.approx(0.5) and oracle.rises["ctr"] and oracle.rises["cvr"]
@@ -397,9 +397,9 @@ def test_per_session_rows_tell_how_often_from_how_much():
 
 
 def test_behaviours_are_counted_from_events_and_held_out_ratings():
-    movies = pl.DataFrame({"movie_id": [1, 2, 3], "genres": [["Drama"], ["Comedy", "Drama"], ["Horror"]]})
-    movie_mean = pl.DataFrame({"movie_id": [1, 2, 3], "mean": [3.0, 4.0, 2.0]})
-    held = pl.DataFrame({"user_id": [7, 7, 8], "movie_id": [1, 3, 2], "rating": [5, 2, 4]})
+    movies = pl.DataFrame({"item_id": [1, 2, 3], "genres": [["Drama"], ["Comedy", "Drama"], ["Horror"]]})
+    movie_mean = pl.DataFrame({"item_id": [1, 2, 3], "mean": [3.0, 4.0, 2.0]})
+    held = pl.DataFrame({"user_id": [7, 7, 8], "item_id": [1, 3, 2], "rating": [5, 2, 4]})
     real = real_behaviour(held, movie_mean, movies)
     assert real.row(0, named=True) | {} == {
         "user_id": 7,
@@ -413,7 +413,7 @@ def test_behaviours_are_counted_from_events_and_held_out_ratings():
             "arm": ["a", "a", "a", "b", "b"],
             "user_id": [7] * 5,
             "action": [CLICK_MOVIE, WATCH_AND_RATE, EXIT, CLICK_MOVIE, EXIT],
-            "movie_id": [2, 2, None, 1, None],
+            "item_id": [2, 2, None, 1, None],
             "rating": [None, 5, None, None, None],
         }
     )
@@ -423,10 +423,10 @@ def test_behaviours_are_counted_from_events_and_held_out_ratings():
 
 
 def test_real_sessions_split_where_an_hour_passes_without_a_rating():
-    movies = pl.DataFrame({"movie_id": [1, 2, 3], "genres": [["Drama"], ["Comedy", "Drama"], ["Horror"]]})
+    movies = pl.DataFrame({"item_id": [1, 2, 3], "genres": [["Drama"], ["Comedy", "Drama"], ["Horror"]]})
     # User 7: two ratings a minute apart, then one two hours later; user 8: one rating.
     held = pl.DataFrame(
-        {"user_id": [7, 7, 7, 8], "movie_id": [3, 1, 2, 2], "rating": [5, 2, 4, 3], "timestamp": [7260, 0, 60, 50]}
+        {"user_id": [7, 7, 7, 8], "item_id": [3, 1, 2, 2], "rating": [5, 2, 4, 3], "timestamp": [7260, 0, 60, 50]}
     )
     got = real_session_behaviour(held, movies, gap_s=3600).rows(named=True)
     # 7: sessions {1, 2} (2 ratings, genres Drama + Comedy) and {3} (1 rating, Horror).

@@ -74,8 +74,8 @@ def test_on_planted_tastes_the_calibrated_brain_discriminates_and_responds_to_li
     assert abs(response.elasticity_after - 1.0) <= abs(response.elasticity_before - 1.0)
 
     users = sorted(set(split.test.get_column("user_id").to_list()) & set(agents.profiles))
-    known = pl.concat([f.select("user_id", "movie_id") for f in (split.train, split.valid, split.test)])
-    lists = mixed_lists(split.test, known, synthetic["frame"].get_column("movie_id"), (1, 9), 20, 0, users, "taste")
+    known = pl.concat([f.select("user_id", "item_id") for f in (split.train, split.valid, split.test)])
+    lists = mixed_lists(split.test, known, synthetic["frame"].get_column("item_id"), (1, 9), 20, 0, users, "taste")
     taste = taste_discrimination(calibrated.brain(), agents.sessions(users), lists, catalogue, n_bootstrap=300)
     row = {(r["ratio"], r["metric"]): r for r in taste.summary.iter_rows(named=True)}
     f1, recall = row[("1:1", "f1")], row[("1:1", "recall")]
@@ -88,7 +88,7 @@ def test_on_planted_tastes_the_calibrated_brain_discriminates_and_responds_to_li
     quality = mixed_lists(
         liked,
         known,
-        synthetic["frame"].get_column("movie_id"),
+        synthetic["frame"].get_column("item_id"),
         (9, 4, 1),
         20,
         0,
@@ -118,12 +118,12 @@ def test_the_calibration_reads_neither_the_test_window_nor_more_than_it_is_given
     data, split = synthetic["data"], synthetic["split"]
     # Scramble the test window's ratings (same pairs, same times, so the cut falls at the
     # same rows) and split again.
-    test_rows = data.ratings.join(split.test.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="semi")
+    test_rows = data.ratings.join(split.test.select("user_id", "item_id"), on=["user_id", "item_id"], how="semi")
     scrambled = test_rows.with_columns(pl.Series("rating", np.random.default_rng(9).integers(1, 6, test_rows.height)))
     other = chronological_split(
         pl.concat(
             [
-                data.ratings.join(split.test.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti"),
+                data.ratings.join(split.test.select("user_id", "item_id"), on=["user_id", "item_id"], how="anti"),
                 scrambled,
             ]
         )
@@ -153,11 +153,11 @@ def test_the_calibration_reads_neither_the_test_window_nor_more_than_it_is_given
     from ops.studies.alignment.calibration import validation_lists
 
     lists = validation_lists(synthetic["model"], synthetic["agents"].sessions(), split.train, split.valid, config)
-    positives = lists.filter(pl.col("relevant")).select("user_id", "movie_id")
-    assert positives.height and positives.join(split.valid, on=["user_id", "movie_id"], how="anti").is_empty()
-    negatives = lists.filter(~pl.col("relevant")).select("user_id", "movie_id")
-    known = pl.concat([split.train, split.valid]).select("user_id", "movie_id")
-    assert negatives.join(known, on=["user_id", "movie_id"], how="semi").is_empty()
+    positives = lists.filter(pl.col("relevant")).select("user_id", "item_id")
+    assert positives.height and positives.join(split.valid, on=["user_id", "item_id"], how="anti").is_empty()
+    negatives = lists.filter(~pl.col("relevant")).select("user_id", "item_id")
+    known = pl.concat([split.train, split.valid]).select("user_id", "item_id")
+    assert negatives.join(known, on=["user_id", "item_id"], how="semi").is_empty()
 
 
 def test_on_a_sparse_validation_window_the_calibration_runs_on_shorter_lists_and_tries_uniform_negatives(tiny):
@@ -169,7 +169,7 @@ def test_on_a_sparse_validation_window_the_calibration_runs_on_shorter_lists_and
     liked = split.valid.filter(pl.col("rating") >= 4)
     # At most 3 liked validation items per user (the rest of the window as it was).
     kept = liked.with_columns(pl.int_range(pl.len()).over("user_id").alias("i")).filter(pl.col("i") < 3).drop("i")
-    sparse = pl.concat([split.valid.filter(pl.col("rating") < 4), kept]).sort("timestamp", "user_id", "movie_id")
+    sparse = pl.concat([split.valid.filter(pl.col("rating") < 4), kept]).sort("timestamp", "user_id", "item_id")
     assert sparse.filter(pl.col("rating") >= 4).group_by("user_id").len().get_column("len").max() == 3
     config = CalibrationConfig(n_agents=40, scales=(1.0, 4.0), min_agents=10, n_bootstrap=50, progress=False)
     calibrated = calibrate_list_response(
@@ -342,7 +342,7 @@ def small(tmp_path_factory):
     profiles = build_profiles(ratings, users, frame, facts=facts, poster_looks={})
     memories = build_long_term_memories(ratings, vectors)
     sessions = [AgentSession(u, profiles[u], memories[u], 0.0, 0.0) for u in sorted(profiles)]
-    genre = {m: g[0] for m, g in movies.select("movie_id", "genres").iter_rows()}
+    genre = {m: g[0] for m, g in movies.select("item_id", "genres").iter_rows()}
     return dict(catalogue=Catalogue.from_frame(frame), sessions=sessions, genre=genre, ratings=ratings)
 
 
@@ -365,7 +365,7 @@ def _sci_fi_lists(small) -> pl.DataFrame:
         for ratio, pos, neg in (("1:1", sci[:4], rom[:4]), ("1:3", sci[4:6], rom[4:10])):
             items = [m for pair in zip(pos + [None] * len(neg), neg) for m in pair if m is not None]
             rows += [(ratio, s.user_id, i + 1, m, m in pos) for i, m in enumerate(items)]
-    return pl.DataFrame(rows, schema=["ratio", "user_id", "position", "movie_id", "relevant"], orient="row")
+    return pl.DataFrame(rows, schema=["ratio", "user_id", "position", "item_id", "relevant"], orient="row")
 
 
 def test_llm_brain_scripted_to_pick_the_positives_scores_f1_1_and_picking_all_scores_the_prevalence(small, monkeypatch):
@@ -417,8 +417,8 @@ def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_work
         return answer(action=WATCH_AND_RATE, rating=4, interest=4, reason="solid")
 
     fake = FakeOpenAI(rater)
-    pairs = small["ratings"].select("user_id", "movie_id", "rating").head(12)
-    train = small["ratings"].join(pairs, on=["user_id", "movie_id"], how="anti")
+    pairs = small["ratings"].select("user_id", "item_id", "rating").head(12)
+    train = small["ratings"].join(pairs, on=["user_id", "item_id"], how="anti")
     with fake.serve() as url:
         rated = brain_ratings(_llm_brain(url, small), small["sessions"], pairs, small["catalogue"])
     result = rating_alignment(rated, train, n_bootstrap=50)
@@ -432,7 +432,7 @@ def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_work
     )
     # An answer that stays invalid after the re-ask is recorded as unanswered, not guessed ...
     four = pairs.head(4)
-    bad = int(four.get_column("movie_id")[0])
+    bad = int(four.get_column("item_id")[0])
     invalid = json.dumps({"action": "back", "interest": 3, "caught_eye": [], "reason": "no"})
 
     def one_bad(body: dict) -> str:
@@ -440,7 +440,7 @@ def test_llm_brain_asked_to_rate_answers_on_the_detail_page_and_its_rmse_is_work
         shown = body["response_format"]["json_schema"]["schema"]["properties"]["caught_eye"]["items"]["enum"]
         return invalid if shown == [bad] else rater(body)
 
-    expected = sum(m == bad for m in four.get_column("movie_id"))
+    expected = sum(m == bad for m in four.get_column("item_id"))
     assert expected <= 2
     with FakeOpenAI(one_bad).serve() as url:
         refused = rating_alignment(

@@ -27,7 +27,7 @@ from ops.studies.alignment.taste import PER_ITEM
 from ops.studies.alignment.windows import LeakageError, check_threshold_window
 
 N_MOVIES, N_USERS = 300, 120
-SCHEMA = {"user_id": pl.Int64, "movie_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
+SCHEMA = {"user_id": pl.Int64, "item_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def world():
             windows[name] += [(u, int(m), 4, t0 + i) for i, m in enumerate(chunk)]
     frames = {k: pl.DataFrame(v, schema=SCHEMA, orient="row") for k, v in windows.items()}
     sessions = [AgentSession(u, SimpleNamespace(activity_tier="medium"), None, 0.0, 0.0) for u in range(1, N_USERS + 1)]
-    known = pl.concat(list(frames.values())).select("user_id", "movie_id")
+    known = pl.concat(list(frames.values())).select("user_id", "item_id")
     lists = mixed_lists(frames["test"], known, np.arange(1, N_MOVIES + 1), (1, 3, 9), 20, 0, None, "per item")
     return SimpleNamespace(**frames, planted=planted, sessions=sessions, lists=lists)
 
@@ -120,7 +120,7 @@ def test_a_scorer_blind_to_the_plant_gets_a_threshold_but_no_skill(world):
 def test_the_threshold_never_reads_the_test_window(world):
     score = _knows_the_plant(world, noise=0.5)
     # The test window's content does not move the thresholds: it is only guarded against.
-    other = world.test.with_columns(pl.col("movie_id") + 10_000, pl.col("rating") * 0 + 1)
+    other = world.test.with_columns(pl.col("item_id") + 10_000, pl.col("rating") * 0 + 1)
     assert _thresholds(world, _knows_the_plant(world, 0.5, seed=4)) == _thresholds(
         world, _knows_the_plant(world, 0.5, seed=4), held_out=other
     )
@@ -156,7 +156,7 @@ def test_the_papers_history_holdout_draws_disjoint_sets_and_keeps_the_profile(wo
 def test_thresholds_fitted_on_the_second_history_draw_score_the_first(world):
     # The bench's papers' protocol on the plant: thresholds from one draw, F1 on the other.
     positives, tuning = history_holdout(world.train, range(1, N_USERS + 1), n=3, seed=0)
-    known = pl.concat([world.train, world.valid, world.test]).select("user_id", "movie_id")
+    known = pl.concat([world.train, world.valid, world.test]).select("user_id", "item_id")
     movies = np.arange(1, N_MOVIES + 1)
     score = _knows_the_plant(world, noise=0.5)
     thresholds = thresholds_on_lists(
@@ -248,7 +248,7 @@ def test_the_papers_holdout_rebuilds_the_agents_without_both_draws_and_reports_a
     from ops.studies.alignment.taste import PAPERS_HOLDOUT, TasteDiscrimination
     from ops.studies.alignment.trust import trust_section
 
-    known = pl.concat([world.train, world.valid, world.test]).select("user_id", "movie_id")
+    known = pl.concat([world.train, world.valid, world.test]).select("user_id", "item_id")
     movies = np.arange(1, N_MOVIES + 1)
     seen = {}
 
@@ -275,7 +275,7 @@ def test_the_papers_holdout_rebuilds_the_agents_without_both_draws_and_reports_a
     assert not kept & (set(positives.iter_rows()) | set(tuning.iter_rows()))
     assert len(kept) == world.train.height - positives.height - tuning.height
     # The thresholds are fitted on the second draw, the F1 scored on the first.
-    tuned = seen["threshold_lists"].filter(pl.col("relevant")).select("user_id", "movie_id")
+    tuned = seen["threshold_lists"].filter(pl.col("relevant")).select("user_id", "item_id")
     assert set(tuned.iter_rows()) <= set(tuning.iter_rows())
     assert result.protocol == PAPERS_HOLDOUT and set(result.per_agent.get_column("user_id").to_list()) == set(judged)
     assert result.summary.filter(pl.col("metric") == "f1").get_column("mean").to_list() == [1.0, 1.0]

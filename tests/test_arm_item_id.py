@@ -1,6 +1,6 @@
 """The arm API says `item_id` on every domain (docs/arms.md): a plug-in kind written against
 it trains, ranks and is stored on the bookshop (examples/bookshop) without ever being handed
-simab's internal `movie_id`, and simab gets its ranking back as its own TOP_K table."""
+simab's internal `item_id`, and simab gets its ranking back as its own TOP_K table."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from ops.arms import registry
-from ops.arms.base import RANKING, ArmBase, FitData, arm_frame, internal_frame
+from ops.arms.base import RANKING, ArmBase, FitData
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
 from ops.arms.registry import PluggedArm, make_arm
 from ops.data.domain import load_files
@@ -19,6 +19,7 @@ from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 from ops.schema import TOP_K
 from ops.settings import PROJECT_ROOT
+from ops.storage.codec import current_names, load_arrays, load_table
 
 BOOKSHOP = PROJECT_ROOT / "examples" / "bookshop"
 
@@ -77,8 +78,8 @@ def test_a_plug_in_kind_written_against_item_id_trains_and_ranks_on_the_bookshop
     tables = load_files(BOOKSHOP)
     split = chronological_split(tables.ratings)
     catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
-    assert "movie_id" in split.train.columns and "movie_id" in catalogue.columns  # simab's own tables
-    items = catalogue.get_column("movie_id").to_numpy()
+    assert "item_id" in split.train.columns and "item_id" in catalogue.columns  # simab's own tables
+    items = catalogue.get_column("item_id").to_numpy()
     arm = make_arm(f"books={shelf};shrinkage=2")
     assert isinstance(arm, PluggedArm)
     data = FitData(split.train, split.valid, tables.users, catalogue, rank_users=ranking_users(split.train, split.test))
@@ -86,35 +87,33 @@ def test_a_plug_in_kind_written_against_item_id_trains_and_ranks_on_the_bookshop
     ranking = rank_once(arm, split.train, split.test, items, k=10)
 
     # The arm was handed item_id everywhere (train, valid, catalogue, the excluded pairs) ...
-    assert "item_id" in arm.arm.columns_seen and "movie_id" not in arm.arm.columns_seen
+    assert "item_id" in arm.arm.columns_seen
     assert "title" in arm.arm.columns_seen  # ... and the catalogue's side features beside it.
     # ... and simab got its ranking back as its own table: every ranked user, no train book.
     assert dict(ranking.schema) == TOP_K
     assert set(ranking.get_column("user_id")) == set(ranking_users(split.train, split.test).tolist())
-    assert ranking.join(split.train, on=["user_id", "movie_id"], how="semi").height == 0
-    assert set(ranking.get_column("movie_id")) <= set(items.tolist())
+    assert ranking.join(split.train, on=["user_id", "item_id"], how="semi").height == 0
+    assert set(ranking.get_column("item_id")) <= set(items.tolist())
     # The lists are the shrunk means, best first, ties by item id, of the books unread in train.
     user = int(split.train.get_column("user_id")[0])
-    read = set(split.train.filter(pl.col("user_id") == user).get_column("movie_id"))
+    read = set(split.train.filter(pl.col("user_id") == user).get_column("item_id"))
     unread = np.array([i for i in items if i not in read])
     scores = arm.score(np.full(unread.size, user), unread)
     expected = unread[np.lexsort((unread, -scores))][:10].tolist()
-    assert ranking.filter(pl.col("user_id") == user).sort("rank").get_column("movie_id").to_list() == expected
+    assert ranking.filter(pl.col("user_id") == user).sort("rank").get_column("item_id").to_list() == expected
     assert metrics_from_lists(arm, ranking, split.test).test_auc is not None
     # Stored without pickle, loaded by its kind's name, it ranks the same.
     arm.save(tmp_path / "shelf")
     assert rank_once(PluggedArm.load(tmp_path / "shelf"), split.train, split.test, items, k=10).equals(ranking)
 
 
-def test_the_crossing_renames_the_item_column_both_ways_and_nothing_else():
-    internal = pl.DataFrame({"user_id": [1], "movie_id": [7], "rating": [4]})
-    assert arm_frame(internal).columns == ["user_id", "item_id", "rating"]
-    assert internal_frame(arm_frame(internal)).equals(internal)
-    assert arm_frame(arm_frame(internal)).columns == ["user_id", "item_id", "rating"]  # once only
-    data = FitData(internal, internal, pl.DataFrame({"user_id": [1]}), internal.select("movie_id"))
-    assert [f.columns for f in (data.train, data.valid, data.catalogue)] == [
-        ["user_id", "item_id", "rating"],
-        ["user_id", "item_id", "rating"],
-        ["item_id"],
-    ]
-    assert list(RANKING) == [c if c != "movie_id" else "item_id" for c in TOP_K]
+def test_an_older_homes_movie_id_is_read_as_item_id(tmp_path):
+    """simab's own tables named the item `movie_id` before December 2026: what a home stored
+    then (tables, arrays, an arm's lists) reads back with the item named `item_id`."""
+    pl.DataFrame({"user_id": [1], "movie_id": [7], "rating": [4]}).write_parquet(tmp_path / "old.parquet")
+    assert load_table(tmp_path / "old.parquet").columns == ["user_id", "item_id", "rating"]
+    both = pl.DataFrame({"item_id": [1], "movie_id": [2]})  # a frame that has both is left as it is
+    assert current_names(both).equals(both)
+    np.savez(tmp_path / "old.npz", movie_ids=np.array([1, 2]), text=np.zeros((2, 3)))
+    assert sorted(load_arrays(tmp_path / "old.npz")) == ["item_ids", "text"]
+    assert list(RANKING) == list(TOP_K) and "item_id" in RANKING

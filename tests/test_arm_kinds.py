@@ -246,7 +246,7 @@ def test_a_kind_added_as_one_file_is_found_by_name_made_fitted_ranked_and_stored
     users, movies, ratings = planted_movielens(seed=7, n_users=60, n_movies=80, ratings_per_user=25)
     split = chronological_split(ratings)
     catalogue = build_mm_ml_1m(movies)
-    items = catalogue.get_column("movie_id").to_numpy()
+    items = catalogue.get_column("item_id").to_numpy()
     assert new_kind in kind_names() and new_kind in known_arm_names()
     assert has_capability(new_kind, "slow_to_train") and not has_capability(new_kind, "can_refit")
     assert issubclass(kind_class(new_kind), ArmBase) and kind_class(new_kind).__name__ == "TopRated"
@@ -256,7 +256,7 @@ def test_a_kind_added_as_one_file_is_found_by_name_made_fitted_ranked_and_stored
     arm.fit(FitData(split.train, split.valid, users, catalogue, rank_users=ranking_users(split.train, split.test)))
     ranking = rank_once(arm, split.train, split.test, items)
     assert ranking.group_by("user_id").len().get_column("len").min() == 20
-    assert ranking.join(split.train, on=["user_id", "movie_id"], how="semi").height == 0
+    assert ranking.join(split.train, on=["user_id", "item_id"], how="semi").height == 0
     assert metrics_from_lists(arm, ranking, split.test).test_auc is not None
     arm.save(tmp_path / "stored")
     again = PluggedArm.load(tmp_path / "stored")
@@ -270,7 +270,7 @@ def test_a_kind_added_as_one_file_brings_its_own_setting_to_its_arms_only(new_tr
     users, movies, ratings = planted_movielens(seed=7, n_users=60, n_movies=80, ratings_per_user=25)
     split = chronological_split(ratings)
     catalogue = build_mm_ml_1m(movies)
-    items = catalogue.get_column("movie_id").to_numpy()
+    items = catalogue.get_column("item_id").to_numpy()
     assert new_trained_kind in known_arm_names() and "top" in kind_class(new_trained_kind).spec_parameters()
     assert arm_config(new_trained_kind).top == 5 and make_arm(new_trained_kind).config.top == 5  # its default
     arm = make_arm(parse_arm_spec(f"top3={new_trained_kind};top=3"), seed=3)
@@ -282,8 +282,8 @@ def test_a_kind_added_as_one_file_brings_its_own_setting_to_its_arms_only(new_tr
     assert spec_problem(parse_arm_spec(f"x={new_trained_kind};top=many")).startswith("parameter top='many'")
     arm.fit(FitData(split.train, split.valid, users, catalogue))
     scored = arm.score(np.ones(items.size, dtype=np.int64), items)
-    counts = split.train.group_by("movie_id").len().sort(["len", "movie_id"], descending=[True, False])
-    assert set(items[scored > 0]) == set(counts["movie_id"].head(3))  # the model read top=3
+    counts = split.train.group_by("item_id").len().sort(["len", "item_id"], descending=[True, False])
+    assert set(items[scored > 0]) == set(counts["item_id"].head(3))  # the model read top=3
     ranking = rank_once(arm, split.train, split.test, items)
     assert ranking.filter(pl.col("score") > 0).group_by("user_id").len().get_column("len").max() <= 3
     assert arm_params(arm)["top"] == 3  # what MLflow records of the arm
@@ -326,7 +326,7 @@ def test_a_kind_named_by_an_installed_package_s_entry_point_is_found_made_and_ra
         catalogue = build_mm_ml_1m(movies)
         arm = make_arm("top=toprated;shrinkage=5")
         arm.fit(FitData(split.train, split.valid, users, catalogue))
-        ranking = rank_once(arm, split.train, split.test, catalogue.get_column("movie_id").to_numpy())
+        ranking = rank_once(arm, split.train, split.test, catalogue.get_column("item_id").to_numpy())
         assert ranking.group_by("user_id").len().get_column("len").min() == 20
         assert arm.describe()["arm_kind"] == "toprated" and arm.params == {"shrinkage": 5.0}
     finally:

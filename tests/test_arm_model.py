@@ -46,7 +46,7 @@ def test_save_and_load_score_identically(trained, tmp_path, name):
     save_arm(arm, tmp_path / "arm")  # overwriting replaces the folder as a whole
     assert not (folder / "stale").exists()
     again = load_arm(folder, device="cpu")
-    u, m = split.test["user_id"].to_numpy(), split.test["movie_id"].to_numpy()
+    u, m = split.test["user_id"].to_numpy(), split.test["item_id"].to_numpy()
     assert np.array_equal(again.score(u, m), arm.score(u, m))
     assert again.config == arm.config and again.history == arm.history and again.best_epoch == arm.best_epoch
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left
@@ -92,7 +92,7 @@ def _register_and_check(arms, split):
     # The registered arm takes the arm API's item column, and says so in its signature (which
     # the `mlflow:` arm kind reads).
     assert model.metadata.signature.inputs.input_names() == ["user_id", "item_id"]
-    frame = pd.DataFrame({"user_id": split.test["user_id"].to_numpy(), "item_id": split.test["movie_id"].to_numpy()})
+    frame = pd.DataFrame({"user_id": split.test["user_id"].to_numpy(), "item_id": split.test["item_id"].to_numpy()})
     assert np.allclose(
         np.asarray(model.predict(frame)), arm.score(frame["user_id"].to_numpy(), frame["item_id"].to_numpy())
     )

@@ -10,7 +10,6 @@ import pytest
 from dagster import DagsterInstance
 
 from fakes.arm_packages import install_tiny_arm_package, uninstall
-from ops.arms.base import arm_frame
 
 # Readouts here skip the papers' taste hold-out (an agent rebuild and a brain refit) and draw
 # 200 bootstrap replicates instead of 2,000: tests/test_end_to_end.py checks both at their defaults.
@@ -35,8 +34,8 @@ ARM_CONFIG = {
 def _lists(home, drop_user: bool = False) -> pl.DataFrame:
     """Every train and test user's 25 most-rated train movies it has not rated, with scores."""
     # The stored windows with the item column a team's system sees (item_id), as examples/lists_file.py.
-    train = arm_frame(pl.read_parquet(home / "assets" / "train_ratings.parquet"))
-    test = arm_frame(pl.read_parquet(home / "assets" / "test_ratings.parquet"))
+    train = pl.read_parquet(home / "assets" / "train_ratings.parquet")
+    test = pl.read_parquet(home / "assets" / "test_ratings.parquet")
     counts = train.group_by("item_id").len("n").sort(["n", "item_id"], descending=[True, False])
     users = pl.concat([train.select("user_id"), test.select("user_id")]).unique().sort("user_id")
     lists = (
@@ -222,8 +221,8 @@ def test_short_lists_run_filled_from_popularity_or_as_they_are(world, tmp_path):
         # fill=pop: the nine, then the popularity order: the 20 the full file's lists begin with.
         assert (
             lists["nine-pop"]
-            .select("user_id", "rank", "movie_id")
-            .equals(lists["ours"].select("user_id", "rank", "movie_id"))
+            .select("user_id", "rank", "item_id")
+            .equals(lists["ours"].select("user_id", "rank", "item_id"))
         )
         # fill=none: nine items a user, two home pages, never a third.
         assert set(lists["nine"].group_by("user_id").len().get_column("len").to_list()) == {9}

@@ -10,7 +10,7 @@ import pytest
 
 from fakes.arm_packages import install_agent4rec_plugin, install_tiny_arm_package, uninstall
 from fakes.planted_data import planted_movielens
-from ops.arms.base import Arm, FitData, ScoresNotAvailable, arm_frame
+from ops.arms.base import Arm, FitData, ScoresNotAvailable
 from ops.arms.lists_file import ListsFileError, read_lists
 from ops.arms.ranking import lists_for, metrics_from_lists, rank_once, ranking_users
 from ops.arms.recommenders import TrainedArm, arm_config, evaluate_arm, top_k
@@ -77,7 +77,7 @@ def test_specs_name_an_arm_its_kind_and_its_parameters():
 
 def test_rank_once_gives_the_built_ins_offline_metrics_and_lists_unchanged(data):
     users, catalogue, split = data
-    items = catalogue.get_column("movie_id").to_numpy()
+    items = catalogue.get_column("item_id").to_numpy()
     for name in ("random", "pop", "fm"):
         arm = _fit(make_arm(name, **FAST), data)
         assert isinstance(arm, TrainedArm) and isinstance(arm, Arm)
@@ -90,8 +90,8 @@ def test_rank_once_gives_the_built_ins_offline_metrics_and_lists_unchanged(data)
         assert once.test_log_loss == before.test_log_loss and once.users_ranked == before.users_ranked
         train_users = split.train.get_column("user_id").unique().to_numpy()
         lists = lists_for(ranking, train_users)
-        direct = top_k(arm, train_users, items, exclude=split.train.select("user_id", "movie_id"))
-        assert lists.select("user_id", "rank", "movie_id").equals(direct.select("user_id", "rank", "movie_id"))
+        direct = top_k(arm, train_users, items, exclude=split.train.select("user_id", "item_id"))
+        assert lists.select("user_id", "rank", "item_id").equals(direct.select("user_id", "rank", "item_id"))
         assert np.allclose(lists.get_column("score").to_numpy(), direct.get_column("score").to_numpy(), atol=1e-12)
     assert once.test_auc > 0.5 and once.ndcg_at_k > 0
 
@@ -104,17 +104,17 @@ def test_an_entry_point_arm_is_made_fitted_ranked_stored_and_refit(data, tmp_pat
         arm = make_arm("itemmean", seed=3, max_epochs=9)  # the constructor takes seed, not max_epochs
         assert isinstance(arm, PluggedArm) and arm.params == {"shrinkage": 5.0, "seed": 3}
         _fit(arm, data)
-        ranking = rank_once(arm, split.train, split.test, catalogue.get_column("movie_id").to_numpy())
+        ranking = rank_once(arm, split.train, split.test, catalogue.get_column("item_id").to_numpy())
         assert ranking.group_by("user_id").len().get_column("len").min() == 20
-        assert ranking.join(split.train, on=["user_id", "movie_id"], how="semi").height == 0  # never a train item
+        assert ranking.join(split.train, on=["user_id", "item_id"], how="semi").height == 0  # never a train item
         metrics = metrics_from_lists(arm, ranking, split.test)
         assert metrics.test_auc is not None and metrics.test_log_loss is None
         arm.save(tmp_path / "stored")
         again = PluggedArm.load(tmp_path / "stored")
-        pairs = split.test.select("user_id", "movie_id")
+        pairs = split.test.select("user_id", "item_id")
         assert np.array_equal(
-            again.score(pairs["user_id"].to_numpy(), pairs["movie_id"].to_numpy()),
-            arm.score(pairs["user_id"].to_numpy(), pairs["movie_id"].to_numpy()),
+            again.score(pairs["user_id"].to_numpy(), pairs["item_id"].to_numpy()),
+            arm.score(pairs["user_id"].to_numpy(), pairs["item_id"].to_numpy()),
         )
         assert (
             again.describe()["arm_class"] == "tiny_simab_arm.ItemMeanArm" and again.describe()["arm_spec"] == "itemmean"
@@ -133,11 +133,11 @@ def _good_lists(data, n: int = 25, scores: bool = True) -> pl.DataFrame:
     pop = _fit(make_arm("pop"), data)
     ranking = pop.rank(
         ranking_users(split.train, split.test),
-        catalogue.get_column("movie_id").to_numpy(),
-        arm_frame(split.train.select("user_id", "movie_id")),
+        catalogue.get_column("item_id").to_numpy(),
+        split.train.select("user_id", "item_id"),
         n,
     )
-    assert "movie_id" not in ranking.columns  # an arm's ranking says item_id, as a lists file does
+    assert "item_id" in ranking.columns  # an arm's ranking says item_id, as a lists file does
     frame = ranking.select("user_id", "rank", "item_id", "score")
     return frame if scores else frame.drop("score")
 
@@ -147,9 +147,9 @@ def _read(path, data):
     return read_lists(
         path,
         users.get_column("user_id").to_numpy(),
-        catalogue.get_column("movie_id").to_numpy(),
+        catalogue.get_column("item_id").to_numpy(),
         ranking_users(split.train, split.test),
-        arm_frame(split.train),  # the lists arm reads FitData's train window
+        split.train,  # the lists arm reads FitData's train window
     )
 
 
@@ -161,10 +161,10 @@ def test_a_lists_file_ranks_as_written_and_gives_auc_only_with_scores(data, tmp_
     assert has_scores and lists.height == good.height
     arm = _fit(make_arm(parse_arm_spec(f"ours=lists:{tmp_path / 'lists.parquet'}")), data)
     assert not arm.can_refit
-    ranking = rank_once(arm, split.train, split.test, catalogue.get_column("movie_id").to_numpy())
+    ranking = rank_once(arm, split.train, split.test, catalogue.get_column("item_id").to_numpy())
     pop = _fit(make_arm("pop"), data)
     pop_metrics = metrics_from_lists(
-        pop, rank_once(pop, split.train, split.test, catalogue.get_column("movie_id").to_numpy()), split.test
+        pop, rank_once(pop, split.train, split.test, catalogue.get_column("item_id").to_numpy()), split.test
     )
     ours = metrics_from_lists(arm, ranking, split.test)
     assert ours.recall_at_k == pytest.approx(pop_metrics.recall_at_k) and ours.ndcg_at_k == pytest.approx(
@@ -177,7 +177,7 @@ def test_a_lists_file_ranks_as_written_and_gives_auc_only_with_scores(data, tmp_
     with pytest.raises(ScoresNotAvailable):
         bare.score(np.array([1]), np.array([1]))
     metrics = metrics_from_lists(
-        bare, rank_once(bare, split.train, split.test, catalogue.get_column("movie_id").to_numpy()), split.test
+        bare, rank_once(bare, split.train, split.test, catalogue.get_column("item_id").to_numpy()), split.test
     )
     assert metrics.test_auc is None and metrics.recall_at_k == pytest.approx(ours.recall_at_k)
 
@@ -271,7 +271,7 @@ def test_each_malformed_lists_file_gets_one_line_naming_file_row_and_field(data,
 
 def test_the_agent4rec_plugin_arms_fit_rank_store_and_refit(data, tmp_path):
     users, catalogue, split = data
-    items = catalogue.get_column("movie_id").to_numpy()
+    items = catalogue.get_column("item_id").to_numpy()
     for library in ("cornac", "torch_geometric"):
         pytest.importorskip(
             library, reason=f"the Agent4Rec plug-in's {library} is not installed (plugins/simab-agent4rec)"
@@ -312,7 +312,7 @@ def test_an_mlflow_model_scores_or_returns_top_k_and_records_its_version(data, t
     import mlflow
 
     users, catalogue, split = data
-    items = catalogue.get_column("movie_id").to_numpy()
+    items = catalogue.get_column("item_id").to_numpy()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     from fakes.mlflow_models import log_popularity_models
@@ -325,7 +325,7 @@ def test_an_mlflow_model_scores_or_returns_top_k_and_records_its_version(data, t
     pop = _fit(make_arm("pop"), data)
     ranking = rank_once(scored, split.train, split.test, items)
     expected = rank_once(pop, split.train, split.test, items)
-    assert ranking.select("user_id", "rank", "movie_id").equals(expected.select("user_id", "rank", "movie_id"))
+    assert ranking.select("user_id", "rank", "item_id").equals(expected.select("user_id", "rank", "item_id"))
     assert metrics_from_lists(scored, ranking, split.test).test_auc == pytest.approx(
         metrics_from_lists(pop, expected, split.test).test_auc
     )
@@ -333,7 +333,7 @@ def test_an_mlflow_model_scores_or_returns_top_k_and_records_its_version(data, t
     listing = _fit(make_arm(parse_arm_spec("cand=mlflow:models:/team-pop-topk@champion")), data)
     assert listing.describe()["mlflow_mode"] == "topk" and listing.describe()["mlflow_model_version"] == "1"
     top = rank_once(listing, split.train, split.test, items)
-    assert top.select("user_id", "rank", "movie_id").equals(expected.select("user_id", "rank", "movie_id"))
+    assert top.select("user_id", "rank", "item_id").equals(expected.select("user_id", "rank", "item_id"))
     assert metrics_from_lists(listing, top, split.test).test_auc is None
     # Stored and loaded, it scores from its own copy of the model.
     scored.save(tmp_path / "stored")
@@ -352,7 +352,7 @@ def test_a_short_list_is_refused_naming_the_fills_filled_from_popularity_or_simu
     short.write_parquet(tmp_path / "short.parquet")
     with pytest.raises(ListsFileError, match=r"fewer than 20 \(3 user\(s\) short\); .*`;fill=pop`.*`;fill=none`"):
         _fit(make_arm(parse_arm_spec(f"short=lists:{tmp_path / 'short.parquet'}")), data)
-    items = catalogue.get_column("movie_id").to_numpy()
+    items = catalogue.get_column("item_id").to_numpy()
     pop = _fit(make_arm("pop"), data)
     pop_top = rank_once(pop, split.train, split.test, items)
 
@@ -360,8 +360,8 @@ def test_a_short_list_is_refused_naming_the_fills_filled_from_popularity_or_simu
     filled = _fit(make_arm(parse_arm_spec(f"filled=lists:{tmp_path / 'short.parquet'};fill=pop")), data)
     ranking = rank_once(filled, split.train, split.test, items)
     for user in thin:
-        mine = ranking.filter(pl.col("user_id") == user).sort("rank").get_column("movie_id").to_list()
-        assert mine == pop_top.filter(pl.col("user_id") == user).sort("rank").get_column("movie_id").to_list()
+        mine = ranking.filter(pl.col("user_id") == user).sort("rank").get_column("item_id").to_list()
+        assert mine == pop_top.filter(pl.col("user_id") == user).sort("rank").get_column("item_id").to_list()
         assert len(mine) == 20
     assert filled.describe()["short_users"] == 3 and filled.describe()["filled_items"] == 3 * 11
     scored = filled.lists.filter(pl.col("user_id") == thin[0]).sort("rank").get_column("score")
@@ -377,7 +377,7 @@ def test_a_short_list_is_refused_naming_the_fills_filled_from_popularity_or_simu
     assert 0 <= metrics.recall_at_k <= metrics_from_lists(pop, pop_top, split.test).recall_at_k
 
     # A list left with nothing: filled whole from popularity; as it is, refused (no home page to show).
-    seen = split.train.filter(pl.col("user_id") == empty).get_column("movie_id").head(5).to_list()
+    seen = split.train.filter(pl.col("user_id") == empty).get_column("item_id").head(5).to_list()
     nothing = pl.concat(
         [
             short.filter(pl.col("user_id") != empty).drop("score"),
@@ -399,8 +399,8 @@ def test_a_short_list_is_refused_naming_the_fills_filled_from_popularity_or_simu
         _fit(make_arm(parse_arm_spec(f"cold=lists:{tmp_path / 'cold.parquet'};fill=none")), data)
     cold = _fit(make_arm(parse_arm_spec(f"cold_pop=lists:{tmp_path / 'cold.parquet'};fill=pop")), data)
     ranking = rank_once(cold, split.train, split.test, items)
-    mine = ranking.filter(pl.col("user_id") == empty).sort("rank").get_column("movie_id").to_list()
-    assert mine == pop_top.filter(pl.col("user_id") == empty).sort("rank").get_column("movie_id").to_list()
+    mine = ranking.filter(pl.col("user_id") == empty).sort("rank").get_column("item_id").to_list()
+    assert mine == pop_top.filter(pl.col("user_id") == empty).sort("rank").get_column("item_id").to_list()
     assert len(mine) == 20 and cold.describe()["short_users"] == 4
     with pytest.raises(ValueError, match="fill='zeros': one of pop, none"):
         make_arm(parse_arm_spec(f"z=lists:{tmp_path / 'short.parquet'};fill=zeros"))

@@ -30,7 +30,7 @@ def events_frame(rows: list[dict], arm: str = "deepfm", brain: str = "embedded")
 
 def train_frame() -> pl.DataFrame:
     return pl.DataFrame(
-        {"user_id": [1, 1, 2], "movie_id": [5, 6, 5], "rating": [3, 4, 1], "timestamp": [100, 250, 200]}, schema=RATINGS
+        {"user_id": [1, 1, 2], "item_id": [5, 6, 5], "rating": [3, 4, 1], "timestamp": [100, 250, 200]}, schema=RATINGS
     )
 
 
@@ -39,28 +39,28 @@ def session_events() -> pl.DataFrame:
     # user 2: clicks 12 twice, watching it with 3 then 5 stars.
     return events_frame(
         [
-            dict(user_id=1, step=1, action="click_movie", movie_id=10),
-            dict(user_id=1, step=2, action="watch_and_rate", movie_id=10, rating=2),
-            dict(user_id=1, step=3, action="back", movie_id=10),
-            dict(user_id=1, step=4, action="click_movie", movie_id=11),
-            dict(user_id=1, step=5, action="back", movie_id=11),
-            dict(user_id=1, step=6, action="click_movie", movie_id=5),
-            dict(user_id=1, step=7, action="watch_and_rate", movie_id=5, rating=5),
+            dict(user_id=1, step=1, action="click_movie", item_id=10),
+            dict(user_id=1, step=2, action="watch_and_rate", item_id=10, rating=2),
+            dict(user_id=1, step=3, action="back", item_id=10),
+            dict(user_id=1, step=4, action="click_movie", item_id=11),
+            dict(user_id=1, step=5, action="back", item_id=11),
+            dict(user_id=1, step=6, action="click_movie", item_id=5),
+            dict(user_id=1, step=7, action="watch_and_rate", item_id=5, rating=5),
             dict(user_id=1, step=8, action="exit"),
             dict(user_id=1, step=9, action="exit_interview", satisfaction=6),
             dict(user_id=2, step=1, action="next_page"),
-            dict(user_id=2, step=2, action="click_movie", movie_id=12),
-            dict(user_id=2, step=3, action="watch_and_rate", movie_id=12, rating=3),
-            dict(user_id=2, step=4, action="back", movie_id=12),
-            dict(user_id=2, step=5, action="click_movie", movie_id=12),
-            dict(user_id=2, step=6, action="watch_and_rate", movie_id=12, rating=5),
+            dict(user_id=2, step=2, action="click_movie", item_id=12),
+            dict(user_id=2, step=3, action="watch_and_rate", item_id=12, rating=3),
+            dict(user_id=2, step=4, action="back", item_id=12),
+            dict(user_id=2, step=5, action="click_movie", item_id=12),
+            dict(user_id=2, step=6, action="watch_and_rate", item_id=12, rating=5),
             dict(user_id=2, step=7, action="exit"),
         ]
     )
 
 
 def rows(frame: pl.DataFrame) -> list[tuple]:
-    return frame.select("user_id", "movie_id", "rating", "timestamp").rows()
+    return frame.select("user_id", "item_id", "rating", "timestamp").rows()
 
 
 def test_views_keep_the_agents_rating_after_the_last_train_timestamp():
@@ -101,14 +101,14 @@ def test_bad_events_are_named():
 def test_augmented_train_is_exactly_train_plus_the_new_pairs():
     train = train_frame()
     simulated = pl.DataFrame(
-        {"user_id": [1, 3, 3, 2], "movie_id": [6, 7, 7, 9], "rating": [1, 5, 2, 4], "timestamp": [300, 301, 302, 303]},
+        {"user_id": [1, 3, 3, 2], "item_id": [6, 7, 7, 9], "rating": [1, 5, 2, 4], "timestamp": [300, 301, 302, 303]},
         schema=RATINGS,
     )
     out = augment(train, simulated)
     assert out.slice(0, train.height).equals(train)  # train untouched and first
     # (1, 6) is already in train (the real rating stands); (3, 7) appears twice: first kept.
     assert rows(out.slice(train.height)) == [(3, 7, 5, 301), (2, 9, 4, 303)]
-    assert out.select("user_id", "movie_id").is_unique().all()
+    assert out.select("user_id", "item_id").is_unique().all()
     assert augment(train, simulated.clear()).equals(train)
 
 
@@ -128,8 +128,8 @@ def views_of(pairs: pl.DataFrame, ratings: np.ndarray) -> pl.DataFrame:
     """watch_and_rate events of `pairs` with `ratings`."""
     return events_frame(
         [
-            dict(user_id=u, movie_id=m, action="watch_and_rate", step=i + 1, rating=int(r))
-            for i, (u, m, r) in enumerate(zip(pairs["user_id"], pairs["movie_id"], ratings))
+            dict(user_id=u, item_id=m, action="watch_and_rate", step=i + 1, rating=int(r))
+            for i, (u, m, r) in enumerate(zip(pairs["user_id"], pairs["item_id"], ratings))
         ],
         brain="planted",
     )
@@ -142,21 +142,21 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
     sample = pool.head(400)
     clicks = (
         sample.head(150)
-        .select("user_id", "movie_id")
+        .select("user_id", "item_id")
         .with_columns(action=pl.lit("click_movie"), step=pl.int_range(1, pl.len() + 1).over("user_id"))
     )
     events = pl.concat(
         [
             views_of(sample, sample["rating"].to_numpy()),
             events_frame(
-                [dict(user_id=u, movie_id=m, action="click_movie", step=10_000 + s) for u, m, _, s in clicks.rows()]
+                [dict(user_id=u, item_id=m, action="click_movie", step=10_000 + s) for u, m, _, s in clicks.rows()]
             ),
             # A view of a pair already in train adds nothing.
             events_frame(
                 [
                     dict(
                         user_id=train["user_id"][0],
-                        movie_id=train["movie_id"][0],
+                        item_id=train["item_id"][0],
                         action="watch_and_rate",
                         step=1,
                         rating=1,
@@ -176,14 +176,14 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
     assert out["added_positive_share"][2] == pytest.approx(float((sample["rating"] >= 4).mean()))
     # What the added rows touch, and the real rows' label balance to set them against.
     assert out["added_users"].to_list() == [0, clicks["user_id"].n_unique(), sample["user_id"].n_unique()]
-    assert out["added_items"].to_list() == [0, clicks["movie_id"].n_unique(), sample["movie_id"].n_unique()]
+    assert out["added_items"].to_list() == [0, clicks["item_id"].n_unique(), sample["item_id"].n_unique()]
     assert out["train_positive_share"].to_list() == pytest.approx([float((train["rating"] >= 4).mean())] * 3)
     assert set(out["simulated_arm"]) == {"deepfm"} and out["brain"][0] == "embedded,planted"
     assert out["auc_difference"].to_list() == pytest.approx((out["test_auc"] - out["test_auc"][0]).to_list())
     assert out["auc_difference"][1] != 0 and out["auc_difference"][2] != 0
     # The original row is the same model the arm alone would train (same config and seed).
     alone = train_arm(arm_config("fm", **FAST), train, split.valid, users, build_mm_ml_1m(movies))
-    metrics = evaluate_arm(alone, train, split.test, movies["movie_id"].to_numpy())
+    metrics = evaluate_arm(alone, train, split.test, movies["item_id"].to_numpy())
     assert out["test_auc"][0] == metrics.test_auc and out["ndcg_at_k"][0] == metrics.ndcg_at_k
 
     table = table_5(out)
@@ -198,8 +198,8 @@ def test_a_signal_with_nothing_new_repeats_the_original_and_random_is_refused(pl
     users, movies, split, train, _ = planted
     only_train_pairs = events_frame(
         [
-            dict(user_id=u, movie_id=m, action="click_movie", step=i)
-            for i, (u, m) in enumerate(train.head(5).select("user_id", "movie_id").rows())
+            dict(user_id=u, item_id=m, action="click_movie", step=i)
+            for i, (u, m) in enumerate(train.head(5).select("user_id", "item_id").rows())
         ]
     )
     out = refit_and_evaluate(
@@ -297,7 +297,7 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
         **fast,
     )
     assert len(calls) == 1  # only the augmented model was trained
-    assert out["test_auc"][0] == evaluate_arm(trained, train, split.test, movies["movie_id"].to_numpy()).test_auc
+    assert out["test_auc"][0] == evaluate_arm(trained, train, split.test, movies["item_id"].to_numpy()).test_auc
     # A model trained with other settings is not the like-for-like original: trained again.
     refit_and_evaluate(
         "fm",

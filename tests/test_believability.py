@@ -27,7 +27,7 @@ from ops.studies.believability import (
 
 CATALOGUE = pl.DataFrame(
     {
-        "movie_id": [1, 2, 3, 4],
+        "item_id": [1, 2, 3, 4],
         "title": ["Alpha (1990)", "Beta (1991)", "Gamma (1992)", "Zed Movie (1993)"],
         "genres": [["Drama"], ["Comedy"], ["Action", "Drama"], ["Horror"]],
         "vote_average": [7.1, 6.0, 5.5, 4.0],
@@ -39,8 +39,8 @@ def _session(user: int, brain: str, arm: str, reasons: list[str], shown=(1, 2, 3
     """Home page 1 → click the first movie → watch and rate 4 → back → exit → interview."""
     first = shown[0]
     rows = [
-        {"step": 1, "page_type": "home", "page_number": 1, "action": "click_movie", "movie_id": first, "shown": list(shown), "interest": 4, "reason": reasons[0]},
-        {"step": 2, "page_type": "detail", "page_number": 1, "action": "watch_and_rate", "movie_id": first, "shown": [first], "rating": 4, "reason": reasons[1]},
+        {"step": 1, "page_type": "home", "page_number": 1, "action": "click_movie", "item_id": first, "shown": list(shown), "interest": 4, "reason": reasons[0]},
+        {"step": 2, "page_type": "detail", "page_number": 1, "action": "watch_and_rate", "item_id": first, "shown": [first], "rating": 4, "reason": reasons[1]},
         {"step": 3, "page_type": "home", "page_number": 1, "action": "exit", "shown": list(shown), "reason": reasons[2]},
         {"step": 4, "page_type": "home", "page_number": 1, "action": "exit_interview", "satisfaction": 7, "reason": "it was fine"},
     ]  # fmt: skip

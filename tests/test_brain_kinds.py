@@ -115,6 +115,70 @@ def test_a_new_brain_kind_is_one_new_file(tmp_path, monkeypatch):
         open_protocol("taste", "taste", kind, BrainSources(), None, None, None, None, ProtocolSettings())
 
 
+# One new file with a parameter of its own: a brain that pages through `pages` home pages.
+PATIENT_KIND = """
+from ops.simulation.kinds import BrainKind
+from ops.simulation.observation import Decision
+
+
+class Patient:
+    name = "patient"
+    decides_offline = True
+
+    def __init__(self, pages):
+        self.pages = pages
+
+    def prepare(self, sessions, shown):
+        return None
+
+    def decide(self, session, observation, rng):
+        action = "exit" if observation.page_number >= self.pages else "next_page"
+        return Decision(action, 3, f"page {observation.page_number}")
+
+    def exit_interview(self, session, rng):
+        return 3, "done"
+
+
+class PatientKind(BrainKind):
+    name = "patient"
+    summary = "pages through a number of home pages, then leaves"
+    brain_class = Patient
+
+    def __init__(self, vision=True, pages: int = 1):
+        super().__init__(vision)
+        self.pages = pages
+
+    def brain(self, sources):
+        return Patient(self.pages)
+"""
+
+
+def test_a_new_brain_kind_in_one_file_brings_its_own_parameter(tmp_path, monkeypatch):
+    """The arms' way for brains: the kind's own field in its own file, defaulted there, set
+    after its name (`SIMAB_BRAIN="patient;pages=3"`), logged, refused on another kind."""
+    (tmp_path / "patient.py").write_text(PATIENT_KIND)
+    monkeypatch.setattr(kinds, "__path__", [*kinds.__path__, str(tmp_path)])
+    cat, top_k, agents = world(3)
+
+    def pages(spec):
+        kind = brain_of(Settings(brain=spec))
+        events = simulate(kind.brain(BrainSources()), agents, top_k, cat, SimulationConfig(progress=False), seed=1)
+        return kind, events.filter(pl.col("action") == "next_page").height
+
+    default, paged = pages("patient"), pages("patient;pages=3")
+    assert (default[0].pages, default[1]) == (1, 0)  # the file's default: leaves on page 1
+    assert (paged[0].pages, paged[1]) == (3, 3 * 2)  # two pages turned by each of three agents
+    assert paged[0].describe(BrainSources()) == {"brain": "patient", "pages": 3}
+    with pytest.raises(SettingError, match="brain 'embedded' takes no parameter 'pages'; it takes vision"):
+        brain_of(Settings(brain="embedded;pages=3"))
+    # No vision is a parameter of a kind, the same for every kind, not a kind of its own.
+    assert brain_kind("embedded;vision=false").name == "embedded-no-vision" == brain_kind("embedded_no_vision").name
+    assert not brain_kind("llm-no-vision").sees_posters and type(brain_kind("llm-no-vision")).__name__ == "LLM"
+    assert "patient" in brain_names() and "patient-no-vision" not in brain_names()  # it sees no posters
+    with pytest.raises(UnknownBrain, match="unknown brain 'patient-no-vision'"):
+        brain_kind("patient-no-vision")
+
+
 # One new file: a brain that knows which movies are to each agent's taste (the planted ones,
 # which the step offers among the sources under a name of its own) and answers the papers'
 # per-item taste question with its own scores, cut at the thresholds the protocol fits.
@@ -134,7 +198,7 @@ class KnowsThePlant:
         return None
 
     def decide(self, session, observation, rng):
-        liked = tuple(c.movie_id for c in observation.items if c.movie_id in self.planted[session.user_id])
+        liked = tuple(c.item_id for c in observation.items if c.item_id in self.planted[session.user_id])
         return Decision("exit", 3, "looked at the page", caught_eye=liked)
 
     def exit_interview(self, session, rng):
@@ -170,7 +234,7 @@ def test_a_new_brain_kind_in_one_file_answers_the_taste_protocol(tmp_path, monke
             ("test", movies[23:], 5000),
         ):
             rows[name] += [(u, int(m), 4, t0 + i) for i, m in enumerate(chunk)]
-    schema = {"user_id": pl.Int64, "movie_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
+    schema = {"user_id": pl.Int64, "item_id": pl.Int64, "rating": pl.Int64, "timestamp": pl.Int64}
     train, valid, test = (pl.DataFrame(rows[k], schema=schema, orient="row") for k in ("train", "valid", "test"))
     templates = {u: AgentSession(u, SimpleNamespace(activity_tier="medium"), None, 0.0, 0.0) for u in planted}
     agents = SimpleNamespace(

@@ -23,17 +23,17 @@ def _events(rows) -> pl.DataFrame:
 def test_the_item_frame_counts_exposures_per_session_views_and_mean_ratings_from_the_events():
     rows = [
         # user 1, session 0: page 1 shows 10, 11; shown again after a detail page (one exposure).
-        {"user_id": 1, "session": 0, "step": 1, "page_type": "home", "action": "click_movie", "movie_id": 10, "shown": [10, 11]},
-        {"user_id": 1, "session": 0, "step": 2, "page_type": "detail", "action": "watch_and_rate", "movie_id": 10, "shown": [10], "rating": 4},
+        {"user_id": 1, "session": 0, "step": 1, "page_type": "home", "action": "click_movie", "item_id": 10, "shown": [10, 11]},
+        {"user_id": 1, "session": 0, "step": 2, "page_type": "detail", "action": "watch_and_rate", "item_id": 10, "shown": [10], "rating": 4},
         {"user_id": 1, "session": 0, "step": 3, "page_type": "home", "action": "exit", "shown": [10, 11]},
         # user 2: sees 11 and 12, watches 11 and rates it 2.
-        {"user_id": 2, "session": 0, "step": 1, "page_type": "home", "action": "click_movie", "movie_id": 11, "shown": [11, 12]},
-        {"user_id": 2, "session": 0, "step": 2, "page_type": "detail", "action": "watch_and_rate", "movie_id": 11, "shown": [11], "rating": 2},
-        {"user_id": 2, "session": 0, "step": 3, "page_type": "detail", "action": "watch_and_rate", "movie_id": 10, "shown": [10], "rating": 5},
+        {"user_id": 2, "session": 0, "step": 1, "page_type": "home", "action": "click_movie", "item_id": 11, "shown": [11, 12]},
+        {"user_id": 2, "session": 0, "step": 2, "page_type": "detail", "action": "watch_and_rate", "item_id": 11, "shown": [11], "rating": 2},
+        {"user_id": 2, "session": 0, "step": 3, "page_type": "detail", "action": "watch_and_rate", "item_id": 10, "shown": [10], "rating": 5},
     ]  # fmt: skip
-    catalogue = pl.DataFrame({"movie_id": [10, 11, 12], "vote_average": [7.5, 6.0, 5.0], "vote_count": [999, 9, None]})
+    catalogue = pl.DataFrame({"item_id": [10, 11, 12], "vote_average": [7.5, 6.0, 5.0], "vote_count": [999, 9, None]})
     frame = item_frame(_events(rows), catalogue_facts(catalogue))
-    by = {r["movie_id"]: r for r in frame.iter_rows(named=True)}
+    by = {r["item_id"]: r for r in frame.iter_rows(named=True)}
     assert sorted(by) == [10, 11]  # 12 was never watched: no rating, not in the frame
     assert by[10]["exposure_rate"] == pytest.approx(0.5) and by[11]["exposure_rate"] == pytest.approx(1.0)
     assert by[10]["views"] == 2 and by[10]["rating"] == pytest.approx(4.5) and by[11]["rating"] == 2
@@ -44,12 +44,12 @@ def test_the_item_frame_counts_exposures_per_session_views_and_mean_ratings_from
         item_frame(both, catalogue_facts(catalogue)).get_column("exposure_rate").to_list()
         == frame.get_column("exposure_rate").to_list()
     )
-    assert item_frame(both, catalogue_facts(catalogue), min_views=3).get_column("movie_id").to_list() == [10]
+    assert item_frame(both, catalogue_facts(catalogue), min_views=3).get_column("item_id").to_list() == [10]
     with pytest.raises(ValueError, match="min_views"):
         item_frame(_events(rows), catalogue_facts(catalogue), min_views=0)
     # Agent4Rec's item profile: the mean of the historical ratings and log(1 + their number).
-    history = pl.DataFrame({"user_id": [1, 2, 3, 1], "movie_id": [10, 10, 10, 11], "rating": [5, 4, 3, 1]})
-    profile = {r["movie_id"]: r for r in profile_facts(history).iter_rows(named=True)}
+    history = pl.DataFrame({"user_id": [1, 2, 3, 1], "item_id": [10, 10, 10, 11], "rating": [5, 4, 3, 1]})
+    profile = {r["item_id"]: r for r in profile_facts(history).iter_rows(named=True)}
     assert profile[10]["quality"] == 4.0 and profile[10]["popularity"] == pytest.approx(np.log(4))
     assert item_frame(_events(rows), profile_facts(history)).get_column("quality").to_list() == [4.0, 1.0]
 
@@ -64,7 +64,7 @@ def test_direct_lingam_recovers_a_planted_linear_system_with_its_signs():
     views = 0.8 * exposure + 0.4 * rng.uniform(-1, 1, n)
     rating = 0.9 * quality + 0.2 * popularity + 0.3 * rng.uniform(-1, 1, n)
     frame = pl.DataFrame(
-        {"movie_id": np.arange(n), "quality": quality, "popularity": popularity, "exposure_rate": exposure, "views": views, "rating": rating}
+        {"item_id": np.arange(n), "quality": quality, "popularity": popularity, "exposure_rate": exposure, "views": views, "rating": rating}
     )  # fmt: skip
     graph = discover(frame, n_bootstrap=20, seed=0)
     assert graph.weight("quality", "rating") > 0.5 and graph.weight("rating", "quality") == 0

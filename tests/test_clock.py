@@ -36,7 +36,7 @@ def world(tmp_path_factory):
 
 
 def _log(rows):
-    return pl.DataFrame(rows, schema=["user_id", "movie_id", "rating", "timestamp"], orient="row")
+    return pl.DataFrame(rows, schema=["user_id", "item_id", "rating", "timestamp"], orient="row")
 
 
 def test_the_half_life_is_the_one_under_which_train_predicts_the_validation_window():
@@ -66,10 +66,10 @@ def test_agents_stand_at_the_simulation_clock_and_the_fit_clock_is_their_train_p
     n_train = train.filter(pl.col("user_id") == uid).height
     n_valid = valid.filter(pl.col("user_id") == uid).height
     assert len(memory) == n_train + n_valid and memory.clock == agents.clock.simulation
-    assert set(memory.movie_ids[n_train:].tolist()) == set(valid.filter(pl.col("user_id") == uid)["movie_id"])
+    assert set(memory.item_ids[n_train:].tolist()) == set(valid.filter(pl.col("user_id") == uid)["item_id"])
     at_fit = agents.at_fit_clock()
     assert len(at_fit.memories[uid]) == n_train and at_fit.memories[uid].clock == agents.clock.fit
-    assert set(at_fit.memories[uid].movie_ids.tolist()) == set(train.filter(pl.col("user_id") == uid)["movie_id"])
+    assert set(at_fit.memories[uid].item_ids.tolist()) == set(train.filter(pl.col("user_id") == uid)["item_id"])
     agents.save(tmp_path / "agents")
     again = Agents.load(tmp_path / "agents")
     assert again.clock == agents.clock and again.fit_lengths == agents.fit_lengths
@@ -83,20 +83,20 @@ def test_the_brain_is_fitted_at_the_fit_clock_and_decides_at_the_simulation_cloc
     # Features read from train at the fit clock, from train + validation at the simulation clock.
     fit_pop = model.fit_context.facts.popularity
     sim_pop = model.context.facts.popularity
-    ids = model.context.facts.movie_ids
+    ids = model.context.facts.item_ids
 
     def counts(frame):
-        return frame.group_by("movie_id").len().join(pl.DataFrame({"movie_id": ids}), on="movie_id", how="right")
+        return frame.group_by("item_id").len().join(pl.DataFrame({"item_id": ids}), on="item_id", how="right")
 
-    assert fit_pop.tolist() == counts(train).sort("movie_id").get_column("len").fill_null(0).to_list()
+    assert fit_pop.tolist() == counts(train).sort("item_id").get_column("len").fill_null(0).to_list()
     assert (
-        sim_pop.tolist() == counts(pl.concat([train, valid])).sort("movie_id").get_column("len").fill_null(0).to_list()
+        sim_pop.tolist() == counts(pl.concat([train, valid])).sort("item_id").get_column("len").fill_null(0).to_list()
     )
     assert model.fit_context.clock == agents.clock.fit and model.context.clock == agents.clock.simulation
     assert {"trend", "age"} <= set(model.params.click.features)
     # An agent does not click a card of what it already took (its validation movies now).
     uid = int(valid.get_column("user_id")[0])
-    taken = valid.filter(pl.col("user_id") == uid).get_column("movie_id").to_list()
+    taken = valid.filter(pl.col("user_id") == uid).get_column("item_id").to_list()
     session = agents.sessions([uid])[0]
     assert np.all(model.brain().click_logits(session, taken) == SEEN_LOGIT)
     seeing = model.brain(model.config.model_copy(update={"skip_seen": False}))
@@ -117,13 +117,13 @@ def test_recall_weighs_recency_and_importance_the_same_in_batch_and_in_memory(wo
     uid = int(valid.get_column("user_id")[0])
     session = agents.sessions([uid])[0]
     memory = session.memory
-    movie = next(m for m in model.context.facts.movie_ids.tolist() if m not in set(memory.movie_ids.tolist()))
+    movie = next(m for m in model.context.facts.item_ids.tolist() if m not in set(memory.item_ids.tolist()))
     brain = model.brain()
     brain.click_probability(session, [movie])
     row = agents.vectors.rows_of([movie])[0]
     recalled = memory.retrieve_by_text(agents.vectors.text[row], config.retrieval_k, weights)
     plain = memory.retrieve_by_text(agents.vectors.text[row], config.retrieval_k)
-    assert [r.movie_id for r in recalled] != [r.movie_id for r in plain]  # recency changed what is recalled
+    assert [r.item_id for r in recalled] != [r.item_id for r in plain]  # recency changed what is recalled
     familiarity = brain._scores[uid].features[0, FEATURES.index("text_familiarity")]
     assert familiarity == pytest.approx(np.mean([r.similarity for r in recalled]), abs=1e-5)
 

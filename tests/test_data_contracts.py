@@ -29,7 +29,7 @@ def tables():
     )
     movies = pl.DataFrame(
         {
-            "movie_id": [10, 11],
+            "item_id": [10, 11],
             "title": ["A (1990)", "B (1995)"],
             "year": [1990, 1995],
             "genres": [["Drama"], ["Comedy"]],
@@ -38,7 +38,7 @@ def tables():
     ratings = pl.DataFrame(
         {
             "user_id": [1, 1, 2],
-            "movie_id": [10, 11, 10],
+            "item_id": [10, 11, 10],
             "rating": [4, 5, 1],
             "timestamp": [978300760, 978300761, 978300762],
         }
@@ -49,7 +49,7 @@ def tables():
 def _ratings_report(ratings, users, movies):
     return validate_frame(
         ratings,
-        ratings_suite(users["user_id"].to_list(), movies["movie_id"].to_list(), ContractConfig(max_density=1.0)),
+        ratings_suite(users["user_id"].to_list(), movies["item_id"].to_list(), ContractConfig(max_density=1.0)),
     )
 
 
@@ -62,7 +62,7 @@ def test_clean_tables_pass(tables):
 
 def test_rating_of_seven_is_named(tables):
     users, movies, ratings = tables
-    bad = ratings.with_columns(pl.when(pl.col("movie_id") == 11).then(7).otherwise(pl.col("rating")).alias("rating"))
+    bad = ratings.with_columns(pl.when(pl.col("item_id") == 11).then(7).otherwise(pl.col("rating")).alias("rating"))
     report = _ratings_report(bad, users, movies)
     assert not report.passed
     assert any(f.column == "rating" and 7 in f.examples for f in report.findings)
@@ -72,7 +72,7 @@ def test_rating_of_seven_is_named(tables):
 def test_duplicate_key_is_named(tables):
     users, movies, ratings = tables
     report = _ratings_report(pl.concat([ratings, ratings.head(1)]), users, movies)
-    assert [f.column for f in report.findings] == ["user_id,movie_id"]
+    assert [f.column for f in report.findings] == ["user_id,item_id"]
     assert "rated twice" in report.summary()
     dup_users = pl.concat([users, users.head(1)])
     assert "user ids must be unique" in validate_frame(dup_users, users_suite()).summary()
@@ -81,7 +81,7 @@ def test_duplicate_key_is_named(tables):
 def test_rating_of_unknown_user_and_movie_is_named(tables):
     users, movies, ratings = tables
     bad = pl.concat(
-        [ratings, pl.DataFrame({"user_id": [99], "movie_id": [12], "rating": [3], "timestamp": [978300763]})]
+        [ratings, pl.DataFrame({"user_id": [99], "item_id": [12], "rating": [3], "timestamp": [978300763]})]
     )
     summary = _ratings_report(bad, users, movies).summary()
     assert "user missing from the users table" in summary and "99" in summary
@@ -107,7 +107,7 @@ def test_metadata_ranges_and_coverage():
 
     md = pl.DataFrame(
         {
-            "movie_id": [1, 2, 3],
+            "item_id": [1, 2, 3],
             "vote_average": [7.5, 11.0, None],
             "vote_count": [10, -1, 0],
             "release_date": [dt.date(1995, 1, 1), None, dt.date(1990, 5, 5)],
@@ -125,7 +125,7 @@ def test_coverage_floor_is_over_all_movies_and_skips_votes_for_local_sources():
     from ops.schema import METADATA
 
     rows = [
-        {**{k: None for k in METADATA}, "movie_id": i, "overview": "x", "metadata_source": "local:movies.dat"}
+        {**{k: None for k in METADATA}, "item_id": i, "overview": "x", "metadata_source": "local:movies.dat"}
         for i in range(3)
     ]
     md = pl.DataFrame(rows, schema=METADATA)
@@ -157,7 +157,7 @@ def test_a_verdict_is_reached_once_per_content(tables, tmp_path, monkeypatch):
 
     poster = tmp_path / "p.jpg"
     poster.write_bytes(b"not an image")
-    row = {**{k: None for k in METADATA}, "movie_id": 10, "poster_small": str(poster), "metadata_source": "local:x"}
+    row = {**{k: None for k in METADATA}, "item_id": 10, "poster_small": str(poster), "metadata_source": "local:x"}
     metadata = pl.DataFrame([row], schema=METADATA)
     broken = checks.metadata_verdict(metadata, movies)
     assert any("does not decode" in p for p in broken.problems)

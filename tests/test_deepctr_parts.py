@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
-from ops.arms.base import _best_columns, arm_frame, rank_by_score, rank_shared_order
+from ops.arms.base import _best_columns, rank_by_score, rank_shared_order
 from ops.arms.deepctr import DeepCTRArm, build_model, rows_per_forward
 from ops.arms.kinds.pop import _popularity
 from ops.arms.kinds.random import _uniform_hash
@@ -33,7 +33,7 @@ def world():
     users, movies, ratings = planted_movielens(seed=7, n_users=80, n_movies=70, ratings_per_user=20)
     split = chronological_split(ratings)
     # A train window without the last users and movies: they score through the unseen rows.
-    train = arm_frame(split.train).filter((pl.col("user_id") <= 70) & (pl.col("item_id") <= 60))
+    train = split.train.filter((pl.col("user_id") <= 70) & (pl.col("item_id") <= 60))
     return users, movies, train, split.test
 
 
@@ -42,7 +42,7 @@ def _arm(world, name: str, metadata: bool = True, seed: int = 3, **overrides) ->
     statistics of a few units (an untrained deepctr model scores every pair alike)."""
     users, movies, train, _ = world
     config = arm_config(name, embedding_dim=8, **overrides)
-    catalogue = arm_frame(build_mm_ml_1m(movies, planted_metadata(movies) if metadata else None))
+    catalogue = build_mm_ml_1m(movies, planted_metadata(movies) if metadata else None)
     encoder = fit_encoder(
         FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
     )
@@ -63,7 +63,7 @@ def _arm(world, name: str, metadata: bool = True, seed: int = 3, **overrides) ->
 def _grid(world):
     users, movies, _, _ = world
     user_ids = np.append(users.get_column("user_id").to_numpy()[::3], UNKNOWN)
-    item_ids = np.append(arm_frame(movies).get_column("item_id").to_numpy(), UNKNOWN)
+    item_ids = np.append(movies.get_column("item_id").to_numpy(), UNKNOWN)
     return user_ids, item_ids
 
 

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_movielens
-from ops.arms.base import FitData, ScoresNotAvailable, arm_frame, internal_frame
+from ops.arms.base import FitData, ScoresNotAvailable
 from ops.arms.degraded import degrade_lists
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
 from ops.arms.registry import PluggedArm, declare, forget, make_arm, parse_arm_spec
@@ -28,16 +28,16 @@ def pop_lists(data):
     users, catalogue, split = data
     pop = make_arm("pop")
     pop.fit(FitData(split.train, split.valid, users, catalogue))
-    pop.lists = rank_once(pop, split.train, split.test, catalogue.get_column("movie_id").to_numpy())
+    pop.lists = rank_once(pop, split.train, split.test, catalogue.get_column("item_id").to_numpy())
     return pop
 
 
 def test_degraded_lists_replace_exactly_the_slots_asked_with_unseen_items_and_nest(data, pop_lists):
     _, catalogue, split = data
     # degrade_lists works in the arm API's words (item_id), as the degraded arm calls it.
-    pop_lists = arm_frame(pop_lists.lists)
-    items = catalogue.get_column("movie_id").to_numpy()
-    seen = arm_frame(split.train.select("user_id", "movie_id"))
+    pop_lists = pop_lists.lists
+    items = catalogue.get_column("item_id").to_numpy()
+    seen = split.train.select("user_id", "item_id")
     rungs = {s: degrade_lists(pop_lists, s, seen, items, seed=3) for s in (0, 5, 10, 20)}
     assert rungs[0].select("user_id", "rank", "item_id").equals(pop_lists.select("user_id", "rank", "item_id"))
     train = {(u, m) for u, m in seen.iter_rows()}
@@ -76,7 +76,7 @@ def test_pop_at_5_is_an_arm_with_the_rungs_lists_that_stores_and_ranks_worse_off
     spec = parse_arm_spec("pop@5")
     assert (spec.name, spec.kind, spec.params) == ("pop-at-5", "degraded", {"base": "pop", "slots": 5})
     assert parse_arm_spec(spec.text()) == spec
-    items = catalogue.get_column("movie_id").to_numpy()
+    items = catalogue.get_column("item_id").to_numpy()
     fit = FitData(split.train, split.valid, users, catalogue, rank_users=ranking_users(split.train, split.test))
     declare(spec)
     try:
@@ -86,9 +86,7 @@ def test_pop_at_5_is_an_arm_with_the_rungs_lists_that_stores_and_ranks_worse_off
             assert isinstance(arm, PluggedArm) and not arm.can_refit
             arm.fit(fit)
             rungs[slots] = rank_once(arm, split.train, split.test, items)
-        expected = internal_frame(
-            degrade_lists(arm_frame(pop_lists), 5, arm_frame(split.train.select("user_id", "movie_id")), items, seed=0)
-        )
+        expected = degrade_lists(pop_lists, 5, split.train.select("user_id", "item_id"), items, seed=0)
         assert rungs[5].drop("score").equals(expected.drop("score").with_columns(pl.lit("pop-at-5").alias("arm")))
         with pytest.raises(ScoresNotAvailable):
             arm.score(np.array([1]), np.array([1]))

@@ -41,7 +41,7 @@ def test_the_bookshop_reads_into_the_internal_tables():
     assert tables.description.item_noun == "book" and tables.description.feedback == "explicit"
     assert (tables.movies.height, tables.ratings.height, tables.users.height) == (60, 560, 40)
     assert tables.users["gender"].is_null().all() and tables.users["has_ratings"].all()
-    meta = tables.metadata.sort("movie_id")
+    meta = tables.metadata.sort("item_id")
     assert meta["poster_small"].is_not_null().sum() == 6 and meta["item_noun"].unique().to_list() == ["book"]
     assert '"author"' in meta["attributes"][0] and tables.ratings["rating"].is_between(1, 5).all()
 
@@ -158,7 +158,7 @@ def test_the_steam_source_handles_every_caveat(tmp_path):
     assert counts["users_below_min_interactions"] == 5 and counts["yearless_dates_assumed_crawl_year"] > 0
     assert tables.users.height == 35 and tables.users["gender"].is_null().all()
     assert set(tables.ratings["rating"].unique()) == {IMPLICIT_LIKED, IMPLICIT_NOT_LIKED}
-    assert not tables.ratings.select("user_id", "movie_id").is_duplicated().any()
+    assert not tables.ratings.select("user_id", "item_id").is_duplicated().any()
     years = pl.from_epoch(tables.ratings["timestamp"]).dt.year()
     assert years.max() == STEAM_CRAWL_YEAR and tables.metadata["poster_small"].is_null().all()
     assert (

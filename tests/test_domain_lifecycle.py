@@ -89,10 +89,10 @@ def test_the_bookshop_example_runs_the_whole_lifecycle(bookshop):
     home, results = bookshop
     _check_lifecycle(home, results, "book", with_images=True)
     catalogue = pl.read_parquet(home / "assets" / "mm_ml_1m.parquet")
-    first = catalogue.filter(pl.col("movie_id") == 1).row(0, named=True)
+    first = catalogue.filter(pl.col("item_id") == 1).row(0, named=True)
     assert json.loads(first["attributes"])["author"] and first["meta_genres"] == ["Mystery"]
     # Books 7.. have no cover: no image, never a stand-in.
-    assert catalogue.filter(pl.col("movie_id") >= 7)["poster_small"].is_null().all()
+    assert catalogue.filter(pl.col("item_id") >= 7)["poster_small"].is_null().all()
     # The shop's random bucket is the run's judge, read by the report only.
     truth = pl.read_parquet(home / "assets" / "ground_truth.parquet")
     assert truth.height == 120 and set(truth["judge"]) == {"random_exposure"}

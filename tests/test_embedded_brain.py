@@ -60,8 +60,8 @@ def world(tmp_path_factory):
     users, ratings, favourite = make_users_and_ratings(movies)
     train, valid = split_by_time(ratings)
     bundle = agents_and_brain(train, valid, users, build_mm_ml_1m(movies, meta), root / "cache")
-    genre_of = {m: g[0] for m, g in movies.select("movie_id", "genres").iter_rows()}
-    rated = {(u, m) for u, m in ratings.select("user_id", "movie_id").iter_rows()}
+    genre_of = {m: g[0] for m, g in movies.select("item_id", "genres").iter_rows()}
+    rated = {(u, m) for u, m in ratings.select("user_id", "item_id").iter_rows()}
     return dict(bundle=bundle, favourite=favourite, genre_of=genre_of, rated=rated, movies=movies, meta=meta)
 
 
@@ -77,15 +77,15 @@ def _unrated(world, uid, fav: bool, n: int):
     ][:n]
 
 
-def _home(movie_ids, page=1, legal=(CLICK_MOVIE, NEXT_PAGE, EXIT)) -> Observation:
+def _home(item_ids, page=1, legal=(CLICK_MOVIE, NEXT_PAGE, EXIT)) -> Observation:
     cards = tuple(
-        ItemCard(m, 5 * (page - 1) + i + 1, f"movie {m}", 7.0, ("Drama",), None) for i, m in enumerate(movie_ids)
+        ItemCard(m, 5 * (page - 1) + i + 1, f"movie {m}", 7.0, ("Drama",), None) for i, m in enumerate(item_ids)
     )
     return Observation("home", page, legal, items=cards)
 
 
-def _detail(movie_id, page=1, legal=(WATCH_AND_RATE, BACK)) -> Observation:
-    card = ItemCard(movie_id, 1, f"movie {movie_id}", 7.0, ("Drama",), None)
+def _detail(item_id, page=1, legal=(WATCH_AND_RATE, BACK)) -> Observation:
+    card = ItemCard(item_id, 1, f"movie {item_id}", 7.0, ("Drama",), None)
     return Observation("detail", page, legal, detail=DetailCard(card, "plot", 10, "1980-01-01", ("D",), ("A",), None))
 
 
@@ -146,13 +146,13 @@ def test_decisions_are_legal_and_reproducible_from_the_generator(world):
             obs = (
                 _home(items)
                 if not s.short_term or s.short_term[-1].page_type == "detail" or s.short_term[-1].action != CLICK_MOVIE
-                else _detail(s.short_term[-1].movie_id)
+                else _detail(s.short_term[-1].item_id)
             )
             d = brain.decide(s, obs, rng)
             assert d.action in obs.legal_actions and 1 <= d.interest <= 5 and d.reason
-            out.append((d.action, d.movie_id, d.rating, d.interest, d.reason, d.caught_eye))
+            out.append((d.action, d.item_id, d.rating, d.interest, d.reason, d.caught_eye))
             s.short_term.append(
-                ShortTermEntry(step, obs.page_type, 1, d.caught_eye, d.interest, d.action, d.movie_id, d.rating)
+                ShortTermEntry(step, obs.page_type, 1, d.caught_eye, d.interest, d.action, d.item_id, d.rating)
             )
             if d.action in (EXIT, NEXT_PAGE):
                 break
@@ -181,13 +181,13 @@ def test_caught_eye_items_are_clicked_one_after_another_and_never_twice(world):
     clicked = []
     for step in range(1, 30, 2):
         d = brain.decide(s, _home(fav), rng)
-        s.short_term.append(ShortTermEntry(step, "home", 1, d.caught_eye, d.interest, d.action, d.movie_id))
+        s.short_term.append(ShortTermEntry(step, "home", 1, d.caught_eye, d.interest, d.action, d.item_id))
         if d.action != CLICK_MOVIE:
             assert d.action in (NEXT_PAGE, EXIT)
             break
         assert set(d.caught_eye) == set(fav)  # the first look's set is carried, not redrawn
-        clicked.append(d.movie_id)
-        s.short_term.append(ShortTermEntry(step + 1, "detail", 1, (), 3, BACK, d.movie_id))
+        clicked.append(d.item_id)
+        s.short_term.append(ShortTermEntry(step + 1, "detail", 1, (), 3, BACK, d.item_id))
     assert sorted(clicked) == sorted(fav) and len(set(clicked)) == len(clicked)
 
 
@@ -262,18 +262,18 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
     catalogue_frame = build_mm_ml_1m(data.movies, data.metadata)
     bundle = agents_and_brain(split.train, split.valid, data.users, catalogue_frame, tmp_path / "cache")
     users = np.array(sorted(bundle.profiles))
-    movie_ids = data.movies.get_column("movie_id").to_numpy()
-    exclude = split.train.select("user_id", "movie_id")
+    item_ids = data.movies.get_column("item_id").to_numpy()
+    exclude = split.train.select("user_id", "item_id")
     arms = ("random", "pop", "deepfm")
     trained = {
         a: train_arm(arm_config(a, settings={"max_epochs": 8}), split.train, split.valid, data.users, catalogue_frame)
         for a in arms
     }
-    lists = pl.concat([top_k(trained[a], users, movie_ids, exclude) for a in arms])
-    ndcg = {a: evaluate_arm(trained[a], split.train, split.test, movie_ids).ndcg_at_k for a in arms}
+    lists = pl.concat([top_k(trained[a], users, item_ids, exclude) for a in arms])
+    ndcg = {a: evaluate_arm(trained[a], split.train, split.test, item_ids).ndcg_at_k for a in arms}
     catalogue = Catalogue.from_frame(catalogue_frame)
     favourite = {u: set(f) for u, f in data.hidden_tastes.select("user_id", "favourite_genres").iter_rows()}
-    genres = {m: set(g) for m, g in data.movies.select("movie_id", "genres").iter_rows()}
+    genres = {m: set(g) for m, g in data.movies.select("item_id", "genres").iter_rows()}
     ctr = {}
     for arm in arms:
         events = simulation.simulate(
@@ -287,12 +287,12 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
         )
         shown = (
             events.filter(pl.col("page_type") == "home")
-            .select("user_id", pl.col("shown").alias("movie_id"))
-            .explode("movie_id")
+            .select("user_id", pl.col("shown").alias("item_id"))
+            .explode("item_id")
             .drop_nulls()
             .unique()
         )
-        clicks = set(events.filter(pl.col("action") == CLICK_MOVIE).select("user_id", "movie_id").iter_rows())
+        clicks = set(events.filter(pl.col("action") == CLICK_MOVIE).select("user_id", "item_id").iter_rows())
         match = np.array([bool(favourite[u] & genres[m]) for u, m in shown.iter_rows()])
         clicked = np.array([(u, m) in clicks for u, m in shown.iter_rows()])
         assert clicked[match].mean() > 1.5 * clicked[~match].mean(), arm
@@ -324,7 +324,7 @@ def test_batch_features_retrieve_what_long_term_memory_retrieves(world):
     assert scores.features[0, FEATURES.index("text_affinity")] == pytest.approx(affinity, abs=1e-5)
     liked = [r for r in recalled if r.rating >= 4]
     nn = scores.text_neighbour[0]
-    assert int(memory.movie_ids[nn]) == max(liked, key=lambda r: r.similarity).movie_id
+    assert int(memory.item_ids[nn]) == max(liked, key=lambda r: r.similarity).item_id
 
 
 def test_large_catalogue_fallback_scores_the_same_as_the_cached_similarities(world):
@@ -357,12 +357,12 @@ def test_demographic_lift_is_observed_over_expected_train_ratings_of_the_agents_
     # the group's totals, shrunk by the prior (5 ratings).
     bundle = world["bundle"]
     ctx = bundle.context
-    train = pl.concat([pl.DataFrame({"user_id": u, "movie_id": m.movie_ids}) for u, m in bundle.memories.items()])
+    train = pl.concat([pl.DataFrame({"user_id": u, "item_id": m.item_ids}) for u, m in bundle.memories.items()])
     gender = {u: p.gender for u, p in bundle.profiles.items()}
     train = train.with_columns(g=pl.col("user_id").replace_strict(gender))
-    counts = train.group_by("g", "movie_id").len()
+    counts = train.group_by("g", "item_id").len()
     n_g = dict(train.group_by("g").len().iter_rows())
-    n_m = dict(train.group_by("movie_id").len().iter_rows())
+    n_m = dict(train.group_by("item_id").len().iter_rows())
     total = train.height
     checked = 0
     for g, m, observed in counts.iter_rows():
@@ -375,7 +375,7 @@ def test_demographic_lift_is_observed_over_expected_train_ratings_of_the_agents_
     assert checked > 50
     # And the brain reads it for the agent's own group.
     uid = 3
-    movie = int(counts.filter(pl.col("g") == gender[uid]).sort("len", descending=True).get_column("movie_id")[0])
+    movie = int(counts.filter(pl.col("g") == gender[uid]).sort("len", descending=True).get_column("item_id")[0])
     brain = bundle.brain()
     brain.click_probability(_session(bundle, uid), [movie])
     value = brain._scores[uid].features[0, FEATURES.index("demographic_lift")]
@@ -392,13 +392,10 @@ def test_crowd_rating_is_the_movies_train_mean_shrunk_towards_the_global_mean(wo
     bundle = world["bundle"]
     ctx = bundle.context
     train = pl.concat(
-        [
-            pl.DataFrame({"movie_id": m.movie_ids, "rating": m.ratings.astype(np.int64)})
-            for m in bundle.memories.values()
-        ]
+        [pl.DataFrame({"item_id": m.item_ids, "rating": m.ratings.astype(np.int64)}) for m in bundle.memories.values()]
     )
     g = train.get_column("rating").mean()
-    movie, (n, mean) = 5, train.filter(pl.col("movie_id") == 5).select(pl.len(), pl.col("rating").mean()).row(0)
+    movie, (n, mean) = 5, train.filter(pl.col("item_id") == 5).select(pl.len(), pl.col("rating").mean()).row(0)
     expected = (n * mean + 10.0 * g) / (n + 10.0) - g
     assert ctx.crowd_rating[bundle.vectors.rows_of([movie])[0]] == pytest.approx(expected)
     brain = bundle.brain()
@@ -412,7 +409,7 @@ def test_the_popularity_head_is_the_squared_log_popularity_above_the_mean_and_ze
     z = ctx.popularity_z
     head, tail = int(np.argmax(z)), int(np.argmin(z))
     assert z[head] > 0 > z[tail]
-    movies = [int(ctx.facts.movie_ids[head]), int(ctx.facts.movie_ids[tail])]
+    movies = [int(ctx.facts.item_ids[head]), int(ctx.facts.item_ids[tail])]
     brain = bundle.brain()
     brain.click_probability(_session(bundle, 1), movies)
     scores = brain._scores[1]
@@ -525,7 +522,7 @@ def test_negatives_are_drawn_where_the_user_rated_the_whole_head() -> None:
     from ops.simulation.brains.embedded.fitting import _sample_negatives
 
     ids = np.arange(1, 201)
-    ctx = SimpleNamespace(facts=SimpleNamespace(movie_ids=ids))
+    ctx = SimpleNamespace(facts=SimpleNamespace(item_ids=ids))
     pop_p = np.r_[np.full(20, 1.0), np.full(180, 1e-9)]
     pop_p /= pop_p.sum()
     rated = set(range(1, 21))  # the whole head

@@ -34,7 +34,7 @@ QUIET = EmbeddingConfig(show_progress=False)
 
 def test_movie_text_names_what_the_pages_show_and_skips_what_is_missing():
     row = {
-        "movie_id": 1,
+        "item_id": 1,
         "title": "Alien (1979)",
         "year": 1979,
         "genres": ["Horror", "Sci-Fi"],
@@ -46,7 +46,7 @@ def test_movie_text_names_what_the_pages_show_and_skips_what_is_missing():
     assert text.startswith("Alien (1979). Genres: Horror, Sci-Fi. Released 1979. Directed by Ridley Scott.")
     assert "John Hurt" in text and "Veronica Cartwright" not in text
     assert text.endswith("x" * 50) and "x" * 51 not in text
-    bare = movie_text({"movie_id": 2, "title": "Heat (1995)", "year": None, "genres": [], "overview": None})
+    bare = movie_text({"item_id": 2, "title": "Heat (1995)", "year": None, "genres": [], "overview": None})
     assert bare == "Heat (1995)."
 
 
@@ -84,7 +84,7 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
     text = HashTextEmbedder()
     vectors = embed_catalogue(build_mm_ml_1m(movies, meta), text, PaletteLayoutPosterEmbedder(), cache, QUIET)
     assert text.texts_embedded == movies.height
-    assert vectors.movie_ids.tolist() == sorted(movies.get_column("movie_id").to_list())
+    assert vectors.item_ids.tolist() == sorted(movies.get_column("item_id").to_list())
     assert vectors.text.shape == (movies.height, text.dim) and vectors.has_poster.all()
     assert set(vectors.poster_look.tolist()) == {"cool", "warm", "dark"}
 
@@ -95,7 +95,7 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
     assert vectors2.digest == vectors.digest
 
     changed = meta.with_columns(
-        pl.when(pl.col("movie_id") == 3)
+        pl.when(pl.col("item_id") == 3)
         .then(pl.lit("An entirely new plot."))
         .otherwise(pl.col("overview"))
         .alias("overview")
@@ -110,7 +110,7 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
 
 def test_catalogue_without_metadata_or_poster(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=2)
-    meta = meta.filter(pl.col("movie_id") != 2)
+    meta = meta.filter(pl.col("item_id") != 2)
     vectors = embed_catalogue(
         build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET
     )
@@ -126,7 +126,7 @@ def test_undecodable_poster_is_named(tmp_path):
     bad = tmp_path / "broken.jpg"
     bad.write_bytes(b"not an image at all")
     meta = meta.with_columns(
-        pl.when(pl.col("movie_id") == 1).then(pl.lit(str(bad))).otherwise(pl.col("poster_small")).alias("poster_small")
+        pl.when(pl.col("item_id") == 1).then(pl.lit(str(bad))).otherwise(pl.col("poster_small")).alias("poster_small")
     )
     with pytest.raises(ValueError, match="broken.jpg"):
         embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)

@@ -140,7 +140,7 @@ def test_arms_are_registered_and_the_report_is_written(lifecycle):
     train = pl.read_parquet(home / "assets" / "train_ratings.parquet")
     assert (
         mirror_lists.get_column("rank").max() == 20
-        and not mirror_lists.join(train, on=["user_id", "movie_id"], how="semi").height
+        and not mirror_lists.join(train, on=["user_id", "item_id"], how="semi").height
     )
     # Where on the page the agents click: the embedded brain sees the list's order (displayed = list).
     slots = text.split("## Clicks by slot on the page", 1)[1].split("\n## ", 1)[0]

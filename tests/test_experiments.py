@@ -47,24 +47,24 @@ def test_poster_versions_keep_the_size_the_blue_filter_turns_it_blue_and_the_cro
 
 
 def test_thumbnail_lists_show_only_unrated_sampled_movies_the_same_for_a_seed():
-    rated = pl.DataFrame({"user_id": [1, 1, 2], "movie_id": [10, 11, 12]})
+    rated = pl.DataFrame({"user_id": [1, 1, 2], "item_id": [10, 11, 12]})
     movies = list(range(10, 40))
     lists = thumbnail_lists([1, 2, 3], movies, rated, list_length=20, seed=5)
     assert lists.group_by("user_id").len().sort("user_id").rows() == [(1, 20), (2, 20), (3, 20)]
-    assert lists.filter(pl.col("user_id") == 1).get_column("movie_id").is_in([10, 11]).sum() == 0
-    assert lists.filter(pl.col("user_id") == 2).get_column("movie_id").is_in([12]).sum() == 0
-    assert set(lists.get_column("movie_id")) <= set(movies) and set(lists.get_column("arm")) == {"thumbnails"}
+    assert lists.filter(pl.col("user_id") == 1).get_column("item_id").is_in([10, 11]).sum() == 0
+    assert lists.filter(pl.col("user_id") == 2).get_column("item_id").is_in([12]).sum() == 0
+    assert set(lists.get_column("item_id")) <= set(movies) and set(lists.get_column("arm")) == {"thumbnails"}
     assert lists.equals(thumbnail_lists([1, 2, 3], movies, rated, list_length=20, seed=5))
     assert not lists.equals(thumbnail_lists([1, 2, 3], movies, rated, list_length=20, seed=6))
     # Fewer unrated sampled movies than the list length: a shorter list.
-    assert thumbnail_lists([1], [10, 11, 13], rated, list_length=20).get_column("movie_id").to_list() == [13]
+    assert thumbnail_lists([1], [10, 11, 13], rated, list_length=20).get_column("item_id").to_list() == [13]
 
 
 def test_the_embedded_brain_shown_other_posters_changes_only_those_rows_and_keeps_its_catalogue():
     from ops.agents.embeddings import MovieVectors
 
     vectors = MovieVectors(
-        movie_ids=np.array([1, 2, 3]),
+        item_ids=np.array([1, 2, 3]),
         text=np.eye(3, dtype=np.float32),
         poster=np.eye(3, dtype=np.float32),
         has_poster=np.ones(3, bool),

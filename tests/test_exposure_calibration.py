@@ -20,7 +20,7 @@ def _bucket(n_users: int, items: int = 10, rate: float = 0.2, clicks: bool = Tru
     return pl.DataFrame(
         {
             "user_id": users,
-            "movie_id": np.tile(np.arange(1, items + 1), n_users),
+            "item_id": np.tile(np.arange(1, items + 1), n_users),
             "judge": RANDOM_EXPOSURE,
             "clicked": (rng.random(users.size) < rate).astype(float) if clicks else None,
             "liked": (rng.random(users.size) < 0.5).astype(float),
@@ -39,7 +39,7 @@ def test_half_the_bucket_calibrates_seeded_and_only_where_it_records_enough_clic
     assert calibration_users(bucket, seed=1) != held
     rows = calibration_rows(bucket)
     assert set(rows.get_column("user_id").unique().to_list()) == held and rows.height == 500
-    assert rows.columns == ["user_id", "movie_id", "clicked"]
+    assert rows.columns == ["user_id", "item_id", "clicked"]
     # A team's file with likes only, or too few clicks in the half: nothing calibrates, all judges.
     assert calibration_users(_bucket(100, clicks=False)) == frozenset()
     few = _bucket(100, rate=(MIN_CALIBRATION_CLICKS - 10) / 1000)
@@ -50,12 +50,12 @@ def test_the_planted_truth_never_reaches_the_calibration_rows() -> None:
     bucket = _bucket(40)
     uu, ii = np.meshgrid(np.arange(1, 41), np.arange(1, 31), indexing="ij")
     planted = pl.DataFrame(
-        {"user_id": uu.ravel(), "movie_id": ii.ravel(), "judge": PLANTED, "clicked": 0.5, "liked": 0.5, "rating": None},
+        {"user_id": uu.ravel(), "item_id": ii.ravel(), "judge": PLANTED, "clicked": 0.5, "liked": 0.5, "rating": None},
         schema=GROUND_TRUTH,
     )
     rows = calibration_rows(pl.concat([planted, bucket]))
     assert rows.height == 200  # 20 users x their 10 random items, none of the 1,200 planted pairs
-    assert rows.join(bucket, on=["user_id", "movie_id"], how="anti").height == 0
+    assert rows.join(bucket, on=["user_id", "item_id"], how="anti").height == 0
 
 
 def test_the_judge_reads_only_the_users_that_did_not_calibrate() -> None:
@@ -69,7 +69,7 @@ def test_the_judge_reads_only_the_users_that_did_not_calibrate() -> None:
                 "arm": a,
                 "user_id": np.repeat(users, 20),
                 "rank": np.tile(np.arange(1, 21), users.size),
-                "movie_id": np.tile(b, users.size),
+                "item_id": np.tile(b, users.size),
                 "score": 0.0,
             }
         )
@@ -78,7 +78,7 @@ def test_the_judge_reads_only_the_users_that_did_not_calibrate() -> None:
     uu, ii = np.meshgrid(users, items, indexing="ij")
     p = np.where(ii <= 20, 0.6, 0.2)
     planted = pl.DataFrame(
-        {"user_id": uu.ravel(), "movie_id": ii.ravel(), "judge": PLANTED, "clicked": p.ravel() / 2, "liked": p.ravel()},
+        {"user_id": uu.ravel(), "item_id": ii.ravel(), "judge": PLANTED, "clicked": p.ravel() / 2, "liked": p.ravel()},
     ).with_columns(rating=pl.lit(None, pl.Float64))
     truth = pl.concat([planted.select(list(GROUND_TRUTH)).cast(GROUND_TRUTH), _bucket(200)])
     per_agent = pl.concat(
@@ -122,7 +122,7 @@ def _first_look(model, agents, rows: pl.DataFrame) -> np.ndarray:
     sessions = {s.user_id: s for s in agents.sessions(sorted(rows.get_column("user_id").unique().to_list()))}
     out = []
     for (uid,), part in rows.partition_by("user_id", as_dict=True, maintain_order=True).items():
-        out.append(brain.click_probability(sessions[int(uid)], part.get_column("movie_id").to_list()))
+        out.append(brain.click_probability(sessions[int(uid)], part.get_column("item_id").to_list()))
     return np.concatenate(out)
 
 
@@ -146,8 +146,8 @@ def test_the_calibrated_decision_clicks_random_items_as_the_held_out_users_do(wo
             & ~pl.col("user_id").is_in(sorted(held))
             & pl.col("user_id").is_in(sorted(agents.profiles))
         )
-        .select("user_id", "movie_id", "clicked")
-        .sort("user_id", "movie_id")
+        .select("user_id", "item_id", "clicked")
+        .sort("user_id", "item_id")
     )
     rate = judging.get_column("clicked").mean()
     se = np.sqrt(rate * (1 - rate) / judging.height)

@@ -26,10 +26,10 @@ def test_the_bucket_half_sets_the_click_decision_through_the_asset_graph(prepare
     # this copy's bucket shows every user 10 random items, clicked by the planted P(click).
     path = home / "assets" / "ground_truth.parquet"
     planted = pl.read_parquet(path).filter(pl.col("judge") == "planted")
-    rated = pl.read_parquet(home / "assets" / "ratings.parquet").select("user_id", "movie_id")
+    rated = pl.read_parquet(home / "assets" / "ratings.parquet").select("user_id", "item_id")
     rng = np.random.default_rng(0)
     # As a production bucket: items the user had not taken.
-    unseen = planted.join(rated, on=["user_id", "movie_id"], how="anti")
+    unseen = planted.join(rated, on=["user_id", "item_id"], how="anti")
     shown = (
         unseen.group_by("user_id", maintain_order=True).agg(pl.all().sample(10, seed=0)).explode(pl.exclude("user_id"))
     )

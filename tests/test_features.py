@@ -8,7 +8,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.arms.base import arm_frame
 from ops.arms.features import GENRE_PADDING, GENRE_UNSEEN, UNSEEN, FeatureConfig, FeatureEncoder, fit_encoder
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.schema import METADATA, MOVIES, RATINGS, USERS, conform
@@ -33,7 +32,7 @@ def tables():
     movies = conform(
         pl.DataFrame(
             {
-                "movie_id": [10, 20, 30],
+                "item_id": [10, 20, 30],
                 "title": ["A (1990)", "B (1995)", "C (2000)"],
                 "year": [1990, 1995, 2000],
                 "genres": [["Drama"], ["Comedy", "Romance"], ["Horror", "Drama", "Sci-Fi"]],
@@ -42,16 +41,14 @@ def tables():
         MOVIES,
         "movies",
     )
-    train = arm_frame(  # the train window as FitData hands it to an arm: item_id
-        conform(
-            pl.DataFrame({"user_id": [1, 2, 1], "movie_id": [10, 20, 20], "rating": [5, 3, 4], "timestamp": [1, 2, 3]}),
-            RATINGS,
-            "ratings",
-        )
+    train = conform(
+        pl.DataFrame({"user_id": [1, 2, 1], "item_id": [10, 20, 20], "rating": [5, 3, 4], "timestamp": [1, 2, 3]}),
+        RATINGS,
+        "ratings",
     )
     metadata = pl.DataFrame(
         {
-            "movie_id": [10, 20, 30],
+            "item_id": [10, 20, 30],
             "vote_average": [8.0, 6.0, None],
             "vote_count": [999, 9, 99],
             "release_date": [dt.date(1990, 5, 1), None, dt.date(2000, 1, 1)],
@@ -65,7 +62,7 @@ def tables():
 
 def _catalogue(movies: pl.DataFrame, metadata: pl.DataFrame) -> pl.DataFrame:
     """MM-ML-1M as FitData hands it to an arm (item_id)."""
-    return arm_frame(build_mm_ml_1m(movies, metadata))
+    return build_mm_ml_1m(movies, metadata)
 
 
 def test_vocabularies_come_from_train_only(tables):

@@ -150,9 +150,9 @@ def test_offline_intervals_cover_the_mean_and_shrink_with_more_users():
 def test_offline_per_user_ranks_only_the_users_who_have_a_list():
     from ops.readout.fidelity import offline_per_user
 
-    lists = {"pop": pl.DataFrame({"user_id": [1, 1, 2], "movie_id": [10, 11, 10], "rank": [1, 2, 1]})}
+    lists = {"pop": pl.DataFrame({"user_id": [1, 1, 2], "item_id": [10, 11, 10], "rank": [1, 2, 1]})}
     # user 3 was first seen in the test window: no list, so no agent and no row here.
-    test = pl.DataFrame({"user_id": [1, 2, 3], "movie_id": [11, 12, 10], "rating": [5, 4, 5]})
+    test = pl.DataFrame({"user_id": [1, 2, 3], "item_id": [11, 12, 10], "rating": [5, 4, 5]})
     table = offline_per_user(lists, test).sort("user_id")
     assert table["user_id"].to_list() == [1, 2] and table["arm"].to_list() == ["pop", "pop"]
     assert table["recall_at_k"].to_list() == [1.0, 0.0]

@@ -17,7 +17,7 @@ def _world(hits: dict[str, float], ctr: dict[str, float], n: int = 200, seed: in
     rng = np.random.default_rng(seed)
     users = np.arange(n)
     window = pl.DataFrame(
-        {"user_id": np.repeat(users, 10), "movie_id": (1000 * users[:, None] + np.arange(10)).ravel(), "rating": 3}
+        {"user_id": np.repeat(users, 10), "item_id": (1000 * users[:, None] + np.arange(10)).ravel(), "rating": 3}
     )
     lists, per_agent = {}, []
     for arm, mean in hits.items():
@@ -26,7 +26,7 @@ def _world(hits: dict[str, float], ctr: dict[str, float], n: int = 200, seed: in
         rows = []
         for u, h in zip(users, per_user):
             movies = np.r_[1000 * u + np.arange(h), 10**6 + 100 * u + np.arange(20 - h)]
-            rows.append(pl.DataFrame({"user_id": u, "rank": np.arange(1, 21), "movie_id": movies}))
+            rows.append(pl.DataFrame({"user_id": u, "rank": np.arange(1, 21), "item_id": movies}))
         lists[arm] = pl.concat(rows).with_columns(arm=pl.lit(arm))
         per_agent.append(pl.DataFrame({"arm": arm, "user_id": users, "ctr": ctr[arm] + rng.normal(0, 0.02, n)}))
     return pl.concat(per_agent), lists, window

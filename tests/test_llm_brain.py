@@ -79,11 +79,11 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, key):
     obs = home(world)
-    ids = [c.movie_id for c in obs.items]
+    ids = [c.item_id for c in obs.items]
     fake.reply(
         answer(
             action=CLICK_MOVIE,
-            movie_id=ids[1],
+            item_id=ids[1],
             interest=4,
             caught_eye=[ids[1], ids[3]],
             reason="A space story, my thing.",
@@ -92,7 +92,7 @@ def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, k
     brain = make_brain(fake, world, price_prompt_per_1m=2.0, price_completion_per_1m=8.0)
     d = brain.decide(session(world), obs, rng())
 
-    assert (d.action, d.movie_id, d.interest, d.caught_eye, d.rating) == (
+    assert (d.action, d.item_id, d.interest, d.caught_eye, d.rating) == (
         CLICK_MOVIE,
         ids[1],
         4,
@@ -113,7 +113,7 @@ def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, k
     assert schema["strict"] is True and schema["name"] == "home_page_answer"
     props = schema["schema"]["properties"]
     assert props["action"]["enum"] == list(obs.legal_actions)
-    assert props["movie_id"]["anyOf"][0]["enum"] == ids and props["caught_eye"]["items"]["enum"] == ids
+    assert props["item_id"]["anyOf"][0]["enum"] == ids and props["caught_eye"]["items"]["enum"] == ids
     assert isinstance(body["seed"], int) and body["temperature"] == 0.7 and body["max_tokens"] == 300
     system = body["messages"][0]["content"]
     profile = world["profiles"][1]
@@ -123,9 +123,9 @@ def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, k
     assert "click_movie 2" in system and "watch_and_rate 10" in system  # Table 8 costs the agent is told
     text = user_text(body)
     assert "12.0 spent of a budget of 30.0" in text
-    assert all(f"[{c.movie_id}] {c.title}" in text for c in obs.items)
+    assert all(f"[{c.item_id}] {c.title}" in text for c in obs.items)
     # Memories retrieved from the agent's own history, naming what they resemble.
-    remembered = set(world["ratings"].filter(pl.col("user_id") == 1).get_column("movie_id").to_list())
+    remembered = set(world["ratings"].filter(pl.col("user_id") == 1).get_column("item_id").to_list())
     recalled = [
         int(m)
         for m in re.findall(
@@ -141,10 +141,10 @@ def test_a_valid_answer_becomes_the_decision_with_tokens_and_cost(world, fake, k
 
 def test_detail_page_prompt_shows_the_details_and_the_answer_rates(world, fake, key):
     obs = detail(world)
-    movie = world["catalogue"][obs.detail.card.movie_id]
-    fake.reply(answer(action=WATCH_AND_RATE, rating=5, interest=5, caught_eye=[movie.movie_id]))
+    movie = world["catalogue"][obs.detail.card.item_id]
+    fake.reply(answer(action=WATCH_AND_RATE, rating=5, interest=5, caught_eye=[movie.item_id]))
     d = make_brain(fake, world).decide(session(world), obs, rng())
-    assert (d.action, d.rating, d.movie_id) == (WATCH_AND_RATE, 5, movie.movie_id)
+    assert (d.action, d.rating, d.item_id) == (WATCH_AND_RATE, 5, movie.item_id)
     text = user_text(fake.requests[0])
     assert movie.overview in text and movie.directors[0] in text and movie.actors[0] in text
     assert movie.release_date in text and str(movie.vote_count) in text
@@ -177,7 +177,7 @@ def test_twice_malformed_falls_back_to_a_recorded_safe_action(world, fake, key):
     fake.reply("nope")
     fake.reply("still nope")
     d = brain.decide(session(world), detail(world), rng())
-    assert d.action == BACK and d.extra["fallback"] == BACK and d.movie_id == world["lists"][1][0]
+    assert d.action == BACK and d.extra["fallback"] == BACK and d.item_id == world["lists"][1][0]
     # The fallback is a legal move the sandbox carries out.
     sandbox = Sandbox(world["lists"][1], world["catalogue"])
     sandbox.click_movie(world["lists"][1][0])
@@ -193,14 +193,14 @@ def test_twice_malformed_falls_back_to_a_recorded_safe_action(world, fake, key):
 
 def test_illegal_answers_are_reasked_with_what_was_wrong(world, fake, key):
     obs = home(world)
-    on_page = [c.movie_id for c in obs.items]
+    on_page = [c.item_id for c in obs.items]
     stranger = world["lists"][1][-1]
     assert stranger not in on_page
-    fake.reply(answer(action=CLICK_MOVIE, movie_id=stranger))
-    fake.reply(answer(action=CLICK_MOVIE, movie_id=on_page[0]))
+    fake.reply(answer(action=CLICK_MOVIE, item_id=stranger))
+    fake.reply(answer(action=CLICK_MOVIE, item_id=on_page[0]))
     brain = make_brain(fake, world)
     d = brain.decide(session(world), obs, rng())
-    assert (d.action, d.movie_id) == (CLICK_MOVIE, on_page[0])
+    assert (d.action, d.item_id) == (CLICK_MOVIE, on_page[0])
     reask = fake.requests[1]["messages"][-1]["content"]
     assert str(stranger) in reask and str(on_page) in reask
 
@@ -219,8 +219,8 @@ def test_illegal_answers_are_reasked_with_what_was_wrong(world, fake, key):
 
 def test_memories_are_retrieved_by_story_and_by_poster(world, fake):
     brain = make_brain(fake, world)
-    genre = {m: world["catalogue"][m].genres[0] for m in world["catalogue"].movie_ids()}
-    remembered = {m: r for u, m, r in world["ratings"].select("user_id", "movie_id", "rating").iter_rows() if u == 1}
+    genre = {m: world["catalogue"][m].genres[0] for m in world["catalogue"].item_ids()}
+    remembered = {m: r for u, m, r in world["ratings"].select("user_id", "item_id", "rating").iter_rows() if u == 1}
     page = world["lists"][1][:5]
     lines = brain.recall(session(world), page, "home")
     assert 0 < len(lines) <= 5 * 3 and any("poster" in line for line in lines)
@@ -243,8 +243,8 @@ def test_memories_are_retrieved_by_story_and_by_poster(world, fake):
         ("home", '{"action": "watch_and_rate", "interest": 2, "reason": "x"}', "not legal on this page"),
         (
             "home",
-            '{"action": "click_movie", "movie_id": null, "interest": 2, "reason": "x"}',
-            "needs the movie_id of a movie on this page",
+            '{"action": "click_movie", "item_id": null, "interest": 2, "reason": "x"}',
+            "needs the item_id of a movie on this page",
         ),
         (
             "home",
@@ -258,7 +258,7 @@ def test_memories_are_retrieved_by_story_and_by_poster(world, fake):
             '{"action": "watch_and_rate", "interest": 4, "reason": "x"}',
             "needs a rating from 1 to 5, got None",
         ),
-        ("detail", '{"action": "back", "movie_id": 999999, "interest": 1, "reason": "x"}', "not movie 999999"),
+        ("detail", '{"action": "back", "item_id": 999999, "interest": 1, "reason": "x"}', "not movie 999999"),
     ],
 )
 def test_answers_are_checked_against_the_schema_and_the_page(world, page, reply, problem):
@@ -273,10 +273,10 @@ def test_benign_variants_of_a_valid_answer_are_accepted(world):
     from ops.simulation.brains.llm import check_answer
 
     obs = home(world)
-    first = obs.items[0].movie_id
-    fenced = f'```json\n{{"action": "click_movie", "movie_id": "{first}", "interest": 4.0, "caught_eye": null, "reason": "x", "mood": "curious"}}\n```'
+    first = obs.items[0].item_id
+    fenced = f'```json\n{{"action": "click_movie", "item_id": "{first}", "interest": 4.0, "caught_eye": null, "reason": "x", "mood": "curious"}}\n```'
     a = check_answer(fenced, obs, LLMBrainConfig())
-    assert (a.action, a.movie_id, a.interest, a.caught_eye) == (CLICK_MOVIE, first, 4, [])
+    assert (a.action, a.item_id, a.interest, a.caught_eye) == (CLICK_MOVIE, first, 4, [])
 
 
 # -- transport -------------------------------------------------------------------------------
@@ -468,7 +468,7 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     users = sorted(world["profiles"])
     top_k = pl.DataFrame(
         [
-            {"arm": "pop", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
+            {"arm": "pop", "user_id": u, "rank": r + 1, "item_id": m, "score": 1.0 / (r + 1)}
             for u in users
             for r, m in enumerate(world["lists"][u])
         ]
@@ -495,9 +495,9 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
         # The page is shown shuffled per agent: the scripted user opens the first card it
         # READS, recorded in displayed slot 1, wherever the arm ranked it on the page.
         displayed = make_brain(fake, world).displayed(session(world, u), home(world, u))
-        shown_first[u] = displayed.items[0].movie_id
-        assert sorted(c.movie_id for c in displayed.items) == sorted(world["lists"][u][:5])
-        assert mine.get_column("movie_id").to_list()[:2] == [shown_first[u]] * 2
+        shown_first[u] = displayed.items[0].item_id
+        assert sorted(c.item_id for c in displayed.items) == sorted(world["lists"][u][:5])
+        assert mine.get_column("item_id").to_list()[:2] == [shown_first[u]] * 2
         click = mine.row(0, named=True)
         assert click["slot"] == 1 and click["position"] == world["lists"][u].index(shown_first[u]) + 1
         assert mine.get_column("slot").to_list()[1:] == [None] * 4
@@ -523,7 +523,7 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
     cards = [re.findall(r"^\[(\d+)\]", text, re.M) for text in first_user]
     assert "detail page" in first_user[1] and cards[0] == cards[2] and len(cards[0]) == 5
     orders = [
-        [c.movie_id for c in make_brain(fake, world).displayed(session(world, u), home(world, u)).items] for u in users
+        [c.item_id for c in make_brain(fake, world).displayed(session(world, u), home(world, u)).items] for u in users
     ]
     assert any(order != world["lists"][u][:5] for order, u in zip(orders, users))
 
@@ -559,7 +559,7 @@ def test_sessions_through_the_simulation_loop_give_valid_events(world, fake, key
         make_brain(fake, world, shuffle_page=False), agents, top_k, world["catalogue"], config, arms=["pop"], seed=3
     )
     clicks = plain.filter(pl.col("action") == CLICK_MOVIE)
-    assert clicks.get_column("movie_id").to_list() == [world["lists"][u][0] for u in users]
+    assert clicks.get_column("item_id").to_list() == [world["lists"][u][0] for u in users]
     assert clicks.get_column("slot").to_list() == [1] * len(users) and "(recommendation #1)" in user_text(
         fake.requests[-5]
     )
@@ -579,7 +579,7 @@ def reflecting_agent(body: dict) -> str:
         )
     ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
     if "Your reflection on this session so far: I now crave romance" in text:
-        return answer(action=CLICK_MOVIE, movie_id=ids[0], interest=4, caught_eye=[ids[0]])
+        return answer(action=CLICK_MOVIE, item_id=ids[0], interest=4, caught_eye=[ids[0]])
     return answer(action=EXIT, interest=2)
 
 
@@ -677,13 +677,13 @@ def test_persona_matching_keeps_the_candidate_that_best_predicts_the_held_out_ra
         genre = re.search(r"loves (\w[\w-]*)", text).group(1)
         rows = re.findall(r"^\[(\d+)\] (.*)$", text, re.M)
         return json.dumps(
-            {"ratings": [{"movie_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]}
+            {"ratings": [{"item_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]}
         )
 
     fake.policy = persona_agent
     ratings = world["ratings"].filter(pl.col("user_id") == 1)  # user 1 rates Sci-Fi 4-5, the rest 1-3
-    history = list(ratings.head(4).select("movie_id", "rating").iter_rows())
-    held_out = list(ratings.tail(4).select("movie_id", "rating").iter_rows())
+    history = list(ratings.head(4).select("item_id", "rating").iter_rows())
+    held_out = list(ratings.tail(4).select("item_id", "rating").iter_rows())
     cache = tmp_path / "responses.sqlite"
     brain = make_brain(fake, world, cache_path=str(cache))
     match = match_personas(brain, {1: (history, held_out)}, n_candidates=4)[1]

@@ -73,28 +73,26 @@ def test_the_schema_of_a_page_enumerates_exactly_its_ids_and_legal_actions(world
 
     config = LLMBrainConfig(reason_max_chars=40)
     home, detail, rate_only = pages(world)
-    ids = [c.movie_id for c in home.items]
-    shown = detail.detail.card.movie_id
+    ids = [c.item_id for c in home.items]
+    shown = detail.detail.card.item_id
 
     name, schema = page_schema(home, config)
     props = schema["properties"]
     assert name == "home_page_answer" and schema["additionalProperties"] is False
     assert (
-        sorted(schema["required"])
-        == sorted(props)
-        == sorted(["action", "movie_id", "interest", "caught_eye", "reason"])
+        sorted(schema["required"]) == sorted(props) == sorted(["action", "item_id", "interest", "caught_eye", "reason"])
     )
     assert props["action"]["enum"] == list(home.legal_actions) and CLICK_MOVIE in home.legal_actions
-    assert props["movie_id"] == {"anyOf": [{"type": "integer", "enum": ids}, {"type": "null"}]}
+    assert props["item_id"] == {"anyOf": [{"type": "integer", "enum": ids}, {"type": "null"}]}
     assert props["caught_eye"]["items"]["enum"] == ids and props["caught_eye"]["maxItems"] == len(ids)
     assert props["interest"]["enum"] == [1, 2, 3, 4, 5] and props["reason"]["maxLength"] == 40
 
-    valid = {"action": CLICK_MOVIE, "movie_id": ids[2], "interest": 4, "caught_eye": [ids[0]], "reason": "fits"}
+    valid = {"action": CLICK_MOVIE, "item_id": ids[2], "interest": 4, "caught_eye": [ids[0]], "reason": "fits"}
     jsonschema.validate(valid, schema)
     off_page = 10**6
     for wrong in (
         {**valid, "action": "fly_away"},  # not a legal action
-        {**valid, "movie_id": off_page},  # not on the page
+        {**valid, "item_id": off_page},  # not on the page
         {**valid, "caught_eye": [off_page]},
         {**valid, "interest": 6},
         {**valid, "reason": "x" * 41},  # would run on to max_tokens
@@ -106,7 +104,7 @@ def test_the_schema_of_a_page_enumerates_exactly_its_ids_and_legal_actions(world
 
     name, schema = page_schema(detail, config)
     props = schema["properties"]
-    assert name == "detail_page_answer" and "movie_id" not in props
+    assert name == "detail_page_answer" and "item_id" not in props
     assert props["action"]["enum"] == list(detail.legal_actions) and props["caught_eye"]["items"]["enum"] == [shown]
     assert props["rating"] == {"anyOf": [{"type": "integer", "enum": [1, 2, 3, 4, 5]}, {"type": "null"}]}
     # Asked only to rate (the rating protocol): a rating is required, not null.
@@ -132,9 +130,9 @@ def test_the_endpoint_receives_each_requests_own_schema(world, fake):
     formats = [body["response_format"] for body in fake.requests]
     assert [f["type"] for f in formats] == ["json_schema"] * 3 and all(f["json_schema"]["strict"] for f in formats)
     home_schema, detail_schema, interview = (f["json_schema"]["schema"] for f in formats)
-    assert home_schema["properties"]["movie_id"]["anyOf"][0]["enum"] == [c.movie_id for c in home.items]
+    assert home_schema["properties"]["item_id"]["anyOf"][0]["enum"] == [c.item_id for c in home.items]
     assert home_schema["properties"]["action"]["enum"] == list(home.legal_actions)
-    assert detail_schema["properties"]["caught_eye"]["items"]["enum"] == [detail.detail.card.movie_id]
+    assert detail_schema["properties"]["caught_eye"]["items"]["enum"] == [detail.detail.card.item_id]
     assert interview["properties"]["satisfaction"]["enum"] == list(range(1, 11))
     assert brain.usage.facts() == {"structured_output": "json_schema", "vision": "false"}
 
@@ -277,7 +275,7 @@ def taste_lists(world) -> pl.DataFrame:
             "ratio": pl.Utf8,
             "user_id": pl.Int64,
             "position": pl.Int64,
-            "movie_id": pl.Int64,
+            "item_id": pl.Int64,
             "relevant": pl.Boolean,
         },
         orient="row",
@@ -305,7 +303,7 @@ def test_the_protocols_overlap_requests_up_to_the_endpoints_concurrency(world, c
             pairs = pl.DataFrame(
                 {
                     "user_id": [u for u in sorted(world["profiles"]) for _ in range(2)],
-                    "movie_id": [m for u in sorted(world["profiles"]) for m in world["lists"][u][:2]],
+                    "item_id": [m for u in sorted(world["profiles"]) for m in world["lists"][u][:2]],
                 },
             ).with_columns(pl.lit(4).alias("rating"))
             rated = brain_ratings(brain, sessions, pairs, world["catalogue"])
@@ -347,7 +345,7 @@ def persona_policy():
             ids = [int(m) for m in re.findall(r"^\[(\d+)\]", text, re.M)]
             if kind == "Mute":
                 ids = ids[1:]
-            return json.dumps({"ratings": [{"movie_id": m, "rating": 4 if kind == "Good" else 1} for m in ids]})
+            return json.dumps({"ratings": [{"item_id": m, "rating": 4 if kind == "Good" else 1} for m in ids]})
         return '{"age": 7}'  # a re-ask: still unusable
 
     return policy
@@ -364,7 +362,7 @@ def test_persona_matching_records_why_each_candidate_was_dropped_and_overlaps_re
     ratings = world["ratings"]
     inputs = {
         u: (
-            [(m, r) for m, r in ratings.filter(pl.col("user_id") == u).select("movie_id", "rating").iter_rows()][:4],
+            [(m, r) for m, r in ratings.filter(pl.col("user_id") == u).select("item_id", "rating").iter_rows()][:4],
             [(m, 4) for m in world["lists"][u][:3]],  # held-out ratings of 4: "Good" predicts them exactly
         )
         for u in users
@@ -418,7 +416,7 @@ def test_a_protocol_answered_mostly_by_fallbacks_fails_with_the_share_and_exampl
                 taste_discrimination(brain, world["agents"], lists, world["catalogue"], n_bootstrap=10)
             with pytest.raises(ProtocolFailed, match=r"\(per item\): 8 of 8 .*E\.g\. invalid_answer: invalid 2 times"):
                 taste_per_item(llm_answerer(brain, world["catalogue"]), world["agents"], lists, n_bootstrap=10)
-            pairs = pl.DataFrame({"user_id": [1, 2], "movie_id": [world["lists"][1][0], world["lists"][2][0]]})
+            pairs = pl.DataFrame({"user_id": [1, 2], "item_id": [world["lists"][1][0], world["lists"][2][0]]})
             with pytest.raises(
                 ProtocolFailed,
                 match=r"rating prediction: 2 of 2 .*E\.g\. invalid_answer: the model's answer was invalid 2 times",

@@ -60,7 +60,7 @@ def persona_agent(genres: tuple[str, ...]):
             genre = re.search(r"loves (\w[\w-]*)", text).group(1)
             rows = re.findall(r"^\[(\d+)\] (.*)$", text, re.M)
             return json.dumps(
-                {"ratings": [{"movie_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]}
+                {"ratings": [{"item_id": int(m), "rating": 5 if f"({genre}" in name else 1} for m, name in rows]}
             )
         return scripted_agent(body)
 
@@ -136,7 +136,7 @@ def test_llm_personas_keep_the_best_candidate_and_the_simulation_shows_it(world,
     favourite = {
         u: next(g for g in world["catalogue"][m].genres)
         for u in world["profiles"]
-        for m in [world["ratings"].filter((pl.col("user_id") == u) & (pl.col("rating") >= 4)).get_column("movie_id")[0]]
+        for m in [world["ratings"].filter((pl.col("user_id") == u) & (pl.col("rating") >= 4)).get_column("item_id")[0]]
     }
     genres = tuple(sorted(set(favourite.values())))
     assert len(genres) == 3  # each user loves another genre
@@ -213,9 +213,9 @@ def test_the_ratings_schema_admits_each_listed_movie_once_and_the_check_reads_bo
             jsonschema.validate(bad, schema)
     truth = {10: 4, 20: 2, 30: 3}
     assert _check_ratings(json.dumps({"ratings": {"10": 5, "20": 1, "30": 3}}), truth) == {10: 5, 20: 1, 30: 3}
-    entries = [{"movie_id": 10, "rating": 5}, {"movie_id": 20, "rating": 1}, {"movie_id": 30, "rating": 3}]
+    entries = [{"item_id": 10, "rating": 5}, {"item_id": 20, "rating": 1}, {"item_id": 30, "rating": 3}]
     assert _check_ratings(json.dumps({"ratings": entries}), truth) == {10: 5, 20: 1, 30: 3}
     # The array shape a model filled with one movie twice: the skipped one is named.
-    twice = [{"movie_id": 10, "rating": 5}, {"movie_id": 10, "rating": 4}, {"movie_id": 30, "rating": 3}]
+    twice = [{"item_id": 10, "rating": 5}, {"item_id": 10, "rating": 4}, {"item_id": 30, "rating": 3}]
     with pytest.raises(AnswerError, match=r"\[20\]"):
         _check_ratings(json.dumps({"ratings": twice}), truth)

@@ -42,7 +42,7 @@ def _simulate(world, fake, share: float, experiment: str):
     users = sorted(world["profiles"])
     top_k = pl.DataFrame(
         [
-            {"arm": "pop", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
+            {"arm": "pop", "user_id": u, "rank": r + 1, "item_id": m, "score": 1.0 / (r + 1)}
             for u in users
             for r, m in enumerate(world["lists"][u])
         ]

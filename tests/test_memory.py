@@ -18,7 +18,7 @@ def _vectors(text: np.ndarray, poster: np.ndarray | None = None, ids=None) -> Mo
     n = len(text)
     poster = np.zeros((n, 2), np.float32) if poster is None else poster
     return MovieVectors(
-        movie_ids=np.asarray(ids if ids is not None else np.arange(1, n + 1), dtype=np.int64),
+        item_ids=np.asarray(ids if ids is not None else np.arange(1, n + 1), dtype=np.int64),
         text=np.asarray(text, np.float32),
         poster=np.asarray(poster, np.float32),
         has_poster=np.linalg.norm(poster, axis=1) > 0,
@@ -46,11 +46,11 @@ def test_movie_vectors_check_their_shape_and_name_unknown_ids():
 def test_memories_point_into_the_shared_matrices_in_time_order():
     v = _vectors(_unit([0, 10, 20, 30]))
     train = pl.DataFrame(
-        {"user_id": [1, 1, 2, 1], "movie_id": [3, 1, 4, 2], "rating": [5, 2, 4, 3], "timestamp": [30, 10, 5, 20]}
+        {"user_id": [1, 1, 2, 1], "item_id": [3, 1, 4, 2], "rating": [5, 2, 4, 3], "timestamp": [30, 10, 5, 20]}
     )
     mem = build_long_term_memories(train, v)
     assert sorted(mem) == [1, 2]
-    assert mem[1].movie_ids.tolist() == [1, 2, 3] and mem[1].ratings.tolist() == [2, 3, 5]
+    assert mem[1].item_ids.tolist() == [1, 2, 3] and mem[1].ratings.tolist() == [2, 3, 5]
     assert mem[1].vectors is v and mem[2].vectors is v  # shared, not copied
     assert len(mem[2]) == 1
 
@@ -59,14 +59,14 @@ def test_retrieve_by_text_returns_the_most_similar_memories_with_cosine():
     # Movies at 0, 20, 40, 90 degrees; the query at 35 degrees is nearest 40, then 20.
     v = _vectors(_unit([0, 20, 40, 90]))
     train = pl.DataFrame(
-        {"user_id": [1] * 4, "movie_id": [1, 2, 3, 4], "rating": [1, 2, 3, 4], "timestamp": [1, 2, 3, 4]}
+        {"user_id": [1] * 4, "item_id": [1, 2, 3, 4], "rating": [1, 2, 3, 4], "timestamp": [1, 2, 3, 4]}
     )
     mem = build_long_term_memories(train, v)[1]
     got = mem.retrieve_by_text(3.0 * _unit([35])[0], k=2)  # scale does not matter
-    assert [r.movie_id for r in got] == [3, 2]
+    assert [r.item_id for r in got] == [3, 2]
     assert got[0].similarity == pytest.approx(np.cos(np.radians(5)), abs=1e-6)
     assert got[0].rating == 3 and got[0].timestamp == 3
-    assert [r.movie_id for r in mem.retrieve_by_text(_unit([35])[0], k=10)] == [3, 2, 1, 4]
+    assert [r.item_id for r in mem.retrieve_by_text(_unit([35])[0], k=10)] == [3, 2, 1, 4]
     assert mem.retrieve_by_text(np.zeros(2), k=3) == []
     with pytest.raises(ValueError, match="dim 3"):
         mem.retrieve_by_text(np.ones(3), k=1)
@@ -75,19 +75,19 @@ def test_retrieve_by_text_returns_the_most_similar_memories_with_cosine():
 def test_retrieval_ties_prefer_recent_memories():
     v = _vectors(_unit([10, 10, 50]))
     train = pl.DataFrame(
-        {"user_id": [1, 1, 1], "movie_id": [1, 2, 3], "rating": [4, 5, 3], "timestamp": [100, 200, 300]}
+        {"user_id": [1, 1, 1], "item_id": [1, 2, 3], "rating": [4, 5, 3], "timestamp": [100, 200, 300]}
     )
     mem = build_long_term_memories(train, v)[1]
-    assert [r.movie_id for r in mem.retrieve_by_text(_unit([10])[0], k=2)] == [2, 1]
+    assert [r.item_id for r in mem.retrieve_by_text(_unit([10])[0], k=2)] == [2, 1]
 
 
 def test_retrieve_by_image_never_returns_memories_without_poster():
     poster = np.vstack([_unit([0]), np.zeros((1, 2)), _unit([80])]).astype(np.float32)
     v = _vectors(_unit([0, 0, 0]), poster=poster)
-    train = pl.DataFrame({"user_id": [1, 1, 1], "movie_id": [1, 2, 3], "rating": [4, 5, 3], "timestamp": [1, 2, 3]})
+    train = pl.DataFrame({"user_id": [1, 1, 1], "item_id": [1, 2, 3], "rating": [4, 5, 3], "timestamp": [1, 2, 3]})
     mem = build_long_term_memories(train, v)[1]
     got = mem.retrieve_by_image(_unit([85])[0], k=5)
-    assert [r.movie_id for r in got] == [3, 1]
+    assert [r.item_id for r in got] == [3, 1]
 
 
 def test_memory_over_a_real_catalogue_recalls_the_same_genre(tmp_path):
@@ -101,17 +101,17 @@ def test_memory_over_a_real_catalogue_recalls_the_same_genre(tmp_path):
     )
     # User 1 remembers two Sci-Fi (ids 1-5) and two Romance movies (ids 6-10).
     train = pl.DataFrame(
-        {"user_id": [1] * 4, "movie_id": [1, 2, 6, 7], "rating": [5, 4, 2, 1], "timestamp": [1, 2, 3, 4]}
+        {"user_id": [1] * 4, "item_id": [1, 2, 6, 7], "rating": [5, 4, 2, 1], "timestamp": [1, 2, 3, 4]}
     )
     mem = build_long_term_memories(train, vectors)[1]
     query = vectors.rows_of([3])[0]  # another Sci-Fi movie
-    assert {r.movie_id for r in mem.retrieve_by_text(vectors.text[query], k=2)} == {1, 2}
-    assert {r.movie_id for r in mem.retrieve_by_image(vectors.poster[query], k=2)} == {1, 2}
+    assert {r.item_id for r in mem.retrieve_by_text(vectors.text[query], k=2)} == {1, 2}
+    assert {r.item_id for r in mem.retrieve_by_image(vectors.poster[query], k=2)} == {1, 2}
 
 
 def test_movie_facts_take_popularity_and_means_from_train_only(tmp_path):
     movies, meta = make_catalogue(tmp_path / "p", n_per_genre=2)
-    train = pl.DataFrame({"user_id": [1, 2, 3], "movie_id": [1, 1, 2], "rating": [5, 3, 4], "timestamp": [1, 2, 3]})
+    train = pl.DataFrame({"user_id": [1, 2, 3], "item_id": [1, 1, 2], "rating": [5, 3, 4], "timestamp": [1, 2, 3]})
     facts = build_movie_facts(build_mm_ml_1m(movies, meta), train)
     r1, r2, r3 = facts.row(1), facts.row(2), facts.row(3)
     assert facts.popularity[[r1, r2, r3]].tolist() == [2, 1, 0]
@@ -123,8 +123,8 @@ def test_movie_facts_take_popularity_and_means_from_train_only(tmp_path):
 
 def test_short_term_memory_reads_as_a_session_log():
     entries = [
-        ShortTermEntry(1, "home", 1, (10, 11), 4, "click_movie", movie_id=10),
-        ShortTermEntry(2, "detail", 1, (), 5, "watch_and_rate", movie_id=10, rating=5),
+        ShortTermEntry(1, "home", 1, (10, 11), 4, "click_movie", item_id=10),
+        ShortTermEntry(2, "detail", 1, (), 5, "watch_and_rate", item_id=10, rating=5),
         ShortTermEntry(3, "home", 1, (10, 11), 3, "next_page"),
     ]
     text = describe_short_term(entries, {10: "Alien (1979)", 11: "Heat (1995)"})

@@ -37,7 +37,7 @@ def movies_frame(ids) -> pl.DataFrame:
     }
     return pl.DataFrame(
         {
-            "movie_id": ids,
+            "item_id": ids,
             "title": [titles[i] for i in ids],
             "year": [1995] * len(ids),
             "genres": [["Comedy"]] * len(ids),
@@ -69,7 +69,7 @@ def test_local_file_and_posters_give_metadata_rows(local_source):
     result = load_local_metadata(movies_frame([1, 2, 3, 4, 5, 7]), out, config)
     meta = result.metadata
     assert meta.schema == pl.Schema(METADATA)
-    assert meta["movie_id"].to_list() == [1, 2, 3, 4, 7]  # 5 has neither metadata nor poster
+    assert meta["item_id"].to_list() == [1, 2, 3, 4, 7]  # 5 has neither metadata nor poster
     assert set(meta["metadata_source"]) == {"local:extra.dat"}
 
     toy = meta.row(0, named=True)
@@ -86,7 +86,7 @@ def test_local_file_and_posters_give_metadata_rows(local_source):
     grumpier = meta.row(2, named=True)
     assert grumpier["meta_genres"] is None and grumpier["directors"] is None and grumpier["poster_small"] is None
 
-    failures = {(r["movie_id"], r["stage"]): r["reason"] for r in result.failures.iter_rows(named=True)}
+    failures = {(r["item_id"], r["stage"]): r["reason"] for r in result.failures.iter_rows(named=True)}
     assert set(failures) == {(3, "poster"), (4, "match"), (5, "match")}
     assert "not an image" in failures[(3, "poster")] and "3.jpg" in failures[(3, "poster")]
     assert "not in extra.dat" in failures[(4, "match")]
@@ -96,7 +96,7 @@ def test_local_file_and_posters_give_metadata_rows(local_source):
 def test_posters_prefer_the_first_folder_and_come_in_two_sizes(local_source):
     config, out = local_source
     meta = load_local_metadata(movies_frame([1, 2, 4]), out, config).metadata
-    rows = {r["movie_id"]: r for r in meta.iter_rows(named=True)}
+    rows = {r["item_id"]: r for r in meta.iter_rows(named=True)}
 
     with Image.open(rows[1]["poster_small"]) as small:
         assert small.size == (185, 278) and small.getpixel((90, 140))[0] > 150  # red, from the first folder
@@ -160,7 +160,7 @@ def test_a_csv_dump_with_votes_maps_through_configuration(tmp_path):
         list_separator="|",
         progress=False,
         columns={
-            "movie_id": "id",
+            "item_id": "id",
             "tmdb_id": "tmdb",
             "overview": "overview",
             "vote_average": "vote_average",
@@ -195,13 +195,13 @@ def test_shared_ml1m_metadata_covers_the_movies_it_lists():
     # README: 3,881 of 3,883 ids; 860 and 1795 missing; N/A counts released 42, genre 5,
     # director 12, actors 7, plot 36.
     assert meta.height == 3881
-    assert sorted(result.failures.filter(pl.col("stage") == "match")["movie_id"]) == [860, 1795]
+    assert sorted(result.failures.filter(pl.col("stage") == "match")["item_id"]) == [860, 1795]
     assert meta["release_date"].null_count() == 42
     assert meta["meta_genres"].null_count() == 5
     assert meta["directors"].null_count() == 12
     assert meta["actors"].null_count() == 7
     assert meta["overview"].null_count() == 36
-    assert meta.filter(pl.col("movie_id") == 1)["directors"].to_list() == [["John Lasseter"]]
+    assert meta.filter(pl.col("item_id") == 1)["directors"].to_list() == [["John Lasseter"]]
     assert meta["release_date"].min() >= dt.date(1900, 1, 1) and meta["release_date"].max() <= dt.date(2030, 1, 1)
 
 
@@ -214,13 +214,13 @@ def test_shared_poster_folders_prefer_the_tmdb_copies(tmp_path):
     ]
     ids = both + only_other
     movies = pl.DataFrame(
-        {"movie_id": ids, "title": [f"m{i}" for i in ids], "year": [None] * len(ids), "genres": [[]] * len(ids)}
+        {"item_id": ids, "title": [f"m{i}" for i in ids], "year": [None] * len(ids), "genres": [[]] * len(ids)}
     )
     config = LocalMetadataConfig(poster_dirs=[tmdb_dir, other_dir], progress=False, workers=1)
     meta = load_local_metadata(movies, tmp_path, config).metadata
-    assert meta["movie_id"].to_list() == ids and set(meta["metadata_source"]) == {"local:posters"}
+    assert meta["item_id"].to_list() == ids and set(meta["metadata_source"]) == {"local:posters"}
     for row in meta.iter_rows(named=True):
-        source = (tmdb_dir if row["movie_id"] in both else other_dir) / f"{row['movie_id']}.jpg"
+        source = (tmdb_dir if row["item_id"] in both else other_dir) / f"{row['item_id']}.jpg"
         with Image.open(source) as src, Image.open(row["poster_small"]) as small:
             assert small.width == min(185, src.width)
             assert abs(small.height - round(src.height * small.width / src.width)) <= 1
@@ -229,11 +229,11 @@ def test_shared_poster_folders_prefer_the_tmdb_copies(tmp_path):
 def _ml1m_movies(path: Path) -> pl.DataFrame:
     rows = []
     for line in path.read_text(encoding="latin-1").splitlines():
-        movie_id, title, genres = line.split("::")
+        item_id, title, genres = line.split("::")
         year = re.search(r"\((\d{4})\)\s*$", title)
         rows.append(
             {
-                "movie_id": int(movie_id),
+                "item_id": int(item_id),
                 "title": title,
                 "year": int(year.group(1)) if year else None,
                 "genres": genres.split("|"),

@@ -52,11 +52,11 @@ def test_log_loss_hand_worked_and_scikit_learn():
 
 
 def _lists(rows):
-    return pl.DataFrame(rows, schema=["user_id", "rank", "movie_id"], orient="row")
+    return pl.DataFrame(rows, schema=["user_id", "rank", "item_id"], orient="row")
 
 
 def test_recall_and_ndcg_hand_worked():
-    relevant = pl.DataFrame({"user_id": [1, 1, 1, 2], "movie_id": [10, 20, 30, 5]})
+    relevant = pl.DataFrame({"user_id": [1, 1, 1, 2], "item_id": [10, 20, 30, 5]})
     # User 1: hits at ranks 1 and 3 of 3 relevant; user 2 has a relevant item but no list.
     lists = _lists([(1, 1, 10), (1, 2, 11), (1, 3, 20), (1, 4, 12)])
     assert recall_at_k(lists, relevant, k=20) == pytest.approx((2 / 3 + 0) / 2)
@@ -66,7 +66,7 @@ def test_recall_and_ndcg_hand_worked():
 
 
 def test_cut_off_at_k():
-    relevant = pl.DataFrame({"user_id": [1, 1, 1], "movie_id": [10, 20, 30]})
+    relevant = pl.DataFrame({"user_id": [1, 1, 1], "item_id": [10, 20, 30]})
     lists = _lists([(1, 1, 99), (1, 2, 10), (1, 3, 20)])
     # k = 2: only the hit at rank 2 counts, and the ideal DCG has 2 slots, not 3.
     assert recall_at_k(lists, relevant, k=2) == pytest.approx(1 / 3)
@@ -78,7 +78,7 @@ def test_cut_off_at_k():
 
 
 def test_users_without_relevant_items_are_not_averaged():
-    relevant = pl.DataFrame({"user_id": [1], "movie_id": [10]})
+    relevant = pl.DataFrame({"user_id": [1], "item_id": [10]})
     lists = _lists([(1, 1, 10), (2, 1, 10), (3, 1, 7)])
     assert recall_at_k(lists, relevant) == 1.0
     assert ndcg_at_k(lists, relevant) == 1.0
@@ -86,7 +86,7 @@ def test_users_without_relevant_items_are_not_averaged():
 
 def test_relevant_items_threshold_and_one_arm_only():
     test = pl.DataFrame(
-        {"user_id": [1, 1, 2, 2], "movie_id": [1, 2, 1, 1], "rating": [4, 3, 5, 5], "timestamp": [0] * 4}
+        {"user_id": [1, 1, 2, 2], "item_id": [1, 2, 1, 1], "rating": [4, 3, 5, 5], "timestamp": [0] * 4}
     )
     assert relevant_items(test).rows() == [(1, 1), (2, 1)]
     two_arms = _lists([(1, 1, 1), (1, 1, 2)]).with_columns(arm=pl.Series(["a", "b"]))

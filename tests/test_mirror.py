@@ -11,7 +11,7 @@ import pytest
 from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-from ops.arms.base import FitData, ScoresNotAvailable, arm_frame
+from ops.arms.base import FitData, ScoresNotAvailable
 from ops.arms.registry import PluggedArm, has_capability, make_arm
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.readout.bias import simulator_bias, spearman_one_sided
@@ -43,7 +43,7 @@ def test_the_mirror_lists_each_users_unseen_items_by_the_brains_click_log_odds_a
     agents, model, train = world["agents"], world["model"], world["train"]
     known = np.array(sorted(agents.profiles))
     stranger = int(world["users"].get_column("user_id").max()) + 1  # first seen in the test window: no agent
-    items = world["catalogue"].get_column("movie_id").to_numpy()
+    items = world["catalogue"].get_column("item_id").to_numpy()
     arm = make_arm("mirror")
     assert has_capability("mirror", "mirrors_brain") and has_capability("mirror", "diagnostic")
     assert not has_capability("pop", "diagnostic") and not has_capability("fm", "mirrors_brain")
@@ -51,7 +51,7 @@ def test_the_mirror_lists_each_users_unseen_items_by_the_brains_click_log_odds_a
     with pytest.raises(ValueError, match="embedded_brain"):
         arm.fit(data)  # without the brain's scores it refuses, naming what to materialise
     arm.fit(FitData(**{**data.__dict__, "brain_scores": brain_scores(model, agents)}))
-    train = arm_frame(train)  # the arm API's words: item_id in, item_id out
+    train = train  # the arm API's words: item_id in, item_id out
     ranked = arm.rank(np.r_[known, stranger], items, train.select("user_id", "item_id"), k=20)
     seen = {u: set(ms) for u, ms in train.group_by("user_id").agg("item_id").iter_rows()}
     brain = model.brain()
@@ -92,7 +92,7 @@ def _frames(ctr: dict[str, float], ndcg: dict[str, float], overlap: dict[str, in
                 "arm": a,
                 "user_id": np.repeat(np.arange(n), 20),
                 "rank": np.tile(np.arange(1, 21), n),
-                "movie_id": np.tile(movies, n),
+                "item_id": np.tile(movies, n),
             }
         )
     return per_agent, per_user, lists
@@ -179,9 +179,9 @@ def test_the_item_knn_family_scores_a_movie_by_its_mean_co_watch_cosine_to_the_a
     model = fit_embedded_brain(agents, train, world["valid"], world["users"], config)
     ctx = model.context
     users = sorted(set(train.get_column("user_id").to_list()))
-    assert ctx.collab.shape == (len(ctx.facts.movie_ids), len(users))  # one column per train user: no factors
+    assert ctx.collab.shape == (len(ctx.facts.item_ids), len(users))  # one column per train user: no factors
     # Cosine of two movies' binary user columns, by hand.
-    watched = {m: set(g.get_column("user_id")) for (m,), g in train.group_by("movie_id")}
+    watched = {m: set(g.get_column("user_id")) for (m,), g in train.group_by("item_id")}
     a, b = sorted(watched)[:2]
     rows = ctx.vectors.rows_of([a, b])
     cosine = len(watched[a] & watched[b]) / np.sqrt(len(watched[a]) * len(watched[b]))
@@ -191,11 +191,11 @@ def test_the_item_knn_family_scores_a_movie_by_its_mean_co_watch_cosine_to_the_a
     wide = dataclasses.replace(ctx, collab=np.repeat(ctx.collab, 10, axis=1) / np.sqrt(10))
     uid = users[0]
     state = agent_states({uid: agents.memories[uid]}, agents.profiles, wide, config)[uid]
-    candidates = np.arange(len(ctx.facts.movie_ids))[:7]
+    candidates = np.arange(len(ctx.facts.item_ids))[:7]
     X, _, _ = pair_features([state], [candidates], wide, config)
     expected = (ctx.collab[candidates] @ ctx.collab[state.rows].mean(axis=0)).astype(float)
     assert wide.collab.shape[1] > 256 and X[:, FEATURES.index("collab")] == pytest.approx(expected, rel=1e-4)
-    assert item_neighbourhood_vectors(train, ctx.facts.movie_ids, 0).shape == (len(ctx.facts.movie_ids), 0)
+    assert item_neighbourhood_vectors(train, ctx.facts.item_ids, 0).shape == (len(ctx.facts.item_ids), 0)
     assert model.params.click_variant in ("none", "collab", "collab+recent")
 
 
@@ -214,8 +214,8 @@ def test_ranked_at_the_simulation_clock_the_mirror_skips_what_an_agent_took_in_v
         valid=valid,
     )
     model = fit_embedded_brain(agents, train, valid, world["users"])
-    items = world["catalogue"].get_column("movie_id").to_numpy()
-    took = {u: set(ms) for u, ms in valid.group_by("user_id").agg("movie_id").iter_rows()}
+    items = world["catalogue"].get_column("item_id").to_numpy()
+    took = {u: set(ms) for u, ms in valid.group_by("user_id").agg("item_id").iter_rows()}
     users = np.array(sorted(u for u in took if u in agents.profiles)[:8])
     at_fit = brain_scores(model, agents, depth=len(items))(users, items)
     at_sim = brain_scores(model, agents, depth=len(items), clock="simulation")(users, items)

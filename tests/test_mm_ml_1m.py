@@ -15,7 +15,7 @@ from tests.test_metadata_local import _ml1m_movies
 
 MOVIES = pl.DataFrame(
     {
-        "movie_id": [1, 2, 3],
+        "item_id": [1, 2, 3],
         "title": ["American President, The (1995)", "M (1931)", "Unmatched Film (1990)"],
         "year": [1995, 1931, 1990],
         "genres": [["Comedy"], ["Crime"], ["Drama"]],
@@ -31,7 +31,7 @@ def metadata(rows: list[dict]) -> pl.DataFrame:
 META = metadata(
     [
         {
-            "movie_id": 1,
+            "item_id": 1,
             "tmdb_id": 9087,
             "overview": "A widowed U.S. president.",
             "vote_average": 6.8,
@@ -45,7 +45,7 @@ META = metadata(
             "metadata_source": "tmdb",
         },
         {
-            "movie_id": 2,
+            "item_id": 2,
             "tmdb_id": 832,
             "overview": None,
             "vote_average": 0.0,
@@ -65,20 +65,20 @@ META = metadata(
 def test_join_keeps_every_movie_and_adds_metadata_columns():
     mm = build_mm_ml_1m(MOVIES, META)
     assert mm.schema == pl.Schema(MM_ML_1M)
-    assert mm["movie_id"].to_list() == [1, 2, 3]
+    assert mm["item_id"].to_list() == [1, 2, 3]
     assert mm["tmdb_id"].to_list() == [9087, 832, None]
-    assert mm.filter(pl.col("movie_id") == 1)["actors"].to_list() == [["Michael Douglas", "Annette Bening"]]
+    assert mm.filter(pl.col("item_id") == 1)["actors"].to_list() == [["Michael Douglas", "Annette Bening"]]
 
 
-def test_join_rejects_duplicate_and_unknown_movie_ids():
+def test_join_rejects_duplicate_and_unknown_item_ids():
     with pytest.raises(ValueError, match=r"several rows for movie ids \[1\]"):
         build_mm_ml_1m(MOVIES, pl.concat([META, META.head(1)]))
     with pytest.raises(ValueError, match=r"1 movie ids not in the movies table, e.g. \[99\]"):
-        build_mm_ml_1m(MOVIES, pl.concat([META, metadata([{"movie_id": 99}])]))
+        build_mm_ml_1m(MOVIES, pl.concat([META, metadata([{"item_id": 99}])]))
 
 
 def test_coverage_table_counts_and_ranges_like_table_1():
-    ratings = pl.DataFrame({"user_id": [1, 1, 2], "movie_id": [1, 2, 1], "rating": [4, 5, 3], "timestamp": [0, 1, 2]})
+    ratings = pl.DataFrame({"user_id": [1, 1, 2], "item_id": [1, 2, 1], "rating": [4, 5, 3], "timestamp": [0, 1, 2]})
     cov = coverage_table(build_mm_ml_1m(MOVIES, META), ratings=ratings)
     assert cov.schema == pl.Schema(COVERAGE)
     rows = {r["feature"]: r for r in cov.iter_rows(named=True)}

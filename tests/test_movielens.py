@@ -111,7 +111,7 @@ def test_ml1m_folder_is_recognised_by_content_and_conforms(tmp_path):
         (2, 3, 4, 978301968),
         (3, 1, 1, 978300275),
     ]
-    movies = {row["movie_id"]: row for row in tables.movies.iter_rows(named=True)}
+    movies = {row["item_id"]: row for row in tables.movies.iter_rows(named=True)}
     assert movies[2]["title"] == "Misérables, Les (1995)"  # latin-1 byte 0xE9 decoded
     assert movies[3]["year"] == 1995  # the last "(YYYY)", not "(Se7en)"
     assert movies[1]["genres"] == ["Animation", "Children's", "Comedy"]
@@ -132,7 +132,7 @@ def test_ml100k_folder_maps_demographics_onto_ml1m_codes(tmp_path):
     assert (users[3]["age"], users[3]["occupation"]) == (1, 10)  # 15 -> "Under 18"; student under 18 -> K-12 student
     assert (users[4]["age"], users[4]["occupation"]) == (56, 2)  # 60 -> "56+"; entertainment -> artist
     assert users[4]["has_ratings"] is False and users[3]["has_ratings"] is True
-    movies = {r["movie_id"]: r for r in tables.movies.iter_rows(named=True)}
+    movies = {r["item_id"]: r for r in tables.movies.iter_rows(named=True)}
     assert movies[1]["genres"] == ["Animation", "Children's", "Comedy"]
     assert movies[2]["year"] == 1995  # "(1995) (V)"
     assert movies[3]["genres"] == [] and movies[3]["year"] is None  # the "unknown" flag is not an ML-1M genre

@@ -22,7 +22,7 @@ USERS = pl.DataFrame(
 # Six movies keep the toy table under the contract's density ceiling (ratings / users×movies ≤ 0.5).
 MOVIES = pl.DataFrame(
     {
-        "movie_id": [1, 2, 3, 4, 5, 6],
+        "item_id": [1, 2, 3, 4, 5, 6],
         "title": [f"M{i} (199{i})" for i in range(6)],
         "year": [1990 + i for i in range(6)],
         "genres": [["Drama"]] * 6,
@@ -31,7 +31,7 @@ MOVIES = pl.DataFrame(
 RATINGS = pl.DataFrame(
     {
         "user_id": [1, 1, 2, 2, 1],
-        "movie_id": [1, 2, 1, 3, 3],
+        "item_id": [1, 2, 1, 3, 3],
         "rating": [4, 5, 3, 2, 1],
         "timestamp": [978300760 + i for i in range(5)],
     }
@@ -77,14 +77,14 @@ def test_clean_tables_flow_to_the_split(tmp_path, monkeypatch):
     [
         (
             lambda r: r.with_columns(
-                pl.when(pl.col("movie_id") == 2).then(7).otherwise(pl.col("rating")).alias("rating")
+                pl.when(pl.col("item_id") == 2).then(7).otherwise(pl.col("rating")).alias("rating")
             ),
             "rating outside 1..5",
         ),
         (lambda r: pl.concat([r, r.head(1)]), "rated twice"),
         (
             lambda r: pl.concat(
-                [r, pl.DataFrame({"user_id": [9], "movie_id": [1], "rating": [4], "timestamp": [978300800]})]
+                [r, pl.DataFrame({"user_id": [9], "item_id": [1], "rating": [4], "timestamp": [978300800]})]
             ),
             "user missing from the users table",
         ),

@@ -181,7 +181,6 @@ def _refused(settings, match: str, **kwargs) -> str:
 
 
 def test_an_arms_lists_file_is_checked_as_far_as_its_header(tmp_path):
-    from assets.partitions import ARMS
     from ops.arms.registry import forget
 
     good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
@@ -197,12 +196,9 @@ def test_an_arms_lists_file_is_checked_as_far_as_its_header(tmp_path):
     finally:
         for name in ("mine_good", "mine_bad", "mine_gone", "mine_broken"):
             forget(name)
-            if name in ARMS:
-                ARMS.remove(name)
 
 
 def test_an_mlflow_model_uri_must_resolve_in_the_store(tmp_path, monkeypatch):
-    from assets.partitions import ARMS
     from ops.arms.registry import forget
 
     arms = ["prod_gone=mlflow:models:/nobody/3", "run_gone=mlflow:runs:/0123abc/model"]
@@ -220,8 +216,6 @@ def test_an_mlflow_model_uri_must_resolve_in_the_store(tmp_path, monkeypatch):
     finally:
         for name in ("prod_gone", "run_gone"):
             forget(name)
-            if name in ARMS:
-                ARMS.remove(name)
 
 
 def test_the_data_sources_folders_and_files_are_checked(tmp_path):
@@ -388,14 +382,12 @@ UNWORKABLE = {
 @pytest.fixture
 def declared_arms():
     """The arm specs a test declares, forgotten afterwards."""
-    from assets.partitions import ARMS
-    from ops.arms.registry import forget
+    from ops.arms.registry import forget, known_arm_names
 
-    before = list(ARMS)
+    before = known_arm_names()
     yield
-    for name in [a for a in ARMS if a not in before]:
+    for name in [a for a in known_arm_names() if a not in before]:
         forget(name)
-        ARMS.remove(name)
 
 
 @pytest.mark.parametrize("case", list(UNWORKABLE))

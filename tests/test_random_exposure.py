@@ -49,13 +49,13 @@ def test_the_bookshops_random_bucket_reads_into_the_truth():
     assert (truth["liked"] == (truth["rating"] >= 4).cast(pl.Float64)).all()
     assert truth["rating"].is_between(1, 5).all() and truth["clicked"].is_null().all()
     # Drawn from the books a reader had not rated: no pair of the log is in the bucket.
-    log_pairs = tables.ratings.select("user_id", "movie_id")
-    assert truth.join(log_pairs, on=["user_id", "movie_id"], how="semi").height == 0
+    log_pairs = tables.ratings.select("user_id", "item_id")
+    assert truth.join(log_pairs, on=["user_id", "item_id"], how="semi").height == 0
     # The log is not read from it: the bucket's rows are not among the ratings.
     assert tables.ratings.height == 560
     first = pl.read_csv(BOOKSHOP / "random_exposure.csv").row(0, named=True)
     row = truth.row(0, named=True)
-    assert (row["user_id"], row["movie_id"], row["rating"]) == (first["user_id"], first["item_id"], first["rating"])
+    assert (row["user_id"], row["item_id"], row["rating"]) == (first["user_id"], first["item_id"], first["rating"])
 
 
 # (how a line of the bookshop's file is spoiled, the line, the field, what is said)
@@ -159,9 +159,9 @@ def test_a_planted_world_written_as_files_reads_back_with_its_random_bucket(tmp_
     )
     written = write_planted_files(config, tmp_path / "planted", images=False)
     tables = load_files(written.folder)
-    bucket = written.data.truth.filter(pl.col("judge") == "random_exposure").sort("user_id", "movie_id")
+    bucket = written.data.truth.filter(pl.col("judge") == "random_exposure").sort("user_id", "item_id")
     assert bucket.height == tables.truth.height == written.counts["random_exposure"] == 12 * 10
-    assert tables.truth.sort("user_id", "movie_id").equals(bucket)
-    assert tables.ratings.sort("user_id", "movie_id").equals(written.data.ratings.sort("user_id", "movie_id"))
+    assert tables.truth.sort("user_id", "item_id").equals(bucket)
+    assert tables.ratings.sort("user_id", "item_id").equals(written.data.ratings.sort("user_id", "item_id"))
     assert tables.description.name == "planted-3-exposure-2.5" and tables.movies.height == 60
     assert tables.users.height == 40 and tables.metadata["overview"].is_not_null().all()

@@ -80,7 +80,7 @@ def test_the_evaluated_test_users_are_a_seeded_sample_and_the_metrics_say_over_w
     from ops.arms.base import FitData
 
     arm.fit(FitData(split.train, split.valid, users, build_mm_ml_1m(movies)))
-    items = movies.get_column("movie_id").to_numpy()
+    items = movies.get_column("item_id").to_numpy()
     ranking = rank_once(arm, split.train, split.test, items, users=sample)
     assert set(ranking.get_column("user_id").unique().to_list()) == set(sample)  # nobody else is ranked
     sampled = metrics_from_lists(arm, ranking, split.test, evaluated=sample)
@@ -97,7 +97,7 @@ def test_the_evaluated_test_users_default_to_what_a_hundredth_wide_interval_need
     from ops.studies.alignment.sizing import agents_for_half_width
 
     assert config_default("eval_users") == agents_for_half_width(0.01) == 9604
-    test = pl.DataFrame({"user_id": np.arange(1, 20_001), "movie_id": 1, "rating": 4})
+    test = pl.DataFrame({"user_id": np.arange(1, 20_001), "item_id": 1, "rating": 4})
     assert evaluation_users(test, config_default("eval_users")).size == 9604
     split = _split()
     assert np.array_equal(

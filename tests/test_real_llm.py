@@ -151,7 +151,7 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
     split, agents, frame, catalogue = world["split"], world["agents"], world["frame"], world["catalogue"]
     users = sorted(set(split.test.get_column("user_id").to_list()) & set(agents.profiles))[:AGENTS]
     assert len(users) == AGENTS
-    movie_ids = frame.get_column("movie_id").to_numpy()
+    item_ids = frame.get_column("item_id").to_numpy()
     report = {}
     started = time.perf_counter()
 
@@ -162,7 +162,7 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
     try:
         for arm in ("random", "pop"):
             trained = train_arm(arm_config(arm), split.train, split.valid, world["data"].users, frame)
-            lists = top_k(trained, users, movie_ids, exclude=split.train)
+            lists = top_k(trained, users, item_ids, exclude=split.train)
             events.append(
                 simulate(
                     brain,
@@ -189,8 +189,8 @@ def test_gemma_answers_the_simulation_the_taste_protocol_and_persona_matching(ll
 
     # -- the taste protocol: a 1:1 list of 10 per user (two pages)
     brain = _brain(llama, world)
-    known = pl.concat([f.select("user_id", "movie_id") for f in (split.train, split.valid, split.test)])
-    taste_lists = mixed_lists(split.test, known, movie_ids, (1,), 10, 0, users, "taste")
+    known = pl.concat([f.select("user_id", "item_id") for f in (split.train, split.valid, split.test)])
+    taste_lists = mixed_lists(split.test, known, item_ids, (1,), 10, 0, users, "taste")
     try:
         taste = taste_discrimination(brain, agents.sessions(users), taste_lists, catalogue, n_bootstrap=50)
     finally:

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
-from ops.arms.base import FitData, arm_frame
+from ops.arms.base import FitData
 from ops.arms.deepctr import DeepCTRArm
 from ops.arms.recommenders import (
     arm_config,
@@ -87,11 +87,11 @@ def test_random_is_a_fixed_uniform_score_per_pair(data):
 def test_pop_ranks_by_train_count(data):
     users, movies, split = data
     arm = train_arm(arm_config("pop"), split.train, split.valid, users, build_mm_ml_1m(movies))
-    counts = split.train.group_by("movie_id").len().sort(["len", "movie_id"], descending=[True, False])
-    lists = top_k(arm, np.array([10**6]), movies["movie_id"].to_numpy(), k=5)  # a user with no history
-    assert lists["movie_id"].to_list() == counts["movie_id"].head(5).to_list()
+    counts = split.train.group_by("item_id").len().sort(["len", "item_id"], descending=[True, False])
+    lists = top_k(arm, np.array([10**6]), movies["item_id"].to_numpy(), k=5)  # a user with no history
+    assert lists["item_id"].to_list() == counts["item_id"].head(5).to_list()
     assert lists["score"][0] == 1.0
-    never = np.setdiff1d(movies["movie_id"].to_numpy(), split.train["movie_id"].to_numpy())
+    never = np.setdiff1d(movies["item_id"].to_numpy(), split.train["item_id"].to_numpy())
     if never.size:
         assert np.all(arm.score(np.ones(never.size, dtype=np.int64), never) == 0)
 
@@ -113,8 +113,8 @@ def test_a_kind_s_own_settings_are_spec_parameters_of_that_kind_only(data, tmp_p
     assert (week.config.window, week.config.days) == (None, 7.0) and make_arm("trending").config.window == 0.2
     assert spec_problem(parse_arm_spec("x=trending;window=0.1;days=7")).startswith("give window")
     positives.fit(FitData(split.train, split.valid, users, build_mm_ml_1m(movies)))
-    liked = split.train.filter(pl.col("rating") >= 4).group_by("movie_id").len().sort("len", descending=True)
-    assert positives.score(np.array([1]), liked["movie_id"].head(1).to_numpy())[0] == 1.0
+    liked = split.train.filter(pl.col("rating") >= 4).group_by("item_id").len().sort("len", descending=True)
+    assert positives.score(np.array([1]), liked["item_id"].head(1).to_numpy())[0] == 1.0
     folder = save_arm(positives, tmp_path / "liked")
     again = load_arm(folder)
     assert again.config == positives.config and np.array_equal(again.popularity[1], positives.popularity[1])
@@ -128,25 +128,25 @@ def test_a_kind_s_own_settings_are_spec_parameters_of_that_kind_only(data, tmp_p
 def test_top_k_matches_a_per_user_loop_and_excludes_train(data):
     users, movies, split = data
     arm = train_arm(arm_config("random"), split.train, split.valid, users, build_mm_ml_1m(movies))
-    catalogue = movies["movie_id"].to_numpy()
+    catalogue = movies["item_id"].to_numpy()
     some_users = np.array([5, 1, 9, 77, 5])
     lists = top_k(arm, some_users, catalogue, exclude=split.train, k=20)
     assert lists.schema == pl.Schema(TOP_K)
     assert lists["user_id"].unique().sort().to_list() == [1, 5, 9, 77]
     for user in (1, 5, 9, 77):
-        seen = set(split.train.filter(pl.col("user_id") == user)["movie_id"].to_list())
+        seen = set(split.train.filter(pl.col("user_id") == user)["item_id"].to_list())
         candidates = np.array([m for m in catalogue if m not in seen])
         scores = arm.score(np.full(candidates.size, user), candidates)
         expected = candidates[np.argsort(-scores, kind="stable")][:20]
         got = lists.filter(pl.col("user_id") == user).sort("rank")
-        assert got["movie_id"].to_list() == expected.tolist()
+        assert got["item_id"].to_list() == expected.tolist()
         assert got["rank"].to_list() == list(range(1, 21))
-        assert not seen & set(got["movie_id"].to_list())
+        assert not seen & set(got["item_id"].to_list())
     # Fewer candidates than k: the list is shorter, never padded with excluded items.
     small = top_k(
-        arm, np.array([1]), catalogue[:3], exclude=pl.DataFrame({"user_id": [1], "movie_id": [catalogue[0]]}), k=20
+        arm, np.array([1]), catalogue[:3], exclude=pl.DataFrame({"user_id": [1], "item_id": [catalogue[0]]}), k=20
     )
-    assert small["movie_id"].to_list() == sorted(
+    assert small["item_id"].to_list() == sorted(
         catalogue[1:3].tolist(), key=lambda m: -arm.score(np.array([1]), np.array([m]))[0]
     )
 
@@ -166,7 +166,7 @@ def test_table_2_ranking_on_the_synthetic_default(synthetic):
     """Pop beats Random and DeepFM beats Pop on NDCG@20, by stated margins (A/B Agent
     Table 2's order), on the default synthetic data with its metadata."""
     data, split = synthetic
-    catalogue = data.movies["movie_id"].to_numpy()
+    catalogue = data.movies["item_id"].to_numpy()
     metrics = {}
     for name in ("random", "pop", "deepfm"):
         # Appendix B's settings except a larger Adam step and one epoch, for time.
@@ -201,7 +201,7 @@ def test_training_is_reproducible_and_restores_the_best_epoch(data):
     assert set(calls[0][1]) == {"train_loss", "val_auc", "val_log_loss", "epoch_seconds"}
     strip = lambda h: [{k: v for k, v in row.items() if k != "epoch_seconds"} for row in h]  # noqa: E731
     assert strip(first.history) == strip(second.history)
-    u, m = split.test["user_id"].to_numpy(), split.test["movie_id"].to_numpy()
+    u, m = split.test["user_id"].to_numpy(), split.test["item_id"].to_numpy()
     assert np.array_equal(first.score(u, m), second.score(u, m))
     other = train_arm(config.model_copy(update={"seed": 5}), split.train, split.valid, users, build_mm_ml_1m(movies))
     assert not np.array_equal(first.score(u, m), other.score(u, m))
@@ -212,7 +212,7 @@ def test_training_is_reproducible_and_restores_the_best_epoch(data):
     assert first.best_epoch == best["epoch"]
     labels = split.valid["rating"].to_numpy() >= 4
     assert auc(
-        labels, first.score(split.valid["user_id"].to_numpy(), split.valid["movie_id"].to_numpy())
+        labels, first.score(split.valid["user_id"].to_numpy(), split.valid["item_id"].to_numpy())
     ) == pytest.approx(best["val_auc"])
 
 
@@ -297,8 +297,8 @@ def test_sampled_negatives_are_unrated_pairs(data):
 
     users, movies, split = data
     # What the arm reads (FitData's frames): item_id.
-    train, catalogue = arm_frame(split.train), arm_frame(build_mm_ml_1m(movies))
-    movies = arm_frame(movies)
+    train, catalogue = split.train, build_mm_ml_1m(movies)
+    movies = movies
     encoder = fit_encoder(FeatureConfig(), train, users, catalogue)
     x = _sampled_negatives(train, movies, encoder, 0.5, np.random.default_rng(0))
     # Collisions with rated pairs are dropped, so slightly fewer than half the rows.

@@ -87,14 +87,14 @@ def test_a_watch_in_round_1_is_retrieved_by_text_and_by_poster_in_round_2_with_i
     assert watch["feeling"].startswith(f"rated {watch['rating']}")  # the reason the agent gave
     agents = world["agents"]
     before = agents.memories[watch["user_id"]]
-    assert watch["movie_id"] not in set(before.movie_ids.tolist())  # new to the agent's memory
+    assert watch["item_id"] not in set(before.item_ids.tolist())  # new to the agent's memory
 
     memory = grow_memories(agents.memories, first.written)[watch["user_id"]]
-    row = int(agents.vectors.rows_of([watch["movie_id"]])[0])
+    row = int(agents.vectors.rows_of([watch["item_id"]])[0])
     by_text = memory.retrieve_by_text(agents.vectors.text[row], 1)
     by_poster = memory.retrieve_by_image(agents.vectors.poster[row], 1)
     for recollection in (by_text[0], by_poster[0]):
-        assert recollection.movie_id == watch["movie_id"] and recollection.rating == watch["rating"]
+        assert recollection.item_id == watch["item_id"] and recollection.rating == watch["rating"]
         assert recollection.feeling == watch["feeling"]
     # The LLM brain's prompt for a page showing that movie recalls it, feeling included.
     session = AgentSession(watch["user_id"], agents.profiles[watch["user_id"]], memory, 0.0, 30.0)
@@ -103,10 +103,10 @@ def test_a_watch_in_round_1_is_retrieved_by_text_and_by_poster_in_round_2_with_i
         Catalogue.from_frame(world["catalogue"]),
     )
     try:
-        lines = brain.recall(session, [watch["movie_id"]], "detail")
+        lines = brain.recall(session, [watch["item_id"]], "detail")
     finally:
         brain.close()
-    title = Catalogue.from_frame(world["catalogue"])[watch["movie_id"]].title
+    title = Catalogue.from_frame(world["catalogue"])[watch["item_id"]].title
     assert any(title in line and watch["feeling"] in line for line in lines)
 
 
@@ -116,11 +116,11 @@ def test_round_2_trains_on_round_1s_clicks_and_views_and_recommends_nothing_alre
     assert first.train_rows == train.height
     assert second.train_rows == train.height + first.added.height > train.height
     # Views keep the agent's rating; every simulated pair is new to train.
-    views = first.events.filter(pl.col("action") == "watch_and_rate").select("user_id", "movie_id", "rating")
-    assert views.join(first.added, on=["user_id", "movie_id", "rating"], how="anti").height == 0
-    assert first.added.join(train, on=["user_id", "movie_id"], how="semi").height == 0
-    rated = pl.concat([train.select("user_id", "movie_id"), first.added.select("user_id", "movie_id")])
-    assert second.lists.join(rated, on=["user_id", "movie_id"], how="semi").height == 0
+    views = first.events.filter(pl.col("action") == "watch_and_rate").select("user_id", "item_id", "rating")
+    assert views.join(first.added, on=["user_id", "item_id", "rating"], how="anti").height == 0
+    assert first.added.join(train, on=["user_id", "item_id"], how="semi").height == 0
+    rated = pl.concat([train.select("user_id", "item_id"), first.added.select("user_id", "item_id")])
+    assert second.lists.join(rated, on=["user_id", "item_id"], how="semi").height == 0
     assert second.written.filter(pl.col("round") == 0).equals(first.written)  # carried over as it was
     assert second.written.get_column("timestamp").min() > train.get_column("timestamp").max()
 
@@ -172,9 +172,9 @@ def test_rounds_are_reproducible_from_the_seed(world):
             and x.added.equals(y.added)
         )
     assert not all(x.events.equals(z.events) for x, z in zip(a_pop, c))
-    pools = movie_pools(world["catalogue"].get_column("movie_id").to_numpy(), 2, 0)
+    pools = movie_pools(world["catalogue"].get_column("item_id").to_numpy(), 2, 0)
     for result, pool in zip(a, pools):
-        assert result.pool_size == len(pool) == 30 and set(result.lists.get_column("movie_id").to_list()) <= set(
+        assert result.pool_size == len(pool) == 30 and set(result.lists.get_column("item_id").to_list()) <= set(
             pool.tolist()
         )
     assert not set(pools[0].tolist()) & set(pools[1].tolist())
@@ -182,7 +182,7 @@ def test_rounds_are_reproducible_from_the_seed(world):
 
 def test_filter_bubble_figures_on_a_hand_made_round(world):
     catalogue = world["catalogue"]
-    genre = dict(catalogue.select("movie_id", pl.col("genres").list.first()).iter_rows())
+    genre = dict(catalogue.select("item_id", pl.col("genres").list.first()).iter_rows())
     scifi = [m for m, g in sorted(genre.items()) if g == "Sci-Fi"]
     romance = [m for m, g in sorted(genre.items()) if g == "Romance"]
     # Agent 1 is shown 3 Sci-Fi + 1 Romance and watches 2 Sci-Fi; agent 2 is shown 4 Sci-Fi, watches nothing.
@@ -240,7 +240,7 @@ def _events(rows):
                 "page_type": "detail" if action == "watch_and_rate" else "home",
                 "page_number": 1,
                 "action": action,
-                "movie_id": movie,
+                "item_id": movie,
                 "shown": [movie] if action == "watch_and_rate" else [1, 2, 3],
                 "caught_eye": [],
                 "rating": rating,
@@ -364,10 +364,10 @@ def test_rounds_with_the_llm_brain_recall_the_last_rounds_feelings_and_replay_fr
         memory = grow_memories(world["agents"].memories, first.written)[watched["user_id"]]
         session = AgentSession(watched["user_id"], world["agents"].profiles[watched["user_id"]], memory, 0.0, 30.0)
         brain = brains.brain()
-        lines = brain.recall(session, [watched["movie_id"]], "detail")
+        lines = brain.recall(session, [watched["item_id"]], "detail")
         brain.close()
         assert (
-            lines[0].startswith(f"- {catalogue[watched['movie_id']].title}")
+            lines[0].startswith(f"- {catalogue[watched['item_id']].title}")
             and f'you felt: "{watched["feeling"]}"' in lines[0]
         )
         again = round_(1, first.written, first.added)  # a re-run: every answer from the cache

@@ -276,16 +276,21 @@ def test_docs_settings_is_the_page_generated_from_the_declarations_and_the_prece
 
 
 def test_arm_specs_in_the_environment_become_arm_partitions_named_in_run_config(tmp_path):
-    from assets.partitions import arm_partitions
+    from assets.partitions import arm_partitions, arm_partitions_of
     from ops.arms.registry import forget, spec_of
     from ops.settings import SettingError
+    from pipelines.jobs import build_assets
 
     lists = tmp_path / "ours.parquet"
     try:
         settings = settings_from_env({"SIMAB_ARMS": f"pop,ours_spec=lists:{lists},half_spec=deepfm;train_fraction=0.5"})
         # Run config and partitions carry the names; the specs stay in the registry.
         assert settings.arms == ["pop", "ours_spec", "half_spec"]
-        assert {"ours_spec", "half_spec"} <= set(arm_partitions.get_partition_keys())
+        assert {"ours_spec", "half_spec"} <= set(arm_partitions_of(settings.arms).get_partition_keys())
+        # The definitions built from the settings carry them; the asset modules' own do not.
+        built = {k.to_user_string(): a for a in build_assets(settings)[0] for k in a.keys}
+        assert {"ours_spec", "half_spec"} <= set(built["recommender_arm"].partitions_def.get_partition_keys())
+        assert "ours_spec" not in arm_partitions.get_partition_keys()
         assert spec_of("ours_spec").source == str(lists)
         assert spec_of("half_spec").params == {"train_fraction": 0.5}
         arm = run_config_for("simab_arm", settings)["ops"]
@@ -297,11 +302,8 @@ def test_arm_specs_in_the_environment_become_arm_partitions_named_in_run_config(
         ):
             settings_from_env({"SIMAB_ARMS": "ours_spec=mlflow:models:/m/1"})
     finally:
-        from assets.partitions import ARMS
-
         for name in ("ours_spec", "half_spec"):
             forget(name)
-            ARMS.remove(name)
     for bad, message in [
         ("pop,Bad Name=lists:/x", "name 'Bad Name' must be"),
         ("pop,x=", "nothing after '='"),

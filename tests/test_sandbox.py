@@ -39,7 +39,7 @@ def sandbox(catalogue):
 def test_home_page_p_shows_items_5p_minus_4_to_5p(sandbox):
     obs = sandbox.observe()
     assert (obs.page_type, obs.page_number) == ("home", 1)
-    assert [c.movie_id for c in obs.items] == [100, 101, 102, 103, 104]
+    assert [c.item_id for c in obs.items] == [100, 101, 102, 103, 104]
     assert [c.position for c in obs.items] == [1, 2, 3, 4, 5]
     assert obs.legal_actions == ("click_movie", "next_page", "exit")
     for p in (2, 3, 4):
@@ -53,7 +53,7 @@ def test_home_page_p_shows_items_5p_minus_4_to_5p(sandbox):
 def test_click_watch_and_back_return_to_the_same_page(sandbox):
     sandbox.next_page()
     res = sandbox.click_movie(107)
-    assert (res.movie_id, res.position) == (107, 8)
+    assert (res.item_id, res.position) == (107, 8)
     obs = sandbox.observe()
     assert obs.page_type == "detail" and obs.page_number == 2
     assert (
@@ -61,7 +61,7 @@ def test_click_watch_and_back_return_to_the_same_page(sandbox):
     )
     assert obs.legal_actions == ("watch_and_rate", "back")
     res = sandbox.watch_and_rate(4)
-    assert (res.movie_id, res.rating, sandbox.page_type, sandbox.page_number) == (107, 4, "home", 2)
+    assert (res.item_id, res.rating, sandbox.page_type, sandbox.page_number) == (107, 4, "home", 2)
     sandbox.click_movie(108)
     sandbox.back()
     assert (sandbox.page_type, sandbox.page_number) == ("home", 2)
@@ -74,14 +74,14 @@ def test_click_watch_and_back_return_to_the_same_page(sandbox):
     [
         ([], Decision("previous_page", 3, ""), "home page 1 is the first"),
         (["next_page"] * 3, Decision("next_page", 3, ""), "is the last of 4"),
-        ([], Decision("click_movie", 3, "", movie_id=107), "movie 107 is not on home page 1"),
+        ([], Decision("click_movie", 3, "", item_id=107), "movie 107 is not on home page 1"),
         ([], Decision("click_movie", 3, ""), "no movie id"),
-        ([("click", 101)], Decision("click_movie", 3, "", movie_id=102), "action of the home page"),
+        ([("click", 101)], Decision("click_movie", 3, "", item_id=102), "action of the home page"),
         ([("click", 101)], Decision("next_page", 3, ""), "action of the home page"),
         ([("click", 101)], Decision("watch_and_rate", 3, "", rating=6), "rating must be an integer in 1..5"),
         ([("click", 101)], Decision("watch_and_rate", 3, "", rating=0), "rating must be an integer"),
         ([("click", 101)], Decision("watch_and_rate", 3, ""), "got None"),
-        ([("click", 101)], Decision("watch_and_rate", 3, "", movie_id=102, rating=4), "shows movie 101"),
+        ([("click", 101)], Decision("watch_and_rate", 3, "", item_id=102, rating=4), "shows movie 101"),
         ([], Decision("watch_and_rate", 3, "", rating=4), "action of the detail page"),
         ([], Decision("back", 3, ""), "action of the detail page"),
         ([], Decision("dance", 3, ""), "not an action of the sandbox"),
@@ -149,7 +149,7 @@ def test_short_list_has_fewer_pages(catalogue):
     sb = Sandbox([100, 101, 102, 103, 104, 105, 106], catalogue)
     assert sb.n_pages == 2
     sb.next_page()
-    assert [c.movie_id for c in sb.observe().items] == [105, 106]
+    assert [c.item_id for c in sb.observe().items] == [105, 106]
     assert "next_page" not in sb.observe().legal_actions
 
 
@@ -166,11 +166,11 @@ def test_bad_lists_are_rejected(catalogue):
 
 def test_catalogue_from_movielens_and_metadata_frames():
     movies = pl.DataFrame(
-        {"movie_id": [1, 2], "title": ["A (1990)", "B (1991)"], "year": [1990, 1991], "genres": [["Comedy"], []]}
+        {"item_id": [1, 2], "title": ["A (1990)", "B (1991)"], "year": [1990, 1991], "genres": [["Comedy"], []]}
     )
     meta = pl.DataFrame(
         {
-            "movie_id": [2],
+            "item_id": [2],
             "tmdb_id": [9],
             "overview": ["plot"],
             "vote_average": [8.1],

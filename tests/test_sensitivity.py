@@ -19,13 +19,13 @@ def control(world):  # noqa: F811
     """Every user's list: its liked held-out movies first, then its other held-out ones, 20 in all."""
     rows = []
     for user, movies in (
-        world.test.sort("rating", "movie_id", descending=[True, False])
+        world.test.sort("rating", "item_id", descending=[True, False])
         .group_by("user_id", maintain_order=True)
-        .agg("movie_id")
+        .agg("item_id")
         .iter_rows()
     ):
         rows += [("ctl", user, rank, m, 20.0 - rank) for rank, m in enumerate(movies[:20], start=1)]
-    return pl.DataFrame(rows, schema=["arm", "user_id", "rank", "movie_id", "score"], orient="row")
+    return pl.DataFrame(rows, schema=["arm", "user_id", "rank", "item_id", "score"], orient="row")
 
 
 def _run(world, control, brain, sessions_per_agent):  # noqa: F811
@@ -35,7 +35,7 @@ def _run(world, control, brain, sessions_per_agent):  # noqa: F811
         sessions_per_agent,
         "ctl",
         control,
-        world.train.select("user_id", "movie_id"),
+        world.train.select("user_id", "item_id"),
         world.catalogue,
         np.arange(1, N_MOVIES + 1),
         n_bootstrap=300,
@@ -43,7 +43,7 @@ def _run(world, control, brain, sessions_per_agent):  # noqa: F811
 
 
 def test_the_ladder_nests_its_rungs_and_never_draws_a_seen_item(world, control):  # noqa: F811
-    lists = ladder_lists(control, world.train.select("user_id", "movie_id"), np.arange(1, N_MOVIES + 1), seed=1)
+    lists = ladder_lists(control, world.train.select("user_id", "item_id"), np.arange(1, N_MOVIES + 1), seed=1)
     assert lists.get_column("ratio").unique(maintain_order=True).to_list() == [
         "0/20",
         "5/20",
@@ -51,22 +51,22 @@ def test_the_ladder_nests_its_rungs_and_never_draws_a_seen_item(world, control):
         "15/20",
         "20/20",
     ]
-    base = control.select("user_id", pl.col("rank").alias("position"), pl.col("movie_id").alias("base"))
+    base = control.select("user_id", pl.col("rank").alias("position"), pl.col("item_id").alias("base"))
     changed = {
         r: lists.filter(pl.col("ratio") == r)
         .join(base, on=["user_id", "position"])
-        .filter(pl.col("movie_id") != pl.col("base"))
+        .filter(pl.col("item_id") != pl.col("base"))
         for r in ("5/20", "10/20")
     }
     assert changed["5/20"].height == 5 * control.get_column("user_id").n_unique()
-    assert changed["5/20"].join(changed["10/20"], on=["user_id", "position", "movie_id"], how="anti").is_empty()
-    assert changed["10/20"].join(world.train, on=["user_id", "movie_id"], how="semi").is_empty()
+    assert changed["5/20"].join(changed["10/20"], on=["user_id", "position", "item_id"], how="anti").is_empty()
+    assert changed["10/20"].join(world.train, on=["user_id", "item_id"], how="semi").is_empty()
     with pytest.raises(ValueError, match="slots must lie in 0..20"):
         ladder_lists(control, world.train, np.arange(1, N_MOVIES + 1), slots=(0, 25))
 
 
 def test_an_agent_who_sees_list_quality_notices_five_slots_and_a_coin_notices_none(world, control, tmp_path):  # noqa: F811
-    liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "movie_id").iter_rows()}
+    liked = {(u, m) for u, m in world.test.filter(pl.col("rating") >= 4).select("user_id", "item_id").iter_rows()}
     # The run's agents: 90 of them, a third with two sessions (as with visits by activity).
     run = {u: 2 if u % 3 == 0 else 1 for u in world.users[:90]}
     oracle = _run(world, control, OracleBrain(liked), run)

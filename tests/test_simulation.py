@@ -34,7 +34,7 @@ def world(n_users=N_USERS, arm="A"):
             rows.append((arm, u, r, int(m), 1.0 / r))
     top_k = pl.DataFrame(
         rows,
-        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
+        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "item_id": pl.Int64, "score": pl.Float64},
         orient="row",
     )
     tiers = ("low", "medium", "high")
@@ -59,10 +59,10 @@ class Scripted:
     def decide(self, session, obs, rng):
         if obs.page_type == "detail":
             return Decision("watch_and_rate", self.interest, "liked it", rating=4)
-        watched = {e.movie_id for e in session.short_term if e.action == "watch_and_rate"}
-        first = obs.items[0].movie_id
+        watched = {e.item_id for e in session.short_term if e.action == "watch_and_rate"}
+        first = obs.items[0].item_id
         if first not in watched:
-            return Decision("click_movie", self.interest, "first card", movie_id=first, caught_eye=(first,))
+            return Decision("click_movie", self.interest, "first card", item_id=first, caught_eye=(first,))
         if "next_page" in obs.legal_actions:
             return Decision("next_page", self.interest, "more")
         return Decision("exit", self.interest, "done")
@@ -97,7 +97,7 @@ def test_budget_forces_an_exit_with_a_reason_and_costs_follow_eq_1():
     assert u1.get_column("step").to_list() == list(range(1, 10))
     # positions and shown pages are recorded
     click = u1.row(0, named=True)
-    assert click["position"] == 1 and click["shown"][0] == click["movie_id"] and len(click["shown"]) == 5
+    assert click["position"] == 1 and click["shown"][0] == click["item_id"] and len(click["shown"]) == 5
     assert ev.schema == pl.Schema(EVENTS)
     # a "high" agent (user 3, budget 45) at interest 5 pays half: it gets further
     ev5 = simulate(Scripted(interest=5), agents, top_k, cat, CFG, arms=["A"], seed=1, run_id="r1")

@@ -25,7 +25,8 @@ from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
 from ops.simulation.runner import simulate
 
-EXPECTED = "67c77e24cb2e634c38bd1a1494638465a5666ebed385a1d85c4cfd61185e636c"
+# The events before the item column was renamed (67c77e24…), with `movie_id` named `item_id`.
+EXPECTED = "28f010a19fe141b5a13f9d96a049dc87b1a6d8d6fe26c6cbb7cff9f014e0f43c"
 
 
 def embedded_events(root) -> pl.DataFrame:
@@ -45,7 +46,7 @@ def embedded_events(root) -> pl.DataFrame:
     )
     model = fit_embedded_brain(agents, train, valid, users)
     catalogue = Catalogue.from_frame(frame)
-    ids = movies.get_column("movie_id").to_numpy()
+    ids = movies.get_column("item_id").to_numpy()
     rng = np.random.default_rng(11)
     rows = [
         (arm, int(u), r, int(m), 1.0 / r)
@@ -53,7 +54,7 @@ def embedded_events(root) -> pl.DataFrame:
         for u in sorted(agents.profiles)
         for r, m in enumerate(rng.choice(ids, 20, replace=False), start=1)
     ]
-    schema = {"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64}
+    schema = {"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "item_id": pl.Int64, "score": pl.Float64}
     top_k = pl.DataFrame(rows, schema=schema, orient="row")
     frames = []
     for concurrency in (1, 2):

@@ -17,13 +17,13 @@ def _events(arm: str, brain: str, displayed: list[int | None], listed: list[int]
         shown = [100 * i + k for k in range(1, 6)]
         rows.append(
             {"arm": arm, "brain": brain, "user_id": i, "page_type": "home", "action": "click_movie"}
-            | {"movie_id": shown[li - 1], "shown": shown, "slot": d}
+            | {"item_id": shown[li - 1], "shown": shown, "slot": d}
         )
     rows.append(
         {"arm": arm, "brain": brain, "user_id": 0, "page_type": "home", "action": "next_page"}
-        | {"movie_id": None, "shown": [1, 2, 3, 4, 5], "slot": None}
+        | {"item_id": None, "shown": [1, 2, 3, 4, 5], "slot": None}
     )
-    return pl.DataFrame(rows, schema_overrides={"slot": pl.Int64, "movie_id": pl.Int64})
+    return pl.DataFrame(rows, schema_overrides={"slot": pl.Int64, "item_id": pl.Int64})
 
 
 def test_a_brain_that_clicks_the_first_card_it_reads_on_shuffled_pages_is_flagged_and_a_content_reader_is_not():

@@ -11,7 +11,7 @@ def _ratings(n: int, seed: int = 0, ties: bool = False) -> pl.DataFrame:
     return pl.DataFrame(
         {
             "user_id": rng.integers(1, 40, n),
-            "movie_id": np.arange(n),  # unique pairs
+            "item_id": np.arange(n),  # unique pairs
             "rating": rng.integers(1, 6, n),
             "timestamp": ts,
         }
@@ -47,14 +47,14 @@ def test_every_rating_lands_in_exactly_one_split():
     r = _ratings(777)
     s = chronological_split(r)
     together = pl.concat(list(s.frames().values()))
-    assert together.sort("movie_id").equals(r.sort("movie_id"))
+    assert together.sort("item_id").equals(r.sort("item_id"))
 
 
 def test_statistics_count_cold_users_and_items():
     r = pl.DataFrame(
         {
             "user_id": [1, 1, 1, 1, 1, 1, 1, 2, 2, 3],
-            "movie_id": [1, 2, 3, 4, 5, 6, 7, 1, 8, 9],
+            "item_id": [1, 2, 3, 4, 5, 6, 7, 1, 8, 9],
             "rating": [4] * 10,
             "timestamp": list(range(10)),
         }

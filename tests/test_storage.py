@@ -63,8 +63,8 @@ def world(tmp_path_factory):
         lists = top_k(
             arms[name],
             user_ids,
-            catalogue.get_column("movie_id").to_numpy(),
-            exclude=train.select("user_id", "movie_id"),
+            catalogue.get_column("item_id").to_numpy(),
+            exclude=train.select("user_id", "item_id"),
             k=20,
         )
         events.append(
@@ -114,7 +114,7 @@ def test_embedded_brain_round_trips_and_decides_the_same(world, tmp_path):
             "arm": "x",
             "user_id": np.repeat([1, 2], 20),
             "rank": np.tile(np.arange(1, 21), 2),
-            "movie_id": np.tile(world.catalogue.get_column("movie_id").to_numpy()[:20], 2),
+            "item_id": np.tile(world.catalogue.get_column("item_id").to_numpy()[:20], 2),
             "score": 0.0,
         }
     )
@@ -132,7 +132,7 @@ def test_trained_arms_round_trip_exactly(world, tmp_path, name):
     again = fetch(manager, "recommender_arm", partition=name)
     assert_same(again, world.arms[name])
     u = world.train.get_column("user_id").to_numpy()
-    m = world.train.get_column("movie_id").to_numpy()
+    m = world.train.get_column("item_id").to_numpy()
     assert np.array_equal(again.score(u, m), world.arms[name].score(u, m))
 
 
@@ -366,7 +366,7 @@ def _events_frame(n: int = 400) -> pl.DataFrame:
             "step": np.tile(np.arange(8), n // 8),
             "action": rng.choice(["click_movie", "next_page", "exit"], n),
             "rating": rng.integers(1, 6, n),
-            "movie_id": rng.integers(1, 3000, n),
+            "item_id": rng.integers(1, 3000, n),
         }
     )
 

@@ -41,11 +41,11 @@ def home(tmp_path_factory):
         PaletteLayoutPosterEmbedder(),
     )
     brain = fit_embedded_brain(agents, train, valid, users)
-    rated = set(train.select("user_id", "movie_id").iter_rows())
-    ids = sorted(movies.get_column("movie_id").to_list())
+    rated = set(train.select("user_id", "item_id").iter_rows())
+    ids = sorted(movies.get_column("item_id").to_list())
     top = pl.DataFrame(
         [
-            {"arm": "pop", "user_id": u, "rank": r + 1, "movie_id": m, "score": 1.0 / (r + 1)}
+            {"arm": "pop", "user_id": u, "rank": r + 1, "item_id": m, "score": 1.0 / (r + 1)}
             for u in sorted(agents.profiles)
             for r, m in enumerate([m for m in ids if (u, m) not in rated][:20])
         ]
@@ -83,7 +83,7 @@ def test_the_viewer_reads_the_stored_run_through_the_code_location(home):
     assert [s.action for s in steps] == home["events"].filter(pl.col("user_id") == user).sort("step").get_column(
         "action"
     ).to_list()
-    assert all(store.poster_path(c.movie_id, "small").is_file() for s in steps for c in s.cards)
+    assert all(store.poster_path(c.item_id, "small").is_file() for s in steps for c in s.cards)
 
 
 def test_a_damaged_arm_is_named_on_the_page_instead_of_stopping_the_viewer(home):

@@ -34,13 +34,13 @@ def test_tables_conform_to_the_shared_schemas(data: SyntheticData) -> None:
     ):
         assert frame.schema == pl.Schema(schema)
     assert data.users.height == SMALL["n_users"] and data.movies.height == SMALL["n_movies"]
-    assert data.users["user_id"].is_unique().all() and data.movies["movie_id"].is_unique().all()
-    assert data.metadata["movie_id"].to_list() == data.movies["movie_id"].to_list()
+    assert data.users["user_id"].is_unique().all() and data.movies["item_id"].is_unique().all()
+    assert data.metadata["item_id"].to_list() == data.movies["item_id"].to_list()
     assert data.metadata["tmdb_id"].is_unique().all()
     assert set(data.metadata["metadata_source"].unique()) == {"synthetic"}
-    assert data.ratings.select("user_id", "movie_id").is_unique().all(), "a (user, movie) pair is rated twice"
+    assert data.ratings.select("user_id", "item_id").is_unique().all(), "a (user, movie) pair is rated twice"
     assert set(data.ratings["user_id"].unique()) <= set(data.users["user_id"])
-    assert set(data.ratings["movie_id"].unique()) <= set(data.movies["movie_id"])
+    assert set(data.ratings["item_id"].unique()) <= set(data.movies["item_id"])
 
 
 def test_users_and_movies_use_movielens_code_sets_and_title_format(data: SyntheticData) -> None:
@@ -105,7 +105,7 @@ def test_activity_and_popularity_are_long_tailed(data: SyntheticData) -> None:
     assert per_user.min() >= 20, "a user has fewer than 20 ratings (ML-1M guarantees 20)"
     assert per_user.max() > 4 * per_user.median() and per_user.mean() > 1.2 * per_user.median()
     assert 70 < per_user.mean() < 90
-    per_movie = data.ratings.group_by("movie_id").len()["len"].sort(descending=True).to_numpy()
+    per_movie = data.ratings.group_by("item_id").len()["len"].sort(descending=True).to_numpy()
     top_tenth = per_movie[: SMALL["n_movies"] // 10].sum() / per_movie.sum()
     assert top_tenth > 0.4, f"top 10 % of movies get only {top_tenth:.2f} of the ratings"
     assert _gini(per_movie) > 0.5
@@ -118,7 +118,7 @@ def test_timestamps_lie_in_range_and_users_span_the_chronological_split(data: Sy
     ts = data.ratings["timestamp"]
     assert ts.min() >= start and ts.max() <= end
     assert ts.max() - ts.min() > 2 * 365 * 86400, "ratings do not spread over several years"
-    ordered = data.ratings.sort("timestamp", "user_id", "movie_id")
+    ordered = data.ratings.sort("timestamp", "user_id", "item_id")
     n = ordered.height
     train, test = ordered[: int(0.7 * n)], ordered[int(0.9 * n) :]
     known = test["user_id"].is_in(train["user_id"].unique().implode())
@@ -168,7 +168,7 @@ def test_demographics_shift_tastes(data: SyntheticData) -> None:
 
 def test_users_rate_their_favourite_genres_higher(data: SyntheticData) -> None:
     rated = (
-        data.ratings.join(data.movies.select("movie_id", "genres"), on="movie_id")
+        data.ratings.join(data.movies.select("item_id", "genres"), on="item_id")
         .join(data.hidden_tastes.select("user_id", "favourite_genres"), on="user_id")
         .with_columns(favourite=pl.col("genres").list.set_intersection("favourite_genres").list.len() > 0)
     )
@@ -181,7 +181,7 @@ def test_poster_palettes_follow_the_genre(data: SyntheticData) -> None:
 
     config = PosterConfig()
     main = data.movies.with_columns(single=pl.col("genres").list.len() == 1, genre=pl.col("genres").list.first())
-    meta = data.metadata.join(main.select("movie_id", "single", "genre"), on="movie_id")
+    meta = data.metadata.join(main.select("item_id", "single", "genre"), on="item_id")
     brightness: dict[str, list[float]] = {}
     for row in meta.iter_rows(named=True):
         small, large = Image.open(row["poster_small"]), Image.open(row["poster_large"])
@@ -202,11 +202,11 @@ def test_poster_palettes_follow_the_genre(data: SyntheticData) -> None:
 def test_planted_genre_taste_predicts_held_out_likes(data: SyntheticData) -> None:
     """Recoverability: a per-user genre affinity from the first 70 % (by time) of ratings
     ranks the held-out ratings >= 4 above the others (AUC > 0.6; chance is 0.5)."""
-    ordered = data.ratings.sort("timestamp", "user_id", "movie_id")
+    ordered = data.ratings.sort("timestamp", "user_id", "item_id")
     cut = int(0.7 * ordered.height)
-    genres = data.movies.select("movie_id", "genres")
-    train = ordered[:cut].join(genres, on="movie_id")
-    held_out = ordered[cut:].join(genres, on="movie_id")
+    genres = data.movies.select("item_id", "genres")
+    train = ordered[:cut].join(genres, on="item_id")
+    held_out = ordered[cut:].join(genres, on="item_id")
     user_mean = train.group_by("user_id").agg(pl.col("rating").mean().alias("user_mean"))
     prior = 5.0  # shrink a genre mean seen few times towards the user's mean
     affinity = (

@@ -89,7 +89,7 @@ EXPECTED_TMDB = {1: 862, 11: 9087, 30: 11902, 860: 2677, 2571: 603, 296: 680}
 def movies_frame(rows=MOVIELENS) -> pl.DataFrame:
     return pl.DataFrame(
         {
-            "movie_id": [r[0] for r in rows],
+            "item_id": [r[0] for r in rows],
             "title": [r[1] for r in rows],
             "year": [r[2] for r in rows],
             "genres": [["Drama"] for _ in rows],
@@ -190,8 +190,8 @@ def test_movielens_titles_parse_to_the_titles_omdb_knows():
     """On real ML-1M titles: the cleaned title (or an alternate) matches OMDb's English title."""
     titles = {}
     for line in shared_path("ml-1m", "movies.dat").read_text(encoding="latin-1").splitlines():
-        movie_id, title, _ = line.split("::")
-        titles[int(movie_id)] = title
+        item_id, title, _ = line.split("::")
+        titles[int(item_id)] = title
     agree = total = 0
     config = MatchConfig()
     for line in shared_path("ml-1m-metadata", "movies_extrainfos.dat").read_text(encoding="utf-8").splitlines():
@@ -211,16 +211,16 @@ def test_crawl_matches_titles_and_lists_the_unmatched(fake, api_key_env, tmp_pat
     result = crawl_tmdb(movies_frame(), tmp_path, fast_config(fake.server))
     meta = result.metadata
     assert meta.schema == pl.Schema(METADATA)
-    assert dict(zip(meta["movie_id"], meta["tmdb_id"])) == EXPECTED_TMDB
+    assert dict(zip(meta["item_id"], meta["tmdb_id"])) == EXPECTED_TMDB
     assert set(meta["metadata_source"]) == {"tmdb"}
 
-    toy = meta.filter(pl.col("movie_id") == 1).row(0, named=True)
+    toy = meta.filter(pl.col("item_id") == 1).row(0, named=True)
     assert toy["actors"] == ["Tom Hanks", "Tim Allen", "Don Rickles"]  # billing order, not response order
     assert toy["directors"] == ["John Lasseter"]
     assert toy["meta_genres"] == ["Animation", "Comedy"]
     assert toy["vote_average"] == pytest.approx(7.97) and toy["vote_count"] == 18000
     assert str(toy["release_date"]) == "1995-10-30"
-    matrix = meta.filter(pl.col("movie_id") == 2571).row(0, named=True)
+    matrix = meta.filter(pl.col("item_id") == 2571).row(0, named=True)
     assert matrix["directors"] == ["Lana Wachowski", "Lilly Wachowski"]
 
     # The article had to move: the search that found it was for "The American President".
@@ -236,7 +236,7 @@ def test_crawl_matches_titles_and_lists_the_unmatched(fake, api_key_env, tmp_pat
 
     # Every unmatched movie is listed with the reason.
     assert result.failures.schema == pl.Schema(FAILURES)
-    assert result.failures["movie_id"].to_list() == [4242]
+    assert result.failures["item_id"].to_list() == [4242]
     fail = result.failures.row(0, named=True)
     assert fail["stage"] == "match" and "no TMDB match" in fail["reason"]
     assert "'The Film That Does Not Exist'/1997" in fail["reason"] and "any year" in fail["reason"]
@@ -257,7 +257,7 @@ def test_links_table_is_used_and_only_missing_ids_are_searched(fake, api_key_env
     links = pl.DataFrame({"movieId": [1, 11, 296], "imdbId": ["0114709", "0112346", None], "tmdbId": [862, 9087, None]})
     movies = movies_frame([r for r in MOVIELENS if r[0] in (1, 11, 296)])
     result = crawl_tmdb(movies, tmp_path, fast_config(fake.server, download_posters=False), links=links)
-    assert dict(zip(result.metadata["movie_id"], result.metadata["tmdb_id"])) == {1: 862, 11: 9087, 296: 680}
+    assert dict(zip(result.metadata["item_id"], result.metadata["tmdb_id"])) == {1: 862, 11: 9087, 296: 680}
     searched = [s.query["query"] for s in fake.log if s.path == "/3/search/movie"]
     assert searched == ["Pulp Fiction"]
     assert sorted(fake.paths("/3/movie/")) == ["/3/movie/680", "/3/movie/862", "/3/movie/9087"]
@@ -285,8 +285,8 @@ def test_transient_errors_are_retried_until_the_crawl_succeeds(fake, api_key_env
     config = fast_config(fake.server, read_timeout_s=0.5, concurrency=2)
     result = crawl_tmdb(movies_frame(), tmp_path, config)
 
-    assert dict(zip(result.metadata["movie_id"], result.metadata["tmdb_id"])) == EXPECTED_TMDB
-    assert result.failures["movie_id"].to_list() == [4242]  # only the movie TMDB lacks
+    assert dict(zip(result.metadata["item_id"], result.metadata["tmdb_id"])) == EXPECTED_TMDB
+    assert result.failures["item_id"].to_list() == [4242]  # only the movie TMDB lacks
     assert result.metadata.filter(pl.col("poster_small").is_null()).height == 0
     assert result.stats["retries"] == 6
     # Retry-After: 1 was honoured: the retry came at least a second after the 429.
@@ -300,7 +300,7 @@ def test_persistent_failures_are_listed_with_reasons(fake, api_key_env, tmp_path
     fake.always["/3/movie/680"] = Fault("malformed")
     fake.always["/t/p/w185/poster862.jpg"] = Fault("not_image")
     result = crawl_tmdb(movies_frame(), tmp_path, fast_config(fake.server))
-    fails = {(r["movie_id"], r["stage"]): r["reason"] for r in result.failures.iter_rows(named=True)}
+    fails = {(r["item_id"], r["stage"]): r["reason"] for r in result.failures.iter_rows(named=True)}
 
     assert "gave up after 3 attempts: HTTP 500 on" in fails[(2571, "details")]
     assert "malformed JSON" in fails[(296, "details")]
@@ -308,10 +308,10 @@ def test_persistent_failures_are_listed_with_reasons(fake, api_key_env, tmp_path
     assert (4242, "match") in fails
     assert len(fake.paths("/3/movie/603")) == 3  # bounded retries
     # Toy Story keeps its metadata and its good large poster; only the broken one is missing.
-    toy = result.metadata.filter(pl.col("movie_id") == 1).row(0, named=True)
+    toy = result.metadata.filter(pl.col("item_id") == 1).row(0, named=True)
     assert toy["poster_small"] is None and Path(toy["poster_large"]).is_file()
     assert toy["overview"] == "An overview."
-    assert set(result.metadata["movie_id"]) == {1, 11, 30, 860}
+    assert set(result.metadata["item_id"]) == {1, 11, 30, 860}
 
 
 def test_api_key_never_reaches_logs_or_outputs(fake, api_key_env, tmp_path, caplog):
@@ -364,7 +364,7 @@ def test_refused_key_stops_the_crawl_with_a_clear_error(fake, monkeypatch, tmp_p
         crawl_tmdb(movies_frame(), tmp_path, fast_config(fake.server))
     assert wrong not in str(info.value) and wrong not in caplog.text
     # Nothing was checkpointed as "unmatched": a later run with a good key crawls everything.
-    assert len(JsonlCheckpoint(tmp_path / "checkpoint.jsonl", "movie_id")) == 0
+    assert len(JsonlCheckpoint(tmp_path / "checkpoint.jsonl", "item_id")) == 0
 
 
 def test_missing_credentials_name_the_variables(monkeypatch):
@@ -437,7 +437,7 @@ def test_killed_crawl_resumes_with_exactly_the_uninterrupted_rows(fake, api_key_
     child.send_signal(signal.SIGKILL)
     child.wait()
     child.stderr.close()
-    done_before = {json.loads(line)["movie_id"] for line in checkpoint.read_text().splitlines() if line.strip()}
+    done_before = {json.loads(line)["item_id"] for line in checkpoint.read_text().splitlines() if line.strip()}
     assert 8 <= len(done_before) < movies.height, "the kill must land half-way"
     requests_before = len(fake.log)
 
@@ -453,9 +453,9 @@ def test_killed_crawl_resumes_with_exactly_the_uninterrupted_rows(fake, api_key_
     clean = crawl_tmdb(movies, clean_dir, config.model_copy(update={"rate_limit_rps": 500.0}))
     assert _comparable(resumed.metadata, killed_dir) == _comparable(clean.metadata, clean_dir)
     assert resumed.failures.equals(clean.failures)
-    assert resumed.metadata.height == 24 and resumed.failures["movie_id"].to_list() == [4242]
+    assert resumed.metadata.height == 24 and resumed.failures["item_id"].to_list() == [4242]
     lines = [json.loads(x) for x in checkpoint.read_text().splitlines()]
-    assert len(lines) == len({x["movie_id"] for x in lines}) == movies.height  # no duplicate, no loss
+    assert len(lines) == len({x["item_id"] for x in lines}) == movies.height  # no duplicate, no loss
     # A finished crawl is rebuilt from its checkpoint alone: no request, no key needed.
     monkeypatch.delenv("TMDB_API_KEY")
     n_requests = len(fake.log)
@@ -466,17 +466,17 @@ def test_killed_crawl_resumes_with_exactly_the_uninterrupted_rows(fake, api_key_
 
 def test_checkpoint_drops_a_torn_last_line_and_rejects_damage(tmp_path):
     path = tmp_path / "cp.jsonl"
-    path.write_bytes(b'{"movie_id": 1, "v": "a"}\n{"movie_id": 2, "v": "b"}\n{"movie_id": 3, "v": "tor')
-    cp = JsonlCheckpoint(path, "movie_id")
+    path.write_bytes(b'{"item_id": 1, "v": "a"}\n{"item_id": 2, "v": "b"}\n{"item_id": 3, "v": "tor')
+    cp = JsonlCheckpoint(path, "item_id")
     assert sorted(cp.records) == [1, 2]
-    cp.append({"movie_id": 3, "v": "c"})
-    cp.append({"movie_id": 1, "v": "a2"})  # a later line for the same key wins
-    again = JsonlCheckpoint(path, "movie_id")
+    cp.append({"item_id": 3, "v": "c"})
+    cp.append({"item_id": 1, "v": "a2"})  # a later line for the same key wins
+    again = JsonlCheckpoint(path, "item_id")
     assert {k: v["v"] for k, v in again.records.items()} == {1: "a2", 2: "b", 3: "c"}
 
-    path.write_bytes(b'{"movie_id": 1}\nnot json\n{"movie_id": 2}\n')
+    path.write_bytes(b'{"item_id": 1}\nnot json\n{"item_id": 2}\n')
     with pytest.raises(CheckpointError, match=r"cp.jsonl line 2"):
-        JsonlCheckpoint(path, "movie_id")
+        JsonlCheckpoint(path, "item_id")
 
 
 # ---------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def test_planted_truth_covers_every_pair_and_is_a_probability(worlds) -> None:
     assert truth.schema == pl.Schema(GROUND_TRUTH)
     planted = truth.filter(pl.col("judge") == PLANTED)
     assert planted.height == SMALL["n_users"] * SMALL["n_movies"]
-    assert planted.select("user_id", "movie_id").is_unique().all()
+    assert planted.select("user_id", "item_id").is_unique().all()
     for column in ("clicked", "liked"):
         assert planted.get_column(column).is_between(0, 1).all()
     # The planted uptake's intercept makes a uniformly random item clicked at the base rate.
@@ -47,8 +47,8 @@ def test_the_random_bucket_agrees_with_the_exact_truth(worlds) -> None:
     bucket = truth.filter(pl.col("judge") == RANDOM_EXPOSURE)
     assert bucket.height == SMALL["n_users"] * SyntheticConfig().random_exposure_items
     exact = bucket.join(
-        truth.filter(pl.col("judge") == PLANTED).select("user_id", "movie_id", p_like="liked", p_click="clicked"),
-        on=["user_id", "movie_id"],
+        truth.filter(pl.col("judge") == PLANTED).select("user_id", "item_id", p_like="liked", p_click="clicked"),
+        on=["user_id", "item_id"],
     )
     n = exact.height
     for observed, expected in (("liked", "p_like"), ("clicked", "p_click")):
@@ -57,8 +57,8 @@ def test_the_random_bucket_agrees_with_the_exact_truth(worlds) -> None:
         assert abs(exact.get_column(observed).mean() - p) < 4 * se
     assert (bucket.get_column("liked") == (bucket.get_column("rating") >= 4).cast(pl.Float64)).all()
     # Shown items the user had not rated: a random bucket shows what the log did not.
-    logged = worlds[1.0].ratings.select("user_id", "movie_id")
-    assert bucket.join(logged, on=["user_id", "movie_id"], how="semi").height == 0
+    logged = worlds[1.0].ratings.select("user_id", "item_id")
+    assert bucket.join(logged, on=["user_id", "item_id"], how="semi").height == 0
 
 
 def test_the_logging_policy_leads_with_the_popular_as_its_strength_rises(worlds) -> None:
@@ -69,8 +69,8 @@ def test_the_logging_policy_leads_with_the_popular_as_its_strength_rises(worlds)
     shares = []
     for s in (0.0, 1.0, 2.5):
         data = worlds[s]
-        head = data.metadata.sort("vote_count", descending=True).head(SMALL["n_movies"] // 10).get_column("movie_id")
-        shares.append(data.ratings.get_column("movie_id").is_in(head.implode()).mean())
+        head = data.metadata.sort("vote_count", descending=True).head(SMALL["n_movies"] // 10).get_column("item_id")
+        shares.append(data.ratings.get_column("item_id").is_in(head.implode()).mean())
     assert shares[0] < shares[1] < shares[2]
     like = [worlds[s].truth.filter(pl.col("judge") == PLANTED).get_column("liked").to_numpy() for s in (0.0, 2.5)]
     # The users' tastes and rating scale are the same in every world: so is what they would like.
@@ -103,7 +103,7 @@ def _toy(judge: str = PLANTED, flip: bool = False, mirror_ctr: float | None = No
                 "arm": a,
                 "user_id": np.repeat(users, 20),
                 "rank": np.tile(np.arange(1, 21), len(users)),
-                "movie_id": np.tile(block[a], len(users)),
+                "item_id": np.tile(block[a], len(users)),
                 "score": 0.0,
             }
         )
@@ -117,7 +117,7 @@ def _toy(judge: str = PLANTED, flip: bool = False, mirror_ctr: float | None = No
         truth = pl.DataFrame(
             {
                 "user_id": uu.ravel(),
-                "movie_id": ii.ravel(),
+                "item_id": ii.ravel(),
                 "judge": PLANTED,
                 "clicked": like.ravel() / 2,
                 "liked": like.ravel(),
@@ -130,7 +130,7 @@ def _toy(judge: str = PLANTED, flip: bool = False, mirror_ctr: float | None = No
         uu = np.repeat(users, 30)
         liked = rng.random(uu.size) < like[uu - 1, shown.ravel() - 1]
         truth = pl.DataFrame(
-            {"user_id": uu, "movie_id": shown.ravel(), "judge": RANDOM_EXPOSURE, "liked": liked.astype(float)},
+            {"user_id": uu, "item_id": shown.ravel(), "judge": RANDOM_EXPOSURE, "liked": liked.astype(float)},
         ).with_columns(clicked=pl.lit(None, pl.Float64), rating=pl.lit(None, pl.Float64))
         truth = truth.select(list(GROUND_TRUTH)).cast(GROUND_TRUTH)
     ctr = {"good": 0.3, "mid": 0.2, "bad": 0.1} | ({"mirror": mirror_ctr} if mirror_ctr is not None else {})

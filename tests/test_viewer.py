@@ -222,7 +222,7 @@ def test_an_agent_under_two_arms_in_headless_chromium(served, tmp_path):
         )
         catalogue = served["world"]["catalogue_frame"]
         first = events["pop"].filter((pl.col("user_id") == user) & (pl.col("step") == 1)).row(0, named=True)
-        titles = dict(catalogue.select("movie_id", "title").iter_rows())
+        titles = dict(catalogue.select("item_id", "title").iter_rows())
         page_text = driver.find_element(By.ID, "session-pop").text
         assert all(titles[m] in page_text for m in first["shown"])
         profile = served["world"]["profiles"][user]

@@ -85,8 +85,8 @@ CFG_DEFAULT = SimulationConfig(progress=False)
 
 def test_session_behaviour_separates_how_often_from_how_much():
     cat, top_k, agents = world(12)
-    genres = pl.DataFrame({"movie_id": list(range(1, 101)), "genres": [["Drama"]] * 100})
-    movie_mean = pl.DataFrame({"movie_id": list(range(1, 101)), "mean": [3.5] * 100})
+    genres = pl.DataFrame({"item_id": list(range(1, 101)), "genres": [["Drama"]] * 100})
+    movie_mean = pl.DataFrame({"item_id": list(range(1, 101)), "mean": [3.5] * 100})
     config = SimulationConfig(progress=False, visits=VISITS)
     both = pl.concat([top_k.with_columns(pl.lit(arm).alias("arm")) for arm in ("A", "B")])
     events = simulate(UniformRandomBrain(), agents, both, cat, config, seed=4)

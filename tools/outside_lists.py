@@ -96,11 +96,11 @@ def outside_lists(
 ) -> tuple[pl.DataFrame, str]:
     """user_id, rank, item_id, score: each of `rank_users`' `per_user` best items of `model`
     (als, bpr, itemknn; module docstring), its train items left out; and what ran."""
-    positives = train.filter(pl.col("rating") >= 4).select("user_id", "movie_id").unique()
+    positives = train.filter(pl.col("rating") >= 4).select("user_id", "item_id").unique()
     users = np.unique(positives.get_column("user_id").to_numpy())
     items = np.unique(np.asarray(item_ids, dtype=np.int64))
     u = np.searchsorted(users, positives.get_column("user_id").to_numpy())
-    i = np.searchsorted(items, positives.get_column("movie_id").to_numpy())
+    i = np.searchsorted(items, positives.get_column("item_id").to_numpy())
     binary = sparse.csr_matrix((np.ones(u.size, dtype=np.float32), (u, i)), shape=(users.size, items.size))
     popular = np.asarray(binary.sum(axis=0)).ravel().astype(np.float64)
     if model == "als":
@@ -134,9 +134,9 @@ def outside_lists(
 
     else:
         raise ValueError(f"unknown outside model {model!r}: als, bpr or itemknn")
-    seen = train.select("user_id", "movie_id").unique()
+    seen = train.select("user_id", "item_id").unique()
     seen_rows = {
-        int(k[0]): np.searchsorted(items, g.get_column("movie_id").to_numpy())
+        int(k[0]): np.searchsorted(items, g.get_column("item_id").to_numpy())
         for k, g in seen.group_by("user_id", maintain_order=True)
     }
     frames = []
@@ -191,20 +191,20 @@ def main() -> int:
     if args.home is not None:
         ratings = pl.read_parquet(args.home / "assets" / "ratings.parquet")
         split = chronological_split(ratings)
-        item_ids = ratings.get_column("movie_id").unique().to_numpy()
+        item_ids = ratings.get_column("item_id").unique().to_numpy()
     elif args.data == "steam":
         from fakes.shared_data import SHARED_DATA
         from ops.data.steam import load_steam
 
         steam = load_steam(SHARED_DATA / "steam-australian", args.min_interactions)
         split = chronological_split(steam.ratings)
-        item_ids = steam.ratings.get_column("movie_id").unique().to_numpy()
+        item_ids = steam.ratings.get_column("item_id").unique().to_numpy()
     else:
         from bench import load
 
         _, movies, ratings, _, _ = load(args.data)
         split = chronological_split(ratings)
-        item_ids = movies.get_column("movie_id").to_numpy()
+        item_ids = movies.get_column("item_id").to_numpy()
     started = time.perf_counter()
     lists, which = outside_lists(
         args.model, split.train, ranking_users(split.train, split.test), item_ids, args.per_user, seed=args.seed

@@ -56,7 +56,7 @@ def write_planted_files(config: SyntheticConfig, folder: Path | str, images: boo
         data = generate(config, Path(posters))
         image_names = _copy_posters(data, folder / "images") if images else [""] * data.movies.height
     items = _items(data, image_names)
-    interactions = data.ratings.select("user_id", pl.col("movie_id").alias("item_id"), "rating", "timestamp").sort(
+    interactions = data.ratings.select("user_id", pl.col("item_id").alias("item_id"), "rating", "timestamp").sort(
         "timestamp", "user_id", "item_id"
     )
     users = data.users.select("user_id", "gender", "age", "occupation", "zip")
@@ -64,7 +64,7 @@ def write_planted_files(config: SyntheticConfig, folder: Path | str, images: boo
         data.truth.filter(pl.col("judge") == "random_exposure")
         .select(
             "user_id",
-            pl.col("movie_id").alias("item_id"),
+            pl.col("item_id").alias("item_id"),
             pl.col("rating").cast(pl.Int64),
             pl.col("clicked").cast(pl.Int64),
         )
@@ -90,11 +90,11 @@ def _copy_posters(data: SyntheticData, images: Path) -> list[str]:
     """Each movie's large poster copied to `images/<id><suffix>`; the file names, in the
     movies' order."""
     images.mkdir(parents=True, exist_ok=True)
-    large = dict(zip(data.metadata["movie_id"].to_list(), data.metadata["poster_large"].to_list(), strict=True))
+    large = dict(zip(data.metadata["item_id"].to_list(), data.metadata["poster_large"].to_list(), strict=True))
     names = []
-    for movie_id in data.movies["movie_id"].to_list():
-        source = Path(large[movie_id])
-        name = f"{movie_id}{source.suffix}"
+    for item_id in data.movies["item_id"].to_list():
+        source = Path(large[item_id])
+        name = f"{item_id}{source.suffix}"
         shutil.copyfile(source, images / name)
         names.append(name)
     return names
@@ -102,13 +102,13 @@ def _copy_posters(data: SyntheticData, images: Path) -> list[str]:
 
 def _items(data: SyntheticData, image_names: list[str]) -> pl.DataFrame:
     meta = data.metadata.select(
-        "movie_id", "overview", "release_date", "directors", "actors", "vote_average", "vote_count"
+        "item_id", "overview", "release_date", "directors", "actors", "vote_average", "vote_count"
     )
     return (
-        data.movies.join(meta, on="movie_id", how="left", maintain_order="left")
+        data.movies.join(meta, on="item_id", how="left", maintain_order="left")
         .with_columns(image=pl.Series(image_names, dtype=pl.Utf8))
         .select(
-            pl.col("movie_id").alias("item_id"),
+            pl.col("item_id").alias("item_id"),
             "title",
             pl.col("genres").list.join(LIST_SEPARATOR).alias("categories"),
             pl.col("overview").alias("description"),

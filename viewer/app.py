@@ -94,11 +94,11 @@ def create_app(store: ExperimentStore, hosts: Sequence[str] = ()):
             profile=store.profile(user_id),
         )
 
-    @app.get("/poster/{movie_id}")
-    def poster(movie_id: int, size: str = "small"):
-        path = store.poster_path(movie_id, size)
+    @app.get("/poster/{item_id}")
+    def poster(item_id: int, size: str = "small"):
+        path = store.poster_path(item_id, size)
         if path is None:
-            raise HTTPException(404, f"no poster file for movie {movie_id}")
+            raise HTTPException(404, f"no poster file for movie {item_id}")
         return FileResponse(path)
 
     @app.get("/report", response_class=HTMLResponse)

@@ -44,7 +44,7 @@ FILTERS: dict[str, tuple[str, Callable[[], pl.Expr]]] = {
 class Card:
     """A movie as the agent saw it on a page."""
 
-    movie_id: int
+    item_id: int
     title: str
     vote_average: float | None
     genres: tuple[str, ...]
@@ -102,7 +102,7 @@ class ExperimentStore:
                 "viewer: no simulated arm in the store (materialise simulation_events for at least one arm)"
             )
         self.events = {arm: frame.sort("user_id", "step") for arm, frame in sorted(self.events.items())}
-        self._movies = {row["movie_id"]: row for row in self.catalogue.iter_rows(named=True)}
+        self._movies = {row["item_id"]: row for row in self.catalogue.iter_rows(named=True)}
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -191,12 +191,12 @@ class ExperimentStore:
             return None
         return found.to_dict() if hasattr(found, "to_dict") else dict(found)
 
-    def movie(self, movie_id: int) -> dict | None:
-        return self._movies.get(movie_id)
+    def movie(self, item_id: int) -> dict | None:
+        return self._movies.get(item_id)
 
-    def poster_path(self, movie_id: int, size: str) -> Path | None:
+    def poster_path(self, item_id: int, size: str) -> Path | None:
         """The poster file of a catalogue movie (only catalogue paths are ever served)."""
-        movie = self._movies.get(movie_id)
+        movie = self._movies.get(item_id)
         if movie is None:
             return None
         path = movie.get("poster_large" if size == "large" else "poster_small") or movie.get("poster_small")
@@ -215,20 +215,20 @@ class ExperimentStore:
     # -- helpers --------------------------------------------------------------------------------
 
     def _step(self, row: dict) -> Step:
-        chosen = row.get("movie_id")
+        chosen = row.get("item_id")
         caught = set(row.get("caught_eye") or [])
         cards = []
-        for movie_id in row.get("shown") or []:
-            movie = self._movies.get(movie_id, {})
+        for item_id in row.get("shown") or []:
+            movie = self._movies.get(item_id, {})
             cards.append(
                 Card(
-                    movie_id=movie_id,
-                    title=movie.get("title") or f"movie {movie_id}",
+                    item_id=item_id,
+                    title=movie.get("title") or f"movie {item_id}",
                     vote_average=movie.get("vote_average"),
                     genres=tuple(movie.get("genres") or ()),
                     has_poster=bool(movie.get("poster_small") or movie.get("poster_large")),
-                    chosen=movie_id == chosen and row["action"] in (CLICK_MOVIE, WATCH_AND_RATE),
-                    caught_eye=movie_id in caught,
+                    chosen=item_id == chosen and row["action"] in (CLICK_MOVIE, WATCH_AND_RATE),
+                    caught_eye=item_id in caught,
                 )
             )
         return Step(

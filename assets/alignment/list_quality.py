@@ -44,8 +44,8 @@ def list_quality_alignment(
         held=liked,
         min_items=ladder.need,
     ) as opening:
-        movie_ids = mm_ml_1m.get_column("movie_id").to_numpy()
-        result = measure_list_quality(opening, liked, ladder, train_ratings, valid_ratings, test_ratings, movie_ids)
+        item_ids = mm_ml_1m.get_column("item_id").to_numpy()
+        result = measure_list_quality(opening, liked, ladder, train_ratings, valid_ratings, test_ratings, item_ids)
     brain, users = opening.brain, opening.users
     with mlflow_tracking.asset_run(
         context, params={**config.model_dump(), "brain_name": brain.name, "agents": len(users)}

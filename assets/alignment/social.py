@@ -62,8 +62,8 @@ def social_traits_alignment(
     context.log.info(
         f"social traits: the sessions of brain(s) {sorted(set(events.get_column('brain').to_list()))} on arms {sorted(simulation_events)}"
     )
-    movie_mean = train_ratings.group_by("movie_id").agg(pl.col("rating").mean().alias("mean"))
-    movies = mm_ml_1m.select("movie_id", "genres")
+    movie_mean = train_ratings.group_by("item_id").agg(pl.col("rating").mean().alias("mean"))
+    movies = mm_ml_1m.select("item_id", "genres")
     real = test_ratings.filter(
         pl.col("user_id").is_in(pl.Series(evaluation_users(test_ratings, config.eval_users)).implode())
     )

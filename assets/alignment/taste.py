@@ -67,7 +67,7 @@ def taste_alignment(
             train_ratings,
             valid_ratings,
             test_ratings,
-            mm_ml_1m.get_column("movie_id").to_numpy(),
+            mm_ml_1m.get_column("item_id").to_numpy(),
             config.papers_holdout,
             users,
             rebuild,

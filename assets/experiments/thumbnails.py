@@ -57,7 +57,7 @@ def simuser_thumbnail_quality(
         train_ratings,
         data_root() / "experiments" / "thumbnails",
         run_id=context.run.run_id,
-        poster_vectors=lambda frames, movie_ids: _version_posters(frames, movie_ids, embedded_brain, embeddings),
+        poster_vectors=lambda frames, item_ids: _version_posters(frames, item_ids, embedded_brain, embeddings),
         **config.model_dump(),
     )
     events = experiment.events
@@ -76,7 +76,7 @@ def simuser_thumbnail_quality(
     )
 
 
-def _version_posters(frames: dict, movie_ids, embedded_brain, embeddings: EmbeddingsResource) -> dict:
+def _version_posters(frames: dict, item_ids, embedded_brain, embeddings: EmbeddingsResource) -> dict:
     """version -> movie id -> its poster's vector, embedded as the embedded brain's posters
     were (the original version is the fitted brain's own)."""
     embedder = embeddings.poster_embedder()
@@ -90,9 +90,9 @@ def _version_posters(frames: dict, movie_ids, embedded_brain, embeddings: Embedd
     return {
         v: {
             m: embedder.embed_images(
-                [load_poster(frames[v].filter(pl.col("movie_id") == m).get_column("poster_large")[0])]
+                [load_poster(frames[v].filter(pl.col("item_id") == m).get_column("poster_large")[0])]
             )[0]
-            for m in movie_ids
+            for m in item_ids
         }
         for v in VERSIONS
         if v != ORIGINAL

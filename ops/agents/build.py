@@ -179,7 +179,7 @@ def build_agents(
 
     t = time.perf_counter()
     facts = build_movie_facts(catalogue, plain)
-    looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
+    looks = {int(m): str(look) for m, look in zip(vectors.item_ids, vectors.poster_look) if look}
     # Whom agents are drawn from: the users of the train window (the arms list them), their
     # traits read up to the agents' clock.
     traits = agent_population(plain, facts, config.profile).filter(

@@ -93,7 +93,7 @@ class CatalogueAtClock:
 
 def catalogue_at(history: pl.DataFrame, item_ids: np.ndarray, clock: int, half_life_days: float) -> CatalogueAtClock:
     """`CatalogueAtClock` from the interactions of `history` up to `clock` (RATINGS columns
-    `movie_id`, `timestamp`); items of `item_ids` outside the history count zero."""
+    `item_id`, `timestamp`); items of `item_ids` outside the history count zero."""
     ids = np.asarray(item_ids, dtype=np.int64)
     past = history.filter(pl.col("timestamp") <= clock)
     count, decayed, first = _per_item(past, ids, clock, half_life_days)
@@ -108,10 +108,10 @@ def _per_item(history: pl.DataFrame, ids: np.ndarray, clock: int, half_life_days
     age = (pl.lit(clock, dtype=pl.Float64) - pl.col("timestamp").cast(pl.Float64)).clip(lower_bound=0.0) / DAY_S
     # No decay (inf): every interaction weighs 1, the window's plain count.
     weight = pl.len().cast(pl.Float64) if not np.isfinite(half_life_days) else (0.5 ** (age / half_life_days)).sum()
-    per = history.group_by("movie_id").agg(
+    per = history.group_by("item_id").agg(
         pl.len().alias("n"), weight.alias("w"), pl.col("timestamp").min().alias("first")
     )
-    movie = per.get_column("movie_id").to_numpy().astype(np.int64)
+    movie = per.get_column("item_id").to_numpy().astype(np.int64)
     pos = np.searchsorted(ids, movie)
     ok = (pos < n) & (ids[np.minimum(pos, n - 1)] == movie)
     count[pos[ok]] = per.get_column("n").to_numpy()[ok]
@@ -135,8 +135,8 @@ def fit_half_life(
     clock = Clock.of(train, valid).fit
     target = np.zeros(len(ids))
     if valid.height:
-        got = valid.group_by("movie_id").len()
-        pos = np.searchsorted(ids, got.get_column("movie_id").to_numpy().astype(np.int64))
+        got = valid.group_by("item_id").len()
+        pos = np.searchsorted(ids, got.get_column("item_id").to_numpy().astype(np.int64))
         ok = pos < len(ids)
         np.add.at(target, pos[ok], got.get_column("len").to_numpy()[ok])
     grid = []

@@ -68,9 +68,9 @@ class PosterEmbedder(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class MovieVectors:
-    """Catalogue embeddings; row i is movie `movie_ids[i]` (ascending). Rows are L2-normalised."""
+    """Catalogue embeddings; row i is movie `item_ids[i]` (ascending). Rows are L2-normalised."""
 
-    movie_ids: np.ndarray  # int64, ascending
+    item_ids: np.ndarray  # int64, ascending
     text: np.ndarray  # float32 (n, d_text)
     poster: np.ndarray  # float32 (n, d_poster); zero rows where has_poster is False
     has_poster: np.ndarray  # bool (n,)
@@ -80,19 +80,19 @@ class MovieVectors:
     digest: str  # content digest of the whole catalogue (data version)
 
     def __post_init__(self) -> None:
-        n = len(self.movie_ids)
-        if np.any(np.diff(self.movie_ids) <= 0):
-            raise ValueError("MovieVectors.movie_ids must be strictly ascending")
+        n = len(self.item_ids)
+        if np.any(np.diff(self.item_ids) <= 0):
+            raise ValueError("MovieVectors.item_ids must be strictly ascending")
         for name in ("text", "poster", "has_poster", "poster_look"):
             if len(getattr(self, name)) != n:
-                raise ValueError(f"MovieVectors.{name} has {len(getattr(self, name))} rows, movie_ids has {n}")
+                raise ValueError(f"MovieVectors.{name} has {len(getattr(self, name))} rows, item_ids has {n}")
 
-    def rows_of(self, movie_ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Row indices of `movie_ids`; ValueError naming the ids not in the catalogue."""
-        ids = np.asarray(movie_ids, dtype=np.int64)
-        rows = np.searchsorted(self.movie_ids, ids)
-        rows = np.minimum(rows, len(self.movie_ids) - 1)
-        bad = self.movie_ids[rows] != ids if len(self.movie_ids) else np.ones(len(ids), bool)
+    def rows_of(self, item_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Row indices of `item_ids`; ValueError naming the ids not in the catalogue."""
+        ids = np.asarray(item_ids, dtype=np.int64)
+        rows = np.searchsorted(self.item_ids, ids)
+        rows = np.minimum(rows, len(self.item_ids) - 1)
+        bad = self.item_ids[rows] != ids if len(self.item_ids) else np.ones(len(ids), bool)
         if np.any(bad):
             raise ValueError(f"movie ids not in the embedded catalogue: {ids[bad][:10].tolist()}")
         return rows
@@ -104,7 +104,7 @@ class MovieVectors:
         folder.mkdir(parents=True, exist_ok=True)
         save_arrays(
             folder / "vectors.npz",
-            {"movie_ids": self.movie_ids, "text": self.text, "poster": self.poster, "has_poster": self.has_poster},
+            {"item_ids": self.item_ids, "text": self.text, "poster": self.poster, "has_poster": self.has_poster},
         )
         looks = self.poster_look.tolist()
         if not all(isinstance(look, str) for look in looks):
@@ -173,8 +173,8 @@ def embed_catalogue(
     zero poster row and `has_poster` False.  `cache_dir` None disables the cache.
     """
     config = config or EmbeddingConfig()
-    table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("movie_id")
-    movie_ids = table.get_column("movie_id").to_numpy().astype(np.int64)
+    table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("item_id")
+    item_ids = table.get_column("item_id").to_numpy().astype(np.int64)
     texts = [movie_text(row, config) for row in table.iter_rows(named=True)]
     cache = Path(cache_dir) if cache_dir is not None else None
 
@@ -231,7 +231,7 @@ def embed_catalogue(
                 looks[i] = POSTER_LOOKS[int(look_codes[i, 0])]
     digest = _sha256("\n".join(text_digests) + "\n" + "\n".join(d or "-" for d in poster_digests) + poster_name)
     return MovieVectors(
-        movie_ids=movie_ids,
+        item_ids=item_ids,
         text=text,
         poster=poster,
         has_poster=has_poster,
@@ -249,7 +249,7 @@ def movie_text(row: dict, config: EmbeddingConfig | None = None) -> str:
     (A/B Agent §2.4.2: "rich movie meta-information").  Missing fields are left out.
     """
     config = config or EmbeddingConfig()
-    parts = [str(row.get("title") or f"movie {row.get('movie_id')}").strip() + "."]
+    parts = [str(row.get("title") or f"movie {row.get('item_id')}").strip() + "."]
     genres = row.get("genres") or row.get("meta_genres") or []
     if genres:
         parts.append("Genres: " + ", ".join(genres) + ".")

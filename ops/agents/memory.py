@@ -48,7 +48,7 @@ class RecallWeights(BaseModel):
 class Recollection:
     """One remembered interaction returned by a retrieval."""
 
-    movie_id: int
+    item_id: int
     rating: int
     timestamp: int
     similarity: float
@@ -82,8 +82,8 @@ class LongTermMemory:
         return len(self.rows)
 
     @property
-    def movie_ids(self) -> np.ndarray:
-        return self.vectors.movie_ids[self.rows]
+    def item_ids(self) -> np.ndarray:
+        return self.vectors.item_ids[self.rows]
 
     def retrieve_by_text(
         self, query_vec: np.ndarray, k: int, weights: RecallWeights | None = None
@@ -116,16 +116,16 @@ class LongTermMemory:
     def feeling(self, j: int) -> str:
         return self.feelings[j] if self.feelings else ""
 
-    def grow(self, movie_ids, ratings, timestamps, feelings) -> LongTermMemory:
+    def grow(self, item_ids, ratings, timestamps, feelings) -> LongTermMemory:
         """A copy with these watches appended (memory writing); this memory is untouched.
 
         Timestamps must not precede the newest memory: memories stay oldest first, and a
         retrieval's tie goes to the most recent one.
         """
-        movie_ids = np.asarray(movie_ids, dtype=np.int64)
+        item_ids = np.asarray(item_ids, dtype=np.int64)
         stamps = np.asarray(timestamps, dtype=np.int64)
         feelings = tuple(str(f) for f in feelings)
-        if not (len(movie_ids) == len(stamps) == len(feelings) == len(np.asarray(ratings))):
+        if not (len(item_ids) == len(stamps) == len(feelings) == len(np.asarray(ratings))):
             raise ValueError(
                 f"memory of user {self.user_id}: watches, ratings, timestamps and feelings differ in length"
             )
@@ -139,7 +139,7 @@ class LongTermMemory:
         return LongTermMemory(
             self.user_id,
             self.vectors,
-            np.concatenate([self.rows, self.vectors.rows_of(movie_ids)]),
+            np.concatenate([self.rows, self.vectors.rows_of(item_ids)]),
             np.concatenate([self.ratings, np.asarray(ratings, dtype=np.int64)]),
             np.concatenate([self.timestamps, stamps]),
             old + feelings if feelings else self.feelings,
@@ -184,7 +184,7 @@ class LongTermMemory:
         order = candidates[np.lexsort((-self.timestamps[candidates], -candidates, -key))[:k]]
         return [
             Recollection(
-                int(self.vectors.movie_ids[rows[j]]),
+                int(self.vectors.item_ids[rows[j]]),
                 int(self.ratings[j]),
                 int(self.timestamps[j]),
                 float(sims[j]),
@@ -223,9 +223,9 @@ def build_long_term_memories(train: pl.DataFrame, vectors: MovieVectors) -> dict
     ordered = conform(train, RATINGS, "train")
     if window is not None:
         ordered = ordered.with_columns(window.alias("window"))
-    ordered = ordered.sort(["user_id", *(["window"] if window is not None else []), "timestamp", "movie_id"])
+    ordered = ordered.sort(["user_id", *(["window"] if window is not None else []), "timestamp", "item_id"])
     users = ordered.get_column("user_id").to_numpy()
-    rows = vectors.rows_of(ordered.get_column("movie_id").to_numpy())
+    rows = vectors.rows_of(ordered.get_column("item_id").to_numpy())
     ratings = ordered.get_column("rating").to_numpy().astype(np.int64)
     stamps = ordered.get_column("timestamp").to_numpy().astype(np.int64)
     if len(users) == 0:
@@ -281,7 +281,7 @@ def grow_memories(memories: Mapping[int, LongTermMemory], written: pl.DataFrame)
     grown = dict(memories)
     for (user_id,), part in written.group_by("user_id", maintain_order=True):
         grown[user_id] = memories[user_id].grow(
-            part.get_column("movie_id").to_numpy(),
+            part.get_column("item_id").to_numpy(),
             part.get_column("rating").to_numpy(),
             part.get_column("timestamp").to_numpy(),
             part.get_column("feeling").to_list(),
@@ -299,7 +299,7 @@ class ShortTermEntry:
     caught_eye: tuple[int, ...]
     interest: int
     action: str
-    movie_id: int | None = None
+    item_id: int | None = None
     rating: int | None = None
 
 
@@ -312,8 +312,8 @@ def describe_short_term(entries: Sequence[ShortTermEntry], titles: dict[int, str
             f"home page {e.page_number}" if e.page_type == "home" else f"detail page (from home page {e.page_number})"
         )
         what = e.action
-        if e.movie_id is not None:
-            what += f" {titles.get(e.movie_id, e.movie_id)}"
+        if e.item_id is not None:
+            what += f" {titles.get(e.item_id, e.item_id)}"
         if e.rating is not None:
             what += f" rated {e.rating}"
         eye = ", ".join(str(titles.get(m, m)) for m in e.caught_eye)

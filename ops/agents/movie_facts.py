@@ -21,7 +21,7 @@ from ops.schema import GENRES, MM_ML_1M, conform
 class MovieFacts:
     """What an agent can perceive about each catalogue movie, in `MovieVectors` row order."""
 
-    movie_ids: np.ndarray
+    item_ids: np.ndarray
     titles: list[str]
     genres: np.ndarray  # float32 (n, len(GENRES)) multi-hot
     year: np.ndarray  # float64, NaN when unknown
@@ -40,13 +40,13 @@ class MovieFacts:
         """These facts with the crowd's attention (popularity, mean rating) read from
         `history` instead: the catalogue as the crowd knows it at another clock
         (`ops.agents.clock`)."""
-        popularity, mean_rating = _crowd(self.movie_ids, history)
+        popularity, mean_rating = _crowd(self.item_ids, history)
         return replace(self, popularity=popularity, mean_rating=mean_rating)
 
-    def row(self, movie_id: int) -> int:
-        i = int(np.searchsorted(self.movie_ids, movie_id))
-        if i >= len(self.movie_ids) or self.movie_ids[i] != movie_id:
-            raise ValueError(f"movie id {movie_id} is not in the catalogue")
+    def row(self, item_id: int) -> int:
+        i = int(np.searchsorted(self.item_ids, item_id))
+        if i >= len(self.item_ids) or self.item_ids[i] != item_id:
+            raise ValueError(f"movie id {item_id} is not in the catalogue")
         return i
 
     def save(self, folder: Path) -> None:
@@ -90,8 +90,8 @@ class MovieFacts:
 def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFacts:
     """Facts per movie from the MM-ML-1M catalogue (`ops.schema.MM_ML_1M`, the `mm_ml_1m`
     asset) and the train ratings (popularity, mean rating)."""
-    table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("movie_id")
-    ids = table.get_column("movie_id").to_numpy().astype(np.int64)
+    table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("item_id")
+    ids = table.get_column("item_id").to_numpy().astype(np.int64)
     popularity, mean_rating = _crowd(ids, train)
     names = genre_vocabulary(table)
     genre_index = {g: j for j, g in enumerate(names)}
@@ -104,7 +104,7 @@ def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFact
     release_year = table.get_column("release_date").dt.year().cast(pl.Float64).to_numpy()
     year = np.where(np.isnan(year), release_year, year)
     return MovieFacts(
-        movie_ids=ids,
+        item_ids=ids,
         titles=table.get_column("title").to_list(),
         genres=multi_hot,
         year=year,
@@ -122,12 +122,10 @@ def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFact
 def _crowd(ids: np.ndarray, ratings: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(ratings per movie, mean rating per movie: NaN when unrated) of `ids`, sorted ids."""
     stats = (
-        ratings.group_by("movie_id")
+        ratings.group_by("item_id")
         .agg(pl.len().alias("n"), pl.col("rating").mean().alias("mean"))
-        .join(
-            pl.DataFrame({"movie_id": ids}, schema={"movie_id": ratings.schema["movie_id"]}), on="movie_id", how="right"
-        )
-        .sort("movie_id")
+        .join(pl.DataFrame({"item_id": ids}, schema={"item_id": ratings.schema["item_id"]}), on="item_id", how="right")
+        .sort("item_id")
     )
     return (
         stats.get_column("n").fill_null(0).to_numpy().astype(np.int64),
@@ -151,4 +149,4 @@ def item_noun(catalogue: pl.DataFrame) -> str:
 
 
 # The numeric fields, saved as one `.npz`.
-_ARRAYS = ("movie_ids", "genres", "year", "vote_average", "popularity", "mean_rating")
+_ARRAYS = ("item_ids", "genres", "year", "vote_average", "popularity", "mean_rating")

@@ -215,13 +215,13 @@ def build_profiles(
         traits = traits.filter(pl.col("user_id").is_in(pl.Series(np.asarray(user_ids), dtype=pl.Int64).implode()))
     credits = movie_credits(facts, config, poster_looks)
     population = population_stats(train, facts, credits.looks)
-    ordered = train.join(traits.select("user_id"), on="user_id").sort(["user_id", "timestamp", "movie_id"])
+    ordered = train.join(traits.select("user_id"), on="user_id").sort(["user_id", "timestamp", "item_id"])
     user_ids = traits.get_column("user_id").to_numpy()
     user_index = np.searchsorted(user_ids, ordered.get_column("user_id").to_numpy())
     stats = history_stats(
         user_ids,
         user_index,
-        _rows_of(facts, ordered.get_column("movie_id").to_numpy()),
+        _rows_of(facts, ordered.get_column("item_id").to_numpy()),
         ordered.get_column("rating").to_numpy(),
         facts,
         population,
@@ -279,9 +279,9 @@ def social_traits(train: pl.DataFrame, facts: MovieFacts, config: ProfileConfig 
     conforming); the embedded brain weighs popularity and vote average by it.
     """
     config = config or ProfileConfig()
-    movie_mean = train.group_by("movie_id").agg(pl.col("rating").mean().alias("movie_mean"))
+    movie_mean = train.group_by("item_id").agg(pl.col("rating").mean().alias("movie_mean"))
     per_user = (
-        train.join(movie_mean, on="movie_id")
+        train.join(movie_mean, on="item_id")
         .group_by("user_id")
         .agg(
             pl.len().alias("activity"),
@@ -322,7 +322,7 @@ def history_stats(
     from scipy import sparse
 
     config = config or ProfileConfig()
-    n_users, n_movies = len(user_ids), len(facts.movie_ids)
+    n_users, n_movies = len(user_ids), len(facts.item_ids)
     ratings = np.asarray(ratings, dtype=np.float64)
     n = np.bincount(user_index, minlength=n_users).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -394,7 +394,7 @@ def population_stats(train: pl.DataFrame, facts: MovieFacts, looks: np.ndarray |
 
     `looks` is the catalogue's one-hot poster look (`Credits.looks`); None: no looks.
     """
-    rows = _rows_of(facts, train.get_column("movie_id").to_numpy())
+    rows = _rows_of(facts, train.get_column("item_id").to_numpy())
     n = max(len(rows), 1)
     genre_share = facts.genres[rows].sum(axis=0).astype(np.float64) / n
     dec = decade_index(facts.year[rows])
@@ -416,7 +416,7 @@ def movie_credits(
     from scipy import sparse
 
     config = config or ProfileConfig()
-    n = len(facts.movie_ids)
+    n = len(facts.item_ids)
 
     def incidence(lists: list[tuple[str, ...]]):
         names = sorted({x for xs in lists for x in xs if x})
@@ -429,7 +429,7 @@ def movie_credits(
     actors, am = incidence([a[: config.actors_per_movie] for a in facts.actors])
     words, km = incidence(movie_keywords(facts, config) if keywords else [()] * n)
     looks = np.zeros((n, len(POSTER_LOOKS)))
-    for i, m in enumerate(facts.movie_ids.tolist()):
+    for i, m in enumerate(facts.item_ids.tolist()):
         look = (poster_looks or {}).get(m)
         if look in POSTER_LOOKS:
             looks[i, POSTER_LOOKS.index(look)] = 1.0
@@ -652,21 +652,21 @@ def _pickiness(mean: pl.Expr, config: ProfileConfig) -> pl.Expr:
 def _diversity(train: pl.DataFrame, facts: MovieFacts) -> pl.DataFrame:
     genre_lists = [[facts.genre_names[j] for j in np.flatnonzero(row)] for row in facts.genres]
     genres = pl.DataFrame(
-        {"movie_id": facts.movie_ids, "genre": genre_lists}, schema={"movie_id": pl.Int64, "genre": pl.List(pl.Utf8)}
+        {"item_id": facts.item_ids, "genre": genre_lists}, schema={"item_id": pl.Int64, "genre": pl.List(pl.Utf8)}
     )
     return (
-        train.select("user_id", "movie_id")
-        .join(genres, on="movie_id", how="left")
+        train.select("user_id", "item_id")
+        .join(genres, on="item_id", how="left")
         .explode("genre")
         .group_by("user_id")
         .agg(pl.col("genre").drop_nulls().n_unique().alias("diversity"))
     )
 
 
-def _rows_of(facts: MovieFacts, movie_ids: np.ndarray) -> np.ndarray:
-    ids = np.asarray(movie_ids, dtype=np.int64)
-    rows = np.minimum(np.searchsorted(facts.movie_ids, ids), max(len(facts.movie_ids) - 1, 0))
-    bad = facts.movie_ids[rows] != ids
+def _rows_of(facts: MovieFacts, item_ids: np.ndarray) -> np.ndarray:
+    ids = np.asarray(item_ids, dtype=np.int64)
+    rows = np.minimum(np.searchsorted(facts.item_ids, ids), max(len(facts.item_ids) - 1, 0))
+    bad = facts.item_ids[rows] != ids
     if np.any(bad):
         raise ValueError(f"ratings name movie ids absent from the movies table: {np.unique(ids[bad])[:10].tolist()}")
     return rows

@@ -32,30 +32,12 @@ from ops.schema import TOP_K
 
 EpochCallback = Callable[[int, dict[str, float]], None]
 
-# What an arm sees names the item `item_id`, whatever the domain (films, games, books):
-# FitData's frames, the `exclude` pairs and the ranking `rank` returns (RANKING).  simab's
-# own tables keep `movie_id`, the column of MovieLens's files they were first read from
-# (their rename is left for later); `arm_frame` and `internal_frame` are the one crossing,
-# used where FitData is built and where a ranking comes back (`ops.arms.ranking`).
+# What an arm sees names the item `item_id`, whatever the domain (films, games, books), as
+# simab's own tables do: FitData's frames, the `exclude` pairs and the ranking `rank` returns.
 ITEM = "item_id"
-INTERNAL_ITEM = "movie_id"
 
-# An arm's ranking: TOP_K with the arm's item column.
-RANKING = {ITEM if column == INTERNAL_ITEM else column: dtype for column, dtype in TOP_K.items()}
-
-
-def arm_frame(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` as an arm sees it: simab's `movie_id` column named `item_id`."""
-    if INTERNAL_ITEM in frame.columns and ITEM not in frame.columns:
-        return frame.rename({INTERNAL_ITEM: ITEM})
-    return frame
-
-
-def internal_frame(frame: pl.DataFrame) -> pl.DataFrame:
-    """An arm's frame (a RANKING) as simab's tables keep it: `item_id` named `movie_id`."""
-    if ITEM in frame.columns and INTERNAL_ITEM not in frame.columns:
-        return frame.rename({ITEM: INTERNAL_ITEM})
-    return frame
+# An arm's ranking: TOP_K.
+RANKING = dict(TOP_K)
 
 
 # Ranking blocks (`_rank_blocks`), in scores.  On ML-1M (1,746 users x 3,883 items, 2 cores
@@ -76,8 +58,7 @@ class ScoresNotAvailable(NotImplementedError):
 class FitData:
     """What an arm is fitted on: RATINGS frames of the train and validation windows, the
     USERS table and the catalogue (item_id and side features: MM-ML-1M's genres and
-    metadata on MovieLens), the item column named `item_id` on every domain.  Frames built
-    from simab's tables (`movie_id`) are renamed here, the one place an arm's input crosses.
+    metadata on MovieLens), the item column named `item_id` on every domain.
 
     `rank_users`: the users whose lists will be asked for (train and test users), for arms
     that cannot rank a user they were not told of (a lists file must cover them).
@@ -93,10 +74,6 @@ class FitData:
     rank_users: np.ndarray | None = None
     on_epoch: EpochCallback | None = None
     brain_scores: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("train", "valid", "catalogue"):
-            object.__setattr__(self, name, arm_frame(getattr(self, name)))
 
 
 @runtime_checkable

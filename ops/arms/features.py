@@ -30,10 +30,10 @@ from ops.environment import offline_defaults
 
 FeatureSet = Literal["all", "user_id_only", "movie_id_only"]
 
-# The item's DeepCTR feature (embedding) keeps its first name: stored arms' weights
-# (`embedding_dict.movie_id`), encoder.json vocabularies and encoder.npz arrays
-# (`movie_ids`, `movie_rows`) are keyed by it, so renaming it would orphan them.  The item
-# column read from FitData is `item_id` (ops.arms.base.ITEM).
+# The item's DeepCTR feature (embedding) keeps its first name, MovieLens's: stored arms'
+# weights (`embedding_dict.movie_id`), encoder.json vocabularies and encoder.npz arrays
+# (`movie_ids`, `movie_rows`) are keyed by it, in homes and in registered models, so renaming
+# it would orphan them.  The item column read from FitData is `item_id` (ops.arms.base.ITEM).
 ITEM_FEATURE = "movie_id"
 
 UNSEEN = 0  # reserved index of every sparse feature: a value absent from train
@@ -114,7 +114,7 @@ def fit_encoder(
         dense_stats=dense_stats,
     )
     encoder.user_ids, encoder.user_rows = encoder._encode_users(users)
-    encoder.movie_ids, encoder.movie_rows = encoder._encode_movies(movies, dense_values)
+    encoder.item_ids, encoder.movie_rows = encoder._encode_movies(movies, dense_values)
     return encoder
 
 
@@ -135,7 +135,7 @@ class FeatureEncoder:
     dense_stats: dict[str, tuple[float, float]]
     user_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     user_rows: np.ndarray = field(default_factory=lambda: np.zeros((1, 0), np.float32))
-    movie_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    item_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     movie_rows: np.ndarray = field(default_factory=lambda: np.zeros((1, 0), np.float32))
 
     def transform(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
@@ -152,7 +152,7 @@ class FeatureEncoder:
 
     def encoded_movies(self, item_ids: np.ndarray) -> np.ndarray:
         """The movie columns of `transform`'s rows, one row per raw movie id."""
-        return self.movie_rows[_row_of(self.movie_ids, np.asarray(item_ids, dtype=np.int64))]
+        return self.movie_rows[_row_of(self.item_ids, np.asarray(item_ids, dtype=np.int64))]
 
     def feature_columns(self, embedding_dim: int) -> list:
         """deepctr-torch feature columns in the same order as `transform`'s columns."""
@@ -196,7 +196,7 @@ class FeatureEncoder:
         return {
             "user_ids": self.user_ids,
             "user_rows": self.user_rows,
-            "movie_ids": self.movie_ids,
+            "movie_ids": self.item_ids,  # the stored name (ITEM_FEATURE)
             "movie_rows": self.movie_rows,
         }
 
@@ -204,7 +204,8 @@ class FeatureEncoder:
     def from_saved(cls, text: str, arrays: dict[str, np.ndarray]) -> FeatureEncoder:
         data = json.loads(text)
         data["dense_stats"] = {k: (float(v[0]), float(v[1])) for k, v in data["dense_stats"].items()}
-        return cls(**data, **{k: np.asarray(arrays[k]) for k in ("user_ids", "user_rows", "movie_ids", "movie_rows")})
+        stored = {"user_ids": "user_ids", "user_rows": "user_rows", "item_ids": "movie_ids", "movie_rows": "movie_rows"}
+        return cls(**data, **{k: np.asarray(arrays[name]) for k, name in stored.items()})
 
     # -- encoding of the side tables ------------------------------------------------------
     def _encode_users(self, users: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -55,15 +55,15 @@ def log_loss(labels: np.ndarray, probabilities: np.ndarray, eps: float | None = 
 
 
 def relevant_items(test: pl.DataFrame, threshold: int = 4) -> pl.DataFrame:
-    """(user_id, movie_id) of the test items rated >= threshold, one row per pair."""
-    return test.filter(pl.col("rating") >= threshold).select("user_id", "movie_id").unique().sort("user_id", "movie_id")
+    """(user_id, item_id) of the test items rated >= threshold, one row per pair."""
+    return test.filter(pl.col("rating") >= threshold).select("user_id", "item_id").unique().sort("user_id", "item_id")
 
 
 def recall_at_k(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int = 20) -> float:
     """Mean over users with relevant items of |top-k ∩ relevant| / |relevant|.
 
-    `top_k` has user_id, movie_id and rank (1 = best) for one arm; `relevant` has
-    user_id and movie_id (see `relevant_items`)."""
+    `top_k` has user_id, item_id and rank (1 = best) for one arm; `relevant` has
+    user_id and item_id (see `relevant_items`)."""
     per_user = per_user_metrics(top_k, relevant, k)
     return float(per_user["recall_at_k"].mean()) if per_user.height else 0.0
 
@@ -98,20 +98,20 @@ def _per_user_hits(top_k: pl.DataFrame, relevant: pl.DataFrame, k: int) -> pl.Da
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
     for name, frame, columns in (
-        ("top_k", top_k, ("user_id", "movie_id", "rank")),
-        ("relevant", relevant, ("user_id", "movie_id")),
+        ("top_k", top_k, ("user_id", "item_id", "rank")),
+        ("relevant", relevant, ("user_id", "item_id")),
     ):
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise ValueError(f"table {name!r} lacks column(s) {missing}")
     if "arm" in top_k.columns and top_k.get_column("arm").n_unique() > 1:
         raise ValueError("top_k holds several arms; rank one arm at a time")
-    relevant = relevant.select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64)).unique()
+    relevant = relevant.select(pl.col("user_id").cast(pl.Int64), pl.col("item_id").cast(pl.Int64)).unique()
     counts = relevant.group_by("user_id").agg(pl.len().alias("relevant"))
     hits = (
         top_k.filter(pl.col("rank") <= k)
-        .select(pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64), pl.col("rank").cast(pl.Int64))
-        .join(relevant, on=["user_id", "movie_id"], how="inner")
+        .select(pl.col("user_id").cast(pl.Int64), pl.col("item_id").cast(pl.Int64), pl.col("rank").cast(pl.Int64))
+        .join(relevant, on=["user_id", "item_id"], how="inner")
         .group_by("user_id")
         .agg(pl.len().alias("hits"), (1.0 / (pl.col("rank") + 1).cast(pl.Float64).log(2)).sum().alias("dcg"))
     )

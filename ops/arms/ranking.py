@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel
 
-from ops.arms.base import ScoresNotAvailable, arm_frame, internal_frame
+from ops.arms.base import ScoresNotAvailable
 from ops.arms.metrics import auc, log_loss, ndcg_at_k, recall_at_k, relevant_items
 
 NOT_AVAILABLE = "not available"
@@ -67,20 +67,20 @@ def rank_once(
     TOP_K frame, the arm's one ranking pass.  `users`: the users read (the simulated agents
     and the evaluated test users); None: every train and test user."""
     if users is None:
-        users, seen = ranking_users(train, test), train.select("user_id", "movie_id")
+        users, seen = ranking_users(train, test), train.select("user_id", "item_id")
     else:
         # Only the ranked users' train items: the pairs of users nobody reads are never looked at.
         users = np.unique(np.asarray(users, dtype=np.int64))
-        seen = train.select("user_id", "movie_id").filter(pl.col("user_id").is_in(pl.Series(users).implode()))
+        seen = train.select("user_id", "item_id").filter(pl.col("user_id").is_in(pl.Series(users).implode()))
     return ranked(arm, users, item_ids, seen, k)
 
 
 def ranked(arm: Any, user_ids: np.ndarray, item_ids: np.ndarray, exclude: pl.DataFrame | None, k: int) -> pl.DataFrame:
-    """`arm.rank` called from simab's side: `exclude` (user_id, movie_id: simab's tables)
+    """`arm.rank` called from simab's side: `exclude` (user_id, item_id: simab's tables)
     handed over with the arm's item column, the arm's ranking (RANKING, item_id) brought back
-    as a TOP_K frame (movie_id), so that no arm reads or writes simab's column name."""
-    exclude = None if exclude is None else arm_frame(exclude)
-    return internal_frame(arm.rank(np.asarray(user_ids), np.asarray(item_ids), exclude, k))
+    as a TOP_K frame (item_id), so that no arm reads or writes simab's column name."""
+    exclude = None if exclude is None else exclude
+    return arm.rank(np.asarray(user_ids), np.asarray(item_ids), exclude, k)
 
 
 def lists_for(ranking: pl.DataFrame, users: np.ndarray | pl.Series) -> pl.DataFrame:
@@ -109,7 +109,7 @@ def metrics_from_lists(
     test_log_loss: float | None = None
     try:
         scores = np.asarray(
-            arm.score(test.get_column("user_id").to_numpy(), test.get_column("movie_id").to_numpy()), dtype=np.float64
+            arm.score(test.get_column("user_id").to_numpy(), test.get_column("item_id").to_numpy()), dtype=np.float64
         )
     except ScoresNotAvailable:
         scores = None

@@ -95,7 +95,7 @@ def top_k(
 ) -> pl.DataFrame:
     """The `k` best-scored candidates per user, without the user's `exclude` pairs.
 
-    `item_ids` is the candidate catalogue; `exclude` has simab's user_id and movie_id
+    `item_ids` is the candidate catalogue; `exclude` has simab's user_id and item_id
     columns (the train interactions).  Returns a TOP_K frame sorted by user and rank; a user
     with fewer than `k` candidates left gets fewer rows.  Users are scored in blocks of
     users x catalogue: one matrix product per block where the arm has `factors` (Pop, FM),
@@ -120,5 +120,5 @@ def evaluate_arm(
     ranked_users = relevant_items(test, positive_threshold(trained)).get_column("user_id").unique().to_numpy()
     if evaluated is not None:
         ranked_users = np.intersect1d(ranked_users, evaluated)
-    lists = top_k(trained, ranked_users, item_ids, exclude=train.select("user_id", "movie_id"), k=k)
+    lists = top_k(trained, ranked_users, item_ids, exclude=train.select("user_id", "item_id"), k=k)
     return metrics_from_lists(trained, lists, test, k, evaluated=evaluated)

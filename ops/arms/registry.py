@@ -233,8 +233,9 @@ def register(kind: str, factory: Factory, replace: bool = False) -> None:
 
 
 def declare(spec: ArmSpec | str) -> ArmSpec:
-    """Make `spec` a known arm (by its name) for this process; the settings declare the
-    specs of `$SIMAB_ARMS` before the definitions are built."""
+    """Make `spec` a known arm (by its name) for this process: the settings declare the specs
+    of `$SIMAB_ARMS` as they are read, so that every process that reads them (a step's too)
+    finds what each of their names stands for."""
     spec = parse_arm_spec(spec) if isinstance(spec, str) else spec
     known = _DECLARED.get(spec.name)
     if known is not None and spec.target == spec.name and not spec.params:
@@ -283,16 +284,17 @@ def _aliases() -> dict[str, tuple[str, dict[str, Any]]]:
     return found
 
 
-def known_arm_names() -> list[str]:
+def known_arm_names(declared: bool = True) -> list[str]:
     """Every registered kind that is an arm by its bare name (`standalone`) with the names it
-    answers to besides (`aliases`: DeepFM's Table 3 and 4 variants), then the declared arms."""
+    answers to besides (`aliases`: DeepFM's Table 3 and 4 variants), then (`declared`) the
+    arms declared in this process."""
     _load_kinds()
     names: list[str] = []
     for kind, factory in KINDS.items():
         cls = _class_of(factory)
         if cls is None or getattr(cls, "standalone", True):
             names.extend([kind, *(getattr(cls, "aliases", None) or {})])
-    return list(dict.fromkeys([*names, *_DECLARED]))
+    return list(dict.fromkeys([*names, *(_DECLARED if declared else ())]))
 
 
 def arm_class(name: str) -> type | None:

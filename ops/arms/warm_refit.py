@@ -18,7 +18,7 @@ import time
 import numpy as np
 import polars as pl
 
-from ops.arms.base import FitData, arm_frame
+from ops.arms.base import FitData
 from ops.arms.deepctr import (
     DeepCTRArm,
     _optimiser,
@@ -51,7 +51,7 @@ def warm_refit(
     config, train = trained.config, data.train
     device = resolve_device(config)
     torch.manual_seed(config.seed)
-    added = arm_frame(added)
+    added = added
     kept = min(train.height, int(round(replay * added.height)))
     rows = pl.concat([added.select(train.columns), train.sample(kept, seed=config.seed)]) if kept else added
     encoder = trained.encoder
@@ -94,5 +94,5 @@ def warm_refit(
 
 
 def train_pair_keys(train: pl.DataFrame) -> np.ndarray:
-    """The (user, item) pairs of a train window (`item_id` or simab's `movie_id`) as sorted keys."""
-    return _rated_keys(arm_frame(train))
+    """The (user, item) pairs of a train window (`item_id` or simab's `item_id`) as sorted keys."""
+    return _rated_keys(train)

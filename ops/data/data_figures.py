@@ -27,7 +27,7 @@ def activity_and_popularity(ratings: pl.DataFrame):
     """Ratings per user and per movie, sorted: the long tails on a log scale."""
     plt = pyplot()
     per_user = ratings.group_by("user_id").len().get_column("len").sort(descending=True)
-    per_item = ratings.group_by("movie_id").len().get_column("len").sort(descending=True)
+    per_item = ratings.group_by("item_id").len().get_column("len").sort(descending=True)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     for ax, series, what in ((axes[0], per_user, "users"), (axes[1], per_item, "movies")):
         ax.plot(range(1, series.len() + 1), series.to_list())

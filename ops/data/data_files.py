@@ -179,15 +179,15 @@ def parse_ratings(table: Table, column: str) -> pl.Series:
 
 
 def check_pairs_once(table: Table, pairs: pl.DataFrame) -> None:
-    """Each (user_id, movie_id) of `pairs` (the file's rows, in order) once: the first row
+    """Each (user_id, item_id) of `pairs` (the file's rows, in order) once: the first row
     that repeats an earlier one names itself and that earlier one."""
-    repeated = pairs.select("user_id", "movie_id").is_duplicated()
+    repeated = pairs.select("user_id", "item_id").is_duplicated()
     if not repeated.any():
         return
     twice = pairs.with_row_index("row").filter(repeated)
-    second = twice.filter(pl.struct("user_id", "movie_id").is_first_distinct().not_()).row(0, named=True)
-    user, item, i = second["user_id"], second["movie_id"], second["row"]
-    earlier = twice.filter((pl.col("user_id") == user) & (pl.col("movie_id") == item)).get_column("row")[0]
+    second = twice.filter(pl.struct("user_id", "item_id").is_first_distinct().not_()).row(0, named=True)
+    user, item, i = second["user_id"], second["item_id"], second["row"]
+    earlier = twice.filter((pl.col("user_id") == user) & (pl.col("item_id") == item)).get_column("row")[0]
     where = table.where(int(earlier))
     raise table.error(i, "item_id", f"user {user} and item {item} appear twice (first on {table.unit} {where})")
 

@@ -4,8 +4,8 @@
 `users` (CSV or Parquet), an optional `images/` folder and an optional `dataset.json`
 (the domain's noun, the feedback kind) — into the tables every later stage reads
 (`ops.schema`: USERS, MOVIES, RATINGS and the side information METADATA).  The internal
-tables keep their historic MovieLens names ("movies", `movie_id`): an item of any domain is
-a row of "movies".
+tables keep their historic MovieLens table names: an item of any domain is a row of
+"movies", its id `item_id`.
 
 Bad input stops with `DataFileError` (`ops.data.data_files`) naming the file, the line (CSV:
 1-based line of the file, the header being line 1; Parquet: 1-based row) and the field,
@@ -142,7 +142,7 @@ def log_shape(folder: Path | str) -> LogShape:
         "timestamp",
         lambda value: f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])",
     )
-    frame = pl.DataFrame({"user_id": users, "movie_id": items, "rating": 1, "timestamp": stamps})
+    frame = pl.DataFrame({"user_id": users, "item_id": items, "rating": 1, "timestamp": stamps})
     check_pairs_once(table, frame)
     split = chronological_split(frame)
     both = set(split.train.get_column("user_id").to_list()) & set(split.valid.get_column("user_id").to_list())
@@ -241,12 +241,12 @@ def load_files(folder: Path | str) -> DomainTables:
         raise DataFileError(folder, None, None, "not a folder (SIMAB_FILES_PATH)")
     description = read_description(folder)
     items = _read_items(read_table(find_file(folder, "items")), folder / "images", description)
-    ratings = _read_interactions(read_table(find_file(folder, "interactions")), items.movies["movie_id"], description)
+    ratings = _read_interactions(read_table(find_file(folder, "interactions")), items.movies["item_id"], description)
     users_path = find_file(folder, "users", required=False)
     users = _read_users(read_table(users_path) if users_path else None, ratings)
     exposure_path = find_file(folder, RANDOM_EXPOSURE, required=False)
     truth = (
-        read_random_exposure(read_table(exposure_path), items.movies["movie_id"], users["user_id"], description)
+        read_random_exposure(read_table(exposure_path), items.movies["item_id"], users["user_id"], description)
         if exposure_path
         else empty_truth()
     )
@@ -323,12 +323,12 @@ def _read_items(table: Table, images: Path, description: DatasetDescription) -> 
         else [None] * n
     )
     movies = pl.DataFrame(
-        {"movie_id": ids, "title": titles, "year": dates.dt.year().cast(pl.Int64), "genres": categories},
+        {"item_id": ids, "title": titles, "year": dates.dt.year().cast(pl.Int64), "genres": categories},
         schema=MOVIES,
     )
     metadata = pl.DataFrame(
         {
-            "movie_id": ids,
+            "item_id": ids,
             "overview": described,
             "release_date": dates,
             "meta_genres": categories,
@@ -380,7 +380,7 @@ def _read_interactions(table: Table, item_ids: pl.Series, description: DatasetDe
         "timestamp",
         lambda value: f"{value!r} is neither unix seconds nor an ISO date (YYYY-MM-DD[THH:MM:SS])",
     )
-    ratings = pl.DataFrame({"user_id": users, "movie_id": items, "rating": values, "timestamp": stamps})
+    ratings = pl.DataFrame({"user_id": users, "item_id": items, "rating": values, "timestamp": stamps})
     check_pairs_once(table, ratings)
     return conform(ratings, RATINGS, "interactions")
 

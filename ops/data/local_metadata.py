@@ -11,7 +11,7 @@ OMDb has no TMDB vote average or vote count: those stay null rather than being i
 Other layouts are a matter of configuration: `.csv`, `.parquet` and `.jsonl` files are read
 by their header, and `columns` says which file column feeds which METADATA field.
 
-Posters: the first folder (in configured order) holding `<movie_id>.<ext>` wins; the image
+Posters: the first folder (in configured order) holding `<item_id>.<ext>` wins; the image
 is decoded with pillow and stored twice under its content hash: a small variant for the
 home page and a large one for the detail page (widths as TMDB's w185 / w500).
 """
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 # The MeLU / OMDb dump of ML-1M (shared/data README, "ml-1m-metadata").
 OMDB_FIELDS = (
-    "movie_id",
+    "item_id",
     "title",
     "year",
     "rated",
@@ -51,7 +51,7 @@ OMDB_FIELDS = (
     "poster_url",
 )
 OMDB_COLUMNS = {
-    "movie_id": "movie_id",
+    "item_id": "item_id",
     "overview": "plot",
     "release_date": "released",
     "meta_genres": "genre",
@@ -95,7 +95,7 @@ class LocalMetadataConfig(BaseModel):
 @dataclass
 class LocalMetadataResult:
     metadata: pl.DataFrame  # METADATA, metadata_source = "local:<file>"
-    failures: pl.DataFrame  # ops.data.tmdb.FAILURES: movie_id, title, stage, reason
+    failures: pl.DataFrame  # ops.data.tmdb.FAILURES: item_id, title, stage, reason
     stats: dict[str, Any] = field(default_factory=dict)
 
 
@@ -115,8 +115,8 @@ def load_local_metadata(
     from ops.data.tmdb import FAILURES, links_to_tmdb_ids
 
     out = Path(out_dir)
-    movie_ids = movies.get_column("movie_id").cast(pl.Int64).to_list()
-    titles = dict(zip(movie_ids, movies.get_column("title").to_list()))
+    item_ids = movies.get_column("item_id").cast(pl.Int64).to_list()
+    titles = dict(zip(item_ids, movies.get_column("title").to_list()))
     source = f"local:{config.metadata_path.name}" if config.metadata_path else "local:posters"
 
     records = read_metadata_file(config.metadata_path, config) if config.metadata_path else {}
@@ -130,36 +130,36 @@ def load_local_metadata(
         )
     tmdb_ids = links_to_tmdb_ids(links) if links is not None else {}
 
-    posters, poster_failures = build_posters(movie_ids, out, config)
+    posters, poster_failures = build_posters(item_ids, out, config)
     rows, failures = [], []
-    for movie_id in movie_ids:
-        rec = records.get(movie_id)
-        poster = posters.get(movie_id)
+    for item_id in item_ids:
+        rec = records.get(item_id)
+        poster = posters.get(item_id)
         if rec is None and config.metadata_path:
             failures.append(
                 {
-                    "movie_id": movie_id,
-                    "title": titles[movie_id],
+                    "item_id": item_id,
+                    "title": titles[item_id],
                     "stage": "match",
                     "reason": f"movie id not in {config.metadata_path.name}",
                 }
             )
-        if movie_id in poster_failures:
+        if item_id in poster_failures:
             failures.append(
                 {
-                    "movie_id": movie_id,
-                    "title": titles[movie_id],
+                    "item_id": item_id,
+                    "title": titles[item_id],
                     "stage": "poster",
-                    "reason": poster_failures[movie_id],
+                    "reason": poster_failures[item_id],
                 }
             )
         if rec is None and poster is None:
             continue
         row = {name: None for name in METADATA}
         row.update(rec or {})
-        row["movie_id"] = movie_id
+        row["item_id"] = item_id
         if row.get("tmdb_id") is None:
-            row["tmdb_id"] = tmdb_ids.get(movie_id)
+            row["tmdb_id"] = tmdb_ids.get(item_id)
         if poster:
             row["poster_small"], row["poster_large"] = poster["poster_small"], poster["poster_large"]
         row["metadata_source"] = source
@@ -167,46 +167,46 @@ def load_local_metadata(
     metadata = conform(
         pl.DataFrame(rows, schema=METADATA) if rows else pl.DataFrame(schema=METADATA), METADATA, "metadata"
     )
-    failures_df = pl.DataFrame(failures, schema=FAILURES).sort("movie_id", "stage", maintain_order=True)
+    failures_df = pl.DataFrame(failures, schema=FAILURES).sort("item_id", "stage", maintain_order=True)
     stats = {
-        "movies": len(movie_ids),
-        "with_metadata": sum(1 for m in movie_ids if m in records),
+        "movies": len(item_ids),
+        "with_metadata": sum(1 for m in item_ids if m in records),
         "with_poster": len(posters),
         "rows": metadata.height,
         "ids_not_in_movies": len(unknown),
     }
     log.info("local metadata from %s: %s", source, stats)
-    return LocalMetadataResult(metadata.sort("movie_id"), failures_df, stats)
+    return LocalMetadataResult(metadata.sort("item_id"), failures_df, stats)
 
 
 def read_metadata_file(path: str | Path, config: LocalMetadataConfig) -> dict[int, dict[str, Any]]:
-    """{movie_id: METADATA fields (typed)} from the file; errors name the file and line."""
+    """{item_id: METADATA fields (typed)} from the file; errors name the file and line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"local metadata file {path} does not exist")
-    if "movie_id" not in config.columns:
-        raise ValueError("LocalMetadataConfig.columns must map 'movie_id' to a file column")
+    if "item_id" not in config.columns:
+        raise ValueError("LocalMetadataConfig.columns must map 'item_id' to a file column")
     bad = sorted(set(config.columns) - set(METADATA))
     if bad:
         raise ValueError(f"LocalMetadataConfig.columns names unknown METADATA fields {bad}; known: {list(METADATA)}")
     out: dict[int, dict[str, Any]] = {}
     for line_no, raw in _read_rows(path, config):
         where = f"{path}:{line_no}"
-        movie_id = _parse_int(raw.get(config.columns["movie_id"]), config)
-        if movie_id is None:
+        item_id = _parse_int(raw.get(config.columns["item_id"]), config)
+        if item_id is None:
             raise ValueError(
-                f"{where}: column {config.columns['movie_id']!r} is not a movie id: {raw.get(config.columns['movie_id'])!r}"
+                f"{where}: column {config.columns['item_id']!r} is not a movie id: {raw.get(config.columns['item_id'])!r}"
             )
-        if movie_id in out:
-            raise ValueError(f"{where}: movie id {movie_id} appears twice")
-        out[movie_id] = _typed_fields(raw, config, where)
+        if item_id in out:
+            raise ValueError(f"{where}: movie id {item_id} appears twice")
+        out[item_id] = _typed_fields(raw, config, where)
     return out
 
 
 def build_posters(
-    movie_ids: list[int], out_dir: Path, config: LocalMetadataConfig
+    item_ids: list[int], out_dir: Path, config: LocalMetadataConfig
 ) -> tuple[dict[int, dict], dict[int, str]]:
-    """({movie_id: {"poster_small", "poster_large"}}, {movie_id: reason}) for the poster folders."""
+    """({item_id: {"poster_small", "poster_large"}}, {item_id: reason}) for the poster folders."""
     from tqdm import tqdm
 
     if not config.poster_dirs:
@@ -215,13 +215,13 @@ def build_posters(
         if not Path(folder).is_dir():
             raise FileNotFoundError(f"poster folder {folder} does not exist")
     poster_dir = out_dir / "posters"
-    sources = {m: p for m in movie_ids if (p := find_poster_file(m, config)) is not None}
-    checkpoint = JsonlCheckpoint(out_dir / "local_posters.jsonl", key="movie_id")
+    sources = {m: p for m in item_ids if (p := find_poster_file(m, config)) is not None}
+    checkpoint = JsonlCheckpoint(out_dir / "local_posters.jsonl", key="item_id")
     todo = [m for m in sources if not _still_valid(checkpoint.get(m), sources[m])]
 
-    def work(movie_id: int) -> dict:
-        src = sources[movie_id]
-        rec: dict[str, Any] = {"movie_id": movie_id, "source": str(src), "source_size": src.stat().st_size}
+    def work(item_id: int) -> dict:
+        src = sources[item_id]
+        rec: dict[str, Any] = {"item_id": item_id, "source": str(src), "source_size": src.stat().st_size}
         try:
             small, large = make_poster_variants(src.read_bytes(), poster_dir, config)
             rec.update(poster_small=str(small), poster_large=str(large))
@@ -235,12 +235,12 @@ def build_posters(
         ):
             checkpoint.append(rec)
     posters, failures = {}, {}
-    for movie_id in sources:
-        rec = checkpoint.get(movie_id)
+    for item_id in sources:
+        rec = checkpoint.get(item_id)
         if rec.get("error"):
-            failures[movie_id] = rec["error"]
+            failures[item_id] = rec["error"]
         else:
-            posters[movie_id] = {"poster_small": rec["poster_small"], "poster_large": rec["poster_large"]}
+            posters[item_id] = {"poster_small": rec["poster_small"], "poster_large": rec["poster_large"]}
     return posters, failures
 
 
@@ -256,10 +256,10 @@ def make_poster_variants(data: bytes, poster_dir: Path, config: LocalMetadataCon
     return paths[0], paths[1]
 
 
-def find_poster_file(movie_id: int, config: LocalMetadataConfig) -> Path | None:
+def find_poster_file(item_id: int, config: LocalMetadataConfig) -> Path | None:
     for folder in config.poster_dirs:
         for ext in config.poster_extensions:
-            candidate = Path(folder) / f"{movie_id}{ext}"
+            candidate = Path(folder) / f"{item_id}{ext}"
             if candidate.is_file():
                 return candidate
     return None
@@ -308,7 +308,7 @@ def _read_rows(path: Path, config: LocalMetadataConfig):
 def _typed_fields(raw: dict[str, Any], config: LocalMetadataConfig, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, column in config.columns.items():
-        if name == "movie_id":
+        if name == "item_id":
             continue
         if column not in raw:
             raise ValueError(f"{where}: column {column!r} (for {name}) is absent; columns are {sorted(raw)}")

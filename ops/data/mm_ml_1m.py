@@ -41,25 +41,25 @@ def build_mm_ml_1m(movies: pl.DataFrame, metadata: pl.DataFrame | None = None) -
     metadata repeats a movie id or names movies the table lacks.
     """
     movies = conform(movies, MOVIES, "movies")
-    if movies.get_column("movie_id").is_duplicated().any():
-        dup = movies.filter(pl.col("movie_id").is_duplicated())["movie_id"].unique().sort()
-        raise ValueError(f"table 'movies': movie_id not unique, e.g. {dup.head(10).to_list()}")
+    if movies.get_column("item_id").is_duplicated().any():
+        dup = movies.filter(pl.col("item_id").is_duplicated())["item_id"].unique().sort()
+        raise ValueError(f"table 'movies': item_id not unique, e.g. {dup.head(10).to_list()}")
     metadata = conform(pl.DataFrame(schema=METADATA) if metadata is None else metadata, METADATA, "metadata")
-    dup = metadata.filter(pl.col("movie_id").is_duplicated())["movie_id"].unique().sort()
+    dup = metadata.filter(pl.col("item_id").is_duplicated())["item_id"].unique().sort()
     if dup.len():
         raise ValueError(f"metadata has several rows for movie ids {dup.head(10).to_list()}")
-    orphans = metadata.join(movies.select("movie_id"), on="movie_id", how="anti")["movie_id"].sort()
+    orphans = metadata.join(movies.select("item_id"), on="item_id", how="anti")["item_id"].sort()
     if orphans.len():
         raise ValueError(
             f"metadata has {orphans.len()} movie ids not in the movies table, e.g. {orphans.head(10).to_list()}"
         )
-    joined = movies.join(metadata, on="movie_id", how="left")
-    return conform(joined, MM_ML_1M, "mm_ml_1m").sort("movie_id")
+    joined = movies.join(metadata, on="item_id", how="left")
+    return conform(joined, MM_ML_1M, "mm_ml_1m").sort("item_id")
 
 
 def has_metadata(catalogue: pl.DataFrame) -> bool:
     """Whether any movie of the catalogue carries metadata (a source other than 'none')."""
-    fields = [name for name in METADATA if name != "movie_id" and name in catalogue.columns]
+    fields = [name for name in METADATA if name != "item_id" and name in catalogue.columns]
     return (
         bool(catalogue.select(pl.any_horizontal(pl.col(fields).is_not_null()).any()).item())
         if fields and catalogue.height

@@ -113,7 +113,7 @@ def load_local(folder: Path | str) -> MovieLensTables:
         users = _parse_ml100k_users(files["users"])
         movies = _parse_ml100k_movies(files["movies"])
         separator = "\t"
-    ratings = _read_ratings(files["ratings"], separator, users["user_id"], movies["movie_id"])
+    ratings = _read_ratings(files["ratings"], separator, users["user_id"], movies["item_id"])
     rated = ratings["user_id"].unique()
     users = users.with_columns(has_ratings=pl.col("user_id").is_in(rated.implode()))
     return MovieLensTables(
@@ -302,7 +302,7 @@ def _parse_ml1m_movies(path: Path) -> pl.DataFrame:
             raise MovieLensFormatError(path, f"unknown genre(s) {unknown}; ML-1M genres are {list(GENRES)}", n, line)
         title = f[1].strip()
         rows.append((_id(path, n, line, f[0], "movie id"), title, _year(title), genres))
-    return _unique_ids(path, _movies_frame(rows), "movie_id")
+    return _unique_ids(path, _movies_frame(rows), "item_id")
 
 
 def _parse_ml100k_users(path: Path) -> pl.DataFrame:
@@ -341,13 +341,13 @@ def _parse_ml100k_movies(path: Path) -> pl.DataFrame:
         genres = [g for g, x in zip(ML100K_GENRE_FLAGS, flags) if x == "1" and g in GENRES]
         title = f[1].strip()
         rows.append((_id(path, n, line, f[0], "movie id"), title, _year(title), genres))
-    return _unique_ids(path, _movies_frame(rows), "movie_id")
+    return _unique_ids(path, _movies_frame(rows), "item_id")
 
 
 def _movies_frame(rows: list[tuple]) -> pl.DataFrame:
     return pl.DataFrame(
         rows,
-        schema={"movie_id": pl.Int64, "title": pl.Utf8, "year": pl.Int64, "genres": pl.List(pl.Utf8)},
+        schema={"item_id": pl.Int64, "title": pl.Utf8, "year": pl.Int64, "genres": pl.List(pl.Utf8)},
         orient="row",
     )
 
@@ -434,15 +434,15 @@ def _id(path: Path, n: int, line: str, value: str, what: str) -> int:
 # local source: ratings (up to millions of lines: Polars first, Python only to explain a failure)
 # --------------------------------------------------------------------------------------
 
-_RATING_COLUMNS = ("user_id", "movie_id", "rating", "timestamp")
+_RATING_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
 _RATING_MIN, _RATING_MAX = 1, 5  # MovieLens explicit ratings, whole stars
 
 
-def _read_ratings(path: Path, separator: str, user_ids: pl.Series, movie_ids: pl.Series) -> pl.DataFrame:
+def _read_ratings(path: Path, separator: str, user_ids: pl.Series, item_ids: pl.Series) -> pl.DataFrame:
     data = path.read_bytes()
     _check_bytes(path, data)
     data = data.removeprefix(_UTF8_BOM)
-    known_users, known_movies = user_ids.implode(), movie_ids.implode()
+    known_users, known_movies = user_ids.implode(), item_ids.implode()
     try:
         # One-byte separator for Polars' reader; a stray tab in a `::` file then shows up as
         # a wrong field count, which the slow path reports.
@@ -455,20 +455,20 @@ def _read_ratings(path: Path, separator: str, user_ids: pl.Series, movie_ids: pl
             quote_char=None,
         )
     except pl.exceptions.PolarsError as exc:
-        _raise_first_bad_rating(path, data, separator, user_ids, movie_ids, exc)
+        _raise_first_bad_rating(path, data, separator, user_ids, item_ids, exc)
     if df.null_count().sum_horizontal().item():
         # Short lines and blank lines both read as nulls; only the former are errors.
-        _raise_first_bad_rating(path, data, separator, user_ids, movie_ids, None, allow_none=True)
+        _raise_first_bad_rating(path, data, separator, user_ids, item_ids, None, allow_none=True)
         df = df.filter(~pl.all_horizontal(pl.all().is_null()))
     bad = df.filter(
         ~pl.col("rating").is_between(_RATING_MIN, _RATING_MAX)
         | (pl.col("timestamp") < 0)
         | ~pl.col("user_id").is_in(known_users)
-        | ~pl.col("movie_id").is_in(known_movies)
+        | ~pl.col("item_id").is_in(known_movies)
     )
     if bad.height:
-        _raise_first_bad_rating(path, data, separator, user_ids, movie_ids, None)
-    if df.select(pl.struct("user_id", "movie_id").is_duplicated().any()).item():
+        _raise_first_bad_rating(path, data, separator, user_ids, item_ids, None)
+    if df.select(pl.struct("user_id", "item_id").is_duplicated().any()).item():
         _raise_first_duplicate_rating(path, data, separator)
     return df
 
@@ -498,12 +498,12 @@ def _raise_first_bad_rating(
     data: bytes,
     separator: str,
     user_ids: pl.Series,
-    movie_ids: pl.Series,
+    item_ids: pl.Series,
     cause: Exception | None,
     allow_none: bool = False,
 ) -> None:
     """Find the first offending line (slow, only after the fast path saw a problem) and raise."""
-    users, movies = set(user_ids.to_list()), set(movie_ids.to_list())
+    users, movies = set(user_ids.to_list()), set(item_ids.to_list())
     for n, raw in enumerate(data.split(b"\n"), 1):
         raw = raw.rstrip(b"\r")
         if not raw.strip():

@@ -69,7 +69,7 @@ def read_random_exposure(
         "user_id",
         lambda value: f"user {int(value)} is neither a user of the interactions nor of the users file",
     )
-    check_pairs_once(table, pl.DataFrame({"user_id": users, "movie_id": items}))
+    check_pairs_once(table, pl.DataFrame({"user_id": users, "item_id": items}))
     if implicit:
         liked = parse_flags(table, "liked").cast(pl.Float64)
         rating = pl.Series([None] * table.frame.height, dtype=pl.Float64)
@@ -85,7 +85,7 @@ def read_random_exposure(
     truth = pl.DataFrame(
         {
             "user_id": users,
-            "movie_id": items,
+            "item_id": items,
             "judge": [JUDGE] * table.frame.height,
             "clicked": clicked,
             "liked": liked,
@@ -144,13 +144,13 @@ def calibration_users(truth: pl.DataFrame | None, seed: int = 0) -> frozenset[in
 
 
 def calibration_rows(truth: pl.DataFrame | None, seed: int = 0) -> pl.DataFrame:
-    """The calibration part's rows (user_id, movie_id, clicked): the only rows of a judge any
+    """The calibration part's rows (user_id, item_id, clicked): the only rows of a judge any
     fit may read; empty where `calibration_users` is."""
     users = calibration_users(truth, seed)
     if not users:
-        return pl.DataFrame(schema={"user_id": pl.Int64, "movie_id": pl.Int64, "clicked": pl.Float64})
+        return pl.DataFrame(schema={"user_id": pl.Int64, "item_id": pl.Int64, "clicked": pl.Float64})
     return (
         truth.filter((pl.col("judge") == JUDGE) & pl.col("user_id").is_in(list(users)))
-        .select("user_id", "movie_id", "clicked")
-        .sort("user_id", "movie_id")
+        .select("user_id", "item_id", "clicked")
+        .sort("user_id", "item_id")
     )

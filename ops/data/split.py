@@ -1,6 +1,6 @@
 """Chronological 7:2:1 split (A/B Agent §3.1; docs/definitions.md#lifecycle, step 4).
 
-All interactions are sorted by timestamp, ties broken by (user_id, movie_id) so the split
+All interactions are sorted by timestamp, ties broken by (user_id, item_id) so the split
 is a pure function of the data; the first 70 % are train, the next 20 % validation, the
 last 10 % test.  Sizes are exact to the row: the cut points are floor(n·0.7) and
 floor(n·0.9), so the test split takes the rounding remainder.
@@ -31,7 +31,7 @@ def chronological_split(ratings: pl.DataFrame, fractions: tuple[float, float, fl
     """Cut the ratings by time into train / validation / test."""
     if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-9:
         raise ValueError(f"split fractions must be three non-negative numbers summing to 1, got {fractions}")
-    ordered = conform(ratings, RATINGS, "ratings").sort(["timestamp", "user_id", "movie_id"])
+    ordered = conform(ratings, RATINGS, "ratings").sort(["timestamp", "user_id", "item_id"])
     n = ordered.height
     # The epsilon keeps 0.7 + 0.2 = 0.8999… from losing a row to float rounding.
     cut_train = int(n * fractions[0] + 1e-9)
@@ -47,11 +47,11 @@ def split_statistics(split: Split) -> pl.DataFrame:
     """Rows, users, items per split and, for validation and test, the users and items
     never seen in train (cold) — the figures that explain offline metrics later."""
     train_users = set(split.train.get_column("user_id").unique().to_list())
-    train_items = set(split.train.get_column("movie_id").unique().to_list())
+    train_items = set(split.train.get_column("item_id").unique().to_list())
     rows = []
     for name, frame in split.frames().items():
         users = frame.get_column("user_id").unique()
-        items = frame.get_column("movie_id").unique()
+        items = frame.get_column("item_id").unique()
         ts = frame.get_column("timestamp")
         cold = name != "train"
         rows.append(

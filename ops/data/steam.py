@@ -113,17 +113,17 @@ def steam_tables(
     ratings = conform(
         kept.select(
             pl.col("user_id").replace_strict(number, return_dtype=pl.Int64),
-            pl.col("item_id").alias("movie_id"),
+            pl.col("item_id").alias("item_id"),
             pl.when(pl.col("recommend") == 1).then(IMPLICIT_LIKED).otherwise(IMPLICIT_NOT_LIKED).alias("rating"),
             "timestamp",
-        ).sort("timestamp", "user_id", "movie_id"),
+        ).sort("timestamp", "user_id", "item_id"),
         RATINGS,
         "interactions",
     )
     games = games.join(kept.select("item_id").unique(), on="item_id", how="semi").sort("item_id")
     movies = conform(
         games.select(
-            pl.col("item_id").alias("movie_id"),
+            pl.col("item_id").alias("item_id"),
             "title",
             pl.col("release_date").dt.year().alias("year"),
             pl.col("genres"),
@@ -132,7 +132,7 @@ def steam_tables(
         "items",
     )
     metadata = games.select(
-        pl.col("item_id").alias("movie_id"),
+        pl.col("item_id").alias("item_id"),
         pl.lit(None, dtype=pl.Int64).alias("tmdb_id"),
         pl.lit(None, dtype=pl.Utf8).alias("overview"),
         pl.lit(None, dtype=pl.Float64).alias("vote_average"),

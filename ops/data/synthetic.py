@@ -255,14 +255,14 @@ def generate(config: SyntheticConfig, poster_dir: Path) -> SyntheticData:
     ratings, cuts = _ratings(config, rng_rate, rng_time, picks, n_first_session, catalogue, tastes, affinity, reference)
     truth = ground_truth(config, rng_bucket, catalogue, tastes, affinity, cuts, picks)
 
-    movie_ids = np.arange(1, config.n_movies + 1)
+    item_ids = np.arange(1, config.n_movies + 1)
     ordered_genres = [[g for g in GENRES if g in gs] for gs in catalogue.genres]
     titles = [f"{t} ({y})" for t, y in zip(catalogue.titles, catalogue.years, strict=True)]
     small, large = write_posters(
-        movie_ids, catalogue.titles, catalogue.years, catalogue.genres, poster_dir, config.posters, config.seed
+        item_ids, catalogue.titles, catalogue.years, catalogue.genres, poster_dir, config.posters, config.seed
     )
-    movies = pl.DataFrame({"movie_id": movie_ids, "title": titles, "year": catalogue.years, "genres": ordered_genres})
-    metadata = side_information(config, rng_text, catalogue, movie_ids, small, large)
+    movies = pl.DataFrame({"item_id": item_ids, "title": titles, "year": catalogue.years, "genres": ordered_genres})
+    metadata = side_information(config, rng_text, catalogue, item_ids, small, large)
     return SyntheticData(
         users=conform(users.frame, USERS, "users"),
         movies=conform(movies, MOVIES, "movies"),
@@ -628,8 +628,8 @@ def _ratings(
     rating = np.searchsorted(cuts, latent, side="right") + 1
 
     timestamps = _timestamps(config, rng_time, [len(p) for p in picks], n_first_session)
-    frame = pl.DataFrame({"user_id": users + 1, "movie_id": movies + 1, "rating": rating, "timestamp": timestamps})
-    return frame.sort(["user_id", "timestamp", "movie_id"]), cuts
+    frame = pl.DataFrame({"user_id": users + 1, "item_id": movies + 1, "rating": rating, "timestamp": timestamps})
+    return frame.sort(["user_id", "timestamp", "item_id"]), cuts
 
 
 def _timestamps(config, rng: np.random.Generator, counts: list[int], n_first_session: np.ndarray) -> np.ndarray:

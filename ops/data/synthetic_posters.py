@@ -9,7 +9,7 @@ romance pink and red, westerns sepia ...), each genre belongs to one palette fam
 layout (simple shapes and the title) varies per movie.
 
 `write_posters` draws one poster per movie at the small and the large size and writes
-them under `<poster_dir>/small/<movie_id>.png` and `<poster_dir>/large/<movie_id>.png`.
+them under `<poster_dir>/small/<item_id>.png` and `<poster_dir>/large/<item_id>.png`.
 Drawing depends only on (seed, movie id, title, year, genres), so a re-run writes the
 same bytes; files already holding those bytes are left untouched.
 """
@@ -208,7 +208,7 @@ def palette_family(genre: str, config: PosterConfig | None = None) -> str:
 
 
 def write_posters(
-    movie_ids: Sequence[int],
+    item_ids: Sequence[int],
     titles: Sequence[str],
     years: Sequence[int],
     main_genres: Sequence[Sequence[str]],
@@ -227,13 +227,13 @@ def write_posters(
     small_dir.mkdir(parents=True, exist_ok=True)
     large_dir.mkdir(parents=True, exist_ok=True)
     small_paths, large_paths = [], []
-    for movie_id, title, year, genres in zip(movie_ids, titles, years, main_genres, strict=True):
-        spec = poster_spec(int(movie_id), title, int(year), list(genres), config, seed)
+    for item_id, title, year, genres in zip(item_ids, titles, years, main_genres, strict=True):
+        spec = poster_spec(int(item_id), title, int(year), list(genres), config, seed)
         for size, folder, paths in (
             (config.small_size, small_dir, small_paths),
             (config.large_size, large_dir, large_paths),
         ):
-            path = folder / f"{int(movie_id)}{suffix}"
+            path = folder / f"{int(item_id)}{suffix}"
             _write_if_changed(path, _encode(render_poster(spec, size), config))
             paths.append(str(path))
     return small_paths, large_paths
@@ -264,14 +264,14 @@ class PosterSpec:
     text: RGB
 
 
-def poster_spec(movie_id: int, title: str, year: int, genres: list[str], config: PosterConfig, seed: int) -> PosterSpec:
+def poster_spec(item_id: int, title: str, year: int, genres: list[str], config: PosterConfig, seed: int) -> PosterSpec:
     """Lay out one poster: jittered genre gradient, a few shapes, a title band."""
     if not genres:
-        raise ValueError(f"movie {movie_id} has no genre to choose a poster palette from")
+        raise ValueError(f"movie {item_id} has no genre to choose a poster palette from")
     for genre in genres:
         if genre not in config.palettes:
-            raise ValueError(f"movie {movie_id}: no poster palette for genre {genre!r}")
-    rng = np.random.default_rng([seed, movie_id, 0x905_7E2])
+            raise ValueError(f"movie {item_id}: no poster palette for genre {genre!r}")
+    rng = np.random.default_rng([seed, item_id, 0x905_7E2])
     main = config.palettes[genres[0]]
     second = config.palettes[genres[1]] if len(genres) > 1 else main
 

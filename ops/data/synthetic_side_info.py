@@ -20,7 +20,7 @@ def side_information(
     config,
     rng: np.random.Generator,
     catalogue,
-    movie_ids: np.ndarray,
+    item_ids: np.ndarray,
     poster_small: list[str],
     poster_large: list[str],
 ) -> pl.DataFrame:
@@ -28,7 +28,7 @@ def side_information(
     that follows the planted quality and a vote count that follows the popularity
     (`config`: `ops.data.synthetic.SyntheticConfig`, `catalogue` its planted catalogue), the
     posters' paths as written."""
-    n = len(movie_ids)
+    n = len(item_ids)
     tmdb_ids = rng.choice(np.arange(10_000, 10_000 + 50 * n), size=n, replace=False)
     vote_average = np.clip(
         config.vote_average_mean
@@ -47,7 +47,7 @@ def side_information(
     meta_genres = [list(dict.fromkeys(TMDB_GENRE_NAMES.get(g, g) for g in gs)) for gs in catalogue.genres]
     return pl.DataFrame(
         {
-            "movie_id": movie_ids,
+            "item_id": item_ids,
             "tmdb_id": tmdb_ids,
             "overview": overviews,
             "vote_average": vote_average,

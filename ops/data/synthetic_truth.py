@@ -39,7 +39,7 @@ def ground_truth(
     planted = pl.DataFrame(
         {
             "user_id": users + 1,
-            "movie_id": movies + 1,
+            "item_id": movies + 1,
             "judge": "planted",
             "clicked": p_click.ravel(),
             "liked": p_like.ravel(),
@@ -61,7 +61,7 @@ def ground_truth(
     bucket = pl.DataFrame(
         {
             "user_id": np.concatenate([r[0] for r in rows]),
-            "movie_id": np.concatenate([r[1] for r in rows]),
+            "item_id": np.concatenate([r[1] for r in rows]),
             "judge": "random_exposure",
             "clicked": np.concatenate([r[3] for r in rows]).astype(float),
             "liked": (np.concatenate([r[2] for r in rows]) >= 4).astype(float),

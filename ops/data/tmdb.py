@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 # One row per problem met while crawling; a movie may have a metadata row and still a
 # failure (e.g. its poster did not decode).
 FAILURES = {
-    "movie_id": pl.Int64,
+    "item_id": pl.Int64,
     "title": pl.Utf8,
     "stage": pl.Utf8,  # "match", "details", "poster_small", "poster_large", "poster", "internal"
     "reason": pl.Utf8,
@@ -119,7 +119,7 @@ def crawl_tmdb(
 ) -> CrawlResult:
     """Crawl TMDB metadata and posters for `movies` (MOVIES schema) into `out_dir`.
 
-    `links` (columns movieId/movie_id and tmdbId/tmdb_id) supplies known TMDB ids; only the
+    `links` (columns movieId/item_id and tmdbId/tmdb_id) supplies known TMDB ids; only the
     movies it lacks are searched by title.  Writes `checkpoint.jsonl`, `posters/`,
     `metadata.parquet` and `failures.parquet` under `out_dir`; a second call with the same
     `out_dir` resumes.  Returns the metadata and failure frames for the movies given.
@@ -129,8 +129,8 @@ def crawl_tmdb(
     out.mkdir(parents=True, exist_ok=True)
     movie_rows = _movie_rows(movies)
     known_ids = links_to_tmdb_ids(links) if links is not None else {}
-    checkpoint = JsonlCheckpoint(out / "checkpoint.jsonl", key="movie_id")
-    todo = [m for m in movie_rows if _needs_crawl(checkpoint.get(m["movie_id"]), config)]
+    checkpoint = JsonlCheckpoint(out / "checkpoint.jsonl", key="item_id")
+    todo = [m for m in movie_rows if _needs_crawl(checkpoint.get(m["item_id"]), config)]
     log.info(
         "TMDB crawl: %d movies, %d done in checkpoint, %d to crawl",
         len(movie_rows),
@@ -149,7 +149,7 @@ def crawl_tmdb(
         requests_made, retries = client.requests_made, client.retries
     elapsed = time.monotonic() - started
 
-    metadata, failures = records_to_frames([checkpoint.get(m["movie_id"]) for m in movie_rows])
+    metadata, failures = records_to_frames([checkpoint.get(m["item_id"]) for m in movie_rows])
     atomic_write_parquet(metadata, out / "metadata.parquet")
     atomic_write_parquet(failures, out / "failures.parquet")
     stats = {
@@ -167,18 +167,18 @@ def crawl_tmdb(
 
 
 def links_to_tmdb_ids(links: pl.DataFrame) -> dict[int, int | None]:
-    """{movie_id: tmdb_id or None} from a MovieLens links table (either column naming)."""
+    """{item_id: tmdb_id or None} from a MovieLens links table (either column naming)."""
     cols = {c.lower().replace("_", ""): c for c in links.columns}
     if "movieid" not in cols or "tmdbid" not in cols:
-        raise ValueError(f"links table needs columns movieId and tmdbId (or movie_id, tmdb_id); it has {links.columns}")
+        raise ValueError(f"links table needs columns movieId and tmdbId (or item_id, tmdb_id); it has {links.columns}")
     frame = links.select(
-        pl.col(cols["movieid"]).cast(pl.Int64, strict=True).alias("movie_id"),
+        pl.col(cols["movieid"]).cast(pl.Int64, strict=True).alias("item_id"),
         pl.col(cols["tmdbid"]).cast(pl.Int64, strict=False).alias("tmdb_id"),
     )
-    dup = frame.filter(pl.col("movie_id").is_duplicated())
+    dup = frame.filter(pl.col("item_id").is_duplicated())
     if dup.height:
-        raise ValueError(f"links table has duplicate movie ids, e.g. {dup['movie_id'].head(5).to_list()}")
-    return dict(zip(frame["movie_id"].to_list(), frame["tmdb_id"].to_list()))
+        raise ValueError(f"links table has duplicate movie ids, e.g. {dup['item_id'].head(5).to_list()}")
+    return dict(zip(frame["item_id"].to_list(), frame["tmdb_id"].to_list()))
 
 
 def records_to_frames(records: Iterable[dict | None]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -191,12 +191,12 @@ def records_to_frames(records: Iterable[dict | None]) -> tuple[pl.DataFrame, pl.
             rows.append(rec["row"])
         for f in rec.get("failures", []):
             problems.append(
-                {"movie_id": rec["movie_id"], "title": rec.get("title"), "stage": f["stage"], "reason": f["reason"]}
+                {"item_id": rec["item_id"], "title": rec.get("title"), "stage": f["stage"], "reason": f["reason"]}
             )
     metadata = pl.DataFrame(rows, schema=_JSON_METADATA) if rows else pl.DataFrame(schema=_JSON_METADATA)
     metadata = metadata.with_columns(pl.col("release_date").str.to_date("%Y-%m-%d", strict=False))
-    metadata = conform(metadata, METADATA, "metadata").sort("movie_id")
-    failures = pl.DataFrame(problems, schema=FAILURES).sort("movie_id", "stage", maintain_order=True)
+    metadata = conform(metadata, METADATA, "metadata").sort("item_id")
+    failures = pl.DataFrame(problems, schema=FAILURES).sort("item_id", "stage", maintain_order=True)
     return metadata, failures
 
 
@@ -456,10 +456,10 @@ def crawl_movie(
 ) -> dict:
     """Everything TMDB has for one movie, as a checkpoint record.
 
-    {"movie_id", "title", "row": METADATA row as JSON or None, "failures": [{"stage",
+    {"item_id", "title", "row": METADATA row as JSON or None, "failures": [{"stage",
     "reason", "retryable"}]}.  Only TmdbAuthError escapes: every other problem is recorded.
     """
-    record: dict[str, Any] = {"movie_id": movie["movie_id"], "title": movie["title"], "row": None, "failures": []}
+    record: dict[str, Any] = {"item_id": movie["item_id"], "title": movie["title"], "row": None, "failures": []}
 
     def fail(stage: str, reason: object, retryable: bool) -> None:
         record["failures"].append({"stage": stage, "reason": redact(reason), "retryable": retryable})
@@ -478,7 +478,7 @@ def crawl_movie(
                     raise
                 log.info(
                     "movie %s: links table's TMDB id %s is gone (404); searching by title",
-                    movie["movie_id"],
+                    movie["item_id"],
                     known_tmdb_id,
                 )
         if details is None:
@@ -499,7 +499,7 @@ def crawl_movie(
         return record
 
     try:
-        row = details_to_row(details, movie["movie_id"], config)
+        row = details_to_row(details, movie["item_id"], config)
     except (KeyError, TypeError, ValueError) as exc:
         fail("details", f"unexpected details JSON: {type(exc).__name__}: {exc}", retryable=False)
         return record
@@ -536,7 +536,7 @@ def match_movie(parsed: ParsedTitle, client: TmdbClient, config: MatchConfig) ->
     return None, "no TMDB match; searched " + " | ".join(tried)
 
 
-def details_to_row(details: dict, movie_id: int, config: TmdbConfig) -> dict:
+def details_to_row(details: dict, item_id: int, config: TmdbConfig) -> dict:
     """A METADATA row (JSON-friendly: release_date as ISO text) from /movie/{id}?append_to_response=credits."""
     tmdb_id = details["id"]
     if not isinstance(tmdb_id, int):
@@ -552,7 +552,7 @@ def details_to_row(details: dict, movie_id: int, config: TmdbConfig) -> dict:
     actors = _unique(c["name"] for c in billed)[: config.top_actors]
     genres = _unique(g.get("name") for g in details.get("genres") or [] if isinstance(g, dict))
     return {
-        "movie_id": movie_id,
+        "item_id": item_id,
         "tmdb_id": tmdb_id,
         "overview": _text(details.get("overview")),
         "vote_average": float(details["vote_average"])
@@ -596,7 +596,7 @@ def _run_pool(
         def submit_next() -> None:
             movie = next(pending_movies, None)
             if movie is not None:
-                fut = pool.submit(_crawl_safely, movie, client, config, poster_dir, known_ids.get(movie["movie_id"]))
+                fut = pool.submit(_crawl_safely, movie, client, config, poster_dir, known_ids.get(movie["item_id"]))
                 in_flight[fut] = movie
 
         # Feed the pool lazily so a kill loses at most `concurrency` movies in flight.
@@ -624,9 +624,9 @@ def _crawl_safely(movie: dict, client: TmdbClient, config: TmdbConfig, poster_di
     except TmdbAuthError:
         raise
     except Exception as exc:  # a bug or an unforeseen response must not end a long crawl
-        log.exception("movie %s: unexpected error", movie["movie_id"])
+        log.exception("movie %s: unexpected error", movie["item_id"])
         return {
-            "movie_id": movie["movie_id"],
+            "item_id": movie["item_id"],
             "title": movie["title"],
             "row": None,
             "failures": [{"stage": "internal", "reason": redact(f"{type(exc).__name__}: {exc}"), "retryable": True}],
@@ -640,14 +640,14 @@ def _needs_crawl(record: dict | None, config: TmdbConfig) -> bool:
 
 
 def _movie_rows(movies: pl.DataFrame) -> list[dict]:
-    missing = [c for c in ("movie_id", "title") if c not in movies.columns]
+    missing = [c for c in ("item_id", "title") if c not in movies.columns]
     if missing:
         raise ValueError(f"movies table lacks column(s) {missing}; it has {movies.columns}")
-    cols = ["movie_id", "title"] + (["year"] if "year" in movies.columns else [])
+    cols = ["item_id", "title"] + (["year"] if "year" in movies.columns else [])
     frame = movies.select(cols)
-    dup = frame.filter(pl.col("movie_id").is_duplicated())
+    dup = frame.filter(pl.col("item_id").is_duplicated())
     if dup.height:
-        raise ValueError(f"movies table has duplicate movie ids, e.g. {dup['movie_id'].head(5).to_list()}")
+        raise ValueError(f"movies table has duplicate movie ids, e.g. {dup['item_id'].head(5).to_list()}")
     return frame.to_dicts()
 
 

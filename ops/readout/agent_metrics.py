@@ -70,7 +70,7 @@ def per_agent_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataF
 def per_session_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.DataFrame:
     """One row per (arm, agent, session): the counts and metrics of that session alone.
     Events without a `session` column (written before sessions existed) are session 0."""
-    needed = ("arm", "user_id", "page_type", "page_number", "action", "movie_id", "shown", "rating", "satisfaction")
+    needed = ("arm", "user_id", "page_type", "page_number", "action", "item_id", "shown", "rating", "satisfaction")
     missing = [c for c in needed if c not in events.columns]
     if missing:
         raise ValueError(f"read-out: the events lack column(s) {missing}")
@@ -90,7 +90,7 @@ def per_session_metrics(events: pl.DataFrame, like_threshold: int = 4) -> pl.Dat
     counts = events.group_by(keys).agg(
         (pl.col("action") == CLICK_MOVIE).sum().alias("clicks"),
         watch.sum().alias("watches"),
-        pl.col("movie_id").filter(watch).n_unique().alias("watched"),
+        pl.col("item_id").filter(watch).n_unique().alias("watched"),
         pl.col("rating").filter(watch).sum().alias("rating_sum"),
         (watch & (pl.col("rating") >= like_threshold)).sum().alias("likes"),
         pl.col("page_number").filter(pl.col("action") == EXIT).last().alias("exit_page"),

@@ -357,17 +357,17 @@ def _overlaps(lists: Mapping[str, pl.DataFrame], arms: list[str], mirror: str | 
     """Each arm's mean |top-20 ∩ mirror's top-20| / 20 over the users both list."""
     if mirror is None or mirror not in lists:
         return {}
-    top = lists[mirror].filter(pl.col("rank") <= LIST_LENGTH).select("user_id", "movie_id")
+    top = lists[mirror].filter(pl.col("rank") <= LIST_LENGTH).select("user_id", "item_id")
     users = top.select("user_id").unique()
     out = {}
     for a in arms:
         if a not in lists:
             continue
-        mine = lists[a].filter(pl.col("rank") <= LIST_LENGTH).select("user_id", "movie_id")
+        mine = lists[a].filter(pl.col("rank") <= LIST_LENGTH).select("user_id", "item_id")
         both = mine.join(users, on="user_id", how="semi")
         if both.height == 0:
             continue
-        shared = both.join(top, on=["user_id", "movie_id"], how="inner").group_by("user_id").len()
+        shared = both.join(top, on=["user_id", "item_id"], how="inner").group_by("user_id").len()
         per_user = both.select("user_id").unique().join(shared, on="user_id", how="left").fill_null(0)
         out[a] = float(per_user.get_column("len").mean()) / LIST_LENGTH
     return out

@@ -200,8 +200,8 @@ def gap_sizes(
     seed: int = 0,
 ) -> GapSizes:
     """The figures of the module docstring.  `per_agent`: arm, user_id, <metric>
-    (`ABReadout.per_agent`); `lists`: arm -> its top-20 lists (user_id, rank, movie_id);
-    `window`: the held-out interactions (user_id, movie_id; any rating) whose hit rates give
+    (`ABReadout.per_agent`); `lists`: arm -> its top-20 lists (user_id, rank, item_id);
+    `window`: the held-out interactions (user_id, item_id; any rating) whose hit rates give
     r, named `window_name` in what is said — the read-out passes the test window, the
     calibration the validation window; `candidates`: the arms compared with `control`."""
     arms = [control] + sorted(
@@ -302,11 +302,11 @@ def gap_sizes(
 def hit_rates(lists: pl.DataFrame, window: pl.DataFrame, users: Sequence[int], k: int = LIST_LENGTH) -> pl.DataFrame:
     """user_id, hits, hit_rate for `users` with a list: how many of the user's top-k items
     it interacted with in `window` (any rating), and that count ÷ the list's length."""
-    top = lists.filter(pl.col("rank") <= k).select("user_id", "movie_id").unique()
+    top = lists.filter(pl.col("rank") <= k).select("user_id", "item_id").unique()
     top = top.filter(pl.col("user_id").is_in(list(users)))
-    taken = window.select("user_id", "movie_id").unique().with_columns(taken=pl.lit(1))
+    taken = window.select("user_id", "item_id").unique().with_columns(taken=pl.lit(1))
     return (
-        top.join(taken, on=["user_id", "movie_id"], how="left")
+        top.join(taken, on=["user_id", "item_id"], how="left")
         .group_by("user_id")
         .agg(pl.col("taken").sum().alias("hits"), pl.len().alias("length"))
         .select("user_id", pl.col("hits").cast(pl.Int64), (pl.col("hits") / pl.col("length")).alias("hit_rate"))

@@ -156,17 +156,17 @@ def slot_clicks(events: pl.DataFrame) -> pl.DataFrame:
     slot = pl.col("slot") if "slot" in events.columns else pl.lit(None, dtype=pl.Int64)
     brain = pl.col("brain") if "brain" in events.columns else pl.lit("")
     clicks = events.filter(
-        (pl.col("page_type") == "home") & (pl.col("action") == "click_movie") & pl.col("movie_id").is_not_null()
+        (pl.col("page_type") == "home") & (pl.col("action") == "click_movie") & pl.col("item_id").is_not_null()
     ).select(
         "arm",
         brain.alias("brain"),
         slot.cast(pl.Int64).alias("slot"),
         "shown",
-        "movie_id",
+        "item_id",
     )
     list_slot = [
         (shown.index(movie) + 1) if movie in shown else None
-        for shown, movie in zip(clicks.get_column("shown").to_list(), clicks.get_column("movie_id").to_list())
+        for shown, movie in zip(clicks.get_column("shown").to_list(), clicks.get_column("item_id").to_list())
     ]
     return (
         clicks.with_columns(

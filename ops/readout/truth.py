@@ -351,13 +351,13 @@ def truth_per_user(
     users with at least one."""
     frames = []
     for arm, frame in lists.items():
-        frames.append(frame.select(pl.lit(arm).alias("arm"), "user_id", "movie_id"))
+        frames.append(frame.select(pl.lit(arm).alias("arm"), "user_id", "item_id"))
     listed = pl.concat(frames)
     if judge == PLANTED and per_agent is not None and per_agent.height:
         simulated = per_agent.select("user_id").unique()
         kept = listed.join(simulated, on="user_id", how="semi")
         listed = kept if kept.height else listed
-    hits = listed.join(truth.select("user_id", "movie_id", "clicked", "liked"), on=["user_id", "movie_id"])
+    hits = listed.join(truth.select("user_id", "item_id", "clicked", "liked"), on=["user_id", "item_id"])
     return (
         hits.group_by("arm", "user_id")
         .agg(

@@ -22,7 +22,7 @@ from ops.simulation.observation import ItemCard
 class MovieInfo:
     """One movie of MM-ML-1M as the sandbox shows it (MovieLens fields + metadata)."""
 
-    movie_id: int
+    item_id: int
     title: str
     vote_average: float | None = None
     genres: tuple[str, ...] = ()
@@ -48,9 +48,9 @@ class Catalogue:
         else:
             self._movies = {}
             for info in movies:
-                if info.movie_id in self._movies:
-                    raise ValueError(f"catalogue: movie_id {info.movie_id} appears twice")
-                self._movies[info.movie_id] = info
+                if info.item_id in self._movies:
+                    raise ValueError(f"catalogue: item_id {info.item_id} appears twice")
+                self._movies[info.item_id] = info
 
     @classmethod
     def from_frame(cls, catalogue: pl.DataFrame) -> Catalogue:
@@ -58,17 +58,17 @@ class Catalogue:
         Home-page genres are the MovieLens genres, falling back to the metadata's own when
         MovieLens has none."""
         frame = conform(catalogue, MM_ML_1M, "mm_ml_1m")
-        duplicated = frame.filter(pl.col("movie_id").is_duplicated()).get_column("movie_id").unique().sort().to_list()
+        duplicated = frame.filter(pl.col("item_id").is_duplicated()).get_column("item_id").unique().sort().to_list()
         if duplicated:
-            raise ValueError(f"table 'mm_ml_1m': movie_id not unique, e.g. {duplicated[:5]}")
+            raise ValueError(f"table 'mm_ml_1m': item_id not unique, e.g. {duplicated[:5]}")
         frame = frame.with_columns(pl.col("release_date").dt.to_string("%Y-%m-%d"))
         columns = {name: frame.get_column(name).to_list() for name in frame.columns}
         infos = []
-        for i, movie_id in enumerate(columns["movie_id"]):
+        for i, item_id in enumerate(columns["item_id"]):
             genres = columns["genres"][i] or columns["meta_genres"][i] or ()
             infos.append(
                 MovieInfo(
-                    movie_id=movie_id,
+                    item_id=item_id,
                     title=columns["title"][i],
                     vote_average=columns["vote_average"][i],
                     genres=tuple(genres),
@@ -85,15 +85,15 @@ class Catalogue:
         nouns = [n for n in columns["item_noun"] if n]
         return cls(infos, item_noun=nouns[0] if nouns else "movie")
 
-    def card(self, movie_id: int, position: int) -> ItemCard:
+    def card(self, item_id: int, position: int) -> ItemCard:
         """The home-page card of a movie at a list position (cards are immutable, so one
         object serves every session that shows this movie at this position)."""
-        key = (movie_id, position)
+        key = (item_id, position)
         card = self._cards.get(key)
         if card is None:
-            info = self[movie_id]
+            info = self[item_id]
             card = self._cards[key] = ItemCard(
-                movie_id=movie_id,
+                item_id=item_id,
                 position=position,
                 title=info.title,
                 vote_average=info.vote_average,
@@ -102,19 +102,19 @@ class Catalogue:
             )
         return card
 
-    def __getitem__(self, movie_id: int) -> MovieInfo:
+    def __getitem__(self, item_id: int) -> MovieInfo:
         try:
-            return self._movies[movie_id]
+            return self._movies[item_id]
         except KeyError:
-            raise KeyError(f"catalogue has no movie_id {movie_id}") from None
+            raise KeyError(f"catalogue has no item_id {item_id}") from None
 
-    def __contains__(self, movie_id: object) -> bool:
-        return movie_id in self._movies
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._movies
 
     def __len__(self) -> int:
         return len(self._movies)
 
-    def movie_ids(self) -> list[int]:
+    def item_ids(self) -> list[int]:
         return list(self._movies)
 
 

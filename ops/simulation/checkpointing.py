@@ -77,8 +77,8 @@ def checkpoint_key(request: SimulationRequest) -> str:
     put(request.config.model_dump_json(exclude={"progress", "max_failed_agents_share"}))
     put(request.brain.name, brain_fingerprint(request.brain))
     catalogue = request.catalogue
-    for movie_id in sorted(catalogue.movie_ids()):
-        put(repr(catalogue[movie_id]))
+    for item_id in sorted(catalogue.item_ids()):
+        put(repr(catalogue[item_id]))
     for session in sorted(request.sessions, key=lambda s: s.user_id):
         put(session.user_id, session.fatigue_budget, list(request.lists[session.user_id]), repr(session.profile))
         memory = session.memory

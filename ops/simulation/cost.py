@@ -334,7 +334,7 @@ class _PromptMeter:
             "caught_eye": list(decision.caught_eye),
             "reason": decision.reason,
         }
-        answer |= {"movie_id": decision.movie_id} if observation.page_type == "home" else {"rating": decision.rating}
+        answer |= {"item_id": decision.item_id} if observation.page_type == "home" else {"rating": decision.rating}
         self.completion[session.user_id].append(text_tokens(json.dumps(answer)))
         return decision
 

@@ -48,7 +48,7 @@ def fallback_kind(reason: str | None) -> str | None:
 class ItemCard:
     """A movie as the home page shows it: small poster, title, vote average, genres."""
 
-    movie_id: int
+    item_id: int
     position: int  # 1..20 in the arm's top-20 list
     title: str
     vote_average: float | None
@@ -88,7 +88,7 @@ class Decision:
     action: str  # one of ACTIONS, legal on the page
     interest: int  # 1..5, the agent's interest in the current page (drives fatigue)
     reason: str  # short, human-readable
-    movie_id: int | None = None  # click_movie: which card
+    item_id: int | None = None  # click_movie: which card
     rating: int | None = None  # watch_and_rate: 1..5
     caught_eye: tuple[int, ...] = ()  # movie ids that caught the eye (short-term memory)
     # click_movie: the card's slot (1 = first) on the page as the brain was shown it, when

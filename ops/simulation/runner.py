@@ -161,8 +161,8 @@ def _top_k_lists(top_k: pl.DataFrame, arm: str) -> dict[int, list[int]]:
     dup = frame.filter(pl.struct("user_id", "rank").is_duplicated())
     if not dup.is_empty():
         raise ValueError(f"table 'top_k', arm {arm!r}: (user_id, rank) repeats, e.g. {dup.head(3).to_dicts()}")
-    grouped = frame.sort("user_id", "rank").group_by("user_id", maintain_order=True).agg(pl.col("movie_id"))
-    return dict(zip(grouped.get_column("user_id").to_list(), grouped.get_column("movie_id").to_list()))
+    grouped = frame.sort("user_id", "rank").group_by("user_id", maintain_order=True).agg(pl.col("item_id"))
+    return dict(zip(grouped.get_column("user_id").to_list(), grouped.get_column("item_id").to_list()))
 
 
 def _events(request: SimulationRequest) -> pl.DataFrame:

@@ -85,7 +85,7 @@ class StepResult:
     """What one validated action did: the movie it touched and that movie's list position."""
 
     action: str
-    movie_id: int | None = None
+    item_id: int | None = None
     position: int | None = None  # 1..20 in the top-20 list
     rating: int | None = None
 
@@ -94,10 +94,10 @@ class Sandbox:
     """One agent's session on one arm's top-20 list."""
 
     def __init__(
-        self, ranked_movie_ids: Sequence[int], catalogue: Catalogue, config: SandboxConfig | None = None
+        self, ranked_item_ids: Sequence[int], catalogue: Catalogue, config: SandboxConfig | None = None
     ) -> None:
         self.config = config or SandboxConfig()
-        ranked = [int(m) for m in ranked_movie_ids]
+        ranked = [int(m) for m in ranked_item_ids]
         if not ranked:
             raise ValueError("sandbox: the recommendation list is empty")
         if len(ranked) > self.config.list_length:
@@ -176,10 +176,10 @@ class Sandbox:
         (a `watch_and_rate` naming another movie than the one open) are errors."""
         action = decision.action
         if action == CLICK_MOVIE:
-            return self.click_movie(decision.movie_id)
+            return self.click_movie(decision.item_id)
         if action == WATCH_AND_RATE:
-            if decision.movie_id is not None and self.page_type == "detail" and decision.movie_id != self.detail_movie:
-                self._illegal(action, f"the detail page shows movie {self.detail_movie}, not movie {decision.movie_id}")
+            if decision.item_id is not None and self.page_type == "detail" and decision.item_id != self.detail_movie:
+                self._illegal(action, f"the detail page shows movie {self.detail_movie}, not movie {decision.item_id}")
             return self.watch_and_rate(decision.rating)
         if action == NEXT_PAGE:
             return self.next_page()
@@ -191,17 +191,17 @@ class Sandbox:
             return self.exit()
         self._illegal(action, "not an action of the sandbox")
 
-    def click_movie(self, movie_id: int | None) -> StepResult:
+    def click_movie(self, item_id: int | None) -> StepResult:
         self._require(CLICK_MOVIE, "home")
-        if movie_id is None:
+        if item_id is None:
             self._illegal(CLICK_MOVIE, "no movie id given")
         on_page = self.page_items()
-        if movie_id not in on_page:
+        if item_id not in on_page:
             self._illegal(
-                CLICK_MOVIE, f"movie {movie_id} is not on home page {self.page_number}, which shows {list(on_page)}"
+                CLICK_MOVIE, f"movie {item_id} is not on home page {self.page_number}, which shows {list(on_page)}"
             )
         self.page_type = "detail"
-        self.detail_movie = int(movie_id)
+        self.detail_movie = int(item_id)
         return StepResult(CLICK_MOVIE, self.detail_movie, self._position[self.detail_movie])
 
     def watch_and_rate(self, rating: int | None) -> StepResult:
@@ -211,18 +211,18 @@ class Sandbox:
             self._illegal(
                 WATCH_AND_RATE, f"rating must be an integer in {c.rating_min}..{c.rating_max}, got {rating!r}"
             )
-        movie_id = self.detail_movie
-        if not c.allow_rewatch and movie_id in self.watched:
-            self._illegal(WATCH_AND_RATE, f"movie {movie_id} was already watched and rated in this session")
-        self.watched[movie_id] = int(rating)
+        item_id = self.detail_movie
+        if not c.allow_rewatch and item_id in self.watched:
+            self._illegal(WATCH_AND_RATE, f"movie {item_id} was already watched and rated in this session")
+        self.watched[item_id] = int(rating)
         self._return_home()
-        return StepResult(WATCH_AND_RATE, movie_id, self._position[movie_id], int(rating))
+        return StepResult(WATCH_AND_RATE, item_id, self._position[item_id], int(rating))
 
     def back(self) -> StepResult:
         self._require(BACK, "detail")
-        movie_id = self.detail_movie
+        item_id = self.detail_movie
         self._return_home()
-        return StepResult(BACK, movie_id, self._position[movie_id])
+        return StepResult(BACK, item_id, self._position[item_id])
 
     def next_page(self) -> StepResult:
         self._require(NEXT_PAGE, "home")
@@ -258,8 +258,8 @@ class Sandbox:
         self.page_type = "home"
         self.page_number = page_number
         self.detail_movie = None
-        for movie_id in self._pages[page_number - 1]:
-            self._impressions[movie_id] = None
+        for item_id in self._pages[page_number - 1]:
+            self._impressions[item_id] = None
 
     def _return_home(self) -> None:
         # The agent comes back to the page it clicked from; those items are already counted.
@@ -275,8 +275,8 @@ class Sandbox:
     def _illegal(self, action: str, problem: str):
         raise IllegalActionError(action, self.page_type, self.page_number, self.legal_actions(), problem)
 
-    def _card(self, movie_id: int) -> ItemCard:
-        return self.catalogue.card(movie_id, self._position[movie_id])
+    def _card(self, item_id: int) -> ItemCard:
+        return self.catalogue.card(item_id, self._position[item_id])
 
     def _render(self, legal: tuple[str, ...]) -> Observation:
         if self.page_type == "home":
@@ -304,14 +304,14 @@ def describe(observation: Observation) -> str:
         for card in observation.items:
             vote = "n/a" if card.vote_average is None else f"{card.vote_average:.1f}/10"
             lines.append(
-                f"[{card.movie_id}] #{card.position} {card.title} — {', '.join(card.genres) or 'no genre'} — rating {vote}"
+                f"[{card.item_id}] #{card.position} {card.title} — {', '.join(card.genres) or 'no genre'} — rating {vote}"
             )
     else:
         d = observation.detail
         card = d.card
         vote = "n/a" if card.vote_average is None else f"{card.vote_average:.1f}/10"
         votes = "" if d.vote_count is None else f" from {d.vote_count} votes"
-        lines.append(f"Detail page of [{card.movie_id}] {card.title} (from home page {observation.page_number}).")
+        lines.append(f"Detail page of [{card.item_id}] {card.title} (from home page {observation.page_number}).")
         lines.append(
             f"Genres: {', '.join(card.genres) or 'n/a'}. Rating {vote}{votes}. Released {d.release_date or 'n/a'}."
         )

@@ -59,10 +59,10 @@ def session_loop(
         after = before + fatigue.base_costs[decision.action] * modifier
         session.fatigue_spent = after
         page_type = observation.page_type
-        shown = [c.movie_id for c in observation.items] if page_type == "home" else [observation.detail.card.movie_id]
+        shown = [c.item_id for c in observation.items] if page_type == "home" else [observation.detail.card.item_id]
         slot = None
-        if page_type == "home" and decision.action == CLICK_MOVIE and result.movie_id in shown:
-            slot = decision.slot if decision.slot is not None else shown.index(result.movie_id) + 1
+        if page_type == "home" and decision.action == CLICK_MOVIE and result.item_id in shown:
+            slot = decision.slot if decision.slot is not None else shown.index(result.item_id) + 1
         rows.append(
             _row(
                 request,
@@ -71,7 +71,7 @@ def session_loop(
                 page_type,
                 observation.page_number,
                 decision.action,
-                movie_id=result.movie_id,
+                item_id=result.item_id,
                 position=result.position,
                 slot=slot,
                 shown=shown,
@@ -92,7 +92,7 @@ def session_loop(
                 caught_eye=tuple(decision.caught_eye),
                 interest=int(decision.interest),
                 action=decision.action,
-                movie_id=result.movie_id,
+                item_id=result.item_id,
                 rating=result.rating,
             )
         )
@@ -200,7 +200,7 @@ def _row(
     *,
     spent: tuple[float, float],
     reason: str,
-    movie_id: int | None = None,
+    item_id: int | None = None,
     position: int | None = None,
     slot: int | None = None,
     shown: list[int] | None = None,
@@ -221,7 +221,7 @@ def _row(
         page_type,
         page_number,
         action,
-        movie_id,
+        item_id,
         position,
         slot,
         [] if shown is None else shown,
@@ -262,9 +262,9 @@ def _forced_exit(
     # (home impressions count it) but the agent takes no further decision on it.
     observation = sandbox.observe()
     if observation.page_type == "home":
-        shown = [c.movie_id for c in observation.items]
+        shown = [c.item_id for c in observation.items]
     else:
-        shown = [observation.detail.card.movie_id]
+        shown = [observation.detail.card.item_id]
     sandbox.end(reason)
     spent = session.fatigue_spent
     return _row(

@@ -116,7 +116,7 @@ def _describe_holder(info: Path) -> str:
 
 
 class JsonlCheckpoint:
-    """Thread-safe append-only record store keyed by `key` (e.g. "movie_id")."""
+    """Thread-safe append-only record store keyed by `key` (e.g. "item_id")."""
 
     def __init__(self, path: str | Path, key: str) -> None:
         self.path = Path(path)

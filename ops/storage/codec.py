@@ -58,11 +58,23 @@ def save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
         np.savez(fh, allow_pickle=False, **arrays)
 
 
+# Before December 2026 simab's own tables named the item `movie_id`, after the MovieLens files
+# they were first read from; what a home stored then is read with the item named as now.
+ITEM_BEFORE = {"movie_id": "item_id", "movie_ids": "item_ids"}
+
+
+def current_names(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with an older home's item column named `item_id` (stored-home compatibility)."""
+    old = {a: b for a, b in ITEM_BEFORE.items() if a in frame.columns and b not in frame.columns}
+    return frame.rename(old) if old else frame
+
+
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Every array of an `.npz` written by `save_arrays`, read with pickling off."""
+    """Every array of an `.npz` written by `save_arrays`, read with pickling off (an older
+    home's `movie_ids` read as `item_ids`)."""
     try:
         with np.load(path, allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
+            return {ITEM_BEFORE.get(name, name): npz[name] for name in npz.files}
     except FileNotFoundError:
         raise CodecError(f"{path}: missing") from None
     except ValueError as exc:  # an object array inside: numpy refuses to unpickle it
@@ -75,7 +87,7 @@ def save_table(path: Path, frame: pl.DataFrame) -> None:
 
 def load_table(path: Path) -> pl.DataFrame:
     try:
-        return pl.read_parquet(path)
+        return current_names(pl.read_parquet(path))
     except FileNotFoundError:
         raise CodecError(f"{path}: missing") from None
 

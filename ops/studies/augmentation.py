@@ -131,7 +131,7 @@ def refit_and_evaluate(
     threshold = arm_cfg.positive_threshold if builtin else 4
     train = conform(train, RATINGS, "train")
     test = conform(test, RATINGS, "test")
-    movie_ids = catalogue.get_column("movie_id").to_numpy()
+    item_ids = catalogue.get_column("item_id").to_numpy()
     provenance = _provenance(events)
     # The added rows' label balance is read against the real rows' (before sampled negatives).
     train_positive_share = _positive_share(train, threshold)
@@ -154,10 +154,10 @@ def refit_and_evaluate(
             "training_set": name,
             "added_rows": added.height,
             "added_users": added.get_column("user_id").n_unique(),
-            "added_items": added.get_column("movie_id").n_unique(),
+            "added_items": added.get_column("item_id").n_unique(),
             "added_positive_share": _positive_share(added, threshold),
             "train_positive_share": train_positive_share,
-            "overlap_test_pairs": added.join(test, on=["user_id", "movie_id"], how="semi").height,
+            "overlap_test_pairs": added.join(test, on=["user_id", "item_id"], how="semi").height,
             "train_rows": train.height + added.height,
             "seed": arm_cfg.seed if builtin else int(arm_overrides.get("seed", 0)),
         }
@@ -190,7 +190,7 @@ def refit_and_evaluate(
                 )
             # The original train items are excluded for every training set, so every model
             # ranks the same candidates and Recall/NDCG compare like for like.
-            offline = evaluate_arm(trained, train, test, movie_ids, k=config.k, evaluated=evaluated)
+            offline = evaluate_arm(trained, train, test, item_ids, k=config.k, evaluated=evaluated)
             metrics = {
                 "best_epoch": getattr(trained, "best_epoch", None),
                 "test_auc": offline.test_auc,
@@ -311,7 +311,7 @@ def simulated_interactions(
     config = config or AugmentationConfig()
     if signal not in SIGNALS:
         raise ValueError(f"augmentation: unknown signal {signal!r}; expected one of {list(SIGNALS)}")
-    needed = ["user_id", "movie_id", "action", "step"] + (
+    needed = ["user_id", "item_id", "action", "step"] + (
         ["rating"] if signal == "view" or config.click_label == "watched" else []
     )
     missing = [c for c in needed if c not in events.columns]
@@ -325,19 +325,19 @@ def simulated_interactions(
         pairs = _views(events)
     else:
         clicks = events.filter(pl.col("action") == CLICK_MOVIE).select(
-            pl.col("user_id").cast(pl.Int64), pl.col("movie_id").cast(pl.Int64), pl.col("step").cast(pl.Int64)
+            pl.col("user_id").cast(pl.Int64), pl.col("item_id").cast(pl.Int64), pl.col("step").cast(pl.Int64)
         )
-        _require_movie_ids(clicks, CLICK_MOVIE)
-        clicks = clicks.group_by("user_id", "movie_id").agg(pl.col("step").min())
+        _require_item_ids(clicks, CLICK_MOVIE)
+        clicks = clicks.group_by("user_id", "item_id").agg(pl.col("step").min())
         if config.click_label == "positive":
             pairs = clicks.with_columns(rating=pl.lit(config.click_rating, dtype=pl.Int64))
         else:
             pairs = clicks.join(
-                _views(events).select("user_id", "movie_id", "rating"), on=["user_id", "movie_id"], how="left"
+                _views(events).select("user_id", "item_id", "rating"), on=["user_id", "item_id"], how="left"
             ).with_columns(pl.col("rating").fill_null(config.unwatched_click_rating))
 
-    pairs = pairs.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti").sort(
-        "user_id", "step", "movie_id"
+    pairs = pairs.join(train.select("user_id", "item_id"), on=["user_id", "item_id"], how="anti").sort(
+        "user_id", "step", "item_id"
     )
     last = int(train.get_column("timestamp").max()) if train.height else 0
     stamps = last + config.timestamp_step_s * np.arange(1, pairs.height + 1, dtype=np.int64)
@@ -349,8 +349,8 @@ def augment(train: pl.DataFrame, simulated: pl.DataFrame) -> pl.DataFrame:
     row per pair (the first simulated one); both are RATINGS frames."""
     train = conform(train, RATINGS, "train")
     simulated = conform(simulated, RATINGS, "simulated interactions")
-    new = simulated.join(train.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti").unique(
-        ["user_id", "movie_id"], keep="first", maintain_order=True
+    new = simulated.join(train.select("user_id", "item_id"), on=["user_id", "item_id"], how="anti").unique(
+        ["user_id", "item_id"], keep="first", maintain_order=True
     )
     return pl.concat([train, new])
 
@@ -364,11 +364,11 @@ def _views(events: pl.DataFrame) -> pl.DataFrame:
     """One row per watched (user, movie): the last watch_and_rate's rating, its first step."""
     watched = events.filter(pl.col("action") == WATCH_AND_RATE).select(
         pl.col("user_id").cast(pl.Int64),
-        pl.col("movie_id").cast(pl.Int64),
+        pl.col("item_id").cast(pl.Int64),
         pl.col("step").cast(pl.Int64),
         pl.col("rating").cast(pl.Int64),
     )
-    _require_movie_ids(watched, WATCH_AND_RATE)
+    _require_item_ids(watched, WATCH_AND_RATE)
     unrated = watched.filter(pl.col("rating").is_null() | ~pl.col("rating").is_between(1, 5))
     if unrated.height:
         raise ValueError(
@@ -377,14 +377,14 @@ def _views(events: pl.DataFrame) -> pl.DataFrame:
         )
     return (
         watched.sort("user_id", "step")
-        .group_by("user_id", "movie_id", maintain_order=True)
+        .group_by("user_id", "item_id", maintain_order=True)
         .agg(pl.col("step").first(), pl.col("rating").last())
     )
 
 
-def _require_movie_ids(rows: pl.DataFrame, action: str) -> None:
-    if rows.get_column("movie_id").null_count() or rows.get_column("user_id").null_count():
-        raise ValueError(f"simulation events: a {action} row has no 'movie_id' or 'user_id'")
+def _require_item_ids(rows: pl.DataFrame, action: str) -> None:
+    if rows.get_column("item_id").null_count() or rows.get_column("user_id").null_count():
+        raise ValueError(f"simulation events: a {action} row has no 'item_id' or 'user_id'")
 
 
 def _positive_share(rows: pl.DataFrame, threshold: int) -> float | None:

@@ -146,10 +146,10 @@ def render_trajectory(rows: pl.DataFrame, movies: Mapping[int, tuple[str, str]])
             lines.append(f"Step {r['step']}. {page}, showing:")
             lines += [f"  - {s}" for s in shown]
         else:
-            lines.append(f"Step {r['step']}. Detail page of {_title(movies, r.get('movie_id'))}")
+            lines.append(f"Step {r['step']}. Detail page of {_title(movies, r.get('item_id'))}")
         act = r["action"]
-        if act == "click_movie" and r.get("movie_id") is not None:
-            did = f"clicked {_title(movies, r['movie_id'])}"
+        if act == "click_movie" and r.get("item_id") is not None:
+            did = f"clicked {_title(movies, r['item_id'])}"
         elif act == "watch_and_rate":
             did = f"watched it and rated it {r.get('rating')}/5"
         else:
@@ -443,14 +443,14 @@ def _movie_lines(catalogue: pl.DataFrame) -> dict[int, tuple[str, str]]:
             parts.append(", ".join(r["genres"]))
         if "vote_average" in cols and r.get("vote_average") is not None:
             parts.append(f"rated {r['vote_average']:.1f}/10")
-        out[int(r["movie_id"])] = (r["title"], f"{r['title']}" + (f" ({'; '.join(parts)})" if parts else ""))
+        out[int(r["item_id"])] = (r["title"], f"{r['title']}" + (f" ({'; '.join(parts)})" if parts else ""))
     return out
 
 
-def _title(movies: Mapping[int, tuple[str, str]], movie_id) -> str:
-    if movie_id is None:
+def _title(movies: Mapping[int, tuple[str, str]], item_id) -> str:
+    if item_id is None:
         return "a movie"
-    return movies.get(int(movie_id), (f"movie {movie_id}", ""))[0]
+    return movies.get(int(item_id), (f"movie {item_id}", ""))[0]
 
 
 @dataclass(frozen=True)

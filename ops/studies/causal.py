@@ -68,24 +68,24 @@ ITEM_FACTS = ("profile", "catalogue")
 
 
 def profile_facts(ratings: pl.DataFrame) -> pl.DataFrame:
-    """Agent4Rec's item profile from historical `ratings` (RATINGS): movie_id, quality (the
+    """Agent4Rec's item profile from historical `ratings` (RATINGS): item_id, quality (the
     mean rating R_i) and popularity (log(1 + the number of ratings))."""
-    return ratings.group_by("movie_id").agg(
+    return ratings.group_by("item_id").agg(
         quality=pl.col("rating").cast(pl.Float64).mean(), popularity=pl.len().cast(pl.Float64).log1p()
     )
 
 
 def catalogue_facts(catalogue: pl.DataFrame) -> pl.DataFrame:
-    """The catalogue's figures: movie_id, quality (vote_average), popularity (log(1 + vote_count))."""
+    """The catalogue's figures: item_id, quality (vote_average), popularity (log(1 + vote_count))."""
     return catalogue.select(
-        "movie_id",
+        "item_id",
         quality=pl.col("vote_average").cast(pl.Float64),
         popularity=pl.col("vote_count").cast(pl.Float64).log1p(),
     )
 
 
 def item_frame(events: pl.DataFrame, facts: pl.DataFrame, min_views: int = 1) -> pl.DataFrame:
-    """One row per item watched at least `min_views` times: movie_id and VARIABLES (module
+    """One row per item watched at least `min_views` times: item_id and VARIABLES (module
     docstring).  `events` are EVENTS of one or more rounds (a `round` column separates their
     sessions; without one, a single round); `facts` the items' quality and popularity
     (`profile_facts`, `catalogue_facts`)."""
@@ -93,7 +93,7 @@ def item_frame(events: pl.DataFrame, facts: pl.DataFrame, min_views: int = 1) ->
         raise ValueError(f"item_frame: min_views must be >= 1 (an item never watched has no rating), got {min_views}")
     missing = [
         c
-        for c in ("user_id", "session", "page_type", "action", "movie_id", "shown", "rating")
+        for c in ("user_id", "session", "page_type", "action", "item_id", "shown", "rating")
         if c not in events.columns
     ]
     if missing:
@@ -105,26 +105,26 @@ def item_frame(events: pl.DataFrame, facts: pl.DataFrame, min_views: int = 1) ->
         raise ValueError("item_frame: no sessions in the events")
     exposed = (
         events.filter(pl.col("page_type") == "home")
-        .select(*session, movie_id=pl.col("shown"))
-        .explode("movie_id")
-        .drop_nulls("movie_id")
+        .select(*session, item_id=pl.col("shown"))
+        .explode("item_id")
+        .drop_nulls("item_id")
         .unique()
-        .group_by("movie_id")
+        .group_by("item_id")
         .agg(exposure_rate=pl.len() / sessions)
     )
     watched = (
         events.filter(pl.col("action") == WATCH_AND_RATE)
-        .group_by("movie_id")
+        .group_by("item_id")
         .agg(views=pl.len().cast(pl.Float64), rating=pl.col("rating").cast(pl.Float64).mean())
         .filter(pl.col("views") >= min_views)
     )
     return (
-        watched.join(facts.select("movie_id", "quality", "popularity"), on="movie_id", how="inner")
-        .join(exposed, on="movie_id", how="left")
+        watched.join(facts.select("item_id", "quality", "popularity"), on="item_id", how="inner")
+        .join(exposed, on="item_id", how="left")
         .with_columns(pl.col("exposure_rate").fill_null(0.0))
         .drop_nulls()
-        .select("movie_id", *VARIABLES)
-        .sort("movie_id")
+        .select("item_id", *VARIABLES)
+        .sort("item_id")
     )
 
 

@@ -180,35 +180,32 @@ def _genre_matrix(catalogue_frame: pl.DataFrame) -> dict[int, np.ndarray]:
     vocabulary = genre_vocabulary(catalogue_frame)
     index = {g: j for j, g in enumerate(vocabulary)}
     out = {}
-    for movie_id, names in catalogue_frame.select("movie_id", "genres").iter_rows():
+    for item_id, names in catalogue_frame.select("item_id", "genres").iter_rows():
         row = np.zeros(len(vocabulary), dtype=bool)
         for g in names or ():
             if g in index:
                 row[index[g]] = True
-        out[int(movie_id)] = row
+        out[int(item_id)] = row
     return out
 
 
-def _diversity(movie_ids: Sequence[int], genres: Mapping[int, np.ndarray]) -> tuple[float, float]:
+def _diversity(item_ids: Sequence[int], genres: Mapping[int, np.ndarray]) -> tuple[float, float]:
     """(share of the movies carrying their most frequent genre, distinct genres)."""
-    if not movie_ids:
+    if not item_ids:
         return float("nan"), float("nan")
-    counts = np.sum([genres[m] for m in movie_ids], axis=0)
-    return float(counts.max() / len(movie_ids)), float((counts > 0).sum())
+    counts = np.sum([genres[m] for m in item_ids], axis=0)
+    return float(counts.max() / len(item_ids)), float((counts > 0).sum())
 
 
 def _per_agent_diversity(result: RoundResult, genres: Mapping[int, np.ndarray]) -> pl.DataFrame:
     users = sorted(set(result.events.get_column("user_id").to_list()))
     listed = dict(
-        result.lists.sort("user_id", "rank")
-        .group_by("user_id", maintain_order=True)
-        .agg(pl.col("movie_id"))
-        .iter_rows()
+        result.lists.sort("user_id", "rank").group_by("user_id", maintain_order=True).agg(pl.col("item_id")).iter_rows()
     )
     watched = dict(
         result.events.filter(pl.col("action") == WATCH_AND_RATE)
         .group_by("user_id")
-        .agg(pl.col("movie_id").unique())
+        .agg(pl.col("item_id").unique())
         .iter_rows()
     )
     rows = []
@@ -231,7 +228,7 @@ def _coverage(lists: pl.DataFrame, users: np.ndarray, pool: int, confidence: flo
     interval.  Not the bootstrap: a resample repeats agents, so its distinct count is
     biased low — on the synthetic default the percentile interval lay wholly below the
     estimate and the bias-corrected (basic) one wholly above it."""
-    listed = dict(lists.group_by("user_id").agg(pl.col("movie_id").unique()).iter_rows())
+    listed = dict(lists.group_by("user_id").agg(pl.col("item_id").unique()).iter_rows())
     per_user = [np.asarray(listed.get(int(u), []), dtype=np.int64) for u in users]
     n = len(per_user)
     if n == 0 or pool <= 0:

@@ -105,7 +105,7 @@ class _Bounds:
         for kind in ("text", "poster"):
             sim = ctx.similarity(kind, model.config.similarity_cache_max_movies)
             if sim is None or (kind == "poster" and ctx.vectors.poster.shape[1] == 0):
-                n = len(ctx.facts.movie_ids)
+                n = len(ctx.facts.item_ids)
                 self.familiar[kind] = (np.full(n, -1.0), np.full(n, 1.0))
                 continue
             masked = np.array(sim, dtype=np.float64, copy=True)

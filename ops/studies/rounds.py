@@ -117,13 +117,13 @@ def simulate_round(
     round_train = augment(train, added_before)
     trained = train_arm(arm_config, round_train, valid, users, catalogue_frame, on_epoch=on_epoch)
     chosen = sorted(agents.profiles) if user_ids is None else sorted(int(u) for u in user_ids)
-    candidates = catalogue_frame.get_column("movie_id").to_numpy() if pool is None else np.asarray(pool, dtype=np.int64)
+    candidates = catalogue_frame.get_column("item_id").to_numpy() if pool is None else np.asarray(pool, dtype=np.int64)
     # Nothing the agent rated (train or an earlier round) or opened is recommended again.
     lists = top_k(
         trained,
         np.asarray(chosen, dtype=np.int64),
         candidates,
-        exclude=round_train.select("user_id", "movie_id"),
+        exclude=round_train.select("user_id", "item_id"),
         k=config.list_length,
     )
     listed = set(lists.get_column("user_id").unique().to_list())
@@ -164,7 +164,7 @@ def simulate_round(
     new_rows = new_rows.with_columns(
         pl.col("timestamp") - new_rows.get_column("timestamp").min() + clock if new_rows.height else pl.col("timestamp")
     )
-    added = pl.concat([added_before, new_rows.unique(["user_id", "movie_id"], keep="first", maintain_order=True)])
+    added = pl.concat([added_before, new_rows.unique(["user_id", "item_id"], keep="first", maintain_order=True)])
     return RoundResult(round_index, lists, events, written, added, round_train.height, len(np.unique(candidates)))
 
 
@@ -182,7 +182,7 @@ def simulate_rounds(
     """Rounds 0 … R−1 of one arm, each from the state the one before left."""
     config = config or RoundsConfig()
     pools = (
-        movie_pools(catalogue_frame.get_column("movie_id").to_numpy(), config.rounds, config.seed)
+        movie_pools(catalogue_frame.get_column("item_id").to_numpy(), config.rounds, config.seed)
         if config.split_pool
         else [None] * config.rounds
     )
@@ -244,7 +244,7 @@ def play_round(
     """Round `round_index` of arm `arm` for a sample of `n_agents` agents (0: all), the brain
     `kind` made from `sources`: the round's pool, `simulate_round`, and its summary figures."""
     pool = (
-        movie_pools(catalogue_frame.get_column("movie_id").to_numpy(), config.rounds, config.seed)[round_index]
+        movie_pools(catalogue_frame.get_column("item_id").to_numpy(), config.rounds, config.seed)[round_index]
         if config.split_pool
         else None
     )
@@ -280,10 +280,10 @@ def play_round(
     return PlayedRound(events, result.written, result.added, summary)
 
 
-def movie_pools(movie_ids: np.ndarray, parts: int, seed: int = 0) -> list[np.ndarray]:
+def movie_pools(item_ids: np.ndarray, parts: int, seed: int = 0) -> list[np.ndarray]:
     """The catalogue shuffled (seeded) and cut into `parts` equal parts (Agent4Rec §4.1);
     the remainder of the division is left out so the parts are equal."""
-    ids = np.unique(np.asarray(movie_ids, dtype=np.int64))
+    ids = np.unique(np.asarray(item_ids, dtype=np.int64))
     size = len(ids) // parts
     if size == 0:
         raise ValueError(f"movie_pools: {len(ids)} movies cannot be split in {parts} parts")
@@ -304,7 +304,7 @@ def written_memories(events: pl.DataFrame, round_index: int, start: int) -> pl.D
     return conform(
         watched.select(
             "user_id",
-            "movie_id",
+            "item_id",
             "rating",
             timestamp=pl.lit(start, dtype=pl.Int64) + pl.int_range(pl.len(), dtype=pl.Int64),
             feeling=pl.col("reason").fill_null(""),

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, arm_frame
+from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
 from ops.arms.lists_file import rank_stored
+from ops.storage.codec import current_names
 
 # The control of A/B Agent Table 2, whose lists a ladder degrades unless told otherwise.
 DEFAULT_BASE = "pop"
@@ -99,5 +100,5 @@ class DegradedArm(ArmBase):
     @classmethod
     def load(cls, name: str, params: dict[str, Any], folder: Path) -> DegradedArm:
         arm = cls(name, **params)
-        arm.lists = arm_frame(pl.read_parquet(folder / "lists.parquet"))  # older arms saved movie_id
+        arm.lists = current_names(pl.read_parquet(folder / "lists.parquet"))  # older arms saved movie_id
         return arm

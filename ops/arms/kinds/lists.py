@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, arm_frame
+from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable
 from ops.arms.lists_file import (
     FILLS,
     MIN_ITEMS,
@@ -28,6 +28,7 @@ from ops.arms.lists_file import (
     rank_stored,
     read_lists,
 )
+from ops.storage.codec import current_names
 
 
 class ListsArm(ArmBase):
@@ -136,7 +137,7 @@ class ListsArm(ArmBase):
     @classmethod
     def load(cls, name: str, params: dict[str, Any], folder: Path) -> ListsArm:
         arm = cls(name, **params)
-        arm.lists = arm_frame(pl.read_parquet(folder / "lists.parquet"))  # older arms saved movie_id
+        arm.lists = current_names(pl.read_parquet(folder / "lists.parquet"))  # older arms saved movie_id
         meta = json.loads((folder / "lists.json").read_text())
         arm.has_scores, arm.sha256 = bool(meta["has_scores"]), meta["sha256"]
         arm.short_users, arm.filled = int(meta.get("short_users", 0)), int(meta.get("filled_items", 0))

@@ -36,6 +36,7 @@ import polars as pl
 from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable, rank_by_score
 from ops.arms.lists_file import check_lists
 from ops.arms.mlflow_model import resolve_uri, uri_problem
+from ops.storage.codec import current_names
 
 # An older model's `movie_id` is accepted: models registered by simab before its arm API
 # named the item `item_id` still serve.
@@ -160,8 +161,7 @@ class MlflowArm(ArmBase):
         users = np.unique(np.asarray(user_ids, dtype=np.int64))
         answer = self._pyfunc().predict(pd.DataFrame({"user_id": users}), params={"k": max(k, self.params["request"])})
         frame = pl.from_pandas(answer if isinstance(answer, pd.DataFrame) else pd.DataFrame(answer))
-        if "item_id" not in frame.columns and "movie_id" in frame.columns:
-            frame = frame.rename({"movie_id": "item_id"})
+        frame = current_names(frame)  # an older model's "topk" answer names the item movie_id
         known_users, known_items = self._known if self._known is not None else (users, np.asarray(item_ids))
         lists, _ = check_lists(
             frame,

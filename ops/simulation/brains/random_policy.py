@@ -48,14 +48,14 @@ class UniformRandomBrain:
         legal = observation.legal_actions
         action = legal[int(u[0] * len(legal))]
         interest = c.interest_min + int(u[1] * (c.interest_max - c.interest_min + 1))
-        movie_id = None
+        item_id = None
         rating = None
         if action == CLICK_MOVIE:
             items = observation.items
-            movie_id = items[int(u[2] * len(items))].movie_id
+            item_id = items[int(u[2] * len(items))].item_id
         elif action == WATCH_AND_RATE:
             rating = c.rating_min + int(u[3] * (c.rating_max - c.rating_min + 1))
-        return Decision(action=action, interest=interest, reason=c.reason, movie_id=movie_id, rating=rating)
+        return Decision(action=action, interest=interest, reason=c.reason, item_id=item_id, rating=rating)
 
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         c = self.config

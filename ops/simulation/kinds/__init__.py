@@ -3,13 +3,16 @@
 
 A brain kind is one class, a subclass of `BrainKind` (`ops.simulation.kinds.base`, which is
 what a kind's file imports: never this module, which loads the kinds), in one file: a module
-of this package whose name is the kind's name with `-` written `_` (`embedded_no_vision.py`
-is `embedded-no-vision`; either spelling finds it), defining exactly one `BrainKind` subclass
-of that name — the rule the arms' registry applies to `ops/arms/kinds/` — or an entry point
+of this package whose name is the kind's name with `-` written `_` (`uniform_random.py` is
+`uniform-random`; either spelling finds it), defining exactly one `BrainKind` subclass of that
+name — the rule the arms' registry applies to `ops/arms/kinds/` — or an entry point
 of group "simab.brains" in an installed package (`[project.entry-points."simab.brains"]`,
 `name = "package.module:KindClass"`).  `brain_kind(name)` imports that one module and nothing
 else, as RecBole's `get_model` finds a model by its name, so a new kind is one new file and no
-other edit; `brain_names()` lists the modules' names without importing them.
+other edit.  A kind's own parameters are its constructor's, given after its name as arm specs
+give theirs (`SIMAB_BRAIN="leaves-later;patience=2"`); `vision` is every kind's (`vision=false`:
+the brain without posters, written `embedded-no-vision` too).  `brain_names()` lists the kinds
+and the no-vision names of those that see posters: the experiments' condition partitions.
 
 A kind carries what the rest of simab needs to know about its brain, so that nothing outside
 this package compares a brain's name:
@@ -31,14 +34,16 @@ this package compares a brain's name:
 - `reads_personas`: whether SimUSER's matched persona reaches it; `reads_poster_vectors`:
   whether it sees posters through the embedded brain's poster vectors (SimUSER's thumbnail
   experiment embeds each version's posters for it) or the catalogue's image files;
-- `sees_posters` / `without_posters`: the kind of the same brain without posters (the A/B
-  Agent Table 5 "w/o vision" ablation), which `brain_kind(name, vision=False)` gives;
+- `posters` / `sees_posters`: whether the kind's brain can see posters, and this one does
+  (`vision=False`, A/B Agent Table 5's "w/o vision" ablation: `brain_kind(name, vision=False)`);
 - `describe(sources)`: parameters safe to log (MLflow, Dagster metadata).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import json
 import pkgutil
 import re
 from collections.abc import Iterable
@@ -46,7 +51,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 from ops.settings import config_default
-from ops.simulation.kinds.base import PROTOCOLS, Bill, BrainKind, BrainSources, UnknownBrain
+from ops.simulation.kinds.base import NO_VISION, PROTOCOLS, Bill, BrainKind, BrainSources, UnknownBrain
 
 __all__ = [
     "DEFAULT_BRAIN",
@@ -86,49 +91,95 @@ class BrainFactory:
 
 
 def brain_names() -> list[str]:
-    """Every kind's name, built-in (the modules of this package, not imported) and brought
-    (entry points), sorted."""
+    """Every kind's name, built-in (the modules of this package) and brought (entry points),
+    and beside each that can see posters its name without them (`embedded-no-vision`), sorted."""
     own = [
         m.name.replace("_", "-")
         for m in pkgutil.iter_modules(__path__)
         if not m.name.startswith("_") and m.name not in NOT_KINDS
     ]
     brought = [ep.name.replace("_", "-") for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    return sorted(set(own) | set(brought))
+    names = set(own) | set(brought)
+    return sorted(names | {f"{name}{NO_VISION}" for name in names if _sees_posters(name)})
+
+
+def _sees_posters(name: str) -> bool:
+    try:
+        return _class(name).posters
+    except UnknownBrain:  # a kind that cannot load is named, not described: the list must not fail on it
+        return False
 
 
 def brain_kind(name: str | BrainKind, vision: bool = True) -> BrainKind:
-    """The kind named `name` (module docstring), or with `vision` False its twin without
-    posters (`BrainKind.without_posters`; a kind that sees none is its own); UnknownBrain
-    naming the known ones."""
-    kind = _kind(name)
-    return kind if vision or not kind.without_posters else _kind(kind.without_posters)
-
-
-def _kind(name: str | BrainKind) -> BrainKind:
+    """The kind `name` names (module docstring): a kind's name, then its own parameters as
+    `;key=value` pairs (`embedded;vision=false`; the name with `-no-vision` after it is
+    `vision=false`); with `vision` False the kind without posters (a kind that sees none is
+    its own).  UnknownBrain naming the known ones, or the parameters the kind takes."""
     if isinstance(name, BrainKind):
-        return name
-    text = str(name).strip().replace("_", "-")
-    if not BRAIN_NAME.match(text):
-        raise UnknownBrain(f"brain {name!r}: a brain's name is 1-64 of a-z, 0-9, '_' and '-'; known: {_known()}")
+        if vision or not name.sees_posters:
+            return name
+        kind, params = type(name), dict(name.params)
+    else:
+        head, *pairs = str(name).split(";")
+        head = head.strip().replace("_", "-")
+        params = _params(str(name), pairs)
+        if head.endswith(NO_VISION) and not _defined(head):
+            head, params = head.removesuffix(NO_VISION), {**params, "vision": False}
+            if not _class(head).posters:
+                raise UnknownBrain(f"unknown brain {name!r}; known: {_known()}")
+        kind = _class(head)
+    if not vision:
+        params["vision"] = False
+    takes = inspect.signature(kind).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in takes.values()):
+        for key in params:
+            if key not in takes:
+                raise UnknownBrain(
+                    f"brain {kind.name!r} takes no parameter {key!r}; it takes {', '.join(takes) or 'none'}"
+                )
+    made = kind(**params)
+    made.params = params
+    return made
+
+
+def _params(text: str, pairs: list[str]) -> dict:
+    params = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise UnknownBrain(f"brain {text!r}: parameter {pair!r} is not key=value")
+        try:  # numbers, true / false, JSON; anything else a string
+            params[key.strip()] = json.loads(value.strip())
+        except ValueError:
+            params[key.strip()] = value.strip()
+    return params
+
+
+def _defined(text: str) -> bool:
     module_name = text.replace("-", "_")
-    if module_name not in NOT_KINDS and any(m.name == module_name for m in pkgutil.iter_modules(__path__)):
-        module = importlib.import_module(f"{__name__}.{module_name}")
+    return module_name not in NOT_KINDS and any(m.name == module_name for m in pkgutil.iter_modules(__path__))
+
+
+def _class(text: str) -> type[BrainKind]:
+    if not BRAIN_NAME.match(text):
+        raise UnknownBrain(f"brain {text!r}: a brain's name is 1-64 of a-z, 0-9, '_' and '-'; known: {_known()}")
+    if _defined(text):
+        module = importlib.import_module(f"{__name__}.{text.replace('-', '_')}")
         # The arms' rule (`ops.arms.registry`): the one subclass the module defines (a kind it
-        # imports, as the no-vision twins import theirs, is not counted), named after the file.
+        # imports, as the LLM kind imports the embedded one, is not counted), named after the file.
         kinds = [k for k in vars(module).values() if _is_kind(k) and k.__module__ == module.__name__]
         if len(kinds) != 1 or kinds[0].name != text:
             raise UnknownBrain(
                 f"brain {text!r}: {module.__file__} must define exactly one BrainKind subclass, with name = "
                 f"{text!r}; found {[(k.__name__, k.name) for k in kinds] or 'none'}"
             )
-        return kinds[0]()
+        return kinds[0]
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name.replace("_", "-") == text:
             kind = ep.load()
             if not _is_kind(kind):
                 raise UnknownBrain(f"brain {text!r}: entry point {ep.value} is not a BrainKind subclass")
-            return kind()
+            return kind
     raise UnknownBrain(f"unknown brain {text!r}; known: {_known()}")
 
 

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 # The trust protocols a brain may answer (ops.studies.alignment).
 PROTOCOLS = ("taste", "rating", "list_quality", "sensitivity")
+# After a kind's name: the kind without posters (`BrainKind.posters`), "embedded-no-vision".
+NO_VISION = "-no-vision"
 
 
 class UnknownBrain(ValueError):
@@ -89,10 +91,16 @@ class BrainKind:
     # Whether it reads posters as the fitted embedded brain's poster vectors (a changed
     # poster must then be embedded again), rather than from the catalogue's image files.
     reads_poster_vectors: ClassVar[bool] = False
-    sees_posters: ClassVar[bool] = False
-    # The kind of this brain without posters, by name; "" when it sees none (it is its own).
-    # The registry resolves it (`brain_kind(name, vision=False)`).
-    without_posters: ClassVar[str] = ""
+    # Whether its brain can see posters.  One that can also runs without them, a parameter of
+    # the kind (A/B Agent Table 5's "w/o vision" ablation): `vision=False`, named `<name>-no-vision`.
+    posters: ClassVar[bool] = False
+
+    def __init__(self, vision: bool = True) -> None:
+        self.sees_posters = self.posters and bool(vision)
+        if self.posters and not vision:
+            self.name = f"{type(self).name}{NO_VISION}"  # type: ignore[misc]  # the condition partitions' key
+        # What the spec gave the kind (`SIMAB_BRAIN="name;key=value"`), set by the registry.
+        self.params: dict[str, Any] = {}
 
     @property
     def decides_offline(self) -> bool:
@@ -107,8 +115,8 @@ class BrainKind:
         return 1
 
     def describe(self, sources: BrainSources) -> dict[str, str | float | int | bool]:
-        """Parameters safe to log: no key, no secret."""
-        return {"brain": self.name}
+        """Parameters safe to log: no key, no secret (the spec's own parameters, vision aside)."""
+        return {"brain": self.name, **{k: v for k, v in self.params.items() if k != "vision"}}
 
     def fitted_through(self, sources: BrainSources) -> int | None:
         """The last timestamp of the data the brain was fitted on; None when it fits nothing."""

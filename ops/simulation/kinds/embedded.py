@@ -20,8 +20,7 @@ class Embedded(BrainKind):
     brain_class = EmbeddedBrain
     family = "embedded"
     reads_poster_vectors = True
-    sees_posters = True
-    without_posters = "embedded-no-vision"
+    posters = True
 
     def brain(self, sources: BrainSources) -> EmbeddedBrain:
         model = self._model(sources)

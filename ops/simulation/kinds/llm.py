@@ -13,7 +13,6 @@ from ops.simulation.brains.llm.endpoint import key_required, resolve_endpoint
 from ops.simulation.cost import estimate_llm_cost, estimate_protocol_cost
 from ops.simulation.kinds.base import BrainKind, BrainSources
 from ops.simulation.kinds.embedded import Embedded
-from ops.simulation.kinds.embedded_no_vision import EmbeddedNoVision
 from ops.web import endpoint_host, safe_endpoint
 
 
@@ -23,12 +22,10 @@ class LLM(BrainKind):
     brain_class = LLMBrain
     family = "llm"
     reads_personas = True
-    sees_posters = True
-    without_posters = "llm-no-vision"
+    posters = True
     # Whose decisions a dry run follows while this brain writes and counts its prompts: the
     # embedded brain, with or without posters as this brain sees them.
     behaviour: ClassVar[type[BrainKind]] = Embedded
-    behaviour_without_posters: ClassVar[type[BrainKind]] = EmbeddedNoVision
 
     def brain(self, sources: BrainSources) -> LLMBrain:
         bill = sources.bill
@@ -84,7 +81,7 @@ class LLM(BrainKind):
         return question.ask(brain)
 
     def _behaviour(self, sources: BrainSources):
-        return (self.behaviour if self.sees_posters else self.behaviour_without_posters)().brain(sources)
+        return self.behaviour(vision=self.sees_posters).brain(sources)
 
 
 def describe_endpoint(config: LLMBrainConfig, max_cost_usd: float | None = None) -> dict[str, str | float | int | bool]:

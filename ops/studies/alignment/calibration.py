@@ -281,11 +281,11 @@ def validation_lists(
         candidates = sorted(
             named_rng(config.seed, "calibration agents").choice(candidates, config.n_agents, replace=False).tolist()
         )
-    known = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")])
+    known = pl.concat([train.select("user_id", "item_id"), valid.select("user_id", "item_id")])
     return mixed_lists(
         liked,
         known,
-        model.fit_context.facts.movie_ids,
+        model.fit_context.facts.item_ids,
         ladder.ratios,
         ladder.list_length,
         config.seed,
@@ -296,17 +296,17 @@ def validation_lists(
 
 
 def _liked_with_memory(model: EmbeddedBrainModel, sessions: Sequence, valid: pl.DataFrame) -> pl.DataFrame:
-    with_memory = {s.user_id for s in sessions if len(getattr(s.memory, "movie_ids", ())) > 0}
+    with_memory = {s.user_id for s in sessions if len(getattr(s.memory, "item_ids", ())) > 0}
     return (
         valid.filter(pl.col("rating") >= model.config.like_threshold)
         .filter(pl.col("user_id").is_in(sorted(with_memory)))
-        .unique(["user_id", "movie_id"])
+        .unique(["user_id", "item_id"])
     )
 
 
 def _anchor_logits(model: EmbeddedBrainModel, params, sessions, lists: pl.DataFrame, anchor: str) -> np.ndarray:
     brain = model.fit_brain(params)
-    anchor_lists = lists.filter(pl.col("ratio") == anchor).group_by("user_id").agg("movie_id")
+    anchor_lists = lists.filter(pl.col("ratio") == anchor).group_by("user_id").agg("item_id")
     shown = dict(anchor_lists.iter_rows())
     brain.prepare([s for s in sessions if s.user_id in shown], shown)
     return np.concatenate([brain.click_logits(s, shown[s.user_id]) for s in sessions if s.user_id in shown])

@@ -41,7 +41,7 @@ class NoExposureSignal(ValueError):
 
 
 def calibrate_on_random_exposure(model: EmbeddedBrainModel, agents, rows: pl.DataFrame) -> EmbeddedBrainModel:
-    """`model` with its click decision's scale and shift set on `rows` (user_id, movie_id,
+    """`model` with its click decision's scale and shift set on `rows` (user_id, item_id,
     clicked: the calibration half of a random bucket, `ops.data.random_exposure.calibration_rows`),
     the record in `params.exposure_calibration`.  Rows of users without an agent are left out.
     NoExposureSignal where the fitted scale is not positive (the caller keeps another calibration)."""
@@ -52,7 +52,7 @@ def calibrate_on_random_exposure(model: EmbeddedBrainModel, agents, rows: pl.Dat
     by_user = known.partition_by("user_id", as_dict=True, maintain_order=True)
     sessions = {s.user_id: s for s in agents.sessions(sorted(int(k[0]) for k in by_user))}
     for (uid,), part in by_user.items():
-        logits.append(brain.click_logits(sessions[int(uid)], part.get_column("movie_id").to_list()))
+        logits.append(brain.click_logits(sessions[int(uid)], part.get_column("item_id").to_list()))
         clicked.append(part.get_column("clicked").to_numpy())
     x = np.concatenate(logits) if logits else np.zeros(0)
     y = np.concatenate(clicked).astype(int) if clicked else np.zeros(0, dtype=int)

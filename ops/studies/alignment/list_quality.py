@@ -156,7 +156,7 @@ def as_top_k(lists: pl.DataFrame) -> pl.DataFrame:
         pl.col("ratio").alias("arm"),
         "user_id",
         pl.col("position").alias("rank"),
-        "movie_id",
+        "item_id",
         pl.lit(0.0).alias("score"),
     ).cast(TOP_K)
 
@@ -173,7 +173,7 @@ def simulate_lists(
 ) -> pl.DataFrame:
     """Every agent's sandbox session on its list at every ratio: the events of all ratios
     (`concurrency` agents at once, for a brain that waits on the network).  `lists`: ratio
-    (each value simulated as an "arm"), user_id, position, movie_id — the mixed lists of
+    (each value simulated as an "arm"), user_id, position, item_id — the mixed lists of
     LIST_SCHEMA, or any lists in that shape (`ops.studies.alignment.sensitivity`).
     `sessions_per_agent`: user -> independent sessions of that agent on every list (session
     numbers 0, 1, …, as the simulation numbers them); default one each."""
@@ -225,9 +225,9 @@ def list_quality(
 
 def real_response(lists: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
     """ratio, user_id, rated_share: the share of each list's items its user rated in `window`."""
-    rated = window.select("user_id", "movie_id").with_columns(pl.lit(True).alias("rated"))
+    rated = window.select("user_id", "item_id").with_columns(pl.lit(True).alias("rated"))
     return (
-        lists.join(rated, on=["user_id", "movie_id"], how="left")
+        lists.join(rated, on=["user_id", "item_id"], how="left")
         .group_by("ratio", "user_id")
         .agg(pl.col("rated").fill_null(False).mean().alias("rated_share"))
     )

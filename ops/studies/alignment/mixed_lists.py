@@ -37,7 +37,7 @@ LIST_SCHEMA = {
     "ratio": pl.Utf8,
     "user_id": pl.Int64,
     "position": pl.Int64,
-    "movie_id": pl.Int64,
+    "item_id": pl.Int64,
     "relevant": pl.Boolean,
 }
 
@@ -68,9 +68,9 @@ def choose_ladder(
     ladders: Sequence[tuple[int, tuple[int, ...]]] = LADDERS,
 ) -> Ladder | None:
     """The first of `ladders` at least `min_agents` users (of `users`, default all) can fill
-    from their `positives` (user_id, movie_id), else the one most users can fill (the
+    from their `positives` (user_id, item_id), else the one most users can fill (the
     longest on a tie); None when no user can fill any."""
-    frame = positives.select("user_id", "movie_id").unique()
+    frame = positives.select("user_id", "item_id").unique()
     if users is not None:
         frame = frame.filter(pl.col("user_id").is_in(sorted({int(u) for u in users})))
     counts = frame.group_by("user_id").len().get_column("len").to_numpy()
@@ -91,7 +91,7 @@ def ratio_name(m: int) -> str:
 def mixed_lists(
     positives: pl.DataFrame,
     excluded: pl.DataFrame,
-    movie_ids: Sequence[int] | np.ndarray,
+    item_ids: Sequence[int] | np.ndarray,
     ratios: Sequence[int],
     list_length: int = 20,
     seed: int = 0,
@@ -99,8 +99,8 @@ def mixed_lists(
     stream: str = "lists",
     full_lists_only: bool = False,
 ) -> pl.DataFrame:
-    """One list per (user, ratio 1:m): held-out `positives` (user_id, movie_id) mixed with
-    movies of `movie_ids` the user has no row of in `excluded`; LIST_SCHEMA rows.
+    """One list per (user, ratio 1:m): held-out `positives` (user_id, item_id) mixed with
+    movies of `item_ids` the user has no row of in `excluded`; LIST_SCHEMA rows.
     `full_lists_only`: leave out the users with too few positives for a full list at every ratio.
 
     A user's lists at every ratio draw from its own named random stream, so adding a user
@@ -110,13 +110,13 @@ def mixed_lists(
     bad = [m for m in ratios if int(m) < 1]
     if bad:
         raise ValueError(f"alignment ratios are 1:m with m >= 1, got m = {bad}")
-    catalogue = np.unique(np.asarray(movie_ids, dtype=np.int64))
+    catalogue = np.unique(np.asarray(item_ids, dtype=np.int64))
     in_catalogue = set(catalogue.tolist())
     by_user = {
         u: np.asarray(sorted(set(ms)), dtype=np.int64)
-        for u, ms in positives.group_by("user_id").agg("movie_id").iter_rows()
+        for u, ms in positives.group_by("user_id").agg("item_id").iter_rows()
     }
-    seen = {u: set(ms) for u, ms in excluded.group_by("user_id").agg("movie_id").iter_rows()}
+    seen = {u: set(ms) for u, ms in excluded.group_by("user_id").agg("item_id").iter_rows()}
     chosen = sorted(by_user) if users is None else sorted(set(int(u) for u in users) & set(by_user))
     if full_lists_only:
         need = max(max(list_length // (m + 1), 1) for m in ratios)
@@ -149,7 +149,7 @@ def history_holdout(
     were] not utilized for profile initialization"): per user of `users`, up to `n` of its
     `ratings` drawn at random as positives and as many more, disjoint, for fitting the
     answer's thresholds; each at most a quarter of the user's rows, so at least half stays
-    for its profile.  (positives, threshold positives) as (user_id, movie_id) frames; each
+    for its profile.  (positives, threshold positives) as (user_id, item_id) frames; each
     user draws from its own named stream, so adding a user changes no other's draw.  The
     caller builds the agents and fits the brain on `ratings` without both."""
     if n < 1:
@@ -157,7 +157,7 @@ def history_holdout(
     wanted = sorted({int(u) for u in users})
     picked: list[tuple[int, int]] = []
     tuned: list[tuple[int, int]] = []
-    grouped = ratings.filter(pl.col("user_id").is_in(wanted)).group_by("user_id").agg(pl.col("movie_id").unique())
+    grouped = ratings.filter(pl.col("user_id").is_in(wanted)).group_by("user_id").agg(pl.col("item_id").unique())
     for user, movies in sorted(grouped.iter_rows()):
         movies = np.sort(np.asarray(movies, dtype=np.int64))
         k = min(n, movies.size // 4)
@@ -166,7 +166,7 @@ def history_holdout(
         order = named_rng(seed, "history hold-out", int(user)).permutation(movies.size)
         picked += [(int(user), int(m)) for m in movies[order[:k]]]
         tuned += [(int(user), int(m)) for m in movies[order[k : 2 * k]]]
-    schema = {"user_id": pl.Int64, "movie_id": pl.Int64}
+    schema = {"user_id": pl.Int64, "item_id": pl.Int64}
     return pl.DataFrame(picked, schema=schema, orient="row"), pl.DataFrame(tuned, schema=schema, orient="row")
 
 

@@ -113,7 +113,7 @@ def fit_taste_thresholds(
     window: pl.DataFrame,
     fitted: Mapping[str, pl.DataFrame],
     held_out: pl.DataFrame,
-    movie_ids: Sequence[int] | np.ndarray,
+    item_ids: Sequence[int] | np.ndarray,
     ratios: Sequence[int] = TASTE_RATIOS,
     list_length: int = 20,
     seed: int = 0,
@@ -127,7 +127,7 @@ def fit_taste_thresholds(
     `window` sharing a pair with it or reaching past its start; its labels are never used.
     `max_agents` (0: all) caps the agents, drawn with `seed`."""
     check_threshold_window(window, held_out, "taste threshold")
-    known = pl.concat([f.select("user_id", "movie_id") for f in (*fitted.values(), window)])
+    known = pl.concat([f.select("user_id", "item_id") for f in (*fitted.values(), window)])
     by_user = {s.user_id: s for s in sessions}
     users = sorted(set(window.get_column("user_id").to_list()) & set(by_user))
     if max_agents and len(users) > max_agents:
@@ -138,7 +138,7 @@ def fit_taste_thresholds(
         )
     if not users:
         raise ValueError("taste threshold: no agent has ratings in the threshold window")
-    lists = mixed_lists(window, known, movie_ids, ratios, list_length, seed, users, stream="taste threshold")
+    lists = mixed_lists(window, known, item_ids, ratios, list_length, seed, users, stream="taste threshold")
     return thresholds_on_lists(score, sessions, lists)
 
 
@@ -151,7 +151,7 @@ def thresholds_on_lists(score: Scorer, sessions: Sequence[AgentSession], lists: 
     grouped = (
         lists.sort("ratio", "user_id", "position")
         .group_by("ratio", "user_id", maintain_order=True)
-        .agg("movie_id", "relevant")
+        .agg("item_id", "relevant")
     )
     scored: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for ratio, user, movies, relevant in grouped.iter_rows():
@@ -339,7 +339,7 @@ def papers_holdout_taste(
     train: pl.DataFrame,
     judged: Sequence[int],
     known: pl.DataFrame,
-    movie_ids: Sequence[int] | np.ndarray,
+    item_ids: Sequence[int] | np.ndarray,
     held_out: int = 10,
     ratios: Sequence[int] = TASTE_RATIOS,
     list_length: int = 20,
@@ -357,14 +357,14 @@ def papers_holdout_taste(
     when no judged user has enough train ratings for a draw."""
     positives, tuning = history_holdout(train, judged, held_out, seed)
     kept = train.join(
-        pl.concat([positives, tuning]).select("user_id", "movie_id"), on=["user_id", "movie_id"], how="anti"
+        pl.concat([positives, tuning]).select("user_id", "item_id"), on=["user_id", "item_id"], how="anti"
     )
     agents = rebuild_agents(kept)
     users = sorted(set(positives.get_column("user_id").to_list()) & set(agents.profiles))
     if not users:  # no judged user has train ratings enough for a draw
         return None, None
-    threshold_lists = mixed_lists(tuning, known, movie_ids, ratios, list_length, seed, users, "taste threshold")
+    threshold_lists = mixed_lists(tuning, known, item_ids, ratios, list_length, seed, users, "taste threshold")
     answer, thresholds = answerer_for(agents, kept, threshold_lists)
-    lists = mixed_lists(positives, known, movie_ids, ratios, list_length, seed, users, "taste")
+    lists = mixed_lists(positives, known, item_ids, ratios, list_length, seed, users, "taste")
     result = taste_per_item(answer, agents.sessions(users), lists, seed, n_bootstrap, progress=progress)
     return replace(result, protocol=PAPERS_HOLDOUT), thresholds

@@ -183,7 +183,7 @@ def measure_taste(
     train: pl.DataFrame,
     valid: pl.DataFrame,
     test: pl.DataFrame,
-    movie_ids: np.ndarray,
+    item_ids: np.ndarray,
     papers_holdout: int = 0,
     users_frame: pl.DataFrame | None = None,
     rebuild: Callable[[pl.DataFrame], object] | None = None,
@@ -197,8 +197,8 @@ def measure_taste(
     ratings, `users_frame` every user)."""
     s, brain, catalogue, sessions = opening.settings, opening.brain, opening.catalogue, opening.sessions
     kind = opening.kind
-    known = pl.concat([f.select("user_id", "movie_id") for f in (train, valid, test)])
-    lists = mixed_lists(test, known, movie_ids, TASTE_RATIOS, 20, s.seed, opening.users, stream="taste")
+    known = pl.concat([f.select("user_id", "item_id") for f in (train, valid, test)])
+    lists = mixed_lists(test, known, item_ids, TASTE_RATIOS, 20, s.seed, opening.users, stream="taste")
 
     def dry_run(meter):  # both protocols, every prompt written and counted, nothing sent
         taste_discrimination(meter, sessions, lists, catalogue, s.seed, n_bootstrap=10, progress=False)
@@ -211,7 +211,7 @@ def measure_taste(
 
     def on_validation(scorer):
         return fit_taste_thresholds(
-            scorer, agents.sessions(), valid, {"train": train}, test, movie_ids, TASTE_RATIOS, 20, s.seed, s.agents
+            scorer, agents.sessions(), valid, {"train": train}, test, item_ids, TASTE_RATIOS, 20, s.seed, s.agents
         )
 
     answered = kind.answer_taste(brain, TasteQuestion(catalogue, s.seed, on_validation))
@@ -228,7 +228,7 @@ def measure_taste(
             train,
             opening.users,
             known,
-            movie_ids,
+            item_ids,
             held_out=papers_holdout,
             seed=s.seed,
             n_bootstrap=s.n_bootstrap,
@@ -269,17 +269,17 @@ def measure_list_quality(
     train: pl.DataFrame,
     valid: pl.DataFrame,
     test: pl.DataFrame,
-    movie_ids: np.ndarray,
+    item_ids: np.ndarray,
 ) -> ListQuality:
     """Sandbox sessions on lists of rising quality (A/B Agent Fig. 5) on the `ladder`'s lists of
     the `liked` held-out items, through the one simulation path; the read-out beside real
     users' response on the same lists, and the brain's own calibration where it has one."""
     s, brain, catalogue, sessions = opening.settings, opening.brain, opening.catalogue, opening.sessions
-    known = pl.concat([f.select("user_id", "movie_id") for f in (train, valid, test)])
+    known = pl.concat([f.select("user_id", "item_id") for f in (train, valid, test)])
     lists = mixed_lists(
         liked,
         known,
-        movie_ids,
+        item_ids,
         ladder.ratios,
         ladder.list_length,
         s.seed,

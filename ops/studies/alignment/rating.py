@@ -57,7 +57,7 @@ PREDICTION = {
 
 @dataclass
 class RatingAlignment:
-    """pairs: user_id, movie_id, rating (real), simulated (the brain's), and one column per
+    """pairs: user_id, item_id, rating (real), simulated (the brain's), and one column per
     baseline; prediction: PREDICTION rows (the brain, the user mean, every arm; "best arm"
     marks the best); distribution: star, real_share, simulated_share; wasserstein: the
     distance between the two star distributions; unanswered: pairs the brain did not rate
@@ -93,12 +93,12 @@ class RatingAlignment:
 
 
 def rating_pairs(held_out: pl.DataFrame, users: Sequence[int], max_per_agent: int = 0, seed: int = 0) -> pl.DataFrame:
-    """user_id, movie_id, rating of the held-out window for `users`, at most `max_per_agent`
+    """user_id, item_id, rating of the held-out window for `users`, at most `max_per_agent`
     per agent (0 = all), drawn from the agent's own stream."""
     frame = (
         held_out.filter(pl.col("user_id").is_in(list(users)))
-        .select("user_id", "movie_id", "rating")
-        .sort("user_id", "movie_id")
+        .select("user_id", "item_id", "rating")
+        .sort("user_id", "item_id")
     )
     if max_per_agent <= 0:
         return frame
@@ -126,9 +126,9 @@ def brain_ratings(
     missing = sorted(set(pairs.get_column("user_id").to_list()) - set(by_user))
     if missing:
         raise ValueError(f"rating prediction: no agent for user(s) {missing[:10]}")
-    movies = pairs.group_by("user_id").agg("movie_id")
+    movies = pairs.group_by("user_id").agg("item_id")
     brain.prepare([by_user[u] for u in movies.get_column("user_id").to_list()], dict(movies.iter_rows()))
-    questions = list(pairs.select("user_id", "movie_id").iter_rows())
+    questions = list(pairs.select("user_id", "item_id").iter_rows())
     outcomes: list[str | None] = []  # every decision's fallback reason (None: answered)
 
     def rate(question) -> int | None:
@@ -158,7 +158,7 @@ def offline_rating_predictors(
 
     if valid.height > max_pairs:
         valid = valid[np.sort(named_rng(seed, "isotonic sample").choice(valid.height, max_pairs, replace=False))]
-    users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("movie_id").to_numpy()
+    users, movies = valid.get_column("user_id").to_numpy(), valid.get_column("item_id").to_numpy()
     ratings = valid.get_column("rating").to_numpy().astype(float)
 
     predictors = {}
@@ -202,7 +202,7 @@ def rating_alignment(
         pairs = pairs.with_columns(
             pl.Series(
                 column,
-                predict(pairs.get_column("user_id").to_numpy(), pairs.get_column("movie_id").to_numpy()),
+                predict(pairs.get_column("user_id").to_numpy(), pairs.get_column("item_id").to_numpy()),
                 dtype=pl.Float64,
             )
         )

@@ -37,7 +37,6 @@ import numpy as np
 import polars as pl
 
 from ops.agents.session import AgentSession
-from ops.arms.base import arm_frame, internal_frame
 from ops.arms.degraded import LIST_LENGTH, degrade_lists
 from ops.readout.ab_readout import ABReadout, ab_readout
 from ops.readout.power import minimum_detectable_difference, variance_components
@@ -90,17 +89,17 @@ def ladder_lists(
     users: Sequence[int] | None = None,
     length: int = LIST_LENGTH,
 ) -> pl.DataFrame:
-    """ratio (the rung, `step_name`), user_id, position, movie_id: the control's lists of
+    """ratio (the rung, `step_name`), user_id, position, item_id: the control's lists of
     `users` (default all) at every rung, for `simulate_lists`."""
     if any(s < 0 or s > length for s in slots):
         raise ValueError(f"sensitivity ladder: slots must lie in 0..{length}, got {list(slots)}")
     lists = control_lists if users is None else control_lists.filter(pl.col("user_id").is_in(list(users)))
     frames = [
-        internal_frame(degrade_lists(arm_frame(lists), s, arm_frame(seen), item_ids, seed)).select(
+        degrade_lists(lists, s, seen, item_ids, seed).select(
             pl.lit(step_name(s, length)).alias("ratio"),
             "user_id",
             pl.col("rank").alias("position"),
-            "movie_id",
+            "item_id",
         )
         for s in sorted(set(slots))
     ]
@@ -246,7 +245,7 @@ def sensitivity_study(
 ) -> Sensitivity:
     """The ladder (module docstring) for the agents of `sessions_per_agent` (user ->
     sessions, `run_agents`) on `control`'s lists; `seen`: the train window's (user_id,
-    movie_id) pairs, never drawn; `item_ids`: the catalogue."""
+    item_id) pairs, never drawn; `item_ids`: the catalogue."""
     if 0 not in slots:
         raise ValueError("sensitivity ladder: the rungs must include 0 (the intact lists), the control")
     users = sorted(set(sessions_per_agent) & set(control_lists.get_column("user_id").to_list()))

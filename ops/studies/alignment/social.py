@@ -76,10 +76,10 @@ def tiers_frame(profiles) -> pl.DataFrame:
 
 def real_behaviour(held_out: pl.DataFrame, movie_mean: pl.DataFrame, movies: pl.DataFrame) -> pl.DataFrame:
     """user_id, interactions, clicks (null: not observed), rating_gap, genres of every user
-    active in the held-out window.  `movie_mean`: movie_id, mean (the train window's mean
-    rating); `movies`: movie_id, genres."""
-    rated = held_out.join(movie_mean, on="movie_id", how="left").join(
-        movies.select("movie_id", "genres"), on="movie_id", how="left"
+    active in the held-out window.  `movie_mean`: item_id, mean (the train window's mean
+    rating); `movies`: item_id, genres."""
+    rated = held_out.join(movie_mean, on="item_id", how="left").join(
+        movies.select("item_id", "genres"), on="item_id", how="left"
     )
     return (
         rated.group_by("user_id")
@@ -99,7 +99,7 @@ def real_session_behaviour(held_out: pl.DataFrame, movies: pl.DataFrame, gap_s: 
     seconds pass without one; interactions = mean ratings per session, genres = mean
     distinct genres per session, sessions = how many.  `real_behaviour` counts the whole
     window instead, which mixes how often a user comes with how much it does per visit.
-    `held_out` needs a timestamp (seconds); `movies`: movie_id, genres."""
+    `held_out` needs a timestamp (seconds); `movies`: item_id, genres."""
     if "timestamp" not in held_out.columns:
         raise ValueError("real_session_behaviour: the held-out window has no timestamp column")
     rated = held_out.sort("user_id", "timestamp").with_columns(
@@ -109,7 +109,7 @@ def real_session_behaviour(held_out: pl.DataFrame, movies: pl.DataFrame, gap_s: 
         .alias("_session")
     )
     per_session = (
-        rated.join(movies.select("movie_id", "genres"), on="movie_id", how="left")
+        rated.join(movies.select("item_id", "genres"), on="item_id", how="left")
         .group_by("user_id", "_session")
         .agg(
             pl.len().cast(pl.Float64).alias("interactions"),
@@ -155,11 +155,11 @@ def _counted(
     genres watched (0 where none) and, with `movie_mean`, the mean squared rating gap."""
     acts = events.filter(pl.col("action").is_in([CLICK_MOVIE, WATCH_AND_RATE]))
     watched = events.filter(pl.col("action") == WATCH_AND_RATE).join(
-        movies.select("movie_id", "genres"), on="movie_id", how="left"
+        movies.select("item_id", "genres"), on="item_id", how="left"
     )
     gap = []
     if movie_mean is not None:
-        watched = watched.join(movie_mean, on="movie_id", how="left")
+        watched = watched.join(movie_mean, on="item_id", how="left")
         gap = [((pl.col("rating") - pl.col("mean")) ** 2).mean().alias("rating_gap")]
     return (
         events.select(keys)
@@ -324,11 +324,11 @@ def conformity_on_pairs(
     seed: int = 0,
 ) -> pl.DataFrame:
     """The conformity trait on the rating-prediction pairs (`rating.brain_ratings`: user_id,
-    movie_id, rating, simulated): each agent's mean squared gap between its rating and the
+    item_id, rating, simulated): each agent's mean squared gap between its rating and the
     movie's train mean, real (`rating`) beside simulated (`simulated`), as SOCIAL rows.  The
     same movies on both sides, so a rating rule is judged on how it rates, not on which
     movies its sessions happened to watch."""
-    joined = rated.drop_nulls("simulated").join(movie_mean, on="movie_id", how="inner")
+    joined = rated.drop_nulls("simulated").join(movie_mean, on="item_id", how="inner")
     rows = []
     for side, column in (("real", "rating"), ("simulated", "simulated")):
         gap = joined.group_by("user_id").agg(((pl.col(column) - pl.col("mean")) ** 2).mean().alias("rating_gap"))

@@ -149,7 +149,7 @@ def taste_discrimination(
         raise ValueError(f"taste discrimination: no agent for user(s) {missing[:10]}")
     questions = list_questions(lists)
     users = sorted({user for _, user, _, _ in questions})
-    items = lists.group_by("user_id").agg(pl.col("movie_id").unique())
+    items = lists.group_by("user_id").agg(pl.col("item_id").unique())
     brain.prepare([by_user[u] for u in users], {u: ms for u, ms in items.iter_rows()})
     outcomes: list[str | None] = []  # every decision's fallback reason (None: answered)
 
@@ -188,8 +188,8 @@ def would_watch(
             outcomes.append(decision.fallback_reason)
         on_page = set(sandbox.page_items())
         picked |= on_page & set(decision.caught_eye)
-        if decision.action == CLICK_MOVIE and decision.movie_id in on_page:
-            picked.add(int(decision.movie_id))
+        if decision.action == CLICK_MOVIE and decision.item_id in on_page:
+            picked.add(int(decision.item_id))
     return picked
 
 
@@ -220,7 +220,7 @@ def list_questions(lists: pl.DataFrame) -> list[tuple]:
     grouped = (
         lists.sort("ratio", "user_id", "position")
         .group_by("ratio", "user_id", maintain_order=True)
-        .agg("movie_id", "relevant")
+        .agg("item_id", "relevant")
     )
     return list(grouped.iter_rows())
 

@@ -31,17 +31,17 @@ def check_held_out(
     protocol: str,
     fit_last_timestamp: int | None = None,
 ) -> None:
-    """Raise LeakageError when `held_out` (user_id, movie_id[, timestamp]) shares a (user,
+    """Raise LeakageError when `held_out` (user_id, item_id[, timestamp]) shares a (user,
     movie) pair with any window in `fitted` (name -> frame), or holds a rating older than
     `fit_last_timestamp` (the last rating the brain was fitted on, None for a brain that
     fits nothing)."""
     if held_out.is_empty():
         return
-    keys = held_out.select("user_id", "movie_id")
+    keys = held_out.select("user_id", "item_id")
     for name, frame in fitted.items():
         if frame.is_empty():
             continue
-        shared = keys.join(frame.select("user_id", "movie_id"), on=["user_id", "movie_id"], how="semi")
+        shared = keys.join(frame.select("user_id", "item_id"), on=["user_id", "item_id"], how="semi")
         if shared.height:
             raise LeakageError(
                 f"{protocol}: {shared.height} held-out (user, movie) pairs are in the {name} window the brain was fitted on, "

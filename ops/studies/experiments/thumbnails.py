@@ -80,7 +80,7 @@ def sample_movies(catalogue: pl.DataFrame, n_movies: int, seed: int) -> list[int
     ids = [
         m
         for m, p in zip(
-            with_poster.get_column("movie_id").to_list(),
+            with_poster.get_column("item_id").to_list(),
             with_poster.select(pl.coalesce("poster_small", "poster_large")).to_series().to_list(),
         )
         if Path(p).is_file()
@@ -92,14 +92,14 @@ def sample_movies(catalogue: pl.DataFrame, n_movies: int, seed: int) -> list[int
 
 
 def write_versions(
-    catalogue: pl.DataFrame, movie_ids: Sequence[int], folder: Path, versions: Sequence[str] = VERSIONS
+    catalogue: pl.DataFrame, item_ids: Sequence[int], folder: Path, versions: Sequence[str] = VERSIONS
 ) -> dict[str, pl.DataFrame]:
     """Per version, the catalogue with the sampled movies' posters (small and large)
     replaced by that version's image, written under `folder`/<version>/<movie>.png."""
-    chosen = set(int(m) for m in movie_ids)
+    chosen = set(int(m) for m in item_ids)
     sources = {
-        int(r["movie_id"]): r["poster_large"] or r["poster_small"]
-        for r in catalogue.filter(pl.col("movie_id").is_in(list(chosen))).iter_rows(named=True)
+        int(r["item_id"]): r["poster_large"] or r["poster_small"]
+        for r in catalogue.filter(pl.col("item_id").is_in(list(chosen))).iter_rows(named=True)
     }
     out = {}
     for version in versions:
@@ -109,25 +109,21 @@ def write_versions(
             path.parent.mkdir(parents=True, exist_ok=True)
             poster_version(load_poster(source), version).save(path)
             paths[movie] = str(path)
-        replaced = pl.col("movie_id").replace_strict(paths, default=None, return_dtype=pl.Utf8)
+        replaced = pl.col("item_id").replace_strict(paths, default=None, return_dtype=pl.Utf8)
         out[version] = catalogue.with_columns(
-            poster_small=pl.when(pl.col("movie_id").is_in(list(paths)))
-            .then(replaced)
-            .otherwise(pl.col("poster_small")),
-            poster_large=pl.when(pl.col("movie_id").is_in(list(paths)))
-            .then(replaced)
-            .otherwise(pl.col("poster_large")),
+            poster_small=pl.when(pl.col("item_id").is_in(list(paths))).then(replaced).otherwise(pl.col("poster_small")),
+            poster_large=pl.when(pl.col("item_id").is_in(list(paths))).then(replaced).otherwise(pl.col("poster_large")),
         )
     return out
 
 
 def thumbnail_lists(
-    users: Sequence[int], movie_ids: Sequence[int], rated: pl.DataFrame, list_length: int = 20, seed: int = 0
+    users: Sequence[int], item_ids: Sequence[int], rated: pl.DataFrame, list_length: int = 20, seed: int = 0
 ) -> pl.DataFrame:
     """TOP_K rows (arm "thumbnails"): per user `list_length` sampled movies it never rated in
-    `rated` (user_id, movie_id), shuffled by the user's own stream."""
-    seen = {u: set(ms) for u, ms in rated.group_by("user_id").agg("movie_id").iter_rows()}
-    pool = np.asarray(sorted(int(m) for m in movie_ids), dtype=np.int64)
+    `rated` (user_id, item_id), shuffled by the user's own stream."""
+    seen = {u: set(ms) for u, ms in rated.group_by("user_id").agg("item_id").iter_rows()}
+    pool = np.asarray(sorted(int(m) for m in item_ids), dtype=np.int64)
     rows = []
     for user in sorted(int(u) for u in users):
         candidates = np.asarray([m for m in pool if m not in seen.get(user, ())], dtype=np.int64)
@@ -138,7 +134,7 @@ def thumbnail_lists(
         rows += [("thumbnails", user, rank + 1, int(m), float(list_length - rank)) for rank, m in enumerate(chosen)]
     return pl.DataFrame(
         rows,
-        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "movie_id": pl.Int64, "score": pl.Float64},
+        schema={"arm": pl.Utf8, "user_id": pl.Int64, "rank": pl.Int64, "item_id": pl.Int64, "score": pl.Float64},
         orient="row",
     )
 
@@ -288,14 +284,14 @@ def thumbnail_experiment(
     """Sample `n_movies` movies and `n_agents` agents, write each poster version under
     `folder`/posters, give each agent a home page of `list_length` of the sampled movies it
     never rated, and let brain `kind` (named `brain` in the text) browse it once per version.
-    A brain that reads poster vectors gets each version's from `poster_vectors(frames, movie_ids)`
+    A brain that reads poster vectors gets each version's from `poster_vectors(frames, item_ids)`
     (version -> movie id -> vector; the original version is the fitted brain's own)."""
-    movie_ids = sample_movies(catalogue, n_movies, seed)
+    item_ids = sample_movies(catalogue, n_movies, seed)
     users = sample_agents(sorted(agents.profiles), n_agents, seed)
-    lists = thumbnail_lists(users, movie_ids, train, list_length, seed)
+    lists = thumbnail_lists(users, item_ids, train, list_length, seed)
     users = sorted(set(lists.get_column("user_id").to_list()))
-    frames = write_versions(catalogue, movie_ids, folder / "posters")
-    posters = poster_vectors(frames, movie_ids) if kind.reads_poster_vectors and poster_vectors is not None else {}
+    frames = write_versions(catalogue, item_ids, folder / "posters")
+    posters = poster_vectors(frames, item_ids) if kind.reads_poster_vectors and poster_vectors is not None else {}
     by_version = {v: version_sources(sources, Catalogue.from_frame(frames[v]), posters.get(v)) for v in VERSIONS}
     events = simulate_versions(lists, agents.sessions(users), kind, by_version, seed=seed, run_id=run_id)
     table, _ = thumbnail_table(events)
@@ -315,7 +311,7 @@ def thumbnail_experiment(
         pl.col("p_value").round(4),
     )
     body = [
-        f"{len(movie_ids)} movies, {len(users)} agents, {brain} brain; click rate = clicks ÷ home impressions per agent.",
+        f"{len(item_ids)} movies, {len(users)} agents, {brain} brain; click rate = clicks ÷ home impressions per agent.",
         "",
         table_markdown(shown),
         "",

@@ -54,35 +54,35 @@ class EmbeddedBrain:
         """Score every (user, shown movie) pair once; `decide` then only looks them up."""
         self._score_many([(s, shown.get(s.user_id, ())) for s in sessions])
 
-    def click_probability(self, session: AgentSession, movie_ids: Sequence[int], slot: int = 1) -> np.ndarray:
+    def click_probability(self, session: AgentSession, item_ids: Sequence[int], slot: int = 1) -> np.ndarray:
         """P(a card catches the eye) at a given page slot (1..5): the home-page decision's core."""
-        scores = self._ensure(session, movie_ids)
-        logit = scores.click_logit[[scores.index[int(m)] for m in movie_ids]]
+        scores = self._ensure(session, item_ids)
+        logit = scores.click_logit[[scores.index[int(m)] for m in item_ids]]
         return _sigmoid(logit - self.config.position_decay * (slot - 1) + self.config.click_bias)
 
-    def click_logits(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
+    def click_logits(self, session: AgentSession, item_ids: Sequence[int]) -> np.ndarray:
         """The click decision's log-odds (calibrated scale and shift applied) before the
         position decay and `click_bias`."""
-        scores = self._ensure(session, movie_ids)
-        return scores.click_logit[[scores.index[int(m)] for m in movie_ids]]
+        scores = self._ensure(session, item_ids)
+        return scores.click_logit[[scores.index[int(m)] for m in item_ids]]
 
-    def like_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
-        scores = self._ensure(session, movie_ids)
-        return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in movie_ids]])
+    def like_probability(self, session: AgentSession, item_ids: Sequence[int]) -> np.ndarray:
+        scores = self._ensure(session, item_ids)
+        return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in item_ids]])
 
-    def click_and_watch_log_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
+    def click_and_watch_log_probability(self, session: AgentSession, item_ids: Sequence[int]) -> np.ndarray:
         """log P(the card catches the eye at the first slot) + log P(watch on its detail page),
         in log space so that no two movies tie where the probabilities round to 1."""
-        scores = self._ensure(session, movie_ids)
-        idx = [scores.index[int(m)] for m in movie_ids]
+        scores = self._ensure(session, item_ids)
+        idx = [scores.index[int(m)] for m in item_ids]
         click = scores.click_logit[idx] + self.config.click_bias
         watch = scores.like_logit[idx] + self.config.watch_bias
         return -np.logaddexp(0.0, -click) - np.logaddexp(0.0, -watch)
 
-    def watch_probability(self, session: AgentSession, movie_ids: Sequence[int]) -> np.ndarray:
+    def watch_probability(self, session: AgentSession, item_ids: Sequence[int]) -> np.ndarray:
         """P(watch | on its detail page): the detail page's decision when `back` is offered."""
-        scores = self._ensure(session, movie_ids)
-        return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in movie_ids]] + self.config.watch_bias)
+        scores = self._ensure(session, item_ids)
+        return _sigmoid(scores.like_logit[[scores.index[int(m)] for m in item_ids]] + self.config.watch_bias)
 
     # -- one step ----------------------------------------------------------------------
 
@@ -94,7 +94,7 @@ class EmbeddedBrain:
 
     def _home_page(self, session: AgentSession, obs: Observation, rng: np.random.Generator) -> Decision:
         c = self.config
-        ids = [card.movie_id for card in obs.items]
+        ids = [card.item_id for card in obs.items]
         scores = self._ensure(session, ids)
         logits = scores.click_logit
         # Plain floats: a handful of cards per page, where numpy's per-call cost dominates.
@@ -104,7 +104,7 @@ class EmbeddedBrain:
         ]
         best_p = max(p, default=0.0)
         interest = 1 + sum(best_p >= cut for cut in c.home_interest_cuts)
-        clicked = {e.movie_id for e in session.short_term if e.action == CLICK_MOVIE}
+        clicked = {e.item_id for e in session.short_term if e.action == CLICK_MOVIE}
         caught = _carried_caught_eye(session.short_term, obs.page_number)
         if caught is None:  # a fresh look at this page
             u = rng.random(len(ids)).tolist()
@@ -116,7 +116,7 @@ class EmbeddedBrain:
                 action=CLICK_MOVIE,
                 interest=interest,
                 reason=self._reason(session, scores, scores.index[best], self._click_terms, positive=True),
-                movie_id=best,
+                item_id=best,
                 caught_eye=caught,
             )
         if NEXT_PAGE in obs.legal_actions:
@@ -137,9 +137,9 @@ class EmbeddedBrain:
 
     def _detail_page(self, session: AgentSession, obs: Observation, rng: np.random.Generator) -> Decision:
         c = self.config
-        movie_id = obs.detail.card.movie_id
-        scores = self._ensure(session, [movie_id])
-        i = scores.index[movie_id]
+        item_id = obs.detail.card.item_id
+        scores = self._ensure(session, [item_id])
+        i = scores.index[item_id]
         like_logit = float(scores.like_logit[i])
         p_like = _sigmoid1(like_logit)
         interest = 1 + sum(p_like >= cut for cut in c.detail_interest_cuts)
@@ -159,11 +159,11 @@ class EmbeddedBrain:
                 action=WATCH_AND_RATE,
                 interest=interest,
                 reason=f"rated {rating}: " + self._reason(session, scores, i, self._like_terms, positive=liked),
-                movie_id=movie_id,
+                item_id=item_id,
                 rating=rating,
             )
         reason = "not for me: " + self._reason(session, scores, i, self._like_terms, positive=False)
-        return Decision(BACK, interest, reason, movie_id=movie_id)
+        return Decision(BACK, interest, reason, item_id=item_id)
 
     def _rating(self, mean: float, z: float, conformity: float = 0.0, crowd: float | None = None) -> int:
         """The star rating for a predicted mean `mean` under the configured rule (z: the
@@ -192,7 +192,7 @@ class EmbeddedBrain:
     def exit_interview(self, session: AgentSession, rng: np.random.Generator) -> tuple[int, str]:
         c = self.config
         watched = [
-            (e.movie_id, e.rating) for e in session.short_term if e.action == WATCH_AND_RATE and e.rating is not None
+            (e.item_id, e.rating) for e in session.short_term if e.action == WATCH_AND_RATE and e.rating is not None
         ]
         likes = [m for m, r in watched if r >= c.like_threshold]
         dislikes = [m for m, r in watched if r <= 2]
@@ -245,14 +245,14 @@ class EmbeddedBrain:
         watches = [
             e
             for e in session.short_term
-            if e.action == WATCH_AND_RATE and e.rating is not None and e.movie_id is not None
+            if e.action == WATCH_AND_RATE and e.rating is not None and e.item_id is not None
         ]
         if len(watches) == self._reflected.get(uid, 0):
             return  # nothing new to reflect on
         memory = session.memory
         start = int(memory.timestamps.max()) + 1 if len(memory) else 0
         grown = memory.grow(
-            [e.movie_id for e in watches],
+            [e.item_id for e in watches],
             [e.rating for e in watches],
             start + np.arange(len(watches)),
             [""] * len(watches),
@@ -263,11 +263,11 @@ class EmbeddedBrain:
 
     # -- scoring -----------------------------------------------------------------------
 
-    def _ensure(self, session: AgentSession, movie_ids: Sequence[int]) -> PairScores:
+    def _ensure(self, session: AgentSession, item_ids: Sequence[int]) -> PairScores:
         scores = self._scores.get(session.user_id)
-        if scores is not None and all(int(m) in scores.index for m in movie_ids):
+        if scores is not None and all(int(m) in scores.index for m in item_ids):
             return scores
-        self._score_many([(session, movie_ids)])
+        self._score_many([(session, item_ids)])
         return self._scores[session.user_id]
 
     def _score_many(self, requests: Sequence[tuple[AgentSession, Sequence[int]]]) -> None:
@@ -287,10 +287,10 @@ class EmbeddedBrain:
             self._agents.update(agent_states({u: s.memory for u, s in fresh.items()}, profiles, self.ctx, self.config))
         # Group by the HistoryStats chunk the agents were prepared with (one per batch).
         groups: dict[int, list[tuple[int, list[int]]]] = {}
-        for session, movie_ids in requests:
+        for session, item_ids in requests:
             uid = session.user_id
             known = self._scores.get(uid)
-            new = [int(m) for m in dict.fromkeys(movie_ids) if known is None or int(m) not in known.index]
+            new = [int(m) for m in dict.fromkeys(item_ids) if known is None or int(m) not in known.index]
             if new:
                 groups.setdefault(id(self._agents[uid].stats), []).append((uid, new))
         for items in groups.values():

@@ -13,10 +13,10 @@ from scipy import sparse
 from scipy.sparse.linalg import svds
 
 
-def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> np.ndarray:
+def collab_item_factors(train: pl.DataFrame, item_ids: np.ndarray, k: int) -> np.ndarray:
     """Item factors after PureSVD (Cremonesi et al. 2010): the top-k right singular vectors
     of the binary user x movie matrix of `train` scaled by their singular values, less the
-    leading one, each movie's row scaled to unit length; one row per movie of `movie_ids`
+    leading one, each movie's row scaled to unit length; one row per movie of `item_ids`
     (zeros for a movie nobody rated); (n, 0) when k is 0 or the window has too few users or
     movies for k factors.  Why binary: whether a user watched a movie is what the click
     decision predicts; the ratings enter through the like / rating models.  Why without the
@@ -25,13 +25,13 @@ def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> n
     at 1:9: click AUC 0.819 without the score, 0.820 with the raw PureSVD score, 0.828 with
     this one)."""
 
-    n = len(movie_ids)
+    n = len(item_ids)
     if k <= 0 or train.height == 0:
         return np.zeros((n, 0), dtype=np.float32)
-    rows = {int(m): i for i, m in enumerate(np.asarray(movie_ids).tolist())}
-    pairs = train.select("user_id", "movie_id").unique()
+    rows = {int(m): i for i, m in enumerate(np.asarray(item_ids).tolist())}
+    pairs = train.select("user_id", "item_id").unique()
     users = {u: i for i, u in enumerate(sorted(set(pairs.get_column("user_id").to_list())))}
-    m_idx = np.array([rows.get(int(m), -1) for m in pairs.get_column("movie_id").to_list()], dtype=np.int64)
+    m_idx = np.array([rows.get(int(m), -1) for m in pairs.get_column("item_id").to_list()], dtype=np.int64)
     u_idx = np.array([users[int(u)] for u in pairs.get_column("user_id").to_list()], dtype=np.int64)
     ok = m_idx >= 0
     matrix = sparse.csr_matrix((np.ones(int(ok.sum())), (u_idx[ok], m_idx[ok])), shape=(len(users), n))
@@ -44,40 +44,40 @@ def collab_item_factors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> n
     return (factors / np.maximum(np.linalg.norm(factors, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
-def item_neighbourhood_vectors(train: pl.DataFrame, movie_ids: np.ndarray, k: int) -> np.ndarray:
+def item_neighbourhood_vectors(train: pl.DataFrame, item_ids: np.ndarray, k: int) -> np.ndarray:
     """Each movie's column of the train window's binary user x movie matrix at unit length,
-    one row per movie of `movie_ids` (zeros for a movie nobody watched): the dot product of
+    one row per movie of `item_ids` (zeros for a movie nobody watched): the dot product of
     two rows is the movies' cosine similarity, so the collaborative score — a movie's row
     dotted with the mean row of the agent's remembered movies — is its mean item-item
     similarity to them, an item-kNN score over the whole memory with no factorisation.
     (n, 0) when `k` (collab_factors, here only on / off) is 0 or the window is empty."""
 
-    n = len(movie_ids)
+    n = len(item_ids)
     if k <= 0 or train.height == 0:
         return np.zeros((n, 0), dtype=np.float32)
-    rows = {int(m): i for i, m in enumerate(np.asarray(movie_ids).tolist())}
-    pairs = train.select("user_id", "movie_id").unique()
+    rows = {int(m): i for i, m in enumerate(np.asarray(item_ids).tolist())}
+    pairs = train.select("user_id", "item_id").unique()
     users = {u: i for i, u in enumerate(sorted(set(pairs.get_column("user_id").to_list())))}
-    m_idx = np.array([rows.get(int(m), -1) for m in pairs.get_column("movie_id").to_list()], dtype=np.int64)
+    m_idx = np.array([rows.get(int(m), -1) for m in pairs.get_column("item_id").to_list()], dtype=np.int64)
     u_idx = np.array([users[int(u)] for u in pairs.get_column("user_id").to_list()], dtype=np.int64)
     ok = m_idx >= 0
     columns = sparse.csr_matrix((np.ones(int(ok.sum())), (m_idx[ok], u_idx[ok])), shape=(n, len(users))).toarray()
     return (columns / np.maximum(np.linalg.norm(columns, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
-def pathsim_neighbours(history: pl.DataFrame, movie_ids: np.ndarray, k: int):
+def pathsim_neighbours(history: pl.DataFrame, item_ids: np.ndarray, k: int):
     """SimUSER's knowledge-graph memory as an item graph (§3.2, "Graph-Aware Dynamic Item
     Retrieval"): PathSim over the item–user–item paths of `history`,
     sim(i, j) = 2 |paths i→j| / (|paths i→i| + |paths j→j|) = 2 C_ij / (C_ii + C_jj) with C the
     co-interaction counts, each item keeping its `k` strongest neighbours (itself left out).
     A CSR matrix, catalogue row x catalogue row; None when `k` is 0 or the history is empty."""
 
-    n = len(movie_ids)
+    n = len(item_ids)
     if k <= 0 or history.height == 0:
         return None
-    pairs = history.select("user_id", "movie_id").unique()
-    ids = np.asarray(movie_ids, dtype=np.int64)
-    m = pairs.get_column("movie_id").to_numpy().astype(np.int64)
+    pairs = history.select("user_id", "item_id").unique()
+    ids = np.asarray(item_ids, dtype=np.int64)
+    m = pairs.get_column("item_id").to_numpy().astype(np.int64)
     pos = np.searchsorted(ids, m)
     ok = (pos < n) & (ids[np.minimum(pos, n - 1)] == m)
     users = np.unique(pairs.get_column("user_id").to_numpy(), return_inverse=True)[1]

@@ -81,7 +81,7 @@ class BrainContext:
     half_life_days: float = float("inf")
 
     def __post_init__(self) -> None:
-        n = len(self.facts.movie_ids)
+        n = len(self.facts.item_ids)
         if self.collab is None:
             self.collab = np.zeros((n, 0), dtype=np.float32)
         for name in ("trend_z", "age_z"):
@@ -91,7 +91,7 @@ class BrainContext:
     def similarity(self, kind: str, max_movies: int) -> np.ndarray | None:
         """The catalogue's movie x movie cosine matrix for "text" or "poster" (computed once,
         never pickled), or None when the catalogue is larger than `max_movies`."""
-        if len(self.facts.movie_ids) > max_movies:
+        if len(self.facts.item_ids) > max_movies:
             return None
         cache = self.__dict__.setdefault("_similarity", {})
         if kind not in cache:
@@ -194,10 +194,10 @@ class BrainContext:
     ) -> BrainContext:
         """The context of `train`, the history up to `clock` (default: its last timestamp),
         popularity weighted by recency with `half_life_days` (`ops.agents.clock`)."""
-        if not np.array_equal(vectors.movie_ids, facts.movie_ids):
+        if not np.array_equal(vectors.item_ids, facts.item_ids):
             raise ValueError("MovieVectors and MovieFacts must cover the same movies in the same order")
         profile_config = profile_config or ProfileConfig()
-        looks = {int(m): str(look) for m, look in zip(vectors.movie_ids, vectors.poster_look) if look}
+        looks = {int(m): str(look) for m, look in zip(vectors.item_ids, vectors.poster_look) if look}
         credits = movie_credits(facts, profile_config, looks, keywords=False)
         vote = facts.vote_average
         known = np.isfinite(vote)
@@ -205,7 +205,7 @@ class BrainContext:
         if known.sum() > 1:
             vote_z[known] = (vote[known] - vote[known].mean()) / max(vote[known].std(), 1e-6)
         clock = int(train.get_column("timestamp").max()) if clock is None and train.height else int(clock or 0)
-        seen = catalogue_at(train, facts.movie_ids, clock, half_life_days)
+        seen = catalogue_at(train, facts.item_ids, clock, half_life_days)
         logpop = np.log1p(seen.decayed)
         lift, groups = _demographic_lift(train, users, facts, demographic_prior)
         global_mean = float(train.get_column("rating").mean()) if train.height else 3.5
@@ -227,12 +227,12 @@ class BrainContext:
             decade=decade_index(facts.year),
             demographic_lift=lift,
             demographic_groups=groups,
-            collab=np.zeros((len(facts.movie_ids), 0), dtype=np.float32)
+            collab=np.zeros((len(facts.item_ids), 0), dtype=np.float32)
             if collab_family == "pathsim"
             else (item_neighbourhood_vectors if collab_family == "itemknn" else collab_item_factors)(
-                train, facts.movie_ids, collab_factors
+                train, facts.item_ids, collab_factors
             ),
-            neighbours=pathsim_neighbours(train, facts.movie_ids, collab_factors)
+            neighbours=pathsim_neighbours(train, facts.item_ids, collab_factors)
             if collab_family == "pathsim"
             else None,
             trend_z=_standardised(seen.trend, seen.count > 0),
@@ -401,21 +401,21 @@ def recall_weights(config: EmbeddedBrainConfig, ctx: BrainContext) -> RecallWeig
 
 def _demographic_lift(train: pl.DataFrame, users: pl.DataFrame | None, facts: MovieFacts, prior: float):
     if users is None or not {"user_id", "gender", "age"} <= set(users.columns) or train.height == 0:
-        return np.zeros((0, len(facts.movie_ids)), dtype=np.float32), {}
-    rows = {int(m): i for i, m in enumerate(facts.movie_ids.tolist())}
+        return np.zeros((0, len(facts.item_ids)), dtype=np.float32), {}
+    rows = {int(m): i for i, m in enumerate(facts.item_ids.tolist())}
     joined = (
-        train.select("user_id", "movie_id")
+        train.select("user_id", "item_id")
         .join(users.select("user_id", "gender", "age"), on="user_id", how="inner")
         .drop_nulls(["gender", "age"])
     )  # a domain without demographics (docs/data_model.md) has no groups
     keys = sorted({demographic_group(g, a) for g, a in joined.select("gender", "age").unique().iter_rows()} - {None})
     groups = {k: i for i, k in enumerate(keys)}
     counts = np.zeros((len(keys), len(rows)))
-    per = joined.group_by("gender", "age", "movie_id").len()
+    per = joined.group_by("gender", "age", "item_id").len()
     g_idx = np.array(
         [groups[demographic_group(g, a)] for g, a in per.select("gender", "age").iter_rows()], dtype=np.int64
     )
-    m_idx = np.array([rows.get(int(m), -1) for m in per.get_column("movie_id").to_list()], dtype=np.int64)
+    m_idx = np.array([rows.get(int(m), -1) for m in per.get_column("item_id").to_list()], dtype=np.int64)
     ok = m_idx >= 0
     np.add.at(counts, (g_idx[ok], m_idx[ok]), per.get_column("len").to_numpy()[ok])
     total = counts.sum()

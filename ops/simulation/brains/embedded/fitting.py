@@ -109,7 +109,7 @@ def fit_embedded_brain(
     validation window."""
     config = config or EmbeddedBrainConfig()
     started = time.perf_counter()
-    ids = agents.facts.movie_ids
+    ids = agents.facts.item_ids
     half_life, half_life_grid = fit_half_life(train, valid, ids) if config.popularity_decay else (float("inf"), [])
 
     def context_of(history: pl.DataFrame, clock: int) -> BrainContext:
@@ -175,15 +175,15 @@ def fit(
     # Only the fitting users' rows go into per-user sets: the fit reads `fit_max_users` users
     # whatever the log holds (every user's sets: 0.3 CPU s on 1 M rows, growing with them).
     chosen = pl.Series(fit_users, dtype=valid.schema["user_id"]).implode()
-    rated = pl.concat([train.select("user_id", "movie_id"), valid.select("user_id", "movie_id")]).filter(
+    rated = pl.concat([train.select("user_id", "item_id"), valid.select("user_id", "item_id")]).filter(
         pl.col("user_id").is_in(chosen)
     )
-    rated_by_user = {u: set(ms) for u, ms in rated.group_by("user_id").agg(pl.col("movie_id")).iter_rows()}
+    rated_by_user = {u: set(ms) for u, ms in rated.group_by("user_id").agg(pl.col("item_id")).iter_rows()}
     valid_by_user = {
         u: (np.asarray(ms), np.asarray(rs))
         for u, ms, rs in valid.filter(pl.col("user_id").is_in(chosen))
         .group_by("user_id")
-        .agg(pl.col("movie_id"), pl.col("rating"))
+        .agg(pl.col("item_id"), pl.col("rating"))
         .sort("user_id")
         .iter_rows()
     }
@@ -379,7 +379,7 @@ def _sample_negatives(rng, n, pop_p, rated: set, ctx: BrainContext, config: Embe
     n_pop = int(round(n * config.popular_negative_share))
     want = {"uniform": n - n_pop, "popular": n_pop}
     got: dict[str, list[int]] = {"uniform": [], "popular": []}
-    ids = ctx.facts.movie_ids
+    ids = ctx.facts.item_ids
     for _ in range(50):  # rejection sampling: a user rated a small share of the catalogue
         for kind in got:
             short = want[kind] - len(got[kind])

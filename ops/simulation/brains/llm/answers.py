@@ -19,7 +19,7 @@ class PageAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     action: str
-    movie_id: int | None = None
+    item_id: int | None = None
     rating: int | None = None
     interest: int
     caught_eye: list[int] = Field(default_factory=list)
@@ -30,7 +30,7 @@ class PageAnswer(BaseModel):
     def _null_is_empty(cls, value):
         return [] if value is None else value
 
-    @field_validator("movie_id", "rating", "interest", mode="before")
+    @field_validator("item_id", "rating", "interest", mode="before")
     @classmethod
     def _no_floats_or_bools(cls, value):
         # 4.5 is not a rating and true is not an id: refuse rather than round.
@@ -71,15 +71,15 @@ def check_answer(text: str, observation: Observation, config: LLMBrainConfig) ->
     if not lo <= answer.interest <= hi:
         raise AnswerError(f"interest must be an integer from {lo} to {hi}, got {answer.interest}")
     if observation.page_type == "home":
-        on_page = [card.movie_id for card in observation.items]
-        if answer.action == CLICK_MOVIE and answer.movie_id not in on_page:
+        on_page = [card.item_id for card in observation.items]
+        if answer.action == CLICK_MOVIE and answer.item_id not in on_page:
             raise AnswerError(
-                f"click_movie needs the movie_id of a movie on this page, one of {on_page}; got {answer.movie_id}"
+                f"click_movie needs the item_id of a movie on this page, one of {on_page}; got {answer.item_id}"
             )
     else:
-        on_page = [observation.detail.card.movie_id]
-        if answer.movie_id is not None and answer.movie_id != on_page[0]:
-            raise AnswerError(f"this detail page shows movie {on_page[0]}, not movie {answer.movie_id}")
+        on_page = [observation.detail.card.item_id]
+        if answer.item_id is not None and answer.item_id != on_page[0]:
+            raise AnswerError(f"this detail page shows movie {on_page[0]}, not movie {answer.item_id}")
         if answer.action == WATCH_AND_RATE:
             rlo, rhi = config.rating_range
             if answer.rating is None or not rlo <= answer.rating <= rhi:
@@ -116,7 +116,7 @@ def check_reflection(text: str, config: LLMBrainConfig) -> ReflectionAnswer:
 # decoding cannot produce it.  Written in the subset that llama.cpp's grammar converter, vLLM,
 # Ollama and OpenAI's strict mode share: every key required, additionalProperties false, an
 # optional value as anyOf [..., null], small integer ranges as enums.  The checks stay: an
-# endpoint may ignore the schema, and a schema cannot say "movie_id only with click_movie".
+# endpoint may ignore the schema, and a schema cannot say "item_id only with click_movie".
 
 
 def strict_object(properties: dict) -> dict:
@@ -147,7 +147,7 @@ def page_schema(observation: Observation, config: LLMBrainConfig) -> tuple[str, 
     common = {"interest": integer_range(*config.interest_range)}
     reason = {"reason": bounded_text(config.reason_max_chars)}
     if observation.page_type == "home":
-        ids = [card.movie_id for card in observation.items]
+        ids = [card.item_id for card in observation.items]
         if CLICK_MOVIE not in legal or not ids:
             movie = {"type": "null"}
         else:
@@ -157,9 +157,9 @@ def page_schema(observation: Observation, config: LLMBrainConfig) -> tuple[str, 
             if ids
             else {"type": "array", "maxItems": 0}
         )
-        props = {"action": {"type": "string", "enum": legal}, "movie_id": movie, **common, "caught_eye": eye, **reason}
+        props = {"action": {"type": "string", "enum": legal}, "item_id": movie, **common, "caught_eye": eye, **reason}
         return "home_page_answer", strict_object(props)
-    shown = observation.detail.card.movie_id
+    shown = observation.detail.card.item_id
     if WATCH_AND_RATE not in legal:
         rating = {"type": "null"}
     else:

@@ -130,9 +130,9 @@ class LLMBrain:
             decision = await self._adecide(session, observation, rng)
             tracing.finish(
                 span,
-                {"action": decision.action, "movie_id": decision.movie_id, "reason": decision.reason},
+                {"action": decision.action, "item_id": decision.item_id, "reason": decision.reason},
                 action=decision.action,
-                movie_id=decision.movie_id,
+                item_id=decision.item_id,
                 prompt_tokens=decision.prompt_tokens,
                 completion_tokens=decision.completion_tokens,
                 cost_usd=decision.cost_usd,
@@ -170,19 +170,19 @@ class LLMBrain:
             accounting["extra"]["reflection"] = reflection["extra"]
         if answer is None:
             return self._fallback(observation, errors, failure, latency, accounting)
-        movie_id = answer.movie_id
+        item_id = answer.item_id
         slot = None
         if observation.page_type == "detail":
-            movie_id = observation.detail.card.movie_id
+            item_id = observation.detail.card.item_id
         elif answer.action != CLICK_MOVIE:
-            movie_id = None
+            item_id = None
         elif self.config.shuffle_page:
-            slot = [card.movie_id for card in self.displayed(session, observation).items].index(movie_id) + 1
+            slot = [card.item_id for card in self.displayed(session, observation).items].index(item_id) + 1
         return Decision(
             action=answer.action,
             interest=answer.interest,
             reason=answer.reason.strip(),
-            movie_id=movie_id,
+            item_id=item_id,
             rating=answer.rating if answer.action == WATCH_AND_RATE else None,
             caught_eye=tuple(dict.fromkeys(answer.caught_eye)),
             slot=slot,
@@ -358,17 +358,17 @@ class LLMBrain:
         system = prompts.system_prompt(
             session.profile, c.fatigue.base_costs, c.fatigue.phi_min, c.fatigue.phi_max, self.noun
         )
-        movie_ids = (
-            [card.movie_id for card in observation.items]
+        item_ids = (
+            [card.item_id for card in observation.items]
             if observation.page_type == "home"
-            else [observation.detail.card.movie_id]
+            else [observation.detail.card.item_id]
         )
         reflected = self.reflection(session.user_id) if session.short_term else None
         context = (
             "\n\n".join(
                 [
                     prompts.fatigue_text(session),
-                    prompts.memories_text(self.recall(session, movie_ids, observation.page_type), self.noun),
+                    prompts.memories_text(self.recall(session, item_ids, observation.page_type), self.noun),
                     prompts.short_term_text(self._short_term(session)),
                     *([reflected] if reflected else []),
                 ]
@@ -378,7 +378,7 @@ class LLMBrain:
         parts = [{"type": "text", "text": context}]
         # A shuffled page does not say the arm's rank either: it would give the order back.
         parts += prompts.page_parts(
-            observation, self._poster_parts, self.noun, show_rank=not c.shuffle_page, taken=_taken(session, movie_ids)
+            observation, self._poster_parts, self.noun, show_rank=not c.shuffle_page, taken=_taken(session, item_ids)
         )
         parts.append(
             {"type": "text", "text": "\n" + prompts.answer_instructions(observation, c.rating_range, self.noun)}
@@ -395,7 +395,7 @@ class LLMBrain:
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
-    def recall(self, session: AgentSession, movie_ids: Sequence[int], page_type: str) -> list[str]:
+    def recall(self, session: AgentSession, item_ids: Sequence[int], page_type: str) -> list[str]:
         """Memories retrieved by text (and poster) similarity to the movies on the page,
         one line each, strongest first per page movie; a memory recalled twice is shown once."""
         memory = session.memory
@@ -403,47 +403,47 @@ class LLMBrain:
             return []
         # An agent that comes back to a page recalls the same memories (its long-term memory
         # does not change during a session): recalled once, kept in a bounded memo.
-        key = (session.user_id, page_type, tuple(movie_ids))
+        key = (session.user_id, page_type, tuple(item_ids))
         with self._posters_lock:
             held = self._recalled.get(key)
             if held is not None and held[0] is memory:
                 self._recalled.move_to_end(key)
                 return list(held[1])
-        lines = self._recall(memory, movie_ids, page_type)
+        lines = self._recall(memory, item_ids, page_type)
         with self._posters_lock:
             self._recalled[key] = (memory, lines)
             while len(self._recalled) > 4096:
                 self._recalled.popitem(last=False)
         return list(lines)
 
-    def _recall(self, memory: LongTermMemory, movie_ids: Sequence[int], page_type: str) -> list[str]:
+    def _recall(self, memory: LongTermMemory, item_ids: Sequence[int], page_type: str) -> list[str]:
         c = self.config
         k_text = c.home_text_memories_per_item if page_type == "home" else c.detail_text_memories
         k_poster = c.home_poster_memories_per_item if page_type == "home" else c.detail_poster_memories
         vectors = memory.vectors
-        known = set(vectors.movie_ids[np.isin(vectors.movie_ids, np.asarray(movie_ids, dtype=np.int64))].tolist())
+        known = set(vectors.item_ids[np.isin(vectors.item_ids, np.asarray(item_ids, dtype=np.int64))].tolist())
         recalled: dict[int, tuple] = {}  # memory movie id -> (recollection, page movie id, how)
-        for movie_id in movie_ids:
-            if movie_id not in known:
+        for item_id in item_ids:
+            if item_id not in known:
                 continue
-            row = int(vectors.rows_of([movie_id])[0])
+            row = int(vectors.rows_of([item_id])[0])
             found = (
                 [("story", r) for r in memory.retrieve_by_text(vectors.text[row], k_text, c.recall)] if k_text else []
             )
             if k_poster and vectors.poster.shape[1] > 0 and vectors.has_poster[row]:
                 found += [("poster", r) for r in memory.retrieve_by_image(vectors.poster[row], k_poster, c.recall)]
             for how, r in found:
-                if r.movie_id not in recalled:
-                    recalled[r.movie_id] = (r, movie_id, [how])
-                elif recalled[r.movie_id][1] == movie_id and how not in recalled[r.movie_id][2]:
-                    recalled[r.movie_id][2].append(how)  # recalled by story AND by poster
+                if r.item_id not in recalled:
+                    recalled[r.item_id] = (r, item_id, [how])
+                elif recalled[r.item_id][1] == item_id and how not in recalled[r.item_id][2]:
+                    recalled[r.item_id][2].append(how)  # recalled by story AND by poster
         lines = []
-        for r, movie_id, hows in recalled.values():
+        for r, item_id, hows in recalled.values():
             what = f"its {hows[0]} resembles" if len(hows) == 1 else f"its {' and '.join(hows)} resemble"
             felt = f'; you felt: "{r.feeling}"' if r.feeling else ""
             lines.append(
-                f"- {self._movie_name(r.movie_id)}: you rated it {r.rating}/{c.rating_range[1]}{felt} "
-                f"({what} [{movie_id}], similarity {r.similarity:.2f})"
+                f"- {self._movie_name(r.item_id)}: you rated it {r.rating}/{c.rating_range[1]}{felt} "
+                f"({what} [{item_id}], similarity {r.similarity:.2f})"
             )
         return lines
 
@@ -556,7 +556,7 @@ class LLMBrain:
             action=action,
             interest=self.config.fallback_interest,
             reason=f"fallback to {action}: {failure}",
-            movie_id=observation.detail.card.movie_id if observation.page_type == "detail" else None,
+            item_id=observation.detail.card.item_id if observation.page_type == "detail" else None,
             latency_s=latency,
             fallback_reason=failure,
             **accounting,
@@ -565,23 +565,23 @@ class LLMBrain:
     def _watched(self, session: AgentSession) -> list[str]:
         top = self.config.rating_range[1]
         return [
-            f"- {self._movie_name(e.movie_id)}: rated {e.rating}/{top}"
+            f"- {self._movie_name(e.item_id)}: rated {e.rating}/{top}"
             for e in session.short_term
             if e.action == WATCH_AND_RATE and e.rating is not None
         ]
 
     def _short_term(self, session: AgentSession) -> str:
         entries = session.short_term[-self.config.short_term_max_steps :] if self.config.short_term_max_steps else []
-        ids = {m for e in entries for m in (e.movie_id, *e.caught_eye) if m is not None}
+        ids = {m for e in entries for m in (e.item_id, *e.caught_eye) if m is not None}
         return describe_short_term(entries, {m: self._movie_name(m) for m in ids})
 
-    def _movie_name(self, movie_id: int) -> str:
+    def _movie_name(self, item_id: int) -> str:
         cat = self.catalogue
-        if cat is not None and movie_id in cat:
-            info = cat[movie_id]
+        if cat is not None and item_id in cat:
+            info = cat[item_id]
             genres = ", ".join(getattr(info, "genres", ()) or ())
             return f"{info.title}" + (f" ({genres})" if genres else "")
-        return f"{self.noun} {movie_id}"
+        return f"{self.noun} {item_id}"
 
     def _poster_parts(self, path: str | None, size: str) -> list[dict]:
         """Image part (vision) or palette caption (text-only) for one poster; memoised."""
@@ -618,13 +618,13 @@ class LLMBrain:
             return [{"type": "text", "text": f"{word}: unavailable."}]
 
 
-def _taken(session: AgentSession, movie_ids) -> dict[int, int]:
+def _taken(session: AgentSession, item_ids) -> dict[int, int]:
     """The shown items the agent already has in its long-term memory, with its rating: an
     agent at the simulation clock remembers its validation window, and an arm trained on the
     train window may show it what it took there (`ops.agents.clock`)."""
     memory = session.memory
-    ids = getattr(memory, "movie_ids", None)
+    ids = getattr(memory, "item_ids", None)
     if ids is None or not len(ids):
         return {}
-    shown = set(int(m) for m in movie_ids)
+    shown = set(int(m) for m in item_ids)
     return {int(m): int(r) for m, r in zip(ids.tolist(), memory.ratings.tolist()) if int(m) in shown}

@@ -104,7 +104,7 @@ class PersonaCandidate(BaseModel):
 
 
 class _Rating(BaseModel):
-    movie_id: int
+    item_id: int
     rating: int = Field(ge=1, le=5)
 
 
@@ -119,7 +119,7 @@ class _Ratings(BaseModel):
     def by_movie(self) -> dict[int, int]:
         if isinstance(self.ratings, dict):
             return dict(self.ratings)
-        return {r.movie_id: r.rating for r in self.ratings}
+        return {r.item_id: r.rating for r in self.ratings}
 
 
 def persona_schema() -> tuple[str, dict]:
@@ -141,11 +141,11 @@ def persona_schema() -> tuple[str, dict]:
     )
 
 
-def ratings_schema(movie_ids: Sequence[int]) -> tuple[str, dict]:
-    """One rating 1-5 for each of `movie_ids`: an object keyed by the ids, every key required and
+def ratings_schema(item_ids: Sequence[int]) -> tuple[str, dict]:
+    """One rating 1-5 for each of `item_ids`: an object keyed by the ids, every key required and
     no other, so that a constrained decoder cannot rate a movie twice and skip another (Gemma 3
     270M did, given an array of entries with the ids as an enum)."""
-    return "ratings", strict_object({"ratings": strict_object({str(int(m)): integer_range(1, 5) for m in movie_ids})})
+    return "ratings", strict_object({"ratings": strict_object({str(int(m)): integer_range(1, 5) for m in item_ids})})
 
 
 @dataclass(frozen=True)
@@ -295,7 +295,7 @@ def persona_inputs(
     out (they keep their trait persona)."""
     wanted = pl.DataFrame({"user_id": [int(u) for u in users]}, schema={"user_id": train.schema["user_id"]})
     history = {
-        u: list(zip(g.get_column("movie_id").to_list(), g.get_column("rating").to_list()))
+        u: list(zip(g.get_column("item_id").to_list(), g.get_column("rating").to_list()))
         for (u,), g in train.join(wanted, on="user_id")
         .sort("user_id", "timestamp")
         .group_by("user_id", maintain_order=True)
@@ -304,7 +304,7 @@ def persona_inputs(
     for (u,), g in (
         valid.join(wanted, on="user_id").sort("user_id", "timestamp").group_by("user_id", maintain_order=True)
     ):
-        pairs = list(zip(g.get_column("movie_id").to_list(), g.get_column("rating").to_list()))
+        pairs = list(zip(g.get_column("item_id").to_list(), g.get_column("rating").to_list()))
         if len(pairs) > validation_movies:
             rng = np.random.default_rng(np.random.SeedSequence([seed, int(u), 2718]))
             pairs = [pairs[i] for i in sorted(rng.choice(len(pairs), validation_movies, replace=False))]
@@ -391,7 +391,7 @@ def persona_prompt(brain, user_id: int, history, seed: int, history_sample: int)
 
 def in_domain(text: str, noun: str) -> str:
     """A persona prompt for a domain whose items are `noun`s (docs/data_model.md); the JSON
-    key `movie_id` stays, it is the protocol."""
+    key `item_id` stays, it is the protocol."""
     if noun == "movie":
         return text
     text = re.sub(r"\bMovies\b", f"{noun.capitalize()}s", text)
@@ -403,8 +403,8 @@ def rating_movies(brain, validation) -> str:
     return "\n".join(f"[{m}] {brain._movie_name(m)}" for m, _ in validation)
 
 
-def _names(brain, movie_ids: Sequence[int]) -> str:
-    return "\n".join(f"- {brain._movie_name(m)}" for m in movie_ids) if movie_ids else "- none"
+def _names(brain, item_ids: Sequence[int]) -> str:
+    return "\n".join(f"- {brain._movie_name(m)}" for m in item_ids) if item_ids else "- none"
 
 
 def _check_ratings(text: str, truth: dict[int, int]) -> dict[int, int]:

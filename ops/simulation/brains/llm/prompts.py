@@ -51,7 +51,7 @@ def action_meanings(noun: str = MOVIE) -> dict[str, str]:
         return ACTION_MEANINGS
     return {
         **ACTION_MEANINGS,
-        CLICK_MOVIE: f"open a {noun}'s detail page (give its movie_id)",
+        CLICK_MOVIE: f"open a {noun}'s detail page (give its item_id)",
         WATCH_AND_RATE: f"choose this {noun} (read, play or use it, as one does with a {noun}) and rate it (give a rating)",
         BACK: "return to the home page without choosing it",
     }
@@ -59,7 +59,7 @@ def action_meanings(noun: str = MOVIE) -> dict[str, str]:
 
 # What each action means, in the words the agent reads (A/B Agent §2.3.1).
 ACTION_MEANINGS = {
-    CLICK_MOVIE: "open a movie's detail page (give its movie_id)",
+    CLICK_MOVIE: "open a movie's detail page (give its item_id)",
     NEXT_PAGE: "see the next five recommendations",
     PREVIOUS_PAGE: "go back to the previous five recommendations",
     EXIT: "leave the site; the session ends",
@@ -95,10 +95,10 @@ How the website works:
 Answer with ONE JSON object and nothing else."""
 
 HOME_ANSWER = """Reply with a JSON object with exactly these keys:
-{{"action": one of {legal}, "movie_id": the id in [brackets] of the movie to open if the action is "click_movie", else null, "interest": your interest in this page from 1 (none) to 5 (very high), "caught_eye": a list of the ids of the movies on this page that caught your eye (may be empty), "reason": one short first-person sentence explaining the action}}"""
+{{"action": one of {legal}, "item_id": the id in [brackets] of the movie to open if the action is "click_movie", else null, "interest": your interest in this page from 1 (none) to 5 (very high), "caught_eye": a list of the ids of the movies on this page that caught your eye (may be empty), "reason": one short first-person sentence explaining the action}}"""
 
 DETAIL_ANSWER = """Reply with a JSON object with exactly these keys:
-{{"action": one of {legal}, "rating": your rating from {rating_min} to {rating_max} if the action is "watch_and_rate", else null, "interest": your interest in this movie from 1 (none) to 5 (very high), "caught_eye": [{movie_id}] if the movie caught your eye, else [], "reason": one short first-person sentence explaining the action (and the rating)}}"""
+{{"action": one of {legal}, "rating": your rating from {rating_min} to {rating_max} if the action is "watch_and_rate", else null, "interest": your interest in this movie from 1 (none) to 5 (very high), "caught_eye": [{item_id}] if the movie caught your eye, else [], "reason": one short first-person sentence explaining the action (and the rating)}}"""
 
 REASK_TEMPLATE = """Your answer cannot be used: {error}
 Answer again with ONE JSON object that follows the format asked for, and only actions legal on this page: {legal}."""
@@ -260,7 +260,7 @@ def page_parts(
             genres = ", ".join(card.genres) or "n/a"
             parts.append(
                 _text(
-                    f"[{card.movie_id}] {card.title}{_rank(card, show_rank)} | genres: {genres} | vote average: {vote}"
+                    f"[{card.item_id}] {card.title}{_rank(card, show_rank)} | genres: {genres} | vote average: {vote}"
                     + _taken_note(card, taken, noun)
                 )
             )
@@ -272,7 +272,7 @@ def page_parts(
         votes = "n/a" if d.vote_count is None else str(d.vote_count)
         parts.append(
             _text(
-                f"You are on the detail page of [{card.movie_id}] {card.title} (opened from home page {observation.page_number}).\n"
+                f"You are on the detail page of [{card.item_id}] {card.title} (opened from home page {observation.page_number}).\n"
                 f"Genres: {', '.join(card.genres) or 'n/a'}\n"
                 f"Vote average: {vote} from {votes} votes\n"
                 f"Release date: {d.release_date or 'n/a'}\n"
@@ -291,7 +291,7 @@ def _rank(card, show: bool) -> str:
 
 
 def _taken_note(card, taken: Mapping[int, int], noun: str) -> str:
-    rating = taken.get(int(card.movie_id))
+    rating = taken.get(int(card.item_id))
     if rating is None:
         return ""
     return _in_domain(f" | you watched it already and rated it {rating}", noun)
@@ -313,7 +313,7 @@ def _page_parts_any(
             vote = "" if card.vote_average is None else f" | rating: {card.vote_average:.1f}/10"
             parts.append(
                 _text(
-                    f"[{card.movie_id}] {card.title}{_rank(card, show_rank)} | categories: {', '.join(card.genres) or 'n/a'}{vote}"
+                    f"[{card.item_id}] {card.title}{_rank(card, show_rank)} | categories: {', '.join(card.genres) or 'n/a'}{vote}"
                     + _taken_note(card, taken or {}, noun)
                 )
             )
@@ -323,7 +323,7 @@ def _page_parts_any(
         d = observation.detail
         card = d.card
         lines = [
-            f"You are on the detail page of the {noun} [{card.movie_id}] {card.title} (opened from home page {observation.page_number}).",
+            f"You are on the detail page of the {noun} [{card.item_id}] {card.title} (opened from home page {observation.page_number}).",
             f"Categories: {', '.join(card.genres) or 'n/a'}",
         ]
         if d.release_date:
@@ -346,7 +346,7 @@ def answer_instructions(observation: Observation, rating_range: tuple[int, int],
             legal=legal,
             rating_min=rating_range[0],
             rating_max=rating_range[1],
-            movie_id=observation.detail.card.movie_id,
+            item_id=observation.detail.card.item_id,
         ),
         noun,
     )

@@ -19,9 +19,10 @@ from ops.links import viewer_url
 from ops.readout.ab_readout import ab_readout as readout
 from ops.readout.readout_config import ReadoutConfig
 from ops.readout.readout_figures import write_ab_figures
-from ops.readout.verdict import registry_roles
+from ops.readout.verdict import Verdict, registry_roles
 from ops.settings import config_default
-from ops.studies.report_writer import Report, Trust, write_report
+from ops.studies.report_writer import Report, write_report
+from ops.studies.verdict import Trust
 from resources.llm import LIFECYCLE_TAG, LLMResource
 from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
@@ -181,17 +182,17 @@ def simab_report(
             "mlflow_run_id": run_id,
             "registry aliases": MetadataValue.json(aliases),
             "trajectory viewer": MetadataValue.url(tags["viewer_url"]),
-            "summary": MetadataValue.json(report.headline),
+            "summary": MetadataValue.json(report.verdict.to_dict()),
             "report": MetadataValue.md(report.text),
         },
     )
 
 
-def _point_aliases(context: AssetExecutionContext, mlflow_tracking: MlflowTracking, headline: dict) -> dict:
+def _point_aliases(context: AssetExecutionContext, mlflow_tracking: MlflowTracking, verdict: Verdict) -> dict:
     """The registry follows the verdict: @winner and @control on the arms' registered versions."""
-    arms = sorted((headline.get("arms") or {}).keys())
+    arms = sorted(verdict.arms)
     aliases = mlflow_tracking.set_verdict_aliases(
-        registry_roles(headline), registered_arms(context.instance, arms), context.run.tags.get(LIFECYCLE_TAG)
+        registry_roles(verdict), registered_arms(context.instance, arms), context.run.tags.get(LIFECYCLE_TAG)
     )
     for alias, uri in aliases.items():
         context.log.info(f"Model Registry: {uri} ({alias} of this verdict)")
@@ -210,4 +211,4 @@ def _log_report(context: AssetExecutionContext, mlflow_tracking: MlflowTracking,
         mlflow_tracking.log_metrics(metrics)
     run_id = mlflow_tracking.active_run_id()
     context.log.info(f"report written to {report.html_path} and {report.path} (MLflow run {run_id})")
-    return run_id, _point_aliases(context, mlflow_tracking, report.headline)
+    return run_id, _point_aliases(context, mlflow_tracking, report.verdict)

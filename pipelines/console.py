@@ -26,7 +26,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ops.readout.verdict import Verdict
 
 
 @contextmanager
@@ -105,7 +108,7 @@ class LifecycleConsole:
                 for note in stage.notes:
                     self.line(f"    {note}")
 
-    def summary(self, headline: dict, places: list[tuple[str, str]]) -> None:
+    def summary(self, verdict: Verdict, places: list[tuple[str, str]]) -> None:
         """The verdict — the same lines the report opens on (`verdict_lines`: the winning arm
         against the control, the fidelity verdict, the trust figures, warnings) — then the
         per-arm table (simulated CTR, CVR, AR and offline NDCG@20, each with its 95 %
@@ -117,21 +120,21 @@ class LifecycleConsole:
         table = Table(box=None, pad_edge=False)
         for column in ("arm", "CTR", "CVR", "AR", "NDCG@20"):
             table.add_column(column, no_wrap=True, min_width=14)
-        for arm, cells in headline.get("arms", {}).items():
+        for arm, cells in verdict.arms.items():
             table.add_row(
                 arm,
                 *(
-                    _cell(cells.get(k), 2 if k == "average_rating" else 3)
-                    for k in ("ctr", "cvr", "average_rating", "ndcg_at_k")
+                    _cell(c, d)
+                    for c, d in ((cells.ctr, 3), (cells.cvr, 3), (cells.average_rating, 2), (cells.ndcg_at_k, 3))
                 ),
             )
         self.line()
-        for said in verdict_lines(headline):
+        for said in verdict_lines(verdict):
             self.line(said, style="bold red" if said.startswith("WARNING:") else None)
         self.line()
         self.line(
-            f"A/B read-out against {headline.get('control')}: mean [95 % interval] over agents; NDCG@20 offline, "
-            + headline.get("offline_users", "over test users")
+            f"A/B read-out against {verdict.control}: mean [95 % interval] over agents; NDCG@20 offline, "
+            + verdict.offline_users
         )
         self.console.print(table)
         self.line()

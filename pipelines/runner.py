@@ -27,6 +27,7 @@ from dagster import AssetKey, DagsterInstance, ReexecutionOptions, execute_job
 from ops.links import dagster_ui_url, mlflow_run_url, viewer_url
 from ops.preflight.bill import brain_of, lifecycle_bill
 from ops.readout.report_markdown import bill_lines
+from ops.readout.verdict import Verdict
 from ops.settings import exported
 from ops.simulation.budget import RunBudget, bill_path
 from ops.storage.exhaustion import exhausted_line, exhaustion_at, named_exhaustion
@@ -202,10 +203,10 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
                 _side_by_side(lane, lambda step: attempt(step, runner), execute, console, settings.concurrency)
         # The report in force: this run's, or the one reused (its read-out was unchanged).
         stored = latest_materialization(instance, AssetKey("simab_report"), None)
-        if stored is not None:
-            tracked.finish(
-                stored.event_log_entry.asset_materialization.metadata["summary"].value, _spent(lifecycle, cap)
-            )
+        summary = stored.event_log_entry.asset_materialization.metadata["summary"] if stored is not None else None
+        verdict = Verdict.from_dict(summary.value) if summary is not None else None
+        if verdict is not None:
+            tracked.finish(verdict, _spent(lifecycle, cap))
     report_run_id = stored.run_id if stored is not None else runs[-1][1]
 
     client = tracking.client()
@@ -214,8 +215,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
         f"tags.dagster_run_id = '{report_run_id}' and tags.dagster_asset = 'simab_report'",
         max_results=1,
     )
-    if console is not None and stored is not None:
-        report = stored.event_log_entry.asset_materialization.metadata
+    if console is not None and verdict is not None:
         folder = data_root() / "reports" / report_run_id
         places = [
             ("report", f"{folder / 'report.html'} (Markdown beside it)"),
@@ -227,7 +227,7 @@ def run_lifecycle(prepared, resume: bool, terminal, log=None, bill=None, force: 
             ("Dagster UI", f"simab ui → {dagster_ui_url()} (DAGSTER_HOME={home})"),
             ("full log", str(log)),
         ]
-        console.summary(report["summary"].value, places)
+        console.summary(verdict, places)
         _say_bill(console.line, lifecycle, cap)
         console.line(f"done in {time.time() - started:.0f} s")
         return 0

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ops.preflight.bill import brain_of
+from ops.readout.verdict import Verdict
 from resources.mlflow_tracking import MlflowTracking
 
 # The settings a lifecycle is told apart by, as run parameters: name -> Settings field.
@@ -52,8 +53,8 @@ def lifecycle_params(settings, resolved: dict[str, Any] | None = None) -> dict[s
     return out
 
 
-def verdict_metrics(headline: dict, bill_usd: float | None = None) -> dict[str, float]:
-    """The verdict (`ops.readout.verdict.report_summary`'s dict) as flat MLflow metrics."""
+def verdict_metrics(verdict: Verdict, bill_usd: float | None = None) -> dict[str, float]:
+    """The verdict (`ops.readout.verdict.Verdict`) as flat MLflow metrics."""
     out: dict[str, float] = {}
 
     def put(key: str, value: Any) -> None:
@@ -62,44 +63,38 @@ def verdict_metrics(headline: dict, bill_usd: float | None = None) -> dict[str, 
         if isinstance(value, int | float) and value == value:  # NaN: not measured, left out
             out[_metric_name(key)] = float(value)
 
-    for arm, metrics in (headline.get("arms") or {}).items():
-        for metric, cell in (metrics or {}).items():
-            if cell:
-                mean, low, high = cell
-                put(f"{arm}_{metric}", mean)
-                put(f"{arm}_{metric}_ci_low", low)
-                put(f"{arm}_{metric}_ci_high", high)
-    verdict = headline.get("verdict") or {}
+    for arm, figures in verdict.arms.items():
+        for metric, cell in figures.to_dict().items():
+            for suffix, value in zip(("", "_ci_low", "_ci_high"), cell or ()):
+                put(f"{arm}_{metric}{suffix}", value)
+    winner = verdict.winner
     for key in ("difference", "ci_low", "ci_high", "p_holm", "significant"):
-        put(f"primary_{key}", verdict.get(key))
-    for key, value in (headline.get("fidelity") or {}).items():
+        put(f"primary_{key}", getattr(winner, key))
+    for key, value in verdict.fidelity.to_dict().items():
         put(key if key.startswith("kendall") or key.startswith("same_best") else f"pairs_{key}", value)
-    trust = headline.get("trust") or {}
-    for ratio, f1 in (trust.get("taste_f1") or {}).items():
+    trust = verdict.trust
+    for ratio, f1 in (trust.taste_f1 or {}).items():
         put(f"taste_f1_{ratio}", f1)
-    put("rmse_brain", trust.get("rmse"))
-    put("rmse_best_arm", trust.get("rmse_best_arm"))
-    spread = trust.get("list_quality_spread")
-    if isinstance(spread, dict):
-        for key, value in spread.items():
-            put(f"list_quality_spread_{key}", value)
-    gaps = headline.get("gap_sizes") or {}
+    put("rmse_brain", trust.rmse)
+    put("rmse_best_arm", trust.rmse_best_arm)
+    for key, value in (trust.list_quality_spread or {}).items():
+        put(f"list_quality_spread_{key}", value)
+    gaps = verdict.gap_sizes or {}
     for key in ("factor", "ci_low", "ci_high"):
         put("gap_factor" if key == "factor" else f"gap_factor_{key}", gaps.get(key))
-    put("warnings", len(headline.get("warnings") or []))
+    put("warnings", len(verdict.warnings))
     if bill_usd is not None:
         put("bill_usd", bill_usd)
     return out
 
 
-def verdict_tags(headline: dict) -> dict[str, str]:
+def verdict_tags(verdict: Verdict) -> dict[str, str]:
     """The verdict's words as tags: the control, the primary metric, the winner (or none)."""
-    verdict = headline.get("verdict") or {}
-    winner = verdict.get("arm") if verdict.get("significant") and (verdict.get("difference") or 0) > 0 else None
+    winner = verdict.winner
     return {
-        "simab.control": str(headline.get("control")),
-        "simab.primary_metric": str(verdict.get("metric")),
-        "simab.winner": str(winner or "none"),
+        "simab.control": str(verdict.control),
+        "simab.primary_metric": str(winner.metric),
+        "simab.winner": str(winner.arm if winner.beats_control else "none"),
     }
 
 
@@ -109,12 +104,12 @@ class LifecycleRun:
     def __init__(self, tracking: MlflowTracking, run_id: str) -> None:
         self.tracking, self.run_id = tracking, run_id
 
-    def finish(self, headline: dict, bill_usd: float | None = None) -> None:
+    def finish(self, verdict: Verdict, bill_usd: float | None = None) -> None:
         from mlflow.entities import Metric, RunTag  # lazy: mlflow (seconds to import)
 
         client = self.tracking.client()
-        metrics = [Metric(k, v, 0, 0) for k, v in verdict_metrics(headline, bill_usd).items()]
-        tags = [RunTag(k, v) for k, v in verdict_tags(headline).items()]
+        metrics = [Metric(k, v, 0, 0) for k, v in verdict_metrics(verdict, bill_usd).items()]
+        tags = [RunTag(k, v) for k, v in verdict_tags(verdict).items()]
         client.log_batch(self.run_id, metrics=metrics, tags=tags)
 
 

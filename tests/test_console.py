@@ -168,9 +168,10 @@ def test_the_console_opens_a_failure_on_its_cause_a_bad_row_named_by_file_line_a
 
 
 def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look():
+    from ops.readout.verdict import Verdict
     from pipelines.console import LifecycleConsole
 
-    headline = {
+    stored = {
         "control": "pop",
         "arms": {
             "fm": {
@@ -199,7 +200,7 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
     }
     stream = io.StringIO()
     LifecycleConsole(stream).summary(
-        headline, [("report", "/x/report.html"), ("viewer", "make viewer → http://127.0.0.1:8050/")]
+        Verdict.from_dict(stored), [("report", "/x/report.html"), ("viewer", "make viewer → http://127.0.0.1:8050/")]
     )
     text = stream.getvalue()
     lines = text.splitlines()
@@ -219,10 +220,10 @@ def test_the_summary_shows_each_arm_with_intervals_the_verdict_and_where_to_look
 
 
 def test_the_console_opens_on_the_same_verdict_lines_as_the_report():
-    from ops.readout.verdict import verdict_lines
+    from ops.readout.verdict import Verdict, verdict_lines
     from pipelines.console import LifecycleConsole
 
-    headline = {
+    stored = {
         "control": "pop",
         "verdict": {
             "metric": "ctr",
@@ -254,7 +255,7 @@ def test_the_console_opens_on_the_same_verdict_lines_as_the_report():
             "separated": 1,
         },
     }
-    said = verdict_lines(headline)
+    said = verdict_lines(Verdict.from_dict(stored))
     assert said[0] == (
         "Winner on CTR: fm, +0.0210 [+0.0150, +0.0270] against the control pop (95 % interval; Holm p = 0.001)"
     )
@@ -264,15 +265,17 @@ def test_the_console_opens_on_the_same_verdict_lines_as_the_report():
     )
     assert said[-1].startswith("WARNING: Kendall")
     stream = io.StringIO()
-    LifecycleConsole(stream).summary(headline, [])
+    LifecycleConsole(stream).summary(Verdict.from_dict(stored), [])
     lines = [line for line in stream.getvalue().splitlines() if line]
     assert lines[: len(said)] == said and lines[len(said)].startswith("A/B read-out")
     # Not significant: no winner is named.
-    headline["verdict"] |= {
+    stored["verdict"] |= {
         "difference": 0.002,
         "ci_low": -0.001,
         "ci_high": 0.005,
         "p_holm": 0.4,
         "significant": False,
     }
-    assert verdict_lines(headline)[0].startswith("No arm beats the control pop on CTR: the best, fm, differs by +0.002")
+    assert verdict_lines(Verdict.from_dict(stored))[0].startswith(
+        "No arm beats the control pop on CTR: the best, fm, differs by +0.002"
+    )

@@ -104,18 +104,18 @@ def test_pairs_get_verdicts_from_both_intervals():
 
 
 def test_a_simulation_that_ties_every_arm_misses_every_pair_offline_separates():
-    from ops.readout.verdict import fidelity_verdict
+    from ops.readout.verdict import Fidelity, fidelity_verdict
 
     offline = _per_unit({"random": 0.02, "pop": 0.10, "fm": 0.18}, "ndcg_at_k", 300, 0.1, 1)
     flat = _per_unit({"random": 0.30, "pop": 0.30, "fm": 0.30}, "ctr", 300, 0.2, 2)
     summary = agreement_summary(pairwise_agreement(flat, offline, n_bootstrap=500))
     assert (summary["separated"], summary["agree"], summary["disagree"], summary["missed"]) == (3, 0, 0, 3)
     assert summary["pair_tau"] == 0 and summary["recovered"] == 0 and summary["agreement"] is None
-    said = fidelity_verdict({"kendall_tau_ctr_ndcg": 1.0, "same_best_arm": True, **summary})
+    said = fidelity_verdict(Fidelity(1.0, True, summary))
     assert "of the 3 pairs the offline metric separates: 0 agree, 0 disagree, 3 missed; 0 offline ties" in said
     none = agreement_summary(pairwise_agreement(flat, _per_unit({"pop": 0.1, "fm": 0.1}, "ndcg_at_k", 300, 0.1, 1)))
     assert none["separated"] == 0 and none["pair_tau"] is None
-    assert "separates none (1 offline tie)" in fidelity_verdict({"kendall_tau_ctr_ndcg": 0.0, **none})
+    assert "separates none (1 offline tie)" in fidelity_verdict(Fidelity(0.0, counts=none))
 
 
 def test_pairing_narrows_the_interval_and_unpaired_designs_still_work():

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ops.readout.verdict import registry_roles
+from ops.readout.verdict import Verdict, registry_roles
 from tests.conftest import copy_planted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -22,9 +22,9 @@ def test_the_verdict_sets_winner_and_control_aliases_and_links_offline_metrics(p
     home, dagster_home = copy_planted(planted_lifecycle, tmp_path)
     with DagsterInstance.from_config(str(dagster_home)) as instance:
         report = instance.get_latest_materialization_event(AssetKey("simab_report")).asset_materialization
-    headline = report.metadata["summary"].value
-    roles = registry_roles(headline)
-    assert roles["control"] == headline["control"] == "pop"
+    stored = report.metadata["summary"].value
+    roles = registry_roles(Verdict.from_dict(stored))
+    assert roles["control"] == stored["control"] == "pop"
     assert roles["winner"] in ("random", "pop")
     assert report.metadata["registry aliases"].value == {
         alias: f"models:/simab-{arm}@{alias}" for alias, arm in roles.items()

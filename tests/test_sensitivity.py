@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ops.readout.verdict import sensitivity_verdict, verdict_lines
+from ops.readout.verdict import Verdict, sensitivity_verdict, verdict_lines
 from ops.studies.alignment.sensitivity import Sensitivity, ladder_lists, sensitivity_study
 from ops.studies.alignment.trust import sensitivity_headline, trust_section
 from tests.test_alignment import N_MOVIES, CoinFlipBrain, OracleBrain, world  # noqa: F401  (world: a fixture)
@@ -90,7 +90,7 @@ def test_an_agent_who_sees_list_quality_notices_five_slots_and_a_coin_notices_no
         f"; about {oracle.detectable_slots:.1f} slots at the MDE of one step ({first_mde:.4f}; "
         f"CTR {oracle.slope:+.4f} per slot)"
     )
-    assert said in verdict_lines({"verdict": {}, "fidelity": {}, "sensitivity": sensitivity_headline(oracle)})
+    assert said in verdict_lines(Verdict(sensitivity=sensitivity_headline(oracle)))
     from ops.figures import save_figure
     from ops.studies.alignment.protocol_figures import sensitivity_figure
 

@@ -180,6 +180,7 @@ def test_settings_shows_the_homes_stores_and_no_password(tmp_path, monkeypatch, 
 
 
 def test_the_lifecycle_parameters_name_the_model_only_where_the_llm_decides():
+    from ops.readout.verdict import Verdict
     from ops.settings import load
     from resources.lifecycle_run import lifecycle_params, verdict_metrics
 
@@ -188,9 +189,8 @@ def test_the_lifecycle_parameters_name_the_model_only_where_the_llm_decides():
     assert lifecycle_params(load({}), {"source": "synthetic"})["source"] == "synthetic"
     assert lifecycle_params(load({}))["model"] == "none (no LLM)"
     # An interval cell becomes three metrics; what was not measured is left out, not 0.
-    metrics = verdict_metrics(
-        {"arms": {"fm": {"ctr": [0.2, 0.1, 0.3], "ndcg_at_k": None}}, "trust": {"taste_f1": {"1:3": 0.5}}}, 0.25
-    )
+    stored = {"arms": {"fm": {"ctr": [0.2, 0.1, 0.3], "ndcg_at_k": None}}, "trust": {"taste_f1": {"1:3": 0.5}}}
+    metrics = verdict_metrics(Verdict.from_dict(stored), 0.25)
     assert metrics == {
         "fm_ctr": 0.2,
         "fm_ctr_ci_low": 0.1,

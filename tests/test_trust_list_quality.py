@@ -13,8 +13,9 @@ import pytest
 
 from ops.readout.ab_readout import ab_readout
 from ops.readout.readout_config import ReadoutConfig
-from ops.readout.verdict import report_summary, verdict_lines
+from ops.readout.verdict import verdict_lines
 from ops.studies.alignment.trust import implied_spread, ladder_elasticity, list_quality_seen
+from ops.studies.verdict import Trust, VerdictInputs, build_verdict
 from tests.test_ab_readout import shifted_world
 
 FLOOR = 0.02
@@ -44,8 +45,18 @@ def _spread(difference: float, low: float, high: float, agents: int, worst_mean:
 
 
 def _ladder(agents: int, ctrs: tuple[float, ...], detected: int | None) -> dict:
-    """The ladder's headline (`Sensitivity.headline`) over rungs 0, 5, 10, 15, 20 of 20."""
-    steps = [{"slots": 5 * i, "ctr": c} for i, c in enumerate(ctrs)]
+    """The ladder's headline (`Sensitivity.headline`) over rungs 0, 5, 10, 15, 20 of 20, each
+    rung's difference against the intact lists within ±0.05."""
+    steps = [
+        {
+            "slots": 5 * i,
+            "ctr": c,
+            "difference": c - ctrs[0],
+            "ci_low": c - ctrs[0] - 0.05,
+            "ci_high": c - ctrs[0] + 0.05,
+        }
+        for i, c in enumerate(ctrs)
+    ]
     return {
         "measured": True,
         "control": "pop",
@@ -84,11 +95,9 @@ def test_the_steam_run_that_warned_cannot_tell_lists_apart_now_says_underpowered
     assert f"the {implied:.3f} the ladder's response implies for these lists" in seen["line"]
     # The verdict: one line names the figure, the trust line says underpowered, no warning contradicts the ladder.
     readout = ab_readout(shifted_world(n=20), control="A", config=ReadoutConfig(n_bootstrap=50, seed=0))
-    headline = report_summary(
-        readout, pl.DataFrame(), pl.DataFrame(), {}, list_quality=spread, warnings=[], sensitivity=None
-    )
-    headline["list_quality_seen"] = seen
-    said = verdict_lines(headline)
+    ladder = SimpleNamespace(headline=lambda: STEAM_LADDER)
+    trust = Trust(list_quality=spread, sensitivity=ladder)
+    said = verdict_lines(build_verdict(VerdictInputs(readout, pl.DataFrame(), pl.DataFrame(), 0.6, FLOOR, trust=trust)))
     trust = next(line for line in said if line.startswith("trust in the agents"))
     assert trust.endswith("list-quality spread CTR 1:1 − 1:5 +0.022 [-0.007, +0.051] (underpowered: 69 agents)")
     assert said[said.index(trust) + 1] == seen["line"]

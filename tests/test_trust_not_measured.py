@@ -10,8 +10,9 @@ import polars as pl
 
 from ops.readout.ab_readout import ab_readout
 from ops.readout.readout_config import ReadoutConfig
-from ops.readout.verdict import report_summary, verdict_lines
-from ops.studies.alignment.trust import not_measured_summary, trust_section
+from ops.readout.verdict import verdict_lines
+from ops.studies.alignment.trust import trust_section
+from ops.studies.verdict import Trust, VerdictInputs, build_verdict
 from tests.test_ab_readout import shifted_world
 
 RECORDS = {
@@ -37,14 +38,9 @@ RECORDS = {
 def test_with_no_trust_protocol_measured_the_verdict_and_the_fidelity_still_open_the_report():
     readout = ab_readout(shifted_world(n=60), control="A", config=ReadoutConfig(n_bootstrap=300, seed=0))
     fid = pl.DataFrame({"simulated": ["ctr"], "offline": ["ndcg_at_k"], "kendall_tau": [1.0], "same_best_arm": [True]})
-    summary = {"pairs": 1, "agree": 1, "disagree": 0, "offline tie": 0, "missed": 0, "agreement": 1.0}
-    unmeasured = not_measured_summary(
-        taste=RECORDS["taste"], rating=RECORDS["rating"], list_quality=RECORDS["list_quality"]
-    )
-    headline = report_summary(
-        readout, pl.DataFrame(), fid, summary, RECORDS["taste"], RECORDS["rating"], not_measured=unmeasured
-    )
-    said = verdict_lines(headline)
+    pairs = pl.DataFrame({"arm_a": ["B"], "arm_b": ["A"], "verdict": ["agree"]})
+    trust = Trust(RECORDS["taste"], RECORDS["rating"], list_quality=RECORDS["list_quality"])
+    said = verdict_lines(build_verdict(VerdictInputs(readout, fid, pairs, 0.6, 0.02, trust=trust)))
     assert said[0].startswith("Winner on CTR: B, +")  # the A/B read-out the run paid for
     assert said[1].startswith("fidelity: Kendall τ(CTR, NDCG@20) = 1.00")  # no LLM call needed
     assert said[2] == (
@@ -65,16 +61,10 @@ def test_a_protocol_measured_beside_one_not_measured_keeps_its_figures():
     class Rating:  # a measured rating protocol: the brain's RMSE beside the best offline arm's
         prediction = pl.DataFrame({"predictor": ["brain", "fm"], "kind": ["brain", "offline arm"], "rmse": [0.95, 0.9]})
 
-    headline = report_summary(
-        readout,
-        pl.DataFrame(),
-        pl.DataFrame(),
-        {},
-        RECORDS["taste"],
-        Rating(),
-        not_measured=not_measured_summary(taste=RECORDS["taste"], rating=Rating()),
+    verdict = build_verdict(
+        VerdictInputs(readout, pl.DataFrame(), pl.DataFrame(), 0.6, 0.02, trust=Trust(RECORDS["taste"], Rating()))
     )
-    trust = verdict_lines(headline)[2]
+    trust = verdict_lines(verdict)[2]
     assert trust.startswith(
         "trust in the agents: rating RMSE 0.950 (best offline arm, fm: 0.900); not measured: taste ("
     )

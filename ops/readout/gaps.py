@@ -121,7 +121,7 @@ class GapSizes:
         return f"{_x(self.factor)} × the logged ones [{_x(self.ci_low)}, {_x(self.ci_high)}] over {arms}"
 
     def headline(self) -> dict:
-        """The verdict's figures, as plain data (the report's headline, Dagster metadata)."""
+        """The verdict's figures, as plain data (`Verdict.gap_sizes`, Dagster metadata)."""
         return {
             "measured": self.measured,
             "factor": self.factor,

@@ -12,7 +12,7 @@ import polars as pl
 
 from ops.figures import table_markdown
 from ops.readout.augmentation_summary import seed_summary
-from ops.readout.verdict import pair_counts, verdict_markdown
+from ops.readout.verdict import Verdict, pair_counts, verdict_markdown
 
 
 def report_markdown(
@@ -23,22 +23,19 @@ def report_markdown(
     folder: Path,
     intervals: pl.DataFrame,
     pairs: pl.DataFrame,
-    summary: dict,
+    verdict: Verdict,
     augmentation: dict | None = None,
     power=None,
     trust: list[str] | None = None,
-    headline: dict | None = None,
 ) -> str:
-    """The report people read: first the verdict (`headline`, from `report_summary`: the
-    same lines the console prints, `verdict_lines`) and one figure of the arms with their
-    intervals on the primary metric; then the A/B read-out (`ABReadout`), the offline
-    metrics with their intervals, Table 5, both fidelity views, the power of the simulated
+    """The report people read: first the `verdict` (the same lines the console prints,
+    `verdict_lines`) and one figure of the arms with their intervals on the primary metric;
+    then the A/B read-out (`ABReadout`), the offline metrics with their intervals, Table 5,
+    both fidelity views (the pairs' counts from the verdict), the power of the simulated
     test (`ops.readout.power.PowerAnalysis`), "How far to trust the agents" (`trust`,
     Markdown lines from `ops.studies.alignment.trust.trust_section`), and the figures
     (paths under `folder`)."""
-    lines = ["# simab report", ""]
-    if headline is not None:
-        lines += verdict_markdown(headline, plots, folder)
+    lines = ["# simab report", "", *verdict_markdown(verdict, plots, folder)]
     lines += ["## The simulated A/B read-out in detail", "", readout.to_markdown()]
     lines += ["## Offline metrics (test split)", ""]
     if offline.height:
@@ -54,7 +51,7 @@ def report_markdown(
                 "{} [{}, {}]", pl.col("mean").round(4), pl.col("ci_low").round(4), pl.col("ci_high").round(4)
             )
         ).pivot(on="metric", index=["arm", "users"], values="cell")
-        sample = (headline or {}).get("offline_users", "over test users").removeprefix("over test users")
+        sample = verdict.offline_users.removeprefix("over test users")
         lines += [
             "Over the test users who have a top-20 list (the train users agents are built from)"
             + (f", {sample.removeprefix('over ')}" if sample else "")
@@ -68,6 +65,7 @@ def report_markdown(
         lines += ["## Fidelity: do simulated and offline metrics rank the arms alike? (Kendall τ-b)", ""]
         lines += [table_markdown(fid, ".3f"), ""]
     if pairs.height:
+        summary = verdict.fidelity.counts
         lines += ["## Fidelity arm against arm: simulated CTR vs offline NDCG@20, 95 % intervals on both sides", ""]
         lines += [
             f"{summary['pairs']} pairs of arms; {pair_counts(summary)}.  *agree* / *disagree*: both intervals clear of 0, "

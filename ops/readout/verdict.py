@@ -1,158 +1,176 @@
-"""The verdict of a run: the few figures a person reads first, as plain data
-(`report_summary`: the console's closing summary, the report's first section, Dagster and
-MLflow), and the same verdict in plain sentences (`verdict_lines`), which the console and the
-report's first section both print so that they say the same."""
+"""The verdict of a run: the few figures a person reads first, as one frozen value (`Verdict`,
+built once above the studies it reads: `ops.studies.verdict.build_verdict`), stored as plain
+data (`Verdict.to_dict`: the `simab_report` asset's `summary` metadata, read back by
+`Verdict.from_dict`), and the same verdict in plain sentences (`verdict_lines`), which the
+console and the report's first section both print so that they say the same."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-
-import polars as pl
+from types import MappingProxyType
 
 from ops.readout.agent_metrics import LABELS
 from ops.readout.power import MISS_AGENTS
 
+Cell = tuple[float | None, float | None, float | None]  # a figure with its 95 % interval: mean, low, high
 
-def report_summary(
-    readout,
-    intervals: pl.DataFrame,
-    fid: pl.DataFrame,
-    summary: dict,
-    taste=None,
-    rating=None,
-    warnings: list[str] | None = None,
-    primary: str = "ctr",
-    not_measured: dict[str, str] | None = None,
-    list_response: dict | None = None,
-    exclude: Sequence[str] = (),
-    power=None,
-    list_quality=None,
-    sensitivity=None,
-) -> dict:
-    """The few figures a person reads first, as plain data (the console's closing summary,
-    the report's first section, Dagster metadata): per arm CTR, CVR, AR and offline NDCG@20,
-    each [mean, low, high]; the verdict on the `primary` metric — the arm with the largest
-    difference against the control, with its interval and Holm-corrected p; the fidelity
-    verdict — Kendall τ of CTR against NDCG@20, whether both pick the same best arm, and the
-    arm-against-arm counts; the trust figures — taste F1 per ratio (the papers' per-item
-    protocol where it ran, else the sandbox one; `taste` a TasteDiscrimination) and the
-    brain's rating RMSE beside the best offline arm's (`rating` a RatingAlignment), the
-    list-quality spread (`list_quality` a ListQuality); the missed pairs with their power
-    (`power` a PowerAnalysis); the sensitivity ladder (`sensitivity`: its `headline()`
-    dict, or {"measured": False, "reason": …}); and the `warnings` of the checks that warned;
-    `not_measured`: the trust protocols that could not be measured, each with its reason and
-    estimate in a few words; `list_response` (`ops.studies.alignment.calibration.
-    list_response_status`): whether the embedded brain's click decision was calibrated to list
-    quality — a brain left uncalibrated is a warning of its own, first of them.  Arms in
-    `exclude` (diagnostic arms such as the mirror, `ops/arms/kinds/mirror.py`) are never named the winner."""
 
-    def cells(frame: pl.DataFrame, key: str) -> dict:
-        return {(r["arm"], r[key]): [r["mean"], r["ci_low"], r["ci_high"]] for r in frame.iter_rows(named=True)}
+@dataclass(frozen=True)
+class _Part:
+    """A part of the verdict: its dicts read-only and its lists tuples once built, so that nothing patches it."""
 
-    simulated = cells(readout.arms, "metric")
-    offline = cells(intervals, "metric") if intervals.height else {}
-    arms = {
-        arm: {
-            "ctr": simulated.get((arm, "ctr")),
-            "cvr": simulated.get((arm, "cvr")),
-            "average_rating": simulated.get((arm, "average_rating")),
-            "ndcg_at_k": offline.get((arm, "ndcg_at_k")),
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
+
+    def to_dict(self) -> dict:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, stored: Mapping):
+        return cls(**{f.name: stored[f.name] for f in fields(cls) if f.name in stored})
+
+
+@dataclass(frozen=True)
+class ArmFigures(_Part):
+    """One arm's simulated CTR, CVR and average rating and offline NDCG@20, each a `Cell` or None."""
+
+    ctr: Cell | None = None
+    cvr: Cell | None = None
+    average_rating: Cell | None = None
+    ndcg_at_k: Cell | None = None
+
+
+@dataclass(frozen=True)
+class Winner(_Part):
+    """The non-control `arm` with the largest difference against the `control` on the primary
+    `metric`, with its interval and Holm-corrected p (`arm` None: no arm to compare)."""
+
+    metric: str = "ctr"
+    arm: str | None = None
+    control: str | None = None
+    difference: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_holm: float | None = None
+    significant: bool | None = None
+
+    @property
+    def beats_control(self) -> bool:
+        """Better than the control, significantly: the arm `verdict_lines` names the winner."""
+        return self.arm is not None and bool(self.significant) and (self.difference or 0) > 0
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        return out if self.arm is not None else {k: out[k] for k in ("metric", "arm", "control")}
+
+
+@dataclass(frozen=True)
+class Fidelity(_Part):
+    """Kendall τ of simulated CTR against offline NDCG@20 over the arms, whether both name the
+    same best arm, the arm-against-arm `counts` (`ops.readout.fidelity.agreement_summary`) and
+    the missed pairs with their power (`ops.readout.power.PowerAnalysis.misses`)."""
+
+    tau: float | None = None
+    same_best_arm: bool | None = None
+    counts: Mapping[str, float | int | None] = field(default_factory=dict)
+    misses: tuple[Mapping, ...] = ()
+
+    def to_dict(self) -> dict:
+        head = {"kendall_tau_ctr_ndcg": self.tau, "same_best_arm": self.same_best_arm}
+        return head | _plain(self.counts) | {"misses": _plain(self.misses)}
+
+    @classmethod
+    def from_dict(cls, stored: Mapping) -> Fidelity:
+        counts = {k: v for k, v in stored.items() if k not in ("kendall_tau_ctr_ndcg", "same_best_arm", "misses")}
+        return cls(stored.get("kendall_tau_ctr_ndcg"), stored.get("same_best_arm"), counts, stored.get("misses", ()))
+
+
+@dataclass(frozen=True)
+class TrustFigures(_Part):
+    """How far to trust the agents, where measured (None where not): the list-quality spread,
+    taste F1 per ratio (its protocol's, and under the papers' hold-out), the brain's rating
+    RMSE beside the best offline arm's, the click decision's calibration
+    (`ops.studies.alignment.calibration.list_response_status`), the protocols not measured."""
+
+    list_quality_spread: Mapping | None = None
+    taste_protocol: str | None = None
+    taste_f1: Mapping[str, float | None] | None = None
+    taste_f1_papers_holdout: Mapping[str, float | None] | None = None
+    rmse: float | None = None
+    rmse_best_arm: float | None = None
+    best_arm: str | None = None
+    list_response: Mapping | None = None
+    not_measured: Mapping[str, str] | None = None  # protocol -> its reason and estimate in a few words
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in super().to_dict().items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Verdict(_Part):
+    """The `control`, the `winner`, the `trust` figures, the `warnings` of the checks that
+    warned, per arm its figures, the `fidelity`; then as each study gives them (None where it
+    is absent): the sensitivity ladder (`Sensitivity.headline`), the simulator's bias
+    (`SimulatorBias.verdict_line`), the test users the offline metrics are over, the gap
+    sizes (`GapSizes.headline`), whether the agents see list quality
+    (`ops.studies.alignment.trust.list_quality_seen`) and the truth (`TruthJudgement.headline`).
+    The fields in the order they are stored."""
+
+    control: str | None = None
+    winner: Winner = field(default_factory=Winner)
+    trust: TrustFigures = field(default_factory=TrustFigures)
+    warnings: tuple[str, ...] = ()
+    arms: Mapping[str, ArmFigures] = field(default_factory=dict)
+    fidelity: Fidelity = field(default_factory=Fidelity)
+    sensitivity: Mapping | None = None
+    simulator_bias: str | None = None
+    offline_users: str = "over test users"
+    gap_sizes: Mapping | None = None
+    list_quality_seen: Mapping | None = None
+    truth: Mapping | None = None
+
+    def to_dict(self) -> dict:
+        """Plain data, in the shape and key order it has always been stored in (the winner as "verdict")."""
+        return {("verdict" if k == "winner" else k): v for k, v in super().to_dict().items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, stored: Mapping) -> Verdict:
+        """A stored verdict; a part an older home did not store is left empty."""
+        parts = {
+            "winner": Winner.from_dict(stored.get("verdict") or {}),
+            "trust": TrustFigures.from_dict(stored.get("trust") or {}),
         }
-        for arm in sorted(set(readout.arms.get_column("arm").to_list()))
-    }
-    tau = (
-        fid.filter((pl.col("simulated") == "ctr") & (pl.col("offline") == "ndcg_at_k")).to_dicts() if fid.height else []
-    )
-    trust = _trust_figures(taste, rating, list_quality)
-    warned = list(warnings or [])
-    if list_response is not None:
-        trust["list_response"] = list_response
-        if not list_response.get("calibrated"):
-            warned.insert(
-                0,
-                "the embedded brain's click decision is not calibrated to list quality "
-                f"({list_response.get('reason') or 'not run'}): its agents may tie arms that real users tell apart",
-            )
-    headline = {
-        "control": readout.control,
-        "verdict": _winner(readout, primary, exclude),
-        "trust": {**trust, **({"not_measured": not_measured} if not_measured else {})},
-        "warnings": warned,
-        "arms": arms,
-        "fidelity": {
-            "kendall_tau_ctr_ndcg": tau[0]["kendall_tau"] if tau else None,
-            "same_best_arm": tau[0]["same_best_arm"] if tau else None,
-            **{k: v for k, v in summary.items()},
-            "misses": power.misses() if power is not None else [],
-        },
-    }
-    if sensitivity is not None:
-        headline["sensitivity"] = sensitivity
-    return headline
+        parts["arms"] = {arm: ArmFigures.from_dict(cells or {}) for arm, cells in (stored.get("arms") or {}).items()}
+        parts["fidelity"] = Fidelity.from_dict(stored.get("fidelity") or {})
+        return cls(**{f.name: stored[f.name] for f in fields(cls) if stored.get(f.name) is not None} | parts)
 
 
-def registry_roles(headline: dict) -> dict[str, str]:
+def _frozen(value):
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    return tuple(map(_frozen, value)) if isinstance(value, list | tuple) else value
+
+
+def _plain(value):
+    """A frozen value as JSON writes it: dicts and lists."""
+    if isinstance(value, _Part):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return list(map(_plain, value)) if isinstance(value, tuple) else value
+
+
+def registry_roles(verdict: Verdict) -> dict[str, str]:
     """The arm each Model Registry alias names after this verdict ({alias: arm}): `control` the
-    control arm; `winner` the arm the verdict calls the winner (better than the control on the
-    primary metric, significantly: "Winner on …" in `verdict_lines`), else the control itself,
-    since no arm beat it."""
-    control = headline.get("control")
-    v = headline.get("verdict") or {}
-    beats = v.get("arm") is not None and v.get("significant") and (v.get("difference") or 0) > 0
-    winner = v["arm"] if beats else control
-    return {alias: arm for alias, arm in (("winner", winner), ("control", control)) if arm}
+    control arm; `winner` the winner (`Winner.beats_control`), else the control, since no arm beat it."""
+    winner = verdict.winner.arm if verdict.winner.beats_control else verdict.control
+    return {alias: arm for alias, arm in (("winner", winner), ("control", verdict.control)) if arm}
 
 
-def _winner(readout, metric: str, exclude: Sequence[str] = ()) -> dict:
-    """The non-control arm with the largest difference against the control on `metric`."""
-    comps = readout.comparisons.filter(
-        (pl.col("metric") == metric) & pl.col("difference").is_not_null() & ~pl.col("arm").is_in(list(exclude))
-    )
-    if not comps.height:
-        return {"metric": metric, "arm": None, "control": readout.control}
-    best = comps.sort("difference", descending=True).row(0, named=True)
-    return {
-        "metric": metric,
-        "arm": best["arm"],
-        "control": readout.control,
-        "difference": best["difference"],
-        "ci_low": best["ci_low"],
-        "ci_high": best["ci_high"],
-        "p_holm": best["p_holm"],
-        "significant": bool(best["significant"]),
-    }
-
-
-def _trust_figures(taste, rating, list_quality=None) -> dict:
-    out: dict = {}
-    spread = list_quality.spread() if list_quality is not None and not isinstance(list_quality, dict) else None
-    if spread is not None:
-        out["list_quality_spread"] = spread
-    if taste is not None and not isinstance(taste, dict):
-        per_item = getattr(taste, "per_item", None)
-        summary = per_item if per_item is not None else taste.summary
-        out["taste_protocol"] = "per item" if per_item is not None else getattr(taste, "protocol", "sandbox")
-        out["taste_f1"] = {
-            r["ratio"]: r["mean"] for r in summary.filter(pl.col("metric") == "f1").iter_rows(named=True)
-        }
-        holdout = getattr(taste, "holdout", None)
-        if holdout is not None:
-            out["taste_f1_papers_holdout"] = {
-                r["ratio"]: r["mean"] for r in holdout.filter(pl.col("metric") == "f1").iter_rows(named=True)
-            }
-    if rating is not None and not isinstance(rating, dict):
-        rows = {r["predictor"]: r for r in rating.prediction.iter_rows(named=True)}
-        if "brain" in rows:
-            out["rmse"] = rows["brain"]["rmse"]
-        arms = [r for r in rows.values() if r["kind"] in ("offline arm", "best offline arm") and r["rmse"] is not None]
-        if arms:
-            best = min(arms, key=lambda r: r["rmse"])
-            out["rmse_best_arm"], out["best_arm"] = best["rmse"], best["predictor"]
-    return out
-
-
-def verdict_lines(headline: dict) -> list[str]:
+def verdict_lines(verdict: Verdict) -> list[str]:
     """The verdict in plain sentences — the console's summary and the report's first
     section both print these, so they say the same: the winning arm against the control on
     the primary metric, the fidelity verdict, the gap sizes (`ops.readout.gaps`), the trust
@@ -160,51 +178,45 @@ def verdict_lines(headline: dict) -> list[str]:
     `ops.studies.alignment.trust.list_quality_seen`), the simulator's bias, then one line
     per warning (each starting "WARNING:")."""
     lines = []
-    v = headline.get("verdict") or {}
-    metric = LABELS.get(v.get("metric"), str(v.get("metric", "CTR")).upper())
-    if v.get("arm") is None:
-        lines.append(f"Verdict on {metric}: no arm to compare with the control {headline.get('control')}")
+    v = verdict.winner
+    metric = LABELS.get(v.metric, v.metric.upper())
+    if v.arm is None:
+        lines.append(f"Verdict on {metric}: no arm to compare with the control {verdict.control}")
     else:
-        diff = f"{v['difference']:+.4f} [{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]"
-        p = "n/a" if v.get("p_holm") is None else f"{v['p_holm']:.3g}"
-        if v.get("significant") and v["difference"] > 0:
+        diff = f"{v.difference:+.4f} [{v.ci_low:+.4f}, {v.ci_high:+.4f}]"
+        p = "n/a" if v.p_holm is None else f"{v.p_holm:.3g}"
+        if v.beats_control:
             lines.append(
-                f"Winner on {metric}: {v['arm']}, {diff} against the control {v['control']} "
-                f"(95 % interval; Holm p = {p})"
+                f"Winner on {metric}: {v.arm}, {diff} against the control {v.control} (95 % interval; Holm p = {p})"
             )
         else:
             lines.append(
-                f"No arm beats the control {v['control']} on {metric}: the best, {v['arm']}, differs by {diff} "
+                f"No arm beats the control {v.control} on {metric}: the best, {v.arm}, differs by {diff} "
                 f"(95 % interval; Holm p = {p})"
             )
-    fidelity = headline.get("fidelity", {})
-    lines.append(fidelity_verdict(fidelity))
-    lines += [line for line in (misses_verdict(fidelity.get("misses") or []),) if line]
-    if (headline.get("gap_sizes") or {}).get("line"):
-        lines.append(headline["gap_sizes"]["line"])
-    lines += [line for line in (sensitivity_verdict(headline.get("sensitivity")),) if line]
-    t = headline.get("trust") or {}
+    lines.append(fidelity_verdict(verdict.fidelity))
+    lines += [line for line in (misses_verdict(verdict.fidelity.misses),) if line]
+    if (verdict.gap_sizes or {}).get("line"):
+        lines.append(verdict.gap_sizes["line"])
+    lines += [line for line in (sensitivity_verdict(verdict.sensitivity),) if line]
+    t = verdict.trust
     parts = []
-    if t.get("taste_f1"):
+    if t.taste_f1:
         parts.append(
-            f"taste F1 ({t.get('taste_protocol')} protocol) "
-            + ", ".join(f"{r} {f:.2f}" for r, f in t["taste_f1"].items() if f is not None)
+            f"taste F1 ({t.taste_protocol} protocol) "
+            + ", ".join(f"{r} {f:.2f}" for r, f in t.taste_f1.items() if f is not None)
         )
-    if t.get("taste_f1_papers_holdout"):
+    if t.taste_f1_papers_holdout:
         parts.append(
             "under the papers' hold-out "
-            + ", ".join(f"{r} {f:.2f}" for r, f in t["taste_f1_papers_holdout"].items() if f is not None)
+            + ", ".join(f"{r} {f:.2f}" for r, f in t.taste_f1_papers_holdout.items() if f is not None)
         )
-    if t.get("rmse") is not None:
-        best = (
-            f" (best offline arm, {t['best_arm']}: {t['rmse_best_arm']:.3f})"
-            if t.get("rmse_best_arm") is not None
-            else ""
-        )
-        parts.append(f"rating RMSE {t['rmse']:.3f}{best}")
-    if t.get("not_measured"):
-        parts.append("not measured: " + "; ".join(f"{k} ({why})" for k, why in t["not_measured"].items()))
-    response = t.get("list_response") or {}
+    if t.rmse is not None:
+        best = f" (best offline arm, {t.best_arm}: {t.rmse_best_arm:.3f})" if t.rmse_best_arm is not None else ""
+        parts.append(f"rating RMSE {t.rmse:.3f}{best}")
+    if t.not_measured:
+        parts.append("not measured: " + "; ".join(f"{k} ({why})" for k, why in t.not_measured.items()))
+    response = t.list_response or {}
     if response.get("on") == "random_exposure":
         parts.append(
             f"click decision calibrated on the random-exposure sample's calibration half ({response['users']} users, "
@@ -221,8 +233,8 @@ def verdict_lines(headline: dict) -> list[str]:
         )
     elif response:
         parts.append("click decision NOT calibrated to list quality")
-    spread = t.get("list_quality_spread")
-    seen = headline.get("list_quality_seen") or {}
+    spread = t.list_quality_spread
+    seen = verdict.list_quality_seen or {}
     if spread is not None:
         underpowered = (seen.get("spread") or {}).get("status") == "underpowered"
         parts.append(
@@ -233,34 +245,34 @@ def verdict_lines(headline: dict) -> list[str]:
     lines.append("trust in the agents: " + ("; ".join(parts) if parts else "not measured"))
     if seen.get("line"):
         lines.append(seen["line"])
-    if headline.get("simulator_bias"):
-        lines.append(headline["simulator_bias"])
+    if verdict.simulator_bias:
+        lines.append(verdict.simulator_bias)
     # The truth, where the run has one (ops.readout.truth): after the log's figures, before the warnings.
-    lines += (headline.get("truth") or {}).get("lines") or []
-    lines += [f"WARNING: {w}" for w in headline.get("warnings", [])]
+    lines += (verdict.truth or {}).get("lines") or []
+    lines += [f"WARNING: {w}" for w in verdict.warnings]
     return lines
 
 
 VERDICT_HEADING = "Verdict"
 
 
-def verdict_markdown(headline: dict, plots: list[Path], folder: Path) -> list[str]:
+def verdict_markdown(verdict: Verdict, plots: list[Path], folder: Path) -> list[str]:
     """The report's first section: `verdict_lines` (warnings as a quoted block), then the
     primary metric's figure of the arms with their intervals (`plots/ab_<metric>.png`)."""
     lines = [f"## {VERDICT_HEADING}", ""]
-    said = verdict_lines(headline)
+    said = verdict_lines(verdict)
     lines += [f"- {line}" for line in said if not line.startswith("WARNING:")] + [""]
     warnings = [f"> **{line}**" for line in said if line.startswith("WARNING:")]
     if warnings:
         lines += "\n>\n".join(warnings).split("\n") + [""]
-    metric = (headline.get("verdict") or {}).get("metric", "ctr")
+    metric = verdict.winner.metric
     figure = next((p for p in plots if Path(p).name == f"ab_{metric}.png"), None)
     if figure is not None:
         lines += [f"![arms on {metric}]({Path(figure).relative_to(folder)})", ""]
     return lines
 
 
-def pair_counts(summary: dict) -> str:
+def pair_counts(summary: Mapping) -> str:
     """The arm-against-arm counts in words (`ops.readout.fidelity.agreement_summary`): the
     pairs the offline metric separates, split into agree / disagree / missed, then the
     offline ties — a missed pair counts against the simulation, so a simulator that ties
@@ -276,18 +288,18 @@ def pair_counts(summary: dict) -> str:
     )
 
 
-def fidelity_verdict(fidelity: dict) -> str:
-    """One sentence on how far to trust the ordering of the arms (`report_summary`'s fidelity)."""
-    tau, best = fidelity.get("kendall_tau_ctr_ndcg"), fidelity.get("same_best_arm")
-    if tau is None:
+def fidelity_verdict(fidelity: Fidelity) -> str:
+    """One sentence on how far to trust the ordering of the arms (`Verdict.fidelity`)."""
+    if fidelity.tau is None:
         return "fidelity: not measured (fewer than two arms with offline metrics)"
-    parts = [f"Kendall τ(CTR, NDCG@20) = {tau:.2f}", "same best arm" if best else "a different best arm"]
-    if fidelity.get("pairs"):
-        parts.append(f"arm against arm, {pair_counts(fidelity)}")
+    best = "same best arm" if fidelity.same_best_arm else "a different best arm"
+    parts = [f"Kendall τ(CTR, NDCG@20) = {fidelity.tau:.2f}", best]
+    if fidelity.counts.get("pairs"):
+        parts.append(f"arm against arm, {pair_counts(fidelity.counts)}")
     return "fidelity: " + "; ".join(parts)
 
 
-def misses_verdict(misses: list[dict]) -> str | None:
+def misses_verdict(misses: Sequence[Mapping]) -> str | None:
     """One sentence on the missed pairs (`ops.readout.power.PowerAnalysis.misses`): for each,
     whether too few agents explain it — this run's MDE against the difference the offline
     metric implies at the run's response elasticity."""
@@ -308,7 +320,7 @@ def misses_verdict(misses: list[dict]) -> str | None:
     return "missed pairs: " + "; ".join(parts)
 
 
-def sensitivity_verdict(sensitivity: dict | None) -> str | None:
+def sensitivity_verdict(sensitivity: Mapping | None) -> str | None:
     """One sentence on the smallest degradation of the control's lists the simulation detects
     (`ops.studies.alignment.sensitivity.Sensitivity.headline`); None when the study is absent."""
     if sensitivity is None:

@@ -3,7 +3,7 @@ beside the offline metrics, the fidelity of the simulation, the power of the tes
 to trust the agents (the alignment protocols), as Markdown and as one HTML page with its
 figures, under a folder of the run and as the latest report.
 
-The verdict, the Markdown and the HTML page themselves are made by `ops.readout.verdict`,
+The verdict is built by `ops.studies.verdict`, the Markdown and the HTML page by
 `ops.readout.report_markdown` and `ops.readout.report_html`; this module gathers what
 they hold, which needs the studies (the alignment protocols' trust section), so it sits
 above the read-out.  The `simab_report` asset calls `write_report` and logs the result.
@@ -12,6 +12,7 @@ above the read-out.  The `simab_report` asset calls `write_report` and logs the 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,19 +22,18 @@ from ops.arms.ranking import evaluation_users
 from ops.arms.registry import has_capability
 from ops.data.random_exposure import calibration_users
 from ops.figures import save_figure
-from ops.readout.bias import SimulatorBias, simulator_bias
-from ops.readout.fidelity import agreement_summary, arm_agreement, offline_intervals
-from ops.readout.gaps import GapSizes, gap_sizes
+from ops.readout.bias import simulator_bias
+from ops.readout.fidelity import arm_agreement, offline_intervals
+from ops.readout.gaps import gap_sizes
 from ops.readout.power import PowerAnalysis, power_analysis
 from ops.readout.readout_figures import fidelity_pairs, gap_figure, power_figure, write_ab_figures
 from ops.readout.report_html import report_html
 from ops.readout.report_markdown import bill_lines, report_markdown
-from ops.readout.slots import slot_warning, slots_markdown
-from ops.readout.truth import TruthJudgement, judge_against_truth
-from ops.readout.verdict import report_summary
+from ops.readout.slots import slots_markdown
+from ops.readout.truth import judge_against_truth
+from ops.readout.verdict import Verdict
 from ops.simulation.budget import RunBudget
 from ops.storage.atomic import atomic_write_bytes
-from ops.studies.alignment.calibration import list_response_status
 from ops.studies.alignment.protocol_figures import (
     calibration_figure,
     list_quality_figure,
@@ -42,44 +42,20 @@ from ops.studies.alignment.protocol_figures import (
     social_figure,
     taste_figure,
 )
-from ops.studies.alignment.trust import (
-    fidelity_warning,
-    list_quality_seen,
-    not_measured_summary,
-    sensitivity_headline,
-    trust_section,
-)
-
-
-@dataclass(frozen=True)
-class Trust:
-    """The protocols' results the report reads: each a result, or {"not_measured": why, ...}."""
-
-    taste: object
-    rating: object
-    social: pl.DataFrame | None
-    list_quality: object
-    sensitivity: object = None
-    embedded_brain: object = None  # the fitted embedded brain: its list response's status
+from ops.studies.alignment.trust import trust_section
+from ops.studies.verdict import Trust, VerdictInputs, build_verdict
 
 
 @dataclass(frozen=True)
 class Report:
-    """A written report: where it lies, its text and headline, and the tables and figures
-    it logs (`metrics`, `tables`)."""
+    """A written report: where it lies, its text, its verdict and what the verdict read
+    (`measured`), and the tables and figures it logs (`metrics`, `tables`)."""
 
     path: Path
     html_path: Path
     text: str
-    headline: dict
-    fid: pl.DataFrame
-    pairs: pl.DataFrame
-    intervals: pl.DataFrame
-    summary: dict
-    bias: SimulatorBias
-    power: PowerAnalysis | None
-    gaps: GapSizes | None = None
-    truth: TruthJudgement | None = None
+    verdict: Verdict
+    measured: VerdictInputs
 
     @property
     def plots(self) -> Path:
@@ -89,22 +65,25 @@ class Report:
         """Kendall τ per pair of rankings, the mirror's excess CTR, the gap factor with each
         arm's simulated and logged ratio, the arm pairs' counts, and per pair of arms the
         minimum detectable CTR difference and sensitivity ratio."""
+        m = self.measured
         metrics = {
             f"kendall_tau_{row['simulated']}_vs_{row['offline']}": row["kendall_tau"]
-            for row in self.fid.iter_rows(named=True)
+            for row in m.fid.iter_rows(named=True)
         }
-        if self.bias.excess is not None:
-            metrics["mirror_excess_ctr"] = self.bias.excess
-        if self.gaps is not None:
-            metrics |= self.gaps.metrics()
-        if self.truth is not None:
-            metrics |= self.truth.metrics()
-        if self.pairs.height:
+        if m.bias.excess is not None:
+            metrics["mirror_excess_ctr"] = m.bias.excess
+        if m.gaps is not None:
+            metrics |= m.gaps.metrics()
+        if m.truth is not None:
+            metrics |= m.truth.metrics()
+        if m.pairs.height:
             metrics |= {
-                f"pairs_{k.replace(' ', '_')}": v for k, v in self.summary.items() if isinstance(v, (int, float))
+                f"pairs_{k.replace(' ', '_')}": v
+                for k, v in self.verdict.fidelity.counts.items()
+                if isinstance(v, (int, float))
             }
-        if self.power is not None and self.power.pairs.height:
-            for row in self.power.pairs.iter_rows(named=True):
+        if m.power is not None and m.power.pairs.height:
+            for row in m.power.pairs.iter_rows(named=True):
                 pair = f"{row['arm_a']}_vs_{row['arm_b']}"
                 metrics[f"mde_ctr_{pair}"] = row["minimum_detectable_difference"]
                 if row["sensitivity_ratio"] is not None:
@@ -113,16 +92,17 @@ class Report:
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """The tables behind the report, by the name they are logged under."""
-        tables = {"fidelity": self.fid} if self.fid.height else {}
-        tables["simulator_bias"] = self.bias.arms
-        if self.gaps is not None and self.gaps.arms.height:
-            tables["gap_sizes"] = self.gaps.arms
-        if self.truth is not None and self.truth.measured:
-            tables |= {"truth_arms": self.truth.arms, "truth_taus": self.truth.taus}
-        if self.pairs.height:
-            tables |= {"fidelity_pairs": self.pairs, "offline_intervals": self.intervals}
-        if self.power is not None and self.power.pairs.height:
-            tables |= {"power": self.power.pairs, "power_plan": self.power.plan}
+        m = self.measured
+        tables = {"fidelity": m.fid} if m.fid.height else {}
+        tables["simulator_bias"] = m.bias.arms
+        if m.gaps is not None and m.gaps.arms.height:
+            tables["gap_sizes"] = m.gaps.arms
+        if m.truth is not None and m.truth.measured:
+            tables |= {"truth_arms": m.truth.arms, "truth_taus": m.truth.taus}
+        if m.pairs.height:
+            tables |= {"fidelity_pairs": m.pairs, "offline_intervals": m.intervals}
+        if m.power is not None and m.power.pairs.height:
+            tables |= {"power": m.power.pairs, "power_plan": m.power.plan}
         return tables
 
 
@@ -144,10 +124,10 @@ def write_report(
     truth: pl.DataFrame | None = None,
 ) -> Report:
     """Write the report under `folder` (report.md, report.html, plots/) and as `latest`/latest.md
-    and latest.html: the verdict first (`report_summary`), then the read-out, the offline
-    metrics, the fidelity pairs, the power, the augmentation table and the trust section;
-    `bill`, when the LLM was called in this run (its file exists), closes it with what each
-    asset spent.  `truth`: the run's judge (GROUND_TRUTH; `ops.readout.truth`), None or empty
+    and latest.html: the verdict first (`ops.studies.verdict.build_verdict`), then the
+    read-out, the offline metrics, the fidelity pairs, the power, the augmentation table and
+    the trust section; `bill`, when the LLM was called in this run (its file exists), closes
+    it with what each asset spent.  `truth`: the run's judge (GROUND_TRUTH; `ops.readout.truth`), None or empty
     where it has none.  `eval_users`: the offline metrics over a seeded sample of that many test
     users (`ops.arms.ranking.evaluation_users`, as the arms measured them); 0: every one."""
     evaluated = evaluation_users(test_ratings, eval_users)
@@ -166,7 +146,6 @@ def write_report(
     intervals = offline_intervals(agreement.per_user, seed=seed)
     paired = ab_readout.design == "paired"
     bias = simulator_bias(ab_readout.per_agent, agreement.per_user, top20_lists, diagnostic, paired=paired, seed=seed)
-    summary = agreement_summary(pairs)
     power = _power(ab_readout, pairs, intervals)
     # Gap sizes against the test window: the agents stand at its start, and the offline metrics read it too.
     candidates = [a for a in ab_readout.per_agent.get_column("arm").unique().to_list() if a not in diagnostic]
@@ -197,37 +176,28 @@ def write_report(
     if judged.measured:
         plots.append(save_figure(judged.figure(), folder / "plots" / "truth.png"))
     sections = _trust_section(folder, trust)
-    unmeasured = not_measured_summary(taste=trust.taste, rating=trust.rating, list_quality=trust.list_quality)
     clicks = getattr(ab_readout, "slot_clicks", None)  # None in a read-out stored before it was kept
     # The same figures open the report and close the console's output (verdict_lines).
-    sensitivity = sensitivity_headline(trust.sensitivity)
-    seen = list_quality_seen(trust.list_quality, sensitivity, spread_floor)
-    warnings = _warnings(fid, pairs, bias, clicks, gaps, seen, tau_floor) + judged.warnings()
-    headline = report_summary(
+    measured = VerdictInputs(
         ab_readout,
-        intervals,
         fid,
-        summary,
-        trust.taste,
-        trust.rating,
-        warnings,
-        primary_metric,
-        unmeasured,
-        list_response_status(trust.embedded_brain.params),
-        exclude=diagnostic,
+        pairs,
+        tau_floor=tau_floor,
+        spread_floor=spread_floor,
+        primary_metric=primary_metric,
+        intervals=intervals,
+        trust=trust,
         power=power,
-        list_quality=trust.list_quality,
-        sensitivity=sensitivity,
-    )
-    headline["simulator_bias"] = bias.verdict_line()
-    headline["offline_users"] = (
-        "over test users"
+        bias=bias,
+        gaps=gaps,
+        truth=judged,
+        slot_clicks=clicks,
+        diagnostic=diagnostic,
+        offline_users="over test users"
         if evaluated.size >= test_users
-        else f"over a seeded sample of {evaluated.size:,} of the {test_users:,} test users"
+        else f"over a seeded sample of {evaluated.size:,} of the {test_users:,} test users",
     )
-    headline["gap_sizes"] = gaps.headline()
-    headline["list_quality_seen"] = seen
-    headline["truth"] = judged.headline()
+    verdict = build_verdict(measured)
     sections = [
         judged.to_markdown(),
         gaps.to_markdown(),
@@ -243,11 +213,10 @@ def write_report(
         folder,
         intervals,
         pairs,
-        summary,
+        verdict,
         augmentation_metrics,
         power,
         sections,
-        headline,
     )
     if bill is not None and bill.path.exists():
         text += "\n" + "\n".join(bill_lines(bill.bill()))
@@ -258,7 +227,7 @@ def write_report(
     page = report_html(text, folder).encode("utf-8")
     atomic_write_bytes(html_path, page)
     atomic_write_bytes(latest / "latest.html", page)
-    return Report(path, html_path, text, headline, fid, pairs, intervals, summary, bias, power, gaps, judged)
+    return Report(path, html_path, text, verdict, measured)
 
 
 def _power(ab_readout, pairs: pl.DataFrame, intervals: pl.DataFrame) -> PowerAnalysis | None:
@@ -272,28 +241,13 @@ def _power(ab_readout, pairs: pl.DataFrame, intervals: pl.DataFrame) -> PowerAna
     )
 
 
-def _warnings(fid, pairs, bias, clicks, gaps: GapSizes, seen: dict, tau_floor: float) -> list[str]:
-    """The verdict's warnings: low fidelity, gap sizes off by more than a factor of 2, the
-    simulator's bias, the slots' position effect, a brain blind to list quality (from the
-    one figure `list_quality_seen` names)."""
-    warned = fidelity_warning(fid, pairs, tau_floor) if fid.height else None
-    warnings = [warned.description] if warned is not None and not warned.passed else []
-    warnings += [gaps.warning] if gaps.warning else []
-    warnings += [bias.warning] if bias.warning else []
-    slot_warned = slot_warning(clicks) if clicks is not None else None
-    warnings += [slot_warned] if slot_warned else []
-    return warnings + ([seen["warning"]] if seen.get("warning") else [])
-
-
 def _trust_section(folder: Path, trust: Trust) -> list[str]:
     """ "How far to trust the agents": the alignment results and their figures under `folder`/plots."""
     # A protocol that could not be measured ({"not_measured": why, ...}) has no figure; its reason is said.
     records = {"taste": trust.taste, "rating": trust.rating, "list_quality": trust.list_quality}
-    not_measured = {k: r for k, r in records.items() if isinstance(r, dict)}
-    skipped = trust.sensitivity.get("not_measured") if isinstance(trust.sensitivity, dict) else None
-    taste, rating, list_quality, sensitivity = (
-        None if isinstance(r, dict) else r for r in (trust.taste, trust.rating, trust.list_quality, trust.sensitivity)
-    )
+    not_measured = {k: r for k, r in records.items() if isinstance(r, Mapping)}
+    skipped = trust.sensitivity.get("not_measured") if isinstance(trust.sensitivity, Mapping) else None
+    taste, rating, list_quality, sensitivity = map(trust.measured, ("taste", "rating", "list_quality", "sensitivity"))
     social = trust.social
     plots = folder / "plots"
     figures = {}

@@ -340,8 +340,8 @@ def calibrate_if_possible(
 
 
 def list_response_status(params: EmbeddedBrainParams) -> dict:
-    """Whether the click decision was calibrated, as the verdict reads it (`ops.readout.verdict.
-    report_summary`): the yardstick and the elasticities, or why it was not."""
+    """Whether the click decision was calibrated, as the verdict reads it (`ops.studies.verdict.
+    build_verdict`): the yardstick and the elasticities, or why it was not."""
     exposure = params.exposure_calibration
     if exposure is not None:
         return {

@@ -95,8 +95,8 @@ class IngestionConfig(Config):
         ),
     },
 )
-def movielens(context: AssetExecutionContext, config: IngestionConfig, mlflow_tracking: MlflowTracking):
-    """Load or generate the three MovieLens tables."""
+def ingestion(context: AssetExecutionContext, config: IngestionConfig, mlflow_tracking: MlflowTracking):
+    """Load or generate the users, items and interactions (MovieLens's three tables, on any domain)."""
     steam_path = config.steam_path or default_steam_path()
     data = ingest(data_root(), context.log.info, **{**config.model_dump(), "steam_path": steam_path})
     users, movies, ratings = data.users, data.movies, data.ratings

@@ -13,7 +13,7 @@ from pipelines.home import simab_home
 # Small enough to run in a minute or two on a laptop: 150 users, 200 movies, 30 agents per arm.
 # The tests' session world (tests/conftest.py PREPARED_SYNTHETIC) is this one, so the tests
 # run the examples in a copy of it, and each skips preparing as below.
-PREPARE = {"ops": {"movielens": {"config": {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}}}}
+PREPARE = {"ops": {"ingestion": {"config": {"synthetic_users": 150, "synthetic_movies": 200, "seed": 3}}}}
 RUN_SETTINGS = {"SIMAB_AGENTS": "30", "SIMAB_SESSIONS": "1", "SIMAB_MAX_EPOCHS": "1", "SIMAB_TRUST_PROTOCOLS": "off"}
 
 

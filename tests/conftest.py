@@ -142,7 +142,7 @@ def _build_prepared(folder: Path) -> None:
                 build_definitions(environ={"SIMAB_HOME": str(home)})
                 .resolve_job_def("simab_prepare")
                 .execute_in_process(
-                    instance=instance, run_config={"ops": {"movielens": {"config": PREPARED_SYNTHETIC}}}
+                    instance=instance, run_config={"ops": {"ingestion": {"config": PREPARED_SYNTHETIC}}}
                 )
             )
         run = {

@@ -157,7 +157,7 @@ def test_the_console_opens_a_failure_on_its_cause_a_bad_row_named_by_file_line_a
     screen = capfd.readouterr().out.splitlines() + str(stopped.value.code).splitlines()
     bar = next(i for i, line in enumerate(screen) if line.startswith("✗ prepare"))
     cause = screen[bar + 1]
-    assert cause.startswith("movielens: DataFileError: ") and cause.endswith(
+    assert cause.startswith("ingestion: DataFileError: ") and cause.endswith(
         f"{shop / 'interactions.csv'}, line 3, field 'rating': '7' is not a whole rating 1..5"
     ), screen
     rest = "\n".join(screen[bar + 2 :])

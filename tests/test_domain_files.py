@@ -174,14 +174,14 @@ def test_the_steam_source_handles_every_caveat(tmp_path):
 
 def test_the_sources_are_settings():
     settings = load({"SIMAB_SOURCE": "files", "SIMAB_FILES_PATH": "/data/shop", "SIMAB_STEAM_MIN_INTERACTIONS": "3"})
-    config = op_config(settings)["movielens"]
+    config = op_config(settings)["ingestion"]
     assert config == {"source": "files", "files_path": "/data/shop", "steam_min_interactions": 3}
 
 
 def test_a_bad_file_fails_the_ingestion_step_and_stores_nothing(shop, tmp_path, monkeypatch):
     from dagster import materialize
 
-    from assets.ingestion import movielens
+    from assets.ingestion import ingestion
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import SimabIOManager
 
@@ -190,9 +190,9 @@ def test_a_bad_file_fails_the_ingestion_step_and_stores_nothing(shop, tmp_path, 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     _rewrite(shop / "items.csv", "\n2,", "\n1,")
     result = materialize(
-        [movielens],
+        [ingestion],
         resources={"io_manager": SimabIOManager(), "mlflow_tracking": MlflowTracking()},
-        run_config={"ops": {"movielens": {"config": {"source": "files", "files_path": str(shop)}}}},
+        run_config={"ops": {"ingestion": {"config": {"source": "files", "files_path": str(shop)}}}},
         raise_on_error=False,
     )
     assert not result.success

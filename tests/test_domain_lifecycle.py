@@ -37,7 +37,7 @@ def _run(home, ingestion: dict, n_agents: int):
         instance = DagsterInstance.ephemeral()
         results = {
             "prepare": defs.resolve_job_def("simab_prepare").execute_in_process(
-                instance=instance, run_config={"ops": {"movielens": {"config": ingestion}}}
+                instance=instance, run_config={"ops": {"ingestion": {"config": ingestion}}}
             )
         }
         arm_config = {"ops": {"simulation_events": {"config": {"n_agents": n_agents}}}}

@@ -96,11 +96,11 @@ def test_mlflow_has_one_parent_per_dagster_run_with_the_assets_metrics(lifecycle
         c.data.tags["dagster_asset"]: c
         for c in client.search_runs([exp], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     }
-    # Multi-assets (movielens, chronological_split) are named after their op.
-    assert {"movielens", "chronological_split", "movie_metadata", "mm_ml_1m", "agents", "embedded_brain"} <= set(
+    # Multi-assets (ingestion, chronological_split) are named after their op.
+    assert {"ingestion", "chronological_split", "movie_metadata", "mm_ml_1m", "agents", "embedded_brain"} <= set(
         children
     )
-    ingest = children["movielens"]
+    ingest = children["ingestion"]
     assert ingest.data.metrics["users"] == 150 and ingest.data.metrics["ratings"] > 150 * 20 * 0.9
     assert {d.dataset.name for d in ingest.inputs.dataset_inputs} == {"users", "movies", "ratings"}
     split = children["chronological_split"]

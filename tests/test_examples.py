@@ -70,7 +70,7 @@ def test_the_examples_prepare_the_sessions_world():
     spec = importlib.util.spec_from_file_location("examples_common", EXAMPLES / "_common.py")
     common = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(common)
-    assert common.PREPARE == {"ops": {"movielens": {"config": PREPARED_SYNTHETIC}}}, (
+    assert common.PREPARE == {"ops": {"ingestion": {"config": PREPARED_SYNTHETIC}}}, (
         "examples/_common.py PREPARE and tests/conftest.py PREPARED_SYNTHETIC differ: "
         "the example tests would prepare their data set again"
     )

@@ -180,7 +180,7 @@ def test_the_runner_says_why_a_bad_input_failed(movielens_folder, tmp_path, monk
     with pytest.raises(SystemExit, match="simab_prepare failed") as failed:
         main(["--arms", "random"])
     # The exit message is what reaches the terminal, in the console mode and in --verbose.
-    assert re.search(r"movielens: .*ratings\.dat, line 601: user 1 rated movie \d+ twice", str(failed.value))
+    assert re.search(r"ingestion: .*ratings\.dat, line 601: user 1 rated movie \d+ twice", str(failed.value))
 
 
 def test_a_pickle_dropped_into_the_asset_folder_is_refused_and_never_loaded(good_run):
@@ -268,7 +268,7 @@ def run(defs, instance, job, config, partition=None):
 
 
 def prepare_config(folder: Path) -> dict:
-    return {"ops": {"movielens": {"config": {"source": "local", "local_path": str(folder)}}}}
+    return {"ops": {"ingestion": {"config": {"source": "local", "local_path": str(folder)}}}}
 
 
 def copy_folder(source: Path, target: Path) -> Path:

@@ -39,13 +39,13 @@ RATINGS = pl.DataFrame(
 
 
 def _source(users: pl.DataFrame, movies: pl.DataFrame, ratings: pl.DataFrame):
-    @multi_asset(outs={"users": AssetOut(), "movies": AssetOut(), "ratings": AssetOut()}, name="movielens")
-    def movielens():
+    @multi_asset(outs={"users": AssetOut(), "movies": AssetOut(), "ratings": AssetOut()}, name="ingestion")
+    def ingestion():
         yield Output(users, "users")
         yield Output(movies, "movies")
         yield Output(ratings, "ratings")
 
-    return movielens
+    return ingestion
 
 
 def _run(tmp_path, monkeypatch, users=USERS, movies=MOVIES, ratings=RATINGS):

@@ -510,7 +510,7 @@ def test_a_fresh_home_on_a_disk_too_small_for_a_lifecycle_is_refused_before_the_
     assert disk_problem(settings, tmp_path, free=10_000.0) is None
     # A world of 40 users writes a few MB (the tests' planted world: 6-9 MB), not the demo's
     # 1,000 users' 57: it fits on the same 12 MB; one of 1,000 does not.
-    small = settings.model_copy(update={"overrides": {"movielens": {"synthetic_users": 40}}})  # --set
+    small = settings.model_copy(update={"overrides": {"ingestion": {"synthetic_users": 40}}})  # --set
     assert disk_problem(small, tmp_path, free=12.0) is None
     assert disk_problem(small, tmp_path, free=4.0)
     (tmp_path / "home" / "assets").mkdir(parents=True)  # a home used before: its steps are reused

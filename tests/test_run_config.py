@@ -23,11 +23,11 @@ def test_each_job_gets_only_its_own_ops_settings():
         }
     )
     prepare = run_config_for("simab_prepare", settings)["ops"]
-    assert prepare["movielens"]["config"] == {"source": "local", "local_path": "/data/ml-1m"}
+    assert prepare["ingestion"]["config"] == {"source": "local", "local_path": "/data/ml-1m"}
     assert prepare["movie_metadata"]["config"] == {"poster_dirs": ["/a", "/b"]}
     # The agents asset builds the users the run reads: the 50 agents' sample among them.
     assert prepare["agents"]["config"] == {"n_agents": 50}
-    assert set(prepare) == {"movielens", "movie_metadata", "agents"}
+    assert set(prepare) == {"ingestion", "movie_metadata", "agents"}
     arm = run_config_for("simab_arm", settings)["ops"]
     assert arm["recommender_arm"]["config"] == {"max_epochs": 3} and arm["augmentation_metrics"]["config"] == {
         "max_epochs": 3

@@ -152,14 +152,14 @@ def test_the_urls_and_checksums_are_settings():
                 "SIMAB_STEAM_SHA256_REVIEWS": "a" * 64,
             }
         )
-    )["movielens"]
+    )["ingestion"]
     assert config == {"source": "steam-download", "steam_url": "http://mirror/", "steam_sha256_reviews": "a" * 64}
 
 
 def test_the_ingestion_step_stores_the_digests_it_downloaded(httpserver, tmp_path, originals, monkeypatch):
     from dagster import materialize
 
-    from assets.ingestion import movielens
+    from assets.ingestion import ingestion
     from resources.mlflow_tracking import MlflowTracking
     from resources.storage import SimabIOManager
 
@@ -169,18 +169,18 @@ def test_the_ingestion_step_stores_the_digests_it_downloaded(httpserver, tmp_pat
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = {"source": "steam-download", "steam_url": base, "steam_min_interactions": 3}
     result = materialize(
-        [movielens],
+        [ingestion],
         # In memory: the same checks, without the slow set-up of a new SQLite file.
         resources={
             "io_manager": SimabIOManager(),
             "mlflow_tracking": MlflowTracking(tracking_uri="sqlite:///:memory:"),
         },
-        run_config={"ops": {"movielens": {"config": config}}},
+        run_config={"ops": {"ingestion": {"config": config}}},
     )
     [event] = [e for e in result.get_asset_materialization_events() if e.asset_key.path == ["ratings"]]
     metadata = event.materialization.metadata
     assert metadata[f"sha256 {REVIEWS}"].value == sha(files[REVIEWS])
     assert metadata[f"sha256 {GAMES}"].value == sha(files[GAMES])
-    assert result.output_for_node("movielens", "ratings").height > 0
+    assert result.output_for_node("ingestion", "ratings").height > 0
     assert (tmp_path / "home" / "downloads" / "steam" / GAMES).exists()
-    assert isinstance(result.output_for_node("movielens", "users"), pl.DataFrame)
+    assert isinstance(result.output_for_node("ingestion", "users"), pl.DataFrame)

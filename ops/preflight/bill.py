@@ -269,7 +269,7 @@ def known_users(settings: Settings) -> int | None:
     """How many users the source holds, where the settings tell without reading the data."""
     source = settings.source or "synthetic"
     if source == "synthetic":
-        overrides = settings.overrides.get("movielens", {})
+        overrides = settings.overrides.get("ingestion", {})
         return int(overrides.get("synthetic_users") or SYNTHETIC_USERS)
     if source == "download":
         return KNOWN_USERS[settings.dataset or "ml-1m"]

@@ -37,7 +37,7 @@ from scipy.stats import kendalltau
 from bench import OUT
 from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import MiniLMTextEmbedder, PaletteLayoutPosterEmbedder
-from ops.arms.base import rank_by_score
+from ops.arms.top_k import rank_by_score
 from ops.data.random_exposure import calibration_rows
 from ops.environment import offline_defaults
 from ops.readout.agent_metrics import per_agent_metrics

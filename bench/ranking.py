@@ -50,10 +50,11 @@ import polars as pl  # noqa: E402
 
 from bench import ROOT  # noqa: E402
 from fakes.shared_data import SHARED_DATA  # noqa: E402
-from ops.arms.base import FitData, excluded_cells  # noqa: E402
+from ops.arms.base import FitData  # noqa: E402
 from ops.arms.deepctr import DeepCTRArm, rows_per_forward  # noqa: E402
 from ops.arms.ranking import ranking_users  # noqa: E402
 from ops.arms.recommenders import TrainedArm, arm_config, trained_arm  # noqa: E402
+from ops.arms.top_k import excluded_cells  # noqa: E402
 from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.schema import TOP_K  # noqa: E402

@@ -146,6 +146,9 @@ GROUND_TRUTH = {
 # columns followed by METADATA's (item_id once), null where a movie has no metadata.
 MM_ML_1M = {**MOVIES, **{k: v for k, v in METADATA.items() if k != "item_id"}}
 
+# The item's column in every table, on every domain (films, games, books).
+ITEM = "item_id"
+
 # One row per item of an arm's top-20 list for a user (docs/definitions.md#top-20-list).
 TOP_K = {
     "arm": pl.Utf8,

@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_metadata, planted_movielens
-from ops.arms.base import _best_columns, rank_by_score, rank_shared_order
 from ops.arms.deepctr import DeepCTRArm, build_model, rows_per_forward
 from ops.arms.kinds.pop import _popularity
 from ops.arms.kinds.random import _uniform_hash
 from ops.arms.recommenders import TrainedArm, arm_config, trained_arm
 from ops.arms.registry import kind_class, kind_names
+from ops.arms.top_k import _best_columns, rank_by_score, rank_shared_order
 from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 

@@ -21,7 +21,8 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from ops.arms.base import TOP_CELLS, ArmBase, FitData, rank_arm
+from ops.arms.base import ArmBase, FitData
+from ops.arms.top_k import TOP_CELLS, rank_arm
 
 # The version of a saved arm's folder (arm.json, `TrainedArm.save`).
 FORMAT_VERSION = 1
@@ -81,7 +82,7 @@ class ArmConfig(BaseModel):
     # Table 3: share of the train split used (seeded row sample).
     train_fraction: float = Field(1.0, gt=0, le=1)
     seed: int = 1024  # deepctr's default seed
-    # The memory one ranking pass may take (`ops.arms.base.rank_arm`; the DeepCTR kinds' forward
+    # The memory one ranking pass may take (`ops.arms.top_k.rank_arm`; the DeepCTR kinds' forward
     # passes too, `rows_per_forward`).
     score_memory_mb: float = Field(512.0, gt=0)
 

@@ -27,8 +27,9 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable, rank_by_score
+from ops.arms.base import ITEM, ArmBase, FitData, ScoresNotAvailable
 from ops.arms.kinds.lists import ListsArm
+from ops.arms.top_k import rank_by_score
 
 
 class MirrorArm(ListsArm):

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable, rank_by_score
+from ops.arms.base import ITEM, RANKING, ArmBase, FitData, ScoresNotAvailable
 from ops.arms.lists_file import check_lists
 from ops.arms.mlflow_model import resolve_uri, uri_problem
+from ops.arms.top_k import rank_by_score
 from ops.storage.codec import current_names
 
 # An older model's `movie_id` is accepted: models registered by simab before its arm API

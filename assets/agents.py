@@ -33,7 +33,7 @@ GROUP = "agents"
 def build_population(
     ratings: pl.DataFrame,
     users: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     embeddings: EmbeddingsResource,
     user_ids=None,
     valid: pl.DataFrame | None = None,
@@ -45,7 +45,7 @@ def build_population(
     return build_agents(
         ratings,
         users,
-        mm_ml_1m,
+        catalogue,
         AgentsConfig(),
         embeddings.text_embedder(),
         embeddings.poster_embedder(),
@@ -94,7 +94,7 @@ def agents(
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
     users: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     ground_truth: pl.DataFrame,
     embeddings: EmbeddingsResource,
     mlflow_tracking: MlflowTracking,
@@ -114,7 +114,7 @@ def agents(
         exposure_users=calibration_users(ground_truth) if config.click_calibration == "random_exposure" else (),
     )
     population = build_population(
-        train_ratings, users, mm_ml_1m, embeddings, readers.get_column("user_id"), valid=valid_ratings
+        train_ratings, users, catalogue, embeddings, readers.get_column("user_id"), valid=valid_ratings
     )
     table = profiles_frame(population.profiles)
     read = {role: int(readers.get_column(role).sum()) for role in ROLES}
@@ -168,7 +168,7 @@ def embedded_brain(
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
     users: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     ground_truth: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ):
@@ -180,7 +180,7 @@ def embedded_brain(
         train_ratings,
         valid_ratings,
         users,
-        mm_ml_1m,
+        catalogue,
         seed=config.seed,
         calibrate=config.calibrate_list_response,
         calibration_agents=config.calibration_agents,
@@ -239,7 +239,7 @@ def llm_personas(
     agents,
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ) -> Output[pl.DataFrame]:
@@ -257,7 +257,7 @@ def llm_personas(
             allow_retries=False,
         )
     # SimUSER's persona matching asks the LLM brain: the persona is a text it writes and reads.
-    kind, sources = LLM(), llm.sources(context, Catalogue.from_frame(mm_ml_1m))
+    kind, sources = LLM(), llm.sources(context, Catalogue.from_frame(catalogue))
     # Priced by the transport's own cost() on the prompts it would send (nothing is sent).
     with llm.open_brain(context, kind, sources) as pricing:
         estimate = estimate_persona_cost(pricing, inputs, config.n_candidates, config.seed)

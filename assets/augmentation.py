@@ -96,7 +96,7 @@ def augmentation_metrics(
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
     users: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """Test AUC, Recall@20 and NDCG@20 of each downstream model trained on the original
@@ -115,7 +115,7 @@ def augmentation_metrics(
             valid_ratings,
             test_ratings,
             users,
-            mm_ml_1m,
+            catalogue,
             simulation_events,
             config=config.augmentation(),
             original_model=recommender_arm,

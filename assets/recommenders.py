@@ -1,7 +1,7 @@
 """Lifecycle steps 5–6: the recommender arms, one partition per arm, and their offline metrics.
 
 Arms are partitions (`assets.partitions`); which of them a full run uses is run
-configuration.  Every arm reads the one catalogue, `mm_ml_1m`.
+configuration.  Every arm reads the one catalogue (the `catalogue` asset).
 """
 
 import dataclasses
@@ -74,7 +74,7 @@ def recommender_arm(
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
     users: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
     io_manager: ResourceParam[SimabIOManager],
 ):
@@ -91,8 +91,8 @@ def recommender_arm(
     if config.validation_negatives:
         overrides["validation_negatives"] = config.validation_negatives
     model = make_arm(arm, **overrides)
-    # Test users only (no labels): the users a lists file must cover, ranked once downstream.
-    data = FitData(train_ratings, valid_ratings, users, mm_ml_1m, rank_users=ranking_users(train_ratings, test_ratings))
+    rank_users = ranking_users(train_ratings, test_ratings)  # test users (no labels): a lists file covers them
+    data = FitData(train_ratings, valid_ratings, users, catalogue, rank_users=rank_users)
     builtin = isinstance(model, TrainedArm)
     if getattr(model, "mirrors_brain", False):
         data = dataclasses.replace(data, brain_scores=_brain_scores(arm, io_manager))
@@ -110,7 +110,7 @@ def recommender_arm(
             context.log.info(f"{arm} epoch {epoch}: " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
 
         if builtin:
-            model.fit(FitData(train_ratings, valid_ratings, users, mm_ml_1m, on_epoch=on_epoch))
+            model.fit(FitData(train_ratings, valid_ratings, users, catalogue, on_epoch=on_epoch))
             best = model.history[model.best_epoch - 1] if model.best_epoch else {}
             registered = f"{config.registered_model_prefix}-{arm}"
             best_metrics = {f"best_{k}": v for k, v in best.items()}
@@ -197,7 +197,7 @@ def arm_rankings(
     recommender_arm,
     train_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """The arm's one ranking pass: the 20 best movies of the users read — the simulated
@@ -206,7 +206,7 @@ def arm_rankings(
     started = time.perf_counter()
     simulated = sample_agents(population_ids(train_ratings), config.n_agents, config.seed)
     read = np.union1d(simulated, evaluation_users(test_ratings, config.eval_users))
-    items = mm_ml_1m.get_column("item_id").to_numpy()
+    items = catalogue.get_column("item_id").to_numpy()
     ranking = rank_once(recommender_arm, train_ratings, test_ratings, items, k=20, users=read)
     seconds = time.perf_counter() - started
     users = ranking.get_column("user_id").n_unique()
@@ -224,7 +224,7 @@ def top20_lists(
     context: AssetExecutionContext,
     arm_rankings: pl.DataFrame,
     train_ratings: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """The 20 best-scored movies of each ranked train user (the agents' users), excluding
@@ -232,7 +232,7 @@ def top20_lists(
     lists = lists_for(arm_rankings, train_ratings.get_column("user_id").unique().to_numpy())
     users = lists.get_column("user_id").n_unique()
     with mlflow_tracking.asset_run(context, tags={"arm": context.partition_key}):
-        coverage = lists.get_column("item_id").n_unique() / max(mm_ml_1m.height, 1)
+        coverage = lists.get_column("item_id").n_unique() / max(catalogue.height, 1)
         mlflow_tracking.log_metrics({"users": users, "catalogue_coverage": coverage})
         digest = mlflow_tracking.log_frame(lists, "top20_lists", role="output")
     return MaterializeResult(

@@ -156,7 +156,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         train_ratings: pl.DataFrame,
         valid_ratings: pl.DataFrame,
         users: pl.DataFrame,
-        mm_ml_1m: pl.DataFrame,
+        catalogue: pl.DataFrame,
         agents,
         embedded_brain,
         io_manager: ResourceParam[SimabIOManager],
@@ -169,7 +169,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         written, added = _state_before(io_manager, arm, r)
         kind = brain_kind(config.brain)
         # The agent is told the fatigue costs it is charged; an LLM brain's calls go on the run's bill.
-        sources = llm.sources(context, Catalogue.from_frame(mm_ml_1m), embedded_brain, SimulationConfig().fatigue)
+        sources = llm.sources(context, Catalogue.from_frame(catalogue), embedded_brain, SimulationConfig().fatigue)
         rounds_config = RoundsConfig(rounds=rounds, pages=config.pages, split_pool=config.split_pool, seed=config.seed)
         played = play_round(
             arm,
@@ -178,7 +178,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
             train_ratings,
             valid_ratings,
             users,
-            mm_ml_1m,
+            catalogue,
             agents,
             kind,
             sources,
@@ -212,7 +212,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
         train_ratings: pl.DataFrame,
         valid_ratings: pl.DataFrame,
         users: pl.DataFrame,
-        mm_ml_1m: pl.DataFrame,
+        catalogue: pl.DataFrame,
         agents,
         embedded_brain,
         mlflow_tracking: MlflowTracking,
@@ -231,7 +231,7 @@ def build_round_assets(rounds: int = DEFAULT_ROUNDS) -> list:
             train_ratings,
             valid_ratings,
             users,
-            mm_ml_1m,
+            catalogue,
             agents,
             embedded_brain,
             n_agents=config.n_agents,

@@ -138,7 +138,7 @@ def llm_cost_estimate(
     top20_lists: pl.DataFrame,
     agents,
     embedded_brain,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
     io_manager: ResourceParam[SimabIOManager],
@@ -148,7 +148,7 @@ def llm_cost_estimate(
     estimate is above the `llm` resource's max_cost_usd."""
     agents = _with_personas(agents, config, io_manager)
     kind = brain_kind(LLM(), vision=config.vision)
-    sources = llm.sources(catalogue=Catalogue.from_frame(mm_ml_1m), embedded=embedded_brain)
+    sources = llm.sources(catalogue=Catalogue.from_frame(catalogue), embedded=embedded_brain)
     estimate = simulation_cost(context.partition_key, config, top20_lists, agents, kind, sources, config.sample_agents)
     context.log.info(f"LLM bill before the run: {estimate.describe()}")
     with mlflow_tracking.asset_run(
@@ -193,7 +193,7 @@ def simulation_events(
     top20_lists: pl.DataFrame,
     agents,
     embedded_brain,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
     io_manager: ResourceParam[SimabIOManager],
@@ -203,7 +203,7 @@ def simulation_events(
     folder = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
     agents = _with_personas(agents, config, io_manager)
     request = partition_request(
-        context, llm, mlflow_tracking, arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, folder
+        context, llm, mlflow_tracking, arm, config, top20_lists, agents, embedded_brain, catalogue, folder
     )
     return partition_result(context, simulate_partition(request), mlflow_tracking)
 
@@ -231,7 +231,7 @@ def sharded_simulation_assets(shards: int) -> list:
         top20_lists: pl.DataFrame,
         agents,
         embedded_brain,
-        mm_ml_1m: pl.DataFrame,
+        catalogue: pl.DataFrame,
         llm: LLMResource,
         mlflow_tracking: MlflowTracking,
         io_manager: ResourceParam[SimabIOManager],
@@ -244,7 +244,7 @@ def sharded_simulation_assets(shards: int) -> list:
         folder = data_root() / "checkpoints" / "simulation_events" / arm if config.checkpoint else None
         agents = _with_personas(agents, config, io_manager)
         request = partition_request(
-            context, llm, mlflow_tracking, arm, config, top20_lists, agents, embedded_brain, mm_ml_1m, folder, shard
+            context, llm, mlflow_tracking, arm, config, top20_lists, agents, embedded_brain, catalogue, folder, shard
         )
         return partition_result(context, simulate_partition(request), mlflow_tracking)
 
@@ -275,7 +275,7 @@ def sharded_simulation_assets(shards: int) -> list:
 
 
 def partition_request(
-    context, llm, mlflow_tracking, arm, config, lists, agents, embedded_brain, mm_ml_1m, folder, shard=None
+    context, llm, mlflow_tracking, arm, config, lists, agents, embedded_brain, catalogue, folder, shard=None
 ) -> PartitionRequest:
     """The `PartitionRequest` of the step `context` (the lifecycle's simulation partitions and
     the papers' experiments): the asset's inputs and config, its resources `llm` and
@@ -285,7 +285,7 @@ def partition_request(
         config,
         lists,
         agents,
-        Catalogue.from_frame(mm_ml_1m),
+        Catalogue.from_frame(catalogue),
         sources=functools.partial(llm.sources, context, embedded=embedded_brain),
         open_brain=functools.partial(llm.open_brain, context),
         trace_experiment=mlflow_tracking.experiment_id,

@@ -72,12 +72,12 @@ def prepare(data: str, text, cache: Path, out: Path = OUT):
     """The benchmarks' common start: `load(data, out)`, the chronological 7:2:1 split, MM-ML-1M
     and the agents built on the train window with `text` as the text embedder, cached in
     `cache`.  Returns (users, movies, ratings, split, frame, agents)."""
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.data.split import chronological_split
 
     users, movies, ratings, meta, _ = load(data, out)
     split = chronological_split(ratings)
-    frame = build_mm_ml_1m(movies, meta)
+    frame = build_catalogue(movies, meta)
     return users, movies, ratings, split, frame, agents_on(split.train, users, frame, text, cache)
 
 

@@ -90,7 +90,7 @@ from ops.arms.recommenders import (
     trained_kind_names,
 )
 from ops.arms.registry import kind_class, kind_names, make_arm
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.movielens import load_local
 from ops.data.split import chronological_split
 from ops.studies.experiments.papers import TABLE2, TABLE5, TABLE5_MODELS
@@ -192,7 +192,7 @@ def table(args) -> None:
     import torch
 
     bench_started = time.perf_counter()
-    tables, source, mm_ml_1m = _load(args.data, not args.no_metadata)
+    tables, source, catalogue = _load(args.data, not args.no_metadata)
     split = chronological_split(tables.ratings)
     catalogue = tables.movies["item_id"].to_numpy()
     print(
@@ -229,7 +229,7 @@ def table(args) -> None:
                 split.train,
                 split.valid,
                 tables.users,
-                mm_ml_1m,
+                catalogue,
                 on_epoch=lambda e, m, n=name: print(
                     f"  {n} epoch {e}: val_auc {m['val_auc']:.4f} val_log_loss "
                     f"{m['val_log_loss']:.4f} loss {m['train_loss']:.4f} "
@@ -306,8 +306,8 @@ def _load(data: str, with_metadata: bool):
         out = ROOT / "bench" / "out" / "arms_metadata"
         config = LocalMetadataConfig(metadata_path=metadata_file, progress=False)
         metadata = load_local_metadata(tables.movies, out, config).metadata
-        return tables, f"{source}, metadata {metadata_file.name}", build_mm_ml_1m(tables.movies, metadata)
-    return tables, source, build_mm_ml_1m(tables.movies)
+        return tables, f"{source}, metadata {metadata_file.name}", build_catalogue(tables.movies, metadata)
+    return tables, source, build_catalogue(tables.movies)
 
 
 def _scoring_speed(arm, ranked_users, naive_users, catalogue, train) -> dict[str, float]:
@@ -388,7 +388,7 @@ def _print_table(results, source) -> None:
 def deepctr_slice(args) -> None:
     tables = ml1m()
     split = chronological_split(tables.ratings)
-    catalogue = build_mm_ml_1m(tables.movies)
+    catalogue = build_catalogue(tables.movies)
     valid = split.valid.sample(args.valid_rows, seed=0)
     arms = ["deepfm", *[a for a in args.arms if a != "deepfm"]]  # the baseline first
     rows = {}
@@ -429,7 +429,7 @@ def epoch(args) -> None:
         )
         last[0] = now
 
-    data = FitData(split.train, split.valid, tables.users, build_mm_ml_1m(tables.movies), on_epoch=on_epoch)
+    data = FitData(split.train, split.valid, tables.users, build_catalogue(tables.movies), on_epoch=on_epoch)
     profiler = cProfile.Profile(time.process_time) if args.profile else None
     if profiler is not None:
         profiler.enable()
@@ -470,7 +470,7 @@ def agent4rec(args) -> None:
     install_agent4rec_plugin(Path(tempfile.mkdtemp()))
     tables = ml1m()
     split = chronological_split(tables.ratings)
-    catalogue_frame = build_mm_ml_1m(tables.movies)
+    catalogue_frame = build_catalogue(tables.movies)
     items = catalogue_frame.get_column("item_id").to_numpy()
     users = ranking_users(split.train, split.test)
     print(

@@ -217,7 +217,7 @@ def simulate_variant(
     agents = build_agents(
         train,
         frames["users"],
-        frames["mm_ml_1m"],
+        frames["catalogue"],
         AgentsConfig(),
         MiniLMTextEmbedder(),
         PaletteLayoutPosterEmbedder(),
@@ -231,7 +231,7 @@ def simulate_variant(
             train,
             valid,
             frames["users"],
-            frames["mm_ml_1m"],
+            frames["catalogue"],
             seed=at,
             calibration_agents=calibration_agents,
             brain_config=EmbeddedBrainConfig(fit_seed=at, **fields),
@@ -241,8 +241,8 @@ def simulate_variant(
 
     model = fitted(seed)
     ranker = model if mirror_seed is None else fitted(mirror_seed)
-    catalogue = Catalogue.from_frame(frames["mm_ml_1m"])
-    items = frames["mm_ml_1m"].get_column("item_id").to_numpy()
+    catalogue = Catalogue.from_frame(frames["catalogue"])
+    items = frames["catalogue"].get_column("item_id").to_numpy()
     listed = set.intersection(*(set(v.get_column("user_id").to_list()) for v in stored.values()))
     pool = np.array(sorted(listed & set(agents.profiles)))
     rng = np.random.default_rng(seed)
@@ -274,7 +274,7 @@ def stored_run(home: Path) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFr
     assets = home / "assets"
     frames = {
         n: pl.read_parquet(assets / f"{n}.parquet")
-        for n in ("train_ratings", "valid_ratings", "test_ratings", "users", "mm_ml_1m")
+        for n in ("train_ratings", "valid_ratings", "test_ratings", "users", "catalogue")
     }
     stored = {p.stem: pl.read_parquet(p) for p in sorted((assets / "top20_lists").glob("*.parquet"))}
     stored.pop("mirror", None)

@@ -55,7 +55,7 @@ from ops.arms.deepctr import DeepCTRArm, rows_per_forward  # noqa: E402
 from ops.arms.ranking import ranking_users  # noqa: E402
 from ops.arms.recommenders import TrainedArm, arm_config, trained_arm  # noqa: E402
 from ops.arms.top_k import excluded_cells  # noqa: E402
-from ops.data.mm_ml_1m import build_mm_ml_1m  # noqa: E402
+from ops.data.catalogue import build_catalogue  # noqa: E402
 from ops.data.split import chronological_split  # noqa: E402
 from ops.schema import TOP_K  # noqa: E402
 
@@ -154,7 +154,7 @@ def load(data: str):
         if not (folder / "interactions.csv").is_file():
             raise SystemExit(f"bench.ranking: no Steam data in {folder} (set SIMAB_SHARED_DATA)")
         tables = load_steam(folder)
-        return tables, build_mm_ml_1m(tables.movies, tables.metadata)
+        return tables, build_catalogue(tables.movies, tables.metadata)
     from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
     from ops.data.movielens import load_local
 
@@ -164,10 +164,10 @@ def load(data: str):
     tables = load_local(folder)
     metadata_file = SHARED_DATA / "ml-1m-metadata" / "movies_extrainfos.dat"
     if not metadata_file.is_file():
-        return tables, build_mm_ml_1m(tables.movies)
+        return tables, build_catalogue(tables.movies)
     config = LocalMetadataConfig(metadata_path=metadata_file, progress=False)
     metadata = load_local_metadata(tables.movies, ROOT / "bench" / "out" / "ranking_metadata", config).metadata
-    return tables, build_mm_ml_1m(tables.movies, metadata)
+    return tables, build_catalogue(tables.movies, metadata)
 
 
 def _sample(users: np.ndarray, n: int | None, rng: np.random.Generator) -> np.ndarray:

@@ -207,13 +207,13 @@ def scale_log(users: int, items: int, interactions: int, args) -> Path:
 def log_tables(size: str, args):
     """The seeded log of `size` ("USERSxITEMSxINTERACTIONS", written unless there) read as the
     lifecycle reads it: (users, items, its tables, the chronological split, the catalogue)."""
+    from ops.data.catalogue import build_catalogue
     from ops.data.domain import load_files
-    from ops.data.mm_ml_1m import build_mm_ml_1m
     from ops.data.split import chronological_split
 
     users, items, interactions = (int(x) for x in size.lower().split("x"))
     tables = load_files(scale_log(users, items, interactions, args))
-    return users, items, tables, chronological_split(tables.ratings), build_mm_ml_1m(tables.movies, tables.metadata)
+    return users, items, tables, chronological_split(tables.ratings), build_catalogue(tables.movies, tables.metadata)
 
 
 def checks(args) -> None:
@@ -225,7 +225,7 @@ def checks(args) -> None:
     from ops.arms.base import FitData
     from ops.arms.ranking import rank_once
     from ops.arms.recommenders import arm_config, trained_arm
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.data.split import chronological_split
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
@@ -262,7 +262,7 @@ def checks(args) -> None:
         return
     tables = load_local(SHARED_DATA / "ml-1m")
     split = chronological_split(tables.ratings.filter(pl.col("user_id") < 2000))
-    catalogue = build_mm_ml_1m(tables.movies)
+    catalogue = build_catalogue(tables.movies)
     labels = (split.test["rating"].to_numpy() >= 4).astype(float)
     for name, epochs in (("fm", 20), ("deepfm", 6)):
         for updates in ("dense", "lazy"):

@@ -45,7 +45,7 @@ import polars as pl
 from bench import OUT, HashTextEmbedder, agents_on, load
 from ops.agents.embeddings import MiniLMTextEmbedder
 from ops.arms.recommenders import arm_config, evaluate_arm, top_k, train_arm
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 from ops.environment import offline_defaults
 from ops.simulation.brains.embedded import fit_embedded_brain
@@ -83,7 +83,7 @@ def measure_agents(args) -> None:
         shutil.rmtree(cache)
     text = MiniLMTextEmbedder() if args.text == "minilm" else HashTextEmbedder()
     t = time.perf_counter()
-    catalogue_frame = build_mm_ml_1m(movies, meta)
+    catalogue_frame = build_catalogue(movies, meta)
     bundle = agents_on(split.train, users, catalogue_frame, text, cache)
     model = fit_embedded_brain(bundle, split.train, split.valid, users)
     bundle.timings_s.update(model.timings_s)
@@ -195,7 +195,7 @@ def measure_speed(args) -> None:
     print(
         f"synthetic data: {data.users.height} users, {data.movies.height} movies, {data.ratings.height} ratings ({time.perf_counter() - t:.1f}s)"
     )
-    catalogue_frame = build_mm_ml_1m(data.movies, data.metadata)
+    catalogue_frame = build_catalogue(data.movies, data.metadata)
     catalogue = Catalogue.from_frame(catalogue_frame)
 
     bundle = None

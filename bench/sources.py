@@ -204,10 +204,10 @@ def _deepfm_ndcg(data, split) -> float:
     import torch
 
     from ops.arms.recommenders import arm_config, evaluate_arm, train_arm
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
 
     torch.set_num_threads(2)
-    arm = train_arm(arm_config("deepfm"), split.train, split.valid, data.users, build_mm_ml_1m(data.movies))
+    arm = train_arm(arm_config("deepfm"), split.train, split.valid, data.users, build_catalogue(data.movies))
     return evaluate_arm(arm, split.train, split.test, data.movies["item_id"].to_numpy(), k=20).ndcg_at_k
 
 

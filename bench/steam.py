@@ -206,7 +206,7 @@ def offline(args) -> int:
     from ops.arms.ranking import lists_for, rank_once, ranking_users
     from ops.arms.recommenders import ArmDivergedError
     from ops.arms.registry import make_arm
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.data.split import chronological_split
     from ops.data.steam import load_steam
     from ops.readout.fidelity import offline_intervals, offline_per_user
@@ -221,7 +221,7 @@ def offline(args) -> int:
         keep = ids[np.random.default_rng(3).random(ids.size) < args.user_share]
         ratings = ratings.filter(pl.col("user_id").is_in(keep.tolist()))
     split = chronological_split(ratings)
-    catalogue = build_mm_ml_1m(steam.movies, steam.metadata)  # the catalogue as the lifecycle builds it
+    catalogue = build_catalogue(steam.movies, steam.metadata)  # the catalogue as the lifecycle builds it
     items = np.sort(catalogue.get_column("item_id").to_numpy())
     ranked = ranking_users(split.train, split.test)
     train_users = split.train.get_column("user_id").unique().to_numpy()

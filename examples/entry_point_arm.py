@@ -17,7 +17,7 @@ from pathlib import Path
 from ops.arms.base import FitData
 from ops.arms.ranking import metrics_from_lists, rank_once
 from ops.arms.registry import known_arm_names, make_arm
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 from ops.data.synthetic import SyntheticConfig, generate
 
@@ -25,7 +25,7 @@ if "itemmean" not in known_arm_names():
     raise SystemExit("the arm kind 'itemmean' is not installed: pip install --no-deps ./examples/itemmean_arm")
 with tempfile.TemporaryDirectory() as posters:
     data = generate(SyntheticConfig(n_users=120, n_movies=160, seed=7), Path(posters))
-split, catalogue = chronological_split(data.ratings), build_mm_ml_1m(data.movies)
+split, catalogue = chronological_split(data.ratings), build_catalogue(data.movies)
 arm = make_arm("strict=itemmean;shrinkage=20")
 fit_data = FitData(split.train, split.valid, data.users, catalogue)  # what the arm sees: item_id
 arm.fit(fit_data)

@@ -162,12 +162,12 @@ def llm_world(
     from ops.agents.movie_facts import build_movie_facts
     from ops.agents.profile import build_profiles
     from ops.agents.session import AgentSession
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.simulation.catalogue import Catalogue
 
     movies, meta = make_catalogue(Path(root) / "posters", n_per_genre=n_per_genre)
     users, ratings, _ = make_users_and_ratings(movies, n_users=n_agents, per_user=per_user)
-    catalogue = build_mm_ml_1m(movies, meta)
+    catalogue = build_catalogue(movies, meta)
     vectors = embed_catalogue(
         catalogue, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False)
     )
@@ -205,13 +205,13 @@ def synthetic_agents(root: Path, config, valid: bool = False) -> dict:
     and posters by their palette: data, split, frame, agents."""
     from ops.agents.build import AgentsConfig, build_agents
     from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.data.split import chronological_split
     from ops.data.synthetic import generate
 
     data = generate(config, root / "posters")
     split = chronological_split(data.ratings)
-    frame = build_mm_ml_1m(data.movies, data.metadata)
+    frame = build_catalogue(data.movies, data.metadata)
     agents = build_agents(
         split.train,
         data.users,

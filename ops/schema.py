@@ -142,7 +142,7 @@ GROUND_TRUTH = {
     "rating": pl.Float64,  # random exposure: the rating given, null when only liked was recorded
 }
 
-# MM-ML-1M, the one catalogue every later stage reads (the `mm_ml_1m` asset): MOVIES
+# MM-ML-1M, the one catalogue every later stage reads (the `catalogue` asset): MOVIES
 # columns followed by METADATA's (item_id once), null where a movie has no metadata.
 MM_ML_1M = {**MOVIES, **{k: v for k, v in METADATA.items() if k != "item_id"}}
 

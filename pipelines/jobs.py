@@ -46,8 +46,8 @@ from dagster import (
 from assets import (
     agents,
     augmentation,
+    catalogue,
     ingestion,
-    mm_ml_1m,
     recommenders,
     report,
     rounds,
@@ -75,7 +75,7 @@ from resources.llm import LIFECYCLE_TAG
 
 ASSET_MODULES = [
     ingestion,
-    mm_ml_1m,
+    catalogue,
     split,
     recommenders,
     agents,
@@ -98,7 +98,7 @@ ASSET_MODULES = [
 
 JOB_SELECTIONS = {
     "simab_prepare": (
-        AssetSelection.groups("ingestion", "mm_ml_1m", "split", "agents"),
+        AssetSelection.groups("ingestion", "catalogue", "split", "agents"),
         "MovieLens → MM-ML-1M → contracts → chronological split → agents and the embedded brain",
     ),
     "simab_arm": (

@@ -189,7 +189,7 @@ class SimabIOManager(ConfigurableIOManager):
 
     def has_stored(self, asset: str, partition: str | None = None) -> bool:
         stem = self._base() / asset
-        return _exists(stem.joinpath(*_partition_parts(partition)) if partition is not None else stem)
+        return _exists(_former(stem.joinpath(*_partition_parts(partition)) if partition is not None else stem))
 
     def load_input(self, context: InputContext) -> Any:
         if context.has_asset_partitions and len(context.asset_partition_keys) > 1:
@@ -205,7 +205,20 @@ class SimabIOManager(ConfigurableIOManager):
         return _load(self._stem(context), context.asset_key.to_user_string(), partition)
 
 
+# Assets renamed since homes were first written (new: former): a home written before reads back.
+RENAMED_ASSETS = {"catalogue": "mm_ml_1m"}
+
+
+def _former(stem: Path) -> Path:
+    """`stem`, or the same asset's file under its former name where only that one is stored."""
+    former = RENAMED_ASSETS.get(stem.name)
+    if former is None or _exists(stem) or not _exists(stem.with_name(former)):
+        return stem
+    return stem.with_name(former)
+
+
 def _load(stem: Path, asset: str, partition: str | None = None) -> Any:
+    stem = _former(stem)
     parquet, pointer = _files(stem)
     pickled = Path(f"{stem}.pkl")
     if pickled.exists():

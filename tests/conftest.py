@@ -332,7 +332,7 @@ def kill_and_resume(environ: dict[str, str], audit: Path | None = None) -> dict:
     runner = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         # Killed in the agents step, after the catalogue is stored (its event logged a moment later).
-        wait_for_file(Path(environ["SIMAB_HOME"]) / "assets" / "mm_ml_1m.parquet", runner, deadline_s=240)
+        wait_for_file(Path(environ["SIMAB_HOME"]) / "assets" / "catalogue.parquet", runner, deadline_s=240)
         time.sleep(1.0)
         runner.kill()  # SIGKILL: no handler, no clean-up
         runner.wait(30)

@@ -11,7 +11,7 @@ from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_rating
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder, embed_catalogue
 from ops.agents.movie_facts import build_movie_facts
 from ops.agents.profile import ProfileConfig, build_profiles, profiles_frame, social_traits
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.schema import MOVIES, RATINGS, USERS, conform
 
 
@@ -60,7 +60,7 @@ def _tiny():
 
 def test_social_traits_follow_the_definitions():
     movies, train, _ = _tiny()
-    facts = build_movie_facts(build_mm_ml_1m(movies), train)
+    facts = build_movie_facts(build_catalogue(movies), train)
     t = {r["user_id"]: r for r in social_traits(train, facts).iter_rows(named=True)}
     assert [t[u]["activity"] for u in (1, 2, 3)] == [2, 2, 1]
     # conformity = mean squared gap to the movie's mean train rating
@@ -90,7 +90,7 @@ def test_tiers_cut_at_percentiles_and_high_conformity_means_closest_to_the_crowd
             "genres": [["Drama"]] * n,
         }
     )
-    facts = build_movie_facts(build_mm_ml_1m(conform(movies, MOVIES, "movies")), conform(train, RATINGS, "train"))
+    facts = build_movie_facts(build_catalogue(conform(movies, MOVIES, "movies")), conform(train, RATINGS, "train"))
     t = social_traits(conform(train, RATINGS, "train"), facts, ProfileConfig(tier_percentiles=(1 / 3, 2 / 3))).sort(
         "user_id"
     )
@@ -106,9 +106,9 @@ def test_tiers_cut_at_percentiles_and_high_conformity_means_closest_to_the_crowd
 def test_pickiness_follows_the_configured_thresholds():
     movies, train, users = _tiny()
     # Means: user 1 (5+2)/2 = 3.5, user 2 (3+4)/2 = 3.5, user 3 1.0.
-    p = build_profiles(train, users, build_mm_ml_1m(movies), ProfileConfig(pickiness_thresholds=(2.0, 3.4)))
+    p = build_profiles(train, users, build_catalogue(movies), ProfileConfig(pickiness_thresholds=(2.0, 3.4)))
     assert [p[u].pickiness for u in (1, 2, 3)] == ["not picky", "not picky", "extremely picky"]
-    p = build_profiles(train, users, build_mm_ml_1m(movies), ProfileConfig(pickiness_thresholds=(0.5, 3.6)))
+    p = build_profiles(train, users, build_catalogue(movies), ProfileConfig(pickiness_thresholds=(0.5, 3.6)))
     assert [p[u].pickiness for u in (1, 2, 3)] == ["moderately picky", "moderately picky", "moderately picky"]
 
 
@@ -116,14 +116,14 @@ def test_profiles_recover_planted_tastes(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters")
     users, ratings, favourite = make_users_and_ratings(movies)
     vectors = embed_catalogue(
-        build_mm_ml_1m(movies, meta),
+        build_catalogue(movies, meta),
         HashTextEmbedder(),
         PaletteLayoutPosterEmbedder(),
         None,
         EmbeddingConfig(show_progress=False),
     )
     looks = {int(m): str(look) for m, look in zip(vectors.item_ids, vectors.poster_look) if look}
-    profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta), ProfileConfig(), poster_looks=looks)
+    profiles = build_profiles(ratings, users, build_catalogue(movies, meta), ProfileConfig(), poster_looks=looks)
     assert sorted(profiles) == sorted(users.get_column("user_id").to_list())
     expected_look = {"Sci-Fi": "cool", "Romance": "warm", "Horror": "dark"}
     expected_director = {"Sci-Fi": "Ada Vector", "Romance": "Rosa Amour", "Horror": "Vlad Grim"}
@@ -156,7 +156,7 @@ def test_profiles_recover_planted_tastes(tmp_path):
 def test_unknown_user_in_train_is_named():
     movies, train, users = _tiny()
     with pytest.raises(ValueError, match=r"\[3\]"):
-        build_profiles(train, users.filter(pl.col("user_id") != 3), build_mm_ml_1m(movies))
+        build_profiles(train, users.filter(pl.col("user_id") != 3), build_catalogue(movies))
 
 
 def test_the_persona_is_a_deterministic_function_of_the_traits():
@@ -190,7 +190,7 @@ def test_profiles_with_their_persona_round_trip_through_the_stored_table(tmp_pat
 
     movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=6)
     users, ratings, _ = make_users_and_ratings(movies, n_users=6, per_user=9)
-    profiles = build_profiles(ratings, users, build_mm_ml_1m(movies, meta))
+    profiles = build_profiles(ratings, users, build_catalogue(movies, meta))
     assert profiles_from_table(profiles_table(profiles)) == profiles
     assert all(f"Persona: {p.persona}" in profile_text(p) for p in profiles.values())
 
@@ -203,7 +203,7 @@ def test_agents_built_for_some_users_are_those_of_a_build_for_every_user(tmp_pat
 
     movies, meta = make_catalogue(tmp_path / "posters")
     users, ratings, _ = make_users_and_ratings(movies)
-    catalogue = build_mm_ml_1m(movies, meta)
+    catalogue = build_catalogue(movies, meta)
     config = AgentsConfig(embedding=EmbeddingConfig(show_progress=False))
     every = build_agents(ratings, users, catalogue, config, HashTextEmbedder(), PaletteLayoutPosterEmbedder())
     some = build_agents(

@@ -263,7 +263,7 @@ def test_no_protocol_scores_a_brain_whose_fitting_reached_the_held_out_window(ti
         train_ratings=split.train,
         valid_ratings=split.valid,
         test_ratings=split.test,
-        mm_ml_1m=synthetic["frame"],
+        catalogue=synthetic["frame"],
         users=synthetic["data"].users,
         recommender_arm={},
         simulation_events={"pop": _events(split)},
@@ -328,13 +328,13 @@ def small(tmp_path_factory):
     from ops.agents.movie_facts import build_movie_facts
     from ops.agents.profile import build_profiles
     from ops.agents.session import AgentSession
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.simulation.catalogue import Catalogue
 
     root = tmp_path_factory.mktemp("alignment-llm")
     movies, meta = make_catalogue(root / "posters", n_per_genre=10)
     users, ratings, favourite = make_users_and_ratings(movies, n_users=3, per_user=6)
-    frame = build_mm_ml_1m(movies, meta)
+    frame = build_catalogue(movies, meta)
     vectors = embed_catalogue(
         frame, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, EmbeddingConfig(show_progress=False)
     )

@@ -14,8 +14,8 @@ from ops.arms import registry
 from ops.arms.base import RANKING, ArmBase, FitData
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
 from ops.arms.registry import PluggedArm, make_arm
+from ops.data.catalogue import build_catalogue
 from ops.data.domain import load_files
-from ops.data.mm_ml_1m import build_mm_ml_1m
 from ops.data.split import chronological_split
 from ops.schema import TOP_K
 from ops.settings import PROJECT_ROOT
@@ -77,7 +77,7 @@ def shelf(monkeypatch):
 def test_a_plug_in_kind_written_against_item_id_trains_and_ranks_on_the_bookshop(shelf, tmp_path):
     tables = load_files(BOOKSHOP)
     split = chronological_split(tables.ratings)
-    catalogue = build_mm_ml_1m(tables.movies, tables.metadata)
+    catalogue = build_catalogue(tables.movies, tables.metadata)
     assert "item_id" in split.train.columns and "item_id" in catalogue.columns  # simab's own tables
     items = catalogue.get_column("item_id").to_numpy()
     arm = make_arm(f"books={shelf};shrinkage=2")

@@ -32,7 +32,7 @@ from ops.arms.registry import (
     reload_entry_points,
     spec_problem,
 )
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -245,7 +245,7 @@ def new_trained_kind(tmp_path, monkeypatch):
 def test_a_kind_added_as_one_file_is_found_by_name_made_fitted_ranked_and_stored(new_kind, tmp_path):
     users, movies, ratings = planted_movielens(seed=7, n_users=60, n_movies=80, ratings_per_user=25)
     split = chronological_split(ratings)
-    catalogue = build_mm_ml_1m(movies)
+    catalogue = build_catalogue(movies)
     items = catalogue.get_column("item_id").to_numpy()
     assert new_kind in kind_names() and new_kind in known_arm_names()
     assert has_capability(new_kind, "slow_to_train") and not has_capability(new_kind, "can_refit")
@@ -269,7 +269,7 @@ def test_a_kind_added_as_one_file_brings_its_own_setting_to_its_arms_only(new_tr
     refused on another kind, read by the model, kept when the arm is stored."""
     users, movies, ratings = planted_movielens(seed=7, n_users=60, n_movies=80, ratings_per_user=25)
     split = chronological_split(ratings)
-    catalogue = build_mm_ml_1m(movies)
+    catalogue = build_catalogue(movies)
     items = catalogue.get_column("item_id").to_numpy()
     assert new_trained_kind in known_arm_names() and "top" in kind_class(new_trained_kind).spec_parameters()
     assert arm_config(new_trained_kind).top == 5 and make_arm(new_trained_kind).config.top == 5  # its default
@@ -323,7 +323,7 @@ def test_a_kind_named_by_an_installed_package_s_entry_point_is_found_made_and_ra
         assert type(make_arm("pop")).__name__ == "Pop"
         users, movies, ratings = planted_movielens(seed=7, n_users=40, n_movies=60, ratings_per_user=20)
         split = chronological_split(ratings)
-        catalogue = build_mm_ml_1m(movies)
+        catalogue = build_catalogue(movies)
         arm = make_arm("top=toprated;shrinkage=5")
         arm.fit(FitData(split.train, split.valid, users, catalogue))
         ranking = rank_once(arm, split.train, split.test, catalogue.get_column("item_id").to_numpy())
@@ -386,7 +386,7 @@ def test_a_saved_arm_of_a_kind_this_checkout_lacks_fails_naming_its_folder(tmp_p
     users, movies, ratings = planted_movielens(seed=7, n_users=30, n_movies=40, ratings_per_user=15)
     split = chronological_split(ratings)
     pop = make_arm("pop")
-    pop.fit(FitData(split.train, split.valid, users, build_mm_ml_1m(movies)))
+    pop.fit(FitData(split.train, split.valid, users, build_catalogue(movies)))
     folder = save_arm(pop, tmp_path / "pop")
     again = load_arm(folder)
     assert type(again).__name__ == "Pop" and np.array_equal(again.popularity[1], pop.popularity[1])

@@ -8,7 +8,7 @@ import pytest
 from fakes.planted_data import planted_metadata, planted_movielens
 from ops.arms.model_registry import arm_params, load_arm, log_and_register, model_id_of, point_aliases, save_arm
 from ops.arms.recommenders import arm_config, train_arm
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 
 
@@ -30,7 +30,7 @@ def trained():
             split.train,
             split.valid,
             users,
-            build_mm_ml_1m(movies, metadata),
+            build_catalogue(movies, metadata),
         )
         for name in ("deepfm", "pop", "random")
     }

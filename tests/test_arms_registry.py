@@ -15,7 +15,7 @@ from ops.arms.lists_file import ListsFileError, read_lists
 from ops.arms.ranking import lists_for, metrics_from_lists, rank_once, ranking_users
 from ops.arms.recommenders import TrainedArm, arm_config, evaluate_arm, top_k
 from ops.arms.registry import PluggedArm, declare, forget, known_arm_names, make_arm, parse_arm_spec
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 
 FAST = dict(batch_size=256, learning_rate=0.01, max_epochs=2, patience=1)
@@ -28,7 +28,7 @@ def data():
     torch.set_num_threads(1)
     users, movies, ratings = planted_movielens(seed=7, n_users=120, n_movies=150, ratings_per_user=40)
     split = chronological_split(ratings)
-    return users, build_mm_ml_1m(movies), split
+    return users, build_catalogue(movies), split
 
 
 def _fit(arm, data):

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from fakes.planted_data import planted_movielens
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 from ops.readout.augmentation_summary import AUGMENTATION_METRICS, table_5
 from ops.readout.readout_figures import augmentation_figure
@@ -166,7 +166,7 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
         ]
     )
     out = refit_and_evaluate(
-        "fm", train, split.valid, split.test, users, build_mm_ml_1m(movies), events, config=QUIET, **FAST
+        "fm", train, split.valid, split.test, users, build_catalogue(movies), events, config=QUIET, **FAST
     )
     assert out.schema == pl.Schema(AUGMENTATION_METRICS)
     assert out["training_set"].to_list() == ["original", "+click", "+view"]
@@ -182,7 +182,7 @@ def test_refit_trains_original_and_each_signal_like_for_like(planted):
     assert out["auc_difference"].to_list() == pytest.approx((out["test_auc"] - out["test_auc"][0]).to_list())
     assert out["auc_difference"][1] != 0 and out["auc_difference"][2] != 0
     # The original row is the same model the arm alone would train (same config and seed).
-    alone = train_arm(arm_config("fm", **FAST), train, split.valid, users, build_mm_ml_1m(movies))
+    alone = train_arm(arm_config("fm", **FAST), train, split.valid, users, build_catalogue(movies))
     metrics = evaluate_arm(alone, train, split.test, movies["item_id"].to_numpy())
     assert out["test_auc"][0] == metrics.test_auc and out["ndcg_at_k"][0] == metrics.ndcg_at_k
 
@@ -208,7 +208,7 @@ def test_a_signal_with_nothing_new_repeats_the_original_and_random_is_refused(pl
         split.valid,
         split.test,
         users,
-        build_mm_ml_1m(movies),
+        build_catalogue(movies),
         only_train_pairs,
         signals=("click",),
         config=QUIET,
@@ -217,7 +217,7 @@ def test_a_signal_with_nothing_new_repeats_the_original_and_random_is_refused(pl
     assert out["added_rows"].to_list() == [0, 0] and out["test_auc"][0] == out["test_auc"][1]
     with pytest.raises(ValueError, match="'random' cannot be refit"):
         refit_and_evaluate(
-            "random", train, split.valid, split.test, users, build_mm_ml_1m(movies), only_train_pairs, config=QUIET
+            "random", train, split.valid, split.test, users, build_catalogue(movies), only_train_pairs, config=QUIET
         )
     with pytest.raises(ValueError, match=r"unknown signal\(s\) \['likes'\]"):
         refit_and_evaluate(
@@ -226,7 +226,7 @@ def test_a_signal_with_nothing_new_repeats_the_original_and_random_is_refused(pl
             split.valid,
             split.test,
             users,
-            build_mm_ml_1m(movies),
+            build_catalogue(movies),
             only_train_pairs,
             signals=("likes",),
             config=QUIET,
@@ -246,7 +246,7 @@ def test_simulated_views_that_follow_the_tastes_raise_auc_and_shuffled_ones_do_n
         split.valid,
         split.test,
         users,
-        build_mm_ml_1m(movies),
+        build_catalogue(movies),
         views_of(pool, ratings),
         signals=("view",),
         config=QUIET,
@@ -258,7 +258,7 @@ def test_simulated_views_that_follow_the_tastes_raise_auc_and_shuffled_ones_do_n
         split.valid,
         split.test,
         users,
-        build_mm_ml_1m(movies),
+        build_catalogue(movies),
         views_of(pool, np.random.default_rng(1).permutation(ratings)),
         signals=("view",),
         config=QUIET,
@@ -279,7 +279,7 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
     users, movies, split, train, pool = planted
     events = views_of(pool.head(100), pool.head(100)["rating"].to_numpy())
     fast = {**FAST, "max_epochs": 1}
-    trained = train_arm(arm_config("fm", **fast), train, split.valid, users, build_mm_ml_1m(movies))
+    trained = train_arm(arm_config("fm", **fast), train, split.valid, users, build_catalogue(movies))
     calls = []
     monkeypatch.setattr(augmentation, "train_arm", lambda cfg, *a, **k: calls.append(cfg) or train_arm(cfg, *a, **k))
 
@@ -289,7 +289,7 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
         split.valid,
         split.test,
         users,
-        build_mm_ml_1m(movies),
+        build_catalogue(movies),
         events,
         signals=("view",),
         config=QUIET,
@@ -305,7 +305,7 @@ def test_the_arm_already_trained_is_reused_for_the_original_only_when_its_config
         split.valid,
         split.test,
         users,
-        build_mm_ml_1m(movies),
+        build_catalogue(movies),
         events,
         signals=("view",),
         config=QUIET,
@@ -358,7 +358,7 @@ def test_a_warm_refit_starts_from_the_arm_and_passes_over_the_simulated_rows_onl
     from ops.arms.warm_refit import warm_refit
 
     users, movies, split, train, pool = planted
-    catalogue = build_mm_ml_1m(movies)
+    catalogue = build_catalogue(movies)
     config = arm_config("fm", **FAST)
     arm = train_arm(config, train, split.valid, users, catalogue)
     before = {k: v.clone() for k, v in arm.model.state_dict().items()}

@@ -197,7 +197,7 @@ def _materialize(home, monkeypatch, llm, config=None):
     def stub_events():
         return runs
 
-    @asset(name="mm_ml_1m", io_manager_key="mem")
+    @asset(name="catalogue", io_manager_key="mem")
     def stub_catalogue():
         return CATALOGUE
 

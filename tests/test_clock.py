@@ -14,7 +14,7 @@ from ops.agents.build import Agents, AgentsConfig, build_agents
 from ops.agents.clock import DAY_S, Clock, catalogue_at, fit_half_life
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.agents.memory import RecallWeights
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.simulation.brains.embedded import FEATURES, EmbeddedBrainConfig, fit_embedded_brain
 from ops.simulation.brains.embedded.brain import SEEN_LOGIT
 from ops.simulation.brains.embedded.collab import pathsim_neighbours
@@ -28,7 +28,7 @@ def world(tmp_path_factory):
     movies, meta = make_catalogue(root / "posters")
     users, ratings, _ = make_users_and_ratings(movies)
     train, valid = split_by_time(ratings)
-    catalogue = build_mm_ml_1m(movies, meta)
+    catalogue = build_catalogue(movies, meta)
     agents = build_agents(
         train, users, catalogue, QUIET, HashTextEmbedder(), PaletteLayoutPosterEmbedder(), root / "cache", valid=valid
     )

@@ -15,7 +15,7 @@ from ops.arms.kinds.random import _uniform_hash
 from ops.arms.recommenders import TrainedArm, arm_config, trained_arm
 from ops.arms.registry import kind_class, kind_names
 from ops.arms.top_k import _best_columns, rank_by_score, rank_shared_order
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 
 torch = pytest.importorskip("torch")
@@ -42,7 +42,7 @@ def _arm(world, name: str, metadata: bool = True, seed: int = 3, **overrides) ->
     statistics of a few units (an untrained deepctr model scores every pair alike)."""
     users, movies, train, _ = world
     config = arm_config(name, embedding_dim=8, **overrides)
-    catalogue = build_mm_ml_1m(movies, planted_metadata(movies) if metadata else None)
+    catalogue = build_catalogue(movies, planted_metadata(movies) if metadata else None)
     encoder = fit_encoder(
         FeatureConfig(feature_set=config.feature_set, use_metadata=config.use_metadata), train, users, catalogue
     )

@@ -12,7 +12,7 @@ from ops.arms.base import FitData, ScoresNotAvailable
 from ops.arms.degraded import degrade_lists
 from ops.arms.ranking import metrics_from_lists, rank_once, ranking_users
 from ops.arms.registry import PluggedArm, declare, forget, make_arm, parse_arm_spec
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 
 
@@ -20,7 +20,7 @@ from ops.data.split import chronological_split
 def data():
     users, movies, ratings = planted_movielens(seed=11, n_users=80, n_movies=120, ratings_per_user=30)
     split = chronological_split(ratings)
-    return users, build_mm_ml_1m(movies), split
+    return users, build_catalogue(movies), split
 
 
 @pytest.fixture(scope="module")

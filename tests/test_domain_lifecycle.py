@@ -72,7 +72,7 @@ def _check_lifecycle(home, results, noun: str, with_images: bool):
     assert all(r.success for r in results.values())
     checks = {c.check_name: c.passed for c in results["prepare"].get_asset_check_evaluations()}
     assert checks and all(checks.values()), checks
-    catalogue = pl.read_parquet(home / "assets" / "mm_ml_1m.parquet")
+    catalogue = pl.read_parquet(home / "assets" / "catalogue.parquet")
     assert set(catalogue["item_noun"].drop_nulls()) == {noun}
     assert catalogue["poster_small"].is_not_null().any() == with_images
     users = pl.read_parquet(home / "assets" / "users.parquet")
@@ -88,7 +88,7 @@ def _check_lifecycle(home, results, noun: str, with_images: bool):
 def test_the_bookshop_example_runs_the_whole_lifecycle(bookshop):
     home, results = bookshop
     _check_lifecycle(home, results, "book", with_images=True)
-    catalogue = pl.read_parquet(home / "assets" / "mm_ml_1m.parquet")
+    catalogue = pl.read_parquet(home / "assets" / "catalogue.parquet")
     first = catalogue.filter(pl.col("item_id") == 1).row(0, named=True)
     assert json.loads(first["attributes"])["author"] and first["meta_genres"] == ["Mystery"]
     # Books 7.. have no cover: no image, never a stand-in.

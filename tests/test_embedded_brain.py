@@ -14,7 +14,7 @@ from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.agents.memory import ShortTermEntry
 from ops.agents.session import AgentSession
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.simulation.brains.embedded import (
     FEATURES,
     EmbeddedBrain,
@@ -59,7 +59,7 @@ def world(tmp_path_factory):
     movies, meta = make_catalogue(root / "posters")
     users, ratings, favourite = make_users_and_ratings(movies)
     train, valid = split_by_time(ratings)
-    bundle = agents_and_brain(train, valid, users, build_mm_ml_1m(movies, meta), root / "cache")
+    bundle = agents_and_brain(train, valid, users, build_catalogue(movies, meta), root / "cache")
     genre_of = {m: g[0] for m, g in movies.select("item_id", "genres").iter_rows()}
     rated = {(u, m) for u, m in ratings.select("user_id", "item_id").iter_rows()}
     return dict(bundle=bundle, favourite=favourite, genre_of=genre_of, rated=rated, movies=movies, meta=meta)
@@ -259,7 +259,7 @@ def test_agents_click_their_planted_tastes_and_rank_the_arms_as_offline_ndcg_doe
 
     data = synthetic.generate(synthetic.SyntheticConfig(n_users=400, n_movies=500, seed=3), tmp_path / "posters")
     split = chronological_split(data.ratings)
-    catalogue_frame = build_mm_ml_1m(data.movies, data.metadata)
+    catalogue_frame = build_catalogue(data.movies, data.metadata)
     bundle = agents_and_brain(split.train, split.valid, data.users, catalogue_frame, tmp_path / "cache")
     users = np.array(sorted(bundle.profiles))
     item_ids = data.movies.get_column("item_id").to_numpy()

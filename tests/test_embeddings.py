@@ -26,7 +26,7 @@ from ops.agents.embeddings import (
     movie_text,
     poster_look,
 )
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.environment import OFFLINE_DEFAULTS
 
 QUIET = EmbeddingConfig(show_progress=False)
@@ -82,14 +82,14 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
     movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=4)
     cache = tmp_path / "cache"
     text = HashTextEmbedder()
-    vectors = embed_catalogue(build_mm_ml_1m(movies, meta), text, PaletteLayoutPosterEmbedder(), cache, QUIET)
+    vectors = embed_catalogue(build_catalogue(movies, meta), text, PaletteLayoutPosterEmbedder(), cache, QUIET)
     assert text.texts_embedded == movies.height
     assert vectors.item_ids.tolist() == sorted(movies.get_column("item_id").to_list())
     assert vectors.text.shape == (movies.height, text.dim) and vectors.has_poster.all()
     assert set(vectors.poster_look.tolist()) == {"cool", "warm", "dark"}
 
     again = HashTextEmbedder()
-    vectors2 = embed_catalogue(build_mm_ml_1m(movies, meta), again, PaletteLayoutPosterEmbedder(), cache, QUIET)
+    vectors2 = embed_catalogue(build_catalogue(movies, meta), again, PaletteLayoutPosterEmbedder(), cache, QUIET)
     assert again.texts_embedded == 0  # everything came from the cache
     assert np.array_equal(vectors.text, vectors2.text) and np.array_equal(vectors.poster, vectors2.poster)
     assert vectors2.digest == vectors.digest
@@ -101,7 +101,7 @@ def test_catalogue_embeds_each_movie_once_and_the_cache_keys_on_content(tmp_path
         .alias("overview")
     )
     third = HashTextEmbedder()
-    vectors3 = embed_catalogue(build_mm_ml_1m(movies, changed), third, PaletteLayoutPosterEmbedder(), cache, QUIET)
+    vectors3 = embed_catalogue(build_catalogue(movies, changed), third, PaletteLayoutPosterEmbedder(), cache, QUIET)
     assert third.texts_embedded == 1
     assert vectors3.digest != vectors.digest
     row = vectors.rows_of([3])[0]
@@ -112,12 +112,12 @@ def test_catalogue_without_metadata_or_poster(tmp_path):
     movies, meta = make_catalogue(tmp_path / "posters", n_per_genre=2)
     meta = meta.filter(pl.col("item_id") != 2)
     vectors = embed_catalogue(
-        build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET
+        build_catalogue(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET
     )
     row = vectors.rows_of([2])[0]
     assert not vectors.has_poster[row] and not vectors.poster[row].any() and vectors.poster_look[row] == ""
     assert vectors.has_poster.sum() == movies.height - 1
-    none = embed_catalogue(build_mm_ml_1m(movies), HashTextEmbedder(), None, None, QUIET)
+    none = embed_catalogue(build_catalogue(movies), HashTextEmbedder(), None, None, QUIET)
     assert none.poster.shape == (movies.height, 0) and not none.has_poster.any()
 
 
@@ -129,7 +129,7 @@ def test_undecodable_poster_is_named(tmp_path):
         pl.when(pl.col("item_id") == 1).then(pl.lit(str(bad))).otherwise(pl.col("poster_small")).alias("poster_small")
     )
     with pytest.raises(ValueError, match="broken.jpg"):
-        embed_catalogue(build_mm_ml_1m(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)
+        embed_catalogue(build_catalogue(movies, meta), HashTextEmbedder(), PaletteLayoutPosterEmbedder(), None, QUIET)
 
 
 def _embedding_payload(texts, dim, shuffle=False):

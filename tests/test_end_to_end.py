@@ -53,7 +53,7 @@ def test_every_stage_materialises_and_every_contract_passes(lifecycle):
         "movies",
         "ratings",
         "movie_metadata",
-        "mm_ml_1m",
+        "catalogue",
         "train_ratings",
         "valid_ratings",
         "test_ratings",
@@ -97,7 +97,7 @@ def test_mlflow_has_one_parent_per_dagster_run_with_the_assets_metrics(lifecycle
         for c in client.search_runs([exp], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     }
     # Multi-assets (ingestion, chronological_split) are named after their op.
-    assert {"ingestion", "chronological_split", "movie_metadata", "mm_ml_1m", "agents", "embedded_brain"} <= set(
+    assert {"ingestion", "chronological_split", "movie_metadata", "catalogue", "agents", "embedded_brain"} <= set(
         children
     )
     ingest = children["ingestion"]

@@ -466,11 +466,11 @@ def test_an_llm_simulation_through_dagster_leaves_no_secret_under_simab_home(wor
     def embedded_brain():
         return 0
 
-    @asset(name="mm_ml_1m", io_manager_key="mem")
-    def mm_ml_1m():
+    @asset(name="catalogue", io_manager_key="mem")
+    def catalogue():
         return world["catalogue_frame"]
 
-    stubs: list[AssetsDefinition] = [top20_lists, agents, embedded_brain, mm_ml_1m]
+    stubs: list[AssetsDefinition] = [top20_lists, agents, embedded_brain, catalogue]
     result = materialize(
         [*stubs, simulation_events],
         partition_key="pop",

@@ -214,7 +214,7 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, plant
         "movies",
         "ratings",
         "movie_metadata",
-        "mm_ml_1m",
+        "catalogue",
     } <= stored_before and "agents" not in stored_before
 
     resumed = record["resume"]
@@ -246,7 +246,7 @@ def test_kill_9_mid_run_is_marked_failed_and_resume_completes_it(tmp_path, plant
             "ground_truth",
             "synthetic_side_info",
             "movie_metadata",
-            "mm_ml_1m",
+            "catalogue",
             "train_ratings",
             "valid_ratings",
             "test_ratings",

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from ops.arms.features import GENRE_PADDING, GENRE_UNSEEN, UNSEEN, FeatureConfig, FeatureEncoder, fit_encoder
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.schema import METADATA, MOVIES, RATINGS, USERS, conform
 
 
@@ -62,7 +62,7 @@ def tables():
 
 def _catalogue(movies: pl.DataFrame, metadata: pl.DataFrame) -> pl.DataFrame:
     """MM-ML-1M as FitData hands it to an arm (item_id)."""
-    return build_mm_ml_1m(movies, metadata)
+    return build_catalogue(movies, metadata)
 
 
 def test_vocabularies_come_from_train_only(tables):

@@ -110,7 +110,7 @@ def _materialise(
 
         return _stub
 
-    stubs = [stub("agents", Population()), stub("mm_ml_1m", world["catalogue_frame"])]
+    stubs = [stub("agents", Population()), stub("catalogue", world["catalogue_frame"])]
     if selection == "llm_personas":
         stubs += [stub("train_ratings", train), stub("valid_ratings", valid)]
     else:

@@ -11,7 +11,7 @@ from fakes.agents import HashTextEmbedder, make_catalogue
 from ops.agents.embeddings import EmbeddingConfig, MovieVectors, PaletteLayoutPosterEmbedder, embed_catalogue
 from ops.agents.memory import ShortTermEntry, build_long_term_memories, describe_short_term
 from ops.agents.movie_facts import build_movie_facts
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 
 
 def _vectors(text: np.ndarray, poster: np.ndarray | None = None, ids=None) -> MovieVectors:
@@ -93,7 +93,7 @@ def test_retrieve_by_image_never_returns_memories_without_poster():
 def test_memory_over_a_real_catalogue_recalls_the_same_genre(tmp_path):
     movies, meta = make_catalogue(tmp_path / "p", n_per_genre=5)
     vectors = embed_catalogue(
-        build_mm_ml_1m(movies, meta),
+        build_catalogue(movies, meta),
         HashTextEmbedder(),
         PaletteLayoutPosterEmbedder(),
         None,
@@ -112,7 +112,7 @@ def test_memory_over_a_real_catalogue_recalls_the_same_genre(tmp_path):
 def test_movie_facts_take_popularity_and_means_from_train_only(tmp_path):
     movies, meta = make_catalogue(tmp_path / "p", n_per_genre=2)
     train = pl.DataFrame({"user_id": [1, 2, 3], "item_id": [1, 1, 2], "rating": [5, 3, 4], "timestamp": [1, 2, 3]})
-    facts = build_movie_facts(build_mm_ml_1m(movies, meta), train)
+    facts = build_movie_facts(build_catalogue(movies, meta), train)
     r1, r2, r3 = facts.row(1), facts.row(2), facts.row(3)
     assert facts.popularity[[r1, r2, r3]].tolist() == [2, 1, 0]
     assert facts.mean_rating[r1] == 4.0 and np.isnan(facts.mean_rating[r3])

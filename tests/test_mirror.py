@@ -13,7 +13,7 @@ from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.arms.base import FitData, ScoresNotAvailable
 from ops.arms.registry import PluggedArm, has_capability, make_arm
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.readout.bias import simulator_bias, spearman_one_sided
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.studies.mirror import brain_scores
@@ -25,7 +25,7 @@ def world(tmp_path_factory):
     movies, meta = make_catalogue(root / "posters")
     users, ratings, _ = make_users_and_ratings(movies)
     train, valid = split_by_time(ratings)
-    catalogue = build_mm_ml_1m(movies, meta)
+    catalogue = build_catalogue(movies, meta)
     agents = build_agents(
         train,
         users,

@@ -7,8 +7,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
+from ops.data.catalogue import COVERAGE, MM_ML_1M, build_catalogue, coverage_table
 from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
-from ops.data.mm_ml_1m import COVERAGE, MM_ML_1M, build_mm_ml_1m, coverage_table
 from ops.schema import METADATA
 from tests.conftest import shared_path
 from tests.test_metadata_local import _ml1m_movies
@@ -63,7 +63,7 @@ META = metadata(
 
 
 def test_join_keeps_every_movie_and_adds_metadata_columns():
-    mm = build_mm_ml_1m(MOVIES, META)
+    mm = build_catalogue(MOVIES, META)
     assert mm.schema == pl.Schema(MM_ML_1M)
     assert mm["item_id"].to_list() == [1, 2, 3]
     assert mm["tmdb_id"].to_list() == [9087, 832, None]
@@ -72,14 +72,14 @@ def test_join_keeps_every_movie_and_adds_metadata_columns():
 
 def test_join_rejects_duplicate_and_unknown_item_ids():
     with pytest.raises(ValueError, match=r"several rows for movie ids \[1\]"):
-        build_mm_ml_1m(MOVIES, pl.concat([META, META.head(1)]))
+        build_catalogue(MOVIES, pl.concat([META, META.head(1)]))
     with pytest.raises(ValueError, match=r"1 movie ids not in the movies table, e.g. \[99\]"):
-        build_mm_ml_1m(MOVIES, pl.concat([META, metadata([{"item_id": 99}])]))
+        build_catalogue(MOVIES, pl.concat([META, metadata([{"item_id": 99}])]))
 
 
 def test_coverage_table_counts_and_ranges_like_table_1():
     ratings = pl.DataFrame({"user_id": [1, 1, 2], "item_id": [1, 2, 1], "rating": [4, 5, 3], "timestamp": [0, 1, 2]})
-    cov = coverage_table(build_mm_ml_1m(MOVIES, META), ratings=ratings)
+    cov = coverage_table(build_catalogue(MOVIES, META), ratings=ratings)
     assert cov.schema == pl.Schema(COVERAGE)
     rows = {r["feature"]: r for r in cov.iter_rows(named=True)}
     assert list(rows)[:9] == [
@@ -109,7 +109,7 @@ def test_coverage_table_counts_and_ranges_like_table_1():
 
 
 def test_coverage_of_an_empty_metadata_table_is_zero_not_an_error():
-    cov = coverage_table(build_mm_ml_1m(MOVIES, metadata([])))
+    cov = coverage_table(build_catalogue(MOVIES, metadata([])))
     assert cov["count"].to_list() == [0] * 9
     assert set(cov["range"]) == {"-"}
 
@@ -117,7 +117,7 @@ def test_coverage_of_an_empty_metadata_table_is_zero_not_an_error():
 def test_shared_ml1m_with_local_metadata_has_real_coverage(tmp_path):
     movies = _ml1m_movies(shared_path("ml-1m", "movies.dat"))
     config = LocalMetadataConfig(metadata_path=shared_path("ml-1m-metadata", "movies_extrainfos.dat"), progress=False)
-    mm = build_mm_ml_1m(movies, load_local_metadata(movies, tmp_path, config).metadata)
+    mm = build_catalogue(movies, load_local_metadata(movies, tmp_path, config).metadata)
     rows = {r["feature"]: r for r in coverage_table(mm).iter_rows(named=True)}
     assert mm.height == 3883
     assert rows["Title"]["count"] == 3881 and rows["Overview"]["count"] == 3845

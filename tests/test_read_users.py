@@ -67,7 +67,7 @@ def test_the_evaluated_test_users_are_a_seeded_sample_and_the_metrics_say_over_w
     ranking count only its users; 0 (or a sample as large as the window) is every test user."""
     from ops.arms.ranking import evaluation_users, metrics_from_lists, rank_once
     from ops.arms.recommenders import arm_config, trained_arm
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
 
     users, movies, ratings = planted_movielens(seed=3, n_users=400, n_movies=120, ratings_per_user=30)
     split = chronological_split(ratings)
@@ -79,7 +79,7 @@ def test_the_evaluated_test_users_are_a_seeded_sample_and_the_metrics_say_over_w
     arm = trained_arm(arm_config("pop"))
     from ops.arms.base import FitData
 
-    arm.fit(FitData(split.train, split.valid, users, build_mm_ml_1m(movies)))
+    arm.fit(FitData(split.train, split.valid, users, build_catalogue(movies)))
     items = movies.get_column("item_id").to_numpy()
     ranking = rank_once(arm, split.train, split.test, items, users=sample)
     assert set(ranking.get_column("user_id").unique().to_list()) == set(sample)  # nobody else is ranked

@@ -20,7 +20,7 @@ from ops.arms.recommenders import (
     train_arm,
 )
 from ops.arms.registry import kind_class, kind_names
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.data.split import chronological_split
 from ops.schema import TOP_K
 
@@ -73,20 +73,20 @@ def test_appendix_b_defaults_and_variants():
 
 def test_random_is_a_fixed_uniform_score_per_pair(data):
     users, movies, split = data
-    arm = train_arm(arm_config("random"), split.train, split.valid, users, build_mm_ml_1m(movies))
+    arm = train_arm(arm_config("random"), split.train, split.valid, users, build_catalogue(movies))
     u = np.repeat(np.arange(1, 201), 50)
     m = np.tile(np.arange(1, 51), 200)
     s = arm.score(u, m)
     assert np.array_equal(s, arm.score(u, m))
     assert s.min() > 0 and s.max() < 1 and abs(s.mean() - 0.5) < 0.02
     assert np.histogram(s, bins=10, range=(0, 1))[0].min() > 800  # 10,000 draws, ~1,000 per bin
-    other = train_arm(arm_config("random", seed=1), split.train, split.valid, users, build_mm_ml_1m(movies))
+    other = train_arm(arm_config("random", seed=1), split.train, split.valid, users, build_catalogue(movies))
     assert not np.array_equal(s, other.score(u, m))
 
 
 def test_pop_ranks_by_train_count(data):
     users, movies, split = data
-    arm = train_arm(arm_config("pop"), split.train, split.valid, users, build_mm_ml_1m(movies))
+    arm = train_arm(arm_config("pop"), split.train, split.valid, users, build_catalogue(movies))
     counts = split.train.group_by("item_id").len().sort(["len", "item_id"], descending=[True, False])
     lists = top_k(arm, np.array([10**6]), movies["item_id"].to_numpy(), k=5)  # a user with no history
     assert lists["item_id"].to_list() == counts["item_id"].head(5).to_list()
@@ -112,7 +112,7 @@ def test_a_kind_s_own_settings_are_spec_parameters_of_that_kind_only(data, tmp_p
     week = make_arm("week=trending;days=7")
     assert (week.config.window, week.config.days) == (None, 7.0) and make_arm("trending").config.window == 0.2
     assert spec_problem(parse_arm_spec("x=trending;window=0.1;days=7")).startswith("give window")
-    positives.fit(FitData(split.train, split.valid, users, build_mm_ml_1m(movies)))
+    positives.fit(FitData(split.train, split.valid, users, build_catalogue(movies)))
     liked = split.train.filter(pl.col("rating") >= 4).group_by("item_id").len().sort("len", descending=True)
     assert positives.score(np.array([1]), liked["item_id"].head(1).to_numpy())[0] == 1.0
     folder = save_arm(positives, tmp_path / "liked")
@@ -127,7 +127,7 @@ def test_a_kind_s_own_settings_are_spec_parameters_of_that_kind_only(data, tmp_p
 
 def test_top_k_matches_a_per_user_loop_and_excludes_train(data):
     users, movies, split = data
-    arm = train_arm(arm_config("random"), split.train, split.valid, users, build_mm_ml_1m(movies))
+    arm = train_arm(arm_config("random"), split.train, split.valid, users, build_catalogue(movies))
     catalogue = movies["item_id"].to_numpy()
     some_users = np.array([5, 1, 9, 77, 5])
     lists = top_k(arm, some_users, catalogue, exclude=split.train, k=20)
@@ -175,7 +175,7 @@ def test_table_2_ranking_on_the_synthetic_default(synthetic):
             split.train,
             split.valid,
             data.users,
-            build_mm_ml_1m(data.movies, data.metadata),
+            build_catalogue(data.movies, data.metadata),
         )
         metrics[name] = evaluate_arm(arm, split.train, split.test, catalogue, k=20)
     ndcg = {k: v.ndcg_at_k for k, v in metrics.items()}
@@ -194,16 +194,16 @@ def test_training_is_reproducible_and_restores_the_best_epoch(data):
     config = arm_config("fm", **{**FAST, "batch_size": 512, "max_epochs": 2})
     calls = []
     first = train_arm(
-        config, split.train, split.valid, users, build_mm_ml_1m(movies), on_epoch=lambda e, m: calls.append((e, m))
+        config, split.train, split.valid, users, build_catalogue(movies), on_epoch=lambda e, m: calls.append((e, m))
     )
-    second = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
+    second = train_arm(config, split.train, split.valid, users, build_catalogue(movies))
     assert [c[0] for c in calls] == [1, 2]
     assert set(calls[0][1]) == {"train_loss", "val_auc", "val_log_loss", "epoch_seconds"}
     strip = lambda h: [{k: v for k, v in row.items() if k != "epoch_seconds"} for row in h]  # noqa: E731
     assert strip(first.history) == strip(second.history)
     u, m = split.test["user_id"].to_numpy(), split.test["item_id"].to_numpy()
     assert np.array_equal(first.score(u, m), second.score(u, m))
-    other = train_arm(config.model_copy(update={"seed": 5}), split.train, split.valid, users, build_mm_ml_1m(movies))
+    other = train_arm(config.model_copy(update={"seed": 5}), split.train, split.valid, users, build_catalogue(movies))
     assert not np.array_equal(first.score(u, m), other.score(u, m))
     # The returned weights are the best epoch's: re-scoring validation gives its AUC.
     from ops.arms.metrics import auc
@@ -223,7 +223,7 @@ def test_early_stopping_stops_after_patience(data):
     config = arm_config(
         "fm", batch_size=256, learning_rate=0.5, max_epochs=20, patience=1, divergence={"enabled": False}
     )
-    arm = train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
+    arm = train_arm(config, split.train, split.valid, users, build_catalogue(movies))
     aucs = [h["val_auc"] for h in arm.history]
     assert len(aucs) < 20
     assert aucs[-1] <= max(aucs[:-1])  # stopped on a non-improving epoch
@@ -241,7 +241,7 @@ def test_every_deepctr_arm_trains_and_personalises(data, name):
     # input layout (sparse, multi-hot genres) for each model, not accuracy.
     config = arm_config(name, batch_size=512, learning_rate=0.01, max_epochs=1, embedding_dim=16)
     metadata = planted_metadata(movies)
-    arm = train_arm(config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies, metadata))
+    arm = train_arm(config, split.train.head(3000), split.valid.head(1000), users, build_catalogue(movies, metadata))
     assert arm.encoder.movie_columns[-3:] == ["vote_average", "log_vote_count", "release_year"]
     assert len(arm.history) == 1 and np.isfinite(arm.history[0]["train_loss"])
     # One movie, many users: scores are probabilities and differ by user.
@@ -261,7 +261,7 @@ def test_scoring_passes_are_sized_to_the_memory_budget(data, name):
     users, movies, split = data
     config = arm_config(name, batch_size=512, learning_rate=0.01, max_epochs=1, embedding_dim=16, score_memory_mb=64)
     arm = train_arm(
-        config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies, planted_metadata(movies))
+        config, split.train.head(3000), split.valid.head(1000), users, build_catalogue(movies, planted_metadata(movies))
     )
     floats = activation_floats_per_row(type(arm), arm.model, arm.config)
     rows = rows_per_forward(type(arm), arm.model, arm.config)
@@ -287,7 +287,7 @@ def test_scoring_passes_are_sized_to_the_memory_budget(data, name):
 
 def test_data_scale_variant_samples_the_train_split(data):
     users, movies, split = data
-    arm = train_arm(arm_config("pop", train_fraction=0.5), split.train, split.valid, users, build_mm_ml_1m(movies))
+    arm = train_arm(arm_config("pop", train_fraction=0.5), split.train, split.valid, users, build_catalogue(movies))
     assert arm.train_rows == round(split.train.height * 0.5)
 
 
@@ -297,7 +297,7 @@ def test_sampled_negatives_are_unrated_pairs(data):
 
     users, movies, split = data
     # What the arm reads (FitData's frames): item_id.
-    train, catalogue = split.train, build_mm_ml_1m(movies)
+    train, catalogue = split.train, build_catalogue(movies)
     movies = movies
     encoder = fit_encoder(FeatureConfig(), train, users, catalogue)
     x = _sampled_negatives(train, movies, encoder, 0.5, np.random.default_rng(0))
@@ -323,7 +323,7 @@ def test_divergence_guard_stops_nan_predictions_at_their_batch(data):
     with pytest.raises(
         ArmDivergedError, match=r"arm 'fm' diverged at epoch 1: batch \d+ gives \d+ predictions that are not numbers"
     ) as caught:
-        train_arm(config, split.train.head(3000), split.valid.head(1000), users, build_mm_ml_1m(movies))
+        train_arm(config, split.train.head(3000), split.valid.head(1000), users, build_catalogue(movies))
     assert caught.value.arm == "fm" and caught.value.epoch == 1
 
 
@@ -339,7 +339,7 @@ def test_divergence_guard_stops_an_exploding_log_loss_after_logging_it(data):
         match=r"arm 'fm' diverged at epoch 1: train loss [\d.]+ > 2 \(train_loss [\d.]+, val_auc [\d.]+, val_log_loss",
     ) as caught:
         train_arm(
-            config, split.train, split.valid, users, build_mm_ml_1m(movies), on_epoch=lambda e, m: logged.append(e)
+            config, split.train, split.valid, users, build_catalogue(movies), on_epoch=lambda e, m: logged.append(e)
         )
     assert caught.value.figures["train_loss"] > 2 and "epoch_seconds" not in caught.value.figures
     assert logged == [1]  # the epoch that broke the guard was reported (to MLflow) before the stop
@@ -347,7 +347,7 @@ def test_divergence_guard_stops_an_exploding_log_loss_after_logging_it(data):
     relaxed = config.model_copy(
         update={"max_epochs": 1, "divergence": config.divergence.model_copy(update={"max_log_loss": 1e6})}
     )
-    assert len(train_arm(relaxed, split.train, split.valid, users, build_mm_ml_1m(movies)).history) == 1
+    assert len(train_arm(relaxed, split.train, split.valid, users, build_catalogue(movies)).history) == 1
 
 
 def test_divergence_guard_stops_an_arm_stuck_near_half_after_the_configured_epochs(data):
@@ -366,14 +366,16 @@ def test_divergence_guard_stops_an_arm_stuck_near_half_after_the_configured_epoc
     with pytest.raises(
         ArmDivergedError, match=r"arm 'fm' diverged at epoch 2: best validation AUC 0\.[45]\d+ < 0.55 after 2 epochs"
     ):
-        train_arm(config, noise, valid, users, build_mm_ml_1m(movies))
+        train_arm(config, noise, valid, users, build_catalogue(movies))
     # Before `auc_epochs` epochs the AUC is not judged; with the guard off nothing is.
     assert (
-        len(train_arm(config.model_copy(update={"max_epochs": 1}), noise, valid, users, build_mm_ml_1m(movies)).history)
+        len(
+            train_arm(config.model_copy(update={"max_epochs": 1}), noise, valid, users, build_catalogue(movies)).history
+        )
         == 1
     )
     off = config.model_copy(update={"divergence": config.divergence.model_copy(update={"enabled": False})})
-    assert len(train_arm(off, noise, valid, users, build_mm_ml_1m(movies)).history) >= 2
+    assert len(train_arm(off, noise, valid, users, build_catalogue(movies)).history) >= 2
 
 
 def test_on_implicit_feedback_early_stopping_judges_interactions_without_being_told(data):
@@ -400,11 +402,11 @@ def test_on_implicit_feedback_early_stopping_judges_interactions_without_being_t
     # A refit on augmented data (the agents' clicks rated 4 beside the 1/5 log) is still implicit.
     augmented = pl.concat([train, split.train.tail(500).with_columns(pl.lit(4, dtype=pl.Int64).alias("rating"))])
     assert feedback_of(augmented) == "explicit"
-    trained = train_arm(config, augmented, valid, users, build_mm_ml_1m(movies))
+    trained = train_arm(config, augmented, valid, users, build_catalogue(movies))
     assert max(h["val_auc"] for h in trained.history) > 0.6
     rated_only = config.model_copy(update={"validation_negatives": 0.0})
     with pytest.raises(ArmDivergedError, match="best validation AUC"):
-        train_arm(rated_only, train, valid, users, build_mm_ml_1m(movies))
+        train_arm(rated_only, train, valid, users, build_catalogue(movies))
 
 
 def test_a_log_loss_past_the_limit_after_sane_epochs_ends_training_with_the_best_epoch_kept(data):
@@ -414,7 +416,7 @@ def test_a_log_loss_past_the_limit_after_sane_epochs_ends_training_with_the_best
     from ops.arms.recommenders import ArmDivergedError
 
     users, movies, split = data
-    catalogue = build_mm_ml_1m(movies)
+    catalogue = build_catalogue(movies)
     # A step 3 times FAST's: the validation log loss climbs from epoch 1 while the AUC holds.
     config = arm_config("fm", batch_size=256, learning_rate=0.03, max_epochs=5, patience=5)
     free = train_arm(
@@ -451,7 +453,7 @@ def test_lazy_updates_move_only_the_rows_a_batch_looks_up(data):
 
     users, movies, split = data
     train = split.train.filter(pl.col("user_id") <= 40)  # 40 of the 300 users are ever looked up
-    catalogue = build_mm_ml_1m(movies)
+    catalogue = build_catalogue(movies)
     config = arm_config("fm", batch_size=16, learning_rate=0.01, max_epochs=1, sampled_negatives=0.0)
     tables = {}
     for updates in ("lazy", "dense"):
@@ -487,7 +489,7 @@ def test_a_cpu_training_pass_runs_on_one_thread_and_gives_the_threads_back(data,
     try:
         for batch_size in (256, deepctr.ONE_THREAD_MAX_ROWS + 1):
             config = arm_config("fm", **{**FAST, "batch_size": batch_size, "max_epochs": 1})
-            train_arm(config, split.train, split.valid, users, build_mm_ml_1m(movies))
+            train_arm(config, split.train, split.valid, users, build_catalogue(movies))
             assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)  # the module's fixture's

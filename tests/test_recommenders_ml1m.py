@@ -38,13 +38,13 @@ def test_deepctr_arms_are_within_003_of_deepfm_on_ml1m_validation():
     from ops.arms.deepctr import DeepCTRArm
     from ops.arms.recommenders import arm_config, train_arm
     from ops.arms.registry import kind_class
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.data.movielens import load_local
     from ops.data.split import chronological_split
 
     tables = load_local(shared_path("ml-1m"))
     split = chronological_split(tables.ratings)
-    catalogue = build_mm_ml_1m(tables.movies)
+    catalogue = build_catalogue(tables.movies)
     valid = split.valid.sample(VALID_ROWS, seed=0)
     # One thread, as the other training tests: on a loaded 2-core machine two OpenMP
     # threads spin-wait for each other and run several times slower.

@@ -13,7 +13,7 @@ from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
 from ops.agents.memory import grow_memories
 from ops.agents.session import AgentSession
 from ops.arms.recommenders import arm_config
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.schema import RATINGS, TOP_K
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.studies.filter_bubble import filter_bubble_metrics
@@ -35,7 +35,7 @@ def world(tmp_path_factory):
     movies, meta = make_catalogue(root / "posters", n_per_genre=20)
     users, ratings, favourite = make_users_and_ratings(movies, n_users=24, per_user=18)
     train, valid = split_by_time(ratings)
-    catalogue = build_mm_ml_1m(movies, meta)
+    catalogue = build_catalogue(movies, meta)
     agents = build_agents(
         train,
         users,
@@ -270,7 +270,7 @@ def test_round_partitions_through_dagster_read_the_round_before_and_leave_it_as_
         "train_ratings": world["train"],
         "valid_ratings": world["valid"],
         "users": world["users"],
-        "mm_ml_1m": world["catalogue"],
+        "catalogue": world["catalogue"],
         "agents": world["agents"],
         "embedded_brain": world["brain"],
     }

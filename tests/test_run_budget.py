@@ -124,7 +124,7 @@ def _protocol(synthetic, tmp_path, monkeypatch, asset_name, fake, cap, lifecycle
         train_ratings=split.train,
         valid_ratings=split.valid,
         test_ratings=split.test,
-        mm_ml_1m=synthetic["frame"],
+        catalogue=synthetic["frame"],
         users=synthetic["data"].users,
         recommender_arm={},
     )
@@ -218,7 +218,7 @@ def test_the_sensitivity_ladder_is_not_measured_with_a_brain_that_pays_per_decis
             agents=synthetic["agents"],
             embedded_brain=synthetic["model"],
             train_ratings=split.train,
-            mm_ml_1m=synthetic["frame"],
+            catalogue=synthetic["frame"],
             llm=llm,
             mlflow_tracking=MlflowTracking(tracking_uri="sqlite:///:memory:"),
         )

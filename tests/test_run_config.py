@@ -118,7 +118,7 @@ def test_importing_the_code_location_reads_no_environment(monkeypatch):
     monkeypatch.setattr(os.environ, "get", lambda key, *default: reads.append(key) or real_get(key, *default))
     for module in (
         "assets.ingestion",
-        "assets.mm_ml_1m",
+        "assets.catalogue",
         "assets.recommenders",
         "assets.simulation",
         "assets.augmentation",

@@ -5,7 +5,7 @@ import datetime
 import polars as pl
 import pytest
 
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.simulation.catalogue import Catalogue, MovieInfo
 from ops.simulation.observation import Decision
 from ops.simulation.sandbox import IllegalActionError, Sandbox, SandboxConfig, describe
@@ -184,7 +184,7 @@ def test_catalogue_from_movielens_and_metadata_frames():
             "metadata_source": ["tmdb"],
         }
     ).with_columns(pl.col("release_date").cast(pl.Date))
-    cat = Catalogue.from_frame(build_mm_ml_1m(movies, meta))
+    cat = Catalogue.from_frame(build_catalogue(movies, meta))
     assert cat[1].genres == ("Comedy",) and cat[1].vote_average is None and cat[1].overview is None
     assert cat[2].genres == ("Horror",) and cat[2].release_date == "1991-03-04" and cat[2].actors == ("Y", "Z")
     sb = Sandbox([1, 2], cat)

@@ -19,7 +19,7 @@ import polars as pl
 from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
 from ops.agents.build import AgentsConfig, build_agents
 from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-from ops.data.mm_ml_1m import build_mm_ml_1m
+from ops.data.catalogue import build_catalogue
 from ops.simulation.brains.embedded import fit_embedded_brain
 from ops.simulation.catalogue import Catalogue
 from ops.simulation.request import SimulationConfig
@@ -34,7 +34,7 @@ def embedded_events(root) -> pl.DataFrame:
     movies, meta = make_catalogue(root / "posters")
     users, ratings, _ = make_users_and_ratings(movies)
     train, valid = split_by_time(ratings)
-    frame = build_mm_ml_1m(movies, meta)
+    frame = build_catalogue(movies, meta)
     agents = build_agents(
         train,
         users,

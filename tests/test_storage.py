@@ -28,7 +28,7 @@ def world(tmp_path_factory):
     from ops.agents.build import AgentsConfig, build_agents
     from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
     from ops.arms.recommenders import arm_config, top_k, train_arm
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.readout.ab_readout import ab_readout
     from ops.readout.readout_config import ReadoutConfig
     from ops.simulation.brains.embedded import fit_embedded_brain
@@ -40,7 +40,7 @@ def world(tmp_path_factory):
     movies, meta = make_catalogue(root / "posters", n_per_genre=10)
     users, ratings, _ = make_users_and_ratings(movies, n_users=16, per_user=12)
     train, valid = split_by_time(ratings)
-    catalogue = build_mm_ml_1m(movies, meta)
+    catalogue = build_catalogue(movies, meta)
     agents = build_agents(
         train,
         users,
@@ -523,3 +523,17 @@ def test_a_stored_table_shows_its_row_count_and_columns_in_the_catalogue(tmp_pat
         ("score", "Float64"),
         ("title", "String"),
     ]
+
+
+def test_an_older_homes_catalogue_reads_back_under_its_new_name(tmp_path):
+    """The catalogue asset was `mm_ml_1m`, its item column `movie_id`: a home written then
+    (no checksums yet) still reads, under the new name and the new column."""
+    io = SimabIOManager(root=str(tmp_path))
+    assert not io.has_stored("catalogue")
+    (tmp_path / "assets").mkdir()
+    pl.DataFrame({"movie_id": [3, 5], "title": ["a", "b"]}).write_parquet(tmp_path / "assets" / "mm_ml_1m.parquet")
+    assert io.has_stored("catalogue")
+    assert io.stored("catalogue").columns == ["item_id", "title"]
+    # Once the catalogue is written under its name, that one is read.
+    pl.DataFrame({"item_id": [7], "title": ["c"]}).write_parquet(tmp_path / "assets" / "catalogue.parquet")
+    assert io.stored("catalogue").get_column("item_id").to_list() == [7]

@@ -17,7 +17,7 @@ def home(tmp_path_factory):
     from fakes.agents import HashTextEmbedder, make_catalogue, make_users_and_ratings, split_by_time
     from ops.agents.build import AgentsConfig, build_agents
     from ops.agents.embeddings import EmbeddingConfig, PaletteLayoutPosterEmbedder
-    from ops.data.mm_ml_1m import build_mm_ml_1m
+    from ops.data.catalogue import build_catalogue
     from ops.simulation.brains.embedded import fit_embedded_brain
     from ops.simulation.catalogue import Catalogue
     from ops.simulation.request import SimulationConfig
@@ -31,7 +31,7 @@ def home(tmp_path_factory):
     movies, meta = make_catalogue(root / "posters", n_per_genre=8)
     users, ratings, _ = make_users_and_ratings(movies, n_users=24, per_user=12)
     train, valid = split_by_time(ratings)
-    catalogue = build_mm_ml_1m(movies, meta)
+    catalogue = build_catalogue(movies, meta)
     agents = build_agents(
         train,
         users,
@@ -60,7 +60,7 @@ def home(tmp_path_factory):
     )
     io = SimabIOManager()
     for key, partition, value in (
-        ("mm_ml_1m", None, catalogue),
+        ("catalogue", None, catalogue),
         ("agents", None, agents),
         ("embedded_brain", None, brain),
         ("top20_lists", "pop", top),

@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
 
     io = SimabIOManager()
-    agents, model, frame = io.stored("agents"), io.stored("embedded_brain"), io.stored("mm_ml_1m")
+    agents, model, frame = io.stored("agents"), io.stored("embedded_brain"), io.stored("catalogue")
     catalogue = Catalogue.from_frame(frame)
     print("arm     vision  agents  calls/session  prompt tokens/call mean (longest)  answer tokens/call")
     ratios = []

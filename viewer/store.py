@@ -3,7 +3,7 @@
 `ExperimentStore.from_definitions()` reads through the code location's own IO managers
 (`Definitions.get_asset_value_loader`), never a file layout, so it keeps working whatever
 format an asset is stored in: the events of every simulated arm (`simulation_events`, one
-partition per arm), the catalogue (`mm_ml_1m`), the agents' profiles (`agents`: an object
+partition per arm), the catalogue (`catalogue`), the agents' profiles (`agents`: an object
 with `.profiles`, user id → `ops.agents.profile.AgentProfile`) and the read-out
 (`ab_readout`, optional).  The report's figures come from the newest report folder under
 `$SIMAB_HOME/reports/` (the `simab_report` asset writes it).
@@ -139,7 +139,7 @@ class ExperimentStore:
             events = {arm: frame for arm in arms if (frame := optional("simulation_events", arm)) is not None}
             if not events and damaged:
                 raise damaged[0]  # nothing left to show: say why, not "nothing simulated"
-            catalogue = loader.load_asset_value("mm_ml_1m")
+            catalogue = loader.load_asset_value("catalogue")
             agents = optional("agents")
             readout = optional("ab_readout")
         return cls(events, catalogue, getattr(agents, "profiles", {}), readout, newest_report(reports), problems)

@@ -23,7 +23,7 @@ def list_quality_alignment(
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ):
@@ -36,7 +36,7 @@ def list_quality_alignment(
         "list_quality",
         agents,
         embedded_brain,
-        mm_ml_1m,
+        catalogue,
         llm,
         train_ratings,
         valid_ratings,
@@ -44,7 +44,7 @@ def list_quality_alignment(
         held=liked,
         min_items=ladder.need,
     ) as opening:
-        item_ids = mm_ml_1m.get_column("item_id").to_numpy()
+        item_ids = catalogue.get_column("item_id").to_numpy()
         result = measure_list_quality(opening, liked, ladder, train_ratings, valid_ratings, test_ratings, item_ids)
     brain, users = opening.brain, opening.users
     with mlflow_tracking.asset_run(

@@ -32,7 +32,7 @@ def rating_alignment(
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ):
@@ -45,7 +45,7 @@ def rating_alignment(
         "rating",
         agents,
         embedded_brain,
-        mm_ml_1m,
+        catalogue,
         llm,
         train_ratings,
         valid_ratings,

@@ -51,7 +51,7 @@ def list_sensitivity(
     agents,
     embedded_brain,
     train_ratings: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ):
@@ -65,7 +65,7 @@ def list_sensitivity(
     if "sensitivity" not in kind.answers:
         return not_measured(context, NotMeasurable(f"sensitivity ladder: the {kind.name} brain does not answer it"))
     run = run_agents(ab_readout, control)
-    sources = llm.sources(context, Catalogue.from_frame(mm_ml_1m), embedded_brain)
+    sources = llm.sources(context, Catalogue.from_frame(catalogue), embedded_brain)
     with llm.open_brain(context, kind, sources) as brain:
         skipped = skip_reason(brain, len(run), config.metered_brain)
         if skipped:
@@ -78,7 +78,7 @@ def list_sensitivity(
             top20_lists[control],
             train_ratings.select("user_id", "item_id"),
             sources.catalogue,
-            mm_ml_1m.get_column("item_id").to_numpy(),
+            catalogue.get_column("item_id").to_numpy(),
             config.slots,
             config.seed,
             config.n_bootstrap,

@@ -44,7 +44,7 @@ def social_traits_alignment(
     train_ratings: pl.DataFrame,
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ):
     """Spearman's ρ between each social trait's tier and the behaviour it should drive, real
@@ -63,7 +63,7 @@ def social_traits_alignment(
         f"social traits: the sessions of brain(s) {sorted(set(events.get_column('brain').to_list()))} on arms {sorted(simulation_events)}"
     )
     movie_mean = train_ratings.group_by("item_id").agg(pl.col("rating").mean().alias("mean"))
-    movies = mm_ml_1m.select("item_id", "genres")
+    movies = catalogue.select("item_id", "genres")
     real = test_ratings.filter(
         pl.col("user_id").is_in(pl.Series(evaluation_users(test_ratings, config.eval_users)).implode())
     )

@@ -36,7 +36,7 @@ def taste_alignment(
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
     users: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     embeddings: EmbeddingsResource,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
@@ -46,7 +46,7 @@ def taste_alignment(
     protocol under the papers' hold-out (`papers_holdout`)."""
 
     def rebuild(kept: pl.DataFrame):  # the agents the run built, from the ratings the papers' hold-out keeps
-        return build_population(kept, users, mm_ml_1m, embeddings, sorted(agents.profiles))
+        return build_population(kept, users, catalogue, embeddings, sorted(agents.profiles))
 
     with protocol_opening(
         context,
@@ -55,7 +55,7 @@ def taste_alignment(
         "taste",
         agents,
         embedded_brain,
-        mm_ml_1m,
+        catalogue,
         llm,
         train_ratings,
         valid_ratings,
@@ -67,7 +67,7 @@ def taste_alignment(
             train_ratings,
             valid_ratings,
             test_ratings,
-            mm_ml_1m.get_column("item_id").to_numpy(),
+            catalogue.get_column("item_id").to_numpy(),
             config.papers_holdout,
             users,
             rebuild,

@@ -52,7 +52,7 @@ def ab_agent_table5(
     valid_ratings: pl.DataFrame,
     test_ratings: pl.DataFrame,
     users: pl.DataFrame,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
     """A/B Agent Table 5 with the §3.5 ablation: every DeepCTR model on the original train
@@ -72,7 +72,7 @@ def ab_agent_table5(
         valid_ratings,
         test_ratings,
         users,
-        mm_ml_1m,
+        catalogue,
         data_root() / "experiments" / "table5",
         **config.model_dump(include={"seed", "seeds", "device", "max_epochs"}),
     )

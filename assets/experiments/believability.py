@@ -44,7 +44,7 @@ def simuser_believability(
     context: AssetExecutionContext,
     config: BelievabilityConfig,
     experiment_simulation_events: dict,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
@@ -60,7 +60,7 @@ def simuser_believability(
             allow_retries=False,
         )
     events = {(a, b): runs[key] for (a, b), key in wanted.items()}
-    trajectories = sample_trajectories(events, mm_ml_1m, config.per_arm_and_brain, config.seed)
+    trajectories = sample_trajectories(events, catalogue, config.per_arm_and_brain, config.seed)
     model = None
     if not llm.has_credentials():
         why = f"no LLM endpoint configured for the judge ({llm.endpoint()} needs ${llm.api_key_env}; set SIMAB_LLM_BASE_URL for a local server)"

@@ -36,7 +36,7 @@ def experiment_simulation_events(
     top20_lists: pl.DataFrame,
     agents,
     embedded_brain,
-    mm_ml_1m: pl.DataFrame,
+    catalogue: pl.DataFrame,
     llm: LLMResource,
     mlflow_tracking: MlflowTracking,
 ) -> MaterializeResult:
@@ -55,7 +55,7 @@ def experiment_simulation_events(
     folder = data_root() / "checkpoints" / "experiment_simulation_events" / arm / condition
     folder = folder if config.checkpoint else None
     request = partition_request(
-        context, llm, mlflow_tracking, arm, sample, top20_lists, agents, embedded_brain, mm_ml_1m, folder
+        context, llm, mlflow_tracking, arm, sample, top20_lists, agents, embedded_brain, catalogue, folder
     )
     dataset = f"experiment_simulation_events_{arm}_{condition}"
     return partition_result(context, simulate_partition(request), mlflow_tracking, dataset, {"condition": condition})

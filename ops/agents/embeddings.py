@@ -168,12 +168,12 @@ def embed_catalogue(
 ) -> MovieVectors:
     """Embed every movie's text and poster once; the shared matrices memories point at.
 
-    `catalogue` is the MM-ML-1M table (`ops.schema.MM_ML_1M`, the `mm_ml_1m` asset): a movie
+    `catalogue` is the MM-ML-1M table (`ops.schema.MM_ML_1M`, the `catalogue` asset): a movie
     without metadata has its text built from the MovieLens fields alone and no poster.  Rows follow ascending movie id.  A movie without a readable poster gets a
     zero poster row and `has_poster` False.  `cache_dir` None disables the cache.
     """
     config = config or EmbeddingConfig()
-    table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("item_id")
+    table = conform(catalogue, MM_ML_1M, "catalogue").sort("item_id")
     item_ids = table.get_column("item_id").to_numpy().astype(np.int64)
     texts = [movie_text(row, config) for row in table.iter_rows(named=True)]
     cache = Path(cache_dir) if cache_dir is not None else None

@@ -88,9 +88,9 @@ class MovieFacts:
 
 
 def build_movie_facts(catalogue: pl.DataFrame, train: pl.DataFrame) -> MovieFacts:
-    """Facts per movie from the MM-ML-1M catalogue (`ops.schema.MM_ML_1M`, the `mm_ml_1m`
+    """Facts per movie from the MM-ML-1M catalogue (`ops.schema.MM_ML_1M`, the `catalogue`
     asset) and the train ratings (popularity, mean rating)."""
-    table = conform(catalogue, MM_ML_1M, "mm_ml_1m").sort("item_id")
+    table = conform(catalogue, MM_ML_1M, "catalogue").sort("item_id")
     ids = table.get_column("item_id").to_numpy().astype(np.int64)
     popularity, mean_rating = _crowd(ids, train)
     names = genre_vocabulary(table)

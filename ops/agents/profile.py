@@ -194,7 +194,7 @@ def build_profiles(
 ) -> dict[int, AgentProfile]:
     """One profile per user with at least `min_train_ratings` train ratings (of `user_ids`
     only, when given: the traits' tiers are still cut over every user); `catalogue` is
-    MM-ML-1M (the `mm_ml_1m` asset).  `traits`: `social_traits` of `train`, when computed
+    MM-ML-1M (the `catalogue` asset).  `traits`: `social_traits` of `train`, when computed
     already.
 
     `poster_looks` maps movie id -> "warm" / "cool" / "dark" / "bright" (from

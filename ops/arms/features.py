@@ -25,7 +25,7 @@ import polars as pl
 from pydantic import BaseModel
 
 from ops.arms.base import ITEM
-from ops.data.mm_ml_1m import has_metadata
+from ops.data.catalogue import has_metadata
 from ops.environment import offline_defaults
 
 FeatureSet = Literal["all", "user_id_only", "movie_id_only"]
@@ -64,7 +64,7 @@ def fit_encoder(
     """Fit vocabularies and dense statistics on `train` and encode every user and movie.
 
     `train` is a RATINGS frame; `users` follows ops.schema.USERS and `catalogue` is MM-ML-1M
-    (ops.schema.MM_ML_1M, the `mm_ml_1m` asset): its metadata columns give the dense inputs.  Users and
+    (ops.schema.MM_ML_1M, the `catalogue` asset): its metadata columns give the dense inputs.  Users and
     movies outside `train` still get a row (their ids map to UNSEEN, their side features
     are encoded with the train vocabularies), so cold users keep their demographics.
     """

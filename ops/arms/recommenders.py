@@ -76,7 +76,7 @@ def train_arm(
     on_epoch: EpochCallback | None = None,
 ) -> TrainedArm:
     """Fit arm `config` on `train` (RATINGS frames), early-stopping on `valid`'s AUC.
-    `catalogue` is MM-ML-1M (the `mm_ml_1m` asset): the movies and their side features.
+    `catalogue` is MM-ML-1M (the `catalogue` asset): the movies and their side features.
 
     `on_epoch(epoch, metrics)` is called after every epoch (1-based) with train_loss,
     val_auc, val_log_loss and epoch_seconds, e.g. to log them to MLflow.

@@ -1,6 +1,6 @@
 """The catalogue as the sandbox shows it: one `MovieInfo` per movie of MM-ML-1M.
 
-Built once per simulation from the `mm_ml_1m` asset (`Catalogue.from_frame`); the sandbox
+Built once per simulation from the `catalogue` asset (`Catalogue.from_frame`); the sandbox
 renders home-page cards and detail pages from it, and brains name remembered movies with
 it.  Cards are immutable and memoised, so every session showing a movie at a position
 shares one object.
@@ -54,13 +54,13 @@ class Catalogue:
 
     @classmethod
     def from_frame(cls, catalogue: pl.DataFrame) -> Catalogue:
-        """Build from the MM-ML-1M table (`ops.schema.MM_ML_1M`, the `mm_ml_1m` asset).
+        """Build from the MM-ML-1M table (`ops.schema.MM_ML_1M`, the `catalogue` asset).
         Home-page genres are the MovieLens genres, falling back to the metadata's own when
         MovieLens has none."""
-        frame = conform(catalogue, MM_ML_1M, "mm_ml_1m")
+        frame = conform(catalogue, MM_ML_1M, "catalogue")
         duplicated = frame.filter(pl.col("item_id").is_duplicated()).get_column("item_id").unique().sort().to_list()
         if duplicated:
-            raise ValueError(f"table 'mm_ml_1m': item_id not unique, e.g. {duplicated[:5]}")
+            raise ValueError(f"table 'catalogue': item_id not unique, e.g. {duplicated[:5]}")
         frame = frame.with_columns(pl.col("release_date").dt.to_string("%Y-%m-%d"))
         columns = {name: frame.get_column(name).to_list() for name in frame.columns}
         infos = []

@@ -101,7 +101,7 @@ def refit_and_evaluate(
     original train set and on train + each simulated signal; return one row per training
     set ("original", "+click", "+view") in the AUGMENTATION_METRICS layout.
 
-    `catalogue` is MM-ML-1M (the `mm_ml_1m` asset); `events` follow ops.schema.EVENTS (one
+    `catalogue` is MM-ML-1M (the `catalogue` asset); `events` follow ops.schema.EVENTS (one
     arm's simulation); `arm_overrides` go to
     `arm_config` (max_epochs, seed, device, ...) and are the same for every training set.
     A signal that adds no row is not retrained: its row repeats the original's metrics.

@@ -1,6 +1,6 @@
 """MM-ML-1M: MovieLens-1M movies joined with their metadata and posters (A/B Agent §2.2).
 
-`build_mm_ml_1m` joins the movies table with a METADATA table (from the TMDB crawl, the
+`build_catalogue` joins the movies table with a METADATA table (from the TMDB crawl, the
 local source or the synthetic generator) and `coverage_table` summarises the result in
 the shape of the paper's Table 1: per feature, its type, how many movies have it, and its
 range (text fields: character length; numbers: min/max; dates: earliest/latest).
@@ -33,7 +33,7 @@ COVERAGE = {
 LIST_JOIN = ", "
 
 
-def build_mm_ml_1m(movies: pl.DataFrame, metadata: pl.DataFrame | None = None) -> pl.DataFrame:
+def build_catalogue(movies: pl.DataFrame, metadata: pl.DataFrame | None = None) -> pl.DataFrame:
     """Every movie of `movies` with its metadata columns (null where there is none): the
     one catalogue (`ops.schema.MM_ML_1M`) that arms, agents, the sandbox and augmentation read.
 
@@ -54,7 +54,7 @@ def build_mm_ml_1m(movies: pl.DataFrame, metadata: pl.DataFrame | None = None) -
             f"metadata has {orphans.len()} movie ids not in the movies table, e.g. {orphans.head(10).to_list()}"
         )
     joined = movies.join(metadata, on="item_id", how="left")
-    return conform(joined, MM_ML_1M, "mm_ml_1m").sort("item_id")
+    return conform(joined, MM_ML_1M, "catalogue").sort("item_id")
 
 
 def has_metadata(catalogue: pl.DataFrame) -> bool:
@@ -81,7 +81,7 @@ def coverage_table(
     """
     from ops.data.tmdb_match import parse_movielens_title
 
-    mm = conform(mm, MM_ML_1M, "mm_ml_1m")
+    mm = conform(mm, MM_ML_1M, "catalogue")
     has_meta = mm.filter(pl.col("metadata_source").is_not_null())
     titles = pl.Series(
         "title", [parse_movielens_title(t).title if t else None for t in has_meta["title"].to_list()], pl.Utf8

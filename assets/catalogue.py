@@ -3,7 +3,7 @@
 `movie_metadata` comes from the configured source: `tmdb` (the real crawl, resumable),
 `local` (a metadata file plus poster folders, for offline use), `synthetic` (what the
 synthetic generator drew), or `none`.  `auto` takes the synthetic side information when the
-ratings are synthetic and `none` otherwise.  `mm_ml_1m` joins it to the movies table and
+ratings are synthetic and `none` otherwise.  `catalogue` joins it to the movies table and
 logs the coverage table in the shape of the paper's Table 1.
 """
 
@@ -14,8 +14,8 @@ from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResul
 from pydantic import Field
 
 from data_contracts.checks import metadata_verdict, stop_before_storing
+from ops.data.catalogue import build_catalogue, coverage_table
 from ops.data.local_metadata import LocalMetadataConfig, load_local_metadata
-from ops.data.mm_ml_1m import build_mm_ml_1m, coverage_table
 from ops.figures import table_markdown
 from ops.schema import METADATA, conform
 from ops.settings import MetadataSource, config_default
@@ -23,7 +23,7 @@ from resources.mlflow_tracking import MlflowTracking
 from resources.storage import data_root
 from resources.tmdb import TmdbResource
 
-GROUP = "mm_ml_1m"
+GROUP = "catalogue"
 
 
 class MetadataConfig(Config):
@@ -104,7 +104,7 @@ def movie_metadata(
 
 
 @asset(group_name=GROUP, code_version="1", kinds={"polars"})
-def mm_ml_1m(
+def catalogue(
     context: AssetExecutionContext,
     movies: pl.DataFrame,
     movie_metadata: pl.DataFrame,
@@ -114,7 +114,7 @@ def mm_ml_1m(
 ) -> MaterializeResult:
     """The one catalogue: the movies table joined with metadata and poster paths (null where a
     movie has none), with its Table 1 coverage."""
-    mm = build_mm_ml_1m(movies, movie_metadata)
+    mm = build_catalogue(movies, movie_metadata)
     coverage = coverage_table(mm, ratings=ratings, users=users)
     coverage_md = table_markdown(coverage.select("feature", "type", "count", "range"))
     with mlflow_tracking.asset_run(context):
@@ -126,7 +126,7 @@ def mm_ml_1m(
                 for row in coverage.iter_rows(named=True)
             }
         )
-        digest = mlflow_tracking.log_frame(mm, "mm_ml_1m", role="output")
+        digest = mlflow_tracking.log_frame(mm, "catalogue", role="output")
     return MaterializeResult(
         value=mm,
         data_version=DataVersion(digest),

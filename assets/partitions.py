@@ -63,9 +63,10 @@ def with_arm_partitions(assets: list, partitions: StaticPartitionsDefinition) ->
         return definition
 
     def mapped(asset):
-        if not isinstance(asset, AssetsDefinition) or swapped(asset.partitions_def) is asset.partitions_def:
+        new = swapped(asset.partitions_def) if isinstance(asset, AssetsDefinition) else None
+        if new is None or new is asset.partitions_def:
             return asset
-        return asset.map_asset_specs(lambda spec: spec.replace_attributes(partitions_def=swapped(spec.partitions_def)))
+        return asset.map_asset_specs(lambda spec: spec.replace_attributes(partitions_def=new))
 
     return [mapped(asset) for asset in assets]
 

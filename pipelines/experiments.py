@@ -94,24 +94,19 @@ def plan(name: str, settings) -> list[Step]:
 RENAMED_OPS = {"movielens": "ingestion"}
 
 
-def _op_names(settings) -> set[str]:
-    from pipelines.jobs import build_assets
-
-    assets, checks = build_assets(settings)
-    return {a.node_def.name for a in assets if a.is_executable} | {c.node_def.name for c in checks}
-
-
 def with_overrides(settings, assignments: list[str]):
     """The settings with `OP.FIELD=VALUE` assignments (VALUE is JSON, or a plain string)."""
+    from pipelines.jobs import op_names
+
     ops = {op: dict(fields) for op, fields in settings.overrides.items()}
+    known = op_names(settings) if assignments else set()
     for assignment in assignments:
         target, _, text = assignment.partition("=")
         op, _, field = target.partition(".")
         if not op or not field or not _:
             raise SystemExit(f"--set {assignment!r}: expected OP.FIELD=VALUE, e.g. ab_agent_table5.seeds=2")
-        known = _op_names(settings)
         if op not in known:  # never dropped unseen: a run config of an op that is not there does nothing
-            renamed = f"; the ingestion op is called {RENAMED_OPS[op]!r} now" if op in RENAMED_OPS else ""
+            renamed = f"; {op!r} is called {RENAMED_OPS[op]!r} now" if op in RENAMED_OPS else ""
             raise SystemExit(f"--set {assignment!r}: no op {op!r}{renamed}; the ops: {', '.join(sorted(known))}")
         try:
             value = json.loads(text)

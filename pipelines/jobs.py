@@ -178,6 +178,12 @@ def build_assets(settings: Settings) -> tuple[list, list]:
     return versioned_assets(assets, checks, settings), checks
 
 
+def op_names(settings: Settings) -> set[str]:
+    """The ops (asset, multi-asset and check nodes) of the code location these settings build."""
+    assets, checks = _build_assets(settings.shards, settings.rounds, tuple(settings.arms or ()))
+    return {a.node_def.name for a in assets if a.is_executable} | {c.node_def.name for c in checks}
+
+
 @functools.cache
 def _build_assets(shards: int, rounds_: int, arms: tuple[str, ...]) -> tuple[list, list]:
     assets = load_assets_from_modules(ASSET_MODULES)

@@ -216,7 +216,7 @@ def test_each_experiment_command_runs_what_its_table_needs():
         with_overrides(settings, ["seeds=2"])
     with pytest.raises(SystemExit, match="no op 'ab_agent_table9'; the ops: .*ab_agent_table5"):
         with_overrides(settings, ["ab_agent_table9.seeds=2"])
-    with pytest.raises(SystemExit, match="no op 'movielens'; the ingestion op is called 'ingestion' now"):
+    with pytest.raises(SystemExit, match="no op 'movielens'; 'movielens' is called 'ingestion' now"):
         with_overrides(settings, ["movielens.synthetic_users=40"])
     assert with_overrides(settings, ["ingestion.synthetic_users=40"]).overrides["ingestion"] == {"synthetic_users": 40}
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -241,6 +241,22 @@ def accepted_settings(cls: type, settings: dict[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError):
         return {}
     return {k: v for k, v in settings.items() if k in parameters}
+
+
+def key_values(pairs: Iterable[str]) -> dict[str, Any]:
+    """The `key=value` pairs of a spec (an arm's `name=kind;key=value`, a brain's `kind;key=value`):
+    a value is JSON where it reads as JSON (numbers, true / false), else the string; ValueError
+    naming a pair that is not `key=value`."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"parameter {pair!r} is not key=value")
+        try:
+            params[key.strip()] = json.loads(value.strip())
+        except ValueError:
+            params[key.strip()] = value.strip()
+    return params
 
 
 def constructor_parameters(factory: Callable[..., Any], exclude: set[str]) -> frozenset[str] | None:

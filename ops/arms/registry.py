@@ -62,7 +62,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ops.arms.base import ArmBase, accepted_settings, constructor_parameters
+from ops.arms.base import ArmBase, accepted_settings, constructor_parameters, key_values
 from ops.arms.trained import ArmConfig, TrainedArm, read_manifest
 
 KINDS_PACKAGE = "ops.arms.kinds"
@@ -130,14 +130,12 @@ def parse_arm_spec(text: str) -> ArmSpec:
         )
     if not _:
         return ArmSpec(name, name)
-    params = {}
     # A source keeps its ';' (a path, a URI) but for the `;key=value` pairs that end it.
     target, *pairs = _source_and_parameters(rest) if SOURCED.match(rest) else rest.split(";")
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"arm spec {text!r}: parameter {pair!r} is not key=value")
-        params[key.strip()] = _value(value.strip())
+    try:
+        params = key_values(pairs)
+    except ValueError as exc:
+        raise ValueError(f"arm spec {text!r}: {exc}") from None
     target = target.strip()
     if not target or target.endswith(":"):
         raise ValueError(
@@ -154,13 +152,6 @@ def _source_and_parameters(rest: str) -> list[str]:
     while cut > 1 and SOURCE_PARAMETER.match(parts[cut - 1].strip()):
         cut -= 1
     return [";".join(parts[:cut]), *parts[cut:]]
-
-
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _shorthand_spec(text: str, base: str, k: int) -> ArmSpec:

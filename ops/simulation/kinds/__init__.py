@@ -42,14 +42,13 @@ this package compares a brain's name:
 from __future__ import annotations
 
 import importlib
-import inspect
-import json
 import pkgutil
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
+from ops.arms.base import constructor_parameters, key_values
 from ops.settings import config_default
 from ops.simulation.kinds.base import NO_VISION, PROTOCOLS, Bill, BrainKind, BrainSources, UnknownBrain
 
@@ -122,7 +121,10 @@ def brain_kind(name: str | BrainKind, vision: bool = True) -> BrainKind:
     else:
         head, *pairs = str(name).split(";")
         head = head.strip().replace("_", "-")
-        params = _params(str(name), pairs)
+        try:
+            params = key_values(pairs)
+        except ValueError as exc:
+            raise UnknownBrain(f"brain {name!r}: {exc}") from None
         if head.endswith(NO_VISION) and not _defined(head):
             head, params = head.removesuffix(NO_VISION), {**params, "vision": False}
             if not _class(head).posters:
@@ -130,29 +132,13 @@ def brain_kind(name: str | BrainKind, vision: bool = True) -> BrainKind:
         kind = _class(head)
     if not vision:
         params["vision"] = False
-    takes = inspect.signature(kind).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in takes.values()):
-        for key in params:
-            if key not in takes:
-                raise UnknownBrain(
-                    f"brain {kind.name!r} takes no parameter {key!r}; it takes {', '.join(takes) or 'none'}"
-                )
+    takes = constructor_parameters(kind, exclude=set())  # None: it takes any
+    for key in params if takes is not None else ():
+        if key not in takes:
+            raise UnknownBrain(f"brain {kind.name!r} takes no parameter {key!r}; it takes {', '.join(sorted(takes))}")
     made = kind(**params)
     made.params = params
     return made
-
-
-def _params(text: str, pairs: list[str]) -> dict:
-    params = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            raise UnknownBrain(f"brain {text!r}: parameter {pair!r} is not key=value")
-        try:  # numbers, true / false, JSON; anything else a string
-            params[key.strip()] = json.loads(value.strip())
-        except ValueError:
-            params[key.strip()] = value.strip()
-    return params
 
 
 def _defined(text: str) -> bool:
